@@ -1,0 +1,206 @@
+"""A live session: its log, its turns, and the turn/step loop.
+
+Role: ``AgentSession.prompt(blocks)`` runs one turn — ``turn/start`` and ``user`` are logged, then
+steps run until the model stops or an exit is raised — and always ends it with exactly one
+``turn/end`` carrying the exit. Turns of one session run one after another; ``cancel()`` stops the
+running one.
+
+Must never: keep a message list (every request is rebuilt from the log), call a tool directly, or
+leave a turn without its ``turn/end``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agent_server.agent.exits import (
+    STOP_REASONS,
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    TurnExit,
+    TurnFailed,
+)
+from agent_server.agent.step import (
+    Emit,
+    ModelClient,
+    PartialMessage,
+    RequestHeader,
+    RetryPolicy,
+    log_request_inputs,
+    stream_step,
+)
+from agent_server.agent.user_input import prompt_text
+from agent_server.config import Config
+from agent_server.llm import AssembledMessage
+from agent_server.session import EventLog
+
+log = logging.getLogger("agent_server.agent")
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: ``exit`` (PROTOCOL.md turn exits), ``stop_reason`` (``None`` for
+    ``error``), ``error`` (``{"code", "message", "retryable"}`` for ``error``)."""
+
+    exit: str
+    stop_reason: str | None
+    error: dict[str, Any] | None = None
+
+
+class AgentSession:
+    """One conversation bound to its log.
+
+    ``log``: the open ``EventLog``; ``config``: resolved settings; ``header_factory()``: returns
+    the ``RequestHeader`` for the next step (system text, tools, params); ``client_factory()``:
+    returns the ``ModelClient`` (raises ``TurnFailed`` when no model is configured); ``emit``:
+    sends ACP session updates to the editor.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        log: EventLog,
+        config: Config,
+        *,
+        header_factory: Callable[[], RequestHeader],
+        client_factory: Callable[[], ModelClient],
+        emit: Emit,
+    ) -> None:
+        self.id = session_id
+        self.log = log
+        self.config = config
+        self._header_factory = header_factory
+        self._client_factory = client_factory
+        self._emit = emit
+        self._turn_lock = asyncio.Lock()
+        self._turn_task: asyncio.Task[TurnOutcome] | None = None
+        self._cancelling = False
+        settings = config.agent
+        self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
+
+    # -- public surface ---------------------------------------------------------------------
+
+    async def prompt(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
+        """Run one turn for the ACP prompt ``blocks``; queued behind a running turn."""
+        async with self._turn_lock:
+            self._cancelling = False
+            self._turn_task = asyncio.ensure_future(self._run_turn(blocks))
+            try:
+                return await asyncio.shield(self._turn_task)
+            finally:
+                self._turn_task = None
+
+    def cancel(self) -> None:
+        """Stop the running turn (no-op when idle); its ``prompt()`` returns ``cancelled``."""
+        if self._turn_task is not None and not self._turn_task.done():
+            self._cancelling = True
+            self._turn_task.cancel()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _next_turn_number(self) -> int:
+        return sum(1 for e in self.log.events if e.type == "turn/start") + 1
+
+    async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
+        turn = self._next_turn_number()
+        self.log.append("turn/start", {"turn": turn})
+        self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
+        partial = PartialMessage()
+        outcome: TurnOutcome | None = None
+        try:
+            client = self._client_factory()
+            for step in range(1, self.config.agent.max_steps_per_turn + 1):
+                await self._step(client, turn, step, partial)
+            raise MaxTurnRequests()
+        except TurnFailed as exc:
+            outcome = TurnOutcome("error", None, exc.error)
+        except TurnExit as exc:
+            outcome = TurnOutcome(exc.exit, STOP_REASONS[exc.exit])
+        except asyncio.CancelledError:
+            if not self._cancelling:
+                outcome = TurnOutcome("cancelled", "cancelled")
+                raise
+            self._commit_interrupted(turn, partial)
+            outcome = TurnOutcome("cancelled", "cancelled")
+        except Exception as exc:  # a bug: end the turn cleanly, report it, keep serving
+            log.exception("turn %s failed", turn)
+            outcome = TurnOutcome("error", None, {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}", "retryable": False})
+        finally:
+            if outcome is None:
+                outcome = TurnOutcome("cancelled", "cancelled")
+            end: dict[str, Any] = {"turn": turn, "exit": outcome.exit}
+            if outcome.error:
+                end["error"] = outcome.error
+            self.log.append("turn/end", end)
+        return outcome
+
+    async def _step(self, client: ModelClient, turn: int, step: int, partial: PartialMessage) -> None:
+        header = self._header_factory()
+        provider = self.config.provider
+        log_request_inputs(
+            self.log,
+            header,
+            {"provider": provider.profile, "base_url": provider.base_url, "model": header.model,
+             "context_window": provider.context_window},
+        )
+        message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial)
+        self._commit_assistant(turn, step, message)
+        await self._emit_usage(message)
+        if message.finish_reason == "length":
+            raise MaxTokens()
+        if message.finish_reason == "content_filter" or message.refusal:
+            raise Refusal()
+        if not message.tool_calls:
+            raise EndTurn()
+        await self._answer_unavailable_tools(turn, message)
+
+    def _commit_assistant(self, turn: int, step: int, message: AssembledMessage) -> None:
+        data: dict[str, Any] = {
+            "turn": turn,
+            "step": step,
+            "text": message.content,
+            "reasoning": message.reasoning,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+            "finish_reason": message.finish_reason,
+            "usage": message.usage,
+        }
+        if message.refusal:
+            data["refusal"] = message.refusal
+        if message.dropped_tool_calls:
+            data["dropped_tool_calls"] = message.dropped_tool_calls
+        self.log.append("assistant", data)
+        self.log.append("step/end", {"turn": turn, "step": step, "finish_reason": message.finish_reason})
+
+    def _commit_interrupted(self, turn: int, partial: PartialMessage) -> None:
+        """Keep what a cancelled request streamed; an empty one is logged too (so the log accounts
+        for the request) but is never projected (invariant 10)."""
+        if partial.step is not None:
+            self.log.append(
+                "assistant",
+                {"turn": turn, "step": partial.step, "text": partial.text, "reasoning": partial.reasoning, "tool_calls": [],
+                 "finish_reason": None, "usage": None, "interrupted": True},
+            )
+
+    async def _answer_unavailable_tools(self, turn: int, message: AssembledMessage) -> None:
+        """No tools are offered yet: every call gets an error result (invariant 2)."""
+        for call in message.tool_calls:
+            event = self.log.append("tool/call", {"turn": turn, "call_id": call.id, "name": call.name, "arguments": call.arguments})
+            tool_call_id = f"tc-{event.seq}"
+            text = f"Error: no tool named {call.name!r} is available in this session."
+            await self._emit({"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": call.name,
+                              "kind": "other", "status": "pending", "rawInput": {"arguments": call.arguments}})
+            self.log.append("tool/result", {"turn": turn, "call_id": call.id, "tool_call_id": tool_call_id,
+                                            "status": "failed", "content": text})
+            await self._emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed",
+                              "content": [{"type": "content", "content": {"type": "text", "text": text}}]})
+
+    async def _emit_usage(self, message: AssembledMessage) -> None:
+        usage = message.usage or {}
+        used = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+        if isinstance(used, int) and used > 0:
+            await self._emit({"sessionUpdate": "usage_update", "used": used, "size": self.config.provider.context_window})

@@ -1,0 +1,155 @@
+"""One step: one model request (with its retried attempts) and the assistant message it produced.
+
+Role: log what enters the request (``request/header``, ``request/context`` when they change, then
+``step/start``), rebuild the body from the log, stream it (forwarding deltas to the editor as they
+arrive), retry retryable failures with backoff (each failed attempt logged as ``assistant/attempt``,
+nothing of it committed), and commit the final ``assistant`` event.
+
+Must never: send a body that was not rebuilt from the log, or commit anything of a failed attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+
+from agent_server.agent.exits import TurnFailed
+from agent_server.agent.request import request_body
+from agent_server.llm import (
+    AssembledMessage,
+    Finish,
+    LLMError,
+    ReasoningDelta,
+    TextDelta,
+    encode_body,
+)
+from agent_server.session import EventLog
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one ACP ``SessionUpdate`` payload (the ``update`` of ``session/update``) to the editor."""
+
+
+class ModelClient(Protocol):
+    """What a step needs from the LLM layer: stream a request body, yield ``StreamEvent``\\s."""
+
+    def stream(self, body: bytes) -> AsyncIterator[Any]: ...
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter, honouring ``Retry-After``.
+
+    ``max_attempts`` HTTP tries in all; the delay before try n+1 is
+    ``uniform(0, min(max_delay, base_delay * 2**(n-1)))``, or ``retry_after`` if the provider gave
+    one (capped at ``max_delay``).
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, error: LLMError) -> float:
+        """Seconds to wait after failed try number ``attempt`` (1-based)."""
+        if error.retry_after is not None:
+            return min(self.max_delay, max(0.0, error.retry_after))
+        return self.rng.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+
+
+@dataclass
+class PartialMessage:
+    """What the current attempt has streamed so far (kept if the turn is cancelled mid-stream)."""
+
+    text: str = ""
+    reasoning: str = ""
+    step: int | None = None
+    """The step whose request is in flight (``None`` between requests)."""
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    """Everything that goes into a request besides the history (logged as ``request/header``)."""
+
+    system: str
+    model: str
+    params: dict[str, Any]
+    tools: list[dict[str, Any]]
+    reasoning_content: str
+
+    def as_data(self) -> dict[str, Any]:
+        """The ``request/header`` event data."""
+        return {
+            "system": self.system,
+            "model": self.model,
+            "params": self.params,
+            "tools": self.tools,
+            "reasoning_content": self.reasoning_content,
+        }
+
+
+def log_request_inputs(log: EventLog, header: RequestHeader, context: dict[str, Any]) -> None:
+    """Append ``request/header`` and ``request/context`` unless equal to the latest ones."""
+    for kind, data in (("request/header", header.as_data()), ("request/context", context)):
+        last = next((e for e in reversed(log.events) if e.type == kind), None)
+        if last is None or last.data != data:
+            log.append(kind, data)
+
+
+async def stream_step(
+    log: EventLog,
+    client: ModelClient,
+    emit: Emit,
+    *,
+    turn: int,
+    step: int,
+    retry: RetryPolicy,
+    partial: PartialMessage,
+) -> AssembledMessage:
+    """Run one step's request: log ``step/start``, stream with retries, return the message.
+
+    The caller commits the ``assistant`` event. Raises ``TurnFailed`` when the error is not
+    retryable or the attempts are used up; ``asyncio.CancelledError`` passes through (``partial``
+    then holds what was streamed).
+    """
+    start = log.append("step/start", {"turn": turn, "step": step})
+    body = encode_body(request_body(log.events, start.seq))
+    for attempt in range(1, retry.max_attempts + 1):
+        partial.text = partial.reasoning = ""
+        partial.step = step
+        try:
+            message = await _stream_once(client, body, emit, partial)
+            partial.step = None
+            return message
+        except LLMError as error:
+            partial.step = None
+            log.append(
+                "assistant/attempt",
+                {"turn": turn, "step": step, "attempt": attempt, "error": error.to_dict(),
+                 "status": error.status},
+            )
+            if not error.retryable or attempt == retry.max_attempts:
+                detail = error.to_dict()
+                if error.retryable:
+                    detail["message"] = f"{detail['message']} (gave up after {attempt} attempts)"
+                raise TurnFailed(detail) from error
+            await asyncio.sleep(retry.delay(attempt, error))
+    raise AssertionError("unreachable")
+
+
+async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage) -> AssembledMessage:
+    async for event in client.stream(body):
+        if isinstance(event, TextDelta):
+            partial.text += event.text
+            await emit(_chunk("agent_message_chunk", event.text))
+        elif isinstance(event, ReasoningDelta):
+            partial.reasoning += event.text
+            await emit(_chunk("agent_thought_chunk", event.text))
+        elif isinstance(event, Finish):
+            return event.message
+    raise LLMError("STREAM_CLOSED", "the stream ended without a finish")
+
+
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}

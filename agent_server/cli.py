@@ -1,0 +1,107 @@
+"""Command line: ``agent-server`` (the stdio ACP server) and its sub-commands.
+
+Role: the process entry point. With no sub-command it serves ACP on stdio, answering the first
+``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
+the editor waits for that answer), then hands everything else to the server.
+
+Must never: let anything but protocol messages reach the real stdout. The protocol gets a private
+duplicate of descriptor 1, and descriptor 1 itself is pointed at stderr, so a stray ``print`` (or
+a child process) cannot corrupt the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+_USAGE = """usage: agent-server [--config PATH]
+
+Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
+
+options:
+  --config PATH   read this TOML config file instead of the default
+  --version       print the version and exit
+  -h, --help      show this help
+"""
+
+
+def _read_first_line(fd: int) -> tuple[bytes, bytes]:
+    """Read from ``fd`` until the first newline; returns ``(line, rest)`` (rest may be b"")."""
+    buffer = b""
+    while b"\n" not in buffer:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return buffer, b""
+        buffer += chunk
+    line, _, rest = buffer.partition(b"\n")
+    return line + b"\n", rest
+
+
+def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
+    """Answer ``line`` at once if it is an ``initialize`` request; return its params, else None."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(message, dict) and message.get("method") == "initialize"
+            and message.get("jsonrpc") == "2.0" and type(message.get("id")) in (int, str)):
+        return None
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return None
+    from agent_server.server.initialize import initialize_result
+
+    response = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result(params or {})}
+    data = (json.dumps(response, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(out_fd, data):]
+    return params or {}
+
+
+def _serve(config_path: str | None) -> int:
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    first, rest = _read_first_line(0)
+    answered = _fast_initialize(first, out_fd) if first else None
+    prefeed = rest if answered is not None else first + rest
+
+    import asyncio
+    import logging
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper(),
+        format="agent-server %(levelname)s %(name)s: %(message)s",
+    )
+    from agent_server.server.stdio import serve_stdio
+
+    try:
+        return asyncio.run(serve_stdio(in_fd=0, out_fd=out_fd, prefeed=prefeed,
+                                       answered_initialize=answered, config_path=config_path))
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agent-server`` script; returns the exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    config_path = None
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(_USAGE)
+            return 0
+        if arg == "--version":
+            from agent_server import __version__
+
+            sys.stdout.write(f"agent-server {__version__}\n")
+            return 0
+        if arg == "--config" and args:
+            config_path = args.pop(0)
+        elif arg.startswith("--config="):
+            config_path = arg.split("=", 1)[1]
+        else:
+            sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
+            return 2
+    return _serve(config_path)

@@ -1,0 +1,189 @@
+"""Configuration: a TOML file plus environment variables, resolved into one provider setting.
+
+Role: find and parse the config file (``--config PATH``, else ``<XDG config>/agent-server/
+config.toml``), apply the environment, and pick a named provider profile. Profiles differ only in
+base URL, API-key variable, default model, context window and known quirks.
+
+Must never: log or persist an API key (``ProviderSettings.api_key`` is excluded from dumps), or
+fail at start-up for a missing key: that is reported on the first prompt, as a clear error.
+
+Precedence, highest first: ``AGENT_SERVER_*`` environment variables → the config file → the
+usual provider variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``, the
+profile's own key variable) → the profile's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Profile(BaseModel):
+    """A named provider: where it lives and how it differs from plain OpenAI."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+    """Environment variable holding the key; ``None`` for local servers that need none."""
+    model: str | None = None
+    context_window: int = 32_768
+    """Tokens the model accepts in one request (prompt + completion)."""
+    reasoning_content: Literal["echo", "drop"] = "drop"
+    """``echo``: send earlier ``reasoning_content`` back byte-exact (DeepSeek thinking mode with
+    tools rejects a request without it); ``drop``: leave it out (other providers)."""
+    key_required: bool = True
+
+
+PROFILES: dict[str, Profile] = {
+    "deepseek": Profile(base_url="https://api.deepseek.com/v1", api_key_env="DEEPSEEK_API_KEY",
+                        model="deepseek-chat", context_window=128_000, reasoning_content="echo"),
+    "openai": Profile(base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY",
+                      model="gpt-4o", context_window=128_000),
+    "glm": Profile(base_url="https://open.bigmodel.cn/api/paas/v4", api_key_env="ZHIPUAI_API_KEY",
+                   model="glm-4.6", context_window=200_000, reasoning_content="echo"),
+    "hunyuan": Profile(base_url="https://api.hunyuan.cloud.tencent.com/v1", api_key_env="HUNYUAN_API_KEY",
+                       model="hunyuan-turbos-latest", context_window=32_000),
+    "openrouter": Profile(base_url="https://openrouter.ai/api/v1", api_key_env="OPENROUTER_API_KEY",
+                          model="deepseek/deepseek-chat", context_window=128_000),
+    "ollama": Profile(base_url="http://127.0.0.1:11434/v1", model="qwen2.5-coder",
+                      context_window=32_768, key_required=False),
+    "vllm": Profile(base_url="http://127.0.0.1:8000/v1", api_key_env="VLLM_API_KEY",
+                    context_window=32_768, key_required=False),
+    "llama.cpp": Profile(base_url="http://127.0.0.1:8080/v1", model="local",
+                         context_window=32_768, key_required=False),
+    "custom": Profile(api_key_env="OPENAI_API_KEY", key_required=False),
+}
+"""Built-in profiles. ``custom`` is any OpenAI-compatible endpoint given by ``base_url``."""
+
+
+class ProviderSettings(BaseModel):
+    """The resolved provider for a session. ``api_key`` never appears in ``model_dump()``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profile: str
+    base_url: str | None
+    model: str | None
+    context_window: int
+    reasoning_content: Literal["echo", "drop"]
+    key_required: bool
+    api_key: str | None = Field(default=None, exclude=True, repr=False)
+    api_key_source: str | None = None
+    """Where the key came from (a variable or file name) — safe to show the user, never the key."""
+
+
+class AgentSettings(BaseModel):
+    """Settings of the agent loop, with their defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps_per_turn: int = Field(default=50, ge=1)
+    """Model requests one turn may make before it ends with ``max_turn_requests``."""
+    max_attempts: int = Field(default=4, ge=1)
+    """HTTP tries of one step (the first try included) for retryable errors."""
+    retry_base_delay: float = Field(default=1.0, ge=0)
+    """Seconds before the first retry; doubled each time, with jitter, capped at ``retry_max_delay``."""
+    retry_max_delay: float = Field(default=30.0, ge=0)
+    stream_idle_timeout: float = Field(default=300.0, gt=0)
+    """Seconds of silence (not even an SSE comment) after which a stream fails as ``STREAM_IDLE``."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
+
+
+class Config(BaseModel):
+    """The whole configuration: ``provider`` + ``agent`` + where it was read from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: ProviderSettings
+    agent: AgentSettings
+    source: str | None = None
+
+
+class ConfigError(Exception):
+    """The config file cannot be read or has invalid keys (message names file and key)."""
+
+
+_FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
+              "reasoning_content", "agent", "params", "profiles"}
+
+
+def default_config_path() -> Path:
+    """``$XDG_CONFIG_HOME/agent-server/config.toml`` (platformdirs' user config folder)."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("agent-server")) / "config.toml"
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read the config file (``path``, else the default if it exists) and the environment.
+
+    Raises ``ConfigError`` for an unreadable file, unknown keys or invalid values. A missing key or
+    base URL is not an error here: ``ProviderSettings`` records what is missing.
+    """
+    env = os.environ if env is None else env
+    explicit = path is not None or "AGENT_SERVER_CONFIG" in env
+    path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path())
+    data: dict[str, Any] = {}
+    if path.exists() or explicit:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from None
+        unknown = set(data) - _FILE_KEYS
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_FILE_KEYS)}")
+    try:
+        agent = AgentSettings(**{**data.get("agent", {}), **({"params": data["params"]} if "params" in data else {})})
+        profiles = dict(PROFILES)
+        for name, raw in data.get("profiles", {}).items():
+            profiles[name] = Profile(**raw)
+        provider = _resolve_provider(data, profiles, env)
+    except ConfigError:
+        raise
+    except Exception as exc:  # pydantic ValidationError, TypeError from bad tables
+        raise ConfigError(f"{path}: {exc}") from None
+    return Config(provider=provider, agent=agent, source=str(path) if data else None)
+
+
+def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: Mapping[str, str]) -> ProviderSettings:
+    name = env.get("AGENT_SERVER_PROFILE") or data.get("profile")
+    base_override = env.get("AGENT_SERVER_BASE_URL") or data.get("base_url")
+    if name is None:
+        if base_override or env.get("OPENAI_BASE_URL"):
+            name = "custom"
+        elif env.get("DEEPSEEK_API_KEY"):
+            name = "deepseek"
+        elif env.get("OPENAI_API_KEY"):
+            name = "openai"
+        else:
+            name = "custom"
+    if name not in profiles:
+        raise ConfigError(f"unknown profile {name!r}; known: {sorted(profiles)}")
+    profile = profiles[name]
+    base_url = base_override or (env.get("OPENAI_BASE_URL") if name in ("custom", "openai") else None) or profile.base_url
+    key_env = data.get("api_key_env") or profile.api_key_env
+    api_key, source = None, None
+    for candidate, label in (
+        (env.get("AGENT_SERVER_API_KEY"), "AGENT_SERVER_API_KEY"),
+        (data.get("api_key"), "config file"),
+        (env.get(key_env) if key_env else None, key_env),
+    ):
+        if candidate:
+            api_key, source = candidate, label
+            break
+    return ProviderSettings(
+        profile=name,
+        base_url=base_url.rstrip("/") if base_url else None,
+        model=env.get("AGENT_SERVER_MODEL") or data.get("model") or profile.model,
+        context_window=int(env.get("AGENT_SERVER_CONTEXT_WINDOW") or data.get("context_window") or profile.context_window),
+        reasoning_content=data.get("reasoning_content") or profile.reasoning_content,
+        key_required=profile.key_required,
+        api_key=api_key,
+        api_key_source=source,
+    )

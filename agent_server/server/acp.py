@@ -1,0 +1,197 @@
+"""The ACP surface: method handlers that turn JSON-RPC calls into session operations.
+
+Role: ``AcpServer`` implements ``initialize``, ``session/new``, ``session/prompt`` and
+``session/cancel`` (PROTOCOL.md), validates params, maps turn outcomes to stop reasons or to the
+``-32603`` error with ``data: {code, message, retryable}``, and sends each session's updates as
+``session/update`` notifications.
+
+Must never: hold conversation state outside the log (sessions are ``AgentSession``\\s over their
+``EventLog``), or send a session's notification before the ``session/new`` response.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_server import __version__
+from agent_server.agent import AgentSession, RequestHeader, TurnFailed
+from agent_server.config import Config
+from agent_server.prompt import PromptEnvironment, render_system_prompt
+from agent_server.server import acp_models as m
+from agent_server.server.initialize import initialize_result
+from agent_server.server.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    Connection,
+    JsonRpcError,
+    RequestContext,
+)
+from agent_server.server.models_pool import ClientPool
+from agent_server.session import SessionStore
+
+log = logging.getLogger("agent_server.server")
+
+
+def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        raise JsonRpcError(INVALID_PARAMS, f"invalid params: {exc.error_count()} error(s)", m.describe_validation_error(exc)) from None
+
+
+class AcpServer:
+    """The agent side of one ACP connection.
+
+    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts);
+    ``store``: where session logs go. Call ``bind(connection)`` before serving.
+    """
+
+    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None) -> None:
+        self.config = config
+        self.config_error = config_error
+        self.store = store
+        self.sessions: dict[str, AgentSession] = {}
+        self.client_capabilities = m.ClientCapabilities()
+        self.pool = ClientPool(config.agent.stream_idle_timeout)
+        self.connection: Connection | None = None
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def request_handlers(self) -> dict[str, Any]:
+        """Method name → request handler, for ``Connection(requests=...)``."""
+        return {
+            "initialize": self.initialize,
+            "session/new": self.new_session,
+            "session/prompt": self.prompt,
+        }
+
+    def notification_handlers(self) -> dict[str, Any]:
+        """Method name → notification handler."""
+        return {"session/cancel": self.cancel}
+
+    def bind(self, connection: Connection) -> None:
+        """Attach the connection updates are sent on."""
+        self.connection = connection
+
+    def remember_initialize(self, params: dict[str, Any]) -> None:
+        """Record the client's capabilities from ``initialize`` params (also used by the CLI's
+        fast path, which answered ``initialize`` before this object existed)."""
+        try:
+            self.client_capabilities = m.InitializeParams.model_validate(params or {}).clientCapabilities
+        except ValidationError:
+            log.warning("initialize params did not validate; assuming no client capabilities")
+
+    async def aclose(self) -> None:
+        """Cancel running turns, close logs and HTTP clients."""
+        for session in self.sessions.values():
+            session.cancel()
+        for session in self.sessions.values():
+            async with session._turn_lock:
+                session.log.close()
+        await self.pool.aclose()
+
+    # -- methods ------------------------------------------------------------------------------
+
+    async def initialize(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``initialize``: record client capabilities, answer protocol version 1."""
+        self.remember_initialize(params)
+        return initialize_result(params)
+
+    async def new_session(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/new``: create the log and the session; returns ``{"sessionId"}``."""
+        p: m.NewSessionParams = _parse(m.NewSessionParams, params)
+        roots = [p.cwd, *p.additionalDirectories]
+        missing = [r for r in roots if not Path(r).is_dir()]
+        if missing:
+            raise JsonRpcError(INVALID_PARAMS, f"not a directory: {missing[0]}", {"path": missing[0]})
+        header = {
+            "cwd": p.cwd,
+            "additional_directories": p.additionalDirectories,
+            "mcp_servers": [s.get("name") for s in p.mcpServers],
+            "agent": {"name": "agent-server", "version": __version__},
+        }
+        session_id, event_log = self.store.create(header)
+        self.sessions[session_id] = AgentSession(
+            session_id,
+            event_log,
+            self.config,
+            header_factory=lambda: self._request_header(roots),
+            client_factory=self._client,
+            emit=self._emitter(session_id),
+        )
+        return {"sessionId": session_id}
+
+    async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/prompt``: run one turn; every update is written before this returns."""
+        p: m.PromptParams = _parse(m.PromptParams, params)
+        session = self._session(p.sessionId)
+        ctx.on_cancel = session.cancel
+        outcome = await session.prompt(params["prompt"])
+        if outcome.error is not None:
+            raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
+        return {"stopReason": outcome.stop_reason}
+
+    async def cancel(self, params: dict[str, Any]) -> None:
+        """``session/cancel`` (notification): stop the session's running turn."""
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str) and session_id in self.sessions:
+            self.sessions[session_id].cancel()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> AgentSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise JsonRpcError(RESOURCE_NOT_FOUND, f"unknown session: {session_id}", {"sessionId": session_id})
+        return session
+
+    def _emitter(self, session_id: str):
+        async def emit(update: dict[str, Any]) -> None:
+            if self.connection is not None and not self.connection.closed.is_set():
+                await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+        return emit
+
+    def _request_header(self, roots: list[str]) -> RequestHeader:
+        env = PromptEnvironment(
+            roots=tuple(roots),
+            os_name=f"{platform.system()} {platform.release()}",
+            shell=os.environ.get("SHELL", "/bin/sh"),
+            date=datetime.date.today().isoformat(),
+        )
+        provider = self.config.provider
+        return RequestHeader(
+            system=render_system_prompt(env),
+            model=provider.model or "",
+            params=dict(self.config.agent.params),
+            tools=[],
+            reasoning_content=provider.reasoning_content,
+        )
+
+    def _client(self):
+        if self.config_error:
+            raise TurnFailed({"code": "BAD_REQUEST", "message": f"configuration error: {self.config_error}", "retryable": False})
+        provider = self.config.provider
+        if not provider.base_url:
+            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
+                              "no model endpoint configured: set AGENT_SERVER_BASE_URL (or a profile with "
+                              "AGENT_SERVER_PROFILE / the config file), see the README"})
+        if not provider.model:
+            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
+                              f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
+        if provider.key_required and not provider.api_key:
+            from agent_server.config import PROFILES
+
+            var = PROFILES.get(provider.profile).api_key_env if provider.profile in PROFILES else None
+            hint = f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY"
+            raise TurnFailed({"code": "AUTH", "retryable": False,
+                              "message": f"no API key for profile {provider.profile!r}: {hint}"})
+        return self.pool.get(provider.base_url, provider.api_key)

@@ -1,0 +1,133 @@
+"""Pydantic models of the ACP v1 messages the server reads (schema: ``shared/acp/schema.json``).
+
+Role: validate incoming params with clear errors. Unknown fields are kept (ACP adds fields over
+time and ``_meta`` is open), required ones are enforced, and the tests hold these models to the
+official schema by validating every transcript against it.
+
+Must never: be imported before ``initialize`` has been answered (start-up time).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class FileSystemCapability(_Open):
+    """``clientCapabilities.fs``."""
+
+    readTextFile: bool = False
+    writeTextFile: bool = False
+
+
+class ClientCapabilities(_Open):
+    """``initialize.params.clientCapabilities``."""
+
+    fs: FileSystemCapability = Field(default_factory=FileSystemCapability)
+    terminal: bool = False
+
+
+class InitializeParams(_Open):
+    """``initialize`` params; ``protocolVersion`` is read but we always answer 1."""
+
+    protocolVersion: Any = None
+    clientCapabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
+    clientInfo: dict[str, Any] | None = None
+
+
+def _absolute(path: str) -> str:
+    if not os.path.isabs(path):
+        raise ValueError(f"must be an absolute path, got {path!r}")
+    return path
+
+
+class NewSessionParams(_Open):
+    """``session/new`` params. ``mcpServers`` is accepted (never rejected) but not used yet."""
+
+    cwd: str
+    additionalDirectories: list[str] = Field(default_factory=list)
+    mcpServers: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_absolute(cls, value: str) -> str:
+        return _absolute(value)
+
+    @field_validator("additionalDirectories")
+    @classmethod
+    def _dirs_absolute(cls, value: list[str]) -> list[str]:
+        return [_absolute(v) for v in value]
+
+
+class TextContent(_Open):
+    type: Literal["text"]
+    text: str
+
+
+class ImageContent(_Open):
+    type: Literal["image"]
+    data: str
+    mimeType: str
+
+
+class AudioContent(_Open):
+    type: Literal["audio"]
+    data: str
+    mimeType: str
+
+
+class ResourceLink(_Open):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+
+
+class EmbeddedResource(_Open):
+    type: Literal["resource"]
+    resource: dict[str, Any]
+
+    @field_validator("resource")
+    @classmethod
+    def _has_uri(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("uri"), str):
+            raise ValueError("resource.uri must be a string")
+        if not isinstance(value.get("text"), str) and not isinstance(value.get("blob"), str):
+            raise ValueError("resource needs text or blob")
+        return value
+
+
+ContentBlock = Annotated[
+    Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource],
+    Field(discriminator="type"),
+]
+
+
+class PromptParams(_Open):
+    """``session/prompt`` params."""
+
+    sessionId: str
+    prompt: list[ContentBlock]
+
+
+class CancelParams(_Open):
+    """``session/cancel`` params."""
+
+    sessionId: str
+
+
+def describe_validation_error(exc: ValidationError) -> dict[str, Any]:
+    """JSON-RPC ``error.data`` for invalid params: ``{"errors": [{"path", "message"}]}``."""
+    return {
+        "errors": [
+            {"path": ".".join(str(p) for p in err.get("loc", ())), "message": err["msg"]}
+            for err in exc.errors(include_url=False)
+        ]
+    }

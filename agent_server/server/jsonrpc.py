@@ -1,0 +1,320 @@
+"""A small bidirectional JSON-RPC 2.0 engine over newline-delimited JSON (PROTOCOL.md "Transport").
+
+Role: read one message per line, dispatch requests concurrently (one task each), answer them, route
+responses to the requests this side sent, and apply the transport's error rules: a line that is not
+JSON → ``-32700`` with ``id: null``; a batch or a malformed message → ``-32600``; an unknown method →
+``-32601``; unknown notifications are ignored; a request without ``params`` is still answered;
+``$/cancel_request`` cancels an in-flight request, which is then answered ``-32800`` (or as its
+handler decides).
+
+Must never: write anything to its output that is not one whole JSON-RPC message per line, or import
+anything heavier than ``asyncio`` and ``json`` (it is on the start-up path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from typing import Any, Awaitable, Callable, Protocol
+
+log = logging.getLogger("agent_server.jsonrpc")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class JsonRpcError(Exception):
+    """An error answer: raised by handlers to answer with it, and by ``Connection.request`` when
+    the peer answered with an error. ``code`` (int), ``message`` (str), ``data`` (JSON or None)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` object."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ConnectionClosed(Exception):
+    """The peer went away before answering a request this side sent."""
+
+
+class Writer(Protocol):
+    """What the engine writes to: ``asyncio.StreamWriter`` fits."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class RequestContext:
+    """Per-request handle given to a request handler.
+
+    ``id`` and ``method`` of the request; ``on_cancel``: set it to a callable to take over
+    ``$/cancel_request`` for this request (the handler then answers normally); ``after_response``
+    registers a coroutine function run right after the response is written (for notifications
+    that must follow it).
+    """
+
+    def __init__(self, request_id: Any, method: str) -> None:
+        self.id = request_id
+        self.method = method
+        self.on_cancel: Callable[[], None] | None = None
+        self.cancel_requested = False
+        self._after: list[Callable[[], Awaitable[None]]] = []
+
+    def after_response(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback()`` once the response to this request has been written."""
+        self._after.append(callback)
+
+
+RequestHandler = Callable[[dict[str, Any], RequestContext], Awaitable[Any]]
+NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Connection:
+    """One JSON-RPC peer connection over a line reader and a writer.
+
+    ``requests`` and ``notifications`` map method names to handlers. ``serve()`` runs until the
+    reader hits EOF; then pending outgoing requests fail with ``ConnectionClosed``.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: Writer,
+        *,
+        requests: dict[str, RequestHandler],
+        notifications: dict[str, NotificationHandler] | None = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._requests = requests
+        self._notifications = notifications or {}
+        self._write_lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[Any, asyncio.Future[Any]] = {}
+        self._inflight: dict[Any, tuple[asyncio.Task[None], RequestContext]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = asyncio.Event()
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one message as one line; messages never interleave."""
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        async with self._write_lock:
+            self._writer.write(line.encode("utf-8"))
+            await self._writer.drain()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification; returns once it is written."""
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: dict[str, Any], *, timeout: float | None = None) -> Any:
+        """Send a request and wait for its result.
+
+        Raises ``JsonRpcError`` for an error answer, ``ConnectionClosed`` if the peer goes away,
+        ``asyncio.TimeoutError`` after ``timeout`` seconds. On timeout or cancellation the peer is
+        sent ``$/cancel_request`` for it.
+        """
+        if self.closed.is_set():
+            raise ConnectionClosed(f"connection closed; cannot send {method}")
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            if not self.closed.is_set():
+                self._spawn(self.notify("$/cancel_request", {"requestId": request_id}))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Read and dispatch messages until EOF, then close."""
+        try:
+            while True:
+                try:
+                    line = await self._reader.readuntil(b"\n")
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial.strip():
+                        await self._handle_line(exc.partial)
+                    break
+                except asyncio.LimitOverrunError as exc:
+                    await self._skip_oversized(exc.consumed)
+                    continue
+                await self._handle_line(line)
+        finally:
+            self.closed.set()
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionClosed("the client closed the connection"))
+
+    async def wait_idle(self) -> None:
+        """Wait for every request handler and background send started so far."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _skip_oversized(self, consumed: int) -> None:
+        await self._reader.readexactly(consumed)
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as exc:
+                await self._reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        await self._send_error(None, INVALID_REQUEST, f"message larger than {MAX_LINE_BYTES} bytes")
+
+    async def _handle_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            await self._send_error(None, PARSE_ERROR, f"parse error: {exc}")
+            return
+        if isinstance(message, list):
+            await self._send_error(None, INVALID_REQUEST, "batch requests are not supported")
+            return
+        if not isinstance(message, dict):
+            await self._send_error(None, INVALID_REQUEST, "a message must be a JSON object")
+            return
+        if "method" in message:
+            await self._handle_call(message)
+        elif "id" in message and ("result" in message or "error" in message):
+            self._handle_response(message)
+        else:
+            await self._send_error(message.get("id"), INVALID_REQUEST, "neither a request nor a response")
+
+    async def _handle_call(self, message: dict[str, Any]) -> None:
+        method = message["method"]
+        is_request = "id" in message
+        request_id = message.get("id")
+        if is_request and (isinstance(request_id, bool) or not isinstance(request_id, (int, str))):
+            await self._send_error(None, INVALID_REQUEST, "id must be a string or an integer")
+            return
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            if is_request:
+                await self._send_error(request_id, INVALID_REQUEST, 'expected "jsonrpc": "2.0" and a string method')
+            return
+        params = message.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            if is_request:
+                await self._send_error(request_id, INVALID_PARAMS, "params must be an object")
+            return
+        if not is_request:
+            await self._handle_notification(method, params)
+            return
+        handler = self._requests.get(method)
+        if handler is None:
+            await self._send_error(request_id, METHOD_NOT_FOUND, f"method not found: {method}")
+            return
+        if request_id in self._inflight:
+            await self._send_error(request_id, INVALID_REQUEST, f"request id {request_id!r} is already in flight")
+            return
+        context = RequestContext(request_id, method)
+        task = self._spawn(self._run_request(handler, params, context))
+        self._inflight[request_id] = (task, context)
+
+    async def _handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "$/cancel_request":
+            self._cancel_inflight(params.get("requestId"))
+            return
+        handler = self._notifications.get(method)
+        if handler is None:
+            log.debug("ignoring unknown notification %s", method)
+            return
+        self._spawn(self._run_notification(handler, method, params))
+
+    def _cancel_inflight(self, request_id: Any) -> None:
+        entry = self._inflight.get(request_id)
+        if entry is None:
+            return
+        task, context = entry
+        context.cancel_requested = True
+        if context.on_cancel is not None:
+            context.on_cancel()
+        else:
+            task.cancel()
+
+    async def _run_notification(self, handler: NotificationHandler, method: str, params: dict[str, Any]) -> None:
+        try:
+            await handler(params)
+        except Exception:
+            log.exception("notification handler for %s failed", method)
+
+    async def _run_request(self, handler: RequestHandler, params: dict[str, Any], context: RequestContext) -> None:
+        response: dict[str, Any] = {"jsonrpc": "2.0", "id": context.id}
+        try:
+            result = await handler(params, context)
+            response["result"] = {} if result is None else result
+        except JsonRpcError as exc:
+            response["error"] = exc.to_dict()
+        except asyncio.CancelledError:
+            if not context.cancel_requested:
+                raise
+            response["error"] = {"code": REQUEST_CANCELLED, "message": "request cancelled"}
+        except Exception as exc:
+            log.exception("handler for %s failed", context.method)
+            response["error"] = {
+                "code": INTERNAL_ERROR,
+                "message": f"internal error: {type(exc).__name__}: {exc}",
+            }
+        finally:
+            self._inflight.pop(context.id, None)
+        await self.send(response)
+        for callback in context._after:
+            try:
+                await callback()
+            except Exception:
+                log.exception("after-response callback of %s failed", context.method)
+
+    def _handle_response(self, message: dict[str, Any]) -> None:
+        future = self._pending.get(message["id"])
+        if future is None or future.done():
+            log.warning("response to unknown request id %r ignored", message["id"])
+            return
+        if "error" in message:
+            error = message["error"] if isinstance(message["error"], dict) else {}
+            future.set_exception(
+                JsonRpcError(
+                    error.get("code", INTERNAL_ERROR) if isinstance(error.get("code"), int) else INTERNAL_ERROR,
+                    str(error.get("message", "malformed error response")),
+                    error.get("data"),
+                )
+            )
+        else:
+            future.set_result(message.get("result"))
+
+    async def _send_error(self, request_id: Any, code: int, message: str) -> None:
+        await self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

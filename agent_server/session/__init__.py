@@ -1,0 +1,32 @@
+"""The session log: the only state of a conversation (DESIGN.md §3).
+
+Role: ``SessionEvent``, the append-only JSONL ``EventLog`` with contiguous ``seq``, crash-tail
+repair, and ``derive_messages()``, the projection of the log into model messages.
+
+Must never: import any other layer of agent_server. Everything else depends on this package; it
+depends on nothing of ours.
+"""
+
+from agent_server.session.events import (
+    DURABLE_TYPES,
+    FORMAT_VERSION,
+    EventLog,
+    LogCorruptError,
+    LogVersionError,
+    SessionEvent,
+)
+from agent_server.session.projection import derive_messages
+
+__all__ = [
+    "DURABLE_TYPES",
+    "FORMAT_VERSION",
+    "EventLog",
+    "LogCorruptError",
+    "LogVersionError",
+    "SessionEvent",
+    "derive_messages",
+]
+
+from agent_server.session.store import SessionStore, default_state_dir  # noqa: E402
+
+__all__ += ["SessionStore", "default_state_dir"]

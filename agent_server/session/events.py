@@ -1,0 +1,213 @@
+"""Session events and the append-only JSONL log that holds them.
+
+Role: one ``SessionEvent(type, seq, time, data)`` per line of ``events.jsonl``; ``append`` validates
+the event, gives it the next contiguous ``seq``, writes and flushes it at once (and ``fsync``\\s the
+durable types); ``EventLog.open`` loads a log, cuts a torn last line (and logs the cut), and fails
+loudly, with the line number, on anything else it cannot read.
+
+Must never: rewrite or drop an event that was written whole. The only bytes ever removed are those
+of a torn last line, and even those are kept inside the ``log/repaired`` event that records the cut.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FORMAT_VERSION = 1
+"""Version of the log format, written in ``session/header.data.format_version``."""
+
+DURABLE_TYPES = frozenset(
+    {"session/header", "user", "tool/call", "tool/result", "turn/end", "inbox/queued"}
+)
+"""Event types that are ``fsync``\\ed, not just flushed: losing one would break an invariant."""
+
+_TYPE_RE = re.compile(r"^[a-z][a-z_]*(/[a-z][a-z_]*)*$")
+
+
+class LogCorruptError(Exception):
+    """A log line other than a torn last line cannot be read.
+
+    Attributes: ``path`` (the log file), ``line`` (1-based line number), ``reason``.
+    """
+
+    def __init__(self, path: Path, line: int, reason: str) -> None:
+        super().__init__(f"{path}: line {line}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+class LogVersionError(Exception):
+    """The log was written by a newer format than this program reads (or has no header)."""
+
+
+class SessionEvent(BaseModel):
+    """One line of the session log.
+
+    ``type``: slash-separated lower-case name (``turn/start``, ``tool/result`` …);
+    ``seq``: 1, 2, 3 … with no gaps within one log; ``time``: unix seconds (float);
+    ``data``: a JSON object, the event's payload.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str = Field(pattern=_TYPE_RE.pattern)
+    seq: int = Field(ge=1)
+    time: float
+    data: dict[str, Any]
+
+    def to_line(self) -> bytes:
+        """Serialise to one JSONL line (UTF-8, no embedded newline, ``\\n``-terminated)."""
+        obj = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _make_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+class EventLog:
+    """An open session log: the events in memory, appended to the file as they are made.
+
+    Create with ``EventLog.create(path, header)`` or load with ``EventLog.open(path)``. The file is
+    opened in append mode with permissions ``0600``; its folder is made ``0700``.
+    """
+
+    def __init__(self, path: Path, events: list[SessionEvent]) -> None:
+        self.path = path
+        self._events = events
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.chmod(path, 0o600)
+        self._file = os.fdopen(fd, "ab", buffering=0)
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, header: dict[str, Any]) -> "EventLog":
+        """Start a new log at ``path`` (which must not exist) with a ``session/header`` event.
+
+        ``header`` is the header's data; ``format_version`` is added. Raises ``FileExistsError``.
+        """
+        path = Path(path)
+        _make_private_dir(path.parent)
+        if path.exists():
+            raise FileExistsError(path)
+        log = cls(path, [])
+        log.append("session/header", {"format_version": FORMAT_VERSION, **header})
+        return log
+
+    @classmethod
+    def open(cls, path: Path) -> "EventLog":
+        """Load an existing log and open it for appending.
+
+        A torn last line (no final newline: the process died mid-write) is cut off and the cut is
+        logged as ``log/repaired`` with the cut text; if that tail is in fact a whole valid event it
+        is kept and only its newline is restored. Raises ``LogCorruptError`` (with the line number)
+        for any other unreadable line or a ``seq`` gap, ``LogVersionError`` for a missing header or a
+        newer ``format_version``, ``FileNotFoundError`` when there is no log.
+        """
+        path = Path(path)
+        raw = path.read_bytes()
+        lines = raw.split(b"\n")
+        tail = lines.pop()  # b"" when the file ends with a newline
+        events: list[SessionEvent] = []
+        for number, line in enumerate(lines, start=1):
+            events.append(_parse_line(path, number, line, expected_seq=len(events) + 1))
+        repair: dict[str, Any] | None = None
+        if tail:
+            try:
+                event = _parse_line(path, len(lines) + 1, tail, expected_seq=len(events) + 1)
+            except LogCorruptError:
+                with open(path, "r+b") as f:
+                    f.truncate(len(raw) - len(tail))
+                repair = {
+                    "line": len(lines) + 1,
+                    "cut_bytes": len(tail),
+                    "cut_text": tail.decode("utf-8", errors="replace"),
+                }
+            else:
+                with open(path, "ab") as f:
+                    f.write(b"\n")
+                events.append(event)
+        _check_header(path, events)
+        log = cls(path, events)
+        if repair is not None:
+            log.append("log/repaired", repair)
+        return log
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def events(self) -> Sequence[SessionEvent]:
+        """All events, oldest first (a read-only view; do not keep a copy of derived state)."""
+        return tuple(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def last_seq(self) -> int:
+        """``seq`` of the newest event (0 for an empty log)."""
+        return self._events[-1].seq if self._events else 0
+
+    def of_type(self, *types: str) -> Iterable[SessionEvent]:
+        """Events whose type is one of ``types``, oldest first."""
+        return (e for e in self._events if e.type in types)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, type: str, data: dict[str, Any], *, durable: bool | None = None) -> SessionEvent:
+        """Validate and append one event; return it.
+
+        The line is written with one ``write`` and flushed; types in ``DURABLE_TYPES`` (or
+        ``durable=True``) are also ``fsync``\\ed. Raises ``pydantic.ValidationError`` for a bad type
+        name, ``TypeError``/``ValueError`` for data that is not JSON, ``ValueError`` when closed.
+        """
+        if self._file.closed:
+            raise ValueError(f"session log {self.path} is closed")
+        event = SessionEvent(type=type, seq=self.last_seq + 1, time=time.time(), data=data)
+        line = event.to_line()
+        self._file.write(line)
+        if durable or (durable is None and type in DURABLE_TYPES):
+            os.fsync(self._file.fileno())
+        self._events.append(event)
+        return event
+
+    def close(self) -> None:
+        """Flush to disk and close the file (the in-memory events stay readable)."""
+        if not self._file.closed:
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+def _parse_line(path: Path, number: int, line: bytes, *, expected_seq: int) -> SessionEvent:
+    try:
+        event = SessionEvent.model_validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise LogCorruptError(path, number, f"{where}: {first['msg']}".lstrip(": ")) from None
+    if event.seq != expected_seq:
+        raise LogCorruptError(path, number, f"seq {event.seq}, expected {expected_seq}")
+    return event
+
+
+def _check_header(path: Path, events: list[SessionEvent]) -> None:
+    if not events or events[0].type != "session/header":
+        raise LogVersionError(f"{path}: not a session log (no session/header first)")
+    version = events[0].data.get("format_version")
+    if not isinstance(version, int):
+        raise LogVersionError(f"{path}: session/header has no format_version")
+    if version > FORMAT_VERSION:
+        raise LogVersionError(
+            f"{path}: log format {version} is newer than this agent-server reads "
+            f"({FORMAT_VERSION}); upgrade agent-server to open it"
+        )

@@ -1,0 +1,78 @@
+"""The projection: session events → the chat messages a model request carries.
+
+Role: ``derive_messages(events)`` turns the log into OpenAI-style ``messages`` (without the system
+message, which comes from ``request/header``). It is called before every model request and its
+result is thrown away afterwards: history is a view of the log, never a second list.
+
+Must never: keep state between calls, sort, or invent content that is not in an event.
+
+Rules (DESIGN.md §3):
+* ``user`` → ``{"role": "user", "content": data.content}``;
+* ``assistant`` with no text and no tool calls → nothing (invariant 10);
+* ``assistant`` → one assistant message with its ``tool_calls`` (arguments byte-exact as streamed)
+  and, when the model sent reasoning, ``reasoning_content`` (the request builder decides whether
+  the provider gets it back);
+* ``tool/result`` → ``{"role": "tool", "tool_call_id": data.call_id, "content": data.content}``;
+* a turn whose ``turn/end.exit`` is ``refusal`` is left out from its user message on (ACP's rule).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from agent_server.session.events import SessionEvent
+
+
+def derive_messages(events: Iterable[SessionEvent]) -> list[dict[str, Any]]:
+    """Project ``events`` (oldest first) into chat messages, in log order.
+
+    Returns a new list of new dicts on every call. Events of unknown types are ignored, so newer
+    bookkeeping events never change what an older request looked like.
+    """
+    events = list(events)
+    refused = {
+        e.data.get("turn")
+        for e in events
+        if e.type == "turn/end" and e.data.get("exit") == "refusal"
+    }
+    messages: list[dict[str, Any]] = []
+    turn: int | None = None
+    for event in events:
+        kind, data = event.type, event.data
+        if kind == "turn/start":
+            turn = data.get("turn")
+            continue
+        if turn in refused and turn is not None:
+            continue
+        if kind == "user":
+            messages.append({"role": "user", "content": data["content"]})
+        elif kind == "assistant":
+            message = _assistant_message(data)
+            if message is not None:
+                messages.append(message)
+        elif kind == "tool/result":
+            messages.append(
+                {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]}
+            )
+    return messages
+
+
+def _assistant_message(data: dict[str, Any]) -> dict[str, Any] | None:
+    text = data.get("text") or ""
+    calls = data.get("tool_calls") or []
+    if not text and not calls:
+        return None
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    reasoning = data.get("reasoning") or ""
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for call in calls
+        ]
+    return message

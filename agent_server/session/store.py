@@ -1,0 +1,58 @@
+"""Where session logs live on disk.
+
+Role: map a session id to ``<state>/sessions/<id>/events.jsonl`` (with ``spill/`` beside it), make
+the folders private (``0700``), create new logs, and say which sessions exist.
+
+Must never: read or write events itself — that is ``EventLog``'s job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from agent_server.session.events import EventLog
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$AGENT_SERVER_STATE_DIR``, else the platform's user state folder for ``agent-server``."""
+    env = os.environ if env is None else env
+    if env.get("AGENT_SERVER_STATE_DIR"):
+        return Path(env["AGENT_SERVER_STATE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("agent-server"))
+
+
+class SessionStore:
+    """The ``sessions/`` folder under a state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "sessions"
+
+    def log_path(self, session_id: str) -> Path:
+        """Path of the session's ``events.jsonl``. Raises ``ValueError`` for an id that is not a
+        plain file name (ids come from clients: no ``/``, no ``..``)."""
+        if not _ID_RE.fullmatch(session_id) or session_id in (".", ".."):
+            raise ValueError(f"invalid session id {session_id!r}")
+        return self.root / session_id / "events.jsonl"
+
+    def create(self, header: dict[str, Any], session_id: str | None = None) -> tuple[str, EventLog]:
+        """Make a new session folder and log; returns ``(session_id, log)``."""
+        session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        for folder in (self.root.parent, self.root):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.log_path(session_id)
+        return session_id, EventLog.create(path, {"session_id": session_id, **header})
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a log exists for ``session_id``."""
+        try:
+            return self.log_path(session_id).exists()
+        except ValueError:
+            return False

@@ -1,0 +1,217 @@
+"""The turn/step loop in-process, over real HTTP to the offline endpoint (no mocked httpx)."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_server.agent import AgentSession, RequestHeader, attempt_steps, request_body, step_starts
+from agent_server.config import AgentSettings, Config, ProviderSettings
+from agent_server.llm import ChatClient, encode_body
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session import EventLog, derive_messages
+
+SSE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
+
+
+def config(**agent):
+    provider = ProviderSettings(profile="custom", base_url="http://unused", model="m", context_window=1000,
+                                reasoning_content="drop", key_required=False)
+    return Config(provider=provider, agent=AgentSettings(**{"retry_base_delay": 0.0, **agent}))
+
+
+class Harness:
+    def __init__(self, tmp_path, endpoint, *, reasoning_content="drop", **agent):
+        self.updates = []
+        self.log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
+        self.client = ChatClient(endpoint.base_url, "sk-test-secret")
+        header = RequestHeader(system="SYSTEM", model="m", params={"temperature": 0}, tools=[],
+                               reasoning_content=reasoning_content)
+        self.session = AgentSession("s1", self.log, config(**agent), header_factory=lambda: header,
+                                    client_factory=lambda: self.client, emit=self.emit)
+
+    async def emit(self, update):
+        self.updates.append(update)
+
+    def types(self):
+        return [e.type for e in self.log.events]
+
+    def text(self, kind="agent_message_chunk"):
+        return "".join(u["content"]["text"] for u in self.updates if u["sessionUpdate"] == kind)
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+def assert_log_explains_every_request(h, endpoint):
+    """Every body the endpoint received, in order, is rebuilt from the log alone."""
+    rebuilt = [encode_body(request_body(h.log.events, seq)) for seq in attempt_steps(h.log.events)]
+    assert rebuilt == [r.body for r in endpoint.requests]
+
+
+async def test_text_answer_streams_and_ends_turn_with_the_log_explaining_the_request(tmp_path, endpoint):
+    endpoint.push(text_stream("Hello there, friend.", chunk_size=4, reasoning="Let me think."))
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "hi"}])
+    assert (outcome.exit, outcome.stop_reason) == ("end_turn", "end_turn")
+    assert h.text() == "Hello there, friend."
+    assert h.text("agent_thought_chunk") == "Let me think."
+    assert len([u for u in h.updates if u["sessionUpdate"] == "agent_message_chunk"]) == 5
+    assert h.types() == ["session/header", "turn/start", "user", "request/header", "request/context",
+                         "step/start", "assistant", "step/end", "turn/end"]
+    body = endpoint.requests[0].body
+    assert body == encode_body(request_body(h.log.events, step_starts(h.log.events)[0]))
+    sent = json.loads(body)
+    assert sent["messages"] == [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "hi"}]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert endpoint.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+    assert "sk-test-secret" not in h.log.path.read_text()
+    assistant = next(e for e in h.log.events if e.type == "assistant")
+    assert assistant.data["text"] == "Hello there, friend." and assistant.data["reasoning"] == "Let me think."
+
+
+async def test_second_turn_request_carries_the_first_turn_from_the_log(tmp_path, endpoint):
+    endpoint.push(text_stream("one"))
+    endpoint.push(text_stream("two"))
+    h = Harness(tmp_path, endpoint)
+    await h.session.prompt([{"type": "text", "text": "a"}])
+    await h.session.prompt([{"type": "text", "text": "b"}])
+    second = json.loads(endpoint.requests[1].body)
+    assert [m["content"] for m in second["messages"]] == ["SYSTEM", "a", "one", "b"]
+    assert_log_explains_every_request(h, endpoint)
+    # the header did not change, so it is logged once
+    assert h.types().count("request/header") == 1
+
+
+async def test_rate_limit_twice_then_success_keeps_one_user_message(tmp_path, endpoint):
+    for _ in range(2):
+        endpoint.push({"kind": "error", "status": 429, "headers": {"Retry-After": "0"},
+                       "json": {"error": {"message": "slow down"}}})
+    endpoint.push(text_stream("finally"))
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.exit == "end_turn"
+    attempts = [e for e in h.log.events if e.type == "assistant/attempt"]
+    assert [a.data["error"]["code"] for a in attempts] == ["RATE_LIMIT", "RATE_LIMIT"]
+    bodies = [r.body for r in endpoint.requests]
+    assert len(bodies) == 3 and len(set(bodies)) == 1  # a retry re-sends the same body
+    last = json.loads(bodies[-1])
+    assert [m["role"] for m in last["messages"]].count("user") == 1
+    assert h.types().count("assistant") == 1
+    assert_log_explains_every_request(h, endpoint)
+
+
+async def test_rate_limit_forever_is_bounded_logged_and_a_clear_error(tmp_path, endpoint):
+    for _ in range(3):
+        endpoint.push({"kind": "error", "status": 429, "headers": {"Retry-After": "0"},
+                       "json": {"error": {"message": "slow down"}}})
+    h = Harness(tmp_path, endpoint, max_attempts=3)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.exit == "error" and outcome.stop_reason is None
+    assert outcome.error["code"] == "RATE_LIMIT" and outcome.error["retryable"] is True
+    assert "3 attempts" in outcome.error["message"]
+    assert len(endpoint.requests) == 3
+    end = h.log.events[-1]
+    assert end.type == "turn/end" and end.data["exit"] == "error" and end.data["error"]["code"] == "RATE_LIMIT"
+    assert_log_explains_every_request(h, endpoint)
+
+
+async def test_auth_error_is_not_retried(tmp_path, endpoint):
+    endpoint.push({"kind": "error", "status": 401, "json": {"error": {"message": "bad key"}}})
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.error["code"] == "AUTH" and outcome.error["retryable"] is False
+    assert len(endpoint.requests) == 1
+
+
+async def test_done_only_stream_is_retried_as_empty_response(tmp_path, endpoint):
+    endpoint.push({"kind": "raw", "status": 200, "headers": {"Content-Type": "text/event-stream"},
+                   "writes": [{"text": "data: [DONE]\n\n"}]})
+    endpoint.push(text_stream("ok"))
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.exit == "end_turn"
+    assert [e.data["error"]["code"] for e in h.log.events if e.type == "assistant/attempt"] == ["EMPTY_RESPONSE"]
+
+
+async def test_length_finish_drops_the_complete_looking_tool_call_and_ends_max_tokens(tmp_path, endpoint):
+    stream = tool_call_stream([("call_1", "write", '{"path": "/etc"}')])
+    for frame in stream["frames"]:
+        if isinstance(frame, dict):
+            for choice in frame.get("choices", []):
+                if choice.get("finish_reason") == "tool_calls":
+                    choice["finish_reason"] = "length"
+    endpoint.push(stream)
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert (outcome.exit, outcome.stop_reason) == ("max_tokens", "max_tokens")
+    assistant = next(e for e in h.log.events if e.type == "assistant")
+    assert assistant.data["tool_calls"] == [] and assistant.data["dropped_tool_calls"] == 1
+    assert "tool/call" not in h.types()
+
+
+async def test_recorded_reasoning_only_length_stream_ends_max_tokens_not_empty(tmp_path, endpoint):
+    endpoint.push({"kind": "sse_file", "path": str(SSE / "deepseek-v4pro-reasoning-only-length.txt")})
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.exit == "max_tokens"
+    assert not [e for e in h.log.events if e.type == "assistant/attempt"]
+
+
+async def test_content_filter_is_refusal_and_the_turn_leaves_later_requests(tmp_path, endpoint):
+    endpoint.push(text_stream("I can't", finish_reason="content_filter"))
+    endpoint.push(text_stream("fine"))
+    h = Harness(tmp_path, endpoint)
+    assert (await h.session.prompt([{"type": "text", "text": "bad"}])).stop_reason == "refusal"
+    await h.session.prompt([{"type": "text", "text": "good"}])
+    second = json.loads(endpoint.requests[1].body)
+    assert [m["content"] for m in second["messages"]] == ["SYSTEM", "good"]
+
+
+async def test_tool_calls_without_tools_each_get_an_error_result(tmp_path, endpoint):
+    endpoint.push({"kind": "sse_file", "path": str(SSE / "openai-gpt4o-parallel-tools.txt")})
+    endpoint.push(text_stream("sorry, no tools"))
+    h = Harness(tmp_path, endpoint)
+    outcome = await h.session.prompt([{"type": "text", "text": "weather?"}])
+    assert outcome.exit == "end_turn"
+    second = json.loads(endpoint.requests[1].body)
+    roles = [m["role"] for m in second["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["tool_call_id"] for m in second["messages"][3:]] == [
+        "call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"]
+    assert_log_explains_every_request(h, endpoint)
+
+
+async def test_deepseek_reasoning_is_echoed_byte_exact_when_the_profile_asks(tmp_path, endpoint):
+    endpoint.push({"kind": "sse_file", "path": str(SSE / "deepseek-reasoner-tool-call.txt")})
+    endpoint.push(text_stream("done"))
+    h = Harness(tmp_path, endpoint, reasoning_content="echo")
+    await h.session.prompt([{"type": "text", "text": "weather?"}])
+    first_reasoning = next(e for e in h.log.events if e.type == "assistant").data["reasoning"]
+    second = json.loads(endpoint.requests[1].body)
+    assert second["messages"][2]["reasoning_content"] == first_reasoning
+    assert len(first_reasoning) == 191
+
+
+async def test_cancel_mid_stream_keeps_streamed_text_as_interrupted_and_next_prompt_works(tmp_path, endpoint):
+    endpoint.push(text_stream("word " * 200, chunk_size=5, delay=0.02))
+    endpoint.push(text_stream("back"))
+    h = Harness(tmp_path, endpoint)
+    task = asyncio.ensure_future(h.session.prompt([{"type": "text", "text": "long"}]))
+    while len(h.updates) < 3:
+        await asyncio.sleep(0.01)
+    h.session.cancel()
+    outcome = await asyncio.wait_for(task, 2)
+    assert (outcome.exit, outcome.stop_reason) == ("cancelled", "cancelled")
+    interrupted = next(e for e in h.log.events if e.type == "assistant")
+    assert interrupted.data["interrupted"] is True and interrupted.data["text"].startswith("word word")
+    assert h.log.events[-1].data == {"turn": 1, "exit": "cancelled"}
+    again = await h.session.prompt([{"type": "text", "text": "next"}])
+    assert again.exit == "end_turn"
+    messages = derive_messages(h.log.events)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert_log_explains_every_request(h, endpoint)

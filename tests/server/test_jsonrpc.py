@@ -1,0 +1,193 @@
+"""The NDJSON JSON-RPC engine in-process: error rules, concurrency, cancellation, both directions."""
+
+import asyncio
+import json
+
+import pytest
+
+from agent_server.server.jsonrpc import Connection, ConnectionClosed, JsonRpcError
+
+
+class Captured:
+    """A writer that keeps every line written and lets a test wait for the n-th one."""
+
+    def __init__(self):
+        self.lines = []
+        self.changed = asyncio.Event()
+
+    def write(self, data):
+        assert data.endswith(b"\n") and data.count(b"\n") == 1
+        self.lines.append(json.loads(data))
+        self.changed.set()
+
+    async def drain(self):
+        pass
+
+    async def wait_for(self, n, timeout=2):
+        async def wait():
+            while len(self.lines) < n:
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(wait(), timeout)
+        return self.lines
+
+
+def make(requests=None, notifications=None):
+    reader = asyncio.StreamReader()
+    out = Captured()
+    conn = Connection(reader, out, requests=requests or {}, notifications=notifications or {})
+    task = asyncio.ensure_future(conn.serve())
+    return reader, out, conn, task
+
+
+def send(reader, obj):
+    reader.feed_data((obj if isinstance(obj, str) else json.dumps(obj)).encode() + b"\n")
+
+
+async def echo(params, ctx):
+    return {"echo": params}
+
+
+async def test_error_rules_for_bad_lines():
+    reader, out, conn, task = make({"echo": echo})
+    send(reader, "{not json")
+    send(reader, [{"jsonrpc": "2.0", "id": 1, "method": "echo"}])
+    send(reader, {"jsonrpc": "2.0", "id": 2, "method": "missing"})
+    send(reader, {"jsonrpc": "2.0", "id": 3, "method": "echo"})
+    send(reader, {"jsonrpc": "2.0", "method": "unknown/notification"})
+    send(reader, {"jsonrpc": "2.0", "id": 4, "method": "echo", "params": [1]})
+    send(reader, "42")
+    lines = await out.wait_for(6)
+    reader.feed_eof()
+    await task
+    null_id = [line["error"]["code"] for line in lines if line["id"] is None]
+    by_id = {line["id"]: line for line in lines if line["id"] is not None}
+    assert null_id == [-32700, -32600, -32600]  # parse error, batch, not an object
+    assert by_id[2]["error"]["code"] == -32601
+    assert by_id[3] == {"jsonrpc": "2.0", "id": 3, "result": {"echo": {}}}  # no params: still answered
+    assert by_id[4]["error"]["code"] == -32602
+    assert len(lines) == 6  # the unknown notification got no answer
+
+
+async def test_requests_run_concurrently_and_answer_in_completion_order():
+    release = asyncio.Event()
+
+    async def slow(params, ctx):
+        await release.wait()
+        return {"slow": True}
+
+    async def fast(params, ctx):
+        release.set()
+        return {"fast": True}
+
+    reader, out, conn, task = make({"slow": slow, "fast": fast})
+    send(reader, {"jsonrpc": "2.0", "id": 1, "method": "slow"})
+    send(reader, {"jsonrpc": "2.0", "id": 2, "method": "fast"})
+    lines = await out.wait_for(2)
+    assert [line["id"] for line in lines] == [2, 1]
+    reader.feed_eof()
+    await task
+
+
+async def test_cancel_request_answers_32800_and_the_engine_keeps_serving():
+    started = asyncio.Event()
+
+    async def forever(params, ctx):
+        started.set()
+        await asyncio.sleep(3600)
+
+    reader, out, conn, task = make({"forever": forever, "echo": echo})
+    send(reader, {"jsonrpc": "2.0", "id": "a", "method": "forever"})
+    await started.wait()
+    send(reader, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "a"}})
+    send(reader, {"jsonrpc": "2.0", "id": "b", "method": "echo", "params": {"x": 1}})
+    lines = await out.wait_for(2)
+    by_id = {line["id"]: line for line in lines}
+    assert by_id["a"]["error"]["code"] == -32800
+    assert by_id["b"]["result"] == {"echo": {"x": 1}}
+    reader.feed_eof()
+    await task
+
+
+async def test_handler_can_take_over_cancel_and_answer_normally():
+    stop = asyncio.Event()
+
+    async def prompt(params, ctx):
+        ctx.on_cancel = stop.set
+        await stop.wait()
+        return {"stopReason": "cancelled"}
+
+    reader, out, conn, task = make({"prompt": prompt})
+    send(reader, {"jsonrpc": "2.0", "id": 7, "method": "prompt"})
+    await asyncio.sleep(0.01)
+    send(reader, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}})
+    lines = await out.wait_for(1)
+    assert lines[0] == {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "cancelled"}}
+    reader.feed_eof()
+    await task
+
+
+async def test_after_response_callbacks_run_after_the_response_is_written():
+    reader = None
+
+    async def new(params, ctx):
+        async def later():
+            await conn.notify("session/update", {"n": 1})
+        ctx.after_response(later)
+        return {"sessionId": "s"}
+
+    reader, out, conn, task = make({"new": new})
+    send(reader, {"jsonrpc": "2.0", "id": 1, "method": "new"})
+    lines = await out.wait_for(2)
+    assert lines[0]["id"] == 1 and lines[1]["method"] == "session/update"
+    reader.feed_eof()
+    await task
+
+
+async def test_outgoing_request_gets_result_error_and_connection_closed():
+    reader, out, conn, task = make()
+    ok = asyncio.ensure_future(conn.request("fs/read_text_file", {"path": "/a"}))
+    bad = asyncio.ensure_future(conn.request("x/y", {}))
+    lines = await out.wait_for(2)
+    ids = {line["method"]: line["id"] for line in lines}
+    send(reader, {"jsonrpc": "2.0", "id": ids["fs/read_text_file"], "result": {"content": "hi"}})
+    send(reader, {"jsonrpc": "2.0", "id": ids["x/y"], "error": {"code": -32002, "message": "not found"}})
+    assert await ok == {"content": "hi"}
+    with pytest.raises(JsonRpcError) as info:
+        await bad
+    assert info.value.code == -32002
+    pending = asyncio.ensure_future(conn.request("never", {}))
+    await out.wait_for(3)
+    reader.feed_eof()
+    await task
+    with pytest.raises(ConnectionClosed):
+        await pending
+
+
+async def test_outgoing_request_timeout_sends_cancel_request():
+    reader, out, conn, task = make()
+    with pytest.raises(asyncio.TimeoutError):
+        await conn.request("session/request_permission", {}, timeout=0.05)
+    lines = await out.wait_for(2)
+    assert lines[1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": lines[0]["id"]}}
+    reader.feed_eof()
+    await task
+
+
+async def test_handler_exception_is_internal_error_and_serving_goes_on():
+    async def boom(params, ctx):
+        raise RuntimeError("kaput")
+
+    async def known(params, ctx):
+        raise JsonRpcError(-32002, "unknown session", {"sessionId": "x"})
+
+    reader, out, conn, task = make({"boom": boom, "known": known, "echo": echo})
+    send(reader, {"jsonrpc": "2.0", "id": 1, "method": "boom"})
+    send(reader, {"jsonrpc": "2.0", "id": 2, "method": "known"})
+    send(reader, {"jsonrpc": "2.0", "id": 3, "method": "echo"})
+    lines = {line["id"]: line for line in await out.wait_for(3)}
+    assert lines[1]["error"]["code"] == -32603 and "kaput" in lines[1]["error"]["message"]
+    assert lines[2]["error"] == {"code": -32002, "message": "unknown session", "data": {"sessionId": "x"}}
+    assert lines[3]["result"] == {"echo": {}}
+    reader.feed_eof()
+    await task

@@ -1,0 +1,65 @@
+"""derive_messages: the projection rules of DESIGN.md §3."""
+
+from agent_server.session import EventLog, derive_messages
+
+
+def make(tmp_path, events):
+    log = EventLog.create(tmp_path / "events.jsonl", {})
+    for kind, data in events:
+        log.append(kind, data)
+    return log
+
+
+CALL = {"id": "c1", "name": "read", "arguments": '{"path": "a.py"}'}
+
+
+def test_user_assistant_tool_result_project_in_log_order(tmp_path):
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}),
+        ("user", {"turn": 1, "content": "fix it"}),
+        ("step/start", {"turn": 1, "step": 1}),
+        ("assistant", {"text": "", "reasoning": "think", "tool_calls": [CALL]}),
+        ("tool/call", {"call_id": "c1"}),
+        ("tool/result", {"call_id": "c1", "content": "1: x"}),
+        ("assistant", {"text": "done", "reasoning": "", "tool_calls": []}),
+        ("turn/end", {"turn": 1, "exit": "end_turn"}),
+    ])
+    assert derive_messages(log.events) == [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": None, "reasoning_content": "think",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1: x"},
+        {"role": "assistant", "content": "done"},
+    ]
+
+
+def test_empty_assistant_message_is_not_projected(tmp_path):
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}),
+        ("user", {"turn": 1, "content": "hi"}),
+        ("assistant", {"text": "", "reasoning": "only thinking", "tool_calls": []}),
+    ])
+    assert derive_messages(log.events) == [{"role": "user", "content": "hi"}]
+
+
+def test_refused_turn_is_left_out_from_its_user_message_on(tmp_path):
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}),
+        ("user", {"turn": 1, "content": "first"}),
+        ("assistant", {"text": "ok", "tool_calls": []}),
+        ("turn/end", {"turn": 1, "exit": "end_turn"}),
+        ("turn/start", {"turn": 2}),
+        ("user", {"turn": 2, "content": "bad"}),
+        ("assistant", {"text": "partial", "tool_calls": []}),
+        ("turn/end", {"turn": 2, "exit": "refusal"}),
+        ("turn/start", {"turn": 3}),
+        ("user", {"turn": 3, "content": "third"}),
+    ])
+    assert [m["content"] for m in derive_messages(log.events)] == ["first", "ok", "third"]
+
+
+def test_projection_is_a_fresh_view_every_time(tmp_path):
+    log = make(tmp_path, [("turn/start", {"turn": 1}), ("user", {"turn": 1, "content": "hi"})])
+    first = derive_messages(log.events)
+    first[0]["content"] = "mutated"
+    assert derive_messages(log.events)[0]["content"] == "hi"
