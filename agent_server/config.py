@@ -73,6 +73,8 @@ class ProviderSettings(BaseModel):
     reasoning_content: Literal["echo", "drop"]
     key_required: bool
     api_key: str | None = Field(default=None, exclude=True, repr=False)
+    api_key_env: str | None = None
+    """The variable the profile reads its key from (for messages: "set DEEPSEEK_API_KEY")."""
     api_key_source: str | None = None
     """Where the key came from (a variable or file name) — safe to show the user, never the key."""
 
@@ -113,8 +115,11 @@ _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context
               "reasoning_content", "agent", "params", "profiles"}
 
 
-def default_config_path() -> Path:
-    """``$XDG_CONFIG_HOME/agent-server/config.toml`` (platformdirs' user config folder)."""
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/agent-server/config.toml``, else platformdirs' user config folder."""
+    env = os.environ if env is None else env
+    if env.get("XDG_CONFIG_HOME"):
+        return Path(env["XDG_CONFIG_HOME"]) / "agent-server" / "config.toml"
     import platformdirs
 
     return Path(platformdirs.user_config_dir("agent-server")) / "config.toml"
@@ -128,7 +133,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     """
     env = os.environ if env is None else env
     explicit = path is not None or "AGENT_SERVER_CONFIG" in env
-    path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path())
+    path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path(env))
     data: dict[str, Any] = {}
     if path.exists() or explicit:
         try:
@@ -185,5 +190,6 @@ def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: M
         reasoning_content=data.get("reasoning_content") or profile.reasoning_content,
         key_required=profile.key_required,
         api_key=api_key,
+        api_key_env=key_env,
         api_key_source=source,
     )

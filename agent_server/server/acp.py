@@ -188,9 +188,7 @@ class AcpServer:
             raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
                               f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
         if provider.key_required and not provider.api_key:
-            from agent_server.config import PROFILES
-
-            var = PROFILES.get(provider.profile).api_key_env if provider.profile in PROFILES else None
+            var = provider.api_key_env
             hint = f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY"
             raise TurnFailed({"code": "AUTH", "retryable": False,
                               "message": f"no API key for profile {provider.profile!r}: {hint}"})

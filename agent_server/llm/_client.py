@@ -1,0 +1,215 @@
+"""HTTP + SSE transport to an OpenAI-compatible ``/chat/completions`` endpoint.
+
+Role: :class:`ChatClient` owns one pooled ``httpx.AsyncClient``; :meth:`ChatClient.stream` POSTs
+exactly the body bytes it is given, reads the server-sent events with ``httpx_sse``, feeds them to
+a :class:`StreamAssembler` and yields its events. Every failure leaves as an :class:`LLMError`.
+
+Stream idleness is enforced on the byte level: the httpx *read* timeout is the stream idle
+timeout, so any bytes on the socket — a ``: keep-alive`` comment included — reset the clock,
+while a silent socket raises ``STREAM_IDLE`` after ``stream_idle_timeout`` seconds (this also
+covers waiting for the response headers).
+
+Must never: decide anything about the turn — no retries, no body rewriting, no logging of the
+API key. Retry policy belongs to the caller, which reads ``LLMError.retryable``/``retry_after``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from ._assembler import StreamAssembler
+from ._errors import LLMError, error_from_payload, error_from_response
+from ._events import StreamEvent
+
+__all__ = ["ChatClient"]
+
+_MAX_ERROR_BODY = 64 * 1024       # bytes of a non-2xx body read for the error message
+_MAX_JSON_BODY = 8 * 1024 * 1024  # bytes of a non-SSE 200 body read
+
+
+def _redact_url(url: str) -> str:
+    """``url`` without user:password (never put credentials in error messages)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    buf = bytearray()
+    async for piece in response.aiter_bytes():
+        buf += piece
+        if len(buf) >= limit:
+            break
+    return bytes(buf[:limit])
+
+
+def _completion_as_chunk(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A non-streamed ``chat.completion`` re-shaped as one chunk (``message`` → ``delta``),
+    for servers that ignore ``"stream": true``."""
+    choices = []
+    for choice in payload.get("choices") or []:
+        if isinstance(choice, Mapping):
+            message = choice.get("message")
+            tool_calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+            delta = dict(message) if isinstance(message, Mapping) else {}
+            if isinstance(tool_calls, list):
+                delta["tool_calls"] = [dict(tc, index=i) if isinstance(tc, Mapping) else tc
+                                       for i, tc in enumerate(tool_calls)]
+            choices.append({"index": choice.get("index", 0), "delta": delta,
+                            "finish_reason": choice.get("finish_reason")})
+    return {"choices": choices, "usage": payload.get("usage")}
+
+
+class ChatClient:
+    """Streaming client for one OpenAI-compatible endpoint.
+
+    Args:
+        base_url: the API root, e.g. ``"https://api.deepseek.com/v1"``; requests go to
+            ``base_url.rstrip("/") + "/chat/completions"``.
+        api_key: sent as ``Authorization: Bearer <api_key>`` when not None/empty.
+        headers: extra request headers (e.g. OpenRouter's ``HTTP-Referer``); Content-Type,
+            Accept and (when ``api_key`` is set) Authorization are always ours.
+        stream_idle_timeout: seconds without a single received byte before ``STREAM_IDLE``
+            (also the limit for writing the request body).
+        connect_timeout: seconds to establish the connection (and to wait for a pooled one).
+        transport: an ``httpx.AsyncBaseTransport`` to use instead of the default network one.
+
+    Use one instance per endpoint for the life of the process and ``await aclose()`` at exit.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, *,
+                 headers: dict[str, str] | None = None,
+                 stream_idle_timeout: float = 300.0, connect_timeout: float = 10.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self.stream_idle_timeout = stream_idle_timeout
+        self._headers: dict[str, str] = dict(headers or {})
+        self._headers["Content-Type"] = "application/json"
+        self._headers["Accept"] = "text/event-stream"
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        timeout = httpx.Timeout(connect=connect_timeout, read=stream_idle_timeout,
+                                write=stream_idle_timeout, pool=connect_timeout)
+        self._client = httpx.AsyncClient(timeout=timeout, transport=transport,
+                                         follow_redirects=False)
+
+    async def aclose(self) -> None:
+        """Close the pooled connections. The client cannot be used afterwards."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def stream(self, body: bytes) -> AsyncIterator[StreamEvent]:
+        """POST ``body`` (already encoded with :func:`encode_body`, containing ``"stream": true``)
+        and yield the stream's events: ReasoningDelta / TextDelta / ToolCallStarted /
+        ToolCallDelta in wire order, then ``Usage`` (if the provider sent usage), then exactly
+        one ``Finish``; nothing after it.
+
+        If you stop iterating early, close the generator (``contextlib.aclosing``) so the
+        connection is released at once.
+
+        Raises:
+            LLMError: AUTH / RATE_LIMIT / BAD_REQUEST / CONTEXT_WINDOW_EXCEEDED / SERVER for a
+                non-2xx answer or an error frame; NETWORK when the endpoint cannot be reached;
+                STREAM_IDLE when nothing arrives for ``stream_idle_timeout`` s; STREAM_CLOSED
+                when the stream breaks before a finish; EMPTY_RESPONSE when it carried nothing.
+            TypeError: ``body`` is not bytes.
+        """
+        if not isinstance(body, (bytes, bytearray)):
+            raise TypeError("ChatClient.stream() takes the encoded body bytes (see encode_body)")
+        assembler = StreamAssembler()
+        got_headers = False
+        try:
+            async with aconnect_sse(self._client, "POST", self.url, content=bytes(body),
+                                    headers=dict(self._headers)) as source:
+                response = source.response
+                got_headers = True
+                if not 200 <= response.status_code < 300:
+                    raw = await _read_capped(response, _MAX_ERROR_BODY)
+                    raise error_from_response(response.status_code, response.headers, raw)
+                content_type = response.headers.get("content-type", "")
+                if "text/event-stream" not in content_type.lower():
+                    for event in await self._non_sse(response, content_type, assembler):
+                        yield event
+                    return
+                done = False
+                async for sse in source.aiter_sse():
+                    data = sse.data
+                    if data.strip() == "[DONE]":
+                        done = True
+                        break
+                    if not data.strip():
+                        continue  # an event without data (e.g. "event: ping")
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        raise LLMError("SERVER", f"malformed stream frame: {data[:200]!r}",
+                                       status=response.status_code) from None
+                    if sse.event == "error" and isinstance(chunk, Mapping):
+                        raise error_from_payload(chunk, default="SERVER")
+                    for event in assembler.feed(chunk):
+                        yield event
+            # the response is closed here; emit Usage + Finish
+            for event in assembler.close(done_seen=done):
+                yield event
+        except LLMError:
+            raise
+        except httpx.ReadTimeout:
+            where = "in the stream" if got_headers else "waiting for the response headers"
+            raise LLMError("STREAM_IDLE", f"no data for {self.stream_idle_timeout:g} s {where} "
+                           f"from {_redact_url(self.url)}") from None
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not got_headers:
+                raise self._network_error(exc) from None
+            if assembler.finish_reason is not None:
+                # the provider finished its message and then dropped the connection: accept
+                for event in assembler.close(done_seen=False):
+                    yield event
+                return
+            raise LLMError("STREAM_CLOSED", f"the connection broke mid-stream: {exc}") from None
+        except httpx.DecodingError as exc:
+            raise LLMError("SERVER", f"undecodable response body: {exc}") from None
+        except httpx.TransportError as exc:  # connect errors/timeouts, write errors, proxies …
+            raise self._network_error(exc) from None
+
+    def _network_error(self, exc: Exception) -> LLMError:
+        detail = str(exc) or type(exc).__name__
+        return LLMError("NETWORK", f"cannot reach {_redact_url(self.url)}: {detail}")
+
+    async def _non_sse(self, response: httpx.Response, content_type: str,
+                       assembler: StreamAssembler) -> list[StreamEvent]:
+        """A 2xx answer that is not ``text/event-stream``: an error object is mapped; a plain
+        ``chat.completion`` (server ignored ``stream``) is assembled as one chunk; anything else
+        is BAD_REQUEST (wrong base URL?)."""
+        raw = await _read_capped(response, _MAX_JSON_BODY)
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        if isinstance(payload, Mapping) and payload.get("error"):
+            raise error_from_payload(payload, default="SERVER")
+        if isinstance(payload, Mapping) and isinstance(payload.get("choices"), list):
+            return assembler.feed(_completion_as_chunk(payload)) + assembler.close(done_seen=True)
+        snippet = raw[:300].decode("utf-8", errors="replace")
+        raise LLMError(
+            "BAD_REQUEST",
+            f"expected an SSE stream (text/event-stream) from {_redact_url(self.url)}, got "
+            f"HTTP {response.status_code} {content_type or 'without a content type'}: "
+            f"{snippet!r}; is base_url the API root of an OpenAI-compatible server (…/v1)?",
+            status=response.status_code,
+        )

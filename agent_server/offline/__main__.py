@@ -1,0 +1,68 @@
+"""Command line of the offline endpoint.
+
+Role: ``python -m agent_server.offline [--host H] [--port 0] [--script FILE.json|demo]
+[--record FILE.jsonl]`` serves a script until killed. The first stdout line is the base URL
+(``http://127.0.0.1:PORT/v1``), flushed at once, so a parent process can read it; a human-readable
+note goes to stderr. SIGTERM and SIGINT stop it cleanly (exit status 0).
+
+Must never: print anything else on stdout (the first line is a contract with callers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from contextlib import suppress
+
+from ._script import load_script
+from ._server import OfflineEndpoint
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_server.offline",
+        description="Offline OpenAI-compatible endpoint that replays a script (not a model).")
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    parser.add_argument("--script", default="demo",
+                        help="script file (JSON), or 'demo' for the bundled demo (default)")
+    parser.add_argument("--record", default=None, help="append each request to this JSONL file")
+    return parser.parse_args(argv)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    script = load_script(args.script)
+    endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    async with endpoint:
+        sys.stdout.write(endpoint.base_url + "\n")
+        sys.stdout.flush()
+        print(f"offline endpoint (scripted, not a model) at {endpoint.base_url}: "
+              f"{len(script.responses)} scripted response(s)"
+              f"{', replayed in a loop' if script.loop else ''}"
+              f"{f', recording to {args.record}' if args.record else ''}",
+              file=sys.stderr, flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (2 for a bad script or a port in use)."""
+    args = _parse(argv)
+    try:
+        asyncio.run(_serve(args))
+    except (OSError, ValueError) as exc:
+        print(f"offline endpoint: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

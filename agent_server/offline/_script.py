@@ -1,0 +1,201 @@
+"""Scripted responses of the offline endpoint: validation, loading, and builders.
+
+Role: define the data format of a scripted answer (plain JSON-able dicts, so a script can live in
+a file and travel over a CLI), check it early, and build common answers (a streamed text answer,
+a streamed tool-call answer) in the exact shape OpenAI-compatible providers send.
+
+Kinds (``"kind"`` field):
+
+* ``sse_file`` — ``{"path": str, "chunk_delay": s}``: serve a recorded SSE body byte for byte
+  (one TCP write, or one per frame with ``chunk_delay`` > 0). Relative paths are resolved
+  against the script file's folder.
+* ``sse`` — ``{"frames": [obj | str], "delay": s, "done": true}``: each frame ``data: <json>``
+  plus a blank line, ``data: [DONE]`` at the end unless ``done`` is false.
+* ``raw`` — ``{"status": 200, "headers": {}, "writes": [{"text" | "bytes_b64": …, "delay": s}],
+  "framing": "chunked" | "close", "close": true, "abort": false}``: arbitrary body bytes, one
+  TCP write each. ``close: false`` keeps the connection open (silent) after the writes;
+  ``abort: true`` (chunked) closes without the final zero-length chunk — a broken body.
+* ``error`` — ``{"status": 429, "headers": {}, "json": {...} | "text": str}``: a complete
+  non-streamed answer (any status, also 200 for non-SSE answers).
+* ``hang`` — ``{"headers": true}``: send the SSE response headers (or nothing if false), then
+  nothing, until the client goes away.
+
+Must never: touch the network or the clock — this module is data only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEMO_SCRIPT", "KINDS", "Script", "load_script", "normalize_response",
+           "text_stream", "tool_call_stream"]
+
+KINDS = frozenset({"sse_file", "sse", "raw", "error", "hang"})
+#: The bundled demo script (the answer to "Say hello and tell me what you are.").
+DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
+
+NO_SCRIPT_LEFT: dict[str, Any] = {
+    "kind": "error", "status": 500,
+    "json": {"error": {"message": "offline endpoint: no scripted response left",
+                       "type": "offline_script_exhausted", "code": "offline_script_exhausted"}},
+}
+
+
+def _fail(why: str, response: Any) -> None:
+    shown = json.dumps(response, default=str)[:300]
+    raise ValueError(f"invalid scripted response ({why}): {shown}")
+
+
+def normalize_response(response: Mapping[str, Any], *, base_dir: str | Path | None = None
+                       ) -> dict[str, Any]:
+    """Validate one scripted response and return a copy with defaults filled in and an
+    ``sse_file`` path made absolute (relative to ``base_dir``, else the current folder).
+
+    Raises:
+        ValueError: unknown kind, missing/ill-typed field, or an ``sse_file`` that does not
+            exist.
+    """
+    if not isinstance(response, Mapping):
+        _fail("not an object", response)
+    out = copy.deepcopy(dict(response))
+    kind = out.get("kind")
+    if kind not in KINDS:
+        _fail(f"kind must be one of {sorted(KINDS)}", response)
+    if kind == "sse_file":
+        if not isinstance(out.get("path"), str):
+            _fail("sse_file needs a 'path'", response)
+        path = Path(out["path"])
+        if not path.is_absolute():
+            path = Path(base_dir or ".") / path
+        if not path.is_file():
+            _fail(f"no such file {path}", response)
+        out["path"] = str(path.resolve())
+        out.setdefault("chunk_delay", 0.0)
+    elif kind == "sse":
+        if not isinstance(out.get("frames"), list):
+            _fail("sse needs a 'frames' list", response)
+        out.setdefault("delay", 0.0)
+        out.setdefault("done", True)
+    elif kind == "raw":
+        out.setdefault("status", 200)
+        out.setdefault("headers", {})
+        out.setdefault("framing", "chunked")
+        out.setdefault("close", True)
+        out.setdefault("abort", False)
+        if out["framing"] not in ("chunked", "close"):
+            _fail("framing must be 'chunked' or 'close'", response)
+        writes = out.get("writes")
+        if not isinstance(writes, list) or not all(
+                isinstance(w, Mapping) and (("text" in w) != ("bytes_b64" in w)) for w in writes):
+            _fail("raw needs 'writes': [{'text'|'bytes_b64': ..., 'delay': s}]", response)
+    elif kind == "error":
+        if not isinstance(out.get("status"), int):
+            _fail("error needs an integer 'status'", response)
+        out.setdefault("headers", {})
+        if "json" not in out and "text" not in out:
+            _fail("error needs 'json' or 'text'", response)
+    elif kind == "hang":
+        out.setdefault("headers", True)
+    return out
+
+
+class Script:
+    """A loaded script: ``responses`` in order, an optional ``default`` for when they run out,
+    and ``loop`` (replay the responses forever instead of using the default)."""
+
+    def __init__(self, responses: Iterable[Mapping[str, Any]] = (), *,
+                 default: Mapping[str, Any] | None = None, loop: bool = False,
+                 base_dir: str | Path | None = None) -> None:
+        self.responses = [normalize_response(r, base_dir=base_dir) for r in responses]
+        self.default = normalize_response(default or NO_SCRIPT_LEFT, base_dir=base_dir)
+        self.loop = loop
+
+
+def load_script(source: str | Path) -> Script:
+    """Load a script file: a JSON list of responses, or an object
+    ``{"responses": [...], "default": {...}?, "loop": bool?}`` (other keys, e.g.
+    ``"description"``, are ignored). ``"demo"`` names the bundled :data:`DEMO_SCRIPT`.
+
+    Raises:
+        OSError: the file cannot be read. ValueError: bad JSON or a bad response.
+    """
+    path = DEMO_SCRIPT if str(source) == "demo" else Path(source)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    base_dir = path.resolve().parent
+    if isinstance(data, list):
+        return Script(data, base_dir=base_dir)
+    if not isinstance(data, Mapping) or not isinstance(data.get("responses", []), list):
+        raise ValueError(f"{path}: a script is a list of responses or {{'responses': [...]}}")
+    return Script(data.get("responses", []), default=data.get("default"),
+                  loop=bool(data.get("loop", False)), base_dir=base_dir)
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _chunk(model: str, delta: dict[str, Any] | None, finish_reason: str | None = None
+           ) -> dict[str, Any]:
+    choices = [] if delta is None else [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    return {"id": "chatcmpl-offline", "object": "chat.completion.chunk", "created": 0,
+            "model": model, "choices": choices}
+
+
+def _usage_frame(model: str, usage: Mapping[str, Any] | None, produced: str) -> dict[str, Any]:
+    if usage is None:
+        completion = math.ceil(len(produced) / 4)
+        usage = {"prompt_tokens": 0, "completion_tokens": completion,
+                 "total_tokens": completion}
+    frame = _chunk(model, None)
+    frame["usage"] = dict(usage)
+    return frame
+
+
+def text_stream(text: str, chunk_size: int = 8, *, reasoning: str = "", delay: float = 0.0,
+                model: str = "offline-model", finish_reason: str = "stop",
+                include_usage: bool = True, usage: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """An ``sse`` response shaped like OpenAI's: a role chunk, ``reasoning_content`` chunks (if
+    ``reasoning``), content chunks of ``chunk_size`` code points, a chunk with
+    ``finish_reason``, a usage chunk with empty ``choices`` (``usage`` or a rough
+    characters/4 count with ``prompt_tokens`` 0), then ``[DONE]``. ``delay`` is seconds
+    between frames."""
+    frames: list[Any] = [_chunk(model, {"role": "assistant", "content": ""})]
+    frames += [_chunk(model, {"reasoning_content": p}) for p in _pieces(reasoning, chunk_size)]
+    frames += [_chunk(model, {"content": p}) for p in _pieces(text, chunk_size)]
+    frames.append(_chunk(model, {}, finish_reason))
+    if include_usage:
+        frames.append(_usage_frame(model, usage, reasoning + text))
+    return {"kind": "sse", "frames": frames, "delay": delay, "done": True}
+
+
+def tool_call_stream(calls: Sequence[tuple[str, str, str]], *, text: str = "",
+                     args_chunk_size: int = 16, delay: float = 0.0,
+                     model: str = "offline-model", include_usage: bool = True,
+                     usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An ``sse`` response with optional leading ``text`` and then the tool ``calls``
+    (``(id, name, arguments_json)`` each), OpenAI-style: the first delta of call *i* carries
+    ``index`` *i*, ``id``, ``type`` and ``name`` with empty arguments, the following deltas carry
+    ``index`` and ``args_chunk_size``-sized argument fragments; then finish ``tool_calls``,
+    usage and ``[DONE]``."""
+    frames: list[Any] = [_chunk(model, {"role": "assistant", "content": None})]
+    frames += [_chunk(model, {"content": p}) for p in _pieces(text, 16)]
+    produced = text
+    for i, (call_id, name, arguments) in enumerate(calls):
+        frames.append(_chunk(model, {"tool_calls": [{
+            "index": i, "id": call_id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}))
+        frames += [_chunk(model, {"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+                   for p in _pieces(arguments, args_chunk_size)]
+        produced += name + arguments
+    frames.append(_chunk(model, {}, "tool_calls"))
+    if include_usage:
+        frames.append(_usage_frame(model, usage, produced))
+    return {"kind": "sse", "frames": frames, "delay": delay, "done": True}
