@@ -1,0 +1,49 @@
+"""The official TypeScript ACP SDK client (clients/ts-harness) drives the real agent-server."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.acp_schema import validate_transcript
+
+from agent_server.offline import OfflineEndpoint, text_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "clients" / "ts-harness"
+NODE = shutil.which("node")
+
+
+@pytest.fixture(scope="module")
+def ts_harness():
+    if NODE is None:
+        pytest.fail("node is required for the TypeScript SDK test (scripts/setup.sh expects Node >= 20)")
+    if not (HARNESS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
+        done = subprocess.run(["npm", "ci", "--prefix", str(HARNESS), "--no-audit", "--no-fund"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    return HARNESS / "run.mjs"
+
+
+def test_typescript_sdk_client_gets_streamed_answer_and_end_turn(ts_harness, tmp_path, workspace, agent_env):
+    with OfflineEndpoint.start_in_thread([text_stream("Hello from the offline endpoint.", chunk_size=5)]) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        transcript = tmp_path / "transcript.json"
+        done = subprocess.run(
+            [NODE, str(ts_harness), "--prompt", "hello", "--cwd", str(workspace), "--transcript", str(transcript),
+             "--", sys.executable, "-m", "agent_server"],
+            capture_output=True, text=True, timeout=120, env=env, cwd=workspace,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    chunks = [line["params"]["update"] for line in lines if line["type"] == "session/update"
+              and line["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    assert len(chunks) > 1
+    assert "".join(c["content"]["text"] for c in chunks) == "Hello from the offline endpoint."
+    assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
+    record = json.loads(transcript.read_text())
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures
