@@ -42,8 +42,8 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     """Answer ``line`` at once if it is an ``initialize`` request; return its params, else None."""
     try:
         message = json.loads(line)
-    except ValueError:
-        return None
+    except (ValueError, RecursionError):
+        return None  # the engine answers it with -32700
     if not (isinstance(message, dict) and message.get("method") == "initialize"
             and message.get("jsonrpc") == "2.0" and type(message.get("id")) in (int, str)):
         return None
@@ -53,7 +53,7 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     from agent_server.server.initialize import initialize_result
 
     response = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result(params or {})}
-    data = (json.dumps(response, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    data = (json.dumps(response, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
     while data:
         data = data[os.write(out_fd, data):]
     return params or {}
@@ -69,11 +69,12 @@ def _serve(config_path: str | None) -> int:
     import asyncio
     import logging
 
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper(),
-        format="agent-server %(levelname)s %(name)s: %(message)s",
-    )
+    level = os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper()
+    if not isinstance(logging.getLevelName(level), int):
+        sys.stderr.write(f"agent-server: unknown AGENT_SERVER_LOG_LEVEL {level!r}; using WARNING\n")
+        level = "WARNING"
+    logging.basicConfig(stream=sys.stderr, level=level,
+                        format="agent-server %(levelname)s %(name)s: %(message)s")
     from agent_server.server.stdio import serve_stdio
 
     try:

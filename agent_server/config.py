@@ -18,6 +18,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -111,6 +112,8 @@ class ConfigError(Exception):
     """The config file cannot be read or has invalid keys (message names file and key)."""
 
 
+_RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
+
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
               "reasoning_content", "agent", "params", "profiles"}
 
@@ -132,7 +135,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     base URL is not an error here: ``ProviderSettings`` records what is missing.
     """
     env = os.environ if env is None else env
-    explicit = path is not None or "AGENT_SERVER_CONFIG" in env
+    explicit = path is not None or bool(env.get("AGENT_SERVER_CONFIG"))
     path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path(env))
     data: dict[str, Any] = {}
     if path.exists() or explicit:
@@ -152,7 +155,10 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     except ConfigError:
         raise
     except Exception as exc:  # pydantic ValidationError, TypeError from bad tables
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: {exc}" if data else str(exc)) from None
+    reserved = _RESERVED_PARAMS & set(agent.params)
+    if reserved:
+        raise ConfigError(f"{path}: params may not set {sorted(reserved)}: agent-server sets those itself")
     return Config(provider=provider, agent=agent, source=str(path) if data else None)
 
 
@@ -182,14 +188,56 @@ def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: M
         if candidate:
             api_key, source = candidate, label
             break
+    if api_key is not None:
+        api_key = api_key.strip()
+        if not api_key.isascii() or not api_key.isprintable() or " " in api_key:
+            raise ConfigError(f"the API key from {source} contains spaces, control or non-ASCII "
+                              "characters: check for a stray quote, newline or copy-paste artefact")
+    if base_url:
+        _check_base_url(base_url)
     return ProviderSettings(
         profile=name,
         base_url=base_url.rstrip("/") if base_url else None,
         model=env.get("AGENT_SERVER_MODEL") or data.get("model") or profile.model,
-        context_window=int(env.get("AGENT_SERVER_CONTEXT_WINDOW") or data.get("context_window") or profile.context_window),
+        context_window=_context_window(env, data, profile),
         reasoning_content=data.get("reasoning_content") or profile.reasoning_content,
         key_required=profile.key_required,
         api_key=api_key,
         api_key_env=key_env,
         api_key_source=source,
     )
+
+
+def _check_base_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"base URL {redact_url(url)!r} is not an http(s) URL with a host "
+                          "(expected e.g. https://api.deepseek.com/v1 or http://127.0.0.1:8000/v1)")
+
+
+def _context_window(env: Mapping[str, str], data: dict[str, Any], profile: Profile) -> int:
+    for value, where in ((env.get("AGENT_SERVER_CONTEXT_WINDOW"), "AGENT_SERVER_CONTEXT_WINDOW"),
+                         (data.get("context_window"), "context_window in the config file")):
+        if value in (None, ""):
+            continue
+        try:
+            window = int(value)
+        except (TypeError, ValueError):
+            window = 0
+        if window <= 0 or isinstance(value, bool):
+            raise ConfigError(f"{where} must be a positive number of tokens, got {value!r}")
+        return window
+    return profile.context_window
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` without credentials: user:password and query values are replaced by ``***``
+    (safe to log or show; API keys sometimes travel as ``?api-key=``)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -1,8 +1,11 @@
-"""The demo: an ACP client (the official Python SDK) driving ``agent-server`` on one prompt.
+"""The demo: an ACP client (the official Python SDK) drives ``agent-server`` on a small real task.
 
-With a model configured (``AGENT_SERVER_API_KEY``/``AGENT_SERVER_BASE_URL``, ``DEEPSEEK_API_KEY``,
-``OPENAI_API_KEY`` …) it talks to that provider. Without one it starts the bundled OFFLINE
-endpoint, which plays a recorded script — not a model — and says so.
+The task: a fresh copy of a tiny project whose tests fail (``agent_server/offline/demo_task.py``);
+the agent reads the code, runs the tests, fixes the bug with an edit, and runs them again — real
+tool calls in a real workspace. With a model configured (``AGENT_SERVER_API_KEY`` +
+``AGENT_SERVER_BASE_URL``, ``DEEPSEEK_API_KEY``, ``OPENAI_API_KEY``, a config file …) the model
+does the work. Without one the bundled OFFLINE endpoint plays the model's side from a script —
+not a model — and the demo says so.
 
 Usage: python scripts/demo_client.py [--prompt TEXT] [--cwd DIR]
 """
@@ -11,48 +14,73 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 import acp
 from acp import text_block
 
-OFFLINE_SCRIPT = Path(__file__).resolve().parents[1] / "agent_server" / "offline" / "scripts" / "demo.json"
-DEFAULT_PROMPT = "Say hello and tell me what you are."
+from agent_server.offline.demo_task import DEMO_TASK_PROMPT, demo_task_script, write_project
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class DemoClient(acp.Client):
     """Prints the streamed answer; refuses every permission (the demo runs no risky tool)."""
 
+    def __init__(self):
+        self.last_kind = None
+        self.titles = {}
+
     async def session_update(self, session_id, update, **kwargs):
         kind = getattr(update, "session_update", None)
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             text = getattr(update.content, "text", "")
-            if kind == "agent_thought_chunk":
-                text = f"\x1b[2m{text}\x1b[0m" if sys.stdout.isatty() else text
+            if kind != self.last_kind:
+                sys.stdout.write("\n[thinking] " if kind == "agent_thought_chunk" else "\n[answer] ")
+            if kind == "agent_thought_chunk" and sys.stdout.isatty():
+                text = f"\x1b[2m{text}\x1b[0m"
             sys.stdout.write(text)
-            sys.stdout.flush()
         elif kind == "tool_call":
-            print(f"\n[tool] {update.title} ({update.status})")
-        elif kind == "tool_call_update":
-            print(f"[tool] {update.tool_call_id}: {update.status}")
+            self.titles[update.tool_call_id] = update.title
+            sys.stdout.write(f"\n[tool] {update.title} …")
+        elif kind == "tool_call_update" and update.status in ("completed", "failed"):
+            title = self.titles.get(update.tool_call_id, update.tool_call_id)
+            first = ""
+            for item in update.content or []:
+                text = getattr(getattr(item, "content", None), "text", None)
+                if text:
+                    first = text.strip().splitlines()[0][:100] if text.strip() else ""
+                    break
+            sys.stdout.write(f"\n[tool] {title}: {update.status}" + (f" — {first}" if first else ""))
+        sys.stdout.flush()
+        self.last_kind = kind
 
     async def request_permission(self, options, session_id, tool_call, **kwargs):
         return {"outcome": {"outcome": "cancelled"}}
 
 
 def _has_model_configured() -> bool:
-    keys = ("AGENT_SERVER_API_KEY", "AGENT_SERVER_BASE_URL", "DEEPSEEK_API_KEY", "OPENAI_API_KEY",
-            "AGENT_SERVER_PROFILE", "AGENT_SERVER_CONFIG")
-    return any(os.environ.get(k) for k in keys)
+    """Whether agent-server's own configuration (environment + config file) names a usable model."""
+    from agent_server.config import ConfigError, load_config
+
+    try:
+        provider = load_config().provider
+    except ConfigError as exc:
+        raise SystemExit(f"demo: agent-server's configuration is invalid: {exc}")
+    return bool(provider.base_url and provider.model and (provider.api_key or not provider.key_required))
 
 
-def _start_offline_endpoint() -> tuple[subprocess.Popen, str]:
+def _start_offline_endpoint(state: Path) -> tuple[subprocess.Popen, str]:
+    script = state / "offline-demo-task-script.json"
+    script.write_text(json.dumps({"description": "agent-server offline demo: scripted model answers "
+                                  "for the demo task (NOT a model)", "responses": demo_task_script()}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_server.offline", "--port", "0", "--script", str(OFFLINE_SCRIPT)],
+        [sys.executable, "-m", "agent_server.offline", "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE, text=True,
     )
     url = proc.stdout.readline().strip()
@@ -74,27 +102,33 @@ async def run(prompt: str, cwd: str, env: dict[str, str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt", default=DEFAULT_PROMPT)
-    parser.add_argument("--cwd", default=os.getcwd())
+    parser.add_argument("--prompt", default=DEMO_TASK_PROMPT)
+    parser.add_argument("--cwd", help="workspace to work in (default: a fresh copy of the demo project)")
     args = parser.parse_args()
     env = dict(os.environ)
-    state = env.setdefault("AGENT_SERVER_STATE_DIR", tempfile.mkdtemp(prefix="agent-server-demo-"))
+    state = Path(env.setdefault("AGENT_SERVER_STATE_DIR", str(ROOT / ".demo-state")))
+    state.mkdir(parents=True, exist_ok=True)
+    if args.cwd is None:
+        args.cwd = str(write_project(state / f"workspace-{time.strftime('%Y%m%d-%H%M%S')}"))
+        print(f"workspace: {args.cwd} (a fresh copy of the demo project; its tests fail)")
+    print(f"prompt: {args.prompt}")
     endpoint = None
     if not _has_model_configured():
-        endpoint, url = _start_offline_endpoint()
+        endpoint, url = _start_offline_endpoint(state)
         env.update(AGENT_SERVER_BASE_URL=url, AGENT_SERVER_MODEL="offline-demo", AGENT_SERVER_PROFILE="custom")
         print("=" * 72)
         print("OFFLINE DEMO: no model is configured, so agent-server talks to the bundled")
-        print(f"offline endpoint at {url}, which plays a recorded script.")
-        print("It is NOT a model. Set AGENT_SERVER_API_KEY (and _BASE_URL/_MODEL) or")
-        print("DEEPSEEK_API_KEY / OPENAI_API_KEY to use a real provider.")
+        print(f"offline endpoint at {url}, which plays the model's side from a script.")
+        print("It is NOT a model: its answers are fixed in advance. The tool calls (read, run")
+        print("tests, edit) really run in the workspace. Set AGENT_SERVER_API_KEY (and _BASE_URL/")
+        print("_MODEL) or DEEPSEEK_API_KEY / OPENAI_API_KEY to let a real model do the task.")
         print("=" * 72)
     try:
         session_id = asyncio.run(run(args.prompt, os.path.abspath(args.cwd), env))
     finally:
         if endpoint is not None:
             endpoint.kill()
-    print(f"session log: {Path(state) / 'sessions' / session_id / 'events.jsonl'}")
+    print(f"session log: {state / 'sessions' / session_id / 'events.jsonl'}")
     return 0
 
 

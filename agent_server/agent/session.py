@@ -35,11 +35,26 @@ from agent_server.agent.step import (
     stream_step,
 )
 from agent_server.agent.user_input import prompt_text
-from agent_server.config import Config
+from agent_server.config import Config, redact_url
 from agent_server.llm import AssembledMessage
 from agent_server.session import EventLog
+from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.agent")
+
+
+class PromptTicket:
+    """One prompt's place in its session: ``cancel()`` stops it running or waiting."""
+
+    def __init__(self, session: "AgentSession") -> None:
+        self._session = session
+        self.cancelled = False
+        self.task: asyncio.Task[TurnOutcome] | None = None
+
+    def cancel(self) -> None:
+        """Cancel this prompt only: its turn if it runs, its place in the queue if it waits."""
+        self.cancelled = True
+        self._session._cancel_task(self.task)
 
 
 @dataclass(frozen=True)
@@ -58,7 +73,7 @@ class AgentSession:
     ``log``: the open ``EventLog``; ``config``: resolved settings; ``header_factory()``: returns
     the ``RequestHeader`` for the next step (system text, tools, params); ``client_factory()``:
     returns the ``ModelClient`` (raises ``TurnFailed`` when no model is configured); ``emit``:
-    sends ACP session updates to the editor.
+    sends ACP session updates to the editor; ``runner``: runs the tool calls of a step.
     """
 
     def __init__(
@@ -70,6 +85,7 @@ class AgentSession:
         header_factory: Callable[[], RequestHeader],
         client_factory: Callable[[], ModelClient],
         emit: Emit,
+        runner: ToolRunner,
     ) -> None:
         self.id = session_id
         self.log = log
@@ -77,29 +93,60 @@ class AgentSession:
         self._header_factory = header_factory
         self._client_factory = client_factory
         self._emit = emit
+        self._runner = runner
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
+        self._waiting: list[PromptTicket] = []
         self._cancelling = False
+        self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
 
     # -- public surface ---------------------------------------------------------------------
 
-    async def prompt(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
-        """Run one turn for the ACP prompt ``blocks``; queued behind a running turn."""
-        async with self._turn_lock:
-            self._cancelling = False
-            self._turn_task = asyncio.ensure_future(self._run_turn(blocks))
-            try:
-                return await asyncio.shield(self._turn_task)
-            finally:
-                self._turn_task = None
+    def new_ticket(self) -> "PromptTicket":
+        """A handle for one prompt, made before it is queued, so it can be cancelled by itself
+        (``$/cancel_request`` on that prompt) whether it is running or still waiting."""
+        return PromptTicket(self)
+
+    async def prompt(self, blocks: list[dict[str, Any]], ticket: "PromptTicket | None" = None) -> TurnOutcome:
+        """Run one turn for the ACP prompt ``blocks``; it waits behind a running turn.
+
+        A prompt cancelled (or a session closed) before its turn starts returns ``cancelled``
+        without starting a turn.
+        """
+        ticket = ticket or self.new_ticket()
+        self._waiting.append(ticket)
+        try:
+            async with self._turn_lock:
+                if ticket.cancelled or self._closed:
+                    return TurnOutcome("cancelled", "cancelled")
+                self._cancelling = False
+                self._turn_task = asyncio.ensure_future(self._run_turn(blocks))
+                ticket.task = self._turn_task
+                try:
+                    return await asyncio.shield(self._turn_task)
+                finally:
+                    self._turn_task = None
+        finally:
+            self._waiting.remove(ticket)
 
     def cancel(self) -> None:
-        """Stop the running turn (no-op when idle); its ``prompt()`` returns ``cancelled``."""
-        if self._turn_task is not None and not self._turn_task.done():
+        """``session/cancel``: stop the running turn and every prompt waiting behind it."""
+        for ticket in list(self._waiting):
+            ticket.cancel()
+
+    async def close(self) -> None:
+        """Cancel everything, wait for the running turn to log its end, close the log."""
+        self._closed = True
+        self.cancel()
+        async with self._turn_lock:
+            self.log.close()
+
+    def _cancel_task(self, task: "asyncio.Task[TurnOutcome] | None") -> None:
+        if task is not None and not task.done():
             self._cancelling = True
-            self._turn_task.cancel()
+            task.cancel()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -109,13 +156,15 @@ class AgentSession:
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
         self.log.append("turn/start", {"turn": turn})
-        self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
         partial = PartialMessage()
         outcome: TurnOutcome | None = None
         try:
+            self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
             client = self._client_factory()
-            for step in range(1, self.config.agent.max_steps_per_turn + 1):
+            budget = self.config.agent.max_steps_per_turn
+            for step in range(1, budget + 1):
                 await self._step(client, turn, step, partial)
+            await self._announce_budget(turn, budget)
             raise MaxTurnRequests()
         except TurnFailed as exc:
             outcome = TurnOutcome("error", None, exc.error)
@@ -145,7 +194,7 @@ class AgentSession:
         log_request_inputs(
             self.log,
             header,
-            {"provider": provider.profile, "base_url": provider.base_url, "model": header.model,
+            {"provider": provider.profile, "base_url": redact_url(provider.base_url), "model": header.model,
              "context_window": provider.context_window},
         )
         message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial)
@@ -157,7 +206,7 @@ class AgentSession:
             raise Refusal()
         if not message.tool_calls:
             raise EndTurn()
-        await self._answer_unavailable_tools(turn, message)
+        await self._runner.run_batch(turn, message.tool_calls)
 
     def _commit_assistant(self, turn: int, step: int, message: AssembledMessage) -> None:
         data: dict[str, Any] = {
@@ -186,18 +235,16 @@ class AgentSession:
                  "finish_reason": None, "usage": None, "interrupted": True},
             )
 
-    async def _answer_unavailable_tools(self, turn: int, message: AssembledMessage) -> None:
-        """No tools are offered yet: every call gets an error result (invariant 2)."""
-        for call in message.tool_calls:
-            event = self.log.append("tool/call", {"turn": turn, "call_id": call.id, "name": call.name, "arguments": call.arguments})
-            tool_call_id = f"tc-{event.seq}"
-            text = f"Error: no tool named {call.name!r} is available in this session."
-            await self._emit({"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": call.name,
-                              "kind": "other", "status": "pending", "rawInput": {"arguments": call.arguments}})
-            self.log.append("tool/result", {"turn": turn, "call_id": call.id, "tool_call_id": tool_call_id,
-                                            "status": "failed", "content": text})
-            await self._emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed",
-                              "content": [{"type": "content", "content": {"type": "text", "text": text}}]})
+    async def _announce_budget(self, turn: int, budget: int) -> None:
+        """Tell the model (a logged notice it sees in later requests) and the user that the step
+        budget ended the turn — never stop silently."""
+        text = (f"The turn was stopped: it reached its limit of {budget} model requests "
+                "(max_steps_per_turn) before the task was finished. Results of the last tool calls are "
+                "above. Continue only when the user asks you to.")
+        self.log.append("notice", {"turn": turn, "reason": "max_turn_requests", "text": text})
+        await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text":
+                          f"\n\n[agent-server] Stopped after {budget} model requests in this turn "
+                          "(max_steps_per_turn). Send a message to let the agent continue."}})
 
     async def _emit_usage(self, message: AssembledMessage) -> None:
         usage = message.usage or {}

@@ -60,12 +60,31 @@ class RetryPolicy:
 
 @dataclass
 class PartialMessage:
-    """What the current attempt has streamed so far (kept if the turn is cancelled mid-stream)."""
+    """What the current attempt has streamed so far (kept if the turn is cancelled mid-stream).
 
-    text: str = ""
-    reasoning: str = ""
+    Deltas are collected in lists (joining once is linear; ``str +=`` on an attribute is not).
+    """
+
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     step: int | None = None
     """The step whose request is in flight (``None`` between requests)."""
+
+    @property
+    def text(self) -> str:
+        """The answer text streamed so far."""
+        return "".join(self.text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning streamed so far."""
+        return "".join(self.reasoning_parts)
+
+    def reset(self, step: int | None) -> None:
+        """Start a new attempt of ``step`` (``None``: no request in flight)."""
+        self.text_parts.clear()
+        self.reasoning_parts.clear()
+        self.step = step
 
 
 @dataclass(frozen=True)
@@ -116,8 +135,7 @@ async def stream_step(
     start = log.append("step/start", {"turn": turn, "step": step})
     body = encode_body(request_body(log.events, start.seq))
     for attempt in range(1, retry.max_attempts + 1):
-        partial.text = partial.reasoning = ""
-        partial.step = step
+        partial.reset(step)
         try:
             message = await _stream_once(client, body, emit, partial)
             partial.step = None
@@ -141,10 +159,10 @@ async def stream_step(
 async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage) -> AssembledMessage:
     async for event in client.stream(body):
         if isinstance(event, TextDelta):
-            partial.text += event.text
+            partial.text_parts.append(event.text)
             await emit(_chunk("agent_message_chunk", event.text))
         elif isinstance(event, ReasoningDelta):
-            partial.reasoning += event.text
+            partial.reasoning_parts.append(event.text)
             await emit(_chunk("agent_thought_chunk", event.text))
         elif isinstance(event, Finish):
             return event.message

@@ -97,6 +97,7 @@ class ChatClient:
         self._headers: dict[str, str] = dict(headers or {})
         self._headers["Content-Type"] = "application/json"
         self._headers["Accept"] = "text/event-stream"
+        self._api_key = api_key or None
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         timeout = httpx.Timeout(connect=connect_timeout, read=stream_idle_timeout,
@@ -167,8 +168,8 @@ class ChatClient:
             # the response is closed here; emit Usage + Finish
             for event in assembler.close(done_seen=done):
                 yield event
-        except LLMError:
-            raise
+        except LLMError as exc:
+            raise self._scrubbed(exc) from None
         except httpx.ReadTimeout:
             where = "in the stream" if got_headers else "waiting for the response headers"
             raise LLMError("STREAM_IDLE", f"no data for {self.stream_idle_timeout:g} s {where} "
@@ -189,7 +190,15 @@ class ChatClient:
 
     def _network_error(self, exc: Exception) -> LLMError:
         detail = str(exc) or type(exc).__name__
-        return LLMError("NETWORK", f"cannot reach {_redact_url(self.url)}: {detail}")
+        return self._scrubbed(LLMError("NETWORK", f"cannot reach {_redact_url(self.url)}: {detail}"))
+
+    def _scrubbed(self, error: LLMError) -> LLMError:
+        """``error`` with the API key removed from its message (a provider may echo it, and an
+        invalid header value shows up in transport errors): keys never reach logs or editors."""
+        if not self._api_key or self._api_key not in error.message:
+            return error
+        return LLMError(error.code, error.message.replace(self._api_key, "<redacted>"),
+                        status=error.status, retry_after=error.retry_after)
 
     async def _non_sse(self, response: httpx.Response, content_type: str,
                        assembler: StreamAssembler) -> list[StreamEvent]:

@@ -35,7 +35,10 @@ from agent_server.server.jsonrpc import (
     RequestContext,
 )
 from agent_server.server.models_pool import ClientPool
+from agent_server.policy import workspace_write_guard
 from agent_server.session import SessionStore
+from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext, tool_schemas
+from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.server")
 
@@ -90,12 +93,12 @@ class AcpServer:
             log.warning("initialize params did not validate; assuming no client capabilities")
 
     async def aclose(self) -> None:
-        """Cancel running turns, close logs and HTTP clients."""
-        for session in self.sessions.values():
+        """Cancel running and queued turns, close logs and HTTP clients."""
+        sessions = list(self.sessions.values())
+        for session in sessions:
             session.cancel()
-        for session in self.sessions.values():
-            async with session._turn_lock:
-                session.log.close()
+        for session in sessions:
+            await session.close()
         await self.pool.aclose()
 
     # -- methods ------------------------------------------------------------------------------
@@ -119,22 +122,32 @@ class AcpServer:
             "agent": {"name": "agent-server", "version": __version__},
         }
         session_id, event_log = self.store.create(header)
+        emit = self._emitter(session_id)
+        context = ToolContext(tuple(Path(r) for r in roots), DiskFiles(), ReadLedger(),
+                              session_dir=event_log.path.parent)
+        runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
+                            guards=[workspace_write_guard(event_log, context.roots)])
         self.sessions[session_id] = AgentSession(
             session_id,
             event_log,
             self.config,
             header_factory=lambda: self._request_header(roots),
             client_factory=self._client,
-            emit=self._emitter(session_id),
+            emit=emit,
+            runner=runner,
         )
         return {"sessionId": session_id}
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/prompt``: run one turn; every update is written before this returns."""
         p: m.PromptParams = _parse(m.PromptParams, params)
+        if not p.prompt:
+            raise JsonRpcError(INVALID_PARAMS, "invalid params: the prompt is empty",
+                               {"errors": [{"path": "prompt", "message": "at least one content block is required"}]})
         session = self._session(p.sessionId)
-        ctx.on_cancel = session.cancel
-        outcome = await session.prompt(params["prompt"])
+        ticket = session.new_ticket()
+        ctx.on_cancel = ticket.cancel
+        outcome = await session.prompt(params["prompt"], ticket)
         if outcome.error is not None:
             raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
         return {"stopReason": outcome.stop_reason}
@@ -166,13 +179,14 @@ class AcpServer:
             os_name=f"{platform.system()} {platform.release()}",
             shell=os.environ.get("SHELL", "/bin/sh"),
             date=datetime.date.today().isoformat(),
+            tool_names=tuple(t.name for t in BUILTIN_TOOLS),
         )
         provider = self.config.provider
         return RequestHeader(
             system=render_system_prompt(env),
             model=provider.model or "",
             params=dict(self.config.agent.params),
-            tools=[],
+            tools=tool_schemas(BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,
         )
 

@@ -32,6 +32,24 @@ RESOURCE_NOT_FOUND = -32002
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
+def encode_message(message: dict[str, Any]) -> bytes:
+    """One JSON-RPC message as one UTF-8 line (``\\n``-terminated).
+
+    Non-ASCII text is written as is; if the message holds text UTF-8 cannot carry (a lone
+    surrogate from a peer's ``\\ud800`` escape), it is written with ASCII escapes instead, which
+    every JSON parser reads — a message is never dropped for its content.
+    """
+    line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 class JsonRpcError(Exception):
     """An error answer: raised by handlers to answer with it, and by ``Connection.request`` when
     the peer answered with an error. ``code`` (int), ``message`` (str), ``data`` (JSON or None)."""
@@ -117,9 +135,9 @@ class Connection:
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line; messages never interleave."""
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        data = encode_message(message)
         async with self._write_lock:
-            self._writer.write(line.encode("utf-8"))
+            self._writer.write(data)
             await self._writer.drain()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -191,9 +209,10 @@ class Connection:
         if not line.strip():
             return
         try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            await self._send_error(None, PARSE_ERROR, f"parse error: {exc}")
+            message = json.loads(line, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            await self._send_error(None, PARSE_ERROR, f"parse error: {reason}")
             return
         if isinstance(message, list):
             await self._send_error(None, INVALID_REQUEST, "batch requests are not supported")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from typing import Any
 
 from agent_server.server.jsonrpc import MAX_LINE_BYTES, Connection
@@ -68,7 +69,10 @@ async def serve_stdio(
     *, in_fd: int, out_fd: int, prefeed: bytes, answered_initialize: dict[str, Any] | None,
     config_path: str | None,
 ) -> int:
-    """Serve ACP on ``in_fd``/``out_fd`` until EOF; returns the exit status.
+    """Serve ACP on ``in_fd``/``out_fd`` until EOF, SIGTERM or SIGHUP; returns the exit status.
+
+    On the way out every running or queued turn is cancelled and logs its ``turn/end``, and
+    every pending prompt is answered ``cancelled`` before the process exits.
 
     ``prefeed``: bytes already read from ``in_fd``; ``answered_initialize``: params of an
     ``initialize`` the CLI's fast path already answered (so capabilities are recorded).
@@ -92,8 +96,25 @@ async def serve_stdio(
     connection = Connection(reader, writer, requests=server.request_handlers(),
                             notifications=server.notification_handlers())
     server.bind(connection)
+    serving = asyncio.ensure_future(connection.serve())
+    loop = asyncio.get_running_loop()
+    stopped_by: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        serving.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(signum, stop, signum)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
     try:
-        await connection.serve()
+        await serving
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        log.warning("stopping on signal %s: cancelling running turns", stopped_by[0])
     finally:
         await server.aclose()
         await connection.wait_idle()

@@ -12,6 +12,7 @@ of a torn last line, and even those are kept inside the ``log/repaired`` event t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -64,9 +65,31 @@ class SessionEvent(BaseModel):
     data: dict[str, Any]
 
     def to_line(self) -> bytes:
-        """Serialise to one JSONL line (UTF-8, no embedded newline, ``\\n``-terminated)."""
+        """Serialise to one JSONL line (UTF-8, no embedded newline, ``\\n``-terminated).
+
+        Raises ``ValueError`` for text UTF-8 cannot carry (lone surrogates) or non-finite
+        numbers: ``EventLog.append`` cleans those first, so every line is strict JSON.
+        """
         obj = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
-        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        return line.encode("utf-8")
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def strict_json(value: Any) -> Any:
+    """A copy of ``value`` that strict JSON in UTF-8 can hold: lone surrogates in strings (and
+    keys) become U+FFFD, ``NaN``/``±Infinity`` become ``None``."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {strict_json(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
 
 
 def _make_private_dir(path: Path) -> None:
@@ -168,13 +191,19 @@ class EventLog:
         """Validate and append one event; return it.
 
         The line is written with one ``write`` and flushed; types in ``DURABLE_TYPES`` (or
-        ``durable=True``) are also ``fsync``\\ed. Raises ``pydantic.ValidationError`` for a bad type
-        name, ``TypeError``/``ValueError`` for data that is not JSON, ``ValueError`` when closed.
+        ``durable=True``) are also ``fsync``\\ed. Text UTF-8 cannot carry (lone surrogates) becomes
+        U+FFFD and non-finite numbers become ``null`` (see ``strict_json``), so what is appended
+        is what any JSON reader reads back. Raises ``pydantic.ValidationError`` for a bad type
+        name, ``TypeError`` for data that is not JSON, ``ValueError`` when closed.
         """
         if self._file.closed:
             raise ValueError(f"session log {self.path} is closed")
         event = SessionEvent(type=type, seq=self.last_seq + 1, time=time.time(), data=data)
-        line = event.to_line()
+        try:
+            line = event.to_line()
+        except ValueError:  # UnicodeEncodeError included
+            event = event.model_copy(update={"data": strict_json(data)})
+            line = event.to_line()
         self._file.write(line)
         if durable or (durable is None and type in DURABLE_TYPES):
             os.fsync(self._file.fileno())

@@ -13,6 +13,8 @@ Rules (DESIGN.md §3):
   and, when the model sent reasoning, ``reasoning_content`` (the request builder decides whether
   the provider gets it back);
 * ``tool/result`` → ``{"role": "tool", "tool_call_id": data.call_id, "content": data.content}``;
+* ``notice`` (something the agent itself must tell the model, e.g. the step budget ran out) →
+  a user message ``"[agent-server notice] " + data.text``;
 * a turn whose ``turn/end.exit`` is ``refusal`` is left out from its user message on (ACP's rule).
 """
 
@@ -50,6 +52,8 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[dict[str, Any]]:
             message = _assistant_message(data)
             if message is not None:
                 messages.append(message)
+        elif kind == "notice":
+            messages.append({"role": "user", "content": f"[agent-server notice] {data['text']}"})
         elif kind == "tool/result":
             messages.append(
                 {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]}

@@ -11,6 +11,8 @@ from agent_server.config import AgentSettings, Config, ProviderSettings
 from agent_server.llm import ChatClient, encode_body
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import EventLog, derive_messages
+from agent_server.tools.base import ToolContext
+from agent_server.tools.pipeline import ToolRunner
 
 SSE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
 
@@ -22,14 +24,16 @@ def config(**agent):
 
 
 class Harness:
-    def __init__(self, tmp_path, endpoint, *, reasoning_content="drop", **agent):
+    def __init__(self, tmp_path, endpoint, *, reasoning_content="drop", tools=None, **agent):
         self.updates = []
         self.log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
         self.client = ChatClient(endpoint.base_url, "sk-test-secret")
         header = RequestHeader(system="SYSTEM", model="m", params={"temperature": 0}, tools=[],
                                reasoning_content=reasoning_content)
+        context = ToolContext.on_disk(tmp_path, session_dir=self.log.path.parent)
+        self.runner = ToolRunner(self.log, context, self.emit, tools=dict(tools or {}))
         self.session = AgentSession("s1", self.log, config(**agent), header_factory=lambda: header,
-                                    client_factory=lambda: self.client, emit=self.emit)
+                                    client_factory=lambda: self.client, emit=self.emit, runner=self.runner)
 
     async def emit(self, update):
         self.updates.append(update)
@@ -172,7 +176,7 @@ async def test_content_filter_is_refusal_and_the_turn_leaves_later_requests(tmp_
     assert [m["content"] for m in second["messages"]] == ["SYSTEM", "good"]
 
 
-async def test_tool_calls_without_tools_each_get_an_error_result(tmp_path, endpoint):
+async def test_calls_to_unknown_tools_each_get_an_error_result_in_model_order(tmp_path, endpoint):
     endpoint.push({"kind": "sse_file", "path": str(SSE / "openai-gpt4o-parallel-tools.txt")})
     endpoint.push(text_stream("sorry, no tools"))
     h = Harness(tmp_path, endpoint)

@@ -84,3 +84,49 @@ def test_default_config_file_is_read_from_xdg_config_home(tmp_path):
     cfg = load_config(env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert cfg.provider.model == "from-default-file"
     assert cfg.source == str(folder / "config.toml")
+
+
+def test_api_key_with_trailing_newline_is_stripped(tmp_path):
+    p = load_config(env={"AGENT_SERVER_API_KEY": "sk-abc123\r\n", "AGENT_SERVER_BASE_URL": "http://127.0.0.1:1/v1",
+                         "XDG_CONFIG_HOME": str(tmp_path)}).provider
+    assert p.api_key == "sk-abc123"
+
+
+@pytest.mark.parametrize("key", ["sk-ключ", "sk a b", "sk-\x00x"])
+def test_api_key_with_odd_characters_is_a_config_error_that_does_not_echo_it(tmp_path, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(env={"AGENT_SERVER_API_KEY": key, "AGENT_SERVER_BASE_URL": "http://127.0.0.1:1/v1",
+                         "XDG_CONFIG_HOME": str(tmp_path)})
+    assert "AGENT_SERVER_API_KEY" in str(info.value) and key not in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["api.deepseek.com/v1", "ftp://x/v1", "::not a url::", "http:///v1"])
+def test_base_url_without_http_scheme_or_host_is_a_config_error(tmp_path, url):
+    with pytest.raises(ConfigError, match="not an http"):
+        load_config(env={"AGENT_SERVER_BASE_URL": url, "XDG_CONFIG_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("value", ["abc", "128k", "-5", "0"])
+def test_bad_context_window_variable_is_named_in_the_error(tmp_path, value):
+    with pytest.raises(ConfigError, match="AGENT_SERVER_CONTEXT_WINDOW") as info:
+        load_config(env={"AGENT_SERVER_CONTEXT_WINDOW": value, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert "config.toml" not in str(info.value)
+
+
+def test_empty_agent_server_config_variable_means_unset(tmp_path):
+    cfg = load_config(env={"AGENT_SERVER_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path)})
+    assert cfg.source is None
+
+
+def test_params_may_not_override_what_agent_server_sets(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('params = { model = "evil", temperature = 0.1 }\n')
+    with pytest.raises(ConfigError, match="model"):
+        load_config(path, env={})
+
+
+def test_redact_url_hides_credentials_and_query_values():
+    from agent_server.config import redact_url
+
+    assert redact_url("http://user:pw@h:8/v1?api-key=Q1&x=2") == "http://***@h:8/v1?api-key=***&x=***"
+    assert redact_url("https://api.deepseek.com/v1") == "https://api.deepseek.com/v1"

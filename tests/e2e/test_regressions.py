@@ -1,0 +1,146 @@
+"""Regressions found by breaking the real server from the outside; each test names the failure."""
+
+import json
+import signal
+import time
+
+from agent_server.offline import OfflineEndpoint, text_stream
+from agent_server.session import EventLog
+
+
+def init(agent):
+    assert agent.request("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+
+
+def new_session(agent, workspace):
+    return agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
+
+
+def prompt_params(sid, text="hi"):
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+def test_deeply_nested_json_is_a_parse_error_not_a_crash(raw_agent_factory):
+    deep = "[" * 200_000 + "]" * 200_000
+    first = raw_agent_factory()
+    first.send_line(deep)  # as the very first line: the start-up fast path must survive it too
+    assert first.recv(timeout=10)["error"]["code"] == -32700
+    init(first)
+    later = raw_agent_factory()
+    init(later)
+    later.send_line(deep)
+    assert later.recv(timeout=10)["error"]["code"] == -32700
+    init(later)
+
+
+def test_lone_surrogate_in_request_id_is_answered_not_a_crash(raw_agent_factory):
+    agent = raw_agent_factory()
+    agent.send_line('{"jsonrpc":"2.0","id":"\\ud800","method":"initialize","params":{}}')
+    assert agent.recv(timeout=10)["result"]["protocolVersion"] == 1
+    agent.send_line('{"jsonrpc":"2.0","id":"\\udc80x","method":"nope"}')
+    assert agent.recv(timeout=10)["error"]["code"] == -32601
+    init(agent)
+
+
+def test_nan_is_not_accepted_as_json(raw_agent_factory):
+    agent = raw_agent_factory()
+    init(agent)
+    agent.send_line('{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"x":NaN}}')
+    assert agent.recv(timeout=10)["error"]["code"] == -32700
+
+
+def test_unknown_log_level_falls_back_instead_of_dying_after_initialize(raw_agent_factory, workspace):
+    agent = raw_agent_factory(env={"AGENT_SERVER_LOG_LEVEL": "LOUD"})
+    init(agent)
+    assert new_session(agent, workspace).startswith("sess_")
+    assert "unknown AGENT_SERVER_LOG_LEVEL" in agent.stderr_text()
+
+
+def test_empty_prompt_is_invalid_params(raw_agent_factory, workspace):
+    agent = raw_agent_factory()
+    init(agent)
+    sid = new_session(agent, workspace)
+    error = agent.request("session/prompt", {"sessionId": sid, "prompt": []})["error"]
+    assert error["code"] == -32602
+
+
+def test_lone_surrogate_in_prompt_text_still_closes_the_turn(raw_agent_factory, workspace, agent_state_dir):
+    with OfflineEndpoint.start_in_thread([text_stream("ok")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        agent.send_line(json.dumps({"jsonrpc": "2.0", "id": 77, "method": "session/prompt",
+                                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "bad \udc80"}]}}))
+        assert agent.response(77, timeout=20)["result"]["stopReason"] == "end_turn"
+        body = ep.requests[0].json()
+    assert body["messages"][-1]["content"] == "bad \ufffd"
+    agent.close()
+    events = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl").events
+    assert [e.type for e in events if e.type.startswith("turn/")] == ["turn/start", "turn/end"]
+
+
+def slow(text="slow "):
+    return text_stream(text * 300, chunk_size=5, delay=0.02)
+
+
+def test_cancel_request_on_a_queued_prompt_cancels_only_that_prompt(raw_agent_factory, workspace):
+    with OfflineEndpoint.start_in_thread([slow(), text_stream("third")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        running = agent.send_request("session/prompt", prompt_params(sid, "one"))
+        queued = agent.send_request("session/prompt", prompt_params(sid, "two"))
+        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.notify("$/cancel_request", {"requestId": queued})
+        assert agent.response(queued, timeout=10)["result"]["stopReason"] == "cancelled"
+        assert agent.response(running, timeout=30)["result"]["stopReason"] == "end_turn"
+        assert len(ep.requests) == 1  # the cancelled prompt never reached the model
+
+
+def test_session_cancel_also_cancels_queued_prompts(raw_agent_factory, workspace):
+    with OfflineEndpoint.start_in_thread([slow(), text_stream("later")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        first = agent.send_request("session/prompt", prompt_params(sid, "one"))
+        second = agent.send_request("session/prompt", prompt_params(sid, "two"))
+        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.notify("session/cancel", {"sessionId": sid})
+        assert agent.response(first, timeout=10)["result"]["stopReason"] == "cancelled"
+        assert agent.response(second, timeout=10)["result"]["stopReason"] == "cancelled"
+        assert len(ep.requests) == 1
+        after = agent.request("session/prompt", prompt_params(sid, "three"), timeout=20)
+        assert after["result"]["stopReason"] == "end_turn"
+
+
+def test_closing_stdin_cancels_queued_prompts_and_exits_promptly(raw_agent_factory, workspace, agent_state_dir):
+    with OfflineEndpoint.start_in_thread([slow(), slow()]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        agent.send_request("session/prompt", prompt_params(sid, "one"))
+        agent.send_request("session/prompt", prompt_params(sid, "two"))
+        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        started = time.monotonic()
+        agent.close_stdin()
+        assert agent.wait_exit(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        assert len(ep.requests) == 1
+    events = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl").events
+    assert [e.data["exit"] for e in events if e.type == "turn/end"] == ["cancelled"]
+
+
+def test_sigterm_mid_prompt_closes_the_turn_in_the_log_and_answers_the_prompt(raw_agent_factory, workspace, agent_state_dir):
+    with OfflineEndpoint.start_in_thread([slow()]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        rid = agent.send_request("session/prompt", prompt_params(sid))
+        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.process.send_signal(signal.SIGTERM)
+        assert agent.response(rid, timeout=10)["result"]["stopReason"] == "cancelled"
+        assert agent.wait_exit(timeout=10) == 0
+    events = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl").events
+    assert events[-1].type == "turn/end" and events[-1].data["exit"] == "cancelled"
+    streamed = [e for e in events if e.type == "assistant"]
+    assert streamed and streamed[0].data["interrupted"] and streamed[0].data["text"].startswith("slow")

@@ -1,0 +1,224 @@
+"""``glob`` and ``grep`` with both backends (ripgrep and the pure-Python walk): .gitignore,
+newest-first order, bounds, long lines, errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from tooltest_helpers import FIXTURES, KATEX
+
+from agent_server.tools import ToolContext, ToolResult, validate_args
+from agent_server.tools._rg import find_rg
+from agent_server.tools.search import MAX_FILES, MAX_MATCHES, GlobTool, GrepTool
+
+BACKENDS = ["rg", "python"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "rg" and find_rg() is None:
+        pytest.fail("rg not found: install the ripgrep wheel (ripgrep==14.1.0)")
+    return request.param
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A git-less folder with a .gitignore, hidden files, a nested ignore and a .git folder."""
+    root = tmp_path / "proj"
+    files = {
+        ".gitignore": "build/\n*.log\n!keep.log\n",
+        "app.py": "import os\nTOKEN = 'needle'\n",
+        "src/lib.py": "def needle():\n    return 1\n",
+        "src/deep/mod.py": "x = 'Needle'\n",
+        "src/.gitignore": "generated.py\n",
+        "src/generated.py": "needle = 1\n",
+        "build/out.py": "needle = 2\n",
+        "debug.log": "needle in a log\n",
+        "keep.log": "needle kept\n",
+        ".github/ci.yml": "needle: yes\n",
+        ".git/config": "needle = git\n",
+        "notes.txt": "nothing here\n",
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+async def run(tool, ctx, **arguments):
+    import json
+
+    args = validate_args(tool, json.dumps(arguments))
+    assert not isinstance(args, ToolResult), args.text
+    return await tool.run(args, ctx)
+
+
+def set_mtimes(root, order):
+    """Give files increasing mtimes in ``order`` (last = newest)."""
+    for i, rel in enumerate(order):
+        os.utime(root / rel, (1_600_000_000 + i * 100, 1_600_000_000 + i * 100))
+
+
+async def test_glob_respects_gitignore_and_lists_newest_first(tree, backend):
+    ctx = ToolContext.on_disk(tree)
+    set_mtimes(tree, ["src/deep/mod.py", "app.py", "src/lib.py"])
+    res = await run(GlobTool(backend), ctx, pattern="*.py")
+    assert not res.is_error
+    assert res.text.splitlines() == ["src/lib.py", "app.py", "src/deep/mod.py"]
+    res = await run(GlobTool(backend), ctx, pattern="**/*")
+    listed = set(res.text.splitlines())
+    assert {".github/ci.yml", "keep.log", ".gitignore", "notes.txt"} <= listed
+    assert not listed & {"build/out.py", "debug.log", "src/generated.py", ".git/config"}
+
+
+async def test_glob_anchored_patterns_and_subfolder_paths(tree, backend):
+    ctx = ToolContext.on_disk(tree)
+    assert (await run(GlobTool(backend), ctx, pattern="src/*.py")).text == "src/lib.py"
+    res = await run(GlobTool(backend), ctx, pattern="deep/*.py", path="src")
+    assert res.text == "src/deep/mod.py"  # relative to the workspace folder, ready for `read`
+    res = await run(GlobTool(backend), ctx, pattern="*.rs")
+    assert not res.is_error and res.text.startswith("No files match")
+
+
+async def test_glob_outside_the_workspace_gives_absolute_paths(tree, tmp_path, backend):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "x.py").write_text("")
+    ctx = ToolContext.on_disk(tree)
+    assert (await run(GlobTool(backend), ctx, pattern="*.py", path=str(other))).text == str(other / "x.py")
+
+
+async def test_glob_count_is_bounded_and_says_how_many_more(tmp_path, backend):
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(MAX_FILES + 37):
+        (root / f"f{i:03d}.txt").write_text("")
+        os.utime(root / f"f{i:03d}.txt", (1_600_000_000 + i, 1_600_000_000 + i))
+    res = await run(GlobTool(backend), ToolContext.on_disk(root), pattern="*.txt")
+    lines = res.text.splitlines()
+    assert lines[0] == f"f{MAX_FILES + 36:03d}.txt"  # the newest
+    assert len(lines) == MAX_FILES + 1
+    assert f"{MAX_FILES + 37} files match; showing the {MAX_FILES} most recently modified" in lines[-1]
+
+
+async def test_glob_errors(tree, backend):
+    ctx = ToolContext.on_disk(tree)
+    assert (await run(GlobTool(backend), ctx, pattern="*.py", path="nope")).is_error
+    res = await run(GlobTool(backend), ctx, pattern="*.py", path="app.py")
+    assert res.is_error and "folder" in res.text
+
+
+async def test_grep_respects_gitignore_and_formats_file_line_text(tree, backend):
+    ctx = ToolContext.on_disk(tree)
+    res = await run(GrepTool(backend), ctx, pattern="needle")
+    assert not res.is_error
+    assert res.text.splitlines() == [
+        ".github/ci.yml:1: needle: yes",
+        "app.py:2: TOKEN = 'needle'",
+        "keep.log:1: needle kept",
+        "src/lib.py:1: def needle():",
+    ]
+
+
+async def test_grep_ignore_case_glob_and_path(tree, backend):
+    ctx = ToolContext.on_disk(tree)
+    res = await run(GrepTool(backend), ctx, pattern="needle", ignore_case=True, glob="*.py")
+    assert res.text.splitlines() == ["app.py:2: TOKEN = 'needle'", "src/deep/mod.py:1: x = 'Needle'",
+                                     "src/lib.py:1: def needle():"]
+    res = await run(GrepTool(backend), ctx, pattern="needle", path="src/lib.py")
+    assert res.text == "src/lib.py:1: def needle():"
+    res = await run(GrepTool(backend), ctx, pattern="zzz")
+    assert not res.is_error and res.text.startswith("No matches")
+
+
+async def test_grep_bad_regex_is_a_readable_error(tree, backend):
+    res = await run(GrepTool(backend), ToolContext.on_disk(tree), pattern="(unclosed")
+    assert res.is_error and "grep failed" in res.text and "regex" in res.text.replace("regular expression", "regex")
+    assert ("unclosed" if backend == "rg" else "unterminated") in res.text
+
+
+async def test_grep_count_is_bounded(tmp_path, backend):
+    root = tmp_path / "g"
+    root.mkdir()
+    (root / "a.txt").write_text("hit\n" * (MAX_MATCHES + 50))
+    res = await run(GrepTool(backend), ToolContext.on_disk(root), pattern="hit")
+    lines = res.text.splitlines()
+    assert len(lines) == MAX_MATCHES + 1 and lines[0] == "a.txt:1: hit"
+    assert f"{MAX_MATCHES + 50} matching lines; showing the first {MAX_MATCHES}" in lines[-1]
+
+
+async def test_grep_in_a_minified_line_shows_a_window_around_the_match(tmp_path, backend):
+    root = tmp_path / "m"
+    root.mkdir()
+    shutil.copyfile(FIXTURES / KATEX, root / "katex.min.js")
+    text = (FIXTURES / KATEX).read_text()
+    res = await run(GrepTool(backend), ToolContext.on_disk(root), pattern="protocolFromUrl")
+    [line] = res.text.splitlines()
+    assert line.startswith("katex.min.js:1: …") and "protocolFromUrl" in line
+    assert len(line) < 700 and "276,701 characters" in line
+    col = text.index("protocolFromUrl")
+    assert f"showing {col - 150 + 1:,}-" in line
+
+
+def test_titles(tree):
+    from agent_server.tools.search import GlobArgs, GrepArgs
+
+    ctx = ToolContext.on_disk(tree)
+    assert GlobTool().title(GlobArgs(pattern="**/*.py"), ctx) == "Find `**/*.py`"
+    assert GlobTool().title(GlobArgs(pattern="*.ts", path="src"), ctx) == "Find `*.ts` in src"
+    assert GrepTool().title(GrepArgs(pattern="def main", path=str(tree / "src")), ctx) == "Search `def main` in src"
+    assert GrepTool().title(GrepArgs(pattern="x", glob="*.py"), ctx) == "Search `x` (*.py)"
+
+
+@pytest.mark.parametrize(
+    "pattern,path,expected",
+    [
+        ("*.py", "a.py", True),
+        ("*.py", "src/deep/a.py", True),
+        ("*.py", "a.pyc", False),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/sub/a.py", False),
+        ("src/*.py", "lib/src/a.py", False),
+        ("src/**/*.py", "src/a.py", True),
+        ("src/**/*.py", "src/x/y/a.py", True),
+        ("**/test_*.py", "tests/unit/test_a.py", True),
+        ("*.{js,ts}", "web/app.ts", True),
+        ("*.{js,ts}", "web/app.tsx", False),
+        ("/a.py", "a.py", True),
+        ("/a.py", "sub/a.py", False),
+        ("src", "src/any/file.txt", True),
+        ("src/", "src/file.txt", True),
+        ("file?.txt", "file1.txt", True),
+        ("file[!0-9].txt", "file1.txt", False),
+        ("file[!0-9].txt", "fileA.txt", True),
+        ("**", "x/y", True),
+    ],
+)
+def test_glob_semantics(pattern, path, expected):
+    from agent_server.tools._globmatch import compile_glob
+
+    assert compile_glob(pattern)(path) is expected
+
+
+async def test_brace_patterns_work_with_both_backends(tmp_path, backend):
+    root = tmp_path / "b"
+    (root / "web").mkdir(parents=True)
+    for name in ("app.ts", "app.js", "app.css"):
+        (root / "web" / name).write_text("needle\n")
+    set_mtimes(root, ["web/app.js", "web/app.ts", "web/app.css"])
+    ctx = ToolContext.on_disk(root)
+    assert (await run(GlobTool(backend), ctx, pattern="*.{js,ts}")).text.splitlines() == ["web/app.ts", "web/app.js"]
+    res = await run(GrepTool(backend), ctx, pattern="needle", glob="web/*.{js,ts}")
+    assert res.text.splitlines() == ["web/app.js:1: needle", "web/app.ts:1: needle"]
+
+
+def test_rg_is_found_without_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    find_rg.cache_clear()
+    try:
+        assert find_rg() is not None
+    finally:
+        find_rg.cache_clear()
