@@ -25,6 +25,7 @@ from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.config import Config
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.server import acp_models as m
+from agent_server.server.editor_files import EditorCapabilities, EditorFiles
 from agent_server.server.initialize import initialize_result
 from agent_server.server.jsonrpc import (
     INTERNAL_ERROR,
@@ -63,6 +64,7 @@ class AcpServer:
         self.store = store
         self.sessions: dict[str, AgentSession] = {}
         self.client_capabilities = m.ClientCapabilities()
+        self.editor = EditorCapabilities()
         self.pool = ClientPool(config.agent.stream_idle_timeout)
         self.connection: Connection | None = None
 
@@ -91,6 +93,8 @@ class AcpServer:
             self.client_capabilities = m.InitializeParams.model_validate(params or {}).clientCapabilities
         except ValidationError:
             log.warning("initialize params did not validate; assuming no client capabilities")
+            self.client_capabilities = m.ClientCapabilities()
+        self.editor = EditorCapabilities.from_client(self.client_capabilities.model_dump(by_alias=True))
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""
@@ -123,7 +127,8 @@ class AcpServer:
         }
         session_id, event_log = self.store.create(header)
         emit = self._emitter(session_id)
-        context = ToolContext(tuple(Path(r) for r in roots), DiskFiles(), ReadLedger(),
+        files = self._files(session_id, emit)
+        context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
                               session_dir=event_log.path.parent)
         runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
                             guards=[workspace_write_guard(event_log, context.roots)])
@@ -159,6 +164,14 @@ class AcpServer:
             self.sessions[session_id].cancel()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _files(self, session_id: str, emit: Any) -> Any:
+        """The session's workspace-file seam: through the editor where the client allows it
+        (PROTOCOL.md), else the disk."""
+        caps = self.editor
+        if self.connection is None or not (caps.read_text or caps.write_text or caps.apply_workspace_edit):
+            return DiskFiles()
+        return EditorFiles(self.connection, session_id, caps, emit=emit)
 
     def _session(self, session_id: str) -> AgentSession:
         session = self.sessions.get(session_id)

@@ -21,17 +21,41 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
 
     Always ``protocolVersion: 1`` (the only version we speak, whatever the client asked).
     Capabilities switched on here are exactly those implemented: text and embedded-context
-    prompts. ``loadSession``, ``sessionCapabilities.*`` and the ``agentServer`` extension block
-    are added by the issues that build them.
+    prompts; the ``agentServer`` extension block (PROTOCOL.md "Extensions") when the client
+    announced it, with the negotiated position encoding.
     """
+    capabilities: dict[str, Any] = {
+        "loadSession": False,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": False, "sse": False},
+        "sessionCapabilities": {},
+    }
+    extension = _extension(params)
+    if extension is not None:
+        capabilities["_meta"] = {"agentServer": extension}
     return {
         "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": False,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {},
-        },
+        "agentCapabilities": capabilities,
         "authMethods": [],
         "agentInfo": {"name": "agent-server", "title": "agent-server", "version": __version__},
     }
+
+
+def negotiate_encoding(offered: Any) -> str:
+    """The first of the client's position encodings we support (``utf-16``, ``utf-8``,
+    ``utf-32``), else ``utf-16`` (LSP's default)."""
+    if isinstance(offered, list):
+        for name in offered:
+            if name in ("utf-16", "utf-8", "utf-32"):
+                return name
+    return "utf-16"
+
+
+def _extension(params: dict[str, Any] | None) -> dict[str, Any] | None:
+    caps = (params or {}).get("clientCapabilities")
+    meta = caps.get("_meta") if isinstance(caps, dict) else None
+    ext = meta.get("agentServer") if isinstance(meta, dict) else None
+    if not isinstance(ext, dict) or ext.get("version") != 1 or ext.get("applyWorkspaceEdit") is not True:
+        return None
+    return {"version": 1, "applyWorkspaceEdit": True,
+            "positionEncoding": negotiate_encoding(ext.get("positionEncodings"))}

@@ -151,6 +151,18 @@ class Connection:
         ``asyncio.TimeoutError`` after ``timeout`` seconds. On timeout or cancellation the peer is
         sent ``$/cancel_request`` for it.
         """
+        request_id, future = await self.begin_request(method, params)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            self.cancel_outgoing(request_id)
+            raise
+        finally:
+            self.forget(request_id)
+
+    async def begin_request(self, method: str, params: dict[str, Any]) -> tuple[int, "asyncio.Future[Any]"]:
+        """Send a request; return ``(id, future)`` — the future gets the result, or raises
+        ``JsonRpcError`` / ``ConnectionClosed``. Call ``forget(id)`` once done with it."""
         if self.closed.is_set():
             raise ConnectionClosed(f"connection closed; cannot send {method}")
         request_id = next(self._ids)
@@ -158,13 +170,20 @@ class Connection:
         self._pending[request_id] = future
         try:
             await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except (asyncio.CancelledError, asyncio.TimeoutError):
-            if not self.closed.is_set():
-                self._spawn(self.notify("$/cancel_request", {"requestId": request_id}))
-            raise
-        finally:
+        except BaseException:
             self._pending.pop(request_id, None)
+            raise
+        return request_id, future
+
+    def cancel_outgoing(self, request_id: int) -> None:
+        """Send ``$/cancel_request`` for a request of ours; its future stays open for the peer's
+        real answer (it may already have done the work)."""
+        if not self.closed.is_set() and request_id in self._pending:
+            self._spawn(self.notify("$/cancel_request", {"requestId": request_id}))
+
+    def forget(self, request_id: int) -> None:
+        """Stop waiting for an answer to ``request_id`` (a late answer is then ignored)."""
+        self._pending.pop(request_id, None)
 
     # -- receiving ----------------------------------------------------------------------------
 

@@ -12,12 +12,17 @@ guarded write whose base no longer matches is answered ``stale`` and nothing is 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
+
+CURRENT_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_tool_call", default=None)
+"""The editor's ``toolCallId`` of the call a backend is working for (set by the pipeline around a
+dispatch), so an editor backend can tie its requests (edit proposals) to that call."""
 
 #: Files larger than this are not loaded by ``DiskFiles.read`` (``FileTooLargeError``).
 DEFAULT_MAX_READ_BYTES = 32 * 1024 * 1024
@@ -58,16 +63,24 @@ class FileSnapshot:
 
 @dataclass
 class WriteOutcome:
-    """What a guarded write did.
+    """What a guarded write (or an edit proposal to the editor) did.
 
-    ``status``: ``"written"`` (the new bytes are in place; ``snapshot`` describes them),
-    ``"stale"`` (the file is not what ``base`` said — nothing written), ``"failed"`` (an OS or
-    editor error — nothing written). ``message``: a sentence for the model, empty when written.
+    ``status``: ``"written"`` (the change is in place; ``snapshot`` describes what really landed —
+    an editor may return text the user adjusted before accepting), ``"partial"`` (the user accepted
+    some hunks: ``snapshot`` is the text that landed, ``hunks_applied`` of ``hunks_total``),
+    ``"rejected"`` (the user said no), ``"stale"`` (the file is not what ``base`` said — nothing
+    written), ``"cancelled"`` (the turn was cancelled while the proposal was pending — nothing
+    written), ``"failed"`` (an OS or editor error — nothing written). ``message``: a sentence for
+    the model. ``saved``: whether the disk now holds the new text (``False``: the change is in an
+    editor buffer with unsaved changes, the disk still has the old text).
     """
 
-    status: Literal["written", "stale", "failed"]
+    status: Literal["written", "partial", "rejected", "stale", "cancelled", "failed"]
     message: str = ""
     snapshot: FileSnapshot | None = None
+    saved: bool = True
+    hunks_applied: int | None = None
+    hunks_total: int | None = None
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from agent_server.policy.decision import Guard
 from agent_server.session import EventLog
 from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, ToolResult, validate_args
+from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.output import SPILL_THRESHOLD, spill, trim_for_model
 
 log = logging.getLogger("agent_server.tools")
@@ -201,7 +202,11 @@ class ToolRunner:
         call = slot.call
         assert call.tool is not None and call.args is not None
         limit = call.tool.timeout(call.args)
-        task = asyncio.ensure_future(call.tool.run(call.args, self.context))
+        token = CURRENT_TOOL_CALL.set(call.tool_call_id)
+        try:  # the task copies the context now: backends see which call they work for
+            task = asyncio.ensure_future(call.tool.run(call.args, self.context))
+        finally:
+            CURRENT_TOOL_CALL.reset(token)
         try:
             return await asyncio.wait_for(asyncio.shield(task), limit + TIMEOUT_GRACE)
         except asyncio.TimeoutError:

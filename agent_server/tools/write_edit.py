@@ -88,20 +88,56 @@ async def _current_for_change(
 
 async def _commit(
     path: Path, raw: bytes, base: FileSnapshot | None, ctx: ToolContext
-) -> ToolResult | None:
-    """Write through the seam and record the new snapshot; an error result if nothing was written."""
+) -> tuple[ToolResult | None, list[str]]:
+    """Write through the seam and record what landed.
+
+    Returns ``(None, notes)`` when the change is in place (``notes``: sentences the model must
+    also read — unsaved buffer, user-adjusted text), or ``(result, [])`` when it is not, or only in
+    part: the result then says exactly what happened (partial, rejected, stale, cancelled, failed).
+    """
     shown = display_path(path, ctx.roots)
     outcome = await ctx.files.write(path, raw, base=base)
+    notes: list[str] = []
+    landed = outcome.snapshot
+    if outcome.status in ("written", "partial"):
+        ctx.reads.record(landed or FileSnapshot.of(path, raw))
+        if not outcome.saved:
+            notes.append(f"The change is in the editor's buffer of {shown}, which has unsaved changes, so "
+                         "the file on disk still has the old text: commands that read the file (tests, "
+                         "builds) will not see the change until the user saves it.")
+        if landed is not None and landed.raw != raw and outcome.status == "written":
+            notes.append(f"The user adjusted your change before accepting it. What landed differs from "
+                         f"what you sent:\n{_unified(raw, landed.raw, shown)}")
     if outcome.status == "written":
-        ctx.reads.record(outcome.snapshot or FileSnapshot.of(path, raw))
-        return None
+        return None, notes
+    if outcome.status == "partial":
+        applied, total = outcome.hunks_applied, outcome.hunks_total
+        what = f"{applied} of {total} hunks" if applied is not None and total else "part of the change"
+        landed_raw = landed.raw if landed else (base.raw if base else b"")
+        text = (f"Only {what} of your change to {shown} were applied (the user rejected the rest). "
+                f"Difference between the text before and what landed:\n"
+                f"{_unified(base.raw if base else b'', landed_raw, shown)}")
+        return ToolResult(" ".join([text, *notes]), meta={"outcome": "partial"}), []
     if outcome.status == "stale":
         return ToolResult.error(
             f"Not written: {outcome.message or f'{shown} changed since it was read'}. Read it again "
             "and redo the change against its current content.",
             refused="stale",
-        )
-    return ToolResult.error(f"Could not write {shown}: {outcome.message or 'unknown error'}.")
+        ), []
+    if outcome.status == "rejected":
+        return ToolResult.error(f"Not written: the user rejected the change to {shown}."
+                                + (f" {outcome.message}" if outcome.message else ""), refused="rejected"), []
+    if outcome.status == "cancelled":
+        return ToolResult.error(f"Not written: the proposal for {shown} was cancelled before the user "
+                                "answered; nothing was applied.", refused="cancelled"), []
+    return ToolResult.error(f"Could not write {shown}: {outcome.message or 'unknown error'}."), []
+
+
+def _unified(before: bytes, after: bytes, shown: str, limit: int = 4000) -> str:
+    diff = "".join(difflib.unified_diff(_model_text(before).splitlines(keepends=True),
+                                        _model_text(after).splitlines(keepends=True),
+                                        fromfile=f"{shown} (before)", tofile=f"{shown} (now)"))
+    return diff if len(diff) <= limit else diff[:limit] + "\n[… diff cut …]"
 
 
 def _count_lines(text: str) -> int:
@@ -174,14 +210,14 @@ class WriteTool(Tool):
                     locations=self.locations(args, ctx),
                     meta={"changed": False},
                 )
-        error = await _commit(path, raw, current, ctx)
+        error, landed_notes = await _commit(path, raw, current, ctx)
         if error:
             return error
         new_text = _model_text(raw)
         verb = "Created" if current is None else "Wrote"
         summary = f"{verb} {shown} ({_count_lines(new_text)} lines, {len(raw):,} bytes)."
         return ToolResult(
-            " ".join([summary, *notes]),
+            " ".join([summary, *notes, *landed_notes]),
             content=[_diff(path, old_text, new_text)],
             locations=[{"path": str(path), "line": 1}],
             meta={"created": current is None, "bytes": len(raw)},
@@ -246,7 +282,7 @@ class EditTool(Tool):
             )
         new_text, changed = splice(text, spans, args.new_string, view)
         raw = encode_text(new_text, bom=view.bom)
-        error = await _commit(path, raw, current, ctx)
+        error, landed_notes = await _commit(path, raw, current, ctx)
         if error:
             return error
         ranges = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in changed[:20])
@@ -258,6 +294,7 @@ class EditTool(Tool):
         if folded:
             parts.append("(`old_string` was matched with the file's CRLF line endings read as LF; CRLF was kept.)")
         parts.append(snippet(new_text, changed[0]))
+        parts.extend(landed_notes)
         return ToolResult(
             "\n".join(parts),
             content=[_diff(path, view.model_text, _model_text(raw))],

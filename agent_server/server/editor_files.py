@@ -1,0 +1,248 @@
+"""The workspace-file seam through the editor (PROTOCOL.md "Extensions" and the plain-ACP path).
+
+Role: ``EditorFiles`` implements ``WorkspaceFiles`` for one session from what the client
+advertised: reads go through ``fs/read_text_file`` (the user's unsaved buffer; with the
+``bufferVersions`` extension, its version and dirty flag), and writes become
+(a) ``_agent_server/apply_workspace_edit`` proposals the editor previews and applies itself,
+guarded by the buffer version / base hash, or (b) on plain ACP: permission (with the diff), a
+re-read compared with the base, then ``fs/write_text_file``; (c) anything not advertised falls
+back to the disk.
+
+Must never: call a client method the client did not advertise, or write behind the user's back —
+a proposal the editor answers ``stale``/``rejected``/``cancelled`` changes nothing, and a plain-ACP
+write happens only after the re-read matched the base.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from agent_server.server.initialize import negotiate_encoding
+from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError
+from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
+from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, WriteOutcome
+
+log = logging.getLogger("agent_server.editor")
+
+APPLY_WORKSPACE_EDIT = "_agent_server/apply_workspace_edit"
+PROPOSAL_CANCEL_WAIT = 2.0
+"""Seconds to wait for the editor's real answer after cancelling a pending proposal (the user may
+already have applied it): PROTOCOL.md."""
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+ApproveEdit = Callable[[Path, "str | None", str], Awaitable["str | None"]]
+"""Asks the user about a plain-ACP edit: returns ``None`` when allowed, else the reason it is not."""
+
+
+@dataclass(frozen=True)
+class EditorCapabilities:
+    """What the client said it can do (``initialize.params.clientCapabilities``).
+
+    ``read_text``/``write_text``: ``fs.readTextFile``/``fs.writeTextFile``; ``buffer_versions``,
+    ``apply_workspace_edit``: the ``_meta.agentServer`` extension; ``encoding``: the negotiated
+    position encoding (``utf-16`` unless the client listed another we support first).
+    """
+
+    read_text: bool = False
+    write_text: bool = False
+    buffer_versions: bool = False
+    apply_workspace_edit: bool = False
+    encoding: str = "utf-16"
+
+    @classmethod
+    def from_client(cls, caps: dict[str, Any]) -> "EditorCapabilities":
+        """Read ``clientCapabilities`` (a dict as sent by the client)."""
+        fs = caps.get("fs") or {}
+        ext = ((caps.get("_meta") or {}).get("agentServer") or {}) if isinstance(caps.get("_meta"), dict) else {}
+        if not isinstance(ext, dict) or ext.get("version") != 1:
+            ext = {}
+        return cls(
+            read_text=fs.get("readTextFile") is True,
+            write_text=fs.get("writeTextFile") is True,
+            buffer_versions=ext.get("bufferVersions") is True,
+            apply_workspace_edit=ext.get("applyWorkspaceEdit") is True,
+            encoding=negotiate_encoding(ext.get("positionEncodings")),
+        )
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EditorFiles:
+    """``WorkspaceFiles`` for one session, through the editor where it allows.
+
+    ``connection``: the ACP connection; ``emit``: sends session updates (the diff is shown on the
+    tool call before the proposal); ``save``: ``"if-clean"`` or ``"never"`` (PROTOCOL.md);
+    ``approve_edit``: asks the user about plain-ACP writes (``None``: writes are not asked).
+    """
+
+    def __init__(self, connection: Connection, session_id: str, caps: EditorCapabilities, *,
+                 emit: Emit, save: str = "if-clean", approve_edit: ApproveEdit | None = None,
+                 disk: DiskFiles | None = None) -> None:
+        self.connection = connection
+        self.session_id = session_id
+        self.caps = caps
+        self.emit = emit
+        self.save = save
+        self.approve_edit = approve_edit
+        self.disk = disk or DiskFiles()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def read(self, path: Path) -> FileSnapshot:
+        """The buffer's text (``fs/read_text_file``) when the client reads files, else the disk.
+        Directories and binary files are read from disk (the tools refuse them there)."""
+        path = Path(path)
+        if not self.caps.read_text or os.path.isdir(path) or _looks_binary(path):
+            return await self.disk.read(path)
+        try:
+            result = await self.connection.request("fs/read_text_file", {"sessionId": self.session_id, "path": str(path)})
+        except JsonRpcError as exc:
+            if exc.code == RESOURCE_NOT_FOUND or not path.exists():
+                raise FileNotFoundError(2, "No such file (the editor says)", str(path)) from None
+            raise OSError(f"the editor could not read {path}: {exc.message}") from None
+        except ConnectionClosed:
+            raise OSError(f"the editor is gone; cannot read {path}") from None
+        if not isinstance(result, dict) or not isinstance(result.get("content"), str):
+            raise OSError(f"the editor answered fs/read_text_file for {path} without text content")
+        meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
+        version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
+        return FileSnapshot.of(path, result["content"].encode("utf-8"), version)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def write(self, path: Path, raw: bytes, *, base: FileSnapshot | None) -> WriteOutcome:
+        """Propose (extension), ask-check-write (plain ACP), or write to disk; see the module."""
+        path = Path(path)
+        try:
+            new = raw.decode("utf-8")
+            old = base.raw.decode("utf-8") if base is not None else None
+        except UnicodeDecodeError:  # not text an editor buffer can hold: the disk path guards it
+            return await self.disk.write(path, raw, base=base)
+        if old is not None and old.startswith("\ufeff") and new.startswith("\ufeff"):
+            old, new = old[1:], new[1:]  # a disk BOM is not part of the editor's text
+        if self.caps.apply_workspace_edit:
+            return await self._propose(path, old, new, base)
+        if self.caps.write_text or self.approve_edit is not None:
+            return await self._plain_write(path, old, new, raw, base)
+        return await self.disk.write(path, raw, base=base)
+
+    async def _show_diff(self, path: Path, old: str | None, new: str) -> None:
+        tool_call_id = CURRENT_TOOL_CALL.get()
+        if tool_call_id:
+            await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+                             "content": [{"type": "diff", "path": str(path), "oldText": old, "newText": new}]})
+
+    async def _propose(self, path: Path, old: str | None, new: str, base: FileSnapshot | None) -> WriteOutcome:
+        uri = file_uri(path)
+        edit = workspace_edit(path, old, new, version=base.version if base else None, encoding=self.caps.encoding)
+        text_edit = edit["documentChanges"][-1]
+        total = len(text_edit["edits"])
+        await self._show_diff(path, old, new)
+        params = {"sessionId": self.session_id, "toolCallId": CURRENT_TOOL_CALL.get() or "",
+                  "label": f"{'Create' if old is None else 'Edit'} {path.name}", "edit": edit,
+                  "baseHashes": {uri: _sha(old or "")}, "save": self.save}
+        result = await self._request_proposal(params)
+        if isinstance(result, WriteOutcome):
+            return result
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        message = str(result.get("message") or "") if isinstance(result, dict) else ""
+        if outcome in ("applied", "partial"):
+            try:
+                landed, applied = _landed_text(result.get("applied"), uri, old or "", self.caps.encoding)
+            except (ValueError, KeyError, TypeError) as exc:
+                return WriteOutcome("failed", f"the editor's answer did not describe what it applied ({exc})")
+            info = (result.get("versions") or {}).get(uri) or {}
+            version = info.get("version") if isinstance(info.get("version"), int) else None
+            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
+            saved = result.get("saved") is True
+            if outcome == "applied" and landed == new:
+                return WriteOutcome("written", message, snapshot, saved=saved, hunks_applied=total, hunks_total=total)
+            status = "written" if outcome == "applied" else "partial"
+            return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
+        if outcome == "stale":
+            return WriteOutcome("stale", f"{path.name} changed in the editor since you read it — read it again")
+        if outcome in ("rejected", "cancelled"):
+            return WriteOutcome(outcome, message)
+        if outcome == "failed":
+            return WriteOutcome("failed", message or "the editor could not apply the change")
+        return WriteOutcome("failed", f"the editor gave an unknown answer to the proposal: {str(result)[:200]}")
+
+    async def _request_proposal(self, params: dict[str, Any]) -> dict[str, Any] | WriteOutcome:
+        """Send the proposal and wait for the user. If the turn is cancelled meanwhile: send
+        ``$/cancel_request`` and wait up to ``PROPOSAL_CANCEL_WAIT`` s for the editor's real answer
+        (the user may already have applied it); that answer — or ``cancelled`` — is the outcome."""
+        try:
+            request_id, future = await self.connection.begin_request(APPLY_WORKSPACE_EDIT, params)
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before the proposal could be sent")
+        try:
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                self.connection.cancel_outgoing(request_id)
+                try:
+                    answer = await asyncio.wait_for(asyncio.shield(future), PROPOSAL_CANCEL_WAIT)
+                except (asyncio.TimeoutError, JsonRpcError, ConnectionClosed):
+                    answer = None
+                if task is not None:
+                    task.uncancel()  # report what really happened; the pipeline marks it interrupted
+                return answer if isinstance(answer, dict) else WriteOutcome("cancelled")
+        except JsonRpcError as exc:
+            return WriteOutcome("failed", f"the editor refused the proposal: {exc.message}")
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before answering the proposal")
+        finally:
+            self.connection.forget(request_id)
+
+    async def _plain_write(self, path: Path, old: str | None, new: str, raw: bytes,
+                           base: FileSnapshot | None) -> WriteOutcome:
+        await self._show_diff(path, old, new)
+        if self.approve_edit is not None:
+            refusal = await self.approve_edit(path, old, new)
+            if refusal is not None:
+                return WriteOutcome("rejected", refusal)
+        try:
+            current = await self.read(path)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
+        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
+            return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        if not self.caps.write_text:
+            return await self.disk.write(path, raw, base=current if base is None else base)
+        try:
+            await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path), "content": new})
+        except JsonRpcError as exc:
+            return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before writing")
+        return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
+
+
+def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, int]:
+    """The text after the editor's ``applied`` WorkspaceEdit, and how many edits it holds."""
+    if not isinstance(applied, dict):
+        raise ValueError("no 'applied' WorkspaceEdit")
+    edits: list[dict[str, Any]] = []
+    for change in applied.get("documentChanges") or []:
+        if isinstance(change, dict) and "edits" in change and change["textDocument"]["uri"] == uri:
+            edits.extend(change["edits"])
+    return apply_text_edits(old, edits, encoding), len(edits)
+
+
+def _looks_binary(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return b"\x00" in fh.read(8192)
+    except OSError:
+        return False

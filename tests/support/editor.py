@@ -1,0 +1,158 @@
+"""An in-memory editor for tests of the agentServer extension (PROTOCOL.md "Extensions").
+
+Role: holds buffers with versions and dirty flags, answers ``fs/read_text_file`` with
+``_meta.agentServer``, and answers ``_agent_server/apply_workspace_edit`` like a real client:
+validates the params against lsprotocol's ``WorkspaceEdit``, checks staleness (version *and*
+hash), applies what the scripted "user" accepts — all, some hunks, an adjusted text, or nothing —
+with its own UTF-16/UTF-8/UTF-32 applier, and saves per ``save``.
+
+Must never: share code with the server's edit builder — it is the independent reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+from acp import RequestError
+
+
+def _unit_len(ch: str, encoding: str) -> int:
+    if encoding == "utf-16":
+        return 2 if ord(ch) > 0xFFFF else 1
+    if encoding == "utf-8":
+        return len(ch.encode("utf-8"))
+    return 1
+
+
+def _offset(text: str, pos: dict[str, int], encoding: str) -> int:
+    line, i = 0, 0
+    while i < len(text) and line < pos["line"]:
+        if text.startswith("\r\n", i):
+            i += 2
+        else:
+            i += 1
+        if text[i - 1] in "\r\n":
+            line += 1
+    count = 0
+    while i < len(text) and count < pos["character"] and text[i] not in "\r\n":
+        count += _unit_len(text[i], encoding)
+        i += 1
+    return i
+
+
+def reference_apply(text: str, edits: list[dict[str, Any]], encoding: str) -> str:
+    """Apply LSP TextEdits (non-overlapping) from the last to the first."""
+    spans = [(_offset(text, e["range"]["start"], encoding), _offset(text, e["range"]["end"], encoding), e["newText"])
+             for e in edits]
+    for a, b, new in sorted(spans, reverse=True):
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def uri_path(uri: str) -> str:
+    return unquote(urlsplit(uri).path)
+
+
+@dataclass
+class Buffer:
+    text: str
+    version: int = 1
+    dirty: bool = False
+
+
+@dataclass
+class MemoryEditor:
+    """Open buffers keyed by absolute path; files not open are read from ``disk_root`` paths.
+
+    ``decide(params, hunks) -> list[int] | str``: the user's answer to a proposal — the indexes of
+    accepted hunks, ``"reject"``, ``"stale"`` (simulate a keystroke before the check),
+    ``"never"`` (do not answer until cancelled), or a callable result dict.
+    """
+
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+    encoding: str = "utf-16"
+    decide: Callable[[dict[str, Any], list[dict[str, Any]]], Any] = lambda params, hunks: list(range(len(hunks)))
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    before_apply: Callable[["MemoryEditor", str], None] | None = None
+
+    # -- fs/read_text_file ------------------------------------------------------------------
+
+    def read(self, params: dict[str, Any]) -> dict[str, Any]:
+        path = params["path"]
+        if path in self.buffers:
+            b = self.buffers[path]
+            return {"content": b.text, "_meta": {"agentServer": {"version": b.version, "dirty": b.dirty}}}
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise RequestError.resource_not_found(path) from None
+        return {"content": text, "_meta": {"agentServer": {"version": None, "dirty": False}}}
+
+    # -- _agent_server/apply_workspace_edit ---------------------------------------------------
+
+    def apply_workspace_edit(self, params: dict[str, Any]) -> dict[str, Any]:
+        from lsprotocol import converters, types
+
+        converters.get_converter().structure(params["edit"], types.WorkspaceEdit)  # valid LSP or raises
+        self.proposals.append(params)
+        answer = self._answer(params)
+        self.answers.append(answer)
+        return answer
+
+    def _answer(self, params: dict[str, Any]) -> dict[str, Any]:
+        changes = params["edit"]["documentChanges"]
+        doc = changes[-1]
+        uri = doc["textDocument"]["uri"]
+        path = uri_path(uri)
+        creating = any(c.get("kind") == "create" for c in changes)
+        if self.before_apply is not None:
+            self.before_apply(self, path)
+        if creating:
+            current = None
+        elif path in self.buffers:
+            current = self.buffers[path]
+        else:
+            current = Buffer(Path(path).read_text(encoding="utf-8"), version=None)  # type: ignore[arg-type]
+        decision = self.decide(params, doc["edits"])
+        if decision == "reject":
+            return {"outcome": "rejected", "saved": False}
+        if current is not None:
+            want_version = doc["textDocument"]["version"]
+            if current.version != want_version and sha(current.text) != params["baseHashes"][uri]:
+                return {"outcome": "stale", "saved": False, "message": "the buffer changed"}
+            if want_version is None and sha(current.text) != params["baseHashes"][uri]:
+                return {"outcome": "stale", "saved": False}
+        if isinstance(decision, dict):
+            return decision
+        accepted = [e for i, e in enumerate(doc["edits"]) if i in decision]
+        base = "" if current is None else current.text
+        new_text = reference_apply(base, accepted, self.encoding)
+        saved = True
+        if current is not None and path in self.buffers:
+            buf = self.buffers[path]
+            buf.text, buf.version = new_text, buf.version + 1
+            if buf.dirty and params.get("save", "if-clean") == "if-clean":
+                saved = False
+            elif params.get("save") == "never":
+                saved, buf.dirty = False, True
+            else:
+                Path(path).write_text(new_text, encoding="utf-8", newline="")
+            version = buf.version
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)  # CreateFile makes missing folders
+            Path(path).write_text(new_text, encoding="utf-8", newline="")
+            version = None
+        outcome = "applied" if len(accepted) == len(doc["edits"]) else "partial"
+        applied = {"documentChanges": [{"textDocument": {"uri": uri, "version": doc["textDocument"]["version"]},
+                                        "edits": accepted}]}
+        return {"outcome": outcome, "applied": applied, "saved": saved,
+                "versions": {uri: {"version": version, "sha256": sha(new_text)}}}
