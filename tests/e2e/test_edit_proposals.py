@@ -217,3 +217,39 @@ async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(ac
     assert (await h.prompt(sid, "beta")).stop_reason == "end_turn"
     assert fs.writes == [] and fs.files[str(path)] == "alpha\nomega\n"
     assert "changed since it was read" in tool_messages(endpoint, 2)[-1]["content"]
+
+
+async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_nothing(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    import asyncio
+    import time
+
+    path = workspace / "z.txt"
+    path.write_text("zero\n")
+    editor = MemoryEditor({str(path): Buffer("zero\n", version=1)})
+    arrived = asyncio.Event()
+
+    async def never_answers(params):
+        editor.proposals.append(params)
+        arrived.set()
+        await asyncio.sleep(60)
+    push(endpoint, call("r", "read", path="z.txt"), call("e", "edit", path="z.txt", old_string="zero", new_string="one"))
+    config = ClientConfig(read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: never_answers},
+                          agent_server_extension=True)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    task = h.start_prompt(sid, "edit")
+    await asyncio.wait_for(arrived.wait(), 20)
+    started = time.monotonic()
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"
+    assert time.monotonic() - started < 4  # ≤ 2 s grace for the editor's real answer, then cancelled
+    cancels = [m for m in h.transcript.notifications("$/cancel_request")]
+    assert cancels, "the pending proposal was cancelled on the wire"
+    assert path.read_text() == "zero\n" and editor.buffers[str(path)].text == "zero\n"
+    await h.close()
+    log = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl")
+    result = [e.data for e in log.events if e.type == "tool/result" and e.data["call_id"] == "e"][0]
+    assert result["status"] == "failed" and "cancelled" in result["content"]
+    assert log.events[-1].type == "turn/end" and log.events[-1].data["exit"] == "cancelled"
