@@ -1,6 +1,7 @@
 """Command line: ``agent-server`` (the stdio ACP server) and its sub-commands.
 
-Role: the process entry point. With no sub-command it serves ACP on stdio, answering the first
+Role: the process entry point. ``agent-server replay …`` hands over to ``replay_cli``. With no
+sub-command it serves ACP on stdio, answering the first
 ``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
 the editor waits for that answer), then hands everything else to the server.
 
@@ -16,8 +17,10 @@ import os
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
+       agent-server replay SESSION_LOG [--step N] [--json]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
+"replay" rebuilds, from a session log alone, the exact body of every model request it made.
 
 options:
   --config PATH   read this TOML config file instead of the default
@@ -87,6 +90,10 @@ def _serve(config_path: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agent-server`` script; returns the exit status."""
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "replay":  # a sub-command: the server path (no arguments) never gets here
+        from agent_server.replay_cli import main as replay_main
+
+        return replay_main(args[1:])
     config_path = None
     while args:
         arg = args.pop(0)

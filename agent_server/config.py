@@ -98,13 +98,39 @@ class AgentSettings(BaseModel):
     """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
 
 
+DEFAULT_SECRET_PATTERNS = [".env*", "~/.ssh/**", "~/.aws/**", "~/.netrc", "*.pem", "*id_rsa*"]
+
+
+class PolicySettings(BaseModel):
+    """The ``[policy]`` table: modes, approvals and the shell sandbox (DESIGN.md §7), with defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default_mode: Literal["read-only", "workspace-write", "danger-full-access"] = "workspace-write"
+    """The mode a new session starts in (the editor can switch it with ``session/set_mode``)."""
+    approval_timeout: float = Field(default=600.0, gt=0)
+    """Seconds to wait for the user's answer to a permission request before denying (env
+    ``AGENT_SERVER_APPROVAL_TIMEOUT``)."""
+    sandbox: Literal["auto", "off"] = "auto"
+    """``auto``: confine the shell with Linux Landlock when this machine enforces it; ``off``: never
+    (every shell command then asks). Env ``AGENT_SERVER_SANDBOX``."""
+    network: bool = True
+    """``false``: sandboxed shell commands get no TCP access (Landlock ABI ≥ 4; UDP is not covered).
+    Env ``AGENT_SERVER_NETWORK`` (``0``/``1``)."""
+    secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
+    """Files whose reading (or writing) asks first: a name glob, or a path glob with ``~`` and ``**``."""
+    sandbox_writable: list[str] = Field(default_factory=list)
+    """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
+
+
 class Config(BaseModel):
-    """The whole configuration: ``provider`` + ``agent`` + where it was read from."""
+    """The whole configuration: ``provider`` + ``agent`` + ``policy`` + where it was read from."""
 
     model_config = ConfigDict(frozen=True)
 
     provider: ProviderSettings
     agent: AgentSettings
+    policy: PolicySettings = Field(default_factory=PolicySettings)
     source: str | None = None
 
 
@@ -115,7 +141,7 @@ class ConfigError(Exception):
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
-              "reasoning_content", "agent", "params", "profiles"}
+              "reasoning_content", "agent", "params", "profiles", "policy"}
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -152,6 +178,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         for name, raw in data.get("profiles", {}).items():
             profiles[name] = Profile(**raw)
         provider = _resolve_provider(data, profiles, env)
+        policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
     except ConfigError:
         raise
     except Exception as exc:  # pydantic ValidationError, TypeError from bad tables
@@ -159,7 +186,20 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     reserved = _RESERVED_PARAMS & set(agent.params)
     if reserved:
         raise ConfigError(f"{path}: params may not set {sorted(reserved)}: agent-server sets those itself")
-    return Config(provider=provider, agent=agent, source=str(path) if data else None)
+    return Config(provider=provider, agent=agent, policy=policy, source=str(path) if data else None)
+
+
+def _policy_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """``[policy]`` values from ``AGENT_SERVER_SANDBOX``, ``AGENT_SERVER_APPROVAL_TIMEOUT``,
+    ``AGENT_SERVER_NETWORK`` (validated by ``PolicySettings``)."""
+    out: dict[str, Any] = {}
+    if env.get("AGENT_SERVER_SANDBOX"):
+        out["sandbox"] = env["AGENT_SERVER_SANDBOX"].strip().lower()
+    if env.get("AGENT_SERVER_APPROVAL_TIMEOUT"):
+        out["approval_timeout"] = env["AGENT_SERVER_APPROVAL_TIMEOUT"].strip()
+    if env.get("AGENT_SERVER_NETWORK"):
+        out["network"] = env["AGENT_SERVER_NETWORK"].strip().lower() in ("1", "true", "yes", "on")
+    return out
 
 
 def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: Mapping[str, str]) -> ProviderSettings:

@@ -2,8 +2,10 @@
 
 Role: ``AgentSession.prompt(blocks)`` runs one turn — ``turn/start`` and ``user`` are logged, then
 steps run until the model stops or an exit is raised — and always ends it with exactly one
-``turn/end`` carrying the exit. Turns of one session run one after another; ``cancel()`` stops the
-running one.
+``turn/end`` carrying the exit. Turns of one session run one after another (a prompt that waits is
+logged as ``inbox/queued``, then ``inbox/started`` or ``inbox/cancelled``); ``cancel()`` stops the
+running one, whose calls all get a result and whose end is announced to the model by a notice
+(``recovery.close_cancelled_turn``).
 
 Must never: keep a message list (every request is rebuilt from the log), call a tool directly, or
 leave a turn without its ``turn/end``.
@@ -34,6 +36,7 @@ from agent_server.agent.step import (
     log_request_inputs,
     stream_step,
 )
+from agent_server.agent.recovery import close_cancelled_turn
 from agent_server.agent.user_input import prompt_text
 from agent_server.config import Config, redact_url
 from agent_server.llm import AssembledMessage
@@ -50,10 +53,14 @@ class PromptTicket:
         self._session = session
         self.cancelled = False
         self.task: asyncio.Task[TurnOutcome] | None = None
+        self.waiter: asyncio.Future[Any] | None = None
 
     def cancel(self) -> None:
-        """Cancel this prompt only: its turn if it runs, its place in the queue if it waits."""
+        """Cancel this prompt only: its turn if it runs, its place in the queue if it waits
+        (a waiting prompt is answered ``cancelled`` at once, not when the running turn ends)."""
         self.cancelled = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.cancel()
         self._session._cancel_task(self.task)
 
 
@@ -112,15 +119,24 @@ class AgentSession:
     async def prompt(self, blocks: list[dict[str, Any]], ticket: "PromptTicket | None" = None) -> TurnOutcome:
         """Run one turn for the ACP prompt ``blocks``; it waits behind a running turn.
 
-        A prompt cancelled (or a session closed) before its turn starts returns ``cancelled``
-        without starting a turn.
+        A prompt that has to wait is logged as ``inbox/queued`` (content and blocks, ``fsync``ed),
+        then ``inbox/started {queued_seq, turn}`` when its turn starts or ``inbox/cancelled
+        {queued_seq}`` if it is cancelled (or the session closed) first, in which case it returns
+        ``cancelled`` at once without starting a turn.
         """
         ticket = ticket or self.new_ticket()
+        queued = None
+        if self._turn_lock.locked() or self._waiting:
+            queued = self.log.append("inbox/queued", {"content": prompt_text(blocks), "blocks": blocks}).seq
         self._waiting.append(ticket)
         try:
-            async with self._turn_lock:
-                if ticket.cancelled or self._closed:
-                    return TurnOutcome("cancelled", "cancelled")
+            if not await self._take_turn(ticket):
+                if queued is not None:
+                    self.log.append("inbox/cancelled", {"queued_seq": queued})
+                return TurnOutcome("cancelled", "cancelled")
+            try:
+                if queued is not None:
+                    self.log.append("inbox/started", {"queued_seq": queued, "turn": self._next_turn_number()})
                 self._cancelling = False
                 self._turn_task = asyncio.ensure_future(self._run_turn(blocks))
                 ticket.task = self._turn_task
@@ -128,8 +144,29 @@ class AgentSession:
                     return await asyncio.shield(self._turn_task)
                 finally:
                     self._turn_task = None
+            finally:
+                self._turn_lock.release()
         finally:
             self._waiting.remove(ticket)
+
+    async def _take_turn(self, ticket: "PromptTicket") -> bool:
+        """Acquire the turn lock for ``ticket``; ``False`` (lock not held) if the ticket is
+        cancelled or the session closed first."""
+        if ticket.cancelled or self._closed:
+            return False
+        ticket.waiter = asyncio.ensure_future(self._turn_lock.acquire())
+        try:
+            await ticket.waiter
+        except asyncio.CancelledError:
+            if not ticket.cancelled:
+                raise
+            return False
+        finally:
+            ticket.waiter = None
+        if ticket.cancelled or self._closed:
+            self._turn_lock.release()
+            return False
+        return True
 
     def cancel(self) -> None:
         """``session/cancel``: stop the running turn and every prompt waiting behind it."""
@@ -144,7 +181,8 @@ class AgentSession:
             self.log.close()
 
     def _cancel_task(self, task: "asyncio.Task[TurnOutcome] | None") -> None:
-        if task is not None and not task.done():
+        # once only: a second cancel would cut the pipeline's shielded commit of the last results
+        if task is not None and not task.done() and not self._cancelling:
             self._cancelling = True
             task.cancel()
 
@@ -158,6 +196,7 @@ class AgentSession:
         self.log.append("turn/start", {"turn": turn})
         partial = PartialMessage()
         outcome: TurnOutcome | None = None
+        settled: list[Any] = []
         try:
             self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
             client = self._client_factory()
@@ -182,10 +221,17 @@ class AgentSession:
         finally:
             if outcome is None:
                 outcome = TurnOutcome("cancelled", "cancelled")
+            if outcome.exit == "cancelled":  # no dangling call, and the model is told (recovery.py)
+                settled = close_cancelled_turn(self.log, turn)
             end: dict[str, Any] = {"turn": turn, "exit": outcome.exit}
             if outcome.error:
                 end["error"] = outcome.error
             self.log.append("turn/end", end)
+        for result in settled:  # calls announced but never reached by the pipeline
+            if result.data.get("announced"):
+                await self._emit({"sessionUpdate": "tool_call_update", "toolCallId": result.data["tool_call_id"],
+                                  "status": "failed", "content": [{"type": "content", "content": {
+                                      "type": "text", "text": result.data["content"]}}]})
         return outcome
 
     async def _step(self, client: ModelClient, turn: int, step: int, partial: PartialMessage) -> None:

@@ -1,7 +1,7 @@
 """Command line of the offline endpoint.
 
 Role: ``python -m agent_server.offline [--host H] [--port 0] [--script FILE.json|demo]
-[--record FILE.jsonl]`` serves a script until killed. The first stdout line is the base URL
+[--record FILE.jsonl] [--reject-invalid-history]`` serves a script until killed. The first stdout line is the base URL
 (``http://127.0.0.1:PORT/v1``), flushed at once, so a parent process can read it; a human-readable
 note goes to stderr. SIGTERM and SIGINT stop it cleanly (exit status 0).
 
@@ -29,12 +29,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--script", default="demo",
                         help="script file (JSON), or 'demo' for the bundled demo (default)")
     parser.add_argument("--record", default=None, help="append each request to this JSONL file")
+    parser.add_argument("--reject-invalid-history", action="store_true",
+                        help="answer 400, as providers do, to a request with a tool call without its "
+                             "result or an empty assistant message")
     return parser.parse_args(argv)
 
 
 async def _serve(args: argparse.Namespace) -> None:
     script = load_script(args.script)
-    endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record)
+    endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record,
+                               reject_invalid_history=args.reject_invalid_history)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

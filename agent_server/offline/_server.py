@@ -29,6 +29,7 @@ from typing import Any
 
 from ._http import BadRequest, RecordedRequest, http_head, merge_headers, read_request
 from ._script import Script, normalize_response
+from ._validate import history_problem
 
 __all__ = ["OfflineEndpoint", "ThreadedEndpoint"]
 
@@ -50,6 +51,10 @@ class OfflineEndpoint:
         host, port: where to listen (port 0 = any free port).
         record_path: append one JSON line per request to this file as requests arrive.
         base_dir: folder for relative ``sse_file`` paths.
+        reject_invalid_history: answer a chat request whose history a provider would refuse
+            (a tool call without its result, a stray tool message, an empty assistant message;
+            see ``_validate``) with HTTP 400 ``invalid_request_error``, as providers do, without
+            using up a scripted response.
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
@@ -59,7 +64,8 @@ class OfflineEndpoint:
                  default: Mapping[str, Any] | None = None, loop: bool = False,
                  host: str = "127.0.0.1", port: int = 0,
                  record_path: str | Path | None = None,
-                 base_dir: str | Path | None = None) -> None:
+                 base_dir: str | Path | None = None,
+                 reject_invalid_history: bool = False) -> None:
         if not isinstance(script, Script):
             script = Script(script, default=default, loop=loop, base_dir=base_dir)
         self._base_dir = base_dir
@@ -72,6 +78,7 @@ class OfflineEndpoint:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_lock = threading.Lock()
+        self.reject_invalid_history = reject_invalid_history
 
     @property
     def base_url(self) -> str:
@@ -176,6 +183,12 @@ class OfflineEndpoint:
     async def _dispatch(self, request: RecordedRequest, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
         if request.path in _CHAT_PATHS and request.method == "POST":
+            problem = history_problem(request.body) if self.reject_invalid_history else None
+            if problem is not None:
+                self._record(request, "rejected:invalid_history")
+                await self._send_json(writer, 400, {"error": {
+                    "message": problem, "type": "invalid_request_error", "param": "messages", "code": None}})
+                return
             response, source = self._next_response()
             self._record(request, f"{source}:{response['kind']}")
             await self._serve(response, reader, writer)

@@ -23,11 +23,15 @@ class CallView(Protocol):
     """The read-only view of a prepared call (``tools.pipeline.PreparedCall`` fits).
 
     ``tool``: the tool (has ``name``, ``kind``) or ``None``; ``args``: validated arguments or
-    ``None``; ``raw_arguments``: the model's JSON text.
+    ``None``; ``raw_arguments``: the model's JSON text; ``tool_call_id``: the editor's id of the
+    call (what a permission request refers to).
     """
 
     @property
     def call_id(self) -> str: ...
+
+    @property
+    def tool_call_id(self) -> str: ...
 
     @property
     def name(self) -> str: ...

@@ -1,4 +1,4 @@
-"""The system prompt: persona, environment and tool guidance rendered into one text.
+"""The system prompt: persona, environment, tool guidance and project instructions in one text.
 
 Role: ``render_system_prompt(env)`` returns the system text, deterministically for equal input.
 The agent logs it in ``request/header`` before any request carries it (invariant 9).
@@ -10,10 +10,30 @@ comes in through ``PromptEnvironment``, so the logged text is the whole truth.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from agent_server.prompt.instructions import render_instructions
 
 PERSONA = """You are agent-server, a coding agent working inside the user's editor.
 Answer concisely and concretely. When you are not sure, say so; never invent file contents or
-command output. Use the tools you are given to look before you change anything."""
+command output. Look before you change anything, and check your work (run the tests) before you
+say it is done."""
+
+TOOL_GUIDANCE = """# How to work
+- Read a file with `read` before you `edit` or `write` it; edits must match the text exactly.
+  If a change is refused as stale, read the file again and redo the change.
+- Prefer `edit` for changes to existing files; use `write` for new files or full rewrites.
+- Use `glob` and `grep` to find code instead of guessing paths.
+- `bash` runs in the working directory with a timeout; it has no input. Do not start servers or
+  watchers that never exit. Summarise long outputs instead of repeating them.
+- Your edits are shown to the user as proposals; the result tells you what really landed.
+- A result that was cut says how to see the rest (offset/limit, or a saved file to read)."""
+
+MODE_TEXT = {
+    "read-only": "read-only: you may read and search, but nothing may be written (edits and writing commands are refused).",
+    "workspace-write": "workspace-write: you may change files inside the workspace roots; writes outside are refused.",
+    "danger-full-access": "danger-full-access: no file-system restrictions; be careful.",
+}
 
 
 @dataclass(frozen=True)
@@ -22,7 +42,9 @@ class PromptEnvironment:
 
     ``roots``: absolute workspace roots, the first is the working directory; ``os_name``,
     ``shell``: as shown to the model; ``date``: ISO date (YYYY-MM-DD); ``tool_names``: the tools
-    this request offers (empty when none).
+    this request offers; ``mode``: the session's sandbox mode (``None``: not stated);
+    ``sandboxed``: whether shell commands run under an OS sandbox (``None``: not stated);
+    ``instructions``: the ``project/instructions`` records (``{"path", "sha256", "text"}``).
     """
 
     roots: tuple[str, ...]
@@ -30,6 +52,9 @@ class PromptEnvironment:
     shell: str
     date: str
     tool_names: tuple[str, ...] = field(default=())
+    mode: str | None = None
+    sandboxed: bool | None = None
+    instructions: tuple[dict[str, Any], ...] = field(default=())
 
 
 def render_system_prompt(env: PromptEnvironment) -> str:
@@ -41,11 +66,20 @@ def render_system_prompt(env: PromptEnvironment) -> str:
     lines.append(f"- Operating system: {env.os_name}")
     lines.append(f"- Shell: {env.shell}")
     lines.append(f"- Today's date: {env.date}")
+    if env.mode is not None:
+        lines.append(f"- Mode: {MODE_TEXT.get(env.mode, env.mode)}")
+    if env.sandboxed is not None:
+        lines.append("- Shell commands run under an OS sandbox (writes confined to the workspace)."
+                     if env.sandboxed else "- Shell commands are not sandboxed; risky ones need the user's approval.")
     lines.append("")
     if env.tool_names:
         lines.append("# Tools")
         lines.append("You can call these tools: " + ", ".join(env.tool_names) + ".")
+        lines.append("")
+        lines.append(TOOL_GUIDANCE)
     else:
         lines.append("# Tools")
         lines.append("No tools are available in this session: answer from the conversation alone.")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    section = render_instructions(env.instructions)
+    return text + ("\n" + section if section else "")

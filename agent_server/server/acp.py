@@ -3,7 +3,9 @@
 Role: ``AcpServer`` implements ``initialize``, ``session/new``, ``session/prompt`` and
 ``session/cancel`` (PROTOCOL.md), validates params, maps turn outcomes to stop reasons or to the
 ``-32603`` error with ``data: {code, message, retryable}``, and sends each session's updates as
-``session/update`` notifications.
+``session/update`` notifications. ``session/load``, ``session/list`` and ``session/delete`` live
+in ``lifecycle.py``, ``session/set_mode`` and ``session/set_config_option`` (and each session's
+policy) in ``modes.py``; they are registered here.
 
 Must never: hold conversation state outside the log (sessions are ``AgentSession``\\s over their
 ``EventLog``), or send a session's notification before the ``session/new`` response.
@@ -27,6 +29,7 @@ from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.server import acp_models as m
 from agent_server.server.editor_files import EditorCapabilities, EditorFiles
 from agent_server.server.initialize import initialize_result
+from agent_server.server.lifecycle import SessionLifecycle
 from agent_server.server.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -36,7 +39,7 @@ from agent_server.server.jsonrpc import (
     RequestContext,
 )
 from agent_server.server.models_pool import ClientPool
-from agent_server.policy import workspace_write_guard
+from agent_server.server.modes import SessionPolicies
 from agent_server.session import SessionStore
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext, tool_schemas
 from agent_server.tools.pipeline import ToolRunner
@@ -67,6 +70,8 @@ class AcpServer:
         self.editor = EditorCapabilities()
         self.pool = ClientPool(config.agent.stream_idle_timeout)
         self.connection: Connection | None = None
+        self.lifecycle = SessionLifecycle(self)
+        self.policies = SessionPolicies(self)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -76,6 +81,8 @@ class AcpServer:
             "initialize": self.initialize,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
+            **self.lifecycle.request_handlers(),  # session/load, session/list, session/delete
+            **self.policies.request_handlers(),  # session/set_mode, session/set_config_option
         }
 
     def notification_handlers(self) -> dict[str, Any]:
@@ -113,7 +120,8 @@ class AcpServer:
         return initialize_result(params)
 
     async def new_session(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        """``session/new``: create the log and the session; returns ``{"sessionId"}``."""
+        """``session/new``: create the log and the session; returns ``{"sessionId", "modes",
+        "configOptions"}``."""
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
         roots = [p.cwd, *p.additionalDirectories]
         missing = [r for r in roots if not Path(r).is_dir()]
@@ -125,23 +133,32 @@ class AcpServer:
             "mcp_servers": [s.get("name") for s in p.mcpServers],
             "agent": {"name": "agent-server", "version": __version__},
         }
+        await self.policies.prepare()
         session_id, event_log = self.store.create(header)
+        self.open_session(session_id, event_log, roots)
+        return {"sessionId": session_id, **self.policies.state(session_id)}
+
+    def open_session(self, session_id: str, event_log: Any, roots: list[str]) -> AgentSession:
+        """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
         emit = self._emitter(session_id)
         files = self._files(session_id, emit)
+        policy = self.policies.create(session_id, event_log, roots, emit)
+        # plain ACP (fs/write_text_file, no proposals): the permission question is the user's only review
+        policy.ask_edits = self.editor.write_text and not self.editor.apply_workspace_edit
         context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
-                              session_dir=event_log.path.parent)
+                              session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher)
         runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
-                            guards=[workspace_write_guard(event_log, context.roots)])
-        self.sessions[session_id] = AgentSession(
+                            guards=[policy.guard])
+        session = self.sessions[session_id] = AgentSession(
             session_id,
             event_log,
             self.config,
-            header_factory=lambda: self._request_header(roots),
+            header_factory=lambda: self._request_header(roots, policy),
             client_factory=self._client,
             emit=emit,
             runner=runner,
         )
-        return {"sessionId": session_id}
+        return session
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/prompt``: run one turn; every update is written before this returns."""
@@ -186,13 +203,15 @@ class AcpServer:
 
         return emit
 
-    def _request_header(self, roots: list[str]) -> RequestHeader:
+    def _request_header(self, roots: list[str], policy: Any = None) -> RequestHeader:
         env = PromptEnvironment(
             roots=tuple(roots),
             os_name=f"{platform.system()} {platform.release()}",
             shell=os.environ.get("SHELL", "/bin/sh"),
             date=datetime.date.today().isoformat(),
             tool_names=tuple(t.name for t in BUILTIN_TOOLS),
+            mode=policy.modes.current if policy is not None else None,
+            sandboxed=policy.sandboxed if policy is not None else None,
         )
         provider = self.config.provider
         return RequestHeader(

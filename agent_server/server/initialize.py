@@ -21,14 +21,15 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
 
     Always ``protocolVersion: 1`` (the only version we speak, whatever the client asked).
     Capabilities switched on here are exactly those implemented: text and embedded-context
-    prompts; the ``agentServer`` extension block (PROTOCOL.md "Extensions") when the client
-    announced it, with the negotiated position encoding.
+    prompts; ``session/load``, ``session/list`` and ``session/delete``; ``additionalDirectories``
+    (extra workspace roots, policy-checked like ``cwd``); the ``agentServer`` extension block
+    (PROTOCOL.md "Extensions") when the client announced it, with the negotiated position encoding.
     """
     capabilities: dict[str, Any] = {
-        "loadSession": False,
+        "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": False, "sse": False},
-        "sessionCapabilities": {},
+        "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {}},
     }
     extension = _extension(params)
     if extension is not None:

@@ -11,9 +11,12 @@ from agent_server.session.events import (
     DURABLE_TYPES,
     FORMAT_VERSION,
     EventLog,
+    LogBusyError,
     LogCorruptError,
     LogVersionError,
     SessionEvent,
+    read_events,
+    read_head,
 )
 from agent_server.session.projection import derive_messages
 
@@ -21,10 +24,13 @@ __all__ = [
     "DURABLE_TYPES",
     "FORMAT_VERSION",
     "EventLog",
+    "LogBusyError",
     "LogCorruptError",
     "LogVersionError",
     "SessionEvent",
     "derive_messages",
+    "read_events",
+    "read_head",
 ]
 
 from agent_server.session.store import SessionStore, default_state_dir  # noqa: E402

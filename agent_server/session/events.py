@@ -3,7 +3,9 @@
 Role: one ``SessionEvent(type, seq, time, data)`` per line of ``events.jsonl``; ``append`` validates
 the event, gives it the next contiguous ``seq``, writes and flushes it at once (and ``fsync``\\s the
 durable types); ``EventLog.open`` loads a log, cuts a torn last line (and logs the cut), and fails
-loudly, with the line number, on anything else it cannot read.
+loudly, with the line number, on anything else it cannot read. An open log holds an exclusive
+``flock``: a second writer (another agent-server serving the same session) is refused.
+``read_events``/``read_head`` read without the lock and without changing anything.
 
 Must never: rewrite or drop an event that was written whole. The only bytes ever removed are those
 of a torn last line, and even those are kept inside the ``log/repaired`` event that records the cut.
@@ -11,13 +13,14 @@ of a torn last line, and even those are kept inside the ``log/repaired`` event t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,9 +28,11 @@ FORMAT_VERSION = 1
 """Version of the log format, written in ``session/header.data.format_version``."""
 
 DURABLE_TYPES = frozenset(
-    {"session/header", "user", "tool/call", "tool/result", "turn/end", "inbox/queued"}
+    {"session/header", "user", "tool/call", "tool/result", "turn/end", "notice", "log/repaired",
+     "inbox/queued", "inbox/started", "inbox/cancelled", "inbox/dropped"}
 )
-"""Event types that are ``fsync``\\ed, not just flushed: losing one would break an invariant."""
+"""Event types that are ``fsync``\\ed, not just flushed: losing one would break an invariant
+(a call run without its ``tool/call``, a result or a turn's end lost, a queued prompt lost)."""
 
 _TYPE_RE = re.compile(r"^[a-z][a-z_]*(/[a-z][a-z_]*)*$")
 
@@ -47,6 +52,10 @@ class LogCorruptError(Exception):
 
 class LogVersionError(Exception):
     """The log was written by a newer format than this program reads (or has no header)."""
+
+
+class LogBusyError(Exception):
+    """Another open ``EventLog`` (in this or another process) holds the log: one writer only."""
 
 
 class SessionEvent(BaseModel):
@@ -104,12 +113,10 @@ class EventLog:
     opened in append mode with permissions ``0600``; its folder is made ``0700``.
     """
 
-    def __init__(self, path: Path, events: list[SessionEvent]) -> None:
+    def __init__(self, path: Path, events: list[SessionEvent], fd: int | None = None) -> None:
         self.path = path
         self._events = events
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.chmod(path, 0o600)
-        self._file = os.fdopen(fd, "ab", buffering=0)
+        self._file = os.fdopen(_open_locked(path) if fd is None else fd, "ab", buffering=0)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -138,30 +145,31 @@ class EventLog:
         newer ``format_version``, ``FileNotFoundError`` when there is no log.
         """
         path = Path(path)
-        raw = path.read_bytes()
-        lines = raw.split(b"\n")
-        tail = lines.pop()  # b"" when the file ends with a newline
-        events: list[SessionEvent] = []
-        for number, line in enumerate(lines, start=1):
-            events.append(_parse_line(path, number, line, expected_seq=len(events) + 1))
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        fd = _open_locked(path)  # before reading: nobody else may append or repair meanwhile
+        try:
+            raw = path.read_bytes()
+            events, tail = _parse_log(path, raw)
+            _check_header(path, events + ([tail.event] if tail is not None and tail.event else []))
+        except BaseException:
+            os.close(fd)
+            raise
         repair: dict[str, Any] | None = None
-        if tail:
-            try:
-                event = _parse_line(path, len(lines) + 1, tail, expected_seq=len(events) + 1)
-            except LogCorruptError:
+        if tail is not None:  # nothing is changed before the header was checked
+            if tail.event is None:
                 with open(path, "r+b") as f:
-                    f.truncate(len(raw) - len(tail))
+                    f.truncate(len(raw) - len(tail.raw))
                 repair = {
-                    "line": len(lines) + 1,
-                    "cut_bytes": len(tail),
-                    "cut_text": tail.decode("utf-8", errors="replace"),
+                    "line": tail.line,
+                    "cut_bytes": len(tail.raw),
+                    "cut_text": tail.raw.decode("utf-8", errors="replace"),
                 }
             else:
                 with open(path, "ab") as f:
                     f.write(b"\n")
-                events.append(event)
-        _check_header(path, events)
-        log = cls(path, events)
+                events.append(tail.event)
+        log = cls(path, events, fd)
         if repair is not None:
             log.append("log/repaired", repair)
         return log
@@ -217,6 +225,84 @@ class EventLog:
             self._file.close()
 
 
+def _open_locked(path: Path) -> int:
+    """Open ``path`` for appending (``0600``) under an exclusive ``flock``; the kernel drops the
+    lock when the holder dies, so a crashed process never blocks the recovery of its log."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogBusyError(f"{path} is open in another agent-server (one writer per log)") from None
+    os.chmod(path, 0o600)
+    return fd
+
+
+def read_events(path: Path) -> list[SessionEvent]:
+    """Read a log without changing it (for ``replay`` and listings; the file may be live).
+
+    A torn last line is left out (it is not an event yet); a whole last event missing only its
+    newline is read. Raises ``LogCorruptError`` (with the line number), ``LogVersionError`` and
+    ``FileNotFoundError`` exactly as ``EventLog.open`` does.
+    """
+    path = Path(path)
+    events, tail = _parse_log(path, path.read_bytes())
+    if tail is not None and tail.event is not None:
+        events.append(tail.event)
+    _check_header(path, events)
+    return events
+
+
+def read_head(path: Path, wanted: Callable[[SessionEvent], bool]) -> tuple[SessionEvent, SessionEvent | None]:
+    """The header of the log at ``path`` and its first event matching ``wanted`` (or ``None``),
+    reading no further than needed and changing nothing (for ``session/list``).
+
+    Raises ``LogCorruptError`` / ``LogVersionError`` for a log whose header cannot be read,
+    ``FileNotFoundError`` when there is no log. A bad line after the header ends the search.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        first = f.readline()
+        header = _parse_line(path, 1, first.rstrip(b"\n"), expected_seq=1)
+        _check_header(path, [header])
+        for number, line in enumerate(f, start=2):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                event = SessionEvent.model_validate_json(line)
+            except ValidationError:
+                break
+            if wanted(event):
+                return header, event
+    return header, None
+
+
+class _Tail:
+    """The last line of a log when it has no final newline: ``event`` if it parses whole."""
+
+    def __init__(self, line: int, raw: bytes, event: SessionEvent | None) -> None:
+        self.line = line
+        self.raw = raw
+        self.event = event
+
+
+def _parse_log(path: Path, raw: bytes) -> tuple[list[SessionEvent], _Tail | None]:
+    """Every newline-terminated line as an event (``LogCorruptError`` on the first bad one, with
+    its line number) and the unterminated tail, if any."""
+    lines = raw.split(b"\n")
+    last = lines.pop()  # b"" when the file ends with a newline
+    events: list[SessionEvent] = []
+    for number, line in enumerate(lines, start=1):
+        events.append(_parse_line(path, number, line, expected_seq=len(events) + 1))
+    if not last:
+        return events, None
+    try:
+        event: SessionEvent | None = _parse_line(path, len(lines) + 1, last, expected_seq=len(events) + 1)
+    except LogCorruptError:
+        event = None
+    return events, _Tail(len(lines) + 1, last, event)
+
+
 def _parse_line(path: Path, number: int, line: bytes, *, expected_seq: int) -> SessionEvent:
     try:
         event = SessionEvent.model_validate_json(line)
@@ -239,4 +325,9 @@ def _check_header(path: Path, events: list[SessionEvent]) -> None:
         raise LogVersionError(
             f"{path}: log format {version} is newer than this agent-server reads "
             f"({FORMAT_VERSION}); upgrade agent-server to open it"
+        )
+    if version < 1:
+        raise LogVersionError(
+            f"{path}: log format {version} is older than any format this agent-server can migrate "
+            f"(it reads {FORMAT_VERSION}); the log was left as it is"
         )

@@ -16,6 +16,19 @@ Rules (DESIGN.md §3):
 * ``notice`` (something the agent itself must tell the model, e.g. the step budget ran out) →
   a user message ``"[agent-server notice] " + data.text``;
 * a turn whose ``turn/end.exit`` is ``refusal`` is left out from its user message on (ACP's rule).
+
+Interrupted turns (``agent/recovery.py`` writes the events; nothing special happens here):
+* an ``assistant`` event with ``interrupted: true`` (text streamed before a cancel) projects like
+  any other — its text, never a tool call (half-streamed calls are dropped), nothing if empty;
+* every call of the last assistant message that got no real result has a synthetic
+  ``tool/result`` (``reason: "aborted"`` — ``ABORTED_BEFORE_DISPATCH``, it never ran — or
+  ``"interrupted"`` — it may have run), so no request ever carries a call without a result;
+* one ``notice`` with ``reason: "cancelled"`` (cancel in this process) or ``"interrupted"`` (the
+  process died; written on load, followed by ``turn/end {exit: "interrupted"}``) closes the turn:
+  the model reads, as the last user message before the next prompt, that the turn was cut short,
+  whether its reply was cut off or lost, and which calls did not run or may have half-run;
+* ``inbox/*`` events (prompts that waited for a turn, including ones dropped by a crash) are not
+  projected: the model sees a prompt only through the ``user`` event of the turn that ran it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Where session logs live on disk.
 
 Role: map a session id to ``<state>/sessions/<id>/events.jsonl`` (with ``spill/`` beside it), make
-the folders private (``0700``), create new logs, and say which sessions exist.
+the folders private (``0700``), create new logs, say which sessions exist, and delete a session's
+folder.
 
 Must never: read or write events itself — that is ``EventLog``'s job.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Mapping
@@ -56,3 +58,24 @@ class SessionStore:
             return self.log_path(session_id).exists()
         except ValueError:
             return False
+
+    def ids(self) -> list[str]:
+        """Ids of the sessions that have a log (unordered; folders without a log are skipped)."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for entry in self.root.iterdir():
+            if _ID_RE.fullmatch(entry.name) and (entry / "events.jsonl").is_file():
+                found.append(entry.name)
+        return found
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's folder (log, spill files and all).
+
+        Raises ``ValueError`` for an invalid id and ``FileNotFoundError`` when there is no such
+        session. The caller closes a live session's log first.
+        """
+        folder = self.log_path(session_id).parent
+        if not folder.is_dir():
+            raise FileNotFoundError(folder)
+        shutil.rmtree(folder)

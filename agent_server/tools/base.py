@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -39,6 +39,7 @@ class ToolResult:
     e.g. ``{"type": "diff", "path": abs, "oldText": str | None, "newText": str}``. ``locations``:
     ACP ``ToolCallLocation`` entries ``{"path": abs, "line": 1-based}`` (``line`` optional).
     ``meta``: small JSON-able facts for the log (exit code, counts …), never shown to the model.
+    ``updates``: further ACP session updates to send once the result is committed (e.g. ``plan``).
     """
 
     text: str
@@ -46,6 +47,7 @@ class ToolResult:
     content: list[dict[str, Any]] = field(default_factory=list)
     locations: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    updates: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def error(cls, text: str, **meta: Any) -> ToolResult:
@@ -60,7 +62,9 @@ class ToolContext:
     ``roots``: absolute workspace roots, ``roots[0]`` is the working folder (relative paths and
     ``bash`` start there). ``files``: the workspace-file seam. ``reads``: the session's read
     ledger. ``session_dir``: the session's folder (for spill files), ``None`` in unit tests.
-    ``env``: environment for ``bash`` (``None``: ``os.environ``).
+    ``env``: environment for ``bash`` (``None``: ``os.environ``). ``shell_launcher``: how
+    ``bash`` starts a command (``(argv, env) -> launch``, see ``bash.ShellLauncher``; policy's OS
+    sandbox), ``None``: run it as is.
     """
 
     roots: tuple[Path, ...]
@@ -68,6 +72,7 @@ class ToolContext:
     reads: ReadLedger
     session_dir: Path | None = None
     env: Mapping[str, str] | None = None
+    shell_launcher: Callable[[list[str], dict[str, str]], Any] | None = None
 
     @classmethod
     def on_disk(

@@ -9,6 +9,10 @@ after a grace period, and a result is still returned with the output so far.
 Must never: leave a process of its group running after a timeout or a cancellation, or hold more
 than ``HEAD_BYTES + TAIL_BYTES`` (+ one read chunk) of output in memory.
 
+With ``ToolContext.shell_launcher`` set (policy's OS sandbox), the launcher decides how the
+command starts (e.g. through ``agent_server.policy.sandbox_exec`` under Landlock), may refuse it,
+and supplies a hint that is added when a command's output shows a permission error.
+
 Processes that escape the group on purpose (``setsid``, daemons) are out of reach without an OS
 sandbox. Background jobs that keep the output pipe open after the shell exits are stopped (the
 group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after the exit; a background job
@@ -23,7 +27,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from pydantic import Field
 
@@ -40,6 +44,19 @@ KILL_GRACE_SECONDS = 2.0
 #: Seconds to keep reading after the shell exited while a background job holds the pipe.
 DRAIN_SECONDS = 0.5
 _CHUNK = 64 * 1024
+
+
+#: Output that means the OS (or the sandbox) refused an access.
+PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
+
+
+class ShellLauncher(Protocol):
+    """``ToolContext.shell_launcher``: ``(argv, env) -> launch`` where ``launch`` has ``argv``,
+    ``env`` (what to execute), ``refuse`` (``str``: run nothing, return this error), ``failure_hint``
+    (``str | None``), optionally ``hint_markers`` (output that shows the hint; default
+    ``PERMISSION_MARKERS``) and ``meta`` (``dict``, logged with the result)."""
+
+    def __call__(self, argv: list[str], env: dict[str, str]) -> Any: ...
 
 
 class BashArgs(ToolArgs):
@@ -215,10 +232,16 @@ class BashTool(Tool):
         if not cwd.is_dir():
             return ToolResult.error(f"The workspace folder {cwd} does not exist; cannot run commands.")
         timeout = self.timeout(args)
+        argv = [_shell(env), "-c", args.command]
+        launch = ctx.shell_launcher(argv, env) if ctx.shell_launcher is not None else None
+        if launch is not None:
+            if launch.refuse:
+                return ToolResult.error(launch.refuse, sandbox=launch.meta)
+            argv, env = launch.argv, launch.env
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
-                _shell(env), "-c", args.command,
+                *argv,
                 cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
@@ -248,7 +271,13 @@ class BashTool(Tool):
         transport = getattr(proc, "_transport", None)
         if transport is not None:  # release our end of a pipe an escaped process may still hold
             transport.close()
-        return self._result(proc, buffer, state, outcome, timeout, elapsed)
+        result = self._result(proc, buffer, state, outcome, timeout, elapsed)
+        if launch is not None:
+            result.meta["sandbox"] = launch.meta
+            markers = getattr(launch, "hint_markers", None) or PERMISSION_MARKERS
+            if launch.failure_hint and any(m in result.text for m in markers):
+                result.text += "\n" + launch.failure_hint
+        return result
 
     async def _pump(self, proc: asyncio.subprocess.Process, buffer: OutputBuffer, state: dict[str, Any]) -> None:
         """Read the pipe until EOF and the shell's exit; if the shell exited but a background job

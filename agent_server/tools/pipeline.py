@@ -38,6 +38,8 @@ TIMEOUT_GRACE = 5.0
 ``bash`` enforce their timeout themselves and report it; this is the backstop)."""
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+CANCELLED_AWAITING_APPROVAL = ("Cancelled: the turn was cancelled while this call was waiting for its checks "
+                               "(a permission request to the user was pending); the call did not run.")
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -177,7 +179,12 @@ class ToolRunner:
                 slot.result = call.error
                 return
             for guard in self.guards:
-                denial = await guard(call)
+                try:
+                    denial = await guard(call)
+                except asyncio.CancelledError:  # e.g. while a permission request was pending
+                    slot.result = ToolResult(CANCELLED_AWAITING_APPROVAL, is_error=True)
+                    slot.reason = "cancelled"
+                    raise
                 if denial is not None:
                     slot.result = ToolResult(denial.reason, is_error=True)
                     slot.reason = "denied"
@@ -277,6 +284,8 @@ class ToolRunner:
         if result.locations:
             update["locations"] = result.locations
         await self.emit(update)
+        for extra in result.updates:
+            await self.emit(extra)
 
 
 def _groups(slots: list[_Slot]) -> list[list[_Slot]]:

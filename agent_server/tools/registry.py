@@ -1,7 +1,8 @@
 """The builtin tools, in the order they are offered to the model.
 
-Role: one instance of each builtin (``read``, ``write``, ``edit``, ``bash``, ``glob``, ``grep``),
-lookup by name, and the list of schemas for a model request.
+Role: one instance of each builtin (``read``, ``write``, ``edit``, ``bash``, ``glob``, ``grep`` —
+DESIGN.md §6 — and ``plan``, the task list of issue 7), lookup by name, and the list of schemas
+for a model request.
 
 Must never: offer the model a tool under a name or with arguments other than the contract's.
 """
@@ -13,12 +14,14 @@ from typing import Any
 
 from .base import Tool
 from .bash import BashTool
+from .plan import PlanTool
 from .read import ReadTool
 from .search import GlobTool, GrepTool
 from .write_edit import EditTool, WriteTool
 
-#: The six builtins, in contract order: read, write, edit, bash, glob, grep.
-BUILTIN_TOOLS: tuple[Tool, ...] = (ReadTool(), WriteTool(), EditTool(), BashTool(), GlobTool(), GrepTool())
+#: The builtins, in contract order: read, write, edit, bash, glob, grep, then plan.
+BUILTIN_TOOLS: tuple[Tool, ...] = (ReadTool(), WriteTool(), EditTool(), BashTool(), GlobTool(), GrepTool(),
+                                   PlanTool())
 
 _BY_NAME = {tool.name: tool for tool in BUILTIN_TOOLS}
 

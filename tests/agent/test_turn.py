@@ -217,5 +217,7 @@ async def test_cancel_mid_stream_keeps_streamed_text_as_interrupted_and_next_pro
     again = await h.session.prompt([{"type": "text", "text": "next"}])
     assert again.exit == "end_turn"
     messages = derive_messages(h.log.events)
-    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "user", "assistant"]
+    marker = messages[2]["content"]
+    assert marker.startswith("[agent-server notice]") and "cancelled" in marker and "cut off" in marker
     assert_log_explains_every_request(h, endpoint)

@@ -186,7 +186,7 @@ async def test_plain_acp_client_gets_a_guarded_fs_write(acp_harness_factory, end
     fs = MemoryFs({str(path): "alpha\n"})
     push(endpoint, call("r", "read", path="p.txt"), call("e", "edit", path="p.txt", old_string="alpha", new_string="beta"),
          text_stream("ok"))
-    config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write)
+    config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write, permission="allow_once")
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
     init = await h.initialize(config.capabilities())
     assert "_meta" not in (init.agent_capabilities.model_dump(by_alias=True) or {}) or \
@@ -195,6 +195,25 @@ async def test_plain_acp_client_gets_a_guarded_fs_write(acp_harness_factory, end
     assert (await h.prompt(sid, "beta")).stop_reason == "end_turn"
     assert fs.files[str(path)] == "beta\n" and fs.writes[-1]["content"] == "beta\n"
     assert not path.exists()  # the editor wrote it, not the server
+    (question,) = h.transcript.requests("session/request_permission")
+    diff = [c for c in question.message["params"]["toolCall"]["content"] if c["type"] == "diff"]
+    assert diff and diff[0]["path"] == str(path)
+    assert [o["optionId"] for o in question.message["params"]["options"]] == [
+        "allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+async def test_plain_acp_edit_rejected_by_the_user_is_not_written(acp_harness_factory, endpoint, workspace):
+    path = workspace / "p.txt"
+    fs = MemoryFs({str(path): "alpha\n"})
+    push(endpoint, call("r", "read", path="p.txt"), call("e", "edit", path="p.txt", old_string="alpha", new_string="beta"),
+         text_stream("ok"))
+    config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write, permission="reject_once")
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    assert (await h.prompt(sid, "beta")).stop_reason == "end_turn"
+    assert fs.writes == [] and fs.files[str(path)] == "alpha\n"
+    assert "rejected" in tool_messages(endpoint, 2)[-1]["content"]
 
 
 async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(acp_harness_factory, endpoint, workspace):
@@ -210,7 +229,7 @@ async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(ac
         return result
     push(endpoint, call("r", "read", path="q.txt"), call("e", "edit", path="q.txt", old_string="alpha", new_string="beta"),
          text_stream("ok"))
-    config = ClientConfig(read_text_file=read, write_text_file=fs.write)
+    config = ClientConfig(read_text_file=read, write_text_file=fs.write, permission="allow_once")
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
     await h.initialize(config.capabilities())
     sid = (await h.new_session(str(workspace))).session_id

@@ -67,7 +67,7 @@ async def test_read_run_edit_run_in_one_turn_and_the_failing_output_reaches_the_
     assert "FAIL: add(2, 3) == -1, expected 5" in failing["content"] and "exit code: 1" in failing["content"]
     passing = bodies[4]["messages"][-1]
     assert "ok" in passing["content"] and "exit code: 0" in passing["content"]
-    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["read", "write", "edit", "bash", "glob", "grep"]
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["read", "write", "edit", "bash", "glob", "grep", "plan"]
     # the editor saw every call: pending → … → completed/failed, ids unique, kinds and diff right
     calls = h.updates(sid, "tool_call")
     assert [c["kind"] for c in calls] == ["read", "execute", "edit", "execute", "search"]
@@ -190,3 +190,18 @@ async def test_write_outside_the_workspace_is_refused_and_the_reason_logged(
     await h.close()
     decisions = [e.data for e in load_log(agent_state_dir, sid).events if e.type == "policy/decision"]
     assert [d["outcome"] for d in decisions] == ["deny", "deny", "deny"]
+
+
+async def test_plan_tool_sends_the_whole_list_as_an_acp_plan_update(acp_harness_factory, endpoint, workspace, agent_state_dir):
+    entries = [{"content": "Read the code", "status": "completed"},
+               {"content": "Fix the bug", "status": "in_progress", "priority": "high"}]
+    endpoint.push(tool_call_stream([call("p", "plan", entries=entries)]))
+    endpoint.push(text_stream("planned"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "plan it")).stop_reason == "end_turn"
+    (plan,) = h.updates(sid, "plan")
+    assert plan["entries"] == [{"content": "Read the code", "status": "completed", "priority": "medium"},
+                               {"content": "Fix the bug", "status": "in_progress", "priority": "high"}]
+    assert "[in_progress] Fix the bug" in endpoint.requests[1].json()["messages"][-1]["content"]
+    await h.close()
+    assert_replay(load_log(agent_state_dir, sid), endpoint)

@@ -6,13 +6,14 @@ Every transcript is validated against the official ACP schema at teardown (``acp
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agent_server.agent import attempt_steps, request_body
 from agent_server.llm import encode_body
 from agent_server.offline import OfflineEndpoint, text_stream
-from agent_server.session import EventLog
+from agent_server.session import read_events
 
 SSE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
 
@@ -23,8 +24,10 @@ async def endpoint():
         yield ep
 
 
-def session_log(state_dir: Path, session_id: str) -> EventLog:
-    return EventLog.open(state_dir / "sessions" / session_id / "events.jsonl")
+def session_log(state_dir: Path, session_id: str) -> SimpleNamespace:
+    """The session's log read without changing it (the server may still hold it open)."""
+    path = state_dir / "sessions" / session_id / "events.jsonl"
+    return SimpleNamespace(path=path, events=read_events(path))
 
 
 def index_of(transcript, predicate):

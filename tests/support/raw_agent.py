@@ -173,11 +173,13 @@ class RawAgentProcess:
             data += b"\n"
         with self._write_lock:
             assert self.process.stdin is not None
-            self.process.stdin.write(data)
-            self.process.stdin.flush()
+            # recorded before the write: the agent's answer (recorded by the reader thread) must
+            # never come before the request it answers in the transcript
             *lines, self._partial = (self._partial + data).split(b"\n")
             for line in lines:
                 self.transcript.record(CLIENT_TO_AGENT, line)
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
 
     def send(self, message: Any) -> None:
         """Serialise ``message`` as one JSON line and send it."""

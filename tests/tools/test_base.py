@@ -31,11 +31,12 @@ CONTRACT = {
     "bash": (["command", "timeout_ms", "description"], ["command"], "execute", False),
     "glob": (["pattern", "path"], ["pattern"], "search", True),
     "grep": (["pattern", "path", "glob", "ignore_case"], ["pattern"], "search", True),
+    "plan": (["entries"], ["entries"], "think", False),
 }
 
 
-def test_builtins_are_the_six_of_the_contract_in_order():
-    assert [t.name for t in BUILTIN_TOOLS] == ["read", "write", "edit", "bash", "glob", "grep"]
+def test_builtins_are_the_six_of_the_contract_in_order_then_plan():
+    assert [t.name for t in BUILTIN_TOOLS] == ["read", "write", "edit", "bash", "glob", "grep", "plan"]
     assert get_tool("bash") is BUILTIN_TOOLS[3] and get_tool("shell") is None
     assert [s["function"]["name"] for s in tool_schemas()] == list(CONTRACT)
 

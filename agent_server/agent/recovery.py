@@ -1,0 +1,236 @@
+"""Closing a turn that did not finish: cancelled in this process, or left open by a dead one.
+
+Role: make the log's history valid and honest again before the next request. For the turn being
+closed it (1) gives every tool call of the latest assistant message that has no ``tool/result`` a
+synthetic one (``reason: "aborted"`` — it never ran — or ``"interrupted"`` — it may have run), (2)
+appends one interruption ``notice`` that tells the model the turn was cut short and which calls
+did not run or may have half-run, and, on load after a crash, (3) appends ``turn/end {exit:
+"interrupted"}`` and marks every prompt still waiting in the inbox as ``inbox/dropped``.
+
+Must never: truncate or rewrite an event (everything here is appended), run a tool, or invent
+model output — a reply lost in a crash is said to be lost, not reconstructed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from agent_server.session import EventLog, SessionEvent
+from agent_server.tools.pipeline import ABORTED_BEFORE_DISPATCH
+
+NOT_RUN_CANCELLED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run because the turn was cancelled "
+                     "before it started.")
+NOT_RUN_CRASHED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: agent-server stopped (the process "
+                   "ended) before it started.")
+MAY_HAVE_RUN_CRASHED = ("Interrupted: agent-server stopped (the process ended) while this call was pending "
+                        "or running; it may have had part or all of its effect, or none.")
+
+
+NOT_RUN_REASONS = ("aborted", "cancelled")
+"""``tool/result.reason``\s of calls that certainly did not run: ``aborted`` (never dispatched) and
+``cancelled`` (the pipeline's: cancelled while its checks, e.g. a permission request, were pending).
+``interrupted`` means it was running, or (after a crash) may have been."""
+
+
+@dataclass(frozen=True)
+class OpenCall:
+    """A tool call of the latest assistant message without a result.
+
+    ``call_seq``: seq of its ``tool/call`` event, ``None`` if it was never logged (then it
+    certainly never ran); ``tool_call_id``: the editor's id when it was announced.
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+    call_seq: int | None
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """``tc-<seq>`` of its ``tool/call`` (the pipeline's id), or ``None``."""
+        return None if self.call_seq is None else f"tc-{self.call_seq}"
+
+
+@dataclass
+class Recovery:
+    """What ``close_open_turn`` did: the ``turn`` it closed (``None``: none was open), the
+    synthetic ``tool/result`` events, the ``notice`` event, and the ``inbox/dropped`` events."""
+
+    turn: int | None = None
+    results: list[SessionEvent] = field(default_factory=list)
+    notice: SessionEvent | None = None
+    dropped: list[SessionEvent] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was appended."""
+        return self.turn is not None or bool(self.dropped)
+
+
+def open_calls(events: Sequence[SessionEvent]) -> list[OpenCall]:
+    """Calls of the latest ``assistant`` event that have no ``tool/result`` after it, in model order.
+
+    ``tool/call`` and ``tool/result`` events after that assistant event are matched to its calls
+    by ``call_id``, first unmatched first (the pipeline logs both in model order).
+    """
+    start = next((i for i in range(len(events) - 1, -1, -1) if events[i].type == "assistant"), None)
+    if start is None:
+        return []
+    calls = events[start].data.get("tool_calls") or []
+    after = events[start + 1:]
+    logged: dict[str, list[int]] = {}
+    answered: dict[str, int] = {}
+    for event in after:
+        if event.type == "tool/call":
+            logged.setdefault(event.data["call_id"], []).append(event.seq)
+        elif event.type == "tool/result":
+            answered[event.data["call_id"]] = answered.get(event.data["call_id"], 0) + 1
+    missing: list[OpenCall] = []
+    for call in calls:
+        seqs = logged.get(call["id"]) or []
+        seq = seqs.pop(0) if seqs else None
+        if answered.get(call["id"], 0) > 0:
+            answered[call["id"]] -= 1
+            continue
+        missing.append(OpenCall(call["id"], call["name"], call["arguments"], seq))
+    return missing
+
+
+def settle_open_calls(log: EventLog, turn: int, *, crashed: bool) -> list[SessionEvent]:
+    """Append a synthetic ``tool/result`` for each of ``open_calls(log.events)``; return them.
+
+    ``crashed=False`` (cancel in this process): the pipeline already settled every call it
+    dispatched, so an open call never ran → ``reason: "aborted"``. ``crashed=True`` (load after
+    a dead process): a call whose ``tool/call`` is on disk may have run → ``"interrupted"``; one
+    without → ``"aborted"``.
+    """
+    appended = []
+    for call in open_calls(log.events):
+        may_have_run = crashed and call.call_seq is not None
+        if may_have_run:
+            text, reason = MAY_HAVE_RUN_CRASHED, "interrupted"
+        else:
+            text, reason = (NOT_RUN_CRASHED if crashed else NOT_RUN_CANCELLED), "aborted"
+        tool_call_id = call.tool_call_id or f"tc-{log.last_seq + 1}"
+        appended.append(log.append("tool/result", {
+            "turn": turn, "call_id": call.call_id, "tool_call_id": tool_call_id, "name": call.name,
+            "status": "failed", "content": text, "reason": reason, "synthetic": True,
+            "announced": call.call_seq is not None,
+        }))
+    return appended
+
+
+def interruption_notice(log: EventLog, turn: int, *, crashed: bool) -> SessionEvent:
+    """Append the ``notice`` that tells the model turn ``turn`` was cut short; return it.
+
+    Data: ``{"turn", "reason": "cancelled" | "interrupted", "text", "not_run": [call_id],
+    "may_have_run": [call_id], "cut_off": bool, "reply_lost": bool}``. The text names the calls
+    that did not run and those that may have partly run, so the model does not redo a side
+    effect blindly.
+    """
+    events = _turn_events(log.events, turn)
+    not_run, may_have_run = [], []
+    for event in events:
+        reason = event.data.get("reason") if event.type == "tool/result" else None
+        if reason in NOT_RUN_REASONS or reason == "interrupted":
+            label = f"{event.data.get('name')} (call {event.data['call_id']})"
+            (not_run if reason in NOT_RUN_REASONS else may_have_run).append((event.data["call_id"], label))
+    cut_off = any(e.type == "assistant" and e.data.get("interrupted") and (e.data.get("text") or "").strip()
+                  for e in events)
+    reply_lost = crashed and _open_step(events)
+    if crashed:
+        parts = ["The previous turn was interrupted: agent-server stopped (the process ended) before the "
+                 "turn was finished."]
+    else:
+        parts = ["The user cancelled the previous turn before it was finished."]
+    if cut_off:
+        parts.append("Your last reply was cut off where it ends above.")
+    if reply_lost:
+        parts.append("Your reply to the last request, if you had started one, was lost.")
+    if not_run:
+        parts.append("These tool calls did not run: " + ", ".join(label for _, label in not_run) + ".")
+    if may_have_run:
+        parts.append("These tool calls were interrupted and may have had part of their effect: "
+                     + ", ".join(label for _, label in may_have_run) + ".")
+    if not_run or may_have_run:
+        parts.append("Do not assume they succeeded or failed: check the current state before repeating "
+                     "anything with side effects.")
+    return log.append("notice", {
+        "turn": turn, "reason": "interrupted" if crashed else "cancelled", "text": " ".join(parts),
+        "not_run": [c for c, _ in not_run], "may_have_run": [c for c, _ in may_have_run],
+        "cut_off": cut_off, "reply_lost": reply_lost,
+    })
+
+
+def close_cancelled_turn(log: EventLog, turn: int) -> list[SessionEvent]:
+    """For a turn cancelled in this process, before its ``turn/end``: settle the calls the
+    pipeline never reached and append the interruption notice. Returns the synthetic results."""
+    results = settle_open_calls(log, turn, crashed=False)
+    interruption_notice(log, turn, crashed=False)
+    return results
+
+
+def open_turn(events: Sequence[SessionEvent]) -> int | None:
+    """The number of the last turn if it has a ``turn/start`` but no ``turn/end``, else ``None``."""
+    for event in reversed(events):
+        if event.type == "turn/end":
+            return None
+        if event.type == "turn/start":
+            return int(event.data.get("turn", 0))
+    return None
+
+
+def waiting_prompts(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """``inbox/queued`` events whose prompt was neither started, cancelled nor dropped."""
+    closed = {e.data.get("queued_seq") for e in events
+              if e.type in ("inbox/started", "inbox/cancelled", "inbox/dropped")}
+    return [e for e in events if e.type == "inbox/queued" and e.seq not in closed]
+
+
+def close_open_turn(log: EventLog) -> Recovery:
+    """On load: close what a dead process left open; append only, in this order.
+
+    A turn with ``turn/start`` and no ``turn/end`` gets synthetic results for its open calls,
+    the interruption notice and ``turn/end {exit: "interrupted"}``. Prompts still queued are
+    marked ``inbox/dropped`` (``reason: "process_ended"``): they are kept in the log and reported
+    to the editor, but not run — whoever sent them is gone, and a prompt must not start work
+    nobody is watching. A log with nothing open is left untouched.
+    """
+    recovery = Recovery()
+    turn = open_turn(log.events)
+    if turn is not None:
+        recovery.turn = turn
+        recovery.results = settle_open_calls(log, turn, crashed=True)
+        recovery.notice = interruption_notice(log, turn, crashed=True)
+        log.append("turn/end", {"turn": turn, "exit": "interrupted"})
+    for queued in waiting_prompts(log.events):
+        recovery.dropped.append(log.append("inbox/dropped", {
+            "queued_seq": queued.seq, "reason": "process_ended", "content": queued.data.get("content", ""),
+        }))
+    return recovery
+
+
+def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:
+    start = next((i for i in range(len(events) - 1, -1, -1)
+                  if events[i].type == "turn/start" and events[i].data.get("turn") == turn), None)
+    return list(events[start:]) if start is not None else []
+
+
+def _open_step(events: Sequence[SessionEvent]) -> bool:
+    """Whether the last ``step/start`` among ``events`` has no ``assistant`` event after it."""
+    for event in reversed(events):
+        if event.type == "assistant":
+            return False
+        if event.type == "step/start":
+            return True
+    return False
+
+
+def describe(recovery: Recovery) -> dict[str, Any]:
+    """A JSON summary of ``recovery`` (for logs and the load response's ``_meta``)."""
+    return {
+        "closedTurn": recovery.turn,
+        "settledCalls": [e.data["call_id"] for e in recovery.results],
+        "droppedPrompts": [e.data["queued_seq"] for e in recovery.dropped],
+    }

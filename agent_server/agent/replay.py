@@ -1,0 +1,100 @@
+"""Every model request a session log accounts for, rebuilt byte for byte from the log alone.
+
+Role: ``logged_requests(events)`` walks the log and yields one ``LoggedRequest`` per HTTP request
+the agent made (or may have made), each with the exact body ``encode_body(request_body(events,
+seq))`` — the same two functions the agent used to build what it sent. Retries re-send their
+step's body unchanged, so every attempt of a step has that body.
+
+Must never: read anything but the events (no config, no clock, no network), or guess a body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from agent_server.agent.request import request_body
+from agent_server.llm import encode_body
+from agent_server.session import SessionEvent
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One model request of the log.
+
+    ``index``: 1-based order of the request in the log; ``step_index``: 1-based order of its step
+    (``step/start``) in the log; ``seq``: that ``step/start``'s seq; ``turn``, ``step`` (within the
+    turn), ``attempt`` (1-based try of the step); ``outcome``: ``"ok"``, ``"interrupted"``
+    (cancelled while streaming), ``"error:<CODE>"`` (a failed try), or ``"unknown"`` (the process
+    died with the step open: the request may or may not have gone out); ``certain``: ``False``
+    when the log cannot tell whether the request reached the endpoint (``unknown``, or cancelled
+    before anything came back); ``body``: the exact bytes.
+    """
+
+    index: int
+    step_index: int
+    seq: int
+    turn: int
+    step: int
+    attempt: int
+    outcome: str
+    certain: bool
+    body: bytes
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of ``body``."""
+        return hashlib.sha256(self.body).hexdigest()
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``replay --json`` line: the fields above, ``sha256``, ``bytes`` and ``body`` as text."""
+        return {"request": self.index, "step_index": self.step_index, "seq": self.seq, "turn": self.turn,
+                "step": self.step, "attempt": self.attempt, "outcome": self.outcome, "certain": self.certain,
+                "sha256": self.sha256, "bytes": len(self.body), "body": self.body.decode("utf-8")}
+
+
+def logged_requests(events: Sequence[SessionEvent]) -> list[LoggedRequest]:
+    """The requests of ``events`` (oldest first), in the order they were made.
+
+    A step's requests are its failed tries (``assistant/attempt``) and its final one (its
+    ``assistant`` event, interrupted ones included). A step with no ``assistant`` event in a turn
+    that never ended, or was closed ``interrupted`` on load, adds one ``unknown`` request.
+    Raises ``RequestRebuildError`` for a ``step/start`` with no ``request/header`` before it.
+    """
+    exits = {e.data.get("turn"): e.data.get("exit") for e in events if e.type == "turn/end"}
+    out: list[LoggedRequest] = []
+    for step_index, (start, outcomes) in enumerate(_steps(events), start=1):
+        turn = int(start.data.get("turn", 0))
+        if not any(o[0] in ("ok", "interrupted") for o in outcomes) and exits.get(turn) in (None, "interrupted"):
+            outcomes.append(("unknown", False))
+        if not outcomes:
+            continue
+        body = encode_body(request_body(events, start.seq))
+        for attempt, (outcome, certain) in enumerate(outcomes, start=1):
+            out.append(LoggedRequest(len(out) + 1, step_index, start.seq, turn, int(start.data.get("step", 0)),
+                                     attempt, outcome, certain, body))
+    return out
+
+
+def _steps(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[tuple[str, bool]]]]:
+    """Each ``step/start`` with the ``(outcome, certain)`` of the tries logged for it."""
+    current: tuple[SessionEvent, list[tuple[str, bool]]] | None = None
+    for event in events:
+        if event.type == "step/start":
+            if current is not None:
+                yield current
+            current = (event, [])
+        elif current is None:
+            continue
+        elif event.type == "assistant/attempt":
+            code = (event.data.get("error") or {}).get("code", "ERROR")
+            current[1].append((f"error:{code}", True))
+        elif event.type == "assistant":
+            if event.data.get("interrupted"):
+                got_something = bool(event.data.get("text") or event.data.get("reasoning"))
+                current[1].append(("interrupted", got_something))
+            else:
+                current[1].append(("ok", True))
+    if current is not None:
+        yield current

@@ -1,0 +1,134 @@
+"""Approvals: what policy asks the user, what an answer means, and what is remembered.
+
+Role: ``Ask`` is one question (title, ACP content, the options offered); an ``Approver`` (the
+server's ``PermissionRequester``) turns it into an ``Answer``; ``Answer.allowed`` is ``True`` only
+for an explicit allow (invariant 11) and ``denial_text`` tells the model *which* way it was not
+allowed — rejected by the user, cancelled, timed out, no one could be asked, a failed or invalid
+answer are different texts. ``ApprovalMemory`` keeps the session's ``allow_always`` /
+``reject_always`` rules, per tool and, for the shell, per command prefix.
+
+Must never: treat anything but a selected allow option as consent, or remember a rule for a
+call that cannot be remembered (compound or destructive shell commands, secret-file commands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = "allow_once", "allow_always", "reject_once", "reject_always"
+OPTION_NAMES = {ALLOW_ONCE: "Allow once", ALLOW_ALWAYS: "Always allow", REJECT_ONCE: "Reject",
+                REJECT_ALWAYS: "Always reject"}
+
+AnswerKind = Literal["selected", "cancelled", "timeout", "error", "malformed", "unknown_option", "unavailable"]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One permission question.
+
+    ``tool_call_id``: the editor's id of the call; ``title``: what the user reads; ``kind``: the
+    ACP tool kind; ``content``: ACP ``ToolCallContent`` (a diff for edits, the command for shell);
+    ``raw_input``: the call's arguments; ``options``: option ids offered (each is also its kind).
+    """
+
+    tool_call_id: str
+    title: str
+    kind: str
+    content: list[dict[str, Any]]
+    raw_input: Any
+    options: tuple[str, ...] = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS)
+
+    def options_json(self) -> list[dict[str, str]]:
+        """The ACP ``PermissionOption`` list: ``optionId`` equals ``kind``."""
+        return [{"optionId": o, "name": OPTION_NAMES[o], "kind": o} for o in self.options]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How a question ended. ``kind``: ``selected`` (``option`` is the chosen id), ``cancelled``
+    (the client answered cancelled), ``timeout``, ``error`` (an error response), ``malformed``,
+    ``unknown_option``, ``unavailable`` (no client, or it cannot be asked); ``detail``: for logs."""
+
+    kind: AnswerKind
+    option: str | None = None
+    detail: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        """Only an explicit allow allows."""
+        return self.kind == "selected" and self.option in (ALLOW_ONCE, ALLOW_ALWAYS)
+
+    @property
+    def decided_by(self) -> str:
+        """Who decided, for ``policy/decision``: ``user`` or ``fail-closed:<kind>``."""
+        return "user" if self.kind == "selected" else f"fail-closed:{self.kind}"
+
+
+class Approver(Protocol):
+    """Asks the user. Never raises except ``asyncio.CancelledError`` (the turn was cancelled;
+    the pending request is then cancelled too)."""
+
+    async def ask(self, question: Ask) -> Answer: ...
+
+
+def denial_text(answer: Answer, what: str, timeout: float | None = None) -> str:
+    """The tool result the model gets when ``answer`` did not allow ``what`` (e.g. "this command")."""
+    if answer.kind == "selected":
+        remembered = " (and to reject such calls for the rest of the session)" if answer.option == REJECT_ALWAYS else ""
+        return (f"Rejected by the user: the user chose not to allow {what}{remembered}. It did not run. "
+                "Do not retry it; ask the user or take another approach.")
+    if answer.kind == "cancelled":
+        return (f"Cancelled: the permission request for {what} was cancelled before the user decided. "
+                "It did not run.")
+    if answer.kind == "timeout":
+        wait = f" within {timeout:g} s" if timeout else ""
+        return (f"Timed out: no one answered the permission request for {what}{wait}, so it was denied. "
+                "It did not run.")
+    if answer.kind == "unavailable":
+        why = answer.detail or "the client cannot answer permission requests"
+        return (f"Approval unavailable: no one could be asked to approve {what} ({why}), so it was denied. "
+                "It did not run. Do not retry; tell the user what you need instead.")
+    if answer.kind == "error":
+        return (f"Approval failed: the permission request for {what} got an error from the client "
+                f"({answer.detail}), so it was denied. It did not run.")
+    return (f"Approval failed: the client's answer to the permission request for {what} was not a valid "
+            f"choice ({answer.detail}), so it was denied. It did not run.")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A remembered answer: ``tool``; ``prefix`` (shell only; ``None`` = the whole tool);
+    ``allow``: allow or reject."""
+
+    tool: str
+    prefix: str | None
+    allow: bool
+
+    def describe(self) -> str:
+        """``always allow `pytest``` / ``always reject read``."""
+        verb = "always allow" if self.allow else "always reject"
+        return f"{verb} `{self.prefix}`" if self.prefix is not None else f"{verb} {self.tool}"
+
+
+@dataclass
+class ApprovalMemory:
+    """The session's remembered rules (in memory: a new session starts empty)."""
+
+    rules: list[Rule] = field(default_factory=list)
+
+    def remember(self, rule: Rule) -> None:
+        """Add ``rule``, replacing an earlier rule for the same tool and prefix."""
+        self.rules = [r for r in self.rules if (r.tool, r.prefix) != (rule.tool, rule.prefix)] + [rule]
+
+    def lookup(self, tool: str, matches_prefix: Any = None) -> Rule | None:
+        """The rule covering a call of ``tool``; ``matches_prefix(prefix) -> bool`` decides shell
+        prefixes (``None``: only whole-tool rules apply). Rejections win over allows."""
+        found = [r for r in self.rules if r.tool == tool and
+                 (r.prefix is None or (matches_prefix is not None and matches_prefix(r.prefix)))]
+        rejected = [r for r in found if not r.allow]
+        return (rejected or found or [None])[0]
+
+    def summary(self) -> str:
+        """The rules as one line for the next permission title ('' when none)."""
+        return "; ".join(r.describe() for r in self.rules)

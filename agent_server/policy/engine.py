@@ -1,0 +1,337 @@
+"""The session's policy: one guard at the pre-execute point of every tool call.
+
+Role: ``SessionPolicy.guard(call)`` decides each call from the mode, the path policy, the shell
+analysis and the sandbox status: *allow*, *deny* (the reason becomes the call's result), or
+*ask* — then the session's remembered rules answer, or the user does through the ``Approver``.
+Every decision is logged as ``policy/decision`` (tool, arguments digest, mode, rule, outcome, who
+decided); remembered rules as ``policy/remembered``; the sandbox level once as ``sandbox/status``.
+
+Must never: allow without an explicit allow when it asked (no answer, a timeout, an error, a
+cancelled turn → deny), rewrite a call, or let a remembered allow cover a destructive,
+compound or secret-touching shell command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from agent_server.config import PolicySettings
+from agent_server.policy.approvals import (
+    ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
+)
+from agent_server.policy.decision import CallView, Denial
+from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.paths import SecretMatcher, inside_roots, link_count, target
+from agent_server.policy.sandbox import SandboxStatus, ShellConfiner, probe_status
+from agent_server.policy.shell import command_prefix, destructive_reason, path_words, prefix_matches
+from agent_server.session import EventLog
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+_DIFF_LIMIT = 1_000_000
+
+
+@dataclass
+class Verdict:
+    """What the rules say about one call before anyone is asked.
+
+    ``outcome``: ``allow``/``deny``/``ask``; ``rule``: the rule that decided; ``reason``: the denial
+    text, or why it asks; ``title``/``content``/``what``: for the question; ``prefix``: the shell
+    prefix a rule may remember (``None``: per tool); ``rememberable``: ``*_always`` is offered;
+    ``memory_allows``: a remembered allow may answer; ``facts``: extra data for the log.
+    """
+
+    outcome: str
+    rule: str
+    reason: str = ""
+    title: str = ""
+    what: str = "this call"
+    content: list[dict[str, Any]] = field(default_factory=list)
+    prefix: str | None = None
+    rememberable: bool = True
+    memory_allows: bool = True
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class SessionPolicy:
+    """Policy of one session.
+
+    ``log``: the session log; ``roots``: absolute workspace roots; ``settings``: ``[policy]``;
+    ``modes``: the live mode; ``approver``: asks the user; ``emit``: ACP session updates (to tell
+    the user once that the sandbox is incomplete); ``status``: the sandbox status if known
+    (else probed on first use); ``tmpdir``: the shell's per-session temp folder.
+    """
+
+    def __init__(self, log: EventLog, roots: Sequence[Path], settings: PolicySettings, modes: ModeState,
+                 approver: Approver, emit: Emit, tmpdir: Path, status: SandboxStatus | None = None) -> None:
+        self.log = log
+        self.roots = tuple(Path(r) for r in roots)
+        self.settings = settings
+        self.modes = modes
+        self.approver = approver
+        self.emit = emit
+        self.memory = ApprovalMemory()
+        self.ask_edits = False
+        """Ask before every file change inside the roots (the plain-ACP path, where the editor
+        cannot preview a proposal: the permission question, with the diff, is the review)."""
+        self.secrets = SecretMatcher(settings.secret_patterns)
+        self.status: SandboxStatus | None = None
+        self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings)
+        self._told_user = False
+        if status is not None:
+            self._set_status(status)
+
+    def _set_status(self, status: SandboxStatus) -> None:
+        self.status = status
+        self.shell_launcher.status = status
+        self.log.append("sandbox/status", status.as_data())
+
+    async def ensure_status(self) -> SandboxStatus:
+        """The sandbox status, probed (and logged) the first time it is needed."""
+        if self.status is None:
+            self._set_status(await probe_status(self.settings))
+        assert self.status is not None
+        return self.status
+
+    @property
+    def sandboxed(self) -> bool | None:
+        """Whether shell commands of the current mode run confined (``None`` while unknown)."""
+        if self.status is None:
+            return None
+        if self.modes.current == DANGER_FULL_ACCESS:
+            return False
+        return self.status.read_confinable if self.modes.current == READ_ONLY else self.status.write_confinable
+
+    # -- the guard ------------------------------------------------------------------------------
+
+    async def guard(self, call: CallView) -> Denial | None:
+        """The pipeline guard: ``None`` lets the call run, a ``Denial`` is its result."""
+        if call.tool is None or call.args is None:
+            return None
+        verdict = await self.evaluate(call)
+        answer: Answer | None = None
+        rule: Rule | None = None
+        if verdict.outcome == "ask":
+            rule = self._remembered(call.name, verdict)
+            if rule is None:
+                try:
+                    answer = await self.approver.ask(self._question(call, verdict))
+                except asyncio.CancelledError:
+                    self._log(call, verdict, "deny", "fail-closed:turn-cancelled")
+                    raise
+                self._remember(call, verdict, answer)
+        if rule is not None:
+            allowed, decided_by = rule.allow, f"remembered: {rule.describe()}"
+        elif answer is not None:
+            allowed, decided_by = answer.allowed, answer.decided_by
+        else:
+            allowed, decided_by = verdict.outcome == "allow", "policy"
+        self._log(call, verdict, "allow" if allowed else "deny", decided_by, answer)
+        if allowed:
+            return None
+        if rule is not None:
+            return Denial(f"Rejected by the user: {verdict.what} matches a rule the user set earlier in this "
+                          f"session ({rule.describe()}). It did not run.")
+        if answer is not None:
+            return Denial(denial_text(answer, verdict.what, self.settings.approval_timeout))
+        return Denial(verdict.reason)
+
+    def _remembered(self, tool: str, verdict: Verdict) -> Rule | None:
+        if "command" in verdict.facts:  # shell rules are per prefix; a compound command matches none
+            rule = self.memory.lookup(tool, lambda p: prefix_matches(p, verdict.facts["command"]))
+        else:
+            rule = self.memory.lookup(tool)
+        if rule is not None and rule.allow and not verdict.memory_allows:
+            return None
+        return rule
+
+    def _remember(self, call: CallView, verdict: Verdict, answer: Answer) -> None:
+        if answer.kind != "selected" or answer.option not in (ALLOW_ALWAYS, REJECT_ALWAYS) or not verdict.rememberable:
+            return
+        rule = Rule(call.name, verdict.prefix, answer.option == ALLOW_ALWAYS)
+        self.memory.remember(rule)
+        self.log.append("policy/remembered", {"tool": rule.tool, "prefix": rule.prefix, "allow": rule.allow,
+                                              "call_id": call.call_id, "rule": rule.describe()})
+
+    def _question(self, call: CallView, verdict: Verdict) -> Ask:
+        title = f"{verdict.title} — {verdict.reason}" if verdict.reason else verdict.title
+        if self.memory.rules:
+            title += f" (remembered this session: {self.memory.summary()})"
+        options = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS) if verdict.rememberable else (ALLOW_ONCE, REJECT_ONCE)
+        return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, verdict.content,
+                   _raw_input(call), options)
+
+    def _log(self, call: CallView, verdict: Verdict, outcome: str, decided_by: str, answer: Answer | None = None) -> None:
+        data: dict[str, Any] = {
+            "call_id": call.call_id, "tool": call.name,
+            "arguments_sha256": hashlib.sha256(call.raw_arguments.encode()).hexdigest(),
+            "mode": self.modes.current, "rule": verdict.rule, "outcome": outcome, "decided_by": decided_by,
+        }
+        if verdict.reason:
+            data["reason"] = verdict.reason
+        if answer is not None:
+            data["answer"] = {"kind": answer.kind, "option": answer.option, "detail": answer.detail}
+        data.update(verdict.facts)
+        self.log.append("policy/decision", data)
+
+    # -- the rules ------------------------------------------------------------------------------
+
+    async def evaluate(self, call: CallView) -> Verdict:
+        """The rules' verdict for ``call`` (no one is asked here)."""
+        name, args, kind = call.name, call.args, call.tool.kind
+        if name == "bash":
+            return await self._shell(args.command)
+        path = getattr(args, "path", None)
+        if kind in ("edit", "delete", "move"):
+            if isinstance(path, str):
+                return self._write(name, args, path)
+            if self.modes.current == READ_ONLY:
+                return Verdict("deny", "read-only", f"Refused: the session is in read-only mode, so {name} may not run.")
+            return Verdict("ask", "unknown-change", "a tool that changes files without a path policy can check",
+                           title=f"Run {name}", what=f"this {name} call")
+        if kind in ("read", "search"):
+            return self._read(name, path if isinstance(path, str) else None)
+        if kind in ("think", "switch_mode"):
+            return Verdict("allow", "no-effect")
+        if self.modes.current == DANGER_FULL_ACCESS and kind == "fetch":
+            return Verdict("allow", "danger-full-access")
+        return Verdict("ask", f"unknown-{kind}", "a tool whose effects policy cannot check",
+                       title=f"Run {name}", what=f"this {name} call")
+
+    def _read(self, tool: str, path: str | None) -> Verdict:
+        if path is None:
+            return Verdict("allow", "read-anywhere")
+        t = target(path, self.roots)
+        facts = {"path": str(t.lexical), "resolved": str(t.resolved)}
+        secret = self.secrets.match(t.lexical, t.resolved)
+        if secret is None:
+            return Verdict("allow", "read-anywhere", facts=facts)
+        verb = "Read" if tool == "read" else "Search"
+        return Verdict("ask", "secret-read", f"it may hold secrets (matches `{secret}`)", title=f"{verb} {t.lexical}",
+                       what=f"reading {t.lexical}", facts={**facts, "secret_pattern": secret},
+                       content=[_text(f"{verb} {t.lexical}: the file matches the secret pattern `{secret}`.")])
+
+    def _write(self, tool: str, args: Any, path: str) -> Verdict:
+        t = target(path, self.roots)
+        inside = inside_roots(t.lexical, self.roots)
+        facts: dict[str, Any] = {"path": str(t.lexical), "resolved": str(t.resolved), "inside_roots": inside}
+        if (links := link_count(t.resolved)) > 1:
+            facts["links"] = links  # a hard link may point outside: a known limit, made visible
+        mode = self.modes.current
+        if mode == READ_ONLY:
+            return Verdict("deny", "read-only", (
+                f"Refused: the session is in read-only mode, so nothing may be written ({path} was not changed). "
+                "Describe the change instead, or ask the user to switch the session to workspace-write."), facts=facts)
+        if mode != DANGER_FULL_ACCESS and not inside:
+            roots = ", ".join(str(r) for r in self.roots)
+            return Verdict("deny", "workspace-boundary", (
+                f"Refused: {path} resolves to {t.resolved}, which is outside the workspace ({roots}). In "
+                "workspace-write mode writes are only allowed inside the workspace roots; only the user can "
+                "allow more, by switching the session to danger-full-access."), facts=facts)
+        if mode != DANGER_FULL_ACCESS and self._in_git_dir(t.resolved):
+            return Verdict("deny", "git-read-only", (
+                f"Refused: {path} is inside a `.git` folder, which is read-only in workspace-write mode (hooks and "
+                "refs there would run or rewrite history behind the user's back). Only the user can allow this, "
+                "by switching the session to danger-full-access."), facts=facts)
+        secret = self.secrets.match(t.lexical, t.resolved)
+        rule = "danger-full-access" if mode == DANGER_FULL_ACCESS else "workspace"
+        if secret is None and self.ask_edits:
+            return Verdict("ask", "plain-acp-edit", "the editor cannot preview it as a proposal",
+                           title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
+                           content=[_diff(t.lexical, tool, args)], facts=facts)
+        if secret is None:
+            return Verdict("allow", rule, facts=facts)
+        return Verdict("ask", "secret-write", f"it may hold secrets (matches `{secret}`)",
+                       title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
+                       content=[_diff(t.lexical, tool, args)], facts={**facts, "secret_pattern": secret})
+
+    def _in_git_dir(self, resolved: Path) -> bool:
+        for root in self.roots:
+            git = Path(os.path.realpath(root / ".git"))
+            if resolved == git or git in resolved.parents:
+                return True
+        return False
+
+    async def _shell(self, command: str) -> Verdict:
+        status = await self.ensure_status()
+        mode = self.modes.current
+        destructive = destructive_reason(command)
+        secret = self._shell_secret(command)
+        prefix = command_prefix(command)
+        facts: dict[str, Any] = {"command": command, "sandbox": status.level}
+        base = dict(title=f"Run `{_one_line(command)}`", what="this command",
+                    content=[_text(f"```sh\n{command}\n```")], facts=facts)
+        rememberable = prefix is not None and secret is None
+        if mode == READ_ONLY:
+            if status.read_confinable:
+                return Verdict("allow", "sandbox-read-only", **base)
+            if not status.filesystem:
+                return Verdict("deny", "read-only-unconfinable", (
+                    "Refused: the session is read-only and no OS sandbox can confine the shell to reading here, "
+                    "so shell commands cannot run. Use read, grep and glob instead."), **base)
+        if destructive:
+            return Verdict("ask", "destructive", f"destructive: {destructive}", rememberable=False,
+                           memory_allows=False, prefix=prefix, **base)
+        if secret:
+            return Verdict("ask", "secret-read", f"it names a secret file (matches `{secret}`)", rememberable=False,
+                           memory_allows=False, prefix=prefix, **base)
+        if mode == DANGER_FULL_ACCESS:
+            return Verdict("allow", "danger-full-access", **base)
+        if mode != READ_ONLY and status.write_confinable:
+            return Verdict("allow", "sandbox", **base)
+        await self._tell_user_once(status)
+        return Verdict("ask", "no-sandbox", "no OS sandbox confines the shell here", prefix=prefix,
+                       rememberable=rememberable, **base)
+
+    def _shell_secret(self, command: str) -> str | None:
+        for word in path_words(command):
+            t = target(os.path.expandvars(word), self.roots)
+            found = self.secrets.match(t.lexical, t.resolved)
+            if found:
+                return found
+        return None
+
+    async def _tell_user_once(self, status: SandboxStatus) -> None:
+        if self._told_user:
+            return
+        self._told_user = True
+        text = status.user_text()
+        self.log.append("policy/notice", {"text": text, "sandbox": status.as_data()})
+        await self.emit({"sessionUpdate": "agent_message_chunk",
+                         "content": {"type": "text", "text": f"\n[agent-server] {text}\n"}})
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _one_line(command: str, limit: int = 100) -> str:
+    first = command.strip().splitlines()[0] if command.strip() else ""
+    return first if len(first) <= limit and "\n" not in command.strip() else first[: limit - 1] + "…"
+
+
+def _raw_input(call: CallView) -> Any:
+    try:
+        return call.args.model_dump(mode="json", exclude_none=True)
+    except Exception:  # noqa: BLE001 - display only
+        return {"arguments": call.raw_arguments}
+
+
+def _diff(path: Path, tool: str, args: Any) -> dict[str, Any]:
+    """ACP diff content for a write/edit question (whole file where it can be read)."""
+    old: str | None = None
+    try:
+        if path.is_file() and path.stat().st_size <= _DIFF_LIMIT:
+            old = path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        old = None
+    if tool == "write":
+        return {"type": "diff", "path": str(path), "oldText": old, "newText": args.content}
+    if old is not None and args.old_string in old:
+        new = old.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
+        return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
+    return {"type": "diff", "path": str(path), "oldText": args.old_string, "newText": args.new_string}

@@ -1,0 +1,159 @@
+"""Path policy: where a path argument really points, whether that is inside the roots, and
+whether it is a secret.
+
+Role: ``target(raw, roots)`` gives the path a file tool acts on (the same lexical join the tools
+use) and its fully resolved form (every symlink, at every component, followed — which also
+undoes ``/proc/self/root/…`` and ``/proc/self/cwd/…``); ``inside_roots`` decides containment by
+*file identity* (device and inode of the nearest existing ancestor), so case-folding or
+Unicode-normalising filesystems and bind mounts cannot make an inside path look outside or the
+reverse; ``SecretMatcher`` matches the configured secret-file patterns against both the lexical
+and the resolved path.
+
+Must never: decide on the path as written. A path is judged only after resolution.
+
+Known limits: a *hard link* inside a root to a file outside it shares that file's inode, so a
+write through it changes the outside file (hard links to directories do not exist; the decision
+records ``links`` > 1 so it is visible in the log). A symlink swapped between the check and the
+write (a race) is outside what a check can see; the shell, which runs under Landlock, has no such
+gap.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from agent_server.config import DEFAULT_SECRET_PATTERNS
+
+# Pattern syntax: no ``/`` → matched against the file name; with ``/`` → against the whole path
+# (``~`` is the home folder, ``**`` any depth, ``*`` within one component).
+
+
+@dataclass(frozen=True)
+class Target:
+    """A path argument judged by policy: ``raw`` as the model wrote it, ``lexical`` (absolute,
+    ``..`` folded, what the tool opens), ``resolved`` (every symlink followed)."""
+
+    raw: str
+    lexical: Path
+    resolved: Path
+
+
+def lexical_path(raw: str, roots: Sequence[Path]) -> Path:
+    """The absolute path a tool acts on: ``~`` expanded, relative to ``roots[0]``, ``..``
+    folded lexically — exactly ``tools.base.resolve_path``."""
+    expanded = os.path.expanduser(raw) if raw.startswith("~") else raw
+    return Path(os.path.normpath(os.path.join(roots[0], expanded)))
+
+
+def resolve(path: Path | str) -> Path:
+    """``path`` with every symlink of every existing component followed (the missing tail is
+    joined as written)."""
+    return Path(os.path.realpath(path))
+
+
+def target(raw: str, roots: Sequence[Path]) -> Target:
+    """Judge ``raw`` against ``roots`` (absolute): its lexical and its resolved path."""
+    lexical = lexical_path(raw, roots)
+    return Target(raw, lexical, resolve(lexical))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _existing_ancestors(path: Path) -> Iterable[Path]:
+    """``path`` (if it exists) and each existing parent, nearest first."""
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            yield candidate
+
+
+def inside_roots(path: Path | str, roots: Sequence[Path | str]) -> bool:
+    """Whether ``path`` (absolute), every symlink resolved, is one of ``roots`` or lies beneath one.
+
+    Containment is decided by identity: the resolved path's existing ancestors are compared by
+    (device, inode) with the resolved roots, so two spellings of one folder (``Work`` and ``work``
+    on a case-folding filesystem, NFC and NFD names, a bind mount) are the same folder. A path
+    whose ancestors do not exist at all is compared by its resolved text.
+    """
+    resolved = resolve(path)
+    real_roots = [resolve(r) for r in roots]
+    root_ids = {i for i in (_identity(r) for r in real_roots) if i is not None}
+    for ancestor in _existing_ancestors(resolved):
+        if not ancestor.is_dir() and ancestor != resolved:
+            return False  # a missing path under a *file*: it cannot be created anywhere
+        if _identity(ancestor) in root_ids:
+            return True
+    return any(resolved == r or r in resolved.parents for r in real_roots)
+
+
+def link_count(path: Path) -> int:
+    """Hard-link count of an existing regular file (``0`` if it does not exist)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return st.st_nlink if not os.path.isdir(path) else 0
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """``**`` → any depth, ``*`` → within one component, ``?`` → one character."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+class SecretMatcher:
+    """Matches paths against secret-file patterns (``DEFAULT_SECRET_PATTERNS`` syntax).
+
+    ``home``: what ``~`` means (default: the user's home). ``match(path)`` returns the first
+    pattern a path matches, else ``None``. Name patterns (no ``/``) match the file name.
+    """
+
+    def __init__(self, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS, home: str | None = None) -> None:
+        home = home or os.path.expanduser("~")
+        self.patterns = tuple(patterns)
+        self._names: list[tuple[str, str]] = []
+        self._paths: list[tuple[str, re.Pattern[str]]] = []
+        for pattern in self.patterns:
+            if "/" in pattern:
+                expanded = home + pattern[1:] if pattern.startswith("~") else pattern
+                self._paths.append((pattern, _glob_regex(os.path.normpath(expanded))))
+                if expanded.endswith("/**"):  # the folder itself is secret too
+                    self._paths.append((pattern, _glob_regex(os.path.normpath(expanded[:-3]))))
+            else:
+                self._names.append((pattern, pattern))
+
+    def match(self, *paths: Path | str) -> str | None:
+        """The pattern that any of ``paths`` (absolute) matches, or ``None``."""
+        for path in paths:
+            text = os.path.normpath(str(path))
+            for pattern, regex in self._paths:
+                if regex.match(text):
+                    return pattern
+            base = os.path.basename(text)
+            for pattern, name in self._names:
+                if fnmatch.fnmatchcase(base, name):
+                    return pattern
+        return None

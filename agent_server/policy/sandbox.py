@@ -1,0 +1,237 @@
+"""The shell sandbox as the server sees it: what is really enforceable here, and how a command
+is launched under it.
+
+Role: ``probe_status(settings)`` finds out — by *testing* in a throwaway child
+(``sandbox_exec --probe``), once per process — what the OS enforces: Landlock filesystem rules,
+read-only ``.git`` (a private mount namespace), and, with ``network = false``, blocked TCP.
+``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user once when it is not
+complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in ``workspace-write`` the command
+runs through ``sandbox_exec`` with write access only to the roots, the session's temp folder
+(its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only to the temp folder; in
+``danger-full-access`` unconfined.
+
+Must never: report a protection as enforced that the probe did not see enforced, or run a
+command unconfined in ``read-only`` mode (it refuses instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from agent_server.config import PolicySettings
+from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+
+log = logging.getLogger("agent_server.policy")
+
+EXEC_WRAPPER = Path(__file__).with_name("sandbox_exec.py")
+DEVICES = ("/dev/null", "/dev/tty", "/dev/pts", "/dev/ptmx")
+_PROBED: dict[tuple[str, bool], "SandboxStatus"] = {}
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What the shell sandbox enforces on this machine.
+
+    ``setting``: ``auto`` or ``off``; ``abi``: Landlock ABI (0: none); ``filesystem``: write
+    confinement verified; ``git_read_only``: read-only ``.git`` verified; ``network_wanted``:
+    the ``network`` setting; ``network_blocked``: TCP blocking verified (``None``: not needed);
+    ``problems``: why something is missing.
+    """
+
+    setting: str
+    abi: int = 0
+    filesystem: bool = False
+    git_read_only: bool = False
+    network_wanted: bool = True
+    network_blocked: bool | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def network_ok(self) -> bool:
+        """The network setting is honoured (allowed, or blocked as asked)."""
+        return self.network_wanted or bool(self.network_blocked)
+
+    @property
+    def write_confinable(self) -> bool:
+        """``workspace-write`` shells are fully confined: commands need no approval."""
+        return self.filesystem and self.git_read_only and self.network_ok
+
+    @property
+    def read_confinable(self) -> bool:
+        """``read-only`` shells can be confined read-only."""
+        return self.filesystem and self.network_ok
+
+    @property
+    def level(self) -> str:
+        """``landlock`` (everything enforced), ``partial`` or ``none``."""
+        return "landlock" if self.write_confinable else ("partial" if self.filesystem else "none")
+
+    def as_data(self) -> dict[str, Any]:
+        """The ``sandbox/status`` event data."""
+        return {"level": self.level, "setting": self.setting, "landlock_abi": self.abi,
+                "filesystem": self.filesystem, "git_read_only": self.git_read_only,
+                "network": "allowed" if self.network_wanted else ("blocked" if self.network_blocked else "NOT blocked"),
+                "problems": list(self.problems)}
+
+    def user_text(self) -> str:
+        """One sentence for the user when the sandbox is not complete ('' when it is)."""
+        if self.write_confinable:
+            return ""
+        why = "; ".join(self.problems) or "unknown reason"
+        return (f"The shell sandbox is not fully enforceable here ({why}), so every shell command will ask "
+                "for your approval before it runs.")
+
+
+@dataclass(frozen=True)
+class ShellLaunch:
+    """How ``bash`` should start one command (the shape ``tools.bash`` expects of a launcher).
+
+    ``argv``/``env``: what to execute; ``refuse``: run nothing and return this error instead;
+    ``failure_hint``: appended to a command's output when it shows one of ``hint_markers`` (a
+    permission error, or a refused connection when the network is blocked);
+    ``meta``: logged with the result (sandbox level, mode, network).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    refuse: str | None = None
+    failure_hint: str | None = None
+    hint_markers: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
+NETWORK_MARKERS = ("Couldn't connect", "Failed to connect", "Connection refused", "connect to", "Network is unreachable",
+                   "unable to access", "Could not resolve", "Temporary failure in name resolution", "ConnectionError")
+
+
+def off_status(settings: PolicySettings, reason: str) -> SandboxStatus:
+    """A status with nothing enforced, for ``reason``."""
+    return SandboxStatus(settings.sandbox, network_wanted=settings.network, problems=(reason,))
+
+
+def known_status(settings: PolicySettings) -> SandboxStatus | None:
+    """The status when no probe is needed (switched off, not Linux, or probed already), else ``None``."""
+    if settings.sandbox == "off":
+        return off_status(settings, 'the sandbox is switched off (sandbox = "off" / AGENT_SERVER_SANDBOX=off)')
+    if not sys.platform.startswith("linux"):
+        return off_status(settings, "Landlock needs Linux")
+    return _PROBED.get((settings.sandbox, settings.network))
+
+
+async def probe_status(settings: PolicySettings) -> SandboxStatus:
+    """Test what the sandbox enforces (cached per process and per ``network`` setting)."""
+    known = known_status(settings)
+    if known is not None:
+        return known
+    key = (settings.sandbox, settings.network)
+    base = tempfile.mkdtemp(prefix="agent-server-probe-")
+    try:
+        args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
+        if settings.network:
+            args.append("--network")
+        proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=20)
+        report = json.loads(out.decode().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, asyncio.TimeoutError) as exc:
+        log.warning("sandbox probe failed: %s", exc)
+        return off_status(settings, f"the sandbox probe failed ({exc})")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    problems = list(report.get("errors", []))
+    if report.get("abi", 0) < 1:
+        problems.insert(0, "Landlock is not available on this kernel")
+    elif not report.get("filesystem"):
+        problems.append("Landlock did not confine writes in the probe")
+    if report.get("filesystem") and not report.get("git_read_only"):
+        problems.append("`.git` cannot be made read-only (no private mount namespace)")
+    if not settings.network and not report.get("network_blocked"):
+        problems.append("network = false cannot be enforced (needs Landlock ABI 4)")
+    status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
+                           bool(report.get("git_read_only")), settings.network, report.get("network_blocked"),
+                           tuple(problems))
+    _PROBED[key] = status
+    return status
+
+
+def session_tmpdir(session_dir: Path | None) -> Path:
+    """The session's private temp folder (``<session>/tmp``, mode 0700), created if needed."""
+    path = session_dir / "tmp" if session_dir is not None else Path(tempfile.mkdtemp(prefix="agent-server-tmp-"))
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+class ShellConfiner:
+    """The ``bash`` launcher of one session (``ToolContext.shell_launcher``).
+
+    ``modes``: the session's live mode; ``status``: what the sandbox enforces; ``roots``: the
+    workspace roots; ``tmpdir``: the session's temp folder; ``settings``: policy settings.
+    Calling it with ``(argv, env)`` returns the ``ShellLaunch`` to run.
+    """
+
+    def __init__(self, modes: ModeState, status: SandboxStatus, roots: Sequence[Path], tmpdir: Path,
+                 settings: PolicySettings) -> None:
+        self.modes = modes
+        self.status = status
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.tmpdir = Path(os.path.realpath(tmpdir))
+        self.settings = settings
+
+    def spec(self, mode: str) -> dict[str, Any]:
+        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested)."""
+        writable = [str(self.tmpdir)]
+        ro_binds: list[str] = []
+        if mode != READ_ONLY:
+            writable = [str(r) for r in self.roots] + writable
+            writable += [os.path.realpath(os.path.expanduser(p)) for p in self.settings.sandbox_writable]
+            if self.status.git_read_only:
+                for root in self.roots:
+                    git = Path(os.path.realpath(root / ".git"))
+                    if git.exists() and any(git == r or r in git.parents for r in self.roots):
+                        ro_binds.append(str(git))
+        network = self.settings.network or not self.status.network_blocked
+        return {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
+                "network": network, "drop_caps": True}
+
+    def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:
+        mode = self.modes.current
+        if mode == DANGER_FULL_ACCESS:
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode})
+        if not self.status.filesystem:
+            if mode == READ_ONLY:
+                return ShellLaunch(argv, env, refuse=(
+                    "Refused: the session is read-only and no OS sandbox can confine the shell to reading "
+                    "here, so shell commands cannot run. Use read, grep and glob instead."),
+                    meta={"sandbox": "none", "mode": mode})
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
+        spec = self.spec(mode)
+        env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
+        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", json.dumps(spec), "--", *argv]
+        markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
+        return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers,
+                           meta={"sandbox": f"landlock-{mode}", "mode": mode, "network": spec["network"],
+                                 "git_read_only": bool(spec["ro_binds"])})
+
+    def _hint(self, mode: str, spec: dict[str, Any]) -> str:
+        if mode == READ_ONLY:
+            where = f"only in its temp folder {self.tmpdir}"
+            way_out = "The session is read-only: ask the user to switch to workspace-write to make changes."
+        else:
+            where = "only inside " + ", ".join(str(r) for r in self.roots) + f" and its temp folder {self.tmpdir}"
+            way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
+                       "if this really must write elsewhere (git commits too).")
+        git = "; `.git` is read-only (no commits, branch or index changes)" if spec["ro_binds"] else ""
+        net = "; network (TCP) access is blocked" if not spec["network"] else ""
+        refused = "error above is" + (" (or a failed connection is)" if not spec["network"] else "")
+        return (f"[sandbox] This command ran under the OS sandbox ({mode}): it may write {where}{git}{net}. "
+                f"A 'Permission denied' or 'Read-only file system' {refused} the sandbox refusing. {way_out}")

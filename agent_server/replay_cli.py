@@ -1,0 +1,78 @@
+"""``agent-server replay SESSION_LOG [--step N] [--json]``: print what the model was sent.
+
+Role: read a session log (without changing it: a live log may be read while the server writes
+it), rebuild the exact HTTP body of every model request it accounts for
+(``agent.replay.logged_requests``) and print them — as a readable listing, as the raw bytes of one
+step's body (``--step N``), or as one JSON object a line (``--json``: ``request``, ``step_index``,
+``seq``, ``turn``, ``step``, ``attempt``, ``outcome``, ``certain``, ``sha256``, ``bytes``,
+``body``). Exit status: 0, 1 when the log cannot be read, 2 for bad usage.
+
+Must never: touch the network, read the configuration or the environment, or write to the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+USAGE = "agent-server replay SESSION_LOG [--step N] [--json]"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-server replay", usage=USAGE,
+        description="Rebuild, from a session log alone, the exact body of every model request it made.")
+    parser.add_argument("log", metavar="SESSION_LOG",
+                        help="the session's events.jsonl, or its folder (<state>/sessions/<id>)")
+    parser.add_argument("--step", type=int, metavar="N",
+                        help="only step N (1-based, counting every step/start of the log; see step_index "
+                             "in --json): print its body's exact bytes (with --json: its requests)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per request: request, step_index, seq, turn, step, attempt, "
+                             "outcome, certain, sha256, bytes, body")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run the sub-command on ``argv`` (the arguments after ``replay``); returns the exit status."""
+    args = _parser().parse_args(argv)
+    path = Path(args.log)
+    if path.is_dir():
+        path = path / "events.jsonl"
+    from agent_server.agent.replay import logged_requests
+    from agent_server.agent.request import RequestRebuildError
+    from agent_server.session import LogCorruptError, LogVersionError, read_events
+
+    try:
+        requests = logged_requests(read_events(path))
+    except FileNotFoundError:
+        sys.stderr.write(f"agent-server replay: no session log at {path}\n")
+        return 1
+    except (LogCorruptError, LogVersionError, RequestRebuildError) as exc:
+        sys.stderr.write(f"agent-server replay: cannot replay {path}: {exc}\n")
+        return 1
+    if args.step is not None:
+        steps = sorted({r.step_index for r in requests})
+        requests = [r for r in requests if r.step_index == args.step]
+        if not requests:
+            sys.stderr.write(f"agent-server replay: no step {args.step} in {path} "
+                             f"(steps: {steps[0]}–{steps[-1]})\n" if steps else
+                             f"agent-server replay: {path} has no model request\n")
+            return 2
+    out = sys.stdout.buffer
+    if args.json:
+        for request in requests:
+            out.write(json.dumps(request.as_json(), ensure_ascii=False).encode("utf-8") + b"\n")
+    elif args.step is not None:
+        out.write(requests[0].body)
+    else:
+        for request in requests:
+            out.write((f"### request {request.index}: step {request.step_index} (turn {request.turn}, "
+                       f"step {request.step}, attempt {request.attempt}), step/start seq {request.seq}, "
+                       f"{request.outcome}{'' if request.certain else ' (may not have been sent)'}, "
+                       f"{len(request.body)} bytes, sha256 {request.sha256}\n").encode("utf-8"))
+            out.write(request.body + b"\n")
+    out.flush()
+    return 0

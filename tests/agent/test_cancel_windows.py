@@ -1,0 +1,140 @@
+"""Cancel in the narrow windows of a turn, in-process over real HTTP to a strict offline endpoint
+(one that answers 400 to a call without a result, as providers do): after the assistant message
+with calls is committed but before the pipeline runs them, and while the calls are being announced.
+Also: a prompt that waits for the turn is logged in the inbox and cancelled alone."""
+
+import asyncio
+
+import pytest
+
+from agent_server.agent import AgentSession, RequestHeader
+from agent_server.config import AgentSettings, Config, ProviderSettings
+from agent_server.llm import ChatClient
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline._validate import history_problem
+from agent_server.session import EventLog, derive_messages
+from agent_server.tools import BUILTIN_TOOLS, ToolContext
+from agent_server.tools.pipeline import ToolRunner
+
+CALLS = [("c1", "read", '{"path": "a.txt"}'), ("c2", "glob", '{"pattern": "*"}'), ("c3", "read", '{"path": "b"}')]
+
+
+class Blocking:
+    """An editor connection that stalls on the update ``stall_on`` (the ``n``-th of that kind)."""
+
+    def __init__(self, stall_on=None, n=1):
+        self.updates, self.stall_on, self.n, self.seen = [], stall_on, n, 0
+        self.stalled = asyncio.Event()
+
+    async def emit(self, update):
+        self.updates.append(update)
+        if update["sessionUpdate"] == self.stall_on:
+            self.seen += 1
+            if self.seen == self.n:
+                self.stalled.set()
+                await asyncio.Event().wait()
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint(reject_invalid_history=True) as ep:
+        yield ep
+
+
+def make_session(tmp_path, endpoint, editor):
+    (tmp_path / "a.txt").write_text("a\n")
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
+    provider = ProviderSettings(profile="custom", base_url=endpoint.base_url, model="m", context_window=1000,
+                                reasoning_content="drop", key_required=False)
+    config = Config(provider=provider, agent=AgentSettings(retry_base_delay=0.0, max_attempts=1))
+    client = ChatClient(endpoint.base_url, None)
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    runner = ToolRunner(log, ToolContext.on_disk(tmp_path), editor.emit, {t.name: t for t in BUILTIN_TOOLS})
+    return AgentSession("s", log, config, header_factory=lambda: header, client_factory=lambda: client,
+                        emit=editor.emit, runner=runner)
+
+
+async def cancel_when_stalled(session, editor, text="go"):
+    task = asyncio.ensure_future(session.prompt([{"type": "text", "text": text}]))
+    await asyncio.wait_for(editor.stalled.wait(), 10)
+    session.cancel()
+    return await asyncio.wait_for(task, 5)
+
+
+def results(log):
+    return [(e.data["call_id"], e.data.get("reason")) for e in log.events if e.type == "tool/result"]
+
+
+async def test_cancel_after_the_calls_are_committed_but_before_they_run_leaves_no_dangling_call(tmp_path, endpoint):
+    endpoint.push(tool_call_stream(CALLS))
+    endpoint.push(text_stream("ok"))
+    editor = Blocking(stall_on="usage_update")
+    session = make_session(tmp_path, endpoint, editor)
+    assert (await cancel_when_stalled(session, editor)).exit == "cancelled"
+    assert results(session.log) == [("c1", "aborted"), ("c2", "aborted"), ("c3", "aborted")]
+    notice = [e for e in session.log.events if e.type == "notice"][-1]
+    assert notice.data["not_run"] == ["c1", "c2", "c3"] and session.log.events[-1].type == "turn/end"
+    editor.stall_on = None
+    assert (await session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"
+    assert history_problem(endpoint.requests[-1].body) is None
+
+
+async def test_cancel_while_the_calls_are_being_announced_gives_each_call_one_result(tmp_path, endpoint):
+    endpoint.push(tool_call_stream(CALLS))
+    endpoint.push(text_stream("ok"))
+    editor = Blocking(stall_on="tool_call", n=2)
+    session = make_session(tmp_path, endpoint, editor)
+    assert (await cancel_when_stalled(session, editor)).exit == "cancelled"
+    assert sorted(results(session.log)) == [("c1", "aborted"), ("c2", "aborted"), ("c3", "aborted")]
+    announced = {u["toolCallId"] for u in editor.updates if u["sessionUpdate"] == "tool_call"}
+    closed = {u["toolCallId"] for u in editor.updates if u["sessionUpdate"] == "tool_call_update"
+              and u.get("status") == "failed"}
+    assert announced <= closed  # the editor is not left with a pending call
+    editor.stall_on = None
+    assert (await session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"
+    messages = derive_messages(session.log.events)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "tool", "user", "user", "assistant"]
+
+
+async def test_waiting_prompt_is_logged_in_the_inbox_and_its_cancel_does_not_touch_the_running_turn(tmp_path, endpoint):
+    endpoint.push(text_stream("slow " * 100, chunk_size=5, delay=0.01))
+    endpoint.push(text_stream("third"))
+    editor = Blocking()
+    session = make_session(tmp_path, endpoint, editor)
+    running = asyncio.ensure_future(session.prompt([{"type": "text", "text": "one"}]))
+    while not editor.updates:
+        await asyncio.sleep(0.01)
+    ticket = session.new_ticket()
+    waiting = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}], ticket))
+    third = asyncio.ensure_future(session.prompt([{"type": "text", "text": "three"}]))
+    await asyncio.sleep(0.05)
+    ticket.cancel()
+    assert (await asyncio.wait_for(waiting, 1)).exit == "cancelled"
+    assert not running.done()
+    assert (await running).exit == "end_turn" and (await third).exit == "end_turn"
+    inbox = [(e.type, e.data.get("content") or e.data.get("queued_seq")) for e in session.log.events
+             if e.type.startswith("inbox/")]
+    queued = {e.data["content"]: e.seq for e in session.log.events if e.type == "inbox/queued"}
+    assert inbox == [("inbox/queued", "two"), ("inbox/queued", "three"), ("inbox/cancelled", queued["two"]),
+                     ("inbox/started", queued["three"])]
+    assert [m["content"] for m in derive_messages(session.log.events) if m["role"] == "user"] == ["one", "three"]
+
+
+async def test_cancel_while_a_tool_call_is_half_streamed_drops_the_call_and_keeps_the_text(tmp_path, endpoint):
+    endpoint.push(tool_call_stream([("c9", "write", '{"path": "x.txt", "content": "' + "y" * 400 + '"}')],
+                                   text="I will write it.", args_chunk_size=8, delay=0.01))
+    endpoint.push(text_stream("ok"))
+    editor = Blocking()
+    session = make_session(tmp_path, endpoint, editor)
+    task = asyncio.ensure_future(session.prompt([{"type": "text", "text": "write"}]))
+    while not editor.updates:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.1)  # argument fragments are arriving
+    session.cancel()
+    assert (await asyncio.wait_for(task, 5)).exit == "cancelled"
+    (assistant,) = [e.data for e in session.log.events if e.type == "assistant"]
+    assert assistant["interrupted"] and assistant["tool_calls"] == [] and assistant["text"] == "I will write it."
+    assert not [e for e in session.log.events if e.type in ("tool/call", "tool/result")]
+    assert not (tmp_path / "x.txt").exists()
+    assert (await session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"
+    assert history_problem(endpoint.requests[-1].body) is None

@@ -1,0 +1,194 @@
+"""End to end: cancel at every awkward moment, then prompt again — through the official ACP SDK,
+the real server, and an offline endpoint that refuses (HTTP 400, as providers do) a request with a
+call that has no result or an empty assistant message (tests/e2e/conftest.py makes every endpoint
+strict, and checks afterwards that ``agent-server replay`` rebuilds every request it received)."""
+
+import asyncio
+import time
+
+import pytest
+from support.acp_client import APPLY_WORKSPACE_EDIT, ClientConfig
+from support.client_impl import never_answer
+from support.sessions import FULL_ACCESS, assert_valid_history, call, config_env, events, notices, one_result_per_call
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+async def start(factory, endpoint, workspace, env=None, config=None):
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, **(env or {})}, config=config)
+    await h.initialize()
+    return h, (await h.new_session(str(workspace))).session_id
+
+
+def in_progress(call_id_suffix=None):
+    return lambda u: u.get("status") == "in_progress"
+
+
+async def cancel_and_time(h, sid, task):
+    started = time.monotonic()
+    await h.cancel(sid)
+    response = await task
+    return response, time.monotonic() - started
+
+
+async def test_cancel_during_a_10_second_tool_answers_within_1s_and_hi_sees_the_interruption(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    endpoint.push(tool_call_stream([call("b1", "bash", command="sleep 10")]))
+    endpoint.push(text_stream("hello again"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, FULL_ACCESS))
+    task = h.start_prompt(sid, "run the slow thing")
+    await h.wait_for_update("tool_call_update", session_id=sid, predicate=in_progress())
+    await asyncio.sleep(0.3)  # the command is really running
+    response, elapsed = await cancel_and_time(h, sid, task)
+    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    assert (await h.prompt(sid, "hi")).stop_reason == "end_turn"
+    messages = endpoint.requests[-1].json()["messages"]
+    assert_valid_history(endpoint.requests[-1].body)
+    tool = [m for m in messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool] == ["b1"] and tool[0]["content"].startswith("Interrupted")
+    (notice,) = notices(messages)
+    assert "cancelled" in notice and "bash (call b1)" in notice and "may have had part of their effect" in notice
+    assert messages[-1] == {"role": "user", "content": "hi"} and messages[-2]["content"] == notice
+    final = [u for u in h.updates(sid, "tool_call_update") if u.get("status") == "failed"]
+    assert len(final) == 1  # the editor saw the call end too
+    one_result_per_call(events(agent_state_dir, sid))
+
+
+async def test_cancel_mid_stream_keeps_the_text_marks_it_cut_off_and_the_next_prompt_is_accepted(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("partial answer " * 100, chunk_size=6, delay=0.02))
+    endpoint.push(text_stream("ok"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    task = h.start_prompt(sid, "explain")
+    await h.wait_for_update("agent_message_chunk", session_id=sid)
+    response, elapsed = await cancel_and_time(h, sid, task)
+    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    assert (await h.prompt(sid, "go on")).stop_reason == "end_turn"
+    messages = endpoint.requests[-1].json()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
+    assert messages[2]["content"] and ("partial answer " * 100).startswith(messages[2]["content"])
+    assert "tool_calls" not in messages[2]
+    assert "cut off" in messages[3]["content"]
+
+
+async def test_cancel_mid_batch_one_committed_one_running_one_not_started_gives_every_call_one_result(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    (workspace / "a.txt").write_text("a\n")
+    endpoint.push(tool_call_stream([call("r1", "read", path="a.txt"), call("g1", "grep", pattern="a"),
+                                    call("b1", "bash", command="sleep 10"), call("w1", "write", path="new.txt", content="x")]))
+    endpoint.push(text_stream("fine"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, FULL_ACCESS))
+    task = h.start_prompt(sid, "do four things")
+    await h.wait_for_update("tool_call_update", session_id=sid, predicate=in_progress())
+    await h.wait_for_update("tool_call", session_id=sid, predicate=lambda u: u.get("kind") == "execute")
+    bash_id = h.updates(sid, "tool_call")[2]["toolCallId"]
+    await h.wait_for_update("tool_call_update", session_id=sid,
+                            predicate=lambda u: u["toolCallId"] == bash_id and u.get("status") == "in_progress")
+    response, elapsed = await cancel_and_time(h, sid, task)
+    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    assert not (workspace / "new.txt").exists()
+    results = {e.data["call_id"]: e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"}
+    assert [results[c]["status"] for c in ("r1", "g1")] == ["completed", "completed"]
+    assert results["b1"]["reason"] == "interrupted" and results["w1"]["reason"] == "aborted"
+    assert results["w1"]["content"].startswith("ABORTED_BEFORE_DISPATCH")
+    assert (await h.prompt(sid, "what happened?")).stop_reason == "end_turn"
+    (notice,) = notices(endpoint.requests[-1].json()["messages"])
+    assert "did not run: write (call w1)" in notice and "bash (call b1)" in notice
+    one_result_per_call(events(agent_state_dir, sid))
+
+
+async def test_cancel_during_a_pending_permission_request_cancels_it_and_the_next_prompt_is_accepted(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    endpoint.push(tool_call_stream([call("b1", "bash", command="echo asked")]))
+    endpoint.push(text_stream("ok"))
+    env = {"AGENT_SERVER_SANDBOX": "off"}  # unconfined shell commands ask first
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env, ClientConfig(permission=never_answer))
+    task = h.start_prompt(sid, "run echo")
+    asked = await h.wait_for(lambda m: m.method == "session/request_permission" and m.kind == "request")
+    response, elapsed = await cancel_and_time(h, sid, task)
+    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    cancels = [m for m in h.transcript.notifications("$/cancel_request")
+               if m.message["params"]["requestId"] == asked.message["id"]]
+    assert cancels, "the pending permission request was not cancelled"
+    (result,) = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"]
+    assert result["status"] == "failed" and "asked" not in result["content"]
+    assert (await h.prompt(sid, "never mind")).stop_reason == "end_turn"
+    assert_valid_history(endpoint.requests[-1].body)
+    (notice,) = notices(endpoint.requests[-1].json()["messages"])
+    assert "did not run: bash (call b1)" in notice
+
+
+async def test_cancel_during_a_pending_edit_proposal_waits_for_the_editor_then_ends_cancelled(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "e.txt").write_text("old\n")
+    endpoint.push(tool_call_stream([call("r1", "read", path="e.txt")]))
+    endpoint.push(tool_call_stream([call("e1", "edit", path="e.txt", old_string="old", new_string="new")]))
+    endpoint.push(text_stream("ok"))
+    config = ClientConfig(ext_methods={APPLY_WORKSPACE_EDIT: never_answer}, agent_server_extension=True)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config=config)
+    task = h.start_prompt(sid, "edit it")
+    proposal = await h.wait_for(lambda m: m.method == APPLY_WORKSPACE_EDIT and m.kind == "request")
+    started = time.monotonic()
+    await h.cancel(sid)
+    response = await task
+    assert response.stop_reason == "cancelled" and time.monotonic() - started < 4.0  # ≤ 2 s for the editor's answer
+    assert any(m.message["params"]["requestId"] == proposal.message["id"]
+               for m in h.transcript.notifications("$/cancel_request"))
+    assert (workspace / "e.txt").read_text() == "old\n"
+    edit = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result" and e.data["call_id"] == "e1"]
+    assert len(edit) == 1 and edit[0]["status"] == "failed"
+    assert (await h.prompt(sid, "and now?")).stop_reason == "end_turn"
+    assert_valid_history(endpoint.requests[-1].body)
+
+
+async def test_prompt_while_busy_is_queued_logged_and_answered_when_its_own_turn_ends(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("first " * 40, chunk_size=6, delay=0.01))
+    endpoint.push(text_stream("second"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    first = h.start_prompt(sid, "one")
+    await h.wait_for_update("agent_message_chunk", session_id=sid)
+    second = h.start_prompt(sid, "two")
+    assert (await first).stop_reason == "end_turn" and (await second).stop_reason == "end_turn"
+    transcript = h.transcript.snapshot()
+    prompts = h.transcript.requests("session/prompt")
+    answers = [transcript.index(h.transcript.response_to(p)) for p in prompts]
+    assert answers[0] < answers[1]
+    second_chunks = [i for i, m in enumerate(transcript) if m.method == "session/update"
+                     and m.message["params"]["update"].get("content", {}).get("text") == "second"]
+    assert second_chunks and answers[0] < second_chunks[0] < answers[1]
+    evts = events(agent_state_dir, sid)
+    queued = [e for e in evts if e.type == "inbox/queued"]
+    assert len(queued) == 1 and queued[0].data["content"] == "two"
+    started = [e for e in evts if e.type == "inbox/started"]
+    assert started[0].data == {"queued_seq": queued[0].seq, "turn": 2}
+    assert [e.type for e in evts].index("inbox/started") < [i for i, e in enumerate(evts) if e.type == "turn/start"][1]
+    assert [m["content"] for m in endpoint.requests[1].json()["messages"][1:]] == ["one", "first " * 40, "two"]
+
+
+async def test_cancelled_queued_prompt_is_answered_at_once_and_logged_as_cancelled(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("slow " * 200, chunk_size=5, delay=0.02))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    running = h.start_prompt(sid, "one")
+    await h.wait_for_update("agent_message_chunk", session_id=sid)
+    queued = h.start_prompt(sid, "two")
+    await h.wait_for(lambda m: m.method == "session/prompt" and m.kind == "request"
+                     and m.message["params"]["prompt"][0]["text"] == "two")
+    await asyncio.sleep(0.1)
+    started = time.monotonic()
+    await h.cancel_request(h.last_request_id("session/prompt"))
+    assert (await queued).stop_reason == "cancelled" and time.monotonic() - started < 1.0
+    assert not running.done()  # only the queued prompt was cancelled
+    await h.cancel(sid)
+    assert (await running).stop_reason == "cancelled"
+    evts = events(agent_state_dir, sid)
+    (q,) = [e for e in evts if e.type == "inbox/queued"]
+    assert [e.data for e in evts if e.type == "inbox/cancelled"] == [{"queued_seq": q.seq}]
+    assert len(endpoint.requests) == 1

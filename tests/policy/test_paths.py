@@ -1,0 +1,126 @@
+"""Path policy: resolution (``..``, symlinks at every component, ``/proc/self/root``), containment
+by identity, the hard-link limit made visible, and the secret-file patterns."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from agent_server.policy.paths import SecretMatcher, inside_roots, link_count, target
+
+
+@pytest.fixture
+def tree(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    return ws, outside
+
+
+def test_dotdot_escape_is_outside(tree):
+    ws, outside = tree
+    t = target("../outside/x", [ws])
+    assert t.lexical == outside / "x" and not inside_roots(t.lexical, [ws])
+    assert not inside_roots(target("src/../../outside/x", [ws]).lexical, [ws])
+    assert inside_roots(target("src/../x", [ws]).lexical, [ws])
+
+
+def test_absolute_outside_and_the_root_itself(tree):
+    ws, outside = tree
+    assert not inside_roots(target(str(outside / "x"), [ws]).lexical, [ws])
+    assert inside_roots(ws, [ws]) and inside_roots(ws / "new" / "deep.txt", [ws])
+
+
+def test_symlink_inside_pointing_out_is_outside(tree):
+    ws, outside = tree
+    (ws / "evil").symlink_to(outside / "target.txt")
+    t = target("evil", [ws])
+    assert t.resolved == outside / "target.txt" and not inside_roots(t.lexical, [ws])
+
+
+def test_symlinked_parent_directory_is_outside_even_for_a_missing_file(tree):
+    ws, outside = tree
+    (ws / "src" / "linkdir").symlink_to(outside)
+    t = target("src/linkdir/new/file.txt", [ws])
+    assert t.resolved == outside / "new" / "file.txt"
+    assert not inside_roots(t.lexical, [ws])
+
+
+def test_symlink_chain_at_an_inner_component_is_followed(tree):
+    ws, outside = tree
+    (outside / "real").mkdir()
+    (ws / "a").symlink_to(ws / "b")
+    (ws / "b").symlink_to(outside / "real")
+    assert not inside_roots(target("a/x.txt", [ws]).lexical, [ws])
+
+
+def test_proc_self_root_trick_resolves_to_the_real_path(tree):
+    ws, outside = tree
+    sneaky = f"/proc/self/root{outside}/x.txt"
+    t = target(sneaky, [ws])
+    assert t.resolved == outside / "x.txt" and not inside_roots(t.lexical, [ws])
+    inside = f"/proc/self/root{ws}/x.txt"
+    assert inside_roots(target(inside, [ws]).lexical, [ws])
+
+
+def test_proc_self_cwd_is_the_servers_cwd_not_the_workspace(tree, monkeypatch):
+    ws, outside = tree
+    monkeypatch.chdir(outside)
+    assert not inside_roots(target("/proc/self/cwd/x.txt", [ws]).lexical, [ws])
+
+
+def test_root_given_through_a_symlink_still_contains_its_files(tree, tmp_path):
+    ws, _ = tree
+    alias = tmp_path / "alias"
+    alias.symlink_to(ws)
+    assert inside_roots(ws / "src" / "f.py", [alias])
+    assert inside_roots(alias / "src" / "f.py", [ws])
+
+
+def test_a_path_under_a_regular_file_is_not_inside(tree):
+    ws, _ = tree
+    (ws / "file.txt").write_text("x")
+    assert not inside_roots(ws / "file.txt" / "child", [ws])
+
+
+def test_hard_link_is_the_known_limit_and_is_made_visible(tree):
+    ws, outside = tree
+    (outside / "secret.txt").write_text("outside")
+    os.link(outside / "secret.txt", ws / "innocent.txt")
+    # the link *is* inside by path: policy cannot know where the other name lives …
+    assert inside_roots(ws / "innocent.txt", [ws])
+    # … so the link count is recorded with the decision instead
+    assert link_count(ws / "innocent.txt") == 2 and link_count(ws / "missing") == 0
+
+
+@pytest.mark.parametrize("path, pattern", [
+    ("/w/.env", ".env*"), ("/w/sub/.env.local", ".env*"), ("{home}/.ssh/id_ed25519", "~/.ssh/**"),
+    ("{home}/.ssh", "~/.ssh/**"), ("{home}/.aws/credentials", "~/.aws/**"), ("{home}/.netrc", "~/.netrc"),
+    ("/w/certs/server.pem", "*.pem"), ("/tmp/backup_id_rsa.bak", "*id_rsa*"),
+])
+def test_default_secret_patterns_match(tmp_path, path, pattern):
+    home = str(tmp_path / "home")
+    assert SecretMatcher(home=home).match(path.format(home=home)) == pattern
+
+
+@pytest.mark.parametrize("path", ["/w/src/env.py", "/w/.venv/bin/python", "/w/environment.md", "/w/.ssh_notes/x"])
+def test_ordinary_files_are_not_secret(tmp_path, path):
+    assert SecretMatcher(home=str(tmp_path / "home")).match(path) is None
+
+
+def test_secret_reached_through_a_symlink_is_found_by_its_resolved_path(tree, tmp_path):
+    ws, _ = tree
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    (ws / "notes.txt").symlink_to(home / ".ssh" / "id_ed25519")
+    t = target("notes.txt", [ws])
+    assert SecretMatcher(home=str(home)).match(t.lexical, t.resolved) == "~/.ssh/**"
+
+
+def test_configured_patterns_replace_the_defaults(tmp_path):
+    matcher = SecretMatcher(["*.key", "/srv/vault/**"], home=str(tmp_path))
+    assert matcher.match("/a/b.key") == "*.key" and matcher.match("/srv/vault/x/y") == "/srv/vault/**"
+    assert matcher.match("/w/.env") is None

@@ -1,0 +1,176 @@
+"""The shell sandbox for real: these tests run ``bash`` under Linux Landlock on this machine (no
+mocks) and check what a confined command can and cannot change."""
+
+from __future__ import annotations
+
+import ctypes
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent_server.config import PolicySettings
+from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.sandbox import EXEC_WRAPPER, ShellConfiner, probe_status
+from agent_server.policy.sandbox_exec import landlock_abi
+from agent_server.session import EventLog
+from agent_server.tools import ToolContext
+from agent_server.tools.bash import BashArgs, BashTool
+
+
+def _raw_abi() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+
+
+def test_this_kernel_has_landlock_abi_7_by_the_syscall():
+    assert _raw_abi() >= 7, "the sandbox tests below need Landlock (kernel ABI 7 on this machine)"
+    assert landlock_abi() == _raw_abi()
+
+
+async def test_probe_sees_every_protection_enforced():
+    status = await probe_status(PolicySettings(network=False))
+    assert status.write_confinable and status.git_read_only and status.network_blocked, status.problems
+    assert status.level == "landlock" and status.abi >= 7
+    assert (await probe_status(PolicySettings(sandbox="off"))).level == "none"
+
+
+@pytest.fixture
+def box(tmp_path):
+    """A workspace, a scratch HOME with a folder to lose, a session temp dir and a log."""
+    ws, home, tmp = tmp_path / "ws", tmp_path / "home", tmp_path / "session" / "tmp"
+    for folder in (ws, home / "y" / "deep", tmp):
+        folder.mkdir(parents=True)
+    (home / "y" / "deep" / "keep.txt").write_text("precious")
+    log = EventLog.create(tmp_path / "session" / "events.jsonl", {"cwd": str(ws)})
+    return ws, home, tmp, log
+
+
+async def run(box, command, mode="workspace-write", **settings):
+    ws, home, tmp, log = box
+    policy = PolicySettings(**settings)
+    status = await probe_status(policy)
+    launcher = ShellConfiner(ModeState(log, mode), status, [ws], tmp, policy)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    ctx = ToolContext(ToolContext.on_disk(ws).roots, ToolContext.on_disk(ws).files, ToolContext.on_disk(ws).reads,
+                      env=env, shell_launcher=launcher)
+    return await BashTool().run(BashArgs(command=command), ctx)
+
+
+async def test_writes_outside_the_roots_fail_with_permission_errors_and_change_nothing(box):
+    ws, home, tmp, _ = box
+    etc = f"/etc/agent-server-sandbox-{uuid.uuid4().hex}"
+    res = await run(box, f"touch $HOME/x; cd / && rm -rf ~/y; touch {etc}; echo done")
+    assert "Permission denied" in res.text and "done" in res.text
+    assert not (home / "x").exists() and (home / "y" / "deep" / "keep.txt").read_text() == "precious"
+    assert not Path(etc).exists()
+    assert res.meta["sandbox"]["sandbox"] == "landlock-workspace-write"
+
+
+async def test_inside_the_workspace_and_the_session_temp_dir_writes_work(box):
+    ws, _, tmp, _ = box
+    res = await run(box, 'touch x && mkdir -p a/b && echo hi > a/b/c && mv a/b/c a/d && echo t > "$TMPDIR/t" '
+                         "&& echo ok > /dev/null && echo $TMPDIR")
+    assert not res.is_error, res.text
+    assert (ws / "x").exists() and (ws / "a" / "d").read_text() == "hi\n" and (tmp / "t").exists()
+    assert str(tmp) in res.text
+
+
+async def test_git_commit_fails_because_git_is_read_only_and_says_why(box):
+    ws, *_ = box
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "first"], check=True)
+    head = subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    res = await run(box, "echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -m second")
+    assert res.is_error and "Read-only file system" in res.text
+    assert "`.git` is read-only" in res.text and "danger-full-access" in res.text
+    assert subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True, text=True).stdout == head
+    assert (ws / "a.txt").exists()  # the work tree itself stayed writable
+
+
+async def test_confined_root_cannot_unmount_the_read_only_git_or_remount_it(box):
+    ws, *_ = box
+    (ws / ".git").mkdir()
+    res = await run(box, "umount .git; mount -o remount,rw .git; touch .git/x; grep CapEff /proc/self/status")
+    assert not (ws / ".git" / "x").exists()
+    assert "CapEff:\t0000000000000000" in res.text
+
+
+async def test_network_false_blocks_tcp_to_localhost(box):
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/probe"
+        blocked = await run(box, f"curl -sS -m 5 {url}", network=False)
+        assert blocked.is_error and hits == []
+        allowed = await run(box, f"curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {url}")
+        assert "200" in allowed.text and hits == ["/probe"]
+    finally:
+        server.shutdown()
+
+
+async def test_read_only_mode_confines_the_shell_read_only(box):
+    ws, home, tmp, _ = box
+    (ws / "f.txt").write_text("data")
+    res = await run(box, 'cat f.txt; touch x; echo t > "$TMPDIR/t"; echo rc=$?', mode=READ_ONLY)
+    assert "data" in res.text and "Permission denied" in res.text and "rc=0" in res.text
+    assert not (ws / "x").exists() and (tmp / "t").exists()
+    assert "read-only" in res.text  # the sandbox hint names the mode
+
+
+async def test_danger_full_access_runs_unconfined(box):
+    _, home, _, _ = box
+    res = await run(box, "touch $HOME/x", mode=DANGER_FULL_ACCESS)
+    assert not res.is_error and (home / "x").exists() and res.meta["sandbox"]["sandbox"] == "none"
+
+
+async def test_read_only_without_a_sandbox_refuses_instead_of_running_unconfined(box):
+    ws, *_ = box
+    res = await run(box, "touch x", mode=READ_ONLY, sandbox="off")
+    assert res.is_error and res.text.startswith("Refused") and not (ws / "x").exists()
+
+
+def test_the_wrapper_never_runs_a_command_it_could_not_confine(tmp_path):
+    marker = tmp_path / "ran"
+    spec = {"read": ["/"], "write": [str(tmp_path)], "ro_binds": [str(tmp_path / "missing" / ".git")]}
+    proc = subprocess.run([sys.executable, "-I", "-S", str(EXEC_WRAPPER), "--spec", json.dumps(spec), "--",
+                           "touch", str(marker)], capture_output=True, text=True)
+    assert proc.returncode == 126 and "it was not run" in proc.stderr and not marker.exists()
+
+
+def test_the_wrapper_confines_a_non_root_user_too():
+    """Not root: the read-only ``.git`` needs a user namespace, which the probe must really get."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root (and setpriv) to switch to an unprivileged user")
+    base = tempfile.mkdtemp(prefix="agent-server-nobody-")
+    try:
+        os.chmod(base, 0o777)
+        proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable,
+                               "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", os.path.join(base, "p")],
+                              capture_output=True, text=True)
+        report = json.loads(proc.stdout or "{}")
+        assert report.get("filesystem") and report.get("git_read_only"), (report, proc.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
