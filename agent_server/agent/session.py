@@ -101,6 +101,8 @@ class AgentSession:
         self._client_factory = client_factory
         self._emit = emit
         self._runner = runner
+        self.before_turn: Callable[[list[dict[str, Any]]], None] | None = None
+        """Called right after ``turn/start`` with the prompt blocks; may only append events."""
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._waiting: list[PromptTicket] = []
@@ -194,6 +196,8 @@ class AgentSession:
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
         self.log.append("turn/start", {"turn": turn})
+        if self.before_turn is not None:
+            self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
         partial = PartialMessage()
         outcome: TurnOutcome | None = None
         settled: list[Any] = []

@@ -18,6 +18,7 @@ import logging
 import os
 import platform
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,10 +27,12 @@ from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.config import Config
 from agent_server.prompt import PromptEnvironment, render_system_prompt
+from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.server import acp_models as m
+from agent_server.server import commands
 from agent_server.server.editor_files import EditorCapabilities, EditorFiles
 from agent_server.server.initialize import initialize_result
-from agent_server.server.lifecycle import SessionLifecycle
+from agent_server.server.lifecycle import SessionLifecycle, session_title
 from agent_server.server.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -45,6 +48,13 @@ from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.server")
+
+
+def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
+    """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
+    if log is None:
+        return default
+    return next((e.data for e in reversed(log.events) if e.type == kind), default)
 
 
 def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
@@ -136,6 +146,9 @@ class AcpServer:
         await self.policies.prepare()
         session_id, event_log = self.store.create(header)
         self.open_session(session_id, event_log, roots)
+        emit = self._emitter(session_id)
+        ctx.after_response(lambda: emit({"sessionUpdate": "available_commands_update",
+                                         "availableCommands": commands.COMMANDS}))
         return {"sessionId": session_id, **self.policies.state(session_id)}
 
     def open_session(self, session_id: str, event_log: Any, roots: list[str]) -> AgentSession:
@@ -153,11 +166,12 @@ class AcpServer:
             session_id,
             event_log,
             self.config,
-            header_factory=lambda: self._request_header(roots, policy),
+            header_factory=lambda: self._request_header(roots, policy, event_log),
             client_factory=self._client,
             emit=emit,
             runner=runner,
         )
+        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
         return session
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -167,12 +181,65 @@ class AcpServer:
             raise JsonRpcError(INVALID_PARAMS, "invalid params: the prompt is empty",
                                {"errors": [{"path": "prompt", "message": "at least one content block is required"}]})
         session = self._session(p.sessionId)
+        blocks = params["prompt"]
+        command = commands.parse_command(blocks)
+        if command is not None:
+            reply = await self._command(session, *command)
+            if reply is not None:
+                return reply
+            blocks = [{"type": "text", "text": commands.INIT_PROMPT}]
         ticket = session.new_ticket()
         ctx.on_cancel = ticket.cancel
-        outcome = await session.prompt(params["prompt"], ticket)
+        outcome = await session.prompt(blocks, ticket)
         if outcome.error is not None:
             raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
+        await self._announce_title(session)
         return {"stopReason": outcome.stop_reason}
+
+    async def _command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
+        """Run a slash command; returns the prompt's answer, or ``None`` when it becomes a turn."""
+        emit = self._emitter(session.id)
+        if name == "init":
+            commands.log_command(session.log, name, argument, "turn")
+            return None
+        if name == "mode":
+            policy = self.policies.policies[session.id]
+            try:
+                changed = policy.modes.set(argument, "/mode") if argument else False
+                text = (f"Mode: {policy.modes.current}." if changed or not argument
+                        else f"The mode already is {argument}.")
+            except Exception as exc:  # UnknownMode
+                text = str(exc)
+            if argument and policy.modes.current == argument:
+                await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
+                await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
+        elif name == "model":
+            text = commands.change_model(session.log, argument, self.config.provider.model)
+        else:
+            text = commands.usage_report(session.log.events, self.config.provider.context_window)
+        commands.log_command(session.log, name, argument, text)
+        await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        return {"stopReason": "end_turn"}
+
+    async def _announce_title(self, session: AgentSession) -> None:
+        """After the first turn, name the session after its first prompt (``session_info_update``)."""
+        events = session.log.events
+        if sum(1 for e in events if e.type == "turn/end") != 1:
+            return  # the title is derived from the log (as session/list does), announced once
+        title = session_title(next((e for e in events if e.type == "user"), None))
+        if title is None:
+            return
+        updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
+        await self._emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
+
+    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]]) -> None:
+        """Log the AGENTS.md files that apply when they are first seen or have changed."""
+        focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
+                 if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
+        records = read_instructions(instruction_paths([Path(r) for r in roots], focus))
+        last = next((e for e in reversed(log.events) if e.type == "project/instructions"), None)
+        if (last.data["files"] if last else []) != records:
+            log.append("project/instructions", {"files": records})
 
     async def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (notification): stop the session's running turn."""
@@ -203,7 +270,7 @@ class AcpServer:
 
         return emit
 
-    def _request_header(self, roots: list[str], policy: Any = None) -> RequestHeader:
+    def _request_header(self, roots: list[str], policy: Any = None, log: Any = None) -> RequestHeader:
         env = PromptEnvironment(
             roots=tuple(roots),
             os_name=f"{platform.system()} {platform.release()}",
@@ -212,11 +279,13 @@ class AcpServer:
             tool_names=tuple(t.name for t in BUILTIN_TOOLS),
             mode=policy.modes.current if policy is not None else None,
             sandboxed=policy.sandboxed if policy is not None else None,
+            instructions=tuple(_latest(log, "project/instructions", {"files": []})["files"]),
         )
         provider = self.config.provider
+        model = commands.current_model(log.events, provider.model) if log is not None else provider.model
         return RequestHeader(
             system=render_system_prompt(env),
-            model=provider.model or "",
+            model=model or "",
             params=dict(self.config.agent.params),
             tools=tool_schemas(BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,

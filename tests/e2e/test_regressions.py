@@ -79,6 +79,12 @@ def test_lone_surrogate_in_prompt_text_still_closes_the_turn(raw_agent_factory, 
     assert [e.type for e in events if e.type.startswith("turn/")] == ["turn/start", "turn/end"]
 
 
+def streaming(message):
+    """The agent is streaming an answer (not just announcing commands after session/new)."""
+    return message.get("method") == "session/update" and \
+        message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+
+
 def slow(text="slow "):
     return text_stream(text * 300, chunk_size=5, delay=0.02)
 
@@ -90,7 +96,7 @@ def test_cancel_request_on_a_queued_prompt_cancels_only_that_prompt(raw_agent_fa
         sid = new_session(agent, workspace)
         running = agent.send_request("session/prompt", prompt_params(sid, "one"))
         queued = agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.recv_until(streaming, timeout=10)
         agent.notify("$/cancel_request", {"requestId": queued})
         assert agent.response(queued, timeout=10)["result"]["stopReason"] == "cancelled"
         assert agent.response(running, timeout=30)["result"]["stopReason"] == "end_turn"
@@ -104,7 +110,7 @@ def test_session_cancel_also_cancels_queued_prompts(raw_agent_factory, workspace
         sid = new_session(agent, workspace)
         first = agent.send_request("session/prompt", prompt_params(sid, "one"))
         second = agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.recv_until(streaming, timeout=10)
         agent.notify("session/cancel", {"sessionId": sid})
         assert agent.response(first, timeout=10)["result"]["stopReason"] == "cancelled"
         assert agent.response(second, timeout=10)["result"]["stopReason"] == "cancelled"
@@ -120,7 +126,7 @@ def test_closing_stdin_cancels_queued_prompts_and_exits_promptly(raw_agent_facto
         sid = new_session(agent, workspace)
         agent.send_request("session/prompt", prompt_params(sid, "one"))
         agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.recv_until(streaming, timeout=10)
         started = time.monotonic()
         agent.close_stdin()
         assert agent.wait_exit(timeout=10) == 0
@@ -136,7 +142,7 @@ def test_sigterm_mid_prompt_closes_the_turn_in_the_log_and_answers_the_prompt(ra
         init(agent)
         sid = new_session(agent, workspace)
         rid = agent.send_request("session/prompt", prompt_params(sid))
-        agent.recv_until(lambda m: m.get("method") == "session/update", timeout=10)
+        agent.recv_until(streaming, timeout=10)
         agent.process.send_signal(signal.SIGTERM)
         assert agent.response(rid, timeout=10)["result"]["stopReason"] == "cancelled"
         assert agent.wait_exit(timeout=10) == 0

@@ -1,0 +1,113 @@
+"""End to end: slash commands, project instructions (AGENTS.md) and session titles (issue 7)."""
+
+import json
+
+import pytest
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.server.commands import INIT_PROMPT
+from agent_server.session import read_events
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+async def start(factory, endpoint, workspace, **kw):
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, **kw)
+    await h.initialize()
+    session = await h.new_session(str(workspace))
+    return h, session.session_id
+
+
+def events(state_dir, sid):
+    return read_events(state_dir / "sessions" / sid / "events.jsonl")
+
+
+async def test_available_commands_arrive_after_the_session_new_response(acp_harness_factory, endpoint, workspace):
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    update = await h.wait_for_update("available_commands_update", session_id=sid)
+    names = [c["name"] for c in update.message["params"]["update"]["availableCommands"]]
+    assert names == ["mode", "model", "usage", "init"]
+    transcript = h.transcript.snapshot()
+    answered = transcript.index(h.transcript.response_to(h.transcript.requests("session/new")[0]))
+    assert transcript.index(update) > answered
+
+
+async def test_mode_command_switches_mode_without_a_model_request(acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(tool_call_stream([("w", "write", json.dumps({"path": "x.txt", "content": "x"}))]))
+    endpoint.push(text_stream("ok"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "/mode read-only")).stop_reason == "end_turn"
+    assert endpoint.requests == []
+    assert h.updates(sid, "current_mode_update")[-1]["currentModeId"] == "read-only"
+    assert (await h.prompt(sid, "write x")).stop_reason == "end_turn"
+    assert not (workspace / "x.txt").exists()
+    first = endpoint.requests[0].json()
+    assert "read-only" in first["messages"][0]["content"]
+    assert all("/mode" not in str(m.get("content")) for m in first["messages"])  # a command is not a message
+    kinds = [e.type for e in events(agent_state_dir, sid)]
+    assert "command" in kinds and kinds.count("mode/changed") == 2
+
+
+async def test_model_command_changes_the_next_requests_model(acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("one"))
+    endpoint.push(text_stream("two"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "hi")
+    assert (await h.prompt(sid, "/model other-model")).stop_reason == "end_turn"
+    assert "other-model" in h.agent_text(sid)
+    await h.prompt(sid, "again")
+    assert [r.json()["model"] for r in endpoint.requests] == ["test-model", "other-model"]
+    assert [e.data["to"] for e in events(agent_state_dir, sid) if e.type == "model/changed"] == ["other-model"]
+
+
+async def test_usage_command_reports_tokens_and_usage_update_follows_each_step(acp_harness_factory, endpoint, workspace):
+    endpoint.push(text_stream("answer", usage={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "hi")
+    (usage,) = h.updates(sid, "usage_update")
+    assert usage["used"] == 150 and usage["size"] > 150
+    await h.prompt(sid, "/usage")
+    assert "150" in h.agent_text(sid) and "1 model requests" in h.agent_text(sid)
+
+
+async def test_agents_md_is_in_the_first_request_and_a_change_is_logged_and_sent(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "AGENTS.md").write_text("Always run `make check` before finishing.\n")
+    endpoint.push(text_stream("one"))
+    endpoint.push(text_stream("two"))
+    endpoint.push(text_stream("three"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "hi")
+    assert "Always run `make check`" in endpoint.requests[0].json()["messages"][0]["content"]
+    await h.prompt(sid, "again")  # unchanged: no new event
+    (workspace / "AGENTS.md").write_text("Use tabs, never spaces.\n")
+    await h.prompt(sid, "and now")
+    system = endpoint.requests[2].json()["messages"][0]["content"]
+    assert "Use tabs, never spaces." in system and "make check" not in system
+    logged = [e.data["files"] for e in events(agent_state_dir, sid) if e.type == "project/instructions"]
+    assert len(logged) == 2 and "make check" in logged[0][0]["text"] and "tabs" in logged[1][0]["text"]
+
+
+async def test_first_turn_names_the_session(acp_harness_factory, endpoint, workspace):
+    endpoint.push(text_stream("one"))
+    endpoint.push(text_stream("two"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "Fix the flaky login test\nDetails follow")
+    await h.prompt(sid, "second")
+    titles = h.updates(sid, "session_info_update")
+    assert [t["title"] for t in titles] == ["Fix the flaky login test"]
+    listed = await h.request("session/list", {"cwd": str(workspace)})
+    assert listed["sessions"][0]["title"] == "Fix the flaky login test"
+
+
+async def test_init_command_asks_the_model_to_write_agents_md(acp_harness_factory, endpoint, workspace):
+    endpoint.push(tool_call_stream([("w", "write", json.dumps({"path": "AGENTS.md", "content": "# Project\n"}))]))
+    endpoint.push(text_stream("wrote it"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "/init")).stop_reason == "end_turn"
+    assert endpoint.requests[0].json()["messages"][-1] == {"role": "user", "content": INIT_PROMPT}
+    assert (workspace / "AGENTS.md").read_text() == "# Project\n"
