@@ -18,9 +18,11 @@ import sys
 
 _USAGE = """usage: agent-server [--config PATH]
        agent-server replay SESSION_LOG [--step N] [--json]
+       agent-server run -p PROMPT [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
 "replay" rebuilds, from a session log alone, the exact body of every model request it made.
+"run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
 
 options:
   --config PATH   read this TOML config file instead of the default
@@ -94,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_server.replay_cli import main as replay_main
 
         return replay_main(args[1:])
+    if args and args[0] == "run":
+        from agent_server.headless import main as run_main
+
+        return run_main(args[1:])
     config_path = None
     while args:
         arg = args.pop(0)

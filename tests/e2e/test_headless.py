@@ -1,0 +1,122 @@
+"""``agent-server run``: one prompt without an editor, through the same server, sessions and log."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session import read_events
+
+AGENT = [sys.executable, "-m", "agent_server"]
+
+
+def run(env, *args, timeout=60, **kw):
+    return subprocess.run([*AGENT, "run", *args], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+
+
+def session_of(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("[session ")][0].split()[1].rstrip("]")
+
+
+def calls_without_results(state_dir, sid):
+    events = read_events(state_dir / "sessions" / sid / "events.jsonl")
+    calls = {e.data["call_id"] for e in events if e.type == "tool/call"}
+    return calls - {e.data["call_id"] for e in events if e.type == "tool/result"}
+
+
+def test_run_streams_the_answer_and_exits_0(agent_env, workspace, agent_state_dir):
+    script = [tool_call_stream([("c1", "bash", json.dumps({"command": "echo made > f.txt"}))]),
+              text_stream("Made the file.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "make f.txt", "--cwd", str(workspace))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Made the file."
+    assert (workspace / "f.txt").read_text() == "made\n"
+    assert "[tool] Run `echo made > f.txt`: completed" in done.stderr
+    sid = session_of(done.stderr)
+    assert (agent_state_dir / "sessions" / sid / "events.jsonl").is_file()
+
+
+def test_run_json_streams_session_updates_as_json_lines(agent_env, workspace):
+    with OfflineEndpoint.start_in_thread([text_stream("Hello there", chunk_size=3)]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "hi", "--cwd", str(workspace), "--json")
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    chunks = [line["update"]["content"]["text"] for line in lines[:-1]
+              if line.get("update", {}).get("sessionUpdate") == "agent_message_chunk"]
+    assert "".join(chunks) == "Hello there" and len(chunks) > 1
+    assert lines[-1]["stopReason"] == "end_turn"
+
+
+def test_endpoint_down_exits_1_with_a_one_line_reason(agent_env, workspace, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\nmax_attempts = 1\n")
+    done = run({**agent_env, "AGENT_SERVER_BASE_URL": f"http://127.0.0.1:{port}/v1", "AGENT_SERVER_CONFIG": str(config)},
+               "-p", "hi", "--cwd", str(workspace))
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("agent-server run: NETWORK: cannot reach")
+
+
+def test_usage_errors_exit_2(agent_env, workspace):
+    assert run(agent_env, "--cwd", str(workspace)).returncode == 2  # no -p
+    assert run(agent_env, "-p", "x", "--mode", "yolo").returncode == 2
+    assert run(agent_env, "-p", "x", "--cwd", str(workspace / "missing")).returncode == 2
+    assert run(agent_env, "-p", "x", "--allow", "everything").returncode == 2
+
+
+def test_step_budget_exits_3(agent_env, workspace, tmp_path):
+    (workspace / "a.txt").write_text("a\n")
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\nmax_steps_per_turn = 1\n")
+    script = [tool_call_stream([("c1", "read", json.dumps({"path": "a.txt"}))])]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                   "-p", "loop", "--cwd", str(workspace))
+    assert done.returncode == 3 and "Stopped after 1 model requests" in done.stdout
+
+
+def test_without_a_terminal_permission_is_refused_unless_allowed(agent_env, workspace):
+    (workspace / "build").mkdir()
+    call = tool_call_stream([("c1", "bash", json.dumps({"command": "rm -rf build"}))])
+    with OfflineEndpoint.start_in_thread([call, text_stream("ok")]) as ep:
+        denied = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "clean", "--cwd", str(workspace))
+        refused = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert denied.returncode == 0 and (workspace / "build").is_dir()
+    assert "rejected by the user" not in refused.lower()
+    with OfflineEndpoint.start_in_thread([call, text_stream("ok")]) as ep:
+        allowed = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "clean", "--cwd", str(workspace),
+                      "--allow", "shell")
+    assert allowed.returncode == 0 and not (workspace / "build").exists()
+
+
+def test_sigint_during_a_slow_tool_exits_130_and_the_session_loads_cleanly(agent_env, workspace, agent_state_dir):
+    script = [tool_call_stream([("c1", "bash", json.dumps({"command": "sleep 30"}))]), text_stream("resumed fine")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        proc = subprocess.Popen([*AGENT, "run", "-p", "wait", "--cwd", str(workspace)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                p.name == "events.jsonl" and '"tool/call"' in p.read_text() for p in agent_state_dir.rglob("events.jsonl")):
+            time.sleep(0.1)
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, err
+        assert time.monotonic() - started < 10
+        sid = session_of(err)
+        assert calls_without_results(agent_state_dir, sid) == set()
+        again = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "hi", "--cwd", str(workspace),
+                    "--resume", sid)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "resumed fine"
+    assert calls_without_results(agent_state_dir, sid) == set()
