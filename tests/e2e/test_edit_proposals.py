@@ -272,3 +272,24 @@ async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_
     result = [e.data for e in log.events if e.type == "tool/result" and e.data["call_id"] == "e"][0]
     assert result["status"] == "failed" and "cancelled" in result["content"]
     assert log.events[-1].type == "turn/end" and log.events[-1].data["exit"] == "cancelled"
+
+
+async def test_file_the_editor_does_not_know_is_a_clear_file_not_found_result(acp_harness_factory, endpoint, workspace):
+    editor = MemoryEditor()
+    push(endpoint, call("r", "read", path="nowhere.py"), text_stream("ok"))
+    h, sid, _ = await start(acp_harness_factory, endpoint, workspace, editor)
+    assert (await h.prompt(sid, "read it")).stop_reason == "end_turn"
+    result = tool_messages(endpoint, 1)[-1]["content"]
+    assert "not found" in result.lower() or "does not exist" in result.lower()
+    assert "nowhere.py" in result
+
+
+async def test_selection_in_the_prompt_reaches_the_model_with_its_path_and_lines(acp_harness_factory, endpoint, workspace):
+    path = workspace / "sel.py"
+    push(endpoint, text_stream("seen"))
+    h, sid, _ = await start(acp_harness_factory, endpoint, workspace, MemoryEditor())
+    selection = {"type": "resource", "resource": {"uri": f"{path.as_uri()}#L10-L20", "text": "def f():\n    pass\n",
+                                                   "mimeType": "text/x-python"}}
+    assert (await h.prompt(sid, [{"type": "text", "text": "explain this"}, selection])).stop_reason == "end_turn"
+    user = endpoint.requests[0].json()["messages"][-1]["content"]
+    assert f"{path} lines 10-20" in user and "def f():" in user
