@@ -80,6 +80,17 @@ class ProviderSettings(BaseModel):
     """Where the key came from (a variable or file name) — safe to show the user, never the key."""
 
 
+class Price(BaseModel):
+    """What a model costs, per million tokens: ``input`` (prompt) and ``output`` (completion)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    currency: str = "USD"
+    """ISO 4217 code, sent as ``cost.currency`` in ``usage_update``."""
+
+
 class AgentSettings(BaseModel):
     """Settings of the agent loop, with their defaults."""
 
@@ -96,6 +107,22 @@ class AgentSettings(BaseModel):
     """Seconds of silence (not even an SSE comment) after which a stream fails as ``STREAM_IDLE``."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
+    chars_per_token: float = Field(default=4.0, gt=0)
+    """Characters per token for the estimate made before each request (until the provider's
+    ``usage`` of an earlier request is known; then that is trusted plus what was added since)."""
+    compact_threshold: float = Field(default=0.8, gt=0, lt=1)
+    """Compact the history before a request whose estimate passes this share of the window."""
+    keep_ratio: float = Field(default=0.16, gt=0, lt=1)
+    """Share of the history (by estimated tokens) kept verbatim after the checkpoint."""
+    price_per_million: Price | None = None
+    """Price of every model (``{input = 0.27, output = 1.10, currency = "USD"}``): ``usage_update``
+    then carries the session's cumulative ``cost``. ``None``: no cost is reported."""
+    model_prices: dict[str, Price] = Field(default_factory=dict)
+    """Model id → price, overriding ``price_per_million`` for that model."""
+
+    def price_for(self, model: str | None) -> Price | None:
+        """The configured price of ``model`` (its own, else the default), or ``None``."""
+        return self.model_prices.get(model or "", self.price_per_million)
 
 
 DEFAULT_SECRET_PATTERNS = [".env*", "~/.ssh/**", "~/.aws/**", "~/.netrc", "*.pem", "*id_rsa*"]

@@ -5,7 +5,8 @@ it), rebuild the exact HTTP body of every model request it accounts for
 (``agent.replay.logged_requests``) and print them — as a readable listing, as the raw bytes of one
 step's body (``--step N``), or as one JSON object a line (``--json``: ``request``, ``step_index``,
 ``seq``, ``turn``, ``step``, ``attempt``, ``outcome``, ``certain``, ``sha256``, ``bytes``,
-``body``). Exit status: 0, 1 when the log cannot be read, 2 for bad usage.
+``kind`` — ``step`` or ``compaction``, the summarising request of a compaction — and ``body``).
+Exit status: 0, 1 when the log cannot be read, 2 for bad usage.
 
 Must never: touch the network, read the configuration or the environment, or write to the log.
 """
@@ -31,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
                              "in --json): print its body's exact bytes (with --json: its requests)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per request: request, step_index, seq, turn, step, attempt, "
-                             "outcome, certain, sha256, bytes, body")
+                             "outcome, certain, sha256, bytes, kind, body")
     return parser
 
 
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
         return 1
     if args.step is not None:
         steps = sorted({r.step_index for r in requests})
-        requests = [r for r in requests if r.step_index == args.step]
+        requests = [r for r in requests if r.step_index == args.step and r.kind == "step"]
         if not requests:
             sys.stderr.write(f"agent-server replay: no step {args.step} in {path} "
                              f"(steps: {steps[0]}–{steps[-1]})\n" if steps else
@@ -69,7 +70,8 @@ def main(argv: list[str]) -> int:
         out.write(requests[0].body)
     else:
         for request in requests:
-            out.write((f"### request {request.index}: step {request.step_index} (turn {request.turn}, "
+            what = "compaction after step" if request.kind == "compaction" else "step"
+            out.write((f"### request {request.index}: {what} {request.step_index} (turn {request.turn}, "
                        f"step {request.step}, attempt {request.attempt}), step/start seq {request.seq}, "
                        f"{request.outcome}{'' if request.certain else ' (may not have been sent)'}, "
                        f"{len(request.body)} bytes, sha256 {request.sha256}\n").encode("utf-8"))

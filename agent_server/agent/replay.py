@@ -3,7 +3,8 @@
 Role: ``logged_requests(events)`` walks the log and yields one ``LoggedRequest`` per HTTP request
 the agent made (or may have made), each with the exact body ``encode_body(request_body(events,
 seq))`` — the same two functions the agent used to build what it sent. Retries re-send their
-step's body unchanged, so every attempt of a step has that body.
+step's body unchanged, so every attempt of a step has that body. The summarising request of a
+compaction (``compaction/start``) is listed too, in log order, rebuilt by ``compaction_body``.
 
 Must never: read anything but the events (no config, no clock, no network), or guess a body.
 """
@@ -14,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from agent_server.agent.request import request_body
+from agent_server.agent.request import compaction_body, request_body
 from agent_server.llm import encode_body
 from agent_server.session import SessionEvent
 
@@ -29,7 +30,9 @@ class LoggedRequest:
     (cancelled while streaming), ``"error:<CODE>"`` (a failed try), or ``"unknown"`` (the process
     died with the step open: the request may or may not have gone out); ``certain``: ``False``
     when the log cannot tell whether the request reached the endpoint (``unknown``, or cancelled
-    before anything came back); ``body``: the exact bytes.
+    before anything came back); ``body``: the exact bytes; ``kind``: ``"step"``, or
+    ``"compaction"`` for a summarising request (then ``seq`` is its ``compaction/start``,
+    ``step_index`` that of the last step before it, ``step`` the step it was made for).
     """
 
     index: int
@@ -41,6 +44,7 @@ class LoggedRequest:
     outcome: str
     certain: bool
     body: bytes
+    kind: str = "step"
 
     @property
     def sha256(self) -> str:
@@ -51,7 +55,8 @@ class LoggedRequest:
         """The ``replay --json`` line: the fields above, ``sha256``, ``bytes`` and ``body`` as text."""
         return {"request": self.index, "step_index": self.step_index, "seq": self.seq, "turn": self.turn,
                 "step": self.step, "attempt": self.attempt, "outcome": self.outcome, "certain": self.certain,
-                "sha256": self.sha256, "bytes": len(self.body), "body": self.body.decode("utf-8")}
+                "sha256": self.sha256, "bytes": len(self.body), "kind": self.kind,
+                "body": self.body.decode("utf-8")}
 
 
 def logged_requests(events: Sequence[SessionEvent]) -> list[LoggedRequest]:
@@ -64,23 +69,49 @@ def logged_requests(events: Sequence[SessionEvent]) -> list[LoggedRequest]:
     """
     exits = {e.data.get("turn"): e.data.get("exit") for e in events if e.type == "turn/end"}
     out: list[LoggedRequest] = []
-    for step_index, (start, outcomes) in enumerate(_steps(events), start=1):
-        turn = int(start.data.get("turn", 0))
-        if not any(o[0] in ("ok", "interrupted") for o in outcomes) and exits.get(turn) in (None, "interrupted"):
-            outcomes.append(("unknown", False))
-        if not outcomes:
-            continue
-        body = encode_body(request_body(events, start.seq))
+    step_index = 0
+    for start, outcomes in _units(events):
+        turn = int(start.data.get("turn") or 0)
+        if start.type == "compaction/start":
+            if not outcomes:  # the process died while it was being made
+                outcomes.append(("unknown", False))
+            body = encode_body(compaction_body(events, start.seq))
+            kind = "compaction"
+        else:
+            step_index += 1
+            if not any(o[0] in ("ok", "interrupted") for o in outcomes) and exits.get(turn) in (None, "interrupted"):
+                outcomes.append(("unknown", False))
+            if not outcomes:
+                continue
+            body = encode_body(request_body(events, start.seq))
+            kind = "step"
         for attempt, (outcome, certain) in enumerate(outcomes, start=1):
-            out.append(LoggedRequest(len(out) + 1, step_index, start.seq, turn, int(start.data.get("step", 0)),
-                                     attempt, outcome, certain, body))
+            out.append(LoggedRequest(len(out) + 1, step_index, start.seq, turn, int(start.data.get("step") or 0),
+                                     attempt, outcome, certain, body, kind))
     return out
 
 
-def _steps(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[tuple[str, bool]]]]:
-    """Each ``step/start`` with the ``(outcome, certain)`` of the tries logged for it."""
+def _units(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[tuple[str, bool]]]]:
+    """Each ``step/start`` and ``compaction/start`` with the ``(outcome, certain)`` of the tries
+    logged for it (a compaction's: ``compaction/attempt`` and ``compaction/summary``)."""
     current: tuple[SessionEvent, list[tuple[str, bool]]] | None = None
+    compaction: tuple[SessionEvent, list[tuple[str, bool]]] | None = None
     for event in events:
+        if event.type == "compaction/start":
+            if current is not None:  # the step before it was made (and finished) first
+                yield current
+                current = None
+            compaction = (event, [])
+        elif compaction is not None and event.type in ("compaction/attempt", "compaction/summary"):
+            if event.type == "compaction/summary":
+                compaction[1].append(("ok", True))
+            elif event.data.get("cancelled"):
+                compaction[1].append(("interrupted", False))
+            else:
+                compaction[1].append((f"error:{(event.data.get('error') or {}).get('code', 'ERROR')}", True))
+        if compaction is not None and event.type in ("compaction/end", "step/start", "turn/end"):
+            yield compaction
+            compaction = None
         if event.type == "step/start":
             if current is not None:
                 yield current
@@ -96,5 +127,7 @@ def _steps(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[
                 current[1].append(("interrupted", got_something))
             else:
                 current[1].append(("ok", True))
+    if compaction is not None:
+        yield compaction
     if current is not None:
         yield current

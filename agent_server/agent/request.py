@@ -5,6 +5,9 @@ Role: ``request_body(events, step_seq)`` returns the JSON body of the model requ
 ``request/header`` (system text, tool schemas, parameters, quirks) and the projection of the
 history. The agent sends ``encode_body(request_body(...))``; replay calls the same function, so the
 bytes are equal by construction (invariant 9, "what the model saw equals what is in the log").
+``compaction_body(events, start_seq)`` does the same for the summarising request of a
+compaction: its system prompt, model and parameters are in ``compaction/start``, its transcript is
+rendered (``render_transcript``) from the surface messages of the range being replaced.
 
 Must never: read anything that is not an event (no config, no clock, no environment).
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from agent_server.session import SessionEvent, derive_messages
+from agent_server.session import SessionEvent, derive_messages, surface_messages
 
 
 class RequestRebuildError(Exception):
@@ -29,9 +32,16 @@ def request_body(events: Sequence[SessionEvent], step_seq: int) -> dict[str, Any
     prior = [e for e in events if e.seq <= step_seq]
     if not prior or prior[-1].type != "step/start":
         raise RequestRebuildError(f"event {step_seq} is not a step/start")
+    return pending_body(prior)
+
+
+def pending_body(events: Sequence[SessionEvent]) -> dict[str, Any]:
+    """The body a ``step/start`` appended after ``events`` would send (for the estimate made
+    before a step: ``request_body`` of that step equals it). Raises ``RequestRebuildError``."""
+    prior = list(events)
     header = next((e for e in reversed(prior) if e.type == "request/header"), None)
     if header is None:
-        raise RequestRebuildError(f"no request/header before step/start {step_seq}")
+        raise RequestRebuildError("no request/header before the step")
     data = header.data
     messages = [{"role": "system", "content": data["system"]}]
     for message in derive_messages(prior):
@@ -66,3 +76,61 @@ def attempt_steps(events: Sequence[SessionEvent]) -> list[int]:
         elif event.type in ("assistant/attempt", "assistant") and current is not None:
             order.append(current)
     return order
+
+
+def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str, Any]:
+    """Body of the summarising request of the ``compaction/start`` event numbered ``start_seq``:
+    ``{"model", <params>..., "messages": [system, user(transcript)], "stream": true,
+    "stream_options"}``. Raises ``RequestRebuildError``."""
+    prior = [e for e in events if e.seq <= start_seq]
+    if not prior or prior[-1].type != "compaction/start":
+        raise RequestRebuildError(f"event {start_seq} is not a compaction/start")
+    data = prior[-1].data
+    first, last = data["first_seq"], data["last_seq"]
+    replaced = [m for seq, m in surface_messages(prior[:-1]) if first <= seq <= last]
+    transcript = render_transcript(replaced, data["max_transcript_chars"])
+    body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
+        {"role": "system", "content": data["system"]},
+        {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + transcript + "\n</transcript>"},
+    ]}
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
+    """The messages as plain text (``[user]``, ``[assistant]``, ``[assistant called …]``,
+    ``[tool result …]`` headed blocks), at most about ``max_chars`` characters: when longer, the
+    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically."""
+    blocks = [_block(m) for m in messages]
+    budget = max(0, max_chars - 2 * len(blocks))
+    if sum(len(b) for b in blocks) <= budget:
+        return "\n\n".join(blocks)
+    cap, rest, left = 0, sorted(len(b) for b in blocks), budget
+    for i, size in enumerate(rest):  # water-filling: the largest cap that fits the budget
+        share = left // (len(rest) - i)
+        if size > share:
+            cap = share
+            break
+        left -= size
+    else:
+        cap = max(rest)
+    return "\n\n".join(b if len(b) <= cap else _cut(b, cap) for b in blocks)
+
+
+def _block(message: dict[str, Any]) -> str:
+    role = message["role"]
+    if role == "tool":
+        return f"[tool result for call {message.get('tool_call_id')}]\n{message.get('content') or ''}"
+    lines = [f"[{role}]\n{message.get('content') or ''}"] if message.get("content") else []
+    for call in message.get("tool_calls") or []:
+        fn = call["function"]
+        lines.append(f"[{role} called {fn['name']} (call {call['id']}) with {fn['arguments']}]")
+    return "\n".join(lines) or f"[{role}]"
+
+
+def _cut(text: str, cap: int) -> str:
+    marker = f"\n[… {len(text) - cap} characters left out …]\n"
+    keep = max(0, cap - len(marker))
+    head = keep * 2 // 3
+    return text[:head] + marker + text[len(text) - (keep - head):] if keep - head else text[:head] + marker

@@ -5,7 +5,9 @@ steps run until the model stops or an exit is raised — and always ends it with
 ``turn/end`` carrying the exit. Turns of one session run one after another (a prompt that waits is
 logged as ``inbox/queued``, then ``inbox/started`` or ``inbox/cancelled``); ``cancel()`` stops the
 running one, whose calls all get a result and whose end is announced to the model by a notice
-(``recovery.close_cancelled_turn``).
+(``recovery.close_cancelled_turn``). Before each step the history may be compacted
+(``compaction.Compactor``: estimate over ``compact_threshold`` × window); a step the provider answers
+``CONTEXT_WINDOW_EXCEEDED`` is compacted once and retried once, a second overflow ends the turn.
 
 Must never: keep a message list (every request is rebuilt from the log), call a tool directly, or
 leave a turn without its ``turn/end``.
@@ -36,6 +38,8 @@ from agent_server.agent.step import (
     log_request_inputs,
     stream_step,
 )
+from agent_server.agent.budget import usage_update
+from agent_server.agent.compaction import Compactor
 from agent_server.agent.recovery import close_cancelled_turn
 from agent_server.agent.user_input import prompt_text
 from agent_server.config import Config, redact_url
@@ -110,6 +114,7 @@ class AgentSession:
         self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
+        self.compactor = Compactor(log, emit, settings, config.provider.context_window, self.retry)
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -174,6 +179,22 @@ class AgentSession:
         """``session/cancel``: stop the running turn and every prompt waiting behind it."""
         for ticket in list(self._waiting):
             ticket.cancel()
+
+    async def compact_now(self) -> str:
+        """``/compact``: compact the history now (after a running turn, never during one); returns
+        the text for the user. Logged like any compaction, with ``reason: "command"``."""
+        async with self._turn_lock:
+            try:
+                client = self._client_factory()
+                header = self._header_factory()
+                self._log_inputs(header)
+                turn = self._next_turn_number() - 1
+                await self.compactor.compact(client, header, turn=turn, step=0, reason="command", announce=False)
+            except TurnFailed as exc:
+                return f"The history was not compacted: {exc.error.get('message')}"
+        before, after = self.compactor.last_change or (0, 0)
+        return (f"The history was compacted (about {before:,} → {after:,} tokens): earlier messages are now one "
+                "checkpoint summary.")
 
     async def close(self) -> None:
         """Cancel everything, wait for the running turn to log its end, close the log."""
@@ -240,16 +261,25 @@ class AgentSession:
 
     async def _step(self, client: ModelClient, turn: int, step: int, partial: PartialMessage) -> None:
         header = self._header_factory()
-        provider = self.config.provider
-        log_request_inputs(
-            self.log,
-            header,
-            {"provider": provider.profile, "base_url": redact_url(provider.base_url), "model": header.model,
-             "context_window": provider.context_window},
-        )
-        message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial)
+        self._log_inputs(header)
+        estimate = await self.compactor.before_step(client, header, turn=turn, step=step)
+        try:
+            message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial)
+        except TurnFailed as exc:  # the provider says it does not fit: compact once, retry the step once
+            if exc.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
+                raise
+            await self.compactor.compact(client, header, turn=turn, step=step, reason="context_window_exceeded")
+            estimate = self.compactor.estimate()
+            try:
+                message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry,
+                                            partial=partial)
+            except TurnFailed as again:
+                if again.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
+                    raise
+                raise TurnFailed({**again.error, "message": "the request is still too large for the model's context "
+                                  f"window after compacting the history: {again.error.get('message')}"}) from again
         self._commit_assistant(turn, step, message)
-        await self._emit_usage(message)
+        await self._emit_usage(message, estimate)
         if message.finish_reason == "length":
             raise MaxTokens()
         if message.finish_reason == "content_filter" or message.refusal:
@@ -257,6 +287,15 @@ class AgentSession:
         if not message.tool_calls:
             raise EndTurn()
         await self._runner.run_batch(turn, message.tool_calls)
+
+    def _log_inputs(self, header: RequestHeader) -> None:
+        provider = self.config.provider
+        log_request_inputs(
+            self.log,
+            header,
+            {"provider": provider.profile, "base_url": redact_url(provider.base_url), "model": header.model,
+             "context_window": provider.context_window},
+        )
 
     def _commit_assistant(self, turn: int, step: int, message: AssembledMessage) -> None:
         data: dict[str, Any] = {
@@ -296,8 +335,9 @@ class AgentSession:
                           f"\n\n[agent-server] Stopped after {budget} model requests in this turn "
                           "(max_steps_per_turn). Send a message to let the agent continue."}})
 
-    async def _emit_usage(self, message: AssembledMessage) -> None:
-        usage = message.usage or {}
-        used = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
-        if isinstance(used, int) and used > 0:
-            await self._emit({"sessionUpdate": "usage_update", "used": used, "size": self.config.provider.context_window})
+    async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:
+        """``usage_update`` after a step: ``used`` ≤ ``size``, ``cost`` when a price is configured."""
+        update = usage_update(self.log.events, message.usage, estimate, self.config.provider.context_window,
+                              self.config.agent)
+        if update is not None:
+            await self._emit(update)

@@ -85,6 +85,10 @@ def handled_fs(abi: int) -> int:
     return rights
 
 
+SCOPE_SIGNAL = 1 << 1
+"""``LANDLOCK_SCOPE_SIGNAL`` (ABI 6): no signals to processes outside the Landlock domain."""
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
@@ -131,6 +135,9 @@ def apply_landlock(spec: dict) -> int:
             raise SandboxError(f"network = false needs Landlock ABI 4 (this kernel has {abi})")
         attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
         size = 16
+    if abi >= 6:  # the command may not signal processes outside its sandbox (agent-server, the editor)
+        attr.scoped = SCOPE_SIGNAL
+        size = 24
     ruleset = _check(libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:

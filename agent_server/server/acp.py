@@ -159,7 +159,9 @@ class AcpServer:
         # plain ACP (fs/write_text_file, no proposals): the permission question is the user's only review
         policy.ask_edits = self.editor.write_text and not self.editor.apply_workspace_edit
         context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
-                              session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher)
+                              session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
+                              env=self._tool_env(),
+                              is_secret=lambda p: policy.secrets.match(p, p.resolve()) is not None)
         runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
                             guards=[policy.guard])
         session = self.sessions[session_id] = AgentSession(
@@ -190,6 +192,8 @@ class AcpServer:
             blocks = [{"type": "text", "text": commands.INIT_PROMPT}]
         ticket = session.new_ticket()
         ctx.on_cancel = ticket.cancel
+        if ctx.cancel_requested:  # $/cancel_request arrived before the handler ran
+            ticket.cancel()
         outcome = await session.prompt(blocks, ticket)
         if outcome.error is not None:
             raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
@@ -215,6 +219,8 @@ class AcpServer:
                 await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
         elif name == "model":
             text = commands.change_model(session.log, argument, self.config.provider.model)
+        elif name == "compact":
+            text = await session.compact_now()
         else:
             text = commands.usage_report(session.log.events, self.config.provider.context_window)
         commands.log_command(session.log, name, argument, text)
@@ -256,6 +262,14 @@ class AcpServer:
         if self.connection is None or not (caps.read_text or caps.write_text or caps.apply_workspace_edit):
             return DiskFiles()
         return EditorFiles(self.connection, session_id, caps, emit=emit)
+
+    def _tool_env(self) -> dict[str, str]:
+        """The environment tools (the shell) get: ours minus agent-server's own settings and
+        anything holding the model's API key — a command must never be able to print the key."""
+        key = self.config.provider.api_key
+        drop = {self.config.provider.api_key_env}
+        return {k: v for k, v in os.environ.items()
+                if not k.startswith("AGENT_SERVER_") and k not in drop and not (key and key in v)}
 
     def _session(self, session_id: str) -> AgentSession:
         session = self.sessions.get(session_id)

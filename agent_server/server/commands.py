@@ -1,4 +1,4 @@
-"""Slash commands: ``/mode``, ``/model``, ``/usage``, ``/init`` typed as a prompt.
+"""Slash commands: ``/mode``, ``/model``, ``/usage``, ``/init``, ``/compact`` typed as a prompt.
 
 Role: the commands advertised with ``available_commands_update`` after ``session/new``; recognise
 a prompt whose text starts with ``/`` and a known name; run it. A command that changes the
@@ -6,6 +6,8 @@ session logs its change (``mode/changed`` through policy, ``model/changed`` here
 itself as ``command`` — it is not a user message, so the model never sees the command line, only
 its effect (the next request's header). ``/init`` becomes a turn: the model is asked to write a
 starter ``AGENTS.md`` with its tools, so the file arrives as an edit proposal like any other.
+``/compact`` compacts the history now (``AgentSession.compact_now``: the usual ``compaction/*``
+events, after a running turn).
 
 Must never: treat text that merely starts with ``/`` as a command (a path such as ``/etc/hosts``
 is a prompt), or change the session without an event saying so.
@@ -23,6 +25,7 @@ COMMANDS: list[dict[str, Any]] = [
     {"name": "model", "description": "Use another model for this session", "input": {"hint": "model id"}},
     {"name": "usage", "description": "Show this session's token usage"},
     {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},
+    {"name": "compact", "description": "Summarise the older history into one checkpoint to free context"},
 ]
 """ACP ``AvailableCommand``\\s, in the order they are offered."""
 

@@ -156,10 +156,16 @@ class EditorFiles:
         message = str(result.get("message") or "") if isinstance(result, dict) else ""
         if outcome in ("applied", "partial"):
             try:
-                landed, applied = _landed_text(result.get("applied"), uri, old or "", self.caps.encoding)
-            except (ValueError, KeyError, TypeError) as exc:
-                return WriteOutcome("failed", f"the editor's answer did not describe what it applied ({exc})")
-            info = (result.get("versions") or {}).get(uri) or {}
+                if outcome == "applied" and result.get("applied") is None:
+                    landed, applied = new, total  # "applied" without the edit: everything we sent landed
+                else:
+                    landed, applied = _landed_text(result.get("applied"), uri, old or "", self.caps.encoding)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                return WriteOutcome("failed", f"the editor said {outcome!r} but its 'applied' edit is not a "
+                                              f"valid WorkspaceEdit for this file ({exc}); read the file to see "
+                                              "what it holds now")
+            versions = result.get("versions") if isinstance(result.get("versions"), dict) else {}
+            info = versions.get(uri) if isinstance(versions.get(uri), dict) else {}
             version = info.get("version") if isinstance(info.get("version"), int) else None
             snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
             saved = result.get("saved") is True

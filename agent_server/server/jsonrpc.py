@@ -292,8 +292,16 @@ class Connection:
         entry = self._inflight.get(request_id)
         if entry is None:
             return
+        entry[1].cancel_requested = True
+        # Deliver on the next loop pass: a request whose $/cancel_request came in the same read has
+        # not started yet, and cancelling a task before its first step would skip its answer.
+        asyncio.get_running_loop().call_soon(self._deliver_cancel, request_id)
+
+    def _deliver_cancel(self, request_id: Any) -> None:
+        entry = self._inflight.get(request_id)
+        if entry is None:
+            return
         task, context = entry
-        context.cancel_requested = True
         if context.on_cancel is not None:
             context.on_cancel()
         else:

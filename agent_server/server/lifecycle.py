@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -119,7 +120,7 @@ class SessionLifecycle:
             session = self.server.open_session(p.sessionId, event_log, roots)
         else:
             header = session.log.events[0].data
-            if header.get("cwd") != p.cwd:
+            if not _same_dir(header.get("cwd"), p.cwd):
                 raise JsonRpcError(INVALID_PARAMS, f"session {p.sessionId} belongs to {header.get('cwd')}, not {p.cwd}",
                                    {"sessionId": p.sessionId, "cwd": header.get("cwd")})
         header = session.log.events[0].data
@@ -157,7 +158,7 @@ class SessionLifecycle:
 
     @staticmethod
     def _roots(p: LoadSessionParams, header: dict[str, Any]) -> list[str]:
-        if header.get("cwd") != p.cwd:
+        if not _same_dir(header.get("cwd"), p.cwd):
             raise JsonRpcError(INVALID_PARAMS, f"session {p.sessionId} belongs to {header.get('cwd')}, not {p.cwd}",
                                {"sessionId": p.sessionId, "cwd": header.get("cwd")})
         extra = p.additionalDirectories or list(header.get("additional_directories") or [])
@@ -179,7 +180,8 @@ class SessionLifecycle:
 
         Each ``SessionInfo``: ``sessionId``, ``cwd``, ``additionalDirectories`` (when any),
         ``title`` (first line of the first prompt, at most ``TITLE_CHARS``; absent before the first
-        prompt) and ``updatedAt`` (ISO 8601, the log's last write). ``cwd`` filters exactly.
+        prompt) and ``updatedAt`` (ISO 8601, the log's last write). ``cwd`` filters by folder
+        (``/w``, ``/w/`` and ``/w/.`` are the same folder).
         Unreadable logs are skipped. A ``cursor`` is refused (``-32602``): no page is ever cut.
         """
         p: ListSessionsParams = _parse(ListSessionsParams, params)
@@ -197,7 +199,7 @@ class SessionLifecycle:
                 log.warning("session/list: skipping %s: %s", session_id, exc)
                 continue
             cwd = header.data.get("cwd")
-            if not isinstance(cwd, str) or (p.cwd is not None and cwd != p.cwd):
+            if not isinstance(cwd, str) or (p.cwd is not None and not _same_dir(cwd, p.cwd)):
                 continue
             info: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "updatedAt": _iso(updated)}
             extra = header.data.get("additional_directories")
@@ -234,6 +236,11 @@ class SessionLifecycle:
                 raise JsonRpcError(RESOURCE_NOT_FOUND, f"unknown session: {p.sessionId}",
                                    {"sessionId": p.sessionId}) from None
         return {}
+
+
+def _same_dir(a: Any, b: Any) -> bool:
+    """Whether two absolute folder paths name the same folder, lexically (``/w/`` is ``/w``)."""
+    return isinstance(a, str) and isinstance(b, str) and os.path.normpath(a) == os.path.normpath(b)
 
 
 def session_title(first_user: SessionEvent | None) -> str | None:

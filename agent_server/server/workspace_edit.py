@@ -129,6 +129,9 @@ def apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str = "ut
     spans = []
     for edit in edits:
         start, end = edit["range"]["start"], edit["range"]["end"]
+        if min(start["line"], start["character"], end["line"], end["character"]) < 0 or \
+                not isinstance(edit["newText"], str):
+            raise ValueError("a text edit with a negative position or no newText")
         a0 = index.offset(start["line"], start["character"], encoding)
         a1 = index.offset(end["line"], end["character"], encoding)
         spans.append((a0, max(a0, a1), edit["newText"]))

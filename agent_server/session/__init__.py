@@ -18,7 +18,7 @@ from agent_server.session.events import (
     read_events,
     read_head,
 )
-from agent_server.session.projection import derive_messages
+from agent_server.session.projection import derive_messages, surface_messages
 
 __all__ = [
     "DURABLE_TYPES",
@@ -29,6 +29,7 @@ __all__ = [
     "LogVersionError",
     "SessionEvent",
     "derive_messages",
+    "surface_messages",
     "read_events",
     "read_head",
 ]

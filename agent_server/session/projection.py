@@ -29,6 +29,12 @@ Interrupted turns (``agent/recovery.py`` writes the events; nothing special happ
   whether its reply was cut off or lost, and which calls did not run or may have half-run;
 * ``inbox/*`` events (prompts that waited for a turn, including ones dropped by a crash) are not
   projected: the model sees a prompt only through the ``user`` event of the turn that ran it.
+
+Compaction (``agent/compaction.py`` writes the events): a ``compaction/end`` event with
+``{first_seq, last_seq, message}`` is a replacement — the surface messages of the events in
+``[first_seq, last_seq]`` (an earlier checkpoint included) become ONE user message, ``message``
+(the checkpoint), at the place of the first of them. The replaced events stay in the log; a
+``compaction/end`` without ``message`` (an aborted compaction) replaces nothing.
 """
 
 from __future__ import annotations
@@ -44,13 +50,30 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[dict[str, Any]]:
     Returns a new list of new dicts on every call. Events of unknown types are ignored, so newer
     bookkeeping events never change what an older request looked like.
     """
+    return [message for _, message in surface_messages(events)]
+
+
+def surface_messages(events: Iterable[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+    """Like ``derive_messages`` but each message paired with the ``seq`` of the event it came from
+    (a checkpoint: the ``first_seq`` of the range it replaces), compactions applied in log order."""
     events = list(events)
+    pairs = _plain_messages(events)
+    for event in events:
+        if event.type == "compaction/end" and isinstance(event.data.get("message"), str):
+            first, last = event.data["first_seq"], event.data["last_seq"]
+            pairs = ([p for p in pairs if p[0] < first]
+                     + [(first, {"role": "user", "content": event.data["message"]})]
+                     + [p for p in pairs if p[0] > last])
+    return pairs
+
+
+def _plain_messages(events: list[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
     refused = {
         e.data.get("turn")
         for e in events
         if e.type == "turn/end" and e.data.get("exit") == "refusal"
     }
-    messages: list[dict[str, Any]] = []
+    messages: list[tuple[int, dict[str, Any]]] = []
     turn: int | None = None
     for event in events:
         kind, data = event.type, event.data
@@ -60,16 +83,16 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[dict[str, Any]]:
         if turn in refused and turn is not None:
             continue
         if kind == "user":
-            messages.append({"role": "user", "content": data["content"]})
+            messages.append((event.seq, {"role": "user", "content": data["content"]}))
         elif kind == "assistant":
             message = _assistant_message(data)
             if message is not None:
-                messages.append(message)
+                messages.append((event.seq, message))
         elif kind == "notice":
-            messages.append({"role": "user", "content": f"[agent-server notice] {data['text']}"})
+            messages.append((event.seq, {"role": "user", "content": f"[agent-server notice] {data['text']}"}))
         elif kind == "tool/result":
             messages.append(
-                {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]}
+                (event.seq, {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]})
             )
     return messages
 

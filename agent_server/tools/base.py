@@ -73,6 +73,9 @@ class ToolContext:
     session_dir: Path | None = None
     env: Mapping[str, str] | None = None
     shell_launcher: Callable[[list[str], dict[str, str]], Any] | None = None
+    is_secret: Callable[[Path], bool] | None = None
+    """Policy's test for files that may hold secrets: folder-wide searches leave them out (reading
+    one explicitly goes through the policy, which asks)."""
 
     @classmethod
     def on_disk(

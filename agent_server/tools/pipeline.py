@@ -27,6 +27,7 @@ from agent_server.session import EventLog
 from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, ToolResult, validate_args
 from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.output import SPILL_THRESHOLD, spill, trim_for_model
+from agent_server.tools.repeats import repeat_reminder
 
 log = logging.getLogger("agent_server.tools")
 
@@ -265,6 +266,7 @@ class ToolRunner:
         scale = limit / DEFAULT_RESULT_CHARS
         text, cut = trim_for_model(result.text, limit=limit, head=int(4096 * scale), tail=int(1024 * scale),
                                    spill_path=spilled)
+        text += repeat_reminder(self.log.events, turn, call.name, call.raw_arguments, int(call.tool_call_id[3:]))
         data: dict[str, Any] = {"turn": turn, "call_id": call.call_id, "tool_call_id": call.tool_call_id,
                                 "name": call.name, "status": "failed" if result.is_error else "completed",
                                 "content": text}

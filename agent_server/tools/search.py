@@ -232,12 +232,16 @@ class GrepTool(Tool):
         rows: list[str] = []
         total = 0
         capped = False
+        hidden: set[str] = set()
 
         selected = compile_glob(_relative_pattern(args.glob, folder)) if args.glob else None
 
         def add(rel: str, line_no: int, text: str, starts: list[int]) -> bool:
             nonlocal total, capped
             if selected is not None and name is None and not selected(rel):
+                return True
+            if name is None and ctx.is_secret is not None and ctx.is_secret(folder / rel):
+                hidden.add(rel)
                 return True
             total += 1
             if len(rows) < MAX_MATCHES:
@@ -269,6 +273,10 @@ class GrepTool(Tool):
                 return ToolResult.error(f"grep failed: invalid regular expression: {exc}")
             await _in_thread(lambda stop: _python_grep(folder, name, selected, regex, stop, add))
         where = display_path(target, ctx.roots)
+        if hidden:
+            listed = ", ".join(sorted(display_path(folder / h, ctx.roots) for h in hidden)[:5])
+            note += (f"\n[matches in {len(hidden)} file(s) that may hold secrets were left out ({listed}); "
+                     "to search one, name it as `path` — that asks the user first]")
         if total == 0:
             return ToolResult(f"No matches for `{args.pattern}` in {where}.{note}", meta={"count": 0})
         text = "\n".join(rows)

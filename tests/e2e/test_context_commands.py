@@ -30,7 +30,7 @@ async def test_available_commands_arrive_after_the_session_new_response(acp_harn
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     update = await h.wait_for_update("available_commands_update", session_id=sid)
     names = [c["name"] for c in update.message["params"]["update"]["availableCommands"]]
-    assert names == ["mode", "model", "usage", "init"]
+    assert names == ["mode", "model", "usage", "init", "compact"]
     transcript = h.transcript.snapshot()
     answered = transcript.index(h.transcript.response_to(h.transcript.requests("session/new")[0]))
     assert transcript.index(update) > answered
@@ -111,3 +111,12 @@ async def test_init_command_asks_the_model_to_write_agents_md(acp_harness_factor
     assert (await h.prompt(sid, "/init")).stop_reason == "end_turn"
     assert endpoint.requests[0].json()["messages"][-1] == {"role": "user", "content": INIT_PROMPT}
     assert (workspace / "AGENTS.md").read_text() == "# Project\n"
+
+
+async def test_session_list_matches_the_folder_not_the_spelling(acp_harness_factory, endpoint, workspace):
+    endpoint.push(text_stream("one"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "hi")
+    for spelling in (str(workspace), str(workspace) + "/", str(workspace) + "/."):
+        listed = await h.request("session/list", {"cwd": spelling})
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]

@@ -293,3 +293,26 @@ async def test_selection_in_the_prompt_reaches_the_model_with_its_path_and_lines
     assert (await h.prompt(sid, [{"type": "text", "text": "explain this"}, selection])).stop_reason == "end_turn"
     user = endpoint.requests[0].json()["messages"][-1]["content"]
     assert f"{path} lines 10-20" in user and "def f():" in user
+
+
+@pytest.mark.parametrize("answer, expect", [
+    ({"outcome": "applied", "saved": True, "versions": ["not", "a", "map"]}, "Edited"),
+    ({"outcome": "applied", "saved": True, "versions": "x"}, "Edited"),
+    ({"outcome": "partial", "saved": True, "applied": {"documentChanges": [{"textDocument": {"uri": "URI", "version": 1},
+      "edits": [{"range": {"start": {"line": -3, "character": 0}, "end": {"line": 0, "character": 1}}, "newText": "?"}]}]}},
+     "not a valid WorkspaceEdit"),
+])
+async def test_odd_editor_answers_are_reported_not_internal_errors(acp_harness_factory, endpoint, workspace, answer, expect):
+    path = workspace / "o.txt"
+    path.write_text("old\n")
+
+    def decide(params, hunks):
+        text = json.dumps(answer).replace("URI", params["edit"]["documentChanges"][0]["textDocument"]["uri"])
+        return json.loads(text)
+    editor = MemoryEditor({str(path): Buffer("old\n", version=1)}, decide=decide)
+    push(endpoint, call("r", "read", path="o.txt"), call("e", "edit", path="o.txt", old_string="old", new_string="new"),
+         text_stream("ok"))
+    h, sid, _ = await start(acp_harness_factory, endpoint, workspace, editor)
+    assert (await h.prompt(sid, "go")).stop_reason == "end_turn"
+    result = tool_messages(endpoint, 2)[-1]["content"]
+    assert expect in result and "unexpectedly" not in result

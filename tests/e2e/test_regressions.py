@@ -4,7 +4,7 @@ import json
 import signal
 import time
 
-from agent_server.offline import OfflineEndpoint, text_stream
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import EventLog
 
 
@@ -150,3 +150,44 @@ def test_sigterm_mid_prompt_closes_the_turn_in_the_log_and_answers_the_prompt(ra
     assert events[-1].type == "turn/end" and events[-1].data["exit"] == "cancelled"
     streamed = [e for e in events if e.type == "assistant"]
     assert streamed and streamed[0].data["interrupted"] and streamed[0].data["text"].startswith("slow")
+
+
+def test_prompt_and_its_cancel_request_in_one_write_is_answered_cancelled(raw_agent_factory, workspace):
+    with OfflineEndpoint.start_in_thread([text_stream("late")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        both = (json.dumps({"jsonrpc": "2.0", "id": 100, "method": "session/prompt", "params": prompt_params(sid)}) + "\n"
+                + json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 100}}))
+        agent.send_line(both)
+        assert agent.response(100, timeout=10)["result"]["stopReason"] == "cancelled"
+        after = agent.request("session/prompt", prompt_params(sid, "again"), timeout=20)
+        assert after["result"]["stopReason"] == "end_turn"
+
+
+def test_shell_commands_cannot_see_the_api_key(raw_agent_factory, workspace, agent_state_dir):
+    command = tool_call_stream([("c1", "bash", json.dumps({"command": "env; echo done"}))])
+    with OfflineEndpoint.start_in_thread([command, text_stream("ok")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_API_KEY": "sk-SECRETKEY123",
+                                       "OTHER_VAR_WITH_KEY": "Bearer sk-SECRETKEY123"})
+        init(agent)
+        sid = new_session(agent, workspace)
+        assert agent.request("session/prompt", prompt_params(sid), timeout=30)["result"]["stopReason"] == "end_turn"
+        shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert "done" in shown and "PATH=" in shown
+    assert "sk-SECRETKEY123" not in shown
+    assert "sk-SECRETKEY123" not in (agent_state_dir / "sessions" / sid / "events.jsonl").read_text()
+
+
+def test_folder_wide_grep_leaves_secret_files_out(raw_agent_factory, workspace):
+    (workspace / ".env").write_text("TOKEN=abc123\n")
+    (workspace / "app.py").write_text("TOKEN = read_token()\n")
+    command = tool_call_stream([("c1", "grep", json.dumps({"pattern": "TOKEN"}))])
+    with OfflineEndpoint.start_in_thread([command, text_stream("ok")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        assert agent.request("session/prompt", prompt_params(sid), timeout=30)["result"]["stopReason"] == "end_turn"
+        shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert "app.py:1:" in shown and "abc123" not in shown
+    assert "may hold secrets were left out (.env)" in shown

@@ -131,3 +131,17 @@ async def test_additional_directories_are_writable_roots_for_file_tools_and_the_
     assert (await h.prompt(sid, "extra")).stop_reason == "end_turn"
     assert (extra / "a.txt").read_text() == "a" and (extra / "b.txt").exists()
     assert not (tmp_path / "c.txt").exists() and "Permission denied" in results(endpoint)["b"]
+
+
+async def test_sandboxed_command_cannot_signal_processes_outside_its_sandbox(acp_harness_factory, endpoint, workspace):
+    outsider = subprocess.Popen(["sleep", "60"])
+    try:
+        script(endpoint, [call("sig", "bash", command=f"kill -0 {outsider.pid} && echo reachable; kill -0 $$ && echo self-ok")])
+        h, sid = await start(acp_harness_factory, endpoint, workspace)
+        assert (await h.prompt(sid, "signal")).stop_reason == "end_turn"
+        out = results(endpoint)["sig"]
+        assert "reachable" not in out and "self-ok" in out  # LANDLOCK_SCOPE_SIGNAL (ABI 6+)
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()

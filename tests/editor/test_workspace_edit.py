@@ -110,3 +110,9 @@ def test_random_splices_round_trip(old, data):
     new = old[:a] + data.draw(texts) + old[b:]
     edits = text_edits(old, new, "utf-16")
     assert reference_apply(old, edits, "utf-16") == new
+
+
+def test_negative_positions_are_refused_not_read_as_python_indexes():
+    bad = [{"range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 1}}, "newText": "x"}]
+    with pytest.raises(ValueError):
+        apply_text_edits("abc\n", bad)

@@ -191,3 +191,19 @@ async def test_handler_exception_is_internal_error_and_serving_goes_on():
     assert lines[3]["result"] == {"echo": {}}
     reader.feed_eof()
     await task
+
+
+async def test_cancel_request_in_the_same_read_as_its_request_is_still_answered():
+    async def slow(params, ctx):
+        await asyncio.sleep(3600)
+
+    reader, out, conn, task = make({"slow": slow, "echo": echo})
+    both = (json.dumps({"jsonrpc": "2.0", "id": 100, "method": "slow"}) + "\n" +
+            json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 100}}) + "\n")
+    reader.feed_data(both.encode())
+    lines = await out.wait_for(1)
+    assert lines[0] == {"jsonrpc": "2.0", "id": 100, "error": {"code": -32800, "message": "request cancelled"}}
+    send(reader, {"jsonrpc": "2.0", "id": 100, "method": "echo"})  # the id is free again
+    assert (await out.wait_for(2))[1]["result"] == {"echo": {}}
+    reader.feed_eof()
+    await task

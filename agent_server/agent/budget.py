@@ -1,0 +1,108 @@
+"""The token budget: how big the next request is, how full the window was, what the session cost.
+
+Role: ``estimate_tokens(events, chars_per_token)`` — the tokens of the request a step started now
+would send: the provider's ``usage.prompt_tokens`` of the latest request plus the characters added
+since ÷ ``chars_per_token``, or, before any usage is known (or after a compaction changed the
+history), all the body's characters ÷ ``chars_per_token``. ``usage_update(...)`` — the ACP
+``usage_update`` after a step (``used`` ≤ ``size``, ``cost`` when a price is configured);
+``session_cost`` sums the logged usage of every model request at its model's price.
+
+Must never: read anything but the events and settings it is given, or report ``used`` > ``size``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from agent_server.agent.request import RequestRebuildError, pending_body, request_body
+from agent_server.config import AgentSettings
+from agent_server.llm import encode_body
+from agent_server.session import SessionEvent
+
+
+def body_chars(body: dict[str, Any]) -> int:
+    """Characters of the encoded request ``body`` (what the estimate divides)."""
+    return len(encode_body(body).decode("utf-8"))
+
+
+def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float) -> int:
+    """Estimated prompt tokens of a step started after ``events`` (see the module docstring).
+
+    Raises ``RequestRebuildError`` when there is no ``request/header`` yet.
+    """
+    now = body_chars(pending_body(events))
+    anchor = _usage_anchor(events)
+    if anchor is not None:
+        step_seq, prompt_tokens = anchor
+        try:
+            then = body_chars(request_body(events, step_seq))
+        except RequestRebuildError:
+            then = None
+        if then is not None and now >= then:
+            return prompt_tokens + round((now - then) / chars_per_token)
+    return round(now / chars_per_token)
+
+
+def _usage_anchor(events: Sequence[SessionEvent]) -> tuple[int, int] | None:
+    """``(step/start seq, prompt_tokens)`` of the latest request with a provider count, unless a
+    compaction came after it (then the count describes a history that is no longer sent)."""
+    step_seq: int | None = None
+    found: tuple[int, int] | None = None
+    for event in events:
+        if event.type == "step/start":
+            step_seq = event.seq
+        elif event.type == "assistant" and step_seq is not None:
+            prompt = (event.data.get("usage") or {}).get("prompt_tokens")
+            if isinstance(prompt, int) and prompt > 0:
+                found = (step_seq, prompt)
+        elif event.type == "compaction/end" and event.data.get("message"):
+            found = None
+    return found
+
+
+def session_cost(events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any] | None:
+    """``{"amount", "currency"}``: the logged usage of every request (steps and summaries) at the
+    configured price of the model it went to; ``None`` when no model used has a price."""
+    model: str | None = None
+    amount, currency, priced = 0.0, None, False
+    for event in events:
+        if event.type == "request/header":
+            model = event.data.get("model")
+            continue
+        if event.type == "assistant":
+            used_model = model
+        elif event.type == "compaction/summary":
+            used_model = event.data.get("model")
+        else:
+            continue
+        price = settings.price_for(used_model)
+        usage = event.data.get("usage") or {}
+        if price is None:
+            continue
+        priced = True
+        currency = currency or price.currency
+        amount += (int(usage.get("prompt_tokens") or 0) * price.input
+                   + int(usage.get("completion_tokens") or 0) * price.output) / 1_000_000
+    if not priced:
+        return None
+    return {"amount": round(amount, 6), "currency": currency}
+
+
+def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, estimate: int | None,
+                 size: int, settings: AgentSettings) -> dict[str, Any] | None:
+    """The ``usage_update`` after a step whose provider ``usage`` is given (``estimate``: the
+    request's estimated prompt tokens, used when the provider did not count the prompt), or
+    ``None`` when nothing is known. ``used`` is clamped to ``size``."""
+    usage = usage or {}
+    prompt = usage.get("prompt_tokens") or 0
+    completion = usage.get("completion_tokens") or 0
+    if not prompt and estimate:
+        prompt = estimate
+    used = (usage.get("total_tokens") or prompt + completion) if usage.get("prompt_tokens") else prompt + completion
+    if not isinstance(used, int) or used <= 0:
+        return None
+    update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": min(used, size), "size": size}
+    cost = session_cost(events, settings)
+    if cost is not None:
+        update["cost"] = cost
+    return update

@@ -1,0 +1,40 @@
+"""Repeated identical tool calls: a soft reminder at the 3rd, 5th and 8th (DESIGN.md §8).
+
+Role: ``repeat_reminder(events, turn, name, arguments, call_seq)`` counts the ``tool/call`` events
+of ``turn`` with the same tool name and the same arguments string up to the call logged at
+``call_seq``, and returns the reminder to append to that call's result (``""`` otherwise). The
+pipeline appends it before logging ``tool/result``, so the model sees it and replay holds.
+
+Must never: block, change, or skip a call — it only adds words to a result.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from agent_server.session import SessionEvent
+
+REMIND_AT = (3, 5, 8)
+"""Which identical call of a turn gets the reminder."""
+
+
+def repeat_count(events: Sequence[SessionEvent], turn: int, name: str, arguments: str, call_seq: int) -> int:
+    """How many ``tool/call``\\s of ``turn`` up to ``call_seq`` have this ``name`` and ``arguments``."""
+    count = 0
+    for event in reversed(events):
+        if event.type == "turn/start" and event.data.get("turn") == turn:
+            break
+        if (event.type == "tool/call" and event.seq <= call_seq and event.data.get("turn") == turn
+                and event.data.get("name") == name and event.data.get("arguments") == arguments):
+            count += 1
+    return count
+
+
+def repeat_reminder(events: Sequence[SessionEvent], turn: int, name: str, arguments: str, call_seq: int) -> str:
+    """The reminder for the call at ``call_seq`` when it is the 3rd, 5th or 8th identical one, else ``""``."""
+    count = repeat_count(events, turn, name, arguments, call_seq)
+    if count not in REMIND_AT:
+        return ""
+    return (f"\n\n[agent-server reminder] This is call number {count} of {name} with exactly these arguments in "
+            "this turn. Its result will not change unless something else changed in between: use the results "
+            "you already have, or try a different approach.")

@@ -1,0 +1,208 @@
+"""Compaction's pure parts: range selection (property: no tool call separated from its results,
+the tail kept verbatim), the replacement in the projection, the summary request's rebuild, the
+token estimate, the repeated-call reminder and the price configuration."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_server.agent.budget import estimate_tokens, session_cost, usage_update
+from agent_server.agent.compaction import (
+    CHECKPOINT_MARKER,
+    checkpoint_text,
+    choose_cut,
+    message_tokens,
+    valid_cuts,
+)
+from agent_server.agent.replay import logged_requests
+from agent_server.agent.request import compaction_body, pending_body, render_transcript, request_body
+from agent_server.config import AgentSettings, ConfigError, load_config
+from agent_server.llm import encode_body
+from agent_server.session import EventLog, derive_messages, surface_messages
+from agent_server.tools.repeats import repeat_count, repeat_reminder
+
+HEADER = {"system": "S", "model": "m", "params": {}, "tools": [], "reasoning_content": "drop"}
+
+# one turn = a prompt, then steps: each step is an assistant message with 0..3 calls (sizes of results)
+turns = st.lists(
+    st.tuples(st.integers(1, 400),  # prompt size
+              st.lists(st.tuples(st.integers(0, 300), st.lists(st.integers(1, 900), max_size=3)), max_size=4)),
+    min_size=1, max_size=5)
+
+
+def build_log(tmp_path, shape, name="s"):
+    log = EventLog.create(tmp_path / name / "events.jsonl", {"cwd": str(tmp_path)})
+    log.append("request/header", HEADER)
+    for t, (prompt, steps) in enumerate(shape, start=1):
+        log.append("turn/start", {"turn": t})
+        log.append("user", {"turn": t, "content": f"prompt {t} " + "p" * prompt})
+        for s, (text, results) in enumerate(steps, start=1):
+            log.append("step/start", {"turn": t, "step": s})
+            calls = [{"id": f"c{t}.{s}.{i}", "name": "read", "arguments": json.dumps({"n": i})} for i in range(len(results))]
+            log.append("assistant", {"turn": t, "step": s, "text": "a" * text, "tool_calls": calls, "usage": None})
+            for call, size in zip(calls, results):
+                log.append("tool/result", {"turn": t, "call_id": call["id"], "content": "r" * size})
+        log.append("turn/end", {"turn": t, "exit": "end_turn"})
+    return log
+
+
+def assert_calls_with_results(messages):
+    pending = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in pending
+            pending.discard(message["tool_call_id"])
+        else:
+            assert not pending
+            pending = {c["id"] for c in message.get("tool_calls") or []}
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=turns, ratio=st.floats(0.05, 0.5))
+def test_range_selection_never_separates_a_call_from_its_results_and_keeps_the_tail_verbatim(tmp_path_factory, shape, ratio):
+    log = build_log(tmp_path_factory.mktemp("p"), shape)
+    pairs = surface_messages(log.events)
+    messages = [m for _, m in pairs]
+    tokens = [message_tokens(m, 4.0) for m in messages]
+    cut = choose_cut(messages, tokens, ratio)
+    if cut is None:
+        assert valid_cuts(messages) == []
+        return
+    head_calls = {c["id"] for m in messages[:cut] for c in m.get("tool_calls") or []}
+    head_results = {m["tool_call_id"] for m in messages[:cut] if m["role"] == "tool"}
+    tail_results = {m["tool_call_id"] for m in messages[cut:] if m["role"] == "tool"}
+    assert head_calls == head_results and not (head_calls & tail_results)
+    assert messages[cut]["role"] in ("user", "assistant")
+    fitting = [k for k in valid_cuts(messages) if sum(tokens[k:]) >= ratio * sum(tokens)]
+    if fitting:  # the latest cut that keeps at least the ratio
+        assert cut == fitting[-1] and sum(tokens[cut:]) >= ratio * sum(tokens)
+    # applying the replacement: one checkpoint, then the tail byte-identical; the events stay
+    before = len(log.events)
+    log.append("compaction/end", {"first_seq": pairs[0][0], "last_seq": pairs[cut][0] - 1, "message": "CP"})
+    after = derive_messages(log.events)
+    assert after[0] == {"role": "user", "content": "CP"} and after[1:] == messages[cut:]
+    assert_calls_with_results(after[1:])
+    assert len(log.events) == before + 1
+
+
+def test_a_second_compaction_replaces_the_first_checkpoint_too(tmp_path):
+    log = build_log(tmp_path, [(10, [(5, [20])]), (10, [(5, [])]), (10, [])])
+    pairs = surface_messages(log.events)
+    log.append("compaction/end", {"first_seq": pairs[0][0], "last_seq": pairs[3][0] - 1, "message": "CP1"})
+    pairs2 = surface_messages(log.events)
+    assert pairs2[0] == (pairs[0][0], {"role": "user", "content": "CP1"})
+    log.append("compaction/end", {"first_seq": pairs2[0][0], "last_seq": pairs2[2][0] - 1, "message": "CP2"})
+    assert derive_messages(log.events) == [{"role": "user", "content": "CP2"}] + [m for _, m in pairs2[2:]]
+    log.append("compaction/end", {"first_seq": 1, "last_seq": log.last_seq, "aborted": "failed"})  # no message
+    assert derive_messages(log.events)[0]["content"] == "CP2"
+
+
+def test_no_valid_cut_when_the_history_is_one_prompt_or_one_open_call():
+    assert valid_cuts([{"role": "user", "content": "x"}]) == []
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]}
+    assert valid_cuts([{"role": "user", "content": "x"}, call, {"role": "tool", "tool_call_id": "c", "content": ""}]) == [1]
+
+
+def test_checkpoint_keeps_the_task_verbatim_and_starts_with_the_marker():
+    text = checkpoint_text("Fix bug #12 — don't touch CI.", "now the docs", "summary here")
+    assert text.startswith(CHECKPOINT_MARKER)
+    assert "Fix bug #12 — don't touch CI." in text and "now the docs" in text and "summary here" in text
+
+
+def test_summary_request_is_rebuilt_from_the_log_and_listed_by_replay_in_order(tmp_path):
+    log = build_log(tmp_path, [(10, [(5, [30])]), (12, [])])
+    pairs = surface_messages(log.events)
+    start = log.append("compaction/start", {
+        "turn": 2, "step": 1, "reason": "threshold", "estimate": 99, "window": 100, "first_seq": pairs[0][0],
+        "last_seq": pairs[3][0] - 1, "system": "SUM", "instruction": "Do it:", "model": "m",
+        "params": {"temperature": 0}, "max_transcript_chars": 10_000})
+    log.append("compaction/attempt", {"attempt": 1, "error": {"code": "SERVER"}, "status": 500})
+    log.append("compaction/summary", {"text": "sum", "usage": None, "model": "m"})
+    log.append("compaction/end", {"first_seq": pairs[0][0], "last_seq": pairs[3][0] - 1, "message": "CP"})
+    log.append("turn/start", {"turn": 3})
+    log.append("user", {"turn": 3, "content": "next"})
+    log.append("step/start", {"turn": 3, "step": 1})
+    log.append("assistant", {"turn": 3, "step": 1, "text": "ok", "tool_calls": []})
+    body = compaction_body(log.events, start.seq)
+    assert body["model"] == "m" and body["temperature"] == 0 and body["messages"][0] == {"role": "system", "content": "SUM"}
+    assert "prompt 1" in body["messages"][1]["content"] and "prompt 2" not in body["messages"][1]["content"]
+    requests = logged_requests(log.events)
+    assert [(r.kind, r.outcome) for r in requests] == [("step", "ok"), ("compaction", "error:SERVER"),
+                                                         ("compaction", "ok"), ("step", "ok")]
+    assert requests[1].body == requests[2].body == encode_body(body)
+    assert json.loads(requests[3].body)["messages"][1] == {"role": "user", "content": "CP"}
+
+
+def test_a_compaction_cut_short_by_a_crash_is_listed_as_uncertain(tmp_path):
+    log = build_log(tmp_path, [(10, [(5, [])])])
+    log.append("compaction/start", {"turn": 1, "step": 2, "first_seq": 4, "last_seq": 5, "system": "S",
+                                    "instruction": "I", "model": "m", "params": {}, "max_transcript_chars": 100})
+    last = logged_requests(log.events)[-1]
+    assert (last.kind, last.outcome, last.certain) == ("compaction", "unknown", False)
+
+
+def test_transcript_is_bounded_and_deterministic():
+    messages = [{"role": "user", "content": "short"}, {"role": "tool", "tool_call_id": "c", "content": "x" * 50_000},
+                {"role": "assistant", "content": "y" * 20_000}]
+    text = render_transcript(messages, 6_000)
+    assert len(text) <= 6_000 and "short" in text and "characters left out" in text
+    assert text == render_transcript(messages, 6_000)
+    assert render_transcript(messages[:1], 6_000) == "[user]\nshort"
+
+
+def test_estimate_is_characters_over_chars_per_token_then_provider_usage_plus_what_was_added(tmp_path):
+    log = build_log(tmp_path, [(40, [])])
+    chars = len(encode_body(pending_body(log.events)).decode())
+    assert estimate_tokens(log.events, 4.0) == round(chars / 4)
+    assert estimate_tokens(log.events, 2.0) == round(chars / 2)
+    step = log.append("step/start", {"turn": 2, "step": 1})
+    log.append("assistant", {"turn": 2, "step": 1, "text": "z" * 400, "tool_calls": [],
+                             "usage": {"prompt_tokens": 1000, "completion_tokens": 100}})
+    added = len(encode_body(pending_body(log.events)).decode()) - len(encode_body(request_body(log.events, step.seq)).decode())
+    assert estimate_tokens(log.events, 4.0) == 1000 + round(added / 4)
+    log.append("compaction/end", {"first_seq": 3, "last_seq": 4, "message": "CP"})  # usage no longer describes it
+    assert estimate_tokens(log.events, 4.0) == round(len(encode_body(pending_body(log.events)).decode()) / 4)
+
+
+def test_third_fifth_and_eighth_identical_call_get_the_reminder(tmp_path):
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {})
+    log.append("turn/start", {"turn": 1})
+    seqs = [log.append("tool/call", {"turn": 1, "call_id": f"c{i}", "name": "read", "arguments": '{"path":"a"}'}).seq
+            for i in range(9)]
+    log.append("tool/call", {"turn": 1, "call_id": "o", "name": "read", "arguments": '{"path": "a"}'})  # other string
+    reminded = [bool(repeat_reminder(log.events, 1, "read", '{"path":"a"}', s)) for s in seqs]
+    assert reminded == [False, False, True, False, True, False, False, True, False]
+    log.append("turn/start", {"turn": 2})
+    again = log.append("tool/call", {"turn": 2, "call_id": "n", "name": "read", "arguments": '{"path":"a"}'})
+    assert repeat_count(log.events, 2, "read", '{"path":"a"}', again.seq) == 1  # counted per turn
+
+
+def test_cost_is_priced_per_model_and_used_never_exceeds_size(tmp_path):
+    agent = AgentSettings(price_per_million={"input": 1.0, "output": 2.0},
+                          model_prices={"big": {"input": 10.0, "output": 20.0, "currency": "USD"}})
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {})
+    log.append("request/header", {**HEADER, "model": "small"})
+    log.append("assistant", {"usage": {"prompt_tokens": 1_000_000, "completion_tokens": 0}})
+    log.append("request/header", {**HEADER, "model": "big"})
+    log.append("assistant", {"usage": {"prompt_tokens": 0, "completion_tokens": 1_000_000}})
+    log.append("compaction/summary", {"text": "s", "model": "small", "usage": {"prompt_tokens": 500_000}})
+    assert session_cost(log.events, agent) == {"amount": 1.0 + 20.0 + 0.5, "currency": "USD"}
+    assert session_cost(log.events, AgentSettings()) is None
+    update = usage_update(log.events, {"prompt_tokens": 900, "completion_tokens": 300, "total_tokens": 1200}, None, 1000, agent)
+    assert update["used"] == 1000 == update["size"] and update["cost"]["amount"] == 21.5
+    assert usage_update(log.events, {"completion_tokens": 5}, 40, 1000, AgentSettings())["used"] == 45
+
+
+def test_budget_keys_are_read_from_the_config_file(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('[agent]\nchars_per_token = 3.5\ncompact_threshold = 0.7\nkeep_ratio = 0.2\n'
+                    'price_per_million = { input = 0.27, output = 1.10 }\n'
+                    '[agent.model_prices.big]\ninput = 3\noutput = 15\ncurrency = "EUR"\n')
+    agent = load_config(path, env={}).agent
+    assert (agent.chars_per_token, agent.compact_threshold, agent.keep_ratio) == (3.5, 0.7, 0.2)
+    assert agent.price_for("other").input == 0.27 and agent.price_for("big").currency == "EUR"
+    path.write_text("[agent]\ncompact_threshold = 1.5\n")
+    with pytest.raises(ConfigError):
+        load_config(path, env={})

@@ -1,0 +1,227 @@
+"""End to end through the official ACP SDK: the token budget, compaction, CONTEXT_WINDOW_EXCEEDED,
+repeated-call reminders and usage updates (issue 7, items 3–5). A small configured window
+(``AGENT_SERVER_CONTEXT_WINDOW``) makes a short scripted session cross 0.8 × window; the e2e
+conftest then checks that ``agent-server replay`` rebuilds every request, summaries included."""
+
+import hashlib
+import json
+import time
+
+import pytest
+from acp import RequestError
+
+from agent_server.agent.compaction import CHECKPOINT_MARKER, SUMMARY_SYSTEM
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session import derive_messages, read_events
+from support.replay import replay_cli
+
+WINDOW = "4000"  # the system prompt and tool schemas alone are ≈ 1 900 tokens
+TASK = "Rename the helper in the three data files. Constraint: never touch the tests folder."
+SUMMARY = "Task: rename the helper. Constraints: never touch tests/. Files: a.txt–c.txt read. Open: rename."
+OVERFLOW = {"kind": "error", "status": 400, "json": {"error": {"message": "maximum context length exceeded"}}}
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+async def start(factory, endpoint, workspace, **env):
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, **env})
+    await h.initialize()
+    session = await h.new_session(str(workspace))
+    return h, session.session_id
+
+
+def events(state_dir, sid):
+    return read_events(state_dir / "sessions" / sid / "events.jsonl")
+
+
+def read_call(cid, path):
+    return tool_call_stream([(cid, "read", json.dumps({"path": path}))])
+
+
+def assert_no_call_separated_from_its_result(messages):
+    open_calls = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, message
+            open_calls.discard(message["tool_call_id"])
+        else:
+            assert not open_calls, f"calls {open_calls} have no result before {message['role']}"
+            open_calls = {c["id"] for c in message.get("tool_calls") or []}
+    assert not open_calls
+
+
+async def test_crossing_the_threshold_compacts_into_checkpoint_plus_verbatim_tail_and_replay_holds(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    for name in "abc":
+        (workspace / f"{name}.txt").write_text(f"{name} line with the helper\n" * 60)
+    for i, name in enumerate("abc"):
+        endpoint.push(read_call(f"r{i}", f"{name}.txt"))
+    endpoint.push(text_stream(SUMMARY))
+    endpoint.push(text_stream("Renamed."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW=WINDOW)
+    assert (await h.prompt(sid, TASK)).stop_reason == "end_turn"
+    log = events(agent_state_dir, sid)
+    kinds = [e.type for e in log]
+    assert kinds.count("compaction/start") == kinds.count("compaction/summary") == kinds.count("compaction/end") == 1
+    start_event = next(e for e in log if e.type == "compaction/start")
+    assert start_event.data["reason"] == "threshold" and start_event.data["estimate"] > 0.8 * int(WINDOW)
+    assert kinds.index("compaction/end") < len(kinds) - 1 - kinds[::-1].index("step/start")
+    bodies = [r.json() for r in endpoint.requests]
+    assert len(bodies) == 5 and "compaction/attempt" not in kinds
+    at = 3  # three reads (≈ 3 × 400 tokens on top of ≈ 1 900) cross 0.8 × 4 000 before the fourth request
+    summary_request, after = bodies[at], bodies[at + 1]
+    assert summary_request["messages"][0] == {"role": "system", "content": SUMMARY_SYSTEM}
+    assert "tools" not in summary_request
+    assert "a line with the helper" in summary_request["messages"][1]["content"]
+    # the next request: system + one checkpoint (with the task verbatim) + the verbatim tail
+    system, checkpoint, *tail = after["messages"]
+    assert system == bodies[0]["messages"][0]
+    assert checkpoint["role"] == "user" and checkpoint["content"].startswith(CHECKPOINT_MARKER)
+    assert TASK in checkpoint["content"] and SUMMARY in checkpoint["content"]
+    last_step = max(e.seq for e in log if e.type == "step/start")
+    uncompacted = derive_messages([e for e in log if e.type != "compaction/end" and e.seq < last_step])
+    assert tail and tail == uncompacted[len(uncompacted) - len(tail):]
+    assert len(tail) < len(uncompacted) - 1
+    assert_no_call_separated_from_its_result(tail)
+    assert len(json.dumps(after)) < len(json.dumps(bodies[at - 1]))
+    # the original events stay on disk
+    assert [e.data["call_id"] for e in log if e.type == "tool/result"] == ["r0", "r1", "r2"]
+    # the summary is not the agent's answer; the user is told in one short line
+    text = h.agent_text(sid)
+    assert SUMMARY not in text and "compacted" in text and text.endswith("Renamed.")
+    # replay lists and rebuilds the summarising request too
+    lines = replay_cli(agent_state_dir / "sessions" / sid / "events.jsonl")
+    assert [line["kind"] for line in lines] == ["step", "step", "step", "compaction", "step"]
+    assert [line["sha256"] for line in lines] == [hashlib.sha256(r.body).hexdigest() for r in endpoint.requests]
+    await h.close()
+
+
+async def test_context_window_exceeded_once_compacts_once_and_the_step_succeeds(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("First answer about the plan."))
+    endpoint.push(OVERFLOW)
+    endpoint.push(text_stream(SUMMARY))
+    endpoint.push(text_stream("Second answer."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, TASK)
+    assert (await h.prompt(sid, "Now do the rename.")).stop_reason == "end_turn"
+    log = events(agent_state_dir, sid)
+    starts = [e for e in log if e.type == "compaction/start"]
+    assert len(starts) == 1 and starts[0].data["reason"] == "context_window_exceeded"
+    assert [e.data["error"]["code"] for e in log if e.type == "assistant/attempt"] == ["CONTEXT_WINDOW_EXCEEDED"]
+    assert len(endpoint.requests) == 4
+    retried = endpoint.requests[3].json()["messages"]
+    assert retried[1]["content"].startswith(CHECKPOINT_MARKER) and TASK in retried[1]["content"]
+    assert retried[-1] == {"role": "user", "content": "Now do the rename."}
+    assert h.agent_text(sid).endswith("Second answer.")
+    await h.close()
+
+
+async def test_a_second_overflow_after_compacting_ends_the_turn_with_a_clear_error(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("First answer."))
+    endpoint.push(OVERFLOW)
+    endpoint.push(text_stream(SUMMARY))
+    endpoint.push(OVERFLOW)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, TASK)
+    began = time.monotonic()
+    with pytest.raises(RequestError) as failed:
+        await h.prompt(sid, "Now do the rename.")
+    assert time.monotonic() - began < 10
+    assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
+    assert "after compacting" in failed.value.data["message"]
+    assert len(endpoint.requests) == 4  # overflow, summary, overflow: no loop
+    log = events(agent_state_dir, sid)
+    assert [e.type for e in log].count("compaction/start") == 1
+    assert log[-1].type == "turn/end" and log[-1].data["exit"] == "error"
+    await h.close()
+
+
+async def test_a_tail_that_alone_overflows_ends_the_turn_with_a_clear_error_in_bounded_time(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "big.txt").write_text("0123456789 abcdefghij\n" * 1000)
+    endpoint.push(read_call("r0", "big.txt"))
+    endpoint.push(text_stream("never sent"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW=WINDOW)
+    began = time.monotonic()
+    with pytest.raises(RequestError) as failed:
+        await h.prompt(sid, "Summarise big.txt")
+    assert time.monotonic() - began < 10
+    assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
+    assert "does not fit" in failed.value.data["message"]
+    assert len(endpoint.requests) == 1  # no summary request was made for a compaction that cannot help
+    log = events(agent_state_dir, sid)
+    assert not any(e.type.startswith("compaction/") for e in log)
+    assert log[-1].type == "turn/end" and log[-1].data["error"]["code"] == "CONTEXT_WINDOW_EXCEEDED"
+    await h.close()
+
+
+async def test_compact_command_compacts_on_demand_and_the_next_request_carries_the_checkpoint(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("First answer about the plan."))
+    endpoint.push(text_stream("Second answer."))
+    endpoint.push(text_stream(SUMMARY))
+    endpoint.push(text_stream("Third answer."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, TASK)
+    await h.prompt(sid, "Go on.")
+    assert (await h.prompt(sid, "/compact")).stop_reason == "end_turn"
+    assert "history was compacted" in h.agent_text(sid) and SUMMARY not in h.agent_text(sid)
+    assert endpoint.requests[2].json()["messages"][0]["content"] == SUMMARY_SYSTEM
+    await h.prompt(sid, "And now?")
+    messages = endpoint.requests[3].json()["messages"]
+    assert messages[1]["content"].startswith(CHECKPOINT_MARKER) and TASK in messages[1]["content"]
+    assert all("/compact" not in str(m["content"]) for m in messages)
+    log = events(agent_state_dir, sid)
+    assert [e.data["reason"] for e in log if e.type == "compaction/start"] == ["command"]
+    assert [e.data["name"] for e in log if e.type == "command"] == ["compact"]
+    await h.close()
+
+
+async def test_third_identical_read_in_a_turn_gets_the_reminder_in_its_result(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "a.txt").write_text("alpha\n")
+    for i in range(3):
+        endpoint.push(read_call(f"r{i}", "a.txt"))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "read a.txt")).stop_reason == "end_turn"
+    results = [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "tool/result"]
+    assert ["reminder" in r for r in results] == [False, False, True]
+    assert "call number 3 of read" in results[2]
+    last = endpoint.requests[3].json()["messages"][-1]
+    assert last["role"] == "tool" and "[agent-server reminder]" in last["content"]
+    await h.close()
+
+
+async def test_usage_update_after_each_step_has_used_at_most_size_and_cost_when_priced(
+        acp_harness_factory, endpoint, workspace, tmp_path):
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(tool_call_stream([("r0", "read", json.dumps({"path": "a.txt"}))],
+                                   usage={"prompt_tokens": 3000, "completion_tokens": 20, "total_tokens": 3020}))
+    endpoint.push(text_stream("done", usage={"prompt_tokens": 9000, "completion_tokens": 1000, "total_tokens": 10000}))
+    config = tmp_path / "config.toml"
+    config.write_text('context_window = 8000\n[agent]\nprice_per_million = { input = 1.0, output = 2.0, currency = "EUR" }\n')
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONFIG=str(config))
+    assert (await h.prompt(sid, "read a.txt")).stop_reason == "end_turn"
+    updates = h.updates(sid, "usage_update")
+    assert len(updates) == 2  # one per step
+    assert all(u["used"] <= u["size"] == 8000 for u in updates)
+    assert [u["used"] for u in updates] == [3020, 8000]
+    assert updates[0]["cost"] == {"amount": pytest.approx(0.00304), "currency": "EUR"}
+    assert updates[1]["cost"] == {"amount": pytest.approx(0.00304 + 0.011), "currency": "EUR"}
+    await h.close()
+
+
+async def test_usage_update_has_no_cost_without_a_price(acp_harness_factory, endpoint, workspace):
+    endpoint.push(text_stream("hi"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, "hello")
+    (update,) = h.updates(sid, "usage_update")
+    assert "cost" not in update and 0 < update["used"] <= update["size"]
+    await h.close()
