@@ -28,7 +28,7 @@ MAY_HAVE_RUN_CRASHED = ("Interrupted: agent-server stopped (the process ended) w
 
 
 NOT_RUN_REASONS = ("aborted", "cancelled")
-"""``tool/result.reason``\s of calls that certainly did not run: ``aborted`` (never dispatched) and
+"""``tool/result.reason`` values of calls that certainly did not run: ``aborted`` (never dispatched) and
 ``cancelled`` (the pipeline's: cancelled while its checks, e.g. a permission request, were pending).
 ``interrupted`` means it was running, or (after a crash) may have been."""
 

@@ -115,8 +115,11 @@ class RawAgentProcess:
                     pass
 
     def wait_exit(self, timeout: float | None = None) -> int:
-        """Wait for the agent to exit; returns its exit status (raises ``subprocess.TimeoutExpired``)."""
-        return self.process.wait(timeout=timeout or self.timeout)
+        """Wait for the agent to exit; returns its exit status (raises ``subprocess.TimeoutExpired``).
+        Also waits (briefly) for the stderr reader to reach EOF, so ``stderr_text()`` is complete."""
+        status = self.process.wait(timeout=timeout or self.timeout)
+        self._threads[1].join(timeout=2)
+        return status
 
     def close(self, grace: float = 2.0) -> None:
         """Close stdin, wait up to ``grace`` s, then kill the whole process group (always)."""
