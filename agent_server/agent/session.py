@@ -110,6 +110,7 @@ class AgentSession:
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._waiting: list[PromptTicket] = []
+        self._compacting: asyncio.Task[Any] | None = None
         self._cancelling = False
         self._closed = False
         settings = config.agent
@@ -176,22 +177,35 @@ class AgentSession:
         return True
 
     def cancel(self) -> None:
-        """``session/cancel``: stop the running turn and every prompt waiting behind it."""
+        """``session/cancel``: stop the running turn, every prompt waiting behind it, and a
+        running ``/compact``."""
         for ticket in list(self._waiting):
             ticket.cancel()
+        if self._compacting is not None and not self._compacting.done():
+            self._compacting.cancel()
 
-    async def compact_now(self) -> str:
+    async def compact_now(self) -> str | None:
         """``/compact``: compact the history now (after a running turn, never during one); returns
-        the text for the user. Logged like any compaction, with ``reason: "command"``."""
-        async with self._turn_lock:
-            try:
-                client = self._client_factory()
-                header = self._header_factory()
-                self._log_inputs(header)
-                turn = self._next_turn_number() - 1
-                await self.compactor.compact(client, header, turn=turn, step=0, reason="command", announce=False)
-            except TurnFailed as exc:
-                return f"The history was not compacted: {exc.error.get('message')}"
+        the text for the user, or ``None`` when ``cancel()`` stopped it (nothing is replaced then).
+        Logged like any compaction, with ``reason: "command"``."""
+        task = asyncio.current_task()
+        self._compacting = task
+        try:
+            async with self._turn_lock:
+                try:
+                    client = self._client_factory()
+                    header = self._header_factory()
+                    self._log_inputs(header)
+                    turn = self._next_turn_number() - 1
+                    await self.compactor.compact(client, header, turn=turn, step=0, reason="command", announce=False)
+                except TurnFailed as exc:
+                    return f"The history was not compacted: {exc.error.get('message')}"
+        except asyncio.CancelledError:
+            if task is not None and task.cancelling():
+                task.uncancel()
+            return None
+        finally:
+            self._compacting = None
         before, after = self.compactor.last_change or (0, 0)
         return (f"The history was compacted (about {before:,} → {after:,} tokens): earlier messages are now one "
                 "checkpoint summary.")

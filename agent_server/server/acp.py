@@ -186,6 +186,7 @@ class AcpServer:
         blocks = params["prompt"]
         command = commands.parse_command(blocks)
         if command is not None:
+            ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
             reply = await self._command(session, *command)
             if reply is not None:
                 return reply
@@ -221,6 +222,9 @@ class AcpServer:
             text = commands.change_model(session.log, argument, self.config.provider.model)
         elif name == "compact":
             text = await session.compact_now()
+            if text is None:
+                commands.log_command(session.log, name, argument, "cancelled")
+                return {"stopReason": "cancelled"}
         else:
             text = commands.usage_report(session.log.events, self.config.provider.context_window)
         commands.log_command(session.log, name, argument, text)

@@ -225,3 +225,30 @@ async def test_usage_update_has_no_cost_without_a_price(acp_harness_factory, end
     (update,) = h.updates(sid, "usage_update")
     assert "cost" not in update and 0 < update["used"] <= update["size"]
     await h.close()
+
+
+async def test_cancel_during_compact_answers_cancelled_and_replaces_nothing(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    import asyncio
+
+    endpoint.push(text_stream("First answer about the plan."))
+    endpoint.push(text_stream("Second answer."))
+    endpoint.push(text_stream(SUMMARY * 40, chunk_size=4, delay=0.02))  # a slow summary
+    endpoint.push(text_stream("Still here."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await h.prompt(sid, TASK)
+    await h.prompt(sid, "Go on.")
+    task = h.start_prompt(sid, "/compact")
+    deadline = time.monotonic() + 20
+    while len(endpoint.requests) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"
+    assert (await h.prompt(sid, "And now?")).stop_reason == "end_turn"
+    messages = endpoint.requests[3].json()["messages"]
+    assert not any(str(m["content"]).startswith(CHECKPOINT_MARKER) for m in messages)
+    assert messages[1]["content"] == TASK  # the history is whole
+    log = events(agent_state_dir, sid)
+    ends = [e.data for e in log if e.type == "compaction/end"]
+    assert len(ends) == 1 and ends[0].get("aborted") and "message" not in ends[0]
