@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from pydantic import Field, ValidationError, field_validator
 
 from agent_server.agent.recovery import close_open_turn, describe
+from agent_server.tools.procs import reap_orphans
 from agent_server.server import acp_models as m
 from agent_server.server.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, JsonRpcError, RequestContext
 from agent_server.session import EventLog, LogBusyError, LogCorruptError, LogVersionError, SessionEvent, read_head
@@ -113,6 +114,9 @@ class SessionLifecycle:
             except JsonRpcError:
                 event_log.close()
                 raise
+            reaped = reap_orphans(event_log.path.parent)  # commands a dead server left running
+            if reaped:
+                event_log.append("tool/reaped", {"process_groups": reaped})
             recovery = close_open_turn(event_log)
             if recovery.changed:
                 meta = {"agentServer": {"recovered": describe(recovery)}}

@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, Protocol
 from pydantic import Field
 
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
+from . import procs
 from .output import open_spill_file
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -248,6 +249,7 @@ class BashTool(Tool):
             )
         except OSError as exc:
             return ToolResult.error(f"Could not start the shell: {exc.strerror or exc}.")
+        record = procs.register(ctx.session_dir, proc.pid)  # a later load can stop it if we die
         buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None)
         state: dict[str, Any] = {}
         outcome = "exited"
@@ -267,6 +269,7 @@ class BashTool(Tool):
                 assert proc.stdout is not None
                 await _drain(proc.stdout, buffer)
         buffer.close()
+        procs.release(record)
         elapsed = time.monotonic() - started
         transport = getattr(proc, "_transport", None)
         if transport is not None:  # release our end of a pipe an escaped process may still hold

@@ -315,3 +315,34 @@ async def test_delete_closes_a_live_session_and_removes_its_folder(acp_harness_f
         await h.request("session/delete", {"sessionId": sid})
     response = h.transcript.response_to(h.transcript.requests("session/delete")[-1])
     assert response.message["error"]["code"] == -32002
+
+
+async def test_load_after_sigkill_stops_the_command_the_dead_server_left_running(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    endpoint.push(tool_call_stream([call("k1", "bash", command="echo $$ > pid.txt; exec sleep 60")]))
+    endpoint.push(text_stream("recovered"))
+    env = config_env(tmp_path, FULL_ACCESS)
+    first = await harness(acp_harness_factory, endpoint, env)
+    sid = (await first.new_session(str(workspace))).session_id
+    first.start_prompt(sid, "run")
+    await first.wait_for_update("tool_call_update", session_id=sid, predicate=lambda u: u.get("status") == "in_progress")
+    deadline = time.monotonic() + 10
+    while not (workspace / "pid.txt").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    pid = int((workspace / "pid.txt").read_text())
+    os.kill(first.pid, signal.SIGKILL)  # the server only: its command keeps running in its own group
+    await first.wait_exit(10)
+    os.kill(pid, 0)  # still alive: orphaned
+    second = await harness(acp_harness_factory, endpoint, env)
+    await load(second, sid, workspace)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"process {pid} survived the load")
+    reaped = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/reaped"]
+    assert reaped == [{"process_groups": [pid]}]
