@@ -206,7 +206,13 @@ def main(argv: list[str]) -> int:
     if args.allow and not set(args.allow.split(",")) <= set(ALLOW_KINDS):
         sys.stderr.write(f"agent-server run: --allow takes {','.join(ALLOW_KINDS)}\n")
         return 2
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.resume is not None and not args.resume.strip():
+        sys.stderr.write("agent-server run: --resume needs a session id\n")
+        return 2
+    try:
+        prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    except KeyboardInterrupt:
+        return 130
     if not prompt.strip():
         sys.stderr.write("agent-server run: the prompt is empty\n")
         return 2
@@ -218,4 +224,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper()
                         if os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper() in logging.getLevelNamesMapping()
                         else "WARNING")
-    return asyncio.run(run(args, prompt))
+    try:
+        return asyncio.run(run(args, prompt))
+    except KeyboardInterrupt:  # Ctrl-C before the turn started (no session to cancel yet)
+        sys.stderr.write("\n[cancelled]\n")
+        return 130

@@ -195,8 +195,8 @@ class ChatClient:
     def _scrubbed(self, error: LLMError) -> LLMError:
         """``error`` with the API key removed from its message (a provider may echo it, and an
         invalid header value shows up in transport errors): keys never reach logs or editors."""
-        if not self._api_key or self._api_key not in error.message:
-            return error
+        if not self._api_key or len(self._api_key) < 8 or self._api_key not in error.message:
+            return error  # a short dummy key ("x") is no secret, and scrubbing it would mangle text
         return LLMError(error.code, error.message.replace(self._api_key, "<redacted>"),
                         status=error.status, retry_after=error.retry_after)
 

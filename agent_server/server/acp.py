@@ -162,8 +162,10 @@ class AcpServer:
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
                               env=self._tool_env(),
                               is_secret=lambda p: policy.secrets.match(p, p.resolve()) is not None)
+        # one result may fill at most a quarter of the model's context window
+        budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
-                            guards=[policy.guard])
+                            guards=[policy.guard], result_budget=budget)
         session = self.sessions[session_id] = AgentSession(
             session_id,
             event_log,

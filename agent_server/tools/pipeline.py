@@ -39,6 +39,9 @@ TIMEOUT_GRACE = 5.0
 ``bash`` enforce their timeout themselves and report it; this is the backstop)."""
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+
+MIN_RESULT_CHARS = 2_000
+"""Even a tiny context window lets a result carry this much (with the notice saying how to page)."""
 CANCELLED_AWAITING_APPROVAL = ("Cancelled: the turn was cancelled while this call was waiting for its checks "
                                "(a permission request to the user was pending); the call did not run.")
 
@@ -97,12 +100,14 @@ class ToolRunner:
     """
 
     def __init__(self, log: EventLog, context: ToolContext, emit: Emit, tools: dict[str, Tool],
-                 guards: Sequence[Guard] = ()) -> None:
+                 guards: Sequence[Guard] = (), *, result_budget: int | None = None) -> None:
         self.log = log
         self.context = context
         self.emit = emit
         self.tools = tools
         self.guards = list(guards)
+        self.result_budget = result_budget
+        """Most characters one result may carry (from the context window; ``None``: the tools' own)."""
 
     async def run_batch(self, turn: int, calls: Sequence[ToolCallLike]) -> None:
         """Run ``calls`` (one assistant message's, in model order) and commit one result each.
@@ -260,10 +265,12 @@ class ToolRunner:
         call, result = slot.call, slot.result
         assert result is not None
         limit = max(DEFAULT_RESULT_CHARS, call.tool.max_result_chars if call.tool else 0)
+        if self.result_budget is not None:  # a small context window bounds every result further
+            limit = max(MIN_RESULT_CHARS, min(limit, self.result_budget))
         spilled = Path(result.meta["spill"]) if result.meta.get("spill") else None
         if spilled is None and len(result.text) >= SPILL_THRESHOLD and self.context.session_dir is not None:
             spilled = spill(result.text, self.context.session_dir / "spill")
-        scale = limit / DEFAULT_RESULT_CHARS
+        scale = limit / DEFAULT_RESULT_CHARS if limit >= DEFAULT_RESULT_CHARS else limit / 5120
         text, cut = trim_for_model(result.text, limit=limit, head=int(4096 * scale), tail=int(1024 * scale),
                                    spill_path=spilled)
         text += repeat_reminder(self.log.events, turn, call.name, call.raw_arguments, int(call.tool_call_id[3:]))

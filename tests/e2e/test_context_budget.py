@@ -144,17 +144,17 @@ async def test_a_second_overflow_after_compacting_ends_the_turn_with_a_clear_err
 
 async def test_a_tail_that_alone_overflows_ends_the_turn_with_a_clear_error_in_bounded_time(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    (workspace / "big.txt").write_text("0123456789 abcdefghij\n" * 1000)
-    endpoint.push(read_call("r0", "big.txt"))
+    # tool results are bounded by the window (a quarter of it each), so the tail that cannot fit is
+    # the user's own request: pasted text larger than the whole window
     endpoint.push(text_stream("never sent"))
     h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW=WINDOW)
     began = time.monotonic()
     with pytest.raises(RequestError) as failed:
-        await h.prompt(sid, "Summarise big.txt")
+        await h.prompt(sid, "Summarise this:\n" + "0123456789 abcdefghij\n" * 1000)
     assert time.monotonic() - began < 10
     assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
-    assert "does not fit" in failed.value.data["message"]
-    assert len(endpoint.requests) == 1  # no summary request was made for a compaction that cannot help
+    assert "context window" in failed.value.data["message"] and "window 4000" in failed.value.data["message"]
+    assert len(endpoint.requests) == 0  # neither the step nor a summary that cannot help was sent
     log = events(agent_state_dir, sid)
     assert not any(e.type.startswith("compaction/") for e in log)
     assert log[-1].type == "turn/end" and log[-1].data["error"]["code"] == "CONTEXT_WINDOW_EXCEEDED"

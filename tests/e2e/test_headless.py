@@ -120,3 +120,8 @@ def test_sigint_during_a_slow_tool_exits_130_and_the_session_loads_cleanly(agent
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "resumed fine"
     assert calls_without_results(agent_state_dir, sid) == set()
+
+
+def test_empty_resume_id_is_a_usage_error(agent_env, workspace):
+    done = run(agent_env, "-p", "x", "--cwd", str(workspace), "--resume", "")
+    assert done.returncode == 2 and "--resume needs a session id" in done.stderr

@@ -200,3 +200,11 @@ async def test_oversized_result_is_trimmed_with_a_notice_and_spilled_in_full(set
     assert spilled in huge["content"]
     with open(spilled) as f:
         assert f.read() == "x" * 60_000
+
+
+async def test_small_context_window_bounds_every_result_further(setup):
+    log, probe, updates, runner = setup
+    runner.result_budget = 3_000
+    await runner.run_batch(1, [call("nap", "big", size=20_000)])
+    (got,) = results(log)
+    assert len(got["content"]) <= 3_000 + 400 and got["cut_chars"] > 15_000
