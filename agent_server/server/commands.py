@@ -61,13 +61,17 @@ def current_model(events: Sequence[SessionEvent], default: str | None) -> str | 
 
 
 def usage_report(events: Sequence[SessionEvent], context_window: int) -> str:
-    """A short text: tokens of the last request, totals over the session, turns and requests."""
+    """A short text: tokens of the last request, totals over the session (summarising requests and
+    failed tries included), turns and requests."""
     last: dict[str, Any] | None = None
     prompt = completion = requests = 0
     for event in events:
-        if event.type == "assistant" and isinstance(event.data.get("usage"), dict):
+        if event.type == "assistant/attempt" or (event.type == "compaction/attempt" and not event.data.get("cancelled")):
+            requests += 1  # a failed try is a request too (it may have been billed)
+        if event.type in ("assistant", "compaction/summary") and isinstance(event.data.get("usage"), dict):
             usage = event.data["usage"]
-            last = usage
+            if event.type == "assistant":
+                last = usage
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
             requests += 1

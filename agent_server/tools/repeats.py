@@ -1,7 +1,8 @@
 """Repeated identical tool calls: a soft reminder at the 3rd, 5th and 8th (DESIGN.md §8).
 
 Role: ``repeat_reminder(events, turn, name, arguments, call_seq)`` counts the ``tool/call`` events
-of ``turn`` with the same tool name and the same arguments string up to the call logged at
+of ``turn`` with the same tool name and the same arguments (as JSON: key order and spacing do not
+count) up to the call logged at
 ``call_seq``, and returns the reminder to append to that call's result (``""`` otherwise). The
 pipeline appends it before logging ``tool/result``, so the model sees it and replay holds.
 
@@ -10,6 +11,7 @@ Must never: block, change, or skip a call — it only adds words to a result.
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 from agent_server.session import SessionEvent
@@ -21,13 +23,23 @@ REMIND_AT = (3, 5, 8)
 def repeat_count(events: Sequence[SessionEvent], turn: int, name: str, arguments: str, call_seq: int) -> int:
     """How many ``tool/call``\\s of ``turn`` up to ``call_seq`` have this ``name`` and ``arguments``."""
     count = 0
+    wanted = same_arguments(arguments)
     for event in reversed(events):
         if event.type == "turn/start" and event.data.get("turn") == turn:
             break
         if (event.type == "tool/call" and event.seq <= call_seq and event.data.get("turn") == turn
-                and event.data.get("name") == name and event.data.get("arguments") == arguments):
+                and event.data.get("name") == name and same_arguments(event.data.get("arguments", "")) == wanted):
             count += 1
     return count
+
+
+def same_arguments(arguments: str) -> str:
+    """A canonical form of a call's JSON arguments (key order and spacing do not make a call new);
+    text that is not JSON stands for itself."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments
 
 
 def repeat_reminder(events: Sequence[SessionEvent], turn: int, name: str, arguments: str, call_seq: int) -> str:

@@ -206,3 +206,14 @@ def test_budget_keys_are_read_from_the_config_file(tmp_path):
     path.write_text("[agent]\ncompact_threshold = 1.5\n")
     with pytest.raises(ConfigError):
         load_config(path, env={})
+
+
+def test_reminder_counts_the_same_arguments_whatever_their_key_order_or_spacing(tmp_path):
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {})
+    log.append("turn/start", {"turn": 1})
+    variants = ['{"path":"a","limit":5}', '{"limit": 5, "path": "a"}', '{ "path" : "a" , "limit" : 5 }']
+    seqs = [log.append("tool/call", {"turn": 1, "call_id": f"c{i}", "name": "read", "arguments": a}).seq
+            for i, a in enumerate(variants)]
+    assert repeat_count(log.events, 1, "read", variants[2], seqs[2]) == 3
+    assert repeat_reminder(log.events, 1, "read", variants[2], seqs[2])
+    assert repeat_count(log.events, 1, "read", '{"path":"b","limit":5}', seqs[2]) == 0
