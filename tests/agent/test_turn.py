@@ -14,7 +14,7 @@ from agent_server.session import EventLog, derive_messages
 from agent_server.tools.base import ToolContext
 from agent_server.tools.pipeline import ToolRunner
 
-SSE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
+from support.paths import SSE_DIR as SSE
 
 
 def config(**agent):

@@ -16,7 +16,7 @@ from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.offline.demo_task import demo_task_script, write_project
 from agent_server.session import EventLog
 
-FILES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "files"
+from support.paths import FILES_DIR as FILES
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from agent_server.llm import encode_body
 from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.session import read_events
 
-SSE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
+from support.paths import SSE_DIR as SSE
 
 
 @pytest.fixture

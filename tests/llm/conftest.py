@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from agent_server.llm import ChatClient, Finish, LLMError, StreamEvent, encode_body
 from agent_server.offline import OfflineEndpoint
+from support.paths import SSE_DIR
 
 REQUEST_BODY: dict[str, Any] = {
     "model": "test-model",
@@ -22,20 +22,11 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def _shared_dir() -> Path:
-    env = os.environ.get("AGENT_SERVER_SHARED")
-    if env:
-        return Path(env)
-    # <repo>/tests/llm/conftest.py -> <repo>/../shared
-    return Path(__file__).resolve().parents[3] / "shared"
-
-
 @pytest.fixture(scope="session")
 def sse_dir() -> Path:
-    path = _shared_dir() / "fixtures" / "sse"
-    assert (path / "expected.json").is_file(), (
-        f"recorded SSE fixtures not found in {path}; set AGENT_SERVER_SHARED to the shared folder")
-    return path
+    """``tests/fixtures/sse``: the recorded provider streams and their ``expected.json``."""
+    assert (SSE_DIR / "expected.json").is_file(), f"recorded SSE fixtures missing in {SSE_DIR}"
+    return SSE_DIR
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from support.paths import SSE_DIR
+
 
 @pytest.fixture(scope="session")
 def sse_dir() -> Path:
-    env = os.environ.get("AGENT_SERVER_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
-    path = shared / "fixtures" / "sse"
-    assert path.is_dir(), f"{path} not found; set AGENT_SERVER_SHARED to the shared folder"
-    return path
+    """``tests/fixtures/sse``: the recorded provider streams."""
+    assert SSE_DIR.is_dir(), f"{SSE_DIR} not found"
+    return SSE_DIR

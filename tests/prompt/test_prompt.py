@@ -6,7 +6,9 @@ from pathlib import Path
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import MAX_CHARS, instruction_paths, read_instructions
 
-AGENTS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "files" / "agents_md"
+from support.paths import FILES_DIR
+
+AGENTS = FILES_DIR / "agents_md"
 
 
 def env(**kw):

@@ -3,7 +3,7 @@
 Role: the conformance oracle of the test suite. Give it every message of a conversation, in both
 directions, and it checks each request's ``params``, each response's ``result`` (paired with its
 request by id and direction), each notification's ``params`` and each error object against the
-official schema (``acp/schema.json`` next to this module, ACP ``schema-v1.21.0``).
+official schema (``tests/fixtures/acp/schema.json``, ACP ``schema-v1.21.0``).
 
 How methods are bound to their types: the schema's top-level ``anyOf`` does not tie a method name
 to its params/result, so the binding is built from ``$defs``:
@@ -56,7 +56,7 @@ __all__ = [
     "validate_transcript",
 ]
 
-SCHEMA_PATH = Path(__file__).with_name("acp") / "schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "acp" / "schema.json"
 SCHEMA_SHA256 = "caf62ff962ada396878372ced11efb2c6764e59d90919a38583c319948931a42"
 _SCHEMA_URI = "urn:acp:schema:v1"
 

@@ -4,21 +4,15 @@ puts this folder on ``sys.path``)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from support.paths import FILES_DIR
 
 from agent_server.tools import ToolContext, ToolResult, get_tool, validate_args
 
 
-def fixtures_dir() -> Path:
-    """``/work/shared/fixtures/files`` (or ``$AGENT_SERVER_SHARED/fixtures/files``)."""
-    env = os.environ.get("AGENT_SERVER_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return shared / "fixtures" / "files"
-
-
-FIXTURES = fixtures_dir()
+FIXTURES = FILES_DIR
 CRLF = "crlf__cpython-3.11.7__Lib_venv_scripts_common_Activate.ps1"
 KATEX = "minified-single-line__katex-0.16.22__dist_katex.min.js"
 NO_NL = "no-trailing-newline__antlr4-python3-runtime-4.13.2__antlr4_error_ErrorStrategy.py"
