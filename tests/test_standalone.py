@@ -1,0 +1,54 @@
+"""The repository stands on its own: nothing in it names a path outside it, and every document the
+README links is in it (issue: a fresh clone failed 15 tests + 82 errors reading ``../shared``)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Ways a file could reach outside the clone: the steering folder beside it, this machine's absolute
+# checkout paths, the old environment variable that pointed at shared/, or climbing past the root.
+_OUTSIDE = re.compile(r"\.\./shared|/work/(main|shared)|AGENT_SERVER_SHARED|parents\[\d\]\.parent")
+
+
+def _tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    return [ROOT / name for name in out.decode().split("\0") if name]
+
+
+def test_no_tracked_file_names_a_path_outside_the_repository():
+    offenders = []
+    for path in _tracked():
+        if "tests/fixtures/" in path.as_posix() or path == Path(__file__).resolve():
+            continue  # vendored third-party data; this file spells the patterns it looks for
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if _OUTSIDE.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
+    assert offenders == []
+
+
+def test_every_document_the_readme_links_exists():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = {t.split("#", 1)[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme)}
+    local = sorted(t for t in targets if t and not re.match(r"[a-z]+:", t))
+    assert "docs/protocol.md" in local and "docs/architecture.md" in local
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert missing == []
+
+
+def test_fixtures_the_tests_use_are_vendored():
+    from support.paths import ACP_SCHEMA, ACP_SCHEMA_UNSTABLE, FILES_DIR, SSE_DIR
+
+    assert (SSE_DIR / "expected.json").is_file()
+    assert len(list(SSE_DIR.glob("*.txt"))) >= 8
+    assert (FILES_DIR / "agents_md").is_dir()
+    assert ACP_SCHEMA.is_file() and ACP_SCHEMA_UNSTABLE.is_file()
+    for folder in (SSE_DIR, FILES_DIR, ACP_SCHEMA.parent):
+        assert folder.resolve().is_relative_to(ROOT)
