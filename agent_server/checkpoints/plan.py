@@ -1,0 +1,108 @@
+"""``/undo`` and ``/redo`` planned from the log alone.
+
+Role: the log holds one ``checkpoint/file`` event per file the agent changed —
+``{turn, call_id, path, before, after, source}`` with ``before``/``after`` a ``FileState`` JSON or
+``null`` (absent) — and one ``checkpoint/undo`` / ``checkpoint/redo`` event per restore that ran
+(``{turn, files: [{path, outcome}]}``). From these, ``changed_turns`` lists the turns that changed
+files, ``plan_undo`` says which turn ``/undo`` takes back now and how each file must be restored,
+``plan_redo`` the same for ``/redo``. A restore is guarded: it may only replace a file that still
+holds ``expect`` (what the agent left, or what the undo put back).
+
+Rules: ``/undo`` takes back the newest turn with changes that is not undone yet; ``/undo`` again
+steps one more turn back. ``/redo`` re-applies the turn the last ``/undo`` took back. An agent change
+made after an undo clears what could be redone (as in every editor).
+
+Must never: read anything but the events (no disk, no clock): executing a plan is the caller's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from agent_server.checkpoints.blobs import FileState
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file's change over one turn: ``before`` the turn's first change, ``after`` its last."""
+
+    path: Path
+    before: FileState | None
+    after: FileState | None
+
+
+@dataclass
+class TurnChanges:
+    """The files one agent turn changed, in the order they were first changed."""
+
+    turn: int
+    files: dict[Path, FileChange] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Restore:
+    """One guarded restore: replace ``path`` only if it holds ``expect``; make it ``target``
+    (``None``: remove it; ``expect`` ``None``: it must not exist)."""
+
+    path: Path
+    expect: FileState | None
+    target: FileState | None
+
+
+def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], list[int]]:
+    """``(turns with changes, the undone turns, the redo stack)`` — newest last on the stack."""
+    turns: dict[int, TurnChanges] = {}
+    undone: set[int] = set()
+    redo: list[int] = []
+    for event in events:
+        data = event.data
+        if event.type == "checkpoint/file":
+            turn = int(data["turn"])
+            redo.clear()  # the agent changed files again: what was undone stays undone
+            entry = turns.setdefault(turn, TurnChanges(turn))
+            path = Path(data["path"])
+            before, after = FileState.from_json(data.get("before")), FileState.from_json(data.get("after"))
+            if path in entry.files:
+                entry.files[path] = FileChange(path, entry.files[path].before, after)
+            else:
+                entry.files[path] = FileChange(path, before, after)
+        elif event.type == "checkpoint/undo":
+            undone.add(int(data["turn"]))
+            redo.append(int(data["turn"]))
+        elif event.type == "checkpoint/redo":
+            undone.discard(int(data["turn"]))
+            if redo and redo[-1] == int(data["turn"]):
+                redo.pop()
+    for entry in turns.values():  # a file put back exactly as it was is no change
+        entry.files = {p: c for p, c in entry.files.items() if c.before != c.after}
+    ordered = [turns[t] for t in sorted(turns) if turns[t].files]
+    return ordered, undone, redo
+
+
+def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
+    """The turns that changed files, oldest first (for ``/checkpoints``, shown newest first)."""
+    return _turn_changes(events)[0]
+
+
+def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
+    """``(turn, restores)`` for the next ``/undo``, or ``None`` when there is nothing to undo."""
+    turns, undone, _ = _turn_changes(events)
+    candidates = [t for t in turns if t.turn not in undone]
+    if not candidates:
+        return None
+    last = candidates[-1]
+    return last.turn, [Restore(c.path, c.after, c.before) for c in last.files.values()]
+
+
+def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
+    """``(turn, restores)`` for the next ``/redo``, or ``None`` when nothing can be redone."""
+    turns, _, redo = _turn_changes(events)
+    if not redo:
+        return None
+    by_turn = {t.turn: t for t in turns}
+    entry = by_turn.get(redo[-1])
+    if entry is None:
+        return None
+    return entry.turn, [Restore(c.path, c.before, c.after) for c in entry.files.values()]

@@ -1,0 +1,138 @@
+"""Checkpoints: the blob store, the shadow repository and the /undo–/redo planning."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from agent_server.checkpoints import BlobStore, FileState, ShadowRepo, changed_turns, plan_redo, plan_undo
+from agent_server.policy.paths import SecretMatcher
+
+
+def ev(kind: str, **data):
+    return SimpleNamespace(type=kind, data=data)
+
+
+def change(turn: int, path: str, before: FileState | None, after: FileState | None):
+    return ev("checkpoint/file", turn=turn, call_id=f"c{turn}", path=path, source="edit",
+              before=before.to_json() if before else None, after=after.to_json() if after else None)
+
+
+A0, A1, B0, B1, C1 = (FileState(c * 64, 0o644) for c in "abcde")
+
+
+def test_blob_store_keeps_bytes_once_private_and_collects_unreferenced(tmp_path):
+    store = BlobStore(tmp_path / "blobs")
+    sha = store.put(b"one\n")
+    assert store.put(b"one\n") == sha and store.get(sha) == b"one\n"
+    other = store.put(b"two\n")
+    path = tmp_path / "blobs" / sha[:2] / sha[2:]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "blobs").stat().st_mode & 0o777 == 0o700
+    assert store.collect({sha}) == 1
+    assert store.get(sha) == b"one\n"
+    with pytest.raises(FileNotFoundError):
+        store.get(other)
+    with pytest.raises(ValueError):
+        store.get("../../etc/passwd")
+
+
+def test_blob_store_put_file_keeps_mode_and_skips_missing_and_links(tmp_path):
+    store = BlobStore(tmp_path / "blobs")
+    script = tmp_path / "run.sh"
+    script.write_bytes(b"#!/bin/sh\n")
+    script.chmod(0o750)
+    state = store.put_file(script)
+    assert state == FileState(store.put(b"#!/bin/sh\n"), 0o750)
+    assert store.put_file(tmp_path / "missing") is None
+    (tmp_path / "link").symlink_to(script)
+    assert store.put_file(tmp_path / "link") is None
+
+
+def test_undo_takes_back_the_newest_turn_then_the_one_before_and_redo_reapplies():
+    events = [change(1, "/w/a.txt", A0, A1), change(2, "/w/b.txt", B0, B1), change(2, "/w/c.txt", None, C1)]
+    turn, restores = plan_undo(events)
+    assert turn == 2
+    assert {(str(r.path), r.expect, r.target) for r in restores} == {("/w/b.txt", B1, B0), ("/w/c.txt", C1, None)}
+    events.append(ev("checkpoint/undo", turn=2, files=[]))
+    turn, restores = plan_undo(events)
+    assert turn == 1 and [(r.expect, r.target) for r in restores] == [(A1, A0)]
+    events.append(ev("checkpoint/undo", turn=1, files=[]))
+    assert plan_undo(events) is None
+    turn, restores = plan_redo(events)
+    assert turn == 1 and [(r.expect, r.target) for r in restores] == [(A0, A1)]
+    events.append(ev("checkpoint/redo", turn=1, files=[]))
+    assert plan_redo(events)[0] == 2
+    assert plan_undo(events)[0] == 1
+
+
+def test_a_turn_that_changes_a_file_twice_restores_its_first_before_and_guards_on_its_last_after():
+    events = [change(3, "/w/a.txt", A0, A1), change(3, "/w/a.txt", A1, B1)]
+    turn, [restore] = plan_undo(events)
+    assert (turn, restore.expect, restore.target) == (3, B1, A0)
+
+
+def test_a_change_put_back_within_the_turn_is_no_change():
+    events = [change(1, "/w/a.txt", A0, A1), change(1, "/w/a.txt", A1, A0)]
+    assert changed_turns(events) == [] and plan_undo(events) is None
+
+
+def test_new_agent_change_after_undo_clears_redo_but_keeps_the_undone_turn_undone():
+    events = [change(1, "/w/a.txt", A0, A1), ev("checkpoint/undo", turn=1, files=[]), change(2, "/w/b.txt", B0, B1)]
+    assert plan_redo(events) is None
+    turn, _ = plan_undo(events)
+    assert turn == 2
+    events.append(ev("checkpoint/undo", turn=2, files=[]))
+    assert plan_undo(events) is None
+
+
+def git_workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "keep.txt").write_text("keep\n")
+    (root / ".env").write_text("API_KEY=hunter2\n")
+    (root / ".gitignore").write_text("build/\n")
+    return root
+
+
+def test_shadow_snapshot_diff_leaves_secrets_out_and_never_touches_the_users_git(tmp_path):
+    root = git_workspace(tmp_path)
+    user_git = sorted(p.relative_to(root) for p in (root / ".git").rglob("*"))
+    matcher = SecretMatcher([".env*", "*.pem"])
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, is_secret=matcher.match,
+                      name_patterns=(".env*", "*.pem"))
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot()
+    (root / "keep.txt").write_text("changed\n")
+    (root / "new.sh").write_text("echo hi\n")
+    (root / "new.sh").chmod(0o755)
+    (root / ".env").write_text("API_KEY=changed\n")
+    (root / "key.pem").write_text("-----BEGIN-----\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_bytes(b"\0obj")
+    after = repo.snapshot()
+    found = {c.path.name: c for c in repo.changes(before, after, blobs)}
+    assert set(found) == {"keep.txt", "new.sh"}
+    assert blobs.get(found["keep.txt"].before.blob) == b"keep\n"
+    assert blobs.get(found["keep.txt"].after.blob) == b"changed\n"
+    assert found["new.sh"].before is None and found["new.sh"].after.mode == 0o755
+    # no secret ever entered the shadow objects
+    assert "hunter2" not in "".join(blobs.get(s.blob).decode() for c in found.values() for s in (c.before, c.after) if s)
+    listed = subprocess.run(["git", f"--git-dir={tmp_path / 'state' / 'shadow.git'}", "ls-tree", "-r", "--name-only", after],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert ".env" not in listed and "key.pem" not in listed and "keep.txt" in listed
+    assert sorted(p.relative_to(root) for p in (root / ".git").rglob("*")) == user_git
+    assert not (root / ".git" / "index").exists()  # the user's repository never got an index from us
+
+
+def test_shadow_is_git_workspace(tmp_path):
+    root = git_workspace(tmp_path)
+    (root / "sub").mkdir()
+    assert ShadowRepo.is_git_workspace(root / "sub")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert not ShadowRepo.is_git_workspace(plain)
