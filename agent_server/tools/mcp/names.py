@@ -1,0 +1,42 @@
+"""Model-facing names of MCP tools: ``mcp__<server>__<tool>``, valid for every provider.
+
+Providers accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``. Other characters become ``_``; a
+name over 64 characters keeps its head and gets a short hash of the full name; a collision gets
+``_2``, ``_3`` … in the order servers and tools are given (so the map is deterministic and can be
+logged and replayed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+
+MAX_NAME = 64
+_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _sanitise(raw: str) -> str:
+    name = _BAD.sub("_", raw)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:8]
+        name = name[:MAX_NAME - 9] + "_" + digest
+    return name
+
+
+def expose_names(tools: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, str]]:
+    """``{server: [tool, …]}`` → ``{exposed name: (server, tool)}``, in the given order.
+
+    Every exposed name matches ``^[a-zA-Z0-9_-]{1,64}$`` and is unique.
+    """
+    exposed: dict[str, tuple[str, str]] = {}
+    for server, names in tools.items():
+        for tool in names:
+            base = _sanitise(f"mcp__{server}__{tool}")
+            name, n = base, 1
+            while name in exposed:
+                n += 1
+                suffix = f"_{n}"
+                name = base[:MAX_NAME - len(suffix)] + suffix
+            exposed[name] = (server, tool)
+    return exposed

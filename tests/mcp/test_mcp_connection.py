@@ -1,0 +1,206 @@
+"""MCP servers run with the official SDK: real servers from PyPI (``mcp-server-time``) and a server
+the test builds with the SDK (stdio and Streamable HTTP); failures each give a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_server.tools.mcp import McpServerSpec, expose_names, render_result, specs_from_acp
+from agent_server.tools.mcp.connection import McpConnection, McpError
+
+HERE = Path(__file__).resolve().parent
+SCRIPTED = [sys.executable, str(HERE / "scripted_server.py")]
+BIN = Path(sys.executable).parent
+
+
+def stdio(name: str, *argv: str) -> McpServerSpec:
+    return McpServerSpec(name, "stdio", command=argv[0], args=tuple(argv[1:]))
+
+
+def env() -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":
+                return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_real_time_server_from_pypi_answers_a_call():
+    conn = McpConnection(stdio("time", str(BIN / "mcp-server-time"), "--local-timezone", "UTC"), env())
+    try:
+        tools = {t["name"] for t in await conn.start()}
+        assert "get_current_time" in tools
+        result = await conn.call("get_current_time", {"timezone": "Europe/Paris"})
+        text, is_error = render_result(result)
+        assert not is_error and "Europe/Paris" in text
+    finally:
+        await conn.close()
+
+
+async def test_http_server_built_with_the_sdk_answers_with_structured_content():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*SCRIPTED, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.1)
+        conn = McpConnection(McpServerSpec("web", "http", url=f"http://127.0.0.1:{port}/mcp",
+                                           headers={"X-Test": "1"}), env())
+        try:
+            tools = {t["name"]: t for t in await conn.start()}
+            assert tools["add"]["annotations"]["readOnlyHint"] is True
+            text, is_error = render_result(await conn.call("add", {"a": 40, "b": 2}))
+            assert (text, is_error) == ("42", False)
+        finally:
+            await conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_server_that_exits_mid_call_gives_a_clear_error_and_restarts_on_the_next_call():
+    conn = McpConnection(stdio("s", *SCRIPTED, "stdio"), env())
+    try:
+        await conn.start()
+        with pytest.raises(McpError, match="stopped during the call"):
+            await conn.call("crash", {})
+        text, _ = render_result(await conn.call("add", {"a": 1, "b": 1}))
+        assert text == "2"
+    finally:
+        await conn.close()
+
+
+async def test_server_that_never_starts_is_reported_with_its_name():
+    conn = McpConnection(stdio("broken", "/bin/false"), env(), start_timeout=10)
+    with pytest.raises(McpError, match="'broken' did not start"):
+        await conn.start()
+
+
+async def test_hanging_tool_times_out_and_cancel_reaches_the_caller():
+    conn = McpConnection(stdio("s", *SCRIPTED, "stdio"), env())
+    try:
+        await conn.start()
+        with pytest.raises(McpError, match="timed out after 1 s"):
+            await conn.call("sleep", {"seconds": 30}, timeout=1)
+        task = asyncio.create_task(conn.call("sleep", {"seconds": 30}))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        text, _ = render_result(await conn.call("add", {"a": 2, "b": 2}))
+        assert text == "4"
+    finally:
+        await conn.close()
+
+
+async def test_close_leaves_no_server_process():
+    conn = McpConnection(stdio("s", *SCRIPTED, "stdio"), env())
+    await conn.start()
+    servers = children_of(os.getpid())
+    assert servers, "the server process should be our child"
+    await conn.close()
+    assert all(gone(pid) for pid in servers)
+
+
+def test_kill_9_of_the_agent_leaves_no_server_process(tmp_path):
+    holder = tmp_path / "holder.py"
+    holder.write_text(
+        "import asyncio, os, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from agent_server.tools.mcp import McpServerSpec\n"
+        "from agent_server.tools.mcp.connection import McpConnection\n"
+        "async def main():\n"
+        "    c = McpConnection(McpServerSpec('s', 'stdio', command=sys.executable, args=(sys.argv[2], 'stdio')),"
+        " dict(os.environ))\n"
+        "    await c.start()\n"
+        "    print('ready', flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n")
+    proc = subprocess.Popen([sys.executable, str(holder), str(HERE.parents[1]), str(HERE / "scripted_server.py")],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    descendants = []
+    frontier = [proc.pid]
+    while frontier:
+        kids = children_of(frontier.pop())
+        descendants += kids
+        frontier += kids
+    assert descendants
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert all(gone(pid) for pid in descendants), descendants
+
+
+def test_exposed_names_are_valid_unique_and_deterministic():
+    tools = {"git hub": ["create issue", "create-issue"], "x" * 70: ["t"], "time": ["get_current_time"]}
+    names = expose_names(tools)
+    assert all(len(n) <= 64 and n.replace("_", "a").replace("-", "a").isalnum() for n in names)
+    assert names["mcp__git_hub__create_issue"] == ("git hub", "create issue")
+    assert names["mcp__git_hub__create-issue"] == ("git hub", "create-issue")
+    assert names["mcp__time__get_current_time"] == ("time", "get_current_time")
+    assert expose_names(tools) == names and len(names) == 4
+    clash = expose_names({"a.b": ["c"], "a_b": ["c"]})
+    assert list(clash) == ["mcp__a_b__c", "mcp__a_b__c_2"]
+
+
+def test_specs_from_acp_reads_stdio_and_http_and_reports_the_rest():
+    specs, problems = specs_from_acp([
+        {"name": "time", "command": "mcp-server-time", "args": ["--local-timezone", "UTC"],
+         "env": [{"name": "TZ", "value": "UTC"}]},
+        {"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp", "headers": [{"name": "A", "value": "b"}]},
+        {"type": "sse", "name": "old", "url": "http://127.0.0.1:1/sse", "headers": []},
+        {"name": "time", "command": "again"},
+        {"command": "nameless"},
+    ])
+    assert [(s.name, s.transport) for s in specs] == [("time", "stdio"), ("web", "http")]
+    assert specs[0].env == {"TZ": "UTC"} and specs[1].headers == {"A": "b"}
+    assert len(problems) == 3 and "SSE" in problems[0] and "twice" in problems[1]
+
+
+def test_render_result_describes_images_and_resources_and_keeps_errors():
+    text, is_error = render_result({"content": [
+        {"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "aGVsbG8="},
+        {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"}},
+        {"type": "resource_link", "uri": "file:///b", "name": "b"}], "structuredContent": {"n": 1}, "isError": True})
+    assert is_error
+    assert text.splitlines() == ["see", "[image: image/png, 5 bytes — not shown to the model]",
+                                 "[resource: file:///a.txt (text/plain)]", "A", "[resource link: file:///b — b]",
+                                 json.dumps({"n": 1})]
+    assert render_result({"content": [{"type": "text", "text": '{"n": 1}'}], "structuredContent": {"n": 1}})[0] == '{"n": 1}'
+
+
+def test_the_acp_start_up_path_does_not_import_the_mcp_sdk():
+    code = ("import sys, agent_server.server.acp, agent_server.server.stdio, agent_server.tools; "
+            "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))); "
+            "print(loaded); sys.exit(1 if loaded else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parents[1])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
