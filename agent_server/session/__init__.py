@@ -18,7 +18,7 @@ from agent_server.session.events import (
     read_events,
     read_head,
 )
-from agent_server.session.projection import derive_messages, surface_messages
+from agent_server.session.projection import ProjectionMemo, derive_messages, surface_messages
 
 __all__ = [
     "DURABLE_TYPES",
@@ -28,6 +28,7 @@ __all__ = [
     "LogCorruptError",
     "LogVersionError",
     "SessionEvent",
+    "ProjectionMemo",
     "derive_messages",
     "surface_messages",
     "read_events",

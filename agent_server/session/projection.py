@@ -76,24 +76,14 @@ def _plain_messages(events: list[SessionEvent]) -> list[tuple[int, dict[str, Any
     messages: list[tuple[int, dict[str, Any]]] = []
     turn: int | None = None
     for event in events:
-        kind, data = event.type, event.data
-        if kind == "turn/start":
-            turn = data.get("turn")
+        if event.type == "turn/start":
+            turn = event.data.get("turn")
             continue
         if turn in refused and turn is not None:
             continue
-        if kind == "user":
-            messages.append((event.seq, {"role": "user", "content": data["content"]}))
-        elif kind == "assistant":
-            message = _assistant_message(data)
-            if message is not None:
-                messages.append((event.seq, message))
-        elif kind == "notice":
-            messages.append((event.seq, {"role": "user", "content": f"[agent-server notice] {data['text']}"}))
-        elif kind == "tool/result":
-            messages.append(
-                (event.seq, {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]})
-            )
+        message = _message_of(event)
+        if message is not None:
+            messages.append((event.seq, message))
     return messages
 
 
@@ -116,3 +106,63 @@ def _assistant_message(data: dict[str, Any]) -> dict[str, Any] | None:
             for call in calls
         ]
     return message
+
+
+class ProjectionMemo:
+    """A memo of ``surface_messages`` over an append-only log, for long sessions.
+
+    ``surface(events)`` equals ``surface_messages(events)`` for every ``events``: it only caches
+    that pure function. The plain messages of the prefix already seen are kept and only new events
+    are projected; compactions are applied on top at every call (there are few). It starts again
+    from scratch when the view is rewritten: a list that does not extend the last one (tail repair,
+    fork, a reloaded log) or a ``turn/end`` with ``exit: "refusal"`` (it drops its whole turn).
+    Returned messages are new dicts (callers may change them).
+    """
+
+    def __init__(self) -> None:
+        self._seen: list[SessionEvent] = []
+        self._plain: list[tuple[int, dict[str, Any]]] = []
+        self._compactions: list[SessionEvent] = []
+
+    def _extends(self, events: list[SessionEvent]) -> bool:
+        n = len(self._seen)
+        return n == 0 or (len(events) >= n and events[0] is self._seen[0] and events[n - 1] is self._seen[-1])
+
+    def surface(self, events: Iterable[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+        """``surface_messages(events)``, computed incrementally when ``events`` extends the list
+        this memo saw last."""
+        events = list(events)
+        if not self._extends(events):
+            self.__init__()
+        new = events[len(self._seen):]
+        if any(e.type == "turn/end" and e.data.get("exit") == "refusal" for e in new):
+            self._plain = _plain_messages(events)
+            new = [e for e in new if e.type == "compaction/end"]
+        else:
+            for event in new:
+                message = _message_of(event)
+                if message is not None:
+                    self._plain.append((event.seq, message))
+        self._compactions += [e for e in new if e.type == "compaction/end" and isinstance(e.data.get("message"), str)]
+        self._seen = events
+        pairs = self._plain
+        for event in self._compactions:
+            first, last = event.data["first_seq"], event.data["last_seq"]
+            pairs = ([p for p in pairs if p[0] < first]
+                     + [(first, {"role": "user", "content": event.data["message"]})]
+                     + [p for p in pairs if p[0] > last])
+        return [(seq, dict(message)) for seq, message in pairs]
+
+
+def _message_of(event: SessionEvent) -> dict[str, Any] | None:
+    """The message one event projects to on its own (refusals and compactions aside)."""
+    kind, data = event.type, event.data
+    if kind == "user":
+        return {"role": "user", "content": data["content"]}
+    if kind == "assistant":
+        return _assistant_message(data)
+    if kind == "notice":
+        return {"role": "user", "content": f"[agent-server notice] {data['text']}"}
+    if kind == "tool/result":
+        return {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]}
+    return None
