@@ -1,38 +1,33 @@
-"""The ACP surface: method handlers that turn JSON-RPC calls into session operations.
+"""The ACP front end: method handlers that turn JSON-RPC calls into session-host calls.
 
-Role: ``AcpServer`` implements ``initialize``, ``session/new``, ``session/prompt`` and
-``session/cancel`` (PROTOCOL.md), validates params, maps turn outcomes to stop reasons or to the
-``-32603`` error with ``data: {code, message, retryable}``, and sends each session's updates as
-``session/update`` notifications. ``session/load``, ``session/list`` and ``session/delete`` live
-in ``lifecycle.py``, ``session/set_mode`` and ``session/set_config_option`` (and each session's
-policy) in ``modes.py``; they are registered here.
+Role: ``AcpServer`` implements the ACP methods (PROTOCOL.md) — ``initialize``, ``session/new``,
+``session/prompt``, ``session/cancel``, ``session/load``, ``session/list``, ``session/delete``,
+``session/set_mode`` and ``session/set_config_option`` — by validating params, calling the
+``SessionHost`` (``agent_server.host``) and mapping its answers and ``HostError``\\s onto the wire:
+turn outcomes to stop reasons or to the ``-32603`` error with ``data: {code, message,
+retryable}``. As the host's ``Frontend`` it sends each session's updates as ``session/update``
+notifications, reads and writes files through the editor where the client allows it, and asks
+permission with ``session/request_permission``.
 
-Must never: hold conversation state outside the log (sessions are ``AgentSession``\\s over their
-``EventLog``), or send a session's notification before the ``session/new`` response.
+Must never: hold session state (the host does), or send a session's notification before the
+``session/new`` (or a mode change's) response.
 """
 
 from __future__ import annotations
 
-import datetime
+import contextlib
 import logging
-import os
-import platform
-from pathlib import Path
-from urllib.parse import urlsplit
-from typing import Any
+from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from agent_server import __version__
-from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.config import Config
-from agent_server.prompt import PromptEnvironment, render_system_prompt
-from agent_server.prompt.instructions import instruction_paths, read_instructions
+from agent_server.host import HostError, SessionHost
+from agent_server.host import commands
+from agent_server.policy.modes import MODE_CONFIG_ID
 from agent_server.server import acp_models as m
-from agent_server.server import commands
 from agent_server.server.editor_files import EditorCapabilities, EditorFiles
 from agent_server.server.initialize import initialize_result
-from agent_server.server.lifecycle import SessionLifecycle, session_title
 from agent_server.server.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -41,20 +36,22 @@ from agent_server.server.jsonrpc import (
     JsonRpcError,
     RequestContext,
 )
-from agent_server.server.models_pool import ClientPool
-from agent_server.server.modes import SessionPolicies
+from agent_server.server.permissions import PermissionRequester
 from agent_server.session import SessionStore
-from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext, tool_schemas
-from agent_server.tools.pipeline import ToolRunner
+from agent_server.tools import DiskFiles
 
 log = logging.getLogger("agent_server.server")
 
+_CODES = {"invalid": INVALID_PARAMS, "not_found": RESOURCE_NOT_FOUND, "internal": INTERNAL_ERROR}
 
-def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
-    """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
-    if log is None:
-        return default
-    return next((e.data for e in reversed(log.events) if e.type == kind), default)
+
+@contextlib.contextmanager
+def _wire_errors() -> Iterator[None]:
+    """Turn a ``HostError`` into the JSON-RPC error of the same meaning."""
+    try:
+        yield
+    except HostError as exc:
+        raise JsonRpcError(_CODES[exc.kind], exc.message, exc.data) from None
 
 
 def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
@@ -65,23 +62,33 @@ def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
 
 
 class AcpServer:
-    """The agent side of one ACP connection.
+    """The agent side of one ACP connection, a front end over its own ``SessionHost``.
 
     ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts);
     ``store``: where session logs go. Call ``bind(connection)`` before serving.
     """
 
     def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None) -> None:
-        self.config = config
-        self.config_error = config_error
-        self.store = store
-        self.sessions: dict[str, AgentSession] = {}
+        self.host = SessionHost(config, store, config_error=config_error)
+        self.host.attach(self)
         self.client_capabilities = m.ClientCapabilities()
         self.editor = EditorCapabilities()
-        self.pool = ClientPool(config.agent.stream_idle_timeout)
         self.connection: Connection | None = None
-        self.lifecycle = SessionLifecycle(self)
-        self.policies = SessionPolicies(self)
+
+    @property
+    def sessions(self) -> dict[str, Any]:
+        """The host's live sessions by id."""
+        return self.host.sessions
+
+    @property
+    def config(self) -> Config:
+        """The host's settings."""
+        return self.host.config
+
+    @property
+    def store(self) -> SessionStore:
+        """The host's session store."""
+        return self.host.store
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -91,8 +98,11 @@ class AcpServer:
             "initialize": self.initialize,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
-            **self.lifecycle.request_handlers(),  # session/load, session/list, session/delete
-            **self.policies.request_handlers(),  # session/set_mode, session/set_config_option
+            "session/load": self.load,
+            "session/list": self.list,
+            "session/delete": self.delete,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
         }
 
     def notification_handlers(self) -> dict[str, Any]:
@@ -115,12 +125,35 @@ class AcpServer:
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""
-        sessions = list(self.sessions.values())
-        for session in sessions:
-            session.cancel()
-        for session in sessions:
-            await session.close()
-        await self.pool.aclose()
+        await self.host.aclose()
+
+    # -- the host's Frontend --------------------------------------------------------------------
+
+    def emitter(self, session_id: str):
+        """``session/update`` notifications for ``session_id`` (dropped once disconnected)."""
+        async def emit(update: dict[str, Any]) -> None:
+            if self.connection is not None and not self.connection.closed.is_set():
+                await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+        return emit
+
+    def files(self, session_id: str, emit: Any) -> Any:
+        """The session's workspace-file seam: through the editor where the client allows it
+        (PROTOCOL.md), else the disk."""
+        caps = self.editor
+        if self.connection is None or not (caps.read_text or caps.write_text or caps.apply_workspace_edit):
+            return DiskFiles()
+        return EditorFiles(self.connection, session_id, caps, emit=emit)
+
+    def approver(self, session_id: str) -> PermissionRequester:
+        """``session/request_permission`` on this connection."""
+        return PermissionRequester(lambda: self.connection, session_id,
+                                   lambda: self.host.config.policy.approval_timeout)
+
+    def edits_need_approval(self) -> bool:
+        """Plain ACP (``fs/write_text_file``, no proposals): the permission question is the user's
+        only review."""
+        return self.editor.write_text and not self.editor.apply_workspace_edit
 
     # -- methods ------------------------------------------------------------------------------
 
@@ -131,52 +164,15 @@ class AcpServer:
 
     async def new_session(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/new``: create the log and the session; returns ``{"sessionId", "modes",
-        "configOptions"}``."""
+        "configOptions"}``; the slash commands follow as ``available_commands_update``."""
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
-        roots = [p.cwd, *p.additionalDirectories]
-        missing = [r for r in roots if not Path(r).is_dir()]
-        if missing:
-            raise JsonRpcError(INVALID_PARAMS, f"not a directory: {missing[0]}", {"path": missing[0]})
-        header = {
-            "cwd": p.cwd,
-            "additional_directories": p.additionalDirectories,
-            "mcp_servers": [s.get("name") for s in p.mcpServers],
-            "agent": {"name": "agent-server", "version": __version__},
-        }
-        await self.policies.prepare()
-        session_id, event_log = self.store.create(header)
-        self.open_session(session_id, event_log, roots)
-        emit = self._emitter(session_id)
+        with _wire_errors():
+            session_id = await self.host.create(p.cwd, p.additionalDirectories,
+                                                [s.get("name") for s in p.mcpServers])
+        emit = self.emitter(session_id)
         ctx.after_response(lambda: emit({"sessionUpdate": "available_commands_update",
                                          "availableCommands": commands.COMMANDS}))
-        return {"sessionId": session_id, **self.policies.state(session_id)}
-
-    def open_session(self, session_id: str, event_log: Any, roots: list[str]) -> AgentSession:
-        """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
-        emit = self._emitter(session_id)
-        files = self._files(session_id, emit)
-        policy = self.policies.create(session_id, event_log, roots, emit)
-        # plain ACP (fs/write_text_file, no proposals): the permission question is the user's only review
-        policy.ask_edits = self.editor.write_text and not self.editor.apply_workspace_edit
-        context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
-                              session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
-                              env=self._tool_env(),
-                              is_secret=lambda p: policy.secrets.match(p, p.resolve()) is not None)
-        # one result may fill at most a quarter of the model's context window
-        budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
-        runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
-                            guards=[policy.guard], result_budget=budget)
-        session = self.sessions[session_id] = AgentSession(
-            session_id,
-            event_log,
-            self.config,
-            header_factory=lambda: self._request_header(roots, policy, event_log),
-            client_factory=self._client,
-            emit=emit,
-            runner=runner,
-        )
-        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
-        return session
+        return {"sessionId": session_id, **self.host.state(session_id)}
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/prompt``: run one turn; every update is written before this returns."""
@@ -184,12 +180,13 @@ class AcpServer:
         if not p.prompt:
             raise JsonRpcError(INVALID_PARAMS, "invalid params: the prompt is empty",
                                {"errors": [{"path": "prompt", "message": "at least one content block is required"}]})
-        session = self._session(p.sessionId)
+        with _wire_errors():
+            session = self.host.session(p.sessionId)
         blocks = params["prompt"]
         command = commands.parse_command(blocks)
         if command is not None:
             ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
-            reply = await self._command(session, *command)
+            reply = await self.host.command(session, *command)
             if reply is not None:
                 return reply
             blocks = [{"type": "text", "text": commands.INIT_PROMPT}]
@@ -197,134 +194,74 @@ class AcpServer:
         ctx.on_cancel = ticket.cancel
         if ctx.cancel_requested:  # $/cancel_request arrived before the handler ran
             ticket.cancel()
-        outcome = await session.prompt(blocks, ticket)
+        outcome = await self.host.turn(session, blocks, ticket)
         if outcome.error is not None:
             raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
-        await self._announce_title(session)
         return {"stopReason": outcome.stop_reason}
-
-    async def _command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
-        """Run a slash command; returns the prompt's answer, or ``None`` when it becomes a turn."""
-        emit = self._emitter(session.id)
-        if name == "init":
-            commands.log_command(session.log, name, argument, "turn")
-            return None
-        if name == "mode":
-            policy = self.policies.policies[session.id]
-            try:
-                changed = policy.modes.set(argument, "/mode") if argument else False
-                text = (f"Mode: {policy.modes.current}." if changed or not argument
-                        else f"The mode already is {argument}.")
-            except Exception as exc:  # UnknownMode
-                text = str(exc)
-            if argument and policy.modes.current == argument:
-                await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
-                await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
-        elif name == "model":
-            text = commands.change_model(session.log, argument, self.config.provider.model)
-        elif name == "compact":
-            text = await session.compact_now()
-            if text is None:
-                commands.log_command(session.log, name, argument, "cancelled")
-                return {"stopReason": "cancelled"}
-        else:
-            text = commands.usage_report(session.log.events, self.config.provider.context_window)
-        commands.log_command(session.log, name, argument, text)
-        await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
-        return {"stopReason": "end_turn"}
-
-    async def _announce_title(self, session: AgentSession) -> None:
-        """After the first turn, name the session after its first prompt (``session_info_update``)."""
-        events = session.log.events
-        if sum(1 for e in events if e.type == "turn/end") != 1:
-            return  # the title is derived from the log (as session/list does), announced once
-        title = session_title(next((e for e in events if e.type == "user"), None))
-        if title is None:
-            return
-        updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
-        await self._emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
-
-    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]]) -> None:
-        """Log the AGENTS.md files that apply when they are first seen or have changed."""
-        focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
-                 if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
-        records = read_instructions(instruction_paths([Path(r) for r in roots], focus))
-        last = next((e for e in reversed(log.events) if e.type == "project/instructions"), None)
-        if (last.data["files"] if last else []) != records:
-            log.append("project/instructions", {"files": records})
 
     async def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (notification): stop the session's running turn."""
         session_id = params.get("sessionId")
-        if isinstance(session_id, str) and session_id in self.sessions:
-            self.sessions[session_id].cancel()
+        if isinstance(session_id, str):
+            self.host.cancel(session_id)
 
-    # -- helpers ------------------------------------------------------------------------------
+    async def load(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/load``: replay the history as updates, then answer ``{"modes", "configOptions"}``
+        (plus ``_meta.agentServer.recovered`` when a dead process's turn or queue was closed).
 
-    def _files(self, session_id: str, emit: Any) -> Any:
-        """The session's workspace-file seam: through the editor where the client allows it
-        (PROTOCOL.md), else the disk."""
-        caps = self.editor
-        if self.connection is None or not (caps.read_text or caps.write_text or caps.apply_workspace_edit):
-            return DiskFiles()
-        return EditorFiles(self.connection, session_id, caps, emit=emit)
+        Errors: ``-32002`` unknown session; ``-32602`` bad params, a ``cwd`` other than the
+        session's, a missing directory; ``-32603`` with ``data.code`` ``LOG_CORRUPT`` (``data.line``
+        is the bad line) or ``LOG_VERSION`` when the log cannot be read — it is then left as is —
+        and ``SESSION_BUSY`` when another agent-server process has the session open.
+        """
+        p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
+        with _wire_errors():
+            meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
+            result = dict(self.host.state(p.sessionId))
+        if meta:
+            result["_meta"] = meta
+        return result
 
-    def _tool_env(self) -> dict[str, str]:
-        """The environment tools (the shell) get: ours minus agent-server's own settings and
-        anything holding the model's API key — a command must never be able to print the key."""
-        key = self.config.provider.api_key
-        drop = {self.config.provider.api_key_env}
-        return {k: v for k, v in os.environ.items()
-                if not k.startswith("AGENT_SERVER_") and k not in drop and not (key and key in v)}
+    async def list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/list``: ``{"sessions": [SessionInfo]}``, newest first, all in one page
+        (``SessionHost.list``). A ``cursor`` is refused (``-32602``): no page is ever cut."""
+        p: m.ListSessionsParams = _parse(m.ListSessionsParams, params)
+        if p.cursor:
+            raise JsonRpcError(INVALID_PARAMS, "unknown cursor: session/list returns every session in one page",
+                               {"cursor": p.cursor})
+        return {"sessions": self.host.list(p.cwd)}
 
-    def _session(self, session_id: str) -> AgentSession:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise JsonRpcError(RESOURCE_NOT_FOUND, f"unknown session: {session_id}", {"sessionId": session_id})
-        return session
+    async def delete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/delete``: cancel and close it if live, remove its folder; ``{}``.
 
-    def _emitter(self, session_id: str):
-        async def emit(update: dict[str, Any]) -> None:
-            if self.connection is not None and not self.connection.closed.is_set():
-                await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+        Errors: ``-32002`` unknown session, ``-32602`` invalid id.
+        """
+        p: m.DeleteSessionParams = _parse(m.DeleteSessionParams, params)
+        with _wire_errors():
+            await self.host.delete(p.sessionId)
+        return {}
 
-        return emit
+    async def set_mode(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/set_mode``: switch the mode; answers ``{}``, then announces the mode."""
+        p: m.SetModeParams = _parse(m.SetModeParams, params)
+        self._switch(p.sessionId, p.modeId, "session/set_mode", ctx)
+        return {}
 
-    def _request_header(self, roots: list[str], policy: Any = None, log: Any = None) -> RequestHeader:
-        env = PromptEnvironment(
-            roots=tuple(roots),
-            os_name=f"{platform.system()} {platform.release()}",
-            shell=os.environ.get("SHELL", "/bin/sh"),
-            date=datetime.date.today().isoformat(),
-            tool_names=tuple(t.name for t in BUILTIN_TOOLS),
-            mode=policy.modes.current if policy is not None else None,
-            sandboxed=policy.sandboxed if policy is not None else None,
-            instructions=tuple(_latest(log, "project/instructions", {"files": []})["files"]),
-        )
-        provider = self.config.provider
-        model = commands.current_model(log.events, provider.model) if log is not None else provider.model
-        return RequestHeader(
-            system=render_system_prompt(env),
-            model=model or "",
-            params=dict(self.config.agent.params),
-            tools=tool_schemas(BUILTIN_TOOLS),
-            reasoning_content=provider.reasoning_content,
-        )
+    async def set_config_option(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/set_config_option`` for ``mode``; answers ``{"configOptions"}``."""
+        p: m.SetConfigOptionParams = _parse(m.SetConfigOptionParams, params)
+        with _wire_errors():
+            self.host.state(p.sessionId)  # unknown session first
+        if p.configId != MODE_CONFIG_ID:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown config option {p.configId!r}; known: {MODE_CONFIG_ID}",
+                               {"configId": p.configId})
+        if not isinstance(p.value, str) or p.type == "boolean":
+            raise JsonRpcError(INVALID_PARAMS, "the mode option takes a value id (a string)", {"configId": p.configId})
+        self._switch(p.sessionId, p.value, "session/set_config_option", ctx)
+        return {"configOptions": self.host.state(p.sessionId)["configOptions"]}
 
-    def _client(self):
-        if self.config_error:
-            raise TurnFailed({"code": "BAD_REQUEST", "message": f"configuration error: {self.config_error}", "retryable": False})
-        provider = self.config.provider
-        if not provider.base_url:
-            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
-                              "no model endpoint configured: set AGENT_SERVER_BASE_URL (or a profile with "
-                              "AGENT_SERVER_PROFILE / the config file), see the README"})
-        if not provider.model:
-            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
-                              f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
-        if provider.key_required and not provider.api_key:
-            var = provider.api_key_env
-            hint = f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY"
-            raise TurnFailed({"code": "AUTH", "retryable": False,
-                              "message": f"no API key for profile {provider.profile!r}: {hint}"})
-        return self.pool.get(provider.base_url, provider.api_key)
+    def _switch(self, session_id: str, mode: str, by: str, ctx: RequestContext) -> None:
+        with _wire_errors():
+            changed = self.host.set_mode(session_id, mode, by)
+        if changed:
+            ctx.after_response(lambda: self.host.announce_mode(session_id))

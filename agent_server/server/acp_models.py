@@ -123,6 +123,54 @@ class CancelParams(_Open):
     sessionId: str
 
 
+class LoadSessionParams(_Open):
+    """``session/load`` params (schema ``LoadSessionRequest``)."""
+
+    sessionId: str
+    cwd: str
+    mcpServers: list[dict[str, Any]] = Field(default_factory=list)
+    additionalDirectories: list[str] = Field(default_factory=list)
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_absolute(cls, value: str) -> str:
+        return _absolute(value)
+
+    @field_validator("additionalDirectories")
+    @classmethod
+    def _dirs_absolute(cls, value: list[str]) -> list[str]:
+        return [_absolute(v) for v in value]
+
+
+class ListSessionsParams(_Open):
+    """``session/list`` params (schema ``ListSessionsRequest``)."""
+
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class DeleteSessionParams(_Open):
+    """``session/delete`` params (schema ``DeleteSessionRequest``)."""
+
+    sessionId: str
+
+
+class SetModeParams(_Open):
+    """``session/set_mode`` params (schema ``SetSessionModeRequest``)."""
+
+    sessionId: str
+    modeId: str
+
+
+class SetConfigOptionParams(_Open):
+    """``session/set_config_option`` params (schema ``SetSessionConfigOptionRequest``)."""
+
+    sessionId: str
+    configId: str
+    value: Any = None
+    type: str | None = None
+
+
 def describe_validation_error(exc: ValidationError) -> dict[str, Any]:
     """JSON-RPC ``error.data`` for invalid params: ``{"errors": [{"path", "message"}]}``."""
     return {

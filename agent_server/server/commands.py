@@ -1,101 +1,11 @@
-"""Slash commands: ``/mode``, ``/model``, ``/usage``, ``/init``, ``/compact`` typed as a prompt.
+"""Moved to ``agent_server.host.commands`` (the session host); kept for old imports."""
 
-Role: the commands advertised with ``available_commands_update`` after ``session/new``; recognise
-a prompt whose text starts with ``/`` and a known name; run it. A command that changes the
-session logs its change (``mode/changed`` through policy, ``model/changed`` here) and is logged
-itself as ``command`` — it is not a user message, so the model never sees the command line, only
-its effect (the next request's header). ``/init`` becomes a turn: the model is asked to write a
-starter ``AGENTS.md`` with its tools, so the file arrives as an edit proposal like any other.
-``/compact`` compacts the history now (``AgentSession.compact_now``: the usual ``compaction/*``
-events, after a running turn).
-
-Must never: treat text that merely starts with ``/`` as a command (a path such as ``/etc/hosts``
-is a prompt), or change the session without an event saying so.
-"""
-
-from __future__ import annotations
-
-from typing import Any, Sequence
-
-from agent_server.session import EventLog, SessionEvent
-
-COMMANDS: list[dict[str, Any]] = [
-    {"name": "mode", "description": "Switch this session's mode",
-     "input": {"hint": "read-only | workspace-write | danger-full-access"}},
-    {"name": "model", "description": "Use another model for this session", "input": {"hint": "model id"}},
-    {"name": "usage", "description": "Show this session's token usage"},
-    {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},
-    {"name": "compact", "description": "Summarise the older history into one checkpoint to free context"},
-]
-"""ACP ``AvailableCommand``\\s, in the order they are offered."""
-
-INIT_PROMPT = (
-    "Create a starter AGENTS.md at the root of this workspace for coding agents working on this "
-    "project. First look around (list files, read the README and build/test configuration). Then "
-    "write a short AGENTS.md covering: what the project is, how to set it up, how to build and run "
-    "the tests, the code layout, and the conventions you can see. Keep it under 60 lines and state "
-    "only what you verified. If an AGENTS.md already exists, read it and improve it instead."
+from agent_server.host.commands import (  # noqa: F401
+    COMMANDS,
+    INIT_PROMPT,
+    change_model,
+    current_model,
+    log_command,
+    parse_command,
+    usage_report,
 )
-
-
-def parse_command(blocks: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
-    """``(name, argument)`` when the prompt is a single text block ``/name [argument]`` with a
-    known ``name``; else ``None``."""
-    if len(blocks) != 1 or blocks[0].get("type") != "text":
-        return None
-    text = str(blocks[0].get("text", "")).strip()
-    if not text.startswith("/"):
-        return None
-    name, _, argument = text[1:].partition(" ")
-    if name not in {c["name"] for c in COMMANDS}:
-        return None
-    return name, argument.strip()
-
-
-def current_model(events: Sequence[SessionEvent], default: str | None) -> str | None:
-    """The session's model: the last ``model/changed`` in the log, else ``default``."""
-    for event in reversed(events):
-        if event.type == "model/changed":
-            return event.data["to"]
-    return default
-
-
-def usage_report(events: Sequence[SessionEvent], context_window: int) -> str:
-    """A short text: tokens of the last request, totals over the session (summarising requests and
-    failed tries included), turns and requests."""
-    last: dict[str, Any] | None = None
-    prompt = completion = requests = 0
-    for event in events:
-        if event.type == "assistant/attempt" or (event.type == "compaction/attempt" and not event.data.get("cancelled")):
-            requests += 1  # a failed try is a request too (it may have been billed)
-        if event.type in ("assistant", "compaction/summary") and isinstance(event.data.get("usage"), dict):
-            usage = event.data["usage"]
-            if event.type == "assistant":
-                last = usage
-            prompt += int(usage.get("prompt_tokens") or 0)
-            completion += int(usage.get("completion_tokens") or 0)
-            requests += 1
-    turns = sum(1 for e in events if e.type == "turn/start")
-    if last is None:
-        return f"No model usage recorded yet in this session ({turns} turns)."
-    used = int(last.get("total_tokens") or (int(last.get("prompt_tokens") or 0) + int(last.get("completion_tokens") or 0)))
-    share = f"{100 * used / context_window:.1f}%" if context_window else "?"
-    return (f"Context: {used:,} of {context_window:,} tokens ({share}) in the last request.\n"
-            f"Session: {turns} turns, {requests} model requests, {prompt:,} prompt + {completion:,} "
-            f"completion tokens in all.")
-
-
-def log_command(log: EventLog, name: str, argument: str, outcome: str) -> None:
-    """Record a command and what it did (``command`` events are never projected)."""
-    log.append("command", {"name": name, "argument": argument, "outcome": outcome})
-
-
-def change_model(log: EventLog, model: str, default: str | None) -> str:
-    """Switch the session's model (logged as ``model/changed``); returns the text for the user."""
-    before = current_model(log.events, default)
-    if not model:
-        return f"The model is {before}. Use /model <id> to switch."
-    if model == before:
-        return f"The model already is {model}."
-    log.append("model/changed", {"from": before, "to": model})
-    return f"Model switched from {before} to {model} for this session."

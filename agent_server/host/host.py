@@ -1,0 +1,344 @@
+"""The session host: live sessions over their logs, their policies, stored sessions, commands.
+
+Role: ``SessionHost`` is what every front end (ACP, LSP) drives. It creates, loads, lists and
+deletes sessions (``SessionStore``), builds each live ``AgentSession`` with its tools, policy and
+request header, runs turns and slash commands, switches modes, and sends each session's updates
+(ACP-shaped ``session/update`` payloads — the host's events) through the front end's emitter.
+The front end (a ``Frontend``) supplies per session how updates leave, how workspace files are
+read and written, and who answers permission questions.
+
+Must never: speak a wire protocol (errors are ``HostError``), hold conversation state outside the
+log, or emit a session's update before the front end has the session id.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Protocol, Sequence
+from urllib.parse import urlsplit
+
+from agent_server import __version__
+from agent_server.agent import AgentSession, RequestHeader, TurnFailed
+from agent_server.agent.session import PromptTicket, TurnOutcome
+from agent_server.config import Config
+from agent_server.host import commands, lifecycle
+from agent_server.host.errors import HostError, unknown_session
+from agent_server.host.models_pool import ClientPool
+from agent_server.host.policies import SessionPolicies
+from agent_server.policy.approvals import Approver
+from agent_server.prompt import PromptEnvironment, render_system_prompt
+from agent_server.prompt.instructions import instruction_paths, read_instructions
+from agent_server.session import EventLog, SessionStore
+from agent_server.tools import BUILTIN_TOOLS, ReadLedger, ToolContext, tool_schemas
+from agent_server.tools.pipeline import ToolRunner
+
+log = logging.getLogger("agent_server.server")
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one ``session/update`` payload (``{"sessionUpdate": …}``) of a session to its front end."""
+
+
+class Frontend(Protocol):
+    """What a front end gives the host for each session it opens."""
+
+    def emitter(self, session_id: str) -> Emit:
+        """How the session's updates leave (dropped quietly when the peer is gone)."""
+
+    def files(self, session_id: str, emit: Emit) -> Any:
+        """The session's workspace-file seam (``tools.Files``: the editor's buffers, or the disk)."""
+
+    def approver(self, session_id: str) -> Approver:
+        """Who answers the session's permission questions."""
+
+    def edits_need_approval(self) -> bool:
+        """Whether an edit must be asked about before it is written (no other review exists)."""
+
+
+def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
+    """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
+    if log is None:
+        return default
+    return next((e.data for e in reversed(log.events) if e.type == kind), default)
+
+
+class SessionHost:
+    """The sessions of one process.
+
+    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts);
+    ``store``: where session logs go; ``frontend``: set with ``attach`` before opening sessions.
+    """
+
+    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None) -> None:
+        self.config = config
+        self.config_error = config_error
+        self.store = store
+        self.sessions: dict[str, AgentSession] = {}
+        self.policies = SessionPolicies(lambda: self.config.policy)
+        self.pool = ClientPool(config.agent.stream_idle_timeout)
+        self.frontend: Frontend | None = None
+
+    def attach(self, frontend: Frontend) -> None:
+        """Set the front end whose emitter, files and approver new sessions get."""
+        self.frontend = frontend
+
+    async def aclose(self) -> None:
+        """Cancel running and queued turns, close logs and HTTP clients."""
+        sessions = list(self.sessions.values())
+        for session in sessions:
+            session.cancel()
+        for session in sessions:
+            await session.close()
+        await self.pool.aclose()
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> AgentSession:
+        """The live session ``session_id``; ``HostError`` ``not_found`` otherwise."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise unknown_session(session_id)
+        return session
+
+    def emitter(self, session_id: str) -> Emit:
+        """The front end's emitter for ``session_id``."""
+        assert self.frontend is not None, "SessionHost.attach(frontend) first"
+        return self.frontend.emitter(session_id)
+
+    async def create(self, cwd: str, additional_directories: Sequence[str] = (),
+                     mcp_servers: Sequence[str | None] = ()) -> str:
+        """Create a session's log and make it live; returns its id. ``HostError`` ``invalid``
+        when a folder is missing. ``cwd`` and ``additional_directories`` are absolute paths."""
+        roots = [cwd, *additional_directories]
+        missing = [r for r in roots if not Path(r).is_dir()]
+        if missing:
+            raise HostError("invalid", f"not a directory: {missing[0]}", {"path": missing[0]})
+        header = {
+            "cwd": cwd,
+            "additional_directories": list(additional_directories),
+            "mcp_servers": list(mcp_servers),
+            "agent": {"name": "agent-server", "version": __version__},
+        }
+        await self.policies.prepare()
+        session_id, event_log = self.store.create(header)
+        self.open_session(session_id, event_log, roots)
+        return session_id
+
+    def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
+        """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
+        assert self.frontend is not None, "SessionHost.attach(frontend) first"
+        emit = self.frontend.emitter(session_id)
+        files = self.frontend.files(session_id, emit)
+        policy = self.policies.create(session_id, event_log, roots, emit, self.frontend.approver(session_id))
+        policy.ask_edits = self.frontend.edits_need_approval()
+        context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
+                              session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
+                              env=self._tool_env(),
+                              is_secret=lambda p: policy.secrets.match(p, p.resolve()) is not None)
+        # one result may fill at most a quarter of the model's context window
+        budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
+        runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
+                            guards=[policy.guard], result_budget=budget)
+        session = self.sessions[session_id] = AgentSession(
+            session_id,
+            event_log,
+            self.config,
+            header_factory=lambda: self._request_header(roots, policy, event_log),
+            client_factory=self._client,
+            emit=emit,
+            runner=runner,
+        )
+        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
+        return session
+
+    async def load(self, session_id: str, cwd: str, additional_directories: Sequence[str] = ()) -> dict[str, Any] | None:
+        """Make a stored session live (or find it live) and replay its whole history as updates;
+        returns the recovery ``_meta`` when a dead process's turn or queue was closed, else ``None``.
+
+        A session already live in this process is not reopened: its history is replayed from
+        memory, and a running turn goes on. Errors: see ``lifecycle.open_log`` and
+        ``lifecycle.load_roots`` (``HostError``).
+        """
+        session = self.sessions.get(session_id)
+        meta: dict[str, Any] | None = None
+        if session is None:
+            await self.policies.prepare()
+            session = self.sessions.get(session_id)
+        if session is None:
+            # no await from here to open_session: two loads of one id cannot both open the log
+            event_log = lifecycle.open_log(self.store, session_id)
+            try:
+                roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
+            except HostError:
+                event_log.close()
+                raise
+            meta = lifecycle.recover(session_id, event_log)
+            session = self.open_session(session_id, event_log, roots)
+        else:
+            lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
+        header = session.log.events[0].data
+        roots = [str(header.get("cwd") or cwd), *(header.get("additional_directories") or [])]
+        emit = self.emitter(session_id)
+        for update in lifecycle.history_updates(session.log.events, roots):
+            await emit(update)
+        return meta
+
+    def list(self, cwd: str | None = None) -> list[dict[str, Any]]:
+        """Stored sessions as ACP ``SessionInfo``\\s, newest first (``lifecycle.list_sessions``)."""
+        return lifecycle.list_sessions(self.store, cwd)
+
+    async def delete(self, session_id: str) -> None:
+        """Cancel and close ``session_id`` if live, remove its folder.
+
+        Errors: ``HostError`` ``invalid`` for a malformed id, ``not_found`` for an unknown one.
+        """
+        try:
+            self.store.log_path(session_id)
+        except ValueError as exc:
+            raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
+        session = self.sessions.pop(session_id, None)
+        self.policies.policies.pop(session_id, None)
+        if session is not None:
+            session.cancel()
+            await session.close()
+        try:
+            self.store.delete(session_id)
+        except FileNotFoundError:
+            if session is None:
+                raise unknown_session(session_id) from None
+
+    def cancel(self, session_id: str) -> None:
+        """Stop the running turn of ``session_id`` (nothing when it is unknown or idle)."""
+        if session_id in self.sessions:
+            self.sessions[session_id].cancel()
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def turn(self, session: AgentSession, blocks: list[dict[str, Any]], ticket: PromptTicket) -> TurnOutcome:
+        """Run one turn of ``session`` on prompt ``blocks`` (ACP content blocks); after a turn
+        without error the session's title is announced once (``session_info_update``)."""
+        outcome = await session.prompt(blocks, ticket)
+        if outcome.error is None:
+            await self._announce_title(session)
+        return outcome
+
+    async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
+        """Run a slash command; returns the prompt's answer (``{"stopReason"}``), or ``None`` when
+        it becomes a turn (``/init``: prompt with ``commands.INIT_PROMPT``)."""
+        emit = self.emitter(session.id)
+        if name == "init":
+            commands.log_command(session.log, name, argument, "turn")
+            return None
+        if name == "mode":
+            policy = self.policies.policies[session.id]
+            try:
+                changed = policy.modes.set(argument, "/mode") if argument else False
+                text = (f"Mode: {policy.modes.current}." if changed or not argument
+                        else f"The mode already is {argument}.")
+            except Exception as exc:  # UnknownMode
+                text = str(exc)
+            if argument and policy.modes.current == argument:
+                await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
+                await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
+        elif name == "model":
+            text = commands.change_model(session.log, argument, self.config.provider.model)
+        elif name == "compact":
+            text = await session.compact_now()
+            if text is None:
+                commands.log_command(session.log, name, argument, "cancelled")
+                return {"stopReason": "cancelled"}
+        else:
+            text = commands.usage_report(session.log.events, self.config.provider.context_window)
+        commands.log_command(session.log, name, argument, text)
+        await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        return {"stopReason": "end_turn"}
+
+    # -- modes --------------------------------------------------------------------------------
+
+    def state(self, session_id: str) -> dict[str, Any]:
+        """``{"modes", "configOptions"}`` of a live session."""
+        return self.policies.state(session_id)
+
+    def set_mode(self, session_id: str, mode: str, by: str) -> bool:
+        """Switch the mode (logged, ``by`` who); whether it changed. ``HostError`` ``not_found`` /
+        ``invalid``. Call ``announce_mode`` after the front end has answered."""
+        return self.policies.switch(session_id, mode, by)
+
+    async def announce_mode(self, session_id: str) -> None:
+        """Tell the front end the mode: ``current_mode_update`` then ``config_option_update``."""
+        policy = self.policies.get(session_id)
+        emit = self.emitter(session_id)
+        await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
+        await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    async def _announce_title(self, session: AgentSession) -> None:
+        """After the first turn, name the session after its first prompt (``session_info_update``)."""
+        events = session.log.events
+        if sum(1 for e in events if e.type == "turn/end") != 1:
+            return  # the title is derived from the log (as session/list does), announced once
+        title = lifecycle.session_title(next((e for e in events if e.type == "user"), None))
+        if title is None:
+            return
+        updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
+        await self.emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
+
+    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]]) -> None:
+        """Log the AGENTS.md files that apply when they are first seen or have changed."""
+        focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
+                 if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
+        records = read_instructions(instruction_paths([Path(r) for r in roots], focus))
+        last = next((e for e in reversed(log.events) if e.type == "project/instructions"), None)
+        if (last.data["files"] if last else []) != records:
+            log.append("project/instructions", {"files": records})
+
+    def _tool_env(self) -> dict[str, str]:
+        """The environment tools (the shell) get: ours minus agent-server's own settings and
+        anything holding the model's API key — a command must never be able to print the key."""
+        key = self.config.provider.api_key
+        drop = {self.config.provider.api_key_env}
+        return {k: v for k, v in os.environ.items()
+                if not k.startswith("AGENT_SERVER_") and k not in drop and not (key and key in v)}
+
+    def _request_header(self, roots: list[str], policy: Any = None, log: Any = None) -> RequestHeader:
+        env = PromptEnvironment(
+            roots=tuple(roots),
+            os_name=f"{platform.system()} {platform.release()}",
+            shell=os.environ.get("SHELL", "/bin/sh"),
+            date=datetime.date.today().isoformat(),
+            tool_names=tuple(t.name for t in BUILTIN_TOOLS),
+            mode=policy.modes.current if policy is not None else None,
+            sandboxed=policy.sandboxed if policy is not None else None,
+            instructions=tuple(_latest(log, "project/instructions", {"files": []})["files"]),
+        )
+        provider = self.config.provider
+        model = commands.current_model(log.events, provider.model) if log is not None else provider.model
+        return RequestHeader(
+            system=render_system_prompt(env),
+            model=model or "",
+            params=dict(self.config.agent.params),
+            tools=tool_schemas(BUILTIN_TOOLS),
+            reasoning_content=provider.reasoning_content,
+        )
+
+    def _client(self):
+        if self.config_error:
+            raise TurnFailed({"code": "BAD_REQUEST", "message": f"configuration error: {self.config_error}", "retryable": False})
+        provider = self.config.provider
+        if not provider.base_url:
+            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
+                              "no model endpoint configured: set AGENT_SERVER_BASE_URL (or a profile with "
+                              "AGENT_SERVER_PROFILE / the config file), see the README"})
+        if not provider.model:
+            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
+                              f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
+        if provider.key_required and not provider.api_key:
+            var = provider.api_key_env
+            hint = f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY"
+            raise TurnFailed({"code": "AUTH", "retryable": False,
+                              "message": f"no API key for profile {provider.profile!r}: {hint}"})
+        return self.pool.get(provider.base_url, provider.api_key)

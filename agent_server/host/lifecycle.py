@@ -1,0 +1,233 @@
+"""Stored sessions: opening a log for ``load``, recovery, ``list``, and the history as updates.
+
+Role: ``open_log`` opens a stored log (torn tail cut and logged by ``EventLog.open``) or says why
+not; ``load_roots`` checks a load's folders against the log's header; ``recover`` closes what a
+dead process left open (commands it left running, ``agent.recovery.close_open_turn``: synthetic
+results, the interruption notice, ``turn/end {exit: "interrupted"}``, dropped inbox prompts);
+``list_sessions`` reads headers without changing any log; ``history_updates`` turns a log into the
+``session/update`` payloads that show it. ``SessionHost`` composes these.
+
+Must never: change a log except by appending, start a turn on its own (a prompt that was queued
+when the process died is reported, not run).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from agent_server.agent.recovery import close_open_turn, describe
+from agent_server.host.errors import HostError
+from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, SessionEvent,
+                                  SessionStore, read_head)
+from agent_server.tools import BUILTIN_TOOLS, ToolContext, ToolResult, validate_args
+from agent_server.tools.procs import reap_orphans
+
+log = logging.getLogger("agent_server.server")
+
+TITLE_CHARS = 80
+"""Longest ``SessionInfo.title``: the first line of the first prompt, cut with an ellipsis."""
+
+
+def open_log(store: SessionStore, session_id: str) -> EventLog:
+    """Open the stored log of ``session_id`` for appending.
+
+    Errors (``HostError``): ``invalid`` for a malformed id; ``not_found`` when there is no such
+    log; ``internal`` with ``data.code`` ``LOG_CORRUPT`` (``data.line`` is the bad line) or
+    ``LOG_VERSION`` when it cannot be read — it is then left as is — and ``SESSION_BUSY`` when
+    another agent-server process has the session open.
+    """
+    try:
+        path = store.log_path(session_id)
+    except ValueError as exc:
+        raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
+    if not path.is_file():
+        raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id})
+    try:
+        return EventLog.open(path)
+    except LogCorruptError as exc:
+        raise HostError("internal",
+                        f"cannot load session {session_id}: its log is corrupt at line {exc.line} "
+                        f"({exc.reason}); the log was left unchanged: {exc.path}",
+                        {"code": "LOG_CORRUPT", "path": str(exc.path), "line": exc.line,
+                         "reason": exc.reason, "retryable": False}) from None
+    except LogVersionError as exc:
+        raise HostError("internal", f"cannot load session {session_id}: {exc}",
+                        {"code": "LOG_VERSION", "path": str(path), "message": str(exc),
+                         "retryable": False}) from None
+    except LogBusyError:
+        raise HostError("internal", f"cannot load session {session_id}: it is open in another "
+                        "agent-server process (another editor window?); close it there first",
+                        {"code": "SESSION_BUSY", "path": str(path), "retryable": True}) from None
+
+
+def check_cwd(session_id: str, header: dict[str, Any], cwd: str) -> None:
+    """Refuse (``HostError`` ``invalid``) a load whose ``cwd`` is not the session's folder."""
+    if not same_dir(header.get("cwd"), cwd):
+        raise HostError("invalid", f"session {session_id} belongs to {header.get('cwd')}, not {cwd}",
+                        {"sessionId": session_id, "cwd": header.get("cwd")})
+
+
+def load_roots(session_id: str, header: dict[str, Any], cwd: str, additional: Sequence[str]) -> list[str]:
+    """The workspace roots of a load: ``[cwd, *additional]`` (the header's extra folders when
+    ``additional`` is empty); ``HostError`` ``invalid`` for another folder or a missing one."""
+    check_cwd(session_id, header, cwd)
+    extra = list(additional) or list(header.get("additional_directories") or [])
+    roots = [cwd, *extra]
+    missing = [r for r in roots if not Path(r).is_dir()]
+    if missing:
+        raise HostError("invalid", f"not a directory: {missing[0]}", {"path": missing[0]})
+    return roots
+
+
+def recover(session_id: str, event_log: EventLog) -> dict[str, Any] | None:
+    """Close what a dead process left open in ``event_log``; the ``_meta`` to report, or ``None``."""
+    reaped = reap_orphans(event_log.path.parent)  # commands a dead server left running
+    if reaped:
+        event_log.append("tool/reaped", {"process_groups": reaped})
+    recovery = close_open_turn(event_log)
+    if not recovery.changed:
+        return None
+    log.warning("session %s: closed what a dead process left open: %s", session_id, describe(recovery))
+    return {"agentServer": {"recovered": describe(recovery)}}
+
+
+def list_sessions(store: SessionStore, cwd: str | None) -> list[dict[str, Any]]:
+    """Every stored session as an ACP ``SessionInfo``, newest first.
+
+    Each: ``sessionId``, ``cwd``, ``additionalDirectories`` (when any), ``title`` (first line of
+    the first prompt, at most ``TITLE_CHARS``; absent before the first prompt) and ``updatedAt``
+    (ISO 8601, the log's last write). ``cwd`` filters by folder (``/w``, ``/w/`` and ``/w/.`` are
+    the same folder). Unreadable logs are skipped.
+    """
+    found: list[tuple[float, dict[str, Any]]] = []
+    for session_id in store.ids():
+        path = store.log_path(session_id)
+        try:
+            header, first = read_head(path, lambda e: e.type == "user")
+            updated = path.stat().st_mtime
+        except (LogCorruptError, LogVersionError, OSError) as exc:
+            log.warning("session/list: skipping %s: %s", session_id, exc)
+            continue
+        folder = header.data.get("cwd")
+        if not isinstance(folder, str) or (cwd is not None and not same_dir(folder, cwd)):
+            continue
+        info: dict[str, Any] = {"sessionId": session_id, "cwd": folder, "updatedAt": _iso(updated)}
+        extra = header.data.get("additional_directories")
+        if extra:
+            info["additionalDirectories"] = list(extra)
+        title = session_title(first)
+        if title:
+            info["title"] = title
+        found.append((updated, info))
+    found.sort(key=lambda item: (item[0], item[1]["sessionId"]), reverse=True)
+    return [info for _, info in found]
+
+
+def same_dir(a: Any, b: Any) -> bool:
+    """Whether two absolute folder paths name the same folder, lexically (``/w/`` is ``/w``)."""
+    return isinstance(a, str) and isinstance(b, str) and os.path.normpath(a) == os.path.normpath(b)
+
+
+def session_title(first_user: SessionEvent | None) -> str | None:
+    """The first non-blank line of the first text block of the first prompt, cut to
+    ``TITLE_CHARS`` with ``…``; ``None`` when there is no prompt yet."""
+    if first_user is None:
+        return None
+    texts = [b.get("text", "") for b in first_user.data.get("blocks") or [] if b.get("type") == "text"]
+    source = "\n".join(texts) if texts else str(first_user.data.get("content", ""))
+    line = next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _iso(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# -- the history as session updates ---------------------------------------------------------------
+
+
+def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> list[dict[str, Any]]:
+    """The ``session/update`` payloads that show ``events`` to an editor, in log order.
+
+    ``user`` → one ``user_message_chunk`` per prompt block; ``assistant`` → an
+    ``agent_thought_chunk`` (reasoning) and an ``agent_message_chunk`` (text), each only when not
+    empty; ``tool/call`` → one ``tool_call`` with the final status and content of its
+    ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
+    announced → its own ``tool_call``; ``notice``, ``inbox/dropped`` and a failed turn → an
+    ``agent_message_chunk`` marked ``[agent-server]``.
+    """
+    context = ToolContext.on_disk(*(roots or ["/"]))
+    results: dict[str, SessionEvent] = {}
+    for event in events:
+        if event.type == "tool/result":
+            results.setdefault(str(event.data.get("tool_call_id")), event)
+    announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
+    updates: list[dict[str, Any]] = []
+    for event in events:
+        kind, data = event.type, event.data
+        if kind == "user":
+            blocks = data.get("blocks") or [{"type": "text", "text": data.get("content", "")}]
+            updates += [{"sessionUpdate": "user_message_chunk", "content": block} for block in blocks]
+        elif kind == "assistant":
+            if data.get("reasoning"):
+                updates.append(_chunk("agent_thought_chunk", data["reasoning"]))
+            if data.get("text"):
+                updates.append(_chunk("agent_message_chunk", data["text"]))
+        elif kind == "tool/call":
+            updates.append(_tool_call(f"tc-{event.seq}", data, results.get(f"tc-{event.seq}"), context))
+        elif kind == "tool/result" and data.get("tool_call_id") not in announced:
+            updates.append(_tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context))
+        elif kind == "notice":
+            updates.append(_chunk("agent_message_chunk", f"\n\n[agent-server notice] {data.get('text', '')}\n\n"))
+        elif kind == "inbox/dropped":
+            updates.append(_chunk("agent_message_chunk",
+                                  "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
+                                  "agent-server stopped first. Send it again to run it:\n\n"
+                                  f"{data.get('content', '')}\n\n"))
+        elif kind == "turn/end" and data.get("exit") == "error":
+            message = (data.get("error") or {}).get("message", "the turn failed")
+            updates.append(_chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n"))
+    return updates
+
+
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | None,
+               context: ToolContext) -> dict[str, Any]:
+    name = str(call.get("name", "tool"))
+    arguments = str(call.get("arguments") or "")
+    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": name,
+                              "kind": "other", "status": "pending", "rawInput": _raw_input(arguments)}
+    tool = next((t for t in BUILTIN_TOOLS if t.name == name), None)
+    if tool is not None and arguments:
+        args = validate_args(tool, arguments)
+        if not isinstance(args, ToolResult):  # a ToolResult: the arguments did not validate
+            update["kind"] = tool.kind
+            try:
+                update["title"] = tool.title(args, context)
+                locations = tool.locations(args, context)
+                if locations:
+                    update["locations"] = locations
+            except Exception:  # display only: keep the plain name
+                log.debug("title of %s failed on replay", name, exc_info=True)
+    if result is not None:
+        update["status"] = "failed" if result.data.get("status") == "failed" else "completed"
+        update["content"] = [{"type": "content", "content": {"type": "text", "text": str(result.data.get("content", ""))}}]
+    return update
+
+
+def _raw_input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {"arguments": arguments}
