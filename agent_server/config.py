@@ -150,8 +150,46 @@ class PolicySettings(BaseModel):
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
 
 
+class ModelEntry(BaseModel):
+    """One ``[[models]]`` table of the config file: a model the user may pick for a session.
+
+    ``id``: the model id sent to the endpoint; ``name``: the label shown in the editor (default
+    ``id``); ``profile``: the provider it is served by (default: the configured profile, with its
+    base URL and key); ``base_url`` / ``api_key_env``: override that profile's; ``context_window``
+    (tokens) and ``reasoning_content``: override the profile's; ``price``: per million tokens.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    description: str | None = None
+    profile: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    reasoning_content: Literal["echo", "drop"] | None = None
+    price: Price | None = None
+
+
+class ModelChoice(BaseModel):
+    """A model a session can use: ``id`` (sent as ``model``), ``name`` (label), ``description``,
+    and the resolved ``provider`` it goes to (``provider.model == id``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    description: str | None = None
+    provider: ProviderSettings
+
+
 class Config(BaseModel):
-    """The whole configuration: ``provider`` + ``agent`` + ``policy`` + where it was read from."""
+    """The whole configuration: ``provider`` + ``agent`` + ``policy`` + where it was read from.
+
+    ``models``: the models a session may switch to (the default ``provider.model`` first, then the
+    config file's ``[[models]]``); empty when no model is configured at all.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -159,6 +197,21 @@ class Config(BaseModel):
     agent: AgentSettings
     policy: PolicySettings = Field(default_factory=PolicySettings)
     source: str | None = None
+    models: tuple[ModelChoice, ...] = ()
+
+    def model_choice(self, model_id: str | None) -> ModelChoice | None:
+        """The listed model ``model_id``, or ``None`` when it is not listed."""
+        return next((c for c in self.models if c.id == model_id), None)
+
+    def provider_for(self, model_id: str | None) -> ProviderSettings:
+        """Where a request for ``model_id`` goes: its listed provider; a model that is not listed
+        (e.g. a session logged under an older config) goes to the default provider."""
+        choice = self.model_choice(model_id)
+        if choice is not None:
+            return choice.provider
+        if model_id is None or model_id == self.provider.model:
+            return self.provider
+        return self.provider.model_copy(update={"model": model_id})
 
 
 class ConfigError(Exception):
@@ -168,7 +221,7 @@ class ConfigError(Exception):
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
-              "reasoning_content", "agent", "params", "profiles", "policy"}
+              "reasoning_content", "agent", "params", "profiles", "policy", "models"}
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -206,6 +259,11 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             profiles[name] = Profile(**raw)
         provider = _resolve_provider(data, profiles, env)
         policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
+        raw_models = data.get("models", [])
+        if not isinstance(raw_models, list):
+            raise ConfigError(f"{path}: models must be an array of tables ([[models]] with an id each)")
+        entries = [ModelEntry(**raw) for raw in raw_models]
+        models = _resolve_models(entries, provider, profiles, env)
     except ConfigError:
         raise
     except Exception as exc:  # pydantic ValidationError, TypeError from bad tables
@@ -213,7 +271,64 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     reserved = _RESERVED_PARAMS & set(agent.params)
     if reserved:
         raise ConfigError(f"{path}: params may not set {sorted(reserved)}: agent-server sets those itself")
-    return Config(provider=provider, agent=agent, policy=policy, source=str(path) if data else None)
+    if models and models[0].id == provider.model:
+        provider = models[0].provider  # the default model's own entry refines it (window, label)
+    prices = {e.id: e.price for e in entries if e.price is not None and e.id not in agent.model_prices}
+    if prices:
+        agent = agent.model_copy(update={"model_prices": {**agent.model_prices, **prices}})
+    return Config(provider=provider, agent=agent, policy=policy, source=str(path) if data else None,
+                  models=models)
+
+
+def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profiles: dict[str, Profile],
+                    env: Mapping[str, str]) -> tuple[ModelChoice, ...]:
+    """The default model first (when there is one), then each ``[[models]]`` entry; an entry with
+    the default's id refines the default (label, window, price). Raises ``ConfigError`` for a
+    repeated id, an unknown profile or a bad base URL."""
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.id in seen:
+            raise ConfigError(f"model {entry.id!r} is listed twice under [[models]]")
+        seen.add(entry.id)
+    choices: list[ModelChoice] = []
+    if default.model and default.model not in seen:
+        choices.append(ModelChoice(id=default.model, name=default.model, provider=default))
+    for entry in entries:
+        if entry.profile is None or entry.profile == default.profile:
+            base = default.model_copy(update={"model": entry.id})
+            if entry.base_url:
+                _check_base_url(entry.base_url)
+                base = base.model_copy(update={"base_url": entry.base_url.rstrip("/")})
+        else:
+            if entry.profile not in profiles:
+                raise ConfigError(f"model {entry.id!r}: unknown profile {entry.profile!r}; known: {sorted(profiles)}")
+            profile = profiles[entry.profile]
+            base_url = entry.base_url or profile.base_url
+            if base_url:
+                _check_base_url(base_url)
+            key_env = entry.api_key_env or profile.api_key_env
+            key = env.get(key_env) if key_env else None
+            base = ProviderSettings(
+                profile=entry.profile, base_url=base_url.rstrip("/") if base_url else None, model=entry.id,
+                context_window=profile.context_window, reasoning_content=profile.reasoning_content,
+                key_required=profile.key_required, api_key=key.strip() if key else None, api_key_env=key_env,
+                api_key_source=key_env if key else None)
+        if entry.api_key_env and entry.api_key_env != base.api_key_env:
+            key = env.get(entry.api_key_env)
+            base = base.model_copy(update={"api_key_env": entry.api_key_env, "api_key": key.strip() if key else None,
+                                           "api_key_source": entry.api_key_env if key else None})
+        update: dict[str, Any] = {}
+        if entry.context_window is not None:
+            update["context_window"] = entry.context_window
+        if entry.reasoning_content is not None:
+            update["reasoning_content"] = entry.reasoning_content
+        choice = ModelChoice(id=entry.id, name=entry.name or entry.id, description=entry.description,
+                             provider=base.model_copy(update=update) if update else base)
+        if entry.id == default.model:
+            choices.insert(0, choice)
+        else:
+            choices.append(choice)
+    return tuple(choices)
 
 
 def _policy_env(env: Mapping[str, str]) -> dict[str, Any]:
