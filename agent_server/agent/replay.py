@@ -59,19 +59,27 @@ class LoggedRequest:
                 "body": self.body.decode("utf-8")}
 
 
-def logged_requests(events: Sequence[SessionEvent]) -> list[LoggedRequest]:
+def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[LoggedRequest]:
     """The requests of ``events`` (oldest first), in the order they were made.
 
     A step's requests are its failed tries (``assistant/attempt``) and its final one (its
     ``assistant`` event, interrupted ones included). A step with no ``assistant`` event in a turn
     that never ended, or was closed ``interrupted`` on load, adds one ``unknown`` request.
-    Raises ``RequestRebuildError`` for a ``step/start`` with no ``request/header`` before it.
+    In a fork's log (``session/header.forked_from.seq``), the requests of the history copied from
+    the parent were made by the parent: they are left out unless ``inherited`` (``step_index``
+    still counts their steps). Raises ``RequestRebuildError`` for a ``step/start`` with no
+    ``request/header`` before it.
     """
     exits = {e.data.get("turn"): e.data.get("exit") for e in events if e.type == "turn/end"}
+    forked = events[0].data.get("forked_from") if events and events[0].type == "session/header" else None
+    copied = int(forked.get("seq") or 0) if isinstance(forked, dict) and not inherited else 0
     out: list[LoggedRequest] = []
     step_index = 0
     for start, outcomes in _units(events):
         turn = int(start.data.get("turn") or 0)
+        if start.seq <= copied:
+            step_index += start.type == "step/start"
+            continue
         if start.type == "compaction/start":
             if not outcomes:  # the process died while it was being made
                 outcomes.append(("unknown", False))

@@ -88,7 +88,9 @@ class SessionPolicy:
     def _set_status(self, status: SandboxStatus) -> None:
         self.status = status
         self.shell_launcher.status = status
-        self.log.append("sandbox/status", status.as_data())
+        data = status.as_data()  # logged when it changed: loading an unchanged session appends nothing
+        if next((e.data for e in reversed(self.log.events) if e.type == "sandbox/status"), None) != data:
+            self.log.append("sandbox/status", data)
 
     async def ensure_status(self) -> SandboxStatus:
         """The sandbox status, probed (and logged) the first time it is needed."""

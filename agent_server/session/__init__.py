@@ -18,12 +18,16 @@ from agent_server.session.events import (
     read_events,
     read_head,
 )
+from agent_server.session.fork import ForkError, ForkPoint, fork_history
 from agent_server.session.projection import ProjectionMemo, derive_messages, surface_messages
 
 __all__ = [
     "DURABLE_TYPES",
     "FORMAT_VERSION",
     "EventLog",
+    "ForkError",
+    "ForkPoint",
+    "fork_history",
     "LogBusyError",
     "LogCorruptError",
     "LogVersionError",

@@ -135,6 +135,28 @@ class EventLog:
         return log
 
     @classmethod
+    def create_from(cls, path: Path, header: dict[str, Any], history: Sequence[SessionEvent]) -> "EventLog":
+        """Start a new log at ``path`` whose events after its own ``session/header`` are ``history``,
+        copied verbatim (type, seq, time, data): a fork of another log up to some point.
+
+        ``history`` must be numbered 2, 3 … with no gap. The lines are written and synced to disk
+        before the log is opened. Raises ``FileExistsError``, ``ValueError`` for a gap.
+        """
+        path = Path(path)
+        _make_private_dir(path.parent)
+        for expected, event in enumerate(history, start=2):
+            if event.seq != expected or event.type == "session/header":
+                raise ValueError(f"history to copy must be numbered from 2 without gaps (got seq {event.seq})")
+        first = SessionEvent(type="session/header", seq=1, time=time.time(),
+                             data=strict_json({"format_version": FORMAT_VERSION, **header}))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(e.to_line() for e in (first, *history)))
+            f.flush()
+            os.fsync(f.fileno())
+        return cls.open(path)
+
+    @classmethod
     def open(cls, path: Path) -> "EventLog":
         """Load an existing log and open it for appending.
 

@@ -14,9 +14,9 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from agent_server.session.events import EventLog
+from agent_server.session.events import EventLog, SessionEvent
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -51,6 +51,15 @@ class SessionStore:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self.log_path(session_id)
         return session_id, EventLog.create(path, {"session_id": session_id, **header})
+
+    def create_fork(self, header: dict[str, Any], history: Sequence[SessionEvent]) -> tuple[str, EventLog]:
+        """Make a new session whose log continues ``history`` (events copied verbatim after its
+        own header, see ``EventLog.create_from``); returns ``(session_id, log)``."""
+        session_id = f"sess_{uuid.uuid4().hex}"
+        for folder in (self.root.parent, self.root):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.log_path(session_id)
+        return session_id, EventLog.create_from(path, {"session_id": session_id, **header}, history)
 
     def exists(self, session_id: str) -> bool:
         """Whether a log exists for ``session_id``."""
