@@ -42,7 +42,7 @@ from agent_server.agent.budget import usage_update
 from agent_server.agent.compaction import Compactor
 from agent_server.agent.recovery import close_cancelled_turn
 from agent_server.agent.user_input import prompt_text
-from agent_server.config import Config, redact_url
+from agent_server.config import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
 from agent_server.session import EventLog
 from agent_server.tools.pipeline import ToolRunner
@@ -97,6 +97,7 @@ class AgentSession:
         client_factory: Callable[[], ModelClient],
         emit: Emit,
         runner: ToolRunner,
+        provider_factory: Callable[[], ProviderSettings] | None = None,
     ) -> None:
         self.id = session_id
         self.log = log
@@ -105,6 +106,10 @@ class AgentSession:
         self._client_factory = client_factory
         self._emit = emit
         self._runner = runner
+        self._provider_factory = provider_factory or (lambda: config.provider)
+        self.partial: PartialMessage | None = None
+        """What the request in flight has streamed so far (``None`` between turns): a load of the
+        running session replays it, so the editor misses nothing of the step."""
         self.before_turn: Callable[[list[dict[str, Any]]], None] | None = None
         """Called right after ``turn/start`` with the prompt blocks; may only append events."""
         self._turn_lock = asyncio.Lock()
@@ -115,9 +120,14 @@ class AgentSession:
         self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
-        self.compactor = Compactor(log, emit, settings, config.provider.context_window, self.retry)
+        self.compactor = Compactor(log, emit, settings, self.provider.context_window, self.retry)
 
     # -- public surface ---------------------------------------------------------------------
+
+    @property
+    def provider(self) -> ProviderSettings:
+        """Where this session's requests go now: the provider of its current model."""
+        return self._provider_factory()
 
     def new_ticket(self) -> "PromptTicket":
         """A handle for one prompt, made before it is queued, so it can be cancelled by itself
@@ -233,7 +243,7 @@ class AgentSession:
         self.log.append("turn/start", {"turn": turn})
         if self.before_turn is not None:
             self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
-        partial = PartialMessage()
+        partial = self.partial = PartialMessage()
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
         try:
@@ -260,6 +270,7 @@ class AgentSession:
         finally:
             if outcome is None:
                 outcome = TurnOutcome("cancelled", "cancelled")
+            self.partial = None
             if outcome.exit == "cancelled":  # no dangling call, and the model is told (recovery.py)
                 settled = close_cancelled_turn(self.log, turn)
             end: dict[str, Any] = {"turn": turn, "exit": outcome.exit}
@@ -303,7 +314,8 @@ class AgentSession:
         await self._runner.run_batch(turn, message.tool_calls)
 
     def _log_inputs(self, header: RequestHeader) -> None:
-        provider = self.config.provider
+        provider = self.provider
+        self.compactor.window = provider.context_window  # the model may have been switched
         log_request_inputs(
             self.log,
             header,
@@ -351,7 +363,7 @@ class AgentSession:
 
     async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:
         """``usage_update`` after a step: ``used`` ≤ ``size``, ``cost`` when a price is configured."""
-        update = usage_update(self.log.events, message.usage, estimate, self.config.provider.context_window,
+        update = usage_update(self.log.events, message.usage, estimate, self.provider.context_window,
                               self.config.agent)
         if update is not None:
             await self._emit(update)

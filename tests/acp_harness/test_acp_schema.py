@@ -325,3 +325,18 @@ def test_collect_mode_reports_every_failure():
 def test_unknown_direction_is_a_usage_error():
     with pytest.raises(ValueError):
         validate_transcript([{"direction": "in", "message": {}}])
+
+
+def test_the_unstable_schema_binds_session_fork_and_checks_it_while_the_stable_one_does_not_know_it():
+    from support.acp_schema import load_unstable_schema
+
+    fork = [c2a({"jsonrpc": "2.0", "id": 7, "method": "session/fork",
+                 "params": {"sessionId": SID, "cwd": "/w", "mcpServers": []}}),
+            a2c({"jsonrpc": "2.0", "id": 7, "result": {"sessionId": "sess-2"}})]
+    assert load_schema().binding("session/fork", "request") is None
+    assert not validate_transcript(fork, collect=True).ok
+    assert validate_transcript(fork, schema=load_unstable_schema()).ok
+    bad = copy.deepcopy(fork)
+    del bad[1]["message"]["result"]["sessionId"]
+    report = validate_transcript(bad, schema=load_unstable_schema(), collect=True)
+    assert not report.ok and "sessionId" in str(report)

@@ -46,6 +46,8 @@ __all__ = [
     "CLIENT_TO_AGENT",
     "SCHEMA_PATH",
     "SCHEMA_SHA256",
+    "UNSTABLE_SCHEMA_PATH",
+    "UNSTABLE_SCHEMA_SHA256",
     "AcpSchema",
     "Failure",
     "MethodBinding",
@@ -53,11 +55,15 @@ __all__ = [
     "Skipped",
     "TranscriptReport",
     "load_schema",
+    "load_unstable_schema",
     "validate_transcript",
 ]
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "acp" / "schema.json"
 SCHEMA_SHA256 = "caf62ff962ada396878372ced11efb2c6764e59d90919a38583c319948931a42"
+UNSTABLE_SCHEMA_PATH = SCHEMA_PATH.with_name("schema.unstable.json")
+"""The unstable sibling of the same release (``session/fork`` and other unstable methods)."""
+UNSTABLE_SCHEMA_SHA256 = "7f77702b34e0a0558e77220e9007bf8ee161a976bb8ac5021aba1b7e7b2c5708"
 _SCHEMA_URI = "urn:acp:schema:v1"
 
 # routing union $def -> (kind, sending direction)
@@ -206,7 +212,7 @@ def build_bindings(schema: Mapping[str, Any]) -> dict[tuple[str, str], MethodBin
             if target not in annotated:
                 continue  # RequestId, Error, Ext* …
             side = annotated[target].get("x-side")
-            if side != _EXPECTED_SIDE[(kind, direction)]:
+            if side != _EXPECTED_SIDE[(kind, direction)] and side != "both":  # unstable: mcp/message
                 raise SchemaBindingError(
                     f"$defs/{target} ({annotated[target]['x-method']}) is a {kind} sent {direction} "
                     f"via {union} but has x-side {side!r}"
@@ -342,13 +348,19 @@ def load_schema(path: str | Path | None = None, *, verify_hash: bool = True) -> 
     return _load_cached(str(chosen), verify_hash)
 
 
+def load_unstable_schema() -> AcpSchema:
+    """The vendored unstable schema of the same release (sha256 verified): validate transcripts
+    that use unstable methods (``session/fork``) with ``validate_transcript(..., schema=…)``."""
+    return _load_cached(str(UNSTABLE_SCHEMA_PATH.resolve()), True, UNSTABLE_SCHEMA_SHA256)
+
+
 @functools.cache
-def _load_cached(path: str, verify_hash: bool) -> AcpSchema:
+def _load_cached(path: str, verify_hash: bool, expected: str = SCHEMA_SHA256) -> AcpSchema:
     data = Path(path).read_bytes()
     if verify_hash:
         digest = hashlib.sha256(data).hexdigest()
-        if digest != SCHEMA_SHA256:
-            raise AssertionError(f"ACP schema {path} has sha256 {digest}, expected {SCHEMA_SHA256}")
+        if digest != expected:
+            raise AssertionError(f"ACP schema {path} has sha256 {digest}, expected {expected}")
     return AcpSchema(json.loads(data))
 
 
