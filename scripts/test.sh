@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-node
+bash scripts/setup-vscode.sh   # apt packages, Node 24, code-server, the extension (prints its time)
 exec .venv/bin/python -m pytest "$@"

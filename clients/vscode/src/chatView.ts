@@ -1,0 +1,98 @@
+/**
+ * The host side of the agent panel (a webview view): the HTML with a strict Content-Security-Policy,
+ * the event log of the current session (replayed when the webview (re)loads), events batched into
+ * one message per ~16 ms, and messages from the webview checked and routed to the controller.
+ *
+ * Must not: hold state the event stream cannot rebuild, or trust a message from the webview.
+ */
+
+import * as vscode from "vscode";
+import { randomBytes } from "node:crypto";
+import { type ChatEvent, type HostToWebview, type WebviewToHost, isWebviewMessage } from "./protocol";
+
+export const VIEW_ID = "agentServer.panel";
+
+export class ChatView implements vscode.WebviewViewProvider {
+  private view: vscode.WebviewView | undefined;
+  private history: ChatEvent[] = [];
+  private queue: ChatEvent[] = [];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private ready = false;
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly onMessage: (m: WebviewToHost) => void,
+  ) {}
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    this.ready = false;
+    view.webview.options = { enableScripts: true, localResourceRoots: [vscode.Uri.joinPath(this.extensionUri, "dist"), vscode.Uri.joinPath(this.extensionUri, "media")] };
+    view.webview.html = this.html(view.webview);
+    view.webview.onDidReceiveMessage((m: unknown) => {
+      if (!isWebviewMessage(m)) return;
+      if (m.type === "ready") {
+        this.ready = true;
+        this.queue = [];
+        this.send([{ kind: "reset" }, ...this.history]);
+      }
+      this.onMessage(m);
+    });
+    view.onDidDispose(() => {
+      this.view = undefined;
+      this.ready = false;
+    });
+  }
+
+  /** Records an event and sends it with the next batch. `reset` starts a new history. */
+  post(event: ChatEvent): void {
+    if (event.kind === "reset") this.history = [];
+    if (event.kind !== "sessions") this.history.push(event);
+    if (!this.view || !this.ready) return;
+    this.queue.push(event);
+    this.timer ??= setTimeout(() => this.flush(), 16);
+  }
+
+  private flush(): void {
+    this.timer = undefined;
+    const events = this.queue;
+    this.queue = [];
+    if (events.length > 0) this.send(events);
+  }
+
+  private send(events: ChatEvent[]): void {
+    const msg: HostToWebview = { type: "events", events };
+    void this.view?.webview.postMessage(msg);
+  }
+
+  /** Reveals the panel (focus stays where it is unless `focus`). */
+  async reveal(focus = false): Promise<void> {
+    if (this.view) this.view.show(!focus);
+    else await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+  }
+
+  private html(webview: vscode.Webview): string {
+    const nonce = randomBytes(16).toString("base64");
+    const script = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "dist", "webview.js"));
+    const style = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "media", "webview.css"));
+    const csp = [
+      "default-src 'none'",
+      `style-src ${webview.cspSource}`,
+      `script-src 'nonce-${nonce}'`,
+      `font-src ${webview.cspSource}`,
+      "img-src 'none'",
+      "connect-src 'none'",
+      "frame-src 'none'",
+      "form-action 'none'",
+      "base-uri 'none'",
+    ].join("; ");
+    return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${style}">
+<title>Agent</title></head>
+<body><div id="app" data-state="loading"></div>
+<script nonce="${nonce}" src="${script}"></script></body></html>`;
+  }
+}

@@ -1,0 +1,304 @@
+/**
+ * The ACP client on the official TypeScript SDK (2.x client API): `initialize` with our
+ * `_meta.agentServer` block, sessions, prompts, cancel, config options; the server's requests routed
+ * to the handlers given by `buffers`, `proposals` and `permissions`; one event stream for the UI.
+ * Restarts the server when it dies (the next prompt gets a new session).
+ *
+ * Must not: touch a buffer, a document or a window.
+ */
+
+import * as acp from "@agentclientprotocol/sdk";
+import { AgentProcess, type ExitStatus, type SpawnOptions } from "./rpc";
+import { CLIENT_ENCODINGS, type PositionEncoding, parseEncoding } from "./positions";
+
+/**
+ * The extension method's name exactly as the 2.x SDK delivers it to `onRequest` (the 1.x SDK
+ * stripped the leading `_`; 2.x does not). Pinned by `test/unit/sdkMethodName.test.ts`.
+ */
+export const APPLY_WORKSPACE_EDIT = "_agent_server/apply_workspace_edit";
+
+/** Params of `_agent_server/apply_workspace_edit` (PROTOCOL.md). */
+export interface ApplyWorkspaceEditParams {
+  sessionId: string;
+  toolCallId?: string;
+  label?: string;
+  edit: { documentChanges?: unknown[] };
+  baseHashes?: Record<string, string>;
+  save?: "if-clean" | "never";
+}
+
+export interface ApplyWorkspaceEditResult {
+  outcome: "applied" | "partial" | "rejected" | "stale" | "cancelled" | "failed";
+  applied?: { documentChanges: unknown[] };
+  saved?: boolean;
+  versions?: Record<string, { version: number | null; sha256: string }>;
+  message?: string;
+}
+
+/** What the server may ask of the editor. `signal` aborts on `$/cancel_request` or a lost connection. */
+export interface ClientHandlers {
+  readTextFile(params: acp.ReadTextFileRequest): Promise<acp.ReadTextFileResponse>;
+  writeTextFile(params: acp.WriteTextFileRequest): Promise<acp.WriteTextFileResponse>;
+  requestPermission(params: acp.RequestPermissionRequest, signal: AbortSignal): Promise<acp.RequestPermissionResponse>;
+  applyWorkspaceEdit(params: ApplyWorkspaceEditParams, signal: AbortSignal, encoding: PositionEncoding): Promise<ApplyWorkspaceEditResult>;
+}
+
+export type ClientEvent =
+  | { type: "update"; sessionId: string; update: acp.SessionUpdate }
+  | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean }
+  | { type: "turn-start"; sessionId: string; text: string }
+  | { type: "turn-end"; sessionId: string; stopReason?: string; error?: string }
+  | { type: "server-exited"; message: string; stderrTail: string }
+  | { type: "server-started"; agentName: string; extension: boolean };
+
+export interface ClientOptions {
+  spawn: () => SpawnOptions;
+  handlers: ClientHandlers;
+  onEvent: (event: ClientEvent) => void;
+  /** Mode to set after a session starts ("" = the server's default). */
+  initialMode: () => string;
+  log: (line: string) => void;
+}
+
+/** Our extension block for `clientCapabilities._meta.agentServer`. */
+export function extensionCapabilities(): Record<string, unknown> {
+  return { version: 1, bufferVersions: true, applyWorkspaceEdit: true, positionEncodings: [...CLIENT_ENCODINGS] };
+}
+
+/** Builds the SDK client app with every handler registered (exported for tests). */
+export function buildClientApp(
+  handlers: ClientHandlers,
+  onUpdate: (params: acp.SessionNotification) => void,
+  encoding: () => PositionEncoding,
+): acp.ClientApp {
+  const app = acp.client({ name: "agent-server-vscode" });
+  app.onNotification(acp.methods.client.session.update, ({ params }) => onUpdate(params));
+  app.onRequest(acp.methods.client.session.requestPermission, ({ params, signal }) => handlers.requestPermission(params, signal));
+  app.onRequest(acp.methods.client.fs.readTextFile, ({ params }) => handlers.readTextFile(params));
+  app.onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => handlers.writeTextFile(params));
+  app.onRequest<ApplyWorkspaceEditParams, ApplyWorkspaceEditResult>(
+    APPLY_WORKSPACE_EDIT,
+    (raw) => {
+      if (typeof raw !== "object" || raw === null || typeof (raw as { edit?: unknown }).edit !== "object") {
+        throw acp.RequestError.invalidParams({ reason: "apply_workspace_edit needs an 'edit' object" });
+      }
+      return raw as ApplyWorkspaceEditParams;
+    },
+    ({ params, signal }) => handlers.applyWorkspaceEdit(params, signal, encoding()),
+  );
+  return app;
+}
+
+interface Running {
+  proc: AgentProcess;
+  conn: acp.ClientConnection;
+  init: acp.InitializeResponse;
+  encoding: PositionEncoding;
+  extension: boolean;
+}
+
+/** One server per window; sessions, turns and the server's life. */
+export class AgentClient {
+  private running: Running | undefined;
+  private starting: Promise<Running> | undefined;
+  private sessionId: string | undefined;
+  private cwd = "";
+  private turns = 0;
+  private disposed = false;
+  private crashes: number[] = [];
+
+  constructor(private readonly opts: ClientOptions) {}
+
+  get currentSessionId(): string | undefined {
+    return this.sessionId;
+  }
+
+  get busy(): boolean {
+    return this.turns > 0;
+  }
+
+  /** Capabilities the agent answered in `initialize` (undefined before the server started). */
+  get agentCapabilities(): acp.AgentCapabilities | undefined {
+    return this.running?.init.agentCapabilities ?? undefined;
+  }
+
+  /** Starts the server (once) and initializes it. */
+  async start(): Promise<Running> {
+    if (this.running?.proc.alive) return this.running;
+    if (!this.starting) {
+      this.starting = this.launch().finally(() => (this.starting = undefined));
+    }
+    return this.starting;
+  }
+
+  private async launch(): Promise<Running> {
+    const spawnOpts = this.opts.spawn();
+    this.cwd = spawnOpts.cwd;
+    this.opts.log(`starting ${spawnOpts.command} ${spawnOpts.args.join(" ")} in ${spawnOpts.cwd}`);
+    const proc = new AgentProcess(spawnOpts);
+    const encodingRef = { value: "utf-16" as PositionEncoding };
+    const app = buildClientApp(
+      this.opts.handlers,
+      (n) => this.opts.onEvent({ type: "update", sessionId: n.sessionId, update: n.update }),
+      () => encodingRef.value,
+    );
+    const conn = app.connect(acp.ndJsonStream(proc.output, proc.input));
+    void proc.exited.then((status) => this.onExit(proc, conn, status));
+    const init = await Promise.race([
+      conn.agent.request(acp.methods.agent.initialize, {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {
+          fs: { readTextFile: true, writeTextFile: true },
+          terminal: false,
+          _meta: { agentServer: extensionCapabilities() },
+        },
+        clientInfo: { name: "agent-server-vscode", version: "0.1.0" },
+      }),
+      proc.exited.then((s) => {
+        throw new Error(`the server exited during initialize (${describeExit(s)})\n${proc.stderrTail()}`);
+      }),
+    ]);
+    const ext = (init.agentCapabilities?._meta as Record<string, unknown> | undefined)?.agentServer as
+      | { applyWorkspaceEdit?: boolean; positionEncoding?: string }
+      | undefined;
+    encodingRef.value = parseEncoding(ext?.positionEncoding);
+    const running: Running = { proc, conn, init, encoding: encodingRef.value, extension: ext?.applyWorkspaceEdit === true };
+    this.running = running;
+    this.opts.onEvent({ type: "server-started", agentName: init.agentInfo?.name ?? "agent", extension: running.extension });
+    return running;
+  }
+
+  private onExit(proc: AgentProcess, conn: acp.ClientConnection, status: ExitStatus): void {
+    conn.close(new Error("the agent process exited"));
+    if (this.running?.proc !== proc) return;
+    this.running = undefined;
+    this.sessionId = undefined;
+    if (this.disposed) return;
+    const message = `agent-server exited (${describeExit(status)})`;
+    this.opts.log(message);
+    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail() });
+    const now = Date.now();
+    this.crashes = this.crashes.filter((t) => now - t < 60_000).concat(now);
+    if (this.crashes.length <= 3 && !status.error) {
+      this.start().catch((err) => this.opts.log(`restart failed: ${String(err)}`));
+    }
+  }
+
+  /** Creates a new session in the workspace folder (replaces the current one). */
+  async newSession(): Promise<string> {
+    const r = await this.start();
+    const res = await r.conn.agent.request(acp.methods.agent.session.new, { cwd: this.cwd, mcpServers: [] });
+    this.sessionId = res.sessionId;
+    let modes = res.modes;
+    const mode = this.opts.initialMode();
+    if (mode && modes && modes.currentModeId !== mode && modes.availableModes.some((m) => m.id === mode)) {
+      await r.conn.agent.request(acp.methods.agent.session.setMode, { sessionId: res.sessionId, modeId: mode });
+      modes = { ...modes, currentModeId: mode };
+    }
+    this.opts.onEvent({ type: "session", sessionId: res.sessionId, modes, configOptions: res.configOptions, loaded: false });
+    return res.sessionId;
+  }
+
+  /** `session/list` for this workspace (empty when the agent cannot list). */
+  async listSessions(): Promise<acp.SessionInfo[]> {
+    const r = await this.start();
+    if (!r.init.agentCapabilities?.sessionCapabilities?.list) return [];
+    const res = await r.conn.agent.request(acp.methods.agent.session.list, { cwd: this.cwd });
+    return res.sessions;
+  }
+
+  /** `session/load`: the history is replayed as updates before the answer. */
+  async loadSession(sessionId: string): Promise<void> {
+    const r = await this.start();
+    this.sessionId = sessionId;
+    const res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, cwd: this.cwd, mcpServers: [] });
+    this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
+  }
+
+  /** Runs one turn; starts the server and a session first when needed. Never throws. */
+  async prompt(blocks: acp.ContentBlock[], shownText: string): Promise<void> {
+    let sessionId = this.sessionId ?? "";
+    this.turns++;
+    let proc: AgentProcess | undefined;
+    try {
+      const r = await this.start();
+      proc = r.proc;
+      if (!this.sessionId) sessionId = await this.newSession();
+      this.opts.onEvent({ type: "turn-start", sessionId, text: shownText });
+      const died = r.proc.exited.then((s) => {
+        throw new Error(`the server died during the turn (${describeExit(s)})`);
+      });
+      const res = await Promise.race([r.conn.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: blocks }), died]);
+      this.opts.onEvent({ type: "turn-end", sessionId, stopReason: res.stopReason });
+    } catch (err) {
+      // A closed connection usually means the process is going away: let its exit be reported first.
+      const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
+      const error = exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err);
+      this.opts.onEvent({ type: "turn-end", sessionId, error });
+    } finally {
+      this.turns--;
+    }
+  }
+
+  /** `session/cancel` for the running turn. */
+  async cancel(): Promise<void> {
+    const r = this.running;
+    if (!r || !this.sessionId) return;
+    await r.conn.agent.notify(acp.methods.agent.session.cancel, { sessionId: this.sessionId });
+  }
+
+  async setConfigOption(configId: string, value: string): Promise<acp.SessionConfigOption[] | undefined> {
+    const r = await this.start();
+    if (!this.sessionId) await this.newSession();
+    const res = await r.conn.agent.request(acp.methods.agent.session.setConfigOption, {
+      sessionId: this.sessionId!,
+      configId,
+      value,
+    });
+    return res.configOptions;
+  }
+
+  /** `session/set_mode` (for agents that expose modes but no config options). */
+  async setMode(modeId: string): Promise<void> {
+    const r = await this.start();
+    if (!this.sessionId) await this.newSession();
+    await r.conn.agent.request(acp.methods.agent.session.setMode, { sessionId: this.sessionId!, modeId });
+  }
+
+  /** Forgets the current session: the next prompt starts a new one. */
+  resetSession(): void {
+    this.sessionId = undefined;
+  }
+
+  /** Kills the server's process group (extension deactivation). */
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    const r = this.running;
+    this.running = undefined;
+    if (r) {
+      r.conn.close();
+      await r.proc.kill();
+    }
+  }
+
+  /** Test hook and "restart" command: kills the server as a crash would. */
+  killForRestart(): void {
+    this.running?.proc.signalGroup("SIGKILL");
+  }
+}
+
+export function describeExit(s: ExitStatus): string {
+  if (s.error) return `could not start: ${s.error}`;
+  if (s.signal) return `killed by ${s.signal}`;
+  return `exit code ${s.code}`;
+}
+
+/** Human text of an error from the SDK (JSON-RPC errors carry `data.details`). */
+export function errorText(err: unknown): string {
+  if (err instanceof acp.RequestError) {
+    const data = err.data as { details?: unknown; message?: unknown } | undefined;
+    const detail = typeof data?.details === "string" ? data.details : typeof data?.message === "string" ? data.message : "";
+    return detail && detail !== err.message ? `${err.message}: ${detail}` : err.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,239 @@
+/**
+ * Activation: wires the server process and ACP client to the panel, the buffers, the proposals' diff
+ * view and the permission questions; registers the commands; kills the server's process group on
+ * deactivation.
+ *
+ * Must not: hold protocol logic (the modules below do) or print a secret.
+ */
+
+import * as vscode from "vscode";
+import * as os from "node:os";
+import type * as acp from "@agentclientprotocol/sdk";
+import { AgentClient, type ClientEvent, errorText } from "./client";
+import { readTextFile, writeTextFile } from "./buffers";
+import { ChatView, VIEW_ID } from "./chatView";
+import { DiffView, type ProposalPanel } from "./diff";
+import { Permissions } from "./permissions";
+import { type Proposal, ProposalManager } from "./proposals";
+import type { ChatEvent, HunkView, SelectView, WebviewToHost, WireUpdate } from "./protocol";
+import { SECRET_KEY, promptForApiKey, readSettings, serverEnv } from "./config";
+import { selectionBlock } from "./selection";
+import { isSafeLink } from "../webview/render";
+
+let client: AgentClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<{ client: AgentClient }> {
+  const output = vscode.window.createOutputChannel("agent-server");
+  const log = (line: string) => output.appendLine(line);
+  let apiKey = await context.secrets.get(SECRET_KEY);
+  context.subscriptions.push(
+    output,
+    context.secrets.onDidChange(async (e) => {
+      if (e.key === SECRET_KEY) apiKey = await context.secrets.get(SECRET_KEY);
+    }),
+  );
+
+  const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
+  const post = (e: ChatEvent) => chat.post(e);
+  const permissions = new Permissions(post);
+  const panel: ProposalPanel = {
+    proposalShown: (p) => post(proposalEvent(p)),
+    proposalChanged: (p) => post(proposalEvent(p)),
+    proposalFinished: (p, r) => post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message }),
+  };
+  const diffView = new DiffView(panel);
+  const proposals = new ProposalManager(diffView, log);
+  diffView.manager = proposals;
+
+  const folder = () => vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
+  const agent = new AgentClient({
+    spawn: () => {
+      const s = readSettings();
+      return { command: s.path, args: s.args, cwd: folder(), env: serverEnv(s, apiKey), log };
+    },
+    handlers: {
+      readTextFile,
+      writeTextFile,
+      requestPermission: (params, signal) => {
+        void chat.reveal();
+        return permissions.request(params, signal);
+      },
+      applyWorkspaceEdit: (params, signal, encoding) => proposals.handle(params, signal, encoding),
+    },
+    onEvent: (e) => onClientEvent(e),
+    initialMode: () => readSettings().mode,
+    log,
+  });
+  client = agent;
+
+  function onClientEvent(e: ClientEvent): void {
+    switch (e.type) {
+      case "update":
+        if (e.sessionId === agent.currentSessionId) post({ kind: "update", update: e.update as unknown as WireUpdate });
+        return;
+      case "session":
+        if (!e.loaded) post({ kind: "reset", sessionId: e.sessionId });
+        post({ kind: "config", selects: selectsOf(e.configOptions, e.modes) });
+        return;
+      case "turn-start":
+        post({ kind: "turn-start" });
+        return;
+      case "turn-end":
+        permissions.cancelAll();
+        post({ kind: "turn-end", stopReason: e.stopReason, error: e.error });
+        return;
+      case "server-exited":
+        permissions.cancelAll();
+        log(`--- stderr tail ---\n${e.stderrTail}`);
+        post({ kind: "server-exited", message: e.message, stderrTail: e.stderrTail });
+        return;
+      case "server-started":
+        log(`connected to ${e.agentName}${e.extension ? " (agent-server extensions on)" : " (plain ACP)"}`);
+        return;
+    }
+  }
+
+  async function onMessage(m: WebviewToHost): Promise<void> {
+    try {
+      switch (m.type) {
+        case "ready":
+          return;
+        case "prompt":
+          post({ kind: "user", text: m.text });
+          return await agent.prompt([{ type: "text", text: m.text }], m.text);
+        case "cancel":
+          return await agent.cancel();
+        case "newSession":
+          return await newSession();
+        case "listSessions": {
+          const sessions = await agent.listSessions();
+          post({ kind: "sessions", sessions: sessions.map((s) => ({ sessionId: s.sessionId, title: s.title ?? s.sessionId.slice(0, 8), updatedAt: s.updatedAt })), current: agent.currentSessionId });
+          return;
+        }
+        case "loadSession":
+          post({ kind: "reset", sessionId: m.sessionId });
+          return await agent.loadSession(m.sessionId);
+        case "setConfigOption": {
+          const options = await setOption(m.configId, m.value);
+          if (options) post({ kind: "config", selects: selectsOf(options, null) });
+          return;
+        }
+        case "permission":
+          return permissions.answer(m.id, m.optionId);
+        case "proposal": {
+          const p = proposals.get(m.id);
+          if (!p) return;
+          if (m.action === "show") return await diffView.show(p);
+          return await proposals.decideAll(m.id, m.action === "accept");
+        }
+        case "hunk":
+          return await proposals.decideHunk(m.id, m.fileIndex, m.index, m.accept);
+        case "openLink":
+          if (isSafeLink(m.href)) await vscode.env.openExternal(vscode.Uri.parse(m.href));
+          return;
+      }
+    } catch (err) {
+      post({ kind: "notice", level: "error", text: errorText(err) });
+    }
+  }
+
+  async function setOption(configId: string, value: string): Promise<acp.SessionConfigOption[] | undefined> {
+    if (configId === "mode" && !agent.agentCapabilities) return undefined;
+    try {
+      return await agent.setConfigOption(configId, value);
+    } catch (err) {
+      if (configId !== "mode") throw err;
+      await agent.setMode(value);
+      return undefined;
+    }
+  }
+
+  async function newSession(): Promise<void> {
+    agent.resetSession();
+    post({ kind: "reset" });
+    try {
+      await agent.newSession();
+    } catch (err) {
+      post({ kind: "notice", level: "error", text: `Could not start a session: ${errorText(err)}` });
+    }
+  }
+
+  context.subscriptions.push(
+    vscode.window.registerWebviewViewProvider(VIEW_ID, chat, { webviewOptions: { retainContextWhenHidden: true } }),
+    diffView.register(),
+    permissions.register(),
+    vscode.commands.registerCommand("agentServer.askAboutSelection", async (question?: unknown) => {
+      const editor = vscode.window.activeTextEditor;
+      if (!editor) return void vscode.window.showWarningMessage("Agent: open a file and select some text first.");
+      const block = selectionBlock(editor.document, editor.selection);
+      const text =
+        typeof question === "string"
+          ? question
+          : await vscode.window.showInputBox({ title: "Ask the agent about the selection", prompt: `${vscode.workspace.asRelativePath(editor.document.uri)} lines ${block.lines}`, ignoreFocusOut: true });
+      if (!text) return;
+      await chat.reveal();
+      post({ kind: "user", text: `${text}\n[${vscode.workspace.asRelativePath(editor.document.uri)}#L${block.lines}]` });
+      await agent.prompt([{ type: "text", text }, block.block], text);
+    }),
+    vscode.commands.registerCommand("agentServer.newSession", async () => {
+      await chat.reveal();
+      await newSession();
+    }),
+    vscode.commands.registerCommand("agentServer.cancel", () => agent.cancel()),
+    vscode.commands.registerCommand("agentServer.setApiKey", async () => {
+      if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: the API key is used from the next server start (Agent: New Session restarts nothing; reload the window to restart now).");
+    }),
+    vscode.commands.registerCommand("agentServer.showLog", () => output.show()),
+    vscode.commands.registerCommand("agentServer.acceptProposal", (arg?: unknown) => {
+      const id = diffView.activeProposalId(arg);
+      return id ? proposals.decideAll(id, true) : undefined;
+    }),
+    vscode.commands.registerCommand("agentServer.rejectProposal", (arg?: unknown) => {
+      const id = diffView.activeProposalId(arg);
+      return id ? proposals.decideAll(id, false) : undefined;
+    }),
+    vscode.commands.registerCommand("agentServer.acceptHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, true)),
+    vscode.commands.registerCommand("agentServer.rejectHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, false)),
+  );
+  return { client: agent };
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.dispose();
+  client = undefined;
+}
+
+function proposalEvent(p: Proposal): ChatEvent {
+  const hunks: HunkView[] = p.files.flatMap((f, fileIndex) =>
+    f.hunks.map((h) => ({ fileIndex, index: h.index, state: h.state, summary: hunkSummary(h.range.start.line, h.range.end.line, h.newText) })),
+  );
+  return {
+    kind: "proposal",
+    id: p.id,
+    label: p.label,
+    files: p.files.map((f) => `${f.create ? "create " : ""}${vscode.workspace.asRelativePath(f.uri)}`),
+    ops: p.ops.map((o) => (o.kind === "rename" ? `rename ${vscode.workspace.asRelativePath(o.uri)} → ${vscode.workspace.asRelativePath(o.newUri!)}` : `delete ${vscode.workspace.asRelativePath(o.uri)}`)),
+    hunks,
+  };
+}
+
+function hunkSummary(startLine: number, endLine: number, newText: string): string {
+  const added = newText === "" ? 0 : newText.split("\n").length;
+  const first = newText.split("\n")[0]!.trim().slice(0, 40);
+  return `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}: ${added ? `→ ${first}${added > 1 ? " …" : ""}` : "delete"}`;
+}
+
+function selectsOf(options: acp.SessionConfigOption[] | null | undefined, modes: acp.SessionModeState | null | undefined): SelectView[] {
+  const out: SelectView[] = [];
+  for (const o of options ?? []) {
+    if (o.type !== "select") continue;
+    const flat = (o.options as { value?: string; name: string; options?: { value: string; name: string }[] }[]).flatMap((x) =>
+      Array.isArray(x.options) ? x.options.map((y) => ({ value: y.value, name: y.name })) : x.value !== undefined ? [{ value: x.value, name: x.name }] : [],
+    );
+    out.push({ id: o.id, name: o.name, category: o.category, currentValue: String(o.currentValue), options: flat });
+  }
+  if (modes && !out.some((s) => s.id === "mode")) {
+    out.unshift({ id: "mode", name: "Mode", category: "mode", currentValue: modes.currentModeId, options: modes.availableModes.map((m) => ({ value: m.id, name: m.name })) });
+  }
+  return out;
+}

@@ -1,0 +1,88 @@
+/**
+ * `session/request_permission`: the question goes to the panel with its options (and, for an edit,
+ * a read-only diff of the change); the answer is what the user picked — nothing else allows.
+ *
+ * Must not: allow on silence, on a closed panel, or on an error (those answer `cancelled`).
+ */
+
+import * as vscode from "vscode";
+import type * as acp from "@agentclientprotocol/sdk";
+import type { ChatEvent } from "./protocol";
+
+export const PERMISSION_DIFF_SCHEME = "agent-permission";
+
+interface Pending {
+  params: acp.RequestPermissionRequest;
+  resolve: (r: acp.RequestPermissionResponse) => void;
+}
+
+export class Permissions implements vscode.TextDocumentContentProvider {
+  private readonly pending = new Map<string, Pending>();
+  private readonly texts = new Map<string, string>();
+  private next = 1;
+
+  constructor(private readonly post: (e: ChatEvent) => void) {}
+
+  register(): vscode.Disposable {
+    return vscode.workspace.registerTextDocumentContentProvider(PERMISSION_DIFF_SCHEME, this);
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.texts.get(uri.path) ?? "";
+  }
+
+  /** Asks the user; resolves with `selected` only for an option the user clicked. */
+  request(params: acp.RequestPermissionRequest, signal: AbortSignal): Promise<acp.RequestPermissionResponse> {
+    const id = `perm${this.next++}`;
+    const call = params.toolCall;
+    const content = call.content ?? [];
+    const reason = content
+      .map((c) => (c.type === "content" && c.content.type === "text" ? c.content.text : ""))
+      .filter(Boolean)
+      .join("\n");
+    const diffs = content.filter((c): c is acp.Diff & { type: "diff" } => c.type === "diff");
+    const result = new Promise<acp.RequestPermissionResponse>((resolve) => this.pending.set(id, { params, resolve }));
+    this.post({
+      kind: "permission",
+      id,
+      title: call.title ?? "The agent asks for permission",
+      reason,
+      options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+      hasDiff: diffs.length > 0,
+    });
+    signal.addEventListener("abort", () => this.answer(id, null), { once: true });
+    for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
+    return result;
+  }
+
+  private async showDiff(id: string, i: number, d: acp.Diff): Promise<void> {
+    const name = d.path.split("/").pop() ?? "file";
+    const left = `/${id}/${i}/old/${name}`;
+    const right = `/${id}/${i}/new/${name}`;
+    this.texts.set(left, d.oldText ?? "");
+    this.texts.set(right, d.newText);
+    await vscode.commands.executeCommand(
+      "vscode.diff",
+      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: left }),
+      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: right }),
+      `${name}: change the agent asks to make`,
+      { preview: true, preserveFocus: true },
+    );
+  }
+
+  /** The panel's answer (`null`: dismissed). An unknown option id is a cancel, never an allow. */
+  answer(id: string, optionId: string | null): void {
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    const known = optionId !== null && p.params.options.some((o) => o.optionId === optionId);
+    p.resolve(known ? { outcome: { outcome: "selected", optionId: optionId! } } : { outcome: { outcome: "cancelled" } });
+    this.post({ kind: "permission-done", id, outcome: known ? optionId! : "cancelled" });
+    for (const key of [...this.texts.keys()]) if (key.startsWith(`/${id}/`)) this.texts.delete(key);
+  }
+
+  /** Every open question is cancelled (the turn ended, the server died, the panel went away). */
+  cancelAll(): void {
+    for (const id of [...this.pending.keys()]) this.answer(id, null);
+  }
+}

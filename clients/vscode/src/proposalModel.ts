@@ -1,0 +1,128 @@
+/**
+ * The edit-proposal model of `_agent_server/apply_workspace_edit` (PROTOCOL.md "Edit proposals",
+ * CLIENTS.md "A proposal's life"): the stale rule, hunks (one `TextEdit` each) in document order,
+ * applying a chosen subset to a text, and shifting later hunks after an earlier one landed.
+ *
+ * Must not: import `vscode` (pure, unit-tested), draw anything, or decide for the user.
+ */
+
+import { createHash } from "node:crypto";
+import { type PositionEncoding, type Position, type Range, rangeToUtf16, splitLines } from "./positions";
+
+/** sha256 hex of the UTF-8 bytes of `text` (the protocol's `baseHashes` / `versions[].sha256`). */
+export function sha256(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
+}
+
+/**
+ * The protocol's stale rule. Stale only when the document's version differs from the proposal's
+ * **and** the hash of its current text differs from `baseHash`; with a `null` proposal version (the
+ * agent read the disk) the hash alone decides. Without a hash, a null version is never stale and a
+ * numbered one is stale exactly when the version differs.
+ */
+export function isStale(
+  current: { version: number | null; text: string },
+  proposalVersion: number | null | undefined,
+  baseHash: string | undefined,
+): boolean {
+  const hashDiffers = baseHash === undefined ? undefined : sha256(current.text) !== baseHash;
+  if (proposalVersion === null || proposalVersion === undefined) return hashDiffers === true;
+  const versionDiffers = current.version !== proposalVersion;
+  return versionDiffers && hashDiffers !== false;
+}
+
+/** A text edit of the wire (positions in the negotiated encoding). */
+export interface WireTextEdit {
+  range: Range;
+  newText: string;
+}
+
+export type HunkState = "pending" | "accepted" | "rejected";
+
+/** One hunk: the wire edit as sent, and its range in UTF-16 against the document's current text. */
+export interface Hunk {
+  index: number;
+  wire: WireTextEdit;
+  range: Range;
+  newText: string;
+  state: HunkState;
+}
+
+/** Hunks of one text document's edits, ordered by position, ranges converted to UTF-16. */
+export function makeHunks(baseText: string, edits: readonly WireTextEdit[], encoding: PositionEncoding): Hunk[] {
+  const lines = splitLines(baseText);
+  const hunks = edits.map((wire, i) => ({
+    index: i,
+    wire,
+    range: rangeToUtf16(lines, wire.range, encoding),
+    newText: wire.newText,
+    state: "pending" as HunkState,
+  }));
+  hunks.sort((a, b) => comparePositions(a.range.start, b.range.start) || a.index - b.index);
+  hunks.forEach((h, i) => (h.index = i));
+  return hunks;
+}
+
+export function comparePositions(a: Position, b: Position): number {
+  return a.line - b.line || a.character - b.character;
+}
+
+/** Offset in `text` of a UTF-16 position, clamped; line ends as in {@link splitLines}. */
+export function offsetAt(text: string, pos: Position): number {
+  const re = /\r\n|\n|\r/g;
+  let lineStart = 0;
+  for (let line = 0; line < pos.line; line++) {
+    const m = re.exec(text);
+    if (!m) return text.length;
+    lineStart = m.index + m[0].length;
+  }
+  re.lastIndex = lineStart;
+  const m = re.exec(text);
+  const lineEnd = m ? m.index : text.length;
+  return Math.min(lineStart + Math.max(0, pos.character), lineEnd);
+}
+
+/** `text` with the (non-overlapping, UTF-16) edits applied together, bottom up. */
+export function applyToText(text: string, edits: readonly { range: Range; newText: string }[]): string {
+  const sorted = [...edits].sort((a, b) => comparePositions(b.range.start, a.range.start));
+  let out = text;
+  for (const e of sorted) {
+    out = out.slice(0, offsetAt(out, e.range.start)) + e.newText + out.slice(offsetAt(out, e.range.end));
+  }
+  return out;
+}
+
+/** Where `pos` (at or after `applied`'s end) lands once `applied` replaced its range. */
+export function shiftPosition(pos: Position, applied: { range: Range; newText: string }): Position {
+  const { start, end } = applied.range;
+  if (comparePositions(pos, end) < 0) return pos;
+  const inserted = splitLines(applied.newText);
+  const lastLen = inserted[inserted.length - 1]!.length;
+  const newEndLine = start.line + inserted.length - 1;
+  const newEndChar = inserted.length === 1 ? start.character + lastLen : lastLen;
+  if (pos.line === end.line) return { line: newEndLine, character: newEndChar + (pos.character - end.character) };
+  return { line: pos.line + (newEndLine - end.line), character: pos.character };
+}
+
+/** Shifts every pending hunk after `applied` (in place): later hunks keep their original anchors. */
+export function shiftPending(hunks: Hunk[], applied: Hunk): void {
+  for (const h of hunks) {
+    if (h === applied || h.state !== "pending") continue;
+    if (comparePositions(h.range.start, applied.range.end) < 0) continue;
+    h.range = { start: shiftPosition(h.range.start, applied), end: shiftPosition(h.range.end, applied) };
+  }
+}
+
+/** The text the document would hold with every still-pending hunk applied (the diff's right side). */
+export function proposedText(current: string, hunks: readonly Hunk[]): string {
+  return applyToText(current, hunks.filter((h) => h.state === "pending"));
+}
+
+export type Outcome = "applied" | "partial" | "rejected" | "stale" | "cancelled" | "failed";
+
+/** The outcome once every hunk is decided: all accepted → applied, none → rejected, else partial. */
+export function outcomeOf(hunks: readonly Hunk[]): "applied" | "partial" | "rejected" {
+  const accepted = hunks.filter((h) => h.state === "accepted").length;
+  if (hunks.length > 0 && accepted === hunks.length) return "applied";
+  return accepted === 0 ? "rejected" : "partial";
+}

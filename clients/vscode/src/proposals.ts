@@ -1,0 +1,321 @@
+/**
+ * `_agent_server/apply_workspace_edit`: a proposal's life (CLIENTS.md) — received, stale-checked,
+ * shown, decided (all of it or hunk by hunk), re-checked, applied by VS Code, read back, saved per
+ * `save`, and answered with what really landed.
+ *
+ * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
+ * `applied` without reading the document back.
+ */
+
+import * as vscode from "vscode";
+import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
+import type { PositionEncoding } from "./positions";
+import { openDocument } from "./buffers";
+import {
+  type Hunk,
+  type WireTextEdit,
+  applyToText,
+  isStale,
+  makeHunks,
+  outcomeOf,
+  proposedText,
+  sha256,
+  shiftPending,
+} from "./proposalModel";
+
+/** One text document of a proposal. */
+export interface FileChange {
+  uri: vscode.Uri;
+  /** The version the agent read (`null`: it read the disk). */
+  version: number | null;
+  baseHash: string | undefined;
+  /** Created by the proposal (a `CreateFile` before its edits). */
+  create: boolean;
+  /** The document (undefined for a file still to be created). */
+  doc: vscode.TextDocument | undefined;
+  /** Had unsaved changes when the proposal arrived (decides saving under `if-clean`). */
+  wasDirty: boolean;
+  /** The text the document must hold now (what we checked plus what we applied). */
+  expected: string;
+  hunks: Hunk[];
+}
+
+export interface FileOp {
+  kind: "rename" | "delete";
+  uri: vscode.Uri;
+  newUri?: vscode.Uri;
+  options?: { overwrite?: boolean; ignoreIfExists?: boolean; ignoreIfNotExists?: boolean; recursive?: boolean };
+}
+
+/** How proposals are shown; implemented by the diff view and the panel. */
+export interface ProposalView {
+  show(p: Proposal): Promise<void>;
+  refresh(p: Proposal): void;
+  finish(p: Proposal, result: ApplyWorkspaceEditResult): Promise<void>;
+}
+
+/** A proposal being reviewed. */
+export class Proposal {
+  done = false;
+  private answer!: (r: ApplyWorkspaceEditResult) => void;
+  readonly result = new Promise<ApplyWorkspaceEditResult>((r) => (this.answer = r));
+  createdApplied = new Set<string>();
+  opsApplied = false;
+
+  constructor(
+    readonly id: string,
+    readonly params: ApplyWorkspaceEditParams,
+    readonly files: FileChange[],
+    readonly ops: FileOp[],
+  ) {}
+
+  get label(): string {
+    return this.params.label || `Edit ${this.files.map((f) => f.uri.path.split("/").pop()).join(", ")}`;
+  }
+
+  /** The right side of a file's diff: its current text with every pending hunk applied. */
+  proposed(file: FileChange): string {
+    return proposedText(file.expected, file.hunks);
+  }
+
+  get anyApplied(): boolean {
+    return this.files.some((f) => f.hunks.some((h) => h.state === "accepted")) || this.opsApplied;
+  }
+
+  settle(result: ApplyWorkspaceEditResult): void {
+    if (this.done) return;
+    this.done = true;
+    this.answer(result);
+  }
+}
+
+type WireChange =
+  | { kind: "create"; uri: string; options?: FileOp["options"] }
+  | { kind: "rename"; oldUri: string; newUri: string; options?: FileOp["options"] }
+  | { kind: "delete"; uri: string; options?: FileOp["options"] }
+  | { textDocument: { uri: string; version: number | null }; edits: WireTextEdit[] };
+
+/** Receives proposals, keeps them until answered, applies what the user accepted. */
+export class ProposalManager {
+  private readonly live = new Map<string, Proposal>();
+  private next = 1;
+
+  constructor(private readonly view: ProposalView, private readonly log: (line: string) => void) {}
+
+  get(id: string): Proposal | undefined {
+    return this.live.get(id);
+  }
+
+  /** Handles one request; resolves with the protocol's answer. Never throws. */
+  async handle(params: ApplyWorkspaceEditParams, signal: AbortSignal, encoding: PositionEncoding): Promise<ApplyWorkspaceEditResult> {
+    let proposal: Proposal;
+    try {
+      const built = await this.build(params, encoding);
+      if ("outcome" in built) return built;
+      proposal = built;
+    } catch (err) {
+      return { outcome: "failed", message: `could not read the proposal: ${String(err instanceof Error ? err.message : err)}` };
+    }
+    const stale = proposal.files.find((f) => f.doc && isStale({ version: f.doc.version, text: f.doc.getText() }, f.version, f.baseHash));
+    this.live.set(proposal.id, proposal);
+    if (stale) {
+      const result: ApplyWorkspaceEditResult = { outcome: "stale", message: `${stale.uri.fsPath} changed in the editor since the agent read it` };
+      proposal.settle(result);
+      await this.view.finish(proposal, result);
+      this.live.delete(proposal.id);
+      return result;
+    }
+    const onAbort = () => void this.finish(proposal, "cancelled");
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      await this.view.show(proposal);
+    } catch (err) {
+      this.log(`could not show the proposal: ${String(err)}`);
+    }
+    const result = await proposal.result;
+    signal.removeEventListener("abort", onAbort);
+    this.live.delete(proposal.id);
+    return result;
+  }
+
+  private async build(params: ApplyWorkspaceEditParams, encoding: PositionEncoding): Promise<Proposal | ApplyWorkspaceEditResult> {
+    const changes = (params.edit?.documentChanges ?? []) as WireChange[];
+    const files: FileChange[] = [];
+    const ops: FileOp[] = [];
+    const created = new Set<string>();
+    for (const change of changes) {
+      if ("kind" in change) {
+        if (change.kind === "create") created.add(vscode.Uri.parse(change.uri).toString());
+        else if (change.kind === "rename") ops.push({ kind: "rename", uri: vscode.Uri.parse(change.oldUri), newUri: vscode.Uri.parse(change.newUri), options: change.options });
+        else if (change.kind === "delete") ops.push({ kind: "delete", uri: vscode.Uri.parse(change.uri), options: change.options });
+        continue;
+      }
+      const uri = vscode.Uri.parse(change.textDocument.uri);
+      const create = created.has(uri.toString());
+      let doc: vscode.TextDocument | undefined;
+      if (!create) {
+        try {
+          doc = openDocument(uri) ?? (await vscode.workspace.openTextDocument(uri));
+        } catch (err) {
+          return { outcome: "failed", message: `cannot open ${uri.fsPath}: ${String(err instanceof Error ? err.message : err)}` };
+        }
+      } else {
+        try {
+          await vscode.workspace.fs.stat(uri);
+          return { outcome: "failed", message: `${uri.fsPath} already exists` };
+        } catch {
+          // does not exist: good
+        }
+      }
+      const text = doc?.getText() ?? "";
+      files.push({
+        uri,
+        version: create ? null : change.textDocument.version ?? null,
+        baseHash: params.baseHashes?.[change.textDocument.uri],
+        create,
+        doc,
+        wasDirty: doc?.isDirty ?? false,
+        expected: text,
+        hunks: makeHunks(text, change.edits ?? [], encoding),
+      });
+    }
+    if (files.length === 0 && ops.length === 0) return { outcome: "applied", applied: { documentChanges: [] }, saved: true, versions: {} };
+    return new Proposal(`p${this.next++}`, params, files, ops);
+  }
+
+  /** Accepts (applies) or rejects one pending hunk; finishes when none is left. */
+  async decideHunk(id: string, fileIndex: number, hunkIndex: number, accept: boolean): Promise<void> {
+    const p = this.live.get(id);
+    const file = p?.files[fileIndex];
+    const hunk = file?.hunks.find((h) => h.index === hunkIndex);
+    if (!p || p.done || !file || !hunk || hunk.state !== "pending") return;
+    if (accept) {
+      const problem = await this.applyHunks(p, file, [hunk]);
+      if (problem) return this.finish(p, problem.outcome, problem.message);
+    } else {
+      hunk.state = "rejected";
+    }
+    if (p.files.every((f) => f.hunks.every((h) => h.state !== "pending")) && p.ops.length === 0) {
+      return this.finish(p, outcomeOf(p.files.flatMap((f) => f.hunks)));
+    }
+    this.view.refresh(p);
+  }
+
+  /** Accept or reject everything still pending. */
+  async decideAll(id: string, accept: boolean): Promise<void> {
+    const p = this.live.get(id);
+    if (!p || p.done) return;
+    if (!accept) return this.finish(p, p.anyApplied ? "partial" : "rejected");
+    for (const file of p.files) {
+      const pending = file.hunks.filter((h) => h.state === "pending");
+      if (pending.length === 0 && !(file.create && !p.createdApplied.has(file.uri.toString()))) continue;
+      const problem = await this.applyHunks(p, file, pending);
+      if (problem) return this.finish(p, problem.outcome, problem.message);
+    }
+    if (p.ops.length > 0) {
+      const edit = new vscode.WorkspaceEdit();
+      for (const op of p.ops) {
+        if (op.kind === "rename" && op.newUri) edit.renameFile(op.uri, op.newUri, op.options);
+        else if (op.kind === "delete") edit.deleteFile(op.uri, op.options);
+      }
+      if (!(await vscode.workspace.applyEdit(edit))) return this.finish(p, p.anyApplied ? "partial" : "failed", "VS Code refused the file operations");
+      p.opsApplied = true;
+    }
+    const all = p.files.flatMap((f) => f.hunks);
+    return this.finish(p, all.length === 0 || all.every((h) => h.state === "accepted") ? "applied" : "partial");
+  }
+
+  /** A view was closed without a choice: the rest is rejected, answered at once. */
+  closed(id: string): void {
+    const p = this.live.get(id);
+    if (p && !p.done) void this.finish(p, p.anyApplied ? "partial" : "rejected", "the diff was closed without accepting");
+  }
+
+  /** Re-checks the document, applies `hunks` together (one change), and reads it back. */
+  private async applyHunks(p: Proposal, file: FileChange, hunks: Hunk[]): Promise<{ outcome: "stale" | "failed" | "partial"; message: string } | undefined> {
+    const edit = new vscode.WorkspaceEdit();
+    const key = file.uri.toString();
+    if (file.create && !p.createdApplied.has(key)) {
+      edit.createFile(file.uri, { overwrite: false, ignoreIfExists: false });
+    } else {
+      const doc = file.doc ?? openDocument(file.uri);
+      if (!doc || doc.isClosed || doc.getText() !== file.expected) {
+        const message = `${file.uri.fsPath} changed in the editor during the review; nothing more was applied`;
+        return { outcome: p.anyApplied ? "partial" : "stale", message };
+      }
+    }
+    for (const h of hunks) {
+      edit.replace(file.uri, new vscode.Range(h.range.start.line, h.range.start.character, h.range.end.line, h.range.end.character), h.newText);
+    }
+    const expected = applyToText(file.expected, hunks);
+    const ok = await vscode.workspace.applyEdit(edit);
+    if (file.create && ok) {
+      p.createdApplied.add(key);
+      file.doc = await vscode.workspace.openTextDocument(file.uri);
+    }
+    const now = (file.doc ?? openDocument(file.uri))?.getText();
+    if (!ok || now !== expected) {
+      const message = ok
+        ? `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it)`
+        : `VS Code refused the edit of ${file.uri.fsPath}`;
+      return { outcome: p.anyApplied ? "partial" : "failed", message };
+    }
+    // Later hunks keep their anchors: shift them by what landed, from the bottom up.
+    for (const h of [...hunks].sort((a, b) => b.index - a.index)) {
+      h.state = "accepted";
+      shiftPending(file.hunks, h);
+    }
+    file.expected = expected;
+    return undefined;
+  }
+
+  /** Saves per `save`, builds the answer, settles and lets the view clean up. */
+  async finish(p: Proposal, outcome: ApplyWorkspaceEditResult["outcome"], message?: string): Promise<void> {
+    if (p.done) return;
+    const applied = p.anyApplied;
+    const finalOutcome = outcome === "cancelled" && applied ? "partial" : outcome;
+    const result: ApplyWorkspaceEditResult = { outcome: finalOutcome };
+    if (message) result.message = message;
+    if (applied) {
+      result.applied = { documentChanges: [] };
+      result.versions = {};
+      let saved = true;
+      for (const op of p.opsApplied ? p.ops : []) {
+        result.applied.documentChanges.push(
+          op.kind === "rename" ? { kind: "rename", oldUri: op.uri.toString(), newUri: op.newUri!.toString() } : { kind: "delete", uri: op.uri.toString() },
+        );
+      }
+      for (const file of p.files) {
+        const accepted = file.hunks.filter((h) => h.state === "accepted");
+        const key = file.uri.toString();
+        if (accepted.length === 0 && !p.createdApplied.has(key)) continue;
+        if (p.createdApplied.has(key)) result.applied.documentChanges.push({ kind: "create", uri: key, options: { overwrite: false, ignoreIfExists: false } });
+        result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits: accepted.map((h) => h.wire) });
+        const doc = file.doc ?? openDocument(file.uri);
+        const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty;
+        if (doc && mustSave) {
+          try {
+            if (!(await doc.save())) saved = false;
+          } catch {
+            saved = false;
+          }
+        } else {
+          saved = false;
+        }
+        if (doc) result.versions[key] = { version: doc.version, sha256: sha256(doc.getText()) };
+      }
+      result.saved = saved;
+    }
+    p.settle(result);
+    try {
+      await this.view.finish(p, result);
+    } catch (err) {
+      this.log(`could not close the proposal view: ${String(err)}`);
+    }
+  }
+
+  /** Every live proposal (for the views). */
+  all(): Proposal[] {
+    return [...this.live.values()];
+  }
+}

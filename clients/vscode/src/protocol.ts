@@ -1,0 +1,70 @@
+/**
+ * The one message protocol between the extension host and the panel's webview. The panel's state is
+ * a fold over `ChatEvent`s (`webview/state.ts`): replaying the same events rebuilds the same chat.
+ *
+ * Must not: import `vscode` or anything of the host (the webview bundles it too).
+ */
+
+/** A `session/update`'s `update` as the wire has it (loosely typed: other agents send more). */
+export interface WireUpdate {
+  sessionUpdate: string;
+  [key: string]: unknown;
+}
+
+export interface PermissionOptionView {
+  optionId: string;
+  name: string;
+  kind: string;
+}
+
+export interface SelectView {
+  id: string;
+  name: string;
+  category?: string | null;
+  currentValue: string;
+  options: { value: string; name: string }[];
+}
+
+export interface HunkView {
+  fileIndex: number;
+  index: number;
+  state: "pending" | "accepted" | "rejected";
+  summary: string;
+}
+
+export type ChatEvent =
+  | { kind: "reset"; sessionId?: string }
+  | { kind: "user"; text: string }
+  | { kind: "update"; update: WireUpdate }
+  | { kind: "turn-start" }
+  | { kind: "turn-end"; stopReason?: string; error?: string }
+  | { kind: "server-exited"; message: string; stderrTail: string }
+  | { kind: "notice"; level: "info" | "warning" | "error"; text: string }
+  | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean }
+  | { kind: "permission-done"; id: string; outcome: string }
+  | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[] }
+  | { kind: "proposal-done"; id: string; outcome: string; message?: string }
+  | { kind: "config"; selects: SelectView[] }
+  | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string };
+
+export type HostToWebview = { type: "events"; events: ChatEvent[] };
+
+export type WebviewToHost =
+  | { type: "ready" }
+  | { type: "prompt"; text: string }
+  | { type: "cancel" }
+  | { type: "newSession" }
+  | { type: "listSessions" }
+  | { type: "loadSession"; sessionId: string }
+  | { type: "setConfigOption"; configId: string; value: string }
+  | { type: "permission"; id: string; optionId: string | null }
+  | { type: "proposal"; id: string; action: "accept" | "reject" | "show" }
+  | { type: "hunk"; id: string; fileIndex: number; index: number; accept: boolean }
+  | { type: "openLink"; href: string };
+
+/** Narrows an unknown message from the webview (the host trusts nothing it did not check). */
+export function isWebviewMessage(m: unknown): m is WebviewToHost {
+  if (typeof m !== "object" || m === null) return false;
+  const t = (m as { type?: unknown }).type;
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "setConfigOption", "permission", "proposal", "hunk", "openLink"].includes(t);
+}

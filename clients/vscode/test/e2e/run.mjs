@@ -1,0 +1,220 @@
+#!/usr/bin/env node
+// End-to-end scenarios in a real VS Code (code-server) driven through Chromium: the extension from
+// its .vsix, a real agent-server, the model played by the offline endpoint (the pytest side scripts it
+// and checks disk and model requests). Usage: node run.mjs CONFIG.json  (see tests/vscode/).
+// Writes {scenarios: {name: {ok, error?, ...}}, timings} to config.results; exits 0 when all passed.
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
+
+const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const results = { scenarios: {}, timings: {} };
+const save = () => writeFileSync(config.results, JSON.stringify(results, null, 1));
+mkdirSync(config.artifacts, { recursive: true });
+
+const T = 60_000;
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(config.artifacts, `${name}.png`) }).catch(() => {});
+}
+
+async function quickOpen(page, name) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor();
+  await input.fill(name);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 20_000 });
+  await page.keyboard.press("Enter");
+  await page.locator(`.editor-group-container.active .tab.active[aria-label^="${name}"]`).waitFor({ timeout: T });
+  await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
+}
+
+/** Text of the active (non-diff) editor from its rendered lines (small files are fully rendered). */
+async function editorText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .editor-instance .monaco-editor:not(.original-in-monaco-diff-editor):not(.modified-in-monaco-diff-editor)");
+    if (!editor) return null;
+    const lines = [...editor.querySelectorAll(".view-lines .view-line")].map((n) => ({ top: parseFloat(n.style.top), text: n.textContent.replace(/\u00a0/g, " ") }));
+    lines.sort((a, b) => a.top - b.top);
+    return lines.map((l) => l.text).join("\n");
+  });
+}
+
+async function activeTabDirty(page) {
+  return page.locator(".editor-group-container.active .tab.active.dirty").count().then((n) => n > 0);
+}
+
+async function waitDiff(page) {
+  await page.locator(".editor-group-container.active .monaco-diff-editor").waitFor({ timeout: T });
+  await page.waitForTimeout(500);
+}
+
+async function titleAction(page, label) {
+  await page.locator(`.editor-group-container.active .editor-actions a.action-label[aria-label^="${label}"]`).first().click();
+}
+
+async function askAboutSelection(page, question) {
+  await runCommand(page, "Agent: Ask About Selection");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor();
+  await input.fill(question);
+  await page.keyboard.press("Enter");
+}
+
+async function promptInPanel(page, text) {
+  const p = panel(page);
+  await p.locator("textarea.input").fill(text);
+  await p.locator("button.send").click();
+}
+
+async function waitIdle(page) {
+  await panel(page).locator('#app[data-state="idle"]').waitFor({ timeout: T });
+}
+
+async function waitBusy(page) {
+  await panel(page).locator('#app[data-state="busy"]').waitFor({ timeout: T });
+}
+
+function expectEqual(what, got, want) {
+  if (got !== want) throw new Error(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+}
+
+const scenarios = {
+  /** Ask about a selection in a file with unsaved changes → diff → Accept → exact text, still unsaved. */
+  async accept_in_unsaved_document(page, s) {
+    await quickOpen(page, s.file);
+    await page.keyboard.press("Control+End");
+    await page.keyboard.type(s.typed);
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.press("Shift+ArrowDown");
+    await page.keyboard.press("Shift+ArrowDown");
+    await askAboutSelection(page, s.question);
+    await waitDiff(page);
+    await shot(page, "accept-diff");
+    await titleAction(page, "Accept All");
+    await panel(page).locator('.proposal[data-outcome="applied"]').waitFor({ timeout: T });
+    await waitIdle(page);
+    await page.locator(`.editor-group-container.active .tab.active[aria-label^="${s.file}"]`).waitFor({ timeout: T });
+    await shot(page, "accept-panel");
+    expectEqual("document text", await editorText(page), s.expected);
+    expectEqual("document still unsaved", await activeTabDirty(page), true);
+    return { selectionUriFragment: "checked by the server's request" };
+  },
+
+  /** The document changes after the agent read it and before the proposal is applied → stale, nothing applied. */
+  async stale_proposal(page, s) {
+    await quickOpen(page, s.file);
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.press("Shift+End");
+    await askAboutSelection(page, s.question);
+    await waitDiff(page);
+    await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
+    await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
+    await page.keyboard.press("Control+End");
+    await page.keyboard.type(s.typed);
+    await panel(page).locator(".proposal button.accept-all").last().click();
+    await panel(page).locator('.proposal[data-outcome="stale"]').waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "stale-panel");
+    expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+    expectEqual("document text", await editorText(page), s.expected);
+  },
+
+  /** Two hunks: accept the first by its CodeLens, reject the second → partial, saved (file was not open). */
+  async accept_one_hunk_of_two(page, s) {
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    const lens = (t) => page.locator(".editor-group-container.active .monaco-diff-editor .codelens-decoration a", { hasText: t }).first();
+    await lens("Accept change 1").waitFor({ timeout: T });
+    await shot(page, "hunk-diff");
+    await lens("Accept change 1").click();
+    await panel(page).locator(".proposal .hunk-accepted").first().waitFor({ timeout: T });
+    await lens("Reject change 2").click();
+    await panel(page).locator('.proposal[data-outcome="partial"]').waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "hunk-panel");
+  },
+
+  /** Reject All from the diff's title → rejected (the pytest side checks the model was told). */
+  async reject_tells_the_model(page, s) {
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    await shot(page, "reject-diff");
+    await titleAction(page, "Reject All");
+    await panel(page).locator('.proposal[data-outcome="rejected"]').waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "reject-panel");
+    expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+  },
+
+  /** A shell command asks; "Allow once" runs it. */
+  async shell_permission_allow_once(page, s) {
+    await promptInPanel(page, s.prompt);
+    const card = panel(page).locator(".permission").last();
+    await card.locator('button[data-option-id="allow_once"]').waitFor({ timeout: T });
+    await shot(page, "permission-panel");
+    await card.locator('button[data-option-id="allow_once"]').click();
+    await panel(page).locator(".tool.status-completed", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+  },
+
+  /** Stop during a slow tool: the turn ends cancelled and the panel returns to idle. */
+  async stop_during_slow_tool(page, s) {
+    await promptInPanel(page, s.prompt);
+    const card = panel(page).locator(".permission").last();
+    await card.locator('button[data-option-id="allow_once"]').click({ timeout: T });
+    await panel(page).locator(".tool.status-in_progress", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
+    await waitBusy(page);
+    await shot(page, "stop-running");
+    await panel(page).locator("button.stop").click();
+    await waitIdle(page);
+    await panel(page).locator(".notice", { hasText: "Stopped: cancelled" }).waitFor({ timeout: T });
+    const stillRunning = await panel(page).locator(".tool.status-in_progress", { hasText: s.toolTitle }).count();
+    expectEqual("tool cards still running", stillRunning, 0);
+    await shot(page, "stop-panel");
+  },
+
+  /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
+  async panel_answers(page, s) {
+    await promptInPanel(page, s.prompt);
+    await panel(page).locator(".agent", { hasText: s.answerContains }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "check-panel");
+  },
+};
+
+const tmp = mkdtempSync(join(config.tmp, "vscode-e2e-"));
+let cs;
+let ch;
+const t0 = Date.now();
+try {
+  cs = await startCodeServer({ node: config.node, entry: config.codeServerEntry, vsix: config.vsix, tmp, workspace: config.workspace, settings: config.settings, env: config.env ?? {} });
+  ch = await startChromium({ executable: config.chromium, tmp });
+  results.pids = { codeServer: cs.child.pid, chromium: ch.child.pid };
+  await openWorkbench(ch.page, cs.url);
+  await focusPanel(ch.page);
+  results.timings.startup_s = (Date.now() - t0) / 1000;
+  for (const s of config.scenarios) {
+    const started = Date.now();
+    try {
+      const extra = await scenarios[s.name](ch.page, s);
+      results.scenarios[s.name] = { ok: true, seconds: (Date.now() - started) / 1000, ...(extra ?? {}) };
+    } catch (err) {
+      await shot(ch.page, `${s.name}-failure`);
+      results.scenarios[s.name] = { ok: false, seconds: (Date.now() - started) / 1000, error: String(err?.stack ?? err) };
+      if (s.stopOnFailure !== false && config.stopOnFailure) break;
+    }
+    save();
+  }
+} catch (err) {
+  results.error = String(err?.stack ?? err);
+  if (ch) await shot(ch.page, "startup-failure");
+} finally {
+  results.timings.total_s = (Date.now() - t0) / 1000;
+  if (cs) results.codeServerLogTail = cs.log.join("").slice(-4000);
+  await ch?.browser.close().catch(() => {});
+  results.groupsGone = await stopAll(ch?.child, cs?.child);
+  save();
+}
+const ok = !results.error && config.scenarios.every((s) => results.scenarios[s.name]?.ok);
+process.exit(ok ? 0 : 1);

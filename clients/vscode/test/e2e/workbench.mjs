@@ -1,0 +1,187 @@
+// Launching and driving a real VS Code (code-server) in a real Chromium for the end-to-end tests and
+// scripts/try-vscode.sh: code-server and Chromium run as their own process groups with their own
+// --user-data-dir, Chromium is driven through the DevTools protocol by playwright-core (system
+// Chromium, no browser download), and both groups are killed at the end.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+export const CHROMIUM_FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--window-size=1500,950",
+];
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Waits until `re` matches the process's output; rejects on exit or timeout. */
+function waitFor(child, stream, re, timeoutMs, what) {
+  return new Promise((resolve, reject) => {
+    let seen = "";
+    const timer = setTimeout(() => reject(new Error(`${what}: no ${re} within ${timeoutMs} ms; output:\n${seen.slice(-3000)}`)), timeoutMs);
+    const onData = (chunk) => {
+      seen += chunk.toString();
+      const m = seen.match(re);
+      if (m) {
+        clearTimeout(timer);
+        stream.off("data", onData);
+        resolve(m);
+      }
+    };
+    stream.on("data", onData);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited (${code ?? signal}) before it was ready; output:\n${seen.slice(-3000)}`));
+    });
+  });
+}
+
+export function killGroup(child, signal = "SIGKILL") {
+  if (!child?.pid) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function groupAlive(pid) {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to the group, SIGKILL after 500 ms, then waits (up to 10 s) until the group is empty. */
+async function stopGroup(child) {
+  if (!child?.pid) return true;
+  killGroup(child, "SIGTERM");
+  await new Promise((r) => setTimeout(r, 500));
+  killGroup(child, "SIGKILL");
+  for (let i = 0; i < 100 && groupAlive(child.pid); i++) await new Promise((r) => setTimeout(r, 100));
+  return !groupAlive(child.pid);
+}
+
+/** User settings that keep the workbench quiet and deterministic for the scenarios. */
+export function userSettings(extra) {
+  return {
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": false,
+    "workbench.enableExperiments": false,
+    "security.workspace.trust.enabled": false,
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": false,
+    "extensions.autoUpdate": false,
+    "update.mode": "none",
+    "files.autoSave": "off",
+    "editor.autoClosingBrackets": "never",
+    "editor.autoClosingQuotes": "never",
+    "editor.autoIndent": "none",
+    "editor.quickSuggestions": { other: false, comments: false, strings: false },
+    "editor.suggestOnTriggerCharacters": false,
+    "editor.acceptSuggestionOnEnter": "off",
+    "editor.minimap.enabled": false,
+    "diffEditor.codeLens": true,
+    "diffEditor.renderSideBySide": true,
+    "diffEditor.hideUnchangedRegions.enabled": false,
+    "diffEditor.experimental.useTrueInlineView": false,
+    "chat.commandCenter.enabled": false,
+    "chat.disableAIFeatures": true,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    ...extra,
+  };
+}
+
+/**
+ * Installs the .vsix and starts code-server on 127.0.0.1 for `workspace`.
+ * Returns {url, child, userDataDir}. `node` is Node 24's binary, `entry` code-server's out/node/entry.js.
+ */
+export async function startCodeServer({ node, entry, vsix, tmp, workspace, settings, env }) {
+  const userDataDir = join(tmp, "code-server-data");
+  const extensionsDir = join(tmp, "code-server-extensions");
+  mkdirSync(join(userDataDir, "User"), { recursive: true });
+  writeFileSync(join(userDataDir, "User", "settings.json"), JSON.stringify(userSettings(settings), null, 1));
+  const common = ["--user-data-dir", userDataDir, "--extensions-dir", extensionsDir, "--config", join(tmp, "code-server.yaml")];
+  writeFileSync(join(tmp, "code-server.yaml"), "auth: none\ncert: false\n");
+  const fullEnv = { ...process.env, ...env, XDG_CONFIG_HOME: join(tmp, "xdg-config"), XDG_DATA_HOME: join(tmp, "xdg-data") };
+  const install = spawnSync(node, [entry, ...common, "--install-extension", vsix, "--force"], { env: fullEnv, encoding: "utf8", timeout: 180_000 });
+  if (install.status !== 0) throw new Error(`installing ${vsix} failed (${install.status}):\n${install.stdout}\n${install.stderr}`);
+  const port = await freePort();
+  const child = spawn(
+    node,
+    [entry, ...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", "--ignore-last-opened", workspace],
+    { env: fullEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const log = [];
+  child.stdout.on("data", (d) => log.push(d.toString()));
+  child.stderr.on("data", (d) => log.push(d.toString()));
+  await waitFor(child, child.stdout, /HTTP server listening on/, 120_000, "code-server");
+  return { url: `http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`, child, userDataDir, log };
+}
+
+/** Starts the system Chromium (own process group and --user-data-dir) and connects over CDP. */
+export async function startChromium({ executable, tmp }) {
+  const userDataDir = join(tmp, "chromium-data");
+  mkdirSync(userDataDir, { recursive: true });
+  const child = spawn(executable, [...CHROMIUM_FLAGS, `--user-data-dir=${userDataDir}`, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"], {
+    detached: true,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const [, ws] = await waitFor(child, child.stderr, /DevTools listening on (ws:\/\/\S+)/, 60_000, "chromium");
+  const browser = await chromium.connectOverCDP(ws);
+  const context = browser.contexts()[0] ?? (await browser.newContext());
+  const page = context.pages()[0] ?? (await context.newPage());
+  await page.setViewportSize({ width: 1500, height: 950 });
+  return { browser, page, child };
+}
+
+/** Stops every group; true when all are gone. */
+export async function stopAll(...children) {
+  return (await Promise.all(children.map((c) => stopGroup(c)))).every(Boolean);
+}
+
+/** The panel's webview document (two nested iframes in the workbench). */
+export function panel(page) {
+  return page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame");
+}
+
+/** Opens the workbench and waits for it and for our extension's panel. */
+export async function openWorkbench(page, url) {
+  await page.goto(url);
+  await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+  await page.locator(".statusbar").waitFor({ timeout: 60_000 });
+}
+
+export async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor();
+  await input.fill(`>${title}`);
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ timeout: 20_000 });
+  await page.keyboard.press("Enter");
+}
+
+export async function focusPanel(page) {
+  await page.locator('.activitybar .action-item a[aria-label^="Agent"]').first().click();
+  await panel(page).locator("#app").waitFor({ timeout: 60_000 });
+}

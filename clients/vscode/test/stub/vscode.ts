@@ -1,0 +1,188 @@
+// A small stand-in for the `vscode` module in unit tests: documents held in memory (text, version,
+// dirty), `workspace.applyEdit` applying text replacements, and an in-memory file system. Only what
+// the modules under test use. Not a mock of behaviour under test: proposals and buffers run for real.
+import { applyToText, offsetAt } from "../../src/proposalModel";
+
+export class Uri {
+  private constructor(readonly scheme: string, readonly path: string, readonly fragment = "", readonly query = "") {}
+  static file(path: string): Uri {
+    return new Uri("file", path);
+  }
+  static parse(value: string): Uri {
+    const m = /^([a-z][\w+.-]*):(?:\/\/[^/]*)?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$/i.exec(value);
+    if (!m) throw new Error(`bad uri ${value}`);
+    return new Uri(m[1]!, decodeURIComponent(m[2]!), m[4] ?? "", m[3] ?? "");
+  }
+  static from(c: { scheme: string; path: string }): Uri {
+    return new Uri(c.scheme, c.path);
+  }
+  get fsPath(): string {
+    return this.path;
+  }
+  with(c: { fragment?: string }): Uri {
+    return new Uri(this.scheme, this.path, c.fragment ?? this.fragment, this.query);
+  }
+  toString(): string {
+    const base = this.scheme === "file" ? `file://${encodeURI(this.path)}` : `${this.scheme}:${this.path}`;
+    return this.fragment ? `${base}#${this.fragment}` : base;
+  }
+}
+
+export class Position {
+  constructor(readonly line: number, readonly character: number) {}
+}
+
+export class Range {
+  readonly start: Position;
+  readonly end: Position;
+  constructor(a: number | Position, b: number | Position, c?: number, d?: number) {
+    if (typeof a === "number") {
+      this.start = new Position(a, b as number);
+      this.end = new Position(c!, d!);
+    } else {
+      this.start = a;
+      this.end = b as Position;
+    }
+  }
+}
+
+export class StubDocument {
+  isClosed = false;
+  saves = 0;
+  constructor(readonly uri: Uri, public text: string, public version = 1, public isDirty = false) {}
+  getText(): string {
+    return this.text;
+  }
+  get lineCount(): number {
+    return this.text.split(/\r\n|\n|\r/).length;
+  }
+  lineAt(line: number): { text: string } {
+    return { text: this.text.split(/\r\n|\n|\r/)[line] ?? "" };
+  }
+  positionAt(offset: number): Position {
+    const before = this.text.slice(0, offset).split(/\r\n|\n|\r/);
+    return new Position(before.length - 1, before[before.length - 1]!.length);
+  }
+  async save(): Promise<boolean> {
+    this.saves++;
+    this.isDirty = false;
+    files.set(this.uri.path, this.text);
+    return true;
+  }
+}
+
+type Op =
+  | { type: "replace"; uri: Uri; range: Range; text: string }
+  | { type: "create"; uri: Uri }
+  | { type: "rename"; uri: Uri; newUri: Uri }
+  | { type: "delete"; uri: Uri };
+
+export class WorkspaceEdit {
+  readonly ops: Op[] = [];
+  replace(uri: Uri, range: Range, text: string): void {
+    this.ops.push({ type: "replace", uri, range, text });
+  }
+  insert(uri: Uri, pos: Position, text: string): void {
+    this.ops.push({ type: "replace", uri, range: new Range(pos, pos), text });
+  }
+  createFile(uri: Uri): void {
+    this.ops.push({ type: "create", uri });
+  }
+  renameFile(uri: Uri, newUri: Uri): void {
+    this.ops.push({ type: "rename", uri, newUri });
+  }
+  deleteFile(uri: Uri): void {
+    this.ops.push({ type: "delete", uri });
+  }
+}
+
+export class FileSystemError extends Error {
+  constructor(readonly code: string) {
+    super(code);
+  }
+}
+
+/** The disk: path → text. */
+export const files = new Map<string, string>();
+/** Runs after each applied edit (a formatter or another extension changing the text). */
+export const hooks: { afterApply?: (doc: StubDocument) => void } = {};
+
+export const workspace = {
+  textDocuments: [] as StubDocument[],
+  applyEditCalls: 0,
+  fs: {
+    async readFile(uri: Uri): Promise<Uint8Array> {
+      const t = files.get(uri.path);
+      if (t === undefined) throw new FileSystemError("FileNotFound");
+      return new TextEncoder().encode(t);
+    },
+    async writeFile(uri: Uri, data: Uint8Array): Promise<void> {
+      files.set(uri.path, new TextDecoder().decode(data));
+    },
+    async stat(uri: Uri): Promise<object> {
+      if (!files.has(uri.path)) throw new FileSystemError("FileNotFound");
+      return {};
+    },
+  },
+  async openTextDocument(uri: Uri): Promise<StubDocument> {
+    const open = workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+    if (open) return open;
+    const text = files.get(uri.path);
+    if (text === undefined) throw new Error(`no such file ${uri.path}`);
+    const doc = new StubDocument(uri, text, 1, false);
+    workspace.textDocuments.push(doc);
+    return doc;
+  },
+  async applyEdit(edit: WorkspaceEdit): Promise<boolean> {
+    workspace.applyEditCalls++;
+    const byDoc = new Map<StubDocument, { range: Range; newText: string }[]>();
+    for (const op of edit.ops) {
+      if (op.type === "create") {
+        files.set(op.uri.path, "");
+        workspace.textDocuments.push(new StubDocument(op.uri, "", 1, false));
+      } else if (op.type === "replace") {
+        const doc = await workspace.openTextDocument(op.uri);
+        byDoc.set(doc, [...(byDoc.get(doc) ?? []), { range: op.range, newText: op.text }]);
+      }
+    }
+    for (const [doc, edits] of byDoc) {
+      doc.text = applyToText(doc.text, edits);
+      doc.version++;
+      doc.isDirty = true;
+      hooks.afterApply?.(doc);
+    }
+    return true;
+  },
+  registerTextDocumentContentProvider: () => ({ dispose() {} }),
+  asRelativePath: (u: Uri) => u.path,
+  getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
+};
+
+export const commands = { executed: [] as unknown[][], async executeCommand(...args: unknown[]) { commands.executed.push(args); } };
+export const window = { tabGroups: { all: [], activeTabGroup: { activeTab: undefined }, close: async () => true, onDidChangeTabs: () => ({ dispose() {} }) } };
+export class TabInputTextDiff {
+  constructor(readonly original: Uri, readonly modified: Uri) {}
+}
+export class EventEmitter<T> {
+  private listeners: ((e: T) => void)[] = [];
+  event = (l: (e: T) => void) => {
+    this.listeners.push(l);
+    return { dispose() {} };
+  };
+  fire(e: T): void {
+    for (const l of this.listeners) l(e);
+  }
+}
+export const Disposable = { from: (...d: { dispose(): void }[]) => ({ dispose: () => d.forEach((x) => x.dispose()) }) };
+export const languages = { registerCodeLensProvider: () => ({ dispose() {} }) };
+
+/** Resets documents, disk and hooks between tests. */
+export function resetStub(): void {
+  files.clear();
+  workspace.textDocuments.length = 0;
+  workspace.applyEditCalls = 0;
+  hooks.afterApply = undefined;
+  commands.executed.length = 0;
+}
+
+export { offsetAt };

@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { applyToText, isStale, makeHunks, outcomeOf, proposedText, sha256, shiftPending, type WireTextEdit } from "../../src/proposalModel";
+
+const edit = (l1: number, c1: number, l2: number, c2: number, newText: string): WireTextEdit => ({
+  range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } },
+  newText,
+});
+
+describe("the stale rule", () => {
+  const text = "one\ntwo\n";
+  it("is stale only when the version AND the hash differ", () => {
+    expect(isStale({ version: 5, text }, 5, sha256("other"))).toBe(false); // same version
+    expect(isStale({ version: 6, text }, 5, sha256(text))).toBe(false); // a save bumped the version, same text
+    expect(isStale({ version: 6, text: text + "x" }, 5, sha256(text))).toBe(true);
+  });
+  it("uses the hash alone when the proposal's version is null (the file was not open)", () => {
+    expect(isStale({ version: 1, text }, null, sha256(text))).toBe(false); // opening gave it a version: not stale
+    expect(isStale({ version: 1, text: "changed\n" }, null, sha256(text))).toBe(true);
+  });
+});
+
+describe("hunks", () => {
+  const base = "a = 1\nb = 2\nc = 3\nd = 4\n";
+  const edits = [edit(3, 4, 3, 5, "40"), edit(0, 4, 0, 5, "10\nz = 0")]; // out of order on purpose
+
+  it("are kept in document order", () => {
+    const hunks = makeHunks(base, edits, "utf-16");
+    expect(hunks.map((h) => h.newText)).toEqual(["10\nz = 0", "40"]);
+  });
+
+  it("accepted one at a time (shifted) give the same text as accepted together", () => {
+    const together = applyToText(base, makeHunks(base, edits, "utf-16"));
+    const hunks = makeHunks(base, edits, "utf-16");
+    let text = base;
+    for (const h of hunks) {
+      text = applyToText(text, [h]);
+      h.state = "accepted";
+      shiftPending(hunks, h);
+    }
+    expect(text).toBe(together);
+    expect(text).toBe("a = 10\nz = 0\nb = 2\nc = 3\nd = 40\n");
+  });
+
+  it("a subset applies only the chosen hunks at their original anchors", () => {
+    const hunks = makeHunks(base, edits, "utf-16");
+    hunks[0]!.state = "rejected";
+    expect(proposedText(base, hunks)).toBe("a = 1\nb = 2\nc = 3\nd = 40\n");
+    expect(outcomeOf(hunks)).toBe("rejected"); // nothing accepted yet
+    hunks[1]!.state = "accepted";
+    expect(outcomeOf(hunks)).toBe("partial");
+  });
+
+  it("shift a later hunk on the same line by the column delta", () => {
+    const hunks = makeHunks("abcdef", [edit(0, 1, 0, 2, "XYZ"), edit(0, 4, 0, 5, "Q")], "utf-16");
+    let text = applyToText("abcdef", [hunks[0]!]);
+    hunks[0]!.state = "accepted";
+    shiftPending(hunks, hunks[0]!);
+    text = applyToText(text, [hunks[1]!]);
+    expect(text).toBe("aXYZcdQf");
+  });
+
+  it("convert UTF-8 ranges to VS Code's UTF-16 columns", () => {
+    const hunks = makeHunks("é😀x\n", [edit(0, 6, 0, 7, "y")], "utf-8");
+    expect(hunks[0]!.range.start.character).toBe(3);
+    expect(applyToText("é😀x\n", hunks)).toBe("é😀y\n");
+  });
+});

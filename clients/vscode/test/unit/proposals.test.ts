@@ -1,0 +1,189 @@
+// The proposal life against in-memory documents: stale on arrival (both cases of the rule), hunks
+// accepted one by one, the read-back after applying, save per `save`, close = reject, cancel.
+import { beforeEach, describe, expect, it } from "vitest";
+import * as vscode from "vscode";
+import { StubDocument, files, hooks, resetStub, workspace } from "./../stub/vscode";
+import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "../../src/client";
+import { sha256 } from "../../src/proposalModel";
+import { type Proposal, ProposalManager, type ProposalView } from "../../src/proposals";
+
+class RecordingView implements ProposalView {
+  shown: Proposal[] = [];
+  finished: ApplyWorkspaceEditResult[] = [];
+  async show(p: Proposal) {
+    this.shown.push(p);
+  }
+  refresh() {}
+  async finish(_p: Proposal, r: ApplyWorkspaceEditResult) {
+    this.finished.push(r);
+  }
+}
+
+const PATH = "/ws/app.py";
+const URI = `file://${PATH}`;
+const BASE = "a = 1\nb = 2\nc = 3\n";
+
+function proposal(version: number | null, edits: { line: number; from: number; to: number; text: string }[], save?: "never"): ApplyWorkspaceEditParams {
+  return {
+    sessionId: "s",
+    label: "Edit app.py",
+    edit: { documentChanges: [{ textDocument: { uri: URI, version }, edits: edits.map((e) => ({ range: { start: { line: e.line, character: e.from }, end: { line: e.line, character: e.to } }, newText: e.text })) }] },
+    baseHashes: { [URI]: sha256(BASE) },
+    ...(save ? { save } : {}),
+  };
+}
+
+const TWO_HUNKS = [
+  { line: 0, from: 4, to: 5, text: "10" },
+  { line: 2, from: 4, to: 5, text: "30" },
+];
+
+let view: RecordingView;
+let manager: ProposalManager;
+beforeEach(() => {
+  resetStub();
+  view = new RecordingView();
+  manager = new ProposalManager(view, () => {});
+});
+
+function openDoc(text: string, version: number, dirty: boolean): StubDocument {
+  const doc = new StubDocument(vscode.Uri.file(PATH) as never, text, version, dirty);
+  workspace.textDocuments.push(doc);
+  return doc;
+}
+
+async function shown(): Promise<Proposal> {
+  for (let i = 0; i < 50 && view.shown.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  return view.shown[view.shown.length - 1]!;
+}
+
+describe("stale on arrival", () => {
+  it("is stale when the version and the text both changed: nothing applied", async () => {
+    files.set(PATH, BASE);
+    openDoc(BASE + "typed\n", 8, true);
+    const r = await manager.handle(proposal(7, TWO_HUNKS), new AbortController().signal, "utf-16");
+    expect(r.outcome).toBe("stale");
+    expect(workspace.applyEditCalls).toBe(0);
+    expect(view.shown).toHaveLength(0);
+  });
+
+  it("is not stale when only the version moved (a save), nor for a null version with the same text", async () => {
+    files.set(PATH, BASE);
+    openDoc(BASE, 9, false);
+    const pending = manager.handle(proposal(7, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideAll(p.id, false);
+    expect((await pending).outcome).toBe("rejected");
+
+    const pending2 = manager.handle(proposal(null, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p2 = view.shown.length === 2 ? view.shown[1]! : (await new Promise((r) => setTimeout(r, 20)), view.shown[1]!);
+    await manager.decideAll(p2.id, false);
+    expect((await pending2).outcome).toBe("rejected");
+  });
+
+  it("compares the hash alone for a null version: a changed file is stale", async () => {
+    files.set(PATH, "a = 1\nchanged\n");
+    const r = await manager.handle(proposal(null, TWO_HUNKS), new AbortController().signal, "utf-16");
+    expect(r.outcome).toBe("stale");
+  });
+});
+
+describe("deciding", () => {
+  it("accepting one hunk of two applies only it, at its anchor, and answers partial with exactly it", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, true);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideHunk(p.id, 0, 1, true); // the second hunk first
+    await manager.decideHunk(p.id, 0, 0, false);
+    const r = await pending;
+    expect(r.outcome).toBe("partial");
+    expect(doc.text).toBe("a = 1\nb = 2\nc = 30\n");
+    expect(r.applied).toEqual({ documentChanges: [{ textDocument: { uri: URI, version: 3 }, edits: [{ range: { start: { line: 2, character: 4 }, end: { line: 2, character: 5 } }, newText: "30" }] }] });
+    expect(r.saved).toBe(false); // it was dirty: never saved behind the user's back
+    expect(doc.saves).toBe(0);
+    expect(r.versions?.[URI]).toEqual({ version: doc.version, sha256: sha256(doc.text) });
+  });
+
+  it("accepting both one at a time shifts the later one and answers applied; a clean document is saved", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, false);
+    const pending = manager.handle(proposal(3, [{ line: 0, from: 0, to: 5, text: "a = 1\nx = 0" }, { line: 2, from: 4, to: 5, text: "30" }]), new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideHunk(p.id, 0, 0, true);
+    await manager.decideHunk(p.id, 0, 1, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(doc.text).toBe("a = 1\nx = 0\nb = 2\nc = 30\n");
+    expect(r.saved).toBe(true);
+    expect(files.get(PATH)).toBe(doc.text);
+  });
+
+  it("keystrokes during the review make the accept stale: nothing applied", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, true);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    doc.text = BASE + "typed";
+    doc.version++;
+    await manager.decideAll(p.id, true);
+    expect((await pending).outcome).toBe("stale");
+    expect(doc.text).toBe(BASE + "typed");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+
+  it("a text that differs after applying (a formatter) is answered failed, never applied", async () => {
+    files.set(PATH, BASE);
+    openDoc(BASE, 3, true);
+    hooks.afterApply = (d) => (d.text = d.text.replace("10", "10  "));
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    await manager.decideAll((await shown()).id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("failed");
+    expect(r.message).toMatch(/expected text/);
+  });
+
+  it("closing the diff without choosing is a reject, answered at once", async () => {
+    files.set(PATH, BASE);
+    openDoc(BASE, 3, false);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    manager.closed((await shown()).id);
+    expect((await pending).outcome).toBe("rejected");
+  });
+
+  it("$/cancel_request while shown answers cancelled with nothing applied", async () => {
+    files.set(PATH, BASE);
+    openDoc(BASE, 3, false);
+    const abort = new AbortController();
+    const pending = manager.handle(proposal(3, TWO_HUNKS), abort.signal, "utf-16");
+    await shown();
+    abort.abort();
+    expect((await pending).outcome).toBe("cancelled");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+
+  it("save: never leaves even a clean document unsaved", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, false);
+    const pending = manager.handle(proposal(3, TWO_HUNKS, "never"), new AbortController().signal, "utf-16");
+    await manager.decideAll((await shown()).id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(r.saved).toBe(false);
+    expect(doc.saves).toBe(0);
+  });
+
+  it("a CreateFile proposal creates the file with its text", async () => {
+    const params: ApplyWorkspaceEditParams = {
+      sessionId: "s",
+      edit: { documentChanges: [{ kind: "create", uri: "file:///ws/new.py", options: { overwrite: false, ignoreIfExists: false } }, { textDocument: { uri: "file:///ws/new.py", version: null }, edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: "print(1)\n" }] }] },
+      baseHashes: { "file:///ws/new.py": sha256("") },
+    };
+    const pending = manager.handle(params, new AbortController().signal, "utf-16");
+    await manager.decideAll((await shown()).id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(files.get("/ws/new.py")).toBe("print(1)\n");
+    expect(r.applied?.documentChanges[0]).toMatchObject({ kind: "create", uri: "file:///ws/new.py" });
+  });
+});

@@ -1,0 +1,107 @@
+// The client against a small scripted ACP agent WITHOUT our extensions (a real child process speaking
+// NDJSON): the plain-ACP permission with its diff, fs/write_text_file into an open dirty document,
+// a stray stdout line, and the server killed mid-turn.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import * as vscode from "vscode";
+import { StubDocument, commands, files, resetStub, workspace } from "../stub/vscode";
+import { AgentClient, type ClientEvent } from "../../src/client";
+import { readTextFile, writeTextFile } from "../../src/buffers";
+import { Permissions } from "../../src/permissions";
+import type { ChatEvent } from "../../src/protocol";
+
+const AGENT = fileURLToPath(new URL("../fixtures/scripted-agent.mjs", import.meta.url));
+
+let client: AgentClient | undefined;
+afterEach(async () => {
+  await client?.dispose();
+  client = undefined;
+});
+beforeEach(() => resetStub());
+
+function start(script: unknown, onChat: (e: ChatEvent, p: Permissions) => void = () => {}) {
+  const events: ClientEvent[] = [];
+  const logs: string[] = [];
+  const chat: ChatEvent[] = [];
+  const permissions: Permissions = new Permissions((e) => {
+    chat.push(e);
+    onChat(e, permissions);
+  });
+  client = new AgentClient({
+    spawn: () => ({ command: process.execPath, args: [AGENT, JSON.stringify(script)], cwd: "/", env: process.env, log: (l) => logs.push(l) }),
+    handlers: {
+      readTextFile,
+      writeTextFile,
+      requestPermission: (params, signal) => permissions.request(params, signal),
+      applyWorkspaceEdit: async () => ({ outcome: "failed" }),
+    },
+    onEvent: (e) => events.push(e),
+    initialMode: () => "",
+    log: (l) => logs.push(l),
+  });
+  return { client, events, logs, chat };
+}
+
+const texts = (events: ClientEvent[]) =>
+  events.flatMap((e) => (e.type === "update" && e.update.sessionUpdate === "agent_message_chunk" && e.update.content.type === "text" ? [e.update.content.text] : []));
+
+describe("a plain ACP agent", () => {
+  it("asks permission with a diff: the options are shown, the diff opens, the picked option is answered", async () => {
+    const toolCall = { toolCallId: "c1", title: "Edit a.py", kind: "edit", status: "pending", content: [{ type: "diff", path: "/ws/a.py", oldText: "x = 1\n", newText: "x = 2\n" }] };
+    const options = [
+      { optionId: "allow", name: "Allow", kind: "allow_once" },
+      { optionId: "deny", name: "Reject", kind: "reject_once" },
+    ];
+    const { client, events, chat } = start({ turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }]] }, (e, p) => {
+      if (e.kind === "permission") setTimeout(() => p.answer(e.id, "allow"), 10);
+    });
+    await client.prompt([{ type: "text", text: "go" }], "go");
+    const asked = chat.find((e) => e.kind === "permission");
+    expect(asked).toMatchObject({ title: "Edit a.py", hasDiff: true, options: [{ optionId: "allow", kind: "allow_once" }, { optionId: "deny", kind: "reject_once" }] });
+    const diff = commands.executed.find((c) => c[0] === "vscode.diff");
+    expect(String(diff?.[1])).toContain("agent-permission:");
+    expect(texts(events).join("")).toContain('session/request_permission -> {"outcome":{"outcome":"selected","optionId":"allow"}}');
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", stopReason: "end_turn" });
+  });
+
+  it("fs/write_text_file into an open dirty document changes it and leaves it unsaved", async () => {
+    files.set("/ws/b.py", "disk\n");
+    const doc = new StubDocument(vscode.Uri.file("/ws/b.py") as never, "unsaved work\n", 4, true);
+    workspace.textDocuments.push(doc);
+    const { client, events } = start({ turns: [[
+      { request: "fs/read_text_file", params: { sessionId: "{sessionId}", path: "/ws/b.py" } },
+      { request: "fs/write_text_file", params: { sessionId: "{sessionId}", path: "/ws/b.py", content: "new text\n" } },
+    ]] });
+    await client.prompt([{ type: "text", text: "go" }], "go");
+    expect(texts(events).join("")).toContain('"content":"unsaved work\\n","_meta":{"agentServer":{"version":4,"dirty":true}}');
+    expect(doc.text).toBe("new text\n");
+    expect(doc.isDirty).toBe(true);
+    expect(doc.saves).toBe(0);
+    expect(files.get("/ws/b.py")).toBe("disk\n");
+  });
+
+  it("a stray non-JSON stdout line is skipped and logged, the turn goes on", async () => {
+    const { client, events, logs } = start({ turns: [[{ print: "Welcome banner!" }, { update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "still here" } } }]] });
+    await client.prompt([{ type: "text", text: "go" }], "go");
+    expect(logs.some((l) => l.includes("[skipped non-JSON stdout line] Welcome banner!"))).toBe(true);
+    expect(texts(events)).toEqual(["still here"]);
+  });
+
+  it("killed mid-turn: the exit is reported with the stderr tail, the next prompt starts a new server and session", async () => {
+    const { client, events } = start({ turns: [[{ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "working" } } }, { die: "fatal: scripted crash in the middle of the turn", onceFile: join(mkdtempSync(join(tmpdir(), "scripted-")), "died") }]] });
+    await client.prompt([{ type: "text", text: "one" }], "one");
+    const exited = events.find((e) => e.type === "server-exited");
+    expect(exited).toMatchObject({ message: expect.stringContaining("exit code 3") });
+    expect((exited as { stderrTail: string }).stderrTail).toContain("fatal: scripted crash");
+    expect(events.find((e) => e.type === "turn-end")).toMatchObject({ error: expect.stringMatching(/died|exited|closed/) });
+    const firstSession = events.find((e) => e.type === "session") as { sessionId: string };
+    await client.prompt([{ type: "text", text: "two" }], "two");
+    const sessions = events.filter((e) => e.type === "session") as { sessionId: string }[];
+    expect(sessions).toHaveLength(2);
+    expect(sessions[1]!.sessionId).not.toBe(firstSession.sessionId);
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", stopReason: "end_turn" });
+  });
+});

@@ -1,0 +1,282 @@
+/**
+ * The panel's webview: folds the host's events into the chat state and repaints at most once per
+ * animation frame, only the items whose revision changed. Input with history, stop button, session /
+ * mode / model pickers, permission and proposal cards.
+ *
+ * Must not: insert untrusted text as HTML (model text goes through `renderMarkdown`; everything else
+ * is `textContent`), or talk to anything but the host.
+ */
+
+import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
+import { renderMarkdown, isSafeLink } from "./render";
+import { type ChatState, type Item, fold, initialState } from "./state";
+
+declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
+
+const vscode = acquireVsCodeApi();
+const send = (m: WebviewToHost) => vscode.postMessage(m);
+
+let state: ChatState = initialState();
+const rendered = new Map<number, { rev: number; node: HTMLElement }>();
+let frame = 0;
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function button(label: string, cls: string, onClick: () => void, title?: string): HTMLButtonElement {
+  const b = el("button", cls, label);
+  b.type = "button";
+  if (title) b.title = title;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+// ---- layout -----------------------------------------------------------------------------------
+const app = document.getElementById("app")!;
+const header = el("div", "header");
+const sessionSelect = el("select", "session-picker");
+sessionSelect.title = "Sessions of this workspace";
+const newButton = button("New", "new-session", () => send({ type: "newSession" }), "Agent: New Session");
+const pickers = el("div", "pickers");
+header.append(sessionSelect, newButton, pickers);
+const transcript = el("div", "transcript");
+transcript.setAttribute("role", "log");
+const planBox = el("div", "plan");
+const footer = el("div", "footer");
+const usageLine = el("div", "usage");
+const input = el("textarea", "input");
+input.placeholder = "Ask the agent (Enter to send, Shift+Enter for a new line)";
+input.rows = 3;
+const sendButton = button("Send", "send", () => submit());
+const stopButton = button("Stop", "stop", () => send({ type: "cancel" }), "Agent: Cancel");
+const buttons = el("div", "buttons");
+buttons.append(sendButton, stopButton);
+footer.append(usageLine, input, buttons);
+app.append(header, transcript, planBox, footer);
+app.dataset.state = "idle";
+
+sessionSelect.addEventListener("focus", () => send({ type: "listSessions" }));
+sessionSelect.addEventListener("change", () => {
+  if (sessionSelect.value) send({ type: "loadSession", sessionId: sessionSelect.value });
+});
+
+// ---- input with history -------------------------------------------------------------------------
+const saved = (vscode.getState() as { history?: string[] } | undefined) ?? {};
+const history: string[] = Array.isArray(saved.history) ? saved.history.slice(-100) : [];
+let historyPos = history.length;
+
+function submit(): void {
+  const text = input.value.trim();
+  if (!text) return;
+  history.push(text);
+  historyPos = history.length;
+  vscode.setState({ history: history.slice(-100) });
+  input.value = "";
+  send({ type: "prompt", text });
+}
+
+input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    submit();
+  } else if (ev.key === "ArrowUp" && input.selectionStart === 0 && historyPos > 0) {
+    ev.preventDefault();
+    input.value = history[--historyPos] ?? "";
+  } else if (ev.key === "ArrowDown" && input.selectionEnd === input.value.length && historyPos < history.length) {
+    ev.preventDefault();
+    historyPos++;
+    input.value = history[historyPos] ?? "";
+  }
+});
+
+transcript.addEventListener("click", (ev) => {
+  const a = (ev.target as HTMLElement).closest("a");
+  if (!a) return;
+  ev.preventDefault();
+  const href = a.getAttribute("href") ?? "";
+  if (isSafeLink(href)) send({ type: "openLink", href });
+});
+
+// ---- items --------------------------------------------------------------------------------------
+function renderItem(item: Item): HTMLElement {
+  switch (item.type) {
+    case "user":
+      return el("div", "item user", item.text);
+    case "agent": {
+      const node = el("div", "item agent markdown");
+      node.innerHTML = renderMarkdown(item.text); // markdown-it, html:false, checked links
+      return node;
+    }
+    case "thought": {
+      const node = el("details", "item thought");
+      const open = rendered.get(item.id)?.node as HTMLDetailsElement | undefined;
+      node.open = open?.open ?? false;
+      node.append(el("summary", "", "Thinking"), el("div", "thought-text", item.text));
+      return node;
+    }
+    case "tool": {
+      const node = el("div", `item tool status-${item.status}`);
+      node.dataset.status = item.status;
+      node.dataset.toolCallId = item.toolCallId;
+      const head = el("div", "tool-head");
+      head.append(el("span", "tool-status", item.status), el("span", "tool-title", item.title || item.kind));
+      node.append(head);
+      if (item.diffs.length) node.append(el("div", "tool-diffs", `diff: ${item.diffs.join(", ")}`));
+      if (item.output) {
+        const details = el("details", "tool-output");
+        details.append(el("summary", "", "output"), el("pre", "", item.output.slice(0, 20000)));
+        node.append(details);
+      }
+      return node;
+    }
+    case "notice": {
+      const node = el("div", `item notice ${item.level}`, item.text);
+      if (item.detail) {
+        const pre = el("pre", "stderr-tail", item.detail);
+        node.append(pre);
+      }
+      return node;
+    }
+    case "permission": {
+      const node = el("div", "item permission");
+      node.dataset.permissionId = item.permId;
+      node.append(el("div", "card-title", item.title));
+      if (item.reason) {
+        const reason = el("div", "card-reason markdown");
+        reason.innerHTML = renderMarkdown(item.reason); // the agent's text: markdown-it, html:false
+        node.append(reason);
+      }
+      if (item.hasDiff) node.append(el("div", "card-note", "The change is shown in a diff editor."));
+      if (item.outcome) {
+        node.append(el("div", "card-outcome", `Answered: ${item.outcome}`));
+      } else {
+        const row = el("div", "card-buttons");
+        for (const o of item.options) {
+          const b = button(o.name, `option ${o.kind}`, () => send({ type: "permission", id: item.permId, optionId: o.optionId }));
+          b.dataset.optionId = o.optionId;
+          row.append(b);
+        }
+        node.append(row);
+      }
+      return node;
+    }
+    case "proposal": {
+      const node = el("div", "item proposal");
+      node.dataset.proposalId = item.proposalId;
+      node.dataset.outcome = item.outcome ?? "pending";
+      node.append(el("div", "card-title", item.label));
+      for (const f of item.files) node.append(el("div", "card-file", f));
+      for (const o of item.ops) node.append(el("div", "card-file", o));
+      if (item.outcome) {
+        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${item.outcome}${item.message ? `: ${item.message}` : ""}`));
+      } else {
+        const list = el("div", "hunks");
+        for (const h of item.hunks) {
+          const row = el("div", `hunk hunk-${h.state}`);
+          row.append(el("span", "", `${h.index + 1}. ${h.summary} (${h.state})`));
+          if (h.state === "pending") {
+            row.append(
+              button("Accept", "hunk-accept", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: true })),
+              button("Reject", "hunk-reject", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: false })),
+            );
+          }
+          list.append(row);
+        }
+        const row = el("div", "card-buttons");
+        row.append(
+          button("Accept All", "accept-all", () => send({ type: "proposal", id: item.proposalId, action: "accept" })),
+          button("Reject All", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" })),
+          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" })),
+        );
+        node.append(list, row);
+      }
+      return node;
+    }
+  }
+}
+
+function paint(): void {
+  frame = 0;
+  const stick = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  const alive = new Set<number>();
+  let previous: HTMLElement | null = null;
+  for (const item of state.items) {
+    alive.add(item.id);
+    const seen = rendered.get(item.id);
+    let node: HTMLElement;
+    if (!seen || seen.rev !== item.rev) {
+      node = renderItem(item);
+      seen?.node.replaceWith(node);
+      rendered.set(item.id, { rev: item.rev, node });
+    } else {
+      node = seen.node;
+    }
+    const expectedNext: ChildNode | null = previous ? previous.nextSibling : transcript.firstChild;
+    if (expectedNext !== node) transcript.insertBefore(node, expectedNext);
+    previous = node;
+  }
+  for (const [id, r] of rendered) {
+    if (!alive.has(id)) {
+      r.node.remove();
+      rendered.delete(id);
+    }
+  }
+  if (stick) transcript.scrollTop = transcript.scrollHeight;
+
+  app.dataset.state = state.busy ? "busy" : "idle";
+  stopButton.disabled = !state.busy;
+  planBox.replaceChildren(...state.plan.map((p) => el("div", `plan-entry plan-${p.status}`, `${p.status === "completed" ? "✓" : p.status === "in_progress" ? "▸" : "○"} ${p.content}`)));
+  planBox.hidden = state.plan.length === 0;
+  if (state.usage) {
+    const pct = state.usage.size ? Math.round((100 * state.usage.used) / state.usage.size) : 0;
+    const cost = state.usage.cost ? ` · ${state.usage.cost.amount.toFixed(4)} ${state.usage.cost.currency}` : "";
+    usageLine.textContent = `context ${state.usage.used.toLocaleString()} / ${state.usage.size.toLocaleString()} tokens (${pct}%)${cost}`;
+  } else {
+    usageLine.textContent = "";
+  }
+  paintPickers();
+}
+
+function paintPickers(): void {
+  const current = state.currentSession ?? "";
+  const options = [el("option", "", state.title || (current ? `Session ${current.slice(0, 8)}` : "New session"))];
+  options[0]!.value = "";
+  for (const s of state.sessions) {
+    if (s.sessionId === current) continue;
+    const o = el("option", "", s.title || s.sessionId.slice(0, 8));
+    o.value = s.sessionId;
+    options.push(o);
+  }
+  if (document.activeElement !== sessionSelect) sessionSelect.replaceChildren(...options);
+  const selects = state.selects.map((sel) => {
+    const node = el("select", `picker picker-${sel.id}`);
+    node.title = sel.name;
+    node.dataset.configId = sel.id;
+    for (const o of sel.options) {
+      const opt = el("option", "", o.name);
+      opt.value = o.value;
+      opt.selected = o.value === sel.currentValue;
+      node.append(opt);
+    }
+    node.addEventListener("change", () => send({ type: "setConfigOption", configId: sel.id, value: node.value }));
+    return node;
+  });
+  if (!pickers.contains(document.activeElement)) pickers.replaceChildren(...selects);
+}
+
+function schedule(): void {
+  if (!frame) frame = requestAnimationFrame(paint);
+}
+
+window.addEventListener("message", (ev: MessageEvent<HostToWebview>) => {
+  const msg = ev.data;
+  if (!msg || msg.type !== "events" || !Array.isArray(msg.events)) return;
+  for (const e of msg.events as ChatEvent[]) state = fold(state, e);
+  schedule();
+});
+
+send({ type: "ready" });

@@ -1,0 +1,197 @@
+/**
+ * The panel's state as a fold over the host's `ChatEvent`s (same events → same chat). Items carry a
+ * revision so the view repaints only what changed.
+ *
+ * Must not: touch the DOM.
+ */
+
+import type { ChatEvent, HunkView, PermissionOptionView, SelectView, WireUpdate } from "../src/protocol";
+
+export type Item =
+  | { type: "user"; id: number; rev: number; text: string }
+  | { type: "agent"; id: number; rev: number; text: string }
+  | { type: "thought"; id: number; rev: number; text: string }
+  | { type: "tool"; id: number; rev: number; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
+  | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string }
+  | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean }
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string };
+
+export interface ChatState {
+  items: Item[];
+  busy: boolean;
+  plan: { content: string; status: string }[];
+  usage?: { used: number; size: number; cost?: { amount: number; currency: string } | null };
+  selects: SelectView[];
+  sessions: { sessionId: string; title: string }[];
+  currentSession?: string;
+  title?: string;
+  nextId: number;
+}
+
+export function initialState(): ChatState {
+  return { items: [], busy: false, plan: [], selects: [], sessions: [], nextId: 1 };
+}
+
+function textOf(content: unknown): string {
+  const c = content as { type?: string; text?: string; resource?: { uri?: string } } | undefined;
+  if (!c) return "";
+  if (c.type === "text") return c.text ?? "";
+  if (c.type === "resource") return `\n[${c.resource?.uri ?? "resource"}]\n`;
+  return "";
+}
+
+function toolOutput(content: unknown): { output: string; diffs: string[] } {
+  const out: string[] = [];
+  const diffs: string[] = [];
+  for (const c of (Array.isArray(content) ? content : []) as { type?: string; content?: unknown; path?: string }[]) {
+    if (c.type === "content") out.push(textOf(c.content));
+    else if (c.type === "diff") diffs.push(c.path ?? "");
+  }
+  return { output: out.join("\n"), diffs };
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+type NewItem = DistributiveOmit<Item, "id" | "rev">;
+
+function push(s: ChatState, item: NewItem): Item {
+  const full = { ...item, id: s.nextId++, rev: 0 } as Item;
+  s.items.push(full);
+  return full;
+}
+
+function appendText(s: ChatState, type: "agent" | "thought" | "user", text: string): void {
+  const last = s.items[s.items.length - 1];
+  if (last && last.type === type) {
+    last.text += text;
+    last.rev++;
+  } else {
+    push(s, { type, text });
+  }
+}
+
+function applyUpdate(s: ChatState, u: WireUpdate): void {
+  switch (u.sessionUpdate) {
+    case "user_message_chunk":
+      return appendText(s, "user", textOf(u.content));
+    case "agent_message_chunk":
+      return appendText(s, "agent", textOf(u.content));
+    case "agent_thought_chunk":
+      return appendText(s, "thought", textOf(u.content));
+    case "tool_call":
+    case "tool_call_update": {
+      const id = String(u.toolCallId ?? "");
+      let tool = s.items.find((i): i is Extract<Item, { type: "tool" }> => i.type === "tool" && i.toolCallId === id);
+      if (!tool) tool = push(s, { type: "tool", toolCallId: id, title: "", kind: "other", status: "pending", output: "", diffs: [] }) as Extract<Item, { type: "tool" }>;
+      if (typeof u.title === "string") tool.title = u.title;
+      if (typeof u.kind === "string") tool.kind = u.kind;
+      if (typeof u.status === "string") tool.status = u.status;
+      if (u.content !== undefined && u.content !== null) Object.assign(tool, toolOutput(u.content));
+      tool.rev++;
+      return;
+    }
+    case "plan":
+      s.plan = ((u.entries as { content: string; status: string }[]) ?? []).map((e) => ({ content: e.content, status: e.status }));
+      return;
+    case "usage_update":
+      s.usage = { used: Number(u.used ?? 0), size: Number(u.size ?? 0), cost: (u.cost as { amount: number; currency: string } | null | undefined) ?? null };
+      return;
+    case "session_info_update":
+      if (typeof u.title === "string") s.title = u.title;
+      return;
+    case "current_mode_update":
+      for (const sel of s.selects) if (sel.id === "mode" && typeof u.currentModeId === "string") sel.currentValue = u.currentModeId;
+      return;
+    case "config_option_update":
+      if (Array.isArray(u.configOptions)) s.selects = toSelects(u.configOptions);
+      return;
+    default:
+      return;
+  }
+}
+
+/** Select-type config options of the wire as pickers (boolean ones are left out). */
+export function toSelects(options: unknown[]): SelectView[] {
+  const out: SelectView[] = [];
+  for (const o of options as { type?: string; id: string; name: string; category?: string | null; currentValue: unknown; options?: unknown[] }[]) {
+    if (o.type !== "select" || !Array.isArray(o.options)) continue;
+    const flat: { value: string; name: string }[] = [];
+    for (const opt of o.options as { value?: string; name: string; options?: { value: string; name: string }[] }[]) {
+      if (Array.isArray(opt.options)) flat.push(...opt.options.map((x) => ({ value: x.value, name: x.name })));
+      else if (typeof opt.value === "string") flat.push({ value: opt.value, name: opt.name });
+    }
+    out.push({ id: o.id, name: o.name, category: o.category, currentValue: String(o.currentValue), options: flat });
+  }
+  return out;
+}
+
+/** Folds one event into the state (mutates and returns it). */
+export function fold(s: ChatState, e: ChatEvent): ChatState {
+  switch (e.kind) {
+    case "reset": {
+      const fresh = initialState();
+      fresh.selects = s.selects;
+      fresh.sessions = s.sessions;
+      fresh.currentSession = e.sessionId ?? s.currentSession;
+      fresh.nextId = s.nextId;
+      return fresh;
+    }
+    case "user":
+      push(s, { type: "user", text: e.text });
+      return s;
+    case "update":
+      applyUpdate(s, e.update);
+      return s;
+    case "turn-start":
+      s.busy = true;
+      return s;
+    case "turn-end": {
+      s.busy = false;
+      for (const i of s.items) {
+        if (i.type === "tool" && (i.status === "pending" || i.status === "in_progress")) {
+          i.status = "unfinished";
+          i.rev++;
+        }
+        if (i.type === "permission" && !i.outcome) {
+          i.outcome = "cancelled";
+          i.rev++;
+        }
+      }
+      if (e.error) push(s, { type: "notice", level: "error", text: e.error });
+      else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
+      return s;
+    }
+    case "server-exited":
+      push(s, { type: "notice", level: "error", text: `${e.message}. The next prompt starts a new session.`, detail: e.stderrTail });
+      return s;
+    case "notice":
+      push(s, { type: "notice", level: e.level, text: e.text });
+      return s;
+    case "permission":
+      push(s, { type: "permission", permId: e.id, title: e.title, reason: e.reason, options: e.options, hasDiff: e.hasDiff });
+      return s;
+    case "permission-done":
+      for (const i of s.items) if (i.type === "permission" && i.permId === e.id) { i.outcome = e.outcome; i.rev++; }
+      return s;
+    case "proposal": {
+      const found = s.items.find((i): i is Extract<Item, { type: "proposal" }> => i.type === "proposal" && i.proposalId === e.id);
+      if (found) { found.hunks = e.hunks; found.rev++; }
+      else push(s, { type: "proposal", proposalId: e.id, label: e.label, files: e.files, ops: e.ops, hunks: e.hunks });
+      return s;
+    }
+    case "proposal-done": {
+      let found = s.items.find((i): i is Extract<Item, { type: "proposal" }> => i.type === "proposal" && i.proposalId === e.id);
+      if (!found) found = push(s, { type: "proposal", proposalId: e.id, label: e.id, files: [], ops: [], hunks: [] }) as Extract<Item, { type: "proposal" }>;
+      found.outcome = e.outcome;
+      found.message = e.message;
+      found.rev++;
+      return s;
+    }
+    case "config":
+      s.selects = e.selects;
+      return s;
+    case "sessions":
+      s.sessions = e.sessions.map((x) => ({ sessionId: x.sessionId, title: x.title }));
+      if (e.current) s.currentSession = e.current;
+      return s;
+  }
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Try the VS Code extension: builds it, starts code-server (VS Code in the browser) on 127.0.0.1 with
+# the extension installed, on a fresh copy of the demo project, and prints the URL to open.
+# Without a configured model (no AGENT_SERVER_BASE_URL / API key in the environment) the model's side
+# is the bundled OFFLINE endpoint replaying the demo's script — not a model — and it says so.
+#   bash scripts/try-vscode.sh          serve until Ctrl-C
+#   bash scripts/try-vscode.sh --check  start it, check that the extension activates and its panel
+#                                       answers a prompt (headless Chromium), stop, exit 0/1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+check=false
+[ "${1:-}" = "--check" ] && check=true
+bash scripts/setup.sh
+bash scripts/setup-vscode.sh
+TOOLS=${AGENT_SERVER_TOOLS:-$HOME/.cache/agent-server-vscode}
+# shellcheck disable=SC1091
+. "$TOOLS/env.sh"
+state=.demo-state
+mkdir -p "$state"
+run=$(mktemp -d "$PWD/$state/vscode-XXXXXX")
+workspace="$run/workspace"
+offline_pid=""
+cleanup() { [ -n "$offline_pid" ] && kill "$offline_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+.venv/bin/python - "$workspace" "$run/demo-script.json" <<'PY'
+import json, sys
+from pathlib import Path
+from agent_server.offline.demo_task import demo_task_script, write_project
+write_project(Path(sys.argv[1]))
+Path(sys.argv[2]).write_text(json.dumps({"description": "agent-server demo task (scripted, not a model)",
+                                         "loop": True, "responses": demo_task_script()}))
+PY
+base_url=${AGENT_SERVER_BASE_URL:-}
+env_json='{}'
+if [ -z "$base_url" ] && [ -z "${AGENT_SERVER_API_KEY:-}${DEEPSEEK_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
+  exec 3< <(.venv/bin/python -m agent_server.offline --script "$run/demo-script.json" 2>"$run/offline.log")
+  offline_pid=$!
+  read -r base_url <&3
+  env_json='{"AGENT_SERVER_API_KEY": "offline", "AGENT_SERVER_MODEL": "offline-demo"}'
+  echo "========================================================================================"
+  echo " OFFLINE: no model is configured, so the model's side is the bundled offline endpoint"
+  echo " ($base_url) replaying the demo's script. It is NOT a model: whatever you ask, it plays"
+  echo " the demo task (read calc.py, run the tests, propose a fix as a diff, …). The tool calls"
+  echo " really run in the workspace copy $workspace."
+  echo " Set AGENT_SERVER_BASE_URL / an API key (or use 'Agent: Set API Key') for a real model."
+  echo "========================================================================================"
+fi
+mkdir -p clients/vscode/test-artifacts
+.venv/bin/python - "$run/config.json" <<PY
+import json, os, sys
+config = {
+    "node": "$NODE24", "codeServerEntry": "$CODE_SERVER_ENTRY", "chromium": "$CHROMIUM", "vsix": "$VSIX",
+    "workspace": "$workspace", "tmp": "$run", "artifacts": os.path.abspath("clients/vscode/test-artifacts"),
+    "check": $( $check && echo True || echo False ),
+    "prompt": "The tests in this project fail. Find the bug, fix it, and run the tests.",
+    "answerContains": "read the code",
+    "settings": {"agentServer.path": os.path.abspath(".venv/bin/agent-server"), "agentServer.baseUrl": "$base_url"},
+    "env": {**json.loads('$env_json'), "AGENT_SERVER_STATE_DIR": "$run/state"},
+}
+open(sys.argv[1], "w").write(json.dumps(config))
+PY
+"$NODE24" clients/vscode/test/e2e/serve.mjs "$run/config.json"

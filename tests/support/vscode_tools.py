@@ -1,0 +1,46 @@
+"""Where the VS Code end-to-end tools are (installed by ``scripts/setup-vscode.sh``, which writes
+``env.sh`` into the tools folder): Node 24, code-server's entry point, the system Chromium, the .vsix.
+
+A missing tool is a test failure with the command that installs it, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = REPO / "clients" / "vscode"
+
+
+def tools_dir() -> Path:
+    return Path(os.environ.get("AGENT_SERVER_TOOLS") or Path.home() / ".cache" / "agent-server-vscode")
+
+
+@dataclass(frozen=True)
+class Tools:
+    node: str
+    code_server_entry: str
+    chromium: str
+    vsix: str
+
+
+def find_tools() -> Tools:
+    """The installed tools; fails the test (with the fix) when one is missing."""
+    env_file = tools_dir() / "env.sh"
+    if not env_file.is_file():
+        pytest.fail(f"{env_file} is missing: run `bash scripts/setup-vscode.sh` (scripts/test.sh does)")
+    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    tools = Tools(values.get("NODE24", ""), values.get("CODE_SERVER_ENTRY", ""), values.get("CHROMIUM", ""),
+                  values.get("VSIX", ""))
+    for name, path in vars(tools).items():
+        if not path or not Path(path).exists():
+            pytest.fail(f"{name} ({path!r}) is missing: run `bash scripts/setup-vscode.sh`")
+    return tools
+
+
+#: Lines for the end-of-run summary (tests/vscode/conftest.py prints them): how long the scenarios took.
+TIMINGS: list[str] = []

@@ -1,0 +1,175 @@
+"""End to end in a real VS Code: code-server 4.139.1 with the extension installed from its .vsix,
+Chromium driven by playwright-core over the DevTools protocol (clients/vscode/test/e2e/run.mjs), a
+real agent-server, and the model played by the offline endpoint (scripted here, one response per
+model request, in scenario order). The runner clicks through the scenarios once (one code-server for
+all of them); each test below checks its scenario's result there and what only this side can see: the
+disk, the model's requests, leftover processes. Screenshots go to clients/vscode/test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.fixtures import agent_server_command
+from support.vscode_tools import EXTENSION, REPO, TIMINGS, find_tools
+
+from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream
+
+APP = "def greet(name):\n    return 'hello ' + name\n\n\nprint(greet('world'))\n"
+STALE = "x = 1\ny = 2\n"
+TWO = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\n"
+TWO_NEW = "a = 100\nb = 2\nc = 3\nd = 4\ne = 5\nf = 600\n"
+REJ = "value = 1\n"
+SLEEP = "sleep 97"
+
+
+def call(cid: str, name: str, **args) -> tuple[str, str, str]:
+    return cid, name, json.dumps(args)
+
+
+def script() -> list[dict]:
+    """The model's answers for all scenarios, in order."""
+    return [
+        # accept_in_unsaved_document
+        tool_call_stream([call("r1", "read", path="app.py")]),
+        tool_call_stream([call("e1", "edit", path="app.py", old_string="return 'hello ' + name",
+                               new_string="return 'hi ' + name")]),
+        text_stream("Changed the greeting."),
+        # stale_proposal: the user types into the document while the proposal is shown
+        tool_call_stream([call("r2", "read", path="stale.py")]),
+        tool_call_stream([call("e2", "edit", path="stale.py", old_string="x = 1", new_string="x = 10")]),
+        text_stream("The file changed; I will read it again later."),
+        # accept_one_hunk_of_two
+        tool_call_stream([call("r3", "read", path="two.py")]),
+        tool_call_stream([call("w3", "write", path="two.py", content=TWO_NEW)]),
+        text_stream("Two changes proposed."),
+        # reject_tells_the_model
+        tool_call_stream([call("r4", "read", path="rej.py")]),
+        tool_call_stream([call("e4", "edit", path="rej.py", old_string="value = 1", new_string="value = 2")]),
+        text_stream("Understood, left as is."),
+        # shell_permission_allow_once
+        tool_call_stream([call("b5", "bash", command="echo allowed > perm.txt", description="Write perm.txt")]),
+        text_stream("Wrote perm.txt."),
+        # stop_during_slow_tool
+        tool_call_stream([call("b6", "bash", command=SLEEP, description="Wait")]),
+        text_stream("not reached: the turn is cancelled"),
+    ]
+
+
+SCENARIOS = [
+    {"name": "accept_in_unsaved_document", "file": "app.py", "typed": "# unsaved note",
+     "question": "Make greet say hi", "expected": APP.replace("'hello '", "'hi '") + "# unsaved note"},
+    {"name": "stale_proposal", "file": "stale.py", "question": "Rename x", "readTitle": "stale.py",
+     "typed": "# typed", "expected": STALE + "# typed"},
+    {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
+    {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
+    {"name": "shell_permission_allow_once", "prompt": "Write perm.txt with the shell", "toolTitle": "Write perm.txt"},
+    {"name": "stop_during_slow_tool", "prompt": "Wait a while", "toolTitle": "Wait"},
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Runs every scenario once; yields (results, workspace, endpoint)."""
+    tools = find_tools()
+    tmp = tmp_path_factory.mktemp("vscode")
+    workspace = (tmp / "workspace").resolve()
+    workspace.mkdir()
+    for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ}.items():
+        (workspace / name).write_text(text)
+    artifacts = EXTENSION / "test-artifacts"
+    endpoint = ThreadedEndpoint(OfflineEndpoint())
+    for response in script():
+        endpoint.push(response)
+    config = {
+        "node": tools.node, "codeServerEntry": tools.code_server_entry, "chromium": tools.chromium,
+        "vsix": tools.vsix, "workspace": str(workspace), "artifacts": str(artifacts), "tmp": str(tmp),
+        "results": str(tmp / "results.json"), "stopOnFailure": False, "scenarios": SCENARIOS,
+        "settings": {"agentServer.path": agent_server_command()[0], "agentServer.baseUrl": endpoint.base_url},
+        "env": {"AGENT_SERVER_STATE_DIR": str(tmp / "state"), "AGENT_SERVER_SANDBOX": "off",
+                "AGENT_SERVER_API_KEY": "offline-test-key", "AGENT_SERVER_MODEL": "offline-model"},
+    }
+    (tmp / "config.json").write_text(json.dumps(config))
+    started = time.monotonic()
+    proc = subprocess.run([tools.node, str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - started
+    results_file = tmp / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    TIMINGS.append(f"vscode e2e: the editor scenarios took {took:.0f} s (code-server + Chromium startup "
+                   f"{results.get('timings', {}).get('startup_s', '?')} s)")
+    if results.get("error") or not results:
+        pytest.fail(f"the VS Code runner failed: {results.get('error')}\nstdout:\n{proc.stdout[-3000:]}\n"
+                    f"stderr:\n{proc.stderr[-3000:]}\ncode-server:\n{results.get('codeServerLogTail', '')}")
+    yield results, workspace, endpoint
+    endpoint.stop()
+
+
+def scenario(run, name):
+    results, _, _ = run
+    got = results["scenarios"].get(name)
+    assert got is not None, f"scenario {name} did not run (an earlier one broke the runner?)"
+    assert got["ok"], f"{name} failed in VS Code (screenshot in clients/vscode/test-artifacts/):\n{got.get('error')}"
+
+
+def tool_results(endpoint, call_id):
+    return [m["content"] for r in endpoint.requests if r.path.endswith("/chat/completions")
+            for m in r.json()["messages"] if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+
+
+def test_accept_in_unsaved_document_applies_exactly_and_leaves_it_unsaved(run):
+    scenario(run, "accept_in_unsaved_document")
+    _, workspace, endpoint = run
+    assert (workspace / "app.py").read_text() == APP  # the disk keeps the saved text
+    first = endpoint.requests[0].json()["messages"]
+    user = "\n".join(json.dumps(m["content"]) for m in first if m["role"] == "user")
+    assert "app.py" in user and "1-2" in user  # the selection went out with its line range
+    assert "unsaved note" in tool_results(endpoint, "r1")[0]  # the agent read the unsaved buffer
+
+
+def test_document_changed_after_the_read_is_stale_when_accepted_and_nothing_is_applied(run):
+    scenario(run, "stale_proposal")
+    _, workspace, endpoint = run
+    assert (workspace / "stale.py").read_text() == STALE
+    assert any("read it again" in t or "changed" in t for t in tool_results(endpoint, "e2"))
+
+
+def test_accepting_one_hunk_of_two_applies_only_that_hunk(run):
+    scenario(run, "accept_one_hunk_of_two")
+    _, workspace, endpoint = run
+    assert (workspace / "two.py").read_text() == TWO.replace("a = 1\n", "a = 100\n")  # saved: it was not open
+    assert any("1 of 2" in t for t in tool_results(endpoint, "w3"))
+
+
+def test_reject_tells_the_model(run):
+    scenario(run, "reject_tells_the_model")
+    _, workspace, endpoint = run
+    assert (workspace / "rej.py").read_text() == REJ
+    assert any("reject" in t.lower() for t in tool_results(endpoint, "e4"))
+
+
+def test_shell_permission_answered_allow_once_runs_the_command(run):
+    scenario(run, "shell_permission_allow_once")
+    _, workspace, _ = run
+    assert (workspace / "perm.txt").read_text() == "allowed\n"
+
+
+def test_stop_during_a_slow_tool_cancels_the_turn_and_its_command(run):
+    scenario(run, "stop_during_slow_tool")
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if line.strip() == SLEEP]
+
+
+def test_code_server_and_chromium_process_groups_are_gone(run):
+    results, _, _ = run
+    for name, pid in results["pids"].items():
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            continue
+        pytest.fail(f"the process group of {name} ({pid}) is still alive")
