@@ -19,10 +19,12 @@ import sys
 _USAGE = """usage: agent-server [--config PATH]
        agent-server replay SESSION_LOG [--step N] [--json]
        agent-server run -p PROMPT [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
+       agent-server lsp [--config PATH]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
 "replay" rebuilds, from a session log alone, the exact body of every model request it made.
 "run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
+"lsp" serves the same agent as a language server (LSP) for editors without ACP.
 
 options:
   --config PATH   read this TOML config file instead of the default
@@ -100,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_server.headless import main as run_main
 
         return run_main(args[1:])
+    if args and args[0] == "lsp":  # the LSP front end: pygls is loaded only here
+        from agent_server.server.lsp.main import main as lsp_main
+
+        return lsp_main(args[1:])
     config_path = None
     while args:
         arg = args.pop(0)

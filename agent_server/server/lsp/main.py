@@ -1,0 +1,70 @@
+"""``agent-server lsp``: serve the agent as a language server on stdin/stdout.
+
+Role: parse ``--config``, keep stdout for the protocol (a private duplicate of descriptor 1; the
+descriptor itself then points at stderr, so a stray ``print`` or a child process cannot corrupt
+the stream), log to stderr, build the session host and the LSP front end, and serve until the
+client exits (``shutdown`` + ``exit``) or closes stdin.
+
+Must never: be imported on the ACP path (it loads pygls).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+USAGE = """usage: agent-server lsp [--config PATH]
+
+Serve the agent as a language server (LSP 3.17, stdio) for editors without ACP: code actions
+"Agent: fix this diagnostic" / "Agent: explain" / "Agent: add tests for this", and the commands
+agentServer.ask {uri, range, prompt}, agentServer.newSession, agentServer.cancel.
+
+options:
+  --config PATH   read this TOML config file instead of the default
+  -h, --help      show this help
+"""
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``agent-server lsp``; returns the exit status (2: bad arguments)."""
+    args = list(argv)
+    config_path = None
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            return 0
+        if arg == "--stdio":  # what some editors pass to every language server
+            continue
+        if arg == "--config" and args:
+            config_path = args.pop(0)
+        elif arg.startswith("--config="):
+            config_path = arg.split("=", 1)[1]
+        else:
+            sys.stderr.write(f"agent-server lsp: unknown argument {arg!r}\n\n{USAGE}")
+            return 2
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    level = os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper()
+    if not isinstance(logging.getLevelName(level), int):
+        level = "WARNING"
+    logging.basicConfig(stream=sys.stderr, level=level, format="agent-server lsp %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message at INFO
+
+    from agent_server.config import ConfigError, load_config
+    from agent_server.host import SessionHost
+    from agent_server.server.lsp.server import build_server
+    from agent_server.session import SessionStore, default_state_dir
+
+    config_error = None
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        logging.getLogger("agent_server.lsp").error("%s", exc)
+        config_error = str(exc)
+        config = load_config(env={}, path=os.devnull)
+    server = build_server(SessionHost(config, SessionStore(default_state_dir()), config_error=config_error))
+    server.start_io(os.fdopen(0, "rb", buffering=0, closefd=False), os.fdopen(out_fd, "wb"))
+    return 0

@@ -1,0 +1,393 @@
+"""The language server: ``initialize``, document sync, code actions and the ``agentServer.*`` commands.
+
+Role: ``LspFrontend`` is the host's ``Frontend`` in an LSP editor and builds the pygls
+``LanguageServer`` (``build_server``): incremental text sync (pygls keeps the documents;
+``documents.SyncedDocuments`` wakes edits waiting for a sync), the negotiated ``positionEncoding``,
+code actions on a range or a diagnostic ("Agent: fix this diagnostic", "Agent: explain", "Agent:
+add tests for this", resolved lazily when the client can), and the commands
+``agentServer.ask {uri, range, prompt}`` (one turn in the workspace folder's session, answered when
+it ends), ``agentServer.newSession`` and ``agentServer.cancel``. One session per workspace folder.
+
+Must never: keep session state beyond which session serves which folder (the host owns the
+sessions), or answer ``agentServer.ask`` before the turn has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from agent_server import __version__
+from agent_server.host import HostError, SessionHost
+from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
+from agent_server.server.lsp.questions import MessageRequestApprover
+from agent_server.server.lsp.turns import TurnProgress
+
+log = logging.getLogger("agent_server.lsp")
+
+ASK, NEW_SESSION, CANCEL = "agentServer.ask", "agentServer.newSession", "agentServer.cancel"
+COMMANDS = [ASK, NEW_SESSION, CANCEL]
+
+ACTIONS = {
+    "fix": ("Agent: fix this diagnostic", types.CodeActionKind.QuickFix),
+    "explain": ("Agent: explain", types.CodeActionKind.Empty),
+    "tests": ("Agent: add tests for this", types.CodeActionKind.Empty),
+}
+
+_WORK_DONE_TOKEN: contextvars.ContextVar[Any] = contextvars.ContextVar("work_done_token", default=None)
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls' protocol, keeping ``workspace/executeCommand``'s ``workDoneToken`` for the command,
+    and telling ``on_cancel_request`` about every ``$/cancelRequest`` (pygls answers a cancelled
+    command at once, but does not stop the coroutine running it)."""
+
+    on_cancel_request: Any = None
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
+        _WORK_DONE_TOKEN.set(params.work_done_token)
+        return (yield from super().lsp_workspace__execute_command(params))
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        if self.on_cancel_request is not None:
+            self.on_cancel_request(msg_id)
+        super()._handle_cancel_notification(msg_id)
+
+
+def uri_path(uri: str) -> Path:
+    """The absolute path of a ``file:`` URI; ``ValueError`` for another scheme."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise ValueError(f"not a file URI: {uri}")
+    return Path(unquote(parts.path))
+
+
+class LspFrontend:
+    """The LSP front end over ``host``; ``server`` is its pygls ``LanguageServer``."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self.host = host
+        self.server = LanguageServer("agent-server", __version__, protocol_cls=_Protocol,
+                                     text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.documents = SyncedDocuments(lambda: self.server.workspace)
+        self.folder_sessions: dict[str, str] = {}
+        self.turns: dict[str, TurnProgress] = {}
+        self.tickets: dict[str, Any] = {}
+        self.requests: dict[Any, Any] = {}  # agentServer.ask request id -> its turn's ticket
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.withdrawn: set[Any] = set()
+        self.server.protocol.on_cancel_request = self._cancel_request
+        self._tokens = itertools.count(1)
+        host.attach(self)
+        self._register()
+
+    # -- capabilities -----------------------------------------------------------------------------
+
+    def _caps(self, dotted: str) -> Any:
+        value: Any = self.server.client_capabilities
+        for part in dotted.split("."):
+            value = getattr(value, part, None) if value is not None else None
+        return value
+
+    @property
+    def encoding(self) -> str:
+        """The negotiated position encoding (``utf-16``, ``utf-8`` or ``utf-32``)."""
+        return str(self.server.workspace.position_encoding or "utf-16")
+
+    def annotations_supported(self) -> bool:
+        """Whether the client takes change annotations (it can ask before applying a hunk)."""
+        return self._caps("workspace.workspace_edit.change_annotation_support") is not None
+
+    # -- the host's Frontend ----------------------------------------------------------------------
+
+    def emitter(self, session_id: str):
+        """The session's events go to its running turn's progress (none: not shown)."""
+        async def emit(update: dict[str, Any]) -> None:
+            turn = self.turns.get(session_id)
+            if turn is not None:
+                await turn.on_update(update)
+
+        return emit
+
+    def files(self, session_id: str, emit: Any) -> LspFiles:
+        """Reads from synced documents, edits through ``workspace/applyEdit``."""
+        return LspFiles(self.documents, self._apply_edit, encoding=lambda: self.encoding,
+                        annotations=self.annotations_supported)
+
+    def approver(self, session_id: str) -> MessageRequestApprover:
+        """Permission questions as ``window/showMessageRequest``."""
+        return MessageRequestApprover(self.server, lambda: self._caps("window.show_message") is not None,
+                                      lambda: self.host.config.policy.approval_timeout)
+
+    def edits_need_approval(self) -> bool:
+        """A client without change annotations applies edits at once: ask first."""
+        return not self.annotations_supported()
+
+    async def _apply_edit(self, edit: dict[str, Any], label: str) -> tuple[bool, str | None]:
+        converter = self.server.protocol._converter
+        params = types.ApplyWorkspaceEditParams(edit=converter.structure(edit, types.WorkspaceEdit), label=label)
+        try:
+            result = await self.server.workspace_apply_edit_async(params)
+        except Exception as exc:  # an error response or a lost connection
+            raise ConnectionError(str(exc) or type(exc).__name__) from None
+        return bool(getattr(result, "applied", False)), getattr(result, "failure_reason", None)
+
+    # -- features ---------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        server = self.server
+
+        def on(feature: str, handler: Any, options: Any = None) -> None:
+            async def call(*args: Any) -> Any:  # pygls marks the function it registers
+                result = handler(*args)
+                return await result if asyncio.iscoroutine(result) else result
+
+            server.feature(feature, options)(call)
+
+        for sync in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_CLOSE):
+            on(sync, lambda params: self.documents.synced())
+        on(types.TEXT_DOCUMENT_CODE_ACTION, self.code_actions, types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Empty], resolve_provider=True))
+        on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
+        on(types.SHUTDOWN, self.shutdown)
+        for name, handler in ((ASK, self.ask), (NEW_SESSION, self.new_session), (CANCEL, self.cancel)):
+            server.command(name)(_command(handler))
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """The agent's actions on a range: one fix per diagnostic, then explain and add tests."""
+        uri, rng = params.text_document.uri, params.range
+        lazy = "command" in (self._caps("text_document.code_action.resolve_support.properties") or [])
+        out = []
+        wanted = params.context.only
+        entries = [("fix", d) for d in params.context.diagnostics] + [("explain", None), ("tests", None)]
+        for action, diagnostic in entries:
+            title, kind = ACTIONS[action]
+            if wanted and not any(kind == w or (w and kind.startswith(w + ".")) for w in wanted):
+                continue
+            target = diagnostic.range if diagnostic is not None else rng
+            data = {"uri": uri, "action": action, "range": self._unstructure(target),
+                    "diagnostic": self._unstructure(diagnostic) if diagnostic is not None else None}
+            code_action = types.CodeAction(title=title, kind=kind, data=data,
+                                           diagnostics=[diagnostic] if diagnostic is not None else None)
+            out.append(code_action if lazy else self.resolve_code_action(code_action))
+        return out
+
+    def resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
+        """Fill in the command: ``agentServer.ask {uri, range, prompt}``."""
+        data = action.data if isinstance(action.data, dict) else {}
+        uri, rng = data.get("uri"), data.get("range")
+        if not isinstance(uri, str) or not isinstance(rng, dict):
+            return action
+        action.command = types.Command(title=action.title, command=ASK,
+                                       arguments=[{"uri": uri, "range": rng,
+                                                   "prompt": self._action_prompt(data, uri, rng)}])
+        return action
+
+    def _action_prompt(self, data: dict[str, Any], uri: str, rng: dict[str, Any]) -> str:
+        where = f"{self._relative(uri)} line {rng['start']['line'] + 1}"
+        if rng["end"]["line"] != rng["start"]["line"]:
+            where = f"{self._relative(uri)} lines {rng['start']['line'] + 1}-{rng['end']['line'] + 1}"
+        if data.get("action") == "fix" and isinstance(data.get("diagnostic"), dict):
+            d = data["diagnostic"]
+            source = " ".join(str(x) for x in (d.get("source"), d.get("code")) if x)
+            return (f"Fix this diagnostic in {where}: {d.get('message', '')}"
+                    + (f" ({source})" if source else "") + ". Make the smallest change that fixes it.")
+        if data.get("action") == "tests":
+            return f"Add tests for the code in {where}, following the project's existing tests."
+        return f"Explain the code in {where}: what it does and anything surprising."
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    async def ask(self, *arguments):
+        """``agentServer.ask {uri, range, prompt}``: one turn in the folder's session; answers
+        ``{"sessionId", "stopReason", "transcript"}`` when it ends (``$/cancelRequest`` or the
+        progress's cancel end it as ``cancelled``)."""
+        arg = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+        uri, prompt = arg.get("uri"), arg.get("prompt")
+        if not isinstance(uri, str) or not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("agentServer.ask takes one argument {uri, range, prompt} with a file URI and a prompt")
+        path = uri_path(uri)
+        session_id = await self._folder_session(path)
+        request_id = self.server.protocol.msg_id
+        async with self.locks.setdefault(session_id, asyncio.Lock()):  # one turn at a time, in order
+            return await self._ask(session_id, uri, path, arg, prompt, request_id)
+
+    async def _ask(self, session_id: str, uri: str, path: Path, arg: dict[str, Any], prompt: str,
+                   request_id: Any) -> dict[str, Any]:
+        if request_id is not None and request_id in self.withdrawn:
+            self.withdrawn.discard(request_id)
+            return {"sessionId": session_id, "stopReason": "cancelled"}
+        session = self.host.session(session_id)
+        blocks = [{"type": "text", "text": prompt}, *self._selection(uri, path, arg.get("range"))]
+        n = sum(1 for e in session.log.events if e.type == "turn/start") + 1
+        transcript = session.log.path.parent / "transcripts" / f"turn-{n}.md"
+        token = _WORK_DONE_TOKEN.get()
+        if token is None and self._caps("window.work_done_progress"):
+            token = f"agent-server-turn-{next(self._tokens)}"
+            try:
+                await self.server.work_done_progress.create_async(token)
+            except Exception:
+                log.warning("the editor refused a work-done progress token", exc_info=True)
+                token = None
+        turn = self.turns[session_id] = TurnProgress(self.server, token, prompt, transcript)
+        ticket = self.tickets[session_id] = session.new_ticket()
+        self.requests[request_id] = ticket
+        turn.begin("agent-server")
+        cancelled = self.server.work_done_progress.tokens.get(token) if token is not None else None
+        if cancelled is not None:
+            cancelled.add_done_callback(lambda _f: ticket.cancel())
+        running = asyncio.ensure_future(self.host.turn(session, blocks, ticket))
+        interrupted = False
+        try:
+            await asyncio.shield(running)
+        except asyncio.CancelledError:  # $/cancelRequest on this command
+            interrupted = True
+            ticket.cancel()
+            await asyncio.wait([running])
+        finally:
+            self.turns.pop(session_id, None)
+            self.tickets.pop(session_id, None)
+            self.requests.pop(request_id, None)
+            if token is not None:
+                self.server.work_done_progress.tokens.pop(token, None)
+        failure = running.exception()
+        outcome = running.result() if failure is None else None
+        stop = "failed" if outcome is None or outcome.error is not None else outcome.stop_reason
+        turn.end(stop)
+        transcript_path = turn.write_transcript(stop)
+        await self._show(transcript_path, turn)
+        if interrupted:
+            raise asyncio.CancelledError
+        if failure is not None:
+            raise failure
+        if outcome.error is not None:
+            raise RuntimeError(outcome.error.get("message", "the turn failed"))
+        return {"sessionId": session_id, "stopReason": outcome.stop_reason, "transcript": str(transcript_path)}
+
+    async def new_session(self, *arguments):
+        """``agentServer.newSession [{uri}]``: a fresh session for the folder of ``uri`` (default:
+        the first workspace folder); answers ``{"sessionId"}``."""
+        arg = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+        folder = self._folder(uri_path(arg["uri"])) if isinstance(arg.get("uri"), str) else self._default_folder()
+        session_id = await self._create(folder)
+        self.folder_sessions[folder] = session_id
+        return {"sessionId": session_id}
+
+    async def cancel(self, *arguments):
+        """``agentServer.cancel [{uri}]``: cancel the running turn of the folder of ``uri`` (every
+        running turn without one); answers ``{"cancelled": n}``."""
+        arg = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+        targets = list(self.tickets)
+        if isinstance(arg.get("uri"), str):
+            session_id = self.folder_sessions.get(self._folder(uri_path(arg["uri"])))
+            targets = [session_id] if session_id in self.tickets else []
+        for session_id in targets:
+            self.tickets[session_id].cancel()
+        return {"cancelled": len(targets)}
+
+    def _cancel_request(self, request_id: Any) -> None:
+        """``$/cancelRequest`` on an ``agentServer.ask``: cancel its turn."""
+        ticket = self.requests.get(request_id)
+        if ticket is not None:
+            ticket.cancel()
+        else:  # still waiting for the session's running turn (or not ours): never start it
+            self.withdrawn.add(request_id)
+
+    async def shutdown(self, params: Any) -> None:
+        """``shutdown``: cancel running turns, close the logs."""
+        await self.host.aclose()
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    async def _show(self, transcript: Path, turn: TurnProgress) -> None:
+        """Open the transcript (``window/showDocument``), else show the answer (``showMessage``)."""
+        try:
+            if self._caps("window.show_document.support"):
+                await self.server.window_show_document_async(types.ShowDocumentParams(
+                    uri=transcript.as_uri(), take_focus=False))
+            else:
+                self.server.window_show_message(types.ShowMessageParams(
+                    type=types.MessageType.Info, message="".join(turn.answer).strip() or f"(no answer; {transcript})"))
+        except Exception:
+            log.warning("could not show the transcript %s", transcript, exc_info=True)
+
+    def _selection(self, uri: str, path: Path, rng: Any) -> list[dict[str, Any]]:
+        """The range's text as an embedded resource ``file:///…#L3-L9`` (synced text, else disk)."""
+        if not isinstance(rng, dict):
+            return []
+        try:
+            doc = self.server.workspace.get_text_document(uri)
+            lines = doc.lines
+            start, end = int(rng["start"]["line"]), int(rng["end"]["line"])
+            if rng["end"].get("character", 0) == 0 and end > start:
+                end -= 1
+            text = "".join(lines[start:end + 1])
+        except (OSError, KeyError, TypeError, ValueError):
+            return []
+        return [{"type": "resource", "resource": {"uri": f"{path.as_uri()}#L{start + 1}-L{end + 1}",
+                                                  "text": text, "mimeType": "text/plain"}}]
+
+    def _folders(self) -> list[str]:
+        folders = [str(uri_path(f.uri)) for f in self.server.workspace.folders.values()
+                   if f.uri.startswith("file:")]
+        root = self.server.workspace.root_path
+        return folders or ([root] if root else [])
+
+    def _default_folder(self) -> str:
+        folders = self._folders()
+        if not folders:
+            raise ValueError("no workspace folder: open a folder, or pass {uri}")
+        return folders[0]
+
+    def _folder(self, path: Path) -> str:
+        """The innermost workspace folder holding ``path``; else the file's own folder."""
+        inside = [f for f in self._folders() if path == Path(f) or Path(f) in path.parents]
+        return max(inside, key=len) if inside else str(path.parent)
+
+    async def _folder_session(self, path: Path) -> str:
+        folder = self._folder(path)
+        session_id = self.folder_sessions.get(folder)
+        if session_id is None or session_id not in self.host.sessions:
+            session_id = self.folder_sessions[folder] = await self._create(folder)
+        return session_id
+
+    async def _create(self, folder: str) -> str:
+        try:
+            return await self.host.create(os.path.abspath(folder))
+        except HostError as exc:
+            raise ValueError(exc.message) from None
+
+    def _relative(self, uri: str) -> str:
+        try:
+            path = uri_path(uri)
+        except ValueError:
+            return uri
+        folder = self._folder(path)
+        return os.path.relpath(path, folder) if Path(folder) in path.parents else str(path)
+
+    def _unstructure(self, value: Any) -> Any:
+        return self.server.protocol._converter.unstructure(value)
+
+
+def _command(handler: Any) -> Any:
+    async def command(*arguments):  # no annotation: pygls passes the JSON arguments as they are
+        return await handler(*arguments)
+
+    return command
+
+
+def build_server(host: SessionHost) -> LanguageServer:
+    """The pygls ``LanguageServer`` of an ``LspFrontend`` over ``host``."""
+    return LspFrontend(host).server

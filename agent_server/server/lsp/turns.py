@@ -1,0 +1,102 @@
+"""One turn in an LSP editor: a work-done progress and a markdown transcript.
+
+Role: ``TurnProgress`` receives the host's events (``session/update`` payloads) of one running
+turn and shows them with ``$/progress``: ``begin`` when the turn starts, a ``report`` per tool step
+(its title) and for the tail of the answer as it streams, ``end`` with how the turn ended. The
+whole answer, with the prompt and the steps, is written to a markdown transcript in the session's
+state folder (``transcripts/turn-N.md``), which the editor is asked to open
+(``window/showDocument``) — else the answer is shown with ``window/showMessage``.
+
+Must never: report after ``end``, or let a failure to show something fail the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+log = logging.getLogger("agent_server.lsp")
+
+TAIL_CHARS = 80
+"""Characters of the answer's tail shown in a progress report."""
+TAIL_EVERY = 0.25
+"""Seconds between two answer-tail reports (a streaming answer is not one report per chunk)."""
+
+
+class TurnProgress:
+    """The progress and transcript of one turn.
+
+    ``server``: the pygls ``LanguageServer``; ``token``: the work-done progress token (``None``:
+    no progress is shown); ``prompt``: what was asked (for the transcript); ``transcript``: the
+    markdown file to write.
+    """
+
+    def __init__(self, server: Any, token: Any, prompt: str, transcript: Path) -> None:
+        self.server = server
+        self.token = token
+        self.prompt = prompt
+        self.transcript = transcript
+        self.steps: list[str] = []
+        self.answer: list[str] = []
+        self._ended = False
+        self._last_tail = 0.0
+
+    def _send(self, value: Any) -> None:
+        if self.token is None or self._ended:
+            return
+        progress = self.server.work_done_progress  # begin registers the token for its cancel
+        send = {"begin": progress.begin, "report": progress.report, "end": progress.end}[value.kind]
+        try:
+            send(self.token, value)
+        except Exception:  # the editor is gone: the turn goes on
+            log.debug("progress not sent", exc_info=True)
+
+    def begin(self, title: str) -> None:
+        """``$/progress`` begin (cancellable)."""
+        self._send(types.WorkDoneProgressBegin(title=title, cancellable=True, message=_line(self.prompt)))
+
+    async def on_update(self, update: dict[str, Any]) -> None:
+        """One host event of the turn: tool steps and answer chunks are reported."""
+        kind = update.get("sessionUpdate")
+        if kind == "tool_call":
+            title = str(update.get("title") or "tool")
+            self.steps.append(title)
+            self._send(types.WorkDoneProgressReport(message=title))
+        elif kind == "agent_message_chunk":
+            content = update.get("content") or {}
+            if content.get("type") == "text":
+                self.answer.append(str(content.get("text", "")))
+                now = time.monotonic()
+                if now - self._last_tail >= TAIL_EVERY:
+                    self._last_tail = now
+                    self._send(types.WorkDoneProgressReport(message=self.tail()))
+
+    def tail(self) -> str:
+        """The end of the answer so far, on one line."""
+        text = " ".join("".join(self.answer).split())
+        return text if len(text) <= TAIL_CHARS else "…" + text[-TAIL_CHARS:]
+
+    def end(self, message: str) -> None:
+        """``$/progress`` end; nothing is reported after it."""
+        if self.answer:
+            self._send(types.WorkDoneProgressReport(message=self.tail()))
+        self._send(types.WorkDoneProgressEnd(message=message))
+        self._ended = True
+
+    def write_transcript(self, stop: str) -> Path:
+        """Write the markdown transcript; returns its path."""
+        steps = "\n".join(f"- {s}" for s in self.steps) or "_none_"
+        text = (f"# agent-server\n\n## Prompt\n\n{self.prompt}\n\n## Steps\n\n{steps}\n\n"
+                f"## Answer\n\n{''.join(self.answer).strip() or '_no answer_'}\n\n---\n_{stop}_\n")
+        self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        self.transcript.write_text(text, encoding="utf-8")
+        return self.transcript
+
+
+def _line(text: str) -> str:
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return first if len(first) <= TAIL_CHARS else first[:TAIL_CHARS - 1] + "…"

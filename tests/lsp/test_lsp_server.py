@@ -1,0 +1,346 @@
+"""End to end: the agent as a language server — the real ``agent-server lsp`` under a pytest-lsp
+client, scripted model turns from the offline endpoint (PROTOCOL.md "The LSP surface")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from lsprotocol import types
+
+from agent_server.offline import text_stream, tool_call_stream
+
+
+def call(cid, name, **args):
+    return (cid, name, json.dumps(args))
+
+
+async def test_initialize_advertises_incremental_sync_code_actions_and_the_commands(lsp):
+    editor = await lsp(encodings=("utf-8", "utf-16"))
+    caps = editor.init.capabilities
+    assert caps.position_encoding == "utf-8"
+    assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert caps.text_document_sync.open_close is True
+    assert caps.code_action_provider.resolve_provider is True
+    assert sorted(caps.execute_command_provider.commands) == ["agentServer.ask", "agentServer.cancel",
+                                                              "agentServer.newSession"]
+
+
+def tool_results(endpoint, index=-1):
+    """The tool messages of model request ``index``, by call id."""
+    return {m["tool_call_id"]: m["content"] for m in endpoint.requests[index].json()["messages"] if m["role"] == "tool"}
+
+
+def rng(l0, c0, l1, c1):
+    return types.Range(start=types.Position(line=l0, character=c0), end=types.Position(line=l1, character=c1))
+
+
+def as_dict(r: types.Range):
+    return {"start": {"line": r.start.line, "character": r.start.character},
+            "end": {"line": r.end.line, "character": r.end.character}}
+
+
+async def ask(editor, uri, prompt, r=None, token=None):
+    arg = {"uri": uri, "range": as_dict(r or rng(0, 0, 0, 0)), "prompt": prompt}
+    return await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.ask", arguments=[arg], work_done_token=token))
+
+
+def units(text, encoding):
+    """Length of ``text`` in the encoding's code units (independent of the server's own count)."""
+    return len(text.encode("utf-16-le")) // 2 if encoding == "utf-16" else len(text.encode("utf-8"))
+
+
+async def test_code_actions_on_a_diagnostic_are_fix_explain_and_add_tests_resolved_lazily(lsp, workspace):
+    path = workspace / "app.py"
+    path.write_text("x = 1\nprint(y)\n")
+    editor = await lsp()
+    uri = editor.open(path)
+    diagnostic = types.Diagnostic(range=rng(1, 6, 1, 7), message="undefined name 'y'", source="pyflakes")
+    actions = await editor.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=rng(1, 0, 1, 8),
+        context=types.CodeActionContext(diagnostics=[diagnostic])))
+    assert [a.title for a in actions] == ["Agent: fix this diagnostic", "Agent: explain", "Agent: add tests for this"]
+    assert actions[0].kind == types.CodeActionKind.QuickFix and list(actions[0].diagnostics) == [diagnostic]
+    assert all(a.command is None for a in actions)  # the client resolves them lazily
+    fix = await editor.client.code_action_resolve_async(actions[0])
+    assert fix.command.command == "agentServer.ask"
+    (argument,) = fix.command.arguments
+    assert argument["uri"] == uri and argument["range"] == as_dict(diagnostic.range)
+    assert "undefined name 'y'" in argument["prompt"] and "app.py line 2" in argument["prompt"]
+    tests = await editor.client.code_action_resolve_async(actions[2])
+    assert tests.command.arguments[0]["range"] == as_dict(rng(1, 0, 1, 8))
+    assert tests.command.arguments[0]["prompt"].startswith("Add tests")
+
+
+async def test_a_client_without_resolve_support_gets_the_command_at_once(lsp, workspace):
+    path = workspace / "app.py"
+    path.write_text("print(1)\n")
+    editor = await lsp(resolve=False)
+    uri = editor.open(path)
+    actions = await editor.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=rng(0, 0, 0, 8),
+        context=types.CodeActionContext(diagnostics=[])))
+    assert [a.title for a in actions] == ["Agent: explain", "Agent: add tests for this"]
+    assert [a.command.command for a in actions] == ["agentServer.ask", "agentServer.ask"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_fix_runs_a_turn_on_the_unsaved_text_and_apply_edit_carries_its_version_and_hunks(
+        lsp, endpoint, workspace, encoding):
+    path = workspace / "app.py"
+    path.write_text("print(mgs)\n")  # the disk
+    unsaved = 'msg = "héllo 🎉"; print(mgs)\n'
+    endpoint.push(tool_call_stream([call("r", "read", path="app.py")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="app.py", old_string="print(mgs)", new_string="print(msg)")]))
+    endpoint.push(text_stream("Fixed the typo."))
+    editor = await lsp(encodings=(encoding,))
+    uri = editor.open(path, unsaved, version=7)
+    diagnostic = types.Diagnostic(range=rng(0, 26, 0, 29), message="undefined name 'mgs'")
+    (fix, *_) = await editor.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diagnostic.range,
+        context=types.CodeActionContext(diagnostics=[diagnostic])))
+    fix = await editor.client.code_action_resolve_async(fix)
+    result = await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=fix.command.command, arguments=fix.command.arguments))
+    assert result["stopReason"] == "end_turn"
+    assert "héllo 🎉" in tool_results(endpoint, 1)["r"]  # the model read the unsaved text
+    (params,) = editor.applied
+    ((doc_uri, version, edits),) = editor.edits_of(params)
+    prefix = 'msg = "héllo 🎉"; print(m'
+    start = units(prefix, encoding)
+    assert (doc_uri, version) == (uri, 7)
+    assert edits == [{"range": {"start": {"line": 0, "character": start}, "end": {"line": 0, "character": start + 2}},
+                      "newText": "sg"}]
+    assert editor.text(uri) == 'msg = "héllo 🎉"; print(msg)\n'
+    assert path.read_text() == "print(mgs)\n"  # the editor's buffer changed, not the disk
+    edit_result = tool_results(endpoint)["e"]
+    assert "unsaved changes" in edit_result and "disk still has the old text" in edit_result
+    shown = editor.client.shown_documents[-1]
+    transcript = types_path(shown.uri)
+    assert transcript.suffix == ".md" and "Fixed the typo." in transcript.read_text()
+
+
+def types_path(uri):
+    from urllib.parse import unquote, urlsplit
+    from pathlib import Path
+
+    return Path(unquote(urlsplit(uri).path))
+
+
+def two_hunk_file(workspace):
+    path = workspace / "calc.py"
+    path.write_text("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n")
+    return path
+
+
+async def test_the_editor_applies_one_hunk_of_two_and_the_model_is_told_exactly_that(lsp, endpoint, workspace):
+    path = two_hunk_file(workspace)
+    endpoint.push(tool_call_stream([call("r", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("w", "write", path="calc.py", content="a = 10\nb = 2\nc = 3\nd = 4\ne = 50\n")]))
+    endpoint.push(text_stream("ok"))
+    editor = await lsp()
+    uri = editor.open(path, version=3)
+
+    def first_hunk_only(ed, params):  # the user unticked the second hunk in the preview
+        ((doc, version, edits),) = ed.edits_of(params)
+        ed.change(doc, edits[:1])
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    editor.on_apply = first_hunk_only
+    assert (await ask(editor, uri, "scale a and e"))["stopReason"] == "end_turn"
+    (params,) = editor.applied
+    ((_, version, edits),) = editor.edits_of(params)
+    assert version == 3 and len(edits) == 2
+    # every hunk asks for confirmation (the client supports change annotations)
+    annotations = params.edit.change_annotations
+    assert [e.annotation_id for e in params.edit.document_changes[0].edits] == list(annotations)
+    assert all(a.needs_confirmation for a in annotations.values())
+    assert editor.text(uri) == "a = 10\nb = 2\nc = 3\nd = 4\ne = 5\n"
+    result = tool_results(endpoint)["w"]
+    assert "Only 1 of 2 hunks of your change to calc.py were applied" in result
+    assert "+a = 10" in result and "e = 50" not in result  # the diff of what landed
+
+
+async def test_did_change_between_read_and_edit_is_stale_and_the_agent_reads_again(lsp, endpoint, workspace):
+    path = two_hunk_file(workspace)
+    endpoint.push(tool_call_stream([call("r1", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e1", "edit", path="calc.py", old_string="b = 2", new_string="b = 20")]))
+    endpoint.push(tool_call_stream([call("r2", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e2", "edit", path="calc.py", old_string="b = 2", new_string="b = 20")]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp()
+    uri = editor.open(path, version=1)
+
+    def typing_then_editor(ed, params):
+        if len(ed.applied) == 1:  # the user typed meanwhile: the editor refuses the old version
+            ed.change(uri, [{"range": as_dict(rng(0, 0, 0, 0)), "newText": "# note\n"}])
+            return ed.apply_all(params)
+        return ed.apply_all(params)
+
+    editor.on_apply = typing_then_editor
+    assert (await ask(editor, uri, "b should be 20"))["stopReason"] == "end_turn"
+    assert "read it again" in tool_results(endpoint, 2)["e1"]
+    assert "# note" in tool_results(endpoint, 3)["r2"]
+    versions = [editor.edits_of(p)[0][1] for p in editor.applied]
+    assert versions == [1, 2]
+    assert editor.text(uri) == "# note\na = 1\nb = 20\nc = 3\nd = 4\ne = 5\n"
+
+
+async def test_progress_is_begin_one_report_per_tool_step_and_answer_tail_then_end(lsp, endpoint, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="a.txt")]))
+    endpoint.push(text_stream("The file says alpha."))
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    await ask(editor, uri, "what does it say?")  # no token of its own: the server creates one
+    ((token, values),) = editor.client.progress_reports.items()
+    assert str(token).startswith("agent-server-turn-")
+    kinds = [v.kind for v in values]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and set(kinds[1:-1]) == {"report"}
+    messages = [v.message for v in values[1:-1]]
+    assert messages[0].startswith("Read") and "a.txt" in messages[0]
+    assert messages[-1].endswith("The file says alpha.")
+    assert values[0].cancellable is True and values[-1].message == "end_turn"
+
+
+async def wait_until(predicate, timeout=15.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+SLOW = "partial answer " * 100
+
+
+async def start_slow_turn(lsp, endpoint, workspace, *, token=None, msg_id=None):
+    endpoint.push(text_stream(SLOW, chunk_size=6, delay=0.05))
+    endpoint.push(text_stream("fine"))
+    (workspace / "a.txt").write_text("alpha\n")
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    if token is not None:
+        editor.client.progress_reports.setdefault(token, [])  # a client registers its own token
+    arg = {"uri": uri, "range": as_dict(rng(0, 0, 0, 5)), "prompt": "explain at length"}
+    params = types.ExecuteCommandParams(command="agentServer.ask", arguments=[arg], work_done_token=token)
+    running = asyncio.ensure_future(editor.client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND, params, msg_id=msg_id or "ask-1"))
+    await wait_until(lambda: any(getattr(v, "message", "") and "partial" in v.message
+                                 for vs in editor.client.progress_reports.values() for v in vs))
+    return editor, uri, running
+
+
+async def assert_cut_and_next_turn_runs(editor, uri, endpoint):
+    messages = [m["role"] for m in endpoint.requests[-1].json()["messages"]]
+    assert (await ask(editor, uri, "go on"))["stopReason"] == "end_turn"
+    history = endpoint.requests[-1].json()["messages"]
+    cut = history[len(messages)]  # the interrupted answer is kept, cut off
+    assert cut["role"] == "assistant" and SLOW.startswith(cut["content"]) and cut["content"] != SLOW
+
+
+async def test_cancel_through_the_progress_token_ends_the_turn_cancelled(lsp, endpoint, workspace):
+    editor, uri, running = await start_slow_turn(lsp, endpoint, workspace, token="tok-cancel")
+    editor.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token="tok-cancel"))
+    result = await asyncio.wait_for(running, 10)
+    assert result["stopReason"] == "cancelled"
+    values = editor.client.progress_reports["tok-cancel"]
+    assert values[-1].kind == "end" and values[-1].message == "cancelled"
+    await assert_cut_and_next_turn_runs(editor, uri, endpoint)
+
+
+async def test_agent_server_cancel_command_ends_the_running_turn(lsp, endpoint, workspace):
+    editor, uri, running = await start_slow_turn(lsp, endpoint, workspace)
+    answer = await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.cancel", arguments=[{"uri": uri}]))
+    assert answer == {"cancelled": 1}
+    assert (await asyncio.wait_for(running, 10))["stopReason"] == "cancelled"
+    await assert_cut_and_next_turn_runs(editor, uri, endpoint)
+
+
+async def test_cancel_request_on_the_ask_command_cancels_the_turn(lsp, endpoint, workspace):
+    editor, uri, running = await start_slow_turn(lsp, endpoint, workspace, msg_id="ask-9")
+    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="ask-9"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(running, 10)
+    await assert_cut_and_next_turn_runs(editor, uri, endpoint)
+
+
+def secret_read_script(endpoint, workspace):
+    (workspace / ".env").write_text("API_KEY=hunter2\n")
+    endpoint.push(tool_call_stream([call("s", "read", path=".env")]))
+    endpoint.push(text_stream("done"))
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("Allow once", "hunter2"),
+    ("Reject", "Rejected by the user"),
+    (None, "Cancelled"),  # the user dismissed the message
+    ("never", "Timed out"),  # no answer at all
+])
+async def test_permission_question_is_a_show_message_request_and_each_answer_reaches_the_model(
+        lsp, endpoint, workspace, answer, expected):
+    secret_read_script(endpoint, workspace)
+    editor = await lsp(env={"AGENT_SERVER_APPROVAL_TIMEOUT": "1"})
+    editor.answers = [answer]
+    uri = editor.open(workspace / ".env")
+    assert (await ask(editor, uri, "show the env"))["stopReason"] == "end_turn"
+    (question,) = editor.questions
+    assert ".env" in question.message
+    assert [a.title for a in question.actions] == ["Allow once", "Allow always", "Reject"]
+    result = tool_results(endpoint)["s"]
+    assert result.startswith(expected) if expected != "hunter2" else expected in result
+    if answer != "Allow once":
+        assert "hunter2" not in result
+
+
+async def test_client_without_show_message_request_is_denied_and_the_model_told_why(lsp, endpoint, workspace):
+    secret_read_script(endpoint, workspace)
+    editor = await lsp(show_message=False)
+    uri = editor.open(workspace / ".env")
+    assert (await ask(editor, uri, "show the env"))["stopReason"] == "end_turn"
+    assert editor.questions == []
+    result = tool_results(endpoint)["s"]
+    assert result.startswith("Approval unavailable") and "window/showMessageRequest" in result
+
+
+async def test_client_without_change_annotations_is_asked_with_the_change_before_the_edit(lsp, endpoint, workspace):
+    path = two_hunk_file(workspace)
+    endpoint.push(tool_call_stream([call("r", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e1", "edit", path="calc.py", old_string="a = 1", new_string="a = 10")]))
+    endpoint.push(tool_call_stream([call("e2", "edit", path="calc.py", old_string="b = 2", new_string="b = 20")]))
+    endpoint.push(tool_call_stream([call("e3", "edit", path="calc.py", old_string="c = 3", new_string="c = 30")]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp(annotations=False)
+    editor.answers = ["Reject", "Allow always"]
+    uri = editor.open(path)
+    assert (await ask(editor, uri, "scale"))["stopReason"] == "end_turn"
+    assert len(editor.questions) == 2  # e1 rejected, e2 allowed always, e3 not asked again
+    assert "-a = 1" in editor.questions[0].message and "+a = 10" in editor.questions[0].message
+    assert tool_results(endpoint)["e1"].startswith("Rejected by the user")
+    assert len(editor.applied) == 2 and all(p.edit.change_annotations is None for p in editor.applied)
+    assert editor.text(uri) == "a = 1\nb = 20\nc = 30\nd = 4\ne = 5\n"
+
+
+async def test_one_session_per_workspace_folder_and_new_session_starts_a_fresh_one(lsp, endpoint, tmp_path):
+    first, second = tmp_path / "one", tmp_path / "two"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "f.txt").write_text(f"{folder.name}\n")
+    for _ in range(4):
+        endpoint.push(text_stream("ok"))
+    editor = await lsp(folders=[first, second])
+    uri_one, uri_two = editor.open(first / "f.txt"), editor.open(second / "f.txt")
+    a = await ask(editor, uri_one, "hello one")
+    b = await ask(editor, uri_two, "hello two")
+    c = await ask(editor, uri_one, "again one")
+    assert a["sessionId"] == c["sessionId"] != b["sessionId"]
+    users = [m["content"] for m in endpoint.requests[2].json()["messages"] if m["role"] == "user"]
+    assert len(users) == 2 and "hello one" in users[0] and "again one" in users[1]  # one folder, one history
+    fresh = await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.newSession", arguments=[{"uri": uri_one}]))
+    d = await ask(editor, uri_one, "new start")
+    assert d["sessionId"] == fresh["sessionId"] not in (a["sessionId"], b["sessionId"])
+    assert [m["role"] for m in endpoint.requests[3].json()["messages"]] == ["system", "user"]
