@@ -24,16 +24,20 @@ from urllib.parse import urlsplit
 from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome
-from agent_server.config import Config
+from agent_server.config import Config, default_config_path
 from agent_server.host import commands, lifecycle
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.models_pool import ClientPool
 from agent_server.host.policies import SessionPolicies
 from agent_server.policy.approvals import Approver
+from agent_server.policy.modes import DANGER_FULL_ACCESS
+from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.session import EventLog, SessionStore
-from agent_server.tools import BUILTIN_TOOLS, ReadLedger, ToolContext, tool_schemas
+from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext, tool_schemas
+from agent_server.tools.access import FileAccess
+from agent_server.tools.child_env import scrubbed_environ
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.server")
@@ -134,10 +138,17 @@ class SessionHost:
         files = self.frontend.files(session_id, emit)
         policy = self.policies.create(session_id, event_log, roots, emit, self.frontend.approver(session_id))
         policy.ask_edits = self.frontend.edits_need_approval()
+        # the file tools' own rules: credential stores closed in every mode, writes anchored in a root
+        policy.protected = self._credential_stores(event_log.path.parent, roots)
+        access = FileAccess(roots, protected=policy.protected.match,
+                            write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS)
+        for backend in (files, getattr(files, "disk", None)):  # the disk backend, also behind the editor's
+            if isinstance(backend, DiskFiles):
+                backend.access = access
         context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
-                              env=self._tool_env(),
-                              is_secret=lambda p: policy.secrets.match(p, p.resolve()) is not None)
+                              env=self._tool_env(), access=access, redact=self._secrets(),
+                              is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None)
         # one result may fill at most a quarter of the model's context window
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
@@ -296,13 +307,20 @@ class SessionHost:
         if (last.data["files"] if last else []) != records:
             log.append("project/instructions", {"files": records})
 
+    def _credential_stores(self, session_dir: Path, roots: list[str]) -> CredentialStores:
+        """What no file tool may open: config, state (but this session's spill/tmp), keyrings, ~/.ssh …"""
+        config = [self.config.source, os.environ.get("AGENT_SERVER_CONFIG"), default_config_path().parent]
+        return CredentialStores(config=config, state_dir=self.store.root.parent, session_dir=session_dir,
+                                roots=roots)
+
+    def _secrets(self) -> tuple[str, ...]:
+        """Values no tool result may show (defence in depth: the key itself never reaches a tool)."""
+        return (self.config.provider.api_key,) if self.config.provider.api_key else ()
+
     def _tool_env(self) -> dict[str, str]:
-        """The environment tools (the shell) get: ours minus agent-server's own settings and
-        anything holding the model's API key — a command must never be able to print the key."""
-        key = self.config.provider.api_key
-        drop = {self.config.provider.api_key_env}
-        return {k: v for k, v in os.environ.items()
-                if not k.startswith("AGENT_SERVER_") and k not in drop and not (key and key in v)}
+        """The environment tools (the shell, ``rg``, MCP servers) get: ours minus agent-server's own
+        settings and anything holding the model's API key — a command must never print the key."""
+        return scrubbed_environ(secrets=self._secrets(), drop=[self.config.provider.api_key_env])
 
     def _request_header(self, roots: list[str], policy: Any = None, log: Any = None) -> RequestHeader:
         env = PromptEnvironment(

@@ -26,7 +26,7 @@ from agent_server.policy.approvals import (
 )
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.paths import SecretMatcher, inside_roots, link_count, target
+from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
 from agent_server.policy.sandbox import SandboxStatus, ShellConfiner, probe_status
 from agent_server.policy.shell import command_prefix, destructive_reason, path_words, prefix_matches
 from agent_server.session import EventLog
@@ -79,6 +79,9 @@ class SessionPolicy:
         """Ask before every file change inside the roots (the plain-ACP path, where the editor
         cannot preview a proposal: the permission question, with the diff, is the review)."""
         self.secrets = SecretMatcher(settings.secret_patterns)
+        self.protected: CredentialStores | None = None
+        """Places no file tool opens in any mode (config, state, keyrings, ~/.ssh …): set by the
+        server, which knows the config and state folders."""
         self.status: SandboxStatus | None = None
         self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings)
         self._told_user = False
@@ -209,6 +212,8 @@ class SessionPolicy:
             return Verdict("allow", "read-anywhere")
         t = target(path, self.roots)
         facts = {"path": str(t.lexical), "resolved": str(t.resolved)}
+        if denied := self._protected(tool, path, t):
+            return denied
         secret = self.secrets.match(t.lexical, t.resolved)
         if secret is None:
             return Verdict("allow", "read-anywhere", facts=facts)
@@ -223,6 +228,8 @@ class SessionPolicy:
         facts: dict[str, Any] = {"path": str(t.lexical), "resolved": str(t.resolved), "inside_roots": inside}
         if (links := link_count(t.resolved)) > 1:
             facts["links"] = links  # a hard link may point outside: a known limit, made visible
+        if denied := self._protected(tool, path, t):
+            return denied
         mode = self.modes.current
         if mode == READ_ONLY:
             return Verdict("deny", "read-only", (
@@ -250,6 +257,14 @@ class SessionPolicy:
         return Verdict("ask", "secret-write", f"it may hold secrets (matches `{secret}`)",
                        title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
                        content=[_diff(t.lexical, tool, args)], facts={**facts, "secret_pattern": secret})
+
+    def _protected(self, tool: str, path: str, t: Any) -> Verdict | None:
+        reason = self.protected.match(t.lexical, t.resolved) if self.protected is not None else None
+        if reason is None:
+            return None
+        return Verdict("deny", "credential-store", (
+            f"Refused: `{tool}` may not open {path}: {reason}. No file tool opens it in any mode; do not try to "
+            "reach it another way."), facts={"path": str(t.lexical), "resolved": str(t.resolved)})
 
     def _in_git_dir(self, resolved: Path) -> bool:
         for root in self.roots:

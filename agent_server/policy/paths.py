@@ -11,11 +11,17 @@ and the resolved path.
 
 Must never: decide on the path as written. A path is judged only after resolution.
 
-Known limits: a *hard link* inside a root to a file outside it shares that file's inode, so a
-write through it changes the outside file (hard links to directories do not exist; the decision
-records ``links`` > 1 so it is visible in the log). A symlink swapped between the check and the
-write (a race) is outside what a check can see; the shell, which runs under Landlock, has no such
-gap.
+``CredentialStores`` names the places no file tool may open at all, in any mode: the config
+folder (it may hold ``api_key``), keyrings, the state folder (every session's log) except this
+session's spill and temp folders, and the user's credential files (``~/.ssh``, ``~/.aws``,
+``~/.netrc``, ``~/.config/gh`` …).
+
+Known limits: a *hard link* inside a root to a file outside it shares that file's inode; the file
+tools replace a file by renaming a new one over its name, so a write does not change the outside
+file, but a *read* through such a link shows it (the decision records ``links`` > 1). A symlink
+swapped between this check and the open (a race) is outside what a check can see: the file tools
+re-resolve once and then open with no link-following (``tools.safe_fs``), so the swap makes the
+operation fail instead of landing elsewhere.
 """
 
 from __future__ import annotations
@@ -52,8 +58,16 @@ def lexical_path(raw: str, roots: Sequence[Path]) -> Path:
 
 def resolve(path: Path | str) -> Path:
     """``path`` with every symlink of every existing component followed (the missing tail is
-    joined as written)."""
-    return Path(os.path.realpath(path))
+    joined as written). A component that flips between a link and a file while it is resolved
+    (``readlink`` fails) is retried; if it keeps flipping, the parent is resolved and the last
+    name joined as written (the file tools resolve again and open with no link-following)."""
+    for _ in range(8):
+        try:
+            return Path(os.path.realpath(path))
+        except OSError:
+            continue
+    text = os.path.abspath(path)
+    return resolve(os.path.dirname(text)) / os.path.basename(text) if os.path.dirname(text) != text else Path(text)
 
 
 def target(raw: str, roots: Sequence[Path]) -> Target:
@@ -157,3 +171,71 @@ class SecretMatcher:
                 if fnmatch.fnmatchcase(base, name):
                     return pattern
         return None
+
+
+#: The user's credential files and folders (``~`` = home) that no file tool opens, in any mode.
+HOME_CREDENTIALS = (
+    "~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.config/hub", "~/.config/gcloud",
+    "~/.docker/config.json", "~/.kube/config", "~/.azure", "~/.gnupg", "~/.password-store", "~/.pypirc",
+    "~/.npmrc", "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.terraform.d/credentials.tfrc.json",
+    "~/.local/share/keyrings", "~/.local/share/python_keyring", "~/.local/share/kwalletd",
+)
+
+
+class CredentialStores:
+    """Places the file tools never open (``read``/``grep``/``glob``/``write``/``edit``), in any mode.
+
+    ``config``: agent-server's config file(s) and folder (they may hold ``api_key``);
+    ``state_dir``: agent-server's state folder (every session's log, spill files, locks);
+    ``session_dir``: this session's folder — its ``spill`` and ``tmp`` sub-folders stay open (the
+    model reads its own spilled outputs back, the shell's temp files live in ``tmp``); ``home``:
+    what ``~`` means; ``extra``: more paths to protect. ``match(lexical, resolved)`` gives the
+    reason a path is protected (either spelling matches), else ``None``.
+
+    ``paths()`` lists every protected path (absolute, resolved where it exists) — what the shell
+    sandbox masks too.
+    """
+
+    def __init__(self, *, config: Iterable[Path | str | None] = (), state_dir: Path | str | None,
+                 session_dir: Path | str | None = None, home: str | None = None,
+                 extra: Iterable[Path | str] = ()) -> None:
+        home = home or os.path.expanduser("~")
+        entries: list[tuple[str, str]] = []
+        for item in config:
+            if item:
+                entries.append((str(item), "it is agent-server's configuration (it may hold the API key)"))
+        if state_dir:
+            entries.append((str(state_dir), "it is agent-server's state (the logs of every session)"))
+        for item in HOME_CREDENTIALS:
+            entries.append((home + item[1:], "it is a credential store (keys, tokens or passwords)"))
+        for item in extra:
+            entries.append((str(item), "it is protected by agent-server's configuration"))
+        self._entries: list[tuple[str, str]] = []
+        for path, reason in entries:
+            for spelling in {os.path.normpath(os.path.abspath(path)), resolve(os.path.abspath(path)).as_posix()}:
+                self._entries.append((spelling, reason))
+        self._open: list[str] = []
+        if session_dir:
+            for sub in ("spill", "tmp"):
+                folder = Path(session_dir) / sub
+                self._open += list({os.path.normpath(os.path.abspath(folder)), resolve(folder).as_posix()})
+
+    def paths(self) -> list[str]:
+        """Every protected path, each spelling once, in order."""
+        return list(dict.fromkeys(p for p, _ in self._entries))
+
+    def match(self, *paths: Path | str) -> str | None:
+        """Why one of ``paths`` (absolute) is protected, or ``None`` (also when it lies in this
+        session's open ``spill``/``tmp`` folder)."""
+        for path in paths:
+            text = os.path.normpath(str(path))
+            if any(_under(text, folder) for folder in self._open):
+                continue
+            for protected, reason in self._entries:
+                if _under(text, protected):
+                    return reason
+        return None
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

@@ -16,9 +16,11 @@ import shutil
 import signal
 import sys
 import sysconfig
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .child_env import scrubbed_environ
 
 #: Arguments every search passes: no user config, ``.gitignore`` honoured outside git repos too,
 #: hidden files included but never the ``.git`` folder.
@@ -64,14 +66,21 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 async def run_rg(
-    rg: str, args: Sequence[str], *, cwd: Path, on_line: Callable[[bytes], bool]
+    rg: str, args: Sequence[str], *, cwd: Path | int, on_line: Callable[[bytes], bool],
+    env: Mapping[str, str] | None = None, stdin: int | None = None,
 ) -> RgRun:
-    """Run ``rg ARGS`` in ``cwd``; call ``on_line(line)`` for each stdout line (without the
-    newline) until it returns ``False``. Raises ``OSError`` if ``rg`` cannot start; on
-    cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    """Run ``rg ARGS`` in ``cwd`` (a path, or an open directory fd: ``rg`` starts in exactly that
+    folder, whatever its path points to by then); call ``on_line(line)`` for each stdout line
+    (without the newline) until it returns ``False``. ``env``: the child's environment (default:
+    ``child_env.scrubbed_environ()`` — never the server's own, which holds the API key);
+    ``stdin``: an fd ``rg`` reads as ``-`` (default ``/dev/null``). Raises ``OSError`` if ``rg``
+    cannot start; on cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    where = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd  # the child's own fd table
     proc = await asyncio.create_subprocess_exec(
-        rg, *args, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        rg, *args, cwd=where, stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=dict(env) if env is not None else scrubbed_environ(),
+        pass_fds=(cwd,) if isinstance(cwd, int) else (),
         start_new_session=True, limit=64 * 1024 * 1024,
     )
     assert proc.stdout is not None and proc.stderr is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,6 +112,25 @@ def walk_files(root: Path, stop: threading.Event | None = None) -> Iterator[str]
     yield from visit(root, "")
 
 
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _read_regular(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        os.set_blocking(fd, True)
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class LineMatch:
     """One matching line: ``path`` relative posix, ``line`` 1-based, ``text`` without its line
@@ -123,15 +143,21 @@ class LineMatch:
 
 
 def grep_files(
-    root: Path, files: Iterator[str], regex: re.Pattern[str], stop: threading.Event | None = None
+    root: Path, files: Iterator[str], regex: re.Pattern[str], stop: threading.Event | None = None,
+    *, opened: dict[str, int] | None = None,
 ) -> Iterator[LineMatch]:
     """Matching lines of ``files`` (relative to ``root``); binary files (NUL in the first 8 KB)
-    are skipped, text decoded as UTF-8 with replacement."""
+    are skipped, text decoded as UTF-8 with replacement. ``opened``: files already opened by the
+    caller (relative name → fd, read from its start, not closed here). Other files are opened
+    without following a link and only when regular (never a FIFO or device)."""
     for rel in files:
         if stop is not None and stop.is_set():
             return
         try:
-            raw = (root / rel).read_bytes()
+            if opened and rel in opened:
+                raw = _read_fd(opened[rel])
+            else:
+                raw = _read_regular(root / rel)
         except OSError:
             continue
         if b"\x00" in raw[:_BINARY_SNIFF]:

@@ -20,10 +20,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Annotated, Any, Callable, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
+from .access import FileAccess
+from .child_env import redact
 from .files import DiskFiles, ReadLedger, WorkspaceFiles
 
 #: The pipeline's default per-result budget (characters) — see ``output.trim_for_model``.
@@ -76,6 +78,16 @@ class ToolContext:
     is_secret: Callable[[Path], bool] | None = None
     """Policy's test for files that may hold secrets: folder-wide searches leave them out (reading
     one explicitly goes through the policy, which asks)."""
+    redact: tuple[str, ...] = ()
+    """Secrets (the API key) replaced by ``<redacted>`` in every result — defence in depth only: the
+    key is never given to a tool, and an encoded copy (base64) would pass."""
+    access: FileAccess = None  # type: ignore[assignment]
+    """The file tools' access rules (``access.FileAccess``: ``/proc``, protected credential stores,
+    where writes are anchored); default: ``FileAccess(roots)`` with nothing protected."""
+
+    def __post_init__(self) -> None:
+        if self.access is None:
+            self.access = FileAccess(self.roots)
 
     @classmethod
     def on_disk(
@@ -88,7 +100,8 @@ class ToolContext:
         if not roots:
             raise ValueError("at least one workspace root is needed")
         absolute = tuple(Path(os.path.abspath(r)) for r in roots)
-        return cls(absolute, DiskFiles(), ReadLedger(), session_dir, env)
+        access = FileAccess(absolute)
+        return cls(absolute, DiskFiles(access=access), ReadLedger(), session_dir, env, access=access)
 
     @property
     def cwd(self) -> Path:
@@ -127,6 +140,16 @@ def one_line(text: str, limit: int = 80) -> str:
     if len(first) > limit:
         first, more = first[: limit - 1], True
     return first + ("…" if more else "")
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("invalid path: it contains a NUL byte (\\u0000), which no file name can hold")
+    return value
+
+
+PathText = Annotated[str, AfterValidator(_no_nul)]
+"""A path argument: a string without NUL bytes (one is a clear "invalid path" argument error)."""
 
 
 class ToolArgs(BaseModel):
@@ -193,12 +216,15 @@ class Tool(ABC):
         except for ``bash``, which answers a cancellation with a result (see ``BashTool``).
         """
         try:
-            return await self.execute(args, ctx)
+            result = await self.execute(args, ctx)
         except Exception as exc:  # noqa: BLE001 - the contract: never raise to the caller
-            return ToolResult.error(
+            result = ToolResult.error(
                 f"`{self.name}` failed unexpectedly: {type(exc).__name__}: {exc}",
                 internal_error=True,
             )
+        if ctx.redact:
+            result.text = redact(result.text, ctx.redact)
+        return result
 
     @abstractmethod
     async def execute(self, args: Any, ctx: ToolContext) -> ToolResult:

@@ -15,10 +15,12 @@ import asyncio
 import contextvars
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
+
+from . import safe_fs
+from .access import FileAccess
 
 CURRENT_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_tool_call", default=None)
 """The editor's ``toolCallId`` of the call a backend is working for (set by the pipeline around a
@@ -113,22 +115,33 @@ def _current_umask() -> int:
 class DiskFiles:
     """``WorkspaceFiles`` on the local disk.
 
-    Writes are atomic (a temporary file in the same folder, ``fsync``, ``os.replace``), keep the
-    replaced file's permission bits, give new files ``0644`` minus the umask, create missing parent
-    folders, and write through a symlink to its target (the link stays a link). The guard re-reads
-    the file just before replacing it; a change in the instant between that check and the rename
-    cannot be detected (no file locking).
+    The path is resolved once; after that nothing follows a link (``safe_fs``). Reads open regular
+    files only (never a FIFO, device, socket or a refused ``/proc`` entry). Writes are atomic (a
+    temporary file created *inside* the directory fd of the resolved target's folder, ``fsync``,
+    ``renameat`` in that fd), reached beneath the root that contains the target (``access``), keep
+    the replaced file's permission bits (never setuid/setgid), give new files ``0644`` minus the
+    umask, create missing parent folders, and write through a symlink to its target (the link
+    stays a link). A link swapped into the path after the resolution makes the write fail —
+    nothing lands anywhere else. The guard re-reads the file just before replacing it; a change
+    in the instant between that check and the rename cannot be detected (no file locking).
+
+    ``access``: the session's ``FileAccess`` (roots, protected stores, whether writes may land
+    outside the roots); ``None``: no roots known — ``/proc`` rules only, writes anywhere.
     """
 
-    def __init__(self, *, max_read_bytes: int = DEFAULT_MAX_READ_BYTES) -> None:
+    def __init__(self, *, max_read_bytes: int = DEFAULT_MAX_READ_BYTES, access: FileAccess | None = None) -> None:
         self.max_read_bytes = max_read_bytes
+        self.access = access or FileAccess()
 
     async def read(self, path: Path) -> FileSnapshot:
-        """See ``WorkspaceFiles.read``; also raises ``FileTooLargeError`` above ``max_read_bytes``."""
+        """See ``WorkspaceFiles.read``; also raises ``FileTooLargeError`` above ``max_read_bytes``,
+        ``safe_fs.PathRefused``, ``NotRegularFileError`` and ``PathChangedError``."""
         return await asyncio.to_thread(self._read, Path(path))
 
     def _read(self, path: Path) -> FileSnapshot:
-        with open(path, "rb") as fh:
+        resolved = self.access.check(path)
+        fd = safe_fs.open_regular(resolved)
+        with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > self.max_read_bytes:
                 raise FileTooLargeError(path, size, self.max_read_bytes)
@@ -142,15 +155,36 @@ class DiskFiles:
         return await asyncio.to_thread(self._write, Path(path), raw, base)
 
     def _write(self, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
-        target = Path(os.path.realpath(path)) if path.is_symlink() else path
         try:
-            current = target.read_bytes()
-        except FileNotFoundError:
-            current = None
+            resolved = self.access.check(path)
+            anchor = self.access.write_anchor(resolved)
+        except safe_fs.PathRefused as exc:
+            return WriteOutcome("failed", f"{path} is refused: {exc.reason}")
+        if resolved == anchor:
+            return WriteOutcome("failed", f"{path} is a directory")
+        parts = os.path.relpath(resolved, anchor).split("/")
+        try:
+            dirfd = safe_fs.open_dir_beneath(anchor, parts[:-1], create=True)
+        except safe_fs.PathChangedError:
+            return WriteOutcome("failed", f"{path} changed while it was being written (a link appeared in its "
+                                          "path); nothing was written")
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot write {path}: {exc.strerror or exc}")
+        try:
+            return self._write_in(dirfd, parts[-1], path, raw, base)
+        finally:
+            os.close(dirfd)
+
+    def _write_in(self, dirfd: int, name: str, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
+        try:
+            found = safe_fs.read_entry(dirfd, name, self.max_read_bytes)
         except IsADirectoryError:
             return WriteOutcome("failed", f"{path} is a directory")
+        except safe_fs.PathChangedError:
+            return WriteOutcome("stale", f"{path} changed since it was read (it is a link now)")
         except OSError as exc:
             return WriteOutcome("failed", f"cannot read {path} before writing: {exc.strerror or exc}")
+        current, mode = (found[0], found[1].st_mode & 0o777) if found else (None, 0o644 & ~_current_umask())
         if base is None and current is not None:
             return WriteOutcome("stale", f"{path} exists now (it did not when the change was made)")
         if base is not None:
@@ -159,51 +193,19 @@ class DiskFiles:
             if sha256_hex(current) != base.sha256:
                 return WriteOutcome("stale", f"{path} changed on disk since it was read")
         try:
-            mode = os.stat(target).st_mode & 0o7777 if current is not None else None
-        except OSError:
-            mode = None
-        if mode is None:
-            mode = 0o644 & ~_current_umask()
-        tmp = None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(raw)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-            tmp = None
+            safe_fs.replace_entry(dirfd, name, raw, mode)
         except OSError as exc:
             return WriteOutcome("failed", f"cannot write {path}: {exc.strerror or exc}")
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-        _fsync_dir(target.parent)
         return WriteOutcome("written", snapshot=FileSnapshot.of(path, raw))
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Best effort: make the rename durable."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def ledger_key(path: Path | str) -> str:
-    """The key the ledger files a path under: its absolute path with symlinks resolved."""
-    return os.path.realpath(path)
+    """The key the ledger files a path under: its absolute path with symlinks resolved (as
+    written when a link keeps changing under the resolution)."""
+    try:
+        return safe_fs.resolve_once(path)
+    except OSError:
+        return os.path.abspath(path)
 
 
 class ReadLedger:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import difflib
 import os
 import shlex
+import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from .base import Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
+from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
 from .files import FileTooLargeError
+from .safe_fs import NotRegularFileError, PathChangedError, PathRefused, file_kind
 from .text import NotTextError, TextView, decode_text, replace_surrogates
 
 #: Characters of one line shown before it is cut.
@@ -41,7 +43,7 @@ _FOOTER_RESERVE = 1536
 class ReadArgs(ToolArgs):
     """Arguments of ``read``: ``path``, optional 1-based ``offset`` and ``limit`` (lines)."""
 
-    path: str = Field(
+    path: PathText = Field(
         min_length=1,
         description="File to read: absolute, or relative to the workspace folder.",
     )
@@ -87,6 +89,9 @@ class ReadTool(Tool):
     async def execute(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
         path = resolve_path(args.path, ctx.roots)
         shown = display_path(path, ctx.roots)
+        refused = precheck(path, ctx, "read")
+        if refused is not None:
+            return refused
         try:
             snapshot = await ctx.files.read(path)
         except OSError as exc:
@@ -184,10 +189,39 @@ def _long_line_note(long_lines: list[tuple[int, int, int]], shown: str, *, singl
     )
 
 
-def file_error(exc: OSError, path: Path, ctx: ToolContext) -> ToolResult:
+def precheck(path: Path, ctx: ToolContext, verb: str) -> ToolResult | None:
+    """The refusal result when the file tools may not open ``path`` (checked before any backend —
+    the editor's included — sees it): a refused ``/proc`` entry or protected credential store
+    (``ctx.access``), or something other than a regular file or folder (FIFO, device, socket);
+    ``None`` when it may go on (a missing path too: the backend reports it)."""
+    try:
+        resolved = ctx.access.check(path)
+        st = os.lstat(resolved)
+    except OSError as exc:
+        if isinstance(exc, PathRefused):
+            return file_error(exc, path, ctx, verb)
+        return None
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return file_error(PathChangedError(path), path, ctx, verb)
+    return file_error(NotRegularFileError(path, file_kind(st.st_mode)), path, ctx, verb)
+
+
+def file_error(exc: OSError, path: Path, ctx: ToolContext, verb: str = "read") -> ToolResult:
     """An error result for a failed ``files.read`` of ``path``: not found (with similar names
-    nearby), a directory (with its entries), permission, too large, or any other OS error."""
+    nearby), a directory (with its entries), refused by rule, not a regular file, changed while
+    opening, permission, too large, or any other OS error."""
     shown = display_path(path, ctx.roots)
+    if isinstance(exc, PathRefused):
+        return ToolResult.error(f"Refused: `{verb}` may not open {shown}: {exc.reason}. The file tools never "
+                                "open it; do not try to reach it another way.", refused="protected")
+    if isinstance(exc, NotRegularFileError):
+        return ToolResult.error(f"Refused: {shown} is {exc.kind}. read, grep, glob, write and edit work on "
+                                "regular files only.", refused="not_regular")
+    if isinstance(exc, PathChangedError):
+        return ToolResult.error(f"{shown} changed while it was being opened (a link appeared in its path); "
+                                "nothing was read or written.", refused="changed")
     if isinstance(exc, FileNotFoundError):
         return ToolResult.error(f"File not found: {shown}.{_similar_names(path)}", not_found=True)
     if isinstance(exc, IsADirectoryError):

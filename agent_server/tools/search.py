@@ -26,7 +26,10 @@ from pydantic import Field
 from . import _walk
 from ._globmatch import compile_glob
 from ._rg import RG_COMMON, find_rg, run_rg
-from .base import Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
+from ._scope import LeftOut, open_folder, search_target
+from .read import file_error as read_file_error
+from . import safe_fs
+from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
 
 MAX_FILES = 200
 MAX_MATCHES = 200
@@ -49,7 +52,7 @@ class GlobArgs(ToolArgs):
             "(any depth), `src/**/*.ts`, `tests/test_*.py`, `*.{js,ts}`."
         ),
     )
-    path: str | None = Field(default=None, description="Folder to search (default: the workspace folder).")
+    path: PathText | None = Field(default=None, description="Folder to search (default: the workspace folder).")
 
 
 class GrepArgs(ToolArgs):
@@ -59,8 +62,8 @@ class GrepArgs(ToolArgs):
         min_length=1,
         description="Regular expression (Rust regex syntax: like PCRE without look-around or backreferences).",
     )
-    path: str | None = Field(default=None, description="File or folder to search (default: the workspace folder).")
-    glob: str | None = Field(
+    path: PathText | None = Field(default=None, description="File or folder to search (default: the workspace folder).")
+    glob: PathText | None = Field(
         default=None, description="Only search files matching this glob, e.g. `*.py` or `src/**/*.ts`."
     )
     ignore_case: bool = Field(default=False, description="Match case-insensitively (default false).")
@@ -71,13 +74,6 @@ def _pick_backend(backend: Backend) -> str | None:
     if backend == "python":
         return None
     return find_rg()
-
-
-def _target(path: str | None, ctx: ToolContext) -> tuple[Path, ToolResult | None]:
-    target = resolve_path(path, ctx.roots) if path else ctx.cwd
-    if not target.exists():
-        return target, ToolResult.error(f"Path not found: {display_path(target, ctx.roots)}.", not_found=True)
-    return target, None
 
 
 def _relative_pattern(pattern: str, folder: Path) -> str:
@@ -112,7 +108,7 @@ class GlobTool(Tool):
         return f"Find `{one_line(args.pattern, 80)}`{where}"
 
     async def execute(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
-        folder, error = _target(args.path, ctx)
+        folder, error = search_target(args.path, ctx, "glob")
         if error:
             return error
         if not folder.is_dir():
@@ -124,27 +120,36 @@ class GlobTool(Tool):
         found: list[str] = []
         capped = False
         note = ""
-        if rg:
-            matches = compile_glob(pattern)
+        try:
+            dirfd, real = open_folder(folder, ctx)
+        except OSError as exc:
+            return ToolResult.error(f"Cannot search {display_path(folder, ctx.roots)}: {exc.strerror or exc}.")
+        left_out = LeftOut(ctx, real)
+        try:
+            if rg:
+                matches = compile_glob(pattern)
 
-            def collect(line: bytes) -> bool:
-                nonlocal capped
-                rel = os.fsdecode(line)
-                if matches(rel):
-                    found.append(rel)
-                    capped = len(found) >= MAX_COLLECT
-                return not capped
+                def collect(line: bytes) -> bool:
+                    nonlocal capped
+                    rel = os.fsdecode(line)
+                    if matches(rel) and not left_out(rel):
+                        found.append(rel)
+                        capped = len(found) >= MAX_COLLECT
+                    return not capped
 
-            try:
-                run = await run_rg(rg, [*RG_COMMON, "--files"], cwd=folder, on_line=collect)
-            except OSError as exc:
-                return ToolResult.error(f"Could not run ripgrep: {exc.strerror or exc}.")
-            if run.exit_code == 2:
-                if not found:
-                    return ToolResult.error(f"glob failed: {run.stderr.strip() or 'ripgrep error'}")
-                note = f"\n[some folders could not be searched: {one_line(run.stderr, 300)}]"
-        else:
-            found, capped = await _in_thread(lambda stop: _python_glob(folder, pattern, stop))
+                try:
+                    run = await run_rg(rg, [*RG_COMMON, "--files"], cwd=dirfd, on_line=collect, env=ctx.env)
+                except OSError as exc:
+                    return ToolResult.error(f"Could not run ripgrep: {exc.strerror or exc}.")
+                if run.exit_code == 2:
+                    if not found:
+                        return ToolResult.error(f"glob failed: {run.stderr.strip() or 'ripgrep error'}")
+                    note = f"\n[some folders could not be searched: {one_line(run.stderr, 300)}]"
+            else:
+                found, capped = await _in_thread(lambda stop: _python_glob(Path(real), pattern, stop, left_out))
+        finally:
+            os.close(dirfd)
+        note += left_out.note()
         paths = await asyncio.to_thread(_newest_first, folder, found)
         total = len(paths)
         if not paths:
@@ -163,11 +168,12 @@ class GlobTool(Tool):
         return ToolResult(text + note, meta={"count": total, "capped": capped})
 
 
-def _python_glob(folder: Path, pattern: str, stop: threading.Event) -> tuple[list[str], bool]:
+def _python_glob(folder: Path, pattern: str, stop: threading.Event,
+                 left_out: Callable[[str], bool]) -> tuple[list[str], bool]:
     matches = compile_glob(pattern)
     found: list[str] = []
     for rel in _walk.walk_files(folder, stop):
-        if matches(rel):
+        if matches(rel) and not left_out(rel):
             found.append(rel)
             if len(found) >= MAX_COLLECT:
                 return found, True
@@ -225,7 +231,7 @@ class GrepTool(Tool):
         return [{"path": str(resolve_path(args.path, ctx.roots))}] if args.path else []
 
     async def execute(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
-        target, error = _target(args.path, ctx)
+        target, error = search_target(args.path, ctx, "grep")
         if error:
             return error
         folder, name = (target.parent, target.name) if target.is_file() else (target, None)
@@ -235,10 +241,20 @@ class GrepTool(Tool):
         hidden: set[str] = set()
 
         selected = compile_glob(_relative_pattern(args.glob, folder)) if args.glob else None
+        try:  # a single file is opened here (regular, no link followed) and given to rg as stdin
+            fd = safe_fs.open_regular(ctx.access.check(target)) if name is not None else None
+            dirfd, real = open_folder(folder, ctx) if name is None else (-1, "")
+        except OSError as exc:
+            return read_file_error(exc, target, ctx, "grep")
+        left_out = LeftOut(ctx, real) if name is None else None
 
         def add(rel: str, line_no: int, text: str, starts: list[int]) -> bool:
             nonlocal total, capped
-            if selected is not None and name is None and not selected(rel):
+            if name is not None:
+                rel = name
+            elif selected is not None and not selected(rel):
+                return True
+            elif left_out is not None and left_out(rel):
                 return True
             if name is None and ctx.is_secret is not None and ctx.is_secret(folder / rel):
                 hidden.add(rel)
@@ -251,28 +267,37 @@ class GrepTool(Tool):
 
         note = ""
         rg = _pick_backend(self.backend)
-        if rg:
-            argv = [*RG_COMMON, "--json", "--sort=path"]
-            if args.ignore_case:
-                argv.append("--ignore-case")
-            argv += ["-e", args.pattern]
-            if name is not None:
-                argv += ["--", name]
-            try:
-                run = await run_rg(rg, argv, cwd=folder, on_line=lambda line: _on_json(line, add))
-            except (OSError, ValueError) as exc:
-                return ToolResult.error(f"grep failed: {exc}")
-            if run.exit_code == 2:
-                if total == 0:
-                    return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
-                note = f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
-        else:
-            try:
-                regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-            except re.error as exc:
-                return ToolResult.error(f"grep failed: invalid regular expression: {exc}")
-            await _in_thread(lambda stop: _python_grep(folder, name, selected, regex, stop, add))
+        try:
+            if rg:
+                argv = [*RG_COMMON, "--json", "--sort=path"]
+                if args.ignore_case:
+                    argv.append("--ignore-case")
+                argv += ["-e", args.pattern]
+                if name is not None:
+                    argv += ["--", "-"]
+                try:
+                    run = await run_rg(rg, argv, cwd=dirfd if name is None else folder, stdin=fd, env=ctx.env,
+                                       on_line=lambda line: _on_json(line, add))
+                except (OSError, ValueError) as exc:
+                    return ToolResult.error(f"grep failed: {exc}")
+                if run.exit_code == 2:
+                    if total == 0:
+                        return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
+                    note = f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
+            else:
+                try:
+                    regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+                except re.error as exc:
+                    return ToolResult.error(f"grep failed: invalid regular expression: {exc}")
+                base = Path(real) if name is None else folder
+                await _in_thread(lambda stop: _python_grep(base, name, fd, selected, regex, stop, add))
+        finally:
+            for open_fd in (fd, dirfd):
+                if open_fd is not None and open_fd >= 0:
+                    os.close(open_fd)
         where = display_path(target, ctx.roots)
+        if left_out is not None:
+            note += left_out.note()
         if hidden:
             listed = ", ".join(sorted(display_path(folder / h, ctx.roots) for h in hidden)[:5])
             note += (f"\n[matches in {len(hidden)} file(s) that may hold secrets were left out ({listed}); "
@@ -311,15 +336,16 @@ def _json_text(value: dict[str, str]) -> str:
 
 
 def _python_grep(
-    folder: Path, name: str | None, selected: Callable[[str], bool] | None, regex: re.Pattern[str],
-    stop: threading.Event, add: Callable[[str, int, str, list[int]], bool],
+    folder: Path, name: str | None, fd: int | None, selected: Callable[[str], bool] | None,
+    regex: re.Pattern[str], stop: threading.Event, add: Callable[[str, int, str, list[int]], bool],
 ) -> None:
     files: Iterator[str]
     if name is not None:
         files = iter([name])
     else:
         files = (f for f in _walk.walk_files(folder, stop) if selected is None or selected(f))
-    for match in _walk.grep_files(folder, files, regex, stop):
+    opened = {name: fd} if name is not None and fd is not None else {}
+    for match in _walk.grep_files(folder, files, regex, stop, opened=opened):
         if not add(match.path, match.line, match.text, match.starts):
             stop.set()
             return

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
+from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
 from .files import FileSnapshot
-from .read import file_error
+from .read import file_error, precheck
 from .text import (
     LfView,
     NotTextError,
@@ -40,14 +40,14 @@ _LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)
 class WriteArgs(ToolArgs):
     """Arguments of ``write``: ``path`` and the whole new ``content``."""
 
-    path: str = Field(min_length=1, description="File to write: absolute, or relative to the workspace folder.")
+    path: PathText = Field(min_length=1, description="File to write: absolute, or relative to the workspace folder.")
     content: str = Field(description="The complete new content of the file.")
 
 
 class EditArgs(ToolArgs):
     """Arguments of ``edit``: ``path``, literal ``old_string`` → ``new_string``, ``replace_all``."""
 
-    path: str = Field(min_length=1, description="File to edit: absolute, or relative to the workspace folder.")
+    path: PathText = Field(min_length=1, description="File to edit: absolute, or relative to the workspace folder.")
     old_string: str = Field(description="The exact text to replace, as shown by `read` (without line numbers).")
     new_string: str = Field(description="The text to put in its place.")
     replace_all: bool = Field(
@@ -61,6 +61,9 @@ async def _current_for_change(
     """The file's current snapshot if it may be changed: ``(snapshot, None)``; ``(None, None)``
     for a file that does not exist (allowed when not ``must_exist``); ``(None, error)`` otherwise."""
     shown = display_path(path, ctx.roots)
+    refused = precheck(path, ctx, verb)
+    if refused is not None:
+        return None, refused
     try:
         current = await ctx.files.read(path)
     except FileNotFoundError as exc:
@@ -70,7 +73,7 @@ async def _current_for_change(
         error.text += " `edit` changes existing files; create a new file with `write`."
         return None, error
     except OSError as exc:
-        return None, file_error(exc, path, ctx)
+        return None, file_error(exc, path, ctx, verb)
     seen = ctx.reads.last(path)
     if seen is None:
         return None, ToolResult.error(

