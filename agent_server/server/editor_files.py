@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable
 from agent_server.server.initialize import negotiate_encoding
 from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError
 from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
+from agent_server.tools import safe_fs
 from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, WriteOutcome
 
 log = logging.getLogger("agent_server.editor")
@@ -247,8 +248,15 @@ def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, 
 
 
 def _looks_binary(path: Path) -> bool:
+    """Whether a regular file has a NUL byte in its first 8 KB (opened without blocking and without
+    following a link after one resolution — never a FIFO or the server's stdin)."""
     try:
-        with open(path, "rb") as fh:
-            return b"\x00" in fh.read(8192)
+        fd = safe_fs.open_regular(safe_fs.resolve_once(path))
     except OSError:
         return False
+    try:
+        return b"\x00" in os.read(fd, 8192)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
