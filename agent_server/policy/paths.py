@@ -175,10 +175,11 @@ class SecretMatcher:
 
 #: The user's credential files and folders (``~`` = home) that no file tool opens, in any mode.
 HOME_CREDENTIALS = (
-    "~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.config/hub", "~/.config/gcloud",
-    "~/.docker/config.json", "~/.kube/config", "~/.azure", "~/.gnupg", "~/.password-store", "~/.pypirc",
-    "~/.npmrc", "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.terraform.d/credentials.tfrc.json",
-    "~/.local/share/keyrings", "~/.local/share/python_keyring", "~/.local/share/kwalletd",
+    "~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials", "~/.config/gh",
+    "~/.config/hub", "~/.config/gcloud", "~/.config/rclone", "~/.docker/config.json", "~/.kube", "~/.azure",
+    "~/.gnupg", "~/.password-store", "~/.pypirc", "~/.npmrc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
+    "~/.terraform.d", "~/.local/share/keyrings", "~/.local/share/python_keyring", "~/.config/python_keyring",
+    "~/.local/share/kwalletd",
 )
 
 
@@ -189,8 +190,10 @@ class CredentialStores:
     ``state_dir``: agent-server's state folder (every session's log, spill files, locks);
     ``session_dir``: this session's folder — its ``spill`` and ``tmp`` sub-folders stay open (the
     model reads its own spilled outputs back, the shell's temp files live in ``tmp``); ``home``:
-    what ``~`` means; ``extra``: more paths to protect. ``match(lexical, resolved)`` gives the
-    reason a path is protected (either spelling matches), else ``None``.
+    what ``~`` means; ``extra``: more paths to protect; ``roots``: the workspace roots — a root that
+    lies *inside* a protected folder (the demo's workspace under the state folder) stays open, a
+    protected folder inside a root stays protected. ``match(lexical, resolved)`` gives the reason a
+    path is protected (either spelling matches), else ``None``.
 
     ``paths()`` lists every protected path (absolute, resolved where it exists) — what the shell
     sandbox masks too.
@@ -198,7 +201,7 @@ class CredentialStores:
 
     def __init__(self, *, config: Iterable[Path | str | None] = (), state_dir: Path | str | None,
                  session_dir: Path | str | None = None, home: str | None = None,
-                 extra: Iterable[Path | str] = ()) -> None:
+                 extra: Iterable[Path | str] = (), roots: Iterable[Path | str] = ()) -> None:
         home = home or os.path.expanduser("~")
         entries: list[tuple[str, str]] = []
         for item in config:
@@ -219,6 +222,10 @@ class CredentialStores:
             for sub in ("spill", "tmp"):
                 folder = Path(session_dir) / sub
                 self._open += list({os.path.normpath(os.path.abspath(folder)), resolve(folder).as_posix()})
+        for root in roots:
+            for spelling in {os.path.normpath(os.path.abspath(root)), resolve(os.path.abspath(root)).as_posix()}:
+                if any(spelling != p and _under(spelling, p) for p, _ in self._entries):
+                    self._open.append(spelling)
 
     def paths(self) -> list[str]:
         """Every protected path, each spelling once, in order."""
