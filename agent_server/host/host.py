@@ -140,7 +140,7 @@ class SessionHost:
         policy.ask_edits = self.frontend.edits_need_approval()
         # the file tools' own rules: credential stores closed in every mode, writes anchored in a root
         policy.protected = self._credential_stores(event_log.path.parent, roots)
-        access = FileAccess(roots, protected=policy.protected.match,
+        access = FileAccess(roots, protected=policy.protected.match, protected_paths=policy.protected.paths(),
                             write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS)
         for backend in (files, getattr(files, "disk", None)):  # the disk backend, also behind the editor's
             if isinstance(backend, DiskFiles):

@@ -53,7 +53,7 @@ class LeftOut:
         self.access = ctx.access
         self.base = real.rstrip("/") + "/"
         self.count = 0
-        self.active = self.access.protected is not None or real == "/" or real.startswith("/proc")
+        self.active = self.access.may_meet_protected(real) or real == "/" or real.startswith("/proc")
 
     def __call__(self, rel: str) -> bool:
         if not self.active:

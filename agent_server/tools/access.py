@@ -33,14 +33,28 @@ class FileAccess:
     ``roots``: the workspace roots (absolute). ``protected``: see ``Protected`` (``None``: nothing
     protected beyond ``/proc``). ``write_outside``: whether a write may land outside every root
     right now (danger-full-access; policy decides the mode — ``None``: yes, as in unit tests
-    without a policy).
+    without a policy). ``protected_paths``: every path ``protected`` refuses beneath (its folders
+    and files), so a folder-wide search that cannot meet one skips the per-result check; empty:
+    unknown, every result is checked.
     """
 
     def __init__(self, roots: Sequence[Path | str] = (), *, protected: Protected | None = None,
-                 write_outside: Callable[[], bool] | None = None) -> None:
+                 write_outside: Callable[[], bool] | None = None, protected_paths: Sequence[str] = ()) -> None:
         self.roots = tuple(os.path.abspath(r) for r in roots)
         self.protected = protected
         self.write_outside = write_outside
+        self.protected_paths = tuple(protected_paths)
+
+    def may_meet_protected(self, folder: str) -> bool:
+        """Whether a search below the resolved ``folder`` (which follows no links) can reach a
+        protected path: one lies inside it, or it lies inside one."""
+        if self.protected is None:
+            return False
+        if not self.protected_paths:
+            return True
+        base = folder.rstrip("/") + "/"
+        return any(p == folder or p.startswith(base) or folder.startswith(p.rstrip("/") + "/")
+                   for p in self.protected_paths)
 
     def refusal(self, lexical: str, resolved: str) -> str | None:
         """Why a path (as written, and resolved) is refused to every file tool, or ``None``."""

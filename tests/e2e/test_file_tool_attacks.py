@@ -54,7 +54,7 @@ def run_calls(raw_agent_factory, workspace, steps, env=None, text="go"):
 # -- §1 a: a link swapped into the path while write/edit runs -------------------------------------------
 
 FLIPPER = textwrap.dedent("""
-import os, shutil, sys
+import os, random, shutil, sys, time
 mode, place, outside, stop = sys.argv[1:5]
 tmp = place + ".flip"
 
@@ -81,10 +81,12 @@ while not os.path.exists(stop):
                 fh.write("same\\n")
             clear(place, n)
         os.replace(tmp, place)
+        time.sleep(random.random() * 0.002)  # hold each state about as long as a step of a call takes
         os.symlink(outside, tmp)
         if mode == "dir":
             clear(place, n)
         os.replace(tmp, place)
+        time.sleep(random.random() * 0.002)
     except OSError:
         pass
 """)

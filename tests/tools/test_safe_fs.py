@@ -307,3 +307,13 @@ async def test_folder_wide_search_leaves_protected_places_out(tmp_path):
         assert "app.py" in glob.text and "keys/id" not in glob.text and "left out" in glob.text, glob.text
     read = await ReadTool().run(validate_args(ReadTool(), '{"path": "keys/id"}'), ctx)
     assert read.is_error and read.text.startswith("Refused") and "secret" not in read.text
+
+
+def test_a_search_that_cannot_meet_a_protected_path_skips_the_per_result_check(tmp_path):
+    access = FileAccess([tmp_path], protected=lambda lex, res: None,
+                        protected_paths=[str(tmp_path / "home" / ".ssh"), str(tmp_path / "state")])
+    assert not access.may_meet_protected(str(tmp_path / "ws"))
+    assert access.may_meet_protected(str(tmp_path / "home"))  # ~/.ssh lies inside
+    assert access.may_meet_protected(str(tmp_path / "state" / "workspace-1"))  # inside a store
+    assert FileAccess([tmp_path], protected=lambda lex, res: None).may_meet_protected("/anywhere")  # unknown
+    assert not FileAccess([tmp_path]).may_meet_protected("/anywhere")  # nothing protected

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""What the file tools' access rules (issue 11 §1 a, c, d, f) cost per call.
+
+    .venv/bin/python bench/file_tools.py [--rounds 3000]
+
+Measures, in-process and without a model: a plain ``open``+``read`` against the tools' path
+(``FileAccess.check`` with a real ``CredentialStores`` + ``safe_fs.open_regular``: one resolution,
+``openat2``, ``fstat``), and the write side's extra work (resolution, anchor, directory fd beneath
+the root, no-follow re-read) — the best of ``--rounds`` runs each, in microseconds, so the figure is
+the intrinsic cost and not the machine's load. Then whole tool calls (``read``, ``write``,
+``edit``, one-file ``grep``) through ``Tool.run``, best and median. A benchmark measures; it does
+not pass or fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent_server.policy.paths import CredentialStores  # noqa: E402
+from agent_server.tools import DiskFiles, ReadLedger, ToolContext, safe_fs  # noqa: E402
+from agent_server.tools.access import FileAccess  # noqa: E402
+from agent_server.tools.base import validate_args  # noqa: E402
+from agent_server.tools.read import ReadTool  # noqa: E402
+from agent_server.tools.search import GrepTool  # noqa: E402
+from agent_server.tools.write_edit import EditTool, WriteTool  # noqa: E402
+
+
+def best_us(work, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1e6, 1)
+
+
+async def tool_calls(ctx: ToolContext, rounds: int) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    read = ReadTool()
+    for name in ("read", "write", "edit", "grep"):
+        times = []
+        for i in range(rounds):
+            await read.run(validate_args(read, '{"path": "a.txt"}'), ctx)
+            tool, args = {
+                "read": (read, {"path": "a.txt"}),
+                "write": (WriteTool(), {"path": "a.txt", "content": f"line {i}\n" * 200}),
+                "edit": (EditTool(), {"path": "a.txt", "old_string": (ctx.cwd / "a.txt").read_text().split("\n")[0],
+                                      "new_string": f"edited {i}", "replace_all": True}),
+                "grep": (GrepTool(), {"pattern": "line", "path": "a.txt"}),
+            }[name]
+            parsed = validate_args(tool, json.dumps(args))
+            start = time.perf_counter()
+            result = await tool.run(parsed, ctx)
+            times.append(time.perf_counter() - start)
+            assert not result.is_error, result.text
+        out[name] = (round(min(times) * 1e6), round(statistics.median(times) * 1e6))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3000)
+    opts = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-file-tools-"))
+    target = root / "a.txt"
+    target.write_text("line\n" * 200)
+    home = os.path.expanduser("~")
+    stores = CredentialStores(config=[home + "/.config/agent-server"], state_dir=home + "/.local/state/agent-server",
+                              session_dir=home + "/.local/state/agent-server/sessions/s", roots=[root])
+    access = FileAccess([root], protected=stores.match, write_outside=lambda: False)
+
+    def plain_read() -> None:
+        with open(target, "rb") as fh:
+            fh.read()
+
+    def checked_read() -> None:
+        fd = safe_fs.open_regular(access.check(target))
+        os.read(fd, 1 << 20)
+        os.close(fd)
+
+    def write_side() -> None:
+        resolved = access.check(target)
+        anchor = access.write_anchor(resolved)
+        dirfd = safe_fs.open_dir_beneath(anchor, [], create=True)
+        try:
+            safe_fs.read_entry(dirfd, "a.txt", 1 << 20)
+        finally:
+            os.close(dirfd)
+
+    figures = {
+        "openat2": safe_fs.has_openat2(),
+        "plain open+read (us)": best_us(plain_read, opts.rounds),
+        "checked open+read (us)": best_us(checked_read, opts.rounds),
+        "write-side checks + no-follow re-read (us)": best_us(write_side, opts.rounds),
+    }
+    ctx = ToolContext((root,), DiskFiles(access=access), ReadLedger(), access=access)
+    figures["tool calls (best, median us)"] = asyncio.run(tool_calls(ctx, max(20, opts.rounds // 30)))
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
