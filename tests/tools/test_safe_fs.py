@@ -317,3 +317,13 @@ def test_a_search_that_cannot_meet_a_protected_path_skips_the_per_result_check(t
     assert access.may_meet_protected(str(tmp_path / "state" / "workspace-1"))  # inside a store
     assert FileAccess([tmp_path], protected=lambda lex, res: None).may_meet_protected("/anywhere")  # unknown
     assert not FileAccess([tmp_path]).may_meet_protected("/anywhere")  # nothing protected
+
+
+async def test_the_api_key_is_redacted_from_every_tool_result(tmp_path):
+    (tmp_path / "leak.txt").write_text("token = sk-unit-test-secret-123\n")
+    ctx = ToolContext.on_disk(tmp_path)
+    ctx.redact = ("sk-unit-test-secret-123",)
+    read = await ReadTool().run(validate_args(ReadTool(), '{"path": "leak.txt"}'), ctx)
+    grep = await GrepTool().run(validate_args(GrepTool(), '{"pattern": "token"}'), ctx)
+    for result in (read, grep):
+        assert "sk-unit-test-secret-123" not in result.text and "<redacted>" in result.text, result.text
