@@ -26,6 +26,18 @@ from .child_env import scrubbed_environ
 #: hidden files included but never the ``.git`` folder.
 RG_COMMON = ("--no-config", "--no-require-git", "--hidden", "--glob=!.git")
 _STDERR_KEEP = 4096
+#: Whether a child can start in a directory fd through ``/proc/self/fd`` (Linux).
+_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+def _fd_path(fd: int) -> str:
+    """The path of a directory fd where ``/proc`` is missing (macOS: ``F_GETPATH``)."""
+    import fcntl
+
+    getpath = getattr(fcntl, "F_GETPATH", None)
+    if getpath is None:
+        raise OSError("cannot start ripgrep in a folder fd on this system")
+    return os.fsdecode(fcntl.fcntl(fd, getpath, bytes(1024)).rstrip(b"\0"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -75,6 +87,8 @@ async def run_rg(
     ``child_env.scrubbed_environ()`` — never the server's own, which holds the API key);
     ``stdin``: an fd ``rg`` reads as ``-`` (default ``/dev/null``). Raises ``OSError`` if ``rg``
     cannot start; on cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    if isinstance(cwd, int) and not _PROC_FD:  # no /proc (not Linux): start in the folder's path
+        cwd = Path(os.readlink(f"/dev/fd/{cwd}")) if os.path.islink(f"/dev/fd/{cwd}") else Path(_fd_path(cwd))
     where = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd  # the child's own fd table
     proc = await asyncio.create_subprocess_exec(
         rg, *args, cwd=where, stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
