@@ -70,6 +70,8 @@ SCENARIOS = [
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
     {"name": "shell_permission_allow_once", "prompt": "Write perm.txt with the shell", "toolTitle": "Write perm.txt"},
     {"name": "stop_during_slow_tool", "prompt": "Wait a while", "toolTitle": "Wait"},
+    {"name": "session_picker_loads_history", "title": "Make greet say hi", "expect": "Changed the greeting.",
+     "expectTool": "Edit app.py"},
 ]
 
 
@@ -163,6 +165,10 @@ def test_stop_during_a_slow_tool_cancels_the_turn_and_its_command(run):
     scenario(run, "stop_during_slow_tool")
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert not [line for line in ps.splitlines() if line.strip() == SLEEP]
+
+
+def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(run):
+    scenario(run, "session_picker_loads_history")
 
 
 def test_code_server_and_chromium_process_groups_are_gone(run):

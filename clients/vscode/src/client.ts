@@ -270,6 +270,20 @@ export class AgentClient {
     this.sessionId = undefined;
   }
 
+  /**
+   * Stops the server without reporting a crash (its settings or the API key changed): the next
+   * prompt starts a new one with the new settings, in a new session.
+   */
+  async restart(): Promise<void> {
+    const r = this.running;
+    this.running = undefined;
+    this.sessionId = undefined;
+    if (r) {
+      r.conn.close();
+      await r.proc.kill();
+    }
+  }
+
   /** Kills the server's process group (extension deactivation). */
   async dispose(): Promise<void> {
     this.disposed = true;

@@ -15,6 +15,7 @@ import { ChatView, VIEW_ID } from "./chatView";
 import { DiffView, type ProposalPanel } from "./diff";
 import { Permissions } from "./permissions";
 import { type Proposal, ProposalManager } from "./proposals";
+import { offsetAt } from "./proposalModel";
 import type { ChatEvent, HunkView, SelectView, WebviewToHost, WireUpdate } from "./protocol";
 import { SECRET_KEY, promptForApiKey, readSettings, serverEnv } from "./config";
 import { selectionBlock } from "./selection";
@@ -29,9 +30,24 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   context.subscriptions.push(
     output,
     context.secrets.onDidChange(async (e) => {
-      if (e.key === SECRET_KEY) apiKey = await context.secrets.get(SECRET_KEY);
+      if (e.key !== SECRET_KEY) return;
+      apiKey = await context.secrets.get(SECRET_KEY);
+      await restartForSettings("the API key changed");
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (["path", "args", "baseUrl", "model"].some((k) => e.affectsConfiguration(`agentServer.${k}`))) {
+        await restartForSettings("the agentServer settings changed");
+      }
     }),
   );
+
+  async function restartForSettings(why: string): Promise<void> {
+    if (!client) return;
+    await client.restart();
+    log(`${why}: the server restarts with the next prompt (in a new session)`);
+    post({ kind: "reset" });
+    post({ kind: "notice", level: "info", text: `${why}; the next prompt starts the server again in a new session.` });
+  }
 
   const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
   const post = (e: ChatEvent) => chat.post(e);
@@ -181,7 +197,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }),
     vscode.commands.registerCommand("agentServer.cancel", () => agent.cancel()),
     vscode.commands.registerCommand("agentServer.setApiKey", async () => {
-      if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: the API key is used from the next server start (Agent: New Session restarts nothing; reload the window to restart now).");
+      if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: API key stored; the server restarts with it at the next prompt.");
     }),
     vscode.commands.registerCommand("agentServer.showLog", () => output.show()),
     vscode.commands.registerCommand("agentServer.acceptProposal", (arg?: unknown) => {
@@ -205,7 +221,10 @@ export async function deactivate(): Promise<void> {
 
 function proposalEvent(p: Proposal): ChatEvent {
   const hunks: HunkView[] = p.files.flatMap((f, fileIndex) =>
-    f.hunks.map((h) => ({ fileIndex, index: h.index, state: h.state, summary: hunkSummary(h.range.start.line, h.range.end.line, h.newText) })),
+    f.hunks.map((h) => {
+      const old = h.state === "pending" ? f.expected.slice(offsetAt(f.expected, h.range.start), offsetAt(f.expected, h.range.end)) : "";
+      return { fileIndex, index: h.index, state: h.state, summary: hunkSummary(h.range.start.line, h.range.end.line, old, h.newText) };
+    }),
   );
   return {
     kind: "proposal",
@@ -217,10 +236,12 @@ function proposalEvent(p: Proposal): ChatEvent {
   };
 }
 
-function hunkSummary(startLine: number, endLine: number, newText: string): string {
-  const added = newText === "" ? 0 : newText.split("\n").length;
-  const first = newText.split("\n")[0]!.trim().slice(0, 40);
-  return `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}: ${added ? `→ ${first}${added > 1 ? " …" : ""}` : "delete"}`;
+function hunkSummary(startLine: number, endLine: number, oldText: string, newText: string): string {
+  const show = (t: string) => JSON.stringify(t.length > 30 ? `${t.slice(0, 30)}…` : t);
+  const where = `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}`;
+  if (!oldText) return `${where}: insert ${show(newText)}`;
+  if (!newText) return `${where}: delete ${show(oldText)}`;
+  return `${where}: ${show(oldText)} → ${show(newText)}`;
 }
 
 function selectsOf(options: acp.SessionConfigOption[] | null | undefined, modes: acp.SessionModeState | null | undefined): SelectView[] {

@@ -125,7 +125,7 @@ function renderItem(item: Item): HTMLElement {
       const head = el("div", "tool-head");
       head.append(el("span", "tool-status", item.status), el("span", "tool-title", item.title || item.kind));
       node.append(head);
-      if (item.diffs.length) node.append(el("div", "tool-diffs", `diff: ${item.diffs.join(", ")}`));
+      if (item.diffs.length) node.append(el("div", "tool-diffs", `diff: ${item.diffs.map((d) => d.split("/").pop()).join(", ")}`));
       if (item.output) {
         const details = el("details", "tool-output");
         details.append(el("summary", "", "output"), el("pre", "", item.output.slice(0, 20000)));
@@ -251,7 +251,11 @@ function paintPickers(): void {
     o.value = s.sessionId;
     options.push(o);
   }
-  if (document.activeElement !== sessionSelect) sessionSelect.replaceChildren(...options);
+  const key = JSON.stringify(options.map((o) => [o.value, o.textContent]));
+  if (sessionSelect.dataset.key !== key) {
+    sessionSelect.dataset.key = key;
+    sessionSelect.replaceChildren(...options);
+  }
   const selects = state.selects.map((sel) => {
     const node = el("select", `picker picker-${sel.id}`);
     node.title = sel.name;

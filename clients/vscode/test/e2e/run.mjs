@@ -174,6 +174,20 @@ const scenarios = {
     await shot(page, "stop-panel");
   },
 
+  /** New session, then the session picker (session/list) loads the first one (session/load replays it). */
+  async session_picker_loads_history(page, s) {
+    const p = panel(page);
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .item").first().waitFor({ state: "detached", timeout: T });
+    await p.locator("select.session-picker").click();
+    await p.locator("select.session-picker option", { hasText: s.title }).first().waitFor({ state: "attached", timeout: T });
+    const label = await p.locator("select.session-picker option", { hasText: s.title }).first().textContent();
+    await p.locator("select.session-picker").selectOption({ label });
+    await p.locator(".agent", { hasText: s.expect }).first().waitFor({ timeout: T });
+    await p.locator(".tool", { hasText: s.expectTool }).first().waitFor({ timeout: T });
+    await shot(page, "sessions-panel");
+  },
+
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
   async panel_answers(page, s) {
     await promptInPanel(page, s.prompt);

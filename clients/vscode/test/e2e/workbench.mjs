@@ -122,7 +122,9 @@ export async function startCodeServer({ node, entry, vsix, tmp, workspace, setti
   writeFileSync(join(userDataDir, "User", "settings.json"), JSON.stringify(userSettings(settings), null, 1));
   const common = ["--user-data-dir", userDataDir, "--extensions-dir", extensionsDir, "--config", join(tmp, "code-server.yaml")];
   writeFileSync(join(tmp, "code-server.yaml"), "auth: none\ncert: false\n");
-  const fullEnv = { ...process.env, ...env, XDG_CONFIG_HOME: join(tmp, "xdg-config"), XDG_DATA_HOME: join(tmp, "xdg-data") };
+  // The extension gallery points at a closed local port: code-server reaches nothing outside 127.0.0.1.
+  const gallery = JSON.stringify({ serviceUrl: "http://127.0.0.1:9/gallery", itemUrl: "http://127.0.0.1:9/items" });
+  const fullEnv = { ...process.env, ...env, EXTENSIONS_GALLERY: gallery, XDG_CONFIG_HOME: join(tmp, "xdg-config"), XDG_DATA_HOME: join(tmp, "xdg-data") };
   const install = spawnSync(node, [entry, ...common, "--install-extension", vsix, "--force"], { env: fullEnv, encoding: "utf8", timeout: 180_000 });
   if (install.status !== 0) throw new Error(`installing ${vsix} failed (${install.status}):\n${install.stdout}\n${install.stderr}`);
   const port = await freePort();

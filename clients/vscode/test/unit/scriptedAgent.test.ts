@@ -104,4 +104,15 @@ describe("a plain ACP agent", () => {
     expect(sessions[1]!.sessionId).not.toBe(firstSession.sessionId);
     expect(events.at(-1)).toMatchObject({ type: "turn-end", stopReason: "end_turn" });
   });
+
+  it("restart() after a settings change stops the server quietly: no crash reported, the next prompt starts anew", async () => {
+    const { client, events } = start({ turns: [[], []] });
+    await client.prompt([{ type: "text", text: "one" }], "one");
+    await client.restart();
+    await client.prompt([{ type: "text", text: "two" }], "two");
+    expect(events.filter((e) => e.type === "server-exited")).toEqual([]);
+    const sessions = events.filter((e) => e.type === "session") as { sessionId: string }[];
+    expect(sessions).toHaveLength(2);
+    expect(sessions[0]!.sessionId.split("-")[1]).not.toBe(sessions[1]!.sessionId.split("-")[1]); // another process
+  });
 });

@@ -1,0 +1,53 @@
+// The panel's state is a fold over the host's events: a dead server is reported with its stderr tail,
+// a turn's end always returns to idle and marks tool calls left open as unfinished, and replaying the
+// same events (session/load) rebuilds the same chat.
+import { describe, expect, it } from "vitest";
+import type { ChatEvent } from "../../src/protocol";
+import { fold, initialState } from "../../webview/state";
+
+const run = (events: ChatEvent[]) => events.reduce(fold, initialState());
+
+describe("the chat fold", () => {
+  it("reports a server that died mid-turn with its stderr tail and returns to idle", () => {
+    const s = run([
+      { kind: "user", text: "hi" },
+      { kind: "turn-start" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Run `sleep 9`", kind: "execute", status: "in_progress" } },
+      { kind: "server-exited", message: "agent-server exited (killed by SIGKILL)", stderrTail: "Traceback: boom" },
+      { kind: "turn-end", error: "the server died during the turn (killed by SIGKILL)" },
+    ]);
+    expect(s.busy).toBe(false);
+    expect(s.items.find((i) => i.type === "tool")).toMatchObject({ status: "unfinished" });
+    const notice = s.items.find((i) => i.type === "notice" && i.detail);
+    expect(notice).toMatchObject({ level: "error", detail: "Traceback: boom" });
+    expect((notice as { text: string }).text).toContain("The next prompt starts a new session");
+  });
+
+  it("streams chunks into one message and folds tool updates into one card", () => {
+    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
+    const s = run([
+      chunk("Hel"),
+      chunk("lo"),
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Read a.py", kind: "read", status: "pending" } },
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "t1", status: "completed", content: [{ type: "content", content: { type: "text", text: "x = 1" } }] } },
+      chunk("!"),
+    ]);
+    expect(s.items.map((i) => i.type)).toEqual(["agent", "tool", "agent"]);
+    expect(s.items[0]).toMatchObject({ text: "Hello" });
+    expect(s.items[1]).toMatchObject({ title: "Read a.py", status: "completed", output: "x = 1" });
+  });
+
+  it("replaying the same events gives the same chat", () => {
+    const events: ChatEvent[] = [
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "fix it" } } },
+      { kind: "update", update: { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "hmm" } } },
+      { kind: "update", update: { sessionUpdate: "plan", entries: [{ content: "read", status: "completed", priority: "high" }] } },
+      { kind: "update", update: { sessionUpdate: "usage_update", used: 10, size: 100, cost: { amount: 0.01, currency: "USD" } } },
+    ];
+    const strip = (s: ReturnType<typeof run>) => JSON.stringify({ ...s, nextId: 0 });
+    expect(strip(run(events))).toBe(strip(run(events)));
+    const s = run(events);
+    expect(s.plan).toEqual([{ content: "read", status: "completed" }]);
+    expect(s.usage).toEqual({ used: 10, size: 100, cost: { amount: 0.01, currency: "USD" } });
+  });
+});
