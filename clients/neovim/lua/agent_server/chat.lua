@@ -1,0 +1,471 @@
+--- The chat buffer: a markdown transcript folded from the client's events.
+---
+--- Streamed text and thoughts go to a pending list and are drawn at most once per
+--- `redraw_ms` (a timer + `vim.schedule`), so a flood of one-character chunks never freezes the
+--- editor; a turn's end always flushes and returns the header to idle. Thoughts are `> ` quoted
+--- lines folded by the window's foldexpr; each tool call is one line whose status sign changes in
+--- place (an extmark keeps its line); the plan block is replaced in place; usage, mode and state
+--- are in the header line.
+---
+--- Must never: hold state the event stream cannot rebuild (replaying `session/load` through the
+--- same fold draws the same chat), or render model text as anything but buffer text.
+local config = require("agent_server.config")
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace("agent_server_chat")
+local uv = vim.uv or vim.loop
+
+local SIGNS = {
+  pending = "⏳",
+  in_progress = "⚙",
+  completed = "✓",
+  failed = "✗",
+  unfinished = "⚠",
+}
+
+local S = {
+  buf = nil,
+  pending = {},
+  open = nil, -- kind of the line being continued: "text" | "thought" | nil
+  section = nil, -- "user" | "agent"
+  tools = {},
+  plan = nil,
+  header = { state = "idle" },
+  timer = nil,
+  flush_scheduled = false,
+}
+M.state = S
+
+local function valid()
+  return S.buf and vim.api.nvim_buf_is_valid(S.buf)
+end
+
+local function header_text()
+  local h = S.header
+  local parts = { "agent-server", h.state }
+  if h.session then
+    parts[#parts + 1] = "session " .. h.session:sub(1, 12)
+  end
+  if h.mode then
+    parts[#parts + 1] = "mode " .. h.mode
+  end
+  if h.usage then
+    parts[#parts + 1] = h.usage
+  end
+  return "<!-- " .. table.concat(parts, " · ") .. " -->"
+end
+
+local function modify(fn)
+  vim.bo[S.buf].modifiable = true
+  local ok, err = pcall(fn)
+  vim.bo[S.buf].modifiable = false
+  vim.bo[S.buf].modified = false
+  if not ok then
+    error(err)
+  end
+end
+
+local function follow(before_last)
+  for _, win in ipairs(vim.fn.win_findbuf(S.buf)) do
+    local row = vim.api.nvim_win_get_cursor(win)[1]
+    if row >= before_last then
+      local n = vim.api.nvim_buf_line_count(S.buf)
+      pcall(vim.api.nvim_win_set_cursor, win, { n, 0 })
+    end
+  end
+end
+
+--- The chat buffer (created on first use).
+function M.buffer()
+  if valid() then
+    return S.buf
+  end
+  S.buf = vim.api.nvim_create_buf(true, true)
+  vim.bo[S.buf].buftype = "nofile"
+  vim.bo[S.buf].bufhidden = "hide"
+  vim.bo[S.buf].swapfile = false
+  pcall(vim.api.nvim_buf_set_name, S.buf, "agent-server://chat")
+  vim.bo[S.buf].filetype = "markdown"
+  S.open, S.section, S.tools, S.plan = nil, nil, {}, nil
+  modify(function()
+    vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header_text(), "" })
+  end)
+  return S.buf
+end
+
+local function set_header()
+  if valid() then
+    modify(function()
+      vim.api.nvim_buf_set_lines(S.buf, 0, 1, false, { header_text() })
+    end)
+  end
+end
+
+--- Fold level of line `lnum` in the chat window: thoughts (`> ` lines) fold.
+function M.foldexpr(lnum)
+  local line = vim.fn.getline(lnum or vim.v.lnum)
+  return line:sub(1, 1) == ">" and "1" or "0"
+end
+
+--- Open (or focus) the chat window. `focus=false` keeps the cursor where it is.
+function M.open(focus)
+  local buf = M.buffer()
+  local wins = vim.fn.win_findbuf(buf)
+  local win = wins[1]
+  if not win then
+    local prev = vim.api.nvim_get_current_win()
+    local c = config.get().chat
+    if c.position == "tab" then
+      vim.cmd("tab sbuffer " .. buf)
+    elseif c.position == "below" then
+      vim.cmd("botright " .. c.height .. "split")
+      vim.api.nvim_win_set_buf(0, buf)
+    else
+      vim.cmd((c.position == "left" and "topleft " or "botright ") .. "vertical " .. c.width .. "split")
+      vim.api.nvim_win_set_buf(0, buf)
+    end
+    win = vim.api.nvim_get_current_win()
+    vim.wo[win].wrap = true
+    vim.wo[win].linebreak = true
+    vim.wo[win].foldmethod = "expr"
+    vim.wo[win].foldexpr = "v:lua.require'agent_server.chat'.foldexpr(v:lnum)"
+    vim.wo[win].foldlevel = 0
+    vim.wo[win].foldenable = true
+    pcall(vim.api.nvim_win_set_cursor, win, { vim.api.nvim_buf_line_count(buf), 0 })
+    if focus == false and vim.api.nvim_win_is_valid(prev) then
+      vim.api.nvim_set_current_win(prev)
+    end
+  elseif focus ~= false then
+    vim.api.nvim_set_current_win(win)
+  end
+  return win
+end
+
+-- Append whole lines (ends any open text line).
+local function add_lines(lines)
+  M.buffer()
+  local n = vim.api.nvim_buf_line_count(S.buf)
+  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
+  modify(function()
+    if last == "" and S.open == nil then
+      vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
+    else
+      vim.api.nvim_buf_set_lines(S.buf, n, n, false, lines)
+    end
+  end)
+  S.open = nil
+  follow(n)
+  return vim.api.nvim_buf_line_count(S.buf) - #lines -- 0-based row of the first added line
+end
+
+local function ensure_section(kind)
+  if S.section ~= kind then
+    add_lines({ "", kind == "user" and "## You" or "## Agent", "" })
+    S.section = kind
+  end
+end
+
+-- Continue streamed text of `kind` ("text" | "thought" | "user").
+local function write_stream(kind, s)
+  if s == "" then
+    return
+  end
+  local n = vim.api.nvim_buf_line_count(S.buf)
+  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
+  local lines = vim.split(s, "\n", { plain = true })
+  if kind == "thought" then
+    for i = 2, #lines do
+      lines[i] = "> " .. lines[i]
+    end
+  end
+  modify(function()
+    if S.open == kind then
+      lines[1] = last .. lines[1]
+      vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
+    else
+      if kind == "thought" then
+        lines[1] = "> " .. lines[1]
+      end
+      if last == "" then
+        vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
+      else
+        vim.api.nvim_buf_set_lines(S.buf, n, n, false, lines)
+      end
+    end
+  end)
+  S.open = kind
+  follow(n)
+end
+
+--- Draw what is pending now.
+function M.flush()
+  S.flush_scheduled = false
+  if #S.pending == 0 or not valid() then
+    S.pending = {}
+    return
+  end
+  local pending = S.pending
+  S.pending = {}
+  local i = 1
+  while i <= #pending do
+    local kind = pending[i].kind
+    local parts = {}
+    while i <= #pending and pending[i].kind == kind do
+      parts[#parts + 1] = pending[i].text
+      i = i + 1
+    end
+    ensure_section(kind == "user" and "user" or "agent")
+    write_stream(kind, table.concat(parts))
+  end
+end
+
+local function queue(kind, s)
+  if type(s) ~= "string" or s == "" then
+    return
+  end
+  local last = S.pending[#S.pending]
+  if last and last.kind == kind and #last.text < 4096 then
+    last.text = last.text .. s
+  else
+    S.pending[#S.pending + 1] = { kind = kind, text = s }
+  end
+  if not S.flush_scheduled then
+    S.flush_scheduled = true
+    S.timer = S.timer or uv.new_timer()
+    S.timer:start(config.get().redraw_ms, 0, vim.schedule_wrap(M.flush))
+  end
+end
+
+--- Write an info line (outside the stream, after what is pending).
+function M.say(s, level)
+  M.flush()
+  M.buffer()
+  local prefix = level == "error" and "**" or "_"
+  local lines = vim.split(s, "\n", { plain = true })
+  lines[1] = prefix .. lines[1]
+  lines[#lines] = lines[#lines] .. prefix
+  add_lines(lines)
+end
+
+local function tool_line(t)
+  local sign = SIGNS[t.status] or "•"
+  local s = string.format("- %s %s", sign, (t.title or "tool"):gsub("\n", " "))
+  if t.status == "unfinished" then
+    s = s .. " (unfinished)"
+  elseif t.note then
+    s = s .. " — " .. t.note
+  end
+  return s
+end
+
+-- Replace `count` lines from the extmark `mark` with `lines`, keeping the mark on the first one.
+local function replace_at(mark, count, lines)
+  local m = vim.api.nvim_buf_get_extmark_by_id(S.buf, ns, mark, {})
+  if not (m and m[1]) then
+    return
+  end
+  local last_row = m[1] + count - 1
+  local last = vim.api.nvim_buf_get_lines(S.buf, last_row, last_row + 1, false)[1] or ""
+  modify(function()
+    vim.api.nvim_buf_set_text(S.buf, m[1], 0, last_row, #last, lines)
+  end)
+end
+
+local function place_mark(row)
+  return vim.api.nvim_buf_set_extmark(S.buf, ns, row, 0, { right_gravity = false })
+end
+
+local function redraw_tool(t)
+  replace_at(t.mark, 1, { tool_line(t) })
+end
+
+local function first_text(content)
+  for _, c in ipairs(content or {}) do
+    local t = c.content and c.content.text
+    if type(t) == "string" and t:match("%S") then
+      return (t:match("^%s*([^\n]*)") or ""):sub(1, 100)
+    end
+  end
+end
+
+local function on_tool_call(u)
+  M.flush()
+  ensure_section("agent")
+  local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
+  local row = add_lines({ tool_line(t) })
+  t.mark = place_mark(row)
+  S.tools[u.toolCallId] = t
+end
+
+local function on_tool_update(u)
+  local t = S.tools[u.toolCallId]
+  if not t then
+    return on_tool_call(u)
+  end
+  if u.title then
+    t.title = u.title
+  end
+  if u.status then
+    t.status = u.status
+  end
+  if t.status == "failed" then
+    t.note = first_text(u.content) or t.note
+  end
+  redraw_tool(t)
+end
+
+local function on_plan(u)
+  M.flush()
+  local lines = { "**Plan**" }
+  for _, e in ipairs(u.entries or {}) do
+    local box = e.status == "completed" and "[x]" or (e.status == "in_progress" and "[~]" or "[ ]")
+    lines[#lines + 1] = string.format("- %s %s", box, tostring(e.content):gsub("\n", " "))
+  end
+  local m = S.plan and vim.api.nvim_buf_get_extmark_by_id(S.buf, ns, S.plan.mark, {})
+  if m and m[1] and S.plan.turn == S.turn then
+    replace_at(S.plan.mark, S.plan.count, lines)
+    S.plan.count = #lines
+  else
+    ensure_section("agent")
+    local row = add_lines(lines)
+    S.plan = { mark = place_mark(row), count = #lines, turn = S.turn }
+  end
+end
+
+local function on_update(u)
+  local kind = u.sessionUpdate
+  if kind == "agent_message_chunk" then
+    queue("text", u.content and u.content.text)
+  elseif kind == "agent_thought_chunk" then
+    queue("thought", u.content and u.content.text)
+  elseif kind == "user_message_chunk" then
+    local c = u.content or {}
+    if c.type == "resource" and c.resource then
+      queue("user", "\n`" .. tostring(c.resource.uri) .. "`\n")
+    else
+      queue("user", c.text)
+    end
+  elseif kind == "tool_call" then
+    on_tool_call(u)
+  elseif kind == "tool_call_update" then
+    on_tool_update(u)
+  elseif kind == "plan" then
+    on_plan(u)
+  elseif kind == "usage_update" then
+    if u.used and u.size then
+      S.header.usage = string.format("%d/%d tokens", u.used, u.size)
+      if type(u.cost) == "table" and u.cost.amount then
+        S.header.usage = S.header.usage .. string.format(" %.4f %s", u.cost.amount, u.cost.currency or "")
+      end
+      set_header()
+    end
+  elseif kind == "current_mode_update" then
+    S.header.mode = u.currentModeId
+    set_header()
+  end
+end
+
+local function prompt_lines(blocks)
+  local lines = {}
+  for _, b in ipairs(blocks or {}) do
+    if b.type == "text" then
+      vim.list_extend(lines, vim.split(b.text, "\n", { plain = true }))
+    elseif b.type == "resource" and b.resource then
+      lines[#lines + 1] = "`" .. tostring(b.resource.uri) .. "`"
+    end
+  end
+  return lines
+end
+
+local function finish_turn(stop, err)
+  M.flush()
+  for _, t in pairs(S.tools) do
+    if t.status ~= "completed" and t.status ~= "failed" then
+      t.status = "unfinished"
+      redraw_tool(t)
+    end
+  end
+  if err then
+    add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
+  else
+    add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
+  end
+  S.tools = {}
+  S.section = nil
+  S.header.state = "idle"
+  set_header()
+end
+
+--- Fold one client event into the chat.
+function M.handle(ev)
+  if ev.type == "update" then
+    if S.header.session and ev.session_id ~= S.header.session then
+      return
+    end
+    M.buffer()
+    on_update(ev.update)
+  elseif ev.type == "turn_start" then
+    M.flush()
+    M.buffer()
+    S.turn = (S.turn or 0) + 1
+    S.section = nil
+    ensure_section("user")
+    add_lines(prompt_lines(ev.prompt))
+    S.section = nil
+    ensure_section("agent")
+    S.header.state = "working"
+    set_header()
+  elseif ev.type == "turn_end" then
+    finish_turn(ev.stop_reason, ev.error)
+  elseif ev.type == "cancel" then
+    M.say("cancelling …")
+  elseif ev.type == "session" then
+    M.flush()
+    M.buffer()
+    S.header.session = ev.id
+    if ev.modes then
+      S.header.mode = ev.modes.currentModeId
+    end
+    if ev.loading then
+      S.tools, S.section = {}, nil
+      add_lines({ "", "# Session " .. ev.id .. " (loaded)" })
+    elseif ev.loaded then
+      M.flush()
+      S.section = nil
+      add_lines({ "", "_— replayed —_" })
+    else
+      add_lines({ "", "# Session " .. ev.id })
+    end
+    set_header()
+  elseif ev.type == "exit" then
+    M.flush()
+    M.buffer()
+    local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
+    local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one.", how,
+      ev.during_turn and " during a turn" or "") }
+    if ev.stderr and ev.stderr ~= "" then
+      lines[#lines + 1] = "```"
+      local tail = vim.split(ev.stderr:gsub("%s+$", ""), "\n", { plain = true })
+      vim.list_extend(lines, vim.list_slice(tail, math.max(1, #tail - 14)))
+      lines[#lines + 1] = "```"
+    end
+    add_lines(lines)
+    S.tools, S.section = {}, nil
+    S.header.state, S.header.session = "stopped", nil
+    set_header()
+  elseif ev.type == "info" then
+    M.say(ev.text, ev.level)
+  end
+end
+
+--- The chat's text (for tests and `--check`).
+function M.text()
+  M.flush()
+  if not valid() then
+    return ""
+  end
+  return table.concat(vim.api.nvim_buf_get_lines(S.buf, 0, -1, false), "\n")
+end
+
+return M

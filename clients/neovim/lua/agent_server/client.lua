@@ -1,0 +1,375 @@
+--- The ACP side: initialize (with our `_meta.agentServer` block), sessions, prompts, cancel.
+---
+--- Role: owns the one server process of this editor (through `rpc`), starts it on demand and again
+--- after it died, and turns everything the server says into one stream of events for the views:
+---   { type = "session", id, modes, configOptions, loaded }
+---   { type = "update", session_id, update }            (session/update)
+---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
+---   { type = "exit", code, signal, stderr }            (the server died)
+---   { type = "info", text }                            (a line for the chat)
+--- Requests of the server are routed to `M.handlers[method](req)` (set by the plugin).
+---
+--- Must never: touch a buffer or a window.
+local config = require("agent_server.config")
+local rpc_mod = require("agent_server.rpc")
+
+local M = {}
+
+M.VERSION = "0.1.0"
+
+--- method -> function(req) answering a request of the server (req.reply(result, err)).
+M.handlers = {}
+
+local state = {
+  rpc = nil,
+  starting = false,
+  waiters = {},
+  listeners = {},
+  session_id = nil,
+  encoding = "utf-16",
+  extension = false,
+  agent_info = nil,
+  modes = nil,
+  config_options = nil,
+  turns = 0, -- turns running (prompts sent and not answered)
+  bad_lines = 0,
+}
+M.state = state
+
+--- Subscribe to the event stream.
+---@param fn fun(ev: table)
+function M.on(fn)
+  state.listeners[#state.listeners + 1] = fn
+end
+
+local function emit(ev)
+  for _, fn in ipairs(state.listeners) do
+    local ok, err = pcall(fn, ev)
+    if not ok then
+      vim.notify("agent-server: " .. tostring(err), vim.log.levels.ERROR)
+    end
+  end
+end
+M.emit = emit
+
+local function cwd()
+  return vim.fn.fnamemodify(config.get().cwd or vim.fn.getcwd(), ":p"):gsub("/$", "")
+end
+
+local function on_request(_, req)
+  local handler = M.handlers[req.method]
+  if not handler then
+    req.reply(nil, { code = -32601, message = "method not found: " .. tostring(req.method) })
+    return
+  end
+  handler(req)
+end
+
+local function track(update)
+  local kind = update.sessionUpdate
+  if kind == "current_mode_update" and state.modes then
+    state.modes.currentModeId = update.currentModeId
+  elseif kind == "config_option_update" then
+    state.config_options = update.configOptions
+  end
+end
+
+local function on_notification(_, method, params)
+  if method == "session/update" and type(params) == "table" and type(params.update) == "table" then
+    if params.sessionId == state.session_id or state.loading == params.sessionId then
+      track(params.update)
+    end
+    emit({ type = "update", session_id = params.sessionId, update = params.update })
+  end
+end
+
+local function on_exit(r, code, signal, tail)
+  if state.rpc ~= r then
+    return
+  end
+  state.rpc = nil
+  state.session_id = nil
+  local was_running = state.turns > 0
+  state.turns = 0
+  if not r.stopping then
+    emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running })
+  end
+  local waiters = state.waiters
+  state.waiters, state.starting = {}, false
+  for _, w in ipairs(waiters) do
+    w("the server exited while starting: " .. (tail ~= "" and tail or ("exit code " .. tostring(code))))
+  end
+end
+
+local function finish_start(err)
+  local waiters = state.waiters
+  state.waiters, state.starting = {}, false
+  for _, w in ipairs(waiters) do
+    w(err)
+  end
+end
+
+local function after_session(result)
+  state.modes = result.modes
+  state.config_options = result.configOptions
+  local cfg = config.get()
+  if cfg.mode then
+    M.set_mode(cfg.mode)
+  end
+  if cfg.model then
+    M.set_model(cfg.model)
+  end
+end
+
+--- Start a new session in the running server. `cb(err)`.
+function M.new_session(cb)
+  cb = cb or function() end
+  M.ensure_server(function(err)
+    if err then
+      return cb(err)
+    end
+    state.rpc:request("session/new", { cwd = cwd(), mcpServers = {} }, function(e, result)
+      if e then
+        return cb("session/new failed: " .. tostring(e.message))
+      end
+      state.session_id = result.sessionId
+      after_session(result)
+      emit({ type = "session", id = result.sessionId, modes = result.modes, configOptions = result.configOptions })
+      cb(nil)
+    end)
+  end)
+end
+
+--- Make sure a server runs and is initialized. `cb(err)` on the main loop.
+function M.ensure_server(cb)
+  if state.rpc and state.initialized then
+    return cb(nil)
+  end
+  state.waiters[#state.waiters + 1] = cb
+  if state.starting then
+    return
+  end
+  state.starting = true
+  local cmd, why = config.server_cmd()
+  if not cmd then
+    return finish_start(why)
+  end
+  local cfg = config.get()
+  local r, err = rpc_mod.start({
+    cmd = cmd,
+    env = cfg.env,
+    cwd = cwd(),
+    on_request = on_request,
+    on_notification = on_notification,
+    on_exit = on_exit,
+    on_bad_line = function()
+      state.bad_lines = state.bad_lines + 1
+    end,
+  })
+  if not r then
+    return finish_start(err)
+  end
+  state.rpc, state.initialized = r, false
+  r:request("initialize", {
+    protocolVersion = 1,
+    clientCapabilities = {
+      fs = { readTextFile = true, writeTextFile = true },
+      terminal = false,
+      _meta = {
+        agentServer = {
+          version = 1,
+          bufferVersions = true,
+          applyWorkspaceEdit = true,
+          positionEncodings = cfg.position_encodings,
+        },
+      },
+    },
+    clientInfo = { name = "agent-server.nvim", title = "agent-server for Neovim", version = M.VERSION },
+  }, function(e, result)
+    if e then
+      return finish_start("initialize failed: " .. tostring(e.message))
+    end
+    local caps = result.agentCapabilities or {}
+    local ext = (caps._meta or {}).agentServer
+    state.extension = type(ext) == "table" and ext.applyWorkspaceEdit == true
+    state.encoding = (type(ext) == "table" and ext.positionEncoding) or "utf-16"
+    state.agent_info = result.agentInfo
+    state.capabilities = caps
+    state.initialized = true
+    finish_start(nil)
+  end)
+end
+
+--- Make sure a server runs and a session is open. `cb(err)`.
+function M.ensure(cb)
+  if state.rpc and state.initialized and state.session_id then
+    return cb(nil)
+  end
+  M.ensure_server(function(err)
+    if err then
+      return cb(err)
+    end
+    if state.session_id then
+      return cb(nil)
+    end
+    M.new_session(cb)
+  end)
+end
+
+--- Send a prompt (a list of ACP content blocks) in the current session.
+---@param blocks table[]
+---@param cb fun(err: string|nil, stop_reason: string|nil)|nil
+function M.prompt(blocks, cb)
+  cb = cb or function() end
+  state.turns = state.turns + 1 -- busy from now on, also while the server starts
+  M.ensure(function(err)
+    if err then
+      state.turns = math.max(0, state.turns - 1)
+      emit({ type = "info", text = "agent-server: " .. err, level = "error" })
+      return cb(err)
+    end
+    local r = state.rpc
+    emit({ type = "turn_start", prompt = blocks })
+    r:request("session/prompt", { sessionId = state.session_id, prompt = blocks }, function(e, result)
+      if state.rpc == r then
+        state.turns = math.max(0, state.turns - 1)
+      end
+      if e then
+        local msg = tostring(e.message) .. ((type(e.data) == "table" and e.data.details) and (": " .. tostring(e.data.details)) or "")
+        emit({ type = "turn_end", error = msg })
+        return cb(msg)
+      end
+      emit({ type = "turn_end", stop_reason = result.stopReason })
+      cb(nil, result.stopReason)
+    end)
+  end)
+end
+
+--- Cancel the running turn (`session/cancel`).
+function M.cancel()
+  if state.rpc and state.session_id then
+    state.rpc:notify("session/cancel", { sessionId = state.session_id })
+    emit({ type = "cancel" })
+    return true
+  end
+  return false
+end
+
+--- `session/list` for the workspace: `cb(err, sessions)`.
+function M.list_sessions(cb)
+  M.ensure_server(function(err)
+    if err then
+      return cb(err)
+    end
+    state.rpc:request("session/list", { cwd = cwd() }, function(e, result)
+      if e then
+        return cb(tostring(e.message))
+      end
+      cb(nil, result.sessions or {})
+    end)
+  end)
+end
+
+--- `session/load`: the server replays the history (as events) and then answers. `cb(err)`.
+function M.load_session(id, cb)
+  cb = cb or function() end
+  M.ensure_server(function(err)
+    if err then
+      return cb(err)
+    end
+    state.loading = id
+    emit({ type = "session", id = id, loading = true })
+    state.rpc:request("session/load", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
+      state.loading = nil
+      if e then
+        return cb("session/load failed: " .. tostring(e.message))
+      end
+      state.session_id = id
+      after_session(result or {})
+      emit({ type = "session", id = id, loaded = true, modes = state.modes, configOptions = state.config_options })
+      cb(nil)
+    end)
+  end)
+end
+
+--- `session/set_mode`. `cb(err)`.
+function M.set_mode(mode, cb)
+  cb = cb or function() end
+  M.ensure(function(err)
+    if err then
+      return cb(err)
+    end
+    state.rpc:request("session/set_mode", { sessionId = state.session_id, modeId = mode }, function(e)
+      if e then
+        return cb(tostring(e.message))
+      end
+      if state.modes then
+        state.modes.currentModeId = mode
+      end
+      emit({ type = "info", text = "mode: " .. mode })
+      cb(nil)
+    end)
+  end)
+end
+
+--- Switch the model: the `model` config option when the server offers one, else its `/model`
+--- command. `cb(err)`.
+function M.set_model(model, cb)
+  cb = cb or function() end
+  M.ensure(function(err)
+    if err then
+      return cb(err)
+    end
+    for _, opt in ipairs(state.config_options or {}) do
+      if opt.category == "model" or opt.id == "model" then
+        state.rpc:request(
+          "session/set_config_option",
+          { sessionId = state.session_id, configId = opt.id, value = model },
+          function(e, result)
+            if e then
+              return cb(tostring(e.message))
+            end
+            state.config_options = result.configOptions or state.config_options
+            emit({ type = "info", text = "model: " .. model })
+            cb(nil)
+          end
+        )
+        return
+      end
+    end
+    M.prompt({ { type = "text", text = "/model " .. model } }, function(e)
+      cb(e)
+    end)
+  end)
+end
+
+--- The models the server offers (from a `model` config option), or nil.
+function M.models()
+  for _, opt in ipairs(state.config_options or {}) do
+    if opt.category == "model" or opt.id == "model" then
+      return opt.options, opt.currentValue
+    end
+  end
+end
+
+--- Stop the server (its whole process group). `wait`: block up to 500 ms (VimLeavePre).
+function M.stop(wait)
+  local r = state.rpc
+  state.rpc, state.session_id, state.initialized = nil, nil, false
+  state.turns = 0
+  if r then
+    r:stop(wait)
+  end
+end
+
+--- Whether a turn is running.
+function M.busy()
+  return state.turns > 0
+end
+
+--- The running server's pid (process group id), or nil.
+function M.pid()
+  return state.rpc and state.rpc.pid
+end
+
+return M

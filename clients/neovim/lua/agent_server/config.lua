@@ -1,0 +1,140 @@
+--- Settings of the plugin: defaults, `setup(opts)` merging and validation.
+---
+--- Role: one table of options every other module reads through `config.get()`. Validation
+--- collects human-readable errors (shown by `:checkhealth agent_server` and once at setup)
+--- instead of throwing, so a typo never breaks the editor.
+---
+--- Must never: print or store secrets it is not given (environment values are passed to the
+--- server process only, and `:checkhealth` shows variable names, never values).
+local M = {}
+
+--- The defaults; `setup()` alone works with them.
+---@class agent_server.Config
+---@field cmd string[]|nil argv of the server; nil: `agent-server` found on $PATH
+---@field env table<string,string> extra environment for the server process
+---@field cwd string|nil workspace root sent as `session/new.cwd`; nil: the current directory
+---@field model string|nil model id switched to after each new session (`/model`), nil: the server's
+---@field mode string|nil mode id set after each new session, nil: the server's default
+---@field position_encodings string[] offered position encodings, preferred first
+---@field redraw_ms integer at most one chat redraw per this many milliseconds
+---@field chat table { position = "right"|"left"|"below"|"tab", width = integer, height = integer }
+---@field keymaps table|false global and diff-view keymaps (false: none); values are lhs or false
+M.defaults = {
+  cmd = nil,
+  env = {},
+  cwd = nil,
+  model = nil,
+  mode = nil,
+  position_encodings = { "utf-16", "utf-8" },
+  redraw_ms = 50,
+  chat = { position = "right", width = 80, height = 20 },
+  keymaps = {
+    ask = "<leader>aa", -- normal and visual: :AgentAsk
+    chat = "<leader>ac",
+    cancel = "<leader>ax",
+    -- buffer-local in the diff view of a proposal:
+    accept = "gA",
+    reject = "gR",
+    accept_hunk = "ga",
+    reject_hunk = "gr",
+    next_hunk = "]h",
+    prev_hunk = "[h",
+    close = "q",
+  },
+}
+
+local options = vim.deepcopy(M.defaults)
+local errors = {}
+
+local ENCODINGS = { ["utf-8"] = true, ["utf-16"] = true, ["utf-32"] = true }
+
+local function validate(opts)
+  local errs = {}
+  local function check(name, ok, want)
+    if not ok then
+      errs[#errs + 1] = string.format("option '%s': expected %s, got %s", name, want, vim.inspect(opts[name]))
+    end
+  end
+  check("cmd", opts.cmd == nil or (type(opts.cmd) == "table" and #opts.cmd > 0 and vim.iter(opts.cmd):all(function(a)
+    return type(a) == "string"
+  end)), "a non-empty list of strings")
+  check("env", type(opts.env) == "table", "a table of strings")
+  if type(opts.env) == "table" then
+    for k, v in pairs(opts.env) do
+      if type(k) ~= "string" or (type(v) ~= "string" and type(v) ~= "number") then
+        errs[#errs + 1] = string.format("option 'env': entry %s must be a string", vim.inspect(k))
+      end
+    end
+  end
+  check("cwd", opts.cwd == nil or type(opts.cwd) == "string", "a folder path")
+  check("model", opts.model == nil or type(opts.model) == "string", "a model id")
+  check("mode", opts.mode == nil or type(opts.mode) == "string", "a mode id")
+  check("redraw_ms", type(opts.redraw_ms) == "number" and opts.redraw_ms >= 1, "a number >= 1")
+  check("keymaps", opts.keymaps == false or type(opts.keymaps) == "table", "a table or false")
+  local encs = opts.position_encodings
+  local encs_ok = type(encs) == "table" and #encs > 0
+  if encs_ok then
+    for _, e in ipairs(encs) do
+      encs_ok = encs_ok and ENCODINGS[e] == true
+    end
+  end
+  check("position_encodings", encs_ok, 'a list of "utf-16", "utf-8", "utf-32"')
+  local chat = opts.chat
+  check(
+    "chat",
+    type(chat) == "table" and vim.tbl_contains({ "right", "left", "below", "tab" }, chat.position),
+    '{ position = "right"|"left"|"below"|"tab", width = n, height = n }'
+  )
+  return errs
+end
+
+--- Merge `opts` over the defaults and validate. Invalid options are reported (returned, kept for
+--- `:checkhealth`) and replaced by their defaults, so the plugin keeps working.
+---@param opts table|nil
+---@return string[] errors
+function M.setup(opts)
+  opts = opts or {}
+  local merged = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts)
+  if opts.keymaps == false then
+    merged.keymaps = false
+  end
+  errors = validate(merged)
+  for _, e in ipairs(errors) do
+    local name = e:match("^option '([%w_]+)'")
+    if name and M.defaults[name] ~= nil or name == "cmd" then
+      merged[name] = vim.deepcopy(M.defaults[name])
+    end
+  end
+  options = merged
+  return errors
+end
+
+--- The current options (after `setup`, else the defaults).
+---@return agent_server.Config
+function M.get()
+  return options
+end
+
+--- Configuration errors of the last `setup()`.
+---@return string[]
+function M.errors()
+  return errors
+end
+
+--- argv that starts the server: `cmd`, else `agent-server` on $PATH; nil and a reason when not found.
+---@return string[]|nil argv, string|nil why
+function M.server_cmd()
+  local cmd = options.cmd
+  if cmd then
+    if vim.fn.executable(cmd[1]) == 1 then
+      return vim.deepcopy(cmd)
+    end
+    return nil, string.format("the configured server command '%s' is not executable", cmd[1])
+  end
+  if vim.fn.executable("agent-server") == 1 then
+    return { "agent-server" }
+  end
+  return nil, "'agent-server' is not on $PATH (install it, or set cmd in setup())"
+end
+
+return M

@@ -1,0 +1,277 @@
+--- agent-server for Neovim: ask the agent about a selection, watch it work in a chat buffer, and
+--- review its edits as diffs, hunk by hunk. See `:help agent-server`.
+---
+--- This table is the plugin's one public API; the `:Agent*` commands and the keymaps call it.
+local M = {}
+
+local config = require("agent_server.config")
+local client = require("agent_server.client")
+
+local wired = false
+
+local function notify(msg, level)
+  vim.notify("agent-server: " .. msg, level or vim.log.levels.INFO)
+end
+
+-- Connect the modules: the server's requests to their handlers, the event stream to the chat.
+local function wire()
+  if wired then
+    return
+  end
+  wired = true
+  local buffers = require("agent_server.buffers")
+  local proposals = require("agent_server.proposals")
+  local permissions = require("agent_server.permissions")
+  local diff = require("agent_server.diff")
+  local chat = require("agent_server.chat")
+  client.handlers["fs/read_text_file"] = function(req)
+    req.reply(buffers.read_text_file(req.params))
+  end
+  client.handlers["fs/write_text_file"] = function(req)
+    req.reply(buffers.write_text_file(req.params))
+  end
+  client.handlers["_agent_server/apply_workspace_edit"] = function(req)
+    proposals.receive(req, client.state.encoding)
+  end
+  client.handlers["session/request_permission"] = permissions.ask
+  proposals.hooks.show = diff.show
+  proposals.hooks.close = diff.close
+  proposals.hooks.say = function(s)
+    chat.say(s)
+  end
+  permissions.hooks.say = function(s)
+    chat.say(s)
+  end
+  client.on(chat.handle)
+  client.on(function(ev)
+    if ev.type == "exit" then
+      local tail = (ev.stderr or ""):gsub("%s+$", "")
+      tail = tail:sub(-400)
+      notify(string.format("the server exited (%s)%s", ev.signal ~= 0 and ("signal " .. ev.signal) or ("code " .. ev.code),
+        tail ~= "" and (":\n" .. tail) or ""), vim.log.levels.ERROR)
+      -- proposals waiting for the user cannot be answered any more
+      for _, p in pairs(proposals.open) do
+        p.answered = true
+        diff.close(p)
+      end
+      proposals.open = {}
+    elseif ev.type == "cancel" then
+      permissions.cancel_all()
+    end
+  end)
+  local group = vim.api.nvim_create_augroup("agent_server", { clear = true })
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = group,
+    callback = function()
+      client.stop(true)
+    end,
+  })
+end
+
+--- Configure the plugin. Every option has a default (`:help agent-server-config`).
+---@param opts table|nil
+function M.setup(opts)
+  local errors = config.setup(opts)
+  for _, e in ipairs(errors) do
+    notify("configuration: " .. e, vim.log.levels.WARN)
+  end
+  wire()
+  local keys = config.get().keymaps
+  if keys then
+    if keys.ask then
+      vim.keymap.set("n", keys.ask, "<cmd>AgentAsk<cr>", { desc = "agent-server: ask" })
+      vim.keymap.set("x", keys.ask, ":AgentAsk<cr>", { desc = "agent-server: ask about the selection" })
+    end
+    if keys.chat then
+      vim.keymap.set("n", keys.chat, M.chat, { desc = "agent-server: chat" })
+    end
+    if keys.cancel then
+      vim.keymap.set("n", keys.cancel, M.cancel, { desc = "agent-server: cancel the turn" })
+    end
+  end
+end
+
+--- Ask the agent. `prompt`: the question (asked for with `vim.ui.input` when empty); `range`:
+--- `{ line1, line2, visual }` of the current buffer, sent as an embedded resource with a `#L` URI.
+---@param prompt string|nil
+---@param range table|nil
+function M.ask(prompt, range)
+  wire()
+  local blocks = {}
+  if range then
+    local block, err = require("agent_server.selection").block(vim.api.nvim_get_current_buf(), range)
+    if not block then
+      return notify(err, vim.log.levels.ERROR)
+    end
+    blocks[1] = block
+  end
+  local function send(text)
+    if not text or not text:match("%S") then
+      return notify("nothing asked")
+    end
+    table.insert(blocks, 1, { type = "text", text = text })
+    require("agent_server.chat").open(false)
+    client.prompt(blocks)
+  end
+  if prompt and prompt:match("%S") then
+    send(prompt)
+  else
+    vim.ui.input({ prompt = "Ask the agent: " }, send)
+  end
+end
+
+--- Open (or focus) the chat buffer.
+function M.chat()
+  wire()
+  require("agent_server.chat").open(true)
+end
+
+--- Cancel the running turn.
+function M.cancel()
+  if not client.cancel() then
+    notify("no running session")
+  end
+end
+
+--- Start a new session (the chat keeps the old transcript above).
+function M.new()
+  wire()
+  require("agent_server.chat").open(false)
+  client.new_session(function(err)
+    if err then
+      notify(err, vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- Pick an earlier session of this workspace with `vim.ui.select` and load it (replayed into the chat).
+function M.sessions()
+  wire()
+  client.list_sessions(function(err, sessions)
+    if err then
+      return notify(err, vim.log.levels.ERROR)
+    end
+    if #sessions == 0 then
+      return notify("no earlier sessions in this workspace")
+    end
+    vim.ui.select(sessions, {
+      prompt = "Load session:",
+      kind = "agent_server.session",
+      format_item = function(s)
+        return string.format("%s  %s  %s", s.updatedAt or "", s.title or "(untitled)", s.sessionId)
+      end,
+    }, function(choice)
+      if not choice then
+        return
+      end
+      require("agent_server.chat").open(false)
+      client.load_session(choice.sessionId, function(e)
+        if e then
+          notify(e, vim.log.levels.ERROR)
+        end
+      end)
+    end)
+  end)
+end
+
+--- Switch the session's mode (`mode` id, or pick one).
+function M.mode(mode)
+  wire()
+  local function set(m)
+    client.set_mode(m, function(err)
+      if err then
+        notify(err, vim.log.levels.ERROR)
+      end
+    end)
+  end
+  if mode and mode ~= "" then
+    return set(mode)
+  end
+  client.ensure(function(err)
+    if err then
+      return notify(err, vim.log.levels.ERROR)
+    end
+    local modes = (client.state.modes or {}).availableModes or {}
+    vim.ui.select(modes, {
+      prompt = "Mode:",
+      format_item = function(m)
+        return m.name .. (m.description and (" — " .. m.description) or "")
+      end,
+    }, function(choice)
+      if choice then
+        set(choice.id)
+      end
+    end)
+  end)
+end
+
+--- Switch the session's model (`model` id, or pick one when the server lists them).
+function M.model(model)
+  wire()
+  local function set(m)
+    client.set_model(m, function(err)
+      if err then
+        notify(err, vim.log.levels.ERROR)
+      end
+    end)
+  end
+  if model and model ~= "" then
+    return set(model)
+  end
+  client.ensure(function(err)
+    if err then
+      return notify(err, vim.log.levels.ERROR)
+    end
+    local options = client.models()
+    if not options then
+      return vim.ui.input({ prompt = "Model id: " }, function(m)
+        if m and m ~= "" then
+          set(m)
+        end
+      end)
+    end
+    vim.ui.select(options, {
+      prompt = "Model:",
+      format_item = function(o)
+        return o.name or o.value
+      end,
+    }, function(choice)
+      if choice then
+        set(choice.value)
+      end
+    end)
+  end)
+end
+
+local function on_proposal(fn)
+  return function()
+    local ok, err = require("agent_server.diff")[fn]()
+    if not ok then
+      notify(err or "nothing to do", vim.log.levels.WARN)
+    end
+  end
+end
+
+--- Accept the whole proposal in view (with any edits you made to the proposed text).
+M.accept = on_proposal("accept_all")
+--- Reject the whole proposal in view.
+M.reject = on_proposal("reject_all")
+--- Accept the hunk under the cursor.
+M.accept_hunk = on_proposal("accept_hunk")
+--- Reject the hunk under the cursor.
+M.reject_hunk = on_proposal("reject_hunk")
+
+--- Jump to the next / previous hunk of the proposal in view.
+function M.next_hunk()
+  require("agent_server.diff").jump(1)
+end
+function M.prev_hunk()
+  require("agent_server.diff").jump(-1)
+end
+
+--- Stop the server (its whole process group).
+function M.stop()
+  client.stop(true)
+end
+
+return M

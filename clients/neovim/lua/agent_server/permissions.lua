@@ -1,0 +1,87 @@
+--- `session/request_permission`: show the question (the tool call, the reason, the diff of an
+--- edit) and its options with `vim.ui.select`, and answer with the chosen option.
+---
+--- Must never: allow on silence, on a dismissed picker, on an error or when the turn is cancelled —
+--- all of those answer `cancelled`, which the server treats as a denial.
+local M = {}
+
+--- Hooks set by the plugin: `say(text)` writes to the chat, `diff(lines)` shows a diff.
+M.hooks = { say = function() end }
+
+local open = {}
+
+local function unified(old, new, path)
+  local diff = vim.diff(old or "", new or "", { result_type = "unified", ctxlen = 3 })
+  local lines = { "```diff", "--- " .. tostring(path), "+++ " .. tostring(path) }
+  for _, l in ipairs(vim.split((diff or ""):gsub("\n$", ""), "\n", { plain = true })) do
+    lines[#lines + 1] = l
+  end
+  lines[#lines + 1] = "```"
+  return lines
+end
+
+--- Lines describing the question: title, reasons, diffs.
+function M.describe(tool_call)
+  local lines = { "**Permission needed:** " .. tostring(tool_call.title or tool_call.toolCallId or "a tool call") }
+  for _, c in ipairs(tool_call.content or {}) do
+    if c.type == "diff" then
+      vim.list_extend(lines, unified(c.oldText, c.newText, c.path))
+    elseif c.type == "content" and c.content and type(c.content.text) == "string" then
+      vim.list_extend(lines, vim.split(c.content.text, "\n", { plain = true }))
+    end
+  end
+  local raw = tool_call.rawInput
+  if type(raw) == "table" and type(raw.command) == "string" then
+    lines[#lines + 1] = "`" .. raw.command:gsub("\n", " ") .. "`"
+  end
+  return lines
+end
+
+--- Handle the server's request (`req` from `rpc`).
+function M.ask(req)
+  local params = req.params
+  local options = params.options or {}
+  local entry = { req = req }
+  open[entry] = true
+  local function answer(result, said)
+    if req.answered() then
+      return
+    end
+    open[entry] = nil
+    req.reply(result)
+    M.hooks.say(said)
+  end
+  function req.on_cancel()
+    answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
+  end
+  entry.cancel = req.on_cancel
+  M.hooks.say(table.concat(M.describe(params.toolCall or {}), "\n"))
+  if #options == 0 then
+    return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
+  end
+  local ok, err = pcall(vim.ui.select, options, {
+    prompt = "agent-server: " .. tostring((params.toolCall or {}).title or "allow this tool call?"),
+    kind = "agent_server.permission",
+    format_item = function(o)
+      return o.name or o.optionId
+    end,
+  }, function(choice)
+    if choice and choice.optionId then
+      answer({ outcome = { outcome = "selected", optionId = choice.optionId } }, "permission: " .. (choice.name or choice.optionId))
+    else
+      answer({ outcome = { outcome = "cancelled" } }, "permission: dismissed — denied")
+    end
+  end)
+  if not ok then
+    answer({ outcome = { outcome = "cancelled" } }, "permission: could not ask (" .. tostring(err) .. ") — denied")
+  end
+end
+
+--- Answer every open question `cancelled` (the turn was cancelled).
+function M.cancel_all()
+  for entry in pairs(open) do
+    entry.cancel()
+  end
+end
+
+return M

@@ -1,0 +1,459 @@
+--- Edit proposals (`_agent_server/apply_workspace_edit`): the model, the stale rule, applying
+--- what was accepted, and the answer.
+---
+--- A proposal holds one `doc` per `TextDocumentEdit`; a doc keeps the text the edits were computed
+--- on (`base`, "\n" line breaks) and its hunks (one per `TextEdit`) with their original byte spans.
+--- Whatever is accepted — all at once or hunk by hunk — the document is made to hold
+--- `base` with every accepted hunk applied (bottom up, spans from the original text), so later
+--- hunks land at their original anchors, never at stale line numbers. A hunk's text may be the
+--- user's edit of it; `applied` then carries exactly that text.
+---
+--- Stale rule (PROTOCOL.md): stale when the document's version differs from the expected one
+--- **and** the sha256 of its text differs from the expected hash; with no version (`null`), the hash
+--- alone decides. Checked on arrival and again right before each application.
+---
+--- Must never: draw anything (the `diff` view asks this module), apply on top of fresh keystrokes,
+--- or answer a proposal twice.
+local buffers = require("agent_server.buffers")
+local text = require("agent_server.text")
+
+local M = {}
+
+---@type table<integer, table> open proposals by local id
+M.open = {}
+local next_id = 1
+
+--- Hooks set by the plugin: `show(proposal)` opens the view, `close(proposal)` closes it,
+--- `say(text)` writes to the chat.
+M.hooks = {
+  show = function() end,
+  close = function() end,
+  say = function() end,
+}
+
+local function uri_to_path(uri)
+  return vim.uri_to_fname(uri)
+end
+
+local function current(doc)
+  local buf = buffers.find(doc.path)
+  if buf then
+    local d = text.buffer_doc(buf)
+    local wire = text.wire(d.text, d.eol)
+    return { buf = buf, text = d.text, eol = d.eol, wire = wire, version = vim.b[buf].changedtick }
+  end
+  local raw = buffers.read_disk(doc.path)
+  if raw then
+    return { text = text.canon(raw), eol = text.detect_eol(raw), wire = raw }
+  end
+  return nil
+end
+
+--- Whether `doc` changed since it was read (or since our last application to it).
+function M.is_stale(doc)
+  local cur = current(doc)
+  if not cur then
+    return not doc.create or doc.created, "the file no longer exists"
+  end
+  local version_differs = doc.expect_version == nil or cur.version ~= doc.expect_version
+  if version_differs and text.sha256(cur.wire) ~= doc.expect_hash then
+    return true, "the file changed in the editor since the agent read it"
+  end
+  return false
+end
+
+local function parse_doc(change, params, encoding)
+  local uri = change.textDocument and change.textDocument.uri
+  if type(uri) ~= "string" or type(change.edits) ~= "table" then
+    return nil, "a TextDocumentEdit without a uri or edits"
+  end
+  local path = uri_to_path(uri)
+  local doc = {
+    uri = uri,
+    path = path,
+    name = vim.fn.fnamemodify(path, ":~:."),
+    version = change.textDocument.version, -- nil for JSON null
+    base_hash = (params.baseHashes or {})[uri],
+    encoding = encoding,
+    hunks = {},
+  }
+  return doc
+end
+
+local function init_doc(doc, create)
+  doc.create = create or false
+  local cur = current(doc)
+  if doc.create and not cur then
+    cur = { text = "", eol = "\n", wire = "" }
+  elseif doc.create and cur then
+    return false, doc.name .. " already exists"
+  end
+  if not cur then
+    return false, "cannot read " .. doc.name
+  end
+  doc.expect_version = doc.version
+  doc.expect_hash = doc.base_hash or text.sha256(cur.wire)
+  if not doc.create then
+    local stale, why = M.is_stale(doc)
+    if stale then
+      return false, why, "stale"
+    end
+  end
+  doc.base, doc.eol = cur.text, cur.eol
+  doc.was_loaded = cur.buf ~= nil
+  doc.was_dirty = cur.buf ~= nil and vim.bo[cur.buf].modified
+  local idx = text.index(doc.base)
+  for i, e in ipairs(doc.raw_edits) do
+    local r = e.range
+    local a0 = idx.offset(r.start.line, r.start.character, doc.encoding)
+    local a1 = idx.offset(r["end"].line, r["end"].character, doc.encoding)
+    doc.hunks[i] = {
+      index = i,
+      a0 = a0,
+      a1 = math.max(a0, a1),
+      range = r,
+      old = doc.base:sub(a0 + 1, math.max(a0, a1)),
+      new = text.canon(e.newText or ""),
+      state = "pending",
+    }
+  end
+  table.sort(doc.hunks, function(x, y)
+    return x.a0 < y.a0
+  end)
+  for i, h in ipairs(doc.hunks) do
+    if i > 1 and h.a0 < doc.hunks[i - 1].a1 then
+      return false, "the proposal's edits overlap"
+    end
+  end
+  return true
+end
+
+--- The text of `doc` with all hunks applied (what the view shows as proposed).
+function M.proposed_text(doc)
+  local spans = {}
+  for _, h in ipairs(doc.hunks) do
+    spans[#spans + 1] = { h.a0, h.a1, h.new }
+  end
+  return text.apply_spans(doc.base, spans)
+end
+
+--- Where each hunk's new text sits in `M.proposed_text(doc)`: `{ [hunk] = {b0, b1} }` byte offsets.
+function M.proposed_spans(doc)
+  local out, delta = {}, 0
+  for _, h in ipairs(doc.hunks) do
+    local b0 = h.a0 + delta
+    out[h] = { b0, b0 + #h.new }
+    delta = delta + #h.new - (h.a1 - h.a0)
+  end
+  return out
+end
+
+--- The text `doc` holds once every accepted hunk (with its accepted text) is applied to `base`.
+function M.accepted_text(doc)
+  if doc.final then
+    return doc.final
+  end
+  local spans = {}
+  for _, h in ipairs(doc.hunks) do
+    if h.state == "accepted" then
+      spans[#spans + 1] = { h.a0, h.a1, h.text }
+    end
+  end
+  return text.apply_spans(doc.base, spans)
+end
+
+local function write_doc(proposal, doc, new)
+  local buf = buffers.find(doc.path)
+  if not buf and (proposal.save == "never" or doc.was_loaded) then
+    buf = vim.fn.bufadd(doc.path)
+    vim.fn.bufload(buf)
+    vim.bo[buf].buflisted = true
+  end
+  if buf then
+    text.set_buffer_text(buf, new)
+    local d = text.buffer_doc(buf)
+    if d.text ~= new then
+      return false, "the buffer does not hold the accepted text after applying"
+    end
+    doc.expect_version = vim.b[buf].changedtick
+    doc.expect_hash = text.sha256(text.wire(new, d.eol))
+    doc.buf = buf
+    return true
+  end
+  local wire = text.wire(new, doc.eol)
+  local ok, err = buffers.write_disk(doc.path, wire)
+  if not ok then
+    return false, "cannot write " .. doc.name .. ": " .. tostring(err)
+  end
+  if buffers.read_disk(doc.path) ~= wire then
+    return false, "the file does not hold the accepted text after writing"
+  end
+  doc.expect_version = nil
+  doc.expect_hash = text.sha256(wire)
+  doc.on_disk = true
+  return true
+end
+
+--- Re-check and make `doc` hold `M.accepted_text(doc)`. On a stale document nothing is written and
+--- the proposal is answered (`stale`, or `partial` when earlier hunks already landed).
+---@return boolean ok
+function M.sync(proposal, doc, undo)
+  if proposal.answered then
+    return false
+  end
+  local function give_up(outcome, why)
+    if undo then
+      undo() -- the hunks just chosen did not land: they are not part of the answer
+    end
+    M.finish(proposal, outcome, why)
+    return false
+  end
+  local stale, why = M.is_stale(doc)
+  if doc.create and not doc.created then
+    local cur = current(doc)
+    stale = cur ~= nil and cur.wire ~= ""
+    why = doc.name .. " appeared on disk meanwhile"
+  end
+  if stale then
+    return give_up("stale", why)
+  end
+  local ok, err = write_doc(proposal, doc, M.accepted_text(doc))
+  if not ok then
+    return give_up("failed", err)
+  end
+  doc.created = doc.created or doc.create
+  doc.touched = true
+  if M.pending_count(proposal) == 0 then
+    M.finish(proposal)
+  end
+  return true
+end
+
+--- Accept hunks of `doc`: `texts` maps a hunk to its (possibly user-edited) new text.
+function M.accept_hunks(proposal, doc, texts)
+  local chosen = {}
+  for h, t in pairs(texts) do
+    if h.state == "pending" then
+      h.state, h.text = "accepted", t
+      chosen[#chosen + 1] = h
+    end
+  end
+  return M.sync(proposal, doc, function()
+    for _, h in ipairs(chosen) do
+      h.state, h.text = "pending", nil
+    end
+  end)
+end
+
+--- Accept all that is pending in `doc`; `final` (optional) is the whole text the user accepted
+--- when it differs from base + accepted hunks (the user edited outside the hunks).
+function M.accept_all(proposal, doc, texts, final)
+  local chosen = {}
+  for _, h in ipairs(doc.hunks) do
+    if h.state == "pending" then
+      h.state, h.text = "accepted", (texts and texts[h]) or h.new
+      chosen[#chosen + 1] = h
+    end
+  end
+  if final and final ~= M.accepted_text(doc) then
+    doc.final = final
+  end
+  return M.sync(proposal, doc, function()
+    doc.final = nil
+    for _, h in ipairs(chosen) do
+      h.state, h.text = "pending", nil
+    end
+  end)
+end
+
+--- Reject one hunk (or all pending ones when `hunk` is nil) of `doc`.
+function M.reject(proposal, doc, hunk)
+  for _, h in ipairs(doc.hunks) do
+    if h.state == "pending" and (hunk == nil or h == hunk) then
+      h.state = "rejected"
+    end
+  end
+  if M.pending_count(proposal) == 0 and not proposal.answered then
+    M.finish(proposal)
+  end
+end
+
+--- Hunks still waiting for a decision, over all documents.
+function M.pending_count(proposal)
+  local n = 0
+  for _, doc in ipairs(proposal.docs) do
+    for _, h in ipairs(doc.hunks) do
+      if h.state == "pending" then
+        n = n + 1
+      end
+    end
+  end
+  return n
+end
+
+local function applied_edits(doc)
+  if doc.final then
+    return text.line_edits(doc.base, doc.final, doc.encoding)
+  end
+  local edits = {}
+  for _, h in ipairs(doc.hunks) do
+    if h.state == "accepted" then
+      edits[#edits + 1] = { range = h.range, newText = text.wire(h.text, doc.eol) }
+    end
+  end
+  return edits
+end
+
+--- Answer the proposal (once) and close its view. `reason` overrides the outcome for `stale`,
+--- `cancelled` and `failed`; otherwise it follows the hunks: all accepted `applied`, some
+--- `partial`, none `rejected`. Pending hunks count as rejected.
+function M.finish(proposal, reason, message)
+  if proposal.answered then
+    return
+  end
+  proposal.answered = true
+  M.open[proposal.id] = nil
+  local accepted, total = 0, 0
+  local changes, versions, saved = {}, {}, true
+  for _, doc in ipairs(proposal.docs) do
+    for _, h in ipairs(doc.hunks) do
+      total = total + 1
+      if h.state == "accepted" and doc.touched then
+        accepted = accepted + 1
+      end
+    end
+    if doc.touched then
+      if doc.create then
+        changes[#changes + 1] = { kind = "create", uri = doc.uri }
+      end
+      local edits = applied_edits(doc)
+      changes[#changes + 1] = {
+        textDocument = { uri = doc.uri, version = doc.version == nil and vim.NIL or doc.version },
+        edits = edits,
+      }
+      local buf = buffers.find(doc.path)
+      local doc_saved = doc.on_disk == true and not buf
+      if buf then
+        if proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
+          doc_saved = buffers.save(buf)
+        else
+          doc_saved = not vim.bo[buf].modified
+        end
+      end
+      saved = saved and doc_saved
+      local cur = current(doc)
+      versions[doc.uri] = {
+        version = (cur and cur.version) or vim.NIL,
+        sha256 = cur and text.sha256(cur.wire) or vim.NIL,
+      }
+    end
+  end
+  local outcome = reason
+  local any_touched = #changes > 0
+  if outcome == nil then
+    if accepted == 0 or not any_touched then
+      outcome = "rejected"
+    elseif accepted == total then
+      outcome = "applied"
+    else
+      outcome = "partial"
+    end
+  elseif any_touched and accepted > 0 then
+    message = (message or reason) .. string.format(" (after %d of %d hunks had been applied)", accepted, total)
+    outcome = "partial"
+  end
+  local result = { outcome = outcome, saved = any_touched and saved or false }
+  if outcome == "applied" or outcome == "partial" then
+    result.applied = { documentChanges = changes }
+    result.versions = versions
+  end
+  if message then
+    result.message = message
+  end
+  proposal.result = result
+  proposal.req.reply(result)
+  local what = proposal.label or "Edit"
+  if outcome == "applied" then
+    M.hooks.say(string.format("%s: applied%s", what, result.saved and " and saved" or " (not saved)"))
+  elseif outcome == "partial" then
+    M.hooks.say(string.format("%s: %d of %d hunks applied%s", what, accepted, total, message and (" — " .. message) or ""))
+  elseif outcome == "stale" then
+    M.hooks.say(string.format("%s: not applied — stale: %s", what, message or "the file changed"))
+  else
+    M.hooks.say(string.format("%s: %s%s", what, outcome, message and (" — " .. message) or ""))
+  end
+  M.hooks.close(proposal)
+end
+
+--- Handle the server's request (`req` from `rpc`): build the proposal, answer at once when it is
+--- stale or malformed, else show it.
+---@param req table { params, reply, on_cancel }
+---@param encoding string the negotiated position encoding
+function M.receive(req, encoding)
+  local params = req.params
+  local proposal = {
+    id = next_id,
+    req = req,
+    label = params.label or "Edit",
+    tool_call_id = params.toolCallId,
+    session_id = params.sessionId,
+    save = params.save == "never" and "never" or "if-clean",
+    docs = {},
+  }
+  next_id = next_id + 1
+  local function fail(outcome, message)
+    proposal.answered = true
+    proposal.result = { outcome = outcome, saved = false, message = message }
+    req.reply(proposal.result)
+    M.hooks.say(string.format("%s: not applied — %s: %s", proposal.label, outcome, message))
+    return proposal
+  end
+  local changes = ((params.edit or {}).documentChanges) or {}
+  local creates = {}
+  for _, change in ipairs(changes) do
+    if change.kind == "create" then
+      creates[change.uri] = true
+    elseif change.kind ~= nil then
+      return fail("failed", "this client does not apply " .. tostring(change.kind) .. " operations")
+    else
+      local doc, err = parse_doc(change, params, encoding)
+      if not doc then
+        return fail("failed", err)
+      end
+      doc.raw_edits = change.edits
+      proposal.docs[#proposal.docs + 1] = doc
+    end
+  end
+  if #proposal.docs == 0 then
+    return fail("failed", "the proposal holds no text edits")
+  end
+  for _, doc in ipairs(proposal.docs) do
+    local ok, err, kind = init_doc(doc, creates[doc.uri])
+    if not ok then
+      return fail(kind or "failed", err)
+    end
+  end
+  function req.on_cancel()
+    M.finish(proposal, "cancelled", "cancelled by the agent")
+  end
+  M.open[proposal.id] = proposal
+  if M.pending_count(proposal) == 0 then
+    M.finish(proposal)
+    return proposal
+  end
+  M.hooks.show(proposal)
+  return proposal
+end
+
+--- The most recent open proposal (for commands run outside its view).
+function M.latest()
+  local best
+  for id, p in pairs(M.open) do
+    if not best or id > best.id then
+      best = p
+    end
+  end
+  return best
+end
+
+return M

@@ -1,0 +1,222 @@
+--- Text of documents as the protocol sees it, positions, hashes, and minimal buffer updates.
+---
+--- Role: one definition of "the text of a buffer" (its lines joined by the file's line break,
+--- plus a final line break when the file has one), used for `fs/read_text_file`, hashes and
+--- proposals alike, so a hash the server computed on what we sent matches ours. Inside the
+--- plugin, texts use "\n" only (`canon`); `wire()` puts the file's own line break back.
+--- Positions: LSP `{line, character}` in the negotiated encoding ↔ byte offsets, through
+--- `vim.str_byteindex` / `vim.str_utfindex` (never by arithmetic on the column).
+---
+--- Must never: change a buffer line that did not change (marks, folds and undo stay intact).
+local M = {}
+
+local has_011 = vim.fn.has("nvim-0.11") == 1
+
+local EOLS = { unix = "\n", dos = "\r\n", mac = "\r" }
+
+--- The document of a loaded buffer.
+---@param buf integer
+---@return { text: string, eol: string, lines: string[] } text uses "\n"; eol is the file's line break
+function M.buffer_doc(buf)
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local final = vim.bo[buf].eol or (vim.bo[buf].fixeol and not vim.bo[buf].binary)
+  local text
+  if #lines == 1 and lines[1] == "" and vim.api.nvim_buf_line_count(buf) == 1 and not vim.bo[buf].eol then
+    text = ""
+  elseif #lines == 1 and lines[1] == "" and vim.fn.getfsize(vim.api.nvim_buf_get_name(buf)) <= 0 then
+    text = "" -- an empty (or new) file
+  else
+    text = table.concat(lines, "\n") .. (final and "\n" or "")
+  end
+  return { text = text, eol = EOLS[vim.bo[buf].fileformat] or "\n", lines = lines }
+end
+
+--- Text with "\n" replaced by the line break `eol`.
+function M.wire(text, eol)
+  if eol == "\n" then
+    return text
+  end
+  return (text:gsub("\n", eol))
+end
+
+--- Text with any line break ("\r\n", "\r", "\n") made "\n".
+function M.canon(text)
+  return (text:gsub("\r\n", "\n"):gsub("\r", "\n"))
+end
+
+--- The line break a text uses (the first one found; "\n" when none).
+function M.detect_eol(raw)
+  local i = raw:find("[\r\n]")
+  if not i then
+    return "\n"
+  end
+  if raw:sub(i, i + 1) == "\r\n" then
+    return "\r\n"
+  end
+  return raw:sub(i, i)
+end
+
+--- sha256 hex of a text as sent on the wire.
+function M.sha256(wire_text)
+  return vim.fn.sha256(wire_text)
+end
+
+--- Lines of a "\n" text (a final "\n" ends the last line, it does not start a new one).
+---@return string[] lines, boolean final_newline
+function M.split(text)
+  if text == "" then
+    return { "" }, false
+  end
+  local final = text:sub(-1) == "\n"
+  local body = final and text:sub(1, -2) or text
+  return vim.split(body, "\n", { plain = true }), final
+end
+
+--- Byte index in `line` of `index` code units of `encoding`, clamped to the line's length.
+---@param line string
+---@param encoding "utf-8"|"utf-16"|"utf-32"
+---@param index integer
+---@return integer byte index (0-based)
+function M.byteindex(line, encoding, index)
+  if index <= 0 then
+    return 0
+  end
+  local ok, b
+  if has_011 then
+    ok, b = pcall(vim.str_byteindex, line, encoding, index, false)
+  elseif encoding == "utf-8" then
+    ok, b = true, math.min(index, #line)
+  else
+    ok, b = pcall(vim.str_byteindex, line, index, encoding == "utf-16")
+  end
+  if not ok or b == nil or b > #line then
+    return #line
+  end
+  return b
+end
+
+--- Code units of `encoding` in the first `byte` bytes of `line` (clamped).
+---@return integer
+function M.utfindex(line, encoding, byte)
+  byte = math.max(0, math.min(byte, #line))
+  if has_011 then
+    return vim.str_utfindex(line, encoding, byte, false)
+  end
+  if encoding == "utf-8" then
+    return byte
+  end
+  local u32, u16 = vim.str_utfindex(line, byte)
+  return encoding == "utf-16" and u16 or u32
+end
+
+--- Offset helper for one "\n" text: LSP positions ↔ byte offsets (1-based offsets are not used:
+--- offsets here are 0-based byte counts from the start of the text).
+---@param text string
+function M.index(text)
+  local starts = { 0 }
+  for pos in text:gmatch("()\n") do
+    starts[#starts + 1] = pos -- 1-based position of "\n" == 0-based offset of the next line
+  end
+  local idx = { text = text, starts = starts }
+  --- Byte offset of an LSP position; past the end of a line or the text clamps, as LSP says.
+  function idx.offset(line, character, encoding)
+    if line >= #starts then
+      return #text
+    end
+    local s = starts[line + 1]
+    local e = (starts[line + 2] and starts[line + 2] - 1) or #text
+    local body = text:sub(s + 1, e)
+    return s + M.byteindex(body, encoding, character)
+  end
+  --- `{line, character}` of a byte offset.
+  function idx.position(offset, encoding)
+    local line = 0
+    local lo, hi = 1, #starts
+    while lo <= hi do
+      local mid = math.floor((lo + hi) / 2)
+      if starts[mid] <= offset then
+        line = mid - 1
+        lo = mid + 1
+      else
+        hi = mid - 1
+      end
+    end
+    local s = starts[line + 1]
+    return { line = line, character = M.utfindex(text:sub(s + 1, offset), encoding, offset - s) }
+  end
+  --- 0-based (row, byte col) of a byte offset, for extmarks and nvim_buf_set_text.
+  function idx.rowcol(offset)
+    local p = idx.position(offset, "utf-8")
+    return p.line, p.character
+  end
+  return idx
+end
+
+--- Apply spans `{a0, a1, text}` (byte offsets into `text`, non-overlapping) and return the result.
+function M.apply_spans(text, spans)
+  table.sort(spans, function(x, y)
+    return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
+  end)
+  local out, cursor = {}, 0
+  for _, s in ipairs(spans) do
+    if s[1] < cursor then
+      error("overlapping edits")
+    end
+    out[#out + 1] = text:sub(cursor + 1, s[1])
+    out[#out + 1] = s[3]
+    cursor = s[2]
+  end
+  out[#out + 1] = text:sub(cursor + 1)
+  return table.concat(out)
+end
+
+--- Make buffer `buf` hold the "\n" text `new`, changing only the lines that differ (one undo step
+--- when called from one callback). The buffer's `eol` follows the text's final newline.
+function M.set_buffer_text(buf, new)
+  local cur = M.buffer_doc(buf).text
+  if cur == new then
+    return
+  end
+  local new_lines, final = M.split(new)
+  local old_lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local a = table.concat(old_lines, "\n") .. "\n"
+  local b = table.concat(new_lines, "\n") .. "\n"
+  local hunks = vim.diff(a, b, { result_type = "indices", algorithm = "histogram" }) or {}
+  for i = #hunks, 1, -1 do
+    local sa, ca, sb, cb = unpack(hunks[i])
+    local repl = vim.list_slice(new_lines, sb, sb + cb - 1)
+    local first = ca == 0 and sa or sa - 1 -- ca == 0: insert after line sa
+    vim.api.nvim_buf_set_lines(buf, first, first + ca, false, repl)
+  end
+  if new ~= "" then
+    vim.bo[buf].eol = final
+    if not final then
+      vim.bo[buf].fixeol = false
+    end
+  end
+end
+
+--- Line-level edits turning "\n" text `old` into `new`, as LSP TextEdits (whole lines, character 0,
+--- except at a text's end without a final newline, counted in `encoding`).
+function M.line_edits(old, new, encoding)
+  local edits = {}
+  local hunks = vim.diff(old, new, { result_type = "indices", algorithm = "histogram" }) or {}
+  local old_idx = M.index(old)
+  local new_idx = M.index(new)
+  for _, h in ipairs(hunks) do
+    local sa, ca, sb, cb = unpack(h)
+    local a0 = ca == 0 and sa or sa - 1
+    local b0 = cb == 0 and sb or sb - 1
+    local s0 = old_idx.offset(a0, 0, "utf-8")
+    local s1 = old_idx.offset(a0 + ca, 0, "utf-8")
+    local t0 = new_idx.offset(b0, 0, "utf-8")
+    local t1 = new_idx.offset(b0 + cb, 0, "utf-8")
+    edits[#edits + 1] = {
+      range = { start = old_idx.position(s0, encoding), ["end"] = old_idx.position(s1, encoding) },
+      newText = new:sub(t0 + 1, t1),
+    }
+  end
+  return edits
+end
+
+return M

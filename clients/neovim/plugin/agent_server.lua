@@ -1,0 +1,76 @@
+-- agent-server for Neovim: the :Agent* commands (`:help agent-server-commands`).
+-- Nothing starts until a command runs; call require("agent_server").setup() to change options.
+if vim.g.loaded_agent_server then
+  return
+end
+vim.g.loaded_agent_server = true
+
+if vim.fn.has("nvim-0.10") == 0 then
+  vim.api.nvim_echo({ { "agent-server needs Neovim 0.10 or newer", "ErrorMsg" } }, true, {})
+  return
+end
+
+local function api()
+  return require("agent_server")
+end
+
+local command = vim.api.nvim_create_user_command
+
+command("AgentAsk", function(o)
+  local range
+  if o.range > 0 then
+    local visual
+    local vs, ve = vim.fn.line("'<"), vim.fn.line("'>")
+    if vs == o.line1 and ve == o.line2 then
+      visual = vim.fn.visualmode()
+    end
+    range = { line1 = o.line1, line2 = o.line2, visual = visual ~= "" and visual or nil }
+  end
+  api().ask(o.args, range)
+end, { nargs = "*", range = true, desc = "Ask the agent (with a range: about the selected lines)" })
+
+command("AgentChat", function()
+  api().chat()
+end, { desc = "Open the agent's chat" })
+
+command("AgentCancel", function()
+  api().cancel()
+end, { desc = "Cancel the agent's running turn" })
+
+command("AgentNew", function()
+  api().new()
+end, { desc = "Start a new agent session" })
+
+command("AgentSessions", function()
+  api().sessions()
+end, { desc = "Load an earlier agent session" })
+
+command("AgentMode", function(o)
+  api().mode(o.args)
+end, {
+  nargs = "?",
+  desc = "Switch the agent's mode",
+  complete = function()
+    return { "read-only", "workspace-write", "danger-full-access" }
+  end,
+})
+
+command("AgentModel", function(o)
+  api().model(o.args)
+end, { nargs = "?", desc = "Switch the agent's model" })
+
+command("AgentAccept", function()
+  api().accept()
+end, { desc = "Accept the agent's proposed edit" })
+
+command("AgentReject", function()
+  api().reject()
+end, { desc = "Reject the agent's proposed edit" })
+
+command("AgentAcceptHunk", function()
+  api().accept_hunk()
+end, { desc = "Accept the hunk under the cursor" })
+
+command("AgentRejectHunk", function()
+  api().reject_hunk()
+end, { desc = "Reject the hunk under the cursor" })

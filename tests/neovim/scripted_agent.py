@@ -1,0 +1,78 @@
+"""A small scripted ACP agent (raw NDJSON, no SDK) for the Neovim plugin's client-only behaviour.
+
+Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` and
+``session/prompt``; the prompt's text picks what happens:
+
+* ``flood N``  – N ``agent_message_chunk`` updates of one character each (the text of
+  :func:`flood_text`), written as fast as the pipe takes them, then ``end_turn``
+* ``garbage``  – a line that is not JSON and a JSON array on stdout, then a chunk and ``end_turn``
+* ``die``      – a line on stderr, one chunk, then the process exits (status 3) mid-turn
+* anything else – echoed back as one chunk, ``end_turn``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def flood_text(n: int) -> str:
+    """The deterministic text of ``flood N``: numbered lines, ``n`` characters in all."""
+    out, i = [], 0
+    while sum(len(s) for s in out) < n:
+        out.append(f"line {i:06d} of the flood, one character per chunk\n")
+        i += 1
+    return "".join(out)[:n]
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+
+
+def chunk(session_id: str, text: str) -> dict:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": session_id,
+        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": rid, "result": {
+                "protocolVersion": 1, "agentCapabilities": {"promptCapabilities": {"embeddedContext": True}},
+                "agentInfo": {"name": "scripted-agent", "version": "0.0.1"}, "authMethods": []}})
+        elif method == "session/new":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "scripted-1"}})
+        elif method == "session/prompt":
+            sid = params.get("sessionId")
+            text = "".join(b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text")
+            command, _, rest = text.partition(" ")
+            if command == "flood":
+                for ch in flood_text(int(rest)):
+                    send(chunk(sid, ch))
+            elif command == "garbage":
+                sys.stdout.write("this line is not JSON\n")
+                sys.stdout.write("[1, 2, 3]\n")
+                send(chunk(sid, "still alive after garbage"))
+            elif command == "die":
+                send(chunk(sid, "about to die"))
+                sys.stdout.flush()
+                sys.stderr.write("scripted crash: the agent dies mid-turn\n")
+                sys.stderr.flush()
+                os._exit(3)
+            else:
+                send(chunk(sid, "echo: " + text))
+            send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        elif rid is not None and method is not None:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "method not found"}})
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

