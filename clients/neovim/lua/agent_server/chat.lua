@@ -241,10 +241,11 @@ end
 function M.say(s, level)
   M.flush()
   M.buffer()
-  local prefix = level == "error" and "**" or "_"
   local lines = vim.split(s, "\n", { plain = true })
-  lines[1] = prefix .. lines[1]
-  lines[#lines] = lines[#lines] .. prefix
+  if #lines == 1 then -- one line: emphasised; several: markdown as given
+    local mark = level == "error" and "**" or "_"
+    lines[1] = mark .. lines[1] .. mark
+  end
   add_lines(lines)
 end
 

@@ -31,7 +31,7 @@ function M.describe(tool_call)
     end
   end
   local raw = tool_call.rawInput
-  if type(raw) == "table" and type(raw.command) == "string" then
+  if #lines == 1 and type(raw) == "table" and type(raw.command) == "string" then
     lines[#lines + 1] = "`" .. raw.command:gsub("\n", " ") .. "`"
   end
   return lines

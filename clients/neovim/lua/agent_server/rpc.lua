@@ -310,7 +310,8 @@ function Rpc:_kill_group(sig)
 end
 
 --- Stop the server: close its stdin, SIGTERM its process group, and (when `wait` is true, as on
---- VimLeavePre) wait up to 500 ms for it to exit before SIGKILL to the whole group.
+--- VimLeavePre) wait up to 3 s for it to exit — it stops the commands it started, which live in
+--- their own process groups — before SIGKILL to the whole group.
 ---@param wait boolean|nil
 function Rpc:stop(wait)
   self.stopping = true
@@ -322,7 +323,7 @@ function Rpc:stop(wait)
   end
   self:_kill_group("sigterm")
   if wait then
-    vim.wait(500, function()
+    vim.wait(3000, function()
       return self.handle:is_closing() or not uv.is_active(self.handle) or self.finished
     end, 10)
   end

@@ -1,0 +1,70 @@
+--- `:checkhealth agent_server`: Neovim version, configuration errors, the server and its version.
+---
+--- Must never: print a secret (environment values are never shown, only their names).
+local M = {}
+
+local MIN = { 0, 10, 0 }
+
+function M.check()
+  local health = vim.health
+  local config = require("agent_server.config")
+  local client = require("agent_server.client")
+
+  health.start("agent-server: Neovim")
+  local v = vim.version()
+  local version = string.format("%d.%d.%d", v.major, v.minor, v.patch)
+  if vim.fn.has("nvim-0.10") == 1 then
+    health.ok("Neovim " .. version .. " (0.10 or newer is supported)")
+  else
+    health.error(string.format("Neovim %s is too old: 0.%d or newer is needed", version, MIN[2]))
+  end
+
+  health.start("agent-server: configuration")
+  local errors = config.errors()
+  if #errors == 0 then
+    health.ok("setup() options are valid")
+  else
+    for _, e in ipairs(errors) do
+      health.error(e, { "fix the option in require('agent_server').setup({...}); its default is used meanwhile" })
+    end
+  end
+  local env = vim.tbl_keys(config.get().env or {})
+  table.sort(env)
+  if #env > 0 then
+    health.info("environment for the server sets: " .. table.concat(env, ", ") .. " (values not shown)")
+  end
+
+  health.start("agent-server: server")
+  local cmd, why = config.server_cmd()
+  if not cmd then
+    health.error(why, {
+      "install it: pip install agent-server (or bash scripts/setup.sh in its repository, then use .venv/bin/agent-server)",
+      "or point setup({ cmd = { '/path/to/agent-server' } }) at it",
+    })
+  else
+    local argv = vim.list_extend(vim.deepcopy(cmd), { "--version" })
+    local ok, res = pcall(function()
+      return vim.system(argv, { text = true, env = config.get().env }):wait(10000)
+    end)
+    local exe = vim.fn.exepath(cmd[1])
+    if ok and res.code == 0 and (res.stdout or ""):match("%S") then
+      health.ok(string.format("server: %s — %s", exe ~= "" and exe or cmd[1], vim.trim(res.stdout)))
+    else
+      health.error(string.format("'%s --version' failed%s", table.concat(cmd, " "),
+        ok and (": " .. vim.trim((res.stderr or "") .. " exit " .. tostring(res.code))) or (": " .. tostring(res))))
+    end
+  end
+  local pid = client.pid()
+  if pid then
+    local st = client.state
+    health.info(string.format("running: pid %d, session %s, position encoding %s, edit proposals %s", pid,
+      tostring(st.session_id), st.encoding, st.extension and "on" or "off (plain ACP)"))
+    if st.bad_lines > 0 then
+      health.warn(string.format("%d line(s) from the server were not JSON and were skipped", st.bad_lines))
+    end
+  else
+    health.info("no server running (it starts with the first :AgentAsk)")
+  end
+end
+
+return M

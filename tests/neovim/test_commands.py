@@ -1,0 +1,169 @@
+"""The plugin's commands against the real agent-server: permissions asked through vim.ui.select,
+:AgentCancel during a slow tool, :AgentSessions loading an earlier session, :AgentMode,
+:checkhealth agent_server, :help agent-server, and no process left after :qa."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from support.nvim import call, quit_editor, tool_messages
+from support.procs import group_members, pid_alive
+
+from agent_server.offline import text_stream, tool_call_stream
+
+NO_SANDBOX = {"AGENT_SERVER_SANDBOX": "off"}  # every shell command asks first
+
+
+def descendants(pid: int) -> list[int]:
+    """Live processes below ``pid`` (Linux ``/proc``; the shell's own process group included)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        found += kids
+        frontier += kids
+    return found
+
+
+def wait_for_shell(ed, timeout: float = 20.0) -> list[int]:
+    """Wait until the server has a child process (its shell command runs); returns the processes."""
+    deadline = time.monotonic() + timeout
+    ed.note_server()
+    (pid,) = ed.server_pids
+    while not descendants(pid):
+        assert time.monotonic() < deadline, "the shell command never started"
+        time.sleep(0.05)
+    return descendants(pid)
+
+
+def test_shell_command_needing_approval_runs_when_allowed_once(make_editor, endpoint, workspace):
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
+    endpoint.push(text_stream("wrote it"))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.choose("allow_once")
+    ed.cmd("AgentAsk write out.txt")
+    ed.idle()
+    (question,) = ed.lua("return _G.selects")
+    assert {i["optionId"] for i in question["items"]} >= {"allow_once", "reject_once"}
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    chat = ed.chat()
+    assert "**Permission needed:**" in chat and "`echo hi > out.txt`" in chat and "permission: " in chat
+    assert "wrote it" in chat
+
+
+def test_shell_command_rejected_is_not_run_and_the_model_is_told(make_editor, endpoint, workspace):
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
+    endpoint.push(text_stream("ok, I will not"))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.choose("reject_once")
+    ed.cmd("AgentAsk write out.txt")
+    ed.idle()
+    assert not (workspace / "out.txt").exists()
+    assert "rejected by the user" in tool_messages(endpoint, 1)[-1]["content"].lower()
+    assert "ok, I will not" in ed.chat()
+
+
+def test_cancel_during_a_slow_tool_shows_cancelled_and_the_next_ask_works(make_editor, endpoint, workspace):
+    endpoint.push(tool_call_stream([call("b", "bash", command="sleep 30", description="wait")]))
+    endpoint.push(text_stream("second turn answer"))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.choose("allow_once")
+    ed.cmd("AgentAsk wait a bit")
+    ed.wait("return require('agent_server.chat').text():find('permission: Allow once', 1, true) ~= nil",
+            what="the approval")
+    wait_for_shell(ed)
+    ed.cmd("AgentCancel")
+    ed.idle()
+    chat = ed.chat()
+    assert "_— cancelled —_" in chat
+    assert "- ⚠ wait (unfinished)" in chat or "- ✗ wait" in chat, chat  # not shown as running
+    assert ed.lua("return require('agent_server.chat').state.header.state") == "idle"
+    ed.cmd("AgentAsk and now?")
+    ed.idle()
+    assert "second turn answer" in ed.chat()
+    assert ed.chat().rstrip().endswith("_— stop: end_turn —_")
+
+
+def test_quit_while_a_tool_runs_leaves_no_process(make_editor, endpoint, workspace, tmp_path):
+    endpoint.push(tool_call_stream([call("b", "bash", command="sleep 60", description="wait")]))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.choose("allow_once")
+    ed.cmd("AgentAsk wait")
+    ed.wait("return require('agent_server.chat').text():find('permission: Allow once', 1, true) ~= nil",
+            what="the approval")
+    shell = wait_for_shell(ed)
+    (pid,) = ed.server_pids
+    assert quit_editor(ed) == []
+    deadline = time.monotonic() + 5
+    while any(pid_alive(p) for p in [pid, *shell]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(pid) and not group_members(pid)
+    assert not [p for p in shell if pid_alive(p)], "the shell command outlived :qa"
+
+
+def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_editor, endpoint, workspace):
+    endpoint.push(text_stream("the first session's answer"))
+    ed = make_editor()
+    ed.cmd("AgentAsk remember this")
+    ed.idle()
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    ed.choose(first)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.client').state.session_id == ... "
+            "and require('agent_server.chat').text():find('replayed', 1, true) ~= nil", first, what="the load")
+    (picker,) = ed.lua("return _G.selects")
+    assert first in [s["sessionId"] for s in picker["items"]]
+    replay = ed.chat().rsplit(f"# Session {first} (loaded)", 1)[1]
+    assert "remember this" in replay and "the first session's answer" in replay
+
+
+def test_mode_command_switches_the_session_mode(make_editor, endpoint, workspace):
+    ed = make_editor()
+    ed.cmd("AgentMode read-only")
+    ed.wait("return require('agent_server.chat').state.header.mode == 'read-only'", what="the mode update")
+    assert "mode read-only" in ed.chat().splitlines()[0]
+
+
+def test_checkhealth_is_ok_with_the_server_installed(make_editor):
+    ed = make_editor()
+    ed.cmd("checkhealth agent_server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "OK Neovim 0.11.4" in report
+    assert "OK server:" in report and "agent-server 0.1.0" in report
+    assert "ERROR" not in report
+
+
+def test_checkhealth_reports_an_error_without_the_server(make_editor, tmp_path):
+    ed = make_editor(server_cmd=[str(tmp_path / "no-such-agent-server")])
+    ed.cmd("checkhealth agent_server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "ERROR" in report and "not executable" in report
+
+
+def test_help_tags_are_accepted_and_help_opens(make_editor, tmp_path):
+    import shutil
+    from support.nvim import PLUGIN
+    doc = tmp_path / "doc"
+    shutil.copytree(PLUGIN / "doc", doc)
+    ed = make_editor()
+    ed.cmd(f"helptags {doc}")
+    ed.cmd(f"set rtp^={tmp_path}")
+    ed.cmd("help agent-server")
+    assert ed.lua("return vim.bo.filetype") == "help"
+    assert "*agent-server*" in "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    tags = (doc / "tags").read_text()
+    for tag in (":AgentAsk", ":AgentAcceptHunk", "agent-server-proposals", "agent_server.setup()"):
+        assert tag in tags
