@@ -247,3 +247,19 @@ def test_user_edit_of_the_proposed_text_is_what_lands_and_what_the_server_logs(m
     results = [r for r in proposal_results(agent_state_dir) if r.get("call_id") == "e"]
     assert results and "+a = 2  # user tweak" in results[0]["content"]
     assert "The user adjusted your change" in tool_messages(endpoint, 2)[-1]["content"]
+
+
+def test_crlf_file_is_read_with_its_line_breaks_and_the_accepted_edit_keeps_them(make_editor, endpoint, workspace):
+    path = workspace / "w.ps1"
+    path.write_bytes(b"a\r\nb\r\nc\r\n")
+    push(endpoint, call("r", "read", path="w.ps1"),
+         call("e", "edit", path="w.ps1", old_string="b\n", new_string="B\nb2\n"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    assert ed.lua("return vim.bo.fileformat") == "dos"
+    ed.cmd("AgentAsk split b")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_bytes() == b"a\r\nB\r\nb2\r\nc\r\n"
+    assert ed.modified(path) is False

@@ -27,7 +27,8 @@ from .procs import group_members, kill_group, pid_alive
 from agent_server.offline import OfflineEndpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-__all__ = ["DEV", "STABLE", "Editor", "call", "endpoint", "make_editor", "nvim_binary", "server_env", "tool_messages"]
+__all__ = ["DEV", "PLUGIN", "STABLE", "Editor", "call", "endpoint", "make_editor", "nvim_binary", "quit_editor",
+           "server_env", "tool_messages"]
 PLUGIN = ROOT / "clients" / "neovim"
 
 

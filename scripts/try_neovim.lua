@@ -1,0 +1,78 @@
+-- Set-up of the Neovim started by scripts/try-neovim.sh (settings from $AGENT_SERVER_TRY_CONFIG).
+-- Interactive: the plugin loaded on the demo project, the chat open with the banner, and the
+-- demo prompt typed on the command line (press Enter). With "check": headless to the end of the
+-- demo task — permissions allowed once, the proposal accepted — then the chat and the file are
+-- printed and Neovim exits (0 when the turn ended normally).
+local settings = vim.json.decode(io.open(assert(os.getenv("AGENT_SERVER_TRY_CONFIG")), "r"):read("*a"))
+for _, p in ipairs({ "python3", "node", "ruby", "perl" }) do
+  vim.g["loaded_" .. p .. "_provider"] = 0
+end
+vim.opt.rtp:prepend(settings.plugin)
+vim.cmd("runtime plugin/agent_server.lua")
+vim.cmd("filetype plugin indent on | syntax on")
+vim.o.splitright = true
+local agent = require("agent_server")
+agent.setup(settings.setup)
+local chat = require("agent_server.chat")
+local client = require("agent_server.client")
+
+vim.cmd("edit " .. vim.fn.fnameescape(settings.workspace .. "/calc.py"))
+chat.open(false)
+chat.say(settings.banner)
+chat.say("Try it: :AgentAsk (the demo prompt is typed on the command line: press Enter), then review the diff — :AgentAccept / :AgentReject, "
+  .. ":AgentAcceptHunk / :AgentRejectHunk, ]h [h — and watch the tool calls here. :help agent-server")
+
+if not settings.check then
+  vim.schedule(function()
+    vim.api.nvim_echo({ { settings.banner:sub(1, 120) .. " …", "WarningMsg" } }, true, {})
+    vim.api.nvim_feedkeys(":AgentAsk " .. settings.prompt, "n", false)
+  end)
+  return
+end
+
+-- --check: answer for the user, and say so in the chat
+vim.ui.select = function(items, opts, on_choice)
+  for _, it in ipairs(items) do
+    if it.optionId == "allow_once" then
+      chat.say("(--check allows once: " .. tostring(opts.prompt) .. ")")
+      return on_choice(it)
+    end
+  end
+  on_choice(nil)
+end
+local proposals = require("agent_server.proposals")
+local diff = require("agent_server.diff")
+local show = proposals.hooks.show
+proposals.hooks.show = function(p)
+  show(p)
+  vim.schedule(function()
+    chat.say("(--check accepts the proposal: " .. p.label .. ")")
+    diff.accept_all()
+  end)
+end
+local stop
+client.on(function(ev)
+  if ev.type == "turn_end" then
+    stop = ev.stop_reason or ("error: " .. tostring(ev.error))
+  elseif ev.type == "exit" then
+    stop = "the server exited"
+  end
+end)
+agent.ask(settings.prompt)
+local function say(s)
+  io.stdout:write(s, "\n")
+end
+local ok = vim.wait(240000, function()
+  return stop ~= nil
+end, 50)
+say(chat.text())
+say("\n--- calc.py (buffer) ---")
+local buf = require("agent_server.buffers").find(settings.workspace .. "/calc.py")
+say(table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n"))
+say("--- calc.py saved: " .. tostring(not vim.bo[buf].modified) .. " ---")
+client.stop(true)
+if not ok or stop ~= "end_turn" then
+  say("try-neovim --check: the turn did not end normally: " .. tostring(stop or "timed out"))
+  os.exit(1)
+end
+os.exit(0)
