@@ -7,6 +7,8 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
   :func:`flood_text`), written as fast as the pipe takes them, then ``end_turn``
 * ``garbage``  – a line that is not JSON and a JSON array on stdout, then a chunk and ``end_turn``
 * ``die``      – a line on stderr, one chunk, then the process exits (status 3) mid-turn
+* ``read PATH`` – ``fs/read_text_file``; the result is echoed back as JSON in one chunk
+* ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n`` becomes a newline); the result is echoed
 * anything else – echoed back as one chunk, ``end_turn``
 """
 
@@ -36,6 +38,18 @@ def chunk(session_id: str, text: str) -> dict:
         "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}
 
 
+def ask(method: str, params: dict) -> dict:
+    """Send a request to the client and read until its response (other lines are dropped)."""
+    ask.next_id = getattr(ask, "next_id", 100) + 1
+    send({"jsonrpc": "2.0", "id": ask.next_id, "method": method, "params": params})
+    sys.stdout.flush()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg.get("id") == ask.next_id and "method" not in msg:
+            return msg
+    raise SystemExit(0)
+
+
 def main() -> None:
     for line in sys.stdin:
         try:
@@ -60,6 +74,14 @@ def main() -> None:
                 sys.stdout.write("this line is not JSON\n")
                 sys.stdout.write("[1, 2, 3]\n")
                 send(chunk(sid, "still alive after garbage"))
+            elif command == "read":
+                answer = ask("fs/read_text_file", {"sessionId": sid, "path": rest})
+                send(chunk(sid, "read: " + json.dumps(answer.get("result", answer), sort_keys=True)))
+            elif command == "write":
+                path, _, content = rest.partition(" ")
+                answer = ask("fs/write_text_file", {"sessionId": sid, "path": path,
+                                                    "content": content.replace("\\n", "\n")})
+                send(chunk(sid, "write: " + json.dumps(answer.get("result", answer), sort_keys=True)))
             elif command == "die":
                 send(chunk(sid, "about to die"))
                 sys.stdout.flush()
