@@ -263,3 +263,39 @@ def test_crlf_file_is_read_with_its_line_breaks_and_the_accepted_edit_keeps_them
     ed.idle()
     assert path.read_bytes() == b"a\r\nB\r\nb2\r\nc\r\n"
     assert ed.modified(path) is False
+
+
+def test_cancelling_the_turn_while_a_proposal_is_shown_closes_it_answered_cancelled(make_editor, endpoint, workspace):
+    path = workspace / "k.txt"
+    path.write_text("keep\n")
+    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2
+    ed.cmd("AgentCancel")
+    ed.idle()
+    ed.wait("return #vim.api.nvim_list_tabpages() == 1", what="the view to close")
+    assert ed.buffer_text(path) == "keep\n" and path.read_text() == "keep\n"
+    chat = ed.chat()
+    assert "Edit k.txt: cancelled — cancelled by the agent" in chat and "_— cancelled —_" in chat
+
+
+def test_file_not_open_is_changed_on_disk_and_a_new_file_is_created(make_editor, endpoint, workspace):
+    path = workspace / "closed.txt"
+    path.write_text("one\ntwo\n")
+    push(endpoint, call("r", "read", path="closed.txt"),
+         call("e", "edit", path="closed.txt", old_string="two", new_string="TWO"),
+         call("w", "write", path="pkg/new.py", content="print('hi')\n"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk edit a closed file and add one")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.wait("return require('agent_server.proposals').latest() ~= nil", what="the second proposal")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "one\nTWO\n"
+    assert (workspace / "pkg" / "new.py").read_text() == "print('hi')\n"
+    assert ed.lua("return require('agent_server.buffers').find(...) == nil", str(path))  # not opened for it
+    assert "Edit closed.txt: applied and saved" in ed.chat() and "Create new.py: applied and saved" in ed.chat()
