@@ -8,15 +8,20 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
 * ``garbage``  – a line that is not JSON and a JSON array on stdout, then a chunk and ``end_turn``
 * ``die``      – a line on stderr, one chunk, then the process exits (status 3) mid-turn
 * ``read PATH`` – ``fs/read_text_file``; the result is echoed back as JSON in one chunk
+* ``propose DELTA HASH PATH`` – reads PATH, then proposes inserting ``X`` at its start with
+  ``version`` = the version read + DELTA (``null`` for DELTA ``null``) and ``baseHashes`` = the sha256
+  of the text read (HASH ``ok``) or a wrong one (HASH ``bad``); the answer is echoed as JSON
 * ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n`` becomes a newline); the result is echoed
 * anything else – echoed back as one chunk, ``end_turn``
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def flood_text(n: int) -> str:
@@ -77,6 +82,20 @@ def main() -> None:
             elif command == "read":
                 answer = ask("fs/read_text_file", {"sessionId": sid, "path": rest})
                 send(chunk(sid, "read: " + json.dumps(answer.get("result", answer), sort_keys=True)))
+            elif command == "propose":
+                delta, hash_mode, path = rest.split(" ", 2)
+                read = ask("fs/read_text_file", {"sessionId": sid, "path": path})["result"]
+                version = read["_meta"]["agentServer"]["version"]
+                digest = hashlib.sha256(read["content"].encode()).hexdigest() if hash_mode == "ok" else "0" * 64
+                uri = Path(path).as_uri()
+                answer = ask("_agent_server/apply_workspace_edit", {
+                    "sessionId": sid, "toolCallId": "call_p", "label": "Edit " + Path(path).name, "save": "if-clean",
+                    "edit": {"documentChanges": [{
+                        "textDocument": {"uri": uri, "version": None if delta == "null" else version + int(delta)},
+                        "edits": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                                   "newText": "X"}]}]},
+                    "baseHashes": {uri: digest}})
+                send(chunk(sid, "proposal: " + json.dumps(answer.get("result", answer), sort_keys=True)))
             elif command == "write":
                 path, _, content = rest.partition(" ")
                 answer = ask("fs/write_text_file", {"sessionId": sid, "path": path,

@@ -69,3 +69,37 @@ def test_write_goes_through_the_buffer_and_saves_only_a_clean_one(make_editor, w
     ed.cmd(f"AgentAsk write {workspace / 'new' / 'n.txt'} fresh\\n")
     ed.idle()
     assert (workspace / "new" / "n.txt").read_text() == "fresh\n"
+
+
+def propose(ed, delta: str, hash_mode: str, path) -> None:
+    ed.cmd(f"AgentAsk propose {delta} {hash_mode} {path}")
+
+
+def test_stale_rule_on_arrival_needs_both_version_and_hash_to_differ(make_editor, workspace):
+    path = workspace / "p.txt"
+    path.write_text("text\n")
+    ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd(f"edit {path}")
+    # version and hash both differ: stale at once, nothing shown, the chat says why
+    propose(ed, "-1", "bad", path)
+    ed.idle()
+    assert last_answer(ed, "proposal: ")["outcome"] == "stale"
+    assert "not applied — stale: the file changed in the editor since the agent read it" in ed.chat()
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1
+    # only the version differs (a save bumps b:changedtick, the text is the same): shown, appliable
+    propose(ed, "-1", "ok", path)
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert last_answer(ed, "proposal: ")["outcome"] == "applied"
+    assert ed.buffer_text(path) == "Xtext\n"
+    # version null: the hash alone decides
+    propose(ed, "null", "bad", path)
+    ed.idle()
+    assert last_answer(ed, "proposal: ")["outcome"] == "stale"
+    propose(ed, "null", "ok", path)
+    ed.proposal_open()
+    ed.cmd("AgentReject")
+    ed.idle()
+    assert last_answer(ed, "proposal: ")["outcome"] == "rejected"
+    assert ed.buffer_text(path) == "Xtext\n"

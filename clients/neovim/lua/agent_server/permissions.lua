@@ -11,7 +11,7 @@ M.hooks = { say = function() end }
 local open = {}
 
 local function unified(old, new, path)
-  local diff = vim.diff(old or "", new or "", { result_type = "unified", ctxlen = 3 })
+  local diff = require("agent_server.text").diff(old or "", new or "", { result_type = "unified", ctxlen = 3 })
   local lines = { "```diff", "--- " .. tostring(path), "+++ " .. tostring(path) }
   for _, l in ipairs(vim.split((diff or ""):gsub("\n$", ""), "\n", { plain = true })) do
     lines[#lines + 1] = l

@@ -11,6 +11,8 @@
 local M = {}
 
 local has_011 = vim.fn.has("nvim-0.11") == 1
+--- `vim.text.diff` (0.12) or `vim.diff` (0.10, 0.11).
+M.diff = (vim.text and vim.text.diff) or vim.diff
 
 local EOLS = { unix = "\n", dos = "\r\n", mac = "\r" }
 
@@ -181,7 +183,7 @@ function M.set_buffer_text(buf, new)
   local old_lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   local a = table.concat(old_lines, "\n") .. "\n"
   local b = table.concat(new_lines, "\n") .. "\n"
-  local hunks = vim.diff(a, b, { result_type = "indices", algorithm = "histogram" }) or {}
+  local hunks = M.diff(a, b, { result_type = "indices", algorithm = "histogram" }) or {}
   for i = #hunks, 1, -1 do
     local sa, ca, sb, cb = unpack(hunks[i])
     local repl = vim.list_slice(new_lines, sb, sb + cb - 1)
@@ -200,7 +202,7 @@ end
 --- except at a text's end without a final newline, counted in `encoding`).
 function M.line_edits(old, new, encoding)
   local edits = {}
-  local hunks = vim.diff(old, new, { result_type = "indices", algorithm = "histogram" }) or {}
+  local hunks = M.diff(old, new, { result_type = "indices", algorithm = "histogram" }) or {}
   local old_idx = M.index(old)
   local new_idx = M.index(new)
   for _, h in ipairs(hunks) do
