@@ -177,7 +177,7 @@ def test_two_hunks_one_accepted_one_rejected_is_partial_with_exactly_that_hunk(m
     assert "Only 1 of 2 hunks" in told and "+LINE 2" in told and "LINE 11" not in told
 
 
-def test_typing_after_the_agent_read_makes_the_proposal_stale_on_arrival_and_before_applying(
+def test_typing_after_the_agent_read_is_never_overwritten_and_stale_is_said_in_the_chat(
         make_editor, endpoint, workspace):
     path = workspace / "s.txt"
     path.write_text("one\ntwo\n")
