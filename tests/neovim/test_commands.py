@@ -167,3 +167,14 @@ def test_help_tags_are_accepted_and_help_opens(make_editor, tmp_path):
     tags = (doc / "tags").read_text()
     for tag in (":AgentAsk", ":AgentAcceptHunk", "agent-server-proposals", "agent_server.setup()"):
         assert tag in tags
+
+
+def test_model_command_switches_the_model_of_the_next_requests(make_editor, endpoint, workspace):
+    endpoint.push(text_stream("answered by the other model"))
+    ed = make_editor()
+    ed.cmd("AgentModel other-model")
+    ed.wait("return require('agent_server.chat').text():find('to other-model', 1, true) ~= nil", what="the switch")
+    ed.idle()
+    ed.cmd("AgentAsk hello")
+    ed.idle()
+    assert endpoint.requests[-1].json()["model"] == "other-model"
