@@ -85,26 +85,22 @@ def capture_prompts(ed) -> None:
 def test_selection_ranges_after_V_v_dollar_and_Vj_onto_a_shorter_line_are_clamped(make_editor, endpoint, workspace):
     path = workspace / "sel.py"
     path.write_text("first line is long\nshort\nthird line\n")
-    for _ in range(3):
+    for _ in range(4):
         endpoint.push(text_stream("ok"))
     ed = make_editor()
     capture_prompts(ed)
     ed.cmd(f"edit {path}")
-    ed.keys("2GV<Esc>")
-    ed.cmd("'<,'>AgentAsk one")
-    ed.idle()
-    ed.keys("1G7|v$<Esc>")
-    ed.cmd("'<,'>AgentAsk two")
-    ed.idle()
-    ed.keys("1G$vj<Esc>")
-    ed.cmd("'<,'>AgentAsk three")
-    ed.idle()
+    for keys, prompt in [("2GV<Esc>", "one"), ("1G7|v$<Esc>", "two"), ("1G$Vj<Esc>", "three"), ("1G$vj<Esc>", "four")]:
+        ed.keys(keys)
+        ed.cmd(f"'<,'>AgentAsk {prompt}")
+        ed.idle()
     blocks = [p[1]["resource"] for p in prompts_seen(ed)]
     uri = path.as_uri()
-    assert [b["uri"] for b in blocks] == [f"{uri}#L2-L2", f"{uri}#L1-L1", f"{uri}#L1-L2"]
+    assert [b["uri"] for b in blocks] == [f"{uri}#L2-L2", f"{uri}#L1-L1", f"{uri}#L1-L2", f"{uri}#L1-L2"]
     assert blocks[0]["text"] == "short"
     assert blocks[1]["text"] == "line is long"  # v$: to the end of the line, not past it
-    assert blocks[2]["text"] == "g\nshort"  # j onto a shorter line: clamped to its end
+    assert blocks[2]["text"] == "first line is long\nshort"  # Vj from the end of a long line: whole lines
+    assert blocks[3]["text"] == "g\nshort"  # vj onto a shorter line: clamped to its end
     assert f"{path} line 2" in user_text(endpoint, 0) and f"{path} lines 1-2" in user_text(endpoint, 2)
 
 
