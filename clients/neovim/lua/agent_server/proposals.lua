@@ -441,7 +441,20 @@ function M.receive(req, encoding)
     M.finish(proposal)
     return proposal
   end
-  M.hooks.show(proposal)
+  local function show(tries)
+    if proposal.answered then
+      return
+    end
+    local ok, err = pcall(M.hooks.show, proposal)
+    if not ok and tries > 0 then -- e.g. the command line is being edited: try again shortly
+      vim.defer_fn(function()
+        show(tries - 1)
+      end, 300)
+    elseif not ok then
+      M.finish(proposal, "failed", "the editor could not show the proposal: " .. tostring(err))
+    end
+  end
+  show(10)
   return proposal
 end
 
