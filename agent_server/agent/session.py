@@ -129,6 +129,11 @@ class AgentSession:
         """Where this session's requests go now: the provider of its current model."""
         return self._provider_factory()
 
+    @property
+    def running(self) -> bool:
+        """Whether a turn is running now."""
+        return self._turn_task is not None and not self._turn_task.done()
+
     def new_ticket(self) -> "PromptTicket":
         """A handle for one prompt, made before it is queued, so it can be cancelled by itself
         (``$/cancel_request`` on that prompt) whether it is running or still waiting."""

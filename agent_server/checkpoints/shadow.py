@@ -15,6 +15,7 @@ the tree is written).
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,14 +116,25 @@ class ShadowRepo:
             path = self.root / name
             if self.is_secret(path):
                 continue
-            before_state = self._state(old_mode, old_id, blobs)
-            after_state = self._state(new_mode, new_id, blobs)
+            # git keeps only 644/755; the file's real permission bits are taken from the disk
+            # (for the state before too, unless the call itself switched the executable bit)
+            real = _real_mode(path)
+            before_state = self._state(old_mode, old_id, blobs, real if old_mode == new_mode else None)
+            after_state = self._state(new_mode, new_id, blobs, real)
             if before_state is None and after_state is None:
                 continue
             found.append(ShadowChange(path, before_state, after_state))
         return found
 
-    def _state(self, mode: str, object_id: str, blobs: BlobStore) -> FileState | None:
+    def _state(self, mode: str, object_id: str, blobs: BlobStore, real_mode: int | None) -> FileState | None:
         if mode not in _GIT_MODES or set(object_id) == {"0"}:
             return None
-        return FileState(blobs.put(self._run("cat-file", "blob", object_id)), _GIT_MODES[mode])
+        return FileState(blobs.put(self._run("cat-file", "blob", object_id)), real_mode or _GIT_MODES[mode])
+
+
+def _real_mode(path: Path) -> int | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else None

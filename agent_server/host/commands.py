@@ -1,4 +1,5 @@
-"""Slash commands: ``/mode``, ``/model``, ``/usage``, ``/init``, ``/compact`` typed as a prompt.
+"""Slash commands: ``/mode``, ``/model``, ``/usage``, ``/init``, ``/compact``, ``/undo``, ``/redo``,
+``/checkpoints`` typed as a prompt.
 
 Role: the commands advertised with ``available_commands_update`` after ``session/new``; recognise
 a prompt whose text starts with ``/`` and a known name; run it. A command that changes the
@@ -26,6 +27,9 @@ COMMANDS: list[dict[str, Any]] = [
     {"name": "usage", "description": "Show this session's token usage"},
     {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},
     {"name": "compact", "description": "Summarise the older history into one checkpoint to free context"},
+    {"name": "undo", "description": "Take back the files the last agent turn changed (asks before replacing your edits)"},
+    {"name": "redo", "description": "Re-apply what the last /undo took back"},
+    {"name": "checkpoints", "description": "List the turns that changed files, newest first"},
 ]
 """ACP ``AvailableCommand``\\s, in the order they are offered."""
 

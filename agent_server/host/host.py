@@ -25,7 +25,10 @@ from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome
 from agent_server.config import Config, default_config_path
+from agent_server.checkpoints import BlobStore
+from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
 from agent_server.host import commands, lifecycle
+from agent_server.host.undo import Restorer, checkpoints_report
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.models_pool import ClientPool
 from agent_server.host.policies import SessionPolicies
@@ -84,6 +87,7 @@ class SessionHost:
         self.policies = SessionPolicies(lambda: self.config.policy)
         self.pool = ClientPool(config.agent.stream_idle_timeout)
         self.frontend: Frontend | None = None
+        self.restorers: dict[str, Restorer] = {}
 
     def attach(self, frontend: Frontend) -> None:
         """Set the front end whose emitter, files and approver new sessions get."""
@@ -135,23 +139,31 @@ class SessionHost:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         emit = self.frontend.emitter(session_id)
-        files = self.frontend.files(session_id, emit)
         policy = self.policies.create(session_id, event_log, roots, emit, self.frontend.approver(session_id))
         policy.ask_edits = self.frontend.edits_need_approval()
         # the file tools' own rules: credential stores closed in every mode, writes anchored in a root
         policy.protected = self._credential_stores(event_log.path.parent, roots)
         access = FileAccess(roots, protected=policy.protected.match, protected_paths=policy.protected.paths(),
                             write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS)
-        for backend in (files, getattr(files, "disk", None)):  # the disk backend, also behind the editor's
+        inner = self.frontend.files(session_id, emit)
+        for backend in (inner, getattr(inner, "disk", None)):  # the disk backend, also behind the editor's
             if isinstance(backend, DiskFiles):
                 backend.access = access
+        state_dir = self.store.root.parent
+        checkpoints = Checkpoints(event_log, BlobStore(state_dir / "blobs"), [Path(r) for r in roots], state_dir,
+                                  is_secret=lambda p: policy.secrets.match(p, resolve(p)),
+                                  name_patterns=tuple(pt for pt in self.config.policy.secret_patterns if "/" not in pt))
+        files = checkpoints.files(inner)
+        # restores go through the inner seam: an undo is not a change of the agent to record
+        self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)
         context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
                               env=self._tool_env(), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None)
         # one result may fill at most a quarter of the model's context window
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
-        runner = ToolRunner(event_log, context, emit, {t.name: t for t in BUILTIN_TOOLS},
+        tools = {t.name: checkpoints.shell(t) if t.name == "bash" else t for t in BUILTIN_TOOLS}
+        runner = ToolRunner(event_log, context, emit, tools,
                             guards=[policy.guard], result_budget=budget)
         session = self.sessions[session_id] = AgentSession(
             session_id,
@@ -212,6 +224,7 @@ class SessionHost:
             raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
         session = self.sessions.pop(session_id, None)
         self.policies.policies.pop(session_id, None)
+        self.restorers.pop(session_id, None)
         if session is not None:
             session.cancel()
             await session.close()
@@ -220,6 +233,7 @@ class SessionHost:
         except FileNotFoundError:
             if session is None:
                 raise unknown_session(session_id) from None
+        collect_blobs(self.store)  # the deleted session's checkpoints go with it
 
     def cancel(self, session_id: str) -> None:
         """Stop the running turn of ``session_id`` (nothing when it is unknown or idle)."""
@@ -256,6 +270,13 @@ class SessionHost:
                 await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
         elif name == "model":
             text = commands.change_model(session.log, argument, self.config.provider.model)
+        elif name in ("undo", "redo"):
+            if session.running:
+                text = f"A turn is running: /{name} once it has ended (or cancel it first)."
+            else:
+                text = await self.restorers[session.id].run(name)
+        elif name == "checkpoints":
+            text = checkpoints_report(session.log.events, self.restorers[session.id].roots)
         elif name == "compact":
             text = await session.compact_now()
             if text is None:

@@ -38,10 +38,13 @@ class Ask:
     content: list[dict[str, Any]]
     raw_input: Any
     options: tuple[str, ...] = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS)
+    names: tuple[tuple[str, str], ...] = ()
+    """Option names other than the usual ones (``((option id, name), …)``), e.g. "Keep mine"."""
 
     def options_json(self) -> list[dict[str, str]]:
         """The ACP ``PermissionOption`` list: ``optionId`` equals ``kind``."""
-        return [{"optionId": o, "name": OPTION_NAMES[o], "kind": o} for o in self.options]
+        names = {**OPTION_NAMES, **dict(self.names)}
+        return [{"optionId": o, "name": names[o], "kind": o} for o in self.options]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ async def test_available_commands_arrive_after_the_session_new_response(acp_harn
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     update = await h.wait_for_update("available_commands_update", session_id=sid)
     names = [c["name"] for c in update.message["params"]["update"]["availableCommands"]]
-    assert names == ["mode", "model", "usage", "init", "compact"]
+    assert names == ["mode", "model", "usage", "init", "compact", "undo", "redo", "checkpoints"]
     transcript = h.transcript.snapshot()
     answered = transcript.index(h.transcript.response_to(h.transcript.requests("session/new")[0]))
     assert transcript.index(update) > answered

@@ -1,0 +1,195 @@
+"""End to end: checkpoints, ``/undo``, ``/redo`` and ``/checkpoints`` never overwrite the user —
+the official ACP Python SDK client, the real server, scripted model streams, a real git workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
+from support.editor import Buffer, MemoryEditor
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session import read_events
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+def call(cid: str, name: str, **args) -> dict:
+    return tool_call_stream([(cid, name, json.dumps(args))])
+
+
+def git_workspace(root: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for name, text in {"a.txt": "alpha\n", "b.txt": "bravo\n", "c.txt": "charlie\n", "d.txt": "delta\n",
+                       ".env": "API_KEY=hunter2\n"}.items():
+        (root / name).write_text(text)
+    (root / "c.txt").chmod(0o640)
+    return root
+
+
+async def start(factory, endpoint, workspace, config: ClientConfig | None = None):
+    config = config or ClientConfig(permission="allow_once")
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    session = await h.new_session(str(workspace))
+    return h, session.session_id
+
+
+def text_of(h, sid) -> str:
+    return "".join(u["content"]["text"] for u in h.updates(sid, "agent_message_chunk"))
+
+
+async def two_turns(h, sid, endpoint, workspace, *, hand_edit_between_calls: bool = False):
+    """Turn 1 edits a.txt; turn 2 edits b.txt, then a shell call rewrites c.txt (mode kept) — and,
+    optionally, the user changes d.txt by hand between those two calls."""
+    endpoint.push(call("r1", "read", path="a.txt"))
+    endpoint.push(call("e1", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(text_stream("turn 1 done"))
+    assert (await h.prompt(sid, "shout alpha")).stop_reason == "end_turn"
+    endpoint.push(call("r2", "read", path="b.txt"))
+    endpoint.push(call("e2", "edit", path="b.txt", old_string="bravo", new_string="BRAVO"))
+    shell = call("s2", "bash", command="printf 'CHARLIE\\n' > c.txt")
+    if hand_edit_between_calls:
+        shell = dict(shell, delay=0.3)
+    endpoint.push(shell)
+    endpoint.push(text_stream("turn 2 done"))
+    prompt = asyncio.create_task(h.prompt(sid, "shout bravo and charlie"))
+    if hand_edit_between_calls:
+        while len(endpoint.requests) < 6:  # the request after the edit of b.txt went out
+            await asyncio.sleep(0.01)
+        (workspace / "d.txt").write_text("delta, by hand\n")
+    assert (await prompt).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_text() == "ALPHA\n"
+    assert (workspace / "b.txt").read_text() == "BRAVO\n"
+    assert (workspace / "c.txt").read_text() == "CHARLIE\n"
+
+
+async def test_undo_restores_the_last_turn_then_the_one_before_and_redo_reapplies(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    git_workspace(workspace)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await two_turns(h, sid, endpoint, workspace, hand_edit_between_calls=True)
+    requests_before = len(endpoint.requests)
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "b.txt").read_text() == "bravo\n"
+    assert (workspace / "c.txt").read_bytes() == b"charlie\n"
+    assert (workspace / "c.txt").stat().st_mode & 0o777 == 0o640
+    assert (workspace / "a.txt").read_text() == "ALPHA\n"
+    assert (workspace / "d.txt").read_text() == "delta, by hand\n"  # the user's own change stays
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_text() == "alpha\n"
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_text() == "ALPHA\n"
+    assert (workspace / "b.txt").read_text() == "bravo\n"  # turn 2 stays undone
+    assert len(endpoint.requests) == requests_before  # the commands never went to the model
+
+    assert (await h.prompt(sid, "/checkpoints")).stop_reason == "end_turn"
+    report = text_of(h, sid)
+    assert "turn 2 [undone, next /redo]: b.txt (changed), c.txt (changed)" in report
+    assert "turn 1 [next /undo]: a.txt (changed)" in report
+
+    # the model is told what was undone and redone, in its next request
+    endpoint.push(text_stream("noted"))
+    assert (await h.prompt(sid, "what changed?")).stop_reason == "end_turn"
+    users = [m["content"] for m in endpoint.requests[-1].json()["messages"] if m["role"] == "user"]
+    assert any("undid the file changes of turn 2" in u and "c.txt: restored" in u for u in users)
+    assert any("redid the file changes of turn 1" in u for u in users)
+
+    # .env never entered the shadow repository or the blob store
+    shadow = list((agent_state_dir / "shadow").glob("*.git"))
+    assert shadow
+    dump = subprocess.run(["git", f"--git-dir={shadow[0]}", "cat-file", "--batch-all-objects", "--batch"],
+                          capture_output=True).stdout
+    assert b"hunter2" not in dump and b"charlie" in dump
+    assert all(b"hunter2" not in p.read_bytes() for p in (agent_state_dir / "blobs").rglob("*") if p.is_file())
+
+
+async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
+        acp_harness_factory, endpoint, workspace):
+    git_workspace(workspace)
+    asked = []
+
+    def answer(params):
+        asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, ClientConfig(permission=answer))
+    await two_turns(h, sid, endpoint, workspace)
+    asked.clear()
+    (workspace / "b.txt").write_text("BRAVO, and the user's own line\n")
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "b.txt").read_text() == "BRAVO, and the user's own line\n"
+    assert (workspace / "c.txt").read_text() == "charlie\n"  # untouched since the agent: restored
+    (question,) = asked
+    assert question["toolCall"]["title"] == "b.txt changed since the agent's edit"
+    assert {o["name"] for o in question["options"]} == {"Take the checkpoint", "Keep mine"}
+    assert "kept the user's version" in text_of(h, sid)
+
+
+async def test_undo_removes_a_file_the_agent_created_and_brings_back_one_it_deleted(
+        acp_harness_factory, endpoint, workspace):
+    git_workspace(workspace)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("w", "write", path="new.txt", content="fresh\n"))
+    endpoint.push(call("s", "bash", command="rm d.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "make new, drop d")).stop_reason == "end_turn"
+    assert (workspace / "new.txt").exists() and not (workspace / "d.txt").exists()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert not (workspace / "new.txt").exists()
+    assert (workspace / "d.txt").read_text() == "delta\n"
+
+
+async def test_undo_with_the_editor_extension_is_a_proposal_and_a_changed_buffer_makes_it_stale(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    path = workspace / "a.txt"
+    path.write_text("alpha\n")
+    editor = MemoryEditor({str(path): Buffer("alpha\n", version=1)})
+    config = ClientConfig(permission="allow_once", read_text_file=editor.read,
+                          ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                          agent_server_extension=True)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config)
+    endpoint.push(call("r", "read", path="a.txt"))
+    endpoint.push(call("e", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shout")).stop_reason == "end_turn"
+    assert editor.buffers[str(path)].text == "ALPHA\n"
+    def keystroke(ed, p):  # the user types just before the undo lands
+        buffer = ed.buffers[p]
+        buffer.text, buffer.version, buffer.dirty = "ALPHA, typed\n", buffer.version + 1, True
+
+    editor.before_apply = keystroke
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert len(editor.proposals) == 2  # the undo arrived as a proposal
+    undo = editor.proposals[1]["edit"]["documentChanges"][0]["edits"]
+    assert undo[0]["newText"] == "alpha"
+    assert editor.buffers[str(path)].text == "ALPHA, typed\n"  # nothing was written
+    assert path.read_text() == "ALPHA\n"
+    logged = [e for e in read_events(agent_state_dir / "sessions" / sid / "events.jsonl") if e.type == "checkpoint/undo"]
+    assert "stale" in logged[0].data["files"][0]["outcome"]
+
+
+async def test_files_changed_outside_a_git_workspace_by_edits_are_still_undone(acp_harness_factory, endpoint, workspace):
+    (workspace / "plain.txt").write_text("one\n")
+    os.chmod(workspace / "plain.txt", 0o600)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("r", "read", path="plain.txt"))
+    endpoint.push(call("e", "edit", path="plain.txt", old_string="one", new_string="two"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "bump")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "plain.txt").read_text() == "one\n"
+    assert (workspace / "plain.txt").stat().st_mode & 0o777 == 0o600
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert "Nothing to undo" in text_of(h, sid)
