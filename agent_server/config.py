@@ -105,6 +105,10 @@ class AgentSettings(BaseModel):
     retry_max_delay: float = Field(default=30.0, ge=0)
     stream_idle_timeout: float = Field(default=300.0, gt=0)
     """Seconds of silence (not even an SSE comment) after which a stream fails as ``STREAM_IDLE``."""
+    mcp_start_wait: float = Field(default=5.0, ge=0)
+    """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
+    mcp_call_timeout: float = Field(default=120.0, gt=0)
+    """Seconds one MCP tool call may take before it fails (the call is cancelled on the server)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
     chars_per_token: float = Field(default=4.0, gt=0)
@@ -146,6 +150,10 @@ class PolicySettings(BaseModel):
     Env ``AGENT_SERVER_NETWORK`` (``0``/``1``)."""
     secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
     """Files whose reading (or writing) asks first: a name glob, or a path glob with ``~`` and ``**``."""
+    mcp_trusted: list[str] = Field(default_factory=list)
+    """MCP servers (by the name the client gives them) whose tool annotations are believed: their
+    ``readOnlyHint`` tools run without asking, others ask once per tool, ``destructiveHint`` always.
+    Every other server's calls ask each time, showing the arguments."""
     sandbox_writable: list[str] = Field(default_factory=list)
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
 

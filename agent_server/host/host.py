@@ -13,6 +13,7 @@ log, or emit a session's update before the front end has the session id.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
@@ -88,6 +89,8 @@ class SessionHost:
         self.pool = ClientPool(config.agent.stream_idle_timeout)
         self.frontend: Frontend | None = None
         self.restorers: dict[str, Restorer] = {}
+        self.tool_tables: dict[str, dict[str, Any]] = {}
+        self.mcp: dict[str, Any] = {}  # session id → McpTools, only for sessions with MCP servers
 
     def attach(self, frontend: Frontend) -> None:
         """Set the front end whose emitter, files and approver new sessions get."""
@@ -100,6 +103,8 @@ class SessionHost:
             session.cancel()
         for session in sessions:
             await session.close()
+        for servers in list(self.mcp.values()):
+            await servers.close()
         await self.pool.aclose()
 
     # -- sessions -----------------------------------------------------------------------------
@@ -118,6 +123,8 @@ class SessionHost:
 
     async def create(self, cwd: str, additional_directories: Sequence[str] = (),
                      mcp_servers: Sequence[str | None] = ()) -> str:
+        """Create a session's log and make it live; returns its id (``mcp_servers``: the names the
+        header records; ``start_mcp`` starts them after the front end has answered)."""
         """Create a session's log and make it live; returns its id. ``HostError`` ``invalid``
         when a folder is missing. ``cwd`` and ``additional_directories`` are absolute paths."""
         roots = [cwd, *additional_directories]
@@ -163,13 +170,14 @@ class SessionHost:
         # one result may fill at most a quarter of the model's context window
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         tools = {t.name: checkpoints.shell(t) if t.name == "bash" else t for t in BUILTIN_TOOLS}
+        self.tool_tables[session_id] = tools  # MCP tools join (and leave) this table in place
         runner = ToolRunner(event_log, context, emit, tools,
                             guards=[policy.guard], result_budget=budget)
         session = self.sessions[session_id] = AgentSession(
             session_id,
             event_log,
             self.config,
-            header_factory=lambda: self._request_header(roots, policy, event_log),
+            header_factory=lambda: self._request_header(roots, policy, event_log, tools),
             client_factory=self._client,
             emit=emit,
             runner=runner,
@@ -225,6 +233,10 @@ class SessionHost:
         session = self.sessions.pop(session_id, None)
         self.policies.policies.pop(session_id, None)
         self.restorers.pop(session_id, None)
+        self.tool_tables.pop(session_id, None)
+        servers = self.mcp.pop(session_id, None)
+        if servers is not None:
+            await servers.close()
         if session is not None:
             session.cancel()
             await session.close()
@@ -240,11 +252,40 @@ class SessionHost:
         if session_id in self.sessions:
             self.sessions[session_id].cancel()
 
+    def prepare_mcp(self, session_id: str, entries: Sequence[Any]) -> None:
+        """Set up the MCP servers of ``session_id`` (ACP ``mcpServers`` entries); they start when
+        ``start_mcp`` is called, after the front end's answer has left. Entries that cannot run are
+        logged; a failing server never fails the session."""
+        if not entries or session_id not in self.sessions or session_id in self.mcp:
+            return
+        from agent_server.tools.mcp import specs_from_acp
+        from agent_server.tools.mcp.session import McpTools
+
+        session = self.sessions[session_id]
+        specs, problems = specs_from_acp(entries)
+        for problem in problems:
+            session.log.append("mcp/failed", {"server": None, "error": problem})
+        servers = McpTools(specs, self._tool_env(), set(self.config.policy.mcp_trusted),
+                           self.tool_tables[session_id], session.log, self.emitter(session_id),
+                           call_timeout=self.config.agent.mcp_call_timeout)
+        servers.gate = asyncio.Event()
+        servers.start(servers.gate)
+        self.mcp[session_id] = servers
+
+    def start_mcp(self, session_id: str) -> None:
+        """Let the MCP servers prepared for ``session_id`` start (nothing when it has none)."""
+        servers = self.mcp.get(session_id)
+        if servers is not None:
+            servers.gate.set()
+
     # -- turns --------------------------------------------------------------------------------
 
     async def turn(self, session: AgentSession, blocks: list[dict[str, Any]], ticket: PromptTicket) -> TurnOutcome:
         """Run one turn of ``session`` on prompt ``blocks`` (ACP content blocks); after a turn
         without error the session's title is announced once (``session_info_update``)."""
+        servers = self.mcp.get(session.id)
+        if servers is not None:  # the first prompt waits a little for servers still starting
+            await servers.wait_ready(self.config.agent.mcp_start_wait)
         outcome = await session.prompt(blocks, ticket)
         if outcome.error is None:
             await self._announce_title(session)
@@ -343,7 +384,8 @@ class SessionHost:
         settings and anything holding the model's API key — a command must never print the key."""
         return scrubbed_environ(secrets=self._secrets(), drop=[self.config.provider.api_key_env])
 
-    def _request_header(self, roots: list[str], policy: Any = None, log: Any = None) -> RequestHeader:
+    def _request_header(self, roots: list[str], policy: Any = None, log: Any = None,
+                        tools: dict[str, Any] | None = None) -> RequestHeader:
         env = PromptEnvironment(
             roots=tuple(roots),
             os_name=f"{platform.system()} {platform.release()}",
@@ -360,7 +402,7 @@ class SessionHost:
             system=render_system_prompt(env),
             model=model or "",
             params=dict(self.config.agent.params),
-            tools=tool_schemas(BUILTIN_TOOLS),
+            tools=tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,
         )
 

@@ -14,6 +14,7 @@ compound or secret-touching shell command.
 from __future__ import annotations
 
 import asyncio
+import json
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -146,7 +147,9 @@ class SessionPolicy:
         return Denial(verdict.reason)
 
     def _remembered(self, tool: str, verdict: Verdict) -> Rule | None:
-        if "command" in verdict.facts:  # shell rules are per prefix; a compound command matches none
+        if "mcp_arguments" in verdict.facts and verdict.prefix is not None:  # exact arguments only
+            rule = self.memory.lookup(tool, lambda p: p == verdict.prefix)
+        elif "command" in verdict.facts:  # shell rules are per prefix; a compound command matches none
             rule = self.memory.lookup(tool, lambda p: prefix_matches(p, verdict.facts["command"]))
         else:
             rule = self.memory.lookup(tool)
@@ -188,6 +191,9 @@ class SessionPolicy:
     async def evaluate(self, call: CallView) -> Verdict:
         """The rules' verdict for ``call`` (no one is asked here)."""
         name, args, kind = call.name, call.args, call.tool.kind
+        mcp = getattr(call.tool, "mcp", None)
+        if mcp is not None:
+            return self._mcp(name, mcp, args)
         if name == "bash":
             return await self._shell(args.command)
         path = getattr(args, "path", None)
@@ -206,6 +212,28 @@ class SessionPolicy:
             return Verdict("allow", "danger-full-access")
         return Verdict("ask", f"unknown-{kind}", "a tool whose effects policy cannot check",
                        title=f"Run {name}", what=f"this {name} call")
+
+    def _mcp(self, name: str, mcp: Any, args: Any) -> Verdict:
+        """MCP servers run outside our sandbox and their annotations are untrusted unless the user's
+        config trusts the server: an untrusted server's call asks every time (in every mode) with
+        its arguments shown, and "always allow" covers these exact arguments only; a trusted
+        server's ``readOnlyHint`` tool runs (not in read-only mode's ask), ``destructiveHint`` always
+        asks, others ask once per tool."""
+        arguments = json.dumps(args.model_dump(), sort_keys=True, ensure_ascii=False)
+        facts = {"mcp_server": mcp.server, "mcp_tool": mcp.tool, "mcp_arguments": arguments, "trusted": mcp.trusted}
+        shown = [_text(f"MCP server `{mcp.server}`, tool `{mcp.tool}`, arguments:\n{arguments}")]
+        title = f"Run {mcp.tool} ({mcp.server} MCP server)"
+        what = f"this call of {mcp.tool} on the {mcp.server} MCP server"
+        if mcp.read_only:
+            return Verdict("allow", "mcp-trusted-read-only", facts=facts)
+        if not mcp.trusted:
+            return Verdict("ask", "mcp-untrusted", "MCP servers run outside the sandbox", title=title, what=what,
+                           content=shown, prefix=arguments, facts=facts)
+        if mcp.destructive:
+            return Verdict("ask", "mcp-destructive", "the server marks this tool destructive", title=title,
+                           what=what, content=shown, rememberable=False, facts=facts)
+        return Verdict("ask", "mcp-trusted", "MCP servers run outside the sandbox", title=title, what=what,
+                       content=shown, facts=facts)
 
     def _read(self, tool: str, path: str | None) -> Verdict:
         if path is None:

@@ -169,9 +169,13 @@ class AcpServer:
         with _wire_errors():
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
                                                 [s.get("name") for s in p.mcpServers])
+        self.host.prepare_mcp(session_id, p.mcpServers)
         emit = self.emitter(session_id)
-        ctx.after_response(lambda: emit({"sessionUpdate": "available_commands_update",
-                                         "availableCommands": commands.COMMANDS}))
+
+        async def after() -> None:
+            await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
+            self.host.start_mcp(session_id)
+        ctx.after_response(after)
         return {"sessionId": session_id, **self.host.state(session_id)}
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -218,6 +222,11 @@ class AcpServer:
         with _wire_errors():
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
+        self.host.prepare_mcp(p.sessionId, p.mcpServers)
+
+        async def after() -> None:
+            self.host.start_mcp(p.sessionId)
+        ctx.after_response(after)
         if meta:
             result["_meta"] = meta
         return result

@@ -50,7 +50,7 @@ def _absolute(path: str) -> str:
 
 
 class NewSessionParams(_Open):
-    """``session/new`` params. ``mcpServers`` is accepted (never rejected) but not used yet."""
+    """``session/new`` params. ``mcpServers``: stdio and http servers are started after the answer."""
 
     cwd: str
     additionalDirectories: list[str] = Field(default_factory=list)

@@ -28,7 +28,7 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
     capabilities: dict[str, Any] = {
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-        "mcpCapabilities": {"http": False, "sse": False},
+        "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {}},
     }
     extension = _extension(params)

@@ -1,0 +1,157 @@
+"""The MCP servers of one session: started in parallel, their tools offered under exposed names.
+
+Role: ``McpTools(specs, …).start()`` starts every server in the background (``session/new`` does not
+wait); ``wait_ready(seconds)`` lets the first prompt wait a little for those still starting. Each
+tool of a server that is up becomes an ``McpTool`` in the session's tool table (a dict the tool
+runner reads), under a name from ``expose_names``; the map and every server that failed are logged
+(``mcp/tools``, ``mcp/failed``), and a failure is told to the user. ``close()`` stops the servers.
+
+Must never: fail the session because a server failed, or decide whether a call may run (the policy
+does, from ``McpTool.mcp``: server, tool, annotations, trusted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_server.tools.base import Tool, ToolContext, ToolResult
+from agent_server.tools.mcp.connection import McpConnection, McpError
+from agent_server.tools.mcp.names import expose_names
+from agent_server.tools.mcp.results import render_result
+from agent_server.tools.mcp.spec import McpServerSpec
+
+log = logging.getLogger("agent_server.mcp")
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class McpArgs(BaseModel):
+    """Any JSON object: the server validates its own arguments (its schema is what the model sees)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class McpInfo:
+    """What the policy needs to know about an MCP tool: its ``server`` and ``tool`` names, its
+    ``annotations`` (untrusted unless ``trusted``) and whether the user's config trusts the server."""
+
+    server: str
+    tool: str
+    annotations: dict[str, Any]
+    trusted: bool
+
+    @property
+    def read_only(self) -> bool:
+        """``readOnlyHint``, believed only for a trusted server."""
+        return self.trusted and self.annotations.get("readOnlyHint") is True
+
+    @property
+    def destructive(self) -> bool:
+        """``destructiveHint`` (also believed from an untrusted server: it only makes us more careful)."""
+        return self.annotations.get("destructiveHint") is True
+
+
+class McpTool(Tool):
+    """One server tool as a tool of the session. Instances carry their own name and schema."""
+
+    Args = McpArgs
+    default_timeout = 120.0
+
+    def __init__(self, name: str, spec: dict[str, Any], info: McpInfo, connection: McpConnection) -> None:
+        self.name = name  # type: ignore[misc]  # per instance, not per class
+        self.description = str(spec.get("description") or f"{info.tool} (MCP server {info.server})")  # type: ignore[misc]
+        self.kind = "read" if info.annotations.get("readOnlyHint") is True else "other"  # type: ignore[misc]
+        self.concurrency_safe = info.read_only  # type: ignore[misc]
+        self.mcp = info
+        self._input_schema = spec.get("inputSchema") or {"type": "object", "properties": {}}
+        self._connection = connection
+
+    def schema(self) -> dict[str, Any]:
+        """The server's own input schema, offered to the model under the exposed name."""
+        params = json.loads(json.dumps(self._input_schema))
+        params.setdefault("type", "object")
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": params}}
+
+    def title(self, args: Any, ctx: ToolContext) -> str:
+        return f"{self.mcp.tool} ({self.mcp.server} MCP server)"
+
+    async def execute(self, args: McpArgs, ctx: ToolContext) -> ToolResult:
+        arguments = args.model_dump()
+        try:
+            result = await self._connection.call(self.mcp.tool, arguments)
+        except McpError as exc:
+            return ToolResult.error(str(exc))
+        text, is_error = render_result(result)
+        return ToolResult.error(text) if is_error else ToolResult(text)
+
+
+class McpTools:
+    """The MCP servers of one session.
+
+    ``specs``: from ``specs_from_acp``; ``env``: the scrubbed environment servers start with;
+    ``trusted``: server names the user's config trusts; ``table``: the session's tool table (name →
+    tool), updated in place; ``log``: the session's ``EventLog``; ``emit``: its updates.
+    """
+
+    def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
+                 table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0) -> None:
+        self.specs = specs
+        self.trusted = trusted
+        self.table = table
+        self.log = log
+        self.emit = emit
+        self.connections = {s.name: McpConnection(s, env, call_timeout=call_timeout) for s in specs}
+        self.listed: dict[str, list[dict[str, Any]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, gate: asyncio.Event | None = None) -> None:
+        """Start every server in the background, once ``gate`` is set (the front end sets it when
+        its answer to ``session/new`` has left, so nothing is said about the session before)."""
+        self._tasks = [asyncio.create_task(self._start_one(s, gate), name=f"mcp-start:{s.name}") for s in self.specs]
+
+    async def wait_ready(self, seconds: float) -> None:
+        """Wait at most ``seconds`` for servers still starting (the first prompt calls this)."""
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=seconds)
+
+    async def _start_one(self, spec: McpServerSpec, gate: asyncio.Event | None) -> None:
+        if gate is not None:
+            await gate.wait()
+        try:
+            tools = await self.connections[spec.name].start()
+        except McpError as exc:
+            self.log.append("mcp/failed", {"server": spec.name, "error": str(exc)})
+            await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
+                "type": "text", "text": f"[agent-server] {exc}. Its tools are not available in this session.\n"}})
+            return
+        self.listed[spec.name] = tools
+        self._publish()
+
+    def _publish(self) -> None:
+        """Rebuild the MCP part of the tool table from the servers that are up (in spec order)."""
+        up = [s for s in self.specs if s.name in self.listed]
+        names = expose_names({s.name: [t["name"] for t in self.listed[s.name]] for s in up})
+        for name in [n for n, t in self.table.items() if isinstance(t, McpTool)]:
+            del self.table[name]
+        by_key = {(s.name, t["name"]): t for s in up for t in self.listed[s.name]}
+        for exposed, (server, tool) in names.items():
+            spec = by_key[(server, tool)]
+            info = McpInfo(server, tool, dict(spec.get("annotations") or {}), server in self.trusted)
+            self.table[exposed] = McpTool(exposed, spec, info, self.connections[server])
+        self.log.append("mcp/tools", {"map": {n: [s, t] for n, (s, t) in names.items()},
+                                      "servers": [s.name for s in up]})
+
+    async def close(self) -> None:
+        """Stop every server (their processes end with them)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*(c.close() for c in self.connections.values()), return_exceptions=True)

@@ -1,0 +1,207 @@
+"""End to end: MCP servers from ``session/new`` — real servers from PyPI (``mcp-server-time``,
+``mcp-server-git``) and one the test builds with the SDK over HTTP — called by the scripted model
+through the real server, with the policy for untrusted and trusted servers, failures that leave
+the session going, and no server process left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.client_impl import ClientConfig
+
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session import read_events
+
+BIN = Path(sys.executable).parent
+SCRIPTED = Path(__file__).resolve().parents[1] / "mcp" / "scripted_server.py"
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+def stdio(name: str, command: str, *args: str) -> dict:
+    return {"name": name, "command": command, "args": list(args), "env": []}
+
+
+def call(cid: str, name: str, **args) -> dict:
+    return tool_call_stream([(cid, name, json.dumps(args))])
+
+
+def tool_results(endpoint, n: int) -> list[str]:
+    return [m["content"] for m in endpoint.requests[n].json()["messages"] if m["role"] == "tool"]
+
+
+def tool_names(endpoint, n: int) -> list[str]:
+    return [t["function"]["name"] for t in endpoint.requests[n].json().get("tools", [])]
+
+
+async def start(factory, endpoint, workspace, servers, *, permission="allow_once", agent: str = "", policy: str = ""):
+    # servers start in parallel with the first prompt; on a loaded CI machine they may need long
+    config = workspace.parent / "mcp-config.toml"
+    config.write_text(f"[agent]\nmcp_start_wait = 120\n{agent}\n[policy]\n{policy}\n")
+    client = ClientConfig(permission=permission)
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                      config=client)
+    await h.initialize(client.capabilities())
+    session = await h.new_session(str(workspace), mcp_servers=servers)
+    return h, session.session_id
+
+
+def descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        out = subprocess.run(["pgrep", "-P", str(frontier.pop())], capture_output=True, text=True).stdout
+        kids = [int(p) for p in out.split()]
+        found += kids
+        frontier += kids
+    return found
+
+
+def all_gone(pids: list[int], within: float = 10.0) -> bool:
+    deadline = time.time() + within
+    while time.time() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    alive.append(pid)
+            except FileNotFoundError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+async def test_real_time_and_git_servers_answer_the_model_after_the_user_allows(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / "tracked.txt").write_text("x\n")
+    asked = []
+
+    def allow(params):
+        asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    servers = [stdio("time", str(BIN / "mcp-server-time"), "--local-timezone", "UTC"),
+               stdio("git", str(BIN / "mcp-server-git"), "--repository", str(workspace))]
+    endpoint.push(call("t", "mcp__time__get_current_time", timezone="Asia/Tokyo"))
+    endpoint.push(call("g", "mcp__git__git_status", repo_path=str(workspace)))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, permission=allow)
+    assert (await h.prompt(sid, "what time is it, and what is untracked?")).stop_reason == "end_turn"
+    assert {"mcp__time__get_current_time", "mcp__git__git_status"} <= set(tool_names(endpoint, 0))
+    assert "Asia/Tokyo" in tool_results(endpoint, 1)[0]
+    assert "tracked.txt" in tool_results(endpoint, 2)[1]
+    # every call of an untrusted server asked, showing its arguments
+    assert [q["toolCall"]["title"] for q in asked][:1] == ["Run get_current_time (time MCP server) — MCP servers run outside the sandbox"]
+    shown = json.dumps(asked[0]["toolCall"])
+    assert "Asia/Tokyo" in shown
+    calls = [u for u in h.updates(sid, "tool_call") if u["title"].startswith("get_current_time")]
+    assert calls and calls[0]["kind"] == "read"  # from readOnlyHint: display only, the policy still asked
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    mapped = [e.data["map"] for e in events if e.type == "mcp/tools"]
+    assert mapped[-1]["mcp__time__get_current_time"] == ["time", "get_current_time"]
+
+
+async def test_trusted_read_only_tool_runs_without_asking_over_http_and_allow_always_is_exact_for_untrusted(
+        acp_harness_factory, endpoint, workspace):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    web = subprocess.Popen([sys.executable, str(SCRIPTED), "http", str(port)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.1)
+        asked = []
+
+        def always(params):
+            asked.append(params)
+            return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
+
+        servers = [{"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": []},
+                   stdio("local", sys.executable, str(SCRIPTED), "stdio")]
+        endpoint.push(call("a", "mcp__web__add", a=2, b=3))                 # trusted + readOnlyHint: no question
+        endpoint.push(call("b", "mcp__local__shout", text="hi"))            # untrusted: asked, allowed always
+        endpoint.push(call("c", "mcp__local__shout", text="hi"))            # same arguments: remembered
+        endpoint.push(call("d", "mcp__local__shout", text="other"))         # other arguments: asked again
+        endpoint.push(text_stream("done"))
+        h, sid = await start(acp_harness_factory, endpoint, workspace, servers, permission=always,
+                             policy='mcp_trusted = ["web"]')
+        assert (await h.prompt(sid, "compute")).stop_reason == "end_turn"
+        assert tool_results(endpoint, 1) == ["5"]
+        assert "HI" in tool_results(endpoint, 2)[-1] and "HI" in tool_results(endpoint, 3)[-1]
+        assert "OTHER" in tool_results(endpoint, 4)[-1]
+        assert [json.loads(q["toolCall"]["rawInput"] if isinstance(q["toolCall"].get("rawInput"), str)
+                           else json.dumps(q["toolCall"]["rawInput"]))["text"] for q in asked] == ["hi", "other"]
+    finally:
+        web.terminate()
+        web.wait(10)
+
+
+async def test_untrusted_server_asks_even_in_danger_full_access_and_a_rejection_tells_the_model(
+        acp_harness_factory, endpoint, workspace):
+    endpoint.push(call("a", "mcp__local__add", a=1, b=1))
+    endpoint.push(text_stream("ok"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace,
+                         [stdio("local", sys.executable, str(SCRIPTED), "stdio")], permission="reject_once")
+    await h.request("session/set_mode", {"sessionId": sid, "modeId": "danger-full-access"})
+    assert (await h.prompt(sid, "add")).stop_reason == "end_turn"
+    assert "Rejected by the user" in tool_results(endpoint, 1)[0]
+
+
+async def test_failing_servers_give_clear_results_and_the_session_goes_on(
+        acp_harness_factory, endpoint, workspace):
+    servers = [stdio("local", sys.executable, str(SCRIPTED), "stdio"), stdio("broken", "/bin/false")]
+    endpoint.push(call("c", "mcp__local__crash"))
+    endpoint.push(call("s", "mcp__local__sleep", seconds=30))
+    endpoint.push(call("a", "mcp__local__add", a=20, b=22))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, agent="mcp_call_timeout = 2")
+    assert (await h.prompt(sid, "try them")).stop_reason == "end_turn"
+    crash, sleep, add = tool_results(endpoint, 1)[0], tool_results(endpoint, 2)[1], tool_results(endpoint, 3)[2]
+    assert "stopped during the call" in crash
+    assert "timed out after 2 s" in sleep
+    assert add == "42"  # restarted after the crash
+    said = "".join(u["content"]["text"] for u in h.updates(sid, "agent_message_chunk"))
+    assert "'broken' did not start" in said
+    assert not any(n.startswith("mcp__broken__") for n in tool_names(endpoint, 0))
+
+
+@pytest.mark.replay_exempt("the first session is deleted; the second agent is killed")
+async def test_no_server_process_survives_delete_or_kill_9(acp_harness_factory, endpoint, workspace):
+    servers = [stdio("local", sys.executable, str(SCRIPTED), "stdio")]
+    endpoint.push(call("a", "mcp__local__add", a=1, b=2))
+    endpoint.push(text_stream("ok"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers)
+    assert (await h.prompt(sid, "add")).stop_reason == "end_turn"
+    kids = descendants(h.pid)
+    assert kids
+    await h.request("session/delete", {"sessionId": sid})
+    assert all_gone(kids)
+
+    h2, sid2 = await start(acp_harness_factory, endpoint, workspace, servers)
+    endpoint.push(call("a", "mcp__local__add", a=1, b=2))
+    endpoint.push(text_stream("ok"))
+    assert (await h2.prompt(sid2, "add")).stop_reason == "end_turn"
+    kids = descendants(h2.pid)
+    assert kids
+    os.kill(h2.pid, signal.SIGKILL)
+    assert all_gone(kids)
