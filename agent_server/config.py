@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Profile(BaseModel):
@@ -158,6 +158,17 @@ class PolicySettings(BaseModel):
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
 
 
+class AcpSettings(BaseModel):
+    """The ``[acp]`` table: what the server sends its ACP client, for clients that stumble on part
+    of stable ACP."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_info_update: bool = True
+    """``false``: never send ``session_info_update`` (the session title after the first turn);
+    Toad ≤ 0.6.20 rejects it and agent-shell ≤ 0.48 prints it into the transcript."""
+
+
 class ModelEntry(BaseModel):
     """One ``[[models]]`` table of the config file: a model the user may pick for a session.
 
@@ -193,7 +204,7 @@ class ModelChoice(BaseModel):
 
 
 class Config(BaseModel):
-    """The whole configuration: ``provider`` + ``agent`` + ``policy`` + where it was read from.
+    """The whole configuration: ``provider`` + ``agent`` + ``policy`` + ``acp`` + where it was read from.
 
     ``models``: the models a session may switch to (the default ``provider.model`` first, then the
     config file's ``[[models]]``); empty when no model is configured at all.
@@ -204,6 +215,7 @@ class Config(BaseModel):
     provider: ProviderSettings
     agent: AgentSettings
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    acp: AcpSettings = Field(default_factory=AcpSettings)
     source: str | None = None
     models: tuple[ModelChoice, ...] = ()
 
@@ -229,7 +241,7 @@ class ConfigError(Exception):
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
-              "reasoning_content", "agent", "params", "profiles", "policy", "models"}
+              "reasoning_content", "agent", "params", "profiles", "policy", "models", "acp"}
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -260,22 +272,32 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         unknown = set(data) - _FILE_KEYS
         if unknown:
             raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_FILE_KEYS)}")
+    where = f"{path}: " if data else ""
+    table = "[agent]"
     try:
         agent = AgentSettings(**{**data.get("agent", {}), **({"params": data["params"]} if "params" in data else {})})
         profiles = dict(PROFILES)
         for name, raw in data.get("profiles", {}).items():
+            table = f"[profiles.{name}]"
             profiles[name] = Profile(**raw)
+        table = ""
         provider = _resolve_provider(data, profiles, env)
+        table = "[policy]"
         policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
+        table = "[[models]]"
         raw_models = data.get("models", [])
         if not isinstance(raw_models, list):
             raise ConfigError(f"{path}: models must be an array of tables ([[models]] with an id each)")
         entries = [ModelEntry(**raw) for raw in raw_models]
         models = _resolve_models(entries, provider, profiles, env)
+        table = "[acp]"
+        acp = AcpSettings(**data.get("acp", {}))
     except ConfigError:
         raise
-    except Exception as exc:  # pydantic ValidationError, TypeError from bad tables
-        raise ConfigError(f"{path}: {exc}" if data else str(exc)) from None
+    except ValidationError as exc:  # one line: "[policy] default_mode: Input should be … (got 'yolo')"
+        raise ConfigError(where + "; ".join(_one_error(table, e) for e in exc.errors(include_url=False))) from None
+    except Exception as exc:  # TypeError from bad tables
+        raise ConfigError(where + " ".join(str(exc).split())) from None
     reserved = _RESERVED_PARAMS & set(agent.params)
     if reserved:
         raise ConfigError(f"{path}: params may not set {sorted(reserved)}: agent-server sets those itself")
@@ -284,7 +306,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     prices = {e.id: e.price for e in entries if e.price is not None and e.id not in agent.model_prices}
     if prices:
         agent = agent.model_copy(update={"model_prices": {**agent.model_prices, **prices}})
-    return Config(provider=provider, agent=agent, policy=policy, source=str(path) if data else None,
+    return Config(provider=provider, agent=agent, policy=policy, acp=acp, source=str(path) if data else None,
                   models=models)
 
 
@@ -337,6 +359,14 @@ def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profil
         else:
             choices.append(choice)
     return tuple(choices)
+
+
+def _one_error(table: str, error: Mapping[str, Any]) -> str:
+    """One pydantic error as ``[table] key: message (got value)`` on one line."""
+    key = ".".join(str(p) for p in error.get("loc", ()))
+    got = f" (got {error['input']!r})" if not isinstance(error.get("input"), (dict, list)) else ""
+    where = " ".join(p for p in (table, key) if p)
+    return " ".join(f"{where}: {error.get('msg', 'invalid')}{got}".split())
 
 
 def _policy_env(env: Mapping[str, str]) -> dict[str, Any]:

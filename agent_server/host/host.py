@@ -352,6 +352,8 @@ class SessionHost:
     async def _announce_title(self, session: AgentSession) -> None:
         """After the first turn, name the session after its first prompt (``session_info_update``)."""
         events = session.log.events
+        if not self.config.acp.session_info_update:
+            return  # switched off for clients that reject it ([acp] session_info_update = false)
         if sum(1 for e in events if e.type == "turn/end") != 1:
             return  # the title is derived from the log (as session/list does), announced once
         title = lifecycle.session_title(next((e for e in events if e.type == "user"), None))

@@ -92,7 +92,7 @@ def recover(session_id: str, event_log: EventLog) -> dict[str, Any] | None:
     recovery = close_open_turn(event_log)
     if not recovery.changed:
         return None
-    log.warning("session %s: closed what a dead process left open: %s", session_id, describe(recovery))
+    log.info("session %s: closed what a dead process left open: %s", session_id, describe(recovery))
     return {"agentServer": {"recovered": describe(recovery)}}
 
 
@@ -111,7 +111,7 @@ def list_sessions(store: SessionStore, cwd: str | None) -> list[dict[str, Any]]:
             header, first = read_head(path, lambda e: e.type == "user")
             updated = path.stat().st_mtime
         except (LogCorruptError, LogVersionError, OSError) as exc:
-            log.warning("session/list: skipping %s: %s", session_id, exc)
+            log.debug("session/list: skipping %s: %s", session_id, exc)
             continue
         folder = header.data.get("cwd")
         if not isinstance(folder, str) or (cwd is not None and not same_dir(folder, cwd)):

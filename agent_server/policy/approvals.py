@@ -29,7 +29,8 @@ class Ask:
 
     ``tool_call_id``: the editor's id of the call; ``title``: what the user reads; ``kind``: the
     ACP tool kind; ``content``: ACP ``ToolCallContent`` (a diff for edits, the command for shell);
-    ``raw_input``: the call's arguments; ``options``: option ids offered (each is also its kind).
+    ``raw_input``: the call's arguments; ``options``: option ids offered (each is also its kind);
+    ``locations``: the call's ACP ``ToolCallLocation`` list (absolute paths).
     """
 
     tool_call_id: str
@@ -40,6 +41,7 @@ class Ask:
     options: tuple[str, ...] = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS)
     names: tuple[tuple[str, str], ...] = ()
     """Option names other than the usual ones (``((option id, name), …)``), e.g. "Keep mine"."""
+    locations: list[dict[str, Any]] = field(default_factory=list)
 
     def options_json(self) -> list[dict[str, str]]:
         """The ACP ``PermissionOption`` list: ``optionId`` equals ``kind``."""

@@ -166,12 +166,20 @@ class SessionPolicy:
                                               "call_id": call.call_id, "rule": rule.describe()})
 
     def _question(self, call: CallView, verdict: Verdict) -> Ask:
-        title = f"{verdict.title} — {verdict.reason}" if verdict.reason else verdict.title
+        """The question for ``call``: the tool call's own title and locations (clients keep the
+        permission's title as the call's title), the reason for asking as a plain-words text block
+        before the verdict's content (diff, command)."""
+        title = getattr(call, "title", "") or verdict.title
+        reason = verdict.reason
+        if reason.startswith("destructive: "):
+            reason = f"it is destructive ({reason.removeprefix('destructive: ')})"
+        why = f"agent-server asks before {verdict.what or 'this call'} because {reason}." if reason else ""
         if self.memory.rules:
-            title += f" (remembered this session: {self.memory.summary()})"
+            why += f" Remembered for this session: {self.memory.summary()}."
+        content = ([_text(why.strip())] if why.strip() else []) + list(verdict.content)
         options = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS) if verdict.rememberable else (ALLOW_ONCE, REJECT_ONCE)
-        return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, verdict.content,
-                   _raw_input(call), options)
+        return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, content,
+                   _raw_input(call), options, locations=list(getattr(call, "locations", ()) or ()))
 
     def _log(self, call: CallView, verdict: Verdict, outcome: str, decided_by: str, answer: Answer | None = None) -> None:
         data: dict[str, Any] = {
@@ -277,7 +285,8 @@ class SessionPolicy:
         secret = self.secrets.match(t.lexical, t.resolved)
         rule = "danger-full-access" if mode == DANGER_FULL_ACCESS else "workspace"
         if secret is None and self.ask_edits:
-            return Verdict("ask", "plain-acp-edit", "the editor cannot preview it as a proposal",
+            return Verdict("ask", "plain-acp-edit", "this editor cannot show the change as a proposal to "
+                           "accept or reject, so this question (with the diff) is your review",
                            title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
                            content=[_diff(t.lexical, tool, args)], facts=facts)
         if secret is None:

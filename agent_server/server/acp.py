@@ -119,7 +119,7 @@ class AcpServer:
         try:
             self.client_capabilities = m.InitializeParams.model_validate(params or {}).clientCapabilities
         except ValidationError:
-            log.warning("initialize params did not validate; assuming no client capabilities")
+            log.debug("initialize params did not validate; assuming no client capabilities")
             self.client_capabilities = m.ClientCapabilities()
         self.editor = EditorCapabilities.from_client(self.client_capabilities.model_dump(by_alias=True))
 
@@ -200,7 +200,9 @@ class AcpServer:
             ticket.cancel()
         outcome = await self.host.turn(session, blocks, ticket)
         if outcome.error is not None:
-            raise JsonRpcError(INTERNAL_ERROR, outcome.error.get("message", "turn failed"), outcome.error)
+            message = outcome.error.get("message", "turn failed")
+            # data.details repeats the human message (the TypeScript SDK's convention; Toad shows only it)
+            raise JsonRpcError(INTERNAL_ERROR, message, {**outcome.error, "details": message})
         return {"stopReason": outcome.stop_reason}
 
     async def cancel(self, params: dict[str, Any]) -> None:

@@ -233,7 +233,21 @@ class EditorFiles:
             return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
         except ConnectionClosed:
             return WriteOutcome("failed", "the editor went away before writing")
-        return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
+        return await self._read_back(path, new)
+
+    async def _read_back(self, path: Path, sent: str) -> WriteOutcome:
+        """After ``fs/write_text_file``: read the file again (the editor's buffer, else the disk)
+        and report what really landed — an editor may change the text while writing it (e.g.
+        CodeCompanion adds a blank line at the end of an open buffer)."""
+        try:
+            landed = await self.read(path)
+        except OSError as exc:
+            log.debug("read-back of %s after fs/write_text_file failed: %s", path, exc)
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, sent.encode("utf-8")))
+        text = landed.raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        if text == sent:
+            return WriteOutcome("written", snapshot=landed)
+        return WriteOutcome("written", snapshot=landed, landed_by="editor")
 
 
 def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, int]:

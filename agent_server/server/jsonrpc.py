@@ -342,7 +342,7 @@ class Connection:
     def _handle_response(self, message: dict[str, Any]) -> None:
         future = self._pending.get(message["id"])
         if future is None or future.done():
-            log.warning("response to unknown request id %r ignored", message["id"])
+            log.debug("response to unknown request id %r ignored (answered after it was cancelled?)", message["id"])
             return
         if "error" in message:
             error = message["error"] if isinstance(message["error"], dict) else {}

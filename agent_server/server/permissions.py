@@ -65,6 +65,8 @@ class PermissionRequester:
                                      "kind": question.kind, "status": "pending", "rawInput": question.raw_input}
         if question.content:
             tool_call["content"] = question.content
+        if question.locations:
+            tool_call["locations"] = question.locations
         return {"sessionId": self.session_id, "toolCall": tool_call, "options": question.options_json()}
 
     async def ask(self, question: Ask) -> Answer:
@@ -87,6 +89,6 @@ class PermissionRequester:
                 return Answer("unavailable", detail=self.unsupported)
             return Answer("error", detail=f"error {exc.code}: {exc.message}")
         except (OSError, ValueError) as exc:  # a broken pipe while sending
-            log.warning("permission request failed: %s", exc)
+            log.debug("permission request failed: %s", exc)
             return Answer("unavailable", detail=f"the request could not be sent ({exc})")
         return parse_answer(result, question.options)

@@ -114,7 +114,7 @@ async def serve_stdio(
     except asyncio.CancelledError:
         if not stopped_by:
             raise
-        log.warning("stopping on signal %s: cancelling running turns", stopped_by[0])
+        log.info("stopping on signal %s: cancelling running turns", stopped_by[0])
     finally:
         await server.aclose()
         await connection.wait_idle()

@@ -74,7 +74,9 @@ class WriteOutcome:
     written), ``"cancelled"`` (the turn was cancelled while the proposal was pending — nothing
     written), ``"failed"`` (an OS or editor error — nothing written). ``message``: a sentence for
     the model. ``saved``: whether the disk now holds the new text (``False``: the change is in an
-    editor buffer with unsaved changes, the disk still has the old text).
+    editor buffer with unsaved changes, the disk still has the old text). ``landed_by``: who made
+    ``snapshot`` differ from what was sent — ``"user"`` (adjusted before accepting) or ``"editor"``
+    (the client changed the text while writing it, e.g. a final blank line).
     """
 
     status: Literal["written", "partial", "rejected", "stale", "cancelled", "failed"]
@@ -83,6 +85,7 @@ class WriteOutcome:
     saved: bool = True
     hunks_applied: int | None = None
     hunks_total: int | None = None
+    landed_by: Literal["user", "editor"] = "user"
 
 
 @runtime_checkable

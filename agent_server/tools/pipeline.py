@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from pydantic import BaseModel
@@ -62,7 +62,8 @@ class PreparedCall:
 
     ``call_id``: the model's id; ``tool_call_id``: the editor's (unique in the session);
     ``tool``: ``None`` for an unknown name; ``args``: validated arguments or ``None``;
-    ``error``: the preparation error result, if any.
+    ``error``: the preparation error result, if any; ``title`` and ``locations``: what the
+    ``tool_call`` update showed the editor (a permission request repeats them).
     """
 
     call_id: str
@@ -72,6 +73,8 @@ class PreparedCall:
     tool: Tool | None
     args: BaseModel | None
     error: ToolResult | None = None
+    title: str = ""
+    locations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -162,6 +165,7 @@ class ToolRunner:
             locations = _safely(lambda: prepared.tool.locations(prepared.args, self.context), [])
             if locations:
                 update["locations"] = locations
+        prepared = replace(prepared, title=update["title"], locations=tuple(update.get("locations", ())))
         await self.emit(update)
         return _Slot(prepared)
 

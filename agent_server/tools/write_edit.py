@@ -89,6 +89,13 @@ async def _current_for_change(
     return current, None
 
 
+def _differs(sent: bytes, landed: bytes) -> bool:
+    """Whether what landed is other text than what was sent (a UTF-8 BOM, which an editor keeps
+    outside its text, does not count)."""
+    bom = b"\xef\xbb\xbf"
+    return sent.removeprefix(bom) != landed.removeprefix(bom)
+
+
 async def _commit(
     path: Path, raw: bytes, base: FileSnapshot | None, ctx: ToolContext
 ) -> tuple[ToolResult | None, list[str]]:
@@ -108,9 +115,11 @@ async def _commit(
             notes.append(f"The change is in the editor's buffer of {shown}, which has unsaved changes, so "
                          "the file on disk still has the old text: commands that read the file (tests, "
                          "builds) will not see the change until the user saves it.")
-        if landed is not None and landed.raw != raw and outcome.status == "written":
-            notes.append(f"The user adjusted your change before accepting it. What landed differs from "
-                         f"what you sent:\n{_unified(raw, landed.raw, shown)}")
+        if landed is not None and _differs(raw, landed.raw) and outcome.status == "written":
+            who = ("The editor changed the text while writing it" if outcome.landed_by == "editor"
+                   else "The user adjusted your change before accepting it")
+            notes.append(f"{who}. What landed differs from what you sent (later edits must match "
+                         f"the text that landed):\n{_unified(raw, landed.raw, shown)}")
     if outcome.status == "written":
         return None, notes
     if outcome.status == "partial":

@@ -40,6 +40,11 @@ def prepared(name, **args):
     return PreparedCall(f"c-{name}", f"tc-{name}", name, raw, tool, validate_args(tool, raw))
 
 
+def why(question):
+    """The plain-words reason of a question: its first content block."""
+    return question.content[0]["content"]["text"]
+
+
 @pytest.fixture
 def make(tmp_path):
     ws = tmp_path / "ws"
@@ -64,7 +69,7 @@ async def test_partial_sandbox_asks_for_every_command_but_still_confines_what_it
     policy, approver, emitted, log, ws = make(status=PARTIAL)
     assert await policy.guard(prepared("bash", command="ls")) is None
     assert await policy.guard(prepared("bash", command="echo hi")) is None
-    assert len(approver.asked) == 2 and "no OS sandbox" in approver.asked[0].title
+    assert len(approver.asked) == 2 and "no OS sandbox" in why(approver.asked[0])
     told = [u for u in emitted if u["sessionUpdate"] == "agent_message_chunk"]
     assert len(told) == 1 and ".git` cannot be made read-only" in told[0]["content"]["text"]
     launch = policy.shell_launcher(["bash", "-c", "ls"], {})
@@ -78,7 +83,7 @@ async def test_full_sandbox_runs_commands_without_asking_but_destructive_ones_as
     assert await policy.guard(prepared("bash", command="pytest -q")) is None and approver.asked == []
     assert await policy.guard(prepared("bash", command="git reset --hard")) is None
     (question,) = approver.asked
-    assert "destructive" in question.title and question.options == ("allow_once", "reject_once")
+    assert "destructive" in why(question) and question.options == ("allow_once", "reject_once")
 
 
 async def test_read_only_without_any_sandbox_denies_the_shell(make):
@@ -93,8 +98,9 @@ async def test_danger_full_access_writes_anywhere_but_secrets_and_destructive_co
     assert await policy.guard(prepared("bash", command="make")) is None and approver.asked == []
     await policy.guard(prepared("bash", command="rm -rf /tmp/x"))
     await policy.guard(prepared("write", path=str(tmp_path / "ws" / ".env"), content="X=1"))
-    assert [q.title.split(" — ")[1][:11] for q in approver.asked] == ["destructive", "it may hold"]
-    diff = approver.asked[1].content[0]
+    assert ["is destructive" in why(approver.asked[0]), "may hold secrets" in why(approver.asked[1])] == [True, True]
+    assert approver.asked[0].title == "Run `rm -rf /tmp/x`"  # the reason is not in the title
+    diff = approver.asked[1].content[1]
     assert diff["type"] == "diff" and diff["newText"] == "X=1" and diff["oldText"] is None
 
 
