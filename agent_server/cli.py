@@ -1,7 +1,8 @@
 """Command line: ``agent-server`` (the stdio ACP server) and its sub-commands.
 
-Role: the process entry point. ``agent-server replay …`` hands over to ``replay_cli``. With no
-sub-command it serves ACP on stdio, answering the first
+Role: the process entry point. ``agent-server replay …`` hands over to ``replay_cli``, ``run …``
+to ``headless``, ``sessions …`` to ``sessions_cli``. With no sub-command it serves ACP on stdio
+(saying on stderr what it waits for when stdin is a terminal), answering the first
 ``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
 the editor waits for that answer), then hands everything else to the server.
 
@@ -17,13 +18,15 @@ import os
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
-       agent-server replay SESSION_LOG [--step N] [--json]
        agent-server run -p PROMPT [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
+       agent-server sessions [--cwd DIR] [--json]
+       agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
        agent-server lsp [--config PATH]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
-"replay" rebuilds, from a session log alone, the exact body of every model request it made.
 "run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
+"sessions" lists the stored sessions (id, age, folder, title, log).
+"replay" rebuilds, from a session log alone, the exact body of every model request it made.
 "lsp" serves the same agent as a language server (LSP) for editors without ACP.
 
 options:
@@ -66,10 +69,19 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     return params or {}
 
 
+_ON_A_TERMINAL = ("agent-server: waiting for an ACP client on stdin (JSON-RPC, one message a line): an editor "
+                  "starts this command itself.\n  To try it from a terminal: agent-server run -p \"your prompt\""
+                  " (see agent-server --help); Ctrl-D quits.\n")
+
+
 def _serve(config_path: str | None) -> int:
     out_fd = os.dup(1)
     os.dup2(2, 1)
+    if os.isatty(0):  # a person, not an editor: say what this is waiting for
+        os.write(2, _ON_A_TERMINAL.encode())
     first, rest = _read_first_line(0)
+    if not first:
+        return 0  # end of input before any message: nothing to serve
     answered = _fast_initialize(first, out_fd) if first else None
     prefeed = rest if answered is not None else first + rest
 
@@ -98,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_server.replay_cli import main as replay_main
 
         return replay_main(args[1:])
+    if args and args[0] == "sessions":
+        from agent_server.sessions_cli import main as sessions_main
+
+        return sessions_main(args[1:])
     if args and args[0] == "run":
         from agent_server.headless import main as run_main
 

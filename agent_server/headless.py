@@ -59,8 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+KIND_TO_ALLOW = {kind: name for name, kinds in ALLOW_KINDS.items() for kind in kinds}
+ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}
+
+
 class HeadlessClient:
-    """The client half: prints updates, answers permission questions, tracks the session."""
+    """The client half: prints updates, answers permission questions, tracks the session.
+
+    Text output: the answer on ``out`` (ending with a newline); thinking on ``err`` under a
+    ``[thinking]`` line; tool calls on ``err`` as ``[tool] TITLE: completed`` / ``failed — why``.
+    """
 
     def __init__(self, *, as_json: bool, allow: set[str], out: Any = None, err: Any = None) -> None:
         self.as_json = as_json
@@ -70,6 +78,9 @@ class HeadlessClient:
         self.quiet = False  # while session/load replays the history
         self.last_kind: str | None = None
         self.titles: dict[str, str] = {}
+        self.unasked: dict[str, str] = {}
+        """toolCallId → the ``--allow`` name that would have allowed it (refused: no terminal)."""
+        self.answer_open = False  # the answer's last character on ``out`` was not a newline
 
     async def on_update(self, params: dict[str, Any]) -> None:
         if self.quiet:
@@ -81,17 +92,54 @@ class HeadlessClient:
             return
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            self.out.write(update.get("content", {}).get("text", ""))
+            if self.last_kind == "agent_thought_chunk":
+                self.err.write("\n")
+                self.err.flush()
+            text = update.get("content", {}).get("text", "")
+            self.out.write(text)
             self.out.flush()
+            if text:
+                self.answer_open = not text.endswith("\n")
         elif kind == "agent_thought_chunk":
+            self.end_answer()
+            if self.last_kind != kind:
+                self.err.write("[thinking]\n")
             self.err.write(update.get("content", {}).get("text", ""))
         elif kind == "tool_call":
+            self.end_answer()
             self.titles[update["toolCallId"]] = update.get("title", "")
-            self.err.write(f"\n[tool] {update.get('title', '')}\n")
+            self.err.write(f"{'' if self.last_kind in (None, 'tool_call_update') else chr(10)}"
+                           f"[tool] {update.get('title', '')}\n")
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
-            self.err.write(f"[tool] {self.titles.get(update['toolCallId'], '')}: {update['status']}\n")
+            line = f"[tool] {self.titles.get(update['toolCallId'], '')}: {update['status']}"
+            if update["status"] == "failed":
+                line += self._why_failed(update)
+            self.err.write(line + "\n")
+        else:
+            return
         self.err.flush()
         self.last_kind = kind
+
+    def end_answer(self) -> None:
+        """End the answer's line on ``out`` (before other output, and at the end of the run)."""
+        if self.answer_open:
+            self.out.write("\n")
+            self.out.flush()
+            self.answer_open = False
+
+    def _why_failed(self, update: dict[str, Any]) -> str:
+        """`` — <first line of the result>`` and, for a call refused for want of a terminal, the
+        ``--allow`` that would allow it."""
+        texts = [c.get("content", {}).get("text", "") for c in update.get("content") or []
+                 if isinstance(c, dict) and c.get("type") == "content"]
+        first = next((ln.strip() for t in texts for ln in t.splitlines() if ln.strip()), "")
+        if len(first) > 300:
+            first = first[:299] + "…"
+        why = f" — {first}" if first else ""
+        allow = self.unasked.get(update["toolCallId"])
+        if allow:
+            why += f" (no terminal to ask: rerun with `--allow {allow}` to allow it)"
+        return why
 
     async def request_permission(self, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         tool = params.get("toolCall") or {}
@@ -99,15 +147,26 @@ class HeadlessClient:
         if tool.get("kind") in self.allowed_kinds and "allow_once" in options:
             return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
         if not (sys.stdin.isatty() and self.err.isatty()):
+            if tool.get("toolCallId"):
+                self.unasked[tool["toolCallId"]] = KIND_TO_ALLOW.get(tool.get("kind", ""), "shell,edit,read")
             raise JsonRpcError(METHOD_NOT_FOUND, "headless run without a terminal: use --allow to permit this kind")
-        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n"
-                       "  allow [o]nce, [a]lways, [r]eject, reject al[w]ays? ")
-        self.err.flush()
-        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
-        choice = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}.get(answer[:1])
-        if choice is None or choice not in options:
-            return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
-        return {"outcome": {"outcome": "selected", "optionId": choice}}
+        self.end_answer()
+        why = " ".join(c.get("content", {}).get("text", "") for c in tool.get("content") or []
+                       if isinstance(c, dict) and c.get("type") == "content")
+        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n" + (f"  {why}\n" if why else ""))
+        letters = [k for k, v in ANSWERS.items() if v in options]
+        menu = ", ".join({"o": "allow [o]nce", "a": "[a]lways", "r": "[r]eject", "w": "reject al[w]ays"}[k]
+                         for k in letters)
+        while True:
+            self.err.write(f"  {menu}? ")
+            self.err.flush()
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line:  # end of input: nobody can answer
+                return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+            choice = ANSWERS.get(line.strip().lower()[:1]) if len(line.strip()) == 1 else None
+            if choice in options:
+                return {"outcome": {"outcome": "selected", "optionId": choice}}
+            self.err.write(f"  please type one of: {', '.join(letters)}\n")
 
 
 async def run(args: argparse.Namespace, prompt: str) -> int:
@@ -132,7 +191,7 @@ async def run(args: argparse.Namespace, prompt: str) -> int:
                              notifications={"session/update": client.on_update})
     tasks = [asyncio.ensure_future(server_conn.serve()), asyncio.ensure_future(client_conn.serve())]
     try:
-        return await _drive(client_conn, client, args, prompt)
+        return await _drive(client_conn, client, args, prompt, server)
     finally:
         to_server.feed_eof()
         await asyncio.gather(tasks[0], return_exceptions=True)
@@ -141,7 +200,14 @@ async def run(args: argparse.Namespace, prompt: str) -> int:
         await asyncio.gather(tasks[1], return_exceptions=True)
 
 
-async def _drive(conn: Connection, client: HeadlessClient, args: argparse.Namespace, prompt: str) -> int:
+def _sent_nothing(server: Any, session_id: str) -> bool:
+    """Whether the session's log shows no model request at all (no step, no compaction)."""
+    session = server.sessions.get(session_id)
+    return session is not None and not any(e.type in ("step/start", "compaction/start") for e in session.log.events)
+
+
+async def _drive(conn: Connection, client: HeadlessClient, args: argparse.Namespace, prompt: str,
+                 server: Any) -> int:
     await conn.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {}},
                                       "clientInfo": {"name": "agent-server run", "version": "1"}})
     cwd = str(Path(args.cwd).resolve())
@@ -177,22 +243,31 @@ async def _drive(conn: Connection, client: HeadlessClient, args: argparse.Namesp
         result = await conn.request("session/prompt", {"sessionId": session_id,
                                                        "prompt": [{"type": "text", "text": prompt}]})
     except JsonRpcError as exc:
+        client.end_answer()
         data = exc.data if isinstance(exc.data, dict) else {}
         reason = data.get("message") or exc.message
         code = f"{data['code']}: " if data.get("code") else ""
         sys.stderr.write(f"\nagent-server run: {code}{' '.join(str(reason).split())}\n")
-        return 1
+        if not args.resume and _sent_nothing(server, session_id):
+            # nothing reached a model: leave no empty session behind (it would only clutter `sessions`)
+            try:
+                await conn.request("session/delete", {"sessionId": session_id})
+                sys.stderr.write(f"[session {session_id} removed: nothing was sent to a model]\n")
+            except JsonRpcError:
+                pass
+        return 2 if exc.code == -32602 else 1  # -32602: a usage error, e.g. `/mode bogus`
     finally:
         try:
             loop.remove_signal_handler(signal.SIGINT)
         except (NotImplementedError, RuntimeError):
             pass
     stop = result.get("stopReason")
+    client.end_answer()
     if args.json:
         sys.stdout.write(json.dumps({"stopReason": stop, "sessionId": session_id}) + "\n")
-    elif client.last_kind == "agent_message_chunk":
-        sys.stdout.write("\n")
     sys.stdout.flush()
+    if stop == "cancelled":
+        sys.stderr.write("[cancelled]\n")
     return EXIT.get(stop, 1)
 
 

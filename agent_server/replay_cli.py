@@ -1,4 +1,4 @@
-"""``agent-server replay SESSION_LOG [--step N] [--json]``: print what the model was sent.
+"""``agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]``: print what the model was sent.
 
 Role: read a session log (without changing it: a live log may be read while the server writes
 it), rebuild the exact HTTP body of every model request it accounts for
@@ -8,7 +8,8 @@ step's body (``--step N``), or as one JSON object a line (``--json``: ``request`
 ``kind`` — ``step`` or ``compaction``, the summarising request of a compaction — and ``body``).
 Exit status: 0, 1 when the log cannot be read, 2 for bad usage.
 
-Must never: touch the network, read the configuration or the environment, or write to the log.
+Must never: touch the network, read the configuration or the environment (beyond
+``AGENT_SERVER_STATE_DIR`` to find a session given by id), or write to the log.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ import json
 import sys
 from pathlib import Path
 
-USAGE = "agent-server replay SESSION_LOG [--step N] [--json]"
+USAGE = "agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-server replay", usage=USAGE,
         description="Rebuild, from a session log alone, the exact body of every model request it made.")
-    parser.add_argument("log", metavar="SESSION_LOG",
-                        help="the session's events.jsonl, or its folder (<state>/sessions/<id>)")
+    parser.add_argument("log", metavar="SESSION_ID|SESSION_LOG",
+                        help="a session id (looked up in the state folder, see `agent-server sessions`), "
+                             "the session's events.jsonl, or its folder (<state>/sessions/<id>)")
     parser.add_argument("--step", type=int, metavar="N",
                         help="only step N (1-based, counting every step/start of the log; see step_index "
                              "in --json): print its body's exact bytes (with --json: its requests)")
@@ -36,12 +38,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_path(given: str) -> Path:
+    """The log ``given`` names: a file, a session folder, or — when no such path exists and it is a
+    valid id — the session of that id in the state folder (``AGENT_SERVER_STATE_DIR``, else the
+    platform's user state folder)."""
+    path = Path(given)
+    if path.is_dir():
+        return path / "events.jsonl"
+    if path.exists() or "/" in given:
+        return path
+    from agent_server.session import SessionStore, default_state_dir
+
+    try:
+        return SessionStore(default_state_dir()).log_path(given)
+    except ValueError:
+        return path
+
+
 def main(argv: list[str]) -> int:
     """Run the sub-command on ``argv`` (the arguments after ``replay``); returns the exit status."""
     args = _parser().parse_args(argv)
-    path = Path(args.log)
-    if path.is_dir():
-        path = path / "events.jsonl"
+    path = _log_path(args.log)
     from agent_server.agent.replay import logged_requests
     from agent_server.agent.request import RequestRebuildError
     from agent_server.session import LogCorruptError, LogVersionError, read_events

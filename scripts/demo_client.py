@@ -64,15 +64,17 @@ class DemoClient(acp.Client):
         return {"outcome": {"outcome": "cancelled"}}
 
 
-def _has_model_configured() -> bool:
-    """Whether agent-server's own configuration (environment + config file) names a usable model."""
+def _configured_provider():
+    """agent-server's own provider setting (environment + config file), or ``None`` when it does
+    not name a usable model."""
     from agent_server.config import ConfigError, load_config
 
     try:
         provider = load_config().provider
     except ConfigError as exc:
         raise SystemExit(f"demo: agent-server's configuration is invalid: {exc}")
-    return bool(provider.base_url and provider.model and (provider.api_key or not provider.key_required))
+    usable = provider.base_url and provider.model and (provider.api_key or not provider.key_required)
+    return provider if usable else None
 
 
 def _start_offline_endpoint(state: Path) -> tuple[subprocess.Popen, str]:
@@ -113,8 +115,17 @@ def main() -> int:
         print(f"workspace: {args.cwd} (a fresh copy of the demo project; its tests fail)")
     print(f"prompt: {args.prompt}")
     endpoint = None
-    if not _has_model_configured():
+    provider = _configured_provider()
+    if provider is not None:
+        from agent_server.config import redact_url
+
+        print(f"endpoint: {redact_url(provider.base_url)} (profile {provider.profile}, key from "
+              f"{provider.api_key_source or 'nowhere: none needed'})")
+        print(f"model: {provider.model}")
+    else:
         endpoint, url = _start_offline_endpoint(state)
+        print(f"endpoint: {url} (the bundled offline endpoint: a script, not a model)")
+        print("model: offline-demo")
         env.update(AGENT_SERVER_BASE_URL=url, AGENT_SERVER_MODEL="offline-demo", AGENT_SERVER_PROFILE="custom")
         print("=" * 72)
         print("OFFLINE DEMO: no model is configured, so agent-server talks to the bundled")

@@ -127,6 +127,14 @@ class Compactor:
             estimate = self.estimate()
         return estimate
 
+    def has_earlier_part(self) -> bool:
+        """Whether there is anything to compact: a cut exists and the part it would replace holds
+        more than the first request (which the checkpoint keeps verbatim anyway)."""
+        messages = [m for _, m in surface_messages(self.log.events)]
+        tokens = [message_tokens(m, self.settings.chars_per_token) for m in messages]
+        cut = choose_cut(messages, tokens, self.settings.keep_ratio)
+        return cut is not None and cut > 1
+
     async def compact(self, client: ModelClient, header: RequestHeader, *, turn: int, step: int, reason: str,
                       announce: bool = True) -> None:
         """One compaction (see the module docstring); ``announce``: tell the user in one short

@@ -207,6 +207,9 @@ class AgentSession:
         self._compacting = task
         try:
             async with self._turn_lock:
+                if not self.compactor.has_earlier_part():
+                    return ("Nothing to compact yet: the history is still short (compaction summarises earlier "
+                            f"turns; the model's context window is {self.compactor.window:,} tokens).")
                 try:
                     client = self._client_factory()
                     header = self._header_factory()

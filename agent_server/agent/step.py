@@ -150,7 +150,7 @@ async def stream_step(
             if not error.retryable or attempt == retry.max_attempts:
                 detail = error.to_dict()
                 if error.retryable:
-                    detail["message"] = f"{detail['message']} (gave up after {attempt} attempts)"
+                    detail["message"] = f"{detail['message']} (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
                 raise TurnFailed(detail) from error
             await asyncio.sleep(retry.delay(attempt, error))
     raise AssertionError("unreachable")

@@ -11,11 +11,13 @@ starter ``AGENTS.md`` with its tools, so the file arrives as an edit proposal li
 events, after a running turn).
 
 Must never: treat text that merely starts with ``/`` as a command (a path such as ``/etc/hosts``
-is a prompt), or change the session without an event saying so.
+is a prompt), send ``/word`` (an unknown command: it is answered with the list of commands) to the
+model, or change the session without an event saying so.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from agent_server.session import EventLog, SessionEvent
@@ -42,18 +44,38 @@ INIT_PROMPT = (
 )
 
 
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
 def parse_command(blocks: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
-    """``(name, argument)`` when the prompt is a single text block ``/name [argument]`` with a
-    known ``name``; else ``None``."""
+    """``(name, argument)`` when the prompt is a single text block ``/name [argument]`` whose
+    ``name`` is a plain word (letters, digits, ``-``, ``_``) — known or not (an unknown one is
+    answered with ``unknown_command_text``); ``None`` otherwise (``/etc/hosts …`` is a prompt)."""
     if len(blocks) != 1 or blocks[0].get("type") != "text":
         return None
     text = str(blocks[0].get("text", "")).strip()
     if not text.startswith("/"):
         return None
     name, _, argument = text[1:].partition(" ")
-    if name not in {c["name"] for c in COMMANDS}:
+    if "\n" in name:
+        name, _, rest = name.partition("\n")
+        argument = f"{rest} {argument}"
+    if not _NAME.fullmatch(name):
         return None
     return name, argument.strip()
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is one of ``COMMANDS``."""
+    return name in {c["name"] for c in COMMANDS}
+
+
+def unknown_command_text(name: str) -> str:
+    """The answer to ``/name`` when no such command exists: the commands there are."""
+    listing = "\n".join(f"  /{c['name']}{' <' + c['input']['hint'] + '>' if 'input' in c else ''} — "
+                         f"{c['description']}" for c in COMMANDS)
+    return (f"Unknown command /{name}. The commands are:\n{listing}\n"
+            "(To send text starting with / to the model, put a space or another word before it.)")
 
 
 def current_model(events: Sequence[SessionEvent], default: str | None) -> str | None:

@@ -34,7 +34,7 @@ from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.models_pool import ClientPool
 from agent_server.host.policies import SessionPolicies
 from agent_server.policy.approvals import Approver
-from agent_server.policy.modes import DANGER_FULL_ACCESS
+from agent_server.policy.modes import DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
@@ -293,8 +293,14 @@ class SessionHost:
 
     async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         """Run a slash command; returns the prompt's answer (``{"stopReason"}``), or ``None`` when
-        it becomes a turn (``/init``: prompt with ``commands.INIT_PROMPT``)."""
+        it becomes a turn (``/init``: prompt with ``commands.INIT_PROMPT``). An unknown ``name`` is
+        answered with the list of commands; ``HostError`` ``invalid`` for ``/mode`` with an unknown mode."""
         emit = self.emitter(session.id)
+        if not commands.is_known(name):  # never sent to the model: the list of commands answers
+            text = commands.unknown_command_text(name)
+            commands.log_command(session.log, name, argument, "unknown command")
+            await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+            return {"stopReason": "end_turn"}
         if name == "init":
             commands.log_command(session.log, name, argument, "turn")
             return None
@@ -302,10 +308,11 @@ class SessionHost:
             policy = self.policies.policies[session.id]
             try:
                 changed = policy.modes.set(argument, "/mode") if argument else False
-                text = (f"Mode: {policy.modes.current}." if changed or not argument
-                        else f"The mode already is {argument}.")
-            except Exception as exc:  # UnknownMode
-                text = str(exc)
+            except UnknownMode as exc:
+                commands.log_command(session.log, name, argument, str(exc))
+                raise HostError("invalid", str(exc), {"modeId": argument, "details": str(exc)}) from None
+            text = (f"Mode: {policy.modes.current}." if changed or not argument
+                    else f"The mode already is {argument}.")
             if argument and policy.modes.current == argument:
                 await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
                 await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})

@@ -1,7 +1,7 @@
 """Command line of the offline endpoint.
 
-Role: ``python -m agent_server.offline [--host H] [--port 0] [--script FILE.json|demo]
-[--record FILE.jsonl] [--reject-invalid-history]`` serves a script until killed. The first stdout line is the base URL
+Role: ``python -m agent_server.offline [--host H] [--port 0] [--script FILE.json|demo|demo-task]
+[--project DIR] [--record FILE.jsonl] [--reject-invalid-history]`` serves a script until killed. The first stdout line is the base URL
 (``http://127.0.0.1:PORT/v1``), flushed at once, so a parent process can read it; a human-readable
 note goes to stderr. SIGTERM and SIGINT stop it cleanly (exit status 0).
 
@@ -15,6 +15,7 @@ import asyncio
 import signal
 import sys
 from contextlib import suppress
+from pathlib import Path
 
 from ._script import load_script
 from ._server import OfflineEndpoint
@@ -27,7 +28,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
     parser.add_argument("--script", default="demo",
-                        help="script file (JSON), or 'demo' for the bundled demo (default)")
+                        help="script file (JSON), 'demo' for the bundled hello (default), or 'demo-task' for "
+                             "the demo's small real task (fix a failing test), answered per step: any number "
+                             "of runs")
+    parser.add_argument("--project", metavar="DIR",
+                        help="with --script demo-task: write the task's project (a failing test) into DIR")
     parser.add_argument("--record", default=None, help="append each request to this JSONL file")
     parser.add_argument("--reject-invalid-history", action="store_true",
                         help="answer 400, as providers do, to a request with a tool call without its "
@@ -37,6 +42,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 async def _serve(args: argparse.Namespace) -> None:
     script = load_script(args.script)
+    if args.project:
+        from .demo_task import write_project
+
+        write_project(Path(args.project))
     endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record,
                                reject_invalid_history=args.reject_invalid_history)
     stop = asyncio.Event()
@@ -50,8 +59,13 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"offline endpoint (scripted, not a model) at {endpoint.base_url}: "
               f"{len(script.responses)} scripted response(s)"
               f"{', replayed in a loop' if script.loop else ''}"
+              f"{', answered per step (reusable)' if script.by_step else ''}"
               f"{f', recording to {args.record}' if args.record else ''}",
               file=sys.stderr, flush=True)
+        if args.script == "demo-task":
+            where = Path(args.project).resolve() if args.project else "DIR"
+            print(f"try it: AGENT_SERVER_BASE_URL={endpoint.base_url} AGENT_SERVER_MODEL=offline-demo "
+                  f"agent-server run -p 'The tests fail; fix them.' --cwd {where}", file=sys.stderr, flush=True)
         await stop.wait()
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_SCRIPT", "KINDS", "Script", "load_script", "normalize_response",
+__all__ = ["DEMO_SCRIPT", "KINDS", "Script", "load_script", "normalize_response", "step_of",
            "text_stream", "tool_call_stream"]
 
 KINDS = frozenset({"sse_file", "sse", "raw", "error", "hang"})
@@ -106,24 +106,46 @@ def normalize_response(response: Mapping[str, Any], *, base_dir: str | Path | No
 
 class Script:
     """A loaded script: ``responses`` in order, an optional ``default`` for when they run out,
-    and ``loop`` (replay the responses forever instead of using the default)."""
+    and ``loop`` (replay the responses forever instead of using the default). ``by_step``: answer
+    each request with ``responses[k]``, ``k`` being the number of assistant messages since the
+    request's last user prompt (its step within the turn; the last response repeats) — a script
+    that serves any number of runs, independent of what came before."""
 
     def __init__(self, responses: Iterable[Mapping[str, Any]] = (), *,
                  default: Mapping[str, Any] | None = None, loop: bool = False,
-                 base_dir: str | Path | None = None) -> None:
+                 base_dir: str | Path | None = None, by_step: bool = False) -> None:
         self.responses = [normalize_response(r, base_dir=base_dir) for r in responses]
         self.default = normalize_response(default or NO_SCRIPT_LEFT, base_dir=base_dir)
         self.loop = loop
+        self.by_step = by_step
+
+
+def step_of(body: bytes) -> int | None:
+    """The step within the turn of a chat request ``body``: assistant messages after the last
+    user message that is not an ``[agent-server …]`` notice; ``None`` for a body without messages."""
+    try:
+        messages = json.loads(body)["messages"]
+        roles = [(m.get("role"), str(m.get("content") or "")) for m in messages]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    last_user = max((i for i, (role, text) in enumerate(roles)
+                     if role == "user" and not text.startswith("[agent-server")), default=-1)
+    return sum(1 for role, _ in roles[last_user + 1:] if role == "assistant")
 
 
 def load_script(source: str | Path) -> Script:
     """Load a script file: a JSON list of responses, or an object
-    ``{"responses": [...], "default": {...}?, "loop": bool?}`` (other keys, e.g.
-    ``"description"``, are ignored). ``"demo"`` names the bundled :data:`DEMO_SCRIPT`.
+    ``{"responses": [...], "default": {...}?, "loop": bool?, "by_step": bool?}`` (other keys, e.g.
+    ``"description"``, are ignored). ``"demo"`` names the bundled :data:`DEMO_SCRIPT`;
+    ``"demo-task"`` the demo's task (``demo_task.demo_task_script``), answered per step.
 
     Raises:
         OSError: the file cannot be read. ValueError: bad JSON or a bad response.
     """
+    if str(source) == "demo-task":  # the demo's small real task (fix a bug), served per step
+        from .demo_task import demo_task_script
+
+        return Script(demo_task_script(), by_step=True)
     path = DEMO_SCRIPT if str(source) == "demo" else Path(source)
     data = json.loads(path.read_text(encoding="utf-8"))
     base_dir = path.resolve().parent
@@ -132,7 +154,7 @@ def load_script(source: str | Path) -> Script:
     if not isinstance(data, Mapping) or not isinstance(data.get("responses", []), list):
         raise ValueError(f"{path}: a script is a list of responses or {{'responses': [...]}}")
     return Script(data.get("responses", []), default=data.get("default"),
-                  loop=bool(data.get("loop", False)), base_dir=base_dir)
+                  loop=bool(data.get("loop", False)), base_dir=base_dir, by_step=bool(data.get("by_step", False)))
 
 
 def _pieces(text: str, size: int) -> list[str]:

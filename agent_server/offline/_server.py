@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._http import BadRequest, RecordedRequest, http_head, merge_headers, read_request
-from ._script import Script, normalize_response
+from ._script import Script, normalize_response, step_of
 from ._validate import history_problem
 
 __all__ = ["OfflineEndpoint", "ThreadedEndpoint"]
@@ -71,6 +71,7 @@ class OfflineEndpoint:
         self._base_dir = base_dir
         self._queue: collections.deque[dict[str, Any]] = collections.deque(script.responses)
         self._replay = list(script.responses) if script.loop else []
+        self._by_step = list(script.responses) if script.by_step else None
         self.default = script.default
         self.host, self.port = host, port
         self.record_path = Path(record_path) if record_path else None
@@ -162,7 +163,11 @@ class OfflineEndpoint:
             with suppress(Exception):
                 await writer.wait_closed()
 
-    def _next_response(self) -> tuple[dict[str, Any], str]:
+    def _next_response(self, body: bytes = b"") -> tuple[dict[str, Any], str]:
+        if self._by_step:
+            step = step_of(body)
+            if step is not None:
+                return self._by_step[min(step, len(self._by_step) - 1)], f"step{step}"
         if not self._queue and self._replay:
             self._queue.extend(self._replay)
         if self._queue:
@@ -189,7 +194,7 @@ class OfflineEndpoint:
                 await self._send_json(writer, 400, {"error": {
                     "message": problem, "type": "invalid_request_error", "param": "messages", "code": None}})
                 return
-            response, source = self._next_response()
+            response, source = self._next_response(request.body)
             self._record(request, f"{source}:{response['kind']}")
             await self._serve(response, reader, writer)
         elif request.path in _MODEL_PATHS and request.method == "GET":

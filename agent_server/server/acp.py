@@ -190,7 +190,8 @@ class AcpServer:
         command = commands.parse_command(blocks)
         if command is not None:
             ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
-            reply = await self.host.command(session, *command)
+            with _wire_errors():  # /mode with an unknown mode: -32602
+                reply = await self.host.command(session, *command)
             if reply is not None:
                 return reply
             blocks = [{"type": "text", "text": commands.INIT_PROMPT}]

@@ -5,7 +5,9 @@ from agent_server.host.commands import (  # noqa: F401
     INIT_PROMPT,
     change_model,
     current_model,
+    is_known,
     log_command,
     parse_command,
+    unknown_command_text,
     usage_report,
 )
