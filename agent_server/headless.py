@@ -78,8 +78,7 @@ class HeadlessClient:
         self.quiet = False  # while session/load replays the history
         self.last_kind: str | None = None
         self.titles: dict[str, str] = {}
-        self.unasked: dict[str, str] = {}
-        """toolCallId → the ``--allow`` name that would have allowed it (refused: no terminal)."""
+        self.kinds: dict[str, str] = {}
         self.answer_open = False  # the answer's last character on ``out`` was not a newline
 
     async def on_update(self, params: dict[str, Any]) -> None:
@@ -108,6 +107,7 @@ class HeadlessClient:
         elif kind == "tool_call":
             self.end_answer()
             self.titles[update["toolCallId"]] = update.get("title", "")
+            self.kinds[update["toolCallId"]] = update.get("kind", "other")
             self.err.write(f"{'' if self.last_kind in (None, 'tool_call_update') else chr(10)}"
                            f"[tool] {update.get('title', '')}\n")
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
@@ -136,19 +136,21 @@ class HeadlessClient:
         if len(first) > 300:
             first = first[:299] + "…"
         why = f" — {first}" if first else ""
-        allow = self.unasked.get(update["toolCallId"])
-        if allow:
+        if first.startswith("Approval unavailable") and not self.can_ask():
+            allow = KIND_TO_ALLOW.get(self.kinds.get(update["toolCallId"], ""), "shell,edit,read")
             why += f" (no terminal to ask: rerun with `--allow {allow}` to allow it)"
         return why
+
+    def can_ask(self) -> bool:
+        """Whether permission questions can be asked (stdin and stderr are a terminal)."""
+        return sys.stdin.isatty() and self.err.isatty()
 
     async def request_permission(self, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         tool = params.get("toolCall") or {}
         options = {o["optionId"] for o in params.get("options", [])}
         if tool.get("kind") in self.allowed_kinds and "allow_once" in options:
             return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-        if not (sys.stdin.isatty() and self.err.isatty()):
-            if tool.get("toolCallId"):
-                self.unasked[tool["toolCallId"]] = KIND_TO_ALLOW.get(tool.get("kind", ""), "shell,edit,read")
+        if not self.can_ask():
             raise JsonRpcError(METHOD_NOT_FOUND, "headless run without a terminal: use --allow to permit this kind")
         self.end_answer()
         why = " ".join(c.get("content", {}).get("text", "") for c in tool.get("content") or []

@@ -233,10 +233,12 @@ class EditorFiles:
             return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
         except ConnectionClosed:
             return WriteOutcome("failed", "the editor went away before writing")
+        if not self.caps.read_text:  # the disk may not hold the editor's (unsaved) buffer: nothing to compare
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
         return await self._read_back(path, new)
 
     async def _read_back(self, path: Path, sent: str) -> WriteOutcome:
-        """After ``fs/write_text_file``: read the file again (the editor's buffer, else the disk)
+        """After ``fs/write_text_file``: read the editor's buffer again (``fs/read_text_file``)
         and report what really landed — an editor may change the text while writing it (e.g.
         CodeCompanion adds a blank line at the end of an open buffer)."""
         try:
