@@ -45,7 +45,7 @@ def age(seconds: float) -> str:
 def stored_sessions(state_dir: Path, cwd: str | None = None) -> list[dict[str, Any]]:
     """The sessions under ``state_dir``, newest first: ``{"sessionId", "title", "cwd",
     "updated" (epoch seconds), "log", "error"}`` (``error``: why the log cannot be read, else None)."""
-    from agent_server.server.lifecycle import session_title
+    from agent_server.host.lifecycle import session_title
     from agent_server.session import LogCorruptError, LogVersionError, SessionStore, read_head
 
     store = SessionStore(state_dir)
