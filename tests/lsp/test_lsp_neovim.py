@@ -55,7 +55,8 @@ async def test_neovim_runs_fix_this_diagnostic_on_an_unsaved_buffer_and_the_edit
     assert result["landed"] and result["lines"] == ['msg = "héllo 🎉"', "print(msg)"]
     assert result["modified"] is True and path.read_text() == "print(mgs)\n"  # in the buffer, not saved
     (question,) = result["questions"]
-    assert question["prompt"].startswith(f"agent-server asks: Edit {path}")
+    assert question["prompt"].startswith("agent-server asks: Edit app.py\n")  # the tool call's own title
+    assert f"before writing {path} because" in question["prompt"]  # the reason, in its own block
     assert "-print(mgs)\n+print(msg)" in question["prompt"]  # the change is shown before it is made
     assert question["items"] == ["Allow once", "Allow always", "Reject"]
     read = [m for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
