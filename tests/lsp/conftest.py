@@ -183,7 +183,7 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
         try:
             await asyncio.wait_for(client.shutdown_session(), 20)
         finally:
-            await client.stop()
+            await asyncio.wait_for(client.stop(), 20)
     outcome = getattr(request.node, "rep_call", None)
     if chat_bodies(endpoint.requests) and not (outcome is not None and outcome.failed):
         assert_replay_matches(agent_state_dir, endpoint.requests)

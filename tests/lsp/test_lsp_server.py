@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -44,8 +45,8 @@ def as_dict(r: types.Range):
 
 async def ask(editor, uri, prompt, r=None, token=None):
     arg = {"uri": uri, "range": as_dict(r or rng(0, 0, 0, 0)), "prompt": prompt}
-    return await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="agentServer.ask", arguments=[arg], work_done_token=token))
+    return await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.ask", arguments=[arg], work_done_token=token)), 90)
 
 
 def units(text, encoding):
@@ -125,7 +126,6 @@ async def test_fix_runs_a_turn_on_the_unsaved_text_and_apply_edit_carries_its_ve
 
 def types_path(uri):
     from urllib.parse import unquote, urlsplit
-    from pathlib import Path
 
     return Path(unquote(urlsplit(uri).path))
 
@@ -344,3 +344,61 @@ async def test_one_session_per_workspace_folder_and_new_session_starts_a_fresh_o
     d = await ask(editor, uri_one, "new start")
     assert d["sessionId"] == fresh["sessionId"] not in (a["sessionId"], b["sessionId"])
     assert [m["role"] for m in endpoint.requests[3].json()["messages"]] == ["system", "user"]
+
+
+async def test_without_show_document_the_answer_comes_as_a_message(lsp, endpoint, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(text_stream("Here is the whole answer."))
+    editor = await lsp(show_document=False)
+    uri = editor.open(workspace / "a.txt")
+    result = await ask(editor, uri, "say it")
+    assert editor.client.shown_documents == []
+    assert [m.message for m in editor.client.messages] == ["Here is the whole answer."]
+    assert "Here is the whole answer." in types_path(Path(result["transcript"]).as_uri()).read_text()
+
+
+async def test_ask_without_a_prompt_is_invalid_params_and_runs_nothing(lsp, endpoint, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    with pytest.raises(Exception) as failure:
+        await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="agentServer.ask", arguments=[{"uri": uri}]))
+    assert getattr(failure.value, "code", None) == -32602 and "prompt" in str(failure.value)
+    assert endpoint.requests == []
+
+
+async def test_a_document_larger_than_the_pipe_buffer_is_read_whole(lsp, endpoint, workspace):
+    path = workspace / "big.py"
+    big = "".join(f"value_{i} = {i}  # padding padding padding\n" for i in range(8000))  # ~350 KB
+    path.write_text("x = 1\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="big.py", offset=7990, limit=5)]))
+    endpoint.push(text_stream("ok"))
+    editor = await lsp()
+    uri = editor.open(path, big)
+    assert (await ask(editor, uri, "look at the end"))["stopReason"] == "end_turn"
+    assert "value_7990 = 7990" in tool_results(endpoint)["r"]
+
+
+async def test_typing_while_the_edit_question_is_open_makes_the_edit_stale_and_nothing_is_sent(
+        lsp, endpoint, workspace):
+    path = two_hunk_file(workspace)
+    endpoint.push(tool_call_stream([call("r1", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e1", "edit", path="calc.py", old_string="a = 1", new_string="a = 10")]))
+    endpoint.push(tool_call_stream([call("r2", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e2", "edit", path="calc.py", old_string="a = 1", new_string="a = 10")]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp(annotations=False)
+    uri = editor.open(path)
+
+    def type_then_allow(ed, params):  # the user types in the file, then answers
+        if len(ed.questions) == 1:
+            ed.change(uri, [{"range": as_dict(rng(4, 0, 4, 0)), "newText": "# typed\n"}])
+        return "Allow once"
+
+    editor.answers = [type_then_allow]
+    assert (await ask(editor, uri, "a should be 10"))["stopReason"] == "end_turn"
+    stale = tool_results(endpoint, 2)["e1"]
+    assert "changed since" in stale and "Read it again" in stale  # the model is told to read again
+    assert len(editor.applied) == 1 and editor.edits_of(editor.applied[0])[0][1] == 2
+    assert editor.text(uri) == "a = 10\nb = 2\nc = 3\nd = 4\n# typed\ne = 5\n"

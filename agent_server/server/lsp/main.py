@@ -66,5 +66,6 @@ def main(argv: list[str]) -> int:
         config_error = str(exc)
         config = load_config(env={}, path=os.devnull)
     server = build_server(SessionHost(config, SessionStore(default_state_dir()), config_error=config_error))
-    server.start_io(os.fdopen(0, "rb", buffering=0, closefd=False), os.fdopen(out_fd, "wb"))
+    # buffered: pygls reads a message body with one read(n), which a raw pipe may answer short
+    server.start_io(os.fdopen(0, "rb", closefd=False), os.fdopen(out_fd, "wb"))
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -217,8 +218,12 @@ class LspFrontend:
         arg = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
         uri, prompt = arg.get("uri"), arg.get("prompt")
         if not isinstance(uri, str) or not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("agentServer.ask takes one argument {uri, range, prompt} with a file URI and a prompt")
-        path = uri_path(uri)
+            raise JsonRpcInvalidParams("agentServer.ask takes one argument {uri, range?, prompt}: "
+                                       "a file URI and a non-empty prompt")
+        try:
+            path = uri_path(uri)
+        except ValueError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
         session_id = await self._folder_session(path)
         request_id = self.server.protocol.msg_id
         async with self.locks.setdefault(session_id, asyncio.Lock()):  # one turn at a time, in order
