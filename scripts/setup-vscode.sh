@@ -56,7 +56,7 @@ if [ "$(cat "$EXT/node_modules/.agent-server-installed" 2>/dev/null)" != "$lock_
   PATH="$NODE24_HOME/bin:$PATH" npm ci --prefix "$EXT" --no-audit --no-fund --loglevel=error >&2
   echo "$lock_hash" > "$EXT/node_modules/.agent-server-installed"
 fi
-src_hash=$(cd "$EXT" && find src webview media scripts package.json tsconfig.json -type f | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+src_hash=$(cd "$EXT" && find src webview media scripts package.json tsconfig.json README.md .vscodeignore -type f | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$EXT/dist/.agent-server-built" 2>/dev/null)" != "$src_hash" ] || [ ! -f "$EXT/dist/agent-server-vscode.vsix" ]; then
   say "building and packaging the extension"
   (cd "$EXT" && PATH="$NODE24_HOME/bin:$PATH" npm run --silent package > "$TOOLS/vsce.log" 2>&1) || { cat "$TOOLS/vsce.log" >&2; exit 1; }

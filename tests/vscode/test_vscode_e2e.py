@@ -26,6 +26,7 @@ TWO = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\n"
 TWO_NEW = "a = 100\nb = 2\nc = 3\nd = 4\ne = 5\nf = 600\n"
 REJ = "value = 1\n"
 SLEEP = "sleep 97"
+SLEEP2 = "sleep 98"
 
 
 def call(cid: str, name: str, **args) -> tuple[str, str, str]:
@@ -57,7 +58,9 @@ def script() -> list[dict]:
         text_stream("Wrote perm.txt."),
         # stop_during_slow_tool
         tool_call_stream([call("b6", "bash", command=SLEEP, description="Wait")]),
-        text_stream("not reached: the turn is cancelled"),
+        # server_killed_mid_turn (the stop scenario's turn made no further request)
+        tool_call_stream([call("b7", "bash", command=SLEEP2, description="Wait again")]),
+        text_stream("Back again after the crash."),
     ]
 
 
@@ -72,6 +75,8 @@ SCENARIOS = [
     {"name": "stop_during_slow_tool", "prompt": "Wait a while", "toolTitle": "Wait"},
     {"name": "session_picker_loads_history", "title": "Make greet say hi", "expect": "Changed the greeting.",
      "expectTool": "Edit app.py"},
+    {"name": "server_killed_mid_turn", "prompt": "Wait once more", "toolTitle": "Wait again",
+     "next": "Are you there?", "answer": "Back again after the crash."},
 ]
 
 
@@ -94,7 +99,8 @@ def run(tmp_path_factory):
         "results": str(tmp / "results.json"), "stopOnFailure": False, "scenarios": SCENARIOS,
         "settings": {"agentServer.path": agent_server_command()[0], "agentServer.baseUrl": endpoint.base_url},
         "env": {"AGENT_SERVER_STATE_DIR": str(tmp / "state"), "AGENT_SERVER_SANDBOX": "off",
-                "AGENT_SERVER_API_KEY": "offline-test-key", "AGENT_SERVER_MODEL": "offline-model"},
+                "AGENT_SERVER_API_KEY": "offline-test-key", "AGENT_SERVER_MODEL": "offline-model",
+                "AGENT_SERVER_LOG_LEVEL": "INFO"},
     }
     (tmp / "config.json").write_text(json.dumps(config))
     started = time.monotonic()
@@ -165,6 +171,12 @@ def test_stop_during_a_slow_tool_cancels_the_turn_and_its_command(run):
     scenario(run, "stop_during_slow_tool")
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert not [line for line in ps.splitlines() if line.strip() == SLEEP]
+
+
+def test_server_killed_mid_turn_is_reported_with_its_stderr_tail_and_the_next_prompt_is_answered(run):
+    scenario(run, "server_killed_mid_turn")
+    results, _, _ = run
+    assert results["scenarios"]["server_killed_mid_turn"]["stderrTail"].strip()
 
 
 def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(run):

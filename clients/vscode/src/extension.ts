@@ -90,6 +90,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       case "session":
         if (!e.loaded) post({ kind: "reset", sessionId: e.sessionId });
         post({ kind: "config", selects: selectsOf(e.configOptions, e.modes) });
+        void refreshSessions();
         return;
       case "turn-start":
         post({ kind: "turn-start" });
@@ -121,11 +122,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return await agent.cancel();
         case "newSession":
           return await newSession();
-        case "listSessions": {
-          const sessions = await agent.listSessions();
-          post({ kind: "sessions", sessions: sessions.map((s) => ({ sessionId: s.sessionId, title: s.title ?? s.sessionId.slice(0, 8), updatedAt: s.updatedAt })), current: agent.currentSessionId });
-          return;
-        }
+        case "listSessions":
+          return await refreshSessions();
         case "loadSession":
           post({ kind: "reset", sessionId: m.sessionId });
           return await agent.loadSession(m.sessionId);
@@ -150,6 +148,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       }
     } catch (err) {
       post({ kind: "notice", level: "error", text: errorText(err) });
+    }
+  }
+
+  /** `session/list` into the panel's session picker (after each session change and on focus). */
+  async function refreshSessions(): Promise<void> {
+    try {
+      const sessions = await agent.listSessions();
+      post({ kind: "sessions", sessions: sessions.map((s) => ({ sessionId: s.sessionId, title: s.title ?? s.sessionId.slice(0, 8), updatedAt: s.updatedAt })), current: agent.currentSessionId });
+    } catch (err) {
+      log(`session/list failed: ${errorText(err)}`);
     }
   }
 

@@ -3,7 +3,7 @@
 // its .vsix, a real agent-server, the model played by the offline endpoint (the pytest side scripts it
 // and checks disk and model requests). Usage: node run.mjs CONFIG.json  (see tests/vscode/).
 // Writes {scenarios: {name: {ok, error?, ...}}, timings} to config.results; exits 0 when all passed.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
 
@@ -174,12 +174,31 @@ const scenarios = {
     await shot(page, "stop-panel");
   },
 
+  /** The server is killed mid-turn: the panel says so with its stderr tail; the next prompt gets an answer. */
+  async server_killed_mid_turn(page, s) {
+    await promptInPanel(page, s.prompt);
+    await panel(page).locator(".permission").last().locator('button[data-option-id="allow_once"]').click({ timeout: T });
+    await panel(page).locator(".tool.status-in_progress", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
+    const pids = agentServers(config.settings["agentServer.path"], config.workspace);
+    if (pids.length !== 1) throw new Error(`expected one agent-server for the workspace, found ${JSON.stringify(pids)}`);
+    process.kill(-pids[0], "SIGKILL"); // the server and its shell command, as a crash of the machine would
+    const notice = panel(page).locator(".notice.error", { hasText: "agent-server exited" }).last();
+    await notice.waitFor({ timeout: T });
+    const tail = (await notice.locator("pre.stderr-tail").textContent({ timeout: T })) ?? "";
+    if (!tail.trim()) throw new Error("the exit notice has no stderr tail");
+    await waitIdle(page);
+    await shot(page, "killed-panel");
+    await promptInPanel(page, s.next);
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    return { stderrTail: tail.slice(-300) };
+  },
+
   /** New session, then the session picker (session/list) loads the first one (session/load replays it). */
   async session_picker_loads_history(page, s) {
     const p = panel(page);
     await p.locator("button.new-session").click();
     await p.locator(".transcript .item").first().waitFor({ state: "detached", timeout: T });
-    await p.locator("select.session-picker").click();
     await p.locator("select.session-picker option", { hasText: s.title }).first().waitFor({ state: "attached", timeout: T });
     const label = await p.locator("select.session-picker option", { hasText: s.title }).first().textContent();
     await p.locator("select.session-picker").selectOption({ label });
@@ -196,6 +215,20 @@ const scenarios = {
     await shot(page, "check-panel");
   },
 };
+
+/** Pids of the agent-server processes started from `command` whose working folder is `cwd`. */
+function agentServers(command, cwd) {
+  const out = [];
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (argv.includes(command) && realpathSync(`/proc/${pid}/cwd`) === realpathSync(cwd)) out.push(Number(pid));
+    } catch {
+      // gone or not ours
+    }
+  }
+  return out;
+}
 
 const tmp = mkdtempSync(join(config.tmp, "vscode-e2e-"));
 let cs;
