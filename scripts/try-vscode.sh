@@ -15,6 +15,7 @@ bash scripts/setup-vscode.sh
 TOOLS=${AGENT_SERVER_TOOLS:-$HOME/.cache/agent-server-vscode}
 # shellcheck disable=SC1091
 . "$TOOLS/env.sh"
+VSIX="$PWD/clients/vscode/dist/agent-server-vscode.vsix"   # this checkout's, whoever ran the set-up last
 state=.demo-state
 mkdir -p "$state"
 run=$(mktemp -d "$PWD/$state/vscode-XXXXXX")

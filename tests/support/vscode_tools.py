@@ -34,8 +34,9 @@ def find_tools() -> Tools:
     if not env_file.is_file():
         pytest.fail(f"{env_file} is missing: run `bash scripts/setup-vscode.sh` (scripts/test.sh does)")
     values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    # the .vsix of THIS checkout (env.sh names the one of whichever checkout ran the set-up last)
     tools = Tools(values.get("NODE24", ""), values.get("CODE_SERVER_ENTRY", ""), values.get("CHROMIUM", ""),
-                  values.get("VSIX", ""))
+                  str(EXTENSION / "dist" / "agent-server-vscode.vsix"))
     for name, path in vars(tools).items():
         if not path or not Path(path).exists():
             pytest.fail(f"{name} ({path!r}) is missing: run `bash scripts/setup-vscode.sh`")
