@@ -5,7 +5,9 @@ server's ``PermissionRequester``) turns it into an ``Answer``; ``Answer.allowed`
 for an explicit allow (invariant 11) and ``denial_text`` tells the model *which* way it was not
 allowed — rejected by the user, cancelled, timed out, no one could be asked, a failed or invalid
 answer are different texts. ``ApprovalMemory`` keeps the session's ``allow_always`` /
-``reject_always`` rules, per tool and, for the shell, per command prefix.
+``reject_always`` rules, per tool and, for the shell, per command prefix or per exact command
+(``Rule.exact``: an allow without an enforced sandbox, or for a command that can run code from its
+arguments — see ``shell.runs_code_from_arguments``).
 
 Must never: treat anything but a selected allow option as consent, or remember a rule for a
 call that cannot be remembered (compound or destructive shell commands, secret-file commands).
@@ -104,16 +106,20 @@ def denial_text(answer: Answer, what: str, timeout: float | None = None) -> str:
 @dataclass(frozen=True)
 class Rule:
     """A remembered answer: ``tool``; ``prefix`` (shell only; ``None`` = the whole tool);
-    ``allow``: allow or reject."""
+    ``allow``: allow or reject; ``exact``: ``prefix`` is a whole command that must match exactly
+    (character for character), not the leading words of one."""
 
     tool: str
     prefix: str | None
     allow: bool
+    exact: bool = False
 
     def describe(self) -> str:
-        """``always allow `pytest``` / ``always reject read``."""
+        """``always allow `pytest``` / ``always allow exactly `awk -f x.awk```/ ``always reject read``."""
         verb = "always allow" if self.allow else "always reject"
-        return f"{verb} `{self.prefix}`" if self.prefix is not None else f"{verb} {self.tool}"
+        if self.prefix is None:
+            return f"{verb} {self.tool}"
+        return f"{verb} exactly `{self.prefix}`" if self.exact else f"{verb} `{self.prefix}`"
 
 
 @dataclass
@@ -123,14 +129,23 @@ class ApprovalMemory:
     rules: list[Rule] = field(default_factory=list)
 
     def remember(self, rule: Rule) -> None:
-        """Add ``rule``, replacing an earlier rule for the same tool and prefix."""
-        self.rules = [r for r in self.rules if (r.tool, r.prefix) != (rule.tool, rule.prefix)] + [rule]
+        """Add ``rule``, replacing an earlier rule for the same tool, prefix and exactness."""
+        key = (rule.tool, rule.prefix, rule.exact)
+        self.rules = [r for r in self.rules if (r.tool, r.prefix, r.exact) != key] + [rule]
 
-    def lookup(self, tool: str, matches_prefix: Any = None) -> Rule | None:
+    def lookup(self, tool: str, matches_prefix: Any = None, command: str | None = None) -> Rule | None:
         """The rule covering a call of ``tool``; ``matches_prefix(prefix) -> bool`` decides shell
-        prefixes (``None``: only whole-tool rules apply). Rejections win over allows."""
-        found = [r for r in self.rules if r.tool == tool and
-                 (r.prefix is None or (matches_prefix is not None and matches_prefix(r.prefix)))]
+        prefixes and ``command`` (the call's whole shell command) exact rules (``None``: only
+        whole-tool rules apply). Rejections win over allows."""
+
+        def covers(r: Rule) -> bool:
+            if r.prefix is None:
+                return True
+            if r.exact:
+                return command is not None and command == r.prefix
+            return matches_prefix is not None and bool(matches_prefix(r.prefix))
+
+        found = [r for r in self.rules if r.tool == tool and covers(r)]
         rejected = [r for r in found if not r.allow]
         return (rejected or found or [None])[0]
 

@@ -29,7 +29,9 @@ from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
 from agent_server.policy.sandbox import SandboxStatus, ShellConfiner, probe_status
-from agent_server.policy.shell import command_prefix, destructive_reason, path_words, prefix_matches
+from agent_server.policy.shell import (
+    command_prefix, destructive_reason, path_words, prefix_matches, runs_code_from_arguments,
+)
 from agent_server.session import EventLog
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -42,7 +44,9 @@ class Verdict:
 
     ``outcome``: ``allow``/``deny``/``ask``; ``rule``: the rule that decided; ``reason``: the denial
     text, or why it asks; ``title``/``content``/``what``: for the question; ``prefix``: the shell
-    prefix a rule may remember (``None``: per tool); ``rememberable``: ``*_always`` is offered;
+    prefix a rule may remember (``None``: per tool); ``exact``: an ``allow_always`` remembers the
+    whole command, not ``prefix`` (no enforced sandbox, or a command that runs code from its
+    arguments); ``rememberable``: ``*_always`` is offered;
     ``memory_allows``: a remembered allow may answer; ``facts``: extra data for the log.
     """
 
@@ -53,6 +57,7 @@ class Verdict:
     what: str = "this call"
     content: list[dict[str, Any]] = field(default_factory=list)
     prefix: str | None = None
+    exact: str | None = None
     rememberable: bool = True
     memory_allows: bool = True
     facts: dict[str, Any] = field(default_factory=dict)
@@ -149,8 +154,9 @@ class SessionPolicy:
     def _remembered(self, tool: str, verdict: Verdict) -> Rule | None:
         if "mcp_arguments" in verdict.facts and verdict.prefix is not None:  # exact arguments only
             rule = self.memory.lookup(tool, lambda p: p == verdict.prefix)
-        elif "command" in verdict.facts:  # shell rules are per prefix; a compound command matches none
-            rule = self.memory.lookup(tool, lambda p: prefix_matches(p, verdict.facts["command"]))
+        elif "command" in verdict.facts:  # shell rules are per prefix or exact; a compound command matches none
+            command = verdict.facts["command"]
+            rule = self.memory.lookup(tool, lambda p: prefix_matches(p, command), command=command)
         else:
             rule = self.memory.lookup(tool)
         if rule is not None and rule.allow and not verdict.memory_allows:
@@ -160,10 +166,15 @@ class SessionPolicy:
     def _remember(self, call: CallView, verdict: Verdict, answer: Answer) -> None:
         if answer.kind != "selected" or answer.option not in (ALLOW_ALWAYS, REJECT_ALWAYS) or not verdict.rememberable:
             return
-        rule = Rule(call.name, verdict.prefix, answer.option == ALLOW_ALWAYS)
+        allow = answer.option == ALLOW_ALWAYS
+        if allow and verdict.exact is not None:  # a reject may stay broad; an allow must not
+            rule = Rule(call.name, verdict.exact, True, exact=True)
+        else:
+            rule = Rule(call.name, verdict.prefix, allow)
         self.memory.remember(rule)
         self.log.append("policy/remembered", {"tool": rule.tool, "prefix": rule.prefix, "allow": rule.allow,
-                                              "call_id": call.call_id, "rule": rule.describe()})
+                                              "exact": rule.exact, "call_id": call.call_id,
+                                              "rule": rule.describe()})
 
     def _question(self, call: CallView, verdict: Verdict) -> Ask:
         """The question for ``call``: the tool call's own title and locations (clients keep the
@@ -338,7 +349,13 @@ class SessionPolicy:
         if mode != READ_ONLY and status.write_confinable:
             return Verdict("allow", "sandbox", **base)
         await self._tell_user_once(status)
-        return Verdict("ask", "no-sandbox", "no OS sandbox confines the shell here", prefix=prefix,
+        # Without an enforced sandbox an allow covers this exact command only; under a (partial)
+        # sandbox, so does one for a command that can run code from its arguments (awk, sed e …).
+        runner = runs_code_from_arguments(command)
+        exact = command if (not status.filesystem or runner is not None) else None
+        if exact is not None:
+            facts["remember"] = "exact" + (f" ({runner} runs code from its arguments)" if status.filesystem else "")
+        return Verdict("ask", "no-sandbox", "no OS sandbox confines the shell here", prefix=prefix, exact=exact,
                        rememberable=rememberable, **base)
 
     def _shell_secret(self, command: str) -> str | None:

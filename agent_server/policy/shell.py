@@ -261,6 +261,60 @@ def _prefix_words(words: list[str]) -> str | None:
     return words[0]
 
 
+#: Programs that can run code (or other programs) named in their own arguments, so a prefix rule
+#: for them would allow anything: ``awk 'BEGIN{system("…")}'``, ``sed 'e …'``, ``tar
+#: --checkpoint-action=exec=…``, ``find -exec``, ``xargs``, ``env``, ``git -c core.pager=…`` (git
+#: only with options before its subcommand or one of ``GIT_CODE_SUBCOMMANDS``/``GIT_CODE_OPTIONS``),
+#: interpreters and shells, ``make --eval``, ``rsync -e``, ``ssh host cmd``, editors with ``-c``,
+#: pagers, ``zip -TT``, ``parallel``, ``watch``, ``timeout``/``nice``-style wrappers. An
+#: ``allow_always`` for one of them remembers the exact command only.
+CODE_FROM_ARGUMENTS = frozenset({
+    "awk", "gawk", "mawk", "nawk", "busybox", "sed", "gsed", "tar", "gtar", "bsdtar", "find", "gfind", "xargs",
+    "env", "make", "gmake", "rsync", "ssh", "scp", "sftp", "vim", "vi", "nvim", "ex", "emacs", "less",
+    "more", "man", "zip", "unzip", "parallel", "watch", "timeout", "nice", "ionice", "nohup", "setsid", "stdbuf",
+    "sudo", "doas", "su", "strace", "ltrace", "gdb", "expect", "script", "flock", "chroot", "unshare", "nsenter",
+    "dpkg", "rpm", "npx", "bunx", "pnpx", "docker", "podman", "kubectl", "jq", "yq", "m4", "dc", "bc", "ed",
+    "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "luajit", "Rscript", "R", "tclsh", "wish",
+    "osascript", "pwsh", "powershell", "java", "jshell", "groovy", "scala", "julia", "guile", "racket", "sbcl",
+})
+
+
+#: git subcommands that run a program named in their arguments (``rebase --exec``, ``bisect run``,
+#: ``submodule foreach`` …) or write configuration that does (``config alias.x '!cmd'``).
+GIT_CODE_SUBCOMMANDS = frozenset({"rebase", "bisect", "submodule", "difftool", "mergetool", "filter-branch",
+                                  "filter-repo", "config", "daemon", "instaweb", "send-email", "archimport",
+                                  "cvsimport", "svn", "p4", "web--browse", "credential", "hook", "am", "apply",
+                                  "fetch", "pull", "push", "clone", "ls-remote", "remote", "archive"})
+#: git options that name a program to run.
+GIT_CODE_OPTIONS = ("-O", "--open-files-in-pager", "--ext-diff", "-x", "--exec", "--extcmd", "-t", "--tool",
+                    "--upload-pack", "--receive-pack", "-u", "--run", "--textconv", "--config", "-c")
+
+
+def _git_runs_code(args: list[str]) -> bool:
+    if not args or args[0].startswith("-"):
+        return True  # `git -c core.pager=… log`, `git --exec-path=…`, `git -C dir …`
+    if args[0] in GIT_CODE_SUBCOMMANDS:
+        return True
+    return any(a == o or a.startswith(o + "=") or (len(o) == 2 and a.startswith(o) and not a.startswith("--"))
+               for a in args[1:] for o in GIT_CODE_OPTIONS)
+
+
+def runs_code_from_arguments(command: str) -> str | None:
+    """The program of ``command`` that can run code from its arguments (``CODE_FROM_ARGUMENTS``,
+    interpreters and shells included), or ``None``. Any simple command of a compound one counts;
+    an unparsable command counts as such (``"?"``)."""
+    found = analyze(command)
+    if found.error or not found.commands:
+        return "?" if found.error else None
+    for words in found.commands:
+        head = _base(words[0])
+        if head in CODE_FROM_ARGUMENTS or head in _SHELLS or _INTERPRETER.match(head):
+            return head
+        if head == "git" and _git_runs_code(words[1:]):
+            return "git"
+    return None
+
+
 def prefix_matches(prefix: str, command: str) -> bool:
     """Whether a remembered ``prefix`` covers ``command``: a simple command whose leading words
     are the prefix's words."""

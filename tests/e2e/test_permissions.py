@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 
 import pytest
 from acp import RequestError
@@ -281,24 +282,36 @@ async def test_unknown_option_malformed_outcome_and_error_response_all_deny_with
     assert [d["outcome"] for d in decisions(agent_state_dir, sid)] == ["deny"] * 4
 
 
-async def test_allow_always_for_pytest_covers_pytest_k_but_not_rm_rf_build_nor_a_compound_command(
+async def test_allow_always_of_awk_sed_tar_then_system_sed_e_and_checkpoint_action_ran_without_asking(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    script(endpoint, [call("p1", "bash", command="pytest --version")], [call("p2", "bash", command="pytest -k x")],
-           [call("rm", "bash", command="rm -rf build")], [call("cmp", "bash", command="pytest && rm -rf x")])
-    recorder = Recorder("allow_always", "reject_once")
+    """Issue 11 §1 h: without an enforced sandbox an ``allow_always`` remembers the exact command."""
+    (workspace / "a.txt").write_text("one two\n")
+    subprocess.run(["tar", "-cf", str(workspace / "a.tar"), "-C", str(workspace), "a.txt"], check=True)
+    attacks = {"awk2": "awk 'BEGIN{system(\"touch pwned-awk\")}'",
+               "sed2": "sed -n '1e touch pwned-sed' a.txt",
+               "tar2": "tar -cf b.tar --checkpoint=1 --checkpoint-action=exec='touch pwned-tar' a.txt"}
+    script(endpoint, [call("awk1", "bash", command="awk '{print $1}' a.txt")],
+           [call("awk1b", "bash", command="awk '{print $1}' a.txt")],
+           [call("sed1", "bash", command="sed -n 1p a.txt")], [call("tar1", "bash", command="tar -tf a.tar")],
+           *[[call(k, "bash", command=v)] for k, v in attacks.items()],
+           [call("rm", "bash", command="rm -rf build")], [call("cmp", "bash", command="awk 1 a.txt && rm -rf x")])
+    recorder = Recorder("allow_always", "allow_always", "allow_always", "reject_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, NO_SANDBOX, config=ClientConfig(permission=recorder))
     assert (await h.prompt(sid, "test")).stop_reason == "end_turn"
     titles = [p["toolCall"]["title"] for p in recorder.seen]
-    assert titles == ["Run `pytest --version`", "Run `rm -rf build`", "Run `pytest && rm -rf x`"]
-    assert "is destructive" in why(recorder.seen[1])
-    assert all("Remembered for this session: always allow `pytest`" in why(p) for p in recorder.seen[1:])
-    assert [o["optionId"] for o in recorder.seen[2]["options"]] == ["allow_once", "reject_once"]  # never remembered
+    assert len(titles) == 8, titles  # awk1, sed1, tar1, the three attacks, rm, cmp — not awk1b
+    assert titles[0].startswith("Run `awk '{print $1}' a.txt`") and titles[3].startswith("Run `awk 'BEGIN")
+    assert "always allow exactly `awk '{print $1}' a.txt`" in why(recorder.seen[3])
+    assert [o["optionId"] for o in recorder.seen[7]["options"]] == ["allow_once", "reject_once"]  # never remembered
     logged = {d["call_id"]: d for d in decisions(agent_state_dir, sid)}
-    assert logged["p2"]["outcome"] == "allow" and logged["p2"]["decided_by"] == "remembered: always allow `pytest`"
-    assert logged["rm"]["outcome"] == logged["cmp"]["outcome"] == "deny"
-    (remembered,) = [e.data for e in events(agent_state_dir, sid) if e.type == "policy/remembered"]
-    assert remembered["prefix"] == "pytest" and remembered["allow"] is True
-    assert "Rejected by the user" in tool_results(endpoint)["rm"]
+    assert logged["awk1b"]["outcome"] == "allow"
+    assert logged["awk1b"]["decided_by"] == "remembered: always allow exactly `awk '{print $1}' a.txt`"
+    assert all(logged[k]["outcome"] == "deny" for k in (*attacks, "rm", "cmp"))
+    assert not any(p.name.startswith("pwned") for p in workspace.iterdir())
+    remembered = [e.data for e in events(agent_state_dir, sid) if e.type == "policy/remembered"]
+    assert [(r["prefix"], r["exact"]) for r in remembered] == [
+        ("awk '{print $1}' a.txt", True), ("sed -n 1p a.txt", True), ("tar -tf a.tar", True)]
+    assert "Rejected by the user" in tool_results(endpoint)["awk2"]
 
 
 async def test_reject_always_is_remembered_per_prefix_and_answers_without_asking(

@@ -160,3 +160,38 @@ async def test_a_tool_whose_effects_policy_cannot_check_asks_instead_of_running(
     raw = json.dumps({"url": "x"})
     denial = await policy.guard(PreparedCall("m", "tc-m", "mystery", raw, tool, validate_args(tool, raw)))
     assert denial is not None and denial.reason.startswith("Timed out") and len(approver.asked) == 1
+
+
+@pytest.mark.parametrize("first, second", [
+    ("awk '{print $1}' data.txt", "awk 'BEGIN{system(\"touch pwned\")}'"),
+    ("sed -n 1p a.txt", "sed -n '1e touch pwned' a.txt"),
+    ("tar -tf a.tar", "tar -cf x.tar --checkpoint=1 --checkpoint-action=exec='touch pwned' a.txt"),
+    ("find . -name x", "find . -exec touch pwned ;"),
+    ("python3 scripts/check.py", "python3 scripts/check.py --evil"),
+])
+async def test_allow_always_for_awk_sed_tar_does_not_cover_system_sed_e_or_checkpoint_action(make, first, second):
+    policy, approver, _, log, _ = make(status=PARTIAL, approver=FakeApprover(Answer("selected", "allow_always")))
+    assert await policy.guard(prepared("bash", command=first)) is None
+    approver.answer = Answer("selected", "reject_once")
+    assert await policy.guard(prepared("bash", command=first)) is None  # the exact command is remembered
+    assert len(approver.asked) == 1
+    assert await policy.guard(prepared("bash", command=second)) is not None  # asked again: rejected
+    assert len(approver.asked) == 2
+    (remembered,) = [e.data for e in log.events if e.type == "policy/remembered"]
+    assert remembered["exact"] is True and remembered["prefix"] == first
+
+
+async def test_allow_always_without_a_sandbox_remembers_the_exact_command_only(make):
+    policy, approver, _, log, _ = make(status=NONE, approver=FakeApprover(Answer("selected", "allow_always")))
+    assert await policy.guard(prepared("bash", command="pytest -q")) is None
+    approver.answer = Answer("selected", "reject_once")
+    assert await policy.guard(prepared("bash", command="pytest -q")) is None and len(approver.asked) == 1
+    assert await policy.guard(prepared("bash", command="pytest -q --co")) is not None and len(approver.asked) == 2
+    assert "always allow exactly `pytest -q`" in approver.asked[1].content[0]["content"]["text"]
+
+
+async def test_allow_always_under_a_partial_sandbox_keeps_the_prefix_rule_for_plain_commands(make):
+    policy, approver, *_ = make(status=PARTIAL, approver=FakeApprover(Answer("selected", "allow_always")))
+    assert await policy.guard(prepared("bash", command="pytest -q")) is None
+    approver.answer = Answer("selected", "reject_once")
+    assert await policy.guard(prepared("bash", command="pytest -k x")) is None and len(approver.asked) == 1

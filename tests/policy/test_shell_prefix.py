@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_server.policy.shell import analyze, command_prefix, destructive_reason, path_words, prefix_matches
+from agent_server.policy.shell import (
+    analyze, command_prefix, destructive_reason, path_words, prefix_matches, runs_code_from_arguments,
+)
 
 
 @pytest.mark.parametrize("command, prefix", [
@@ -92,3 +94,18 @@ def test_path_words_include_arguments_option_values_and_redirection_targets():
     words = path_words("cat .env --config=~/.aws/config > ~/.ssh/authorized_keys")
     assert {".env", "~/.aws/config", "~/.ssh/authorized_keys"} <= set(words)
     assert "~/.netrc" in path_words("echo $(cat ~/.netrc)")  # substitutions are read too
+
+
+@pytest.mark.parametrize("command, runner", [
+    ("awk '{print}' f", "awk"), ("sed -n 1p f", "sed"), ("tar -xf a.tar", "tar"), ("find . -name x", "find"),
+    ("xargs echo", "xargs"), ("env", "env"), ("git -c core.pager=sh log", "git"), ("git rebase --exec x main", "git"),
+    ("git grep -Ocat x", "git"), ("python3 x.py", "python3"), ("perl x.pl", "perl"), ("ruby x.rb", "ruby"),
+    ("node x.js", "node"), ("bash x.sh", "bash"), ("sh x.sh", "sh"), ("make test", "make"), ("ls | awk '{}'", "awk"),
+])
+def test_commands_that_run_code_from_their_arguments_are_listed(command, runner):
+    assert runs_code_from_arguments(command) == runner
+
+
+@pytest.mark.parametrize("command", ["pytest -q", "ls -la", "git status", "git diff HEAD", "npm test", "cargo build"])
+def test_plain_commands_do_not_run_code_from_their_arguments(command):
+    assert runs_code_from_arguments(command) is None
