@@ -143,6 +143,8 @@ class SessionPolicy:
             allowed, decided_by = verdict.outcome == "allow", "policy"
         self._log(call, verdict, "allow" if allowed else "deny", decided_by, answer)
         if allowed:
+            if verdict.rule == "secret-read" and "command" in verdict.facts:
+                self.shell_launcher.allow_secrets_once(verdict.facts["command"])  # this exact command only
             return None
         if rule is not None:
             return Denial(f"Rejected by the user: {verdict.what} matches a rule the user set earlier in this "

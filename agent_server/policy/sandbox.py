@@ -3,12 +3,18 @@ is launched under it.
 
 Role: ``probe_status(settings)`` finds out — by *testing* in a throwaway child
 (``sandbox_exec --probe``), once per process — what the OS enforces: Landlock filesystem rules,
-read-only ``.git`` (a private mount namespace), and, with ``network = false``, blocked TCP.
-``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user once when it is not
-complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in ``workspace-write`` the command
-runs through ``sandbox_exec`` with write access only to the roots, the session's temp folder
-(its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only to the temp folder; in
-``danger-full-access`` unconfined.
+read-only ``.git`` (a private mount namespace), a PID namespace per command (nothing outlives the
+call), hidden credentials and secret files (masks), refused setuid/setgid bits (seccomp), and, with
+``network = false``, a private network namespace (TCP, UDP, abstract sockets) plus refused
+``socket(AF_UNIX)``. ``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user
+once when it is not complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in
+``workspace-write`` the command runs through ``sandbox_exec`` with write access only to the roots,
+the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only
+to the temp folder; in ``danger-full-access`` unconfined. Under the sandbox the shell does not see
+the config file, the state folder (but the session's own spill and temp folders), keyrings,
+``~/.ssh`` and the like (``shell_masks.credential_paths``), nor files inside the roots named like a
+secret (``.env*`` …) — unless the user allowed that exact command (``allow_secrets_once``). After
+each confined command, setuid/setgid bits in the roots are swept (``ShellLaunch.after``).
 
 Must never: report a protection as enforced that the probe did not see enforced, or run a
 command unconfined in ``read-only`` mode (it refuses instead).
@@ -25,10 +31,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.shell_masks import SecretScanner, credential_paths, sweep_setuid
 
 log = logging.getLogger("agent_server.policy")
 
@@ -43,8 +50,11 @@ class SandboxStatus:
 
     ``setting``: ``auto`` or ``off``; ``abi``: Landlock ABI (0: none); ``filesystem``: write
     confinement verified; ``git_read_only``: read-only ``.git`` verified; ``network_wanted``:
-    the ``network`` setting; ``network_blocked``: TCP blocking verified (``None``: not needed);
-    ``problems``: why something is missing.
+    the ``network`` setting; ``network_blocked``: TCP and UDP blocking (a private network
+    namespace) and refused ``socket(AF_UNIX)`` verified (``None``: not needed); ``problems``: why
+    something is missing; ``pid_namespace``: each command runs in its own PID namespace with a
+    fresh ``/proc``; ``masks``: credentials and secret files can be hidden; ``setuid_blocked``:
+    setuid/setgid mode bits are refused (seccomp).
     """
 
     setting: str
@@ -54,6 +64,9 @@ class SandboxStatus:
     network_wanted: bool = True
     network_blocked: bool | None = None
     problems: tuple[str, ...] = ()
+    pid_namespace: bool = False
+    masks: bool = False
+    setuid_blocked: bool = False
 
     @property
     def network_ok(self) -> bool:
@@ -61,9 +74,14 @@ class SandboxStatus:
         return self.network_wanted or bool(self.network_blocked)
 
     @property
+    def namespaces(self) -> bool:
+        """The namespace-based protections all work (PID namespace, masks, read-only ``.git``)."""
+        return self.pid_namespace and self.masks and self.git_read_only
+
+    @property
     def write_confinable(self) -> bool:
         """``workspace-write`` shells are fully confined: commands need no approval."""
-        return self.filesystem and self.git_read_only and self.network_ok
+        return self.filesystem and self.namespaces and self.setuid_blocked and self.network_ok
 
     @property
     def read_confinable(self) -> bool:
@@ -79,7 +97,10 @@ class SandboxStatus:
         """The ``sandbox/status`` event data."""
         return {"level": self.level, "setting": self.setting, "landlock_abi": self.abi,
                 "filesystem": self.filesystem, "git_read_only": self.git_read_only,
+                "pid_namespace": self.pid_namespace, "masks": self.masks, "setuid_blocked": self.setuid_blocked,
                 "network": "allowed" if self.network_wanted else ("blocked" if self.network_blocked else "NOT blocked"),
+                "unix_sockets": ("path sockets reachable (network allowed)" if self.network_wanted else
+                                 "refused" if self.network_blocked else "NOT refused"),
                 "problems": list(self.problems)}
 
     def user_text(self) -> str:
@@ -98,7 +119,9 @@ class ShellLaunch:
     ``argv``/``env``: what to execute; ``refuse``: run nothing and return this error instead;
     ``failure_hint``: appended to a command's output when it shows one of ``hint_markers`` (a
     permission error, or a refused connection when the network is blocked);
-    ``meta``: logged with the result (sandbox level, mode, network).
+    ``meta``: logged with the result (sandbox level, mode, network); ``after``: called (in a
+    worker thread) once the command and everything it started have ended — returns the paths
+    whose setuid/setgid bits it cleared.
     """
 
     argv: list[str]
@@ -107,6 +130,7 @@ class ShellLaunch:
     failure_hint: str | None = None
     hint_markers: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    after: Callable[[], list[str]] | None = None
 
 
 PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
@@ -155,11 +179,19 @@ async def probe_status(settings: PolicySettings) -> SandboxStatus:
         problems.append("Landlock did not confine writes in the probe")
     if report.get("filesystem") and not report.get("git_read_only"):
         problems.append("`.git` cannot be made read-only (no private mount namespace)")
-    if not settings.network and not report.get("network_blocked"):
-        problems.append("network = false cannot be enforced (needs Landlock ABI 4)")
+    if report.get("filesystem") and not report.get("pid_namespace"):
+        problems.append("commands cannot run in their own PID namespace (background processes could outlive them)")
+    if report.get("filesystem") and not report.get("masks"):
+        problems.append("credentials and secret files cannot be hidden from the shell")
+    if report.get("filesystem") and not report.get("setuid_blocked"):
+        problems.append("setuid/setgid bits cannot be refused (no seccomp filter for this machine)")
+    if not settings.network and not (report.get("network_blocked") and report.get("unix_blocked")):
+        problems.append("network = false cannot be enforced (needs Landlock ABI 4, a network namespace and seccomp)")
     status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
-                           bool(report.get("git_read_only")), settings.network, report.get("network_blocked"),
-                           tuple(problems))
+                           bool(report.get("git_read_only")), settings.network,
+                           None if settings.network else bool(report.get("network_blocked") and report.get("unix_blocked")),
+                           tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
+                           bool(report.get("setuid_blocked")))
     _PROBED[key] = status
     return status
 
@@ -175,8 +207,9 @@ class ShellConfiner:
     """The ``bash`` launcher of one session (``ToolContext.shell_launcher``).
 
     ``modes``: the session's live mode; ``status``: what the sandbox enforces; ``roots``: the
-    workspace roots; ``tmpdir``: the session's temp folder; ``settings``: policy settings.
-    Calling it with ``(argv, env)`` returns the ``ShellLaunch`` to run.
+    workspace roots; ``tmpdir``: the session's temp folder (``<session>/tmp``; its sibling
+    ``spill`` stays readable); ``settings``: policy settings. Calling it with ``(argv, env)``
+    returns the ``ShellLaunch`` to run.
     """
 
     def __init__(self, modes: ModeState, status: SandboxStatus, roots: Sequence[Path], tmpdir: Path,
@@ -185,26 +218,53 @@ class ShellConfiner:
         self.status = status
         self.roots = [Path(os.path.realpath(r)) for r in roots]
         self.tmpdir = Path(os.path.realpath(tmpdir))
+        self.spill_dir = self.tmpdir.parent / "spill"
         self.settings = settings
+        self.scanner = SecretScanner(settings.secret_patterns)
+        self._unmasked: list[str] = []
 
-    def spec(self, mode: str) -> dict[str, Any]:
-        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested)."""
+    def allow_secrets_once(self, command: str) -> None:
+        """The user allowed ``command``, which names a secret file: its next launch is not masked."""
+        self._unmasked.append(command)
+
+    def _writable(self, mode: str) -> list[str]:
         writable = [str(self.tmpdir)]
-        ro_binds: list[str] = []
         if mode != READ_ONLY:
             writable = [str(r) for r in self.roots] + writable
             writable += [os.path.realpath(os.path.expanduser(p)) for p in self.settings.sandbox_writable]
-            if self.status.git_read_only:
-                for root in self.roots:
-                    git = Path(os.path.realpath(root / ".git"))
-                    if git.exists() and any(git == r or r in git.parents for r in self.roots):
-                        ro_binds.append(str(git))
+        return writable
+
+    def spec(self, mode: str, secrets_visible: bool = False) -> dict[str, Any]:
+        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested)."""
+        writable = self._writable(mode)
+        ro_binds: list[str] = []
+        if mode != READ_ONLY and self.status.git_read_only:
+            for root in self.roots:
+                git = Path(os.path.realpath(root / ".git"))
+                if git.exists() and any(git == r or r in git.parents for r in self.roots):
+                    ro_binds.append(str(git))
         network = self.settings.network or not self.status.network_blocked
-        return {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
-                "network": network, "drop_caps": True}
+        namespaces = self.status.pid_namespace and self.status.masks
+        spec: dict[str, Any] = {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
+                                "network": network, "drop_caps": True, "namespaces": namespaces,
+                                "seccomp": self.status.setuid_blocked}
+        if namespaces:
+            try:
+                self.spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError:
+                pass
+            masks = credential_paths(self.settings.secret_patterns)
+            if not secrets_visible:
+                masks += self.scanner.scan(self.roots)
+            spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
+        return spec
 
     def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:
         mode = self.modes.current
+        command = argv[-1] if argv else ""
+        secrets_visible = command in self._unmasked
+        if secrets_visible:
+            self._unmasked.remove(command)
         if mode == DANGER_FULL_ACCESS:
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode})
         if not self.status.filesystem:
@@ -214,13 +274,17 @@ class ShellConfiner:
                     "here, so shell commands cannot run. Use read, grep and glob instead."),
                     meta={"sandbox": "none", "mode": mode})
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
-        spec = self.spec(mode)
+        spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", json.dumps(spec), "--", *argv]
         markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
-        return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers,
-                           meta={"sandbox": f"landlock-{mode}", "mode": mode, "network": spec["network"],
-                                 "git_read_only": bool(spec["ro_binds"])})
+        sweep_roots = list(spec["write"])
+        skip = list(spec["ro_binds"])
+        meta = {"sandbox": f"landlock-{mode}", "mode": mode, "network": spec["network"],
+                "git_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
+                "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
+        return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
+                           after=lambda: sweep_setuid(sweep_roots, skip))
 
     def _hint(self, mode: str, spec: dict[str, Any]) -> str:
         if mode == READ_ONLY:
@@ -231,7 +295,13 @@ class ShellConfiner:
             way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
                        "if this really must write elsewhere (git commits too).")
         git = "; `.git` is read-only (no commits, branch or index changes)" if spec["ro_binds"] else ""
-        net = "; network (TCP) access is blocked" if not spec["network"] else ""
+        net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else
+               "; the network is on, so path sockets (docker.sock, an ssh-agent) are reachable")
+        masked = ("; stored credentials (~/.ssh, ~/.aws, the agent's config and state …) and files named like "
+                  "secrets (" + ", ".join(p for p in self.settings.secret_patterns if "/" not in p) + ") are "
+                  "hidden: naming one in a command asks the user" if spec.get("masks") is not None else "")
+        setuid = "; setuid/setgid bits are refused" if spec.get("seccomp") else ""
         refused = "error above is" + (" (or a failed connection is)" if not spec["network"] else "")
-        return (f"[sandbox] This command ran under the OS sandbox ({mode}): it may write {where}{git}{net}. "
-                f"A 'Permission denied' or 'Read-only file system' {refused} the sandbox refusing. {way_out}")
+        return (f"[sandbox] This command ran under the OS sandbox ({mode}): it may write {where}{git}{net}"
+                f"{masked}{setuid}. A 'Permission denied' or 'Read-only file system' {refused} the sandbox "
+                f"refusing. {way_out}")

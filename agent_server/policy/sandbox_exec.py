@@ -27,15 +27,24 @@ import ctypes
 import errno
 import json
 import os
+import signal
 import socket
+import struct
 import sys
+from typing import Callable
+
+if __package__:
+    from agent_server.policy import sandbox_mounts as mounts, sandbox_seccomp as seccomp
+else:  # run as a script with -I -S: load the sibling modules from this folder
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sandbox_mounts as mounts  # type: ignore[no-redef]
+    import sandbox_seccomp as seccomp  # type: ignore[no-redef]
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # same on every architecture
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
-CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
-MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
 EXIT_REFUSED = 126
 
 # Landlock filesystem rights (uapi/linux/landlock.h), with the ABI that introduced them.
@@ -155,51 +164,6 @@ def apply_landlock(spec: dict) -> int:
     return abi
 
 
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def _locked_flags(path: str) -> int:
-    """Mount flags of ``path``'s mount that a read-only remount must keep (nosuid, nodev …)."""
-    f = os.statvfs(path).f_flag
-    flags = 0
-    for st, ms in ((os.ST_NOSUID, 2), (os.ST_NODEV, 4), (os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024),
-                   (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21)):
-        if f & st:
-            flags |= ms
-    return flags
-
-
-def read_only_binds(paths: list[str]) -> None:
-    """Bind-mount each path read-only onto itself in a new private mount namespace.
-
-    As root only the mount namespace is new; otherwise a user namespace mapping our own uid/gid
-    is made first. Raises ``SandboxError``.
-    """
-    if not paths:
-        return
-    libc = _libc()
-    uid, gid = os.geteuid(), os.getegid()
-    if uid == 0:
-        _check(libc.unshare(CLONE_NEWNS), "unshare(mount namespace)")
-    else:
-        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user + mount namespace)")
-        try:
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        except OSError as exc:
-            raise SandboxError(f"cannot map the user namespace: {exc.strerror}") from None
-    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
-    for path in paths:
-        raw = os.fsencode(path)
-        keep = _locked_flags(path)
-        _check(libc.mount(raw, raw, None, MS_BIND | MS_REC, None), f"bind {path}")
-        _check(libc.mount(None, raw, None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, None),
-               f"remount {path} read-only")
-
-
 def drop_root_capabilities() -> None:
     """For root: empty the capability bounding set and the ambient set, so the exec'd command
     keeps no capability (no module loading, raw I/O, DAC override …). No-op for other users."""
@@ -216,52 +180,238 @@ def drop_root_capabilities() -> None:
         raise SandboxError("the process has inheritable capabilities; refusing to confine root partially")
 
 
-def confine(spec: dict) -> None:
-    """Apply every step of ``spec`` to this process (see the module docstring)."""
-    read_only_binds(list(spec.get("ro_binds", [])))
+def confine_self(spec: dict) -> None:
+    """The steps after the namespaces: caps dropped (root), Landlock, the seccomp filter."""
     if spec.get("drop_caps", True):
         drop_root_capabilities()
     apply_landlock(spec)
+    if spec.get("seccomp", True):
+        seccomp.install(block_unix=not spec.get("network", True))
+
+
+def _refuse(exc: BaseException) -> int:
+    sys.stderr.write(f"agent-server sandbox: cannot confine this command ({exc}); it was not run.\n")
+    sys.stderr.flush()
+    return EXIT_REFUSED
+
+
+_CONFINE_ERRORS = (SandboxError, mounts.MountError, seccomp.SeccompError, OSError, ValueError)
+
+
+def run_confined(spec: dict, body: Callable[[], int]) -> int:
+    """Run ``body`` (in a grandchild; it normally ``exec``s) confined by ``spec``; returns the exit
+    status to leave with (a signal that ended the command is raised again on this process).
+
+    With ``spec["namespaces"]``: this process enters new namespaces and forks the namespace's PID 1,
+    which mounts, confines itself and forks ``body``; when ``body``'s process ends, PID 1 reports
+    its status and exits, and the kernel kills whatever else still runs in the namespace
+    (``setsid``/``nohup`` daemons included). Without: confine this process and run ``body`` here.
+    """
+    if not spec.get("namespaces", True):
+        try:
+            mounts_spec = {k: spec[k] for k in ("ro_binds",) if spec.get(k)}
+            if mounts_spec:
+                raise SandboxError("read-only binds need namespaces")
+            confine_self(spec)
+        except _CONFINE_ERRORS as exc:
+            return _refuse(exc)
+        return body()
+    try:
+        mounts.enter_namespaces(net=not spec.get("network", True))
+    except _CONFINE_ERRORS as exc:
+        return _refuse(exc)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the command decides; we relay its end
+        signal.signal(sig, lambda *_: None)
+    status_r, status_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # PID 1 of the new namespace
+        os.close(status_r)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            mounts.prepare_mounts(spec)
+            confine_self(spec)
+        except _CONFINE_ERRORS as exc:
+            os._exit(_refuse(exc))
+        _init(body, status_w)
+    os.close(status_w)
+    _, own = os.waitpid(pid, 0)
+    data = os.read(status_r, 4)
+    status = struct.unpack("=i", data)[0] if len(data) == 4 else own
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXIT_REFUSED
+
+
+def _init(body: Callable[[], int], status_w: int) -> None:
+    """PID 1: fork ``body``, reap every process re-parented to us, and exit when ``body``'s ends
+    (after writing its wait status to ``status_w``). Never returns."""
+    try:
+        child = os.fork()
+        if child == 0:
+            os.close(status_w)
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE; an ignored signal survives exec
+            os._exit(body())
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == child:
+                os.write(status_w, struct.pack("=i", status))
+                os._exit(0)
+    except BaseException as exc:  # noqa: BLE001 - PID 1 must end, which ends the namespace
+        sys.stderr.write(f"agent-server sandbox: {type(exc).__name__}: {exc}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_REFUSED)
+
+
+def _exec(command: list[str]) -> Callable[[], int]:
+    def body() -> int:
+        try:
+            os.execvp(command[0], command)
+        except OSError as exc:
+            sys.stderr.write(f"agent-server sandbox: cannot run {command[0]}: {exc.strerror}\n")
+            sys.stderr.flush()
+        return EXIT_REFUSED
+    return body
 
 
 def probe(base: str, network: bool) -> dict:
-    """Confine this process over a scratch tree in ``base`` and test what is really enforced.
+    """Confine a throwaway command over a scratch tree in ``base`` exactly as a shell command is
+    confined, and test what is really enforced.
 
-    Returns ``{"abi", "filesystem", "git_read_only", "network_blocked", "errors"}``; each flag is
-    ``True`` only if the matching forbidden action failed *and* the allowed one worked.
+    Returns ``{"abi", "filesystem", "git_read_only", "pid_namespace", "masks", "setuid_blocked",
+    "network_blocked", "unix_blocked", "errors"}``; each flag is ``True`` only if the forbidden
+    action failed *and* the allowed one worked (the network flags are ``None`` with ``network``).
     """
-    ws, out, git = (os.path.join(base, name) for name in ("ws", "out", os.path.join("ws", ".git")))
-    for folder in (ws, out, git):
+    ws, out, state = (os.path.join(base, name) for name in ("ws", "out", "state"))
+    git, keep = os.path.join(ws, ".git"), os.path.join(state, "tmp")
+    for folder in (ws, out, git, keep):
         os.makedirs(folder, exist_ok=True)
-    report: dict = {"abi": landlock_abi(), "filesystem": False, "git_read_only": False,
-                    "network_blocked": None, "errors": []}
+    for path in (os.path.join(ws, ".env"), os.path.join(state, "events.jsonl")):
+        with open(path, "w") as handle:
+            handle.write("SECRET=1\n")
+    report: dict = {"abi": landlock_abi(), "filesystem": False, "git_read_only": False, "pid_namespace": False,
+                    "masks": False, "setuid_blocked": False, "network_blocked": None, "unix_blocked": None,
+                    "errors": []}
     listener = None
     if not network:
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-    try:
-        read_only_binds([git])
-    except SandboxError as exc:
-        report["errors"].append(str(exc))
-        git = ""
-    try:
-        apply_landlock({"read": ["/"], "write": [ws], "devices": ["/dev/null"], "network": network})
-    except SandboxError as exc:
-        report["errors"].append(str(exc))
-        return report
-    report["filesystem"] = _can_write(os.path.join(ws, "ok")) and not _can_write(os.path.join(out, "no"))
-    report["git_read_only"] = bool(git) and not _can_write(os.path.join(git, "no"))
-    if listener is not None:
-        try:
-            socket.create_connection(listener.getsockname(), timeout=2).close()
-            report["network_blocked"] = False
-        except PermissionError:
-            report["network_blocked"] = True
-        except OSError as exc:
-            report["errors"].append(f"network probe: {exc}")
-            report["network_blocked"] = False
+    spec = {"read": ["/"], "write": [ws, keep], "devices": ["/dev/null"], "network": network, "ro_binds": [git],
+            "masks": [state, os.path.join(ws, ".env")], "keep": [ws, keep], "namespaces": True}
+    outer = os.getpid()
+    read_end, write_end = os.pipe()
+
+    def checks() -> int:
+        found: dict = {"filesystem": _can_write(os.path.join(ws, "ok")) and not _can_write(os.path.join(out, "no")),
+                       "git_read_only": not _can_write(os.path.join(git, "no")),
+                       "pid_namespace": os.getpid() == 2 and not os.path.exists(f"/proc/{outer}"),
+                       "masks": _masked(os.path.join(ws, ".env")) and os.listdir(state) == ["tmp"]
+                       and _can_write(os.path.join(keep, "ok")),
+                       "setuid_blocked": _setuid_refused(ws)}
+        if listener is not None:
+            found["network_blocked"] = _tcp_refused(listener.getsockname()) and _udp_refused()
+            found["unix_blocked"] = _unix_refused()
+        os.write(write_end, json.dumps(found).encode())
+        return 0
+
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        code = run_confined(spec, checks)
+        os._exit(code)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    if chunks:
+        report.update(json.loads(b"".join(chunks)))
+    else:
+        report["errors"].append(f"the confined probe did not run (wait status {status}); "
+                                "namespaces, mounts or seccomp are not available")
+        fallback = _landlock_only(ws, out, network)
+        report["errors"].extend(fallback.pop("errors_extra", []))
+        report.update(fallback)
     return report
+
+
+def _landlock_only(ws: str, out: str, network: bool) -> dict:
+    """Fallback probe without namespaces: is at least Landlock write confinement there?"""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            apply_landlock({"read": ["/"], "write": [ws], "devices": ["/dev/null"], "network": True})
+            ok = _can_write(os.path.join(ws, "ok2")) and not _can_write(os.path.join(out, "no2"))
+            os.write(write_end, b"1" if ok else b"0")
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_end, b"E" + str(exc).encode())
+        os._exit(0)
+    os.close(write_end)
+    data = os.read(read_end, 4096)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    if data.startswith(b"E"):
+        return {"errors_extra": [data[1:].decode(errors="replace")]}
+    return {"filesystem": data == b"1"}
+
+
+def _masked(path: str) -> bool:
+    try:
+        with open(path) as handle:
+            return "SECRET" not in handle.read()
+    except PermissionError:
+        return True
+
+
+def _setuid_refused(ws: str) -> bool:
+    path = os.path.join(ws, "suid")
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o755))
+        os.chmod(path, 0o4755)
+        return False
+    except PermissionError:
+        pass
+    try:
+        os.close(os.open(os.path.join(ws, "suid2"), os.O_CREAT | os.O_WRONLY, 0o4755))
+        return False
+    except PermissionError:
+        return True
+
+
+def _tcp_refused(address: tuple) -> bool:
+    try:
+        socket.create_connection(address, timeout=2).close()
+        return False
+    except OSError:
+        return True
+
+
+def _udp_refused() -> bool:
+    """In a private network namespace the loopback is down: sending fails."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.sendto(b"x", ("127.0.0.1", 9))
+        return False
+    except OSError:
+        return True
+
+
+def _unix_refused() -> bool:
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+        return False
+    except PermissionError:
+        a, b = socket.socketpair()
+        a.close()
+        b.close()
+        return True
 
 
 def _can_write(path: str) -> bool:
@@ -276,7 +426,7 @@ def _can_write(path: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """``--spec JSON -- ARGV...`` confines and execs (never returns on success);
+    """``--spec JSON -- ARGV...`` confines and runs ARGV (returns its exit status);
     ``--probe DIR [--network]`` prints the probe report."""
     if argv[:1] == ["--probe"] and len(argv) >= 2:
         print(json.dumps(probe(argv[1], network="--network" in argv[2:])))
@@ -284,17 +434,11 @@ def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[0] != "--spec" or argv[2] != "--":
         sys.stderr.write("usage: sandbox_exec --spec JSON -- ARGV... | --probe DIR [--network]\n")
         return 2
-    command = argv[3:]
     try:
-        confine(json.loads(argv[1]))
-    except (SandboxError, OSError, ValueError) as exc:
-        sys.stderr.write(f"agent-server sandbox: cannot confine this command ({exc}); it was not run.\n")
-        return EXIT_REFUSED
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        sys.stderr.write(f"agent-server sandbox: cannot run {command[0]}: {exc.strerror}\n")
-        return EXIT_REFUSED
+        spec = json.loads(argv[1])
+    except ValueError as exc:
+        return _refuse(exc)
+    return run_confined(spec, _exec(argv[3:]))
 
 
 if __name__ == "__main__":

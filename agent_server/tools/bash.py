@@ -13,10 +13,12 @@ With ``ToolContext.shell_launcher`` set (policy's OS sandbox), the launcher deci
 command starts (e.g. through ``agent_server.policy.sandbox_exec`` under Landlock), may refuse it,
 and supplies a hint that is added when a command's output shows a permission error.
 
-Processes that escape the group on purpose (``setsid``, daemons) are out of reach without an OS
-sandbox. Background jobs that keep the output pipe open after the shell exits are stopped (the
-group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after the exit; a background job
-whose output is redirected (``cmd > log 2>&1 &``) keeps running.
+Under the OS sandbox each command runs in its own PID namespace: when the shell exits, every
+process it started ends with it (``setsid``/``nohup`` daemons included), and the launch's ``after``
+hook (the setuid sweep) runs once all of them are gone. Without the sandbox, processes that escape
+the group on purpose are out of reach; background jobs that keep the output pipe open after the
+shell exits are stopped (the group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after
+the exit; a background job whose output is redirected (``cmd > log 2>&1 &``) keeps running.
 """
 
 from __future__ import annotations
@@ -208,7 +210,9 @@ class BashTool(Tool):
         "Run a shell command with bash in the workspace folder and return its combined "
         "stdout+stderr and exit code. No stdin (interactive commands get end-of-file). The command "
         f"is stopped after `timeout_ms` (default {DEFAULT_TIMEOUT_MS // 1000} s, max "
-        f"{MAX_TIMEOUT_MS // 1000} s), with its child processes. Long output is cut in the middle; "
+        f"{MAX_TIMEOUT_MS // 1000} s), with its child processes. Background processes (`&`, `nohup`, "
+        "`setsid`, daemons) end when the command ends; start servers and watchers in the same command "
+        "that uses them. Long output is cut in the middle; "
         "pipe through `head`, `tail` or `grep` to see what matters. Use `read`, `grep`, `glob`, "
         "`edit` and `write` for files instead of cat/sed/echo."
     )
@@ -270,11 +274,18 @@ class BashTool(Tool):
                 await _drain(proc.stdout, buffer)
         buffer.close()
         procs.release(record)
+        cleared: list[str] = []
+        after = getattr(launch, "after", None)
+        if after is not None and proc.returncode is not None:
+            cleared = await asyncio.to_thread(after)
         elapsed = time.monotonic() - started
         transport = getattr(proc, "_transport", None)
         if transport is not None:  # release our end of a pipe an escaped process may still hold
             transport.close()
         result = self._result(proc, buffer, state, outcome, timeout, elapsed)
+        if cleared:
+            result.meta["setuid_cleared"] = cleared
+            result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)
         if launch is not None:
             result.meta["sandbox"] = launch.meta
             markers = getattr(launch, "hint_markers", None) or PERMISSION_MARKERS

@@ -3,7 +3,12 @@ through its sandbox on this machine; the client is the official ACP Python SDK."
 
 from __future__ import annotations
 
+import asyncio
 import http.server
+import os
+import shutil
+import socket
+import stat
 import subprocess
 import threading
 import uuid
@@ -118,7 +123,7 @@ async def test_network_false_makes_curl_to_localhost_fail(acp_harness_factory, e
         server.shutdown()
     out = results(endpoint)["n"]
     assert "exit code: 7" in out and hits == []  # curl: couldn't connect
-    assert "network (TCP) access is blocked" in out  # the model is told why
+    assert "the network is off" in out  # the model is told why
 
 
 async def test_additional_directories_are_writable_roots_for_file_tools_and_the_sandboxed_shell(
@@ -146,3 +151,174 @@ async def test_sandboxed_command_cannot_signal_processes_outside_its_sandbox(acp
     finally:
         outsider.kill()
         outsider.wait()
+
+
+# -- issue 11: the model is the attacker (the shell side) ----------------------------------------
+
+
+def _require_full_sandbox(agent_state_dir, sid, network="allowed"):
+    """The protections these tests pin must really be enforced here (root, Landlock ABI 7): a
+    missing privilege makes the test fail, never skip."""
+    (status,) = [e.data for e in events(agent_state_dir, sid) if e.type == "sandbox/status"]
+    assert status["level"] == "landlock" and status["pid_namespace"] and status["masks"], status
+    assert status["setuid_blocked"] and status["network"] == network, status
+    return status
+
+
+async def test_setsid_nohup_daemon_kept_writing_after_the_call_and_after_the_switch_to_read_only(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    loop = "while true; do date >> beat.txt; sleep 0.05; done"
+    script(endpoint, [call("d", "bash", command=f"setsid nohup sh -c '{loop}' > /dev/null 2>&1 & sleep 0.3; "
+                                                 "echo started")],
+           [call("ps", "bash", command="ls /proc | grep -cE '^[0-9]+$'; test -e /proc/1/environ && echo own-init")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "start a daemon")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    assert "started" in out["d"] and (workspace / "beat.txt").exists()
+    await h.conn.set_session_mode(session_id=sid, mode_id="read-only")
+    size = (workspace / "beat.txt").stat().st_size
+    await asyncio.sleep(0.5)
+    assert (workspace / "beat.txt").stat().st_size == size  # nothing from the call writes any more
+    gone = subprocess.run(["pgrep", "-f", "date >> beat.txt"], capture_output=True, text=True)
+    assert gone.stdout.strip() == ""
+    count = int(out["ps"].splitlines()[0])
+    assert count <= 4 and "own-init" in out["ps"]  # a fresh /proc: only the command's own processes
+
+
+async def test_shell_read_the_config_api_key_keyrings_state_folder_and_ssh_keys_outside_the_roots(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, scratch_home, tmp_path):
+    (scratch_home / ".ssh").mkdir()
+    (scratch_home / ".ssh" / "id_ed25519").write_text("SSH-PRIVATE-KEY")
+    (scratch_home / ".aws").mkdir()
+    (scratch_home / ".aws" / "credentials").write_text("AWS-SECRET")
+    (scratch_home / ".netrc").write_text("machine x password NETRC-SECRET")
+    (scratch_home / ".config" / "gh").mkdir(parents=True)
+    (scratch_home / ".config" / "gh" / "hosts.yml").write_text("GH-TOKEN")
+    (scratch_home / ".local" / "share" / "keyrings").mkdir(parents=True)
+    (scratch_home / ".local" / "share" / "keyrings" / "login.keyring").write_text("KEYRING-SECRET")
+    env = {"HOME": str(scratch_home), **config_env(tmp_path, 'api_key = "sk-CONFIG-SECRET"\n')}
+    script(endpoint, [call("s1", "bash", command="echo x; yes | head -c 300000")],
+           [call("cat", "bash", command=f"cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc ~/.config/gh/hosts.yml "
+                                        f"~/.local/share/keyrings/login.keyring {tmp_path}/config.toml; "
+                                        f"grep -r SECRET {agent_state_dir} | head -5; ls {agent_state_dir}")],
+           [call("spill", "bash", command=f"cat {agent_state_dir}/sessions/*/spill/* | head -c 20 | wc -c")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env)
+    assert (await h.prompt(sid, "steal")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    for secret in ("SSH-PRIVATE-KEY", "AWS-SECRET", "NETRC-SECRET", "GH-TOKEN", "KEYRING-SECRET", "sk-CONFIG-SECRET"):
+        assert secret not in out["cat"], secret
+    assert "events.jsonl" not in out["cat"] and "Permission denied" in out["cat"]
+    assert out["spill"].splitlines()[0].strip() == "20"  # the session's own spill folder is still readable
+
+
+async def test_cat_env_glob_base64_name_and_python_concatenation_read_a_secret_file_without_asking(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / ".env").write_text("TOKEN=ENV-SECRET\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".env.local").write_text("TOKEN=ENV-LOCAL-SECRET\n")
+    (workspace / "sub" / "server.pem").write_text("PEM-SECRET\n")
+    script(endpoint, [call("glob", "bash", command="cat .en? sub/.e??.local; cat sub/*.pe?")],
+           [call("b64", "bash", command="cat $(echo LmVudg== | base64 -d)")],
+           [call("py", "bash", command="python3 -c \"print(open('.e' + 'nv').read())\"")],
+           [call("w", "bash", command="echo X=1 >> .en?; ls -l .en?")],
+           [call("named", "bash", command="cat .env")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "read secrets")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    for key in ("glob", "b64", "py", "w"):
+        assert "SECRET" not in out[key], out[key]
+        assert "Permission denied" in out[key] or "Read-only file system" in out[key], out[key]
+    assert "hidden: naming one in a command asks the user" in out["glob"]
+    assert (workspace / ".env").read_text() == "TOKEN=ENV-SECRET\n"
+    (only,) = asks(h)  # the command naming .env asked; the user allowed it, so it saw the file
+    assert only["toolCall"]["title"].startswith("Run `cat .env`")
+    assert "ENV-SECRET" in out["named"]
+
+
+async def test_unix_sockets_abstract_sockets_and_udp_got_data_with_network_false(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    path_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path_sock.bind(str(tmp_path / "agent.sock"))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    abstract.bind(f"\0agent-server-e2e-{uuid.uuid4().hex}")
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    for s in (path_sock, abstract, udp):
+        s.setblocking(False)
+    send = ("import socket,sys\n"
+            "kind, addr = sys.argv[1], sys.argv[2]\n"
+            "fam = socket.AF_INET if kind == 'udp' else socket.AF_UNIX\n"
+            "s = socket.socket(fam, socket.SOCK_DGRAM)\n"
+            "a = ('127.0.0.1', int(addr)) if kind == 'udp' else addr.replace('@', chr(0))\n"
+            "s.sendto(b'leak', a); print('SENT' + '-OK', kind)\n")
+    (workspace / "send.py").write_text(send)
+    name = abstract.getsockname()[1:].decode() if isinstance(abstract.getsockname(), bytes) else abstract.getsockname()[1:]
+    script(endpoint, [call("path", "bash", command=f"python3 send.py path {tmp_path / 'agent.sock'}")],
+           [call("abs", "bash", command=f"python3 send.py abs @{name}")],
+           [call("udp", "bash", command=f"python3 send.py udp {udp.getsockname()[1]}")],
+           [call("pair", "bash", command="python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"ok\"); "
+                                         "print(b.recv(2).decode())'")])
+    try:
+        h, sid = await start(acp_harness_factory, endpoint, workspace,
+                             config_env(tmp_path, "[policy]\nnetwork = false\n"), permission=None)
+        assert (await h.prompt(sid, "send")).stop_reason == "end_turn"
+        _require_full_sandbox(agent_state_dir, sid, network="blocked")
+        out = results(endpoint)
+        for s in (path_sock, abstract, udp):
+            with pytest.raises(BlockingIOError):
+                s.recv(16)
+        assert all("SENT-OK" not in out[k] for k in ("path", "abs", "udp")), out
+        assert out["pair"].startswith("ok") and "the network is off" in out["path"]
+    finally:
+        for s in (path_sock, abstract, udp):
+            s.close()
+
+
+async def test_network_on_tells_the_model_path_sockets_are_reachable(acp_harness_factory, endpoint, workspace):
+    script(endpoint, [call("x", "bash", command="touch /etc/agent-server-nope-$$")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "x")).stop_reason == "end_turn"
+    assert "path sockets (docker.sock, an ssh-agent) are reachable" in results(endpoint)["x"]
+
+
+async def test_confined_shell_made_a_setuid_root_copy_of_bin_sh(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    passwd = shutil.which("passwd") or "/usr/bin/passwd"
+    assert os.stat(passwd).st_mode & stat.S_ISUID, "this test needs a setuid binary to copy (passwd)"
+    script(endpoint, [call("chmod", "bash", command="cp /bin/sh sh && chmod u+s sh; chmod g+s sh; ls -l sh")],
+           [call("cpp", "bash", command=f"cp -p {passwd} passwd-copy; ls -l passwd-copy")],
+           [call("install", "bash", command="install -m 4755 /bin/sh sh-installed; ls -l sh-installed")],
+           [call("osopen", "bash", command="python3 -c \"import os; os.open('py-suid', os.O_CREAT | os.O_WRONLY, "
+                                           "0o4755)\"")],
+           [call("tar", "bash", command="tar -xpf suid.tar; ls -l tarred")])
+    (workspace / "tarred").write_text("x")
+    os.chmod(workspace / "tarred", 0o4755)
+    subprocess.run(["tar", "-cpf", str(workspace / "suid.tar"), "-C", str(workspace), "tarred"], check=True)
+    os.chmod(workspace / "tarred", 0o755)
+    os.unlink(workspace / "tarred")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "get root")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    assert "Operation not permitted" in out["chmod"] and "Operation not permitted" in out["install"]
+    assert "Operation not permitted" in out["osopen"]
+    leftovers = [p for p in workspace.rglob("*") if p.is_file() and p.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)]
+    assert leftovers == []
+    assert (workspace / "sh").exists() and (workspace / "passwd-copy").exists()
+
+
+async def test_a_setuid_file_left_in_the_roots_is_swept_when_a_call_ends(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Defence in depth: whatever made it, no setuid/setgid file survives a confined call."""
+    script(endpoint, [call("any", "bash", command="true")])
+    (workspace / "deep").mkdir()
+    planted = workspace / "deep" / "planted"
+    planted.write_text("x")
+    os.chmod(planted, 0o6755)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "anything")).stop_reason == "end_turn"
+    assert stat.S_IMODE(planted.stat().st_mode) == 0o755
+    assert "setuid/setgid bits were removed from" in results(endpoint)["any"]

@@ -3,6 +3,7 @@ mocks) and check what a confined command can and cannot change."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import http.server
 import json
@@ -40,6 +41,7 @@ def test_this_kernel_has_landlock_abi_7_by_the_syscall():
 async def test_probe_sees_every_protection_enforced():
     status = await probe_status(PolicySettings(network=False))
     assert status.write_confinable and status.git_read_only and status.network_blocked, status.problems
+    assert status.pid_namespace and status.masks and status.setuid_blocked, status.problems
     assert status.level == "landlock" and status.abi >= 7
     assert (await probe_status(PolicySettings(sandbox="off"))).level == "none"
 
@@ -172,5 +174,122 @@ def test_the_wrapper_confines_a_non_root_user_too():
                               capture_output=True, text=True)
         report = json.loads(proc.stdout or "{}")
         assert report.get("filesystem") and report.get("git_read_only"), (report, proc.stderr)
+        assert report.get("pid_namespace") and report.get("masks") and report.get("setuid_blocked"), report
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# -- issue 11: namespaces, masks, seccomp, sweep -------------------------------------------------
+
+
+def _in_child(fn):
+    """Run ``fn`` in a forked child; returns what it wrote (its result as text)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            os.write(write_end, repr(fn()).encode())
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_end, f"error {exc!r}".encode())
+        os._exit(0)
+    os.close(write_end)
+    out = os.read(read_end, 65536).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return out
+
+
+def test_seccomp_filter_refuses_setuid_bits_and_unix_sockets_but_not_socketpair_or_plain_modes(tmp_path):
+    import socket
+
+    from agent_server.policy import sandbox_seccomp
+
+    assert sandbox_seccomp.supported(), "the seccomp filter needs x86-64 or aarch64"
+
+    def attempt():
+        sandbox_seccomp.install(block_unix=True)
+        outcome = {}
+        for name, action in {
+            "chmod_suid": lambda: os.chmod(tmp_path / "f", 0o4755),
+            "chmod_sgid": lambda: os.chmod(tmp_path / "f", 0o2755),
+            "chmod_plain": lambda: os.chmod(tmp_path / "f", 0o700),
+            "open_suid": lambda: os.close(os.open(tmp_path / "g", os.O_CREAT | os.O_WRONLY, 0o4755)),
+            "open_plain": lambda: os.close(os.open(tmp_path / "h", os.O_CREAT | os.O_WRONLY, 0o755)),
+            "open_existing_odd_mode": lambda: os.close(os.open(tmp_path / "f", os.O_RDONLY, 0o4755)),
+            "mkdir_sgid": lambda: os.mkdir(tmp_path / "d", 0o2775),
+            "unix": lambda: socket.socket(socket.AF_UNIX).close(),
+            "pair": lambda: [s.close() for s in socket.socketpair()],
+            "inet": lambda: socket.socket().close(),
+        }.items():
+            try:
+                action()
+                outcome[name] = "ok"
+            except PermissionError:
+                outcome[name] = "EPERM"
+        return outcome
+
+    (tmp_path / "f").write_text("x")
+    result = eval(_in_child(attempt))  # noqa: S307 - our own repr
+    assert result == {"chmod_suid": "EPERM", "chmod_sgid": "EPERM", "chmod_plain": "ok", "open_suid": "EPERM",
+                      "open_plain": "ok", "open_existing_odd_mode": "ok", "mkdir_sgid": "EPERM", "unix": "EPERM",
+                      "pair": "ok", "inet": "ok"}
+    assert not (tmp_path / "g").exists() and not (tmp_path / "d").exists()
+
+
+def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folders(tmp_path):
+    from agent_server.policy.shell_masks import SecretScanner
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / ".venv-like" / ".env").mkdir(parents=True)  # a folder named like a secret is not hidden
+    (tmp_path / ".env").write_text("x")
+    (tmp_path / "a" / "b" / "key.pem").write_text("x")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / ".env").write_text("x")  # .git is read-only and skipped
+    scanner = SecretScanner([".env*", "*.pem", "~/.ssh/**"])
+    assert scanner.scan([tmp_path]) == sorted([str(tmp_path / ".env"), str(tmp_path / "a" / "b" / "key.pem")])
+    listed = dict(scanner._cache)
+    (tmp_path / "a" / ".env.local").write_text("x")
+    assert str(tmp_path / "a" / ".env.local") in scanner.scan([tmp_path])
+    assert scanner._cache[str(tmp_path / "a" / "b")] is listed[str(tmp_path / "a" / "b")]  # not re-listed
+
+
+def test_sweep_clears_setuid_and_setgid_bits_in_the_roots_but_never_follows_a_link_outside(tmp_path):
+    from agent_server.policy.shell_masks import sweep_setuid
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "deep").mkdir(parents=True)
+    outside.mkdir()
+    for path, mode in ((root / "deep" / "u", 0o4755), (root / "g", 0o2755), (outside / "o", 0o4755)):
+        path.write_text("x")
+        os.chmod(path, mode)
+    (root / "link").symlink_to(outside / "o")
+    assert sorted(sweep_setuid([root])) == sorted([str(root / "deep" / "u"), str(root / "g")])
+    assert [oct(stat_mode(p)) for p in (root / "deep" / "u", root / "g", outside / "o")] == ["0o755", "0o755", "0o4755"]
+
+
+def stat_mode(path):
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+async def test_background_daemon_started_with_setsid_nohup_ends_with_its_call(box):
+    ws, *_ = box
+    res = await run(box, "setsid nohup sh -c 'while true; do date >> beat; sleep 0.05; done' >/dev/null 2>&1 & "
+                         "sleep 0.3; echo $$")
+    assert res.text.splitlines()[0] == "2"  # bash is PID 2 of its own namespace (PID 1 is the init)
+    size = (ws / "beat").stat().st_size
+    await asyncio.sleep(0.4)
+    assert (ws / "beat").stat().st_size == size
+
+
+async def test_exit_status_and_signal_of_the_confined_command_are_reported_as_without_the_sandbox(box):
+    assert (await run(box, "exit 3")).meta["exit_code"] == 3
+    killed = await run(box, "kill -TERM $$")
+    assert killed.meta["exit_code"] == -15 and "killed by SIGTERM" in killed.text
+
+
+async def test_yes_into_head_broke_the_pipe_loudly_because_sigpipe_was_ignored(box):
+    res = await run(box, "yes | head -n 1")
+    assert res.text.startswith("y\n") and "Broken pipe" not in res.text and res.meta["exit_code"] == 0
