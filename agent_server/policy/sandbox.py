@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.sandbox_exec import encode_spec
 from agent_server.policy.shell_masks import SecretScanner, credential_paths, sweep_setuid
 
 log = logging.getLogger("agent_server.policy")
@@ -276,7 +277,7 @@ class ShellConfiner:
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
         spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
-        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", json.dumps(spec), "--", *argv]
+        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", encode_spec(spec), "--", *argv]
         markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
         sweep_roots = list(spec["write"])
         skip = list(spec["ro_binds"])

@@ -23,15 +23,12 @@ Must never: run the command when any requested step failed — it prints why on 
 
 from __future__ import annotations
 
+import _signal as signal  # not `signal`: that one imports enum (startup time counts: one run per command)
 import ctypes
 import errno
-import json
 import os
-import signal
-import socket
 import struct
 import sys
-from typing import Callable
 
 if __package__:
     from agent_server.policy import sandbox_mounts as mounts, sandbox_seccomp as seccomp
@@ -198,7 +195,7 @@ def _refuse(exc: BaseException) -> int:
 _CONFINE_ERRORS = (SandboxError, mounts.MountError, seccomp.SeccompError, OSError, ValueError)
 
 
-def run_confined(spec: dict, body: Callable[[], int]) -> int:
+def run_confined(spec: dict, body: "Callable[[], int]") -> int:
     """Run ``body`` (in a grandchild; it normally ``exec``s) confined by ``spec``; returns the exit
     status to leave with (a signal that ended the command is raised again on this process).
 
@@ -245,7 +242,7 @@ def run_confined(spec: dict, body: Callable[[], int]) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXIT_REFUSED
 
 
-def _init(body: Callable[[], int], status_w: int) -> None:
+def _init(body: "Callable[[], int]", status_w: int) -> None:
     """PID 1: fork ``body``, reap every process re-parented to us, and exit when ``body``'s ends
     (after writing its wait status to ``status_w``). Never returns."""
     try:
@@ -266,7 +263,7 @@ def _init(body: Callable[[], int], status_w: int) -> None:
         os._exit(EXIT_REFUSED)
 
 
-def _exec(command: list[str]) -> Callable[[], int]:
+def _exec(command: list[str]) -> "Callable[[], int]":
     def body() -> int:
         try:
             os.execvp(command[0], command)
@@ -285,6 +282,9 @@ def probe(base: str, network: bool) -> dict:
     "network_blocked", "unix_blocked", "errors"}``; each flag is ``True`` only if the forbidden
     action failed *and* the allowed one worked (the network flags are ``None`` with ``network``).
     """
+    import json
+    import socket
+
     ws, out, state = (os.path.join(base, name) for name in ("ws", "out", "state"))
     git, keep = os.path.join(ws, ".git"), os.path.join(state, "tmp")
     for folder in (ws, out, git, keep):
@@ -386,6 +386,8 @@ def _setuid_refused(ws: str) -> bool:
 
 
 def _tcp_refused(address: tuple) -> bool:
+    import socket
+
     try:
         socket.create_connection(address, timeout=2).close()
         return False
@@ -395,6 +397,8 @@ def _tcp_refused(address: tuple) -> bool:
 
 def _udp_refused() -> bool:
     """In a private network namespace the loopback is down: sending fails."""
+    import socket
+
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
             udp.sendto(b"x", ("127.0.0.1", 9))
@@ -404,6 +408,8 @@ def _udp_refused() -> bool:
 
 
 def _unix_refused() -> bool:
+    import socket
+
     try:
         socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
         return False
@@ -425,18 +431,43 @@ def _can_write(path: str) -> bool:
         raise
 
 
+def encode_spec(spec: dict) -> str:
+    """``spec`` as the ``--spec`` argument the server passes: ``m:`` + hex of ``marshal`` (the
+    same interpreter reads it back without importing ``json``, which costs milliseconds)."""
+    import marshal
+
+    return "m:" + marshal.dumps(spec).hex()
+
+
+def decode_spec(text: str) -> dict:
+    """The spec dict of a ``--spec`` argument (JSON or ``encode_spec``'s form). Raises ``ValueError``."""
+    if text.startswith("m:"):
+        import marshal
+
+        spec = marshal.loads(bytes.fromhex(text[2:]))
+    else:
+        import json
+
+        spec = json.loads(text)
+    if not isinstance(spec, dict):
+        raise ValueError("the spec is not a mapping")
+    return spec
+
+
 def main(argv: list[str]) -> int:
-    """``--spec JSON -- ARGV...`` confines and runs ARGV (returns its exit status);
-    ``--probe DIR [--network]`` prints the probe report."""
+    """``--spec SPEC -- ARGV...`` confines and runs ARGV (returns its exit status; SPEC is JSON or
+    ``encode_spec``'s form); ``--probe DIR [--network]`` prints the probe report."""
     if argv[:1] == ["--probe"] and len(argv) >= 2:
+        import json
+
         print(json.dumps(probe(argv[1], network="--network" in argv[2:])))
         return 0
     if len(argv) < 4 or argv[0] != "--spec" or argv[2] != "--":
-        sys.stderr.write("usage: sandbox_exec --spec JSON -- ARGV... | --probe DIR [--network]\n")
+        sys.stderr.write("usage: sandbox_exec --spec SPEC -- ARGV... | --probe DIR [--network]\n")
         return 2
     try:
-        spec = json.loads(argv[1])
-    except ValueError as exc:
+        spec = decode_spec(argv[1])
+    except (ValueError, EOFError, TypeError) as exc:
         return _refuse(exc)
     return run_confined(spec, _exec(argv[3:]))
 

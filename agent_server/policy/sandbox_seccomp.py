@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 import struct
 
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
@@ -57,7 +57,7 @@ class SeccompError(Exception):
 
 
 def _machine() -> str:
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
 

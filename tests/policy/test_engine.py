@@ -13,12 +13,14 @@ from agent_server.policy.approvals import Answer
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.sandbox import SandboxStatus
+from agent_server.policy.sandbox_exec import decode_spec
 from agent_server.session import EventLog
 from agent_server.tools import get_tool, validate_args
 from agent_server.tools.pipeline import PreparedCall
 
-FULL = SandboxStatus("auto", 7, True, True, True, None)
-PARTIAL = SandboxStatus("auto", 7, True, False, True, None, ("`.git` cannot be made read-only",))
+FULL = SandboxStatus("auto", 7, True, True, True, None, pid_namespace=True, masks=True, setuid_blocked=True)
+PARTIAL = SandboxStatus("auto", 7, True, False, True, None, ("`.git` cannot be made read-only",), pid_namespace=True,
+                         masks=True, setuid_blocked=True)
 NONE = SandboxStatus("off", problems=("switched off",))
 
 
@@ -73,7 +75,7 @@ async def test_partial_sandbox_asks_for_every_command_but_still_confines_what_it
     told = [u for u in emitted if u["sessionUpdate"] == "agent_message_chunk"]
     assert len(told) == 1 and ".git` cannot be made read-only" in told[0]["content"]["text"]
     launch = policy.shell_launcher(["bash", "-c", "ls"], {})
-    spec = json.loads(launch.argv[launch.argv.index("--spec") + 1])
+    spec = decode_spec(launch.argv[launch.argv.index("--spec") + 1])
     assert spec["ro_binds"] == [] and str(ws) in spec["write"]  # confined, minus the missing piece
     assert [e.data["level"] for e in log.events if e.type == "sandbox/status"] == ["partial"]
 
