@@ -42,6 +42,8 @@ log = logging.getLogger("agent_server.policy")
 
 EXEC_WRAPPER = Path(__file__).with_name("sandbox_exec.py")
 DEVICES = ("/dev/null", "/dev/tty", "/dev/pts", "/dev/ptmx")
+#: Longest ``--spec`` argument passed inline (Linux allows 128 KiB per argument).
+SPEC_ARG_LIMIT = 64 * 1024
 _PROBED: dict[tuple[str, bool], "SandboxStatus"] = {}
 
 
@@ -277,7 +279,7 @@ class ShellConfiner:
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
         spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
-        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", encode_spec(spec), "--", *argv]
+        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", self._spec_arg(spec), "--", *argv]
         markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
         sweep_roots = list(spec["write"])
         skip = list(spec["ro_binds"])
@@ -286,6 +288,17 @@ class ShellConfiner:
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
                            after=lambda: sweep_setuid(sweep_roots, skip))
+
+    def _spec_arg(self, spec: dict[str, Any]) -> str:
+        """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
+        through a private file beside the temp folder (``@PATH``; the wrapper deletes it)."""
+        encoded = encode_spec(spec)
+        if len(encoded) <= SPEC_ARG_LIMIT:
+            return encoded
+        fd, path = tempfile.mkstemp(prefix="sandbox-spec-", dir=self.tmpdir.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(encoded)
+        return "@" + path
 
     def _hint(self, mode: str, spec: dict[str, Any]) -> str:
         if mode == READ_ONLY:

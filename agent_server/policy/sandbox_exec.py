@@ -440,7 +440,18 @@ def encode_spec(spec: dict) -> str:
 
 
 def decode_spec(text: str) -> dict:
-    """The spec dict of a ``--spec`` argument (JSON or ``encode_spec``'s form). Raises ``ValueError``."""
+    """The spec dict of a ``--spec`` argument: JSON, ``encode_spec``'s form, or ``@PATH`` of a
+    file holding one of those (read, then deleted: a spec too long for one argument). Raises
+    ``ValueError``."""
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="ascii") as handle:
+                text = handle.read()
+            os.unlink(handle.name)
+        except OSError as exc:
+            raise ValueError(f"cannot read the spec file: {exc.strerror}") from None
+        if text.startswith("@"):
+            raise ValueError("a spec file may not point to another")
     if text.startswith("m:"):
         import marshal
 

@@ -210,9 +210,9 @@ class BashTool(Tool):
         "Run a shell command with bash in the workspace folder and return its combined "
         "stdout+stderr and exit code. No stdin (interactive commands get end-of-file). The command "
         f"is stopped after `timeout_ms` (default {DEFAULT_TIMEOUT_MS // 1000} s, max "
-        f"{MAX_TIMEOUT_MS // 1000} s), with its child processes. Background processes (`&`, `nohup`, "
-        "`setsid`, daemons) end when the command ends; start servers and watchers in the same command "
-        "that uses them. Long output is cut in the middle; "
+        f"{MAX_TIMEOUT_MS // 1000} s), with its child processes. Under the OS sandbox, background "
+        "processes (`&`, `nohup`, `setsid`, daemons) end when the command ends: start a server or "
+        "watcher in the same command that uses it. Long output is cut in the middle; "
         "pipe through `head`, `tail` or `grep` to see what matters. Use `read`, `grep`, `glob`, "
         "`edit` and `write` for files instead of cat/sed/echo."
     )

@@ -293,3 +293,13 @@ async def test_exit_status_and_signal_of_the_confined_command_are_reported_as_wi
 async def test_yes_into_head_broke_the_pipe_loudly_because_sigpipe_was_ignored(box):
     res = await run(box, "yes | head -n 1")
     assert res.text.startswith("y\n") and "Broken pipe" not in res.text and res.meta["exit_code"] == 0
+
+
+async def test_a_thousand_secret_files_made_the_spec_too_long_for_one_argument(box):
+    ws, *_ = box
+    for i in range(1200):  # more masked files than fit in one 128 KiB argument
+        (ws / f"{'d' * 60}{i // 100}").mkdir(exist_ok=True)
+        (ws / f"{'d' * 60}{i // 100}" / f".env.{'x' * 40}{i}").write_text("SECRET")
+    res = await run(box, f"cat {'d' * 60}0/.e*{'x' * 40}0 | head -c 100; ls {box[2].parent} | grep -c sandbox-spec")
+    assert "SECRET" not in res.text and "Permission denied" in res.text
+    assert res.text.splitlines()[1] == "0"  # the spec file was consumed
