@@ -9,8 +9,8 @@ only folders whose modification time changed since the last scan. ``sweep_setuid
 setuid/setgid bits from every file under the roots after a confined command ended.
 
 Must never: follow a symlink out of a root while scanning or sweeping, or hide a workspace root.
-Known limits: a name pattern (no ``/``) is searched for inside the roots only; at most
-``MAX_SECRET_FILES`` files are hidden (the rest are logged as not masked).
+Known limits: a name pattern (no ``/``) is searched for inside the roots only, and not inside
+``SCAN_SKIP`` folders (``node_modules``, ``.venv`` …); at most ``MAX_SECRET_FILES`` files are hidden.
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ HOME_SECRETS = (
     ".local/share/keyrings", ".local/share/python_keyring", ".config/python_keyring", ".local/share/kwalletd",
 )
 MAX_SECRET_FILES = 1000
-_SKIP_DIRS = frozenset({".git"})
+#: Folders the secret scan does not enter: ``.git`` (read-only in the sandbox) and third-party
+#: dependency and cache folders (their many sub-folders would be stat-ed on every call).
+SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
 
 def _glob_chars(text: str) -> bool:
@@ -93,7 +96,7 @@ class SecretScanner:
                 for entry in entries:
                     try:
                         if entry.is_dir(follow_symlinks=False):
-                            if entry.name not in _SKIP_DIRS:
+                            if entry.name not in SCAN_SKIP:
                                 subdirs.append(entry.path)
                         elif any(fnmatch.fnmatchcase(entry.name, n) for n in self.names) and \
                                 entry.is_file(follow_symlinks=True):

@@ -246,6 +246,8 @@ def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folder
     (tmp_path / "a" / "b" / "key.pem").write_text("x")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / ".env").write_text("x")  # .git is read-only and skipped
+    (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
+    (tmp_path / "node_modules" / "pkg" / "test.pem").write_text("x")  # third-party: not scanned
     scanner = SecretScanner([".env*", "*.pem", "~/.ssh/**"])
     assert scanner.scan([tmp_path]) == sorted([str(tmp_path / ".env"), str(tmp_path / "a" / "b" / "key.pem")])
     listed = dict(scanner._cache)
