@@ -25,10 +25,13 @@ from urllib.parse import urlsplit
 from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome
-from agent_server.config import Config, default_config_path
+from agent_server.config import Config, ProviderSettings, default_config_path
+from agent_server.agent.header import pinned_header
+from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
-from agent_server.host import commands, lifecycle
+from agent_server.host import commands, continuity, lifecycle, models
+from agent_server.host.gate import UpdateGate
 from agent_server.host.undo import Restorer, checkpoints_report
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.models_pool import ClientPool
@@ -39,7 +42,7 @@ from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.session import EventLog, SessionStore
-from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ReadLedger, ToolContext, tool_schemas
+from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
 from agent_server.tools.child_env import scrubbed_environ
 from agent_server.tools.pipeline import ToolRunner
@@ -91,6 +94,8 @@ class SessionHost:
         self.restorers: dict[str, Restorer] = {}
         self.tool_tables: dict[str, dict[str, Any]] = {}
         self.mcp: dict[str, Any] = {}  # session id → McpTools, only for sessions with MCP servers
+        self.gates: dict[str, UpdateGate] = {}
+        """Each live session's update gate (live updates wait while a load replays its history)."""
 
     def attach(self, frontend: Frontend) -> None:
         """Set the front end whose emitter, files and approver new sessions get."""
@@ -117,7 +122,11 @@ class SessionHost:
         return session
 
     def emitter(self, session_id: str) -> Emit:
-        """The front end's emitter for ``session_id``."""
+        """How ``session_id``'s updates leave: through its gate when it is live, else straight to
+        the front end."""
+        gate = self.gates.get(session_id)
+        if gate is not None:
+            return gate.emit
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         return self.frontend.emitter(session_id)
 
@@ -145,7 +154,8 @@ class SessionHost:
     def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
-        emit = self.frontend.emitter(session_id)
+        gate = self.gates[session_id] = UpdateGate(self.frontend.emitter(session_id))
+        emit = gate.emit
         policy = self.policies.create(session_id, event_log, roots, emit, self.frontend.approver(session_id))
         policy.ask_edits = self.frontend.edits_need_approval()
         # the file tools' own rules: credential stores closed in every mode, writes anchored in a root
@@ -163,7 +173,7 @@ class SessionHost:
         files = checkpoints.files(inner)
         # restores go through the inner seam: an undo is not a change of the agent to record
         self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)
-        context = ToolContext(tuple(Path(r) for r in roots), files, ReadLedger(),
+        context = ToolContext(tuple(Path(r) for r in roots), files, LoggedReadLedger.from_log(event_log),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
                               env=self._tool_env(), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None)
@@ -178,9 +188,10 @@ class SessionHost:
             event_log,
             self.config,
             header_factory=lambda: self._request_header(roots, policy, event_log, tools),
-            client_factory=self._client,
+            client_factory=lambda: self._client(self._provider(event_log)),
             emit=emit,
             runner=runner,
+            provider_factory=lambda: self._provider(event_log),
         )
         session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
         return session
@@ -190,36 +201,36 @@ class SessionHost:
         returns the recovery ``_meta`` when a dead process's turn or queue was closed, else ``None``.
 
         A session already live in this process is not reopened: its history is replayed from
-        memory, and a running turn goes on. Errors: see ``lifecycle.open_log`` and
-        ``lifecycle.load_roots`` (``HostError``).
+        memory (with what the request in flight streamed so far) while its live updates wait, so
+        a running turn goes on with nothing interleaved or lost. Errors: see ``lifecycle.open_log``
+        and ``lifecycle.load_roots`` (``HostError``).
         """
-        session = self.sessions.get(session_id)
-        meta: dict[str, Any] | None = None
-        if session is None:
-            await self.policies.prepare()
-            session = self.sessions.get(session_id)
-        if session is None:
-            # no await from here to open_session: two loads of one id cannot both open the log
-            event_log = lifecycle.open_log(self.store, session_id)
-            try:
-                roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
-            except HostError:
-                event_log.close()
-                raise
-            meta = lifecycle.recover(session_id, event_log)
-            session = self.open_session(session_id, event_log, roots)
-        else:
-            lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
-        header = session.log.events[0].data
-        roots = [str(header.get("cwd") or cwd), *(header.get("additional_directories") or [])]
-        emit = self.emitter(session_id)
-        for update in lifecycle.history_updates(session.log.events, roots):
-            await emit(update)
+        session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories)
+        await continuity.replay(self, session, cwd)
         return meta
 
-    def list(self, cwd: str | None = None) -> list[dict[str, Any]]:
-        """Stored sessions as ACP ``SessionInfo``\\s, newest first (``lifecycle.list_sessions``)."""
-        return lifecycle.list_sessions(self.store, cwd)
+    async def resume(self, session_id: str, cwd: str, additional_directories: Sequence[str] = ()
+                     ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """Make a stored session live (or find it live) without replaying it. Returns the recovery
+        ``_meta`` (or ``None``) and the ``tool_call_update``\\s (``failed``) of the calls a dead
+        process left running, for the front end to send after its answer. Errors as ``load``."""
+        _, meta, closed = await continuity.attach(self, session_id, cwd, additional_directories)
+        return meta, closed
+
+    async def close(self, session_id: str) -> None:
+        """Cancel ``session_id``'s turn, stop its commands, free it; its log stays (``continuity.close``)."""
+        await continuity.close(self, session_id)
+
+    async def fork(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (),
+                   mcp_servers: Sequence[str | None] = (), turn: int | None = None) -> str:
+        """A new live session whose history is ``session_id``'s up to a closed turn; its id
+        (``continuity.fork``)."""
+        return await continuity.fork(self, session_id, cwd, additional_directories, mcp_servers, turn)
+
+    def list(self, cwd: str | None = None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the stored sessions as ACP ``SessionInfo``\\s, newest first, and the next
+        page's cursor (``lifecycle.list_sessions``)."""
+        return lifecycle.list_sessions(self.store, cwd, cursor)
 
     async def delete(self, session_id: str) -> None:
         """Cancel and close ``session_id`` if live, remove its folder.
@@ -234,6 +245,7 @@ class SessionHost:
         self.policies.policies.pop(session_id, None)
         self.restorers.pop(session_id, None)
         self.tool_tables.pop(session_id, None)
+        self.gates.pop(session_id, None)
         servers = self.mcp.pop(session_id, None)
         if servers is not None:
             await servers.close()
@@ -317,7 +329,9 @@ class SessionHost:
                 await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
                 await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
         elif name == "model":
-            text = commands.change_model(session.log, argument, self.config.provider.model)
+            text, changed = models.model_command(session.log, self.config, argument)
+            if changed:
+                await self.announce_config(session.id)
         elif name in ("undo", "redo"):
             if session.running:
                 text = f"A turn is running: /{name} once it has ended (or cancel it first)."
@@ -331,7 +345,7 @@ class SessionHost:
                 commands.log_command(session.log, name, argument, "cancelled")
                 return {"stopReason": "cancelled"}
         else:
-            text = commands.usage_report(session.log.events, self.config.provider.context_window)
+            text = commands.usage_report(session.log.events, session.provider.context_window)
         commands.log_command(session.log, name, argument, text)
         await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
         return {"stopReason": "end_turn"}
@@ -339,8 +353,28 @@ class SessionHost:
     # -- modes --------------------------------------------------------------------------------
 
     def state(self, session_id: str) -> dict[str, Any]:
-        """``{"modes", "configOptions"}`` of a live session."""
-        return self.policies.state(session_id)
+        """``{"modes", "configOptions"}`` of a live session: the ``mode`` option, then the
+        ``model`` option when a model is configured."""
+        state = self.policies.state(session_id)
+        option = models.model_option(self.config, self.session(session_id).log.events)
+        if option is not None:
+            state["configOptions"] = [*state["configOptions"], option]
+        return state
+
+    def set_model(self, session_id: str, model: str, by: str) -> bool:
+        """Switch the session's model (logged, ``by`` who); whether it changed. ``HostError``
+        ``not_found`` / ``invalid`` (not a listed model; the message says how to add one). Call
+        ``announce_config`` after the front end has answered."""
+        session = self.session(session_id)
+        try:
+            return models.switch_model(session.log, self.config, model, by)
+        except models.UnknownModel as exc:
+            raise HostError("invalid", str(exc), {"value": model}) from None
+
+    async def announce_config(self, session_id: str) -> None:
+        """Tell the front end the session's config options (``config_option_update``)."""
+        await self.emitter(session_id)({"sessionUpdate": "config_option_update",
+                                        "configOptions": self.state(session_id)["configOptions"]})
 
     def set_mode(self, session_id: str, mode: str, by: str) -> bool:
         """Switch the mode (logged, ``by`` who); whether it changed. ``HostError`` ``not_found`` /
@@ -352,7 +386,7 @@ class SessionHost:
         policy = self.policies.get(session_id)
         emit = self.emitter(session_id)
         await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
-        await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
+        await emit({"sessionUpdate": "config_option_update", "configOptions": self.state(session_id)["configOptions"]})
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -386,15 +420,31 @@ class SessionHost:
 
     def _secrets(self) -> tuple[str, ...]:
         """Values no tool result may show (defence in depth: the key itself never reaches a tool)."""
-        return (self.config.provider.api_key,) if self.config.provider.api_key else ()
+        providers = [self.config.provider, *(c.provider for c in self.config.models)]  # every model's key
+        return tuple(dict.fromkeys(p.api_key for p in providers if p.api_key))
 
     def _tool_env(self) -> dict[str, str]:
         """The environment tools (the shell, ``rg``, MCP servers) get: ours minus agent-server's own
         settings and anything holding the model's API key — a command must never print the key."""
-        return scrubbed_environ(secrets=self._secrets(), drop=[self.config.provider.api_key_env])
+        drop = {self.config.provider.api_key_env, *(c.provider.api_key_env for c in self.config.models)}
+        return scrubbed_environ(secrets=self._secrets(), drop=[v for v in drop if v])
+
+    def _provider(self, log: EventLog) -> ProviderSettings:
+        """Where the requests of the session of ``log`` go: the provider of its current model."""
+        return self.config.provider_for(commands.current_model(log.events, self.config.provider.model))
 
     def _request_header(self, roots: list[str], policy: Any = None, log: Any = None,
                         tools: dict[str, Any] | None = None) -> RequestHeader:
+        """The next request's header: the logged system text and tools while nothing they were
+        rendered from changed and the same tools are offered (``agent.header.pinned_header``), else
+        rendered now; the model and its quirks from the session's current model."""
+        provider = self._provider(log) if log is not None else self.config.provider
+        tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
+        pinned = pinned_header(log.events, roots, tool_names) if log is not None else None
+        if pinned is not None:
+            return RequestHeader(system=pinned["system"], model=provider.model or "",
+                                 params=dict(self.config.agent.params), tools=pinned["tools"],
+                                 reasoning_content=provider.reasoning_content)
         env = PromptEnvironment(
             roots=tuple(roots),
             os_name=f"{platform.system()} {platform.release()}",
@@ -405,20 +455,17 @@ class SessionHost:
             sandboxed=policy.sandboxed if policy is not None else None,
             instructions=tuple(_latest(log, "project/instructions", {"files": []})["files"]),
         )
-        provider = self.config.provider
-        model = commands.current_model(log.events, provider.model) if log is not None else provider.model
         return RequestHeader(
             system=render_system_prompt(env),
-            model=model or "",
+            model=provider.model or "",
             params=dict(self.config.agent.params),
             tools=tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,
         )
 
-    def _client(self):
+    def _client(self, provider: ProviderSettings):
         if self.config_error:
             raise TurnFailed({"code": "BAD_REQUEST", "message": f"configuration error: {self.config_error}", "retryable": False})
-        provider = self.config.provider
         if not provider.base_url:
             raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
                               "no model endpoint configured: set AGENT_SERVER_BASE_URL (or a profile with "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
+from agent_server.host import paging
 from agent_server.host.errors import HostError
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, SessionEvent,
                                   SessionStore, read_head)
@@ -84,27 +85,34 @@ def load_roots(session_id: str, header: dict[str, Any], cwd: str, additional: Se
     return roots
 
 
-def recover(session_id: str, event_log: EventLog) -> dict[str, Any] | None:
-    """Close what a dead process left open in ``event_log``; the ``_meta`` to report, or ``None``."""
+def recover(session_id: str, event_log: EventLog) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Close what a dead process left open in ``event_log``. Returns the ``_meta`` to report (or
+    ``None``) and, for each call the editor was shown and that was closed, the ``tool_call_update``
+    (``failed``, with the reason) that tells it so."""
     reaped = reap_orphans(event_log.path.parent)  # commands a dead server left running
     if reaped:
         event_log.append("tool/reaped", {"process_groups": reaped})
     recovery = close_open_turn(event_log)
     if not recovery.changed:
-        return None
+        return None, []
     log.info("session %s: closed what a dead process left open: %s", session_id, describe(recovery))
-    return {"agentServer": {"recovered": describe(recovery)}}
+    closed = [{"sessionUpdate": "tool_call_update", "toolCallId": e.data["tool_call_id"], "status": "failed",
+               "content": [{"type": "content", "content": {"type": "text", "text": str(e.data["content"])}}]}
+              for e in recovery.results if e.data.get("announced")]
+    return {"agentServer": {"recovered": describe(recovery)}}, closed
 
 
-def list_sessions(store: SessionStore, cwd: str | None) -> list[dict[str, Any]]:
-    """Every stored session as an ACP ``SessionInfo``, newest first.
+def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the stored sessions as ACP ``SessionInfo`` objects, newest first, and the cursor of
+    the next page (``None`` on the last; see ``paging``). ``HostError`` ``invalid`` for a cursor
+    this server did not make.
 
     Each: ``sessionId``, ``cwd``, ``additionalDirectories`` (when any), ``title`` (first line of
     the first prompt, at most ``TITLE_CHARS``; absent before the first prompt) and ``updatedAt``
     (ISO 8601, the log's last write). ``cwd`` filters by folder (``/w``, ``/w/`` and ``/w/.`` are
     the same folder). Unreadable logs are skipped.
     """
-    found: list[tuple[float, dict[str, Any]]] = []
+    found: list[tuple[float, str, dict[str, Any]]] = []
     for session_id in store.ids():
         path = store.log_path(session_id)
         try:
@@ -123,9 +131,11 @@ def list_sessions(store: SessionStore, cwd: str | None) -> list[dict[str, Any]]:
         title = session_title(first)
         if title:
             info["title"] = title
-        found.append((updated, info))
-    found.sort(key=lambda item: (item[0], item[1]["sessionId"]), reverse=True)
-    return [info for _, info in found]
+        found.append((updated, session_id, info))
+    try:
+        return paging.page(found, cursor)
+    except paging.BadCursor as exc:
+        raise HostError("invalid", str(exc), {"cursor": cursor}) from None
 
 
 def same_dir(a: Any, b: Any) -> bool:
@@ -162,7 +172,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> lis
     empty; ``tool/call`` → one ``tool_call`` with the final status and content of its
     ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
     announced → its own ``tool_call``; ``notice``, ``inbox/dropped`` and a failed turn → an
-    ``agent_message_chunk`` marked ``[agent-server]``.
+    ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
+    ``plan`` update with its entries, as it was shown live.
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
@@ -182,7 +193,11 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> lis
             if data.get("text"):
                 updates.append(_chunk("agent_message_chunk", data["text"]))
         elif kind == "tool/call":
-            updates.append(_tool_call(f"tc-{event.seq}", data, results.get(f"tc-{event.seq}"), context))
+            result = results.get(f"tc-{event.seq}")
+            updates.append(_tool_call(f"tc-{event.seq}", data, result, context))
+            plan = _plan(data, result)
+            if plan is not None:
+                updates.append(plan)
         elif kind == "tool/result" and data.get("tool_call_id") not in announced:
             updates.append(_tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context))
         elif kind == "notice":
@@ -224,6 +239,17 @@ def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | N
         update["status"] = "failed" if result.data.get("status") == "failed" else "completed"
         update["content"] = [{"type": "content", "content": {"type": "text", "text": str(result.data.get("content", ""))}}]
     return update
+
+
+def _plan(call: dict[str, Any], result: SessionEvent | None) -> dict[str, Any] | None:
+    """The ``plan`` update a completed ``plan`` call showed (the plan tool's own validation)."""
+    if call.get("name") != "plan" or result is None or result.data.get("status") == "failed":
+        return None
+    tool = next((t for t in BUILTIN_TOOLS if t.name == "plan"), None)
+    args = validate_args(tool, str(call.get("arguments") or "")) if tool is not None else None
+    if args is None or isinstance(args, ToolResult):
+        return None
+    return {"sessionUpdate": "plan", "entries": [e.model_dump() for e in args.entries]}
 
 
 def _raw_input(arguments: str) -> Any:

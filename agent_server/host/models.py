@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from agent_server.config import Config, default_config_path
+from agent_server.host.commands import current_model
 from agent_server.session import EventLog, SessionEvent
 
 MODEL_CONFIG_ID = "model"
@@ -22,14 +23,6 @@ MODEL_CONFIG_ID = "model"
 
 class UnknownModel(ValueError):
     """A model that is not listed in the configuration (the message says how to add it)."""
-
-
-def current_model(events: Sequence[SessionEvent], default: str | None) -> str | None:
-    """The session's model: the last ``model/changed`` in the log, else ``default``."""
-    for event in reversed(events):
-        if event.type == "model/changed":
-            return event.data["to"]
-    return default
 
 
 def model_option(config: Config, events: Sequence[SessionEvent]) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """The ACP front end: method handlers that turn JSON-RPC calls into session-host calls.
 
 Role: ``AcpServer`` implements the ACP methods (PROTOCOL.md) — ``initialize``, ``session/new``,
-``session/prompt``, ``session/cancel``, ``session/load``, ``session/list``, ``session/delete``,
-``session/set_mode`` and ``session/set_config_option`` — by validating params, calling the
+``session/prompt``, ``session/cancel``, ``session/load``, ``session/resume``, ``session/close``,
+``session/fork`` (unstable), ``session/list``, ``session/delete``, ``session/set_mode`` and
+``session/set_config_option`` (``mode``, ``model``; never ``session/set_model``) — by validating params, calling the
 ``SessionHost`` (``agent_server.host``) and mapping its answers and ``HostError``\\s onto the wire:
 turn outcomes to stop reasons or to the ``-32603`` error with ``data: {code, message,
 retryable}``. As the host's ``Frontend`` it sends each session's updates as ``session/update``
@@ -99,6 +100,9 @@ class AcpServer:
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/load": self.load,
+            "session/resume": self.resume,
+            "session/close": self.close,
+            "session/fork": self.fork,
             "session/list": self.list,
             "session/delete": self.delete,
             "session/set_mode": self.set_mode,
@@ -234,14 +238,66 @@ class AcpServer:
             result["_meta"] = meta
         return result
 
+    async def resume(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/resume``: make the session live without replaying it; answers ``{"modes",
+        "configOptions"}`` (plus ``_meta.agentServer.recovered``), then sends a ``tool_call_update``
+        (``failed``) for each call a dead process left running. Errors as ``session/load``."""
+        p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
+        with _wire_errors():
+            meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories)
+            result = dict(self.host.state(p.sessionId))
+        if meta:
+            result["_meta"] = meta
+        self.host.prepare_mcp(p.sessionId, p.mcpServers)
+        emit = self.host.emitter(p.sessionId)
+
+        async def after() -> None:
+            for update in closed:
+                await emit(update)
+            self.host.start_mcp(p.sessionId)
+
+        ctx.after_response(after)
+        return result
+
+    async def close(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/close``: cancel its turn, stop its commands, free it (the log stays); ``{}``.
+        Errors: ``-32002`` unknown session, ``-32602`` invalid id."""
+        p: m.CloseSessionParams = _parse(m.CloseSessionParams, params)
+        with _wire_errors():
+            await self.host.close(p.sessionId)
+        return {}
+
+    async def fork(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``session/fork`` (ACP unstable): a new session whose history is the parent's up to a
+        closed turn (the last, or ``_meta.agentServer.forkAtTurn``); answers ``{"sessionId",
+        "modes", "configOptions"}``, then the slash commands. Errors: ``-32002`` unknown parent,
+        ``-32602`` bad params, another ``cwd``, a turn that did not end."""
+        p: m.ForkSessionParams = _parse(m.ForkSessionParams, params)
+        meta = params.get("_meta")
+        turn = (meta.get("agentServer") or {}).get("forkAtTurn") if isinstance(meta, dict) else None
+        if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool)):
+            raise JsonRpcError(INVALID_PARAMS, "_meta.agentServer.forkAtTurn must be a turn number",
+                               {"forkAtTurn": turn})
+        with _wire_errors():
+            session_id = await self.host.fork(p.sessionId, p.cwd, p.additionalDirectories,
+                                              [s.get("name") for s in p.mcpServers], turn)
+        self.host.prepare_mcp(session_id, p.mcpServers)
+        emit = self.host.emitter(session_id)
+
+        async def after() -> None:
+            await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
+            self.host.start_mcp(session_id)
+
+        ctx.after_response(after)
+        return {"sessionId": session_id, **self.host.state(session_id)}
+
     async def list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        """``session/list``: ``{"sessions": [SessionInfo]}``, newest first, all in one page
-        (``SessionHost.list``). A ``cursor`` is refused (``-32602``): no page is ever cut."""
+        """``session/list``: ``{"sessions": [SessionInfo], "nextCursor"?}``, newest first, a page
+        at a time (``SessionHost.list``). A cursor the server did not make is ``-32602``."""
         p: m.ListSessionsParams = _parse(m.ListSessionsParams, params)
-        if p.cursor:
-            raise JsonRpcError(INVALID_PARAMS, "unknown cursor: session/list returns every session in one page",
-                               {"cursor": p.cursor})
-        return {"sessions": self.host.list(p.cwd)}
+        with _wire_errors():
+            sessions, cursor = self.host.list(p.cwd, p.cursor)
+        return {"sessions": sessions, **({"nextCursor": cursor} if cursor else {})}
 
     async def delete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/delete``: cancel and close it if live, remove its folder; ``{}``.
@@ -260,16 +316,25 @@ class AcpServer:
         return {}
 
     async def set_config_option(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        """``session/set_config_option`` for ``mode``; answers ``{"configOptions"}``."""
+        """``session/set_config_option`` for ``mode`` or ``model``; answers ``{"configOptions"}``,
+        then announces the change (``config_option_update``)."""
         p: m.SetConfigOptionParams = _parse(m.SetConfigOptionParams, params)
         with _wire_errors():
-            self.host.state(p.sessionId)  # unknown session first
-        if p.configId != MODE_CONFIG_ID:
-            raise JsonRpcError(INVALID_PARAMS, f"unknown config option {p.configId!r}; known: {MODE_CONFIG_ID}",
+            options = self.host.state(p.sessionId)["configOptions"]  # unknown session first
+        known = [o["id"] for o in options]
+        if p.configId not in known:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown config option {p.configId!r}; known: {', '.join(known)}",
                                {"configId": p.configId})
         if not isinstance(p.value, str) or p.type == "boolean":
-            raise JsonRpcError(INVALID_PARAMS, "the mode option takes a value id (a string)", {"configId": p.configId})
-        self._switch(p.sessionId, p.value, "session/set_config_option", ctx)
+            raise JsonRpcError(INVALID_PARAMS, f"the {p.configId} option takes a value id (a string)",
+                               {"configId": p.configId})
+        if p.configId == MODE_CONFIG_ID:
+            self._switch(p.sessionId, p.value, "session/set_config_option", ctx)
+        else:
+            with _wire_errors():
+                changed = self.host.set_model(p.sessionId, p.value, "session/set_config_option")
+            if changed:
+                ctx.after_response(lambda: self.host.announce_config(p.sessionId))
         return {"configOptions": self.host.state(p.sessionId)["configOptions"]}
 
     def _switch(self, session_id: str, mode: str, by: str, ctx: RequestContext) -> None:

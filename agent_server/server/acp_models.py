@@ -142,6 +142,21 @@ class LoadSessionParams(_Open):
         return [_absolute(v) for v in value]
 
 
+class ResumeSessionParams(LoadSessionParams):
+    """``session/resume`` params (schema ``ResumeSessionRequest``: the same fields as a load)."""
+
+
+class ForkSessionParams(LoadSessionParams):
+    """``session/fork`` params (unstable schema ``ForkSessionRequest``); the fork point may be
+    named in ``_meta.agentServer.forkAtTurn`` (read from the raw params)."""
+
+
+class CloseSessionParams(_Open):
+    """``session/close`` params (schema ``CloseSessionRequest``)."""
+
+    sessionId: str
+
+
 class ListSessionsParams(_Open):
     """``session/list`` params (schema ``ListSessionsRequest``)."""
 

@@ -21,7 +21,8 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
 
     Always ``protocolVersion: 1`` (the only version we speak, whatever the client asked).
     Capabilities switched on here are exactly those implemented: text and embedded-context
-    prompts; ``session/load``, ``session/list`` and ``session/delete``; ``additionalDirectories``
+    prompts; ``session/load``, ``session/list`` (with pages), ``session/delete``,
+    ``session/resume``, ``session/close`` and the unstable ``session/fork``; ``additionalDirectories``
     (extra workspace roots, policy-checked like ``cwd``); the ``agentServer`` extension block
     (PROTOCOL.md "Extensions") when the client announced it, with the negotiated position encoding.
     """
@@ -29,7 +30,8 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": False},
-        "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {}},
+        "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {},
+                                "resume": {}, "close": {}, "fork": {}},
     }
     extension = _extension(params)
     if extension is not None:

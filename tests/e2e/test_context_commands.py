@@ -52,11 +52,18 @@ async def test_mode_command_switches_mode_without_a_model_request(acp_harness_fa
     assert "command" in kinds and kinds.count("mode/changed") == 2
 
 
-async def test_model_command_changes_the_next_requests_model(acp_harness_factory, endpoint, workspace, agent_state_dir):
+async def test_model_command_changes_the_next_requests_model(acp_harness_factory, endpoint, workspace, agent_state_dir,
+                                                             tmp_path):
     endpoint.push(text_stream("one"))
     endpoint.push(text_stream("two"))
-    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    config = tmp_path / "config.toml"
+    config.write_text('[[models]]\nid = "other-model"\n')  # the default (test-model) is listed first
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config)})
+    await h.initialize()
+    sid = (await h.new_session(str(workspace))).session_id
     await h.prompt(sid, "hi")
+    assert (await h.prompt(sid, "/model unlisted-model")).stop_reason == "end_turn"
+    assert "Unknown model 'unlisted-model'" in h.agent_text(sid)
     assert (await h.prompt(sid, "/model other-model")).stop_reason == "end_turn"
     assert "other-model" in h.agent_text(sid)
     await h.prompt(sid, "again")

@@ -84,7 +84,8 @@ async def test_session_new_reports_modes_and_mode_option_and_switching_is_logged
     sid = new.session_id
     assert new.modes.current_mode_id == "workspace-write"
     assert [m.id for m in new.modes.available_modes] == ["read-only", "workspace-write", "danger-full-access"]
-    (option,) = new.config_options
+    assert [o.id for o in new.config_options] == ["mode", "model"]
+    option = new.config_options[0]
     assert option.id == "mode" and option.current_value == "workspace-write"
     assert (await h.prompt(sid, "hi")).stop_reason == "end_turn"
     assert "Mode: workspace-write" in endpoint.requests[0].json()["messages"][0]["content"]

@@ -1,0 +1,146 @@
+"""Sessions that go on: attach a stored session (load, resume), replay it, close it, fork it.
+
+Role: the parts of ``SessionHost`` that make a stored session live again and let it go.
+``attach`` opens a stored log (or finds the session live), closes what a dead process left open
+and makes it live; ``replay`` sends its history through the session's update gate (with what the
+request in flight streamed so far, so a load of a running session misses nothing and doubles
+nothing); ``close`` cancels the turn, stops the session's commands and frees it, keeping the
+log; ``fork`` starts a new session from the parent's log up to a closed turn (``session.fork``),
+leaving the parent's log untouched.
+
+Must never: append to a log when nothing changed, replay anything on a resume, or change the
+parent of a fork.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from agent_server import __version__
+from agent_server.agent.recovery import waiting_prompts
+from agent_server.agent.session import AgentSession
+from agent_server.host import lifecycle
+from agent_server.host.errors import HostError, unknown_session
+from agent_server.host.gate import without_waiting
+from agent_server.session import ForkError, LogCorruptError, LogVersionError, fork_history, read_events
+from agent_server.tools.procs import reap_orphans
+
+SessionHost = Any
+"""The ``host.SessionHost`` these functions serve (not imported: it imports this module)."""
+
+
+async def attach(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str]
+                 ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+    """The live session ``session_id`` — opened from its log when it is not live — with the
+    recovery ``_meta`` and the ``tool_call_update``\\s of the calls recovery closed (both empty
+    when nothing was open or the session was live). Errors: ``lifecycle.open_log``,
+    ``lifecycle.load_roots`` (``HostError``)."""
+    session = host.sessions.get(session_id)
+    if session is None:
+        await host.policies.prepare()
+        session = host.sessions.get(session_id)
+    if session is not None:
+        lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
+        return session, None, []
+    # no await from here to open_session: two loads of one id cannot both open the log
+    event_log = lifecycle.open_log(host.store, session_id)
+    try:
+        roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
+    except HostError:
+        event_log.close()
+        raise
+    meta, closed = lifecycle.recover(session_id, event_log)
+    return host.open_session(session_id, event_log, roots), meta, closed
+
+
+async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
+    """Send ``session``'s history as updates, with no live update in between; how many were sent.
+
+    A live update already waiting at the gate follows the replay: a streamed delta is cut from
+    the replayed partial message, a ``tool_call`` from the replayed calls, so each is shown once.
+    """
+    header = session.log.events[0].data
+    roots = [str(header.get("cwd") or cwd), *(header.get("additional_directories") or [])]
+
+    def build(waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        coming = {u.get("toolCallId") for u in waiting if u.get("sessionUpdate") == "tool_call"}
+        updates = [u for u in lifecycle.history_updates(session.log.events, roots)
+                   if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming)]
+        partial = session.partial
+        if partial is not None and partial.step is not None:  # a request is streaming now
+            for kind, text in (("agent_thought_chunk", partial.reasoning), ("agent_message_chunk", partial.text)):
+                text = without_waiting(text, waiting, kind)
+                if text:
+                    updates.append({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+        return updates
+
+    return await host.gates[session.id].replay(build)
+
+
+async def close(host: SessionHost, session_id: str) -> None:
+    """``session/close``: cancel the running turn (and prompts queued behind it), wait for it to
+    log its end, stop any command of the session still running, close the log and free the
+    session. Closing a stored session that is not live does nothing. ``HostError`` ``invalid``
+    for a malformed id, ``not_found`` for an unknown one."""
+    try:
+        path = host.store.log_path(session_id)
+    except ValueError as exc:
+        raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
+    session = host.sessions.get(session_id)
+    if session is None:
+        if not path.is_file():
+            raise unknown_session(session_id)
+        return
+    session.cancel()
+    await session.close()
+    reap_orphans(path.parent)  # a command that outlived the cancel (pid + start time must match)
+    host.sessions.pop(session_id, None)
+    host.policies.policies.pop(session_id, None)
+    host.gates.pop(session_id, None)
+
+
+async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directories: Sequence[str],
+               mcp_servers: Sequence[str | None], turn: int | None) -> str:
+    """``session/fork``: a new live session whose log is the parent's up to the end of ``turn``
+    (default: the last closed turn, the whole log when the parent is idle), copied verbatim after
+    its own header (``forked_from {session_id, turn, seq}``); returns its id.
+
+    The parent is read, never written: from memory when it is live here, else from disk (a turn a
+    dead process left open is simply not copied). A prompt that was queued in the copied part
+    and had not started is marked ``inbox/cancelled`` in the fork. Errors (``HostError``):
+    ``invalid`` for a malformed id, another ``cwd``, a missing folder or a turn that did not end;
+    ``not_found``; ``internal`` for an unreadable log.
+    """
+    try:
+        path = host.store.log_path(parent_id)
+    except ValueError as exc:
+        raise HostError("invalid", str(exc), {"sessionId": parent_id}) from None
+    live = host.sessions.get(parent_id)
+    if live is not None:
+        events = list(live.log.events)
+    elif not path.is_file():
+        raise unknown_session(parent_id)
+    else:
+        try:
+            events = read_events(path)
+        except (LogCorruptError, LogVersionError) as exc:
+            raise HostError("internal", f"cannot fork session {parent_id}: {exc}",
+                            {"code": "LOG_CORRUPT", "path": str(path), "retryable": False}) from None
+    header = events[0].data
+    roots = lifecycle.load_roots(parent_id, header, cwd, additional_directories)
+    try:
+        point = fork_history(events, turn)
+    except ForkError as exc:
+        raise HostError("invalid", str(exc), {"sessionId": parent_id, "turn": turn}) from None
+    await host.policies.prepare()
+    session_id, event_log = host.store.create_fork({
+        "cwd": cwd,
+        "additional_directories": roots[1:],
+        "mcp_servers": list(mcp_servers),
+        "agent": {"name": "agent-server", "version": __version__},
+        "forked_from": {"session_id": parent_id, "turn": point.turn, "seq": point.seq},
+    }, point.history)
+    for queued in waiting_prompts(event_log.events):
+        event_log.append("inbox/cancelled", {"queued_seq": queued.seq, "reason": "forked"})
+    host.open_session(session_id, event_log, roots)
+    return session_id
