@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_server.server.jsonrpc import METHOD_NOT_FOUND, Connection, JsonRpcError
+from agent_server.server.jsonrpc import MAX_LINE_BYTES, METHOD_NOT_FOUND, Connection, JsonRpcError
 
 EXIT = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 3, "cancelled": 130, "refusal": 1}
 ALLOW_KINDS = {"shell": {"execute"}, "edit": {"edit", "delete", "move"}, "read": {"read", "search"}}
@@ -184,7 +184,8 @@ async def run(args: argparse.Namespace, prompt: str) -> int:
         return 2
     server = AcpServer(config, SessionStore(default_state_dir()))
     client = HeadlessClient(as_json=args.json, allow={a for a in args.allow.split(",") if a})
-    to_server, to_client = asyncio.StreamReader(), asyncio.StreamReader()
+    # one JSON-RPC message per line: a big prompt or tool result is one long line (not 64 KiB at most)
+    to_server, to_client = asyncio.StreamReader(limit=MAX_LINE_BYTES), asyncio.StreamReader(limit=MAX_LINE_BYTES)
     server_conn = Connection(to_server, _Pipe(to_client), requests=server.request_handlers(),
                              notifications=server.notification_handlers())
     server.bind(server_conn)

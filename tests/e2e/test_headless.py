@@ -125,3 +125,22 @@ def test_sigint_during_a_slow_tool_exits_130_and_the_session_loads_cleanly(agent
 def test_empty_resume_id_is_a_usage_error(agent_env, workspace):
     done = run(agent_env, "-p", "x", "--cwd", str(workspace), "--resume", "")
     assert done.returncode == 2 and "--resume needs a session id" in done.stderr
+
+
+def test_run_with_a_prompt_and_a_tool_result_over_64_kib_does_not_hang(agent_env, workspace):
+    """Regression: the in-memory pipe of ``run`` had asyncio's 64 KiB line limit, so one large
+    prompt or tool result (one JSON-RPC line) left the run waiting forever."""
+    big = "w " * 60_000  # 120 KB
+    script = [tool_call_stream([("c1", "write", json.dumps({"path": "big.txt", "content": big}))]),
+              text_stream("Wrote it.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = subprocess.run([*AGENT, "run", "-p", "-", "--cwd", str(workspace), "--allow", "edit"],
+                              env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url,
+                                   "AGENT_SERVER_CONTEXT_WINDOW": "400000"},
+                              input=big, capture_output=True, text=True, timeout=60)
+        sent = ep.requests[0].json()["messages"][-1]["content"]
+    assert done.returncode == 0, done.stderr
+    assert "Wrote it." in done.stdout
+    assert big.strip() in sent
+    assert (workspace / "big.txt").read_text() == big
+    assert "Write big.txt" in done.stderr

@@ -107,9 +107,9 @@ async def test_real_time_and_git_servers_answer_the_model_after_the_user_allows(
     assert "Asia/Tokyo" in tool_results(endpoint, 1)[0]
     assert "tracked.txt" in tool_results(endpoint, 2)[1]
     # every call of an untrusted server asked, showing its arguments
-    assert [q["toolCall"]["title"] for q in asked][:1] == ["Run get_current_time (time MCP server) — MCP servers run outside the sandbox"]
+    assert [q["toolCall"]["title"] for q in asked][:1] == ["get_current_time (time MCP server)"]  # the call's own
     shown = json.dumps(asked[0]["toolCall"])
-    assert "Asia/Tokyo" in shown
+    assert "Asia/Tokyo" in shown and "MCP servers run outside the sandbox" in shown
     calls = [u for u in h.updates(sid, "tool_call") if u["title"].startswith("get_current_time")]
     assert calls and calls[0]["kind"] == "read"  # from readOnlyHint: display only, the policy still asked
     events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
