@@ -93,7 +93,10 @@ class Restorer:
 
     async def _restore(self, restore: Restore, call_id: str) -> dict[str, Any]:
         path = restore.path
-        current = await self._current(path)
+        try:
+            current = await self._current(path)
+        except OSError as exc:  # a folder, a socket, no permission … now stands at that path
+            return {"path": str(path), "outcome": f"not restored (it cannot be read now: {exc.strerror or exc})"}
         target = self.blobs.get(restore.target.blob) if restore.target else None
         if (current.raw if current else None) == target:
             return {"path": str(path), "outcome": "already as it was"}

@@ -193,3 +193,17 @@ async def test_files_changed_outside_a_git_workspace_by_edits_are_still_undone(a
     assert (workspace / "plain.txt").stat().st_mode & 0o777 == 0o600
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert "Nothing to undo" in text_of(h, sid)
+
+
+async def test_undo_of_a_created_file_that_is_now_a_folder_says_so_instead_of_failing(
+        acp_harness_factory, endpoint, workspace):
+    """Regression: /undo ended the run with an internal IsADirectoryError."""
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("w", "write", path="new.txt", content="fresh\n"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "make new")).stop_reason == "end_turn"
+    (workspace / "new.txt").unlink()
+    (workspace / "new.txt").mkdir()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert "new.txt: not restored (it cannot be read now" in text_of(h, sid)
+    assert (workspace / "new.txt").is_dir()

@@ -402,3 +402,20 @@ async def test_typing_while_the_edit_question_is_open_makes_the_edit_stale_and_n
     assert "changed since" in stale and "Read it again" in stale  # the model is told to read again
     assert len(editor.applied) == 1 and editor.edits_of(editor.applied[0])[0][1] == 2
     assert editor.text(uri) == "a = 10\nb = 2\nc = 3\nd = 4\n# typed\ne = 5\n"
+
+
+async def test_a_file_outside_the_workspace_never_makes_its_own_folder_a_root(lsp, endpoint, workspace, tmp_path):
+    """Regression: opening ``~/.bashrc`` (or ``/etc/passwd``) made its folder the session's root, so
+    the confined shell could write there."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("alias ll='ls -l'\n")
+    endpoint.push(tool_call_stream([("s", "bash", json.dumps({"command": "pwd; echo pwned > " + str(home / "pwned.txt")}))]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp()
+    uri = editor.open(home / ".bashrc")
+    result = await ask(editor, uri, "look at this")
+    shell = [m["content"] for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]
+    assert str(workspace) in shell  # the session's root is the workspace folder
+    assert not (home / "pwned.txt").exists()
+    assert result["stopReason"] == "end_turn"

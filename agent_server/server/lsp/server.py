@@ -357,9 +357,17 @@ class LspFrontend:
         return folders[0]
 
     def _folder(self, path: Path) -> str:
-        """The innermost workspace folder holding ``path``; else the file's own folder."""
-        inside = [f for f in self._folders() if path == Path(f) or Path(f) in path.parents]
-        return max(inside, key=len) if inside else str(path.parent)
+        """The innermost workspace folder holding ``path``; for a file outside every folder, the
+        first folder (the file stays outside the session's roots: it may be read, not written).
+        Raises ``ValueError`` when the editor opened no folder: a file's own folder (``$HOME``,
+        ``/etc``) never becomes a workspace root the shell may write in."""
+        folders = self._folders()
+        inside = [f for f in folders if path == Path(f) or Path(f) in path.parents]
+        if inside:
+            return max(inside, key=len)
+        if folders:
+            return folders[0]
+        raise ValueError(f"{path} is in no workspace folder: open the folder that holds it as the workspace")
 
     async def _folder_session(self, path: Path) -> str:
         folder = self._folder(path)
