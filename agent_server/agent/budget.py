@@ -1,9 +1,11 @@
 """The token budget: how big the next request is, how full the window was, what the session cost.
 
 Role: ``estimate_tokens(events, chars_per_token)`` — the tokens of the request a step started now
-would send: the provider's ``usage.prompt_tokens`` of the latest request plus the characters added
-since ÷ ``chars_per_token``, or, before any usage is known (or after a compaction changed the
-history), all the body's characters ÷ ``chars_per_token``. ``usage_update(...)`` — the ACP
+would send: the larger of the provider's ``usage.prompt_tokens`` of the latest request plus the
+characters added since ÷ ``chars_per_token``, and all the body's characters ÷ ``chars_per_token``
+(the provider's count is trusted upwards only: one that reports tiny or zero counts must not let
+the history grow past the window); before any usage is known (or after a compaction changed the
+history), the character estimate alone. ``usage_update(...)`` — the ACP
 ``usage_update`` after a step (``used`` ≤ ``size``, ``cost`` when a price is configured);
 ``session_cost`` sums the logged usage of every model request at its model's price.
 
@@ -31,6 +33,7 @@ def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float) -> i
     Raises ``RequestRebuildError`` when there is no ``request/header`` yet.
     """
     now = body_chars(pending_body(events))
+    by_chars = round(now / chars_per_token)
     anchor = _usage_anchor(events)
     if anchor is not None:
         step_seq, prompt_tokens = anchor
@@ -39,8 +42,10 @@ def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float) -> i
         except RequestRebuildError:
             then = None
         if then is not None and now >= then:
-            return prompt_tokens + round((now - then) / chars_per_token)
-    return round(now / chars_per_token)
+            # never below the character estimate: a provider that reports a tiny (or zero)
+            # prompt_tokens must not let the history grow past the window
+            return max(prompt_tokens + round((now - then) / chars_per_token), by_chars)
+    return by_chars
 
 
 def _usage_anchor(events: Sequence[SessionEvent]) -> tuple[int, int] | None:

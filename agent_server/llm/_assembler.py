@@ -6,8 +6,9 @@ providers' quirks (tool-call deltas without ``index`` or ``id``, every parallel 
 index 0, usage after the finish chunk or inside ``x_groq``, ``usage: null`` frames, …).
 
 Invariants kept here (DESIGN.md §4, 5–8):
-* tool-call deltas are grouped by ``index`` but routed by ``id`` first; arguments are
-  concatenated, never assigned; the first ``finish_reason`` wins;
+* tool-call deltas are grouped by ``index`` but routed by ``id`` first (a new id always opens a
+  new call; an id-less delta continues the call last opened at or routed to its index);
+  arguments are concatenated, never assigned; the first ``finish_reason`` wins;
 * ``finish_reason == "length"`` drops every tool call of the message;
 * the output is ``… Usage? Finish`` — usage before finish, nothing after finish;
 * a stream that produced nothing is ``EMPTY_RESPONSE``, not success.
@@ -230,9 +231,20 @@ class StreamAssembler:
             events.append(ToolCallDelta(call.position, args))
 
     def _route(self, call_id: str | None, index: int | None, name: str) -> _Call:
-        """Pick the call a delta belongs to: known id → that call; new id → a new call (unless
-        it names an id-less call already open at that index / in progress); no id → by index;
-        neither → the call in progress."""
+        """Pick the call a delta belongs to.
+
+        * a known id → that call;
+        * a new id → a new call, whatever its index (unless it names an id-less call already
+          open at that index / in progress: a late id is adopted);
+        * no id → the call most recently opened at, or routed to, that index (a new call if
+          there is none);
+        * neither id nor index → the call in progress.
+
+        A new id opened at an index that already belongs to another call is a provider bug (seen
+        in the field: call B's first delta at A's index 0, B's tail at index 1 without id); that
+        call is then also known at its own position — the index the provider meant — so its
+        id-less tail finds it.
+        """
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is None:
@@ -241,7 +253,11 @@ class StreamAssembler:
                         and not (name and candidate.name)):
                     known = candidate
             if known is None:
-                return self._open(index)
+                collided = index is not None and index in self._by_index
+                call = self._open(index)
+                if collided and call.position not in self._by_index:
+                    self._by_index[call.position] = call
+                return call
         elif index is not None:
             known = self._by_index.get(index)
             if known is None:

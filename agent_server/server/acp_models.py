@@ -44,6 +44,8 @@ class InitializeParams(_Open):
 
 
 def _absolute(path: str) -> str:
+    if "\x00" in path:
+        raise ValueError("invalid path: it contains a NUL byte")
     if not os.path.isabs(path):
         raise ValueError(f"must be an absolute path, got {path!r}")
     return path

@@ -46,6 +46,11 @@ def encode_message(message: dict[str, Any]) -> bytes:
         return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
+def _valid_id(value: Any) -> bool:
+    """Whether ``value`` can be a JSON-RPC id here: a string or an integer (not a boolean)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -195,12 +200,12 @@ class Connection:
                     line = await self._reader.readuntil(b"\n")
                 except asyncio.IncompleteReadError as exc:
                     if exc.partial.strip():
-                        await self._handle_line(exc.partial)
+                        await self._handle_line_safely(exc.partial)
                     break
                 except asyncio.LimitOverrunError as exc:
                     await self._skip_oversized(exc.consumed)
                     continue
-                await self._handle_line(line)
+                await self._handle_line_safely(line)
         finally:
             self.closed.set()
             for future in self._pending.values():
@@ -224,6 +229,24 @@ class Connection:
                 break
         await self._send_error(None, INVALID_REQUEST, f"message larger than {MAX_LINE_BYTES} bytes")
 
+    async def _handle_line_safely(self, line: bytes) -> None:
+        """``_handle_line``, but no exception from one message ends the serve loop: a bug met while
+        dispatching is logged and, when the message was a request, answered ``-32603``."""
+        try:
+            await self._handle_line(line)
+        except (ConnectionError, asyncio.CancelledError):
+            raise  # the output is gone, or we are being stopped
+        except Exception as exc:
+            log.exception("handling a message failed")
+            try:
+                message = json.loads(line)
+                request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
+            except Exception:
+                request_id = None
+            if not _valid_id(request_id) or request_id in self._inflight:
+                request_id = None
+            await self._send_error(request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
     async def _handle_line(self, line: bytes) -> None:
         if not line.strip():
             return
@@ -244,13 +267,14 @@ class Connection:
         elif "id" in message and ("result" in message or "error" in message):
             self._handle_response(message)
         else:
-            await self._send_error(message.get("id"), INVALID_REQUEST, "neither a request nor a response")
+            request_id = message.get("id") if _valid_id(message.get("id")) else None
+            await self._send_error(request_id, INVALID_REQUEST, "neither a request nor a response")
 
     async def _handle_call(self, message: dict[str, Any]) -> None:
         method = message["method"]
         is_request = "id" in message
         request_id = message.get("id")
-        if is_request and (isinstance(request_id, bool) or not isinstance(request_id, (int, str))):
+        if is_request and not _valid_id(request_id):
             await self._send_error(None, INVALID_REQUEST, "id must be a string or an integer")
             return
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
@@ -280,7 +304,11 @@ class Connection:
 
     async def _handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "$/cancel_request":
-            self._cancel_inflight(params.get("requestId"))
+            request_id = params.get("requestId")
+            if _valid_id(request_id):  # anything else names no request of ours: ignored
+                self._cancel_inflight(request_id)
+            else:
+                log.debug("ignoring $/cancel_request with requestId %.100r", request_id)
             return
         handler = self._notifications.get(method)
         if handler is None:
@@ -340,15 +368,19 @@ class Connection:
                 log.exception("after-response callback of %s failed", context.method)
 
     def _handle_response(self, message: dict[str, Any]) -> None:
+        if not _valid_id(message["id"]):
+            log.warning("response with an invalid id %.100r ignored", message["id"])
+            return
         future = self._pending.get(message["id"])
         if future is None or future.done():
             log.debug("response to unknown request id %r ignored (answered after it was cancelled?)", message["id"])
             return
         if "error" in message:
             error = message["error"] if isinstance(message["error"], dict) else {}
+            code = error.get("code")
             future.set_exception(
                 JsonRpcError(
-                    error.get("code", INTERNAL_ERROR) if isinstance(error.get("code"), int) else INTERNAL_ERROR,
+                    code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
                     str(error.get("message", "malformed error response")),
                     error.get("data"),
                 )

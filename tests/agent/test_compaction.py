@@ -217,3 +217,14 @@ def test_reminder_counts_the_same_arguments_whatever_their_key_order_or_spacing(
     assert repeat_count(log.events, 1, "read", variants[2], seqs[2]) == 3
     assert repeat_reminder(log.events, 1, "read", variants[2], seqs[2])
     assert repeat_count(log.events, 1, "read", '{"path":"b","limit":5}', seqs[2]) == 0
+
+
+@pytest.mark.parametrize("reported", [0, 1, 50])
+def test_provider_reporting_tiny_prompt_tokens_never_lowers_the_estimate_below_the_characters(tmp_path, reported):
+    log = build_log(tmp_path, [(4000, [])])
+    step = log.append("step/start", {"turn": 2, "step": 1})
+    log.append("assistant", {"turn": 2, "step": 1, "text": "z" * 4000, "tool_calls": [],
+                             "usage": {"prompt_tokens": reported, "completion_tokens": 100}})
+    chars = len(encode_body(pending_body(log.events)).decode())
+    assert chars / 4 > 2000 and step.seq
+    assert estimate_tokens(log.events, 4.0) == round(chars / 4)

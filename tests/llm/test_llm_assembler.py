@@ -274,3 +274,22 @@ def test_text_fragments_concatenate_and_events_end_with_finish(text, data):
     assert m.content == text
     assert all(e.text for e in events if isinstance(e, TextDelta))
     assert [type(e) for e in events[-2:]] == [Usage, Finish]
+
+
+def test_stream_index_collision_new_id_at_a_taken_index_then_idless_tail_gives_two_valid_calls():
+    # seen in the field: A at index 0, B's first delta at index 0 with a new id, B's tail at index 1
+    events, m = run([tc(0, "call_A", "read", '{"path": "a.txt"}'),
+                     tc(0, "call_B", "grep", '{"pattern'),
+                     tc(1, args='": "x"}'),
+                     chunk(finish="tool_calls")])
+    assert calls(m) == [("call_A", "read", '{"path": "a.txt"}'), ("call_B", "grep", '{"pattern": "x"}')]
+    for call in m.tool_calls:
+        json.loads(call.arguments)
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [
+        ToolCallStarted(0, "call_A", "read"), ToolCallStarted(1, "call_B", "grep")]
+
+
+def test_idless_delta_continues_the_call_most_recently_opened_at_its_index():
+    _, m = run([tc(0, "a", "f", '{"p": 1}'), tc(0, "b", "g", "{"), tc(0, args="}"),
+                chunk(finish="tool_calls")])
+    assert calls(m) == [("a", "f", '{"p": 1}'), ("b", "g", "{}")]

@@ -207,3 +207,34 @@ async def test_cancel_request_in_the_same_read_as_its_request_is_still_answered(
     assert (await out.wait_for(2))[1]["result"] == {"echo": {}}
     reader.feed_eof()
     await task
+
+
+async def test_cancel_request_with_an_unhashable_request_id_does_not_end_serve():
+    reader, out, conn, task = make({"echo": echo})
+    for request_id in ({"a": 1}, [1], None, 1.5, True):
+        send(reader, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request_id}})
+    send(reader, {"jsonrpc": "2.0", "id": {"a": 1}, "result": {}})  # a response with an unhashable id
+    send(reader, {"jsonrpc": "2.0", "id": 1, "method": "echo"})
+    lines = await out.wait_for(1)
+    assert lines == [{"jsonrpc": "2.0", "id": 1, "result": {"echo": {}}}]
+    assert not task.done()
+    reader.feed_eof()
+    await task
+
+
+async def test_a_bug_while_dispatching_one_message_is_answered_and_serve_goes_on():
+    class Exploding(dict):
+        def get(self, key, default=None):
+            if key == "boom":
+                raise RuntimeError("dispatch bug")
+            return super().get(key, default)
+
+    reader, out, conn, task = make({"echo": echo})
+    conn._requests = Exploding(conn._requests)
+    send(reader, {"jsonrpc": "2.0", "id": 1, "method": "boom"})
+    send(reader, {"jsonrpc": "2.0", "id": 2, "method": "echo"})
+    lines = {line["id"]: line for line in await out.wait_for(2)}
+    assert lines[1]["error"]["code"] == -32603 and "dispatch bug" in lines[1]["error"]["message"]
+    assert lines[2]["result"] == {"echo": {}}
+    reader.feed_eof()
+    await task
