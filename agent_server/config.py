@@ -105,6 +105,15 @@ class AgentSettings(BaseModel):
     retry_max_delay: float = Field(default=30.0, ge=0)
     stream_idle_timeout: float = Field(default=300.0, gt=0)
     """Seconds of silence (not even an SSE comment) after which a stream fails as ``STREAM_IDLE``."""
+    no_progress_timeout: float = Field(default=300.0, gt=0)
+    """Seconds without model output (SSE comments, pings and empty deltas do not count) after
+    which an attempt fails as ``NETWORK`` (retryable)."""
+    attempt_timeout: float = Field(default=600.0, gt=0)
+    """Seconds one model request (one attempt) may take in all, however steadily it streams;
+    then it fails as ``NETWORK`` (retryable)."""
+    max_output_chars: int = Field(default=4_000_000, ge=1)
+    """Characters of output (text, reasoning, tool calls) one attempt may stream before it is
+    stopped as ``NETWORK`` (retryable)."""
     mcp_start_wait: float = Field(default=5.0, ge=0)
     """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
     mcp_call_timeout: float = Field(default=120.0, gt=0)

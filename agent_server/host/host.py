@@ -89,7 +89,7 @@ class SessionHost:
         self.store = store
         self.sessions: dict[str, AgentSession] = {}
         self.policies = SessionPolicies(lambda: self.config.policy)
-        self.pool = ClientPool(config.agent.stream_idle_timeout)
+        self.pool = ClientPool(config.agent)
         self.frontend: Frontend | None = None
         self.restorers: dict[str, Restorer] = {}
         self.tool_tables: dict[str, dict[str, Any]] = {}

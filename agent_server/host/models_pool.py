@@ -8,21 +8,29 @@ Must never: create a client per request (connection set-up would dominate short 
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_server.llm import ChatClient
 
 
 class ClientPool:
-    """``get(base_url, api_key)`` → a shared ``ChatClient``; ``aclose()`` closes them all."""
+    """``get(base_url, api_key)`` → a shared ``ChatClient``; ``aclose()`` closes them all.
 
-    def __init__(self, stream_idle_timeout: float) -> None:
-        self._idle = stream_idle_timeout
+    ``settings``: the ``[agent]`` settings (``AgentSettings``): the stream's idle, no-progress and
+    total timeouts and the output cap of one attempt."""
+
+    def __init__(self, settings: Any) -> None:
+        self._limits = {"stream_idle_timeout": settings.stream_idle_timeout,
+                        "no_progress_timeout": settings.no_progress_timeout,
+                        "attempt_timeout": settings.attempt_timeout,
+                        "max_output_chars": settings.max_output_chars}
         self._clients: dict[tuple[str, str | None], ChatClient] = {}
 
     def get(self, base_url: str, api_key: str | None) -> ChatClient:
         """The client for this endpoint and key, created on first use."""
         key = (base_url, api_key)
         if key not in self._clients:
-            self._clients[key] = ChatClient(base_url, api_key, stream_idle_timeout=self._idle)
+            self._clients[key] = ChatClient(base_url, api_key, **self._limits)
         return self._clients[key]
 
     async def aclose(self) -> None:

@@ -93,11 +93,18 @@ class StreamAssembler:
         self._usage: dict[str, Any] | None = None
         self._x_usage: dict[str, Any] | None = None
         self._closed = False
+        self._output_chars = 0
 
     @property
     def finish_reason(self) -> str | None:
         """The first finish reason seen so far, or None."""
         return self._finish_reason
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of model output received so far: content, reasoning, refusal, tool names
+        and arguments (what a caller measures progress and the output cap by)."""
+        return self._output_chars
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         """Fold one decoded chunk into the message; return the events it produced (possibly
@@ -186,14 +193,17 @@ class StreamAssembler:
         if not (isinstance(reasoning, str) and reasoning):
             reasoning = delta.get("reasoning")  # vLLM / OpenRouter name; never both counted
         if isinstance(reasoning, str) and reasoning:
+            self._output_chars += len(reasoning)
             self._reasoning.append(reasoning)
             events.append(ReasoningDelta(reasoning))
         content = delta.get("content")
         if isinstance(content, str) and content:
+            self._output_chars += len(content)
             self._content.append(content)
             events.append(TextDelta(content))
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
+            self._output_chars += len(refusal)
             self._refusal.append(refusal)
         tool_calls = delta.get("tool_calls")
         if isinstance(tool_calls, list):
@@ -216,6 +226,7 @@ class StreamAssembler:
         elif not isinstance(args, str):
             args = ""
 
+        self._output_chars += len(name) + len(args)
         call = self._route(call_id, index, name)
         if call_id is not None and not call.id_from_provider:
             call.id, call.id_from_provider = call_id, True

@@ -4,10 +4,19 @@ Role: :class:`ChatClient` owns one pooled ``httpx.AsyncClient``; :meth:`ChatClie
 exactly the body bytes it is given, reads the server-sent events with ``httpx_sse``, feeds them to
 a :class:`StreamAssembler` and yields its events. Every failure leaves as an :class:`LLMError`.
 
-Stream idleness is enforced on the byte level: the httpx *read* timeout is the stream idle
-timeout, so any bytes on the socket — a ``: keep-alive`` comment included — reset the clock,
-while a silent socket raises ``STREAM_IDLE`` after ``stream_idle_timeout`` seconds (this also
-covers waiting for the response headers).
+Three clocks and one cap bound an attempt (one HTTP request):
+
+* byte idleness — the httpx *read* timeout is ``stream_idle_timeout``: any bytes on the socket (a
+  ``: keep-alive`` comment included) reset it; a silent socket raises ``STREAM_IDLE`` (this also
+  covers waiting for the response headers);
+* no progress — ``no_progress_timeout`` seconds without model output (content, reasoning, refusal,
+  a tool call's name or arguments, a finish): SSE comments, ``ping`` events and empty deltas do not
+  reset it, so a provider that trickles keep-alives or empty frames forever fails as ``NETWORK``;
+* a total deadline — ``attempt_timeout`` seconds for the whole attempt, headers included, however
+  steadily output arrives (one token a second, forever) → ``NETWORK``;
+* an output cap — more than ``max_output_chars`` characters of output in one attempt → ``NETWORK``.
+
+All four are retryable; the caller's retry policy decides what happens next.
 
 Must never: decide anything about the turn — no retries, no body rewriting, no logging of the
 API key. Retry policy belongs to the caller, which reads ``LLMError.retryable``/``retry_after``.
@@ -15,6 +24,8 @@ API key. Retry policy belongs to the caller, which reads ``LLMError.retryable``/
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -81,6 +92,11 @@ class ChatClient:
             Accept and (when ``api_key`` is set) Authorization are always ours.
         stream_idle_timeout: seconds without a single received byte before ``STREAM_IDLE``
             (also the limit for writing the request body).
+        attempt_timeout: seconds one attempt may take in all (``None``: no limit) → ``NETWORK``.
+        no_progress_timeout: seconds without model output, keep-alives and empty frames
+            notwithstanding (``None``: no limit) → ``NETWORK``.
+        max_output_chars: characters of output one attempt may produce (``None``: no cap)
+            → ``NETWORK``.
         connect_timeout: seconds to establish the connection (and to wait for a pooled one).
         transport: an ``httpx.AsyncBaseTransport`` to use instead of the default network one.
 
@@ -90,10 +106,15 @@ class ChatClient:
     def __init__(self, base_url: str, api_key: str | None, *,
                  headers: dict[str, str] | None = None,
                  stream_idle_timeout: float = 300.0, connect_timeout: float = 10.0,
+                 attempt_timeout: float | None = 600.0, no_progress_timeout: float | None = 300.0,
+                 max_output_chars: int | None = 4_000_000,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.stream_idle_timeout = stream_idle_timeout
+        self.attempt_timeout = attempt_timeout
+        self.no_progress_timeout = no_progress_timeout
+        self.max_output_chars = max_output_chars
         self._headers: dict[str, str] = dict(headers or {})
         self._headers["Content-Type"] = "application/json"
         self._headers["Accept"] = "text/event-stream"
@@ -126,7 +147,9 @@ class ChatClient:
 
         Raises:
             LLMError: AUTH / RATE_LIMIT / BAD_REQUEST / CONTEXT_WINDOW_EXCEEDED / SERVER for a
-                non-2xx answer or an error frame; NETWORK when the endpoint cannot be reached;
+                non-2xx answer or an error frame; NETWORK when the endpoint cannot be reached,
+                the attempt passes ``attempt_timeout``, ``no_progress_timeout`` passes without
+                output, or the output passes ``max_output_chars``;
                 STREAM_IDLE when nothing arrives for ``stream_idle_timeout`` s; STREAM_CLOSED
                 when the stream breaks before a finish; EMPTY_RESPONSE when it carried nothing.
             TypeError: ``body`` is not bytes.
@@ -135,9 +158,16 @@ class ChatClient:
             raise TypeError("ChatClient.stream() takes the encoded body bytes (see encode_body)")
         assembler = StreamAssembler()
         got_headers = False
+        loop = asyncio.get_running_loop()
+        deadline = None if self.attempt_timeout is None else loop.time() + self.attempt_timeout
         try:
-            async with aconnect_sse(self._client, "POST", self.url, content=bytes(body),
-                                    headers=dict(self._headers)) as source:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        source = await stack.enter_async_context(aconnect_sse(
+                            self._client, "POST", self.url, content=bytes(body), headers=dict(self._headers)))
+                except TimeoutError:
+                    raise self._deadline_error("waiting for the response headers") from None
                 response = source.response
                 got_headers = True
                 if not 200 <= response.status_code < 300:
@@ -145,26 +175,56 @@ class ChatClient:
                     raise error_from_response(response.status_code, response.headers, raw)
                 content_type = response.headers.get("content-type", "")
                 if "text/event-stream" not in content_type.lower():
-                    for event in await self._non_sse(response, content_type, assembler):
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            answer = await self._non_sse(response, content_type, assembler)
+                    except TimeoutError:
+                        raise self._deadline_error("reading the response") from None
+                    for event in answer:
                         yield event
                     return
                 done = False
-                async for sse in source.aiter_sse():
-                    data = sse.data
-                    if data.strip() == "[DONE]":
-                        done = True
-                        break
-                    if not data.strip():
-                        continue  # an event without data (e.g. "event: ping")
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        raise LLMError("SERVER", f"malformed stream frame: {data[:200]!r}",
-                                       status=response.status_code) from None
-                    if sse.event == "error" and isinstance(chunk, Mapping):
-                        raise error_from_payload(chunk, default="SERVER")
-                    for event in assembler.feed(chunk):
-                        yield event
+                progress_at = loop.time()
+                frames = source.aiter_sse()
+                try:
+                    while True:
+                        stalled = (None if self.no_progress_timeout is None
+                                   else progress_at + self.no_progress_timeout)
+                        when = min((t for t in (deadline, stalled) if t is not None), default=None)
+                        try:
+                            async with asyncio.timeout_at(when):
+                                sse = await anext(frames)
+                        except StopAsyncIteration:
+                            break
+                        except TimeoutError:
+                            if deadline is not None and loop.time() >= deadline:
+                                raise self._deadline_error("in the stream") from None
+                            raise LLMError("NETWORK", f"no progress for {self.no_progress_timeout:g} s from "
+                                           f"{_redact_url(self.url)}: the stream sent only keep-alives or empty "
+                                           "frames (no_progress_timeout)") from None
+                        data = sse.data
+                        if data.strip() == "[DONE]":
+                            done = True
+                            break
+                        if not data.strip():
+                            continue  # an event without data (e.g. "event: ping")
+                        try:
+                            chunk = json.loads(data)
+                        except ValueError:
+                            raise LLMError("SERVER", f"malformed stream frame: {data[:200]!r}",
+                                           status=response.status_code) from None
+                        if sse.event == "error" and isinstance(chunk, Mapping):
+                            raise error_from_payload(chunk, default="SERVER")
+                        before = (assembler.output_chars, assembler.finish_reason)
+                        for event in assembler.feed(chunk):
+                            yield event
+                        if (assembler.output_chars, assembler.finish_reason) != before:
+                            progress_at = loop.time()
+                        if self.max_output_chars is not None and assembler.output_chars > self.max_output_chars:
+                            raise LLMError("NETWORK", f"the model's output passed {self.max_output_chars:,} "
+                                           "characters in one request (max_output_chars): stopped")
+                finally:
+                    await frames.aclose()
             # the response is closed here; emit Usage + Finish
             for event in assembler.close(done_seen=done):
                 yield event
@@ -187,6 +247,10 @@ class ChatClient:
             raise LLMError("SERVER", f"undecodable response body: {exc}") from None
         except httpx.TransportError as exc:  # connect errors/timeouts, write errors, proxies …
             raise self._network_error(exc) from None
+
+    def _deadline_error(self, where: str) -> LLMError:
+        return LLMError("NETWORK", f"the request to {_redact_url(self.url)} did not finish within "
+                        f"{self.attempt_timeout:g} s (attempt_timeout; {where})")
 
     def _network_error(self, exc: Exception) -> LLMError:
         detail = str(exc) or type(exc).__name__

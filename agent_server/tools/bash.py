@@ -44,6 +44,9 @@ HEAD_BYTES = 1024 * 1024
 TAIL_BYTES = 1024 * 1024
 #: Seconds between SIGTERM and SIGKILL of the group.
 KILL_GRACE_SECONDS = 2.0
+#: The same when the turn is cancelled: the user waits for the answer, so the group gets a short
+#: SIGTERM grace, then SIGKILL, and the answer waits for no more than the leader's exit status.
+CANCEL_GRACE_SECONDS = 0.2
 #: Seconds to keep reading after the shell exited while a background job holds the pipe.
 DRAIN_SECONDS = 0.5
 _CHUNK = 64 * 1024
@@ -269,9 +272,10 @@ class BashTool(Tool):
                 task.uncancel()
         finally:
             if outcome != "exited" or proc.returncode is None:
-                await terminate_group(proc)
+                cancelled = outcome == "cancelled"
+                await terminate_group(proc, grace=CANCEL_GRACE_SECONDS if cancelled else KILL_GRACE_SECONDS)
                 assert proc.stdout is not None
-                await _drain(proc.stdout, buffer)
+                await _drain(proc.stdout, buffer, budget=CANCEL_GRACE_SECONDS if cancelled else 1.0)
         buffer.close()
         procs.release(record)
         cleared: list[str] = []

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.sessions import assert_valid_history, events, one_result_per_call
+from acp import RequestError
+from support.sessions import assert_valid_history, config_env, events, one_result_per_call
 
 from agent_server.agent.compaction import SUMMARY_SYSTEM
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
@@ -88,3 +89,41 @@ async def test_provider_reporting_tiny_prompt_tokens_does_not_stop_compaction(ac
     for request in endpoint.requests:
         assert len(request.body) / 4 <= 4000, len(request.body)
     assert [r.json()["messages"][0]["content"] for r in endpoint.requests][3] == SUMMARY_SYSTEM
+
+
+def _trickle(text, every=0.2, count=150):
+    """One SSE frame (``text``) every ``every`` s, ``count`` times (30 s: "forever" here)."""
+    return {"kind": "raw", "writes": [{"text": "data: " + json.dumps(_frame({"role": "assistant", "content": ""})) + "\n\n"}]
+            + [{"text": text, "delay": every} for _ in range(count)]}
+
+
+TRICKLE_LIMITS = """[agent]
+no_progress_timeout = 1.0
+attempt_timeout = 2.0
+max_attempts = 2
+retry_base_delay = 0.0
+"""
+
+
+@pytest.mark.parametrize("what", ["keepalive", "empty_delta", "one_token"])
+async def test_trickling_provider_times_out_as_network_and_the_session_goes_on(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path, what):
+    text = {"keepalive": ": keep-alive\n\n",
+            "empty_delta": "data: " + json.dumps(_frame({"content": ""})) + "\n\n",
+            "one_token": "data: " + json.dumps(_frame({"content": "x"})) + "\n\n"}[what]
+    endpoint.push(_trickle(text))
+    endpoint.push(_trickle(text))
+    endpoint.push(text_stream("back"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, TRICKLE_LIMITS))
+    with pytest.raises(RequestError) as failed:
+        await h.prompt(sid, "hello")
+    data = failed.value.data
+    assert (data["code"], data["retryable"]) == ("NETWORK", True)
+    assert "gave up after 2 attempts" in data["message"]
+    assert ("attempt_timeout" if what == "one_token" else "no_progress_timeout") in data["message"]
+    log = events(agent_state_dir, sid)
+    attempts = [e.data["error"]["code"] for e in log if e.type == "assistant/attempt"]
+    assert attempts == ["NETWORK", "NETWORK"]
+    assert log[-1].type == "turn/end" and log[-1].data["exit"] == "error"
+    assert (await h.prompt(sid, "again")).stop_reason == "end_turn"
+    assert_valid_history(endpoint.requests[-1].body)
