@@ -5,8 +5,11 @@ it), rebuild the exact HTTP body of every model request it accounts for
 (``agent.replay.logged_requests``) and print them — as a readable listing, as the raw bytes of one
 step's body (``--step N``), or as one JSON object a line (``--json``: ``request``, ``step_index``,
 ``seq``, ``turn``, ``step``, ``attempt``, ``outcome``, ``certain``, ``sha256``, ``bytes``,
-``kind`` — ``step`` or ``compaction``, the summarising request of a compaction — and ``body``).
-Exit status: 0, 1 when the log cannot be read, 2 for bad usage.
+``kind`` — ``step`` or ``compaction``, the summarising request of a compaction —, ``valid``,
+``problem`` and ``body``). Every rebuilt body is also checked for the invariants a provider enforces
+(every tool call answered right after it, no stray result, no empty assistant message).
+Exit status: 0, 1 when the log cannot be read, 2 for bad usage, 3 when a rebuilt request breaks an
+invariant (everything is still printed; the problems also go to stderr).
 
 Must never: touch the network, read the configuration or the environment (beyond
 ``AGENT_SERVER_STATE_DIR`` to find a session given by id), or write to the log.
@@ -34,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
                              "in --json): print its body's exact bytes (with --json: its requests)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per request: request, step_index, seq, turn, step, attempt, "
-                             "outcome, certain, sha256, bytes, kind, body")
+                             "outcome, certain, sha256, bytes, kind, valid, problem, body")
     return parser
 
 
@@ -91,7 +94,12 @@ def main(argv: list[str]) -> int:
             out.write((f"### request {request.index}: {what} {request.step_index} (turn {request.turn}, "
                        f"step {request.step}, attempt {request.attempt}), step/start seq {request.seq}, "
                        f"{request.outcome}{'' if request.certain else ' (may not have been sent)'}, "
-                       f"{len(request.body)} bytes, sha256 {request.sha256}\n").encode("utf-8"))
+                       f"{len(request.body)} bytes, sha256 {request.sha256}"
+                       f"{'' if request.problem is None else ', INVALID: ' + request.problem}\n").encode("utf-8"))
             out.write(request.body + b"\n")
     out.flush()
-    return 0
+    invalid = [r for r in requests if r.problem is not None]
+    for request in invalid:
+        sys.stderr.write(f"agent-server replay: request {request.index} (step {request.step_index}, seq "
+                         f"{request.seq}) breaks an invariant: {request.problem}\n")
+    return 3 if invalid else 0

@@ -25,6 +25,16 @@ NOT_RUN_CRASHED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: agent-ser
                    "ended) before it started.")
 MAY_HAVE_RUN_CRASHED = ("Interrupted: agent-server stopped (the process ended) while this call was pending "
                         "or running; it may have had part or all of its effect, or none.")
+NOT_RUN_LOG_FAILED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: the session log could not be written "
+                      "(the disk was full or failing), so the turn was stopped before it started.")
+MAY_HAVE_RUN_LOG_FAILED = ("Interrupted: the session log could not be written (the disk was full or failing) while "
+                           "this call was pending or running, so its result was lost; it may have had part or all "
+                           "of its effect, or none.")
+
+CRASH = "crash"
+"""``close_open_turn`` cause: the process that wrote the log died."""
+LOG_FAILED = "log_write_failed"
+"""``close_open_turn`` cause: an append failed (disk full, I/O error) and the turn was stopped."""
 
 
 NOT_RUN_REASONS = ("aborted", "cancelled")
@@ -97,21 +107,23 @@ def open_calls(events: Sequence[SessionEvent]) -> list[OpenCall]:
     return missing
 
 
-def settle_open_calls(log: EventLog, turn: int, *, crashed: bool) -> list[SessionEvent]:
+def settle_open_calls(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH) -> list[SessionEvent]:
     """Append a synthetic ``tool/result`` for each of ``open_calls(log.events)``; return them.
 
     ``crashed=False`` (cancel in this process): the pipeline already settled every call it
     dispatched, so an open call never ran → ``reason: "aborted"``. ``crashed=True`` (load after
     a dead process): a call whose ``tool/call`` is on disk may have run → ``"interrupted"``; one
-    without → ``"aborted"``.
+    without → ``"aborted"``. ``cause`` (with ``crashed``): ``CRASH`` or ``LOG_FAILED`` — which
+    words the results use.
     """
     appended = []
     for call in open_calls(log.events):
         may_have_run = crashed and call.call_seq is not None
         if may_have_run:
-            text, reason = MAY_HAVE_RUN_CRASHED, "interrupted"
+            text, reason = (MAY_HAVE_RUN_LOG_FAILED if cause == LOG_FAILED else MAY_HAVE_RUN_CRASHED), "interrupted"
         else:
-            text, reason = (NOT_RUN_CRASHED if crashed else NOT_RUN_CANCELLED), "aborted"
+            text = NOT_RUN_CANCELLED if not crashed else NOT_RUN_LOG_FAILED if cause == LOG_FAILED else NOT_RUN_CRASHED
+            reason = "aborted"
         tool_call_id = call.tool_call_id or f"tc-{log.last_seq + 1}"
         appended.append(log.append("tool/result", {
             "turn": turn, "call_id": call.call_id, "tool_call_id": tool_call_id, "name": call.name,
@@ -121,7 +133,7 @@ def settle_open_calls(log: EventLog, turn: int, *, crashed: bool) -> list[Sessio
     return appended
 
 
-def interruption_notice(log: EventLog, turn: int, *, crashed: bool) -> SessionEvent:
+def interruption_notice(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH) -> SessionEvent:
     """Append the ``notice`` that tells the model turn ``turn`` was cut short; return it.
 
     Data: ``{"turn", "reason": "cancelled" | "interrupted", "text", "not_run": [call_id],
@@ -139,7 +151,10 @@ def interruption_notice(log: EventLog, turn: int, *, crashed: bool) -> SessionEv
     cut_off = any(e.type == "assistant" and e.data.get("interrupted") and (e.data.get("text") or "").strip()
                   for e in events)
     reply_lost = crashed and _open_step(events)
-    if crashed:
+    if crashed and cause == LOG_FAILED:
+        parts = ["The previous turn was interrupted: the session log could not be written (the disk was full "
+                 "or failing), so agent-server stopped the turn before it was finished."]
+    elif crashed:
         parts = ["The previous turn was interrupted: agent-server stopped (the process ended) before the "
                  "turn was finished."]
     else:
@@ -188,27 +203,46 @@ def waiting_prompts(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     return [e for e in events if e.type == "inbox/queued" and e.seq not in closed]
 
 
-def close_open_turn(log: EventLog) -> Recovery:
-    """On load: close what a dead process left open; append only, in this order.
+def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
+    """On load (``cause=CRASH``), or after a failed append once the log is writable again
+    (``cause=LOG_FAILED``): close what was left open; append only, in this order.
 
     A turn with ``turn/start`` and no ``turn/end`` gets synthetic results for its open calls,
-    the interruption notice and ``turn/end {exit: "interrupted"}``. Prompts still queued are
-    marked ``inbox/dropped`` (``reason: "process_ended"``): they are kept in the log and reported
-    to the editor, but not run — whoever sent them is gone, and a prompt must not start work
-    nobody is watching. A log with nothing open is left untouched.
+    the interruption notice and ``turn/end {exit: "interrupted"}`` (with ``cause`` when it is
+    not a crash). A closed turn whose last assistant message still has calls without results (a
+    log written before failed appends stopped the turn: its ``turn/end`` was written after a lost
+    ``tool/result``) gets those results and the notice too, so the next request is valid. Prompts
+    still queued are marked ``inbox/dropped`` (``reason: "process_ended"``, on load only): they
+    are kept in the log and reported to the editor, but not run — whoever sent them is gone, and
+    a prompt must not start work nobody is watching. A log with nothing open is left untouched.
     """
     recovery = Recovery()
     turn = open_turn(log.events)
-    if turn is not None:
+    if turn is None and open_calls(log.events):  # only a failed append leaves this behind
+        turn = _assistant_turn(log.events)
         recovery.turn = turn
-        recovery.results = settle_open_calls(log, turn, crashed=True)
-        recovery.notice = interruption_notice(log, turn, crashed=True)
-        log.append("turn/end", {"turn": turn, "exit": "interrupted"})
+        recovery.results = settle_open_calls(log, turn, crashed=True, cause=LOG_FAILED)
+        recovery.notice = interruption_notice(log, turn, crashed=True, cause=LOG_FAILED)
+    elif turn is not None:
+        recovery.turn = turn
+        recovery.results = settle_open_calls(log, turn, crashed=True, cause=cause)
+        recovery.notice = interruption_notice(log, turn, crashed=True, cause=cause)
+        end: dict[str, Any] = {"turn": turn, "exit": "interrupted"}
+        if cause != CRASH:
+            end["cause"] = cause
+        log.append("turn/end", end)
+    if cause != CRASH:
+        return recovery
     for queued in waiting_prompts(log.events):
         recovery.dropped.append(log.append("inbox/dropped", {
             "queued_seq": queued.seq, "reason": "process_ended", "content": queued.data.get("content", ""),
         }))
     return recovery
+
+
+def _assistant_turn(events: Sequence[SessionEvent]) -> int:
+    """The turn of the latest ``assistant`` event."""
+    return next((int(e.data.get("turn", 0)) for e in reversed(events) if e.type == "assistant"), 0)
 
 
 def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:

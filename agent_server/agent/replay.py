@@ -32,7 +32,8 @@ class LoggedRequest:
     when the log cannot tell whether the request reached the endpoint (``unknown``, or cancelled
     before anything came back); ``body``: the exact bytes; ``kind``: ``"step"``, or
     ``"compaction"`` for a summarising request (then ``seq`` is its ``compaction/start``,
-    ``step_index`` that of the last step before it, ``step`` the step it was made for).
+    ``step_index`` that of the last step before it, ``step`` the step it was made for);
+    ``problem``: see ``request_problem`` (a rebuilt body is checked, not only its bytes).
     """
 
     index: int
@@ -45,6 +46,9 @@ class LoggedRequest:
     certain: bool
     body: bytes
     kind: str = "step"
+    problem: str | None = None
+    """Why a provider would refuse this body (a tool call without its result, a result without its
+    call, an empty assistant message), or ``None`` when it keeps those invariants."""
 
     @property
     def sha256(self) -> str:
@@ -56,7 +60,7 @@ class LoggedRequest:
         return {"request": self.index, "step_index": self.step_index, "seq": self.seq, "turn": self.turn,
                 "step": self.step, "attempt": self.attempt, "outcome": self.outcome, "certain": self.certain,
                 "sha256": self.sha256, "bytes": len(self.body), "kind": self.kind,
-                "body": self.body.decode("utf-8")}
+                "valid": self.problem is None, "problem": self.problem, "body": self.body.decode("utf-8")}
 
 
 def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[LoggedRequest]:
@@ -83,7 +87,7 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
         if start.type == "compaction/start":
             if not outcomes:  # the process died while it was being made
                 outcomes.append(("unknown", False))
-            body = encode_body(compaction_body(events, start.seq))
+            built = compaction_body(events, start.seq)
             kind = "compaction"
         else:
             step_index += 1
@@ -91,12 +95,39 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
                 outcomes.append(("unknown", False))
             if not outcomes:
                 continue
-            body = encode_body(request_body(events, start.seq))
+            built = request_body(events, start.seq)
             kind = "step"
+        body, problem = encode_body(built), request_problem(built)
         for attempt, (outcome, certain) in enumerate(outcomes, start=1):
             out.append(LoggedRequest(len(out) + 1, step_index, start.seq, turn, int(start.data.get("step") or 0),
-                                     attempt, outcome, certain, body, kind))
+                                     attempt, outcome, certain, body, kind, problem))
     return out
+
+
+def request_problem(body: dict[str, Any]) -> str | None:
+    """The first invariant a chat request ``body`` breaks, else ``None``: every ``tool_calls`` entry
+    of an assistant message is answered by exactly one ``tool`` message right after it (before any
+    other message), every ``tool`` message answers such a call, and no assistant message is empty
+    (invariants 2 and 10 as a provider checks them: it answers HTTP 400 otherwise)."""
+    pending: list[str] = []
+    for index, message in enumerate(body.get("messages") or []):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                return f"messages[{index}]: a tool result for {call_id!r}, which is no pending call"
+            pending.remove(call_id)
+            continue
+        if pending:
+            return f"messages[{index}]: tool call(s) {', '.join(pending)} have no result before this message"
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            if not calls and not message.get("content"):
+                return f"messages[{index}]: an empty assistant message"
+            pending = [call.get("id") for call in calls]
+    if pending:
+        return f"the request ends with tool call(s) {', '.join(pending)} that have no result"
+    return None
 
 
 def _units(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[tuple[str, bool]]]]:

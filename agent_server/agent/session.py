@@ -16,6 +16,7 @@ leave a turn without its ``turn/end``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -40,11 +41,11 @@ from agent_server.agent.step import (
 )
 from agent_server.agent.budget import usage_update
 from agent_server.agent.compaction import Compactor
-from agent_server.agent.recovery import close_cancelled_turn
+from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
 from agent_server.agent.user_input import prompt_text
 from agent_server.config import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
-from agent_server.session import EventLog
+from agent_server.session import EventLog, LogWriteError
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.agent")
@@ -66,6 +67,14 @@ class PromptTicket:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.cancel()
         self._session._cancel_task(self.task)
+
+
+def log_write_failure(exc: LogWriteError) -> dict[str, Any]:
+    """The turn error for a session log that cannot be written: ``{"code": "STORAGE", "message",
+    "retryable": True}`` — retrying after space is freed continues the session."""
+    return {"code": "STORAGE", "retryable": True, "message": (
+        f"{exc}. The turn was stopped and nothing more is written to the session log; free space (or fix "
+        "the disk) and send the prompt again: the session continues where its log ends.")}
 
 
 @dataclass(frozen=True)
@@ -149,17 +158,25 @@ class AgentSession:
         """
         ticket = ticket or self.new_ticket()
         queued = None
-        if self._turn_lock.locked() or self._waiting:
-            queued = self.log.append("inbox/queued", {"content": prompt_text(blocks), "blocks": blocks}).seq
+        try:
+            if self._turn_lock.locked() or self._waiting:
+                queued = self.log.append("inbox/queued", {"content": prompt_text(blocks), "blocks": blocks}).seq
+        except LogWriteError as exc:
+            return TurnOutcome("error", None, log_write_failure(exc))
         self._waiting.append(ticket)
         try:
             if not await self._take_turn(ticket):
                 if queued is not None:
-                    self.log.append("inbox/cancelled", {"queued_seq": queued})
+                    with contextlib.suppress(LogWriteError):  # the log says the prompt waited; recovery drops it
+                        self.log.append("inbox/cancelled", {"queued_seq": queued})
                 return TurnOutcome("cancelled", "cancelled")
             try:
-                if queued is not None:
-                    self.log.append("inbox/started", {"queued_seq": queued, "turn": self._next_turn_number()})
+                try:
+                    self._recover_log()
+                    if queued is not None:
+                        self.log.append("inbox/started", {"queued_seq": queued, "turn": self._next_turn_number()})
+                except LogWriteError as exc:
+                    return TurnOutcome("error", None, log_write_failure(exc))
                 self._cancelling = False
                 self._turn_task = asyncio.ensure_future(self._run_turn(blocks))
                 ticket.task = self._turn_task
@@ -235,6 +252,14 @@ class AgentSession:
         async with self._turn_lock:
             self.log.close()
 
+    def _recover_log(self) -> None:
+        """Before a turn: if an append failed earlier, make the log writable again and close the
+        turn it stopped (synthetic results for its calls, a notice, ``turn/end``), as after a
+        crash. Raises ``LogWriteError`` while the log still cannot be written."""
+        if self.log.recover():
+            recovery = close_open_turn(self.log, cause=LOG_FAILED)
+            log.warning("session %s: the log is writable again; closed turn %s", self.id, recovery.turn)
+
     def _cancel_task(self, task: "asyncio.Task[TurnOutcome] | None") -> None:
         # once only: a second cancel would cut the pipeline's shielded commit of the last results
         if task is not None and not task.done() and not self._cancelling:
@@ -248,9 +273,12 @@ class AgentSession:
 
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
-        self.log.append("turn/start", {"turn": turn})
-        if self.before_turn is not None:
-            self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
+        try:
+            self.log.append("turn/start", {"turn": turn})
+            if self.before_turn is not None:
+                self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
+        except LogWriteError as exc:
+            return TurnOutcome("error", None, log_write_failure(exc))
         partial = self.partial = PartialMessage()
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
@@ -264,6 +292,8 @@ class AgentSession:
             raise MaxTurnRequests()
         except TurnFailed as exc:
             outcome = TurnOutcome("error", None, exc.error)
+        except LogWriteError as exc:  # the log froze: nothing more is written; the next prompt recovers
+            outcome = TurnOutcome("error", None, log_write_failure(exc))
         except TurnExit as exc:
             outcome = TurnOutcome(exc.exit, STOP_REASONS[exc.exit])
         except asyncio.CancelledError:
@@ -279,12 +309,16 @@ class AgentSession:
             if outcome is None:
                 outcome = TurnOutcome("cancelled", "cancelled")
             self.partial = None
-            if outcome.exit == "cancelled":  # no dangling call, and the model is told (recovery.py)
-                settled = close_cancelled_turn(self.log, turn)
-            end: dict[str, Any] = {"turn": turn, "exit": outcome.exit}
-            if outcome.error:
-                end["error"] = outcome.error
-            self.log.append("turn/end", end)
+            try:
+                if outcome.exit == "cancelled":  # no dangling call, and the model is told (recovery.py)
+                    settled = close_cancelled_turn(self.log, turn)
+                end: dict[str, Any] = {"turn": turn, "exit": outcome.exit}
+                if outcome.error:
+                    end["error"] = outcome.error
+                self.log.append("turn/end", end)
+            except LogWriteError as exc:  # no turn/end: the turn stays open until the log recovers
+                settled = []
+                outcome = TurnOutcome("error", None, log_write_failure(exc))
         for result in settled:  # calls announced but never reached by the pipeline
             if result.data.get("announced"):
                 await self._emit({"sessionUpdate": "tool_call_update", "toolCallId": result.data["tool_call_id"],

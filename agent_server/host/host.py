@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
-from agent_server.agent.session import PromptTicket, TurnOutcome
+from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
 from agent_server.config import Config, ProviderSettings, default_config_path
 from agent_server.agent.header import pinned_header
 from agent_server.agent.ledger import LoggedReadLedger
@@ -41,7 +41,7 @@ from agent_server.policy.modes import DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
-from agent_server.session import EventLog, SessionStore
+from agent_server.session import EventLog, LogWriteError, SessionStore
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
 from agent_server.tools.child_env import scrubbed_environ
@@ -147,7 +147,11 @@ class SessionHost:
             "agent": {"name": "agent-server", "version": __version__},
         }
         await self.policies.prepare()
-        session_id, event_log = self.store.create(header)
+        try:
+            session_id, event_log = self.store.create(header)
+        except (LogWriteError, OSError) as exc:  # disk full: no session, a clear retryable error
+            error = log_write_failure(exc if isinstance(exc, LogWriteError) else LogWriteError(self.store.root, exc))
+            raise HostError("internal", error["message"], error) from None
         self.open_session(session_id, event_log, roots)
         return session_id
 
@@ -306,7 +310,15 @@ class SessionHost:
     async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         """Run a slash command; returns the prompt's answer (``{"stopReason"}``), or ``None`` when
         it becomes a turn (``/init``: prompt with ``commands.INIT_PROMPT``). An unknown ``name`` is
-        answered with the list of commands; ``HostError`` ``invalid`` for ``/mode`` with an unknown mode."""
+        answered with the list of commands; ``HostError`` ``invalid`` for ``/mode`` with an unknown mode,
+        ``internal`` ``STORAGE`` when the session log cannot be written."""
+        try:
+            return await self._command(session, name, argument)
+        except LogWriteError as exc:
+            error = log_write_failure(exc)
+            raise HostError("internal", error["message"], error) from None
+
+    async def _command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         emit = self.emitter(session.id)
         if not commands.is_known(name):  # never sent to the model: the list of commands answers
             text = commands.unknown_command_text(name)

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.host import paging
 from agent_server.host.errors import HostError
-from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, SessionEvent,
+from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
                                   SessionStore, read_head)
 from agent_server.tools import BUILTIN_TOOLS, ToolContext, ToolResult, validate_args
 from agent_server.tools.procs import reap_orphans
@@ -40,7 +40,8 @@ def open_log(store: SessionStore, session_id: str) -> EventLog:
     Errors (``HostError``): ``invalid`` for a malformed id; ``not_found`` when there is no such
     log; ``internal`` with ``data.code`` ``LOG_CORRUPT`` (``data.line`` is the bad line) or
     ``LOG_VERSION`` when it cannot be read — it is then left as is — and ``SESSION_BUSY`` when
-    another agent-server process has the session open.
+    another agent-server process has the session open, ``STORAGE`` when the repair of a torn tail
+    cannot be written (the log is then as it was).
     """
     try:
         path = store.log_path(session_id)
@@ -60,6 +61,8 @@ def open_log(store: SessionStore, session_id: str) -> EventLog:
         raise HostError("internal", f"cannot load session {session_id}: {exc}",
                         {"code": "LOG_VERSION", "path": str(path), "message": str(exc),
                          "retryable": False}) from None
+    except (LogWriteError, OSError) as exc:  # the repair of a torn tail could not be written
+        raise storage_error(session_id, exc if isinstance(exc, LogWriteError) else LogWriteError(path, exc)) from None
     except LogBusyError:
         raise HostError("internal", f"cannot load session {session_id}: it is open in another "
                         "agent-server process (another editor window?); close it there first",
@@ -85,14 +88,25 @@ def load_roots(session_id: str, header: dict[str, Any], cwd: str, additional: Se
     return roots
 
 
+def storage_error(session_id: str, exc: LogWriteError) -> HostError:
+    """``internal`` with ``data.code`` ``STORAGE``: the log cannot be written now (retryable)."""
+    return HostError("internal", f"cannot load session {session_id}: {exc}; free space and load it again",
+                     {"code": "STORAGE", "path": str(exc.path), "message": str(exc), "retryable": True})
+
+
 def recover(session_id: str, event_log: EventLog) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Close what a dead process left open in ``event_log``. Returns the ``_meta`` to report (or
     ``None``) and, for each call the editor was shown and that was closed, the ``tool_call_update``
-    (``failed``, with the reason) that tells it so."""
+    (``failed``, with the reason) that tells it so. ``HostError`` ``STORAGE`` (the log is closed
+    then) when that cannot be written."""
     reaped = reap_orphans(event_log.path.parent)  # commands a dead server left running
-    if reaped:
-        event_log.append("tool/reaped", {"process_groups": reaped})
-    recovery = close_open_turn(event_log)
+    try:
+        if reaped:
+            event_log.append("tool/reaped", {"process_groups": reaped})
+        recovery = close_open_turn(event_log)
+    except LogWriteError as exc:
+        event_log.close()
+        raise storage_error(session_id, exc) from None
     if not recovery.changed:
         return None, []
     log.info("session %s: closed what a dead process left open: %s", session_id, describe(recovery))

@@ -8,7 +8,9 @@ loudly, with the line number, on anything else it cannot read. An open log holds
 ``read_events``/``read_head`` read without the lock and without changing anything.
 
 Must never: rewrite or drop an event that was written whole. The only bytes ever removed are those
-of a torn last line, and even those are kept inside the ``log/repaired`` event that records the cut.
+of a torn last line, and even those are kept inside the ``log/repaired`` event that records the cut,
+and those of an append that failed (disk full): it is cut off at once and never became an event.
+After a failed append the log writes nothing more until ``recover()``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,20 @@ class LogVersionError(Exception):
 
 class LogBusyError(Exception):
     """Another open ``EventLog`` (in this or another process) holds the log: one writer only."""
+
+
+class LogWriteError(Exception):
+    """An append could not be written (disk full, I/O error …), or the log refuses appends
+    since one could not: nothing more is written until ``EventLog.recover()`` succeeds.
+
+    Attributes: ``path`` (the log file), ``cause`` (the ``OSError`` of the failed append).
+    """
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        super().__init__(f"the session log {path} cannot be written: {reason}")
+        self.path = path
+        self.cause = cause
 
 
 class SessionEvent(BaseModel):
@@ -117,6 +133,10 @@ class EventLog:
         self.path = path
         self._events = events
         self._file = os.fdopen(_open_locked(path) if fd is None else fd, "ab", buffering=0)
+        self._size = os.fstat(self._file.fileno()).st_size
+        """Bytes of the file that hold ``_events`` (what a failed append is cut back to)."""
+        self.failed: LogWriteError | None = None
+        """Set when an append failed: appends are refused until ``recover()``."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -164,7 +184,8 @@ class EventLog:
         logged as ``log/repaired`` with the cut text; if that tail is in fact a whole valid event it
         is kept and only its newline is restored. Raises ``LogCorruptError`` (with the line number)
         for any other unreadable line or a ``seq`` gap, ``LogVersionError`` for a missing header or a
-        newer ``format_version``, ``FileNotFoundError`` when there is no log.
+        newer ``format_version``, ``FileNotFoundError`` when there is no log, ``LogWriteError``
+        when the repair cannot be written (the file is then as it was).
         """
         path = Path(path)
         if not path.is_file():
@@ -178,22 +199,32 @@ class EventLog:
             os.close(fd)
             raise
         repair: dict[str, Any] | None = None
-        if tail is not None:  # nothing is changed before the header was checked
-            if tail.event is None:
-                with open(path, "r+b") as f:
-                    f.truncate(len(raw) - len(tail.raw))
-                repair = {
-                    "line": tail.line,
-                    "cut_bytes": len(tail.raw),
-                    "cut_text": tail.raw.decode("utf-8", errors="replace"),
-                }
-            else:
-                with open(path, "ab") as f:
-                    f.write(b"\n")
-                events.append(tail.event)
+        try:
+            if tail is not None:  # nothing is changed before the header was checked
+                if tail.event is None:
+                    with open(path, "r+b") as f:
+                        f.truncate(len(raw) - len(tail.raw))
+                    repair = {
+                        "line": tail.line,
+                        "cut_bytes": len(tail.raw),
+                        "cut_text": tail.raw.decode("utf-8", errors="replace"),
+                    }
+                else:
+                    with open(path, "ab") as f:
+                        f.write(b"\n")
+                    events.append(tail.event)
+        except OSError as exc:  # the disk is full: nothing is lost, the log is loaded another time
+            os.close(fd)
+            raise LogWriteError(path, exc) from exc
         log = cls(path, events, fd)
         if repair is not None:
-            log.append("log/repaired", repair)
+            try:
+                log.append("log/repaired", repair)
+            except LogWriteError:
+                log.close()  # the cut text is not recorded yet: put it back, so nothing is lost
+                with open(path, "ab") as f:
+                    f.write(tail.raw)  # type: ignore[union-attr]
+                raise
         return log
 
     # -- reading ------------------------------------------------------------------------------
@@ -225,25 +256,67 @@ class EventLog:
         U+FFFD and non-finite numbers become ``null`` (see ``strict_json``), so what is appended
         is what any JSON reader reads back. Raises ``pydantic.ValidationError`` for a bad type
         name, ``TypeError`` for data that is not JSON, ``ValueError`` when closed.
+
+        When the write or the ``fsync`` fails (``ENOSPC``, ``EIO`` …) the bytes of this event are
+        cut off again, the event is not added, and ``LogWriteError`` is raised — then and on every
+        later append, which writes nothing, until ``recover()``: after a failed append memory
+        equals disk and nothing more is written.
         """
         if self._file.closed:
             raise ValueError(f"session log {self.path} is closed")
+        if self.failed is not None:
+            raise self.failed
         event = SessionEvent(type=type, seq=self.last_seq + 1, time=time.time(), data=data)
         try:
             line = event.to_line()
         except ValueError:  # UnicodeEncodeError included
             event = event.model_copy(update={"data": strict_json(data)})
             line = event.to_line()
-        self._file.write(line)
-        if durable or (durable is None and type in DURABLE_TYPES):
-            os.fsync(self._file.fileno())
+        try:
+            self._write(line)
+            if durable or (durable is None and type in DURABLE_TYPES):
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self.failed = LogWriteError(self.path, exc)
+            self._cut_back()
+            raise self.failed from exc
+        self._size += len(line)
         self._events.append(event)
         return event
+
+    def _write(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:  # a short write (the disk filled up mid-line) is continued, or fails with ENOSPC
+            written = self._file.write(view)
+            view = view[written:]
+
+    def _cut_back(self) -> bool:
+        """Cut the file back to the events in memory (the bytes of a failed append); ``False`` if
+        even that failed (the partial line then stays, and is cut as a torn tail on load)."""
+        try:
+            os.ftruncate(self._file.fileno(), self._size)
+            return True
+        except OSError:
+            return False
+
+    def recover(self) -> bool:
+        """After a failed append: make sure the file holds exactly the events in memory again and
+        accept appends. Returns ``False`` when there was nothing to recover. Raises
+        ``LogWriteError`` (appends stay refused) when the file cannot be cut back."""
+        if self.failed is None:
+            return False
+        if os.fstat(self._file.fileno()).st_size != self._size and not self._cut_back():
+            raise self.failed
+        self.failed = None
+        return True
 
     def close(self) -> None:
         """Flush to disk and close the file (the in-memory events stay readable)."""
         if not self._file.closed:
-            os.fsync(self._file.fileno())
+            try:
+                os.fsync(self._file.fileno())
+            except OSError:
+                pass  # whatever is on disk stays; a later load repairs or refuses it
             self._file.close()
 
 

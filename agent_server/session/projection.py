@@ -12,7 +12,11 @@ Rules (DESIGN.md §3):
 * ``assistant`` → one assistant message with its ``tool_calls`` (arguments byte-exact as streamed)
   and, when the model sent reasoning, ``reasoning_content`` (the request builder decides whether
   the provider gets it back);
-* ``tool/result`` → ``{"role": "tool", "tool_call_id": data.call_id, "content": data.content}``;
+* ``tool/result`` → ``{"role": "tool", "tool_call_id": data.call_id, "content": data.content}``,
+  placed right after its call's assistant message (and that message's earlier results): in a log
+  written whole that is where it already is; a result appended later by recovery (a log whose
+  ``tool/result`` was lost to a failed append before its turn was closed, and which later turns
+  followed) is moved up to its call, so no request carries a call without its result;
 * ``notice`` (something the agent itself must tell the model, e.g. the step budget ran out) →
   a user message ``"[agent-server notice] " + data.text``;
 * a turn whose ``turn/end.exit`` is ``refusal`` is left out from its user message on (ACP's rule).
@@ -68,12 +72,16 @@ def surface_messages(events: Iterable[SessionEvent]) -> list[tuple[int, dict[str
 
 
 def _plain_messages(events: list[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+    return _build_plain(events).pairs
+
+
+def _build_plain(events: list[SessionEvent]) -> "_Plain":
     refused = {
         e.data.get("turn")
         for e in events
         if e.type == "turn/end" and e.data.get("exit") == "refusal"
     }
-    messages: list[tuple[int, dict[str, Any]]] = []
+    plain = _Plain()
     turn: int | None = None
     for event in events:
         if event.type == "turn/start":
@@ -81,10 +89,33 @@ def _plain_messages(events: list[SessionEvent]) -> list[tuple[int, dict[str, Any
             continue
         if turn in refused and turn is not None:
             continue
+        plain.add(event)
+    return plain
+
+
+class _Plain:
+    """Plain messages (``(seq, message)``) in projection order, built one event at a time: a tool
+    result goes right after its call's assistant message (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[int, dict[str, Any]]] = []
+        self._group_end = 0  # where the next result of the latest assistant message with calls goes
+        self._group_calls: set[str] = set()  # its calls that have no result yet
+
+    def add(self, event: SessionEvent) -> None:
         message = _message_of(event)
-        if message is not None:
-            messages.append((event.seq, message))
-    return messages
+        if message is None:
+            return
+        pair = (event.seq, message)
+        if message["role"] == "tool" and message["tool_call_id"] in self._group_calls:
+            self._group_calls.discard(message["tool_call_id"])
+            self.pairs.insert(self._group_end, pair)
+            self._group_end += 1
+            return
+        self.pairs.append(pair)
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            self._group_calls = {c["id"] for c in message["tool_calls"]}
+            self._group_end = len(self.pairs)
 
 
 def _assistant_message(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,7 +152,7 @@ class ProjectionMemo:
 
     def __init__(self) -> None:
         self._seen: list[SessionEvent] = []
-        self._plain: list[tuple[int, dict[str, Any]]] = []
+        self._plain = _Plain()
         self._compactions: list[SessionEvent] = []
 
     def _extends(self, events: list[SessionEvent]) -> bool:
@@ -136,16 +167,14 @@ class ProjectionMemo:
             self.__init__()
         new = events[len(self._seen):]
         if any(e.type == "turn/end" and e.data.get("exit") == "refusal" for e in new):
-            self._plain = _plain_messages(events)
+            self._plain = _build_plain(events)
             new = [e for e in new if e.type == "compaction/end"]
         else:
             for event in new:
-                message = _message_of(event)
-                if message is not None:
-                    self._plain.append((event.seq, message))
+                self._plain.add(event)
         self._compactions += [e for e in new if e.type == "compaction/end" and isinstance(e.data.get("message"), str)]
         self._seen = events
-        pairs = self._plain
+        pairs = self._plain.pairs
         for event in self._compactions:
             first, last = event.data["first_seq"], event.data["last_seq"]
             pairs = ([p for p in pairs if p[0] < first]

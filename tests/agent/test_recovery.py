@@ -89,3 +89,19 @@ def test_prompt_queued_when_the_process_died_is_kept_visible_and_not_run(tmp_pat
     assert all(e.data["reason"] == "process_ended" for e in recovery.dropped)
     assert not any(m["content"] in ("two", "three") for m in derive_messages(log.events))  # never projected
     assert not close_open_turn(log).changed  # a second load changes nothing
+
+
+def test_replay_checks_each_rebuilt_request_not_only_its_bytes():
+    from agent_server.agent.replay import request_problem
+    call = {"id": "A", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    ok = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                       {"role": "assistant", "content": None, "tool_calls": [call]},
+                       {"role": "tool", "tool_call_id": "A", "content": "r"}]}
+    assert request_problem(ok) is None
+    dangling = {"messages": ok["messages"][:3] + [{"role": "user", "content": "again"}]}
+    assert "A" in request_problem(dangling) and "no result" in request_problem(dangling)
+    assert "no result" in request_problem({"messages": ok["messages"][:3]})
+    stray = {"messages": ok["messages"][:2] + [{"role": "tool", "tool_call_id": "Z", "content": "r"}]}
+    assert "no pending call" in request_problem(stray)
+    empty = {"messages": ok["messages"][:2] + [{"role": "assistant", "content": ""}]}
+    assert "empty assistant" in request_problem(empty)

@@ -63,3 +63,28 @@ def test_projection_is_a_fresh_view_every_time(tmp_path):
     first = derive_messages(log.events)
     first[0]["content"] = "mutated"
     assert derive_messages(log.events)[0]["content"] == "hi"
+
+
+def test_a_result_appended_after_later_turns_is_projected_right_after_its_call(tmp_path):
+    # a tool/result lost to a full disk, the turn ended anyway (old code), a later turn failed, then
+    # recovery appended the synthetic result: the request must still carry it right after its call
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}),
+        ("user", {"turn": 1, "content": "read"}),
+        ("assistant", {"text": "", "tool_calls": [CALL, {**CALL, "id": "c2"}]}),
+        ("tool/result", {"call_id": "c1", "content": "one"}),
+        ("turn/end", {"turn": 1, "exit": "error"}),
+        ("turn/start", {"turn": 2}),
+        ("user", {"turn": 2, "content": "again"}),
+        ("turn/end", {"turn": 2, "exit": "error"}),
+        ("tool/result", {"call_id": "c2", "content": "lost"}),
+        ("notice", {"text": "the log could not be written"}),
+    ])
+    assert [(m["role"], m.get("tool_call_id"), m.get("content")) for m in derive_messages(log.events)] == [
+        ("user", None, "read"), ("assistant", None, None), ("tool", "c1", "one"), ("tool", "c2", "lost"),
+        ("user", None, "again"), ("user", None, "[agent-server notice] the log could not be written")]
+
+
+def test_a_stray_result_stays_where_it_is(tmp_path):
+    log = make(tmp_path, [("user", {"content": "q"}), ("tool/result", {"call_id": "nobody", "content": "x"})])
+    assert [m["role"] for m in derive_messages(log.events)] == ["user", "tool"]
