@@ -88,6 +88,8 @@ def _build_plain(events: list[SessionEvent]) -> "_Plain":
             turn = event.data.get("turn")
             continue
         if turn in refused and turn is not None:
+            if event.type == "turn/end":
+                turn = None  # what comes after a refused turn's end (recovery's results) is projected
             continue
         plain.add(event)
     return plain

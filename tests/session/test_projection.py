@@ -88,3 +88,18 @@ def test_a_result_appended_after_later_turns_is_projected_right_after_its_call(t
 def test_a_stray_result_stays_where_it_is(tmp_path):
     log = make(tmp_path, [("user", {"content": "q"}), ("tool/result", {"call_id": "nobody", "content": "x"})])
     assert [m["role"] for m in derive_messages(log.events)] == ["user", "tool"]
+
+
+def test_the_memo_moves_a_late_result_to_its_call_like_the_full_projection(tmp_path):
+    from agent_server.session import ProjectionMemo, surface_messages
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}), ("user", {"turn": 1, "content": "read"}),
+        ("assistant", {"text": "", "tool_calls": [CALL, {**CALL, "id": "c2"}]}),
+        ("tool/result", {"call_id": "c1", "content": "one"}), ("turn/end", {"turn": 1, "exit": "error"}),
+        ("turn/start", {"turn": 2}), ("user", {"turn": 2, "content": "again"}),
+        ("turn/end", {"turn": 2, "exit": "refusal"}),
+        ("tool/result", {"call_id": "c2", "content": "lost"}), ("notice", {"text": "n"}),
+    ])
+    memo, events = ProjectionMemo(), list(log.events)
+    for n in range(1, len(events) + 1):
+        assert memo.surface(events[:n]) == surface_messages(events[:n])
