@@ -207,3 +207,29 @@ async def test_undo_of_a_created_file_that_is_now_a_folder_says_so_instead_of_fa
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert "new.txt: not restored (it cannot be read now" in text_of(h, sid)
     assert (workspace / "new.txt").is_dir()
+
+
+@pytest.mark.replay_exempt("a session is deleted")
+async def test_deleting_a_session_takes_its_checkpoints_and_keeps_blobs_another_session_shares(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "shared.txt").write_text("same start\n")
+    (workspace / "own.txt").write_text("only mine\n")
+    h, first = await start(acp_harness_factory, endpoint, workspace)
+    second = (await h.new_session(str(workspace))).session_id
+    for sid, path in ((first, "own.txt"), (first, "shared.txt"), (second, "shared.txt")):
+        endpoint.push(call("r", "read", path=path))
+        endpoint.push(call("e", "edit", path=path, old_string=(workspace / path).read_text().strip(),
+                           new_string="same end" if path == "shared.txt" else "changed"))
+        endpoint.push(text_stream("done"))
+        assert (await h.prompt(sid, f"change {path}")).stop_reason == "end_turn"
+        if path == "shared.txt" and sid == first:
+            (workspace / "shared.txt").write_text("same start\n")  # both sessions make the same change
+
+    def blobs() -> set[bytes]:
+        return {p.read_bytes() for p in (agent_state_dir / "blobs").rglob("*") if p.is_file()}
+
+    assert {b"only mine\n", b"changed\n", b"same start\n", b"same end\n"} <= blobs()
+    await h.request("session/delete", {"sessionId": first})
+    left = blobs()
+    assert b"only mine\n" not in left and b"changed\n" not in left  # only the deleted session had them
+    assert {b"same start\n", b"same end\n"} <= left  # still referenced by the other session
