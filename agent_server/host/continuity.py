@@ -94,9 +94,7 @@ async def close(host: SessionHost, session_id: str) -> None:
     session.cancel()
     await session.close()
     reap_orphans(path.parent)  # a command that outlived the cancel (pid + start time must match)
-    host.sessions.pop(session_id, None)
-    host.policies.policies.pop(session_id, None)
-    host.gates.pop(session_id, None)
+    await host.forget(session_id)  # and its MCP servers stop
 
 
 async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directories: Sequence[str],

@@ -236,6 +236,17 @@ class SessionHost:
         page's cursor (``lifecycle.list_sessions``)."""
         return lifecycle.list_sessions(self.store, cwd, cursor)
 
+    async def forget(self, session_id: str) -> AgentSession | None:
+        """Drop what the host keeps for ``session_id`` — its policy, restorer, tool table, update
+        gate — and stop its MCP servers; returns the live session (not closed), or ``None``."""
+        session = self.sessions.pop(session_id, None)
+        for kept in (self.policies.policies, self.restorers, self.tool_tables, self.gates):
+            kept.pop(session_id, None)
+        servers = self.mcp.pop(session_id, None)
+        if servers is not None:
+            await servers.close()
+        return session
+
     async def delete(self, session_id: str) -> None:
         """Cancel and close ``session_id`` if live, remove its folder.
 
@@ -245,14 +256,7 @@ class SessionHost:
             self.store.log_path(session_id)
         except ValueError as exc:
             raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
-        session = self.sessions.pop(session_id, None)
-        self.policies.policies.pop(session_id, None)
-        self.restorers.pop(session_id, None)
-        self.tool_tables.pop(session_id, None)
-        self.gates.pop(session_id, None)
-        servers = self.mcp.pop(session_id, None)
-        if servers is not None:
-            await servers.close()
+        session = await self.forget(session_id)
         if session is not None:
             session.cancel()
             await session.close()

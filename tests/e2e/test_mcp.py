@@ -185,23 +185,28 @@ async def test_failing_servers_give_clear_results_and_the_session_goes_on(
     assert not any(n.startswith("mcp__broken__") for n in tool_names(endpoint, 0))
 
 
-@pytest.mark.replay_exempt("the first session is deleted; the second agent is killed")
-async def test_no_server_process_survives_delete_or_kill_9(acp_harness_factory, endpoint, workspace):
+@pytest.mark.replay_exempt("sessions are deleted and agents killed")
+async def test_no_server_process_survives_close_delete_exit_or_kill_9(acp_harness_factory, endpoint, workspace):
     servers = [stdio("local", sys.executable, str(SCRIPTED), "stdio")]
-    endpoint.push(call("a", "mcp__local__add", a=1, b=2))
-    endpoint.push(text_stream("ok"))
-    h, sid = await start(acp_harness_factory, endpoint, workspace, servers)
-    assert (await h.prompt(sid, "add")).stop_reason == "end_turn"
-    kids = descendants(h.pid)
-    assert kids
+
+    async def session_with_a_running_server():
+        endpoint.push(call("a", "mcp__local__add", a=1, b=2))
+        endpoint.push(text_stream("ok"))
+        h, sid = await start(acp_harness_factory, endpoint, workspace, servers)
+        assert (await h.prompt(sid, "add")).stop_reason == "end_turn"
+        kids = descendants(h.pid)
+        assert kids
+        return h, sid, kids
+
+    h, sid, kids = await session_with_a_running_server()
+    await h.request("session/close", {"sessionId": sid})
+    assert all_gone(kids)
+    h, sid, kids = await session_with_a_running_server()
     await h.request("session/delete", {"sessionId": sid})
     assert all_gone(kids)
-
-    h2, sid2 = await start(acp_harness_factory, endpoint, workspace, servers)
-    endpoint.push(call("a", "mcp__local__add", a=1, b=2))
-    endpoint.push(text_stream("ok"))
-    assert (await h2.prompt(sid2, "add")).stop_reason == "end_turn"
-    kids = descendants(h2.pid)
-    assert kids
-    os.kill(h2.pid, signal.SIGKILL)
+    h, sid, kids = await session_with_a_running_server()
+    await h.close()  # the editor goes away: stdin closes, the agent exits
+    assert all_gone(kids)
+    h, sid, kids = await session_with_a_running_server()
+    os.kill(h.pid, signal.SIGKILL)
     assert all_gone(kids)
