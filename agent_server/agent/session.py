@@ -271,6 +271,18 @@ class AgentSession:
     def _next_turn_number(self) -> int:
         return sum(1 for e in self.log.events if e.type == "turn/start") + 1
 
+    def _check_prompt_fits(self, text: str) -> None:
+        """A prompt that alone exceeds the model's context window is refused before it enters the
+        log: logged, it would be in every later request and no compaction could ever make the
+        session fit again. Raises ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``)."""
+        window = self.provider.context_window
+        tokens = round(len(text) / self.config.agent.chars_per_token)
+        if window and tokens > window:
+            raise TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "retryable": False, "message": (
+                f"the prompt alone is about {tokens:,} tokens, more than the model's context window "
+                f"({window:,} tokens); it was not sent and is not kept in the session: send a shorter "
+                "prompt (attach less, or a part of the file)")})
+
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
         try:
@@ -283,6 +295,7 @@ class AgentSession:
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
         try:
+            self._check_prompt_fits(prompt_text(blocks))
             self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
             client = self._client_factory()
             budget = self.config.agent.max_steps_per_turn

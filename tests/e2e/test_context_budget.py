@@ -153,11 +153,16 @@ async def test_a_tail_that_alone_overflows_ends_the_turn_with_a_clear_error_in_b
         await h.prompt(sid, "Summarise this:\n" + "0123456789 abcdefghij\n" * 1000)
     assert time.monotonic() - began < 10
     assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
-    assert "context window" in failed.value.data["message"] and "window 4000" in failed.value.data["message"]
+    assert "the prompt alone" in failed.value.data["message"] and "(4,000 tokens)" in failed.value.data["message"]
     assert len(endpoint.requests) == 0  # neither the step nor a summary that cannot help was sent
     log = events(agent_state_dir, sid)
     assert not any(e.type.startswith("compaction/") for e in log)
     assert log[-1].type == "turn/end" and log[-1].data["error"]["code"] == "CONTEXT_WINDOW_EXCEEDED"
+    # regression: the refused prompt stayed in the history, so every later prompt failed too
+    assert not any(e.type == "user" for e in log)
+    assert (await h.prompt(sid, "a short question")).stop_reason == "end_turn"
+    users = [m["content"] for m in endpoint.requests[0].json()["messages"] if m["role"] == "user"]
+    assert users == ["a short question"]
     await h.close()
 
 
