@@ -213,6 +213,11 @@ def run_confined(spec: dict, body: "Callable[[], int]") -> int:
         except _CONFINE_ERRORS as exc:
             return _refuse(exc)
         return body()
+    # this process dies with the agent-server that started it (even by kill -9), and with it PID 1
+    # of the namespace (its own parent-death signal) and so every process of the command
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the agent-server was already gone before the signal was set
+        return EXIT_REFUSED
     try:
         mounts.enter_namespaces(net=not spec.get("network", True))
     except _CONFINE_ERRORS as exc:

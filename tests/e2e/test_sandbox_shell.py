@@ -322,3 +322,23 @@ async def test_a_setuid_file_left_in_the_roots_is_swept_when_a_call_ends(
     assert (await h.prompt(sid, "anything")).stop_reason == "end_turn"
     assert stat.S_IMODE(planted.stat().st_mode) == 0o755
     assert "setuid/setgid bits were removed from" in results(endpoint)["any"]
+
+
+async def test_kill_9_of_the_server_stops_its_confined_shell_command(
+        acp_harness_factory, endpoint, workspace):
+    """Regression (newcomer): after ``kill -9`` of agent-server the confined command went on and
+    finished its side effects (re-parented to PID 1, no timeout any more)."""
+    endpoint.push(tool_call_stream([call("slow", "bash", command="echo start > started.txt; sleep 3; echo done > done.txt")]))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    h.start_prompt(sid, "run it")
+    for _ in range(200):
+        if (workspace / "started.txt").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (workspace / "started.txt").exists()
+    os.kill(h.pid, 9)
+    await h.wait_exit(10)
+    await asyncio.sleep(5)
+    assert not (workspace / "done.txt").exists()
+    left = subprocess.run(["pgrep", "-f", "sleep 3; echo done"], capture_output=True, text=True).stdout
+    assert left.strip() == ""
