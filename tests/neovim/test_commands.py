@@ -171,11 +171,13 @@ def test_help_tags_are_accepted_and_help_opens(make_editor, tmp_path):
         assert tag in tags
 
 
-def test_model_command_switches_the_model_of_the_next_requests(make_editor, endpoint, workspace):
+def test_model_command_switches_the_model_of_the_next_requests(make_editor, endpoint, workspace, tmp_path):
     endpoint.push(text_stream("answered by the other model"))
-    ed = make_editor()
+    config = tmp_path / "models.toml"  # only configured models may be picked
+    config.write_text('[[models]]\nid = "other-model"\n')
+    ed = make_editor(env={"AGENT_SERVER_CONFIG": str(config)})
     ed.cmd("AgentModel other-model")
-    ed.wait("return require('agent_server.chat').text():find('to other-model', 1, true) ~= nil", what="the switch")
+    ed.wait("return require('agent_server.chat').text():find('other-model', 1, true) ~= nil", what="the switch")
     ed.idle()
     ed.cmd("AgentAsk hello")
     ed.idle()
