@@ -51,8 +51,9 @@ def _absolute(path: str) -> str:
     return path
 
 
-class NewSessionParams(_Open):
-    """``session/new`` params. ``mcpServers``: stdio and http servers are started after the answer."""
+class _WorkspaceParams(_Open):
+    """The workspace fields shared by ``session/new``, ``load``, ``resume`` and ``fork``: an absolute
+    ``cwd``, absolute ``additionalDirectories``, and the client's ``mcpServers``."""
 
     cwd: str
     additionalDirectories: list[str] = Field(default_factory=list)
@@ -67,6 +68,10 @@ class NewSessionParams(_Open):
     @classmethod
     def _dirs_absolute(cls, value: list[str]) -> list[str]:
         return [_absolute(v) for v in value]
+
+
+class NewSessionParams(_WorkspaceParams):
+    """``session/new`` params. ``mcpServers``: stdio and http servers are started after the answer."""
 
 
 class TextContent(_Open):
@@ -125,23 +130,10 @@ class CancelParams(_Open):
     sessionId: str
 
 
-class LoadSessionParams(_Open):
+class LoadSessionParams(_WorkspaceParams):
     """``session/load`` params (schema ``LoadSessionRequest``)."""
 
     sessionId: str
-    cwd: str
-    mcpServers: list[dict[str, Any]] = Field(default_factory=list)
-    additionalDirectories: list[str] = Field(default_factory=list)
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd_absolute(cls, value: str) -> str:
-        return _absolute(value)
-
-    @field_validator("additionalDirectories")
-    @classmethod
-    def _dirs_absolute(cls, value: list[str]) -> list[str]:
-        return [_absolute(v) for v in value]
 
 
 class ResumeSessionParams(LoadSessionParams):
