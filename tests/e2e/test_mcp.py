@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.client_impl import ClientConfig
+from support.procs import descendants, wait_gone
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -57,33 +58,6 @@ async def start(factory, endpoint, workspace, servers, *, permission="allow_once
     await h.initialize(client.capabilities())
     session = await h.new_session(str(workspace), mcp_servers=servers)
     return h, session.session_id
-
-
-def descendants(pid: int) -> list[int]:
-    found, frontier = [], [pid]
-    while frontier:
-        out = subprocess.run(["pgrep", "-P", str(frontier.pop())], capture_output=True, text=True).stdout
-        kids = [int(p) for p in out.split()]
-        found += kids
-        frontier += kids
-    return found
-
-
-def all_gone(pids: list[int], within: float = 10.0) -> bool:
-    deadline = time.time() + within
-    while time.time() < deadline:
-        alive = []
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    alive.append(pid)
-            except FileNotFoundError:
-                pass
-        if not alive:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 async def test_real_time_and_git_servers_answer_the_model_after_the_user_allows(
@@ -200,13 +174,13 @@ async def test_no_server_process_survives_close_delete_exit_or_kill_9(acp_harnes
 
     h, sid, kids = await session_with_a_running_server()
     await h.request("session/close", {"sessionId": sid})
-    assert all_gone(kids)
+    assert wait_gone(kids)
     h, sid, kids = await session_with_a_running_server()
     await h.request("session/delete", {"sessionId": sid})
-    assert all_gone(kids)
+    assert wait_gone(kids)
     h, sid, kids = await session_with_a_running_server()
     await h.close()  # the editor goes away: stdin closes, the agent exits
-    assert all_gone(kids)
+    assert wait_gone(kids)
     h, sid, kids = await session_with_a_running_server()
     os.kill(h.pid, signal.SIGKILL)
-    assert all_gone(kids)
+    assert wait_gone(kids)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.procs import descendants, wait_gone
+
 from agent_server.tools.mcp import McpServerSpec, expose_names, render_result, specs_from_acp
 from agent_server.tools.mcp.connection import McpConnection, McpError
 
@@ -29,25 +31,6 @@ def stdio(name: str, *argv: str) -> McpServerSpec:
 
 def env() -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
-
-
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def gone(pid: int, within: float = 5.0) -> bool:
-    deadline = time.time() + within
-    while time.time() < deadline:
-        try:
-            os.kill(pid, 0)
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state == "Z":
-                return True
-        except (ProcessLookupError, FileNotFoundError):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 async def test_real_time_server_from_pypi_answers_a_call():
@@ -125,10 +108,10 @@ async def test_hanging_tool_times_out_and_cancel_reaches_the_caller():
 async def test_close_leaves_no_server_process():
     conn = McpConnection(stdio("s", *SCRIPTED, "stdio"), env())
     await conn.start()
-    servers = children_of(os.getpid())
+    servers = descendants(os.getpid())
     assert servers, "the server process should be our child"
     await conn.close()
-    assert all(gone(pid) for pid in servers)
+    assert wait_gone(servers)
 
 
 def test_kill_9_of_the_agent_leaves_no_server_process(tmp_path):
@@ -148,16 +131,11 @@ def test_kill_9_of_the_agent_leaves_no_server_process(tmp_path):
     proc = subprocess.Popen([sys.executable, str(holder), str(HERE.parents[1]), str(HERE / "scripted_server.py")],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
-    descendants = []
-    frontier = [proc.pid]
-    while frontier:
-        kids = children_of(frontier.pop())
-        descendants += kids
-        frontier += kids
-    assert descendants
+    kids = descendants(proc.pid)
+    assert kids
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert all(gone(pid) for pid in descendants), descendants
+    assert wait_gone(kids), kids
 
 
 def test_exposed_names_are_valid_unique_and_deterministic():

@@ -164,8 +164,8 @@ def test_the_wrapper_never_runs_a_command_it_could_not_confine(tmp_path):
 
 def test_the_wrapper_confines_a_non_root_user_too():
     """Not root: the read-only ``.git`` needs a user namespace, which the probe must really get."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root (and setpriv) to switch to an unprivileged user")
+    # a privilege test fails, never skips, when the privilege is missing (CI runs as root)
+    assert os.geteuid() == 0 and shutil.which("setpriv"), "needs root (and setpriv) to switch to an unprivileged user"
     base = tempfile.mkdtemp(prefix="agent-server-nobody-")
     try:
         os.chmod(base, 0o777)

@@ -61,6 +61,35 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (children, grandchildren …), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat[stat.rfind(")") + 2:].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, frontier = [], [pid]
+    while frontier:
+        kids = children.get(frontier.pop(), [])
+        found += kids
+        frontier += kids
+    return [p for p in found if pid_alive(p)]
+
+
+def wait_gone(pids: list[int], within: float = 10.0) -> bool:
+    """True once none of ``pids`` is alive (gone, or a zombie waiting to be reaped), within ``within`` s."""
+    deadline = time.monotonic() + within
+    while any(pid_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def kill_group(pgid: int, *, term_grace: float = 1.0) -> None:
     """SIGTERM the group, wait up to ``term_grace`` s for it to empty, then SIGKILL what is left."""
     if not signal_group(pgid, signal.SIGTERM):
