@@ -125,18 +125,30 @@ def _race(tmp_path: Path, mode: str, tool: str) -> tuple[int, int]:
     return landed, ROUNDS
 
 
+def _races(tmp_path: Path, mode: str, tool: str, tries: int = 3) -> tuple[int, int]:
+    """``_race`` (every try asserts nothing landed outside) until some calls also got through inside
+    the root, so the race really ran: the flipper's timing may leave a whole try without one."""
+    for attempt in range(tries):
+        base = tmp_path / f"try{attempt}"
+        base.mkdir()
+        landed, total = _race(base, mode, tool)
+        if landed:
+            break
+    return landed, total
+
+
 def test_link_swap_during_write_never_lands_outside_unit(tmp_path, resolver):
-    landed, total = _race(tmp_path, "file", "write")
+    landed, total = _races(tmp_path, "file", "write")
     assert 0 < landed <= total  # some writes got through — inside the root
 
 
 def test_parent_folder_swap_during_write_never_lands_outside_unit(tmp_path, resolver):
-    landed, total = _race(tmp_path, "dir", "write")
+    landed, total = _races(tmp_path, "dir", "write")
     assert 0 < landed <= total
 
 
 def test_link_swap_during_edit_never_changes_the_outside_file_unit(tmp_path, resolver):
-    landed, total = _race(tmp_path, "file", "edit")
+    landed, total = _races(tmp_path, "file", "edit")
     assert 0 < landed <= total
 
 
