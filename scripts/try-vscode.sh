@@ -4,8 +4,10 @@
 # Without a configured model (no AGENT_SERVER_BASE_URL / API key in the environment) the model's side
 # is the bundled OFFLINE endpoint replaying the demo's script — not a model — and it says so.
 #   bash scripts/try-vscode.sh          serve until Ctrl-C
-#   bash scripts/try-vscode.sh --check  start it, check that the extension activates and its panel
-#                                       answers a prompt (headless Chromium), stop, exit 0/1
+#   bash scripts/try-vscode.sh --check  start it, check in headless Chromium that the extension
+#                                       activates and, offline, that its panel runs the whole demo
+#                                       task (allow, accept the fix, final answer, fix on disk);
+#                                       with a real model only that it answers; stop, exit 0/1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=false
@@ -33,9 +35,11 @@ Path(sys.argv[2]).write_text(json.dumps({"description": "agent-server demo task 
 PY
 base_url=${AGENT_SERVER_BASE_URL:-}
 env_json='{}'
+offline=false
 if [ -z "$base_url" ] && [ -z "${AGENT_SERVER_API_KEY:-}${DEEPSEEK_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
   exec 3< <(.venv/bin/python -m agent_server.offline --script "$run/demo-script.json" 2>"$run/offline.log")
   offline_pid=$!
+  offline=true
   read -r base_url <&3
   env_json='{"AGENT_SERVER_API_KEY": "offline", "AGENT_SERVER_MODEL": "offline-demo"}'
   echo "========================================================================================"
@@ -55,6 +59,7 @@ config = {
     "check": $( $check && echo True || echo False ),
     "prompt": "The tests in this project fail. Find the bug, fix it, and run the tests.",
     "answerContains": "read the code",
+    **({"finalContains": "Fixed:", "fixedFile": "calc.py", "fixedContains": "return a + b"} if $( $offline && echo True || echo False ) else {}),
     "settings": {"agentServer.path": os.path.abspath(".venv/bin/agent-server"), "agentServer.baseUrl": "$base_url"},
     "env": {**json.loads('$env_json'), "AGENT_SERVER_STATE_DIR": "$run/state"},
 }

@@ -1,12 +1,35 @@
 #!/usr/bin/env node
 // scripts/try-vscode.sh's driver: starts code-server on 127.0.0.1 with the extension installed from
 // its .vsix on a workspace and prints the URL; runs until Ctrl-C (then kills code-server's process
-// group). With "check": true in the config it instead opens the workbench in Chromium, checks that
-// the extension activated (its panel loads) and that the panel answers a prompt, and exits 0/1.
-import { mkdtempSync } from "node:fs";
+// group; so does closing the terminal, SIGHUP). With "check": true in the config it instead opens the
+// workbench in Chromium, checks that the extension activated (its panel loads), then drives the
+// whole demo task as a user would — allows each shell command once, accepts the proposed fix — and
+// passes only when the turn ended with the final answer (not cancelled, no error) and the fix is
+// on disk; exits 0/1.
+import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { focusPanel, openWorkbench, panel, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
-import { readFileSync } from "node:fs";
+
+/** Drive one demo turn to its end: answer every permission card "Allow once", accept every pending
+ * proposal, until the answer containing `finalContains` shows and the panel is idle. Throws on a
+ * stop that is not end_turn, an error notice, or after `timeoutMs`. */
+async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
+  const deadline = Date.now() + timeoutMs;
+  const final = p.locator(".agent", { hasText: finalContains });
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`no answer containing "${finalContains}" within ${timeoutMs / 1000} s`);
+    const stopped = p.locator(".notice", { hasText: "Stopped:" });
+    if ((await stopped.count()) > 0) throw new Error(`the turn ended early: ${await stopped.last().textContent()}`);
+    const failed = p.locator(".notice.error");
+    if ((await failed.count()) > 0) throw new Error(`the panel shows an error: ${await failed.last().textContent()}`);
+    if ((await final.count()) > 0 && (await p.locator('#app[data-state="idle"]').count()) > 0) return;
+    const allow = p.locator('.permission button[data-option-id="allow_once"]');
+    if ((await allow.count()) > 0) { await allow.first().click(); continue; }
+    const accept = p.locator('.proposal[data-outcome="pending"] button.accept-all');
+    if ((await accept.count()) > 0) { await accept.first().click(); continue; }
+    await page.waitForTimeout(250);
+  }
+}
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tmp = mkdtempSync(join(config.tmp, "try-vscode-"));
@@ -20,6 +43,7 @@ if (!config.check) {
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
+  process.on("SIGHUP", stop); // the terminal closed: without this, code-server (own group) lives on
   cs.child.on("exit", () => process.exit(1));
 } else {
   let ch;
@@ -34,8 +58,15 @@ if (!config.check) {
     await p.locator("button.send").click();
     await p.locator(".agent", { hasText: config.answerContains }).first().waitFor({ timeout: 120_000 });
     console.log(`check: the panel answered ("${config.answerContains}")`);
-    if ((await p.locator('#app[data-state="busy"]').count()) > 0) await p.locator("button.stop").click();
-    await p.locator('#app[data-state="idle"]').waitFor({ timeout: 60_000 });
+    if (config.finalContains) {
+      await driveDemoTurn(ch.page, p, { finalContains: config.finalContains, timeoutMs: 180_000 });
+      const fixed = readFileSync(join(config.workspace, config.fixedFile), "utf8");
+      if (!fixed.includes(config.fixedContains)) throw new Error(`${config.fixedFile} on disk lacks "${config.fixedContains}" after the turn`);
+      console.log(`check: the demo task ran to its end ("${config.finalContains}"), the fix is on disk`);
+    } else {
+      if ((await p.locator('#app[data-state="busy"]').count()) > 0) await p.locator("button.stop").click();
+      await p.locator('#app[data-state="idle"]').waitFor({ timeout: 60_000 });
+    }
     if (config.artifacts) await ch.page.screenshot({ path: join(config.artifacts, "try-vscode-check.png") });
     ok = true;
   } catch (err) {
