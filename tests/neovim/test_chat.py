@@ -31,3 +31,35 @@ def test_chat_shows_folded_thoughts_tool_lines_plan_usage_and_the_stop_reason(ma
     thought = lines.index("> The file holds one word.") + 1
     assert ed.lua("return vim.fn.foldclosed(...)", thought) != -1  # folded in the chat window
     assert ed.lua("return vim.fn.foldclosed(...)", lines.index("It says alpha.") + 1) == -1
+
+
+def test_slash_commands_while_an_edit_proposal_waits_leave_its_tool_line_in_place(make_editor, endpoint, workspace):
+    path = workspace / "k.txt"
+    path.write_text("keep\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="k.txt")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="k.txt", old_string="keep", new_string="x")]))
+    endpoint.push(text_stream("Changed it."))
+    ed = make_editor()
+    ed.lua("""_G.answers = 0
+        require('agent_server.client').on(function(ev) if ev.type == 'turn_end' then _G.answers = _G.answers + 1 end end)""")
+    ed.cmd("AgentChat")
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    # the commands are answered at once while the turn still waits for the user's accept/reject
+    for n, command in enumerate(["/checkpoints", "/undo", "/mode read-only"], start=1):
+        ed.cmd(f"AgentAsk {command}")
+        ed.wait("return _G.answers == ...", n, what=f"the answer to {command}")
+    chat = ed.chat()
+    assert "No checkpoints yet" in chat and "A turn is running: /undo" in chat and "Mode: read-only." in chat
+    lines = chat.splitlines()
+    assert lines[0].startswith("<!-- agent-server · working")  # the turn still runs
+    tool_lines = [line for line in lines if line.startswith("- ")]
+    assert tool_lines == ["- ✓ Read k.txt", "- ⚙ Edit k.txt"], chat  # not marked unfinished by a command's end
+    ed.cmd("AgentAccept")
+    ed.idle()
+    chat = ed.chat()
+    tool_lines = [line for line in chat.splitlines() if line.startswith("- ")]
+    assert tool_lines == ["- ✓ Read k.txt", "- ✓ Edit k.txt"], chat  # its sign changed in place: no second line
+    assert chat.index("- ✓ Edit k.txt") < chat.index("/checkpoints") < chat.index("Changed it.")
+    assert chat.rstrip().endswith("_— stop: end_turn —_") and path.read_text() == "x\n"

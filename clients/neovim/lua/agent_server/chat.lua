@@ -31,6 +31,7 @@ local S = {
   section = nil, -- "user" | "agent"
   tools = {},
   plan = nil,
+  running = 0, -- prompts sent and not answered yet (they overlap: see finish_turn)
   header = { state = "idle" },
   timer = nil,
   flush_scheduled = false,
@@ -379,22 +380,28 @@ local function prompt_lines(blocks)
   return lines
 end
 
+-- A prompt's answer. Prompts overlap (a slash command typed while a turn waits for an edit
+-- proposal is answered at once; other prompts queue on the server): tool calls still open are
+-- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
 local function finish_turn(stop, err)
   M.flush()
-  for _, t in pairs(S.tools) do
-    if t.status ~= "completed" and t.status ~= "failed" then
-      t.status = "unfinished"
-      redraw_tool(t)
+  S.running = math.max(0, S.running - 1)
+  if S.running == 0 then
+    for _, t in pairs(S.tools) do
+      if t.status ~= "completed" and t.status ~= "failed" then
+        t.status = "unfinished"
+        redraw_tool(t)
+      end
     end
+    S.tools = {}
+    S.header.state = "idle"
   end
   if err then
     add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
   else
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
   end
-  S.tools = {}
   S.section = nil
-  S.header.state = "idle"
   set_header()
 end
 
@@ -409,7 +416,10 @@ function M.handle(ev)
   elseif ev.type == "turn_start" then
     M.flush()
     M.buffer()
-    S.turn = (S.turn or 0) + 1
+    if S.running == 0 then -- a prompt sent while another runs belongs to the same stretch of work
+      S.turn = (S.turn or 0) + 1
+    end
+    S.running = S.running + 1
     S.section = nil
     ensure_section("user")
     add_lines(prompt_lines(ev.prompt))
@@ -452,7 +462,7 @@ function M.handle(ev)
       lines[#lines + 1] = "```"
     end
     add_lines(lines)
-    S.tools, S.section = {}, nil
+    S.tools, S.section, S.running = {}, nil, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
   elseif ev.type == "info" then
