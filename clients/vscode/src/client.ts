@@ -47,7 +47,7 @@ export type ClientEvent =
   | { type: "update"; sessionId: string; update: acp.SessionUpdate }
   | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean }
   | { type: "turn-start"; sessionId: string; text: string }
-  | { type: "turn-end"; sessionId: string; stopReason?: string; error?: string }
+  | { type: "turn-end"; sessionId: string; started: boolean; last: boolean; stopReason?: string; error?: string }
   | { type: "server-exited"; message: string; stderrTail: string }
   | { type: "server-started"; agentName: string; extension: boolean };
 
@@ -215,29 +215,36 @@ export class AgentClient {
     this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
   }
 
-  /** Runs one turn; starts the server and a session first when needed. Never throws. */
+  /**
+   * Runs one turn; starts the server and a session first when needed. Never throws. Prompts may
+   * overlap (a slash command sent while a turn waits is answered at once): `turn-end` says whether its
+   * `turn-start` was emitted (`started`) and whether no other prompt is still open (`last`).
+   */
   async prompt(blocks: acp.ContentBlock[], shownText: string): Promise<void> {
     let sessionId = this.sessionId ?? "";
     this.turns++;
     let proc: AgentProcess | undefined;
+    let started = false;
+    let end: { stopReason?: string; error?: string };
     try {
       const r = await this.start();
       proc = r.proc;
       if (!this.sessionId) sessionId = await this.newSession();
       this.opts.onEvent({ type: "turn-start", sessionId, text: shownText });
+      started = true;
       const died = r.proc.exited.then((s) => {
         throw new Error(`the server died during the turn (${describeExit(s)})`);
       });
       const res = await Promise.race([r.conn.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: blocks }), died]);
-      this.opts.onEvent({ type: "turn-end", sessionId, stopReason: res.stopReason });
+      end = { stopReason: res.stopReason };
     } catch (err) {
       // A closed connection usually means the process is going away: let its exit be reported first.
       const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
-      const error = exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err);
-      this.opts.onEvent({ type: "turn-end", sessionId, error });
+      end = { error: exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err) };
     } finally {
       this.turns--;
     }
+    this.opts.onEvent({ type: "turn-end", sessionId, started, last: this.turns === 0, ...end });
   }
 
   /** `session/cancel` for the running turn. */

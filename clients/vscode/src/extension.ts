@@ -96,7 +96,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         post({ kind: "turn-start" });
         return;
       case "turn-end":
-        permissions.cancelAll();
+        if (!e.started) {  // the server or the session could not start: no turn to end
+          post({ kind: "notice", level: "error", text: e.error ?? "the prompt could not be sent" });
+          return;
+        }
+        if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
         post({ kind: "turn-end", stopReason: e.stopReason, error: e.error });
         return;
       case "server-exited":

@@ -19,6 +19,9 @@ export type Item =
 export interface ChatState {
   items: Item[];
   busy: boolean;
+  /** Prompts sent and not answered yet: they overlap (a slash command typed while a turn waits for
+   * an edit proposal is answered at once; other prompts queue on the server). */
+  running: number;
   plan: { content: string; status: string }[];
   usage?: { used: number; size: number; cost?: { amount: number; currency: string } | null };
   selects: SelectView[];
@@ -29,7 +32,7 @@ export interface ChatState {
 }
 
 export function initialState(): ChatState {
-  return { items: [], busy: false, plan: [], selects: [], sessions: [], nextId: 1 };
+  return { items: [], busy: false, running: 0, plan: [], selects: [], sessions: [], nextId: 1 };
 }
 
 function textOf(content: unknown): string {
@@ -133,6 +136,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.sessions = s.sessions;
       fresh.currentSession = e.sessionId ?? s.currentSession;
       fresh.nextId = s.nextId;
+      fresh.running = s.running; // prompts still open in the host are answered later
+      fresh.busy = s.busy;
       return fresh;
     }
     case "user":
@@ -142,11 +147,15 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       applyUpdate(s, e.update);
       return s;
     case "turn-start":
+      s.running++;
       s.busy = true;
       return s;
     case "turn-end": {
-      s.busy = false;
-      for (const i of s.items) {
+      // Only the last open prompt's answer ends the work: an earlier answer (a slash command's)
+      // must not mark the running turn's tool calls unfinished or its permission questions answered.
+      s.running = Math.max(0, s.running - 1);
+      s.busy = s.running > 0;
+      for (const i of s.busy ? [] : s.items) {
         if (i.type === "tool" && (i.status === "pending" || i.status === "in_progress")) {
           i.status = "unfinished";
           i.rev++;

@@ -42,7 +42,7 @@ function start(script: unknown, onChat: (e: ChatEvent, p: Permissions) => void =
     initialMode: () => "",
     log: (l) => logs.push(l),
   });
-  return { client, events, logs, chat };
+  return { client, events, logs, chat, permissions };
 }
 
 const texts = (events: ClientEvent[]) =>
@@ -114,5 +114,39 @@ describe("a plain ACP agent", () => {
     const sessions = events.filter((e) => e.type === "session") as { sessionId: string }[];
     expect(sessions).toHaveLength(2);
     expect(sessions[0]!.sessionId.split("-")[1]).not.toBe(sessions[1]!.sessionId.split("-")[1]); // another process
+  });
+
+  it("a slash command answered while the turn waits for the user ends as not the last prompt: the question stays open", async () => {
+    const toolCall = { toolCallId: "c1", title: "Run make", kind: "execute", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow", kind: "allow_once" }];
+    const { client, events, chat, permissions } = start({ turns: [
+      [{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }],
+      [{ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "No checkpoints yet." } } }],
+    ] });
+    const first = client.prompt([{ type: "text", text: "make it" }], "make it");
+    await expect.poll(() => chat.some((e) => e.kind === "permission")).toBe(true);
+    await client.prompt([{ type: "text", text: "/checkpoints" }], "/checkpoints");
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", started: true, last: false, stopReason: "end_turn" });
+    expect(client.busy).toBe(true);
+    expect(chat.some((e) => e.kind === "permission-done")).toBe(false);
+    const id = (chat.find((e) => e.kind === "permission") as { id: string }).id;
+    permissions.answer(id, "allow");
+    await first;
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", started: true, last: true, stopReason: "end_turn" });
+    expect(texts(events).join("")).toContain('"optionId":"allow"');
+  });
+
+  it("a server that cannot start ends the prompt as never started", async () => {
+    const events: ClientEvent[] = [];
+    client = new AgentClient({
+      spawn: () => ({ command: "/nonexistent/agent-server", args: [], cwd: "/", env: process.env, log: () => {} }),
+      handlers: { readTextFile, writeTextFile, requestPermission: async () => ({ outcome: { outcome: "cancelled" } }), applyWorkspaceEdit: async () => ({ outcome: "failed" }) },
+      onEvent: (e) => events.push(e),
+      initialMode: () => "",
+      log: () => {},
+    });
+    await client.prompt([{ type: "text", text: "hi" }], "hi");
+    expect(events.filter((e) => e.type === "turn-start")).toEqual([]);
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", started: false, last: true, error: expect.any(String) });
   });
 });

@@ -50,4 +50,31 @@ describe("the chat fold", () => {
     expect(s.plan).toEqual([{ content: "read", status: "completed" }]);
     expect(s.usage).toEqual({ used: 10, size: 100, cost: { amount: 0.01, currency: "USD" } });
   });
+
+  it("a slash command answered while an edit proposal waits leaves the turn's tool card, question and busy state alone", () => {
+    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
+    const s = run([
+      { kind: "user", text: "change it" },
+      { kind: "turn-start" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Run `make`", kind: "execute", status: "pending" } },
+      { kind: "permission", id: "p1", title: "Run `make`", reason: "not confined", options: [], hasDiff: false },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t2", title: "Edit k.txt", kind: "edit", status: "in_progress" } },
+      { kind: "proposal", id: "e1", label: "Edit k.txt", files: ["k.txt"], ops: [], hunks: [] },
+      { kind: "user", text: "/checkpoints" },
+      { kind: "turn-start" },
+      chunk("No checkpoints yet."),
+      { kind: "turn-end", stopReason: "end_turn" },
+    ]);
+    expect(s.busy).toBe(true); // the first turn still runs
+    const tool = (id: string) => s.items.find((i) => i.type === "tool" && i.toolCallId === id);
+    expect(tool("t1")).toMatchObject({ status: "pending" });
+    expect(tool("t2")).toMatchObject({ status: "in_progress" });
+    expect(s.items.find((i) => i.type === "permission")).not.toHaveProperty("outcome");
+    fold(s, { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "t2", status: "completed" } });
+    fold(s, { kind: "turn-end", stopReason: "end_turn" });
+    expect(s.busy).toBe(false);
+    expect(tool("t2")).toMatchObject({ status: "completed" });
+    expect(tool("t1")).toMatchObject({ status: "unfinished" }); // the last answer closes what is left open
+    expect(s.items.filter((i) => i.type === "tool")).toHaveLength(2);
+  });
 });
