@@ -70,6 +70,17 @@ class RgRun:
     stderr: str
 
 
+async def _record(stream: asyncio.StreamReader, sep: bytes) -> bytes | None:
+    """The next record of ``stream`` without its ``sep`` (the last one may lack it); ``None`` at
+    the end. Raises ``ValueError`` for a record over the stream's limit."""
+    try:
+        return (await stream.readuntil(sep))[: -len(sep)]
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial or None
+    except asyncio.LimitOverrunError as exc:
+        raise ValueError(f"ripgrep wrote a record over {exc.consumed:,} bytes") from None
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -79,14 +90,15 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 async def run_rg(
     rg: str, args: Sequence[str], *, cwd: Path | int, on_line: Callable[[bytes], bool],
-    env: Mapping[str, str] | None = None, stdin: int | None = None,
+    env: Mapping[str, str] | None = None, stdin: int | None = None, null_separated: bool = False,
 ) -> RgRun:
     """Run ``rg ARGS`` in ``cwd`` (a path, or an open directory fd: ``rg`` starts in exactly that
     folder, whatever its path points to by then); call ``on_line(line)`` for each stdout line
-    (without the newline) until it returns ``False``. ``env``: the child's environment (default:
+    (without the newline) until it returns ``False``. ``null_separated``: the records end with NUL
+    instead (``--files --null``: file names may hold newlines). ``env``: the child's environment (default:
     ``child_env.scrubbed_environ()`` — never the server's own, which holds the API key);
     ``stdin``: an fd ``rg`` reads as ``-`` (default ``/dev/null``). Raises ``OSError`` if ``rg``
-    cannot start; on cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    cannot start, ``ValueError`` for a record over 64 MiB; on cancellation kills ``rg`` and re-raises ``CancelledError``."""
     if isinstance(cwd, int) and not _PROC_FD:  # no /proc (not Linux): start in the folder's path
         cwd = Path(os.readlink(f"/dev/fd/{cwd}")) if os.path.islink(f"/dev/fd/{cwd}") else Path(_fd_path(cwd))
     where = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd  # the child's own fd table
@@ -108,9 +120,10 @@ async def run_rg(
 
     err_task = asyncio.ensure_future(read_stderr())
     stopped = False
+    sep = b"\0" if null_separated else b"\n"
     try:
-        while line := await proc.stdout.readline():
-            if not on_line(line.rstrip(b"\n")):
+        while (line := await _record(proc.stdout, sep)) is not None:
+            if not on_line(line):
                 stopped = True
                 _kill_group(proc)
                 break

@@ -137,8 +137,9 @@ class GlobTool(Tool):
                         capped = len(found) >= MAX_COLLECT
                     return not capped
 
-                try:
-                    run = await run_rg(rg, [*RG_COMMON, "--files"], cwd=dirfd, on_line=collect, env=ctx.env)
+                try:  # NUL-separated: a file name may hold a newline
+                    run = await run_rg(rg, [*RG_COMMON, "--files", "--null"], cwd=dirfd, on_line=collect,
+                                       env=ctx.env, null_separated=True)
                 except OSError as exc:
                     return ToolResult.error(f"Could not run ripgrep: {exc.strerror or exc}.")
                 if run.exit_code == 2:
@@ -159,13 +160,13 @@ class GlobTool(Tool):
                         "another folder, pass it as `path`.")
             return ToolResult(f"No files match `{args.pattern}` in {display_path(folder, ctx.roots)}.{hint}{note}",
                               meta={"count": 0})
-        shown = [display_path(folder / p, ctx.roots) for p in paths[:MAX_FILES]]
+        shown = [listed_path(display_path(folder / p, ctx.roots)) for p in paths[:MAX_FILES]]
         text = "\n".join(shown)
         if total > MAX_FILES:
             count = f"more than {total:,}" if capped else f"{total:,}"
             text += (f"\n[{count} files match; showing the {MAX_FILES} most recently modified. "
                      "Narrow the pattern or the path to see others.]")
-        return ToolResult(text + note, meta={"count": total, "capped": capped})
+        return ToolResult(text + note + quoted_note(shown), meta={"count": total, "capped": capped})
 
 
 def _python_glob(folder: Path, pattern: str, stop: threading.Event,
@@ -261,7 +262,7 @@ class GrepTool(Tool):
                 return True
             total += 1
             if len(rows) < MAX_MATCHES:
-                rows.append(format_match(display_path(folder / rel, ctx.roots), line_no, text, starts))
+                rows.append(format_match(listed_path(display_path(folder / rel, ctx.roots)), line_no, text, starts))
             capped = total >= MAX_SCAN
             return not capped
 
@@ -309,7 +310,7 @@ class GrepTool(Tool):
             count = f"more than {total:,}" if capped else f"{total:,}"
             text += (f"\n[{count} matching lines; showing the first {len(rows)}. Narrow the "
                      "pattern, the path or the glob to see others.]")
-        return ToolResult(text + note, meta={"count": total, "capped": capped})
+        return ToolResult(text + note + quoted_note(rows), meta={"count": total, "capped": capped})
 
 
 def _on_json(line: bytes, add: Callable[[str, int, str, list[int]], bool]) -> bool:
@@ -349,6 +350,23 @@ def _python_grep(
         if not add(match.path, match.line, match.text, match.starts):
             stop.set()
             return
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def listed_path(shown: str) -> str:
+    """``shown`` (a path) as it goes into a listing of one path per line: as is, or, when it holds a
+    control character (a newline would split the listing), as a JSON string — the form the model
+    writes it back in a tool call's arguments."""
+    return json.dumps(shown, ensure_ascii=False) if _CONTROL.search(shown) else shown
+
+
+def quoted_note(lines: list[str]) -> str:
+    """The line saying how quoted names are written, when one of ``lines`` starts with one."""
+    if any(line.startswith('"') for line in lines):
+        return "\n[a name in double quotes holds a control character such as a newline: it is written as a JSON string]"
+    return ""
 
 
 def format_match(shown: str, line_no: int, text: str, starts: list[int]) -> str:

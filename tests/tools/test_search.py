@@ -3,6 +3,7 @@ newest-first order, bounds, long lines, errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -102,6 +103,25 @@ async def test_glob_count_is_bounded_and_says_how_many_more(tmp_path, backend):
     assert lines[0] == f"f{MAX_FILES + 36:03d}.txt"  # the newest
     assert len(lines) == MAX_FILES + 1
     assert f"{MAX_FILES + 37} files match; showing the {MAX_FILES} most recently modified" in lines[-1]
+
+
+async def test_glob_and_grep_keep_a_file_name_with_a_newline_whole(tmp_path, backend):
+    root = tmp_path / "nl"
+    root.mkdir()
+    (root / "a\nb.py").write_text("needle\n")  # rg's newline-separated listing split it into "a" and "b.py"
+    (root / "c.py").write_text("x = 1\n")
+    set_mtimes(root, ["c.py", "a\nb.py"])
+    ctx = ToolContext.on_disk(root)
+    res = await run(GlobTool(backend), ctx, pattern="*.py")
+    assert res.meta["count"] == 2
+    lines = res.text.splitlines()
+    assert lines[:2] == ['"a\\nb.py"', "c.py"]  # one name, written as a JSON string
+    assert json.loads(lines[0]) == "a\nb.py" and (root / json.loads(lines[0])).is_file()
+    assert "written as a JSON string" in lines[2]
+    res = await run(GlobTool(backend), ctx, pattern="b.py")
+    assert res.meta["count"] == 0, res.text
+    res = await run(GrepTool(backend), ctx, pattern="needle")
+    assert res.text.splitlines()[0] == '"a\\nb.py":1: needle'
 
 
 async def test_glob_errors(tree, backend):
