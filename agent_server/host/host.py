@@ -111,6 +111,7 @@ class SessionHost:
         for servers in list(self.mcp.values()):
             await servers.close()
         await self.pool.aclose()
+        await self.policies.aclose()
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class SessionHost:
             "mcp_servers": list(mcp_servers),
             "agent": {"name": "agent-server", "version": __version__},
         }
-        await self.policies.prepare()
+        self.policies.start_probe()  # overlapped: the first turn waits for its result, session/new does not
         try:
             session_id, event_log = self.store.create(header)
         except (LogWriteError, OSError) as exc:  # disk full: no session, a clear retryable error
@@ -154,6 +155,25 @@ class SessionHost:
             raise HostError("internal", error["message"], error) from None
         self.open_session(session_id, event_log, roots)
         return session_id
+
+    async def warm(self, session_id: str) -> None:
+        """Prepare, off the critical path (after the ``session/new`` answer is out), what the first
+        prompt of ``session_id`` would otherwise build on its way to the model: the HTTP client of
+        its endpoint with its network layer, and the tools' JSON schemas (built once per process).
+        Yields between steps, so a prompt already read goes ahead; a session that cannot reach a
+        model (no endpoint, no key) is left for its prompt to report."""
+        for step in ("client", "schemas"):
+            await asyncio.sleep(0)
+            session = self.sessions.get(session_id)
+            if session is None:
+                return
+            if step == "client":
+                try:
+                    self._client(self._provider(session.log)).warm()
+                except TurnFailed:
+                    pass
+            else:
+                tool_schemas(self.tool_tables.get(session_id, {}).values())
 
     def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
@@ -306,6 +326,8 @@ class SessionHost:
         servers = self.mcp.get(session.id)
         if servers is not None:  # the first prompt waits a little for servers still starting
             await servers.wait_ready(self.config.agent.mcp_start_wait)
+        # the sandbox status is known (and logged) before the system text says it or a tool runs
+        await self.policies.ensure_status(session.id)
         outcome = await session.prompt(blocks, ticket)
         if outcome.error is None:
             await self._announce_title(session)

@@ -8,9 +8,10 @@ Must never: create a client per request (connection set-up would dominate short 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_server.llm import ChatClient
+if TYPE_CHECKING:
+    from agent_server.llm import ChatClient
 
 
 class ClientPool:
@@ -30,6 +31,10 @@ class ClientPool:
         """The client for this endpoint and key, created on first use."""
         key = (base_url, api_key)
         if key not in self._clients:
+            # httpx loads here, with the first client (the warm-up after session/new, or a prompt):
+            # not on the way to the session/new answer
+            from agent_server.llm import ChatClient
+
             self._clients[key] = ChatClient(base_url, api_key, **self._limits)
         return self._clients[key]
 

@@ -18,7 +18,7 @@ from agent_server.host.errors import HostError, unknown_session
 from agent_server.policy.approvals import Approver
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import ModeState, UnknownMode
-from agent_server.policy.sandbox import known_status, probe_status, session_tmpdir
+from agent_server.policy.sandbox import known_status, probe_status, session_tmpdir, start_probe, stop_probes
 from agent_server.session import EventLog
 
 
@@ -32,6 +32,22 @@ class SessionPolicies:
     async def prepare(self) -> None:
         """Probe the sandbox before a session opens, so its status is logged at its start."""
         await probe_status(self._settings())
+
+    def start_probe(self) -> None:
+        """Start the sandbox probe in the background (or join the running one) without waiting: a
+        session opened before it ends gets its status from ``ensure_status`` before its first turn."""
+        start_probe(self._settings())
+
+    async def ensure_status(self, session_id: str) -> None:
+        """Wait for the sandbox status of a live session (probed, never assumed) and log it, if not
+        known yet: before a turn renders its first request or runs a tool."""
+        policy = self.policies.get(session_id)
+        if policy is not None and policy.status is None:
+            await policy.ensure_status()
+
+    async def aclose(self) -> None:
+        """Stop a probe still running (at shutdown)."""
+        await stop_probes()
 
     def create(self, session_id: str, log: EventLog, roots: Sequence[str], emit: Any,
                approver: Approver) -> SessionPolicy:

@@ -31,8 +31,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-from httpx_sse import aconnect_sse
+from ._transport import endpoint_transport  # first: keeps httpx's CLI module from loading
+
+import httpx  # noqa: E402  (after ._transport)
+from httpx_sse import aconnect_sse  # noqa: E402
 
 from ._assembler import StreamAssembler
 from ._errors import LLMError, error_from_payload, error_from_response
@@ -98,7 +100,8 @@ class ChatClient:
         max_output_chars: characters of output one attempt may produce (``None``: no cap)
             → ``NETWORK``.
         connect_timeout: seconds to establish the connection (and to wait for a pooled one).
-        transport: an ``httpx.AsyncBaseTransport`` to use instead of the default network one.
+        transport: an ``httpx.AsyncBaseTransport`` to use instead of the network one
+            (``_transport.endpoint_transport``: no TLS context for a plain-http endpoint).
 
     Use one instance per endpoint for the life of the process and ``await aclose()`` at exit.
     """
@@ -123,8 +126,18 @@ class ChatClient:
             self._headers["Authorization"] = f"Bearer {api_key}"
         timeout = httpx.Timeout(connect=connect_timeout, read=stream_idle_timeout,
                                 write=stream_idle_timeout, pool=connect_timeout)
-        self._client = httpx.AsyncClient(timeout=timeout, transport=transport,
-                                         follow_redirects=False)
+        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False,
+                                         transport=transport or endpoint_transport(self.base_url))
+
+    def warm(self) -> None:
+        """Load now what the first request would load on its way out: httpcore's async network
+        layer (anyio with its asyncio backend and socket streams). Call on the running loop, when
+        it is idle; nothing is sent and no connection is opened."""
+        import anyio
+
+        anyio.get_current_task()  # picks (imports) anyio's backend for the running loop
+        for name in ("connect_tcp", "fail_after", "Lock", "Event", "streams", "abc"):
+            getattr(anyio, name)  # anyio imports these names lazily, on first use
 
     async def aclose(self) -> None:
         """Close the pooled connections. The client cannot be used afterwards."""

@@ -45,6 +45,8 @@ DEVICES = ("/dev/null", "/dev/tty", "/dev/pts", "/dev/ptmx")
 #: Longest ``--spec`` argument passed inline (Linux allows 128 KiB per argument).
 SPEC_ARG_LIMIT = 64 * 1024
 _PROBED: dict[tuple[str, bool], "SandboxStatus"] = {}
+_PROBING: dict[tuple[str, bool], tuple[asyncio.AbstractEventLoop, "asyncio.Task[SandboxStatus]"]] = {}
+"""The probe running now per key, with the loop it runs on (a finished or foreign one is replaced)."""
 
 
 @dataclass(frozen=True)
@@ -155,11 +157,44 @@ def known_status(settings: PolicySettings) -> SandboxStatus | None:
     return _PROBED.get((settings.sandbox, settings.network))
 
 
+def start_probe(settings: PolicySettings) -> "asyncio.Future[SandboxStatus]":
+    """Start the probe for ``settings`` in the background — or join the one already running — and
+    return its future without waiting (call it on the running loop). Its result is cached per
+    process like ``probe_status``'s; a status that needs no probe is returned as a done future.
+    """
+    loop = asyncio.get_running_loop()
+    known = known_status(settings)
+    if known is not None:
+        done: asyncio.Future[SandboxStatus] = loop.create_future()
+        done.set_result(known)
+        return done
+    key = (settings.sandbox, settings.network)
+    running = _PROBING.get(key)
+    if running is None or running[0] is not loop or running[1].done():
+        running = _PROBING[key] = (loop, loop.create_task(_probe(settings)))
+    return running[1]
+
+
 async def probe_status(settings: PolicySettings) -> SandboxStatus:
-    """Test what the sandbox enforces (cached per process and per ``network`` setting)."""
+    """Test what the sandbox enforces (cached per process and per ``network`` setting). Joins a
+    probe ``start_probe`` already began; a caller cancelled while waiting leaves it running."""
     known = known_status(settings)
     if known is not None:
         return known
+    return await asyncio.shield(start_probe(settings))
+
+
+async def stop_probes() -> None:
+    """Cancel the probes still running on this loop (at shutdown) and wait for them to end."""
+    loop = asyncio.get_running_loop()
+    for key, (owner, task) in list(_PROBING.items()):
+        if owner is loop:
+            _PROBING.pop(key, None)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _probe(settings: PolicySettings) -> SandboxStatus:
     key = (settings.sandbox, settings.network)
     base = tempfile.mkdtemp(prefix="agent-server-probe-")
     try:

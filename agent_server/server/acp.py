@@ -179,6 +179,7 @@ class AcpServer:
         async def after() -> None:
             await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(session_id)
+            await self.host.warm(session_id)
         ctx.after_response(after)
         return {"sessionId": session_id, **self.host.state(session_id)}
 

@@ -89,6 +89,7 @@ async def serve_stdio(
         config_error = str(exc)
         config = load_config(env={}, path=os.devnull)
     server = AcpServer(config, SessionStore(default_state_dir()), config_error=config_error)
+    server.host.policies.start_probe()  # in the background from now on; the first turn waits for it
     if answered_initialize is not None:
         server.remember_initialize(answered_initialize)
     reader = await _open_reader(in_fd, prefeed)

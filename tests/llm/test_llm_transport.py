@@ -1,0 +1,72 @@
+"""The model client's transport: a plain-http endpoint is reached without any TLS context (no CA
+bundle load); https endpoints and proxied set-ups keep httpx's verified default; httpx's
+command-line client never loads (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+
+import pytest
+
+from agent_server.llm import ChatClient
+from agent_server.llm._transport import PlainHTTPTransport
+from agent_server.offline import text_stream
+
+
+@pytest.fixture
+def tls_contexts(monkeypatch):
+    """Every TLS context made from now on (httpx and httpcore both go through these two)."""
+    made: list[str] = []
+    new = ssl.SSLContext.__new__
+
+    def recorded(cls, *args, **kwargs):
+        made.append(cls.__name__)
+        return new(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "__new__", staticmethod(recorded))
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return made
+
+
+async def test_http_endpoint_request_makes_no_tls_context(tls_contexts, endpoint, body):
+    endpoint.push(text_stream("hi"))
+    client = ChatClient(endpoint.base_url, "sk-test")
+    try:
+        events = [e async for e in client.stream(body)]
+    finally:
+        await client.aclose()
+    assert events and len(endpoint.requests) == 1
+    assert tls_contexts == []
+    assert isinstance(client._client._transport, PlainHTTPTransport)
+
+
+async def test_https_endpoint_keeps_httpx_verified_tls_context(tls_contexts):
+    client = ChatClient("https://api.example.invalid/v1", "sk-test")
+    try:
+        pool = client._client._transport._pool
+        assert tls_contexts and pool._ssl_context.verify_mode == ssl.CERT_REQUIRED
+        assert pool._ssl_context.check_hostname
+    finally:
+        await client.aclose()
+
+
+async def test_http_endpoint_behind_an_environment_proxy_keeps_httpx_proxy_handling(tls_contexts, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    client = ChatClient("http://127.0.0.1:1/v1", "sk-test")
+    try:
+        assert not isinstance(client._client._transport, PlainHTTPTransport)
+        assert client._client._mounts  # httpx's proxy transports, from the environment
+    finally:
+        await client.aclose()
+
+
+def test_importing_the_model_client_does_not_load_httpx_command_line_client():
+    probe = ("import sys, json; import agent_server.server.acp; from agent_server.llm import ChatClient;"
+             "print(json.dumps({'cli': sys.modules.get('httpx._main', 'absent') is None,"
+             " 'loaded': [m for m in ('click', 'pygments', 'rich') if m in sys.modules]}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"cli": True, "loaded": []}

@@ -1,0 +1,89 @@
+"""``session/new`` does not wait for the sandbox probe; the first turn does (issue 14).
+
+In process: the real ``AcpServer`` (no connection: its updates are dropped, files go to the disk),
+the real offline endpoint, and the real probe held back by a gate the test opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from agent_server.config import load_config
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.policy import sandbox
+from agent_server.server.acp import AcpServer
+from agent_server.server.jsonrpc import RequestContext
+from agent_server.session import SessionStore, read_events
+
+
+@pytest.fixture
+def held_probe(monkeypatch):
+    """The sandbox probe of this test (nothing probed yet in this process): its child process is
+    started only once ``gate`` is set."""
+    gate = asyncio.Event()
+    started: list[tuple] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def held(*args, **kwargs):
+        if "--probe" in args:
+            started.append(args)
+            await gate.wait()
+        return await spawn(*args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", held)
+    monkeypatch.setattr(sandbox, "_PROBED", {})
+    monkeypatch.setattr(sandbox, "_PROBING", {}, raising=False)
+    return gate, started
+
+
+async def answered(server: AcpServer, method: str, params: dict, request_id: int) -> dict:
+    """Call the handler as the connection does: the result, then the after-response callbacks."""
+    ctx = RequestContext(request_id, method)
+    handler = server.request_handlers()[method]
+    result = await asyncio.wait_for(handler(params, ctx), timeout=30)
+    for callback in ctx._after:
+        await callback()
+    return result
+
+
+async def test_session_new_answers_while_the_probe_runs_and_the_first_turn_waits_for_its_result(
+        held_probe, tmp_path):
+    gate, started = held_probe
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with OfflineEndpoint() as endpoint:
+        endpoint.push(tool_call_stream([("c1", "bash", json.dumps({"command": "echo hi"}))]))
+        endpoint.push(text_stream("done"))
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k"})
+        store = SessionStore(tmp_path / "state")
+        server = AcpServer(config, store)
+        try:
+            result = await answered(server, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1)
+            session_id = result["sessionId"]
+            # answered with the probe still held: its header is on disk, its sandbox status is not
+            assert started and not gate.is_set()
+            logged = read_events(store.log_path(session_id))
+            assert logged[0].type == "session/header" and logged[0].data["cwd"] == str(workspace)
+            assert "sandbox/status" not in [e.type for e in logged]
+            # the warm-up already made the endpoint's client, before any prompt
+            assert list(server.host.pool._clients) == [(endpoint.base_url, "k")]
+
+            prompt = asyncio.ensure_future(answered(server, "session/prompt", {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "say hi"}]}, 2))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not prompt.done() and endpoint.requests == []  # held: nothing reached the model
+            gate.set()
+            assert (await prompt)["stopReason"] == "end_turn"
+        finally:
+            await server.aclose()
+    kinds = [e.type for e in read_events(store.log_path(session_id))]
+    # the probed status is logged before the turn renders its first request or runs the shell
+    assert kinds.index("sandbox/status") < kinds.index("turn/start") < kinds.index("tool/call")
+    system = endpoint.requests[0].json()["messages"][0]["content"]
+    assert "Shell commands run under an OS sandbox" in system or "Shell commands are not sandboxed" in system
