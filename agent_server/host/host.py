@@ -68,6 +68,10 @@ class Frontend(Protocol):
     def edits_need_approval(self) -> bool:
         """Whether an edit must be asked about before it is written (no other review exists)."""
 
+    def terminal_output(self) -> str | None:
+        """The ``_meta`` key the editor wants a shell command's live output under
+        (``terminal_output`` or ``terminal_output_delta``), or ``None`` for none."""
+
 
 def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
     """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
@@ -205,8 +209,8 @@ class SessionHost:
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         tools = {t.name: checkpoints.shell(t) if t.name == "bash" else t for t in BUILTIN_TOOLS}
         self.tool_tables[session_id] = tools  # MCP tools join (and leave) this table in place
-        runner = ToolRunner(event_log, context, emit, tools,
-                            guards=[policy.guard], result_budget=budget)
+        runner = ToolRunner(event_log, context, emit, tools, guards=[policy.guard], result_budget=budget,
+                            terminal_output=self.frontend.terminal_output)
         session = self.sessions[session_id] = AgentSession(
             session_id,
             event_log,

@@ -159,6 +159,11 @@ class AcpServer:
         only review."""
         return self.editor.write_text and not self.editor.apply_workspace_edit
 
+    def terminal_output(self) -> str | None:
+        """The ``_meta`` key shell output is streamed under (the client's terminal convention), or
+        ``None``: the client gets the final result only."""
+        return self.editor.terminal_output
+
     # -- methods ------------------------------------------------------------------------------
 
     async def initialize(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:

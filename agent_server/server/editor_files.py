@@ -47,7 +47,10 @@ class EditorCapabilities:
 
     ``read_text``/``write_text``: ``fs.readTextFile``/``fs.writeTextFile``; ``buffer_versions``,
     ``apply_workspace_edit``: the ``_meta.agentServer`` extension; ``encoding``: the negotiated
-    position encoding (``utf-16`` unless the client listed another we support first).
+    position encoding (``utf-16`` unless the client listed another we support first);
+    ``terminal_output``: the ``_meta`` key of the terminal convention the client announced
+    (``_meta.terminal_output: true`` → ``"terminal_output"``, else ``_meta.terminal_output_delta:
+    true`` → ``"terminal_output_delta"``), ``None`` when it announced neither.
     """
 
     read_text: bool = False
@@ -55,12 +58,14 @@ class EditorCapabilities:
     buffer_versions: bool = False
     apply_workspace_edit: bool = False
     encoding: str = "utf-16"
+    terminal_output: str | None = None
 
     @classmethod
     def from_client(cls, caps: dict[str, Any]) -> "EditorCapabilities":
         """Read ``clientCapabilities`` (a dict as sent by the client)."""
         fs = caps.get("fs") or {}
-        ext = ((caps.get("_meta") or {}).get("agentServer") or {}) if isinstance(caps.get("_meta"), dict) else {}
+        meta = caps.get("_meta") if isinstance(caps.get("_meta"), dict) else {}
+        ext = (meta.get("agentServer") or {}) if meta else {}
         if not isinstance(ext, dict) or ext.get("version") != 1:
             ext = {}
         return cls(
@@ -69,6 +74,7 @@ class EditorCapabilities:
             buffer_versions=ext.get("bufferVersions") is True,
             apply_workspace_edit=ext.get("applyWorkspaceEdit") is True,
             encoding=negotiate_encoding(ext.get("positionEncodings")),
+            terminal_output=next((k for k in ("terminal_output", "terminal_output_delta") if meta.get(k) is True), None),
         )
 
 

@@ -167,6 +167,8 @@ class Tool(ABC):
     other safe calls (invariant 4). ``default_timeout``: seconds the pipeline allows a call.
     ``max_result_chars``: the most characters a result of this tool is designed to carry (8192 for
     most; ``read`` bounds its own output at 50 KB) — a hint for the pipeline's trim.
+    ``live_output``: the tool prints as it runs (``bash``): an editor that announced the terminal
+    convention is shown its output live (``tools.live``).
     """
 
     name: ClassVar[str]
@@ -176,6 +178,7 @@ class Tool(ABC):
     concurrency_safe: ClassVar[bool] = False
     default_timeout: ClassVar[float] = 60.0
     max_result_chars: ClassVar[int] = DEFAULT_RESULT_CHARS
+    live_output: ClassVar[bool] = False
 
     _schema_cache: ClassVar[dict[type, str]] = {}
 

@@ -29,12 +29,13 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Callable, Protocol
 
 from pydantic import Field
 
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
 from . import procs
+from .live import LIVE_OUTPUT
 from .output import open_spill_file
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -86,10 +87,13 @@ class OutputBuffer:
 
     With ``spill_dir``, a stream that outgrows ``head + tail`` is also written in full, as it
     arrives, to a private spill file there (``spill_path``), so nothing is lost; call ``close()``.
+    ``listener`` (e.g. ``LiveOutput.feed``) sees every piece as it is fed.
     """
 
-    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, spill_dir: Path | None = None) -> None:
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, spill_dir: Path | None = None,
+                 listener: Callable[[bytes], None] | None = None) -> None:
         self._head_limit, self._tail_limit = head, tail
+        self._listener = listener
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
@@ -99,6 +103,8 @@ class OutputBuffer:
 
     def feed(self, data: bytes) -> None:
         """Add the next piece of the stream."""
+        if self._listener is not None:
+            self._listener(data)
         if self._file is None and self._spill_dir is not None and \
                 self.total + len(data) > self._head_limit + self._tail_limit:
             try:  # until now nothing was dropped: head + tail is the whole stream so far
@@ -223,6 +229,7 @@ class BashTool(Tool):
     kind = "execute"
     concurrency_safe = False
     default_timeout = DEFAULT_TIMEOUT_MS / 1000
+    live_output = True
 
     def timeout(self, args: BashArgs) -> float:
         """``timeout_ms / 1000`` (default 120 s), never more than 600 s."""
@@ -257,7 +264,9 @@ class BashTool(Tool):
         except OSError as exc:
             return ToolResult.error(f"Could not start the shell: {exc.strerror or exc}.")
         record = procs.register(ctx.session_dir, proc.pid)  # a later load can stop it if we die
-        buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None)
+        live = LIVE_OUTPUT.get()  # an editor that shows the output as it comes
+        buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None,
+                              listener=live.feed if live is not None else None)
         state: dict[str, Any] = {}
         outcome = "exited"
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence
@@ -26,6 +27,7 @@ from agent_server.policy.decision import Guard
 from agent_server.session import EventLog
 from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, ToolResult, validate_args
 from agent_server.tools.files import CURRENT_TOOL_CALL
+from agent_server.tools.live import LIVE_OUTPUT, LiveOutput
 from agent_server.tools.output import SPILL_THRESHOLD, spill, trim_for_model
 from agent_server.tools.repeats import repeat_reminder
 
@@ -63,7 +65,8 @@ class PreparedCall:
     ``call_id``: the model's id; ``tool_call_id``: the editor's (unique in the session);
     ``tool``: ``None`` for an unknown name; ``args``: validated arguments or ``None``;
     ``error``: the preparation error result, if any; ``title`` and ``locations``: what the
-    ``tool_call`` update showed the editor (a permission request repeats them).
+    ``tool_call`` update showed the editor (a permission request repeats them); ``terminal``:
+    the editor was given a terminal for the call's live output (``tools.live``).
     """
 
     call_id: str
@@ -75,6 +78,7 @@ class PreparedCall:
     error: ToolResult | None = None
     title: str = ""
     locations: tuple[dict[str, Any], ...] = ()
+    terminal: bool = False
 
 
 @dataclass
@@ -83,6 +87,7 @@ class _Slot:
     result: ToolResult | None = None
     status: str = "pending"  # pending → running → done
     reason: str = ""  # why a synthetic result was made (timeout, interrupted, aborted…)
+    live_partial: bool = False  # the editor's terminal did not get the whole output (capped, cancelled)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -99,11 +104,14 @@ class ToolRunner:
     """Runs batches of tool calls for one session.
 
     ``log``: the session log; ``context``: what tools get; ``emit``: ACP session updates;
-    ``tools``: name → ``Tool``; ``guards``: pre-execute checks, in order.
+    ``tools``: name → ``Tool``; ``guards``: pre-execute checks, in order; ``terminal_output``:
+    returns the ``_meta`` key of the editor's terminal convention (``"terminal_output"`` or
+    ``"terminal_output_delta"``), or ``None`` when the editor did not announce it.
     """
 
     def __init__(self, log: EventLog, context: ToolContext, emit: Emit, tools: dict[str, Tool],
-                 guards: Sequence[Guard] = (), *, result_budget: int | None = None) -> None:
+                 guards: Sequence[Guard] = (), *, result_budget: int | None = None,
+                 terminal_output: Callable[[], str | None] | None = None) -> None:
         self.log = log
         self.context = context
         self.emit = emit
@@ -111,6 +119,7 @@ class ToolRunner:
         self.guards = list(guards)
         self.result_budget = result_budget
         """Most characters one result may carry (from the context window; ``None``: the tools' own)."""
+        self.terminal_output = terminal_output or (lambda: None)
 
     async def run_batch(self, turn: int, calls: Sequence[ToolCallLike]) -> None:
         """Run ``calls`` (one assistant message's, in model order) and commit one result each.
@@ -165,7 +174,11 @@ class ToolRunner:
             locations = _safely(lambda: prepared.tool.locations(prepared.args, self.context), [])
             if locations:
                 update["locations"] = locations
-        prepared = replace(prepared, title=update["title"], locations=tuple(update.get("locations", ())))
+            if prepared.tool.live_output and self.terminal_output():
+                update["content"] = [_terminal(tool_call_id)]
+                update["_meta"] = {"terminal_info": {"terminal_id": tool_call_id, "cwd": str(self.context.cwd)}}
+        prepared = replace(prepared, title=update["title"], locations=tuple(update.get("locations", ())),
+                           terminal="_meta" in update)
         await self.emit(update)
         return _Slot(prepared)
 
@@ -199,8 +212,11 @@ class ToolRunner:
                     slot.result = ToolResult(denial.reason, is_error=True)
                     slot.reason = "denied"
                     return
-            await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call.tool_call_id,
-                             "status": "in_progress"})
+            running: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call.tool_call_id,
+                                        "status": "in_progress"}
+            if call.terminal:  # back in the card: a permission question's text replaced it
+                running["content"] = [_terminal(call.tool_call_id)]
+            await self.emit(running)
             slot.result = await self._dispatch(slot)
         except asyncio.CancelledError:
             raise
@@ -219,18 +235,32 @@ class ToolRunner:
         call = slot.call
         assert call.tool is not None and call.args is not None
         limit = call.tool.timeout(call.args)
+        key = self.terminal_output() if call.terminal else None
+        live = LiveOutput(self.emit, call.tool_call_id, key, self.context.redact) if key else None
         token = CURRENT_TOOL_CALL.set(call.tool_call_id)
+        live_token = LIVE_OUTPUT.set(live)
         try:  # the task copies the context now: backends see which call they work for
             task = asyncio.ensure_future(call.tool.run(call.args, self.context))
         finally:
+            LIVE_OUTPUT.reset(live_token)
             CURRENT_TOOL_CALL.reset(token)
         try:
-            return await asyncio.wait_for(asyncio.shield(task), limit + TIMEOUT_GRACE)
+            result = await asyncio.wait_for(asyncio.shield(task), limit + TIMEOUT_GRACE)
+            if live is not None:  # the rest of the live output leaves before the result
+                await live.close()
+                slot.live_partial = live.capped
+            return result
         except asyncio.TimeoutError:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            if live is not None:
+                await live.close()
+                slot.live_partial = live.capped
             return ToolResult(f"Error: {call.name} timed out after {limit:g} s and was stopped.", is_error=True)
         except asyncio.CancelledError:
+            if live is not None:
+                live.abort()
+                slot.live_partial = True
             task.cancel()
             (late,) = await asyncio.gather(task, return_exceptions=True)
             if isinstance(late, ToolResult):
@@ -294,11 +324,45 @@ class ToolRunner:
             "sessionUpdate": "tool_call_update", "toolCallId": call.tool_call_id, "status": data["status"],
             "content": [{"type": "content", "content": {"type": "text", "text": text}}, *result.content],
         }
+        if call.terminal:
+            _end_terminal(update, call.tool_call_id, result, partial=slot.live_partial)
         if result.locations:
             update["locations"] = result.locations
         await self.emit(update)
         for extra in result.updates:
             await self.emit(extra)
+
+
+def _terminal(tool_call_id: str) -> dict[str, Any]:
+    """The ``terminal`` content block of a call whose output the editor shows live."""
+    return {"type": "terminal", "terminalId": tool_call_id}
+
+
+def _end_terminal(update: dict[str, Any], tool_call_id: str, result: ToolResult, *, partial: bool) -> None:
+    """Make ``update`` (a call's final ``tool_call_update``, whose first content block is the
+    text the model sees) close the editor's terminal: ``_meta.terminal_exit {terminal_id,
+    exit_code, signal}`` (a signal's death has ``exit_code`` null and the signal's name; a
+    command that never ran has both null). When the command ran (its result's meta has
+    ``exit_code``), the terminal stays the card's content and the text goes to
+    ``rawOutput.formatted_output`` (as in claude-agent-acp and codex-acp: the terminal already
+    shows the output) — and also after the terminal when the terminal did not get all of it
+    (``partial``: capped or cancelled). When it did not run (denied, refused), the text says why,
+    as for other clients."""
+    text_block = update["content"][0]
+    text = text_block["content"]["text"]
+    shown = "exit_code" in result.meta
+    code = result.meta.get("exit_code")
+    exit_code: int | None = code if isinstance(code, int) and code >= 0 else None
+    signal_name: str | None = None
+    if isinstance(code, int) and code < 0:
+        try:
+            signal_name = signal.Signals(-code).name
+        except ValueError:
+            signal_name = f"signal {-code}"
+    update["_meta"] = {"terminal_exit": {"terminal_id": tool_call_id, "exit_code": exit_code, "signal": signal_name}}
+    if shown:
+        update["content"] = [_terminal(tool_call_id), *([text_block] if partial else []), *result.content]
+        update["rawOutput"] = {"formatted_output": text, "exit_code": exit_code}
 
 
 def _groups(slots: list[_Slot]) -> list[list[_Slot]]:

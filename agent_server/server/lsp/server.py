@@ -136,6 +136,10 @@ class LspFrontend:
         """A client without change annotations applies edits at once: ask first."""
         return not self.annotations_supported()
 
+    def terminal_output(self) -> str | None:
+        """LSP has no terminal convention: shell output shows in the result only."""
+        return None
+
     async def _apply_edit(self, edit: dict[str, Any], label: str) -> tuple[bool, str | None]:
         converter = self.server.protocol._converter
         params = types.ApplyWorkspaceEditParams(edit=converter.structure(edit, types.WorkspaceEdit), label=label)
