@@ -158,3 +158,22 @@ async def test_a_secret_split_across_two_reads_is_redacted_in_the_live_output_as
     assert streamed == "waiting-for-go\n" + "x" * 40 + "<redacted> end\n"
     (model_sees,) = tool_messages(endpoint)
     assert SECRET not in model_sees["content"] and "<redacted> end" in model_sees["content"]
+
+
+async def test_a_command_the_user_rejects_ends_its_terminal_and_shows_why_as_text(
+        acp_harness_factory, endpoint, workspace):
+    endpoint.push(tool_call_stream([call("r1", "bash", command="echo never")]))
+    endpoint.push(text_stream("ok"))
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_SANDBOX": "off"},
+                                  config=ClientConfig(client_capabilities=caps(terminal_output=True),
+                                                      permission="reject_once"))
+    await h.initialize()
+    sid = (await h.new_session(str(workspace))).session_id
+    assert (await h.prompt(sid, "run it")).stop_reason == "end_turn"
+    tcid = h.updates(sid, "tool_call")[0]["toolCallId"]
+    final = final_update(h, sid, tcid)
+    (model_sees,) = tool_messages(endpoint)
+    assert final["_meta"] == {"terminal_exit": {"terminal_id": tcid, "exit_code": None, "signal": None}}
+    assert final["content"] == [{"type": "content", "content": {"type": "text", "text": model_sees["content"]}}]
+    assert "rawOutput" not in final and "never" not in model_sees["content"]
+    assert not [u for u in h.updates(sid) if live(u, "terminal_output") is not None]
