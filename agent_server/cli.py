@@ -22,12 +22,16 @@ _USAGE = """usage: agent-server [--config PATH]
        agent-server sessions [--cwd DIR] [--json]
        agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
        agent-server lsp [--config PATH]
+       agent-server login [--config PATH]
+       agent-server logout [--profile NAME | --all]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
 "run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
 "sessions" lists the stored sessions (id, age, folder, title, log).
 "replay" rebuilds, from a session log alone, the exact body of every model request it made.
 "lsp" serves the same agent as a language server (LSP) for editors without ACP.
+"login" signs in to a model provider (provider, API key, model; checked, then stored in the
+system keyring or a file only you can read); "logout" removes the stored key.
 
 options:
   --config PATH   read this TOML config file instead of the default
@@ -137,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             config_path = args.pop(0)
         elif arg.startswith("--config="):
             config_path = arg.split("=", 1)[1]
+        elif arg in ("login", "logout"):  # also after the options: ACP terminal auth appends "login"
+            from agent_server import login_cli
+
+            return (login_cli.main if arg == "login" else login_cli.logout_main)(args, config_path)
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2

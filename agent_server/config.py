@@ -9,11 +9,17 @@ fail at start-up for a missing key: that is reported on the first prompt, as a c
 
 Precedence, highest first: ``AGENT_SERVER_*`` environment variables → the config file → the
 usual provider variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``, the
-profile's own key variable) → the profile's defaults.
+profile's own key variable) → what ``agent-server login`` stored (``credentials``) → the
+profile's defaults.
+
+Whether a profile needs a key: its ``key_required`` when set; otherwise it needs one unless its
+base URL is on this machine (``localhost``, ``127.0.0.0/8``, ``::1``: Ollama, llama.cpp, the
+offline endpoint).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -37,7 +43,8 @@ class Profile(BaseModel):
     reasoning_content: Literal["echo", "drop"] = "drop"
     """``echo``: send earlier ``reasoning_content`` back byte-exact (DeepSeek thinking mode with
     tools rejects a request without it); ``drop``: leave it out (other providers)."""
-    key_required: bool = True
+    key_required: bool | None = None
+    """Whether requests need an API key; ``None``: yes, unless the base URL is on this machine."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -78,6 +85,9 @@ class ProviderSettings(BaseModel):
     """The variable the profile reads its key from (for messages: "set DEEPSEEK_API_KEY")."""
     api_key_source: str | None = None
     """Where the key came from (a variable or file name) — safe to show the user, never the key."""
+    key_store: Literal["keyring"] | None = None
+    """``"keyring"``: no key was found elsewhere but ``agent-server login`` put one in the system
+    keyring; it is fetched (``credentials.keyring_get``) when first needed, not at start-up."""
 
 
 class Price(BaseModel):
@@ -227,6 +237,8 @@ class Config(BaseModel):
     acp: AcpSettings = Field(default_factory=AcpSettings)
     source: str | None = None
     models: tuple[ModelChoice, ...] = ()
+    profiles: dict[str, Profile] = Field(default_factory=lambda: dict(PROFILES))
+    """Every profile known: the built-in ones and the config file's ``[profiles.NAME]``."""
 
     def model_choice(self, model_id: str | None) -> ModelChoice | None:
         """The listed model ``model_id``, or ``None`` when it is not listed."""
@@ -270,6 +282,12 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     base URL is not an error here: ``ProviderSettings`` records what is missing.
     """
     env = os.environ if env is None else env
+    from agent_server import credentials
+
+    try:
+        signin = credentials.read(env)
+    except credentials.CredentialsError as exc:
+        raise ConfigError(str(exc)) from None
     explicit = path is not None or bool(env.get("AGENT_SERVER_CONFIG"))
     path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path(env))
     data: dict[str, Any] = {}
@@ -290,7 +308,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             table = f"[profiles.{name}]"
             profiles[name] = Profile(**raw)
         table = ""
-        provider = _resolve_provider(data, profiles, env)
+        provider = _resolve_provider(data, profiles, env, signin)
         table = "[policy]"
         policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
         table = "[[models]]"
@@ -298,7 +316,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         if not isinstance(raw_models, list):
             raise ConfigError(f"{path}: models must be an array of tables ([[models]] with an id each)")
         entries = [ModelEntry(**raw) for raw in raw_models]
-        models = _resolve_models(entries, provider, profiles, env)
+        models = _resolve_models(entries, provider, profiles, env, signin)
         table = "[acp]"
         acp = AcpSettings(**data.get("acp", {}))
     except ConfigError:
@@ -316,11 +334,11 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     if prices:
         agent = agent.model_copy(update={"model_prices": {**agent.model_prices, **prices}})
     return Config(provider=provider, agent=agent, policy=policy, acp=acp, source=str(path) if data else None,
-                  models=models)
+                  models=models, profiles=profiles)
 
 
 def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profiles: dict[str, Profile],
-                    env: Mapping[str, str]) -> tuple[ModelChoice, ...]:
+                    env: Mapping[str, str], signin: Mapping[str, Any]) -> tuple[ModelChoice, ...]:
     """The default model first (when there is one), then each ``[[models]]`` entry; an entry with
     the default's id refines the default (label, window, price). Raises ``ConfigError`` for a
     repeated id, an unknown profile or a bad base URL."""
@@ -347,15 +365,18 @@ def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profil
                 _check_base_url(base_url)
             key_env = entry.api_key_env or profile.api_key_env
             key = env.get(key_env) if key_env else None
+            source, store = (key_env if key else None), None
+            if not key:
+                key, source, store = _stored_key(signin, entry.profile)
             base = ProviderSettings(
                 profile=entry.profile, base_url=base_url.rstrip("/") if base_url else None, model=entry.id,
                 context_window=profile.context_window, reasoning_content=profile.reasoning_content,
-                key_required=profile.key_required, api_key=key.strip() if key else None, api_key_env=key_env,
-                api_key_source=key_env if key else None)
+                key_required=key_needed(profile, base_url), api_key=key.strip() if key else None,
+                api_key_env=key_env, api_key_source=source, key_store=store)
         if entry.api_key_env and entry.api_key_env != base.api_key_env:
             key = env.get(entry.api_key_env)
             base = base.model_copy(update={"api_key_env": entry.api_key_env, "api_key": key.strip() if key else None,
-                                           "api_key_source": entry.api_key_env if key else None})
+                                           "api_key_source": entry.api_key_env if key else None, "key_store": None})
         update: dict[str, Any] = {}
         if entry.context_window is not None:
             update["context_window"] = entry.context_window
@@ -391,12 +412,15 @@ def _policy_env(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: Mapping[str, str]) -> ProviderSettings:
+def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: Mapping[str, str],
+                      signin: Mapping[str, Any]) -> ProviderSettings:
     name = env.get("AGENT_SERVER_PROFILE") or data.get("profile")
     base_override = env.get("AGENT_SERVER_BASE_URL") or data.get("base_url")
     if name is None:
         if base_override or env.get("OPENAI_BASE_URL"):
             name = "custom"
+        elif isinstance(signin.get("profile"), str) and signin["profile"] in profiles:
+            name = signin["profile"]  # the profile `agent-server login` chose last
         elif env.get("DEEPSEEK_API_KEY"):
             name = "deepseek"
         elif env.get("OPENAI_API_KEY"):
@@ -406,9 +430,13 @@ def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: M
     if name not in profiles:
         raise ConfigError(f"unknown profile {name!r}; known: {sorted(profiles)}")
     profile = profiles[name]
-    base_url = base_override or (env.get("OPENAI_BASE_URL") if name in ("custom", "openai") else None) or profile.base_url
+    from agent_server import credentials
+
+    stored = credentials.entry(signin, name)
+    base_url = (base_override or (env.get("OPENAI_BASE_URL") if name in ("custom", "openai") else None)
+                or stored.get("base_url") or profile.base_url)
     key_env = data.get("api_key_env") or profile.api_key_env
-    api_key, source = None, None
+    api_key, source, store = None, None, None
     for candidate, label in (
         (env.get("AGENT_SERVER_API_KEY"), "AGENT_SERVER_API_KEY"),
         (data.get("api_key"), "config file"),
@@ -417,6 +445,8 @@ def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: M
         if candidate:
             api_key, source = candidate, label
             break
+    else:
+        api_key, source, store = _stored_key(signin, name)
     if api_key is not None:
         api_key = api_key.strip()
         if not api_key.isascii() or not api_key.isprintable() or " " in api_key:
@@ -427,14 +457,51 @@ def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: M
     return ProviderSettings(
         profile=name,
         base_url=base_url.rstrip("/") if base_url else None,
-        model=env.get("AGENT_SERVER_MODEL") or data.get("model") or profile.model,
+        model=env.get("AGENT_SERVER_MODEL") or data.get("model") or stored.get("model") or profile.model,
         context_window=_context_window(env, data, profile),
         reasoning_content=data.get("reasoning_content") or profile.reasoning_content,
-        key_required=profile.key_required,
+        key_required=key_needed(profile, base_url),
         api_key=api_key,
         api_key_env=key_env,
         api_key_source=source,
+        key_store=store,
     )
+
+
+def _stored_key(signin: Mapping[str, Any], profile: str) -> tuple[str | None, str | None, Literal["keyring"] | None]:
+    """``(key, source, key_store)`` of what ``agent-server login`` stored for ``profile``: the key
+    itself from the credentials file, or ``(None, "system keyring", "keyring")`` — the keyring is
+    not opened here (start-up stays cheap)."""
+    from agent_server import credentials
+
+    stored = credentials.entry(signin, profile)
+    if stored.get("key_store") == "file" and isinstance(stored.get("api_key"), str) and stored["api_key"]:
+        return stored["api_key"], "agent-server login (credentials file)", None
+    if stored.get("key_store") == "keyring":
+        return None, "agent-server login (system keyring)", "keyring"
+    return None, None, None
+
+
+def key_needed(profile: Profile, base_url: str | None) -> bool:
+    """Whether requests of ``profile`` at ``base_url`` need an API key: the profile's
+    ``key_required`` when set, else yes unless ``base_url`` is on this machine (``is_local``)."""
+    if profile.key_required is not None:
+        return profile.key_required
+    return not is_local(base_url)
+
+
+def is_local(url: str | None) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), a loopback
+    address (``127.0.0.0/8``, ``::1``). ``None`` (no URL) is not local."""
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_base_url(url: str) -> None:

@@ -182,7 +182,7 @@ async def run(args: argparse.Namespace, prompt: str) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"agent-server run: {exc}\n")
         return 2
-    server = AcpServer(config, SessionStore(default_state_dir()))
+    server = AcpServer(config, SessionStore(default_state_dir()), config_loader=lambda: load_config(args.config))
     client = HeadlessClient(as_json=args.json, allow={a for a in args.allow.split(",") if a})
     # one JSON-RPC message per line: a big prompt or tool result is one long line (not 64 KiB at most)
     to_server, to_client = asyncio.StreamReader(limit=MAX_LINE_BYTES), asyncio.StreamReader(limit=MAX_LINE_BYTES)

@@ -2,7 +2,8 @@
 
 Role: ``HostError(kind, message, data)`` says what went wrong in front-end-neutral terms —
 ``kind`` is ``"invalid"`` (bad arguments: ACP ``-32602``), ``"not_found"`` (unknown session:
-``-32002``) or ``"internal"`` (the host could not do it: ``-32603``, ``data.code`` says why).
+``-32002``), ``"auth_required"`` (no usable API key: ``-32000``) or ``"internal"`` (the host could
+not do it: ``-32603``, ``data.code`` says why).
 
 Must never: carry protocol framing; the front end owns the wire.
 """
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-Kind = Literal["invalid", "not_found", "internal"]
+Kind = Literal["invalid", "not_found", "auth_required", "internal"]
 
 
 class HostError(Exception):
     """A request the host refuses or cannot do.
 
-    ``kind``: ``"invalid"`` | ``"not_found"`` | ``"internal"``; ``message``: for the user;
+    ``kind``: ``"invalid"`` | ``"not_found"`` | ``"auth_required"`` | ``"internal"``; ``message``: for the user;
     ``data``: structured details (``sessionId``, ``path``, ``code`` …) or ``None``.
     """
 

@@ -30,7 +30,7 @@ from agent_server.agent.header import pinned_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
-from agent_server.host import commands, continuity, lifecycle, models
+from agent_server.host import commands, continuity, lifecycle, models, signin
 from agent_server.host.gate import UpdateGate
 from agent_server.host.undo import Restorer, checkpoints_report
 from agent_server.host.errors import HostError, unknown_session
@@ -83,13 +83,17 @@ def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
 class SessionHost:
     """The sessions of one process.
 
-    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts);
-    ``store``: where session logs go; ``frontend``: set with ``attach`` before opening sessions.
+    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts;
+    ``config_loader``: reads them again, see ``signin``); ``store``: where session logs go;
+    ``frontend``: set with ``attach`` before opening sessions.
     """
 
-    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None) -> None:
+    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None,
+                 config_loader: signin.ConfigLoader | None = None) -> None:
         self.config = config
         self.config_error = config_error
+        self.config_loader = config_loader
+        """Reads the config again (for a sign-in made after start-up); ``None``: never."""
         self.store = store
         self.sessions: dict[str, AgentSession] = {}
         self.policies = SessionPolicies(lambda: self.config.policy)
@@ -134,6 +138,15 @@ class SessionHost:
             return gate.emit
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         return self.frontend.emitter(session_id)
+
+    async def check_sign_in(self) -> None:
+        """``HostError`` ``auth_required`` when the configured model needs an API key and none is
+        usable (``signin.ensure_key``; free when the key is in memory or none is needed)."""
+        await signin.ensure_key(self)
+
+    async def sign_out(self) -> list[str]:
+        """Remove the stored sign-in of the default profile (``signin.sign_out``)."""
+        return await signin.sign_out(self)
 
     async def create(self, cwd: str, additional_directories: Sequence[str] = (),
                      mcp_servers: Sequence[str | None] = ()) -> str:
@@ -515,9 +528,13 @@ class SessionHost:
         if not provider.model:
             raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
                               f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
+        if signin.missing_key(provider) and provider.key_store == "keyring":  # another profile's model
+            self.config = signin.fetch_keyring_key(self.config, provider.profile)
+            provider = self.config.provider_for(provider.model)
         if provider.key_required and not provider.api_key:
             var = provider.api_key_env
-            hint = f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY"
+            hint = (f"set {var} or AGENT_SERVER_API_KEY" if var else "set AGENT_SERVER_API_KEY") + \
+                ", or sign in with `agent-server login`"
             raise TurnFailed({"code": "AUTH", "retryable": False,
                               "message": f"no API key for profile {provider.profile!r}: {hint}"})
         return self.pool.get(provider.base_url, provider.api_key)

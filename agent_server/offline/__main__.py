@@ -37,6 +37,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reject-invalid-history", action="store_true",
                         help="answer 400, as providers do, to a request with a tool call without its "
                              "result or an empty assistant message")
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help="require `Authorization: Bearer KEY` on every request, else 401 as providers do "
+                             "(to try `agent-server login`); default: no key needed")
     return parser.parse_args(argv)
 
 
@@ -47,7 +50,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
         write_project(Path(args.project))
     endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record,
-                               reject_invalid_history=args.reject_invalid_history)
+                               reject_invalid_history=args.reject_invalid_history, api_key=args.api_key)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -55,6 +55,9 @@ class OfflineEndpoint:
             (a tool call without its result, a stray tool message, an empty assistant message;
             see ``_validate``) with HTTP 400 ``invalid_request_error``, as providers do, without
             using up a scripted response.
+        api_key: when set, every request must carry ``Authorization: Bearer <api_key>``; any
+            other is answered HTTP 401 ``invalid_api_key`` as providers do (recorded, no scripted
+            response used up).
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
@@ -65,7 +68,7 @@ class OfflineEndpoint:
                  host: str = "127.0.0.1", port: int = 0,
                  record_path: str | Path | None = None,
                  base_dir: str | Path | None = None,
-                 reject_invalid_history: bool = False) -> None:
+                 reject_invalid_history: bool = False, api_key: str | None = None) -> None:
         if not isinstance(script, Script):
             script = Script(script, default=default, loop=loop, base_dir=base_dir)
         self._base_dir = base_dir
@@ -80,6 +83,7 @@ class OfflineEndpoint:
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_lock = threading.Lock()
         self.reject_invalid_history = reject_invalid_history
+        self.api_key = api_key
 
     @property
     def base_url(self) -> str:
@@ -187,6 +191,11 @@ class OfflineEndpoint:
 
     async def _dispatch(self, request: RecordedRequest, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            self._record(request, "rejected:api_key")
+            await self._send_json(writer, 401, {"error": {
+                "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}})
+            return
         if request.path in _CHAT_PATHS and request.method == "POST":
             problem = history_problem(request.body) if self.reject_invalid_history else None
             if problem is not None:

@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from agent_server.config import DEFAULT_SECRET_PATTERNS
 
@@ -183,6 +183,19 @@ HOME_CREDENTIALS = (
 )
 
 
+def keyring_folders(env: Mapping[str, str] | None = None) -> list[str]:
+    """Where keyring back-ends keep their files when ``XDG_DATA_HOME`` / ``XDG_CONFIG_HOME`` move
+    them away from ``~/.local/share`` / ``~/.config`` (``HOME_CREDENTIALS`` has the defaults):
+    ``keyrings`` (GNOME), ``python_keyring`` (``keyrings.alt``), ``kwalletd`` (KDE)."""
+    env = os.environ if env is None else env
+    out: list[str] = []
+    if env.get("XDG_DATA_HOME"):
+        out += [os.path.join(env["XDG_DATA_HOME"], name) for name in ("keyrings", "python_keyring", "kwalletd")]
+    if env.get("XDG_CONFIG_HOME"):
+        out.append(os.path.join(env["XDG_CONFIG_HOME"], "python_keyring"))
+    return out
+
+
 class CredentialStores:
     """Places the file tools never open (``read``/``grep``/``glob``/``write``/``edit``), in any mode.
 
@@ -209,8 +222,8 @@ class CredentialStores:
                 entries.append((str(item), "it is agent-server's configuration (it may hold the API key)"))
         if state_dir:
             entries.append((str(state_dir), "it is agent-server's state (the logs of every session)"))
-        for item in HOME_CREDENTIALS:
-            entries.append((home + item[1:], "it is a credential store (keys, tokens or passwords)"))
+        for item in [*(home + h[1:] for h in HOME_CREDENTIALS), *keyring_folders()]:
+            entries.append((item, "it is a credential store (keys, tokens or passwords)"))
         for item in extra:
             entries.append((str(item), "it is protected by agent-server's configuration"))
         self._entries: list[tuple[str, str]] = []

@@ -1,12 +1,13 @@
 """What the confined shell must not see, and what it must not leave behind.
 
 Role: ``credential_paths(patterns, env)`` lists stored credentials outside the workspace that the
-shell's mount namespace hides: the agent-server config file (it may hold ``api_key``), the state
-folder (every session's log), keyring files, and well-known secret files in the home folder
-(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …). ``SecretScanner`` finds the
-files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …), re-listing
-only folders whose modification time changed since the last scan. ``sweep_setuid(roots)`` removes
-setuid/setgid bits from every file under the roots after a confined command ended.
+shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
+``agent-server login`` stored), the state folder (every session's log), keyring files, and
+well-known secret files in the home folder (``HOME_SECRETS``) plus the configured path patterns
+(``~/.ssh/**`` …). ``SecretScanner`` finds the files inside the roots whose *name* matches a secret
+pattern (``.env*``, ``*.pem`` …), re-listing only folders whose modification time changed since the
+last scan. ``sweep_setuid(roots)`` removes setuid/setgid bits from every file under the roots after
+a confined command ended.
 
 Must never: follow a symlink out of a root while scanning or sweeping, or hide a workspace root.
 Known limits: a name pattern (no ``/``) is searched for inside the roots only, and not inside
@@ -46,9 +47,12 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     home = env.get("HOME") or os.path.expanduser("~")
     found: list[str] = [os.path.join(home, p) for p in HOME_SECRETS]
     from agent_server.config import default_config_path
+    from agent_server.policy.paths import keyring_folders
     from agent_server.session.store import default_state_dir
 
     found.append(str(default_config_path(env)))
+    found.append(str(default_config_path(env).parent))  # the folder: credentials.json of `agent-server login`
+    found.extend(keyring_folders(env))
     if env.get("AGENT_SERVER_CONFIG"):
         found.append(env["AGENT_SERVER_CONFIG"])
     found.append(str(default_state_dir(env)))

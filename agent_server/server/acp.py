@@ -28,8 +28,9 @@ from agent_server.host import commands
 from agent_server.policy.modes import MODE_CONFIG_ID
 from agent_server.server import acp_models as m
 from agent_server.server.editor_files import EditorCapabilities, EditorFiles
-from agent_server.server.initialize import initialize_result
+from agent_server.server.initialize import LOGIN_METHOD_ID, initialize_result
 from agent_server.server.jsonrpc import (
+    AUTH_REQUIRED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
@@ -43,7 +44,8 @@ from agent_server.tools import DiskFiles
 
 log = logging.getLogger("agent_server.server")
 
-_CODES = {"invalid": INVALID_PARAMS, "not_found": RESOURCE_NOT_FOUND, "internal": INTERNAL_ERROR}
+_CODES = {"invalid": INVALID_PARAMS, "not_found": RESOURCE_NOT_FOUND, "internal": INTERNAL_ERROR,
+          "auth_required": AUTH_REQUIRED}
 
 
 @contextlib.contextmanager
@@ -65,12 +67,14 @@ def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
 class AcpServer:
     """The agent side of one ACP connection, a front end over its own ``SessionHost``.
 
-    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts);
-    ``store``: where session logs go. Call ``bind(connection)`` before serving.
+    ``config``: resolved settings (``config_error``: why loading it failed, reported on prompts;
+    ``config_loader``: reads them again, for a sign-in made after start-up); ``store``: where
+    session logs go. Call ``bind(connection)`` before serving.
     """
 
-    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None) -> None:
-        self.host = SessionHost(config, store, config_error=config_error)
+    def __init__(self, config: Config, store: SessionStore, *, config_error: str | None = None,
+                 config_loader: Any = None) -> None:
+        self.host = SessionHost(config, store, config_error=config_error, config_loader=config_loader)
         self.host.attach(self)
         self.client_capabilities = m.ClientCapabilities()
         self.editor = EditorCapabilities()
@@ -97,6 +101,8 @@ class AcpServer:
         """Method name → request handler, for ``Connection(requests=...)``."""
         return {
             "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "logout": self.logout,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/load": self.load,
@@ -171,11 +177,32 @@ class AcpServer:
         self.remember_initialize(params)
         return initialize_result(params)
 
+    async def authenticate(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``authenticate {methodId}``: ``{}`` when the configured model has a usable key (or needs
+        none) — e.g. after ``agent-server login`` ran in a terminal; ``-32000`` with what to do
+        when it has none; ``-32602`` for a method we did not advertise."""
+        p: m.AuthenticateParams = _parse(m.AuthenticateParams, params)
+        if p.methodId != LOGIN_METHOD_ID:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown auth method {p.methodId!r}; the one method is "
+                               f"{LOGIN_METHOD_ID!r}", {"methodId": p.methodId})
+        with _wire_errors():
+            await self.host.check_sign_in()
+        return {}
+
+    async def logout(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """``logout``: remove the key ``agent-server login`` stored for the configured profile
+        (a key from the environment or the config file stays); ``{}``."""
+        removed = await self.host.sign_out()
+        log.info("logout: removed the stored sign-in of %s", ", ".join(removed) or "nothing")
+        return {}
+
     async def new_session(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/new``: create the log and the session; returns ``{"sessionId", "modes",
-        "configOptions"}``; the slash commands follow as ``available_commands_update``."""
+        "configOptions"}``; the slash commands follow as ``available_commands_update``.
+        ``-32000`` (auth required) when the configured model needs a key and has none."""
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
         with _wire_errors():
+            await self.host.check_sign_in()
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
                                                 [s.get("name") for s in p.mcpServers])
         self.host.prepare_mcp(session_id, p.mcpServers)
@@ -233,6 +260,7 @@ class AcpServer:
         """
         p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
         with _wire_errors():
+            await self.host.check_sign_in()
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
@@ -250,6 +278,7 @@ class AcpServer:
         (``failed``) for each call a dead process left running. Errors as ``session/load``."""
         p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
         with _wire_errors():
+            await self.host.check_sign_in()
             meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
         if meta:
@@ -285,6 +314,7 @@ class AcpServer:
             raise JsonRpcError(INVALID_PARAMS, "_meta.agentServer.forkAtTurn must be a turn number",
                                {"forkAtTurn": turn})
         with _wire_errors():
+            await self.host.check_sign_in()
             session_id = await self.host.fork(p.sessionId, p.cwd, p.additionalDirectories,
                                               [s.get("name") for s in p.mcpServers], turn)
         self.host.prepare_mcp(session_id, p.mcpServers)

@@ -145,6 +145,12 @@ class ForkSessionParams(LoadSessionParams):
     named in ``_meta.agentServer.forkAtTurn`` (read from the raw params)."""
 
 
+class AuthenticateParams(_Open):
+    """``authenticate`` params (schema ``AuthenticateRequest``)."""
+
+    methodId: str
+
+
 class CloseSessionParams(_Open):
     """``session/close`` params (schema ``CloseSessionRequest``)."""
 

@@ -9,11 +9,16 @@ capability that is not built (ACP clients act on what is advertised).
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from agent_server import __version__
 
 PROTOCOL_VERSION = 1
+
+LOGIN_METHOD_ID = "agent-server-login"
+"""The one ``authMethods`` entry: ``agent-server login`` (provider, key, model; checked, then stored)."""
 
 
 def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
@@ -25,6 +30,7 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
     ``session/resume``, ``session/close`` and the unstable ``session/fork``; ``additionalDirectories``
     (extra workspace roots, policy-checked like ``cwd``); the ``agentServer`` extension block
     (PROTOCOL.md "Extensions") when the client announced it, with the negotiated position encoding.
+    ``authMethods``: the sign-in, ``auth_methods(params)``; ``auth.logout`` (the ``logout`` method).
     """
     capabilities: dict[str, Any] = {
         "loadSession": True,
@@ -32,6 +38,7 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
         "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {},
                                 "resume": {}, "close": {}, "fork": {}},
+        "auth": {"logout": {}},
     }
     extension = _extension(params)
     if extension is not None:
@@ -39,9 +46,53 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": capabilities,
-        "authMethods": [],
+        "authMethods": auth_methods(params),
         "agentInfo": {"name": "agent-server", "title": "agent-server", "version": __version__},
     }
+
+
+def auth_methods(params: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``authMethods`` of the answer: one entry, id ``LOGIN_METHOD_ID``.
+
+    * The client announced ``clientCapabilities.auth.terminal`` (ACP) or Zed's
+      ``clientCapabilities._meta["terminal-auth"]``: a ``type: "terminal"`` method with
+      ``args: ["login"]`` (the client appends them to the command it started us with and runs
+      that in a terminal; exit status 0 = signed in). For the ``_meta`` flag it also carries Zed's
+      ``_meta["terminal-auth"] {command, args, label}``, the whole command line to run.
+    * Otherwise an ``agent`` method (ACP forbids offering ``terminal`` to a client that did not
+      ask): ``authenticate`` with it succeeds once a usable key is configured; its description
+      says to run ``agent-server login`` in a terminal first.
+    """
+    caps = (params or {}).get("clientCapabilities")
+    caps = caps if isinstance(caps, dict) else {}
+    auth = caps.get("auth")
+    meta = caps.get("_meta")
+    terminal = isinstance(auth, dict) and auth.get("terminal") is True
+    legacy = isinstance(meta, dict) and meta.get("terminal-auth") is True
+    method: dict[str, Any] = {"id": LOGIN_METHOD_ID, "name": "Sign in with an API key"}
+    if not (terminal or legacy):
+        method["description"] = ("Run `agent-server login` in a terminal (pick the provider and model, paste "
+                                 "the key), then sign in here.")
+        return [method]
+    method.update(type="terminal", args=["login"],
+                  description="Pick the provider and model and paste your API key: it is checked with one "
+                              "request, then kept in the system keyring (or a file only you can read).")
+    if legacy:
+        command, args = _own_command()
+        method["_meta"] = {"terminal-auth": {"command": command, "args": [*args, "login"],
+                                             "label": "agent-server login"}}
+    return [method]
+
+
+def _own_command() -> tuple[str, list[str]]:
+    """How this process was started, as ``(command, args)`` without the sub-command: the
+    ``agent-server`` script itself when that is what ran, else ``python -m agent_server``; the
+    global options (``--config PATH``) are kept."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    options = list(sys.argv[1:])
+    if argv0 and not argv0.endswith(".py") and os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+        return os.path.abspath(argv0), options
+    return sys.executable, ["-m", "agent_server", *options]
 
 
 def negotiate_encoding(offered: Any) -> str:

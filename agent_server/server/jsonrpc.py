@@ -28,6 +28,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
+AUTH_REQUIRED = -32000
+"""ACP's "Authentication required": the client should offer the agent's ``authMethods``."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 

@@ -88,7 +88,8 @@ async def serve_stdio(
         log.error("%s", exc)
         config_error = str(exc)
         config = load_config(env={}, path=os.devnull)
-    server = AcpServer(config, SessionStore(default_state_dir()), config_error=config_error)
+    server = AcpServer(config, SessionStore(default_state_dir()), config_error=config_error,
+                       config_loader=lambda: load_config(config_path))
     server.host.policies.start_probe()  # in the background from now on; the first turn waits for it
     if answered_initialize is not None:
         server.remember_initialize(answered_initialize)

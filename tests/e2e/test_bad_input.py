@@ -108,13 +108,15 @@ def test_endpoint_down_is_a_network_error_not_a_crash(raw_agent_factory, workspa
     assert_only_protocol_on_stdout(agent)
 
 
-def test_missing_api_key_is_a_clear_error_on_the_prompt(raw_agent_factory, workspace, agent_state_dir):
+def test_missing_api_key_is_the_auth_required_error_on_session_new(raw_agent_factory, workspace, agent_state_dir):
+    """Before sign-in existed the session was created and only the first prompt failed (AUTH);
+    now the client is told at once, with ACP's -32000, so it offers the sign-in."""
     env = {"AGENT_SERVER_API_KEY": "", "AGENT_SERVER_BASE_URL": "", "AGENT_SERVER_PROFILE": "openai",
            "OPENAI_API_KEY": "", "XDG_CONFIG_HOME": str(agent_state_dir)}
-    agent, answer = _prompt_once(raw_agent_factory, env, workspace)
-    error = answer["error"]
-    assert error["code"] == -32603 and error["data"]["code"] == "AUTH"
-    assert "OPENAI_API_KEY" in error["data"]["message"]
+    agent = raw_agent_factory(env=env)
+    agent.request("initialize", {"protocolVersion": 1})
+    error = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]
+    assert error["code"] == -32000 and "OPENAI_API_KEY" in error["message"] and "agent-server login" in error["message"]
     still_serving(agent)
 
 

@@ -1,0 +1,63 @@
+"""What `agent-server login` stored, as the configuration sees it: precedence, which profiles need
+a key, the file's mode, and no keyring import unless a key really is in the keyring."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from agent_server import credentials
+from agent_server.config import ConfigError, Profile, is_local, key_needed, load_config
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+
+
+def test_profiles_on_this_machine_need_no_key_unless_they_say_so():
+    assert is_local("http://127.0.0.1:8080/v1") and is_local("http://localhost:11434/v1") and is_local("http://[::1]:1/v1")
+    assert not is_local("https://api.deepseek.com/v1") and not is_local("http://10.0.0.5:8000/v1") and not is_local(None)
+    assert key_needed(Profile(base_url="https://x.example/v1"), "https://x.example/v1")
+    assert not key_needed(Profile(), "http://127.0.0.1:9/v1")
+    assert key_needed(Profile(key_required=True), "http://127.0.0.1:9/v1")
+    assert not key_needed(Profile(key_required=False), "https://x.example/v1")
+
+
+def test_a_stored_file_key_is_used_below_every_variable_and_its_profile_and_model_become_the_defaults(env):
+    kind, where = credentials.store("openai", "sk-STORED", model="gpt-stored", env=env, use_keyring=False)
+    path = credentials.credentials_path(env)
+    assert kind == "file" and str(path) in where and stat.S_IMODE(path.stat().st_mode) == 0o600
+    p = load_config(env=env).provider
+    assert (p.profile, p.model, p.api_key, p.key_store) == ("openai", "gpt-stored", "sk-STORED", None)
+    assert "login" in p.api_key_source and "sk-STORED" not in repr(p)
+    over = load_config(env={**env, "OPENAI_API_KEY": "sk-ENV", "AGENT_SERVER_MODEL": "m2"}).provider
+    assert (over.api_key, over.api_key_source, over.model) == ("sk-ENV", "OPENAI_API_KEY", "m2")
+    assert load_config(env={**env, "AGENT_SERVER_PROFILE": "deepseek"}).provider.api_key is None
+    assert credentials.forget("openai", env=env) == ["openai"] and not path.exists()
+    assert load_config(env=env).provider.profile == "custom"
+
+
+def test_a_keyring_key_is_only_noted_at_start_up_and_keyring_is_not_imported(env, tmp_path):
+    path = credentials.credentials_path(env)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 1, "profile": "deepseek",
+                                "profiles": {"deepseek": {"key_store": "keyring", "model": "deepseek-chat"}}}))
+    code = ("import json, os, sys; from agent_server.config import load_config; p = load_config().provider; "
+            "print(json.dumps([p.profile, p.api_key, p.key_store, p.key_required, 'keyring' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == ["deepseek", None, "keyring", True, False]
+
+
+def test_a_broken_credentials_file_is_a_config_error_naming_it(env):
+    path = credentials.credentials_path(env)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="credentials.json"):
+        load_config(env=env)
+    assert credentials.forget(None, env=env) == [] and not path.exists()  # logout --all clears it
