@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextvars
+import signal
 from typing import Any, Awaitable, Callable, Sequence
 
+from .base import ToolResult
 from .child_env import MIN_SECRET_CHARS, redact
 
 #: Seconds between two live updates of one call (at most one per interval).
@@ -156,3 +158,35 @@ class LiveOutput:
         self._closed = True
         if self._timer is not None and not self._timer.done():
             self._timer.cancel()
+
+
+def terminal_block(tool_call_id: str) -> dict[str, Any]:
+    """The ``terminal`` content block of a call whose output the editor shows live."""
+    return {"type": "terminal", "terminalId": tool_call_id}
+
+
+def end_terminal(update: dict[str, Any], tool_call_id: str, result: ToolResult, *, partial: bool) -> None:
+    """Make ``update`` (a call's final ``tool_call_update``, whose first content block is the
+    text the model sees) close the editor's terminal: ``_meta.terminal_exit {terminal_id,
+    exit_code, signal}`` (a signal's death has ``exit_code`` null and the signal's name; a
+    command that never ran has both null). When the command ran (its result's meta has
+    ``exit_code``), the terminal stays the card's content and the text goes to
+    ``rawOutput.formatted_output`` (as in claude-agent-acp and codex-acp: the terminal already
+    shows the output) — and also after the terminal when the terminal did not get all of it
+    (``partial``: capped or cancelled). When it did not run (denied, refused), the text says why,
+    as for other clients."""
+    text_block = update["content"][0]
+    text = text_block["content"]["text"]
+    shown = "exit_code" in result.meta
+    code = result.meta.get("exit_code")
+    exit_code: int | None = code if isinstance(code, int) and code >= 0 else None
+    signal_name: str | None = None
+    if isinstance(code, int) and code < 0:
+        try:
+            signal_name = signal.Signals(-code).name
+        except ValueError:
+            signal_name = f"signal {-code}"
+    update["_meta"] = {"terminal_exit": {"terminal_id": tool_call_id, "exit_code": exit_code, "signal": signal_name}}
+    if shown:
+        update["content"] = [terminal_block(tool_call_id), *([text_block] if partial else []), *result.content]
+        update["rawOutput"] = {"formatted_output": text, "exit_code": exit_code}

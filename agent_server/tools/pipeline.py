@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
 from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence
@@ -27,7 +26,7 @@ from agent_server.policy.decision import Guard
 from agent_server.session import EventLog
 from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, ToolResult, validate_args
 from agent_server.tools.files import CURRENT_TOOL_CALL
-from agent_server.tools.live import LIVE_OUTPUT, LiveOutput
+from agent_server.tools.live import LIVE_OUTPUT, LiveOutput, end_terminal, terminal_block
 from agent_server.tools.output import SPILL_THRESHOLD, spill, trim_for_model
 from agent_server.tools.repeats import repeat_reminder
 
@@ -175,7 +174,7 @@ class ToolRunner:
             if locations:
                 update["locations"] = locations
             if prepared.tool.live_output and self.terminal_output():
-                update["content"] = [_terminal(tool_call_id)]
+                update["content"] = [terminal_block(tool_call_id)]
                 update["_meta"] = {"terminal_info": {"terminal_id": tool_call_id, "cwd": str(self.context.cwd)}}
         prepared = replace(prepared, title=update["title"], locations=tuple(update.get("locations", ())),
                            terminal="_meta" in update)
@@ -215,7 +214,7 @@ class ToolRunner:
             running: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call.tool_call_id,
                                         "status": "in_progress"}
             if call.terminal:  # back in the card: a permission question's text replaced it
-                running["content"] = [_terminal(call.tool_call_id)]
+                running["content"] = [terminal_block(call.tool_call_id)]
             await self.emit(running)
             slot.result = await self._dispatch(slot)
         except asyncio.CancelledError:
@@ -325,44 +324,12 @@ class ToolRunner:
             "content": [{"type": "content", "content": {"type": "text", "text": text}}, *result.content],
         }
         if call.terminal:
-            _end_terminal(update, call.tool_call_id, result, partial=slot.live_partial)
+            end_terminal(update, call.tool_call_id, result, partial=slot.live_partial)
         if result.locations:
             update["locations"] = result.locations
         await self.emit(update)
         for extra in result.updates:
             await self.emit(extra)
-
-
-def _terminal(tool_call_id: str) -> dict[str, Any]:
-    """The ``terminal`` content block of a call whose output the editor shows live."""
-    return {"type": "terminal", "terminalId": tool_call_id}
-
-
-def _end_terminal(update: dict[str, Any], tool_call_id: str, result: ToolResult, *, partial: bool) -> None:
-    """Make ``update`` (a call's final ``tool_call_update``, whose first content block is the
-    text the model sees) close the editor's terminal: ``_meta.terminal_exit {terminal_id,
-    exit_code, signal}`` (a signal's death has ``exit_code`` null and the signal's name; a
-    command that never ran has both null). When the command ran (its result's meta has
-    ``exit_code``), the terminal stays the card's content and the text goes to
-    ``rawOutput.formatted_output`` (as in claude-agent-acp and codex-acp: the terminal already
-    shows the output) — and also after the terminal when the terminal did not get all of it
-    (``partial``: capped or cancelled). When it did not run (denied, refused), the text says why,
-    as for other clients."""
-    text_block = update["content"][0]
-    text = text_block["content"]["text"]
-    shown = "exit_code" in result.meta
-    code = result.meta.get("exit_code")
-    exit_code: int | None = code if isinstance(code, int) and code >= 0 else None
-    signal_name: str | None = None
-    if isinstance(code, int) and code < 0:
-        try:
-            signal_name = signal.Signals(-code).name
-        except ValueError:
-            signal_name = f"signal {-code}"
-    update["_meta"] = {"terminal_exit": {"terminal_id": tool_call_id, "exit_code": exit_code, "signal": signal_name}}
-    if shown:
-        update["content"] = [_terminal(tool_call_id), *([text_block] if partial else []), *result.content]
-        update["rawOutput"] = {"formatted_output": text, "exit_code": exit_code}
 
 
 def _groups(slots: list[_Slot]) -> list[list[_Slot]]:

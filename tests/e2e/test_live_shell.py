@@ -90,7 +90,8 @@ async def test_a_terminal_client_sees_the_output_while_the_command_runs_and_the_
             final = final_update(h, sid, tcid)
             (model_sees,) = tool_messages(endpoint)
             (logged,) = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"]
-            results[name] = (model_sees["content"], logged["content"], logged["status"])
+            kinds = [e.type for e in events(agent_state_dir, sid)]
+            results[name] = (model_sees["content"], logged["content"], logged["status"], kinds)
             if name == "terminal":
                 assert announced["_meta"] == {"terminal_info": {"terminal_id": tcid, "cwd": str(workspace)}}
                 assert announced["content"] == [{"type": "terminal", "terminalId": tcid}]
@@ -103,6 +104,15 @@ async def test_a_terminal_client_sees_the_output_while_the_command_runs_and_the_
                 assert final["_meta"] == {"terminal_exit": {"terminal_id": tcid, "exit_code": 3, "signal": None}}
                 assert final["content"] == [{"type": "terminal", "terminalId": tcid}]
                 assert final["rawOutput"] == {"formatted_output": model_sees["content"], "exit_code": 3}
+                # the live output is not logged: a load replays the call with the text the model saw
+                mark = len(h.transcript.snapshot())
+                await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+                replayed = [m.message["params"]["update"] for m in h.transcript.snapshot()[mark:]
+                            if m.method == "session/update" and m.message["params"]["update"].get("toolCallId") == tcid]
+                assert replayed == [{**{k: announced[k] for k in ("sessionUpdate", "toolCallId", "title", "kind",
+                                                                  "rawInput")},
+                                     "status": "failed", "content": [{"type": "content", "content": {
+                                         "type": "text", "text": model_sees["content"]}}]}], replayed
             else:  # exactly today's updates: no _meta, no terminal, the text as content
                 assert all("_meta" not in u for u in h.updates(sid))
                 assert "content" not in announced
