@@ -66,7 +66,9 @@ def script() -> list[dict]:
 
 SCENARIOS = [
     {"name": "accept_in_unsaved_document", "file": "app.py", "typed": "# unsaved note",
-     "question": "Make greet say hi", "expected": APP.replace("'hello '", "'hi '") + "# unsaved note"},
+     "question": "Make greet say hi", "command": "/checkpoints", "commandAnswer": "No checkpoints yet",
+     "tweakLine": 1, "tweak": "  # user tweak",
+     "expected": APP.replace("'hello ' + name", "'hi ' + name  # user tweak") + "# unsaved note"},
     {"name": "stale_proposal", "file": "stale.py", "question": "Rename x", "readTitle": "stale.py",
      "typed": "# typed", "expected": STALE + "# typed"},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
@@ -138,6 +140,20 @@ def test_accept_in_unsaved_document_applies_exactly_and_leaves_it_unsaved(run):
     user = "\n".join(json.dumps(m["content"]) for m in first if m["role"] == "user")
     assert "app.py" in user and "1-2" in user  # the selection went out with its line range
     assert "unsaved note" in tool_results(endpoint, "r1")[0]  # the agent read the unsaved buffer
+
+
+def test_vscode_proposed_text_edited_before_accepting_is_what_lands_and_the_model_is_told(run):
+    scenario(run, "accept_in_unsaved_document")  # the document holds the user's tweak (checked in VS Code)
+    _, _, endpoint = run
+    told = tool_results(endpoint, "e1")[0]
+    assert "The user adjusted your change before accepting it" in told and "+    return 'hi ' + name  # user tweak" in told
+
+
+def test_vscode_slash_command_while_a_proposal_waits_leaves_the_turn_running_and_its_cards_open(run):
+    scenario(run, "accept_in_unsaved_document")
+    results, _, _ = run
+    assert results["scenarios"]["accept_in_unsaved_document"]["afterCommand"] == {
+        "state": "busy", "unfinishedCards": 0, "pendingProposals": 1}
 
 
 def test_document_changed_after_the_read_is_stale_when_accepted_and_nothing_is_applied(run):

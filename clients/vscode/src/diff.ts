@@ -1,7 +1,10 @@
 /**
- * The diff view of proposals: `vscode.diff` between the document and a virtual document
- * (`agent-proposal:` scheme) holding the proposed text, CodeLens per hunk (Accept / Reject), Accept
- * All / Reject All in the editor title, and "closing the diff without choosing is a reject".
+ * The diff view of proposals: `vscode.diff` between the document and a virtual file
+ * (`agent-proposal:` scheme, a file system provider) holding the proposed text, CodeLens per hunk
+ * (Accept / Reject), Accept All / Reject All in the editor title, and "closing the diff without
+ * choosing is a reject". The proposed side is editable (CLIENTS.md "Edited before accepting"): what
+ * the user types there is handed to the manager, which recomputes the hunks, so accepting applies the
+ * user's text.
  *
  * Must not: apply text itself (the `ProposalManager` does).
  */
@@ -51,30 +54,83 @@ export interface ProposalPanel {
   proposalFinished(p: Proposal, result: ApplyWorkspaceEditResult): void;
 }
 
-export class DiffView implements ProposalView, vscode.TextDocumentContentProvider, vscode.CodeLensProvider {
-  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode.CodeLensProvider {
+  private readonly filesChanged = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
   private readonly lensesChanged = new vscode.EventEmitter<void>();
-  readonly onDidChange = this.changed.event;
+  readonly onDidChangeFile = this.filesChanged.event;
   readonly onDidChangeCodeLenses = this.lensesChanged.event;
   manager!: ProposalManager;
   private readonly closing = new Set<string>();
+  /** mtime of each virtual file, bumped when its text changes (VS Code reloads on a new stat). */
+  private readonly stamps = new Map<string, number>();
+  /** Proposals on screen, kept until their tabs are closed (the manager forgets them once answered). */
+  private readonly onScreen = new Map<string, Proposal>();
 
   constructor(private readonly panel: ProposalPanel) {}
 
   register(): vscode.Disposable {
     return vscode.Disposable.from(
-      vscode.workspace.registerTextDocumentContentProvider(PROPOSAL_SCHEME, this),
+      vscode.workspace.registerFileSystemProvider(PROPOSAL_SCHEME, this, { isCaseSensitive: true }),
       vscode.languages.registerCodeLensProvider({ scheme: PROPOSAL_SCHEME }, this),
       vscode.window.tabGroups.onDidChangeTabs((e) => this.onTabsChanged(e.closed)),
+      vscode.workspace.onDidChangeTextDocument((e) => this.onTyped(e.document)),
     );
   }
 
-  provideTextDocumentContent(uri: vscode.Uri): string {
+  /** The text of a virtual file (the document's side, or the proposed side), undefined when gone. */
+  private content(uri: vscode.Uri): { text: string; readonly: boolean } | undefined {
     const ref = parseProposalUri(uri);
-    const p = ref && this.manager.get(ref.id);
+    const p = ref && (this.manager.get(ref.id) ?? this.onScreen.get(ref.id));
     const file = p?.files[ref!.fileIndex];
-    if (!p || !file) return "";
-    return ref!.side === "old" ? file.expected : p.proposed(file);
+    if (!p || !file) return undefined;
+    return ref!.side === "old" ? { text: file.expected, readonly: true } : { text: p.proposed(file), readonly: false };
+  }
+
+  stat(uri: vscode.Uri): vscode.FileStat {
+    const c = this.content(uri);
+    if (!c) throw vscode.FileSystemError.FileNotFound(uri);
+    const size = new TextEncoder().encode(c.text).length;
+    return { type: vscode.FileType.File, ctime: 0, mtime: this.stamps.get(uri.toString()) ?? 1, size, permissions: c.readonly ? vscode.FilePermission.Readonly : undefined };
+  }
+
+  readFile(uri: vscode.Uri): Uint8Array {
+    const c = this.content(uri);
+    if (!c) throw vscode.FileSystemError.FileNotFound(uri);
+    return new TextEncoder().encode(c.text);
+  }
+
+  /** Saving the proposed side hands its text to the manager (typing already did); a saved copy of a
+   * proposal that was answered meanwhile is dropped. */
+  writeFile(uri: vscode.Uri, content: Uint8Array): void {
+    const ref = parseProposalUri(uri);
+    if (!ref || ref.side !== "new") throw vscode.FileSystemError.NoPermissions(uri);
+    this.manager.edit(ref.id, ref.fileIndex, new TextDecoder().decode(content));
+  }
+
+  watch(): vscode.Disposable {
+    return new vscode.Disposable(() => {});
+  }
+
+  readDirectory(): [string, vscode.FileType][] {
+    return [];
+  }
+
+  createDirectory(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  delete(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  rename(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  /** The user typed into a proposed side: the manager recomputes that file's hunks. */
+  private onTyped(doc: vscode.TextDocument): void {
+    const ref = parseProposalUri(doc.uri);
+    if (ref?.side === "new") this.manager.edit(ref.id, ref.fileIndex, doc.getText());
   }
 
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
@@ -94,6 +150,7 @@ export class DiffView implements ProposalView, vscode.TextDocumentContentProvide
   }
 
   async show(p: Proposal): Promise<void> {
+    this.onScreen.set(p.id, p);
     this.panel.proposalShown(p);
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
@@ -102,11 +159,27 @@ export class DiffView implements ProposalView, vscode.TextDocumentContentProvide
     }
   }
 
+  /** Shows the proposal's current state: a side whose text changed is reloaded (a proposed side the
+   * user has typed into is rewritten in place: VS Code does not reload a document with unsaved changes). */
   refresh(p: Proposal): void {
-    p.files.forEach((_, i) => {
-      this.changed.fire(proposalUri(p, i, "new"));
-      this.changed.fire(proposalUri(p, i, "old"));
+    const changed: vscode.FileChangeEvent[] = [];
+    p.files.forEach((file, i) => {
+      for (const side of ["new", "old"] as const) {
+        const uri = proposalUri(p, i, side);
+        const want = side === "old" ? file.expected : p.proposed(file);
+        const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+        if (doc && doc.getText() === want) continue;
+        if (doc?.isDirty) {
+          const edit = new vscode.WorkspaceEdit();
+          edit.replace(uri, new vscode.Range(0, 0, doc.lineCount, 0), want);
+          void vscode.workspace.applyEdit(edit);
+          continue;
+        }
+        this.stamps.set(uri.toString(), Date.now() + this.stamps.size);
+        changed.push({ type: vscode.FileChangeType.Changed, uri });
+      }
     });
+    if (changed.length > 0) this.filesChanged.fire(changed);
     this.lensesChanged.fire();
     this.panel.proposalChanged(p);
   }
@@ -116,13 +189,19 @@ export class DiffView implements ProposalView, vscode.TextDocumentContentProvide
     this.lensesChanged.fire();
     const ours = new Set(p.files.map((_, i) => proposalUri(p, i, "new").toString()));
     const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && ours.has(t.input.modified.toString()));
-    if (tabs.length > 0) {
-      this.closing.add(p.id);
-      try {
+    // A proposed side the user typed into is saved (into nothing: the proposal is answered) first, so
+    // closing its tab asks nothing.
+    for (const doc of vscode.workspace.textDocuments) {
+      if (doc.isDirty && ours.has(doc.uri.toString())) await doc.save().then(undefined, () => false);
+    }
+    try {
+      if (tabs.length > 0) {
+        this.closing.add(p.id);
         await vscode.window.tabGroups.close(tabs, true);
-      } finally {
-        this.closing.delete(p.id);
       }
+    } finally {
+      this.closing.delete(p.id);
+      this.onScreen.delete(p.id);
     }
   }
 

@@ -7,7 +7,8 @@
  */
 
 import { createHash } from "node:crypto";
-import { type PositionEncoding, type Position, type Range, rangeToUtf16, splitLines } from "./positions";
+import { diffLines } from "diff";
+import { type PositionEncoding, type Position, type Range, positionFromUtf16, rangeToUtf16, splitLines } from "./positions";
 
 /** sha256 hex of the UTF-8 bytes of `text` (the protocol's `baseHashes` / `versions[].sha256`). */
 export function sha256(text: string): string {
@@ -125,4 +126,56 @@ export function outcomeOf(hunks: readonly Hunk[]): "applied" | "partial" | "reje
   const accepted = hunks.filter((h) => h.state === "accepted").length;
   if (hunks.length > 0 && accepted === hunks.length) return "applied";
   return accepted === 0 ? "rejected" : "partial";
+}
+
+/** The UTF-16 position of `offset` in `text` (line ends as in {@link splitLines}). */
+export function positionAt(text: string, offset: number): Position {
+  const re = /\r\n|\n|\r/g;
+  let line = 0;
+  let lineStart = 0;
+  for (let m = re.exec(text); m && m.index + m[0].length <= offset; m = re.exec(text)) {
+    line++;
+    lineStart = m.index + m[0].length;
+  }
+  return { line, character: offset - lineStart };
+}
+
+/**
+ * The edits (UTF-16 ranges against `oldText`, non-overlapping, in document order) that turn
+ * `oldText` into `newText`, one per run of changed lines (a line diff, as the server makes its hunks).
+ * Used when the user edited the proposed text: its hunks are recomputed, and `applied` is rebuilt.
+ */
+export function lineEdits(oldText: string, newText: string): { range: Range; newText: string }[] {
+  const out: { range: Range; newText: string }[] = [];
+  let offset = 0;
+  let run: { start: number; end: number; text: string } | undefined;
+  const flush = () => {
+    if (run) out.push({ range: { start: positionAt(oldText, run.start), end: positionAt(oldText, run.end) }, newText: run.text });
+    run = undefined;
+  };
+  for (const change of diffLines(oldText, newText)) {
+    if (!change.added && !change.removed) {
+      flush();
+      offset += change.value.length;
+      continue;
+    }
+    run ??= { start: offset, end: offset, text: "" };
+    if (change.removed) {
+      offset += change.value.length;
+      run.end = offset;
+    } else {
+      run.text += change.value;
+    }
+  }
+  flush();
+  return out;
+}
+
+/** `edits` (UTF-16 ranges against `text`) in the wire's `encoding`. */
+export function toWireEdits(text: string, edits: readonly { range: Range; newText: string }[], encoding: PositionEncoding): WireTextEdit[] {
+  const lines = splitLines(text);
+  return edits.map((e) => ({
+    range: { start: positionFromUtf16(lines, e.range.start, encoding), end: positionFromUtf16(lines, e.range.end, encoding) },
+    newText: e.newText,
+  }));
 }

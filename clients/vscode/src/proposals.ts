@@ -16,11 +16,13 @@ import {
   type WireTextEdit,
   applyToText,
   isStale,
+  lineEdits,
   makeHunks,
   outcomeOf,
   proposedText,
   sha256,
   shiftPending,
+  toWireEdits,
 } from "./proposalModel";
 
 /** One text document of a proposal. */
@@ -37,7 +39,12 @@ export interface FileChange {
   wasDirty: boolean;
   /** The text the document must hold now (what we checked plus what we applied). */
   expected: string;
+  /** The text the agent's edits were computed on (the document's text when the proposal arrived). */
+  base: string;
   hunks: Hunk[];
+  /** The user changed the proposed text: the pending hunks were recomputed from it, and `applied`
+   * is rebuilt from `base` and what landed. */
+  edited: boolean;
 }
 
 export interface FileOp {
@@ -67,6 +74,7 @@ export class Proposal {
     readonly params: ApplyWorkspaceEditParams,
     readonly files: FileChange[],
     readonly ops: FileOp[],
+    readonly encoding: PositionEncoding = "utf-16",
   ) {}
 
   get label(): string {
@@ -176,11 +184,35 @@ export class ProposalManager {
         doc,
         wasDirty: doc?.isDirty ?? false,
         expected: text,
+        base: text,
         hunks: makeHunks(text, change.edits ?? [], encoding),
+        edited: false,
       });
     }
     if (files.length === 0 && ops.length === 0) return { outcome: "applied", applied: { documentChanges: [] }, saved: true, versions: {} };
-    return new Proposal(`p${this.next++}`, params, files, ops);
+    return new Proposal(`p${this.next++}`, params, files, ops, encoding);
+  }
+
+  /**
+   * The user edited the proposed text of a file (the diff's right side) to `text`: its pending hunks
+   * are recomputed as the line diff from what the document holds now to `text` (decided hunks stay as
+   * they were), so accepting applies the user's text. Nothing when `text` is what is proposed already.
+   */
+  edit(id: string, fileIndex: number, text: string): void {
+    const p = this.live.get(id);
+    const file = p?.files[fileIndex];
+    if (!p || p.done || !file || text === p.proposed(file)) return;
+    const decided = file.hunks.filter((h) => h.state !== "pending");
+    const fresh = lineEdits(file.expected, text).map((e, i) => ({
+      index: decided.length + i,
+      wire: e, // not sent back: `applied` of an edited file is rebuilt from `base` (see finish)
+      range: e.range,
+      newText: e.newText,
+      state: "pending" as const,
+    }));
+    file.hunks = [...decided, ...fresh];
+    file.edited = true;
+    this.view.refresh(p);
   }
 
   /** Accepts (applies) or rejects one pending hunk; finishes when none is left. */
@@ -222,6 +254,7 @@ export class ProposalManager {
       p.opsApplied = true;
     }
     const all = p.files.flatMap((f) => f.hunks);
+    if (!p.anyApplied && p.files.some((f) => f.edited)) return this.finish(p, "rejected", "the user took every change out of the proposed text");
     return this.finish(p, all.length === 0 || all.every((h) => h.state === "accepted") ? "applied" : "partial");
   }
 
@@ -290,7 +323,9 @@ export class ProposalManager {
         const key = file.uri.toString();
         if (accepted.length === 0 && !p.createdApplied.has(key)) continue;
         if (p.createdApplied.has(key)) result.applied.documentChanges.push({ kind: "create", uri: key, options: { overwrite: false, ignoreIfExists: false } });
-        result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits: accepted.map((h) => h.wire) });
+        // Edited by the user: exactly what landed, as edits against the text the agent read.
+        const edits = file.edited ? toWireEdits(file.base, lineEdits(file.base, file.expected), p.encoding) : accepted.map((h) => h.wire);
+        result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });
         const doc = file.doc ?? openDocument(file.uri);
         const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty;
         if (doc && mustSave) {

@@ -80,7 +80,9 @@ function expectEqual(what, got, want) {
 }
 
 const scenarios = {
-  /** Ask about a selection in a file with unsaved changes → diff → Accept → exact text, still unsaved. */
+  /** Ask about a selection in a file with unsaved changes → diff → a slash command while it waits (the
+   * turn's cards stay as they are) → the user edits the proposed side → Accept → exactly the user's
+   * text, still unsaved. */
   async accept_in_unsaved_document(page, s) {
     await quickOpen(page, s.file);
     await page.keyboard.press("Control+End");
@@ -91,6 +93,22 @@ const scenarios = {
     await askAboutSelection(page, s.question);
     await waitDiff(page);
     await shot(page, "accept-diff");
+    const p = panel(page);
+    await promptInPanel(page, s.command);
+    await p.locator(".agent", { hasText: s.commandAnswer }).first().waitFor({ timeout: T });
+    await page.waitForTimeout(300); // the command's turn-end has been painted
+    const afterCommand = {
+      state: await p.locator("#app").getAttribute("data-state"),
+      unfinishedCards: await p.locator(".tool.status-unfinished").count(),
+      pendingProposals: await p.locator('.proposal[data-outcome="pending"]').count(),
+    };
+    const right = page.locator(".editor-group-container.active .monaco-diff-editor .modified-in-monaco-diff-editor .view-lines").first();
+    await right.click();
+    await page.keyboard.press("Control+Home");
+    for (let i = 0; i < s.tweakLine; i++) await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("End");
+    await page.keyboard.type(s.tweak);
+    await page.waitForTimeout(300);
     await titleAction(page, "Accept All");
     await panel(page).locator('.proposal[data-outcome="applied"]').waitFor({ timeout: T });
     await waitIdle(page);
@@ -98,7 +116,8 @@ const scenarios = {
     await shot(page, "accept-panel");
     expectEqual("document text", await editorText(page), s.expected);
     expectEqual("document still unsaved", await activeTabDirty(page), true);
-    return { selectionUriFragment: "checked by the server's request" };
+    expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+    return { selectionUriFragment: "checked by the server's request", afterCommand };
   },
 
   /** The document changes after the agent read it and before the proposal is applied → stale, nothing applied. */

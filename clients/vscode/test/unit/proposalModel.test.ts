@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyToText, isStale, makeHunks, outcomeOf, proposedText, sha256, shiftPending, type WireTextEdit } from "../../src/proposalModel";
+import { applyToText, isStale, lineEdits, makeHunks, outcomeOf, proposedText, sha256, shiftPending, toWireEdits, type WireTextEdit } from "../../src/proposalModel";
 
 const edit = (l1: number, c1: number, l2: number, c2: number, newText: string): WireTextEdit => ({
   range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } },
@@ -63,5 +63,31 @@ describe("hunks", () => {
     const hunks = makeHunks("é😀x\n", [edit(0, 6, 0, 7, "y")], "utf-8");
     expect(hunks[0]!.range.start.character).toBe(3);
     expect(applyToText("é😀x\n", hunks)).toBe("é😀y\n");
+  });
+});
+
+describe("line edits (hunks recomputed from a text the user edited)", () => {
+  const cases: [string, string][] = [
+    ["a\nb\nc\n", "a\nB\nc\n"],
+    ["a\nb\nc\n", "x\na\nc\nd\n"],
+    ["a\r\nb\r\n", "a\r\nb2\r\nc\r\n"],
+    ["no end", "no end\n"],
+    ["", "new file\n"],
+    ["😀 a\ne\u0301\n", "😀 b\ne\u0301\n"],
+    ["same\n", "same\n"],
+  ];
+  it.each(cases)("turn %j into %j, one edit per run of changed lines, in document order", (before, after) => {
+    const edits = lineEdits(before, after);
+    expect(applyToText(before, edits)).toBe(after);
+    for (let i = 1; i < edits.length; i++) expect(edits[i]!.range.start.line).toBeGreaterThan(edits[i - 1]!.range.end.line - 1);
+    if (before === after) expect(edits).toEqual([]);
+  });
+
+  it("are line-aligned and converted to the wire's encoding", () => {
+    const before = "😀 a\nb\n";
+    const edits = lineEdits(before, "😀 a\nb2\n");
+    expect(edits).toEqual([{ range: { start: { line: 1, character: 0 }, end: { line: 2, character: 0 } }, newText: "b2\n" }]);
+    expect(toWireEdits(before, [{ range: { start: { line: 0, character: 2 }, end: { line: 0, character: 4 } }, newText: "" }], "utf-8")[0]!.range)
+      .toEqual({ start: { line: 0, character: 4 }, end: { line: 0, character: 6 } });
   });
 });

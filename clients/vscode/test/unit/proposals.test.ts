@@ -4,7 +4,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import * as vscode from "vscode";
 import { StubDocument, files, hooks, resetStub, workspace } from "./../stub/vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "../../src/client";
-import { sha256 } from "../../src/proposalModel";
+import { applyToText, sha256 } from "../../src/proposalModel";
 import { type Proposal, ProposalManager, type ProposalView } from "../../src/proposals";
 
 class RecordingView implements ProposalView {
@@ -185,5 +185,72 @@ describe("deciding", () => {
     expect(r.outcome).toBe("applied");
     expect(files.get("/ws/new.py")).toBe("print(1)\n");
     expect(r.applied?.documentChanges[0]).toMatchObject({ kind: "create", uri: "file:///ws/new.py" });
+  });
+});
+
+describe("the user edits the proposed text before accepting", () => {
+  const apply = (text: string, r: ApplyWorkspaceEditResult) =>
+    applyToText(text, (r.applied!.documentChanges[0] as { edits: { range: never; newText: string }[] }).edits);
+
+  it("accept all applies the user's text, and applied carries exactly it against the text the agent read", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, true);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    expect(p.proposed(p.files[0]!)).toBe("a = 10\nb = 2\nc = 30\n");
+    manager.edit(p.id, 0, "a = 10  # mine\nb = 2\nc = 30\nd = 4\n");
+    expect(p.files[0]!.hunks.filter((h) => h.state === "pending")).toHaveLength(2); // recomputed: line 1, lines 3-4
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(doc.text).toBe("a = 10  # mine\nb = 2\nc = 30\nd = 4\n");
+    expect(apply(BASE, r)).toBe(doc.text);
+    expect(r.versions?.[URI]).toEqual({ version: doc.version, sha256: sha256(doc.text) });
+  });
+
+  it("hunks are recomputed from the edited text: one accepted, the rest rejected is partial with exactly what landed", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, true);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    manager.edit(p.id, 0, "a = 11\nb = 2\nc = 33\n");
+    const [first, second] = p.files[0]!.hunks;
+    expect([first!.newText, second!.newText]).toEqual(["a = 11\n", "c = 33\n"]);
+    await manager.decideHunk(p.id, 0, second!.index, true);
+    await manager.decideHunk(p.id, 0, first!.index, false);
+    const r = await pending;
+    expect(r.outcome).toBe("partial");
+    expect(doc.text).toBe("a = 1\nb = 2\nc = 33\n");
+    expect(apply(BASE, r)).toBe(doc.text);
+  });
+
+  it("in utf-8 the rebuilt applied edits are in utf-8 columns of the text the agent read", async () => {
+    const base = "é = 1\nb = 2\n";
+    files.set(PATH, base);
+    const doc = openDoc(base, 3, true);
+    const params = proposal(3, [{ line: 1, from: 4, to: 5, text: "20" }]);
+    params.baseHashes = { [URI]: sha256(base) };
+    const pending = manager.handle(params, new AbortController().signal, "utf-8");
+    const p = await shown();
+    manager.edit(p.id, 0, "é = 1\nb = 20 # ok\n");
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(doc.text).toBe("é = 1\nb = 20 # ok\n");
+    const edits = (r.applied!.documentChanges[0] as { edits: { range: { start: { line: number; character: number } } }[] }).edits;
+    expect(edits.map((e) => e.range.start)).toEqual([{ line: 1, character: 0 }]);
+  });
+
+  it("taking every change out and accepting applies nothing and answers rejected", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, true);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    manager.edit(p.id, 0, BASE);
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("rejected");
+    expect(r.applied).toBeUndefined();
+    expect(doc.text).toBe(BASE);
+    expect(workspace.applyEditCalls).toBe(0);
   });
 });
