@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from agent_server.agent.request import RequestRebuildError, pending_body, request_body
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.config import AgentSettings
 from agent_server.llm import encode_body
 from agent_server.session import SessionEvent
@@ -27,20 +28,32 @@ def body_chars(body: dict[str, Any]) -> int:
     return len(encode_body(body).decode("utf-8"))
 
 
-def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float) -> int:
+def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float, memo: RequestMemo | None = None) -> int:
     """Estimated prompt tokens of a step started after ``events`` (see the module docstring).
 
+    ``memo``: the session's ``RequestMemo`` (the same figure, without re-walking the log).
     Raises ``RequestRebuildError`` when there is no ``request/header`` yet.
     """
-    now = body_chars(pending_body(events))
+    then: int | None = None
+    if memo is not None:
+        anchor = memo.usage_anchor(events)
+        if anchor is not None:
+            try:
+                then = memo.step_chars(events, anchor[0])  # before the whole list: the memo extends this prefix
+            except RequestRebuildError:
+                then = None
+        now = memo.pending_chars(events)
+    else:
+        now = body_chars(pending_body(events))
+        anchor = _usage_anchor(events)
+        if anchor is not None:
+            try:
+                then = body_chars(request_body(events, anchor[0]))
+            except RequestRebuildError:
+                then = None
     by_chars = round(now / chars_per_token)
-    anchor = _usage_anchor(events)
     if anchor is not None:
-        step_seq, prompt_tokens = anchor
-        try:
-            then = body_chars(request_body(events, step_seq))
-        except RequestRebuildError:
-            then = None
+        prompt_tokens = anchor[1]
         if then is not None and now >= then:
             # never below the character estimate: a provider that reports a tiny (or zero)
             # prompt_tokens must not let the history grow past the window

@@ -23,6 +23,7 @@ import json
 from typing import Any, Sequence
 
 from agent_server.agent.budget import body_chars, estimate_tokens
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.exits import TurnFailed
 from agent_server.agent.request import compaction_body
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
@@ -100,8 +101,10 @@ class Compactor:
     """Compaction for one session: ``log``, ``emit`` (ACP updates), ``settings`` (threshold, keep
     ratio, characters per token), ``window`` (the model's context window), ``retry`` (as steps)."""
 
-    def __init__(self, log: EventLog, emit: Emit, settings: AgentSettings, window: int, retry: RetryPolicy) -> None:
+    def __init__(self, log: EventLog, emit: Emit, settings: AgentSettings, window: int, retry: RetryPolicy,
+                 requests: RequestMemo | None = None) -> None:
         self.log = log
+        self.requests = requests
         self.emit = emit
         self.settings = settings
         self.window = window
@@ -116,7 +119,7 @@ class Compactor:
 
     def estimate(self) -> int:
         """Estimated prompt tokens of a step started now."""
-        return estimate_tokens(self.log.events, self.settings.chars_per_token)
+        return estimate_tokens(self.log.events, self.settings.chars_per_token, self.requests)
 
     async def before_step(self, client: ModelClient, header: RequestHeader, *, turn: int, step: int) -> int:
         """Compact when the next request's estimate passes the limit; returns the estimate of the

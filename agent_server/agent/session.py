@@ -41,6 +41,7 @@ from agent_server.agent.step import (
 )
 from agent_server.agent.budget import usage_update
 from agent_server.agent.compaction import Compactor
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
 from agent_server.agent.user_input import prompt_text
 from agent_server.config import Config, ProviderSettings, redact_url
@@ -129,7 +130,9 @@ class AgentSession:
         self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
-        self.compactor = Compactor(log, emit, settings, self.provider.context_window, self.retry)
+        self.requests = RequestMemo()
+        """The request builder memoised over this session's log (``request_memo``)."""
+        self.compactor = Compactor(log, emit, settings, self.provider.context_window, self.retry, self.requests)
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -344,7 +347,8 @@ class AgentSession:
         self._log_inputs(header)
         estimate = await self.compactor.before_step(client, header, turn=turn, step=step)
         try:
-            message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial)
+            message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial,
+                                        requests=self.requests)
         except TurnFailed as exc:  # the provider says it does not fit: compact once, retry the step once
             if exc.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                 raise
@@ -352,7 +356,7 @@ class AgentSession:
             estimate = self.compactor.estimate()
             try:
                 message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry,
-                                            partial=partial)
+                                            partial=partial, requests=self.requests)
             except TurnFailed as again:
                 if again.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                     raise

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from agent_server.agent.exits import TurnFailed
 from agent_server.agent.request import request_body
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.llm import (
     AssembledMessage,
     Finish,
@@ -125,15 +126,20 @@ async def stream_step(
     step: int,
     retry: RetryPolicy,
     partial: PartialMessage,
+    requests: RequestMemo | None = None,
 ) -> AssembledMessage:
     """Run one step's request: log ``step/start``, stream with retries, return the message.
+
+    ``requests``: the session's ``RequestMemo`` (the same bytes as ``encode_body(request_body(…))``
+    without re-walking the log).
 
     The caller commits the ``assistant`` event. Raises ``TurnFailed`` when the error is not
     retryable or the attempts are used up; ``asyncio.CancelledError`` passes through (``partial``
     then holds what was streamed).
     """
     start = log.append("step/start", {"turn": turn, "step": step})
-    body = encode_body(request_body(log.events, start.seq))
+    events = log.events
+    body = requests.request(events, start.seq) if requests is not None else encode_body(request_body(events, start.seq))
     for attempt in range(1, retry.max_attempts + 1):
         partial.reset(step)
         try:

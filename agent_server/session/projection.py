@@ -43,7 +43,7 @@ Compaction (``agent/compaction.py`` writes the events): a ``compaction/end`` eve
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from agent_server.session.events import SessionEvent
 
@@ -101,6 +101,8 @@ class _Plain:
 
     def __init__(self) -> None:
         self.pairs: list[tuple[int, dict[str, Any]]] = []
+        self.changes = 0  # messages added so far (the list changed that many times)
+        self.kept = 0  # how many pairs at the start are as they were when ``kept`` was last reset
         self._group_end = 0  # where the next result of the latest assistant message with calls goes
         self._group_calls: set[str] = set()  # its calls that have no result yet
 
@@ -109,11 +111,14 @@ class _Plain:
         if message is None:
             return
         pair = (event.seq, message)
+        self.changes += 1
         if message["role"] == "tool" and message["tool_call_id"] in self._group_calls:
             self._group_calls.discard(message["tool_call_id"])
+            self.kept = min(self.kept, self._group_end)
             self.pairs.insert(self._group_end, pair)
             self._group_end += 1
             return
+        self.kept = min(self.kept, len(self.pairs))
         self.pairs.append(pair)
         if message["role"] == "assistant" and message.get("tool_calls"):
             self._group_calls = {c["id"] for c in message["tool_calls"]}
@@ -146,43 +151,86 @@ class ProjectionMemo:
 
     ``surface(events)`` equals ``surface_messages(events)`` for every ``events``: it only caches
     that pure function. The plain messages of the prefix already seen are kept and only new events
-    are projected; compactions are applied on top at every call (there are few). It starts again
-    from scratch when the view is rewritten: a list that does not extend the last one (tail repair,
-    fork, a reloaded log) or a ``turn/end`` with ``exit: "refusal"`` (it drops its whole turn).
-    Returned messages are new dicts (callers may change them).
+    are projected; compactions are applied on top (their result kept until the next message). It
+    starts again from scratch when the view is rewritten: a list that does not extend the last one
+    (tail repair, fork, a reloaded log, a shorter list) or a ``turn/end`` with ``exit: "refusal"``
+    (it drops its whole turn). ``generation`` counts those new starts.
     """
 
     def __init__(self) -> None:
-        self._seen: list[SessionEvent] = []
-        self._plain = _Plain()
-        self._compactions: list[SessionEvent] = []
+        self.generation = 0
+        """Incremented each time the memo starts again (its message dicts are then new ones)."""
+        self._start()
 
-    def _extends(self, events: list[SessionEvent]) -> bool:
-        n = len(self._seen)
-        return n == 0 or (len(events) >= n and events[0] is self._seen[0] and events[n - 1] is self._seen[-1])
+    def _start(self) -> None:
+        self._seen: tuple[SessionEvent | None, SessionEvent | None, int] = (None, None, 0)  # first, last, count
+        self._plain = _Plain()
+        self._compactions: list[tuple[int, int, dict[str, Any]]] = []  # (first_seq, last_seq, checkpoint)
+        self._applied: list[tuple[int, dict[str, Any]]] = []  # the plain pairs with the compactions applied
+        self._applied_for = (0, 0)  # (plain pairs, compactions) that _applied was made from
+        self.kept = 0
+        """How many pairs at the start of the list ``shared`` returned last are the same (objects,
+        in place) as in the list it returned the time before (0 after a new start)."""
+        self.generation += 1
+
+    def _extends(self, events: Sequence[SessionEvent]) -> bool:
+        first, last, n = self._seen
+        return n == 0 or (len(events) >= n and events[0] is first and events[n - 1] is last)
 
     def surface(self, events: Iterable[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
         """``surface_messages(events)``, computed incrementally when ``events`` extends the list
-        this memo saw last."""
-        events = list(events)
+        this memo saw last. Returned messages are new dicts (callers may change them)."""
+        return [(seq, dict(message)) for seq, message in self.shared(events)]
+
+    def shared(self, events: Iterable[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+        """``surface(events)`` without the copies: the list and its dicts belong to the memo and
+        must not be changed. A message dict stays the same object (same ``id``) for as long as
+        ``generation`` does not change, and ``kept`` says how much of the list is unchanged since
+        the previous call, so callers may cache what they derive from it."""
+        if not isinstance(events, (list, tuple)):
+            events = list(events)
+        generation = self.generation
         if not self._extends(events):
-            self.__init__()
-        new = events[len(self._seen):]
+            self._start()
+        new = events[self._seen[2]:]
+        plain = self._plain
+        before = (len(plain.pairs), len(self._compactions))
+        plain.kept = before[0]
         if any(e.type == "turn/end" and e.data.get("exit") == "refusal" for e in new):
-            self._plain = _build_plain(events)
-            new = [e for e in new if e.type == "compaction/end"]
+            self._start()
+            plain = self._plain = _build_plain(events)
+            new = [e for e in events if e.type == "compaction/end"]
         else:
             for event in new:
-                self._plain.add(event)
-        self._compactions += [e for e in new if e.type == "compaction/end" and isinstance(e.data.get("message"), str)]
-        self._seen = events
-        pairs = self._plain.pairs
-        for event in self._compactions:
-            first, last = event.data["first_seq"], event.data["last_seq"]
-            pairs = ([p for p in pairs if p[0] < first]
-                     + [(first, {"role": "user", "content": event.data["message"]})]
-                     + [p for p in pairs if p[0] > last])
-        return [(seq, dict(message)) for seq, message in pairs]
+                plain.add(event)
+        self._compactions += [(e.data["first_seq"], e.data["last_seq"], {"role": "user", "content": e.data["message"]})
+                              for e in new if e.type == "compaction/end" and isinstance(e.data.get("message"), str)]
+        self._seen = (events[0], events[-1], len(events)) if events else (None, None, 0)
+        if self.generation != generation:
+            self.kept = 0
+        if not self._compactions:
+            if self.generation == generation:
+                self.kept = plain.kept
+            return plain.pairs
+        self.kept = min(self.kept, len(self._applied)) if self.generation == generation else 0
+        if (len(plain.pairs), len(self._compactions)) == self._applied_for:
+            self.kept = len(self._applied)
+            return self._applied
+        reach = max(last for _, last, _ in self._compactions)
+        added = plain.pairs[before[0]:]
+        if (self.generation == generation and self._applied_for == before == (before[0], len(self._compactions))
+                and plain.kept == before[0] and all(seq > reach for seq, _ in added)):
+            # no new compaction, only messages appended after every replaced range
+            self.kept = len(self._applied)
+            self._applied = self._applied + added
+        else:
+            pairs = plain.pairs
+            for first, last, checkpoint in self._compactions:
+                pairs = [p for p in pairs if p[0] < first] + [(first, checkpoint)] + [p for p in pairs if p[0] > last]
+            self._applied = pairs
+            self.kept = 0
+        self._applied_for = (len(plain.pairs), len(self._compactions))
+        return self._applied
 
 
 def _message_of(event: SessionEvent) -> dict[str, Any] | None:

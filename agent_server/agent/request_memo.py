@@ -1,0 +1,191 @@
+"""A memo of the request builder over one session's append-only log (long sessions).
+
+Role: ``RequestMemo.request(events, step_seq)`` returns exactly ``encode_body(request_body(events,
+step_seq))`` and ``pending_chars``/``step_chars`` the characters of ``pending_body``/``request_body``
+(what the token estimate divides), without walking and encoding the whole log for every step: the
+projection is ``ProjectionMemo``'s (plain messages of the prefix already seen kept, compactions
+applied on top), each message is encoded once, and the latest ``request/header`` and the usage
+anchor are folded in as events arrive. It is only a cache of those pure functions: whenever the
+list it is given does not extend the one it saw last (a reloaded, repaired or forked log) or the
+projection starts again (a refused turn), it starts again too, and a body it cannot frame
+exactly falls back to the functions themselves.
+
+Must never: return anything the pure functions would not (``tests/agent/test_request_memo.py`` and
+every end-to-end test's replay check compare them), or keep a message list of its own that a
+request is built from without the log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from agent_server.agent.request import RequestRebuildError, pending_body, request_body
+from agent_server.session import ProjectionMemo, SessionEvent
+
+_MARK = "\x00agent-server:messages\x00"
+_MARK_JSON = json.dumps(_MARK)
+
+
+_JOIN_LAG = 256
+"""The newest encoded messages kept apart (they are the ones a new tool result can go between);
+older ones are joined into one block."""
+
+
+def _dumps(value: Any) -> str:
+    """``encode_body``'s JSON text (compact, key order kept, UTF-8 as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class RequestMemo:
+    """The request functions of ``agent.request`` memoised over one growing list of events.
+
+    Sizes: ``request`` returns the body bytes; the ``*_chars`` methods return characters (as
+    ``budget.body_chars``). Raises ``RequestRebuildError`` as the pure functions do.
+    """
+
+    def __init__(self) -> None:
+        self._projection = ProjectionMemo()
+        self._start()
+
+    def _start(self) -> None:
+        self._seen_first: SessionEvent | None = None
+        self._seen_last: SessionEvent | None = None
+        self._seen_count = 0
+        self._header: SessionEvent | None = None
+        self._anchor_step: int | None = None
+        self.anchor: tuple[int, int] | None = None
+        """``(step/start seq, prompt_tokens)`` of the latest request with a provider count and no
+        compaction after it (``budget``'s usage anchor) for the events seen last."""
+        self._generation = -1
+        self._echo = False
+        self._parts: list[bytes] = []  # each history message of the last body, encoded (",{...}")
+        self._sizes: list[int] = []  # their characters
+        self._chars = 0  # the sum of _sizes
+        self._joined = b""  # the first _joined_count parts, joined
+        self._joined_count = 0
+        self._frames: dict[bool, tuple[SessionEvent, tuple[bytes, bytes, int] | None]] = {}
+        self._step_chars: dict[int, int] = {}
+
+    # -- the pure functions, memoised ---------------------------------------------------------
+
+    def request(self, events: Sequence[SessionEvent], step_seq: int) -> bytes:
+        """``encode_body(request_body(events, step_seq))``; remembers its size for the estimate."""
+        prior = self._prior(events, step_seq)
+        if not prior or prior[-1].type != "step/start":
+            raise RequestRebuildError(f"event {step_seq} is not a step/start")
+        body, chars = self._body(prior)
+        self._step_chars[step_seq] = chars
+        return body
+
+    def pending_chars(self, events: Sequence[SessionEvent]) -> int:
+        """Characters of ``pending_body(events)``."""
+        return self._body(events)[1]
+
+    def step_chars(self, events: Sequence[SessionEvent], step_seq: int) -> int:
+        """Characters of ``request_body(events, step_seq)``: remembered from when that request was
+        built here, else built (from the prefix: call it before ``pending_chars`` of the whole
+        list, or the memo starts again)."""
+        known = self._step_chars.get(step_seq)
+        if known is not None:
+            return known
+        prior = self._prior(events, step_seq)
+        if not prior or prior[-1].type != "step/start":
+            raise RequestRebuildError(f"event {step_seq} is not a step/start")
+        chars = self._step_chars[step_seq] = self._body(prior)[1]
+        return chars
+
+    def usage_anchor(self, events: Sequence[SessionEvent]) -> tuple[int, int] | None:
+        """``budget``'s usage anchor of ``events``: ``(step/start seq, prompt_tokens)`` of the latest
+        request with a provider count, unless a compaction came after it."""
+        self._fold(events)
+        return self.anchor
+
+    # -- inside ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _prior(events: Sequence[SessionEvent], step_seq: int) -> Sequence[SessionEvent]:
+        if 0 < step_seq <= len(events) and events[step_seq - 1].seq == step_seq:  # seq is 1, 2, 3 …
+            return events[:step_seq]
+        return [e for e in events if e.seq <= step_seq]
+
+    def _fold(self, events: Sequence[SessionEvent]) -> None:
+        """Take in the events not seen yet; start again when ``events`` does not extend the list
+        seen last."""
+        n = self._seen_count
+        extends = n == 0 or (len(events) >= n and events[0] is self._seen_first and events[n - 1] is self._seen_last)
+        if not extends:
+            self._start()
+            n = 0
+        for event in events[n:]:
+            kind = event.type
+            if kind == "request/header":
+                self._header = event
+            elif kind == "step/start":
+                self._anchor_step = event.seq
+            elif kind == "assistant" and self._anchor_step is not None:
+                prompt = (event.data.get("usage") or {}).get("prompt_tokens")
+                if isinstance(prompt, int) and prompt > 0:
+                    self.anchor = (self._anchor_step, prompt)
+            elif kind == "compaction/end" and event.data.get("message"):
+                self.anchor = None
+        if events:
+            self._seen_first, self._seen_last, self._seen_count = events[0], events[-1], len(events)
+
+    def _body(self, events: Sequence[SessionEvent]) -> tuple[bytes, int]:
+        """``(encode_body(pending_body(events)), its characters)``."""
+        self._fold(events)
+        header = self._header
+        if header is None:
+            raise RequestRebuildError("no request/header before the step")
+        pairs = self._projection.shared(events)
+        kept = self._projection.kept
+        echo = header.data.get("reasoning_content", "drop") == "echo"
+        if self._projection.generation != self._generation or echo != self._echo:  # other message dicts
+            self._generation, self._echo, kept = self._projection.generation, echo, 0
+        frame = self._frame(header, echo)
+        if frame is None:  # a header this cannot frame exactly: the pure function
+            self._generation = -1  # and the encoded messages are made again next time
+            text = _dumps(pending_body(events))
+            return text.encode("utf-8"), len(text)
+        parts, sizes = self._parts, self._sizes
+        kept = min(kept, len(parts))
+        self._chars -= sum(sizes[kept:])
+        del parts[kept:], sizes[kept:]
+        if kept < self._joined_count:
+            self._joined, self._joined_count = b"", 0
+        for _, message in pairs[kept:]:  # each message is encoded once (as a whole body would show it)
+            shown = message if echo or "reasoning_content" not in message else {
+                k: v for k, v in message.items() if k != "reasoning_content"}
+            text = "," + _dumps(shown)
+            parts.append(text.encode("utf-8"))
+            sizes.append(len(text))
+            self._chars += len(text)
+        if len(parts) - self._joined_count > 2 * _JOIN_LAG:  # join the older parts once, not at every request
+            upto = len(parts) - _JOIN_LAG
+            self._joined = b"".join([self._joined, *parts[self._joined_count:upto]])
+            self._joined_count = upto
+        head, tail, chars = frame
+        return b"".join([head, self._joined, *parts[self._joined_count:], tail]), chars + self._chars
+
+    def _frame(self, header: SessionEvent, echo: bool) -> tuple[bytes, bytes, int] | None:
+        """The body's bytes before the first history message (system message included) and after
+        the last, and their characters; ``None`` if the marker does not split it exactly once."""
+        known = self._frames.get(echo)
+        if known is not None and known[0] is header:
+            return known[1]
+        frame = None
+        template = pending_body([header])  # the header's body with an empty history
+        system = template["messages"][0]
+        template["messages"] = _MARK
+        text = _dumps(template)
+        if text.count(_MARK_JSON) == 1:
+            before, after = text.split(_MARK_JSON)
+            head = before + "[" + _dumps(system)
+            tail = "]" + after
+            frame = (head.encode("utf-8"), tail.encode("utf-8"), len(head) + len(tail))
+        self._frames[echo] = (header, frame)  # the latest header's (a new one comes with its own event)
+        return frame
+
+
+__all__ = ["RequestMemo"]

@@ -1,0 +1,111 @@
+"""The request memo is only a cache of the pure request functions (issue: a request built from a
+100k-event log re-walked and re-encoded the whole log for every step): after every event, for
+every step, on logs that compact, refuse, change their header, are cut, forked or reloaded."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_server.agent.budget import body_chars, estimate_tokens
+from agent_server.agent.request import pending_body, request_body
+from agent_server.agent.request_memo import RequestMemo
+from agent_server.llm import encode_body
+from agent_server.session import ProjectionMemo, SessionEvent, surface_messages
+
+
+def _event(seq: int, kind: str, data: dict) -> SessionEvent:
+    return SessionEvent(type=kind, seq=seq, time=float(seq), data=data)
+
+
+HEADERS = [
+    {"system": "sys", "model": "m", "params": {}, "tools": [{"type": "function", "function": {"name": "read"}}],
+     "reasoning_content": "drop"},
+    {"system": "sys é\n\"quoted\"", "model": "m2", "params": {"temperature": 0.5, "stream": False},
+     "tools": [], "reasoning_content": "echo"},
+    {"system": "\x00agent-server:messages\x00", "model": "m", "params": {}, "tools": []},  # the memo's own marker
+]
+
+
+@st.composite
+def sessions(draw) -> list[SessionEvent]:
+    """Turns of steps (``request/header`` when it changes, ``step/start``, ``assistant`` with
+    usage, calls and results, results recovery appended late), refusals, notices, compactions."""
+    events: list[SessionEvent] = [_event(1, "session/header", {"format_version": 1})]
+
+    def add(kind: str, data: dict) -> None:
+        events.append(_event(len(events) + 1, kind, data))
+
+    for turn in range(1, draw(st.integers(1, 5)) + 1):
+        add("turn/start", {"turn": turn})
+        add("user", {"turn": turn, "content": f"prompt {turn} ü"})
+        late: list[str] = []
+        for step in range(1, draw(st.integers(1, 3)) + 1):
+            if step == 1 or draw(st.integers(0, 4)) == 0:
+                add("request/header", draw(st.sampled_from(HEADERS)))
+            add("step/start", {"turn": turn, "step": step})
+            calls = [{"id": f"c{turn}-{step}-{i}", "name": "read", "arguments": "{\"path\": \"a\"}"}
+                     for i in range(draw(st.integers(0, 2)))]
+            add("assistant", {"turn": turn, "text": draw(st.sampled_from(["", "ok", "é"])), "tool_calls": calls,
+                              "reasoning": draw(st.sampled_from(["", "thinking"])),
+                              "usage": draw(st.sampled_from([None, {"prompt_tokens": 50 * len(events)}]))})
+            for call in calls:
+                if draw(st.integers(0, 5)) == 0:
+                    late.append(call["id"])  # its result comes after other messages (recovery)
+                else:
+                    add("tool/result", {"call_id": call["id"], "content": "x" * draw(st.integers(0, 30))})
+        if draw(st.booleans()):
+            add("notice", {"text": "cut short"})
+        for call_id in late:
+            add("tool/result", {"call_id": call_id, "content": "late"})
+        add("turn/end", {"turn": turn, "exit": draw(st.sampled_from(["end_turn", "end_turn", "refusal"]))})
+        if draw(st.integers(0, 2)) == 0 and len(events) > 4:
+            first = draw(st.integers(2, len(events) - 2))
+            data = {"first_seq": first, "last_seq": draw(st.integers(first, len(events)))}
+            if draw(st.booleans()):
+                data["message"] = "checkpoint"
+            add("compaction/end", data)
+    return events
+
+
+def steps(events: list[SessionEvent]) -> list[int]:
+    return [e.seq for e in events if e.type == "step/start"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(sessions())
+def test_memo_equals_the_pure_request_functions_after_every_event(events):
+    memo = RequestMemo()
+    for n in range(1, len(events) + 1):
+        prefix = tuple(events[:n])
+        if not any(e.type == "request/header" for e in prefix):
+            continue
+        if prefix[-1].type == "step/start":
+            assert memo.request(prefix, prefix[-1].seq) == encode_body(request_body(prefix, prefix[-1].seq))
+        else:
+            assert memo.pending_chars(prefix) == body_chars(pending_body(prefix))
+            assert estimate_tokens(prefix, 3.5, memo) == estimate_tokens(prefix, 3.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions(), sessions())
+def test_memo_starts_again_when_the_log_is_rewritten(first, second):
+    memo = RequestMemo()
+    for events in (first, second, first[: max(1, len(first) // 2)], first):  # fork, reload, cut tail
+        for seq in steps(events):
+            assert memo.request(events, seq) == encode_body(request_body(events, seq))
+        if any(e.type == "request/header" for e in events):
+            assert estimate_tokens(events, 4.0, memo) == estimate_tokens(events, 4.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(sessions())
+def test_projection_memo_reports_the_unchanged_start_of_its_list(events):
+    memo = ProjectionMemo()
+    previous: list = []
+    for n in range(1, len(events) + 1):
+        pairs = memo.shared(events[:n])
+        assert pairs == surface_messages(events[:n])
+        assert memo.kept <= min(len(previous), len(pairs))
+        assert all(a is b for a, b in zip(pairs[:memo.kept], previous))
+        previous = list(pairs)
