@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -128,7 +127,7 @@ class AgentSettings(BaseModel):
     """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
     mcp_call_timeout: float = Field(default=120.0, gt=0)
     """Seconds one MCP tool call may take before it fails (the call is cancelled on the server)."""
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = {}
     """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
     chars_per_token: float = Field(default=4.0, gt=0)
     """Characters per token for the estimate made before each request (until the provider's
@@ -140,7 +139,7 @@ class AgentSettings(BaseModel):
     price_per_million: Price | None = None
     """Price of every model (``{input = 0.27, output = 1.10, currency = "USD"}``): ``usage_update``
     then carries the session's cumulative ``cost``. ``None``: no cost is reported."""
-    model_prices: dict[str, Price] = Field(default_factory=dict)
+    model_prices: dict[str, Price] = {}
     """Model id → price, overriding ``price_per_million`` for that model."""
 
     def price_for(self, model: str | None) -> Price | None:
@@ -169,11 +168,11 @@ class PolicySettings(BaseModel):
     Env ``AGENT_SERVER_NETWORK`` (``0``/``1``)."""
     secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
     """Files whose reading (or writing) asks first: a name glob, or a path glob with ``~`` and ``**``."""
-    mcp_trusted: list[str] = Field(default_factory=list)
+    mcp_trusted: list[str] = []
     """MCP servers (by the name the client gives them) whose tool annotations are believed: their
     ``readOnlyHint`` tools run without asking, others ask once per tool, ``destructiveHint`` always.
     Every other server's calls ask each time, showing the arguments."""
-    sandbox_writable: list[str] = Field(default_factory=list)
+    sandbox_writable: list[str] = []
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
 
 
@@ -275,6 +274,19 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("agent-server")) / "config.toml"
 
 
+def _parse_toml(path: Path, text: str) -> dict[str, Any]:
+    """The TOML document ``text`` of ``path``; ``ConfigError`` when it does not parse. An empty
+    file is ``{}`` without loading the TOML parser (its regexes cost milliseconds at start-up)."""
+    if not text.strip():
+        return {}
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+
+
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read the config file (``path``, else the default if it exists) and the environment.
 
@@ -293,9 +305,10 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     data: dict[str, Any] = {}
     if path.exists() or explicit:
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from None
+        data = _parse_toml(path, text)
         unknown = set(data) - _FILE_KEYS
         if unknown:
             raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_FILE_KEYS)}")

@@ -33,18 +33,23 @@ RETRYABLE_CODES = frozenset({
 
 # Texts providers use to say "the prompt does not fit" (OpenAI, vLLM, llama.cpp, Ollama,
 # Anthropic-compatible routers, ...). Matched case-insensitively against message/code/type.
-_CONTEXT_RE = re.compile(
+# Patterns, compiled (and cached by ``re``) on the first error: compiling these case-insensitive
+# alternations costs milliseconds, which start-up should not pay for an error it may never see.
+_CONTEXT_RE = (
     r"context[_ ]length[_ ]exceeded|maximum context|context (length|window|size)"
     r"|exceeds? (the )?(available )?context|prompt is too long|too many (input )?tokens"
-    r"|tokens? exceeds?|input (is )?too long|reduce the length of the (messages|prompt)",
-    re.IGNORECASE,
+    r"|tokens? exceeds?|input (is )?too long|reduce the length of the (messages|prompt)"
 )
-_RATE_RE = re.compile(r"rate[_ ]?limit|too[_ ]many[_ ]requests|overloaded_rate", re.IGNORECASE)
-_AUTH_RE = re.compile(
-    r"invalid[_ ]api[_ ]key|authentication|unauthori[sz]ed|permission[_ ]denied|incorrect api key",
-    re.IGNORECASE,
-)
-_QUOTA_RE = re.compile(r"insufficient[_ ]quota|exceeded your current quota", re.IGNORECASE)
+_RATE_RE = r"rate[_ ]?limit|too[_ ]many[_ ]requests|overloaded_rate"
+_AUTH_RE = r"invalid[_ ]api[_ ]key|authentication|unauthori[sz]ed|permission[_ ]denied|incorrect api key"
+_QUOTA_RE = r"insufficient[_ ]quota|exceeded your current quota"
+
+
+def _says(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches ``pattern``, case-insensitively."""
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
 _MAX_TEXT = 2000  # characters of a non-JSON error body kept in the message
 
 
@@ -146,13 +151,13 @@ def _describe(payload: Any) -> tuple[str, str]:
 
 
 def _code_for(status: int | None, hints: str, *, default: str) -> str:
-    if _QUOTA_RE.search(hints):
+    if _says(_QUOTA_RE, hints):
         return "AUTH"  # billing/quota: waiting does not help, so not a retryable rate limit
-    if status in (401, 403) or (status is None and _AUTH_RE.search(hints)):
+    if status in (401, 403) or (status is None and _says(_AUTH_RE, hints)):
         return "AUTH"
-    if status == 429 or (status is None and _RATE_RE.search(hints)):
+    if status == 429 or (status is None and _says(_RATE_RE, hints)):
         return "RATE_LIMIT"  # before the context check: TPM limit texts talk about tokens
-    if status == 413 or ((status is None or 400 <= status < 500) and _CONTEXT_RE.search(hints)):
+    if status == 413 or ((status is None or 400 <= status < 500) and _says(_CONTEXT_RE, hints)):
         return "CONTEXT_WINDOW_EXCEEDED"
     if status == 408:
         return "NETWORK"

@@ -212,6 +212,7 @@ class AcpServer:
             await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(session_id)
             await self.host.warm(session_id)
+            m.PromptParams.model_rebuild()  # built lazily (defer_build): now, not on the first prompt
         ctx.after_response(after)
         return {"sessionId": session_id, **self.host.state(session_id)}
 
