@@ -64,7 +64,8 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
 
     def build(waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
         coming = {u.get("toolCallId") for u in waiting if u.get("sessionUpdate") == "tool_call"}
-        updates = [u for u in lifecycle.history_updates(session.log.events, roots)
+        terminal = host.frontend is not None and bool(host.frontend.terminal_output())
+        updates = [u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal)
                    if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming)]
         partial = session.partial
         if partial is not None and partial.step is not None:  # a request is streaming now

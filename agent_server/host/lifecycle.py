@@ -26,6 +26,7 @@ from agent_server.host.errors import HostError
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
                                   SessionStore, read_head)
 from agent_server.tools import BUILTIN_TOOLS, ToolContext, ToolResult, validate_args
+from agent_server.tools.live import terminal_block
 from agent_server.tools.procs import reap_orphans
 
 log = logging.getLogger("agent_server.server")
@@ -178,7 +179,8 @@ def _iso(timestamp: float) -> str:
 # -- the history as session updates ---------------------------------------------------------------
 
 
-def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> list[dict[str, Any]]:
+def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
+                    terminal: bool = False) -> list[dict[str, Any]]:
     """The ``session/update`` payloads that show ``events`` to an editor, in log order.
 
     ``user`` → one ``user_message_chunk`` per prompt block; ``assistant`` → an
@@ -187,7 +189,9 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> lis
     ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
     announced → its own ``tool_call``; ``notice``, ``inbox/dropped`` and a failed turn → an
     ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
-    ``plan`` update with its entries, as it was shown live.
+    ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
+    the terminal convention), a ``bash`` call still running gets its terminal as it did live
+    (``tools.live``), so the output that follows shows in it.
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
@@ -208,7 +212,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str]) -> lis
                 updates.append(_chunk("agent_message_chunk", data["text"]))
         elif kind == "tool/call":
             result = results.get(f"tc-{event.seq}")
-            updates.append(_tool_call(f"tc-{event.seq}", data, result, context))
+            updates.append(_tool_call(f"tc-{event.seq}", data, result, context, terminal=terminal))
             plan = _plan(data, result)
             if plan is not None:
                 updates.append(plan)
@@ -232,7 +236,7 @@ def _chunk(kind: str, text: str) -> dict[str, Any]:
 
 
 def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | None,
-               context: ToolContext) -> dict[str, Any]:
+               context: ToolContext, *, terminal: bool = False) -> dict[str, Any]:
     name = str(call.get("name", "tool"))
     arguments = str(call.get("arguments") or "")
     update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": name,
@@ -249,6 +253,9 @@ def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | N
                     update["locations"] = locations
             except Exception:  # display only: keep the plain name
                 log.debug("title of %s failed on replay", name, exc_info=True)
+            if terminal and tool.live_output and result is None:  # running: its output goes on
+                update["content"] = [terminal_block(tool_call_id)]
+                update["_meta"] = {"terminal_info": {"terminal_id": tool_call_id, "cwd": str(context.cwd)}}
     if result is not None:
         update["status"] = "failed" if result.data.get("status") == "failed" else "completed"
         update["content"] = [{"type": "content", "content": {"type": "text", "text": str(result.data.get("content", ""))}}]

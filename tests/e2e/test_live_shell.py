@@ -187,3 +187,26 @@ async def test_a_command_the_user_rejects_ends_its_terminal_and_shows_why_as_tex
     assert final["content"] == [{"type": "content", "content": {"type": "text", "text": model_sees["content"]}}]
     assert "rawOutput" not in final and "never" not in model_sees["content"]
     assert not [u for u in h.updates(sid) if live(u, "terminal_output") is not None]
+
+
+async def test_loading_a_session_while_its_command_runs_gives_the_terminal_and_the_output_that_follows(
+        acp_harness_factory, endpoint, workspace):
+    endpoint.push(tool_call_stream([call("b1", "bash", command=WAITING)]))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, caps(terminal_output=True))
+    task = h.start_prompt(sid, "run it")
+    await h.wait_for_update("tool_call_update", session_id=sid, predicate=lambda u: "first" in (live(u, "terminal_output") or ""))
+    tcid = h.updates(sid, "tool_call")[0]["toolCallId"]
+    mark = len(h.transcript.snapshot())
+    await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    loaded = len(h.transcript.snapshot())
+    (replayed,) = [m.message["params"]["update"] for m in h.transcript.snapshot()[mark:loaded]
+                   if m.method == "session/update" and m.message["params"]["update"]["sessionUpdate"] == "tool_call"]
+    assert replayed["toolCallId"] == tcid and replayed["status"] == "pending"
+    assert replayed["content"] == [{"type": "terminal", "terminalId": tcid}]
+    assert replayed["_meta"] == {"terminal_info": {"terminal_id": tcid, "cwd": str(workspace)}}
+    (workspace / "go").write_text("")
+    assert (await task).stop_reason == "end_turn"
+    after = [live(m.message["params"]["update"], "terminal_output") for m in h.transcript.snapshot()[loaded:]
+             if m.method == "session/update"]
+    assert "".join(d for d in after if d is not None) == "second\n"
