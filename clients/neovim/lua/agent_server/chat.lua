@@ -7,13 +7,19 @@
 --- place (an extmark keeps its line); the plan block is replaced in place; usage, mode and state
 --- are in the header line.
 ---
+--- Prompts overlap: a slash command typed while a turn waits (for an edit proposal, a permission)
+--- is answered at once, other prompts queue on the server. Each answer writes its stop line, but
+--- only the last open prompt's answer marks tool calls still open as unfinished and returns the
+--- header to idle. The buffer itself (lines, the open streamed line, blocks at marks) is
+--- `transcript`'s.
+---
 --- Must never: hold state the event stream cannot rebuild (replaying `session/load` through the
 --- same fold draws the same chat), or render model text as anything but buffer text.
 local config = require("agent_server.config")
+local transcript = require("agent_server.transcript")
 
 local M = {}
 
-local ns = vim.api.nvim_create_namespace("agent_server_chat")
 local uv = vim.uv or vim.loop
 
 local SIGNS = {
@@ -25,9 +31,7 @@ local SIGNS = {
 }
 
 local S = {
-  buf = nil,
   pending = {},
-  open = nil, -- kind of the line being continued: "text" | "thought" | nil
   section = nil, -- "user" | "agent"
   tools = {},
   plan = nil,
@@ -37,10 +41,6 @@ local S = {
   flush_scheduled = false,
 }
 M.state = S
-
-local function valid()
-  return S.buf and vim.api.nvim_buf_is_valid(S.buf)
-end
 
 local function header_text()
   local h = S.header
@@ -57,50 +57,17 @@ local function header_text()
   return "<!-- " .. table.concat(parts, " · ") .. " -->"
 end
 
-local function modify(fn)
-  vim.bo[S.buf].modifiable = true
-  local ok, err = pcall(fn)
-  vim.bo[S.buf].modifiable = false
-  vim.bo[S.buf].modified = false
-  if not ok then
-    error(err)
-  end
-end
-
-local function follow(before_last)
-  for _, win in ipairs(vim.fn.win_findbuf(S.buf)) do
-    local row = vim.api.nvim_win_get_cursor(win)[1]
-    if row >= before_last then
-      local n = vim.api.nvim_buf_line_count(S.buf)
-      pcall(vim.api.nvim_win_set_cursor, win, { n, 0 })
-    end
-  end
-end
-
---- The chat buffer (created on first use).
+--- The chat buffer (created on first use; a new one starts without sections, tool lines or plan).
 function M.buffer()
-  if valid() then
-    return S.buf
+  local buf, created = transcript.buffer(header_text())
+  if created then
+    S.section, S.tools, S.plan = nil, {}, nil
   end
-  S.buf = vim.api.nvim_create_buf(true, true)
-  vim.bo[S.buf].buftype = "nofile"
-  vim.bo[S.buf].bufhidden = "hide"
-  vim.bo[S.buf].swapfile = false
-  pcall(vim.api.nvim_buf_set_name, S.buf, "agent-server://chat")
-  vim.bo[S.buf].filetype = "markdown"
-  S.open, S.section, S.tools, S.plan = nil, nil, {}, nil
-  modify(function()
-    vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header_text(), "" })
-  end)
-  return S.buf
+  return buf
 end
 
 local function set_header()
-  if valid() then
-    modify(function()
-      vim.api.nvim_buf_set_lines(S.buf, 0, 1, false, { header_text() })
-    end)
-  end
+  transcript.set_header(header_text())
 end
 
 --- Fold level of line `lnum` in the chat window: thoughts (`> ` lines) fold.
@@ -143,21 +110,10 @@ function M.open(focus)
   return win
 end
 
--- Append whole lines (ends any open text line).
+-- Append whole lines (ends any open text line); the 0-based row of the first one.
 local function add_lines(lines)
   M.buffer()
-  local n = vim.api.nvim_buf_line_count(S.buf)
-  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
-  modify(function()
-    if last == "" and S.open == nil then
-      vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
-    else
-      vim.api.nvim_buf_set_lines(S.buf, n, n, false, lines)
-    end
-  end)
-  S.open = nil
-  follow(n)
-  return vim.api.nvim_buf_line_count(S.buf) - #lines -- 0-based row of the first added line
+  return transcript.add_lines(lines)
 end
 
 local function ensure_section(kind)
@@ -167,42 +123,10 @@ local function ensure_section(kind)
   end
 end
 
--- Continue streamed text of `kind` ("text" | "thought" | "user").
-local function write_stream(kind, s)
-  if s == "" then
-    return
-  end
-  local n = vim.api.nvim_buf_line_count(S.buf)
-  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
-  local lines = vim.split(s, "\n", { plain = true })
-  if kind == "thought" then
-    for i = 2, #lines do
-      lines[i] = "> " .. lines[i]
-    end
-  end
-  modify(function()
-    if S.open == kind then
-      lines[1] = last .. lines[1]
-      vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
-    else
-      if kind == "thought" then
-        lines[1] = "> " .. lines[1]
-      end
-      if last == "" then
-        vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
-      else
-        vim.api.nvim_buf_set_lines(S.buf, n, n, false, lines)
-      end
-    end
-  end)
-  S.open = kind
-  follow(n)
-end
-
 --- Draw what is pending now.
 function M.flush()
   S.flush_scheduled = false
-  if #S.pending == 0 or not valid() then
+  if #S.pending == 0 or not transcript.valid() then
     S.pending = {}
     return
   end
@@ -217,7 +141,7 @@ function M.flush()
       i = i + 1
     end
     ensure_section(kind == "user" and "user" or "agent")
-    write_stream(kind, table.concat(parts))
+    transcript.stream(kind, table.concat(parts))
   end
 end
 
@@ -261,25 +185,8 @@ local function tool_line(t)
   return s
 end
 
--- Replace `count` lines from the extmark `mark` with `lines`, keeping the mark on the first one.
-local function replace_at(mark, count, lines)
-  local m = vim.api.nvim_buf_get_extmark_by_id(S.buf, ns, mark, {})
-  if not (m and m[1]) then
-    return
-  end
-  local last_row = m[1] + count - 1
-  local last = vim.api.nvim_buf_get_lines(S.buf, last_row, last_row + 1, false)[1] or ""
-  modify(function()
-    vim.api.nvim_buf_set_text(S.buf, m[1], 0, last_row, #last, lines)
-  end)
-end
-
-local function place_mark(row)
-  return vim.api.nvim_buf_set_extmark(S.buf, ns, row, 0, { right_gravity = false })
-end
-
 local function redraw_tool(t)
-  replace_at(t.mark, 1, { tool_line(t) })
+  transcript.replace_at(t.mark, 1, { tool_line(t) })
 end
 
 local function first_text(content)
@@ -296,7 +203,7 @@ local function on_tool_call(u)
   ensure_section("agent")
   local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
   local row = add_lines({ tool_line(t) })
-  t.mark = place_mark(row)
+  t.mark = transcript.place_mark(row)
   S.tools[u.toolCallId] = t
 end
 
@@ -324,14 +231,13 @@ local function on_plan(u)
     local box = e.status == "completed" and "[x]" or (e.status == "in_progress" and "[~]" or "[ ]")
     lines[#lines + 1] = string.format("- %s %s", box, tostring(e.content):gsub("\n", " "))
   end
-  local m = S.plan and vim.api.nvim_buf_get_extmark_by_id(S.buf, ns, S.plan.mark, {})
-  if m and m[1] and S.plan.turn == S.turn then
-    replace_at(S.plan.mark, S.plan.count, lines)
+  if S.plan and transcript.mark_row(S.plan.mark) and S.plan.turn == S.turn then
+    transcript.replace_at(S.plan.mark, S.plan.count, lines)
     S.plan.count = #lines
   else
     ensure_section("agent")
     local row = add_lines(lines)
-    S.plan = { mark = place_mark(row), count = #lines, turn = S.turn }
+    S.plan = { mark = transcript.place_mark(row), count = #lines, turn = S.turn }
   end
 end
 
@@ -473,10 +379,7 @@ end
 --- The chat's text (for tests and `--check`).
 function M.text()
   M.flush()
-  if not valid() then
-    return ""
-  end
-  return table.concat(vim.api.nvim_buf_get_lines(S.buf, 0, -1, false), "\n")
+  return transcript.text()
 end
 
 return M
