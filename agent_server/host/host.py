@@ -497,8 +497,13 @@ class SessionHost:
         tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
         pinned = pinned_header(log.events, roots, tool_names) if log is not None else None
         if pinned is not None:
+            offered = pinned["tools"]
+            if tools is not None and any(getattr(t, "mcp", None) is not None for t in tools.values()):
+                # an MCP server may have changed a tool's description or schema and kept its name
+                current = tool_schemas(tools.values())
+                offered = current if current != offered else offered
             return RequestHeader(system=pinned["system"], model=provider.model or "",
-                                 params=dict(self.config.agent.params), tools=pinned["tools"],
+                                 params=dict(self.config.agent.params), tools=offered,
                                  reasoning_content=provider.reasoning_content)
         env = PromptEnvironment(
             roots=tuple(roots),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.client_impl import ClientConfig
 from support.procs import descendants, wait_gone
+from support.replay import assert_replay_matches
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -184,3 +185,37 @@ async def test_no_server_process_survives_close_delete_exit_or_kill_9(acp_harnes
     h, sid, kids = await session_with_a_running_server()
     os.kill(h.pid, signal.SIGKILL)
     assert wait_gone(kids)
+
+
+CHANGING = Path(__file__).resolve().parents[1] / "mcp" / "changing_server.py"
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+async def test_tools_list_changed_mid_session_reaches_the_next_request_and_replay_stays_byte_exact(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, protocol):
+    """Before: notifications/tools/list_changed was ignored — the tool the server added was never
+    offered and the model kept the old description of the one it changed."""
+    servers = [stdio("changing", sys.executable, str(CHANGING), protocol)]
+    endpoint.push(call("g", "mcp__changing__grow"))
+    endpoint.push(call("r", "mcp__changing__reword"))
+    endpoint.push(call("e", "mcp__changing__extra", text="ab"))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, policy='mcp_trusted = ["changing"]')
+    assert (await h.prompt(sid, "grow, then use the new tool")).stop_reason == "end_turn"
+
+    def offered(n: int) -> dict[str, dict]:
+        return {t["function"]["name"]: t["function"] for t in endpoint.requests[n].json().get("tools", [])}
+
+    assert "mcp__changing__extra" not in offered(0)
+    assert "mcp__changing__extra" in offered(1)  # the very next request
+    assert offered(1)["mcp__changing__add"]["description"] == "Add two integers."
+    # the same names, one description changed: the next request still offers the new text
+    assert offered(2)["mcp__changing__add"]["description"] == "Add two integers (now described anew)."
+    assert "abab" in tool_results(endpoint, 3)[-1]
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    headers = [e.data["tools"] for e in events if e.type == "request/header"]
+    assert headers[-1] == endpoint.requests[3].json()["tools"]  # logged exactly as sent
+    maps = [e.data["map"] for e in events if e.type == "mcp/tools"]
+    assert "mcp__changing__extra" not in maps[0] and maps[-1]["mcp__changing__extra"] == ["changing", "extra"]
+    await h.close()
+    assert assert_replay_matches(agent_state_dir, endpoint.requests) == 4

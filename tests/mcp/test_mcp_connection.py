@@ -182,3 +182,31 @@ def test_the_acp_start_up_path_does_not_import_the_mcp_sdk():
             "print(loaded); sys.exit(1 if loaded else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parents[1])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+async def test_tool_list_changed_mid_session_is_listed_again(protocol):
+    """Before: notifications/tools/list_changed was ignored, so a tool a server added mid-session
+    was never offered and a changed description never reached the model."""
+    changes: list[list[dict]] = []
+
+    async def changed(server, tools):
+        changes.append(tools)
+
+    conn = McpConnection(stdio("changing", sys.executable, str(HERE / "changing_server.py"), protocol), env(),
+                         on_tools_changed=changed)
+    try:
+        assert sorted(t["name"] for t in await conn.start()) == ["add", "grow", "reword"]
+        await conn.call("grow", {})
+        await conn.settled()
+        assert changes, "no tool list change was seen"
+        assert sorted(t["name"] for t in changes[-1]) == ["add", "extra", "grow", "reword"]
+        await conn.call("reword", {})
+        await conn.settled()
+        tools = {t["name"]: t for t in changes[-1]}
+        assert len(changes) == 2 and conn.tools == changes[-1]
+        assert tools["add"]["description"] == "Add two integers (now described anew)."
+        text, is_error = render_result(await conn.call("extra", {"text": "ab"}))
+        assert not is_error and "abab" in text
+    finally:
+        await conn.close()

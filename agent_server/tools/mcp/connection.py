@@ -6,6 +6,12 @@ group; http: Streamable HTTP with the spec's headers), lists its tools, and call
 and cancel. The SDK's async context lives in one task of its own (anyio scopes must be left by the
 task that entered them); calls come from any task. A server that died is restarted on the next call.
 
+Tool list changes: a server that announces them sends ``notifications/tools/list_changed`` — on
+its own for a pre-2026 (``initialize``) connection, inside a ``subscriptions/listen`` stream the
+connection opens for a 2026-07-28 one when the server offers ``tools.listChanged``. Either way the
+tools are listed again (all pages, bypassing the SDK's response cache) and ``on_tools_changed``
+gets the new list; changes that arrive while a refresh runs make one more refresh after it.
+
 Must never: let a call hang past its timeout, or leave the server's process behind after ``close``.
 """
 
@@ -15,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from agent_server.tools.mcp.spec import McpServerSpec
 
@@ -30,21 +36,29 @@ def _jsonable(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(model, "model_dump") else dict(model)
 
 
+ToolsChanged = Callable[[str, list[dict[str, Any]]], Awaitable[None]]
+"""``(server name, its new tool list)``: called after the server said its tools changed."""
+
+
 class McpConnection:
     """A running MCP server. ``tools``: its tool list (JSON dicts: name, description, inputSchema,
-    annotations) after ``start``; ``start_timeout`` / ``call_timeout`` in seconds."""
+    annotations) after ``start``; ``start_timeout`` / ``call_timeout`` in seconds;
+    ``on_tools_changed``: told the new list after ``notifications/tools/list_changed``."""
 
     def __init__(self, spec: McpServerSpec, env: dict[str, str], *, start_timeout: float = 20.0,
-                 call_timeout: float = 120.0) -> None:
+                 call_timeout: float = 120.0, on_tools_changed: ToolsChanged | None = None) -> None:
         self.spec = spec
         self.env = env
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
+        self.on_tools_changed = on_tools_changed
         self.tools: list[dict[str, Any]] = []
         self._client: Any = None
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
+        self._refresh: asyncio.Task[None] | None = None
+        self._stale = False
 
     def _server_arg(self) -> Any:
         from mcp.client.stdio import StdioServerParameters  # deferred: only sessions with servers pay
@@ -65,16 +79,17 @@ class McpConnection:
             from mcp.client.streamable_http import streamable_http_client
 
             transport = streamable_http_client(self.spec.url, http_client=httpx2.AsyncClient(headers=self.spec.headers))
-            return Client(transport, mode="auto")
-        return Client(self._server_arg(), mode="auto")
+            return Client(transport, mode="auto", message_handler=self._on_message)
+        return Client(self._server_arg(), mode="auto", message_handler=self._on_message)
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         self._stop = asyncio.Event()
+        listener: asyncio.Task[None] | None = None
         try:
             async with self._make_client() as client:
                 self._client = client
-                listed = await client.list_tools()
-                self.tools = [_jsonable(t) for t in listed.tools]
+                self.tools = await _list_tools(client)
+                listener = self._listen(client)
                 if not ready.done():
                     ready.set_result(None)
                 await self._stop.wait()
@@ -84,7 +99,70 @@ class McpConnection:
             elif not isinstance(exc, asyncio.CancelledError):
                 log.info("MCP server %s ended: %s", self.spec.name, _reason(exc))
         finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(BaseException):
+                    await listener
             self._client = None
+
+    def _listen(self, client: Any) -> asyncio.Task[None] | None:
+        """On a 2026-07-28 connection whose server offers ``tools.listChanged``, keep a
+        ``subscriptions/listen`` stream open (its ``notifications/tools/list_changed`` reach
+        ``_on_message``); older connections get the notification without asking."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        tools = getattr(client.server_capabilities, "tools", None)
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not getattr(tools, "list_changed", False):
+            return None
+
+        async def listen() -> None:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for _ in subscription:
+                        pass  # the same change arrives as a notification: _on_message refreshes
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the server refused or dropped the stream
+                log.info("MCP server %s: no tool list changes (%s)", self.spec.name, _reason(exc))
+
+        return asyncio.create_task(listen(), name=f"mcp-listen:{self.spec.name}")
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's message handler: a tool list change starts a refresh in a task of its own
+        (listing from inside the handler would wait on the loop that delivers the answer)."""
+        from mcp.types import ToolListChangedNotification
+
+        if not isinstance(getattr(message, "root", message), ToolListChangedNotification):
+            return
+        if self._refresh is not None and not self._refresh.done():
+            self._stale = True  # one more round after the running one
+            return
+        self._refresh = asyncio.get_running_loop().create_task(self._refresh_tools(),
+                                                               name=f"mcp-tools:{self.spec.name}")
+
+    async def _refresh_tools(self) -> None:
+        while True:
+            self._stale = False
+            client = self._client
+            if client is None:
+                return
+            try:
+                tools = await asyncio.wait_for(_list_tools(client, fresh=True), self.call_timeout)
+            except Exception as exc:  # noqa: BLE001 - keep the old list; the next change tries again
+                log.info("MCP server %s: listing its changed tools failed: %s", self.spec.name, _reason(exc))
+                return
+            self.tools = tools
+            if self.on_tools_changed is not None:
+                await self.on_tools_changed(self.spec.name, tools)
+            if not self._stale:
+                return
+
+    async def settled(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) for a tool list refresh that is running, so that a
+        change the server announced during a call is offered from the very next request."""
+        refresh = self._refresh
+        if refresh is not None and not refresh.done():
+            await asyncio.wait({refresh}, timeout=timeout)
 
     async def start(self) -> list[dict[str, Any]]:
         """Start the server and list its tools. Raises ``McpError`` (with the reason) on failure or
@@ -136,6 +214,9 @@ class McpConnection:
 
     async def close(self) -> None:
         """Stop the server (its process and group) and forget the connection."""
+        refresh, self._refresh = self._refresh, None
+        if refresh is not None and not refresh.done():
+            refresh.cancel()
         runner, self._runner = self._runner, None
         if self._stop is not None:
             self._stop.set()
@@ -147,6 +228,19 @@ class McpConnection:
                 with contextlib.suppress(BaseException):
                     await runner
         self._client = None
+
+
+async def _list_tools(client: Any, *, fresh: bool = False) -> list[dict[str, Any]]:
+    """Every tool of the server, page after page (``fresh``: not from the SDK's response cache)."""
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(1000):  # a server that pages forever is cut off
+        listed = await client.list_tools(cursor=cursor, cache_mode="refresh" if fresh else "use")
+        tools += [_jsonable(t) for t in listed.tools]
+        cursor = getattr(listed, "next_cursor", None)
+        if not cursor:
+            break
+    return tools
 
 
 def _reason(exc: BaseException) -> str:

@@ -4,7 +4,9 @@ Role: ``McpTools(specs, …).start()`` starts every server in the background (``
 wait); ``wait_ready(seconds)`` lets the first prompt wait a little for those still starting. Each
 tool of a server that is up becomes an ``McpTool`` in the session's tool table (a dict the tool
 runner reads), under a name from ``expose_names``; the map and every server that failed are logged
-(``mcp/tools``, ``mcp/failed``), and a failure is told to the user. ``close()`` stops the servers.
+(``mcp/tools``, ``mcp/failed``), and a failure is told to the user. A server that changes its tools
+(``notifications/tools/list_changed``) has them offered anew from the next request on, the new map
+logged. ``close()`` stops the servers.
 
 Must never: fail the session because a server failed, or decide whether a call may run (the policy
 does, from ``McpTool.mcp``: server, tool, annotations, trusted).
@@ -89,6 +91,7 @@ class McpTool(Tool):
             result = await self._connection.call(self.mcp.tool, arguments)
         except McpError as exc:
             return ToolResult.error(str(exc))
+        await self._connection.settled()  # tools it changed during the call: offered next request
         text, is_error = render_result(result)
         return ToolResult.error(text) if is_error else ToolResult(text)
 
@@ -108,7 +111,8 @@ class McpTools:
         self.table = table
         self.log = log
         self.emit = emit
-        self.connections = {s.name: McpConnection(s, env, call_timeout=call_timeout) for s in specs}
+        self.connections = {s.name: McpConnection(s, env, call_timeout=call_timeout, on_tools_changed=self._changed)
+                            for s in specs}
         self.listed: dict[str, list[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -134,6 +138,17 @@ class McpTools:
                 "type": "text", "text": f"[agent-server] {exc}. Its tools are not available in this session.\n"}})
             return
         self.listed[spec.name] = tools
+        self._publish()
+
+    async def _changed(self, server: str, tools: list[dict[str, Any]]) -> None:
+        """A server's tool list changed (``notifications/tools/list_changed``): offer the new list
+        from the next request on (its logged ``request/header`` carries it), log the new map."""
+        if server not in self.listed:
+            return  # still starting: its start publishes the list it gets
+        if tools == self.listed[server]:
+            return
+        self.listed[server] = tools
+        log.info("MCP server %s changed its tools: %s", server, [t.get("name") for t in tools])
         self._publish()
 
     def _publish(self) -> None:
