@@ -99,6 +99,7 @@ async def test_trusted_read_only_tool_runs_without_asking_over_http_and_allow_al
         port = s.getsockname()[1]
     web = subprocess.Popen([sys.executable, str(SCRIPTED), "http", str(port)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
+    h = None
     try:
         for _ in range(100):
             with socket.socket() as s:
@@ -127,6 +128,8 @@ async def test_trusted_read_only_tool_runs_without_asking_over_http_and_allow_al
         assert [json.loads(q["toolCall"]["rawInput"] if isinstance(q["toolCall"].get("rawInput"), str)
                            else json.dumps(q["toolCall"]["rawInput"]))["text"] for q in asked] == ["hi", "other"]
     finally:
+        if h is not None:  # the agent first: it holds a subscriptions/listen stream the server would wait for
+            await h.close()
         web.terminate()
         web.wait(10)
 
