@@ -31,12 +31,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.sandbox_exec import encode_spec
 from agent_server.policy.shell_masks import SecretScanner, credential_paths, sweep_setuid
+from agent_server.policy.shell_spawn import ConfinedProcess, spawn_confined
 
 log = logging.getLogger("agent_server.policy")
 
@@ -126,7 +127,9 @@ class ShellLaunch:
     permission error, or a refused connection when the network is blocked);
     ``meta``: logged with the result (sandbox level, mode, network); ``after``: called (in a
     worker thread) once the command and everything it started have ended — returns the paths
-    whose setuid/setgid bits it cleared.
+    whose setuid/setgid bits it cleared; ``spawn``: ``await spawn(cwd, env)`` starts the command
+    (``argv`` confined, through the long-lived launcher, ``shell_spawn``) instead of executing
+    ``argv`` — same confinement, without a Python start-up per command.
     """
 
     argv: list[str]
@@ -136,6 +139,7 @@ class ShellLaunch:
     hint_markers: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
     after: Callable[[], list[str]] | None = None
+    spawn: Callable[[Path, dict[str, str]], Awaitable[Any]] | None = None
 
 
 PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
@@ -314,7 +318,18 @@ class ShellConfiner:
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
         spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
-        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", self._spec_arg(spec), "--", *argv]
+        spec_arg = self._spec_arg(spec)
+        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
+
+        async def spawn(cwd: Path, env: dict[str, str]) -> Any:
+            proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
+            if spec_arg.startswith("@") and isinstance(proc, ConfinedProcess):
+                try:  # the wrapper did not run: its spec file is ours to remove
+                    os.unlink(spec_arg[1:])
+                except OSError:
+                    pass
+            return proc
+
         markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
         sweep_roots = list(spec["write"])
         skip = list(spec["ro_binds"])
@@ -322,7 +337,7 @@ class ShellConfiner:
                 "git_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=lambda: sweep_setuid(sweep_roots, skip))
+                           after=lambda: sweep_setuid(sweep_roots, skip), spawn=spawn)
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes

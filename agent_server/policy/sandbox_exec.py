@@ -57,8 +57,34 @@ class SandboxError(Exception):
     """A confinement step failed; the command must not run."""
 
 
+_LIBC: ctypes.CDLL | None = None
+_CAP_LAST: int | None = None
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.syscall.restype = ctypes.c_long
+    return _LIBC
+
+
+def warm() -> None:
+    """Do once what every confinement repeats (a long-lived launcher calls this before forking):
+    load libc, read the last capability number, build both seccomp filters."""
+    global _CAP_LAST
+    _libc()
+    _CAP_LAST = _cap_last()
+    if seccomp.supported():
+        for block_unix in (False, True):
+            seccomp.program(block_unix)
+
+
+def _cap_last() -> int:
+    if _CAP_LAST is not None:
+        return _CAP_LAST
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        return int(handle.read())
 
 
 def _check(result: int, what: str) -> int:
@@ -73,7 +99,6 @@ def landlock_abi() -> int:
     if not sys.platform.startswith("linux"):
         return 0
     libc = _libc()
-    libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
                        ctypes.c_uint32(CREATE_RULESET_VERSION))
     return abi if abi > 0 else 0
@@ -132,7 +157,6 @@ def apply_landlock(spec: dict) -> int:
     if abi < 1:
         raise SandboxError("Landlock is not available on this kernel")
     libc = _libc()
-    libc.syscall.restype = ctypes.c_long
     handled = handled_fs(abi)
     attr = _RulesetAttr(handled, 0, 0)
     size = 8
@@ -167,11 +191,11 @@ def drop_root_capabilities() -> None:
     if os.geteuid() != 0:
         return
     libc = _libc()
-    last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last + 1):
+    for cap in range(_cap_last() + 1):
         _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    status = open("/proc/self/status").read()
+    with open("/proc/self/status") as handle:
+        status = handle.read()
     inheritable = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("CapInh:")), "0")
     if int(inheritable, 16):
         raise SandboxError("the process has inheritable capabilities; refusing to confine root partially")
@@ -215,7 +239,7 @@ def run_confined(spec: dict, body: "Callable[[], int]") -> int:
         return body()
     # this process dies with the agent-server that started it (even by kill -9), and with it PID 1
     # of the namespace (its own parent-death signal) and so every process of the command
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:  # the agent-server was already gone before the signal was set
         return EXIT_REFUSED
     try:
@@ -229,7 +253,7 @@ def run_confined(spec: dict, body: "Callable[[], int]") -> int:
     if pid == 0:  # PID 1 of the new namespace
         os.close(status_r)
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             mounts.prepare_mounts(spec)
             confine_self(spec)
         except _CONFINE_ERRORS as exc:
@@ -268,10 +292,14 @@ def _init(body: "Callable[[], int]", status_w: int) -> None:
         os._exit(EXIT_REFUSED)
 
 
-def _exec(command: list[str]) -> "Callable[[], int]":
+def _exec(command: list[str], env: "dict[str, str] | None" = None) -> "Callable[[], int]":
+    """The body that execs ``command`` (with ``env``; default: this process's environment)."""
     def body() -> int:
         try:
-            os.execvp(command[0], command)
+            if env is None:
+                os.execvp(command[0], command)
+            else:
+                os.execvpe(command[0], command, env)
         except OSError as exc:
             sys.stderr.write(f"agent-server sandbox: cannot run {command[0]}: {exc.strerror}\n")
             sys.stderr.flush()

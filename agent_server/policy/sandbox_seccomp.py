@@ -132,12 +132,22 @@ class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_PROGRAMS: dict[bool, bytes] = {}
+
+
+def program(block_unix: bool) -> bytes:
+    """``build(block_unix)`` packed as ``struct sock_filter`` array, built once per process."""
+    raw = _PROGRAMS.get(block_unix)
+    if raw is None:
+        raw = _PROGRAMS[block_unix] = b"".join(struct.pack("=HBBI", *ins) for ins in build(block_unix))
+    return raw
+
+
 def install(block_unix: bool) -> None:
     """Set ``no_new_privs`` and load the filter into this process. Raises ``SeccompError``."""
-    program = build(block_unix)
-    raw = b"".join(struct.pack("=HBBI", *ins) for ins in program)
+    raw = program(block_unix)
     buf = ctypes.create_string_buffer(raw, len(raw))
-    fprog = _Fprog(len(program), ctypes.cast(buf, ctypes.c_void_p))
+    fprog = _Fprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SeccompError(f"prctl(PR_SET_NO_NEW_PRIVS): {ctypes.get_errno()}")

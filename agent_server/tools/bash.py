@@ -37,14 +37,13 @@ from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
 from . import procs
 from .live import LIVE_OUTPUT
 from .output import open_spill_file
+from .procs import KILL_GRACE_SECONDS, terminate_group, wait_exit
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
 #: Output kept from the start and from the end of a command's output, in bytes.
 HEAD_BYTES = 1024 * 1024
 TAIL_BYTES = 1024 * 1024
-#: Seconds between SIGTERM and SIGKILL of the group.
-KILL_GRACE_SECONDS = 2.0
 #: The same when the turn is cancelled: the user waits for the answer, so the group gets a short
 #: SIGTERM grace, then SIGKILL, and the answer waits for no more than the leader's exit status.
 CANCEL_GRACE_SECONDS = 0.2
@@ -153,59 +152,6 @@ def _shell(env: dict[str, str]) -> str:
     return shutil.which("bash", path=env.get("PATH")) or shutil.which("bash") or "/bin/sh"
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the process group; ``False`` when the group no longer exists."""
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-
-
-async def wait_exit(proc: asyncio.subprocess.Process, timeout: float | None = None) -> bool:
-    """Wait until ``proc`` has exited (its return code is known); ``False`` on ``timeout``.
-
-    Polls ``returncode`` instead of ``proc.wait()``: on Python 3.11 ``wait()`` also waits until
-    every pipe is closed, which a background grandchild can keep open indefinitely.
-    """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = 0.005
-    while proc.returncode is None:
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-async def terminate_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the process group led by ``proc``, wait up to ``grace`` seconds for the group to
-    end, then SIGKILL the whole group (members that ignored SIGTERM included) and wait briefly for
-    the leader's exit status. The SIGKILL is sent even if this coroutine is cancelled meanwhile."""
-    pgid = proc.pid
-    _signal_group(pgid, signal.SIGTERM)
-    _signal_group(pgid, signal.SIGCONT)  # stopped members must see the SIGTERM
-    deadline = time.monotonic() + grace
-    try:
-        while time.monotonic() < deadline:
-            if proc.returncode is not None and not _group_alive(pgid):
-                break
-            await asyncio.sleep(0.02)
-    finally:
-        _signal_group(pgid, signal.SIGKILL)
-    await wait_exit(proc, timeout=1.0)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
 class BashTool(Tool):
     """``bash(command, timeout_ms?, description?)``.
 
@@ -254,13 +200,17 @@ class BashTool(Tool):
                 return ToolResult.error(launch.refuse, sandbox=launch.meta)
             argv, env = launch.argv, launch.env
         started = time.monotonic()
+        spawn = getattr(launch, "spawn", None)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+            if spawn is not None:  # the launcher starts it (same shape: group leader, one output pipe)
+                proc = await spawn(cwd, env)
+            else:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
         except OSError as exc:
             return ToolResult.error(f"Could not start the shell: {exc.strerror or exc}.")
         record = procs.register(ctx.session_dir, proc.pid)  # a later load can stop it if we die

@@ -1,0 +1,182 @@
+"""The long-lived launcher of confined shell commands (``sandbox_zygote`` / ``shell_spawn``), for
+real: each call forked from it is confined exactly like a call through the per-command wrapper —
+its own PID namespace with a fresh ``/proc``, that call's masks, no inherited descriptor — and
+the launcher's own failures never leave a command unconfined or running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_server.config import PolicySettings
+from agent_server.policy import shell_spawn
+from agent_server.policy.modes import ModeState
+from agent_server.policy.sandbox import ShellConfiner, probe_status
+from agent_server.session import EventLog
+from agent_server.tools import ToolContext
+from agent_server.tools.bash import BashArgs, BashTool
+from support.procs import pid_alive, wait_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def shell(tmp_path):
+    """``run(command) -> ToolResult`` through a workspace-write ``ShellConfiner`` (and the confiner)."""
+    ws, home, tmp = tmp_path / "ws", tmp_path / "home", tmp_path / "session" / "tmp"
+    for folder in (ws, home, tmp):
+        folder.mkdir(parents=True)
+    log = EventLog.create(tmp_path / "session" / "events.jsonl", {"cwd": str(ws)})
+    settings = PolicySettings(network=False)
+    status = await probe_status(settings)
+    assert status.write_confinable, status.problems
+    confiner = ShellConfiner(ModeState(log, "workspace-write"), status, [ws], tmp, settings)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    on_disk = ToolContext.on_disk(ws)
+    ctx = ToolContext(on_disk.roots, on_disk.files, on_disk.reads, env=env, shell_launcher=confiner)
+
+    async def run(command: str):
+        return await BashTool().run(BashArgs(command=command), ctx)
+
+    run.confiner = confiner  # type: ignore[attr-defined]
+    run.ws = ws  # type: ignore[attr-defined]
+    return run
+
+
+def _ppid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rfind(")") + 2:].split()[1])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if _ppid(int(entry.name)) == pid:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+async def test_concurrent_launcher_calls_each_get_their_own_pid_namespace_and_fresh_proc(shell):
+    command = "echo pid=$$; sleep 0.5; ls /proc | grep -cE '^[0-9]+$'"
+    first = asyncio.ensure_future(shell(command))
+    second = asyncio.ensure_future(shell(command))
+    deadline = time.monotonic() + 20
+    while len(_children(shell_spawn.launcher_pid() or -1)) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    zygote = shell_spawn.launcher_pid()
+    assert zygote is not None and len(_children(zygote)) == 2, "both calls run as children of the launcher"
+    results = await asyncio.gather(first, second)
+    for res in results:
+        assert res.meta["exit_code"] == 0, res.text
+        lines = res.text.splitlines()
+        # PID 1 is the namespace's init, the shell is 2; /proc lists init, the shell, `ls` and
+        # `grep` (the other call's processes are not there)
+        assert lines[0] == "pid=2" and lines[1] == "4", res.text
+    assert shell_spawn.launcher_pid() == zygote, "one launcher serves every call"
+
+
+async def test_masks_are_applied_per_call_and_the_exact_allowed_command_alone_sees_the_secret(shell):
+    (shell.ws / ".env").write_text("TOKEN=s3cret\n")
+    command = "cat .env; echo end"
+    assert "s3cret" not in (await shell(command)).text
+    shell.confiner.allow_secrets_once(command)
+    assert "s3cret" in (await shell(command)).text
+    again = await shell(command)
+    assert "s3cret" not in again.text and "end" in again.text
+
+
+async def test_a_launched_command_inherits_no_socket_and_no_other_calls_pipe(shell):
+    other = asyncio.ensure_future(shell("sleep 1"))  # its status and output pipes are open in the launcher
+    await asyncio.sleep(0.2)
+    res = await shell("find /proc/$$/fd -mindepth 1 -printf '%f %l\\n'; true")  # the shell's own
+    await other
+    fds = dict(line.split(" ", 1) for line in res.text.splitlines()[:-1] if " " in line)
+    assert "socket:" not in res.text, res.text
+    assert sorted(fds) == ["0", "1", "2"], res.text
+    assert fds["0"] == "/dev/null" and fds["1"] == fds["2"] and fds["1"].startswith("pipe:"), res.text
+
+
+async def test_a_launcher_killed_mid_call_ends_that_command_and_the_next_call_restarts_it(shell, tmp_path):
+    marker = shell.ws / "late"
+    task = asyncio.ensure_future(shell(f"sleep 2; touch {marker}"))
+    deadline = time.monotonic() + 20
+    while not _children(shell_spawn.launcher_pid() or -1) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    zygote = shell_spawn.launcher_pid()
+    assert zygote is not None
+    (leader,) = _children(zygote)
+    os.kill(zygote, signal.SIGKILL)
+    res = await asyncio.wait_for(task, 30)
+    assert res.meta["exit_code"] == -signal.SIGKILL and res.is_error, res.text
+    assert wait_gone([leader])
+    await asyncio.sleep(2.5)
+    assert not marker.exists(), "the command ran on after its launcher died"
+    after = await shell("echo again")
+    assert "again" in after.text and after.meta["exit_code"] == 0
+    assert shell_spawn.launcher_pid() not in (None, zygote)
+
+
+async def test_a_launcher_that_cannot_start_falls_back_to_the_confined_wrapper(shell, monkeypatch, tmp_path):
+    shell_spawn.stop_launcher()
+    monkeypatch.setattr(shell_spawn, "ZYGOTE", tmp_path / "missing.py")
+    outside = tmp_path / "outside"
+    res = await shell(f"echo in > inside; echo out > {outside}; echo pid=$$")
+    assert (shell.ws / "inside").read_text() == "in\n"
+    assert not outside.exists() and "Permission denied" in res.text
+    assert "pid=2" in res.text, "the wrapper runs it in its own PID namespace too"
+    shell_spawn.stop_launcher()
+
+
+def test_the_launcher_and_its_command_end_when_the_server_is_killed(tmp_path):
+    ws = tmp_path / "ws"
+    (tmp_path / "session" / "tmp").mkdir(parents=True)
+    ws.mkdir()
+    holder = tmp_path / "holder.py"
+    holder.write_text(textwrap.dedent(f"""
+        import asyncio, os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from pathlib import Path
+        from agent_server.config import PolicySettings
+        from agent_server.policy import shell_spawn
+        from agent_server.policy.modes import ModeState
+        from agent_server.policy.sandbox import ShellConfiner, probe_status
+        from agent_server.session import EventLog
+
+        async def main():
+            ws, tmp = Path({str(ws)!r}), Path({str(tmp_path / "session" / "tmp")!r})
+            log = EventLog.create(tmp.parent / "events.jsonl", {{"cwd": str(ws)}})
+            settings = PolicySettings()
+            confiner = ShellConfiner(ModeState(log, "workspace-write"), await probe_status(settings), [ws], tmp,
+                                     settings)
+            launch = confiner(["bash", "-c", "sleep 3; touch late"], {{"PATH": os.environ["PATH"]}})
+            proc = await launch.spawn(ws, launch.env)
+            print(shell_spawn.launcher_pid(), proc.pid, flush=True)
+            await asyncio.sleep(60)
+
+        asyncio.run(main())
+    """))
+    proc = subprocess.Popen([sys.executable, str(holder)], stdout=subprocess.PIPE, text=True)
+    try:
+        zygote, leader = map(int, proc.stdout.readline().split())
+        assert pid_alive(zygote) and pid_alive(leader)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_gone([zygote, leader])
+        time.sleep(3.5)
+        assert not (ws / "late").exists(), "the command finished its work after the server was killed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
