@@ -156,7 +156,8 @@ class ToolArgs(BaseModel):
     """Base of every tool's argument model: unknown arguments are an error; types are strict
     (``"10"`` is not an integer), so what runs is exactly what the model sent."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # defer_build: built on first use (the host warms the tools' schemas after session/new)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class Tool(ABC):
