@@ -46,6 +46,6 @@ def endpoint_transport(base_url: str) -> httpx.AsyncBaseTransport | None:
         return None
     from urllib.request import getproxies
 
-    if getproxies():  # keep httpx's own proxy handling (a custom transport would turn it off)
-        return None
+    if any(scheme != "no" for scheme in getproxies()):  # a proxy (NO_PROXY alone names none):
+        return None  # keep httpx's own proxy handling, which a custom transport would turn off
     return PlainHTTPTransport()

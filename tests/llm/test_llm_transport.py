@@ -32,7 +32,8 @@ def tls_contexts(monkeypatch):
     return made
 
 
-async def test_http_endpoint_request_makes_no_tls_context(tls_contexts, endpoint, body):
+async def test_http_endpoint_request_makes_no_tls_context(tls_contexts, endpoint, body, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "localhost")  # names no proxy: still no TLS context
     endpoint.push(text_stream("hi"))
     client = ChatClient(endpoint.base_url, "sk-test")
     try:
