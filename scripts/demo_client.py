@@ -3,8 +3,8 @@
 The task: a fresh copy of a tiny project whose tests fail (``agent_server/offline/demo_task.py``);
 the agent reads the code, runs the tests, fixes the bug with an edit, and runs them again — real
 tool calls in a real workspace. With a model configured (``AGENT_SERVER_API_KEY`` +
-``AGENT_SERVER_BASE_URL``, ``DEEPSEEK_API_KEY``, ``OPENAI_API_KEY``, a config file …) the model
-does the work. Without one the bundled OFFLINE endpoint plays the model's side from a script —
+``AGENT_SERVER_BASE_URL``, ``DEEPSEEK_API_KEY``, ``OPENAI_API_KEY``, a config file, ``agent-server
+login`` …) the model does the work. Without one the bundled OFFLINE endpoint plays the model's side from a script —
 not a model — and the demo says so.
 
 Usage: python scripts/demo_client.py [--prompt TEXT] [--cwd DIR]
@@ -73,7 +73,7 @@ def _configured_provider():
         provider = load_config().provider
     except ConfigError as exc:
         raise SystemExit(f"demo: agent-server's configuration is invalid: {exc}")
-    usable = provider.base_url and provider.model and (provider.api_key or not provider.key_required)
+    usable = provider.base_url and provider.model and (provider.api_key or provider.key_store or not provider.key_required)
     return provider if usable else None
 
 
@@ -132,7 +132,8 @@ def main() -> int:
         print(f"offline endpoint at {url}, which plays the model's side from a script.")
         print("It is NOT a model: its answers are fixed in advance. The tool calls (read, run")
         print("tests, edit) really run in the workspace. Set AGENT_SERVER_API_KEY (and _BASE_URL/")
-        print("_MODEL) or DEEPSEEK_API_KEY / OPENAI_API_KEY to let a real model do the task.")
+        print("_MODEL) or DEEPSEEK_API_KEY / OPENAI_API_KEY, or run `agent-server login`, to let a")
+        print("real model do the task.")
         print("=" * 72)
     try:
         session_id = asyncio.run(run(args.prompt, os.path.abspath(args.cwd), env))

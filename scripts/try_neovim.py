@@ -43,7 +43,7 @@ def has_model_configured() -> bool:
         provider = load_config().provider
     except ConfigError as exc:
         raise SystemExit(f"try-neovim: agent-server's configuration is invalid: {exc}")
-    return bool(provider.base_url and provider.model and (provider.api_key or not provider.key_required))
+    return bool(provider.base_url and provider.model and (provider.api_key or provider.key_store or not provider.key_required))
 
 
 def find_nvim(explicit: str | None) -> str:
