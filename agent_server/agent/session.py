@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from agent_server.agent.exits import (
     STOP_REASONS,
@@ -94,7 +94,8 @@ class AgentSession:
     ``log``: the open ``EventLog``; ``config``: resolved settings; ``header_factory()``: returns
     the ``RequestHeader`` for the next step (system text, tools, params); ``client_factory()``:
     returns the ``ModelClient`` (raises ``TurnFailed`` when no model is configured); ``emit``:
-    sends ACP session updates to the editor; ``runner``: runs the tool calls of a step.
+    sends ACP session updates to the editor; ``runner``: runs the tool calls of a step;
+    ``flush()`` (optional): sends what ``emit`` held back of the streamed text, at the end of a step.
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class AgentSession:
         emit: Emit,
         runner: ToolRunner,
         provider_factory: Callable[[], ProviderSettings] | None = None,
+        flush: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.id = session_id
         self.log = log
@@ -115,6 +117,8 @@ class AgentSession:
         self._header_factory = header_factory
         self._client_factory = client_factory
         self._emit = emit
+        self._flush = flush
+        """Sends the streamed text ``emit`` may hold back (coalescing) at the end of a step."""
         self._runner = runner
         self._provider_factory = provider_factory or (lambda: config.provider)
         self.partial: PartialMessage | None = None
@@ -362,6 +366,8 @@ class AgentSession:
                     raise
                 raise TurnFailed({**again.error, "message": "the request is still too large for the model's context "
                                   f"window after compacting the history: {again.error.get('message')}"}) from again
+        if self._flush is not None:  # the step's text is all out before its tool calls run
+            await self._flush()
         self._commit_assistant(turn, step, message)
         await self._emit_usage(message, estimate)
         if message.finish_reason == "length":

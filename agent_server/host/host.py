@@ -148,6 +148,13 @@ class SessionHost:
         """Remove the stored sign-in of the default profile (``signin.sign_out``)."""
         return await signin.sign_out(self)
 
+    async def flush(self, session_id: str) -> None:
+        """Send ``session_id``'s held streamed text and wait until every update emitted before
+        has left (nothing when the session is not live): before a prompt is answered."""
+        gate = self.gates.get(session_id)
+        if gate is not None:
+            await gate.flush()
+
     async def create(self, cwd: str, additional_directories: Sequence[str] = (),
                      mcp_servers: Sequence[str | None] = ()) -> str:
         """Create a session's log and make it live; returns its id (``mcp_servers``: the names the
@@ -231,6 +238,7 @@ class SessionHost:
             header_factory=lambda: self._request_header(roots, policy, event_log, tools),
             client_factory=lambda: self._client(self._provider(event_log)),
             emit=emit,
+            flush=gate.flush,
             runner=runner,
             provider_factory=lambda: self._provider(event_log),
         )
@@ -339,15 +347,19 @@ class SessionHost:
 
     async def turn(self, session: AgentSession, blocks: list[dict[str, Any]], ticket: PromptTicket) -> TurnOutcome:
         """Run one turn of ``session`` on prompt ``blocks`` (ACP content blocks); after a turn
-        without error the session's title is announced once (``session_info_update``)."""
+        without error the session's title is announced once (``session_info_update``). Every
+        update of the turn has left (held streamed text flushed) when this returns."""
         servers = self.mcp.get(session.id)
         if servers is not None:  # the first prompt waits a little for servers still starting
             await servers.wait_ready(self.config.agent.mcp_start_wait)
         # the sandbox status is known (and logged) before the system text says it or a tool runs
         await self.policies.ensure_status(session.id)
-        outcome = await session.prompt(blocks, ticket)
-        if outcome.error is None:
-            await self._announce_title(session)
+        try:
+            outcome = await session.prompt(blocks, ticket)
+            if outcome.error is None:
+                await self._announce_title(session)
+        finally:
+            await self.flush(session.id)  # every update of the turn leaves before its answer
         return outcome
 
     async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
@@ -360,6 +372,8 @@ class SessionHost:
         except LogWriteError as exc:
             error = log_write_failure(exc)
             raise HostError("internal", error["message"], error) from None
+        finally:
+            await self.flush(session.id)
 
     async def _command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         emit = self.emitter(session.id)

@@ -143,6 +143,21 @@ class StreamAssembler:
                 self._finish_reason = reason
         return events
 
+    def add_delta(self, field: str, text: str) -> None:
+        """Fold a frame whose only effect is one non-empty delta string — ``field``
+        ``"content"`` or ``"reasoning"`` (``_frames.FrameDecoder`` decodes such frames without a
+        full parse): the same as ``feed`` of ``{"choices": [{"index": 0, "delta": {field:
+        text}}]}``, whose one event (``TextDelta(text)`` / ``ReasoningDelta(text)``) the caller
+        makes when it needs it.
+
+        Raises:
+            RuntimeError: called after :meth:`close`.
+        """
+        if self._closed:
+            raise RuntimeError("StreamAssembler.add_delta() after close()")
+        self._output_chars += len(text)
+        (self._content if field == "content" else self._reasoning).append(text)
+
     def close(self, *, done_seen: bool) -> list[StreamEvent]:
         """End the stream: return ``[ToolCallStarted… for calls never named/started, Usage?,
         Finish]``. ``done_seen`` says whether ``data: [DONE]`` arrived.

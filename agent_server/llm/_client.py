@@ -1,8 +1,9 @@
 """HTTP + SSE transport to an OpenAI-compatible ``/chat/completions`` endpoint.
 
 Role: :class:`ChatClient` owns one pooled ``httpx.AsyncClient``; :meth:`ChatClient.stream` POSTs
-exactly the body bytes it is given, reads the server-sent events with ``httpx_sse``, feeds them to
-a :class:`StreamAssembler` and yields its events. Every failure leaves as an :class:`LLMError`.
+exactly the body bytes it is given, decodes the server-sent events with ``httpx_sse``'s decoders a
+network read at a time (``_sse.SseReads``), feeds them to a :class:`StreamAssembler` and yields its
+events — what one read brought at once, adjacent deltas of one kind joined. Every failure leaves as an :class:`LLMError`.
 
 Three clocks and one cap bound an attempt (one HTTP request):
 
@@ -39,6 +40,7 @@ from httpx_sse import aconnect_sse  # noqa: E402
 from ._assembler import StreamAssembler
 from ._errors import LLMError, error_from_payload, error_from_response
 from ._events import StreamEvent
+from ._sse import SseReads
 
 __all__ = ["ChatClient"]
 
@@ -196,18 +198,23 @@ class ChatClient:
                     for event in answer:
                         yield event
                     return
-                done = False
+                reads = SseReads(assembler, max_output_chars=self.max_output_chars, status=response.status_code)
                 progress_at = loop.time()
-                frames = source.aiter_sse()
+                texts = response.aiter_text()
                 try:
-                    while True:
+                    while not reads.done:
                         stalled = (None if self.no_progress_timeout is None
                                    else progress_at + self.no_progress_timeout)
                         when = min((t for t in (deadline, stalled) if t is not None), default=None)
                         try:
                             async with asyncio.timeout_at(when):
-                                sse = await anext(frames)
+                                text = await anext(texts)
                         except StopAsyncIteration:
+                            events, error = reads.end()
+                            for event in events:
+                                yield event
+                            if error is not None:
+                                raise error
                             break
                         except TimeoutError:
                             if deadline is not None and loop.time() >= deadline:
@@ -215,29 +222,17 @@ class ChatClient:
                             raise LLMError("NETWORK", f"no progress for {self.no_progress_timeout:g} s from "
                                            f"{_redact_url(self.url)}: the stream sent only keep-alives or empty "
                                            "frames (no_progress_timeout)") from None
-                        data = sse.data
-                        if data.strip() == "[DONE]":
-                            done = True
-                            break
-                        if not data.strip():
-                            continue  # an event without data (e.g. "event: ping")
-                        try:
-                            chunk = json.loads(data)
-                        except ValueError:
-                            raise LLMError("SERVER", f"malformed stream frame: {data[:200]!r}",
-                                           status=response.status_code) from None
-                        if sse.event == "error" and isinstance(chunk, Mapping):
-                            raise error_from_payload(chunk, default="SERVER")
                         before = (assembler.output_chars, assembler.finish_reason)
-                        for event in assembler.feed(chunk):
-                            yield event
+                        events, error = reads.read(text)  # everything this read brought, at once
                         if (assembler.output_chars, assembler.finish_reason) != before:
                             progress_at = loop.time()
-                        if self.max_output_chars is not None and assembler.output_chars > self.max_output_chars:
-                            raise LLMError("NETWORK", f"the model's output passed {self.max_output_chars:,} "
-                                           "characters in one request (max_output_chars): stopped")
+                        for event in events:
+                            yield event
+                        if error is not None:
+                            raise error
                 finally:
-                    await frames.aclose()
+                    await texts.aclose()
+                done = reads.done
             # the response is closed here; emit Usage + Finish
             for event in assembler.close(done_seen=done):
                 yield event

@@ -43,7 +43,7 @@ def test_run_streams_the_answer_and_exits_0(agent_env, workspace, agent_state_di
 
 
 def test_run_json_streams_session_updates_as_json_lines(agent_env, workspace):
-    with OfflineEndpoint.start_in_thread([text_stream("Hello there", chunk_size=3)]) as ep:
+    with OfflineEndpoint.start_in_thread([text_stream("Hello there", chunk_size=3, delay=0.03)]) as ep:
         done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "hi", "--cwd", str(workspace), "--json")
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     chunks = [line["update"]["content"]["text"] for line in lines[:-1]

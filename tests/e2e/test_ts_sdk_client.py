@@ -29,7 +29,7 @@ def ts_harness():
 
 
 def test_typescript_sdk_client_gets_streamed_answer_and_end_turn(ts_harness, tmp_path, workspace, agent_env):
-    with OfflineEndpoint.start_in_thread([text_stream("Hello from the offline endpoint.", chunk_size=5)]) as ep:
+    with OfflineEndpoint.start_in_thread([text_stream("Hello from the offline endpoint.", chunk_size=5, delay=0.03)]) as ep:
         env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
         transcript = tmp_path / "transcript.json"
         done = subprocess.run(

@@ -103,7 +103,7 @@ async def test_deepseek_empty_first_reasoning_delta_opens_no_block(sse_dir, run_
     events = await run_stream(_sse_file(sse_dir, "deepseek-reasoner-tool-call.txt"))
     reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
     assert reasoning and all(e.text for e in reasoning)
-    assert reasoning[0].text == "The"
+    assert reasoning[0].text.startswith("The")  # the frames read at once arrive joined
     assert not [e for e in events if isinstance(e, TextDelta)]  # content was "" / null only
     message = events[-1].message
     assert message.usage["prompt_cache_hit_tokens"] == 320

@@ -1,0 +1,146 @@
+"""One network read of a server-sent event stream in, the assembler's events of it out.
+
+Role: ``SseReads`` feeds the text of each read (``httpx.Response.aiter_text``) to ``httpx-sse``'s
+own line and event decoders — the parser behind ``EventSource.aiter_sse`` — and each event's data
+to the assembler (through ``FrameDecoder``, which decodes a repeated frame shape without a full
+JSON parse). What one read carried is handled in one go and comes out as one list of events, the
+adjacent deltas of one kind joined (``"H"``, ``"e"``, ``"y"`` → ``"Hey"``): a read of 700 frames
+is one text delta for the layers above, not 700. Nothing waits for more bytes than the read
+brought, so the first delta of a stream leaves as soon as it is read.
+
+Must never: reorder or drop a byte of output, read past ``[DONE]``, or hide an error frame (an
+error stops the read: the events before it come first, then the error).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from json.decoder import scanstring
+
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned: httpx-sse>=0.4.1,<0.5
+
+from ._assembler import StreamAssembler
+from ._errors import LLMError, error_from_payload
+from ._events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from ._frames import TEXT, FrameDecoder
+
+__all__ = ["SseReads"]
+
+
+class SseReads:
+    """The events of one stream, a network read at a time.
+
+    ``assembler``: the stream's ``StreamAssembler``; ``max_output_chars``: the output cap (``None``:
+    none); ``status``: the response's HTTP status, for error messages. ``done`` turns true when
+    ``data: [DONE]`` was read.
+    """
+
+    def __init__(self, assembler: StreamAssembler, *, max_output_chars: int | None, status: int) -> None:
+        self.assembler = assembler
+        self.max_output_chars = max_output_chars
+        self.status = status
+        self.done = False
+        self._lines = SSELineDecoder()
+        self._events = SSEDecoder()
+        self._frames = FrameDecoder()
+
+    def read(self, text: str) -> tuple[list[StreamEvent], LLMError | None]:
+        """The events of one read's ``text``, and the error that stopped it (``None``: none)."""
+        return self._handle(self._lines.decode(text))
+
+    def end(self) -> tuple[list[StreamEvent], LLMError | None]:
+        """The events of a last line the stream did not end with a newline (as ``aiter_sse``)."""
+        return self._handle(self._lines.flush())
+
+    def _handle(self, lines: Iterable[str]) -> tuple[list[StreamEvent], LLMError | None]:
+        out: list[StreamEvent] = []
+        run: list[str] = []          # the pieces of the delta being joined
+        run_key: tuple[type, int] | None = None
+        assembler, frames, decode = self.assembler, self._frames, self._events.decode
+        add_delta = assembler.add_delta
+        error: LLMError | None = None
+
+        def close_run() -> None:
+            if run_key is not None and run:
+                text = run[0] if len(run) == 1 else "".join(run)
+                kind, index = run_key
+                out.append(ToolCallDelta(index, text) if kind is ToolCallDelta else kind(text))
+                run.clear()
+
+        before, after, field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+        for line in lines:
+            sse = decode(line)
+            if sse is None:
+                continue
+            data = sse.data
+            # the shape in use, inline (the same test as frames.decode, a call less per frame)
+            if (len(data) > size and data.startswith(before) and data.endswith(after) and data[start] == '"'
+                    and sse.event != "error"):
+                try:
+                    text, stop = scanstring(data, start + 1)
+                except ValueError:
+                    stop = -1
+                if stop == len(data) - len(after):
+                    if text:
+                        key = _TEXT_KEY if field is TEXT else _REASONING_KEY
+                        if key is not run_key:
+                            close_run()
+                            run_key = key
+                        run.append(text)
+                        add_delta(field, text)
+                    continue
+            fast = frames.decode(data)
+            if fast is not None and sse.event != "error":
+                field, text = fast
+                if text:
+                    key = _TEXT_KEY if field is TEXT else _REASONING_KEY
+                    if key is not run_key:
+                        close_run()
+                        run_key = key
+                    run.append(text)
+                    add_delta(field, text)
+            else:
+                stripped = data.strip()
+                if stripped == "[DONE]":
+                    self.done = True  # nothing after it is read
+                    break
+                if not stripped:
+                    continue  # an event without data (e.g. "event: ping")
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    error = LLMError("SERVER", f"malformed stream frame: {data[:200]!r}", status=self.status)
+                    break
+                if sse.event == "error" and isinstance(chunk, Mapping):
+                    error = error_from_payload(chunk, default="SERVER")
+                    break
+                try:
+                    events = assembler.feed(chunk)
+                except LLMError as exc:
+                    error = exc
+                    break
+                if frames.learn(data, chunk):
+                    before, after, field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+                for event in events:
+                    kind = type(event)
+                    key = (_TEXT_KEY if kind is TextDelta else _REASONING_KEY if kind is ReasoningDelta
+                           else (kind, event.index) if kind is ToolCallDelta else None)  # type: ignore[union-attr]
+                    if key is None or key != run_key:
+                        close_run()
+                        run_key = key
+                    if key is None:
+                        out.append(event)
+                    else:
+                        run.append(event.arguments if kind is ToolCallDelta else event.text)  # type: ignore[union-attr]
+        close_run()
+        cap = self.max_output_chars
+        if error is None and cap is not None and assembler.output_chars > cap:  # a read is ≤ 64 KiB
+            error = LLMError("NETWORK", f"the model's output passed {cap:,} characters in one request "
+                             "(max_output_chars): stopped")
+        return out, error
+
+
+_NO_SHAPE = ("", "", TEXT, 0, 1 << 62)
+_TEXT_KEY = (TextDelta, 0)
+_REASONING_KEY = (ReasoningDelta, 0)
