@@ -68,7 +68,7 @@ class SseReads:
                 out.append(ToolCallDelta(index, text) if kind is ToolCallDelta else kind(text))
                 run.clear()
 
-        before, after, field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+        before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
         for line in lines:
             sse = decode(line)
             if sse is None:
@@ -83,12 +83,12 @@ class SseReads:
                     stop = -1
                 if stop == len(data) - len(after):
                     if text:
-                        key = _TEXT_KEY if field is TEXT else _REASONING_KEY
+                        key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
                         if key is not run_key:
                             close_run()
                             run_key = key
                         run.append(text)
-                        add_delta(field, text)
+                        add_delta(shape_field, text)
                     continue
             fast = frames.decode(data)
             if fast is not None and sse.event != "error":
@@ -121,7 +121,7 @@ class SseReads:
                     error = exc
                     break
                 if frames.learn(data, chunk):
-                    before, after, field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+                    before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
                 for event in events:
                     kind = type(event)
                     key = (_TEXT_KEY if kind is TextDelta else _REASONING_KEY if kind is ReasoningDelta

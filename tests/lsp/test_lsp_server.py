@@ -206,6 +206,21 @@ async def test_progress_is_begin_one_report_per_tool_step_and_answer_tail_then_e
     assert values[0].cancellable is True and values[-1].message == "end_turn"
 
 
+async def test_a_burst_of_one_character_deltas_reaches_the_transcript_whole_in_few_reports(lsp, endpoint, workspace):
+    answer = "".join(f"word{i} " for i in range(800)).strip() + " — ✓"
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(text_stream(answer, chunk_size=1))
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    result = await ask(editor, uri, "say a lot")
+    assert result["stopReason"] == "end_turn"
+    transcript = Path(result["transcript"]).read_text(encoding="utf-8")
+    assert f"## Answer\n\n{answer}\n" in transcript  # every byte, in order, after coalescing
+    ((_, values),) = editor.client.progress_reports.items()
+    assert values[-2].message == "…" + answer[-80:]  # the last report shows the answer's real end
+    assert len(values) < len(answer) // 100  # not one report per delta
+
+
 async def wait_until(predicate, timeout=15.0):
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
