@@ -255,17 +255,21 @@ class Bench:
 
     def shell(self) -> None:
         """A confined ``cat`` of a small file, ``tool_call`` → its completed update, against a bare
-        ``bash -c`` spawned by this process."""
+        ``bash -c`` spawned by this process. One unmeasured call first (it starts the shell
+        launcher; its time is reported as ``first_call_ms``). CPU per call: the agent's process
+        tree (the agent, its launcher, their reaped children) against the bare runs'."""
         agent_ms, bare_ms = [], []
         ws = self.workspace()
         script = []
-        for i in range(self.runs):
+        for i in range(self.runs + 1):
             script += [bash_call(f"call_{i}", "cat notes.txt"), text_answer("ok")]
         agent, endpoint, _ = self.agent(AGENT, script)
         try:
             agent.request("initialize", INIT)
             _, _, result = agent.request("session/new", {"cwd": str(ws), "mcpServers": []})
-            for i in range(self.runs):
+            for i in range(self.runs + 1):
+                if i == 1:
+                    cpu_before = tree_cpu_ms(agent.proc.pid)
                 start = len(agent.lines)
                 agent.request("session/prompt", {"sessionId": result["sessionId"],
                                                  "prompt": [{"type": "text", "text": "cat it"}]})
@@ -274,14 +278,20 @@ class Bench:
                 pending = next(t for t, u in updates if u.get("sessionUpdate") == "tool_call")
                 done = next(t for t, u in updates if u.get("status") in ("completed", "failed"))
                 agent_ms.append((done - pending) * 1000)
+            cpu_ms = (tree_cpu_ms(agent.proc.pid) - cpu_before) / self.runs
         finally:
             agent.close()
             endpoint.finish()
+        first, agent_ms = agent_ms[0], agent_ms[1:]
+        bare_cpu = _children_cpu_ms()
         for _ in range(self.runs):
             start = time.time()
             subprocess.run(["bash", "-c", "cat notes.txt"], cwd=ws, check=True, capture_output=True)
             bare_ms.append((time.time() - start) * 1000)
-        self.record("shell", "confined `cat` (call → result)", agent_ms, floor=bare_ms, goal="≤ bare + 15 ms")
+        bare_cpu = (_children_cpu_ms() - bare_cpu) / self.runs
+        self.record("shell", "confined `cat` (call → result)", agent_ms, floor=bare_ms, goal="≤ bare + 15 ms",
+                    extra={"first_call_ms": round(first, 1), "cpu_ms_per_prompt": round(cpu_ms, 1),
+                           "floor_cpu_ms": round(bare_cpu, 1)})
 
     def concurrent(self) -> None:
         """20 sessions of one server prompted at once: all end ``end_turn``."""
@@ -304,12 +314,40 @@ class Bench:
         self.record("concurrent", f"{n} concurrent sessions, one prompt each (all end_turn)", [took])
 
 
+def tree_cpu_ms(pid: int) -> float:
+    """CPU milliseconds of ``pid`` and its live descendants, each with its reaped children's
+    (``/proc``: utime + stime + cutime + cstime)."""
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            stats[int(entry.name)] = text[text.rfind(")") + 2:].split()
+    tree, frontier = set(), [pid]
+    while frontier:
+        current = frontier.pop()
+        tree.add(current)
+        frontier += [p for p, f in stats.items() if int(f[1]) == current and p not in tree]
+    ticks = sum(sum(int(x) for x in stats[p][11:15]) for p in tree if p in stats)
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_ms() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
 def table(figures: dict[str, dict[str, Any]]) -> str:
     """A Markdown table of the figures: median, range, floor, ratio, goal."""
     rows = ["| figure | median | range | floor | ratio | goal | notes |", "|---|---|---|---|---|---|---|"]
     for entry in figures.values():
         notes = ", ".join(f"{k} {v}" for k, v in entry.items()
-                          if k in ("notifications", "cpu_seconds", "peak_rss_mib", "updates"))
+                          if k in ("notifications", "cpu_seconds", "peak_rss_mib", "updates", "first_call_ms",
+                                    "cpu_ms_per_prompt", "floor_cpu_ms"))
         rows.append(f"| {entry['label']} | {entry['median']} {entry['unit']} | {entry['min']}–{entry['max']} "
                     f"| {entry.get('floor_median', '')} | {entry.get('ratio', '') or ''} | {entry['goal']} | {notes} |")
     return "\n".join(rows)

@@ -9,7 +9,10 @@ figures, each the median/p10/p90 of ``--runs`` runs after ``--warmup`` unmeasure
 * ``bare``: ``asyncio.create_subprocess_exec("bash", "-c", "cat small.txt")`` to its exit;
 * ``tool-unconfined``: ``BashTool().run`` with no launcher (the tool's own cost);
 * ``tool-confined``: ``BashTool().run`` with the session's ``ShellConfiner`` in workspace-write
-  (the probe runs once, before the measured runs).
+  (the probe runs once, before the measured runs; the warm-up starts the shell launcher).
+
+Each variant also reports ``cpu``: CPU milliseconds per run of this process, its reaped children
+and the shell launcher with the children it reaped (robust on a loaded machine, unlike wall time).
 
     .venv/bin/python bench/shell_overhead.py [--runs 30] [--warmup 3] [--json] [--files N]
 
@@ -39,6 +42,22 @@ from agent_server.tools import ToolContext  # noqa: E402
 from agent_server.tools.bash import BashArgs, BashTool  # noqa: E402
 
 COMMAND = "cat small.txt"
+
+
+def _cpu_ms() -> float:
+    """CPU ms so far of this process, its reaped children, and the shell launcher (with its own)."""
+    import resource
+
+    from agent_server.policy.shell_spawn import launcher_pid
+
+    total = sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN))) * 1000
+    pid = launcher_pid()
+    if pid is not None:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        ticks = sum(int(x) for x in text[text.rfind(")") + 2:].split()[11:15])
+        total += ticks * 1000 / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 async def _bare(ws: Path) -> None:
@@ -76,6 +95,8 @@ async def measure(runs: int, warmup: int, files: int) -> dict:
     for name, make in variants.items():
         times = []
         for i in range(warmup + runs):
+            if i == warmup:
+                cpu = _cpu_ms()
             started = time.perf_counter()
             result = await make()
             elapsed = (time.perf_counter() - started) * 1000
@@ -83,10 +104,12 @@ async def measure(runs: int, warmup: int, files: int) -> dict:
                 raise SystemExit(f"{name}: unexpected result {result.text!r}")
             if i >= warmup:
                 times.append(elapsed)
+        cpu = (_cpu_ms() - cpu) / runs
         times.sort()
         out[name] = {"median": round(statistics.median(times), 1), "p10": round(times[len(times) // 10], 1),
-                     "p90": round(times[(len(times) * 9) // 10], 1)}
+                     "p90": round(times[(len(times) * 9) // 10], 1), "cpu": round(cpu, 1)}
     out["confined_over_bare_ms"] = round(out["tool-confined"]["median"] - out["bare"]["median"], 1)
+    out["confined_over_bare_cpu_ms"] = round(out["tool-confined"]["cpu"] - out["bare"]["cpu"], 1)
     return out
 
 
@@ -104,8 +127,10 @@ def main() -> None:
     print(f"sandbox: {result['sandbox']}, workspace files: {result['files']}, runs: {result['runs']}")
     for name in ("bare", "tool-unconfined", "tool-confined"):
         r = result[name]
-        print(f"{name:16} median {r['median']:7.1f} ms   p10 {r['p10']:7.1f}   p90 {r['p90']:7.1f}")
-    print(f"confined over bare: {result['confined_over_bare_ms']:+.1f} ms (median)")
+        print(f"{name:16} median {r['median']:7.1f} ms   p10 {r['p10']:7.1f}   p90 {r['p90']:7.1f}   "
+              f"CPU {r['cpu']:5.1f} ms/run")
+    print(f"confined over bare: {result['confined_over_bare_ms']:+.1f} ms (median), "
+          f"{result['confined_over_bare_cpu_ms']:+.1f} ms CPU per run")
 
 
 if __name__ == "__main__":

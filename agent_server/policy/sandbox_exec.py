@@ -219,9 +219,13 @@ def _refuse(exc: BaseException) -> int:
 _CONFINE_ERRORS = (SandboxError, mounts.MountError, seccomp.SeccompError, OSError, ValueError)
 
 
-def run_confined(spec: dict, body: "Callable[[], int]") -> int:
+def run_confined(spec: dict, body: "Callable[[], int]", report_fd: int | None = None) -> int:
     """Run ``body`` (in a grandchild; it normally ``exec``s) confined by ``spec``; returns the exit
     status to leave with (a signal that ended the command is raised again on this process).
+
+    With ``report_fd`` (the launcher's status pipe), this process also writes the command's wait
+    status there (``=i``) as soon as the namespace is gone, and gives up its stdout and stderr once
+    PID 1 runs (so the output pipe ends with the command, not with this process).
 
     With ``spec["namespaces"]``: this process enters new namespaces and forks the namespace's PID 1,
     which mounts, confines itself and forks ``body``; when ``body``'s process ends, PID 1 reports
@@ -252,6 +256,8 @@ def run_confined(spec: dict, body: "Callable[[], int]") -> int:
     pid = os.fork()
     if pid == 0:  # PID 1 of the new namespace
         os.close(status_r)
+        if report_fd is not None:
+            os.close(report_fd)
         try:
             _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             mounts.prepare_mounts(spec)
@@ -260,9 +266,19 @@ def run_confined(spec: dict, body: "Callable[[], int]") -> int:
             os._exit(_refuse(exc))
         _init(body, status_w)
     os.close(status_w)
-    _, own = os.waitpid(pid, 0)
+    if report_fd is not None:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+    _, own = os.waitpid(pid, 0)  # returns once every process of the namespace is gone
     data = os.read(status_r, 4)
     status = struct.unpack("=i", data)[0] if len(data) == 4 else own
+    if report_fd is not None:
+        try:
+            os.write(report_fd, struct.pack("=i", status))
+        except OSError:
+            pass  # agent-server gave up on this call; the launcher reports our own end
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)

@@ -13,8 +13,10 @@ masks, drops capabilities, applies Landlock and seccomp, and forks the command
 A request is one message ``b"M" + marshal({"argv", "env", "cwd", "spec"})`` (or ``b"F"`` with the
 marshal bytes in a third descriptor, for a large spec) carrying two descriptors: the output pipe's
 write end and a status pipe's write end. On the status pipe the zygote writes the child's pid
-(``=i``; a negative errno when ``fork`` failed), and once it has reaped the child its raw wait
-status (``=i``), then closes it.
+(``=i``; a negative errno when ``fork`` failed); then comes a raw wait status (``=i``): the
+command's, written by the child once its namespace is gone, or — when the child ended without
+writing it (killed) — the child's own, written by the zygote when it reaps it. Only the first
+status counts.
 
 Ends when agent-server closes its end of the socket (its exit, even by ``kill -9``); every child
 then dies by its parent-death signal, and with it its namespace's PID 1 and the whole command.
@@ -65,7 +67,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _child(request: dict, out: int, zygote: int) -> int:
+def _child(request: dict, out: int, status: int, zygote: int) -> int:
     """In the forked child: take the call's descriptors, then confine and run (never returns
     normally: ``run_confined`` execs, or this returns the status to leave with)."""
     signal.set_wakeup_fd(-1)
@@ -80,12 +82,14 @@ def _child(request: dict, out: int, zygote: int) -> int:
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.dup2(status, 3, inheritable=False)  # we report the command's end ourselves (one wake-up less)
+    os.closerange(4, os.sysconf("SC_OPEN_MAX"))
     try:
         os.chdir(request["cwd"])
     except OSError as exc:
         return sandbox_exec._refuse(OSError(f"cannot enter {request['cwd']}: {exc.strerror}"))
-    return sandbox_exec.run_confined(request["spec"], sandbox_exec._exec(request["argv"], request["env"]))
+    return sandbox_exec.run_confined(request["spec"], sandbox_exec._exec(request["argv"], request["env"]),
+                                     report_fd=3)
 
 
 def _spawn(data: bytes, fds: list[int], children: dict[int, int]) -> None:
@@ -113,7 +117,7 @@ def _spawn(data: bytes, fds: list[int], children: dict[int, int]) -> None:
         if pid == 0:
             code = sandbox_exec.EXIT_REFUSED
             try:
-                code = _child(request, out, zygote)
+                code = _child(request, out, status, zygote)
             finally:
                 os._exit(code)
         children[pid] = kept = status

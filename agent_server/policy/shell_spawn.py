@@ -126,7 +126,7 @@ def launcher_pid() -> int | None:
 
 
 class _StatusReader(asyncio.Protocol):
-    """Reads the status pipe: the pid (4 bytes), then the wait status (4 bytes), then EOF."""
+    """Reads the status pipe: the pid (4 bytes), then the wait status (4 bytes; a later one is ignored)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.buffer = b""
