@@ -36,7 +36,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.sandbox_exec import encode_spec
-from agent_server.policy.shell_masks import SecretScanner, credential_paths, sweep_setuid
+from agent_server.policy.shell_masks import SecretScanner, SetuidSweeper, credential_paths
 from agent_server.policy.shell_spawn import ConfinedProcess, spawn_confined
 
 log = logging.getLogger("agent_server.policy")
@@ -263,6 +263,7 @@ class ShellConfiner:
         self.spill_dir = self.tmpdir.parent / "spill"
         self.settings = settings
         self.scanner = SecretScanner(settings.secret_patterns)
+        self.sweeper = SetuidSweeper()
         self._unmasked: list[str] = []
 
     def allow_secrets_once(self, command: str) -> None:
@@ -337,7 +338,7 @@ class ShellConfiner:
                 "git_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=lambda: sweep_setuid(sweep_roots, skip), spawn=spawn)
+                           after=lambda: self.sweeper(sweep_roots, skip), spawn=spawn)
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes

@@ -270,6 +270,41 @@ def test_sweep_clears_setuid_and_setgid_bits_in_the_roots_but_never_follows_a_li
     assert [oct(stat_mode(p)) for p in (root / "deep" / "u", root / "g", outside / "o")] == ["0o755", "0o755", "0o4755"]
 
 
+def test_a_big_tree_swept_with_find_clears_exactly_what_the_python_walk_clears(tmp_path, monkeypatch):
+    from agent_server.policy import shell_masks
+
+    def tree(base):
+        root, outside = base / "r [*?]", base / "outside"
+        (root / "deep\nline").mkdir(parents=True)
+        (root / ".git [x]").mkdir()
+        outside.mkdir()
+        for i in range(shell_masks.FIND_ABOVE + 10):  # big enough for the find path
+            (root / f"f{i}").write_text("x")
+        for path, mode in ((root / "deep\nline" / "u\nv", 0o4755), (root / "g*", 0o2755), (outside / "o", 0o4755),
+                           (root / ".git [x]" / "kept", 0o4755)):
+            path.write_text("x")
+            os.chmod(path, mode)
+        (root / "link").symlink_to(outside / "o")
+        os.mkfifo(root / "fifo")
+        return root, outside
+
+    walked_root, _ = tree(tmp_path / "walk")
+    walked = shell_masks.sweep_setuid([walked_root], [str(walked_root / ".git [x]")])
+    root, outside = tree(tmp_path / "find")
+    sweeper = shell_masks.SetuidSweeper()
+    first = sweeper([root], [str(root / ".git [x]")])  # the first sweep walks in Python
+    assert sorted(first) == sorted([str(root / "deep\nline" / "u\nv"), str(root / "g*")])
+    assert sweeper.entries > shell_masks.FIND_ABOVE and sweeper.find, "the next sweep uses find"
+    for path, mode in ((root / "deep\nline" / "u\nv", 0o4755), (root / "g*", 0o2755)):
+        os.chmod(path, mode)
+    monkeypatch.setattr(shell_masks, "_walk_and_clear", lambda *_: pytest.fail("the big tree was walked in Python"))
+    found = sweeper([root], [str(root / ".git [x]")])
+    assert sorted(os.path.relpath(p, root) for p in found) == sorted(os.path.relpath(p, walked_root) for p in walked)
+    assert sorted(found) == sorted([str(root / "deep\nline" / "u\nv"), str(root / "g*")])
+    assert [oct(stat_mode(p)) for p in (root / "deep\nline" / "u\nv", root / "g*", outside / "o",
+                                        root / ".git [x]" / "kept")] == ["0o755", "0o755", "0o4755", "0o4755"]
+
+
 def stat_mode(path):
     import stat
 
