@@ -2,7 +2,8 @@
 
 Role: take a log the real server wrote (the read scenario's: header, one turn of two steps and a
 tool call) and repeat its turn until the log has the wanted number of events or bytes, renumbering
-``seq`` and ``turn`` and making every call id unique per copy. Every line keeps the exact shape the
+``seq`` and ``turn``, making every model call id unique per copy and moving each editor call id
+(``tc-<seq of its tool/call>``) with its call. Every line keeps the exact shape the
 server writes, so parsing and projecting it costs what a real long session costs.
 
 Must never: write into a live session's folder (it writes only where it is told).
@@ -21,9 +22,8 @@ def _ids(events: list[dict[str, Any]]) -> set[str]:
     found: set[str] = set()
     for event in events:
         data = event["data"]
-        for key in ("call_id", "tool_call_id"):
-            if isinstance(data.get(key), str):
-                found.add(data[key])
+        if isinstance(data.get("call_id"), str):
+            found.add(data["call_id"])
     return found
 
 
@@ -65,6 +65,10 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
                 data = event["data"]
                 if "turn" in data:
                     data = dict(data, turn=copy)
+                shown = data.get("tool_call_id")
+                if isinstance(shown, str) and shown.startswith("tc-") and shown[3:].isdigit():
+                    # the editor's id of a call is "tc-<seq of its tool/call>": it moves with the call
+                    data = dict(data, tool_call_id=f"tc-{int(shown[3:]) + seq - event['seq']}")
                 line = json.dumps(dict(event, seq=seq, data=data), ensure_ascii=False, separators=(",", ":"))
                 if id_pattern is not None:
                     line = id_pattern.sub(lambda m: m.group(0)[:-1] + f'-{copy}"', line)

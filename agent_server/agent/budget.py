@@ -78,36 +78,57 @@ def _usage_anchor(events: Sequence[SessionEvent]) -> tuple[int, int] | None:
     return found
 
 
-def session_cost(events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any] | None:
+def session_cost(events: Sequence[SessionEvent], settings: AgentSettings, memo: "CostMemo | None" = None
+                 ) -> dict[str, Any] | None:
     """``{"amount", "currency"}``: the logged usage of every request (steps and summaries) at the
-    configured price of the model it went to; ``None`` when no model used has a price."""
-    model: str | None = None
-    amount, currency, priced = 0.0, None, False
-    for event in events:
-        if event.type == "request/header":
-            model = event.data.get("model")
-            continue
-        if event.type == "assistant":
-            used_model = model
-        elif event.type == "compaction/summary":
-            used_model = event.data.get("model")
-        else:
-            continue
-        price = settings.price_for(used_model)
-        usage = event.data.get("usage") or {}
-        if price is None:
-            continue
-        priced = True
-        currency = currency or price.currency
-        amount += (int(usage.get("prompt_tokens") or 0) * price.input
-                   + int(usage.get("completion_tokens") or 0) * price.output) / 1_000_000
-    if not priced:
-        return None
-    return {"amount": round(amount, 6), "currency": currency}
+    configured price of the model it went to; ``None`` when no model used has a price. ``memo``:
+    the session's ``CostMemo`` (the same figure, adding only the events it has not seen)."""
+    return (memo or CostMemo()).cost(events, settings)
+
+
+class CostMemo:
+    """``session_cost`` over a growing list of events, summed in the same order (the same float):
+    only events not seen yet are added; another list, or other settings, start it again."""
+
+    def __init__(self) -> None:
+        self._seen: tuple[Any, Any, int, Any] = (None, None, 0, None)  # first, last, count, settings
+        self._model: str | None = None
+        self._amount, self._currency, self._priced = 0.0, None, False
+
+    def cost(self, events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any] | None:
+        """``session_cost(events, settings)``."""
+        first, last, n, seen_settings = self._seen
+        if not (n == 0 or (settings is seen_settings and len(events) >= n and events[0] is first
+                           and events[n - 1] is last)):
+            self.__init__()
+            n = 0
+        for event in events[n:]:
+            if event.type == "request/header":
+                self._model = event.data.get("model")
+                continue
+            if event.type == "assistant":
+                used_model = self._model
+            elif event.type == "compaction/summary":
+                used_model = event.data.get("model")
+            else:
+                continue
+            price = settings.price_for(used_model)
+            usage = event.data.get("usage") or {}
+            if price is None:
+                continue
+            self._priced = True
+            self._currency = self._currency or price.currency
+            self._amount += (int(usage.get("prompt_tokens") or 0) * price.input
+                             + int(usage.get("completion_tokens") or 0) * price.output) / 1_000_000
+        if events:
+            self._seen = (events[0], events[-1], len(events), settings)
+        if not self._priced:
+            return None
+        return {"amount": round(self._amount, 6), "currency": self._currency}
 
 
 def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, estimate: int | None,
-                 size: int, settings: AgentSettings) -> dict[str, Any] | None:
+                 size: int, settings: AgentSettings, costs: CostMemo | None = None) -> dict[str, Any] | None:
     """The ``usage_update`` after a step whose provider ``usage`` is given (``estimate``: the
     request's estimated prompt tokens, used when the provider did not count the prompt), or
     ``None`` when nothing is known. ``used`` is clamped to ``size``."""
@@ -120,7 +141,7 @@ def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, e
     if not isinstance(used, int) or used <= 0:
         return None
     update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": min(used, size), "size": size}
-    cost = session_cost(events, settings)
+    cost = session_cost(events, settings, costs)
     if cost is not None:
         update["cost"] = cost
     return update

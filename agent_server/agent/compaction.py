@@ -97,6 +97,10 @@ def _fail(message: str) -> TurnFailed:
     return TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "message": message, "retryable": False})
 
 
+COLD_EVENTS = 2_000
+"""Events the request memo may take in on the event loop; more go to a worker thread."""
+
+
 class Compactor:
     """Compaction for one session: ``log``, ``emit`` (ACP updates), ``settings`` (threshold, keep
     ratio, characters per token), ``window`` (the model's context window), ``retry`` (as steps)."""
@@ -121,10 +125,18 @@ class Compactor:
         """Estimated prompt tokens of a step started now."""
         return estimate_tokens(self.log.events, self.settings.chars_per_token, self.requests)
 
+    async def estimate_soon(self) -> int:
+        """``estimate()``, made in a worker thread when the request memo has a long stretch of the
+        log still to take in (the first request after a long log was loaded): the event loop and
+        the other sessions on it go on meanwhile."""
+        if self.requests is not None and self.requests.behind(self.log.events) > COLD_EVENTS:
+            return await asyncio.to_thread(self.estimate)
+        return self.estimate()
+
     async def before_step(self, client: ModelClient, header: RequestHeader, *, turn: int, step: int) -> int:
         """Compact when the next request's estimate passes the limit; returns the estimate of the
         request that will be sent."""
-        estimate = self.estimate()
+        estimate = await self.estimate_soon()
         if estimate > self.limit:
             await self.compact(client, header, turn=turn, step=step, reason="threshold")
             estimate = self.estimate()

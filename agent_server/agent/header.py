@@ -13,7 +13,7 @@ Must never: read anything but the events and its arguments (no clock, no environ
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agent_server.session import SessionEvent
 
@@ -21,14 +21,20 @@ RENDER_INPUTS = frozenset({"mode/changed", "project/instructions", "sandbox/stat
 """Event types whose data the system text is rendered from."""
 
 
-def pinned_header(events: Sequence[SessionEvent], roots: Sequence[str],
-                  tool_names: Sequence[str]) -> dict[str, Any] | None:
+def pinned_header(events: Sequence[SessionEvent], roots: Sequence[str], tool_names: Sequence[str], *,
+                  latest: Callable[[str], SessionEvent | None] | None = None) -> dict[str, Any] | None:
     """``{"system", "tools"}`` of the latest ``request/header`` if it still holds, else ``None``
-    (render again). ``roots``: the session's roots now; ``tool_names``: the tools offered now."""
+    (render again). ``roots``: the session's roots now; ``tool_names``: the tools offered now;
+    ``latest``: the newest event of a type (``EventLog.latest``), to find them without a walk."""
     header = events[0].data if events and events[0].type == "session/header" else {}
     logged_roots = [header.get("cwd"), *(header.get("additional_directories") or [])]
     if list(roots) != logged_roots:
         return None
+    if latest is not None:
+        found = latest("request/header")
+        if found is None or any((e := latest(kind)) is not None and e.seq > found.seq for kind in RENDER_INPUTS):
+            return None
+        events = [found]
     for event in reversed(events):
         if event.type in RENDER_INPUTS:
             return None

@@ -36,9 +36,14 @@ class LoggedReadLedger(ReadLedger):
 
     @classmethod
     def from_log(cls, log: EventLog) -> "LoggedReadLedger":
-        """The ledger as the log's ``file/seen`` events left it."""
+        """The ledger as the log's ``file/seen`` events left it (only the last event of each path
+        spelling counts: it is what recording them all in order leaves, with one path resolution
+        per file instead of one per event)."""
         ledger = cls(log)
-        for path, sha256, version in seen_files(log.events):
+        latest: dict[str, tuple[str, int | None]] = {}
+        for path, sha256, version in reversed(seen_files(log.events)):
+            latest.setdefault(path, (sha256, version))
+        for path, (sha256, version) in reversed(latest.items()):  # in the order of their last events
             ReadLedger.record(ledger, FileSnapshot(Path(path), b"", sha256, version))
         return ledger
 

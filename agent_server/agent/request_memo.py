@@ -95,6 +95,14 @@ class RequestMemo:
         chars = self._step_chars[step_seq] = self._body(prior)[1]
         return chars
 
+    def behind(self, events: Sequence[SessionEvent]) -> int:
+        """How many events of ``events`` this memo has yet to take in (all of them when it saw
+        another list): what the next call costs, roughly."""
+        n = self._seen_count
+        if n and len(events) >= n and events[0] is self._seen_first and events[n - 1] is self._seen_last:
+            return len(events) - n
+        return len(events)
+
     def usage_anchor(self, events: Sequence[SessionEvent]) -> tuple[int, int] | None:
         """``budget``'s usage anchor of ``events``: ``(step/start seq, prompt_tokens)`` of the latest
         request with a provider count, unless a compaction came after it."""

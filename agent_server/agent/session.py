@@ -39,7 +39,7 @@ from agent_server.agent.step import (
     log_request_inputs,
     stream_step,
 )
-from agent_server.agent.budget import usage_update
+from agent_server.agent.budget import CostMemo, usage_update
 from agent_server.agent.compaction import Compactor
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
@@ -135,6 +135,8 @@ class AgentSession:
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
         self.requests = RequestMemo()
+        self.costs = CostMemo()
+        """``session_cost`` memoised over this session's log (``budget``)."""
         """The request builder memoised over this session's log (``request_memo``)."""
         self.compactor = Compactor(log, emit, settings, self.provider.context_window, self.retry, self.requests)
 
@@ -276,7 +278,7 @@ class AgentSession:
     # -- the loop ------------------------------------------------------------------------------
 
     def _next_turn_number(self) -> int:
-        return sum(1 for e in self.log.events if e.type == "turn/start") + 1
+        return self.log.count("turn/start") + 1
 
     def _check_prompt_fits(self, text: str) -> None:
         """A prompt that alone exceeds the model's context window is refused before it enters the
@@ -429,6 +431,6 @@ class AgentSession:
     async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:
         """``usage_update`` after a step: ``used`` ≤ ``size``, ``cost`` when a price is configured."""
         update = usage_update(self.log.events, message.usage, estimate, self.provider.context_window,
-                              self.config.agent)
+                              self.config.agent, self.costs)
         if update is not None:
             await self._emit(update)

@@ -112,7 +112,7 @@ class RequestHeader:
 def log_request_inputs(log: EventLog, header: RequestHeader, context: dict[str, Any]) -> None:
     """Append ``request/header`` and ``request/context`` unless equal to the latest ones."""
     for kind, data in (("request/header", header.as_data()), ("request/context", context)):
-        last = next((e for e in reversed(log.events) if e.type == kind), None)
+        last = log.latest(kind)
         if last is None or last.data != data:
             log.append(kind, data)
 

@@ -14,7 +14,9 @@ parent of a fork.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import asyncio
+import itertools
+from typing import Any, Iterator, Sequence
 
 from agent_server import __version__
 from agent_server.agent.recovery import waiting_prompts
@@ -22,7 +24,7 @@ from agent_server.agent.session import AgentSession
 from agent_server.host import lifecycle
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
-from agent_server.session import ForkError, LogCorruptError, LogVersionError, fork_history, read_events
+from agent_server.session import EventLog, ForkError, LogCorruptError, LogVersionError, fork_history, read_events
 from agent_server.tools.procs import reap_orphans
 
 SessionHost = Any
@@ -42,19 +44,41 @@ async def attach(host: SessionHost, session_id: str, cwd: str, additional_direct
     if session is not None:
         lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
         return session, None, []
-    # no await from here to open_session: two loads of one id cannot both open the log
-    event_log = lifecycle.open_log(host.store, session_id)
-    try:
-        roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
-    except HostError:
-        event_log.close()
-        raise
-    meta, closed = lifecycle.recover(session_id, event_log)
+    opening = host.opening.get(session_id)
+    if opening is not None:  # another load is opening it: this one waits and finds it live
+        session = (await asyncio.shield(opening))[0]
+        lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
+        return session, None, []
+    opening = host.opening[session_id] = asyncio.ensure_future(_open(host, session_id, cwd, additional_directories))
+    opening.add_done_callback(lambda _: host.opening.pop(session_id, None))
+    return await asyncio.shield(opening)
+
+
+async def _open(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str]
+                ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+    """Open the stored log, check the folders, close what a dead process left open — in a worker
+    thread: a long log takes a while to read, and the event loop (other sessions) goes on — and
+    make the session live, even when the load that asked went away meanwhile (nothing is left
+    open). Returns what ``attach`` returns."""
+
+    def work() -> tuple[EventLog, list[str], dict[str, Any] | None, list[dict[str, Any]]]:
+        event_log = lifecycle.open_log(host.store, session_id)
+        try:
+            roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
+        except HostError:
+            event_log.close()
+            raise
+        meta, closed = lifecycle.recover(session_id, event_log)
+        return event_log, roots, meta, closed
+
+    event_log, roots, meta, closed = await asyncio.to_thread(work)
     return host.open_session(session_id, event_log, roots), meta, closed
 
 
 async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
     """Send ``session``'s history as updates, with no live update in between; how many were sent.
+    The updates are made one at a time while they are sent (memory stays bounded by the log,
+    whatever its length), all from what the session held when the replay began.
 
     A live update already waiting at the gate follows the replay: a streamed delta is cut from
     the replayed partial message, a ``tool_call`` from the replayed calls, so each is shown once.
@@ -62,18 +86,21 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
     header = session.log.events[0].data
     roots = [str(header.get("cwd") or cwd), *(header.get("additional_directories") or [])]
 
-    def build(waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def build(waiting: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        # everything is read now (the log so far, what the request in flight streamed so far);
+        # the updates are made from it one at a time while they are sent
         coming = {u.get("toolCallId") for u in waiting if u.get("sessionUpdate") == "tool_call"}
         terminal = host.frontend is not None and bool(host.frontend.terminal_output())
-        updates = [u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal)
-                   if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming)]
+        history = (u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal)
+                   if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming))
+        streaming: list[dict[str, Any]] = []
         partial = session.partial
         if partial is not None and partial.step is not None:  # a request is streaming now
             for kind, text in (("agent_thought_chunk", partial.reasoning), ("agent_message_chunk", partial.text)):
                 text = without_waiting(text, waiting, kind)
                 if text:
-                    updates.append({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
-        return updates
+                    streaming.append({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+        return itertools.chain(history, streaming)
 
     return await host.gates[session.id].replay(build)
 

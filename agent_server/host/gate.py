@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -170,16 +170,18 @@ class UpdateGate:
 
     # -- replay ---------------------------------------------------------------------------------
 
-    async def replay(self, build: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> int:
+    async def replay(self, build: Callable[[list[dict[str, Any]]], Iterable[dict[str, Any]]]) -> int:
         """Send ``build(waiting)`` (the history, given the live updates that will be sent after
         it — taken for sending or held text, in order) with no live update in between; returns
-        how many were sent."""
+        how many were sent. ``build`` is called once, at once; the updates it returns may be made
+        lazily, one per send."""
+        sent = 0
         async with self._lock:
             held = [_chunk(kind, "".join(pieces)) for kind, pieces in self._held]
-            updates = build(list(self._waiting) + held)
-            for update in updates:
+            for update in build(list(self._waiting) + held):
                 await self._send(update)
-            return len(updates)
+                sent += 1
+            return sent
 
 
 def without_waiting(text: str, waiting: list[dict[str, Any]], kind: str) -> str:

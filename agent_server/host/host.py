@@ -77,7 +77,8 @@ def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
     """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
     if log is None:
         return default
-    return next((e.data for e in reversed(log.events) if e.type == kind), default)
+    latest = log.latest(kind)
+    return default if latest is None else latest.data
 
 
 class SessionHost:
@@ -104,6 +105,8 @@ class SessionHost:
         self.mcp: dict[str, Any] = {}  # session id → McpTools, only for sessions with MCP servers
         self.gates: dict[str, UpdateGate] = {}
         """Each live session's update gate (live updates wait while a load replays its history)."""
+        self.opening: dict[str, Any] = {}
+        """Stored sessions being opened by a load or resume (``continuity.attach``): id → its task."""
 
     def attach(self, frontend: Frontend) -> None:
         """Set the front end whose emitter, files and approver new sessions get."""
@@ -500,7 +503,8 @@ class SessionHost:
 
     def _provider(self, log: EventLog) -> ProviderSettings:
         """Where the requests of the session of ``log`` go: the provider of its current model."""
-        return self.config.provider_for(commands.current_model(log.events, self.config.provider.model))
+        changed = log.latest("model/changed")  # as commands.current_model, without a walk of the log
+        return self.config.provider_for(changed.data["to"] if changed is not None else self.config.provider.model)
 
     def _request_header(self, roots: list[str], policy: Any = None, log: Any = None,
                         tools: dict[str, Any] | None = None) -> RequestHeader:
@@ -509,7 +513,7 @@ class SessionHost:
         rendered now; the model and its quirks from the session's current model."""
         provider = self._provider(log) if log is not None else self.config.provider
         tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
-        pinned = pinned_header(log.events, roots, tool_names) if log is not None else None
+        pinned = pinned_header(log.events, roots, tool_names, latest=log.latest) if log is not None else None
         if pinned is not None:
             offered = pinned["tools"]
             if tools is not None and any(getattr(t, "mcp", None) is not None for t in tools.values()):

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.host import paging
@@ -180,8 +180,9 @@ def _iso(timestamp: float) -> str:
 
 
 def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
-                    terminal: bool = False) -> list[dict[str, Any]]:
-    """The ``session/update`` payloads that show ``events`` to an editor, in log order.
+                    terminal: bool = False) -> Iterator[dict[str, Any]]:
+    """The ``session/update`` payloads that show ``events`` to an editor, in log order, made one at
+    a time as they are taken (a long log is streamed, never held as a list of updates).
 
     ``user`` → one ``user_message_chunk`` per prompt block; ``assistant`` → an
     ``agent_thought_chunk`` (reasoning) and an ``agent_message_chunk`` (text), each only when not
@@ -191,7 +192,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
     ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
     the terminal convention), a ``bash`` call still running gets its terminal as it did live
-    (``tools.live``), so the output that follows shows in it.
+    (``tools.live``), so the output that follows shows in it. ``events`` must not change while
+    this is consumed (pass a snapshot: ``EventLog.events`` is one).
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
@@ -199,36 +201,36 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         if event.type == "tool/result":
             results.setdefault(str(event.data.get("tool_call_id")), event)
     announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
-    updates: list[dict[str, Any]] = []
+    shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     for event in events:
         kind, data = event.type, event.data
         if kind == "user":
             blocks = data.get("blocks") or [{"type": "text", "text": data.get("content", "")}]
-            updates += [{"sessionUpdate": "user_message_chunk", "content": block} for block in blocks]
+            for block in blocks:
+                yield {"sessionUpdate": "user_message_chunk", "content": block}
         elif kind == "assistant":
             if data.get("reasoning"):
-                updates.append(_chunk("agent_thought_chunk", data["reasoning"]))
+                yield _chunk("agent_thought_chunk", data["reasoning"])
             if data.get("text"):
-                updates.append(_chunk("agent_message_chunk", data["text"]))
+                yield _chunk("agent_message_chunk", data["text"])
         elif kind == "tool/call":
             result = results.get(f"tc-{event.seq}")
-            updates.append(_tool_call(f"tc-{event.seq}", data, result, context, terminal=terminal))
+            yield _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)
             plan = _plan(data, result)
             if plan is not None:
-                updates.append(plan)
+                yield plan
         elif kind == "tool/result" and data.get("tool_call_id") not in announced:
-            updates.append(_tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context))
+            yield _tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context, shown)
         elif kind == "notice":
-            updates.append(_chunk("agent_message_chunk", f"\n\n[agent-server notice] {data.get('text', '')}\n\n"))
+            yield _chunk("agent_message_chunk", f"\n\n[agent-server notice] {data.get('text', '')}\n\n")
         elif kind == "inbox/dropped":
-            updates.append(_chunk("agent_message_chunk",
-                                  "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
-                                  "agent-server stopped first. Send it again to run it:\n\n"
-                                  f"{data.get('content', '')}\n\n"))
+            yield _chunk("agent_message_chunk",
+                         "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
+                         "agent-server stopped first. Send it again to run it:\n\n"
+                         f"{data.get('content', '')}\n\n")
         elif kind == "turn/end" and data.get("exit") == "error":
             message = (data.get("error") or {}).get("message", "the turn failed")
-            updates.append(_chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n"))
-    return updates
+            yield _chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n")
 
 
 def _chunk(kind: str, text: str) -> dict[str, Any]:
@@ -236,30 +238,44 @@ def _chunk(kind: str, text: str) -> dict[str, Any]:
 
 
 def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | None,
-               context: ToolContext, *, terminal: bool = False) -> dict[str, Any]:
+               context: ToolContext, shown: dict[tuple[str, str], dict[str, Any]], *,
+               terminal: bool = False) -> dict[str, Any]:
     name = str(call.get("name", "tool"))
     arguments = str(call.get("arguments") or "")
-    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": name,
-                              "kind": "other", "status": "pending", "rawInput": _raw_input(arguments)}
-    tool = next((t for t in BUILTIN_TOOLS if t.name == name), None)
-    if tool is not None and arguments:
-        args = validate_args(tool, arguments)
-        if not isinstance(args, ToolResult):  # a ToolResult: the arguments did not validate
-            update["kind"] = tool.kind
-            try:
-                update["title"] = tool.title(args, context)
-                locations = tool.locations(args, context)
-                if locations:
-                    update["locations"] = locations
-            except Exception:  # display only: keep the plain name
-                log.debug("title of %s failed on replay", name, exc_info=True)
-            if terminal and tool.live_output and result is None:  # running: its output goes on
-                update["content"] = [terminal_block(tool_call_id)]
-                update["_meta"] = {"terminal_info": {"terminal_id": tool_call_id, "cwd": str(context.cwd)}}
+    display = shown.get((name, arguments))
+    if display is None:
+        display = shown[(name, arguments)] = _display(name, arguments, context)
+    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": display["title"],
+                              "kind": display["kind"], "status": "pending", "rawInput": _raw_input(arguments)}
+    if "locations" in display:
+        update["locations"] = [dict(location) for location in display["locations"]]
+    if terminal and display["live"] and result is None:  # running: its output goes on
+        update["content"] = [terminal_block(tool_call_id)]
+        update["_meta"] = {"terminal_info": {"terminal_id": tool_call_id, "cwd": str(context.cwd)}}
     if result is not None:
         update["status"] = "failed" if result.data.get("status") == "failed" else "completed"
         update["content"] = [{"type": "content", "content": {"type": "text", "text": str(result.data.get("content", ""))}}]
     return update
+
+
+def _display(name: str, arguments: str, context: ToolContext) -> dict[str, Any]:
+    """A call's ``title``, ``kind`` and ``locations`` (when any), as the tool shows them, and
+    ``live``: whether its output streams to a terminal while it runs."""
+    display: dict[str, Any] = {"title": name, "kind": "other", "live": False}
+    tool = next((t for t in BUILTIN_TOOLS if t.name == name), None)
+    if tool is not None and arguments:
+        args = validate_args(tool, arguments)
+        if not isinstance(args, ToolResult):  # a ToolResult: the arguments did not validate
+            display["kind"] = tool.kind
+            display["live"] = bool(tool.live_output)
+            try:
+                display["title"] = tool.title(args, context)
+                locations = tool.locations(args, context)
+                if locations:
+                    display["locations"] = locations
+            except Exception:  # display only: keep the plain name
+                log.debug("title of %s failed on replay", name, exc_info=True)
+    return display
 
 
 def _plan(call: dict[str, Any], result: SessionEvent | None) -> dict[str, Any] | None:

@@ -134,6 +134,10 @@ class EventLog:
     def __init__(self, path: Path, events: list[SessionEvent], fd: int | None = None) -> None:
         self.path = path
         self._events = events
+        self._latest: dict[str, SessionEvent] = {}
+        self._counts: dict[str, int] = {}
+        for event in events:
+            self._index(event)
         self._file = os.fdopen(_open_locked(path) if fd is None else fd, "ab", buffering=0)
         self._size = os.fstat(self._file.fileno()).st_size
         """Bytes of the file that hold ``_events`` (what a failed append is cut back to)."""
@@ -244,6 +248,18 @@ class EventLog:
         """``seq`` of the newest event (0 for an empty log)."""
         return self._events[-1].seq if self._events else 0
 
+    def latest(self, type: str) -> SessionEvent | None:
+        """The newest event of ``type`` (``None`` when there is none), without a walk of the log."""
+        return self._latest.get(type)
+
+    def count(self, type: str) -> int:
+        """How many events of ``type`` the log holds, without a walk of the log."""
+        return self._counts.get(type, 0)
+
+    def _index(self, event: SessionEvent) -> None:
+        self._latest[event.type] = event
+        self._counts[event.type] = self._counts.get(event.type, 0) + 1
+
     def of_type(self, *types: str) -> Iterable[SessionEvent]:
         """Events whose type is one of ``types``, oldest first."""
         return (e for e in self._events if e.type in types)
@@ -284,6 +300,7 @@ class EventLog:
             raise self.failed from exc
         self._size += len(line)
         self._events.append(event)
+        self._index(event)
         return event
 
     def _write(self, line: bytes) -> None:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from agent_server.agent.header import pinned_header
+from agent_server.agent.header import pinned_header as _pinned_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.session import EventLog
 from agent_server.tools.files import FileSnapshot
@@ -29,6 +29,17 @@ def test_ledger_logs_a_snapshot_once_and_a_log_rebuilds_it_without_bytes(tmp_pat
     assert len(log.events) == before  # what the log already says is not logged again
 
 
+def pinned_header(events, roots, tool_names):
+    """``pinned_header`` walking the events, checked equal to it finding them with ``EventLog.latest``
+    (what the host does: no walk of a long log per request)."""
+    walked = _pinned_header(events, roots, tool_names)
+    assert _pinned_header(events, roots, tool_names, latest=LATEST[0]) == walked
+    return walked
+
+
+LATEST: list = [None]
+
+
 def header_event(log, system="S", names=("read",)):
     tools = [{"type": "function", "function": {"name": n}} for n in names]
     log.append("request/header", {"system": system, "model": "m", "params": {}, "tools": tools,
@@ -37,6 +48,7 @@ def header_event(log, system="S", names=("read",)):
 
 def test_the_logged_header_holds_until_something_it_was_rendered_from_is_logged(tmp_path):
     log = new_log(tmp_path)
+    LATEST[0] = log.latest
     assert pinned_header(log.events, ["/w"], ["read"]) is None  # nothing logged yet: render
     header_event(log)
     log.append("turn/start", {"turn": 1})
@@ -53,6 +65,7 @@ def test_the_logged_header_holds_until_something_it_was_rendered_from_is_logged(
 
 def test_other_roots_or_other_tools_render_again(tmp_path):
     log = new_log(tmp_path)
+    LATEST[0] = log.latest
     header_event(log)
     assert pinned_header(log.events, ["/w", "/extra"], ["read"]) is None
     assert pinned_header(log.events, ["/w"], ["read", "write"]) is None

@@ -7,9 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_server.agent.budget import body_chars, estimate_tokens
+from agent_server.agent.budget import CostMemo, body_chars, estimate_tokens, session_cost
 from agent_server.agent.request import pending_body, request_body
 from agent_server.agent.request_memo import RequestMemo
+from agent_server.config import AgentSettings
 from agent_server.llm import encode_body
 from agent_server.session import ProjectionMemo, SessionEvent, surface_messages
 
@@ -109,3 +110,17 @@ def test_projection_memo_reports_the_unchanged_start_of_its_list(events):
         assert memo.kept <= min(len(previous), len(pairs))
         assert all(a is b for a, b in zip(pairs[:memo.kept], previous))
         previous = list(pairs)
+
+
+PRICED = AgentSettings(price_per_million={"input": 0.27, "output": 1.1},
+                       model_prices={"m2": {"input": 3.0, "output": 15.0, "currency": "USD"}})
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions())
+def test_cost_memo_equals_the_session_cost_after_every_event(events):
+    memo = CostMemo()
+    for n in range(1, len(events) + 1):
+        assert session_cost(events[:n], PRICED, memo) == session_cost(events[:n], PRICED)
+    assert session_cost(events[: len(events) // 2], PRICED, memo) == session_cost(events[: len(events) // 2], PRICED)
+    assert session_cost(events, AgentSettings(), memo) is None  # other settings: started again

@@ -116,3 +116,17 @@ def test_the_garbage_collector_runs_again_after_a_bulk_read(tmp_path):
     with pytest.raises(LogCorruptError):
         read_events(write(tmp_path, b"{"))
     assert gc.isenabled()
+
+
+def test_latest_and_count_follow_appends_and_a_reload(tmp_path):
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": "/w"})
+    for n in range(5):
+        log.append("turn/start", {"turn": n})
+        log.append("model/changed" if n % 2 else "user", {"to": f"m{n}"})
+
+    def walked(events, kind):
+        return next((e for e in reversed(events) if e.type == kind), None), sum(e.type == kind for e in events)
+
+    for opened in (log, (log.close(), EventLog.open(log.path))[1]):
+        for kind in ("turn/start", "model/changed", "user", "session/header", "nothing/such"):
+            assert (opened.latest(kind), opened.count(kind)) == walked(opened.events, kind)
