@@ -418,7 +418,7 @@ def _parse_log(path: Path, raw: bytes) -> tuple[list[SessionEvent], _Tail | None
     """
     events: list[SessionEvent] = []
     append, find, match_at = events.append, raw.find, _ENVELOPE.match
-    from_json, shared, share_from = pydantic_core.from_json, {}, _SHARE_FROM
+    from_json, shared, share_from, names = pydantic_core.from_json, {}, _SHARE_FROM, {}
     new, setattr_, fields = SessionEvent.__new__, object.__setattr__, _FIELDS
     start = number = 0
     collecting = gc.isenabled()
@@ -430,23 +430,27 @@ def _parse_log(path: Path, raw: bytes) -> tuple[list[SessionEvent], _Tail | None
             data = None
             if match is not None and raw[end - 1] == 0x7D and int(match[2]) == number:  # ends with its "}"
                 first, last = match.end(), end - 1
-                text, kind = raw[first:last], match[1]
-                if last - first >= share_from and (previous := shared.get(kind)) is not None and previous[0] == text:
-                    data = previous[1]
+                kind = match[1]
+                big = last - first >= share_from
+                previous = shared.get(kind) if big else None
+                if previous is not None and len(previous[0]) == last - first and raw.startswith(previous[0], first):
+                    data = previous[1]  # compared in place: no copy of the line
                 else:
+                    text = raw[first:last]
                     try:
                         data = from_json(text)
                     except ValueError:
                         pass
                     if type(data) is not dict:
                         data = None
-                    elif last - first >= share_from:
+                    elif big:
                         shared[kind] = (text, data)
             if data is None:  # not in the shape to_line writes, or bad: the model says what is wrong
                 append(_parse_line(path, number, raw[start:end], expected_seq=number))
             else:  # built as BaseModel.model_construct builds it, every field already checked
                 event = new(SessionEvent)
-                setattr_(event, "__dict__", {"type": kind.decode("ascii"), "seq": number,
+                name = names.get(kind) or names.setdefault(kind, kind.decode("ascii"))  # one str per type
+                setattr_(event, "__dict__", {"type": name, "seq": number,
                                              "time": float(match[3]), "data": data})
                 setattr_(event, "__pydantic_fields_set__", fields)
                 setattr_(event, "__pydantic_extra__", None)
