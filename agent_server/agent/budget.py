@@ -95,6 +95,13 @@ class CostMemo:
         self._model: str | None = None
         self._amount, self._currency, self._priced = 0.0, None, False
 
+    def behind(self, events: Sequence[SessionEvent]) -> int:
+        """How many events of ``events`` the next ``cost`` has to add (all when it starts again)."""
+        first, last, n, _ = self._seen
+        if n and len(events) >= n and events[0] is first and events[n - 1] is last:
+            return len(events) - n
+        return len(events)
+
     def cost(self, events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any] | None:
         """``session_cost(events, settings)``."""
         first, last, n, seen_settings = self._seen

@@ -40,7 +40,7 @@ from agent_server.agent.step import (
     stream_step,
 )
 from agent_server.agent.budget import CostMemo, usage_update
-from agent_server.agent.compaction import Compactor
+from agent_server.agent.compaction import COLD_EVENTS, Compactor
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
 from agent_server.agent.user_input import prompt_text
@@ -430,7 +430,10 @@ class AgentSession:
 
     async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:
         """``usage_update`` after a step: ``used`` ≤ ``size``, ``cost`` when a price is configured."""
-        update = usage_update(self.log.events, message.usage, estimate, self.provider.context_window,
+        events = self.log.events
+        if self.costs.behind(events) > COLD_EVENTS:  # the first cost of a long loaded log: off the loop
+            await asyncio.to_thread(self.costs.cost, events, self.config.agent)
+        update = usage_update(events, message.usage, estimate, self.provider.context_window,
                               self.config.agent, self.costs)
         if update is not None:
             await self._emit(update)

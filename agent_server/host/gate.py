@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Awaitable, Callable, Iterable
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -57,6 +58,10 @@ def _text_of(update: dict[str, Any]) -> str | None:
 
 def _chunk(kind: str, text: str) -> dict[str, Any]:
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+YIELD_AFTER = 0.005
+"""Seconds a replay may keep the event loop before it lets other tasks run (a long history is
+thousands of updates, each written at once while the pipe takes them)."""
 
 
 class UpdateGate:
@@ -178,9 +183,13 @@ class UpdateGate:
         sent = 0
         async with self._lock:
             held = [_chunk(kind, "".join(pieces)) for kind, pieces in self._held]
+            started = time.monotonic()
             for update in build(list(self._waiting) + held):
                 await self._send(update)
                 sent += 1
+                if time.monotonic() - started > YIELD_AFTER:  # a write that needs no wait does not
+                    await asyncio.sleep(0)  # give the loop back: other sessions go on meanwhile
+                    started = time.monotonic()
             return sent
 
 

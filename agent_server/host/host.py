@@ -428,7 +428,8 @@ class SessionHost:
         """``{"modes", "configOptions"}`` of a live session: the ``mode`` option, then the
         ``model`` option when a model is configured."""
         state = self.policies.state(session_id)
-        option = models.model_option(self.config, self.session(session_id).log.events)
+        changed = self.session(session_id).log.latest("model/changed")  # it alone decides: no walk of the log
+        option = models.model_option(self.config, [changed] if changed is not None else [])
         if option is not None:
             state["configOptions"] = [*state["configOptions"], option]
         return state
