@@ -96,7 +96,9 @@ const scenarios = {
     const p = panel(page);
     await promptInPanel(page, s.command);
     await p.locator(".agent", { hasText: s.commandAnswer }).first().waitFor({ timeout: T });
-    await page.waitForTimeout(300); // the command's turn-end has been painted
+    // The command's answer ends only its own prompt: give a wrong end of the turn (the panel idle, the
+    // turn's cards unfinished) a few seconds to show before looking.
+    await p.locator('#app[data-state="idle"], .tool.status-unfinished').first().waitFor({ timeout: 3000 }).catch(() => {});
     const afterCommand = {
       state: await p.locator("#app").getAttribute("data-state"),
       unfinishedCards: await p.locator(".tool.status-unfinished").count(),
