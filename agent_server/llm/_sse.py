@@ -23,7 +23,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned: httpx-sse>
 from ._assembler import StreamAssembler
 from ._errors import LLMError, error_from_payload
 from ._events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from ._frames import TEXT, FrameDecoder
+from ._frames import REASONING, TEXT, FrameDecoder
 
 __all__ = ["SseReads"]
 
@@ -58,8 +58,14 @@ class SseReads:
         run: list[str] = []          # the pieces of the delta being joined
         run_key: tuple[type, int] | None = None
         assembler, frames, decode = self.assembler, self._frames, self._events.decode
-        add_delta = assembler.add_delta
         error: LLMError | None = None
+        unfed: dict[str, list[str]] = {TEXT: [], REASONING: []}  # fast-path text not given to the assembler yet
+
+        def feed_unfed() -> None:  # before the assembler sees a full frame, and at the end
+            for field, pieces in unfed.items():
+                if pieces:
+                    assembler.add_delta(field, "".join(pieces))
+                    pieces.clear()
 
         def close_run() -> None:
             if run_key is not None and run:
@@ -69,6 +75,7 @@ class SseReads:
                 run.clear()
 
         before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+        shape_unfed = unfed[shape_field]
         for line in lines:
             sse = decode(line)
             if sse is None:
@@ -88,7 +95,7 @@ class SseReads:
                             close_run()
                             run_key = key
                         run.append(text)
-                        add_delta(shape_field, text)
+                        shape_unfed.append(text)
                     continue
             fast = frames.decode(data)
             if fast is not None and sse.event != "error":
@@ -99,7 +106,7 @@ class SseReads:
                         close_run()
                         run_key = key
                     run.append(text)
-                    add_delta(field, text)
+                    unfed[field].append(text)
             else:
                 stripped = data.strip()
                 if stripped == "[DONE]":
@@ -115,6 +122,7 @@ class SseReads:
                 if sse.event == "error" and isinstance(chunk, Mapping):
                     error = error_from_payload(chunk, default="SERVER")
                     break
+                feed_unfed()
                 try:
                     events = assembler.feed(chunk)
                 except LLMError as exc:
@@ -122,6 +130,7 @@ class SseReads:
                     break
                 if frames.learn(data, chunk):
                     before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+                    shape_unfed = unfed[shape_field]
                 for event in events:
                     kind = type(event)
                     key = (_TEXT_KEY if kind is TextDelta else _REASONING_KEY if kind is ReasoningDelta
@@ -134,6 +143,7 @@ class SseReads:
                     else:
                         run.append(event.arguments if kind is ToolCallDelta else event.text)  # type: ignore[union-attr]
         close_run()
+        feed_unfed()
         cap = self.max_output_chars
         if error is None and cap is not None and assembler.output_chars > cap:  # a read is ≤ 64 KiB
             error = LLMError("NETWORK", f"the model's output passed {cap:,} characters in one request "
