@@ -139,26 +139,36 @@ class AgentProcess:
 
 
 _ENDPOINT_MAIN = r"""
-import asyncio, json, sys, time
+import asyncio, json, re, sys, time
 from agent_server.offline import OfflineEndpoint
+
+CONTENT = re.compile(rb'"content":"[^"]')
 
 class Timed(OfflineEndpoint):
     async def _serve(self, r, reader, writer):
+        self.content_seen = False
         try:
             await super()._serve(r, reader, writer)
         finally:
             self.done_times.append(time.time())
 
+    async def _write(self, writer, data, chunked):
+        if not self.content_seen and CONTENT.search(data):  # the answer's first text is sent now
+            self.content_seen = True
+            self.first_content_times.append(time.time())
+        await OfflineEndpoint._write(writer, data, chunked)
+
 async def main():
     script = json.load(open(sys.argv[1]))
     endpoint = Timed(script)
     endpoint.done_times = []
+    endpoint.first_content_times = []
     await endpoint.start()
     print(endpoint.base_url, flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     print(json.dumps({"requests": [{"time": q.time, "body": q.body.decode("utf-8", "replace")}
                                    for q in endpoint.requests],
-                      "done": endpoint.done_times}), flush=True)
+                      "done": endpoint.done_times, "first_content": endpoint.first_content_times}), flush=True)
     await endpoint.stop()
 
 asyncio.run(main())
@@ -169,7 +179,8 @@ class Endpoint:
     """The offline endpoint playing ``script`` in a child process.
 
     ``base_url``; ``finish()`` → ``{"requests": [{"time", "body"}], "done": [time the last byte of
-    each answer was written]}``.
+    each answer was written], "first_content": [time the first write carrying answer text was
+    written, per answer that had one]}``.
     """
 
     def __init__(self, script: list[dict[str, Any]], python: str = sys.executable) -> None:
