@@ -224,12 +224,16 @@ class ChatClient:
                                            "frames (no_progress_timeout)") from None
                         before = (assembler.output_chars, assembler.finish_reason)
                         events, error = reads.read(text)  # everything this read brought, at once
+                        while True:
+                            for event in events:
+                                yield event
+                            if error is not None:
+                                raise error
+                            if not reads.pending:  # the first delta left alone: the rest follows
+                                break
+                            events, error = reads.more()
                         if (assembler.output_chars, assembler.finish_reason) != before:
                             progress_at = loop.time()
-                        for event in events:
-                            yield event
-                        if error is not None:
-                            raise error
                 finally:
                     await texts.aclose()
                 done = reads.done

@@ -15,7 +15,7 @@ error stops the read: the events before it come first, then the error).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from json.decoder import scanstring
 
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned: httpx-sse>=0.4.1,<0.5
@@ -44,16 +44,29 @@ class SseReads:
         self._lines = SSELineDecoder()
         self._events = SSEDecoder()
         self._frames = FrameDecoder()
+        self._rest: Iterator[str] | None = None
+        self._shown = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether the last read has lines left: the stream's first delta is returned as soon as
+        it is decoded (never after the rest of its read); ``more()`` gives the rest."""
+        return self._rest is not None
 
     def read(self, text: str) -> tuple[list[StreamEvent], LLMError | None]:
         """The events of one read's ``text``, and the error that stopped it (``None``: none)."""
-        return self._handle(self._lines.decode(text))
+        return self._handle(iter(self._lines.decode(text)))
+
+    def more(self) -> tuple[list[StreamEvent], LLMError | None]:
+        """The events of the rest of the last read (see ``pending``)."""
+        rest, self._rest = self._rest, None
+        return self._handle(rest) if rest is not None else ([], None)
 
     def end(self) -> tuple[list[StreamEvent], LLMError | None]:
         """The events of a last line the stream did not end with a newline (as ``aiter_sse``)."""
-        return self._handle(self._lines.flush())
+        return self._handle(iter(self._lines.flush()))
 
-    def _handle(self, lines: Iterable[str]) -> tuple[list[StreamEvent], LLMError | None]:
+    def _handle(self, lines: Iterator[str]) -> tuple[list[StreamEvent], LLMError | None]:
         out: list[StreamEvent] = []
         run: list[str] = []          # the pieces of the delta being joined
         run_key: tuple[type, int] | None = None
@@ -76,6 +89,7 @@ class SseReads:
 
         before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
         shape_unfed = unfed[shape_field]
+        first = not self._shown  # the stream's first delta leaves without waiting for the rest of its read
         for line in lines:
             sse = decode(line)
             if sse is None:
@@ -96,6 +110,9 @@ class SseReads:
                             run_key = key
                         run.append(text)
                         shape_unfed.append(text)
+                        if first:
+                            self._rest = lines
+                            break
                     continue
             fast = frames.decode(data)
             if fast is not None and sse.event != "error":
@@ -107,6 +124,9 @@ class SseReads:
                         run_key = key
                     run.append(text)
                     unfed[field].append(text)
+                    if first:
+                        self._rest = lines
+                        break
             else:
                 stripped = data.strip()
                 if stripped == "[DONE]":
@@ -142,8 +162,13 @@ class SseReads:
                         out.append(event)
                     else:
                         run.append(event.arguments if kind is ToolCallDelta else event.text)  # type: ignore[union-attr]
+            if first and (run or out):
+                self._rest = lines
+                break
         close_run()
         feed_unfed()
+        if out:
+            self._shown = True
         cap = self.max_output_chars
         if error is None and cap is not None and assembler.output_chars > cap:  # a read is ≤ 64 KiB
             error = LLMError("NETWORK", f"the model's output passed {cap:,} characters in one request "

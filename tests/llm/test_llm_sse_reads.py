@@ -58,11 +58,20 @@ def closed(assembler, done):
         return [exc.code]
 
 
+def read_all(reads, text):
+    """``reads.read(text)`` and then ``more()`` while lines are pending, as the client does."""
+    events, error = reads.read(text)
+    while error is None and reads.pending:
+        more, error = reads.more()
+        events += more
+    return events, error
+
+
 def through_reads(text: str, cuts: list[int]):
     reads = SseReads(StreamAssembler(), max_output_chars=None, status=200)
     events, last = [], 0
     for cut in sorted(set(c for c in cuts if 0 < c < len(text))) + [len(text)]:
-        got, error = reads.read(text[last:cut])
+        got, error = read_all(reads, text[last:cut])
         assert error is None
         events += got
         last = cut
@@ -112,38 +121,42 @@ def test_recorded_streams_read_in_pieces_give_what_frame_by_frame_parsing_gives(
     assert starts == [e for e in want if isinstance(e, ToolCallStarted)]
 
 
-def test_frames_read_at_once_come_out_as_one_delta_per_kind_run():
-    text = sse(*[frame({"content": c}) for c in "Hello"], *[frame({"reasoning_content": c}) for c in "hm"],
-               frame({"content": "!"}))
-    got = SseReads(StreamAssembler(), max_output_chars=None, status=200).read(text)[0]
-    assert got == [TextDelta("Hello"), ReasoningDelta("hm"), TextDelta("!")]
+def test_frames_read_at_once_come_out_as_one_delta_per_kind_run_after_the_first_delta_alone():
+    reads = SseReads(StreamAssembler(), max_output_chars=None, status=200)
+    text = sse(frame({"role": "assistant", "content": ""}), *[frame({"content": c}) for c in "Hello"],
+               *[frame({"reasoning_content": c}) for c in "hm"], frame({"content": "!"}))
+    assert reads.read(text) == ([TextDelta("H")], None)  # the stream's first delta is not held for its read
+    assert reads.pending
+    assert reads.more() == ([TextDelta("ello"), ReasoningDelta("hm"), TextDelta("!")], None)
+    assert not reads.pending
+    assert read_all(reads, sse(*[frame({"content": c}) for c in "later"])) == ([TextDelta("later")], None)
 
 
 def test_nothing_after_done_is_read():
-    text = sse(frame({"content": "a"}), "[DONE]", frame({"content": "b"}))
+    text = sse(frame({"content": "a"}), frame({"content": "b"}), "[DONE]", frame({"content": "c"}))
     reads = SseReads(StreamAssembler(), max_output_chars=None, status=200)
-    assert reads.read(text) == ([TextDelta("a")], None) and reads.done
+    assert read_all(reads, text) == ([TextDelta("a"), TextDelta("b")], None) and reads.done
 
 
 def test_an_error_frame_after_text_comes_after_that_text():
     text = (sse(frame({"content": "par"}), frame({"content": "tial"}))
             + 'event: error\ndata: {"error": {"message": "overloaded", "type": "server_error"}}\n\n')
-    events, error = SseReads(StreamAssembler(), max_output_chars=None, status=200).read(text)
-    assert events == [TextDelta("partial")]
+    events, error = read_all(SseReads(StreamAssembler(), max_output_chars=None, status=200), text)
+    assert events == [TextDelta("par"), TextDelta("tial")]
     assert isinstance(error, LLMError) and error.code == "SERVER" and "overloaded" in error.message
 
 
 def test_a_malformed_frame_of_a_learned_shape_is_still_an_error():
     good = frame({"content": "a"})
     bad = good.replace('"a"', '"b\\x"')  # the same shape around an invalid string literal
-    events, error = SseReads(StreamAssembler(), max_output_chars=None, status=200).read(sse(good, good, bad))
-    assert events == [TextDelta("aa")]
+    events, error = read_all(SseReads(StreamAssembler(), max_output_chars=None, status=200), sse(good, good, bad))
+    assert events == [TextDelta("a"), TextDelta("a")]
     assert isinstance(error, LLMError) and error.code == "SERVER" and "malformed stream frame" in error.message
 
 
 def test_the_output_cap_stops_the_read():
     reads = SseReads(StreamAssembler(), max_output_chars=5, status=200)
-    events, error = reads.read(sse(*[frame({"content": "abc"})] * 3))
+    events, error = read_all(reads, sse(*[frame({"content": "abc"})] * 3))
     assert "".join(e.text for e in events) == "abcabcabc"
     assert isinstance(error, LLMError) and error.code == "NETWORK" and "max_output_chars" in error.message
 
