@@ -23,10 +23,11 @@ async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
     const failed = p.locator(".notice.error");
     if ((await failed.count()) > 0) throw new Error(`the panel shows an error: ${await failed.last().textContent()}`);
     if ((await final.count()) > 0 && (await p.locator('#app[data-state="idle"]').count()) > 0) return;
+    // A card may be drawn again (or the panel reloaded) while it is clicked: a short try, then look again.
     const allow = p.locator('.permission button[data-option-id="allow_once"]');
-    if ((await allow.count()) > 0) { await allow.first().click(); continue; }
+    if ((await allow.count()) > 0) { await allow.first().click({ timeout: 5000 }).catch(() => {}); continue; }
     const accept = p.locator('.proposal[data-outcome="pending"] button.accept-all');
-    if ((await accept.count()) > 0) { await accept.first().click(); continue; }
+    if ((await accept.count()) > 0) { await accept.first().click({ timeout: 5000 }).catch(() => {}); continue; }
     await page.waitForTimeout(250);
   }
 }
