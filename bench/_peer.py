@@ -153,10 +153,18 @@ class Timed(OfflineEndpoint):
             self.done_times.append(time.time())
 
     async def _write(self, writer, data, chunked):
-        if not self.content_seen and CONTENT.search(data):  # the answer's first text is sent now
-            self.content_seen = True
+        if self.content_seen or not CONTENT.search(data):
+            return await OfflineEndpoint._write(writer, data, chunked)
+        self.content_seen = True  # the answer's first text: timed when it goes to the socket (after framing)
+        original = writer.write
+        def timed(framed):
             self.first_content_times.append(time.time())
-        await OfflineEndpoint._write(writer, data, chunked)
+            original(framed)
+        writer.write = timed
+        try:
+            await OfflineEndpoint._write(writer, data, chunked)
+        finally:
+            del writer.write  # the class's own method again
 
 async def main():
     script = json.load(open(sys.argv[1]))
