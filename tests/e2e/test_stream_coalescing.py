@@ -15,12 +15,12 @@ import shutil
 
 import pytest
 from support.paths import SSE_DIR
+from support.replay import replay_cli
 from support.sessions import events, log_path
 
 from agent_server.agent.replay import logged_requests
 from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.session import read_events
-from support.replay import replay_cli
 
 RECORDED = sorted(p.name for p in SSE_DIR.glob("*.txt"))
 CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
