@@ -211,3 +211,15 @@ async def test_replay_leaves_out_held_text_which_follows_it():
     await gate.flush()
     assert seen["waiting"] == [("agent_message_chunk", "ello")]
     assert [(u.get("replay", False), u["content"]["text"]) for u in sent] == [(False, "H"), (True, "H"), (False, "ello")]
+
+
+async def test_after_a_flush_the_next_chunk_leaves_at_once():
+    sent, send = recorder()
+    gate = UpdateGate(send, interval=HOUR)
+    for ch in "ab":
+        await gate.emit(chunk(ch))
+    await gate.flush()  # the end of a step
+    await gate.emit(chunk("c"))  # the next step's first chunk
+    assert texts(sent) == [("agent_message_chunk", "a"), ("agent_message_chunk", "b"), ("agent_message_chunk", "c")]
+    await gate.emit(chunk("d"))
+    assert len(sent) == 3  # and the one after it is held again
