@@ -129,6 +129,7 @@ class AgentSession:
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._waiting: list[PromptTicket] = []
+        self._preparing: list[PromptTicket] = []  # prompts waiting for what must be known before a turn
         self._compacting: asyncio.Task[Any] | None = None
         self._cancelling = False
         self._closed = False
@@ -156,6 +157,27 @@ class AgentSession:
         """A handle for one prompt, made before it is queued, so it can be cancelled by itself
         (``$/cancel_request`` on that prompt) whether it is running or still waiting."""
         return PromptTicket(self)
+
+    async def wait_ready(self, ticket: "PromptTicket", ready: "asyncio.Future[Any]") -> bool:
+        """Wait, on behalf of ``ticket``, for ``ready`` — what must be known before a turn may start
+        (the sandbox status, MCP servers still starting) — before ``prompt`` queues it. Returns
+        ``False`` when the ticket is cancelled (``session/cancel``, ``$/cancel_request``) or the
+        session closes meanwhile; ``ready`` itself is shielded (a shared probe goes on for others).
+        Nothing is logged: a prompt cancelled here never started a turn."""
+        if ticket.cancelled or self._closed:
+            return False
+        self._preparing.append(ticket)
+        ticket.waiter = asyncio.ensure_future(asyncio.shield(ready))
+        try:
+            await ticket.waiter
+        except asyncio.CancelledError:
+            if not ticket.cancelled and not self._closed:
+                raise
+            return False
+        finally:
+            ticket.waiter = None
+            self._preparing.remove(ticket)
+        return not (ticket.cancelled or self._closed)
 
     async def prompt(self, blocks: list[dict[str, Any]], ticket: "PromptTicket | None" = None) -> TurnOutcome:
         """Run one turn for the ACP prompt ``blocks``; it waits behind a running turn.
@@ -220,7 +242,7 @@ class AgentSession:
     def cancel(self) -> None:
         """``session/cancel``: stop the running turn, every prompt waiting behind it, and a
         running ``/compact``."""
-        for ticket in list(self._waiting):
+        for ticket in list(self._preparing) + list(self._waiting):
             ticket.cancel()
         if self._compacting is not None and not self._compacting.done():
             self._compacting.cancel()

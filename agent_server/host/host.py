@@ -352,11 +352,11 @@ class SessionHost:
         """Run one turn of ``session`` on prompt ``blocks`` (ACP content blocks); after a turn
         without error the session's title is announced once (``session_info_update``). Every
         update of the turn has left (held streamed text flushed) when this returns."""
-        servers = self.mcp.get(session.id)
-        if servers is not None:  # the first prompt waits a little for servers still starting
-            await servers.wait_ready(self.config.agent.mcp_start_wait)
-        # the sandbox status is known (and logged) before the system text says it or a tool runs
-        await self.policies.ensure_status(session.id)
+        # MCP servers still starting, the sandbox status (known and logged before the system text
+        # says it or a tool runs): waited for cancellably — a Stop right after the first prompt counts
+        if not await session.wait_ready(ticket, asyncio.ensure_future(self._before_turn(session))):
+            await self.flush(session.id)
+            return TurnOutcome("cancelled", "cancelled")
         try:
             outcome = await session.prompt(blocks, ticket)
             if outcome.error is None:
@@ -364,6 +364,12 @@ class SessionHost:
         finally:
             await self.flush(session.id)  # every update of the turn leaves before its answer
         return outcome
+
+    async def _before_turn(self, session: AgentSession) -> None:
+        servers = self.mcp.get(session.id)
+        if servers is not None:  # the first prompt waits a little for servers still starting
+            await servers.wait_ready(self.config.agent.mcp_start_wait)
+        await self.policies.ensure_status(session.id)
 
     async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         """Run a slash command; returns the prompt's answer (``{"stopReason"}``), or ``None`` when

@@ -1,0 +1,47 @@
+"""End to end: a Stop pressed while a prompt still waits for what must be known before its turn
+starts — MCP servers still starting (up to ``mcp_start_wait``), the sandbox probe — cancels it.
+Before, ``session/cancel`` in that window was lost: the prompt waited, then ran its whole turn to
+``end_turn`` (tools included), and prompts queued behind it ran too.
+
+The window is held open by an MCP server that never answers ``initialize`` (``sleep``) with a long
+``mcp_start_wait``; nothing here depends on timing but the generous timeouts that detect a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from support.client_impl import ClientConfig
+
+from agent_server.offline import OfflineEndpoint, text_stream
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+async def start(factory, endpoint, workspace):
+    config = workspace.parent / "slow-mcp.toml"
+    config.write_text("[agent]\nmcp_start_wait = 120\n")
+    client = ClientConfig()
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                      config=client)
+    await h.initialize(client.capabilities())
+    never = {"name": "never", "command": "sleep", "args": ["600"], "env": []}
+    return h, (await h.new_session(str(workspace), mcp_servers=[never])).session_id
+
+
+async def test_session_cancel_right_after_the_first_prompt_was_lost_and_the_turn_ran(
+        acp_harness_factory, endpoint, workspace):
+    endpoint.push(text_stream("this turn must not run"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    first = h.start_prompt(sid, "first", timeout=60)
+    second = h.start_prompt(sid, "second, sent before the first started", timeout=60)
+    await asyncio.sleep(0.3)  # both prompts have reached the agent and wait for the MCP server
+    await h.cancel(sid)
+    answers = await asyncio.wait_for(asyncio.gather(first, second), 60)
+    assert [a.stop_reason for a in answers] == ["cancelled", "cancelled"]
+    assert endpoint.requests == []  # no model request was made for either prompt
