@@ -18,7 +18,7 @@ import os
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
-       agent-server run -p PROMPT [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
+       agent-server run -p PROMPT [--config PATH] [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
        agent-server sessions [--cwd DIR] [--json]
        agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
        agent-server lsp [--config PATH]
@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             from agent_server import login_cli
 
             return (login_cli.main if arg == "login" else login_cli.logout_main)(args, config_path)
+        elif arg in ("run", "lsp"):  # `agent-server --config X run …` means `agent-server run --config X …`
+            return main([arg, *(["--config", config_path] if config_path else []), *args])
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2

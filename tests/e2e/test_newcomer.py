@@ -304,3 +304,13 @@ def test_bad_default_mode_is_a_multi_line_pydantic_dump(agent_env, workspace, tm
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "[policy] default_mode" in line and "'yolo'" in line and "read-only" in line
+
+
+def test_config_option_before_run_was_an_unknown_argument(agent_env, workspace, tmp_path):
+    """`agent-server --config X run …` (the top-level usage puts --config first) said
+    "unknown argument 'run'"; it now means `agent-server run --config X …`."""
+    given = tmp_path / "given.toml"
+    given.write_text("worst = 1\n")
+    done = agent(agent_env, "--config", str(given), "run", "-p", "x", "--cwd", str(workspace))
+    assert "unknown argument" not in done.stderr
+    assert done.returncode == 2 and "given.toml: unknown keys ['worst']" in done.stderr
