@@ -123,6 +123,10 @@ class AgentSettings(BaseModel):
     max_output_chars: int = Field(default=4_000_000, ge=1)
     """Characters of output (text, reasoning, tool calls) one attempt may stream before it is
     stopped as ``NETWORK`` (retryable)."""
+    max_spill_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """Bytes of one ``bash`` call's output saved to its spill file (the session's ``spill/``
+    folder) when it is too big for the result; the rest is read and dropped, and the result says
+    how many bytes. ``0``: never spill."""
     mcp_start_wait: float = Field(default=5.0, ge=0)
     """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
     mcp_call_timeout: float = Field(default=120.0, gt=0)

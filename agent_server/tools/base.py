@@ -27,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from .access import FileAccess
 from .child_env import redact
 from .files import DiskFiles, ReadLedger, WorkspaceFiles
+from .output import SPILL_LIMIT_BYTES
 
 #: The pipeline's default per-result budget (characters) — see ``output.trim_for_model``.
 DEFAULT_RESULT_CHARS = 8192
@@ -81,6 +82,9 @@ class ToolContext:
     redact: tuple[str, ...] = ()
     """Secrets (the API key) replaced by ``<redacted>`` in every result — defence in depth only: the
     key is never given to a tool, and an encoded copy (base64) would pass."""
+    max_spill_bytes: int = SPILL_LIMIT_BYTES
+    """Most bytes one ``bash`` call writes to its spill file (config ``[agent] max_spill_bytes``);
+    the rest of its output is read and dropped, and the result says how much."""
     access: FileAccess = None  # type: ignore[assignment]
     """The file tools' access rules (``access.FileAccess``: ``/proc``, protected credential stores,
     where writes are anchored); default: ``FileAccess(roots)`` with nothing protected."""

@@ -3,7 +3,9 @@
 Role: run ``bash -c COMMAND`` (``/bin/sh`` when there is no bash) in ``roots[0]`` as the leader of
 its own process group, stdin ``/dev/null``, stdout and stderr combined in one pipe (so their order
 is kept); read the output incrementally keeping only its head and tail (1 MB each) and the total
-count; report the exit code. On timeout or cancellation the whole group gets SIGTERM, then SIGKILL
+count, saving an output bigger than that to a spill file up to ``ToolContext.max_spill_bytes``
+(16 MiB by default; the rest is read and dropped, and the result says how many bytes); report the
+exit code. On timeout or cancellation the whole group gets SIGTERM, then SIGKILL
 after a grace period, and a result is still returned with the output so far.
 
 Must never: leave a process of its group running after a timeout or a cancellation, or hold more
@@ -36,7 +38,7 @@ from pydantic import Field
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
 from . import procs
 from .live import LIVE_OUTPUT
-from .output import open_spill_file
+from .output import SPILL_LIMIT_BYTES, open_spill_file
 from .procs import KILL_GRACE_SECONDS, terminate_group, wait_exit
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -84,21 +86,26 @@ class OutputBuffer:
     """Bounded capture of a byte stream: the first ``head`` bytes, the last ``tail`` bytes, and
     the total count. Memory stays under ``head + tail + one chunk`` whatever the stream's size.
 
-    With ``spill_dir``, a stream that outgrows ``head + tail`` is also written in full, as it
-    arrives, to a private spill file there (``spill_path``), so nothing is lost; call ``close()``.
+    With ``spill_dir``, a stream that outgrows ``head + tail`` is also written, as it arrives, to a
+    private spill file there (``spill_path``); call ``close()``. At most ``spill_limit`` bytes
+    (the stream's first ones) are written: beyond that the stream is still read (so the writer never
+    blocks on a full pipe) but no longer saved — ``spilled`` and ``spill_dropped`` count the bytes
+    written and not written (``spill_limit`` ≤ ``head + tail``: no spill file at all).
     ``listener`` (e.g. ``LiveOutput.feed``) sees every piece as it is fed.
     """
 
     def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, spill_dir: Path | None = None,
-                 listener: Callable[[bytes], None] | None = None) -> None:
+                 spill_limit: int = SPILL_LIMIT_BYTES, listener: Callable[[bytes], None] | None = None) -> None:
         self._head_limit, self._tail_limit = head, tail
         self._listener = listener
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self._spill_dir = spill_dir
+        self._spill_dir = spill_dir if spill_limit > head + tail else None
+        self._spill_limit = spill_limit
         self._file: BinaryIO | None = None
         self.spill_path: Path | None = None
+        self.spilled = 0
 
     def feed(self, data: bytes) -> None:
         """Add the next piece of the stream."""
@@ -110,10 +117,15 @@ class OutputBuffer:
                 self.spill_path, self._file = open_spill_file(self._spill_dir, name=None)
                 self._file.write(self.head)
                 self._file.write(self.tail)
+                self.spilled = len(self.head) + len(self.tail)
             except OSError:
                 self._spill_dir = None
         if self._file is not None:
-            self._file.write(data)
+            room = self._spill_limit - self.spilled
+            if room > 0:
+                piece = data[:room]
+                self._file.write(piece)
+                self.spilled += len(piece)
         self.total += len(data)
         room = self._head_limit - len(self.head)
         if room > 0:
@@ -131,6 +143,11 @@ class OutputBuffer:
             self._file = None
 
     @property
+    def spill_dropped(self) -> int:
+        """Bytes of the stream that reached no spill file because of ``spill_limit`` (0 without one)."""
+        return self.total - self.spilled if self.spill_path is not None else 0
+
+    @property
     def omitted(self) -> int:
         """Bytes of the stream that were not kept."""
         return self.total - len(self.head) - len(self.tail)
@@ -143,7 +160,10 @@ class OutputBuffer:
             return head
         tail = bytes(self.tail).decode("utf-8", "replace")
         if self.omitted:
-            where = f"; the whole output is in {self.spill_path}" if self.spill_path else ""
+            where = ""
+            if self.spill_path is not None:
+                where = (f"; the first {self.spilled:,} bytes of the output are in {self.spill_path}"
+                         if self.spill_dropped else f"; the whole output is in {self.spill_path}")
             return f"{head}\n[… {self.omitted:,} bytes of output omitted{where} …]\n{tail}"
         return head + tail
 
@@ -216,7 +236,7 @@ class BashTool(Tool):
         record = procs.register(ctx.session_dir, proc.pid)  # a later load can stop it if we die
         live = LIVE_OUTPUT.get()  # an editor that shows the output as it comes
         buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None,
-                              listener=live.feed if live is not None else None)
+                              spill_limit=ctx.max_spill_bytes, listener=live.feed if live is not None else None)
         state: dict[str, Any] = {}
         outcome = "exited"
         try:
@@ -298,6 +318,9 @@ class BashTool(Tool):
         }
         if buffer.spill_path is not None:
             meta["spill"] = str(buffer.spill_path)
+            meta["spill_bytes"] = buffer.spilled
+            if buffer.spill_dropped:
+                meta["spill_dropped_bytes"] = buffer.spill_dropped
         lines: list[str] = []
         if outcome == "timeout":
             lines.append(f"Command timed out after {timeout:g} s and was stopped (with its child processes).")
@@ -309,6 +332,12 @@ class BashTool(Tool):
             lines.append(output.rstrip("\n"))
         elif outcome == "exited":
             lines.append("(no output)")
+        if buffer.spill_dropped:
+            lines.append(
+                f"[the output was {buffer.total:,} bytes; only its first {buffer.spilled:,} bytes were saved to "
+                f"{buffer.spill_path} (the per-command spill cap), {buffer.spill_dropped:,} bytes were dropped; "
+                "redirect a big output to a file in the workspace or filter it with `head`, `tail` or `grep`]"
+            )
         if state.get("background_held"):
             lines.append(
                 "[background processes kept the output open after the command finished and were "

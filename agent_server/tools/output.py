@@ -25,6 +25,8 @@ TRIM_HEAD = 4096
 TRIM_TAIL = 1024
 #: Outputs at least this long are worth spilling to a file (≈ 12 500 tokens).
 SPILL_THRESHOLD = 50_000
+#: Default of the most bytes one ``bash`` call writes to its spill file (``[agent] max_spill_bytes``).
+SPILL_LIMIT_BYTES = 16 * 1024 * 1024
 #: How far (characters) a cut may move to land on a line break.
 _SNAP = 256
 
@@ -38,13 +40,17 @@ def trim_for_model(
     head: int = TRIM_HEAD,
     tail: int = TRIM_TAIL,
     spill_path: Path | str | None = None,
+    spill_bytes: int | None = None,
+    spill_dropped: int = 0,
 ) -> tuple[str, int]:
     """Bound ``text`` for the model. Returns ``(text, cut_chars)``; ``cut_chars`` is 0 when
     ``len(text) <= limit`` (the text comes back unchanged).
 
     Otherwise keeps about ``head`` characters from the start and ``tail`` from the end (each cut
     moved up to 256 characters to fall on a line break) and puts a notice line between them:
-    how many characters were cut, and where the full text is (``spill_path``) or how to see it.
+    how many characters were cut, and where the full text is (``spill_path``, holding
+    ``spill_bytes`` bytes; ``spill_dropped``: bytes of the output that were not saved there) or how
+    to see it.
     The result is at most ``head + tail`` plus the notice (≈ 300 characters).
     """
     if len(text) <= limit:
@@ -63,10 +69,14 @@ def trim_for_model(
     cut = t_start - h_end
     total = len(text)
     if spill_path is not None:
-        how = (
-            f"The full output ({total:,} characters) is saved in {spill_path}: read it with `read` "
-            "(offset/limit) or search it with `grep`."
-        )
+        if spill_dropped:
+            first = f"first {spill_bytes:,} bytes" if spill_bytes is not None else "start"
+            saved = (f"The {first} of the output are saved in {spill_path} "
+                     f"({spill_dropped:,} bytes after them were dropped: the spill cap)")
+        else:
+            size = f" ({spill_bytes:,} bytes)" if spill_bytes is not None else ""
+            saved = f"The full output{size} is saved in {spill_path}"
+        how = f"{saved}: read it with `read` (offset/limit) or search it with `grep`."
     else:
         how = (
             "To see the rest, narrow the request (e.g. `read` with offset/limit, a more specific "

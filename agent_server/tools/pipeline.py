@@ -303,9 +303,13 @@ class ToolRunner:
         spilled = Path(result.meta["spill"]) if result.meta.get("spill") else None
         if spilled is None and len(result.text) >= SPILL_THRESHOLD and self.context.session_dir is not None:
             spilled = spill(result.text, self.context.session_dir / "spill")
+            spill_bytes: int | None = spilled.stat().st_size
+        else:
+            spill_bytes = result.meta.get("spill_bytes")
         scale = limit / DEFAULT_RESULT_CHARS if limit >= DEFAULT_RESULT_CHARS else limit / 5120
         text, cut = trim_for_model(result.text, limit=limit, head=int(4096 * scale), tail=int(1024 * scale),
-                                   spill_path=spilled)
+                                   spill_path=spilled, spill_bytes=spill_bytes,
+                                   spill_dropped=result.meta.get("spill_dropped_bytes", 0))
         text += repeat_reminder(self.log.events, turn, call.name, call.raw_arguments, int(call.tool_call_id[3:]))
         data: dict[str, Any] = {"turn": turn, "call_id": call.call_id, "tool_call_id": call.tool_call_id,
                                 "name": call.name, "status": "failed" if result.is_error else "completed",

@@ -205,3 +205,42 @@ async def test_plan_tool_sends_the_whole_list_as_an_acp_plan_update(acp_harness_
     assert "[in_progress] Fix the bug" in endpoint.requests[1].json()["messages"][-1]["content"]
     await h.close()
     assert_replay(load_log(agent_state_dir, sid), endpoint)
+
+
+
+async def test_bash_printing_without_end_filled_the_disk_through_its_spill_file(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    # `yes` wrote 623 MB to the spill folder in 15 s; one call now saves at most 16 MiB (the default)
+    cap = 16 * 1024 * 1024
+    endpoint.push(tool_call_stream([call("y", "bash", command="yes", timeout_ms=5000)]))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    assert (await h.prompt(sid, "print forever")).stop_reason == "end_turn"
+    await h.close()
+    spill_dir = agent_state_dir / "sessions" / sid / "spill"
+    assert sum(f.stat().st_size for f in spill_dir.iterdir()) == cap
+    log = load_log(agent_state_dir, sid)
+    result = [e for e in log.events if e.type == "tool/result" and e.data["call_id"] == "y"][0]
+    meta = result.data["meta"]
+    assert meta["outcome"] == "timeout" and meta["spill_bytes"] == cap
+    dropped = meta["output_bytes"] - cap
+    assert dropped > 0 and meta["spill_dropped_bytes"] == dropped  # `yes` went on: the pipe was drained
+    seen = [m for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert f"{dropped:,} bytes were dropped" in seen and f"first {cap:,} bytes" in seen
+    assert_replay(log, endpoint)
+
+
+async def test_max_spill_bytes_of_the_config_caps_what_one_command_saves(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nmax_spill_bytes = 3000000\n")
+    endpoint.push(tool_call_stream([call("y", "bash", command="yes | head -c 20000000")]))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, {"AGENT_SERVER_CONFIG": str(config)})
+    assert (await h.prompt(sid, "print a lot")).stop_reason == "end_turn"
+    await h.close()
+    (spilled,) = (agent_state_dir / "sessions" / sid / "spill").iterdir()
+    assert spilled.read_bytes() == b"y\n" * 1_500_000  # the output's first 3,000,000 bytes
+    seen = [m for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
+    assert "17,000,000 bytes were dropped" in seen and "exit code: 0" in seen
+    assert_replay(load_log(agent_state_dir, sid), endpoint)
