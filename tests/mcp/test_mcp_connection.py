@@ -210,3 +210,15 @@ async def test_tool_list_changed_mid_session_is_listed_again(protocol):
         assert not is_error and "abab" in text
     finally:
         await conn.close()
+
+
+async def test_server_that_fails_to_start_said_only_connection_closed_and_its_stderr_leaked_into_ours(capfd):
+    """Before: the reason ("setpriv: failed to execute …", a server's own error) went to the agent's
+    stderr and the user read only "did not start: Connection closed"."""
+    conn = McpConnection(stdio("broken", "sh", "-c", "echo 'boom: no config at /etc/x.toml' >&2; exit 3"), env(),
+                         start_timeout=20)
+    with pytest.raises(McpError) as raised:
+        await conn.start()
+    assert "'broken' did not start" in str(raised.value)
+    assert "boom: no config at /etc/x.toml" in str(raised.value)
+    assert "boom" not in capfd.readouterr().err

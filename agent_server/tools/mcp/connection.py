@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import tempfile
 from typing import Any, Awaitable, Callable
 
 from agent_server.tools.mcp.spec import McpServerSpec
@@ -59,6 +60,8 @@ class McpConnection:
         self._lock = asyncio.Lock()
         self._refresh: asyncio.Task[None] | None = None
         self._stale = False
+        # a stdio server's stderr: kept out of ours (it stays quiet), its tail told when it fails
+        self._stderr: Any = None
 
     def _server_arg(self) -> Any:
         from mcp.client.stdio import StdioServerParameters  # deferred: only sessions with servers pay
@@ -80,7 +83,27 @@ class McpConnection:
 
             transport = streamable_http_client(self.spec.url, http_client=httpx2.AsyncClient(headers=self.spec.headers))
             return Client(transport, mode="auto", message_handler=self._on_message)
-        return Client(self._server_arg(), mode="auto", message_handler=self._on_message)
+        if self.spec.transport == "http":
+            return Client(self._server_arg(), mode="auto", message_handler=self._on_message)
+        from mcp.client.stdio import stdio_client
+
+        if self._stderr is None:
+            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        return Client(stdio_client(self._server_arg(), errlog=self._stderr), mode="auto",
+                      message_handler=self._on_message)
+
+    def stderr_tail(self, limit: int = 400) -> str:
+        """The last ``limit`` characters a stdio server wrote to its stderr (``""`` for none / http)."""
+        if self._stderr is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.flush()
+            size = self._stderr.seek(0, 2)
+            self._stderr.seek(max(0, size - limit * 4))
+            text = self._stderr.read()[-limit:].strip()
+            self._stderr.seek(0, 2)
+            return text
+        return ""
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         self._stop = asyncio.Event()
@@ -95,7 +118,9 @@ class McpConnection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the start
             if not ready.done():
-                ready.set_exception(McpError(f"MCP server {self.spec.name!r} did not start: {_reason(exc)}"))
+                tail = self.stderr_tail()
+                said = f"; its stderr ends: {tail}" if tail else ""
+                ready.set_exception(McpError(f"MCP server {self.spec.name!r} did not start: {_reason(exc)}{said}"))
             elif not isinstance(exc, asyncio.CancelledError):
                 log.info("MCP server %s ended: %s", self.spec.name, _reason(exc))
         finally:
