@@ -515,6 +515,13 @@ def is_local(url: str | None) -> bool:
         return False
     if host == "localhost" or host.endswith(".localhost"):
         return True
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):  # IPv4 without the ipaddress import
+        return parts[0] == "127"
+    if ":" not in host:
+        return False
+    import ipaddress  # IPv6 spellings of ::1
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

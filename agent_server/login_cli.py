@@ -114,7 +114,10 @@ class Login:
         self.say("agent-server login: sign in to a model provider.")
         name = self._provider()
         profile = self.config.profiles[name]
-        stored = credentials.entry(credentials.read(), name)
+        try:
+            stored = credentials.entry(credentials.read(), name)
+        except credentials.CredentialsError:
+            stored = {}  # replaced by what this login stores
         base_url = profile.base_url or stored.get("base_url")
         asked_url = None
         if not profile.base_url:

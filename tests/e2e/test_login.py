@@ -44,10 +44,12 @@ def signin_env(home: Path, state: Path, base_url: str, keyring_backend: str) -> 
 
 
 def run_login(agent_command: list[str], env: dict[str, str], key: str, *, model: str = "offline-model",
-              confirm: str | None = None) -> tuple[int, str]:
-    """Drive ``agent-server login`` in a pseudo-terminal: profile ``remote``, ``key``, ``model``
-    (and ``confirm`` when the check fails). Returns ``(exit status, transcript)``."""
-    child = pexpect.spawn(agent_command[0], [*agent_command[1:], "login"], env=env, encoding="utf-8", timeout=30)
+              confirm: str | None = None, argv: list[str] | None = None) -> tuple[int, str]:
+    """Drive ``agent-server login`` (or the command line ``argv``) in a pseudo-terminal: profile
+    ``remote``, ``key``, ``model`` (and ``confirm`` when the check fails). Returns ``(exit status,
+    transcript)``."""
+    argv = argv or [*agent_command, "login"]
+    child = pexpect.spawn(argv[0], argv[1:], env=env, encoding="utf-8", timeout=30)
     child.logfile_read = seen = io.StringIO()
     try:
         child.expect(r"Provider \[")
@@ -131,16 +133,17 @@ def test_a_login_made_while_the_server_runs_is_picked_up_by_the_next_session_new
     then asks again on the same server process."""
     with OfflineEndpoint.start_in_thread([text_stream("hello")], api_key=KEY) as ep:
         env = signin_env(home, agent_state_dir, ep.base_url, FILE_KEYRING)
-        (home / ".config" / "agent-server" / "config.toml").write_text(
-            f'profile = "remote"\n[profiles.remote]\nbase_url = "{ep.base_url}"\nkey_required = true\n')
-        agent = raw_agent_factory(env=env, inherit_env=False)
+        elsewhere = home / "work-config.toml"  # not the default file: `--config` must reach the login
+        elsewhere.write_text(f'profile = "remote"\n[profiles.remote]\nbase_url = "{ep.base_url}"\nkey_required = true\n')
+        (home / ".config" / "agent-server" / "config.toml").unlink()
+        agent = raw_agent_factory([*agent_command, "--config", str(elsewhere)], env=env, inherit_env=False)
         init = agent.request("initialize", {"protocolVersion": 1,
                                             "clientCapabilities": {"_meta": {"terminal-auth": True}}})["result"]
         load_schema().check("InitializeResponse", init)
         legacy = init["authMethods"][0]["_meta"]["terminal-auth"]
-        assert legacy["args"][-1] == "login" and Path(legacy["command"]).is_absolute()
+        assert legacy["args"] == ["--config", str(elsewhere), "login"] and Path(legacy["command"]).is_absolute()
         assert agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]["code"] == -32000
-        status, transcript = run_login(agent_command, env, KEY)
+        status, transcript = run_login(agent_command, env, KEY, argv=[legacy["command"], *legacy["args"]])
         assert status == 0, transcript
         assert "system keyring" in transcript and "api_key" not in credentials_file(home).read_text()
         sid = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
