@@ -103,6 +103,9 @@ def test_login_in_a_terminal_stores_a_key_the_next_session_new_uses(
         assert answer.get("result", {}).get("stopReason") == "end_turn", answer
         (request,) = chat_requests(ep)
         assert request.headers["authorization"] == f"Bearer {KEY}" and request.json()["model"] == "offline-model"
+        assert init["result"]["agentCapabilities"]["auth"] == {"logout": {}}
+        assert agent.request("logout", {})["result"] == {}  # ACP logout: the stored sign-in goes
+        assert not credentials_file(home).exists()
 
 
 def test_a_profile_that_needs_a_key_and_has_none_gets_auth_required_on_session_new_load_and_resume(
