@@ -1,9 +1,10 @@
 """Sign-in state of the session host: is there a usable key for the configured model?
 
 Role: ``ensure_key`` is what ``session/new|load|resume|fork`` and ``authenticate`` ask. When the
-default provider needs a key (``ProviderSettings.key_required``) and has none, it looks again —
+default provider cannot be used — no endpoint, no model, or it needs a key
+(``ProviderSettings.key_required``) and has none — it looks again —
 the config is read anew (``agent-server login`` may have run in a terminal since start-up) and a
-key ``login`` put in the system keyring is fetched — and, if there still is none, raises
+key ``login`` put in the system keyring is fetched — and, if it still cannot, raises
 ``HostError("auth_required")``, which ACP answers ``-32000`` so the editor offers the sign-in.
 ``sign_out`` removes what ``login`` stored for the current profile.
 
@@ -35,16 +36,22 @@ def missing_key(provider: ProviderSettings) -> bool:
     return provider.key_required and not provider.api_key
 
 
+def unusable(provider: ProviderSettings) -> bool:
+    """Whether sessions cannot use ``provider`` before a sign-in: no endpoint, no model, or a
+    missing key (what ``agent-server login`` sets)."""
+    return not provider.base_url or not provider.model or missing_key(provider)
+
+
 async def ensure_key(host: Any) -> None:
     """Make sure the default provider of ``host`` (a ``SessionHost``) has a usable key, updating
     ``host.config`` when one is found; ``HostError("auth_required")`` when none is.
 
     A config that failed to load is not checked here (its error is reported on the prompt)."""
-    if host.config_error or not missing_key(host.config.provider):
+    if host.config_error or not unusable(host.config.provider):
         return
     host.config = await asyncio.to_thread(refresh, host.config, host.config_loader)
     provider = host.config.provider
-    if missing_key(provider):
+    if unusable(provider):
         raise HostError("auth_required", auth_message(provider),
                         {"profile": provider.profile, "keyVariable": provider.api_key_env})
 
@@ -87,9 +94,16 @@ def with_key(config: Config, profile: str, key: str) -> Config:
 
 def auth_message(provider: ProviderSettings) -> str:
     """Why a session cannot start, and the two ways out (sign in, or set the variable)."""
-    variable = provider.api_key_env or "AGENT_SERVER_API_KEY"
-    return (f"Authentication required: profile {provider.profile!r} needs an API key and none is configured. "
-            f"Sign in with `agent-server login` (the editor's sign-in runs it), or set {variable}.")
+    if not provider.base_url:
+        what, variable = (f"no model endpoint configured (profile {provider.profile!r} has no base URL)",
+                          "AGENT_SERVER_BASE_URL")
+    elif not provider.model:
+        what, variable = f"no model configured for profile {provider.profile!r}", "AGENT_SERVER_MODEL"
+    else:
+        what = f"profile {provider.profile!r} needs an API key and none is configured"
+        variable = provider.api_key_env or "AGENT_SERVER_API_KEY"
+    return (f"Authentication required: {what}. Sign in with `agent-server login` (the editor's sign-in "
+            f"runs it), or set {variable}.")
 
 
 async def sign_out(host: Any) -> list[str]:

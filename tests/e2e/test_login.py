@@ -213,3 +213,21 @@ def test_the_model_cannot_read_the_stored_key_with_read_grep_or_the_shell_and_lo
     agent = raw_agent_factory(env={**env, "AGENT_SERVER_PROFILE": "remote"}, inherit_env=False)
     agent.request("initialize", {"protocolVersion": 1})
     assert agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]["code"] == -32000
+
+
+def test_nothing_configured_at_all_asks_for_the_sign_in_instead_of_failing_the_first_prompt(
+        raw_agent_factory, home, agent_state_dir, workspace):
+    """A fresh install started by an editor: no endpoint, no model — before, session/new succeeded
+    and the first prompt failed with "no model endpoint configured"; now the editor is told to
+    sign in (login asks the provider), and the offline/local profiles are not affected."""
+    env = signin_env(home, agent_state_dir, "http://127.0.0.1:9/v1", FAIL_KEYRING)
+    (home / ".config" / "agent-server" / "config.toml").unlink()
+    agent = raw_agent_factory(env=env, inherit_env=False)
+    agent.request("initialize", {"protocolVersion": 1})
+    error = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]
+    assert error["code"] == -32000 and "no model endpoint configured" in error["message"]
+    assert "agent-server login" in error["message"]
+    local = raw_agent_factory(env={**env, "AGENT_SERVER_BASE_URL": "http://127.0.0.1:9/v1",
+                                   "AGENT_SERVER_MODEL": "m"}, inherit_env=False)
+    local.request("initialize", {"protocolVersion": 1})
+    assert "result" in local.request("session/new", {"cwd": str(workspace), "mcpServers": []})
