@@ -113,6 +113,8 @@ class AcpServer:
             "session/delete": self.delete,
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
+            # a notification in ACP; a client that sends it as a request still stops the turn
+            "session/cancel": self.cancel_request,
         }
 
     def notification_handlers(self) -> dict[str, Any]:
@@ -249,6 +251,11 @@ class AcpServer:
         session_id = params.get("sessionId")
         if isinstance(session_id, str):
             self.host.cancel(session_id)
+
+    async def cancel_request(self, params: dict[str, Any], ctx: RequestContext) -> None:
+        """``session/cancel`` sent as a request (with an id): cancels as the notification does and
+        answers ``null`` instead of ``-32601``."""
+        await self.cancel(params)
 
     async def load(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/load``: replay the history as updates, then answer ``{"modes", "configOptions"}``

@@ -45,3 +45,23 @@ async def test_session_cancel_right_after_the_first_prompt_was_lost_and_the_turn
     answers = await asyncio.wait_for(asyncio.gather(first, second), 60)
     assert [a.stop_reason for a in answers] == ["cancelled", "cancelled"]
     assert endpoint.requests == []  # no model request was made for either prompt
+
+
+async def test_session_cancel_sent_as_a_request_was_method_not_found_and_the_turn_went_on(
+        acp_harness_factory, endpoint, workspace):
+    """ACP makes ``session/cancel`` a notification; a client that sends it with an id got
+    ``-32601 method not found`` and its Stop did nothing. It now cancels and is answered ``null``."""
+    endpoint.push({"kind": "hang", "headers": True})
+    client = ClientConfig()
+    # the request is off the ACP schema on purpose (so is its answer): no schema check at teardown
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=client, validate=False)
+    await h.initialize(client.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    task = h.start_prompt(sid, "hello", timeout=60)
+    for _ in range(600):  # the model request is under way (the endpoint hangs on it)
+        if endpoint.requests:
+            break
+        await asyncio.sleep(0.05)
+    assert endpoint.requests, "the prompt never reached the endpoint"
+    assert await h.request("session/cancel", {"sessionId": sid}, timeout=30) in (None, {})  # no error
+    assert (await asyncio.wait_for(task, 60)).stop_reason == "cancelled"
