@@ -127,6 +127,10 @@ class AgentSettings(BaseModel):
     """Bytes of one ``bash`` call's output saved to its spill file (the session's ``spill/``
     folder) when it is too big for the result; the rest is read and dropped, and the result says
     how many bytes. ``0``: never spill."""
+    max_session_spill_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    """Bytes the spill files of one session may hold in all; a spill that would pass it saves only
+    what is left (nothing once it is used up: spill files are never pruned, the history points at
+    them), and the result says so."""
     mcp_start_wait: float = Field(default=5.0, ge=0)
     """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
     mcp_call_timeout: float = Field(default=120.0, gt=0)

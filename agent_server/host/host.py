@@ -228,7 +228,8 @@ class SessionHost:
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
                               env=self._tool_env(), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None,
-                              max_spill_bytes=self.config.agent.max_spill_bytes)
+                              max_spill_bytes=self.config.agent.max_spill_bytes,
+                              max_session_spill_bytes=self.config.agent.max_session_spill_bytes)
         # one result may fill at most a quarter of the model's context window
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         tools = {t.name: checkpoints.shell(t) if t.name == "bash" else t for t in BUILTIN_TOOLS}

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from .access import FileAccess
 from .child_env import redact
 from .files import DiskFiles, ReadLedger, WorkspaceFiles
-from .output import SPILL_LIMIT_BYTES
+from .output import SESSION_SPILL_LIMIT_BYTES, SPILL_LIMIT_BYTES
 
 #: The pipeline's default per-result budget (characters) — see ``output.trim_for_model``.
 DEFAULT_RESULT_CHARS = 8192
@@ -85,6 +85,9 @@ class ToolContext:
     max_spill_bytes: int = SPILL_LIMIT_BYTES
     """Most bytes one ``bash`` call writes to its spill file (config ``[agent] max_spill_bytes``);
     the rest of its output is read and dropped, and the result says how much."""
+    max_session_spill_bytes: int = SESSION_SPILL_LIMIT_BYTES
+    """Most bytes all spill files of the session hold (``[agent] max_session_spill_bytes``): a
+    spill that would pass it saves only what is left, or is not written."""
     access: FileAccess = None  # type: ignore[assignment]
     """The file tools' access rules (``access.FileAccess``: ``/proc``, protected credential stores,
     where writes are anchored); default: ``FileAccess(roots)`` with nothing protected."""

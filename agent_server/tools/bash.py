@@ -38,7 +38,7 @@ from pydantic import Field
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
 from . import procs
 from .live import LIVE_OUTPUT
-from .output import SPILL_LIMIT_BYTES, open_spill_file
+from .output import SPILL_LIMIT_BYTES, open_spill_file, spill_room
 from .procs import KILL_GRACE_SECONDS, terminate_group, wait_exit
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -90,7 +90,8 @@ class OutputBuffer:
     private spill file there (``spill_path``); call ``close()``. At most ``spill_limit`` bytes
     (the stream's first ones) are written: beyond that the stream is still read (so the writer never
     blocks on a full pipe) but no longer saved — ``spilled`` and ``spill_dropped`` count the bytes
-    written and not written (``spill_limit`` ≤ ``head + tail``: no spill file at all).
+    written and not written (``spill_limit`` 0: no spill file, every byte of such a stream counts as
+    dropped).
     ``listener`` (e.g. ``LiveOutput.feed``) sees every piece as it is fed.
     """
 
@@ -101,25 +102,28 @@ class OutputBuffer:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self._spill_dir = spill_dir if spill_limit > head + tail else None
-        self._spill_limit = spill_limit
+        self._spill_dir = spill_dir
+        self._spill_limit = max(0, spill_limit)
         self._file: BinaryIO | None = None
         self.spill_path: Path | None = None
         self.spilled = 0
+        self._spill_wanted = False  # the stream outgrew head + tail with a spill folder given
 
     def feed(self, data: bytes) -> None:
         """Add the next piece of the stream."""
         if self._listener is not None:
             self._listener(data)
-        if self._file is None and self._spill_dir is not None and \
+        if not self._spill_wanted and self._spill_dir is not None and \
                 self.total + len(data) > self._head_limit + self._tail_limit:
-            try:  # until now nothing was dropped: head + tail is the whole stream so far
-                self.spill_path, self._file = open_spill_file(self._spill_dir, name=None)
-                self._file.write(self.head)
-                self._file.write(self.tail)
-                self.spilled = len(self.head) + len(self.tail)
-            except OSError:
-                self._spill_dir = None
+            self._spill_wanted = True
+            if self._spill_limit > 0:
+                try:  # until now nothing was dropped: head + tail is the whole stream so far
+                    self.spill_path, self._file = open_spill_file(self._spill_dir, name=None)
+                    so_far = (bytes(self.head) + bytes(self.tail))[: self._spill_limit]
+                    self._file.write(so_far)
+                    self.spilled = len(so_far)
+                except OSError:
+                    self._spill_wanted = False
         if self._file is not None:
             room = self._spill_limit - self.spilled
             if room > 0:
@@ -144,8 +148,9 @@ class OutputBuffer:
 
     @property
     def spill_dropped(self) -> int:
-        """Bytes of the stream that reached no spill file because of ``spill_limit`` (0 without one)."""
-        return self.total - self.spilled if self.spill_path is not None else 0
+        """Bytes of a spilled stream that were not saved because of ``spill_limit`` (0 when the
+        stream fit in ``head + tail`` or there is no spill folder)."""
+        return self.total - self.spilled if self._spill_wanted else 0
 
     @property
     def omitted(self) -> int:
@@ -235,8 +240,12 @@ class BashTool(Tool):
             return ToolResult.error(f"Could not start the shell: {exc.strerror or exc}.")
         record = procs.register(ctx.session_dir, proc.pid)  # a later load can stop it if we die
         live = LIVE_OUTPUT.get()  # an editor that shows the output as it comes
-        buffer = OutputBuffer(spill_dir=ctx.session_dir / "spill" if ctx.session_dir is not None else None,
-                              spill_limit=ctx.max_spill_bytes, listener=live.feed if live is not None else None)
+        spill_dir = ctx.session_dir / "spill" if ctx.session_dir is not None else None
+        spill_limit = ctx.max_spill_bytes
+        if spill_dir is not None:  # what is left of the session's spill budget
+            spill_limit = min(spill_limit, spill_room(spill_dir, ctx.max_session_spill_bytes))
+        buffer = OutputBuffer(spill_dir=spill_dir, spill_limit=spill_limit,
+                              listener=live.feed if live is not None else None)
         state: dict[str, Any] = {}
         outcome = "exited"
         try:
@@ -265,7 +274,7 @@ class BashTool(Tool):
         transport = getattr(proc, "_transport", None)
         if transport is not None:  # release our end of a pipe an escaped process may still hold
             transport.close()
-        result = self._result(proc, buffer, state, outcome, timeout, elapsed)
+        result = self._result(proc, buffer, state, outcome, timeout, elapsed, ctx)
         if cleared:
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)
@@ -309,7 +318,7 @@ class BashTool(Tool):
 
     def _result(
         self, proc: asyncio.subprocess.Process, buffer: OutputBuffer, state: dict[str, Any],
-        outcome: str, timeout: float, elapsed: float,
+        outcome: str, timeout: float, elapsed: float, ctx: ToolContext,
     ) -> ToolResult:
         output = buffer.text()
         meta: dict[str, Any] = {
@@ -319,8 +328,8 @@ class BashTool(Tool):
         if buffer.spill_path is not None:
             meta["spill"] = str(buffer.spill_path)
             meta["spill_bytes"] = buffer.spilled
-            if buffer.spill_dropped:
-                meta["spill_dropped_bytes"] = buffer.spill_dropped
+        if buffer.spill_dropped:
+            meta["spill_dropped_bytes"] = buffer.spill_dropped
         lines: list[str] = []
         if outcome == "timeout":
             lines.append(f"Command timed out after {timeout:g} s and was stopped (with its child processes).")
@@ -333,10 +342,13 @@ class BashTool(Tool):
         elif outcome == "exited":
             lines.append("(no output)")
         if buffer.spill_dropped:
+            saved = (f"only its first {buffer.spilled:,} bytes were saved to {buffer.spill_path}"
+                     if buffer.spill_path is not None else "none of it was saved to a spill file")
             lines.append(
-                f"[the output was {buffer.total:,} bytes; only its first {buffer.spilled:,} bytes were saved to "
-                f"{buffer.spill_path} (the per-command spill cap), {buffer.spill_dropped:,} bytes were dropped; "
-                "redirect a big output to a file in the workspace or filter it with `head`, `tail` or `grep`]"
+                f"[the output was {buffer.total:,} bytes; {saved} (spill cap: {ctx.max_spill_bytes:,} bytes per "
+                f"command, {ctx.max_session_spill_bytes:,} bytes per session), {buffer.spill_dropped:,} bytes "
+                "were dropped; redirect a big output to a file in the workspace or filter it with `head`, "
+                "`tail` or `grep`]"
             )
         if state.get("background_held"):
             lines.append(

@@ -27,6 +27,8 @@ TRIM_TAIL = 1024
 SPILL_THRESHOLD = 50_000
 #: Default of the most bytes one ``bash`` call writes to its spill file (``[agent] max_spill_bytes``).
 SPILL_LIMIT_BYTES = 16 * 1024 * 1024
+#: Default of the most bytes the spill files of one session hold (``[agent] max_session_spill_bytes``).
+SESSION_SPILL_LIMIT_BYTES = 256 * 1024 * 1024
 #: How far (characters) a cut may move to land on a line break.
 _SNAP = 256
 
@@ -103,6 +105,23 @@ def spill(text: str, spill_dir: Path | str, *, name: str | None = None) -> Path:
     with fh:
         fh.write(replace_surrogates(text).encode("utf-8"))
     return path
+
+
+def spill_room(spill_dir: Path | str, budget: int) -> int:
+    """Bytes ``budget`` leaves beside the files already in ``spill_dir`` (0 when used up; the whole
+    budget when the folder does not exist yet). Spill files are never pruned: the log and the
+    model's history point at them, so once the budget is used up further outputs are not saved."""
+    used = 0
+    try:
+        with os.scandir(spill_dir) as entries:
+            for entry in entries:
+                try:
+                    used += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    pass
+    except FileNotFoundError:
+        return budget
+    return max(0, budget - used)
 
 
 def open_spill_file(spill_dir: Path | str, *, name: str | None = None) -> tuple[Path, BinaryIO]:

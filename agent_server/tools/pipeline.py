@@ -27,7 +27,7 @@ from agent_server.session import EventLog
 from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, ToolResult, validate_args
 from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.live import LIVE_OUTPUT, LiveOutput, end_terminal, terminal_block
-from agent_server.tools.output import SPILL_THRESHOLD, spill, trim_for_model
+from agent_server.tools.output import SPILL_THRESHOLD, spill, spill_room, trim_for_model
 from agent_server.tools.repeats import repeat_reminder
 
 log = logging.getLogger("agent_server.tools")
@@ -301,10 +301,12 @@ class ToolRunner:
         if self.result_budget is not None:  # a small context window bounds every result further
             limit = max(MIN_RESULT_CHARS, min(limit, self.result_budget))
         spilled = Path(result.meta["spill"]) if result.meta.get("spill") else None
-        if spilled is None and len(result.text) >= SPILL_THRESHOLD and self.context.session_dir is not None:
-            spilled = spill(result.text, self.context.session_dir / "spill")
+        spill_dir = self.context.session_dir / "spill" if self.context.session_dir is not None else None
+        if spilled is None and len(result.text) >= SPILL_THRESHOLD and spill_dir is not None and \
+                len(result.text.encode("utf-8", "replace")) <= spill_room(spill_dir, self.context.max_session_spill_bytes):
+            spilled = spill(result.text, spill_dir)
             spill_bytes: int | None = spilled.stat().st_size
-        else:
+        else:  # a result the session's spill budget has no room for is only trimmed
             spill_bytes = result.meta.get("spill_bytes")
         scale = limit / DEFAULT_RESULT_CHARS if limit >= DEFAULT_RESULT_CHARS else limit / 5120
         text, cut = trim_for_model(result.text, limit=limit, head=int(4096 * scale), tail=int(1024 * scale),

@@ -244,3 +244,21 @@ async def test_max_spill_bytes_of_the_config_caps_what_one_command_saves(
     seen = [m for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
     assert "17,000,000 bytes were dropped" in seen and "exit code: 0" in seen
     assert_replay(load_log(agent_state_dir, sid), endpoint)
+
+
+async def test_a_sessions_spill_files_stop_at_max_session_spill_bytes_and_the_model_is_told(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nmax_spill_bytes = 3000000\nmax_session_spill_bytes = 5000000\n")
+    endpoint.push(tool_call_stream([call(f"y{i}", "bash", command="yes | head -c 20000000") for i in range(3)]))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, {"AGENT_SERVER_CONFIG": str(config)})
+    assert (await h.prompt(sid, "print a lot, three times")).stop_reason == "end_turn"
+    await h.close()
+    sizes = sorted(f.stat().st_size for f in (agent_state_dir / "sessions" / sid / "spill").iterdir())
+    assert sizes == [2_000_000, 3_000_000]  # the second call got what was left of the budget
+    seen = [m["content"] for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert "17,000,000 bytes were dropped" in seen[0] and "18,000,000 bytes were dropped" in seen[1]
+    assert "none of it was saved to a spill file" in seen[2] and "20,000,000 bytes were dropped" in seen[2]
+    assert "5,000,000 bytes per session" in seen[2]
+    assert_replay(load_log(agent_state_dir, sid), endpoint)

@@ -201,6 +201,18 @@ async def test_oversized_result_is_trimmed_with_a_notice_and_spilled_in_full(set
     with open(spilled) as f:
         assert f.read() == "x" * 60_000
 
+    assert "(60,000 bytes) is saved in" in huge["content"]  # the spill notice counts bytes
+
+
+async def test_a_result_the_sessions_spill_budget_has_no_room_for_is_trimmed_but_not_spilled(setup):
+    log, probe, updates, runner = setup
+    runner.context.max_session_spill_bytes = 100_000
+    await runner.run_batch(1, [call("nap", "first", size=60_000), call("nap", "second", size=60_000)])
+    first, second = results(log)
+    assert "spill" in first and "spill" not in second and second["cut_chars"] > 0
+    assert "narrow the request" in second["content"]
+    assert [p.stat().st_size for p in (log.path.parent / "spill").iterdir()] == [60_000]
+
 
 async def test_small_context_window_bounds_every_result_further(setup):
     log, probe, updates, runner = setup
