@@ -36,7 +36,13 @@ PY
 base_url=${AGENT_SERVER_BASE_URL:-}
 env_json='{}'
 offline=false
-if [ -z "$base_url" ] && [ -z "${AGENT_SERVER_API_KEY:-}${DEEPSEEK_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
+# a model is configured by the environment, a config file or `agent-server login` (as try-neovim decides)
+model_configured() {
+  .venv/bin/python -c 'import sys; sys.path.insert(0, "scripts")
+from try_neovim import has_model_configured
+sys.exit(0 if has_model_configured() else 1)'
+}
+if [ -z "$base_url" ] && ! model_configured; then
   exec 3< <(.venv/bin/python -m agent_server.offline --script "$run/demo-script.json" 2>"$run/offline.log")
   offline_pid=$!
   offline=true
