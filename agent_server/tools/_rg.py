@@ -26,6 +26,9 @@ from .child_env import scrubbed_environ
 #: hidden files included but never the ``.git`` folder.
 RG_COMMON = ("--no-config", "--no-require-git", "--hidden", "--glob=!.git")
 _STDERR_KEEP = 4096
+#: Records at least this long are handed to ``on_line`` in a worker thread, so that parsing a
+#: minified file's one huge line never holds the event loop (cancel, other sessions, SIGTERM).
+_THREAD_RECORD = 256 * 1024
 #: Whether a child can start in a directory fd through ``/proc/self/fd`` (Linux).
 _PROC_FD = os.path.isdir("/proc/self/fd")
 
@@ -94,7 +97,8 @@ async def run_rg(
 ) -> RgRun:
     """Run ``rg ARGS`` in ``cwd`` (a path, or an open directory fd: ``rg`` starts in exactly that
     folder, whatever its path points to by then); call ``on_line(line)`` for each stdout line
-    (without the newline) until it returns ``False``. ``null_separated``: the records end with NUL
+    (without the newline) until it returns ``False`` — a record of 256 KiB or more in a worker
+    thread (never two calls at once), so the event loop stays free. ``null_separated``: the records end with NUL
     instead (``--files --null``: file names may hold newlines). ``env``: the child's environment (default:
     ``child_env.scrubbed_environ()`` — never the server's own, which holds the API key);
     ``stdin``: an fd ``rg`` reads as ``-`` (default ``/dev/null``). Raises ``OSError`` if ``rg``
@@ -123,7 +127,8 @@ async def run_rg(
     sep = b"\0" if null_separated else b"\n"
     try:
         while (line := await _record(proc.stdout, sep)) is not None:
-            if not on_line(line):
+            keep = await asyncio.to_thread(on_line, line) if len(line) >= _THREAD_RECORD else on_line(line)
+            if not keep:
                 stopped = True
                 _kill_group(proc)
                 break

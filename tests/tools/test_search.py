@@ -242,3 +242,24 @@ def test_rg_is_found_without_path(monkeypatch):
         assert find_rg() is not None
     finally:
         find_rg.cache_clear()
+
+
+async def test_grep_in_a_14_mb_minified_line_froze_on_its_800_000_matches(tmp_path, backend):
+    root = tmp_path / "big"
+    root.mkdir()
+    (root / "bundle.min.js").write_text("".join("function f%d(a){return a+%d};" % (i, i) for i in range(400000)))
+    res = await run(GrepTool(backend), ToolContext.on_disk(root), pattern="a")
+    [line] = res.text.splitlines()
+    assert line.startswith("bundle.min.js:1: function f0(a){return a+0};") and len(line) < 700
+    assert line.endswith("[long line: 14,577,780 characters, showing 1-500; 799,999 more matches in this line]")
+
+
+async def test_grep_window_in_a_long_line_is_placed_by_characters_not_bytes(tmp_path, backend):
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "w.txt").write_text("é" * 300_000 + "needle" + "x" * 10 + "needle" + "x" * 1000 + "\nneedle\n")
+    res = await run(GrepTool(backend), ToolContext.on_disk(root), pattern="needle")
+    first, second = res.text.splitlines()
+    assert first.startswith("w.txt:1: …" + "é" * 150 + "needlexxxxxxxxxxneedle")
+    assert f"showing {300_000 - 150 + 1:,}-{300_000 - 150 + 500:,}; 1 more matches in this line]" in first
+    assert second == "w.txt:2: needle"
