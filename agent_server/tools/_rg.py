@@ -26,6 +26,8 @@ from .child_env import scrubbed_environ
 #: hidden files included but never the ``.git`` folder.
 RG_COMMON = ("--no-config", "--no-require-git", "--hidden", "--glob=!.git")
 _STDERR_KEEP = 4096
+#: The longest stdout record read (bytes); a longer one is dropped, not read into memory.
+RECORD_LIMIT = 64 * 1024 * 1024
 #: Records at least this long are handed to ``on_line`` in a worker thread, so that parsing a
 #: minified file's one huge line never holds the event loop (cancel, other sessions, SIGTERM).
 _THREAD_RECORD = 256 * 1024
@@ -66,22 +68,48 @@ def find_rg() -> str | None:
 @dataclass
 class RgRun:
     """How an ``rg`` run ended: ``exit_code`` (0 found, 1 nothing found, 2 error; ``None`` when
-    stopped early), ``stopped`` (the callback asked to stop), ``stderr`` (its first 4 KB)."""
+    stopped early), ``stopped`` (the callback asked to stop), ``stderr`` (its first 4 KB),
+    ``too_long`` (records over the 64 MiB limit, dropped unread: the rest of the run goes on)."""
 
     exit_code: int | None
     stopped: bool
     stderr: str
+    too_long: int = 0
+
+
+class _TooLong(Exception):
+    """A record over the stream's limit; ``consumed``: the bytes that can be dropped now."""
+
+    def __init__(self, consumed: int) -> None:
+        self.consumed = consumed
 
 
 async def _record(stream: asyncio.StreamReader, sep: bytes) -> bytes | None:
     """The next record of ``stream`` without its ``sep`` (the last one may lack it); ``None`` at
-    the end. Raises ``ValueError`` for a record over the stream's limit."""
+    the end. Raises ``_TooLong`` for a record over the stream's limit."""
     try:
         return (await stream.readuntil(sep))[: -len(sep)]
     except asyncio.IncompleteReadError as exc:
         return exc.partial or None
     except asyncio.LimitOverrunError as exc:
-        raise ValueError(f"ripgrep wrote a record over {exc.consumed:,} bytes") from None
+        raise _TooLong(exc.consumed) from None
+
+
+async def _drop_record(stream: asyncio.StreamReader, sep: bytes, consumed: int) -> None:
+    """Drop the rest of a record over the limit, up to and including its ``sep``: a bounded
+    buffer at a time, never the whole record in memory."""
+    while True:
+        try:
+            await stream.readexactly(max(consumed, 1))
+        except asyncio.IncompleteReadError:
+            return
+        try:
+            await stream.readuntil(sep)
+            return
+        except asyncio.IncompleteReadError:
+            return
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -102,7 +130,7 @@ async def run_rg(
     instead (``--files --null``: file names may hold newlines). ``env``: the child's environment (default:
     ``child_env.scrubbed_environ()`` — never the server's own, which holds the API key);
     ``stdin``: an fd ``rg`` reads as ``-`` (default ``/dev/null``). Raises ``OSError`` if ``rg``
-    cannot start, ``ValueError`` for a record over 64 MiB; on cancellation kills ``rg`` and re-raises ``CancelledError``."""
+    cannot start; a record over 64 MiB is dropped and counted (``RgRun.too_long``); on cancellation kills ``rg`` and re-raises ``CancelledError``."""
     if isinstance(cwd, int) and not _PROC_FD:  # no /proc (not Linux): start in the folder's path
         cwd = Path(os.readlink(f"/dev/fd/{cwd}")) if os.path.islink(f"/dev/fd/{cwd}") else Path(_fd_path(cwd))
     where = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd  # the child's own fd table
@@ -111,7 +139,7 @@ async def run_rg(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=dict(env) if env is not None else scrubbed_environ(),
         pass_fds=(cwd,) if isinstance(cwd, int) else (),
-        start_new_session=True, limit=64 * 1024 * 1024,
+        start_new_session=True, limit=RECORD_LIMIT,
     )
     assert proc.stdout is not None and proc.stderr is not None
     err = bytearray()
@@ -124,9 +152,18 @@ async def run_rg(
 
     err_task = asyncio.ensure_future(read_stderr())
     stopped = False
+    too_long = 0
     sep = b"\0" if null_separated else b"\n"
     try:
-        while (line := await _record(proc.stdout, sep)) is not None:
+        while True:
+            try:
+                line = await _record(proc.stdout, sep)
+            except _TooLong as exc:
+                too_long += 1
+                await _drop_record(proc.stdout, sep, exc.consumed)
+                continue
+            if line is None:
+                break
             keep = await asyncio.to_thread(on_line, line) if len(line) >= _THREAD_RECORD else on_line(line)
             if not keep:
                 stopped = True
@@ -145,4 +182,4 @@ async def run_rg(
     finally:
         if not err_task.done():
             err_task.cancel()
-    return RgRun(None if stopped else proc.returncode, stopped, err.decode("utf-8", "replace"))
+    return RgRun(None if stopped else proc.returncode, stopped, err.decode("utf-8", "replace"), too_long)

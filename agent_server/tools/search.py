@@ -25,7 +25,7 @@ from pydantic import Field
 
 from . import _walk
 from ._globmatch import compile_glob
-from ._rg import RG_COMMON, find_rg, run_rg
+from ._rg import RECORD_LIMIT, RG_COMMON, find_rg, run_rg
 from ._scope import LeftOut, open_folder, search_target
 from .read import file_error as read_file_error
 from . import safe_fs
@@ -268,6 +268,7 @@ class GrepTool(Tool):
             return not capped
 
         note = ""
+        dropped = 0
         rg = _pick_backend(self.backend)
         try:
             if rg:
@@ -282,10 +283,15 @@ class GrepTool(Tool):
                                        on_line=lambda line: _on_json(line, add))
                 except (OSError, ValueError) as exc:
                     return ToolResult.error(f"grep failed: {exc}")
+                dropped = run.too_long
+                if dropped:
+                    note += (f"\n[{dropped:,} matching line(s) too long to read were left out: ripgrep "
+                             f"wrote over {RECORD_LIMIT // 2**20} MiB for each. To find the matches in such a "
+                             "line, run e.g. `grep -ob PATTERN FILE | head` with `bash`]")
                 if run.exit_code == 2:
-                    if total == 0:
+                    if total == 0 and not dropped:
                         return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
-                    note = f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
+                    note += f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
             else:
                 try:
                     regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
@@ -304,9 +310,9 @@ class GrepTool(Tool):
             listed = ", ".join(sorted(display_path(folder / h, ctx.roots) for h in hidden)[:5])
             note += (f"\n[matches in {len(hidden)} file(s) that may hold secrets were left out ({listed}); "
                      "to search one, name it as `path` — that asks the user first]")
-        if total == 0:
+        if total == 0 and not dropped:
             return ToolResult(f"No matches for `{args.pattern}` in {where}.{note}", meta={"count": 0})
-        text = "\n".join(rows)
+        text = "\n".join(rows) if rows else f"No line shown for `{args.pattern}` in {where}."
         if total > len(rows):
             count = f"more than {total:,}" if capped else f"{total:,}"
             text += (f"\n[{count} matching lines; showing the first {len(rows)}. Narrow the "

@@ -263,3 +263,18 @@ async def test_grep_window_in_a_long_line_is_placed_by_characters_not_bytes(tmp_
     assert first.startswith("w.txt:1: …" + "é" * 150 + "needlexxxxxxxxxxneedle")
     assert f"showing {300_000 - 150 + 1:,}-{300_000 - 150 + 500:,}; 1 more matches in this line]" in first
     assert second == "w.txt:2: needle"
+
+
+async def test_grep_where_rg_wrote_a_record_over_the_limit_failed_the_whole_search(tmp_path, monkeypatch):
+    from agent_server.tools import _rg
+
+    monkeypatch.setattr(_rg, "RECORD_LIMIT", 1024 * 1024)  # as a 100 MB line does with the real 64 MiB
+    root = tmp_path / "huge"
+    root.mkdir()
+    (root / "a.min.js").write_text("needle;" * 400_000 + "\n")  # a 2.8 MB line: its record is over 1 MiB
+    (root / "b.txt").write_text("one needle\n")
+    res = await run(GrepTool("rg"), ToolContext.on_disk(root), pattern="needle")
+    assert not res.is_error, res.text
+    lines = res.text.splitlines()
+    assert lines[0] == "b.txt:1: one needle" and res.meta["count"] == 1
+    assert "1 matching line(s) too long to read were left out" in res.text
