@@ -38,14 +38,18 @@ const cs = await startCodeServer({ node: config.node, entry: config.codeServerEn
 
 if (!config.check) {
   console.log(`\n  VS Code (code-server) with the agent-server extension: ${cs.url}\n  Open it in a browser; the Agent panel is in the activity bar. Ctrl-C stops it.\n`);
+  let stopping = false;
   const stop = async () => {
-    await stopAll(cs.child);
+    stopping = true;
+    await stopAll(cs.child); // SIGTERM, then SIGKILL to the whole group: its helpers too
     process.exit(0);
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
   process.on("SIGHUP", stop); // the terminal closed: without this, code-server (own group) lives on
-  cs.child.on("exit", () => process.exit(1));
+  // code-server died by itself; while stopping, its main process exits first and this must not
+  // end us before the group's slower helpers are gone
+  cs.child.on("exit", () => { if (!stopping) process.exit(1); });
 } else {
   let ch;
   let ok = false;
