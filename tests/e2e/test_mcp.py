@@ -163,6 +163,27 @@ async def test_failing_servers_give_clear_results_and_the_session_goes_on(
     assert not any(n.startswith("mcp__broken__") for n in tool_names(endpoint, 0))
 
 
+async def test_cancel_of_a_hanging_mcp_call_ends_the_turn_and_the_next_call_is_answered(
+        acp_harness_factory, endpoint, workspace):
+    """session/cancel during a call the server never answers: the turn ends ``cancelled``, the
+    call is not left running, and the next prompt's call to the same server is answered."""
+    servers = [stdio("local", sys.executable, str(SCRIPTED), "stdio")]
+    endpoint.push(call("s", "mcp__local__sleep", seconds=300))
+    endpoint.push(call("a", "mcp__local__add", a=2, b=2))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers)
+    task = h.start_prompt(sid, "sleep", timeout=120)
+    await h.wait_for_update("tool_call_update", session_id=sid,
+                            predicate=lambda u: u.get("toolCallId") and u.get("status") == "in_progress",
+                            timeout=120)
+    await h.cancel(sid)
+    assert (await asyncio.wait_for(task, 60)).stop_reason == "cancelled"
+    ends = [u for u in h.updates(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
+    assert ends and ends[-1]["status"] == "failed"  # the hanging call is closed, not left running
+    assert (await h.prompt(sid, "add", timeout=120)).stop_reason == "end_turn"
+    assert tool_results(endpoint, 2)[-1] == "4"
+
+
 @pytest.mark.replay_exempt("sessions are deleted and agents killed")
 async def test_no_server_process_survives_close_delete_exit_or_kill_9(acp_harness_factory, endpoint, workspace):
     servers = [stdio("local", sys.executable, str(SCRIPTED), "stdio")]
