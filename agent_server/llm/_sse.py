@@ -88,34 +88,26 @@ class SseReads:
                 run.clear()
 
         before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
-        shape_unfed = unfed[shape_field]
         first = not self._shown  # the stream's first delta leaves without waiting for the rest of its read
         for line in lines:
             sse = decode(line)
             if sse is None:
                 continue
             data = sse.data
-            # the shape in use, inline (the same test as frames.decode, a call less per frame)
-            if (len(data) > size and data.startswith(before) and data.endswith(after) and data[start] == '"'
-                    and sse.event != "error"):
-                try:
-                    text, stop = scanstring(data, start + 1)
-                except ValueError:
-                    stop = -1
-                if stop == len(data) - len(after):
-                    if text:
-                        key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
-                        if key is not run_key:
-                            close_run()
-                            run_key = key
-                        run.append(text)
-                        shape_unfed.append(text)
-                        if first:
-                            self._rest = lines
-                            break
-                    continue
-            fast = frames.decode(data)
-            if fast is not None and sse.event != "error":
+            fast: tuple[str, str] | None = None
+            if sse.event != "error":
+                # the shape in use, inline (the same test as frames.decode, a call less per frame)
+                if (len(data) > size and data.startswith(before) and data.endswith(after)
+                        and data[start] == '"'):
+                    try:
+                        text, stop = scanstring(data, start + 1)
+                    except ValueError:
+                        stop = -1
+                    if stop == len(data) - len(after):
+                        fast = (shape_field, text)
+                if fast is None:
+                    fast = frames.decode(data)
+            if fast is not None:
                 field, text = fast
                 if text:
                     key = _TEXT_KEY if field is TEXT else _REASONING_KEY
@@ -150,7 +142,6 @@ class SseReads:
                     break
                 if frames.learn(data, chunk):
                     before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
-                    shape_unfed = unfed[shape_field]
                 for event in events:
                     kind = type(event)
                     key = (_TEXT_KEY if kind is TextDelta else _REASONING_KEY if kind is ReasoningDelta
