@@ -41,6 +41,13 @@ def replay_every_request(request, monkeypatch, agent_state_dir):
     assert_replay_matches(agent_state_dir, requests)
 
 
+@pytest.fixture
+async def endpoint():
+    """The offline endpoint of a test (started, stopped after it); tracked by the replay check."""
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Keep each phase's report on the item (``rep_call``) so the replay check can skip a failed test."""

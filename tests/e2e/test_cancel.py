@@ -6,18 +6,11 @@ strict, and checks afterwards that ``agent-server replay`` rebuilds every reques
 import asyncio
 import time
 
-import pytest
 from support.acp_client import APPLY_WORKSPACE_EDIT, ClientConfig
 from support.client_impl import never_answer
 from support.sessions import FULL_ACCESS, assert_valid_history, call, config_env, events, notices, one_result_per_call
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream, tool_call_stream
 
 
 async def start(factory, endpoint, workspace, env=None, config=None):

@@ -11,16 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from support.client_impl import ClientConfig
 
-from agent_server.offline import OfflineEndpoint, text_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream
 
 
 async def start(factory, endpoint, workspace):

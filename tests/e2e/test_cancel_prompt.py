@@ -12,10 +12,9 @@ import asyncio
 import os
 import time
 
-import pytest
 from support.sessions import FULL_ACCESS, assert_valid_history, call, config_env, events, one_result_per_call
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 
 RUNS = 20
 CANCEL_ANSWER_BOUND = 1.0  # seconds from session/cancel to the prompt's answer, per run
@@ -34,12 +33,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def test_cancel_of_a_running_shell_command_is_answered_within_1s_every_time_and_stops_its_tree(

@@ -11,7 +11,7 @@ import pytest
 from acp import RequestError
 
 from agent_server.agent.compaction import CHECKPOINT_MARKER, SUMMARY_SYSTEM
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import derive_messages, read_events
 from support.replay import replay_cli
 
@@ -19,12 +19,6 @@ WINDOW = "4000"  # the system prompt and tool schemas alone are ≈ 1 900 tokens
 TASK = "Rename the helper in the three data files. Constraint: never touch the tests folder."
 SUMMARY = "Task: rename the helper. Constraints: never touch tests/. Files: a.txt–c.txt read. Open: rename."
 OVERFLOW = {"kind": "error", "status": 400, "json": {"error": {"message": "maximum context length exceeded"}}}
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def start(factory, endpoint, workspace, **env):

@@ -2,17 +2,10 @@
 
 import json
 
-import pytest
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.server.commands import INIT_PROMPT
 from agent_server.session import read_events
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def start(factory, endpoint, workspace, **kw):

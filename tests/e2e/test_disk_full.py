@@ -27,17 +27,11 @@ from support.replay import assert_replay_matches, replay_cli
 from support.sessions import assert_valid_history, call, events, log_path, one_result_per_call
 
 from agent_server.agent.recovery import MAY_HAVE_RUN_LOG_FAILED
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import EventLog
 from support.fixtures import agent_server_command
 
 PAGE = 4096
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 class Tmpfs:

@@ -8,14 +8,8 @@ import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig, MemoryFs
 from support.editor import Buffer, MemoryEditor, reference_apply
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import EventLog
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def call(cid, name, **args):

@@ -8,15 +8,9 @@ import asyncio
 import pytest
 from support.sessions import call, events, one_result_per_call
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 
 HANG = 120  # seconds: far above the few seconds the search takes, even on a loaded machine
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 @pytest.fixture

@@ -24,12 +24,6 @@ WAITING = "echo first; while [ ! -e go ]; do sleep 0.02; done; echo second; exit
 SECRET = "sk-live-0123456789abcdef"
 
 
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
-
-
 def caps(**meta: bool) -> dict:
     out: dict = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
     if meta:

@@ -17,15 +17,9 @@ from support.replay import assert_replay_matches
 from support.sessions import log_path
 
 from agent_server.host.lifecycle import history_updates
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
 from bench._logs import grow_log
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def call(cid: str, name: str, **args) -> dict:

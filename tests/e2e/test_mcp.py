@@ -20,17 +20,11 @@ from support.client_impl import ClientConfig
 from support.procs import descendants, wait_gone
 from support.replay import assert_replay_matches
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
 
 BIN = Path(sys.executable).parent
 SCRIPTED = Path(__file__).resolve().parents[1] / "mcp" / "scripted_server.py"
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def stdio(name: str, command: str, *args: str) -> dict:

@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from support.sessions import call
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream

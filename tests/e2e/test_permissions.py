@@ -14,15 +14,9 @@ from support.acp_client import AGENT_TO_CLIENT, ClientConfig
 from support.client_impl import never_answer, select_permission
 from support.sessions import call, config_env, events
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 
 NO_SANDBOX = {"AGENT_SERVER_SANDBOX": "off"}
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def start(factory, endpoint, workspace, env=None, config=None, validate=True, **session):

@@ -10,18 +10,11 @@ import json
 import subprocess
 import sys
 
-import pytest
 from support.fixtures import agent_server_command
 from support.replay import chat_bodies, replay_cli
 from support.sessions import log_path
 
-from agent_server.offline import OfflineEndpoint, text_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream
 
 
 def run(*args):

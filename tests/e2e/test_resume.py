@@ -22,14 +22,8 @@ from support.sessions import (
 
 from support.replay import assert_replay_matches
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import FORMAT_VERSION, derive_messages
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def harness(factory, endpoint, env=None, **kw):

@@ -18,13 +18,7 @@ import pytest
 from support.acp_client import ClientConfig
 from support.sessions import call, config_env, events
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream, tool_call_stream
 
 
 @pytest.fixture

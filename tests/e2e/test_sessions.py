@@ -15,16 +15,10 @@ from support.procs import wait_gone
 from support.sessions import FULL_ACCESS, call, config_env, events, log_path, one_result_per_call
 
 from agent_server.agent.replay import logged_requests
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
 
 UNSTABLE = {"schema": load_unstable_schema()}
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def harness(factory, endpoint, env=None, **kw):

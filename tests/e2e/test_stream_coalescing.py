@@ -19,17 +19,11 @@ from support.replay import replay_cli
 from support.sessions import events, log_path
 
 from agent_server.agent.replay import logged_requests
-from agent_server.offline import OfflineEndpoint, text_stream
+from agent_server.offline import text_stream
 from agent_server.session import read_events
 
 RECORDED = sorted(p.name for p in SSE_DIR.glob("*.txt"))
 CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 async def harness(factory, endpoint):

@@ -14,13 +14,7 @@ from acp import RequestError
 from support.sessions import assert_valid_history, config_env, events, one_result_per_call
 
 from agent_server.agent.compaction import SUMMARY_SYSTEM
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream, tool_call_stream
 
 
 async def start(factory, endpoint, workspace, env=None):

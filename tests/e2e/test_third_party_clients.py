@@ -10,13 +10,7 @@ from acp import RequestError
 from support.acp_client import AGENT_TO_CLIENT, ClientConfig, MemoryFs
 from support.sessions import call, config_env
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
+from agent_server.offline import text_stream, tool_call_stream
 
 
 def tool_results(endpoint, index=-1):

@@ -8,21 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 
 from agent_server.agent import attempt_steps, request_body
 from agent_server.llm import encode_body
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.offline.demo_task import demo_task_script, write_project
 from agent_server.session import EventLog
 
 from support.paths import FILES_DIR as FILES
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def load_log(state_dir, sid):

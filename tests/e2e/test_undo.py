@@ -13,14 +13,8 @@ import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
 from support.editor import Buffer, MemoryEditor
 
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def call(cid: str, name: str, **args) -> dict:

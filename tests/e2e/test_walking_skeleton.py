@@ -8,20 +8,13 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 
 from agent_server.agent import attempt_steps, request_body
 from agent_server.llm import encode_body
-from agent_server.offline import OfflineEndpoint, text_stream
+from agent_server.offline import text_stream
 from agent_server.session import read_events
 
 from support.paths import SSE_DIR as SSE
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint() as ep:
-        yield ep
 
 
 def session_log(state_dir: Path, session_id: str) -> SimpleNamespace:
