@@ -160,10 +160,10 @@ class SessionHost:
 
     async def create(self, cwd: str, additional_directories: Sequence[str] = (),
                      mcp_servers: Sequence[str | None] = ()) -> str:
-        """Create a session's log and make it live; returns its id (``mcp_servers``: the names the
-        header records; ``start_mcp`` starts them after the front end has answered)."""
-        """Create a session's log and make it live; returns its id. ``HostError`` ``invalid``
-        when a folder is missing. ``cwd`` and ``additional_directories`` are absolute paths."""
+        """Create a session's log and make it live; returns its id. ``cwd`` and
+        ``additional_directories`` are absolute paths; ``mcp_servers``: the names the header records
+        (``start_mcp`` starts them after the front end has answered). ``HostError`` ``invalid`` when
+        a folder is missing."""
         roots = [cwd, *additional_directories]
         missing = [r for r in roots if not Path(r).is_dir()]
         if missing:
