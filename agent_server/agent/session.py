@@ -167,6 +167,8 @@ class AgentSession:
         if ticket.cancelled or self._closed:
             return False
         self._preparing.append(ticket)
+        # once the ticket stops waiting, nobody else reads ready's outcome: retrieve it here
+        ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         ticket.waiter = asyncio.ensure_future(asyncio.shield(ready))
         try:
             await ticket.waiter
