@@ -23,8 +23,19 @@ mkdir -p "$state"
 run=$(mktemp -d "$PWD/$state/vscode-XXXXXX")
 workspace="$run/workspace"
 offline_pid=""
-cleanup() { [ -n "$offline_pid" ] && kill "$offline_pid" 2>/dev/null || true; }
+cleanup() {
+  [ -n "$offline_pid" ] && kill "$offline_pid" 2>/dev/null
+  # the driver stops code-server's process group itself; should it die first, this does
+  if [ -f "$run/code-server.pgid" ]; then
+    pgid=$(cat "$run/code-server.pgid")
+    kill -TERM -- "-$pgid" 2>/dev/null && sleep 0.5 && kill -KILL -- "-$pgid" 2>/dev/null
+  fi
+  true
+}
 trap cleanup EXIT
+trap 'exit 129' HUP   # closing the terminal: cleanup runs (after the driver, which also got it)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 .venv/bin/python - "$workspace" "$run/demo-script.json" <<'PY'
 import json, sys
 from pathlib import Path

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 
+import pytest
 from support.procs import descendants, pid_alive, wait_gone
 from support.vscode_tools import REPO, find_tools
 
@@ -25,9 +26,11 @@ def test_try_vscode_check_fails_unless_the_demo_task_runs_to_its_final_answer_wi
     assert "the demo task ran to its end" in out  # a cancelled or half-done turn fails the check
 
 
-def test_closing_the_terminal_of_try_vscode_left_code_server_running():
+@pytest.mark.parametrize("how", ["sighup", "driver_killed"])
+def test_closing_the_terminal_of_try_vscode_left_code_server_running(how):
     """SIGHUP to the script's process group (what closing its terminal sends) stops code-server too,
-    which runs in a process group of its own."""
+    which runs in a process group of its own — and so does the script when its node driver dies
+    before it could stop it (``kill -9`` of the driver)."""
     find_tools()
     env = {k: v for k, v in os.environ.items()
            if k not in ("AGENT_SERVER_BASE_URL", "AGENT_SERVER_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")}
@@ -44,7 +47,11 @@ def test_closing_the_terminal_of_try_vscode_left_code_server_running():
             raise AssertionError("try-vscode.sh ended before serving:\n" + "".join(seen)[-3000:])
         started = descendants(proc.pid)
         assert any("code-server" in _cmdline(pid) for pid in started), "no code-server among the script's children"
-        os.killpg(proc.pid, signal.SIGHUP)
+        if how == "sighup":
+            os.killpg(proc.pid, signal.SIGHUP)
+        else:
+            (driver,) = [pid for pid in started if "serve.mjs" in _cmdline(pid)]
+            os.kill(driver, signal.SIGKILL)
         proc.wait(timeout=60)
         if not wait_gone(started, 30):
             left = [pid for pid in started if pid_alive(pid)]

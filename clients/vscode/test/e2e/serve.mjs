@@ -6,7 +6,7 @@
 // whole demo task as a user would — allows each shell command once, accepts the proposed fix — and
 // passes only when the turn ended with the final answer (not cancelled, no error) and the fix is
 // on disk; exits 0/1.
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { focusPanel, openWorkbench, panel, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
 
@@ -35,6 +35,8 @@ async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tmp = mkdtempSync(join(config.tmp, "try-vscode-"));
 const cs = await startCodeServer({ node: config.node, entry: config.codeServerEntry, vsix: config.vsix, tmp, workspace: config.workspace, settings: config.settings, env: config.env ?? {} });
+// code-server leads a process group of its own: try-vscode.sh stops it too if this driver dies first
+writeFileSync(join(config.tmp, "code-server.pgid"), String(cs.child.pid));
 
 if (!config.check) {
   console.log(`\n  VS Code (code-server) with the agent-server extension: ${cs.url}\n  Open it in a browser; the Agent panel is in the activity bar. Ctrl-C stops it.\n`);
