@@ -6,7 +6,8 @@ Role: ``probe_status(settings)`` finds out — by *testing* in a throwaway child
 read-only ``.git`` (a private mount namespace), a PID namespace per command (nothing outlives the
 call), hidden credentials and secret files (masks), refused setuid/setgid bits (seccomp), and, with
 ``network = false``, a private network namespace (TCP, UDP, abstract sockets) plus refused
-``socket(AF_UNIX)``. ``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user
+``socket(AF_UNIX)``; in both network modes, Landlock's scopes (ABI ≥ 6): no abstract unix socket and
+no process outside the sandbox can be reached (reported, not required: older kernels lack them). ``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user
 once when it is not complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in
 ``workspace-write`` the command runs through ``sandbox_exec`` with write access only to the roots,
 the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only
@@ -60,7 +61,10 @@ class SandboxStatus:
     namespace) and refused ``socket(AF_UNIX)`` verified (``None``: not needed); ``problems``: why
     something is missing; ``pid_namespace``: each command runs in its own PID namespace with a
     fresh ``/proc``; ``masks``: credentials and secret files can be hidden; ``setuid_blocked``:
-    setuid/setgid mode bits are refused (seccomp).
+    setuid/setgid mode bits are refused (seccomp); ``abstract_unix_blocked``: abstract unix
+    sockets bound outside the sandbox (X11, a D-Bus bus at an abstract address) cannot be reached,
+    with ``network`` too (Landlock ABI ≥ 6); ``signals_scoped``: Landlock refuses signals to
+    processes outside the sandbox (ABI ≥ 6; the PID namespace hides them as well).
     """
 
     setting: str
@@ -73,6 +77,8 @@ class SandboxStatus:
     pid_namespace: bool = False
     masks: bool = False
     setuid_blocked: bool = False
+    abstract_unix_blocked: bool = False
+    signals_scoped: bool = False
 
     @property
     def network_ok(self) -> bool:
@@ -107,6 +113,8 @@ class SandboxStatus:
                 "network": "allowed" if self.network_wanted else ("blocked" if self.network_blocked else "NOT blocked"),
                 "unix_sockets": ("path sockets reachable (network allowed)" if self.network_wanted else
                                  "refused" if self.network_blocked else "NOT refused"),
+                "abstract_unix_sockets": "refused" if self.abstract_unix_blocked else "NOT refused",
+                "signals_outside": "refused" if self.signals_scoped else "NOT refused by Landlock",
                 "problems": list(self.problems)}
 
     def user_text(self) -> str:
@@ -229,11 +237,15 @@ async def _probe(settings: PolicySettings) -> SandboxStatus:
         problems.append("setuid/setgid bits cannot be refused (no seccomp filter for this machine)")
     if not settings.network and not (report.get("network_blocked") and report.get("unix_blocked")):
         problems.append("network = false cannot be enforced (needs Landlock ABI 4, a network namespace and seccomp)")
+    if report.get("filesystem") and not report.get("abstract_unix_blocked"):
+        problems.append("abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are reachable "
+                        f"(needs Landlock ABI 6; this kernel has {report.get('abi', 0)})")
     status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
                            bool(report.get("git_read_only")), settings.network,
                            None if settings.network else bool(report.get("network_blocked") and report.get("unix_blocked")),
                            tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
-                           bool(report.get("setuid_blocked")))
+                           bool(report.get("setuid_blocked")), bool(report.get("abstract_unix_blocked")),
+                           bool(report.get("signals_scoped")))
     _PROBED[key] = status
     return status
 
@@ -360,8 +372,10 @@ class ShellConfiner:
             way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
                        "if this really must write elsewhere (git commits too).")
         git = "; `.git` is read-only (no commits, branch or index changes)" if spec["ro_binds"] else ""
+        abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
+                    if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
         net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else
-               "; the network is on, so path sockets (docker.sock, an ssh-agent) are reachable")
+               "; the network is on, so path sockets (docker.sock, an ssh-agent) are reachable" + abstract)
         masked = ("; stored credentials (~/.ssh, ~/.aws, the agent's config and state …) and files named like "
                   "secrets (" + ", ".join(p for p in self.settings.secret_patterns if "/" not in p) + ") are "
                   "hidden: naming one in a command asks the user" if spec.get("masks") is not None else "")

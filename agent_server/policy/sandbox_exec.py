@@ -10,11 +10,14 @@ command and everything it starts inherit the confinement, which cannot be lifted
 2. for root, every capability is dropped from the bounding set (a confined root must not load
    modules or use raw I/O);
 3. ``no_new_privs``, then a Landlock ruleset: read and execute anywhere (``read``), every file
-   right beneath ``write``, read/write on the ``devices`` (``/dev/null``, the terminal), and with
-   ``network: false`` no TCP ``bind``/``connect`` (Landlock ABI ≥ 4).
+   right beneath ``write``, read/write on the ``devices`` (``/dev/null``, the terminal), with
+   ``network: false`` no TCP ``bind``/``connect`` (Landlock ABI ≥ 4), and in both network modes the
+   scopes of Landlock ABI ≥ 6: no ``connect`` to an abstract unix socket (the D-Bus session bus,
+   X11's ``@/tmp/.X11-unix/X0``) and no signal to a process outside the command's sandbox.
 
 ``--probe DIR [--network]`` applies the same steps to a scratch tree in ``DIR`` and *tests* them
-(a write inside must work, writes outside and into ``.git`` must fail, a TCP connect must fail),
+(a write inside must work, writes outside and into ``.git`` must fail, a TCP connect must fail, an
+abstract socket and a process outside must be out of reach),
 printing one JSON line of what is really enforced.
 
 Must never: run the command when any requested step failed — it prints why on stderr and exits
@@ -116,8 +119,10 @@ def handled_fs(abi: int) -> int:
     return rights
 
 
-SCOPE_SIGNAL = 1 << 1
-"""``LANDLOCK_SCOPE_SIGNAL`` (ABI 6): no signals to processes outside the Landlock domain."""
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+"""``LANDLOCK_SCOPE_*`` (ABI 6): no ``connect``/``sendto`` to an abstract unix socket bound outside
+the Landlock domain, no signals to processes outside it."""
+SCOPES_ABI = 6
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -165,8 +170,8 @@ def apply_landlock(spec: dict) -> int:
             raise SandboxError(f"network = false needs Landlock ABI 4 (this kernel has {abi})")
         attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
         size = 16
-    if abi >= 6:  # the command may not signal processes outside its sandbox (agent-server, the editor)
-        attr.scoped = SCOPE_SIGNAL
+    if abi >= SCOPES_ABI:  # nor signal agent-server or the editor, nor reach D-Bus/X11 by abstract sockets
+        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
         size = 24
     ruleset = _check(libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
@@ -328,8 +333,9 @@ def probe(base: str, network: bool) -> dict:
     confined, and test what is really enforced.
 
     Returns ``{"abi", "filesystem", "git_read_only", "pid_namespace", "masks", "setuid_blocked",
-    "network_blocked", "unix_blocked", "errors"}``; each flag is ``True`` only if the forbidden
-    action failed *and* the allowed one worked (the network flags are ``None`` with ``network``).
+    "network_blocked", "unix_blocked", "abstract_unix_blocked", "signals_scoped", "errors"}``; each
+    flag is ``True`` only if the forbidden action failed *and* the allowed one worked (the network
+    flags are ``None`` with ``network``).
     """
     import json
     import socket
@@ -343,7 +349,7 @@ def probe(base: str, network: bool) -> dict:
             handle.write("SECRET=1\n")
     report: dict = {"abi": landlock_abi(), "filesystem": False, "git_read_only": False, "pid_namespace": False,
                     "masks": False, "setuid_blocked": False, "network_blocked": None, "unix_blocked": None,
-                    "errors": []}
+                    "abstract_unix_blocked": False, "signals_scoped": False, "errors": []}
     listener = None
     if not network:
         listener = socket.socket()
@@ -352,6 +358,9 @@ def probe(base: str, network: bool) -> dict:
     spec = {"read": ["/"], "write": [ws, keep], "devices": ["/dev/null"], "network": network, "ro_binds": [git],
             "masks": [state, os.path.join(ws, ".env")], "keep": [ws, keep], "namespaces": True}
     outer = os.getpid()
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind(f"\0agent-server-probe-{outer}-{os.urandom(6).hex()}")
+    abstract.listen(1)
     read_end, write_end = os.pipe()
 
     def checks() -> int:
@@ -360,7 +369,8 @@ def probe(base: str, network: bool) -> dict:
                        "pid_namespace": os.getpid() == 2 and not os.path.exists(f"/proc/{outer}"),
                        "masks": _masked(os.path.join(ws, ".env")) and os.listdir(state) == ["tmp"]
                        and _can_write(os.path.join(keep, "ok")),
-                       "setuid_blocked": _setuid_refused(ws)}
+                       "setuid_blocked": _setuid_refused(ws),
+                       "abstract_unix_blocked": _abstract_refused(abstract.getsockname(), network)}
         if listener is not None:
             found["network_blocked"] = _tcp_refused(listener.getsockname()) and _udp_refused()
             found["unix_blocked"] = _unix_refused()
@@ -378,6 +388,8 @@ def probe(base: str, network: bool) -> dict:
         chunks.append(chunk)
     os.close(read_end)
     _, status = os.waitpid(pid, 0)
+    abstract.close()
+    report["signals_scoped"] = _signals_scoped()
     if chunks:
         report.update(json.loads(b"".join(chunks)))
     else:
@@ -467,6 +479,56 @@ def _unix_refused() -> bool:
         a.close()
         b.close()
         return True
+
+
+def _abstract_refused(outside: "str | bytes", network: bool) -> bool:
+    """An abstract socket bound outside cannot be reached; with ``network``, one bound inside can."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(outside)
+        return False
+    except OSError:
+        pass
+    if not network:  # socket(AF_UNIX) itself is refused (seccomp), in a private network namespace
+        return True
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as inside, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            inside.bind(f"\0agent-server-probe-inside-{os.getpid()}-{os.urandom(6).hex()}")
+            inside.listen(1)
+            client.connect(inside.getsockname())
+        return True
+    except OSError:
+        return False
+
+
+def _signals_scoped() -> bool:
+    """Landlock alone (no PID namespace, which hides outside processes too) refuses a signal to a
+    process outside the domain (this one) and allows one to the confined process itself."""
+    outer = os.getpid()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        ok = b"0"
+        try:
+            apply_landlock({"read": ["/"], "write": [], "network": True})
+            try:
+                os.kill(outer, 0)
+            except PermissionError:
+                os.kill(os.getpid(), 0)
+                ok = b"1"
+        except BaseException:  # noqa: BLE001 - reported as not scoped
+            pass
+        os.write(write_end, ok)
+        os._exit(0)
+    os.close(write_end)
+    data = os.read(read_end, 1)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return data == b"1"
 
 
 def _can_write(path: str) -> bool:

@@ -9,6 +9,7 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -340,3 +341,51 @@ async def test_a_thousand_secret_files_made_the_spec_too_long_for_one_argument(b
     res = await run(box, f"cat {'d' * 60}0/.e*{'x' * 40}0 | head -c 100; ls {box[2].parent} | grep -c sandbox-spec")
     assert "SECRET" not in res.text and "Permission denied" in res.text
     assert res.text.splitlines()[1] == "0"  # the spec file was consumed
+
+
+# -- abstract unix sockets and signals (Landlock scopes, ABI 6) ---------------------------------
+
+CONNECT_ABSTRACT = ("import socket, sys\n"
+                    "try:\n"
+                    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                    "    s.connect(chr(0) + sys.argv[1]); s.sendall(b'leak'); print('CONNECTED')\n"
+                    "except OSError as exc:\n"
+                    "    print('REFUSED', exc.strerror)\n")
+OWN_ABSTRACT = ("import os, socket\n"
+                "name = chr(0) + 'own-' + os.urandom(4).hex()\n"
+                "srv = socket.socket(socket.AF_UNIX); srv.bind(name); srv.listen(1)\n"
+                "c = socket.socket(socket.AF_UNIX); c.connect(name); c.sendall(b'hi')\n"
+                "print('OWN', srv.accept()[0].recv(2).decode())\n")
+
+
+@pytest.mark.parametrize("network", [True, False])
+async def test_network_on_shell_reached_an_abstract_unix_socket_outside_the_sandbox(box, network):
+    """The D-Bus session bus and X11 listen on abstract sockets; with the network on, the shell
+    connected to them (no network namespace, and seccomp refuses AF_UNIX only with it off)."""
+    ws, *_ = box
+    name = f"agent-server-test-{uuid.uuid4().hex}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(1)
+    listener.setblocking(False)
+    (ws / "connect.py").write_text(CONNECT_ABSTRACT)
+    try:
+        res = await run(box, f"python3 connect.py {name}", network=network)
+        assert "REFUSED" in res.text and "CONNECTED" not in res.text, res.text
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    status = await probe_status(PolicySettings(network=network))
+    assert status.abstract_unix_blocked and status.as_data()["abstract_unix_sockets"] == "refused"
+    if network:  # the scope is no blanket ban: the command's own abstract sockets still work
+        (ws / "own.py").write_text(OWN_ABSTRACT)
+        own = await run(box, "python3 own.py")
+        assert "OWN hi" in own.text, own.text
+        assert "abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not" in res.text
+
+
+async def test_probe_sees_signals_to_processes_outside_the_sandbox_refused_by_landlock():
+    for network in (True, False):
+        status = await probe_status(PolicySettings(network=network))
+        assert status.signals_scoped and status.as_data()["signals_outside"] == "refused", status
