@@ -1,8 +1,9 @@
 """One network read of a server-sent event stream in, the assembler's events of it out.
 
 Role: ``SseReads`` feeds the text of each read (``httpx.Response.aiter_text``) to ``httpx-sse``'s
-own line and event decoders — the parser behind ``EventSource.aiter_sse`` — and each event's data
-to the assembler (through ``FrameDecoder``, which decodes a repeated frame shape without a full
+own line and event decoders — the parser behind ``EventSource.aiter_sse``; a one-line ``data:``
+event is taken as the decoder would return it without calling it (``_DATA_EVENT``) — and each
+event's data to the assembler (through ``FrameDecoder``, which decodes a repeated frame shape without a full
 JSON parse). What one read carried is handled in one go and comes out as one list of events, the
 adjacent deltas of one kind joined (``"H"``, ``"e"``, ``"y"`` → ``"Hey"``): a read of 700 frames
 is one text delta for the layers above, not 700. Nothing waits for more bytes than the read
@@ -15,7 +16,7 @@ error stops the read: the events before it come first, then the error).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from json.decoder import scanstring
 
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned: httpx-sse>=0.4.1,<0.5
@@ -44,7 +45,8 @@ class SseReads:
         self._lines = SSELineDecoder()
         self._events = SSEDecoder()
         self._frames = FrameDecoder()
-        self._rest: Iterator[str] | None = None
+        self._rest: tuple[list[str], int] | None = None  # the lines of the last read, where to go on
+        self._clean = True  # the event decoder holds nothing of an event (no line since a blank one)
         self._shown = False
 
     @property
@@ -55,18 +57,19 @@ class SseReads:
 
     def read(self, text: str) -> tuple[list[StreamEvent], LLMError | None]:
         """The events of one read's ``text``, and the error that stopped it (``None``: none)."""
-        return self._handle(iter(self._lines.decode(text)))
+        return self._handle(self._lines.decode(text), 0)
 
     def more(self) -> tuple[list[StreamEvent], LLMError | None]:
         """The events of the rest of the last read (see ``pending``)."""
         rest, self._rest = self._rest, None
-        return self._handle(rest) if rest is not None else ([], None)
+        return self._handle(*rest) if rest is not None else ([], None)
 
     def end(self) -> tuple[list[StreamEvent], LLMError | None]:
         """The events of a last line the stream did not end with a newline (as ``aiter_sse``)."""
-        return self._handle(iter(self._lines.flush()))
+        return self._handle(self._lines.flush(), 0)
 
-    def _handle(self, lines: Iterator[str]) -> tuple[list[StreamEvent], LLMError | None]:
+    def _handle(self, lines: list[str], i: int) -> tuple[list[StreamEvent], LLMError | None]:
+        """The events of ``lines[i:]`` (lines of ``SSELineDecoder``)."""
         out: list[StreamEvent] = []
         run: list[str] = []          # the pieces of the delta being joined
         run_key: tuple[type, int] | None = None
@@ -87,26 +90,44 @@ class SseReads:
                 out.append(ToolCallDelta(index, text) if kind is ToolCallDelta else kind(text))
                 run.clear()
 
-        before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
+        line_before, after, shape_field, start, size = _line_shape(frames)
+        shape_key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
+        shape_unfed = unfed[shape_field]
         first = not self._shown  # the stream's first delta leaves without waiting for the rest of its read
-        for line in lines:
-            sse = decode(line)
-            if sse is None:
-                continue
-            data = sse.data
-            fast: tuple[str, str] | None = None
-            if sse.event != "error":
-                # the shape in use, inline (the same test as frames.decode, a call less per frame)
-                if (len(data) > size and data.startswith(before) and data.endswith(after)
-                        and data[start] == '"'):
+        count = len(lines)
+        clean = self._clean
+        while i < count:
+            line = lines[i]
+            i += 1
+            if clean and i < count and not lines[i] and line.startswith("data: "):
+                # a one-line data event: what the decoder would return for these two lines (see
+                # _DATA_EVENT), without its two calls; it is left in the same (clean) state
+                i += 1
+                if len(line) > size and line.startswith(line_before) and line.endswith(after) and line[start] == '"':
+                    # the shape in use (frames.decode's test, inline on the line: a call and a copy less)
                     try:
-                        text, stop = scanstring(data, start + 1)
+                        text, stop = scanstring(line, start + 1)
                     except ValueError:
                         stop = -1
-                    if stop == len(data) - len(after):
-                        fast = (shape_field, text)
-                if fast is None:
-                    fast = frames.decode(data)
+                    if stop == len(line) - len(after):
+                        if text:
+                            if shape_key is not run_key:
+                                close_run()
+                                run_key = shape_key
+                            run.append(text)
+                            shape_unfed.append(text)
+                            if first:
+                                self._rest = (lines, i)
+                                break
+                        continue
+                data, event = line[6:], ""
+            else:
+                sse = decode(line)
+                clean = not line  # a blank line dispatches or drops what was pending
+                if sse is None:
+                    continue
+                data, event = sse.data, sse.event
+            fast = frames.decode(data) if event != "error" else None
             if fast is not None:
                 field, text = fast
                 if text:
@@ -117,7 +138,7 @@ class SseReads:
                     run.append(text)
                     unfed[field].append(text)
                     if first:
-                        self._rest = lines
+                        self._rest = (lines, i)
                         break
             else:
                 stripped = data.strip()
@@ -131,7 +152,7 @@ class SseReads:
                 except ValueError:
                     error = LLMError("SERVER", f"malformed stream frame: {data[:200]!r}", status=self.status)
                     break
-                if sse.event == "error" and isinstance(chunk, Mapping):
+                if event == "error" and isinstance(chunk, Mapping):
                     error = error_from_payload(chunk, default="SERVER")
                     break
                 feed_unfed()
@@ -141,21 +162,24 @@ class SseReads:
                     error = exc
                     break
                 if frames.learn(data, chunk):
-                    before, after, shape_field, start, size = frames.shapes[0] if frames.shapes else _NO_SHAPE
-                for event in events:
-                    kind = type(event)
+                    line_before, after, shape_field, start, size = _line_shape(frames)
+                    shape_key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
+                    shape_unfed = unfed[shape_field]
+                for item in events:
+                    kind = type(item)
                     key = (_TEXT_KEY if kind is TextDelta else _REASONING_KEY if kind is ReasoningDelta
-                           else (kind, event.index) if kind is ToolCallDelta else None)  # type: ignore[union-attr]
+                           else (kind, item.index) if kind is ToolCallDelta else None)  # type: ignore[union-attr]
                     if key is None or key != run_key:
                         close_run()
                         run_key = key
                     if key is None:
-                        out.append(event)
+                        out.append(item)
                     else:
-                        run.append(event.arguments if kind is ToolCallDelta else event.text)  # type: ignore[union-attr]
+                        run.append(item.arguments if kind is ToolCallDelta else item.text)  # type: ignore[union-attr]
             if first and (run or out):
-                self._rest = lines
+                self._rest = (lines, i)
                 break
+        self._clean = clean
         close_run()
         feed_unfed()
         if out:
@@ -167,6 +191,22 @@ class SseReads:
         return out, error
 
 
-_NO_SHAPE = ("", "", TEXT, 0, 1 << 62)
+_DATA_EVENT = """A blank line after ``data: <value>`` when the decoder holds nothing (no line since the last
+blank one): ``SSEDecoder.decode`` appends ``<value>`` to the event's data on the first line and
+returns ``ServerSentEvent(event="", data="<value>", id=<last id>, retry=None)`` on the second,
+leaving itself as it was — so ``_handle`` takes ``<value>`` and an empty event type for such a
+pair without the two calls (most of a fast stream's reading time). Every other line, and a pair
+split over two reads, goes through ``SSEDecoder``; the event id is unused here."""
+
+_NO_SHAPE = ("data: ", "", TEXT, 0, 1 << 62)
+
+
+def _line_shape(frames: FrameDecoder) -> tuple[str, str, str, int, int]:
+    """The shape in use, for a whole ``data: `` line: ``(line prefix, suffix, field, offset of the
+    string literal, prefix + suffix length)`` (``_NO_SHAPE`` when none is learned)."""
+    if not frames.shapes:
+        return _NO_SHAPE
+    before, after, field, start, size = frames.shapes[0]
+    return "data: " + before, after, field, start + 6, size + 6
 _TEXT_KEY = (TextDelta, 0)
 _REASONING_KEY = (ReasoningDelta, 0)

@@ -22,6 +22,7 @@ from agent_server.llm import (
 )
 from agent_server.llm._frames import REASONING, TEXT, FrameDecoder
 from agent_server.llm._sse import SseReads
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from support.paths import SSE_DIR
 
 
@@ -159,6 +160,85 @@ def test_the_output_cap_stops_the_read():
     events, error = read_all(reads, sse(*[frame({"content": "abc"})] * 3))
     assert "".join(e.text for e in events) == "abcabcabc"
     assert isinstance(error, LLMError) and error.code == "NETWORK" and "max_output_chars" in error.message
+
+
+def through_httpx_sse(text: str):
+    """What ``EventSource.aiter_sse`` makes of ``text`` — httpx-sse's line and event decoders over
+    all of it, every event — with each event's data handled as the client handles it: ``[DONE]``
+    ends the stream, an ``error`` event or a malformed frame is an error, the rest is parsed with
+    ``json.loads`` and fed to the assembler. ``(events, error code or None)``."""
+    lines, decoder, assembler, events, done = SSELineDecoder(), SSEDecoder(), StreamAssembler(), [], False
+    for line in lines.decode(text) + lines.flush():
+        event = decoder.decode(line)
+        if event is None or not event.data.strip():
+            continue
+        if event.data.strip() == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(event.data)
+        except ValueError:
+            return events, "SERVER"
+        if event.event == "error":
+            return events, "SERVER"
+        events += assembler.feed(chunk)
+    return events + closed(assembler, done), None
+
+
+def through_reads_or_error(text: str, cuts: list[int]):
+    reads = SseReads(StreamAssembler(), max_output_chars=None, status=200)
+    events, last = [], 0
+    for cut in sorted(set(c for c in cuts if 0 < c < len(text))) + [len(text)]:
+        got, error = read_all(reads, text[last:cut])
+        events += got
+        if error is not None:
+            return events, error.code
+        last = cut
+    got, error = reads.end()
+    events += got
+    if error is not None:
+        return events, error.code
+    return events + closed(reads.assembler, reads.done), None
+
+
+def _event_lines(data: str, extras: list[str], split: bool, spaced: bool) -> list[str]:
+    """The lines of one event carrying ``data``: ``extras`` (``id:``, ``retry:``, ``event:``,
+    comments) first, the data on one line or split over two ``data:`` lines."""
+    prefix = "data: " if spaced else "data:"
+    if split and "," in data:
+        at = data.index(",") + 1
+        body = [prefix + data[:at], "data: " + data[at:]]  # joined with "\n": whitespace between tokens
+    else:
+        body = [prefix + data]
+    return extras + body + [""]
+
+
+extra_lines = st.lists(st.sampled_from([": keep-alive", "id: 7", "id", "retry: 1000", "retry: x", "event: message",
+                                        "event:", "unknown: field", ":"]), max_size=2)
+sse_events = st.lists(st.tuples(st.sampled_from(["content", "reasoning_content", "content", "content"]),
+                                st.text(max_size=4), extra_lines, st.booleans(), st.booleans(), st.booleans()),
+                      min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sse_events, st.sampled_from(["\n", "\r\n", "\r"]), st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
+       st.sampled_from(["none", "ping", "error", "malformed"]))
+def test_any_stream_of_any_event_lines_gives_what_httpx_sse_decoding_every_line_gives(specs, newline, cuts, oddity):
+    """The one-line ``data:`` shortcut (``_sse._DATA_EVENT``) is taken only where httpx-sse's own
+    decoders would give the same event: comments, ``id``/``retry``/``event`` fields, data over two
+    lines, ``data:`` without its space, blank lines and every line ending, split anywhere."""
+    lines = _event_lines(frame({"role": "assistant", "content": ""}), [], False, True)
+    for i, (key, value, extras, split, spaced, blank) in enumerate(specs):
+        lines += _event_lines(frame({key: value}), extras, split, spaced) + ([""] if blank else [])
+        if i == len(specs) // 2 and oddity != "none":
+            lines += {"ping": ["event: ping", "data:", ""],
+                      "error": ["event: error", 'data: {"error": {"message": "overloaded"}}', ""],
+                      "malformed": ["data: {\"choices\": [", ""]}[oddity]
+    lines += _event_lines(frame({}, finish="stop"), [], False, True) + ["data: [DONE]", ""]
+    text = newline.join(lines) + newline
+    want, got = through_httpx_sse(text), through_reads_or_error(text, cuts)
+    assert got[1] == want[1]  # the same error, or none
+    assert runs(got[0]) == runs(want[0])  # the same bytes in the same order, the same message at the end
 
 
 # -- FrameDecoder -----------------------------------------------------------------------------------
