@@ -90,7 +90,7 @@ class SseReads:
                 out.append(ToolCallDelta(index, text) if kind is ToolCallDelta else kind(text))
                 run.clear()
 
-        line_before, after, shape_field, start, size = _line_shape(frames)
+        line_before, after, shape_field, start, tail = _line_shape(frames)
         shape_key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
         shape_unfed = unfed[shape_field]
         first = not self._shown  # the stream's first delta leaves without waiting for the rest of its read
@@ -103,13 +103,14 @@ class SseReads:
                 # a one-line data event: what the decoder would return for these two lines (see
                 # _DATA_EVENT), without its two calls; it is left in the same (clean) state
                 i += 1
-                if len(line) > size and line.startswith(line_before) and line.endswith(after) and line[start] == '"':
-                    # the shape in use (frames.decode's test, inline on the line: a call and a copy less)
+                if line.startswith(line_before) and line.endswith(after):
+                    # the shape in use (frames.decode's test, inline on the line: a call and a copy less;
+                    # the literal ending where ``after`` starts also means the two do not overlap)
                     try:
-                        text, stop = scanstring(line, start + 1)
+                        text, stop = scanstring(line, start)
                     except ValueError:
                         stop = -1
-                    if stop == len(line) - len(after):
+                    if stop == len(line) - tail:
                         if text:
                             if shape_key is not run_key:
                                 close_run()
@@ -162,7 +163,7 @@ class SseReads:
                     error = exc
                     break
                 if frames.learn(data, chunk):
-                    line_before, after, shape_field, start, size = _line_shape(frames)
+                    line_before, after, shape_field, start, tail = _line_shape(frames)
                     shape_key = _TEXT_KEY if shape_field is TEXT else _REASONING_KEY
                     shape_unfed = unfed[shape_field]
                 for item in events:
@@ -198,15 +199,18 @@ leaving itself as it was — so ``_handle`` takes ``<value>`` and an empty event
 pair without the two calls (most of a fast stream's reading time). Every other line, and a pair
 split over two reads, goes through ``SSEDecoder``; the event id is unused here."""
 
-_NO_SHAPE = ("data: ", "", TEXT, 0, 1 << 62)
+_NO_SHAPE = ("data: \n", "", TEXT, 0, 0)  # the prefix of no line (SSELineDecoder splits at every "\n")
 
 
 def _line_shape(frames: FrameDecoder) -> tuple[str, str, str, int, int]:
-    """The shape in use, for a whole ``data: `` line: ``(line prefix, suffix, field, offset of the
-    string literal, prefix + suffix length)`` (``_NO_SHAPE`` when none is learned)."""
+    """The shape in use, for a whole ``data: `` line: ``(line prefix up to and with the opening
+    quote of the string literal, suffix after it, field, where the literal's text starts, len(suffix))``
+    (``_NO_SHAPE`` when none is learned)."""
     if not frames.shapes:
         return _NO_SHAPE
-    before, after, field, start, size = frames.shapes[0]
-    return "data: " + before, after, field, start + 6, size + 6
+    before, after, field, start, _ = frames.shapes[0]
+    return "data: " + before + '"', after, field, len(before) + 7, len(after)
+
+
 _TEXT_KEY = (TextDelta, 0)
 _REASONING_KEY = (ReasoningDelta, 0)
