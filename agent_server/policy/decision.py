@@ -1,7 +1,9 @@
 """What a guard sees and what it may answer.
 
 Role: the contract between the tool pipeline and policy: a guard gets a read-only view of a
-prepared call and returns ``None`` (allow) or a ``Denial`` whose reason the model is shown.
+prepared call and returns ``None`` (allow) or a ``Denial`` whose reason the model is shown. Before
+a guard asks the user, it may await the call's ``precondition()`` (when the view has one): the tool's
+own error for a call that cannot succeed, which then becomes the call's result unasked.
 
 Must never: offer a way to change the call — there is no "allow with these arguments".
 """
@@ -14,9 +16,11 @@ from typing import Any, Awaitable, Callable, Protocol
 
 @dataclass(frozen=True)
 class Denial:
-    """A guard's refusal: ``reason`` becomes the call's (error) result for the model."""
+    """A guard's refusal: ``reason`` becomes the call's (error) result for the model — or, when
+    set, ``result`` (the tool's own error from its precondition, kept as the tool made it)."""
 
     reason: str
+    result: Any = None
 
 
 class CallView(Protocol):

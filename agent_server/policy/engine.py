@@ -129,6 +129,11 @@ class SessionPolicy:
         if verdict.outcome == "ask":
             rule = self._remembered(call.name, verdict)
             if rule is None:
+                failed = await _precondition(call)
+                if failed is not None:  # the call cannot succeed: nobody is asked about it
+                    self._log(call, verdict, "deny", "precondition",
+                              extra={"precondition": failed.meta.get("refused") or "failed"})
+                    return Denial(failed.text, result=failed)
                 try:
                     answer = await self.approver.ask(self._question(call, verdict))
                 except asyncio.CancelledError:
@@ -194,7 +199,8 @@ class SessionPolicy:
         return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, content,
                    _raw_input(call), options, locations=list(getattr(call, "locations", ()) or ()))
 
-    def _log(self, call: CallView, verdict: Verdict, outcome: str, decided_by: str, answer: Answer | None = None) -> None:
+    def _log(self, call: CallView, verdict: Verdict, outcome: str, decided_by: str, answer: Answer | None = None,
+             extra: dict[str, Any] | None = None) -> None:
         data: dict[str, Any] = {
             "call_id": call.call_id, "tool": call.name,
             "arguments_sha256": hashlib.sha256(call.raw_arguments.encode()).hexdigest(),
@@ -205,6 +211,7 @@ class SessionPolicy:
         if answer is not None:
             data["answer"] = {"kind": answer.kind, "option": answer.option, "detail": answer.detail}
         data.update(verdict.facts)
+        data.update(extra or {})
         self.log.append("policy/decision", data)
 
     # -- the rules ------------------------------------------------------------------------------
@@ -376,6 +383,12 @@ class SessionPolicy:
         self.log.append("policy/notice", {"text": text, "sandbox": status.as_data()})
         await self.emit({"sessionUpdate": "agent_message_chunk",
                          "content": {"type": "text", "text": f"\n[agent-server] {text}\n"}})
+
+
+async def _precondition(call: CallView) -> Any:
+    """The tool's own error for ``call`` if it cannot succeed (``None``: it may; or no check)."""
+    check = getattr(call, "precondition", None)
+    return await check() if check is not None else None
 
 
 def _text(text: str) -> dict[str, Any]:

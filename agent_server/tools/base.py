@@ -237,6 +237,24 @@ class Tool(ABC):
             result.text = redact(result.text, ctx.redact)
         return result
 
+    async def precondition(self, args: Any, ctx: ToolContext) -> ToolResult | None:
+        """The error result this call would surely end with, found without changing anything
+        (``None``: none known). The pipeline asks it after the policy's verdict and before a
+        permission question, so the user is never asked about a call that cannot succeed
+        (``edit`` of a file the model has not read). Never raises; the default knows none."""
+        return None
+
+    async def checked_precondition(self, args: Any, ctx: ToolContext) -> ToolResult | None:
+        """``precondition``, with an unexpected exception read as "none known" (the call then
+        runs and reports it itself) and the result redacted like ``run``'s."""
+        try:
+            result = await self.precondition(args, ctx)
+        except Exception:  # noqa: BLE001 - the tool's own run reports what went wrong
+            return None
+        if result is not None and ctx.redact:
+            result.text = redact(result.text, ctx.redact)
+        return result
+
     @abstractmethod
     async def execute(self, args: Any, ctx: ToolContext) -> ToolResult:
         """The tool's own work, called by ``run``; subclasses implement this."""

@@ -65,7 +65,9 @@ class PreparedCall:
     ``tool``: ``None`` for an unknown name; ``args``: validated arguments or ``None``;
     ``error``: the preparation error result, if any; ``title`` and ``locations``: what the
     ``tool_call`` update showed the editor (a permission request repeats them); ``terminal``:
-    the editor was given a terminal for the call's live output (``tools.live``).
+    the editor was given a terminal for the call's live output (``tools.live``);
+    ``check``: ``await check()`` gives the tool's precondition error (``Tool.precondition``) —
+    guards call it through ``precondition()`` before asking the user.
     """
 
     call_id: str
@@ -78,6 +80,12 @@ class PreparedCall:
     title: str = ""
     locations: tuple[dict[str, Any], ...] = ()
     terminal: bool = False
+    check: Callable[[], Awaitable[ToolResult | None]] | None = field(default=None, repr=False, compare=False)
+
+    async def precondition(self) -> ToolResult | None:
+        """The error this call would surely end with, found without changing anything (``None``:
+        none known)."""
+        return await self.check() if self.check is not None else None
 
 
 @dataclass
@@ -191,7 +199,9 @@ class ToolRunner:
         checked = validate_args(tool, call.arguments)
         if isinstance(checked, ToolResult):
             return PreparedCall(call.id, tool_call_id, call.name, call.arguments, tool, None, checked)
-        return PreparedCall(call.id, tool_call_id, call.name, call.arguments, tool, checked)
+        context = self.context
+        return PreparedCall(call.id, tool_call_id, call.name, call.arguments, tool, checked,
+                            check=lambda: tool.checked_precondition(checked, context))
 
     async def _run(self, slot: _Slot) -> None:
         slot.status = "running"
@@ -207,6 +217,9 @@ class ToolRunner:
                     slot.result = ToolResult(CANCELLED_AWAITING_APPROVAL, is_error=True)
                     slot.reason = "cancelled"
                     raise
+                if denial is not None and isinstance(denial.result, ToolResult):  # failed its precondition
+                    slot.result = denial.result
+                    return
                 if denial is not None:
                     slot.result = ToolResult(denial.reason, is_error=True)
                     slot.reason = "denied"

@@ -12,17 +12,16 @@ outside the region the model asked to change.
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
-from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
+from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
 from .files import FileSnapshot
 from .read import file_error, precheck
+from .edit_text import find_spans, no_match_hint, snippet, splice
 from .text import (
-    LfView,
     NotTextError,
     TextView,
     decode_text,
@@ -31,10 +30,6 @@ from .text import (
     lf_to,
 )
 
-_SNIPPET_CONTEXT = 3
-_SNIPPET_MAX_LINES = 24
-_SNIPPET_LINE_CHARS = 300
-_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)
 
 
 class WriteArgs(ToolArgs):
@@ -190,12 +185,18 @@ class WriteTool(Tool):
     def locations(self, args: WriteArgs, ctx: ToolContext) -> list[dict[str, Any]]:
         return [{"path": str(resolve_path(args.path, ctx.roots))}]
 
+    async def precondition(self, args: WriteArgs, ctx: ToolContext) -> ToolResult | None:
+        return (await self._current(args, ctx))[1]
+
+    async def _current(self, args: WriteArgs, ctx: ToolContext) -> tuple[FileSnapshot | None, ToolResult | None]:
+        if has_surrogates(args.content):
+            return None, ToolResult.error("`content` contains lone surrogate code points; send valid Unicode text.")
+        return await _current_for_change(resolve_path(args.path, ctx.roots), ctx, "write", must_exist=False)
+
     async def execute(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
         path = resolve_path(args.path, ctx.roots)
         shown = display_path(path, ctx.roots)
-        if has_surrogates(args.content):
-            return ToolResult.error("`content` contains lone surrogate code points; send valid Unicode text.")
-        current, error = await _current_for_change(path, ctx, "write", must_exist=False)
+        current, error = await self._current(args, ctx)
         if error:
             return error
         notes: list[str] = []
@@ -236,6 +237,16 @@ class WriteTool(Tool):
         )
 
 
+class _EditPlan(NamedTuple):
+    """An edit that passed every check: the file it was checked on, its text, the spans to
+    replace, and whether they were found with CRLF read as LF."""
+
+    current: FileSnapshot
+    view: TextView
+    spans: list[tuple[int, int]]
+    folded: bool
+
+
 class EditTool(Tool):
     """``edit(path, old_string, new_string, replace_all=false)``."""
 
@@ -257,7 +268,12 @@ class EditTool(Tool):
     def locations(self, args: EditArgs, ctx: ToolContext) -> list[dict[str, Any]]:
         return [{"path": str(resolve_path(args.path, ctx.roots))}]
 
-    async def execute(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
+    async def precondition(self, args: EditArgs, ctx: ToolContext) -> ToolResult | None:
+        plan = await self._plan(args, ctx)
+        return plan if isinstance(plan, ToolResult) else None
+
+    async def _plan(self, args: EditArgs, ctx: ToolContext) -> "ToolResult | _EditPlan":
+        """Every check of the edit, on the file as it is now: the error result, or what to splice."""
         path = resolve_path(args.path, ctx.roots)
         shown = display_path(path, ctx.roots)
         if not args.old_string:
@@ -277,22 +293,30 @@ class EditTool(Tool):
             view = decode_text(current.raw)
         except NotTextError as exc:
             return ToolResult.error(f"Cannot edit {shown}: {exc}.")
-        text = view.text
-        spans, folded = find_spans(text, args.old_string, crlf=view.crlf > 0)
+        spans, folded = find_spans(view.text, args.old_string, crlf=view.crlf > 0)
         if not spans:
             return ToolResult.error(
                 f"`old_string` was not found in {shown}.{no_match_hint(view, args.old_string)}",
                 matches=0,
             )
         if len(spans) > 1 and not args.replace_all:
-            lines = [text.count("\n", 0, a) + 1 for a, _ in spans]
+            lines = [view.text.count("\n", 0, a) + 1 for a, _ in spans]
             listed = ", ".join(str(n) for n in lines[:20]) + (" …" if len(lines) > 20 else "")
             return ToolResult.error(
                 f"`old_string` occurs {len(spans)} times in {shown} (at lines {listed}). Include more "
                 "surrounding text to pick one, or set replace_all=true to replace all of them.",
                 matches=len(spans),
             )
-        new_text, changed = splice(text, spans, args.new_string, view)
+        return _EditPlan(current, view, spans, folded)
+
+    async def execute(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
+        path = resolve_path(args.path, ctx.roots)
+        shown = display_path(path, ctx.roots)
+        plan = await self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return plan
+        current, view, spans, folded = plan
+        new_text, changed = splice(view.text, spans, args.new_string, view)
         raw = encode_text(new_text, bom=view.bom)
         error, landed_notes = await _commit(path, raw, current, ctx)
         if error:
@@ -313,93 +337,3 @@ class EditTool(Tool):
             locations=[{"path": str(path), "line": changed[0][0]}],
             meta={"replacements": len(spans), "crlf_folded": folded},
         )
-
-
-def find_spans(text: str, old: str, *, crlf: bool) -> tuple[list[tuple[int, int]], bool]:
-    """Non-overlapping occurrences of ``old`` in ``text`` as ``(start, end)`` indexes, and whether
-    they were found in the LF-folded view (``old`` uses ``\\n`` only and ``text`` has CRLF)."""
-    spans = _occurrences(text, old)
-    if spans or not crlf or "\r" in old or "\n" not in old:
-        return spans, False
-    lv = LfView(text)
-    folded = [(lv.to_original(a), lv.to_original(b)) for a, b in _occurrences(lv.text, old)]
-    return folded, bool(folded)
-
-
-def _occurrences(text: str, needle: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    pos = text.find(needle)
-    while pos >= 0:
-        spans.append((pos, pos + len(needle)))
-        pos = text.find(needle, pos + len(needle))
-    return spans
-
-
-def _newline_for(region: str, view: TextView) -> str:
-    """Line break for LF-only replacement text: the region's own style if it has line breaks,
-    else the file's dominant one."""
-    crlf = region.count("\r\n")
-    lf = region.count("\n") - crlf
-    if crlf or lf:
-        return "\r\n" if crlf >= lf else "\n"
-    return view.dominant_newline
-
-
-def splice(
-    text: str, spans: list[tuple[int, int]], new: str, view: TextView
-) -> tuple[str, list[tuple[int, int]]]:
-    """``text`` with every span replaced by ``new`` (its LF breaks adapted to the region's line
-    endings), and the 1-based ``(first, last)`` line each replacement occupies in the new text."""
-    out: list[str] = []
-    changed: list[tuple[int, int]] = []
-    pos = 0
-    line_shift = 0
-    for a, b in spans:
-        replacement = lf_to(new, _newline_for(text[a:b], view))
-        out.append(text[pos:a])
-        first = text.count("\n", 0, a) + 1 + line_shift
-        body_lines = replacement.count("\n") - (1 if replacement.endswith("\n") else 0)
-        changed.append((first, first + max(0, body_lines)))
-        out.append(replacement)
-        line_shift += replacement.count("\n") - text.count("\n", a, b)
-        pos = b
-    out.append(text[pos:])
-    return "".join(out), changed
-
-
-def snippet(new_text: str, changed: tuple[int, int]) -> str:
-    """A few numbered lines around a change, for the model to check the result."""
-    lines = new_text.split("\n")
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()
-    first = max(1, changed[0] - _SNIPPET_CONTEXT)
-    last = min(len(lines), changed[1] + _SNIPPET_CONTEXT, first + _SNIPPET_MAX_LINES - 1)
-    rows = []
-    for n in range(first, last + 1):
-        line = lines[n - 1].removesuffix("\r")
-        if len(line) > _SNIPPET_LINE_CHARS:
-            line = line[:_SNIPPET_LINE_CHARS] + f" … [{len(line) - _SNIPPET_LINE_CHARS:,} more characters]"
-        rows.append(f"{n:>6}\t{line}")
-    return "Result:\n" + "\n".join(rows)
-
-
-def no_match_hint(view: TextView, old: str) -> str:
-    """Why an ``old_string`` may not have matched, and the closest line of the file."""
-    hints: list[str] = []
-    if _LINE_NUMBER_PREFIX.search(old):
-        hints.append("It seems to contain line-number prefixes from `read` output; leave them out.")
-    if "\ufeff" in old:
-        hints.append("Leave out the byte-order mark (U+FEFF).")
-    stripped = old.strip()
-    if stripped and stripped != old and stripped in view.text:
-        line = view.text.count("\n", 0, view.text.find(stripped)) + 1
-        hints.append(f"It matches at line {line} if its leading/trailing whitespace is dropped.")
-    probe = next((ln.strip() for ln in old.split("\n") if ln.strip()), "")
-    if probe and len(probe) <= 2000:
-        lines = view.lines()[:50_000]
-        candidates = {ln.strip(): i for i, ln in reversed(list(enumerate(lines, 1))) if 0 < len(ln) <= 2000}
-        best = difflib.get_close_matches(probe, list(candidates), n=1, cutoff=0.6)
-        if best:
-            hints.append(f"The closest line is line {candidates[best[0]]}: `{one_line(best[0], 200)}`.")
-    hints.append("Read the file again and copy the text exactly (whitespace and indentation included).")
-    return " " + " ".join(hints)

@@ -7,6 +7,7 @@ import json
 import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig, MemoryFs
 from support.editor import Buffer, MemoryEditor, reference_apply
+from support.sessions import events
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import EventLog
@@ -210,6 +211,36 @@ async def test_plain_acp_edit_rejected_by_the_user_is_not_written(acp_harness_fa
     assert "rejected" in tool_messages(endpoint, 2)[-1]["content"]
 
 
+async def test_edit_of_a_file_never_read_asked_the_user_before_failing_read_it_first(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Plain ACP asks before every edit (the question is the review): an edit that cannot succeed
+    — file not read, `old_string` not in it — fails with the tool's own error, unasked."""
+    path, other = workspace / "p.txt", workspace / "o.txt"
+    fs = MemoryFs({str(path): "alpha\n", str(other): "one\n"})
+    push(endpoint, call("e", "edit", path="p.txt", old_string="alpha", new_string="beta"),
+         call("w", "write", path="p.txt", content="gamma\n"),
+         call("r", "read", path="o.txt"), call("miss", "edit", path="o.txt", old_string="two", new_string="2"),
+         call("ok", "edit", path="o.txt", old_string="one", new_string="1"), text_stream("ok"))
+    config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write, permission="allow_once")
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    assert (await h.prompt(sid, "edit")).stop_reason == "end_turn"
+    assert tool_messages(endpoint, 1)[-1]["content"].startswith("You have not read p.txt in this session.")
+    assert tool_messages(endpoint, 2)[-1]["content"].startswith("You have not read p.txt in this session.")
+    assert tool_messages(endpoint, 4)[-1]["content"].startswith("`old_string` was not found in o.txt.")
+    (question,) = h.transcript.requests("session/request_permission")  # only the edit that could land asked
+    assert question.message["params"]["toolCall"]["title"] == "Edit o.txt"
+    assert fs.files == {str(path): "alpha\n", str(other): "1\n"}
+    logged = events(agent_state_dir, sid)
+    results = {e.data["call_id"]: e.data for e in logged if e.type == "tool/result"}
+    assert results["e"]["meta"]["refused"] == "not_read" and "reason" not in results["e"]
+    decided = {e.data["call_id"]: e.data for e in logged if e.type == "policy/decision"}
+    assert [(decided[c]["outcome"], decided[c]["decided_by"]) for c in ("e", "w", "miss", "ok")] == [
+        ("deny", "precondition"), ("deny", "precondition"), ("deny", "precondition"), ("allow", "user")]
+    assert decided["e"]["precondition"] == "not_read"
+
+
 async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(acp_harness_factory, endpoint, workspace):
     path = workspace / "q.txt"
     fs = MemoryFs({str(path): "alpha\n"})
@@ -218,7 +249,7 @@ async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(ac
     def read(params):  # the file changes right after the agent's first read
         result = fs.read(params)
         reads.append(1)
-        if len(reads) == 2:  # the edit tool's freshness check → then the pre-write re-read sees the change
+        if len(reads) == 3:  # after the precondition's and the edit's freshness checks: the pre-write re-read sees it
             fs.files[str(path)] = "alpha\nomega\n"
         return result
     push(endpoint, call("r", "read", path="q.txt"), call("e", "edit", path="q.txt", old_string="alpha", new_string="beta"),

@@ -156,7 +156,7 @@ def test_paths_resolve_against_the_first_root_and_display_relative(tmp_path):
 # layer's work are not part of this check.
 OWN_MODULES = [
     "__init__", "base", "files", "text", "output", "read", "write_edit", "bash", "search",
-    "registry", "_rg", "_walk", "_globmatch",
+    "registry", "_rg", "_walk", "_globmatch", "edit_text",
 ]
 
 
