@@ -8,7 +8,7 @@ the user confirms; then records the choice with ``credentials.store`` — the ke
 keyring when one is usable, else in ``<config folder>/credentials.json`` (``0600``). This is the
 ACP ``terminal`` auth method: an editor runs it in a terminal and takes exit status 0 as signed in.
 ``logout`` removes what ``login`` stored (``--profile NAME``, default the configured profile;
-``--all``).
+``--all``); a name that is neither a configured profile nor stored is an error naming both lists.
 
 Exit status: 0 stored (or removed); 1 nothing stored (declined, cancelled, a write failed);
 2 usage or configuration error.
@@ -48,7 +48,7 @@ def main(argv: list[str], config_path: str | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        sys.stderr.write(f"agent-server login: {exc}\n")
+        sys.stderr.write(f"agent-server login: {exc}{_profile_env_note()}\n")
         return 2
     try:
         return Login(config, ask=_ask, ask_secret=_ask_secret, say=_say).run()
@@ -69,19 +69,38 @@ def logout_main(argv: list[str], config_path: str | None = None) -> int:
     which.add_argument("--profile", help="the profile to sign out of (default: the configured one)")
     which.add_argument("--all", action="store_true", help="every stored sign-in")
     args = parser.parse_args(argv)
-    profile = args.profile
-    if not args.all and profile is None:
-        from agent_server.config import ConfigError, load_config
+    from agent_server.config import ConfigError, load_config
 
-        try:
-            profile = load_config(args.config).provider.profile
-        except ConfigError:  # a broken config: fall back to the profile login chose last
+    try:
+        config, config_error = load_config(args.config), None
+    except ConfigError as exc:
+        config, config_error = None, f"{exc}{_profile_env_note()}"
+    try:
+        stored = sorted((credentials.read().get("profiles") or {}))
+    except credentials.CredentialsError:
+        stored = []
+    profile = args.profile or (None if args.all or config is not None else os.environ.get("AGENT_SERVER_PROFILE"))
+    if profile is not None and profile not in stored:  # nothing to remove: is the name right at all?
+        if config is None:
+            sys.stderr.write(f"agent-server logout: no stored sign-in for {profile!r} (stored: "
+                             f"{', '.join(stored) or 'none'}), and the config cannot be read to check the name: "
+                             f"{config_error}\n")
+            return 2
+        if profile not in config.profiles:
+            sys.stderr.write(f"agent-server logout: there is no profile {profile!r}. Known profiles: "
+                             f"{', '.join(sorted(config.profiles))}; stored sign-ins: {', '.join(stored) or 'none'}.\n")
+            return 2
+    if profile is None and not args.all:
+        if config is not None:
+            profile = config.provider.profile
+        else:  # a broken config: fall back to the profile login chose last
             try:
                 profile = credentials.read().get("profile")
             except credentials.CredentialsError:
                 profile = None
             if profile is None:
-                sys.stderr.write("agent-server logout: cannot tell the profile: use --profile NAME or --all\n")
+                sys.stderr.write(f"agent-server logout: cannot tell the profile, as the config cannot be read "
+                                 f"({config_error}): use --profile NAME or --all\n")
                 return 2
     try:
         removed = credentials.forget(None if args.all else profile)
@@ -96,6 +115,12 @@ def logout_main(argv: list[str], config_path: str | None = None) -> int:
         if os.environ.get(name) and name.endswith("API_KEY"):
             _say(f"note: {name} is set in this environment; that key is still used.")
     return 0
+
+
+def _profile_env_note() -> str:
+    """A note naming ``AGENT_SERVER_PROFILE`` when it is set (it picks the profile over the config)."""
+    value = os.environ.get("AGENT_SERVER_PROFILE")
+    return f" (AGENT_SERVER_PROFILE={value!r} is set in this environment)" if value else ""
 
 
 class Login:

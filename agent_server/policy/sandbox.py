@@ -238,8 +238,8 @@ async def _probe(settings: PolicySettings) -> SandboxStatus:
     if not settings.network and not (report.get("network_blocked") and report.get("unix_blocked")):
         problems.append("network = false cannot be enforced (needs Landlock ABI 4, a network namespace and seccomp)")
     if report.get("filesystem") and not report.get("abstract_unix_blocked"):
-        problems.append("abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are reachable "
-                        f"(needs Landlock ABI 6; this kernel has {report.get('abi', 0)})")
+        problems.append("abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are "
+                        f"reachable (needs Landlock ABI 6; this kernel has {report.get('abi', 0)})")
     status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
                            bool(report.get("git_read_only")), settings.network,
                            None if settings.network else bool(report.get("network_blocked") and report.get("unix_blocked")),

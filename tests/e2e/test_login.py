@@ -231,3 +231,44 @@ def test_nothing_configured_at_all_asks_for_the_sign_in_instead_of_failing_the_f
                                    "AGENT_SERVER_MODEL": "m"}, inherit_env=False)
     local.request("initialize", {"protocolVersion": 1})
     assert "result" in local.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+
+
+def test_logout_of_a_misspelt_profile_said_nothing_to_remove_and_exited_0(
+        agent_command, home, agent_state_dir):
+    """``logout --profile nosuch`` looked like a sign-out that found nothing; the stored key of the
+    profile the user meant stayed, unnoticed. Now: an error naming the profiles, exit status 2."""
+    import subprocess
+
+    with OfflineEndpoint.start_in_thread([], api_key=KEY) as ep:
+        env = signin_env(home, agent_state_dir, ep.base_url, FAIL_KEYRING)
+        status, transcript = run_login(agent_command, env, KEY)
+        assert status == 0, transcript
+
+    def logout(*args, **extra):
+        return subprocess.run([*agent_command, "logout", *args], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60)
+
+    wrong = logout("--profile", "remot")
+    assert wrong.returncode == 2 and wrong.stdout == "", wrong
+    assert "there is no profile 'remot'" in wrong.stderr and "remote" in wrong.stderr.split("Known profiles:")[1]
+    assert "stored sign-ins: remote." in wrong.stderr
+    assert "remote" in json.loads(credentials_file(home).read_text())["profiles"]  # nothing was removed
+    env_wrong = logout(AGENT_SERVER_PROFILE="remot")  # the profile picked by the environment, misspelt
+    assert env_wrong.returncode == 2 and "AGENT_SERVER_PROFILE='remot' is set" in env_wrong.stderr, env_wrong
+    unstored = logout("--profile", "openai")  # a known profile with nothing stored: nothing to do, not an error
+    assert unstored.returncode == 0 and "No stored sign-in for openai" in unstored.stdout
+    right = logout("--profile", "remote")
+    assert right.returncode == 0 and "Signed out of remote" in right.stdout
+    assert not credentials_file(home).exists()
+    gone = logout("--profile", "remote")  # a stored-only profile once removed from the config is still known
+    assert gone.returncode == 0 and "No stored sign-in for remote" in gone.stdout
+
+
+def test_login_with_a_misspelt_agent_server_profile_named_only_the_config(agent_command, home, agent_state_dir):
+    import subprocess
+
+    env = signin_env(home, agent_state_dir, "http://127.0.0.1:9/v1", FAIL_KEYRING)
+    done = subprocess.run([*agent_command, "login"], env={**env, "AGENT_SERVER_PROFILE": "remot"},
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "unknown profile 'remot'" in done.stderr, done
+    assert "AGENT_SERVER_PROFILE='remot' is set in this environment" in done.stderr
