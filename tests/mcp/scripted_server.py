@@ -4,7 +4,8 @@
     python scripted_server.py http PORT
 
 Tools: ``add`` (read-only), ``shout`` (returns text and structured content), ``crash`` (the
-process exits mid-call), ``sleep`` (never answers within a test's timeout).
+process exits mid-call), ``sleep`` (never answers within a test's timeout), ``noise`` (writes
+megabytes of log lines to stderr, then ``LAST-LINE``; answers its process id).
 """
 
 import os
@@ -40,6 +41,17 @@ def sleep(seconds: float) -> str:
     """Sleep, then answer."""
     time.sleep(seconds)
     return "slept"
+
+
+@server.tool()
+def noise(megabytes: int) -> int:
+    """Write ``megabytes`` MB of log lines to stderr, then ``LAST-LINE``; return this process's id."""
+    line = "log " + "x" * 95 + "\n"
+    for _ in range(megabytes * 10_486):
+        sys.stderr.write(line)
+    sys.stderr.write("LAST-LINE\n")
+    sys.stderr.flush()
+    return os.getpid()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -222,3 +223,30 @@ async def test_server_that_fails_to_start_said_only_connection_closed_and_its_st
     assert "'broken' did not start" in str(raised.value)
     assert "boom: no config at /etc/x.toml" in str(raised.value)
     assert "boom" not in capfd.readouterr().err
+
+
+async def test_a_server_logging_to_stderr_grew_its_capture_file_without_bound():
+    """Before: a stdio server's stderr went to a temporary file that grew with everything it ever
+    wrote (a day of request logs: gigabytes). Now it is a pipe we read, keeping only the end."""
+    conn = McpConnection(stdio("noisy", *SCRIPTED, "stdio"), env())
+    try:
+        await conn.start()
+        text, is_error = render_result(await conn.call("noise", {"megabytes": 8}))
+        assert not is_error, text
+        captured = os.stat(f"/proc/{int(text)}/fd/2")
+        assert stat.S_ISFIFO(captured.st_mode), "the server's stderr is a file on disk"
+        await asyncio.sleep(0.2)  # the loop reads the pipe as it fills
+        assert conn.stderr_tail(100).endswith("LAST-LINE")
+        with pytest.raises(McpError) as raised:
+            await conn.call("crash", {})
+        said = str(raised.value)
+        assert said.endswith("LAST-LINE") and "its stderr ends (" in said and " cut)" in said, said
+        written = int(said.split("its stderr ends (")[1].split(" bytes written")[0].replace(",", ""))
+        cut = int(said.split("the first ")[1].split(" cut)")[0].replace(",", ""))
+        from agent_server.tools.mcp.stderr import KEEP_BYTES
+
+        assert written > 8_000_000 and written - cut <= KEEP_BYTES
+        text, _ = render_result(await conn.call("add", {"a": 1, "b": 2}))  # restarted: a new pipe, the same tail
+        assert text == "3" and conn.stderr_tail(100).endswith("LAST-LINE")
+    finally:
+        await conn.close()

@@ -5,6 +5,8 @@ environment that dies with us — ``setpriv --pdeathsig KILL`` where available �
 group; http: Streamable HTTP with the spec's headers), lists its tools, and calls them with a timeout
 and cancel. The SDK's async context lives in one task of its own (anyio scopes must be left by the
 task that entered them); calls come from any task. A server that died is restarted on the next call.
+A stdio server's stderr stays out of ours: it is read through a pipe and only its end is kept
+(``stderr.StderrTail``, 64 KiB), told with a "did not start" or "stopped" error.
 
 Tool list changes: a server that announces them sends ``notifications/tools/list_changed`` — on
 its own for a pre-2026 (``initialize``) connection, inside a ``subscriptions/listen`` stream the
@@ -21,10 +23,10 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import tempfile
 from typing import Any, Awaitable, Callable
 
 from agent_server.tools.mcp.spec import McpServerSpec
+from agent_server.tools.mcp.stderr import StderrTail
 
 log = logging.getLogger("agent_server.mcp")
 
@@ -60,8 +62,8 @@ class McpConnection:
         self._lock = asyncio.Lock()
         self._refresh: asyncio.Task[None] | None = None
         self._stale = False
-        # a stdio server's stderr: kept out of ours (it stays quiet), its tail told when it fails
-        self._stderr: Any = None
+        # a stdio server's stderr: kept out of ours (it stays quiet), its end kept and told when it fails
+        self._stderr = StderrTail()
 
     def _server_arg(self) -> Any:
         from mcp.client.stdio import StdioServerParameters  # deferred: only sessions with servers pay
@@ -87,29 +89,29 @@ class McpConnection:
             return Client(self._server_arg(), mode="auto", message_handler=self._on_message)
         from mcp.client.stdio import stdio_client
 
-        if self._stderr is None:
-            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-        return Client(stdio_client(self._server_arg(), errlog=self._stderr), mode="auto",
+        return Client(stdio_client(self._server_arg(), errlog=self._stderr.pipe()), mode="auto",
                       message_handler=self._on_message)
 
     def stderr_tail(self, limit: int = 400) -> str:
         """The last ``limit`` characters a stdio server wrote to its stderr (``""`` for none / http)."""
-        if self._stderr is None:
+        return self._stderr.text(limit)
+
+    def _stderr_said(self) -> str:
+        """``"; its stderr ends: …"`` for a message about the server's end (``""``: it wrote none),
+        saying so when the start of a long stderr was cut (only ``KEEP_BYTES`` are kept)."""
+        tail = self.stderr_tail()
+        if not tail:
             return ""
-        with contextlib.suppress(OSError, ValueError):
-            self._stderr.flush()
-            size = self._stderr.seek(0, 2)
-            self._stderr.seek(max(0, size - limit * 4))
-            text = self._stderr.read()[-limit:].strip()
-            self._stderr.seek(0, 2)
-            return text
-        return ""
+        cut = (f" ({self._stderr.written:,} bytes written, the first {self._stderr.dropped:,} cut)"
+               if self._stderr.dropped else "")
+        return f"; its stderr ends{cut}: {tail}"
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         self._stop = asyncio.Event()
         listener: asyncio.Task[None] | None = None
         try:
             async with self._make_client() as client:
+                self._stderr.spawned()
                 self._client = client
                 self.tools = await _list_tools(client)
                 listener = self._listen(client)
@@ -118,9 +120,9 @@ class McpConnection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the start
             if not ready.done():
-                tail = self.stderr_tail()
-                said = f"; its stderr ends: {tail}" if tail else ""
-                ready.set_exception(McpError(f"MCP server {self.spec.name!r} did not start: {_reason(exc)}{said}"))
+                self._stderr.spawned()  # a server that did not start: the pipe ends with it
+                ready.set_exception(McpError(f"MCP server {self.spec.name!r} did not start: {_reason(exc)}"
+                                             f"{self._stderr_said()}"))
             elif not isinstance(exc, asyncio.CancelledError):
                 log.info("MCP server %s ended: %s", self.spec.name, _reason(exc))
         finally:
@@ -234,7 +236,7 @@ class McpConnection:
                 raise McpError(f"MCP tool {self.spec.name}/{tool} failed: {exc.error.message}") from None
             await self.close()  # the transport is gone: the next call starts the server again
             raise McpError(f"MCP server {self.spec.name!r} stopped during the call ({_reason(exc)}); "
-                           "it will be restarted on the next call") from None
+                           f"it will be restarted on the next call{self._stderr_said()}") from None
         return _jsonable(result)
 
     async def close(self) -> None:
@@ -253,6 +255,7 @@ class McpConnection:
                 with contextlib.suppress(BaseException):
                     await runner
         self._client = None
+        self._stderr.close()
 
 
 async def _list_tools(client: Any, *, fresh: bool = False) -> list[dict[str, Any]]:
