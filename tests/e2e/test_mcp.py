@@ -237,3 +237,28 @@ async def test_tools_list_changed_mid_session_reaches_the_next_request_and_repla
     assert "mcp__changing__extra" not in maps[0] and maps[-1]["mcp__changing__extra"] == ["changing", "extra"]
     await h.close()
     assert assert_replay_matches(agent_state_dir, endpoint.requests) == 4
+
+
+async def test_a_server_restarted_after_a_crash_kept_the_dead_ones_tools_offered_to_the_model(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
+    """Before: after a crash, the next call restarted the server, but the model was still offered
+    the old process's tools — a tool only the new one has was "no tool named …"."""
+    restarting = Path(__file__).resolve().parents[1] / "mcp" / "restarting_server.py"
+    servers = [stdio("r", sys.executable, str(restarting), str(tmp_path / "runs"))]
+    endpoint.push(call("c", "mcp__r__crash"))
+    endpoint.push(call("p", "mcp__r__ping"))
+    endpoint.push(call("a", "mcp__r__after_restart", text="hi"))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, policy='mcp_trusted = ["r"]',
+                         permission="allow_once")
+    assert (await h.prompt(sid, "crash it, then use it")).stop_reason == "end_turn"
+    assert "stopped during the call" in tool_results(endpoint, 1)[-1]
+    assert tool_results(endpoint, 2)[-1].startswith("run 2")
+    assert "mcp__r__after_restart" not in tool_names(endpoint, 1)
+    assert "mcp__r__after_restart" in tool_names(endpoint, 2)  # the request right after the restart
+    assert tool_results(endpoint, 3)[-1].startswith("restarted: hi")
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    maps = [e.data["map"] for e in events if e.type == "mcp/tools"]
+    assert len(maps) == 2 and maps[-1]["mcp__r__after_restart"] == ["r", "after_restart"]
+    await h.close()
+    assert assert_replay_matches(agent_state_dir, endpoint.requests) == 4

@@ -250,3 +250,24 @@ async def test_a_server_logging_to_stderr_grew_its_capture_file_without_bound():
         assert text == "3" and conn.stderr_tail(100).endswith("LAST-LINE")
     finally:
         await conn.close()
+
+
+async def test_a_server_restarted_after_a_crash_kept_its_old_tool_list_offered(tmp_path):
+    """Before: the restart on the next call listed the new server's tools but told no one, so the
+    model was offered the tools of the process that had died."""
+    changes: list[list[str]] = []
+
+    async def changed(server, tools):
+        changes.append(sorted(t["name"] for t in tools))
+
+    conn = McpConnection(stdio("r", sys.executable, str(HERE / "restarting_server.py"), str(tmp_path / "runs")),
+                         env(), on_tools_changed=changed)
+    try:
+        assert sorted(t["name"] for t in await conn.start()) == ["crash", "ping"]
+        with pytest.raises(McpError, match="stopped during the call"):
+            await conn.call("crash", {})
+        assert render_result(await conn.call("ping", {}))[0].startswith("run 2")
+        assert changes == [["after_restart", "crash", "ping"]]
+        assert render_result(await conn.call("after_restart", {"text": "hi"}))[0].startswith("restarted: hi")
+    finally:
+        await conn.close()

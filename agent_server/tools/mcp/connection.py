@@ -12,7 +12,8 @@ Tool list changes: a server that announces them sends ``notifications/tools/list
 its own for a pre-2026 (``initialize``) connection, inside a ``subscriptions/listen`` stream the
 connection opens for a 2026-07-28 one when the server offers ``tools.listChanged``. Either way the
 tools are listed again (all pages, bypassing the SDK's response cache) and ``on_tools_changed``
-gets the new list; changes that arrive while a refresh runs make one more refresh after it.
+gets the new list; changes that arrive while a refresh runs make one more refresh after it. A
+restarted server's list goes to ``on_tools_changed`` as well.
 
 Must never: let a call hang past its timeout, or leave the server's process behind after ``close``.
 """
@@ -215,12 +216,14 @@ class McpConnection:
         return self._client is not None and self._runner is not None and not self._runner.done()
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """Call ``tool``; returns the ``CallToolResult`` as JSON. Restarts a dead server first.
-        Raises ``McpError`` on a timeout or a transport failure; ``asyncio.CancelledError`` when the
+        """Call ``tool``; returns the ``CallToolResult`` as JSON. Restarts a dead server first and
+        tells ``on_tools_changed`` the restarted server's tool list (it may differ). Raises ``McpError`` on a timeout or a transport failure; ``asyncio.CancelledError`` when the
         caller is cancelled (the SDK sends ``notifications/cancelled``)."""
         if not self.alive:
             await self.close()
             await self.start()
+            if self.on_tools_changed is not None:  # another process: its tools are offered from now on
+                await self.on_tools_changed(self.spec.name, self.tools)
         client = self._client
         try:
             result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout or self.call_timeout)

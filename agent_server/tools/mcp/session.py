@@ -5,8 +5,8 @@ wait); ``wait_ready(seconds)`` lets the first prompt wait a little for those sti
 tool of a server that is up becomes an ``McpTool`` in the session's tool table (a dict the tool
 runner reads), under a name from ``expose_names``; the map and every server that failed are logged
 (``mcp/tools``, ``mcp/failed``), and a failure is told to the user. A server that changes its tools
-(``notifications/tools/list_changed``) has them offered anew from the next request on, the new map
-logged. ``close()`` stops the servers.
+(``notifications/tools/list_changed``), or is restarted after a crash with other tools, has them
+offered anew from the next request on, the new map logged. ``close()`` stops the servers.
 
 Must never: fail the session because a server failed, or decide whether a call may run (the policy
 does, from ``McpTool.mcp``: server, tool, annotations, trusted).
@@ -141,7 +141,7 @@ class McpTools:
         self._publish()
 
     async def _changed(self, server: str, tools: list[dict[str, Any]]) -> None:
-        """A server's tool list changed (``notifications/tools/list_changed``): offer the new list
+        """A server's tool list changed (``notifications/tools/list_changed``, or a restart): offer the new list
         from the next request on (its logged ``request/header`` carries it), log the new map."""
         if server not in self.listed:
             return  # still starting: its start publishes the list it gets
