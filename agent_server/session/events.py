@@ -16,7 +16,6 @@ After a failed append the log writes nothing more until ``recover()``.
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import math
 import os
@@ -25,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_server.session._parse import TYPE_NAME, LogCorruptError, parse_line, read_log
 
 FORMAT_VERSION = 1
 """Version of the log format, written in ``session/header.data.format_version``."""
@@ -38,20 +38,10 @@ DURABLE_TYPES = frozenset(
 """Event types that are ``fsync``\\ed, not just flushed: losing one would break an invariant
 (a call run without its ``tool/call``, a result or a turn's end lost, a queued prompt lost)."""
 
-_TYPE_RE = re.compile(r"^[a-z][a-z_]*(/[a-z][a-z_]*)*$")
+_TYPE_RE = re.compile(rf"^{TYPE_NAME.pattern}$")
 
-
-class LogCorruptError(Exception):
-    """A log line other than a torn last line cannot be read.
-
-    Attributes: ``path`` (the log file), ``line`` (1-based line number), ``reason``.
-    """
-
-    def __init__(self, path: Path, line: int, reason: str) -> None:
-        super().__init__(f"{path}: line {line}: {reason}")
-        self.path = path
-        self.line = line
-        self.reason = reason
+__all__ = ["DURABLE_TYPES", "FORMAT_VERSION", "EventLog", "LogBusyError", "LogCorruptError", "LogVersionError",
+           "LogWriteError", "SessionEvent", "read_events", "read_head", "strict_json"]
 
 
 class LogVersionError(Exception):
@@ -198,8 +188,7 @@ class EventLog:
             raise FileNotFoundError(path)
         fd = _open_locked(path)  # before reading: nobody else may append or repair meanwhile
         try:
-            raw = path.read_bytes()
-            events, tail = _parse_log(path, raw)
+            events, tail, size = read_log(SessionEvent, path)
             _check_header(path, events + ([tail.event] if tail is not None and tail.event else []))
         except BaseException:
             os.close(fd)
@@ -209,7 +198,7 @@ class EventLog:
             if tail is not None:  # nothing is changed before the header was checked
                 if tail.event is None:
                     with open(path, "r+b") as f:
-                        f.truncate(len(raw) - len(tail.raw))
+                        f.truncate(size - len(tail.raw))
                     repair = {
                         "line": tail.line,
                         "cut_bytes": len(tail.raw),
@@ -360,7 +349,7 @@ def read_events(path: Path) -> list[SessionEvent]:
     ``FileNotFoundError`` exactly as ``EventLog.open`` does.
     """
     path = Path(path)
-    events, tail = _parse_log(path, path.read_bytes())
+    events, tail, _ = read_log(SessionEvent, path)
     if tail is not None and tail.event is not None:
         events.append(tail.event)
     _check_header(path, events)
@@ -377,7 +366,7 @@ def read_head(path: Path, wanted: Callable[[SessionEvent], bool]) -> tuple[Sessi
     path = Path(path)
     with open(path, "rb") as f:
         first = f.readline()
-        header = _parse_line(path, 1, first.rstrip(b"\n"), expected_seq=1)
+        header = parse_line(SessionEvent, path, 1, first.rstrip(b"\n"), expected_seq=1)
         _check_header(path, [header])
         for number, line in enumerate(f, start=2):
             if not line.endswith(b"\n"):
@@ -389,114 +378,6 @@ def read_head(path: Path, wanted: Callable[[SessionEvent], bool]) -> tuple[Sessi
             if wanted(event):
                 return header, event
     return header, None
-
-
-class _Tail:
-    """The last line of a log when it has no final newline: ``event`` if it parses whole."""
-
-    def __init__(self, line: int, raw: bytes, event: SessionEvent | None) -> None:
-        self.line = line
-        self.raw = raw
-        self.event = event
-
-
-def _parse_log(path: Path, raw: bytes) -> tuple[list[SessionEvent], _Tail | None]:
-    """Every newline-terminated line as an event (``LogCorruptError`` on the first bad one, with
-    its line number) and the unterminated tail, if any.
-
-    A line in the exact shape ``SessionEvent.to_line`` writes takes a fast path: its envelope is
-    checked by ``_ENVELOPE`` (the model's constraints on ``type``, ``seq`` and ``time``), its
-    ``data`` parsed by ``pydantic_core.from_json`` (the parser ``model_validate_json`` uses) and
-    must be an object; a large ``data`` byte-equal to the last one of its type shares it
-    (``_SHARE_FROM``). Any other line goes through ``SessionEvent.model_validate_json``, which
-    also names what is wrong with a bad one; both paths accept and build the same events.
-
-    The garbage collector is paused meanwhile (collecting while 100k events were built was most
-    of the time spent), and what it tracks is frozen afterwards (``gc.freeze``): loaded events
-    live as long as their session and hold no cycles, and every later full collection would
-    otherwise walk all of them again, blocking the event loop for as long.
-    """
-    events: list[SessionEvent] = []
-    append, find, match_at = events.append, raw.find, _ENVELOPE.match
-    from_json, shared, share_from, names = pydantic_core.from_json, {}, _SHARE_FROM, {}
-    new, setattr_, fields = SessionEvent.__new__, object.__setattr__, _FIELDS
-    start = number = 0
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        while (end := find(b"\n", start)) >= 0:
-            number += 1
-            match = match_at(raw, start, end)
-            data = None
-            if match is not None and raw[end - 1] == 0x7D and int(match[2]) == number:  # ends with its "}"
-                first, last = match.end(), end - 1
-                kind = match[1]
-                big = last - first >= share_from
-                previous = shared.get(kind) if big else None
-                if previous is not None and len(previous[0]) == last - first and raw.startswith(previous[0], first):
-                    data = previous[1]  # compared in place: no copy of the line
-                else:
-                    text = raw[first:last]
-                    try:
-                        data = from_json(text)
-                    except ValueError:
-                        pass
-                    if type(data) is not dict:
-                        data = None
-                    elif big:
-                        shared[kind] = (text, data)
-            if data is None:  # not in the shape to_line writes, or bad: the model says what is wrong
-                append(_parse_line(path, number, raw[start:end], expected_seq=number))
-            else:  # built as BaseModel.model_construct builds it, every field already checked
-                event = new(SessionEvent)
-                name = names.get(kind) or names.setdefault(kind, kind.decode("ascii"))  # one str per type
-                setattr_(event, "__dict__", {"type": name, "seq": number,
-                                             "time": float(match[3]), "data": data})
-                setattr_(event, "__pydantic_fields_set__", fields)
-                setattr_(event, "__pydantic_extra__", None)
-                setattr_(event, "__pydantic_private__", None)
-                append(event)
-            start = end + 1
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.enable()
-    if start >= len(raw):
-        return events, None
-    last_line = raw[start:]
-    try:
-        tail: SessionEvent | None = _parse_line(path, number + 1, last_line, expected_seq=number + 1)
-    except LogCorruptError:
-        tail = None
-    return events, _Tail(number + 1, last_line, tail)
-
-
-_ENVELOPE = re.compile(
-    rb'\{"type":"([a-z][a-z_]*(?:/[a-z][a-z_]*)*)","seq":([1-9][0-9]{0,17}),'
-    rb'"time":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?),"data":'
-)
-"""A line's start exactly as ``SessionEvent.to_line`` writes it, up to its ``data`` object: a
-``type`` of the model's pattern, a ``seq`` ≥ 1 and a JSON number as ``time``."""
-
-_FIELDS = frozenset({"type", "seq", "time", "data"})
-
-_SHARE_FROM = 1024
-"""A ``data`` of this many bytes or more that is byte-equal to the ``data`` of the last large event
-of its type (the same ``request/header`` logged turn after turn) shares that parsed object:
-events are frozen and nothing changes an event's ``data`` in place."""
-
-
-def _parse_line(path: Path, number: int, line: bytes, *, expected_seq: int) -> SessionEvent:
-    try:
-        event = SessionEvent.model_validate_json(line)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise LogCorruptError(path, number, f"{where}: {first['msg']}".lstrip(": ")) from None
-    if event.seq != expected_seq:
-        raise LogCorruptError(path, number, f"seq {event.seq}, expected {expected_seq}")
-    return event
-
 
 
 def _check_header(path: Path, events: list[SessionEvent]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_server.session import EventLog, LogCorruptError, SessionEvent, read_events
+from agent_server.session import EventLog, LogCorruptError, SessionEvent, _parse, read_events
 
 HEADER = b'{"type":"session/header","seq":1,"time":1.5,"data":{"format_version":1,"cwd":"/w"}}\n'
 
@@ -130,3 +130,102 @@ def test_latest_and_count_follow_appends_and_a_reload(tmp_path):
     for opened in (log, (log.close(), EventLog.open(log.path))[1]):
         for kind in ("turn/start", "model/changed", "user", "session/header", "nothing/such"):
             assert (opened.latest(kind), opened.count(kind)) == walked(opened.events, kind)
+
+
+# -- the fast parse against the model, line by line, on random logs with bad lines ----------------
+
+def by_the_model_line_by_line(path, raw: bytes):
+    """The reference: every ``\\n``-terminated line through the model (``parse_line``), numbered
+    from 1; the first bad one raises. Returns ``(events, tail event or None, tail bytes)``, or the
+    ``(line, reason)`` of the ``LogCorruptError``."""
+    *lines, rest = raw.split(b"\n")
+    try:
+        events = [_parse.parse_line(SessionEvent, path, n, line, expected_seq=n) for n, line in enumerate(lines, 1)]
+    except LogCorruptError as exc:
+        return exc.line, exc.reason
+    try:
+        tail = _parse.parse_line(SessionEvent, path, len(lines) + 1, rest, expected_seq=len(lines) + 1) if rest else None
+    except LogCorruptError:
+        tail = None
+    return events, tail, rest
+
+
+def exactly(result):
+    """Events with their fields in order (the model's ``==`` ignores the order of the field dict)."""
+    if len(result) == 2:
+        return result
+    events, tail, rest = result
+    return [list(e.__dict__.items()) for e in events], tail and list(tail.__dict__.items()), rest
+
+
+def fast(reader, path, raw: bytes):
+    try:
+        if reader == "bytes":
+            events, tail = _parse.parse_log(SessionEvent, path, raw)
+        else:
+            path.write_bytes(raw)
+            events, tail, size = _parse.read_log(SessionEvent, path)
+            assert size == len(raw)
+    except LogCorruptError as exc:
+        return exc.line, exc.reason
+    return events, (tail.event if tail else None), (tail.raw if tail else b"")
+
+
+def _line(kind: str, seq: int, data: dict, when: float = 1.5) -> bytes:
+    return SessionEvent(type=kind, seq=seq, time=when, data=data).to_line()[:-1]
+
+
+def _mutations(line: bytes):
+    """Ways a line goes bad or changes shape (each still a single line)."""
+    return st.sampled_from([
+        line,
+        line[:-1],                                    # its closing brace lost
+        line[: len(line) // 2],                       # cut in the middle
+        line + b"}",                                  # a brace too many
+        line.replace(b'"seq":', b'"seq": ', 1),        # another shape the model reads
+        line.replace(b',"data":', b',"extra":1,"data":', 1),
+        line.replace(b',"data":', b',"datum":', 1),
+        line.replace(b'"time":1.5', b'"time":2', 1),   # an integer time: the model makes it 2.0
+        line.replace(b'"time":1.5', b'"time":"1.5"', 1),
+        line.replace(b'"type":"', b'"type":"X', 1),    # a type off the pattern
+        line.replace(b'","seq"', b'!","seq"', 1),
+        line.replace(b'","seq"', b'\\n","seq"', 1),     # Python's $ would let this one in
+        line.replace(b'{"type":"user","seq":', b'{"seq":', 1).replace(b',"time"', b',"type":"user","time"', 1),
+        line.replace(b'"data":{', b'"data":[{', 1)[:-1] + b"]}",
+        line.replace(b'{"type"', b'{"seq":0,"type"', 1),  # a duplicate key: the last one wins
+        b"\x00" + line[1:],
+        b"",
+        line + b"\r",
+    ])
+
+
+@st.composite
+def logs(draw):
+    """A log's bytes: a header, then events in the shape ``to_line`` writes — short and long
+    (≥ ``SHARE_FROM``, repeated: shared on read) — some mutated or misnumbered, maybe a tail."""
+    lines = [HEADER[:-1]]
+    big = {"system": "s" * 1100}
+    for seq in range(2, draw(st.integers(2, 16))):
+        kind = draw(st.sampled_from(["user", "request/header", "tool/result", "a_b/c_d"]))
+        data = draw(st.sampled_from([big, {**big, "n": seq}, {}, {"n": seq, "é": "\u2028x"}]))
+        odd = draw(st.integers(0, 11))  # most lines are good: a bad one ends the read
+        line = _line(kind, seq + (odd if odd < 2 else 0), dict(data))  # misnumbered when odd == 1
+        if odd in (2, 3):
+            line = draw(_mutations(line))
+        lines.append(line)
+    raw = b"\n".join(lines) + b"\n"
+    tail = draw(st.sampled_from([b"", b"", b'{"type":"user","seq":', None]))
+    if tail is None:  # a whole last event without its newline
+        tail = _line("user", len(lines) + 1, {"last": True})
+    return raw + tail
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=logs(), reader=st.sampled_from(["bytes", "file"]), chunk=st.sampled_from([7, 64, 1500, 4 << 20]))
+def test_fast_parse_equals_the_model_line_by_line_on_random_logs_with_bad_lines(tmp_path_factory, raw, reader, chunk):
+    """Bad and odd lines among good ones, long repeated payloads, a torn or whole tail, any
+    chunk size (lines cut across reads): the same events, or the same first bad line and reason."""
+    path = tmp_path_factory.mktemp("log") / "events.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_parse, "CHUNK", chunk)
+        assert exactly(fast(reader, path, raw)) == exactly(by_the_model_line_by_line(path, raw))
