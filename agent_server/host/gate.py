@@ -63,16 +63,24 @@ YIELD_AFTER = 0.005
 """Seconds a replay may keep the event loop before it lets other tasks run (a long history is
 thousands of updates, each written at once while the pipe takes them)."""
 
+REPLAY_BATCH = 64
+"""Updates of a replay handed to the front end's ``send_many`` at once (one write for them all,
+instead of one system call and one drain per update); memory holds at most one batch."""
+
+EmitMany = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
 
 class UpdateGate:
     """The gate of one session's updates; ``send`` delivers one update to the front end.
 
-    ``interval``: seconds between two chunk notifications (``CHUNK_INTERVAL``). Create it inside
-    the event loop that runs the session.
+    ``interval``: seconds between two chunk notifications (``CHUNK_INTERVAL``); ``send_many``
+    (optional) delivers several updates, in order, as ``send`` would one by one: a replay hands
+    it batches of up to ``REPLAY_BATCH``. Create it inside the event loop that runs the session.
     """
 
-    def __init__(self, send: Emit, *, interval: float = CHUNK_INTERVAL) -> None:
+    def __init__(self, send: Emit, *, send_many: EmitMany | None = None, interval: float = CHUNK_INTERVAL) -> None:
         self._send = send
+        self._send_many = send_many
         self._interval = interval
         self._lock = asyncio.Lock()
         self._waiting: list[dict[str, Any]] = []
@@ -184,12 +192,24 @@ class UpdateGate:
         async with self._lock:
             held = [_chunk(kind, "".join(pieces)) for kind, pieces in self._held]
             started = time.monotonic()
+            batch: list[dict[str, Any]] = []
             for update in build(list(self._waiting) + held):
-                await self._send(update)
+                if self._send_many is None:
+                    await self._send(update)
+                else:
+                    batch.append(update)
+                    if len(batch) >= REPLAY_BATCH:
+                        await self._send_many(batch)
+                        batch = []
                 sent += 1
                 if time.monotonic() - started > YIELD_AFTER:  # a write that needs no wait does not
+                    if batch:
+                        await self._send_many(batch)  # type: ignore[misc]
+                        batch = []
                     await asyncio.sleep(0)  # give the loop back: other sessions go on meanwhile
                     started = time.monotonic()
+            if batch:
+                await self._send_many(batch)  # type: ignore[misc]
             return sent
 
 

@@ -59,6 +59,9 @@ class Frontend(Protocol):
     def emitter(self, session_id: str) -> Emit:
         """How the session's updates leave (dropped quietly when the peer is gone)."""
 
+    # optional: ``batch_emitter(session_id)`` → ``async (updates: list) -> None``, several updates
+    # sent as ``emitter`` would send them one by one, in one write (used by a replay)
+
     def files(self, session_id: str, emit: Emit) -> Any:
         """The session's workspace-file seam (``tools.Files``: the editor's buffers, or the disk)."""
 
@@ -205,7 +208,9 @@ class SessionHost:
     def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
-        gate = self.gates[session_id] = UpdateGate(self.frontend.emitter(session_id))
+        batch = getattr(self.frontend, "batch_emitter", None)
+        gate = self.gates[session_id] = UpdateGate(self.frontend.emitter(session_id),
+                                                   send_many=batch(session_id) if batch is not None else None)
         emit = gate.emit
         policy = self.policies.create(session_id, event_log, roots, emit, self.frontend.approver(session_id))
         policy.ask_edits = self.frontend.edits_need_approval()

@@ -149,6 +149,15 @@ class AcpServer:
 
         return emit
 
+    def batch_emitter(self, session_id: str):
+        """Several ``session/update`` notifications for ``session_id`` in one write (a replay)."""
+        async def emit_many(updates: list[dict[str, Any]]) -> None:
+            if self.connection is not None and not self.connection.closed.is_set():
+                await self.connection.notify_many("session/update",
+                                                  [{"sessionId": session_id, "update": u} for u in updates])
+
+        return emit_many
+
     def files(self, session_id: str, emit: Any) -> Any:
         """The session's workspace-file seam: through the editor where the client allows it
         (PROTOCOL.md), else the disk."""

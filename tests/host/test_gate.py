@@ -223,3 +223,34 @@ async def test_after_a_flush_the_next_chunk_leaves_at_once():
     assert texts(sent) == [("agent_message_chunk", "a"), ("agent_message_chunk", "b"), ("agent_message_chunk", "c")]
     await gate.emit(chunk("d"))
     assert len(sent) == 3  # and the one after it is held again
+
+
+async def test_a_replay_in_batches_sends_what_one_by_one_sends_then_the_live_updates(monkeypatch):
+    """A replay through ``send_many`` (one write per batch, issue 14: one system call per replayed
+    update) delivers the same updates in the same order as ``send`` one by one, in batches of at
+    most ``REPLAY_BATCH``, a batch cut where the replay gives the loop back; live updates follow it."""
+    from agent_server.host import gate as gate_module
+    history = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": str(i)}} for i in range(150)]
+    one_by_one, send = recorder()
+    assert await UpdateGate(send).replay(lambda waiting: iter(history)) == 150
+
+    clock = iter(range(10**6))
+    monkeypatch.setattr(gate_module.time, "monotonic", lambda: next(clock) * 0.001)  # 1 ms per update
+    batched, batches, live = [], [], []
+
+    async def send_many(updates):
+        batches.append(len(updates))
+        batched.extend(updates)
+
+    async def send_live(update):
+        live.append((len(batched), update))
+
+    gate = UpdateGate(send_live, send_many=send_many)
+    replay = asyncio.ensure_future(gate.replay(lambda waiting: iter(history)))
+    await asyncio.sleep(0)
+    emitted = asyncio.ensure_future(gate.emit({"sessionUpdate": "plan", "entries": []}))
+    assert await replay == 150
+    await emitted
+    assert batched == one_by_one == history
+    assert max(batches) <= gate_module.REPLAY_BATCH and len(batches) > 150 // gate_module.REPLAY_BATCH
+    assert live == [(150, {"sessionUpdate": "plan", "entries": []})]

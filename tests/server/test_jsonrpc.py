@@ -238,3 +238,25 @@ async def test_a_bug_while_dispatching_one_message_is_answered_and_serve_goes_on
     assert lines[2]["result"] == {"echo": {}}
     reader.feed_eof()
     await task
+
+
+async def test_notify_many_writes_what_notify_writes_per_item_in_one_write():
+    """A replay's batch (issue 14: one write per replayed update) is the same lines, in order,
+    text UTF-8 cannot carry included; an empty batch writes nothing."""
+    writes = []
+
+    class Writer:
+        def write(self, data):
+            writes.append(data)
+
+        async def drain(self):
+            pass
+
+    conn = Connection(asyncio.StreamReader(), Writer(), requests={})
+    items = [{"n": 1, "text": "é"}, {"n": 2, "text": "\ud800 lone"}, {"n": 3}]
+    for item in items:
+        await conn.notify("session/update", item)
+    one_by_one, writes[:] = b"".join(writes), []
+    await conn.notify_many("session/update", items)
+    await conn.notify_many("session/update", [])
+    assert writes == [one_by_one] and one_by_one.count(b"\n") == 3
