@@ -56,9 +56,9 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     """Open the stored log, check the folders, close what a dead process left open — in a worker
     thread: a long log takes a while to read, and the event loop (other sessions) goes on — and
     make the session live, even when the load that asked went away meanwhile (nothing is left
-    open). The sandbox probe (``policies.prepare``, a subprocess) runs meanwhile: the session's
-    policy is made from its result, the log's reading does not need it. Returns what ``attach``
-    returns."""
+    open). The sandbox probe (a subprocess) is started, not waited for: as after ``session/new``,
+    the session's first turn (``ensure_status``) and its first shell call wait for its result, and
+    it is logged then. Returns what ``attach`` returns."""
 
     def work() -> tuple[EventLog, list[str], dict[str, Any] | None, list[dict[str, Any]]]:
         event_log = lifecycle.open_log(host.store, session_id)
@@ -70,17 +70,8 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
         meta, closed = lifecycle.recover(session_id, event_log)
         return event_log, roots, meta, closed
 
-    probe = asyncio.ensure_future(host.policies.prepare())
-    try:
-        event_log, roots, meta, closed = await asyncio.to_thread(work)
-    except BaseException:
-        probe.cancel()  # only this wait: a probe under way goes on for whoever asks next
-        raise
-    try:
-        await probe
-    except BaseException:
-        event_log.close()
-        raise
+    host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
+    event_log, roots, meta, closed = await asyncio.to_thread(work)
     return host.open_session(session_id, event_log, roots), meta, closed
 
 
