@@ -4,7 +4,9 @@ Role: the process entry point. ``agent-server replay …`` hands over to ``repla
 to ``headless``, ``sessions …`` to ``sessions_cli``. With no sub-command it serves ACP on stdio
 (saying on stderr what it waits for when stdin is a terminal), answering the first
 ``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
-the editor waits for that answer), then hands everything else to the server.
+the editor waits for that answer) — and the ``session/new`` right after it when it is the plain
+case (``server/fast_session.py``) — then hands everything else, and the session it made, to the
+server.
 
 Must never: let anything but protocol messages reach the real stdout. The protocol gets a private
 duplicate of descriptor 1, and descriptor 1 itself is pointed at stderr, so a stray ``print`` (or
@@ -40,9 +42,9 @@ options:
 """
 
 
-def _read_first_line(fd: int) -> tuple[bytes, bytes]:
-    """Read from ``fd`` until the first newline; returns ``(line, rest)`` (rest may be b"")."""
-    buffer = b""
+def _read_first_line(fd: int, buffer: bytes = b"") -> tuple[bytes, bytes]:
+    """Read from ``fd`` until the first newline (after what ``buffer`` already holds); returns
+    ``(line, rest)`` (rest may be b""; line is b"" or unterminated at end of input)."""
     while b"\n" not in buffer:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -88,6 +90,14 @@ def _serve(config_path: str | None) -> int:
         return 0  # end of input before any message: nothing to serve
     answered = _fast_initialize(first, out_fd) if first else None
     prefeed = rest if answered is not None else first + rest
+    handed = None
+    if answered is not None:  # the session/new that follows, in the plain case (server/fast_session.py)
+        second, rest = _read_first_line(0, rest)
+        if second.endswith(b"\n"):
+            from agent_server.server.fast_session import fast_new_session
+
+            handed = fast_new_session(second, out_fd, config_path)
+        prefeed = rest if handed is not None else second + rest
 
     import asyncio
     import logging
@@ -102,7 +112,8 @@ def _serve(config_path: str | None) -> int:
 
     try:
         return asyncio.run(serve_stdio(in_fd=0, out_fd=out_fd, prefeed=prefeed,
-                                       answered_initialize=answered, config_path=config_path))
+                                       answered_initialize=answered, answered_session=handed,
+                                       config_path=config_path))
     except KeyboardInterrupt:
         return 130
 

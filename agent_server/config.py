@@ -19,13 +19,28 @@ offline endpoint).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal, Mapping
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# the resolution itself is standard library only (the CLI's session/new fast path uses it too)
+from agent_server.config_resolve import (  # noqa: F401
+    BUILTIN_PROFILES,
+    ConfigError,
+    check_base_url as _check_base_url,
+    config_text,
+    context_window as _context_window,
+    default_config_path,
+    is_local,
+    key_needed,
+    policy_env as _policy_env,
+    redact_url,
+    resolve_provider,
+    stored_key as _stored_key,
+)
+from agent_server.session_views import DEFAULT_MODE
 
 
 class Profile(BaseModel):
@@ -46,25 +61,7 @@ class Profile(BaseModel):
     """Whether requests need an API key; ``None``: yes, unless the base URL is on this machine."""
 
 
-PROFILES: dict[str, Profile] = {
-    "deepseek": Profile(base_url="https://api.deepseek.com/v1", api_key_env="DEEPSEEK_API_KEY",
-                        model="deepseek-chat", context_window=128_000, reasoning_content="echo"),
-    "openai": Profile(base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY",
-                      model="gpt-4o", context_window=128_000),
-    "glm": Profile(base_url="https://open.bigmodel.cn/api/paas/v4", api_key_env="ZHIPUAI_API_KEY",
-                   model="glm-4.6", context_window=200_000, reasoning_content="echo"),
-    "hunyuan": Profile(base_url="https://api.hunyuan.cloud.tencent.com/v1", api_key_env="HUNYUAN_API_KEY",
-                       model="hunyuan-turbos-latest", context_window=32_000),
-    "openrouter": Profile(base_url="https://openrouter.ai/api/v1", api_key_env="OPENROUTER_API_KEY",
-                          model="deepseek/deepseek-chat", context_window=128_000),
-    "ollama": Profile(base_url="http://127.0.0.1:11434/v1", model="qwen2.5-coder",
-                      context_window=32_768, key_required=False),
-    "vllm": Profile(base_url="http://127.0.0.1:8000/v1", api_key_env="VLLM_API_KEY",
-                    context_window=32_768, key_required=False),
-    "llama.cpp": Profile(base_url="http://127.0.0.1:8080/v1", model="local",
-                         context_window=32_768, key_required=False),
-    "custom": Profile(api_key_env="OPENAI_API_KEY", key_required=False),
-}
+PROFILES: dict[str, Profile] = {name: Profile(**fields) for name, fields in BUILTIN_PROFILES.items()}
 """Built-in profiles. ``custom`` is any OpenAI-compatible endpoint given by ``base_url``."""
 
 
@@ -163,7 +160,7 @@ class PolicySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default_mode: Literal["read-only", "workspace-write", "danger-full-access"] = "workspace-write"
+    default_mode: Literal["read-only", "workspace-write", "danger-full-access"] = DEFAULT_MODE
     """The mode a new session starts in (the editor can switch it with ``session/set_mode``)."""
     approval_timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for the user's answer to a permission request before denying (env
@@ -262,24 +259,10 @@ class Config(BaseModel):
         return self.provider.model_copy(update={"model": model_id})
 
 
-class ConfigError(Exception):
-    """The config file cannot be read or has invalid keys (message names file and key)."""
-
-
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
               "reasoning_content", "agent", "params", "profiles", "policy", "models", "acp"}
-
-
-def default_config_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/agent-server/config.toml``, else platformdirs' user config folder."""
-    env = os.environ if env is None else env
-    if env.get("XDG_CONFIG_HOME"):
-        return Path(env["XDG_CONFIG_HOME"]) / "agent-server" / "config.toml"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("agent-server")) / "config.toml"
 
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:
@@ -308,14 +291,9 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         signin = credentials.read(env)
     except credentials.CredentialsError as exc:
         raise ConfigError(str(exc)) from None
-    explicit = path is not None or bool(env.get("AGENT_SERVER_CONFIG"))
-    path = Path(path or env.get("AGENT_SERVER_CONFIG") or default_config_path(env))
+    path, text = config_text(path, env)
     data: dict[str, Any] = {}
-    if path.exists() or explicit:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from None
+    if text is not None:
         data = _parse_toml(path, text)
         unknown = set(data) - _FILE_KEYS
         if unknown:
@@ -329,7 +307,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             table = f"[profiles.{name}]"
             profiles[name] = Profile(**raw)
         table = ""
-        provider = _resolve_provider(data, profiles, env, signin)
+        provider = ProviderSettings(**resolve_provider(data, profiles, env, signin))
         table = "[policy]"
         policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
         table = "[[models]]"
@@ -418,150 +396,3 @@ def _one_error(table: str, error: Mapping[str, Any]) -> str:
     got = f" (got {error['input']!r})" if not isinstance(error.get("input"), (dict, list)) else ""
     where = " ".join(p for p in (table, key) if p)
     return " ".join(f"{where}: {error.get('msg', 'invalid')}{got}".split())
-
-
-def _policy_env(env: Mapping[str, str]) -> dict[str, Any]:
-    """``[policy]`` values from ``AGENT_SERVER_SANDBOX``, ``AGENT_SERVER_APPROVAL_TIMEOUT``,
-    ``AGENT_SERVER_NETWORK`` (validated by ``PolicySettings``)."""
-    out: dict[str, Any] = {}
-    if env.get("AGENT_SERVER_SANDBOX"):
-        out["sandbox"] = env["AGENT_SERVER_SANDBOX"].strip().lower()
-    if env.get("AGENT_SERVER_APPROVAL_TIMEOUT"):
-        out["approval_timeout"] = env["AGENT_SERVER_APPROVAL_TIMEOUT"].strip()
-    if env.get("AGENT_SERVER_NETWORK"):
-        out["network"] = env["AGENT_SERVER_NETWORK"].strip().lower() in ("1", "true", "yes", "on")
-    return out
-
-
-def _resolve_provider(data: dict[str, Any], profiles: dict[str, Profile], env: Mapping[str, str],
-                      signin: Mapping[str, Any]) -> ProviderSettings:
-    name = env.get("AGENT_SERVER_PROFILE") or data.get("profile")
-    base_override = env.get("AGENT_SERVER_BASE_URL") or data.get("base_url")
-    if name is None:
-        if base_override or env.get("OPENAI_BASE_URL"):
-            name = "custom"
-        elif isinstance(signin.get("profile"), str) and signin["profile"] in profiles:
-            name = signin["profile"]  # the profile `agent-server login` chose last
-        elif env.get("DEEPSEEK_API_KEY"):
-            name = "deepseek"
-        elif env.get("OPENAI_API_KEY"):
-            name = "openai"
-        else:
-            name = "custom"
-    if name not in profiles:
-        raise ConfigError(f"unknown profile {name!r}; known: {sorted(profiles)}")
-    profile = profiles[name]
-    from agent_server import credentials
-
-    stored = credentials.entry(signin, name)
-    base_url = (base_override or (env.get("OPENAI_BASE_URL") if name in ("custom", "openai") else None)
-                or stored.get("base_url") or profile.base_url)
-    key_env = data.get("api_key_env") or profile.api_key_env
-    api_key, source, store = None, None, None
-    for candidate, label in (
-        (env.get("AGENT_SERVER_API_KEY"), "AGENT_SERVER_API_KEY"),
-        (data.get("api_key"), "config file"),
-        (env.get(key_env) if key_env else None, key_env),
-    ):
-        if candidate:
-            api_key, source = candidate, label
-            break
-    else:
-        api_key, source, store = _stored_key(signin, name)
-    if api_key is not None:
-        api_key = api_key.strip()
-        if not api_key.isascii() or not api_key.isprintable() or " " in api_key:
-            raise ConfigError(f"the API key from {source} contains spaces, control or non-ASCII "
-                              "characters: check for a stray quote, newline or copy-paste artefact")
-    if base_url:
-        _check_base_url(base_url)
-    return ProviderSettings(
-        profile=name,
-        base_url=base_url.rstrip("/") if base_url else None,
-        model=env.get("AGENT_SERVER_MODEL") or data.get("model") or stored.get("model") or profile.model,
-        context_window=_context_window(env, data, profile),
-        reasoning_content=data.get("reasoning_content") or profile.reasoning_content,
-        key_required=key_needed(profile, base_url),
-        api_key=api_key,
-        api_key_env=key_env,
-        api_key_source=source,
-        key_store=store,
-    )
-
-
-def _stored_key(signin: Mapping[str, Any], profile: str) -> tuple[str | None, str | None, Literal["keyring"] | None]:
-    """``(key, source, key_store)`` of what ``agent-server login`` stored for ``profile``: the key
-    itself from the credentials file, or ``(None, "system keyring", "keyring")`` — the keyring is
-    not opened here (start-up stays cheap)."""
-    from agent_server import credentials
-
-    stored = credentials.entry(signin, profile)
-    if stored.get("key_store") == "file" and isinstance(stored.get("api_key"), str) and stored["api_key"]:
-        return stored["api_key"], "agent-server login (credentials file)", None
-    if stored.get("key_store") == "keyring":
-        return None, "agent-server login (system keyring)", "keyring"
-    return None, None, None
-
-
-def key_needed(profile: Profile, base_url: str | None) -> bool:
-    """Whether requests of ``profile`` at ``base_url`` need an API key: the profile's
-    ``key_required`` when set, else yes unless ``base_url`` is on this machine (``is_local``)."""
-    if profile.key_required is not None:
-        return profile.key_required
-    return not is_local(base_url)
-
-
-def is_local(url: str | None) -> bool:
-    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), a loopback
-    address (``127.0.0.0/8``, ``::1``). ``None`` (no URL) is not local."""
-    host = urlsplit(url).hostname if url else None
-    if not host:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    parts = host.split(".")
-    if len(parts) == 4 and all(p.isdigit() for p in parts):  # IPv4 without the ipaddress import
-        return parts[0] == "127"
-    if ":" not in host:
-        return False
-    import ipaddress  # IPv6 spellings of ::1
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_base_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"base URL {redact_url(url)!r} is not an http(s) URL with a host "
-                          "(expected e.g. https://api.deepseek.com/v1 or http://127.0.0.1:8000/v1)")
-
-
-def _context_window(env: Mapping[str, str], data: dict[str, Any], profile: Profile) -> int:
-    for value, where in ((env.get("AGENT_SERVER_CONTEXT_WINDOW"), "AGENT_SERVER_CONTEXT_WINDOW"),
-                         (data.get("context_window"), "context_window in the config file")):
-        if value in (None, ""):
-            continue
-        try:
-            window = int(value)
-        except (TypeError, ValueError):
-            window = 0
-        if window <= 0 or isinstance(value, bool):
-            raise ConfigError(f"{where} must be a positive number of tokens, got {value!r}")
-        return window
-    return profile.context_window
-
-
-def redact_url(url: str | None) -> str | None:
-    """``url`` without credentials: user:password and query values are replaced by ``***``
-    (safe to log or show; API keys sometimes travel as ``?api-key=``)."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

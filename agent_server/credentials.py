@@ -43,7 +43,7 @@ class CredentialsError(Exception):
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
     """``<config folder>/credentials.json``: the folder of the default config file
     (``$XDG_CONFIG_HOME/agent-server``, else the platform's user config folder)."""
-    from agent_server.config import default_config_path
+    from agent_server.config_resolve import default_config_path
 
     return default_config_path(env).parent / FILE_NAME
 

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = {"initialize", "session_new", "first_request", "first_request_paused", "read_total", "idle_rss",
+FIGURES = {"initialize", "session_new", "first_request", "first_request_paused", "spawn_to_first_request",
+           "read_total", "idle_rss",
            "stream_paced", "stream_burst", "log_parse", "log_request", "load", "shell", "concurrent"}
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 from urllib.parse import urlsplit
 
-from agent_server import __version__
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
 from agent_server.config import Config, ProviderSettings, default_config_path
@@ -42,6 +41,7 @@ from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.session import EventLog, LogWriteError, SessionStore
+from agent_server.session_views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
 from agent_server.tools.child_env import scrubbed_environ
@@ -171,12 +171,7 @@ class SessionHost:
         missing = [r for r in roots if not Path(r).is_dir()]
         if missing:
             raise HostError("invalid", f"not a directory: {missing[0]}", {"path": missing[0]})
-        header = {
-            "cwd": cwd,
-            "additional_directories": list(additional_directories),
-            "mcp_servers": list(mcp_servers),
-            "agent": {"name": "agent-server", "version": __version__},
-        }
+        header = session_header(cwd, additional_directories, mcp_servers)
         self.policies.start_probe()  # overlapped: the first turn waits for its result, session/new does not
         try:
             session_id, event_log = self.store.create(header)
@@ -185,6 +180,13 @@ class SessionHost:
             raise HostError("internal", error["message"], error) from None
         self.open_session(session_id, event_log, roots)
         return session_id
+
+    def adopt(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
+        """Make live a new session whose log was created before this host existed (the CLI's
+        ``session/new`` fast path): as ``create`` after its log is written — the sandbox probe
+        started, the session opened (``open_session``)."""
+        self.policies.start_probe()  # overlapped: the first turn waits for its result
+        return self.open_session(session_id, event_log, roots)
 
     async def warm(self, session_id: str) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first
@@ -440,12 +442,9 @@ class SessionHost:
     def state(self, session_id: str) -> dict[str, Any]:
         """``{"modes", "configOptions"}`` of a live session: the ``mode`` option, then the
         ``model`` option when a model is configured."""
-        state = self.policies.state(session_id)
+        mode = self.policies.get(session_id).modes.current
         changed = self.session(session_id).log.latest("model/changed")  # it alone decides: no walk of the log
-        option = models.model_option(self.config, [changed] if changed is not None else [])
-        if option is not None:
-            state["configOptions"] = [*state["configOptions"], option]
-        return state
+        return session_state(mode, models.model_option(self.config, [changed] if changed is not None else []))
 
     def set_model(self, session_id: str, model: str, by: str) -> bool:
         """Switch the session's model (logged, ``by`` who); whether it changed. ``HostError``

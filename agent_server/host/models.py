@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from agent_server import session_views
 from agent_server.config import Config, default_config_path
 from agent_server.host.commands import current_model
 from agent_server.session import EventLog, SessionEvent
-
-MODEL_CONFIG_ID = "model"
-"""The ``configId`` of the model option."""
+from agent_server.session_views import MODEL_CONFIG_ID  # noqa: F401
 
 
 class UnknownModel(ValueError):
@@ -28,17 +27,13 @@ class UnknownModel(ValueError):
 def model_option(config: Config, events: Sequence[SessionEvent]) -> dict[str, Any] | None:
     """The ACP ``SessionConfigOption`` for the session's model, or ``None`` when no model is
     configured. A model the log names but the configuration no longer lists is offered too (so the
-    current value is always one of the options)."""
-    if not config.models:
-        return None
-    current = current_model(events, config.provider.model) or config.models[0].id
-    options = [{"value": c.id, "name": c.name, **({"description": c.description} if c.description else {})}
-               for c in config.models]
-    if config.model_choice(current) is None:
-        options.append({"value": current, "name": current, "description": "Not in the configuration any more"})
-    return {"id": MODEL_CONFIG_ID, "name": "Model", "category": "model", "type": "select",
-            "description": "The model this session's requests go to.", "currentValue": current,
-            "options": options}
+    current value is always one of the options). Built by ``session_views.model_option``."""
+    return session_views.model_option(model_choices(config), current_model(events, config.provider.model))
+
+
+def model_choices(config: Config) -> list[tuple[str, str, str | None]]:
+    """``(id, name, description)`` of each configured model, the default first."""
+    return [(c.id, c.name, c.description) for c in config.models]
 
 
 def switch_model(log: EventLog, config: Config, model: str, by: str) -> bool:

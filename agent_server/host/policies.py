@@ -20,6 +20,7 @@ from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import ModeState, UnknownMode
 from agent_server.policy.sandbox import known_status, probe_status, session_tmpdir, start_probe, stop_probes
 from agent_server.session import EventLog
+from agent_server.session_views import session_state
 
 
 class SessionPolicies:
@@ -70,8 +71,7 @@ class SessionPolicies:
 
     def state(self, session_id: str) -> dict[str, Any]:
         """``{"modes", "configOptions"}`` for a ``session/new`` (or ``session/load``) response."""
-        modes = self.get(session_id).modes
-        return {"modes": modes.modes_json(), "configOptions": modes.config_options_json()}
+        return session_state(self.get(session_id).modes.current, None)
 
     def switch(self, session_id: str, mode: str, by: str) -> bool:
         """Set the mode (``by``: who asked, logged); whether it changed. ``HostError`` ``invalid``

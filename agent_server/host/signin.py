@@ -23,23 +23,13 @@ from typing import Any, Callable
 
 from agent_server import credentials
 from agent_server.config import Config, ConfigError, ProviderSettings
+from agent_server.config_resolve import missing_key, unusable  # noqa: F401 (shared with the CLI's fast path)
 from agent_server.host.errors import HostError
 
 log = logging.getLogger("agent_server.server")
 
 ConfigLoader = Callable[[], Config]
 """Reads the configuration again (same file, same environment) — the front end's."""
-
-
-def missing_key(provider: ProviderSettings) -> bool:
-    """Whether ``provider`` needs a key and has none in memory."""
-    return provider.key_required and not provider.api_key
-
-
-def unusable(provider: ProviderSettings) -> bool:
-    """Whether sessions cannot use ``provider`` before a sign-in: no endpoint, no model, or a
-    missing key (what ``agent-server login`` sets)."""
-    return not provider.base_url or not provider.model or missing_key(provider)
 
 
 async def ensure_key(host: Any) -> None:

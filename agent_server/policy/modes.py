@@ -10,44 +10,23 @@ Must never: change the mode without logging it, or accept a mode id that is not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from agent_server.session import EventLog
+# the modes and their ACP views live in session_views.py (shared with the CLI's fast path)
+from agent_server.session_views import (  # noqa: F401
+    DANGER_FULL_ACCESS,
+    DEFAULT_MODE,
+    MODE_CONFIG_ID,
+    MODES,
+    READ_ONLY,
+    WORKSPACE_WRITE,
+    ModeInfo,
+    mode_option,
+    modes_json,
+)
 
-READ_ONLY, WORKSPACE_WRITE, DANGER_FULL_ACCESS = "read-only", "workspace-write", "danger-full-access"
-DEFAULT_MODE = WORKSPACE_WRITE
-MODE_CONFIG_ID = "mode"
-
-
-@dataclass(frozen=True)
-class ModeInfo:
-    """A mode as shown to the user (``name``, ``description``) and to the model (``model_text``)."""
-
-    id: str
-    name: str
-    description: str
-    model_text: str
-
-
-MODES: dict[str, ModeInfo] = {
-    READ_ONLY: ModeInfo(
-        READ_ONLY, "Read-only",
-        "Read and search anywhere; nothing is written. The shell runs confined read-only.",
-        "read-only: you may read and search, but write and edit are refused and the shell is confined "
-        "read-only (it can write only in its temp folder). Explain what you would change instead."),
-    WORKSPACE_WRITE: ModeInfo(
-        WORKSPACE_WRITE, "Workspace write",
-        "Edit files inside the workspace roots; the shell is confined to them by the OS sandbox.",
-        "workspace-write: you may write and edit files inside the workspace roots only (writes outside "
-        "are refused). The shell can write only inside the roots, its temp folder ($TMPDIR) and "
-        "/dev/null; `.git` is read-only."),
-    DANGER_FULL_ACCESS: ModeInfo(
-        DANGER_FULL_ACCESS, "Full access (danger)",
-        "No sandbox: writes anywhere and an unconfined shell. Destructive commands still ask.",
-        "danger-full-access: you may write anywhere and the shell is not confined. Be careful: "
-        "destructive commands and secret files still need the user's approval."),
-}
+if TYPE_CHECKING:
+    from agent_server.session import EventLog
 
 
 class UnknownMode(ValueError):
@@ -94,14 +73,8 @@ class ModeState:
 
     def modes_json(self) -> dict[str, Any]:
         """ACP ``SessionModeState``: ``{"currentModeId", "availableModes": [{"id", "name", "description"}]}``."""
-        return {"currentModeId": self.current,
-                "availableModes": [{"id": m.id, "name": m.name, "description": m.description} for m in MODES.values()]}
+        return modes_json(self.current)
 
     def config_options_json(self) -> list[dict[str, Any]]:
         """ACP ``configOptions``: the ``mode`` select."""
-        return [{
-            "id": MODE_CONFIG_ID, "name": "Mode", "category": "mode", "type": "select",
-            "description": "What the agent may change: read-only, the workspace, or everything.",
-            "currentValue": self.current,
-            "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES.values()],
-        }]
+        return [mode_option(self.current)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any, Iterator
 
 from pydantic import ValidationError
@@ -217,6 +218,11 @@ class AcpServer:
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
                                                 [s.get("name") for s in p.mcpServers])
         self.host.prepare_mcp(session_id, p.mcpServers)
+        ctx.after_response(self._after_new_session(session_id))
+        return {"sessionId": session_id, **self.host.state(session_id)}
+
+    def _after_new_session(self, session_id: str) -> Any:
+        """What follows a ``session/new`` answer: the slash commands, the MCP servers, the warm-up."""
         emit = self.emitter(session_id)
 
         async def after() -> None:
@@ -224,8 +230,28 @@ class AcpServer:
             self.host.start_mcp(session_id)
             await self.host.warm(session_id)
             m.PromptParams.model_rebuild()  # built lazily (defer_build): now, not on the first prompt
-        ctx.after_response(after)
-        return {"sessionId": session_id, **self.host.state(session_id)}
+        return after
+
+    def adopt_session(self, handed: Any) -> Any:
+        """Make live a session the CLI's fast path created and answered (``fast_session.HandedSession``):
+        its log over the handed descriptor (which holds the log's ``flock``: reopening the file in
+        this process would conflict with it), registered as ``session/new`` registers one, the
+        sandbox probe started. Returns what follows the answer (``_after_new_session``), to run
+        before the requests read after it. A fast answer that differs from what this server would
+        answer is logged as a warning (the configuration changed in between)."""
+        from agent_server.session import EventLog, SessionEvent
+
+        try:
+            event_log = EventLog(handed.path, [SessionEvent.model_validate_json(handed.line)], handed.fd)
+        except BaseException:
+            os.close(handed.fd)
+            raise
+        self.host.adopt(handed.session_id, event_log, handed.roots)
+        state = {"sessionId": handed.session_id, **self.host.state(handed.session_id)}
+        if state != handed.answer:
+            log.warning("session/new %s was answered before the configuration was loaded, and differently: "
+                        "%s, not %s", handed.session_id, handed.answer, state)
+        return self._after_new_session(handed.session_id)
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/prompt``: run one turn; every update is written before this returns."""

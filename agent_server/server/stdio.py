@@ -67,7 +67,7 @@ async def _open_writer(fd: int) -> Any:
 
 async def serve_stdio(
     *, in_fd: int, out_fd: int, prefeed: bytes, answered_initialize: dict[str, Any] | None,
-    config_path: str | None,
+    config_path: str | None, answered_session: Any = None,
 ) -> int:
     """Serve ACP on ``in_fd``/``out_fd`` until EOF, SIGTERM or SIGHUP; returns the exit status.
 
@@ -75,7 +75,10 @@ async def serve_stdio(
     every pending prompt is answered ``cancelled`` before the process exits.
 
     ``prefeed``: bytes already read from ``in_fd``; ``answered_initialize``: params of an
-    ``initialize`` the CLI's fast path already answered (so capabilities are recorded).
+    ``initialize`` the CLI's fast path already answered (so capabilities are recorded);
+    ``answered_session``: the ``fast_session.HandedSession`` of a ``session/new`` it answered too —
+    adopted (its log descriptor, holding the lock, becomes the session's ``EventLog``) before any
+    request in ``prefeed`` is read, and followed by what follows a ``session/new`` answer.
     """
     from agent_server.config import Config, ConfigError, load_config
     from agent_server.server.acp import AcpServer
@@ -98,6 +101,9 @@ async def serve_stdio(
     connection = Connection(reader, writer, requests=server.request_handlers(),
                             notifications=server.notification_handlers())
     server.bind(connection)
+    after = None
+    if answered_session is not None:  # registered before the first request of prefeed is read
+        after = asyncio.ensure_future(server.adopt_session(answered_session)())  # runs first: FIFO
     serving = asyncio.ensure_future(connection.serve())
     loop = asyncio.get_running_loop()
     stopped_by: list[int] = []
@@ -118,6 +124,8 @@ async def serve_stdio(
             raise
         log.info("stopping on signal %s: cancelling running turns", stopped_by[0])
     finally:
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
         await server.aclose()
         await connection.wait_idle()
     return 0

@@ -1,46 +1,39 @@
 """The session log: the only state of a conversation (DESIGN.md §3).
 
 Role: ``SessionEvent``, the append-only JSONL ``EventLog`` with contiguous ``seq``, crash-tail
-repair, and ``derive_messages()``, the projection of the log into model messages.
+repair, and ``derive_messages()``, the projection of the log into model messages. The names below
+are loaded when first used (PEP 562), so ``session.logline`` (the line format, standard library
+only) can be imported by the CLI's fast path without pydantic.
 
 Must never: import any other layer of agent_server. Everything else depends on this package; it
 depends on nothing of ours.
 """
 
-from agent_server.session.events import (
-    DURABLE_TYPES,
-    FORMAT_VERSION,
-    EventLog,
-    LogBusyError,
-    LogCorruptError,
-    LogVersionError,
-    LogWriteError,
-    SessionEvent,
-    read_events,
-    read_head,
-)
-from agent_server.session.fork import ForkError, ForkPoint, fork_history
-from agent_server.session.projection import ProjectionMemo, derive_messages, surface_messages
+from __future__ import annotations
 
-__all__ = [
-    "DURABLE_TYPES",
-    "FORMAT_VERSION",
-    "EventLog",
-    "ForkError",
-    "ForkPoint",
-    "fork_history",
-    "LogBusyError",
-    "LogCorruptError",
-    "LogVersionError",
-    "LogWriteError",
-    "SessionEvent",
-    "ProjectionMemo",
-    "derive_messages",
-    "surface_messages",
-    "read_events",
-    "read_head",
-]
+import importlib
+from typing import Any
 
-from agent_server.session.store import SessionStore, default_state_dir  # noqa: E402
+_EXPORTS = {
+    "DURABLE_TYPES": "events", "FORMAT_VERSION": "logline", "EventLog": "events", "LogBusyError": "events",
+    "LogCorruptError": "events", "LogVersionError": "events", "LogWriteError": "events",
+    "SessionEvent": "events", "read_events": "events", "read_head": "events",
+    "ForkError": "fork", "ForkPoint": "fork", "fork_history": "fork",
+    "ProjectionMemo": "projection", "derive_messages": "projection", "surface_messages": "projection",
+    "SessionStore": "store", "default_state_dir": "store",
+}
 
-__all__ += ["SessionStore", "default_state_dir"]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -16,8 +16,6 @@ After a failed append the log writes nothing more until ``recover()``.
 from __future__ import annotations
 
 import fcntl
-import json
-import math
 import os
 import re
 import time
@@ -27,9 +25,8 @@ from typing import Any, Callable, Iterable, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_server.session._parse import TYPE_NAME, LogCorruptError, parse_line, read_log
-
-FORMAT_VERSION = 1
-"""Version of the log format, written in ``session/header.data.format_version``."""
+# the line format and the creation of a log live in logline.py (shared with the CLI's fast path)
+from agent_server.session.logline import FORMAT_VERSION, create_log, event_line, make_private_dir, strict_json
 
 DURABLE_TYPES = frozenset(
     {"session/header", "user", "tool/call", "tool/result", "turn/end", "notice", "log/repaired",
@@ -87,31 +84,10 @@ class SessionEvent(BaseModel):
         Raises ``ValueError`` for text UTF-8 cannot carry (lone surrogates) or non-finite
         numbers: ``EventLog.append`` cleans those first, so every line is strict JSON.
         """
-        obj = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
-        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-        return line.encode("utf-8")
+        return event_line(self.type, self.seq, self.time, self.data)
 
 
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def strict_json(value: Any) -> Any:
-    """A copy of ``value`` that strict JSON in UTF-8 can hold: lone surrogates in strings (and
-    keys) become U+FFFD, ``NaN``/``±Infinity`` become ``None``."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {strict_json(k): strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
-
-
-def _make_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+_make_private_dir = make_private_dir
 
 
 class EventLog:
@@ -140,15 +116,17 @@ class EventLog:
     def create(cls, path: Path, header: dict[str, Any]) -> "EventLog":
         """Start a new log at ``path`` (which must not exist) with a ``session/header`` event.
 
-        ``header`` is the header's data; ``format_version`` is added. Raises ``FileExistsError``.
+        ``header`` is the header's data; ``format_version`` is added. The line is written by
+        ``logline.create_log`` (also the CLI's ``session/new`` fast path's): ``fsync``\\ed with its
+        folder. Raises ``FileExistsError``, ``OSError`` (nothing is left behind).
         """
         path = Path(path)
-        _make_private_dir(path.parent)
-        if path.exists():
-            raise FileExistsError(path)
-        log = cls(path, [])
-        log.append("session/header", {"format_version": FORMAT_VERSION, **header})
-        return log
+        fd, line = create_log(path, header)
+        try:
+            return cls(path, [SessionEvent.model_validate_json(line)], fd)
+        except BaseException:
+            os.close(fd)
+            raise
 
     @classmethod
     def create_from(cls, path: Path, header: dict[str, Any], history: Sequence[SessionEvent]) -> "EventLog":

@@ -9,26 +9,15 @@ Must never: read or write events itself — that is ``EventLog``'s job.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import uuid
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from agent_server.session.events import EventLog, SessionEvent
+from agent_server.session.logline import default_state_dir, make_store_folders, new_session_id  # noqa: F401
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$AGENT_SERVER_STATE_DIR``, else the platform's user state folder for ``agent-server``."""
-    env = os.environ if env is None else env
-    if env.get("AGENT_SERVER_STATE_DIR"):
-        return Path(env["AGENT_SERVER_STATE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("agent-server"))
 
 
 class SessionStore:
@@ -45,19 +34,18 @@ class SessionStore:
         return self.root / session_id / "events.jsonl"
 
     def create(self, header: dict[str, Any], session_id: str | None = None) -> tuple[str, EventLog]:
-        """Make a new session folder and log; returns ``(session_id, log)``."""
-        session_id = session_id or f"sess_{uuid.uuid4().hex}"
-        for folder in (self.root.parent, self.root):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Make a new session folder and log; returns ``(session_id, log)``. (The CLI's fast path
+        makes the same with ``logline``'s functions, before this class can be imported.)"""
+        session_id = session_id or new_session_id()
+        make_store_folders(self.root)
         path = self.log_path(session_id)
         return session_id, EventLog.create(path, {"session_id": session_id, **header})
 
     def create_fork(self, header: dict[str, Any], history: Sequence[SessionEvent]) -> tuple[str, EventLog]:
         """Make a new session whose log continues ``history`` (events copied verbatim after its
         own header, see ``EventLog.create_from``); returns ``(session_id, log)``."""
-        session_id = f"sess_{uuid.uuid4().hex}"
-        for folder in (self.root.parent, self.root):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        session_id = new_session_id()
+        make_store_folders(self.root)
         path = self.log_path(session_id)
         return session_id, EventLog.create_from(path, {"session_id": session_id, **header}, history)
 
