@@ -208,8 +208,10 @@ class OfflineEndpoint:
             await self._serve(response, reader, writer)
         elif request.path in _MODEL_PATHS and request.method == "GET":
             self._record(request, "models")
+            # it plays any model id; these two are the ones its scripts and the README name
             await self._send_json(writer, 200, {"object": "list", "data": [
-                {"id": "offline-model", "object": "model", "owned_by": "agent-server-offline"}]})
+                {"id": name, "object": "model", "owned_by": "agent-server-offline"}
+                for name in ("offline-model", "offline-demo")]})
         else:
             self._record(request, "not_found")
             await self._send_json(writer, 404, {"error": {

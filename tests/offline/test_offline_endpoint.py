@@ -127,7 +127,7 @@ async def test_requests_are_recorded_in_order_with_exact_bytes():
     assert [(r.method, r.path) for r in ep.requests] == [
         ("POST", "/v1/chat/completions"), ("POST", "/v1/chat/completions"),
         ("GET", "/v1/models"), ("POST", "/v1/embeddings")]
-    assert models.json()["data"][0]["id"] == "offline-model"
+    assert [m["id"] for m in models.json()["data"]] == ["offline-model", "offline-demo"]
     assert missing.status_code == 404
 
 
