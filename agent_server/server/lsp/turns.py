@@ -42,6 +42,7 @@ class TurnProgress:
         self.transcript = transcript
         self.steps: list[str] = []
         self.answer: list[str] = []
+        self._new_step = False  # a tool step came after text: the next text starts a new paragraph
         self._ended = False
         self._last_tail = 0.0
 
@@ -65,11 +66,17 @@ class TurnProgress:
         if kind == "tool_call":
             title = str(update.get("title") or "tool")
             self.steps.append(title)
+            self._new_step = bool(self.answer)
             self._send(types.WorkDoneProgressReport(message=title))
         elif kind == "agent_message_chunk":
             content = update.get("content") or {}
             if content.get("type") == "text":
-                self.answer.append(str(content.get("text", "")))
+                text = str(content.get("text", ""))
+                if self._new_step and text:  # each step's text is its own paragraph ("Reading." "Fixing.")
+                    self._new_step = False
+                    before = "".join(self.answer[-2:])
+                    self.answer.append("" if before.endswith("\n\n") else "\n" if before.endswith("\n") else "\n\n")
+                self.answer.append(text)
                 now = time.monotonic()
                 if now - self._last_tail >= TAIL_EVERY:
                     self._last_tail = now
