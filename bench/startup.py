@@ -3,7 +3,7 @@
 
 Role: track how fast an editor gets a usable agent. Each run starts the agent fresh (own process
 group, fresh temporary ``AGENT_SERVER_STATE_DIR``), writes one real ACP ``initialize`` request
-(protocolVersion 1, fs capabilities and the ``_meta.agentServer`` extension block of PROTOCOL.md)
+(protocolVersion 1, fs capabilities and the ``_meta.agentServer`` extension block of docs/protocol.md)
 and measures from just before ``Popen`` to the moment the response line (same id) is read from
 stdout. Then it closes stdin and kills the process group. Prints median, p10 and p90 (ms).
 

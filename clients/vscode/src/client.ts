@@ -17,7 +17,7 @@ import { CLIENT_ENCODINGS, type PositionEncoding, parseEncoding } from "./positi
  */
 export const APPLY_WORKSPACE_EDIT = "_agent_server/apply_workspace_edit";
 
-/** Params of `_agent_server/apply_workspace_edit` (PROTOCOL.md). */
+/** Params of `_agent_server/apply_workspace_edit` (docs/protocol.md). */
 export interface ApplyWorkspaceEditParams {
   sessionId: string;
   toolCallId?: string;

@@ -1,5 +1,5 @@
 /**
- * The edit-proposal model of `_agent_server/apply_workspace_edit` (PROTOCOL.md "Edit proposals",
+ * The edit-proposal model of `_agent_server/apply_workspace_edit` (docs/protocol.md "Edit proposals",
  * CLIENTS.md "A proposal's life"): the stale rule, hunks (one `TextEdit` each) in document order,
  * applying a chosen subset to a text, and shifting later hunks after an earlier one landed.
  *

@@ -1,6 +1,6 @@
 /**
  * A selection as the protocol's embedded `resource` block: the file URI with a 1-based inclusive
- * `#L10-L20` fragment and the selected text (PROTOCOL.md "Selections in prompts").
+ * `#L10-L20` fragment and the selected text (docs/protocol.md "Selections in prompts").
  *
  * Must not: send a range past the document (it is clamped) or an empty selection's nothing (an empty
  * selection sends its whole line).

@@ -8,7 +8,7 @@
 --- hunks land at their original anchors, never at stale line numbers. A hunk's text may be the
 --- user's edit of it; `applied` then carries exactly that text.
 ---
---- Stale rule (PROTOCOL.md): stale when the document's version differs from the expected one
+--- Stale rule (docs/protocol.md): stale when the document's version differs from the expected one
 --- **and** the sha256 of its text differs from the expected hash; with no version (`null`), the hash
 --- alone decides. Checked on arrival and again right before each application.
 ---
