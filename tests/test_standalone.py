@@ -52,3 +52,21 @@ def test_fixtures_the_tests_use_are_vendored():
     assert ACP_SCHEMA.is_file() and ACP_SCHEMA_UNSTABLE.is_file()
     for folder in (SSE_DIR, FILES_DIR, ACP_SCHEMA.parent):
         assert folder.resolve().is_relative_to(ROOT)
+
+
+def test_no_readme_names_a_document_the_repository_does_not_have():
+    """bench/README.md and clients/vscode/README.md named ``PROTOCOL.md`` (it is docs/protocol.md):
+    every relative link of a tracked markdown file resolves, and every ``NAME.md`` it names exists."""
+    tracked = [p for p in _tracked() if p.suffix == ".md" and "tests/fixtures/" not in p.as_posix()]
+    names = {p.name for p in _tracked()} | {"AGENTS.md", "CLAUDE.md"}  # files the agent reads in a project
+    problems = []
+    for path in tracked:
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            target = target.split("#", 1)[0]
+            if target and not re.match(r"[a-z]+:", target) and not (path.parent / target).exists():
+                problems.append(f"{path.relative_to(ROOT)}: link {target}")
+        for name in set(re.findall(r"(?<![\w/.-])([A-Z][A-Z_]+\.md)\b", text)):
+            if name not in names:
+                problems.append(f"{path.relative_to(ROOT)}: names {name}")
+    assert problems == []
