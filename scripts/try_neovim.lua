@@ -30,6 +30,22 @@ if not settings.check then
   return
 end
 
+-- --check: messages (the diff view's hint, notifications) each on their own stdout line: headless
+-- Neovim writes them to stderr with no line break after the last one, gluing it to what follows
+local function out_line(s)
+  io.stdout:write(s, "\n")
+end
+vim.notify = function(msg)
+  out_line(tostring(msg))
+end
+vim.api.nvim_echo = function(chunks)
+  local parts = {}
+  for _, c in ipairs(chunks or {}) do
+    parts[#parts + 1] = tostring(c[1])
+  end
+  out_line(table.concat(parts))
+end
+
 -- --check: answer for the user, and say so in the chat
 vim.ui.select = function(items, opts, on_choice)
   for _, it in ipairs(items) do
@@ -59,9 +75,7 @@ client.on(function(ev)
   end
 end)
 agent.ask(settings.prompt)
-local function say(s)
-  io.stdout:write(s, "\n")
-end
+local say = out_line
 local ok = vim.wait(240000, function()
   return stop ~= nil
 end, 50)

@@ -64,8 +64,9 @@ def find_nvim(explicit: str | None) -> str:
 
 def start_offline_endpoint(state: Path) -> tuple[subprocess.Popen, str]:
     script = state / "offline-demo-task-script.json"
+    # loop: a second :AgentAsk plays the script again (as try-vscode's), instead of an HTTP 500
     script.write_text(json.dumps({"description": "agent-server offline demo: scripted model answers "
-                                  "for the demo task (NOT a model)", "responses": demo_task_script()}))
+                                  "for the demo task (NOT a model)", "loop": True, "responses": demo_task_script()}))
     proc = subprocess.Popen([sys.executable, "-m", "agent_server.offline", "--port", "0", "--script", str(script)],
                             stdout=subprocess.PIPE, text=True)
     url = proc.stdout.readline().strip()

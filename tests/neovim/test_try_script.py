@@ -1,24 +1,32 @@
 """``bash scripts/try-neovim.sh --check``: headless Neovim with the plugin runs the demo task against
-the offline endpoint (no model configured) to the end, and the fix lands."""
+the offline endpoint (no model configured) to the end, and the fix lands; the endpoint it starts serves
+a second ask too."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
+
+from agent_server.offline.demo_task import demo_task_script
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_VARIABLES = ("AGENT_SERVER_API_KEY", "AGENT_SERVER_BASE_URL", "AGENT_SERVER_MODEL", "AGENT_SERVER_PROFILE",
                    "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
-def test_try_neovim_check_runs_the_demo_task_offline_to_the_end(tmp_path):
+def test_try_neovim_check_runs_the_demo_task_offline_to_the_end_with_each_message_on_its_own_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in MODEL_VARIABLES}
     env.update(AGENT_SERVER_STATE_DIR=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "config"))
-    run = subprocess.run(["bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(["bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=600)  # as a terminal shows both
     out = run.stdout
-    assert run.returncode == 0, out + run.stderr
+    assert run.returncode == 0, out
+    # the diff view's hint was glued to the chat's header: "…]h [h<!-- agent-server · idle …"
+    assert "\n<!-- agent-server · " in out and "[h<!--" not in out, out[:3000]
     assert "OFFLINE DEMO" in out and "It is NOT a model" in out  # said on screen
     assert "## You\nThe tests in this project fail." in out  # the chat is printed
     assert "✓ Edit calc.py" in out and "Edit calc.py: applied and saved" in out
@@ -26,3 +34,26 @@ def test_try_neovim_check_runs_the_demo_task_offline_to_the_end(tmp_path):
     assert "_— stop: end_turn —_" in out and "try-neovim --check: PASS" in out
     (workspace,) = (tmp_path / "state").glob("nvim-workspace-*")
     assert "return a + b" in (workspace / "calc.py").read_text()
+
+
+def test_try_neovim_offline_endpoint_answers_a_second_ask_instead_of_http_500(tmp_path):
+    spec = importlib.util.spec_from_file_location("try_neovim", ROOT / "scripts" / "try_neovim.py")
+    try_neovim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(try_neovim)
+    proc, url = try_neovim.start_offline_endpoint(tmp_path)
+    try:
+        body = json.dumps({"model": "offline-demo", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+        statuses = []
+        for _ in range(len(demo_task_script()) + 1):  # the whole demo task, then the first step of a second ask
+            request = urllib.request.Request(url + "/chat/completions", data=body.encode(),
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    response.read()
+                    statuses.append(response.status)
+            except urllib.error.HTTPError as exc:
+                statuses.append(exc.code)
+        assert statuses == [200] * len(statuses)
+    finally:
+        proc.kill()
+        proc.wait()
