@@ -63,3 +63,14 @@ def test_slash_commands_while_an_edit_proposal_waits_leave_its_tool_line_in_plac
     assert tool_lines == ["- ✓ Read k.txt", "- ✓ Edit k.txt"], chat  # its sign changed in place: no second line
     assert chat.index("- ✓ Edit k.txt") < chat.index("/checkpoints") < chat.index("Changed it.")
     assert chat.rstrip().endswith("_— stop: end_turn —_") and path.read_text() == "x\n"
+
+
+def test_a_failed_turn_shows_its_error_once_not_message_and_details_both(make_editor, endpoint, workspace):
+    # the server's error data.details repeats the human message (docs/protocol.md): the chat shows it once
+    endpoint.push({"kind": "error", "status": 400, "json": {"error": {"message": "bad request body, not retried"}}})
+    ed = make_editor()
+    ed.cmd("AgentAsk hello")
+    ed.idle()
+    chat = ed.chat()
+    (line,) = [x for x in chat.splitlines() if x.startswith("**error:**")]
+    assert line.count("bad request body, not retried") == 1, line

@@ -314,12 +314,17 @@ export function describeExit(s: ExitStatus): string {
   return `exit code ${s.code}`;
 }
 
-/** Human text of an error from the SDK (JSON-RPC errors carry `data.details`). */
+/**
+ * Human text of an error from the SDK (JSON-RPC errors carry `data.details`): the message, and the
+ * details only when they say more (agent-server's `details` repeats the message: shown once).
+ */
 export function errorText(err: unknown): string {
   if (err instanceof acp.RequestError) {
     const data = err.data as { details?: unknown; message?: unknown } | undefined;
     const detail = typeof data?.details === "string" ? data.details : typeof data?.message === "string" ? data.message : "";
-    return detail && detail !== err.message ? `${err.message}: ${detail}` : err.message;
+    if (!detail || err.message.includes(detail)) return err.message;
+    if (detail.includes(err.message)) return detail;
+    return `${err.message}: ${detail}`;
   }
   return err instanceof Error ? err.message : String(err);
 }

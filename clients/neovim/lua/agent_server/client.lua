@@ -235,7 +235,7 @@ function M.prompt(blocks, cb)
         state.turns = math.max(0, state.turns - 1)
       end
       if e then
-        local msg = tostring(e.message) .. ((type(e.data) == "table" and e.data.details) and (": " .. tostring(e.data.details)) or "")
+        local msg = M.error_text(e)
         emit({ type = "turn_end", error = msg })
         return cb(msg)
       end
@@ -243,6 +243,22 @@ function M.prompt(blocks, cb)
       cb(nil, result.stopReason)
     end)
   end)
+end
+
+--- The human text of a JSON-RPC error: its message, and `data.details` only when that says more
+--- (agent-server's `details` repeats the message, the TypeScript SDK's convention: shown once).
+---@param e table
+---@return string
+function M.error_text(e)
+  local msg = tostring(e.message or "error")
+  local details = type(e.data) == "table" and e.data.details or nil
+  if type(details) ~= "string" or details == "" or msg:find(details, 1, true) then
+    return msg
+  end
+  if details:find(msg, 1, true) then -- the details say it all, and more
+    return details
+  end
+  return msg .. ": " .. details
 end
 
 --- Cancel the running turn (`session/cancel`).
