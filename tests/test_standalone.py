@@ -70,3 +70,12 @@ def test_no_readme_names_a_document_the_repository_does_not_have():
             if name not in names:
                 problems.append(f"{path.relative_to(ROOT)}: names {name}")
     assert problems == []
+
+
+def test_vscode_readme_has_no_relative_link_vsce_would_refuse_to_package():
+    """vsce packages clients/vscode/README.md into the .vsix and fails on a relative link it cannot
+    rewrite without a repository URL (setup-vscode.sh stopped: "The link '../../docs/protocol.md' will
+    be broken")."""
+    readme = (ROOT / "clients" / "vscode" / "README.md").read_text(encoding="utf-8")
+    relative = [t for t in re.findall(r"\]\(([^)\s]+)\)", readme) if not re.match(r"[a-z]+:|#", t)]
+    assert relative == []
