@@ -165,7 +165,8 @@ class AcpServer:
         caps = self.editor
         if self.connection is None or not (caps.read_text or caps.write_text or caps.apply_workspace_edit):
             return DiskFiles()
-        return EditorFiles(self.connection, session_id, caps, emit=emit)
+        return EditorFiles(self.connection, session_id, caps, emit=emit,
+                           approval_timeout=lambda: self.host.config.policy.approval_timeout)
 
     def approver(self, session_id: str) -> PermissionRequester:
         """``session/request_permission`` on this connection."""

@@ -28,6 +28,7 @@ from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, Connecti
 from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools import safe_fs
 from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, WriteOutcome
+from agent_server.tools.user_wait import awaiting_user
 
 log = logging.getLogger("agent_server.editor")
 
@@ -87,12 +88,16 @@ class EditorFiles:
 
     ``connection``: the ACP connection; ``emit``: sends session updates (the diff is shown on the
     tool call before the proposal); ``save``: ``"if-clean"`` or ``"never"`` (PROTOCOL.md);
-    ``approve_edit``: asks the user about plain-ACP writes (``None``: writes are not asked).
+    ``approve_edit``: asks the user about plain-ACP writes (``None``: writes are not asked);
+    ``approval_timeout``: returns the seconds a proposal may wait for the user (``[policy]
+    approval_timeout``, as a permission question; read per proposal). While a proposal or a
+    question waits on the user, the calling tool's own timeout stands still (``awaiting_user``).
     """
 
     def __init__(self, connection: Connection, session_id: str, caps: EditorCapabilities, *,
                  emit: Emit, save: str = "if-clean", approve_edit: ApproveEdit | None = None,
-                 disk: DiskFiles | None = None) -> None:
+                 disk: DiskFiles | None = None, approval_timeout: Callable[[], float] = lambda: 600.0) -> None:
+        self.approval_timeout = approval_timeout
         self.connection = connection
         self.session_id = session_id
         self.caps = caps
@@ -189,16 +194,19 @@ class EditorFiles:
         return WriteOutcome("failed", f"the editor gave an unknown answer to the proposal: {str(result)[:200]}")
 
     async def _request_proposal(self, params: dict[str, Any]) -> dict[str, Any] | WriteOutcome:
-        """Send the proposal and wait for the user. If the turn is cancelled meanwhile: send
-        ``$/cancel_request`` and wait up to ``PROPOSAL_CANCEL_WAIT`` s for the editor's real answer
-        (the user may already have applied it); that answer — or ``cancelled`` — is the outcome."""
+        """Send the proposal and wait for the user — up to ``approval_timeout()`` s, the tool's
+        clock paused meanwhile. If the turn is cancelled meanwhile, or no answer came in time:
+        send ``$/cancel_request`` and wait up to ``PROPOSAL_CANCEL_WAIT`` s for the editor's real
+        answer (the user may already have applied it); that answer — or ``cancelled`` / ``timeout``
+        — is the outcome."""
         try:
             request_id, future = await self.connection.begin_request(APPLY_WORKSPACE_EDIT, params)
         except ConnectionClosed:
             return WriteOutcome("failed", "the editor went away before the proposal could be sent")
         try:
             try:
-                return await asyncio.shield(future)
+                with awaiting_user():  # the user's time, and the editor's last word after a withdrawal
+                    return await self._await_user(request_id, future)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 self.connection.cancel_outgoing(request_id)
@@ -216,11 +224,30 @@ class EditorFiles:
         finally:
             self.connection.forget(request_id)
 
+    async def _await_user(self, request_id: int, future: "asyncio.Future[Any]") -> dict[str, Any] | WriteOutcome:
+        """The editor's answer within ``approval_timeout()`` s; else withdraw the proposal
+        (``$/cancel_request``) and take the answer that still comes within ``PROPOSAL_CANCEL_WAIT``
+        s, or ``timeout``. Raises what the request raises (``JsonRpcError``, ``ConnectionClosed``)."""
+        timeout = self.approval_timeout()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            self.connection.cancel_outgoing(request_id)
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(future), PROPOSAL_CANCEL_WAIT)
+        except (asyncio.TimeoutError, JsonRpcError, ConnectionClosed):
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+        return WriteOutcome("timeout", f"no answer within {timeout:g} s, the approval timeout; the proposal "
+                                       "was withdrawn")
+
     async def _plain_write(self, path: Path, old: str | None, new: str, raw: bytes,
                            base: FileSnapshot | None) -> WriteOutcome:
         await self._show_diff(path, old, new)
         if self.approve_edit is not None:
-            refusal = await self.approve_edit(path, old, new)
+            with awaiting_user():
+                refusal = await self.approve_edit(path, old, new)
             if refusal is not None:
                 return WriteOutcome("rejected", refusal)
         try:

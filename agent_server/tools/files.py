@@ -72,14 +72,15 @@ class WriteOutcome:
     some hunks: ``snapshot`` is the text that landed, ``hunks_applied`` of ``hunks_total``),
     ``"rejected"`` (the user said no), ``"stale"`` (the file is not what ``base`` said — nothing
     written), ``"cancelled"`` (the turn was cancelled while the proposal was pending — nothing
-    written), ``"failed"`` (an OS or editor error — nothing written). ``message``: a sentence for
+    written), ``"timeout"`` (no answer from the user within the approval timeout; the proposal
+    was withdrawn — nothing written), ``"failed"`` (an OS or editor error — nothing written). ``message``: a sentence for
     the model. ``saved``: whether the disk now holds the new text (``False``: the change is in an
     editor buffer with unsaved changes, the disk still has the old text). ``landed_by``: who made
     ``snapshot`` differ from what was sent — ``"user"`` (adjusted before accepting) or ``"editor"``
     (the client changed the text while writing it, e.g. a final blank line).
     """
 
-    status: Literal["written", "partial", "rejected", "stale", "cancelled", "failed"]
+    status: Literal["written", "partial", "rejected", "stale", "cancelled", "timeout", "failed"]
     message: str = ""
     snapshot: FileSnapshot | None = None
     saved: bool = True

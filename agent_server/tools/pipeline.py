@@ -29,6 +29,7 @@ from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.live import LIVE_OUTPUT, LiveOutput, end_terminal, terminal_block
 from agent_server.tools.output import SPILL_THRESHOLD, spill, spill_room, trim_for_model
 from agent_server.tools.repeats import repeat_reminder
+from agent_server.tools.user_wait import CALL_CLOCK, CallClock, run_within
 
 log = logging.getLogger("agent_server.tools")
 
@@ -37,7 +38,8 @@ POOL_LIMIT = 4
 
 TIMEOUT_GRACE = 5.0
 """Seconds the pipeline waits beyond a tool's own timeout before cancelling it (tools such as
-``bash`` enforce their timeout themselves and report it; this is the backstop)."""
+``bash`` enforce their timeout themselves and report it; this is the backstop). The time a call
+spends waiting on the user (an edit proposal in the editor: ``tools.user_wait``) is not counted."""
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
 
@@ -241,23 +243,30 @@ class ToolRunner:
                 slot.status = "done"
 
     async def _dispatch(self, slot: _Slot) -> ToolResult:
-        """Run the tool with its timeout enforced. On cancellation the tool is cancelled too, and
-        whatever result it still gives (``bash`` reports its output so far) becomes the call's
-        result, marked interrupted."""
+        """Run the tool with its timeout enforced on its own run time: the call's ``CallClock``
+        stands still while the call waits on the user (``tools.user_wait``; that wait has its own
+        bound, the approval timeout). On cancellation the tool is cancelled too, and whatever
+        result it still gives (``bash`` reports its output so far) becomes the call's result,
+        marked interrupted."""
         call = slot.call
         assert call.tool is not None and call.args is not None
         limit = call.tool.timeout(call.args)
         key = self.terminal_output() if call.terminal else None
         live = LiveOutput(self.emit, call.tool_call_id, key, self.context.redact) if key else None
+        clock = CallClock()
         token = CURRENT_TOOL_CALL.set(call.tool_call_id)
         live_token = LIVE_OUTPUT.set(live)
+        clock_token = CALL_CLOCK.set(clock)
         try:  # the task copies the context now: backends see which call they work for
             task = asyncio.ensure_future(call.tool.run(call.args, self.context))
         finally:
+            CALL_CLOCK.reset(clock_token)
             LIVE_OUTPUT.reset(live_token)
             CURRENT_TOOL_CALL.reset(token)
         try:
-            result = await asyncio.wait_for(asyncio.shield(task), limit + TIMEOUT_GRACE)
+            if not await run_within(task, clock, limit + TIMEOUT_GRACE):
+                raise asyncio.TimeoutError
+            result = task.result()
             if live is not None:  # the rest of the live output leaves before the result
                 await live.close()
                 slot.live_partial = live.capped

@@ -137,6 +137,10 @@ async def _commit(
     if outcome.status == "cancelled":
         return ToolResult.error(f"Not written: the proposal for {shown} was cancelled before the user "
                                 "answered; nothing was applied.", refused="cancelled"), []
+    if outcome.status == "timeout":
+        return ToolResult.error(f"Not written: the user did not answer the proposal for {shown} in time "
+                                f"({outcome.message or 'the approval timeout passed'}); nothing was applied.",
+                                refused="timeout"), []
     return ToolResult.error(f"Could not write {shown}: {outcome.message or 'unknown error'}."), []
 
 

@@ -28,6 +28,7 @@ from urllib.parse import unquote
 
 from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools.files import DiskFiles, FileSnapshot, WriteOutcome
+from agent_server.tools.user_wait import awaiting_user
 
 log = logging.getLogger("agent_server.lsp")
 
@@ -91,11 +92,15 @@ class LspFiles:
 
     ``documents``: the synced documents; ``send``: sends an applyEdit (see ``Send``);
     ``encoding``: the negotiated position encoding; ``annotations``: whether the client supports
-    change annotations (each hunk then asks for confirmation).
+    change annotations (each hunk then asks for confirmation); ``approval_timeout``: returns the
+    seconds an edit may wait for the user (``[policy] approval_timeout``) — the calling tool's own
+    timeout stands still meanwhile (``awaiting_user``); no answer by then is ``timeout``.
     """
 
     def __init__(self, documents: SyncedDocuments, send: Send, *, encoding: Callable[[], str],
-                 annotations: Callable[[], bool], disk: DiskFiles | None = None) -> None:
+                 annotations: Callable[[], bool], disk: DiskFiles | None = None,
+                 approval_timeout: Callable[[], float] = lambda: 600.0) -> None:
+        self.approval_timeout = approval_timeout
         self.documents = documents
         self.send = send
         self._encoding = encoding
@@ -143,6 +148,10 @@ class LspFiles:
             applied, reason = await self._send(edit, f"Agent: edit {path.name}")
         except ConnectionError as exc:
             return WriteOutcome("failed", f"the editor could not be asked to apply the edit ({exc})")
+        except asyncio.TimeoutError:
+            return WriteOutcome("timeout", f"no answer within {self.approval_timeout():g} s, the approval "
+                                           f"timeout; the editor may still apply it, so read {path.name} "
+                                           "again before changing it")
         if not applied:
             now = self.documents.get(path)
             if now is None or now.version != version:
@@ -174,11 +183,16 @@ class LspFiles:
                             hunks_applied=count, hunks_total=total)
 
     async def _send(self, edit: dict[str, Any], label: str) -> tuple[bool, str | None]:
-        """Send the edit; if the turn is cancelled meanwhile, wait ``CANCEL_WAIT`` s for the real
-        answer (the user may already have applied it) before giving up."""
+        """Send the edit and wait for the user (the tool's clock paused), up to the approval
+        timeout (then ``asyncio.TimeoutError``); if the turn is cancelled meanwhile, wait
+        ``CANCEL_WAIT`` s for the real answer (the user may already have applied it) before giving up."""
         task = asyncio.ensure_future(self.send(edit, label))
         try:
-            return await asyncio.shield(task)
+            with awaiting_user():
+                return await asyncio.wait_for(asyncio.shield(task), self.approval_timeout())
+        except asyncio.TimeoutError:
+            task.cancel()
+            raise
         except asyncio.CancelledError:
             try:
                 answer = await asyncio.wait_for(asyncio.shield(task), CANCEL_WAIT)

@@ -125,7 +125,8 @@ class LspFrontend:
     def files(self, session_id: str, emit: Any) -> LspFiles:
         """Reads from synced documents, edits through ``workspace/applyEdit``."""
         return LspFiles(self.documents, self._apply_edit, encoding=lambda: self.encoding,
-                        annotations=self.annotations_supported)
+                        annotations=self.annotations_supported,
+                        approval_timeout=lambda: self.host.config.policy.approval_timeout)
 
     def approver(self, session_id: str) -> MessageRequestApprover:
         """Permission questions as ``window/showMessageRequest``."""
