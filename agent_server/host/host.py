@@ -136,6 +136,19 @@ class SessionHost:
             raise unknown_session(session_id)
         return session
 
+    def require_known(self, session_id: str) -> None:
+        """Check that ``session_id`` is live or stored, before anything else is checked (a load of
+        a missing session says so first, not that a sign-in is needed). ``HostError`` ``invalid``
+        for a malformed id, ``not_found`` for an unknown one."""
+        if session_id in self.sessions:
+            return
+        try:
+            path = self.store.log_path(session_id)
+        except ValueError as exc:
+            raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
+        if not path.is_file():
+            raise unknown_session(session_id)
+
     def emitter(self, session_id: str) -> Emit:
         """How ``session_id``'s updates leave: through its gate when it is live, else straight to
         the front end."""

@@ -304,6 +304,7 @@ class AcpServer:
         """
         p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
         with _wire_errors():
+            self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in()
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
@@ -322,6 +323,7 @@ class AcpServer:
         (``failed``) for each call a dead process left running. Errors as ``session/load``."""
         p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
         with _wire_errors():
+            self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in()
             meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))

@@ -186,7 +186,7 @@ class EditorFiles:
             status = "written" if outcome == "applied" else "partial"
             return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
         if outcome == "stale":
-            return WriteOutcome("stale", f"{path.name} changed in the editor since you read it — read it again")
+            return WriteOutcome("stale", f"{path.name} changed in the editor since you read it")
         if outcome in ("rejected", "cancelled"):
             return WriteOutcome(outcome, message)
         if outcome == "failed":

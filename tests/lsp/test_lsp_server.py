@@ -182,7 +182,7 @@ async def test_did_change_between_read_and_edit_is_stale_and_the_agent_reads_aga
 
     editor.on_apply = typing_then_editor
     assert (await ask(editor, uri, "b should be 20"))["stopReason"] == "end_turn"
-    assert "read it again" in tool_results(endpoint, 2)["e1"]
+    assert "read it again" in tool_results(endpoint, 2)["e1"].lower()
     assert "# note" in tool_results(endpoint, 3)["r2"]
     versions = [editor.edits_of(p)[0][1] for p in editor.applied]
     assert versions == [1, 2]

@@ -128,7 +128,7 @@ class LspFiles:
         version = doc.version
         if doc.source != old or (base.version is not None and base.version != version):
             return WriteOutcome("stale", f"{path.name} changed in the editor since you read it "
-                                         f"(now version {version}) — read it again")
+                                         f"(now version {version})")
         encoding = self._encoding()
         edit = workspace_edit(path, old, new, version=version, encoding=encoding)
         hunks = edit["documentChanges"][-1]["edits"]
@@ -156,7 +156,7 @@ class LspFiles:
             now = self.documents.get(path)
             if now is None or now.version != version:
                 return WriteOutcome("stale", f"the editor refused the edit because {path.name} changed "
-                                             f"(version {version} is stale) — read it again")
+                                             f"(version {version} is stale)")
             return WriteOutcome("rejected", f"the editor did not apply it{': ' + reason if reason else ''}")
 
         def moved() -> bool:
