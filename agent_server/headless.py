@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_server.server.jsonrpc import MAX_LINE_BYTES, METHOD_NOT_FOUND, Connection, JsonRpcError
+from agent_server.server.jsonrpc import MAX_LINE_BYTES, Connection, JsonRpcError
 
 EXIT = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 3, "cancelled": 130, "refusal": 1}
 ALLOW_KINDS = {"shell": {"execute"}, "edit": {"edit", "delete", "move"}, "read": {"read", "search"}}
@@ -72,7 +72,8 @@ class HeadlessClient:
 
     def __init__(self, *, as_json: bool, allow: set[str], out: Any = None, err: Any = None) -> None:
         self.as_json = as_json
-        self.allowed_kinds = set().union(*(ALLOW_KINDS[a] for a in allow)) if allow else set()
+        self.allow = set(allow)
+        """The run's ``--allow`` names; the server's ``HeadlessApprover`` applies them, per question."""
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.quiet = False  # while session/load replays the history
@@ -136,9 +137,10 @@ class HeadlessClient:
         if len(first) > 300:
             first = first[:299] + "…"
         why = f" — {first}" if first else ""
-        if first.startswith("Approval unavailable") and not self.can_ask():
-            allow = KIND_TO_ALLOW.get(self.kinds.get(update["toolCallId"], ""), "shell,edit,read")
-            why += f" (no terminal to ask: rerun with `--allow {allow}` to allow it)"
+        if first.startswith("Approval unavailable") and not self.can_ask() and "--allow" not in first:
+            allow = KIND_TO_ALLOW.get(self.kinds.get(update["toolCallId"], ""))
+            why += (f" (no terminal to ask: rerun with `--allow {allow}` to allow it)" if allow else
+                    " (no terminal to ask, and no --allow kind covers this call: run it on a terminal)")
         return why
 
     def can_ask(self) -> bool:
@@ -146,12 +148,12 @@ class HeadlessClient:
         return sys.stdin.isatty() and self.err.isatty()
 
     async def request_permission(self, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        """A question the server's ``HeadlessApprover`` could not decide itself (``--allow`` grants
+        and the no-terminal refusal are decided there, per question): asked on the terminal."""
         tool = params.get("toolCall") or {}
         options = {o["optionId"] for o in params.get("options", [])}
-        if tool.get("kind") in self.allowed_kinds and "allow_once" in options:
-            return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-        if not self.can_ask():
-            raise JsonRpcError(METHOD_NOT_FOUND, "headless run without a terminal: use --allow to permit this kind")
+        if not self.can_ask():  # not sent without a terminal; refuse this question alone if it is
+            return {"outcome": {"outcome": "cancelled"}}
         self.end_answer()
         why = " ".join(c.get("content", {}).get("text", "") for c in tool.get("content") or []
                        if isinstance(c, dict) and c.get("type") == "content")
@@ -174,7 +176,7 @@ class HeadlessClient:
 async def run(args: argparse.Namespace, prompt: str) -> int:
     """Serve the in-process ACP server, drive it as a client for one prompt; the exit status."""
     from agent_server.config import ConfigError, load_config
-    from agent_server.server.acp import AcpServer
+    from agent_server.headless_approvals import HeadlessServer
     from agent_server.session import SessionStore, default_state_dir
 
     try:
@@ -182,8 +184,10 @@ async def run(args: argparse.Namespace, prompt: str) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"agent-server run: {exc}\n")
         return 2
-    server = AcpServer(config, SessionStore(default_state_dir()), config_loader=lambda: load_config(args.config))
     client = HeadlessClient(as_json=args.json, allow={a for a in args.allow.split(",") if a})
+    grants = {kind: name for name in client.allow for kind in ALLOW_KINDS[name]}
+    server = HeadlessServer(config, SessionStore(default_state_dir()), config_loader=lambda: load_config(args.config),
+                            grants=grants, can_ask=client.can_ask)
     # one JSON-RPC message per line: a big prompt or tool result is one long line (not 64 KiB at most)
     to_server, to_client = asyncio.StreamReader(limit=MAX_LINE_BYTES), asyncio.StreamReader(limit=MAX_LINE_BYTES)
     server_conn = Connection(to_server, _Pipe(to_client), requests=server.request_handlers(),

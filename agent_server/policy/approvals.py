@@ -55,11 +55,14 @@ class Ask:
 class Answer:
     """How a question ended. ``kind``: ``selected`` (``option`` is the chosen id), ``cancelled``
     (the client answered cancelled), ``timeout``, ``error`` (an error response), ``malformed``,
-    ``unknown_option``, ``unavailable`` (no client, or it cannot be asked); ``detail``: for logs."""
+    ``unknown_option``, ``unavailable`` (no client, or it cannot be asked); ``detail``: for logs;
+    ``by``: who decided when it was not the user nor a failure (``"flag: --allow shell"``: a
+    headless run's grant), else ``""``."""
 
     kind: AnswerKind
     option: str | None = None
     detail: str = ""
+    by: str = ""
 
     @property
     def allowed(self) -> bool:
@@ -68,7 +71,10 @@ class Answer:
 
     @property
     def decided_by(self) -> str:
-        """Who decided, for ``policy/decision``: ``user`` or ``fail-closed:<kind>``."""
+        """Who decided, for ``policy/decision``: ``by`` when set (``flag: --allow shell``), else
+        ``user`` or ``fail-closed:<kind>``."""
+        if self.by:
+            return self.by
         return "user" if self.kind == "selected" else f"fail-closed:{self.kind}"
 
 

@@ -144,3 +144,30 @@ def test_run_with_a_prompt_and_a_tool_result_over_64_kib_does_not_hang(agent_env
     assert big.strip() in sent
     assert (workspace / "big.txt").read_text() == big
     assert "Write big.txt" in done.stderr
+
+
+def test_allow_shell_still_applies_after_a_refused_question_of_another_kind(agent_env, workspace, agent_state_dir):
+    (workspace / ".env").write_text("TOKEN=x\n")
+    script = [tool_call_stream([("r", "read", json.dumps({"path": ".env"}))]),
+              tool_call_stream([("b", "bash", json.dumps({"command": "echo hi; ls /root/.ssh"}))]),
+              text_stream("ok")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "go", "--cwd", str(workspace),
+                   "--allow", "shell")
+        results = {m["tool_call_id"]: m["content"] for m in ep.requests[2].json()["messages"] if m["role"] == "tool"}
+    assert done.returncode == 0, done.stderr
+    refused = [line for line in done.stderr.splitlines() if line.startswith("[tool] Read") and ": failed" in line]
+    assert refused and "--allow read" in refused[0] and "--allow shell" not in refused[0], done.stderr
+    assert results["r"].startswith("Approval unavailable")
+    assert not results["b"].startswith("Approval unavailable") and "hi" in results["b"], results["b"]
+    decided = {e.data["call_id"]: e.data["decided_by"] for e in
+               read_events(agent_state_dir / "sessions" / session_of(done.stderr) / "events.jsonl")
+               if e.type == "policy/decision"}
+    assert decided == {"r": "fail-closed:unavailable", "b": "flag: --allow shell"}  # not "user"
+
+
+def test_without_a_terminal_a_kind_no_flag_covers_says_no_allow_applies(agent_env, workspace, tmp_path):
+    from agent_server.headless_approvals import no_terminal
+
+    assert "--allow read" in no_terminal("read") and "--allow shell" in no_terminal("execute")
+    assert "no --allow kind covers" in no_terminal("fetch") and "rerun" not in no_terminal("fetch")
