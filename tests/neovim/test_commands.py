@@ -64,6 +64,37 @@ def test_shell_command_needing_approval_runs_when_allowed_once(make_editor, endp
     assert "wrote it" in chat
 
 
+def test_permission_picker_opens_before_the_command_is_on_screen_or_in_its_prompt(make_editor, endpoint, workspace):
+    # the chat showed only "- ⏳ Write perm1" while the picker waited: the question was drawn after the answer
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo first > perm1.txt", description="Write perm1")]))
+    endpoint.push(text_stream("not written"))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.lua("""
+        vim.ui.select = function(items, opts, on_choice)  -- what the user sees when the picker opens
+          local rows = {}
+          for r = 1, vim.o.lines do
+            local cells = {}
+            for c = 1, vim.o.columns do
+              cells[#cells + 1] = vim.fn.screenstring(r, c)
+            end
+            rows[#rows + 1] = table.concat(cells)
+          end
+          _G.seen = { prompt = opts.prompt, screen = table.concat(rows, "\\n") }
+          for _, it in ipairs(items) do
+            if it.optionId == "reject_once" then
+              return on_choice(it)
+            end
+          end
+        end
+    """)
+    ed.cmd("AgentAsk write perm1")
+    ed.idle()
+    seen = ed.lua("return _G.seen")
+    assert seen["prompt"] == "agent-server: Write perm1 — $ echo first > perm1.txt"
+    assert "Permission needed:** Write perm1" in seen["screen"] and "echo first > perm1.txt" in seen["screen"], seen["screen"]
+    assert not (workspace / "perm1.txt").exists()
+
+
 def test_shell_command_rejected_is_not_run_and_the_model_is_told(make_editor, endpoint, workspace):
     endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
     endpoint.push(text_stream("ok, I will not"))

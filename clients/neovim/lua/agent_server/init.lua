@@ -42,6 +42,10 @@ local function wire()
   permissions.hooks.say = function(s)
     chat.say(s)
   end
+  permissions.hooks.reveal = function()
+    chat.open(false)
+    vim.cmd("redraw")
+  end
   client.on(chat.handle)
   client.on(function(ev)
     if ev.type == "exit" then

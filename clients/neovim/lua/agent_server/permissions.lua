@@ -5,8 +5,10 @@
 --- all of those answer `cancelled`, which the server treats as a denial.
 local M = {}
 
---- Hooks set by the plugin: `say(text)` writes to the chat, `diff(lines)` shows a diff.
-M.hooks = { say = function() end }
+--- Hooks set by the plugin: `say(text)` writes to the chat; `reveal()` shows the chat (without
+--- focusing it) and redraws the screen, so the question is on screen before the picker opens (the
+--- default `vim.ui.select` is `inputlist()`, which draws nothing else while it waits).
+M.hooks = { say = function() end, reveal = function() end }
 
 local open = {}
 
@@ -37,6 +39,36 @@ function M.describe(tool_call)
   return lines
 end
 
+local function has_diff(tool_call)
+  for _, c in ipairs(tool_call.content or {}) do
+    if c.type == "diff" then
+      return true
+    end
+  end
+  return false
+end
+
+--- The picker's prompt: the call's title and what it would do when the title does not say it — a
+--- shell command (one line, shortened) or a pointer to the diff in the chat — so the choice is made
+--- seeing the command even where the picker covers the chat.
+function M.prompt(tool_call)
+  local title = tostring(tool_call.title or "allow this tool call?"):gsub("\n", " ")
+  local raw = tool_call.rawInput
+  local extra
+  if type(raw) == "table" and type(raw.command) == "string" and raw.command:match("%S") then
+    local command = vim.trim((raw.command:gsub("%s+", " ")))
+    if not title:find(command, 1, true) then
+      if vim.fn.strchars(command) > 160 then
+        command = vim.fn.strcharpart(command, 0, 159) .. "…"
+      end
+      extra = "$ " .. command
+    end
+  elseif has_diff(tool_call) then
+    extra = "the diff is in the chat"
+  end
+  return "agent-server: " .. title .. (extra and (" — " .. extra) or "")
+end
+
 --- Handle the server's request (`req` from `rpc`).
 function M.ask(req)
   local params = req.params
@@ -59,8 +91,9 @@ function M.ask(req)
   if #options == 0 then
     return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
   end
+  pcall(M.hooks.reveal) -- the question on screen first (a failure to show it must not allow anything)
   local ok, err = pcall(vim.ui.select, options, {
-    prompt = "agent-server: " .. tostring((params.toolCall or {}).title or "allow this tool call?"),
+    prompt = M.prompt(params.toolCall or {}),
     kind = "agent_server.permission",
     format_item = function(o)
       return o.name or o.optionId
