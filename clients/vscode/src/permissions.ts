@@ -36,10 +36,13 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     const id = `perm${this.next++}`;
     const call = params.toolCall;
     const content = call.content ?? [];
-    const reason = content
+    let reason = content
       .map((c) => (c.type === "content" && c.content.type === "text" ? c.content.text : ""))
       .filter(Boolean)
       .join("\n");
+    const raw = call.rawInput as { command?: unknown } | undefined;
+    // an agent that gives no words: the command itself is the question (as the Neovim plugin shows it)
+    if (!reason && typeof raw?.command === "string" && raw.command.trim()) reason = "```sh\n" + raw.command + "\n```";
     const diffs = content.filter((c): c is acp.Diff & { type: "diff" } => c.type === "diff");
     const result = new Promise<acp.RequestPermissionResponse>((resolve) => this.pending.set(id, { params, resolve }));
     this.post({

@@ -9,7 +9,7 @@
 
 import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, fold, initialState } from "./state";
+import { type ChatState, type Item, fold, initialState, permissionAnswer } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -152,7 +152,8 @@ function renderItem(item: Item): HTMLElement {
       }
       if (item.hasDiff) node.append(el("div", "card-note", "The change is shown in a diff editor."));
       if (item.outcome) {
-        node.append(el("div", "card-outcome", `Answered: ${item.outcome}`));
+        node.dataset.outcome = item.outcome;
+        node.append(el("div", "card-outcome", permissionAnswer(item)));
       } else {
         const row = el("div", "card-buttons");
         for (const o of item.options) {

@@ -127,6 +127,14 @@ export function toSelects(options: unknown[]): SelectView[] {
   return out;
 }
 
+/** What a permission card says once answered: the chosen option's name ("Allow once"), never its id. */
+export function permissionAnswer(item: Extract<Item, { type: "permission" }>): string {
+  if (!item.outcome) return "";
+  const option = item.options.find((o) => o.optionId === item.outcome);
+  if (option) return `Answered: ${option.name || option.optionId}`;
+  return item.outcome === "cancelled" ? "Not answered: denied" : `Answered: ${item.outcome}`;
+}
+
 /** Folds one event into the state (mutates and returns it). */
 export function fold(s: ChatState, e: ChatEvent): ChatState {
   switch (e.kind) {
