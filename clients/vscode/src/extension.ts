@@ -88,7 +88,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         if (e.sessionId === agent.currentSessionId) post({ kind: "update", update: e.update as unknown as WireUpdate });
         return;
       case "session":
-        if (!e.loaded) post({ kind: "reset", sessionId: e.sessionId });
+        // Not a reset: New, a load and a settings restart clear the panel themselves before their
+        // session starts, and a session started by a prompt (the window's first, or the one after the
+        // server died) keeps what is shown — that prompt among it.
+        post({ kind: "session", sessionId: e.sessionId });
         post({ kind: "config", selects: selectsOf(e.configOptions, e.modes) });
         void refreshSessions();
         return;

@@ -34,6 +34,8 @@ export interface HunkView {
 
 export type ChatEvent =
   | { kind: "reset"; sessionId?: string }
+  /** The panel's session is now `sessionId` (the transcript stays). */
+  | { kind: "session"; sessionId: string }
   | { kind: "user"; text: string }
   | { kind: "update"; update: WireUpdate }
   | { kind: "turn-start" }

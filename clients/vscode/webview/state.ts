@@ -148,6 +148,10 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.busy = s.busy;
       return fresh;
     }
+    case "session":
+      if (s.currentSession !== e.sessionId) s.title = undefined; // the title was the previous session's
+      s.currentSession = e.sessionId;
+      return s;
     case "user":
       push(s, { type: "user", text: e.text });
       return s;

@@ -16,6 +16,9 @@ export class Uri {
   static from(c: { scheme: string; path: string }): Uri {
     return new Uri(c.scheme, c.path);
   }
+  static joinPath(base: Uri, ...parts: string[]): Uri {
+    return new Uri(base.scheme, [base.path, ...parts].join("/"));
+  }
   get fsPath(): string {
     return this.path;
   }
@@ -155,11 +158,35 @@ export const workspace = {
   },
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   asRelativePath: (u: Uri) => u.path,
-  getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
+  /** `agentServer.*` settings by their short key ("path", "args" …); unset ones get their default. */
+  settings: {} as Record<string, unknown>,
+  getConfiguration: () => ({ get: <T>(k: string, d: T) => (k in workspace.settings ? (workspace.settings[k] as T) : d) }),
+  workspaceFolders: undefined as { uri: Uri }[] | undefined,
+  // what activate() registers (the panel's tests run the whole extension)
+  onDidChangeConfiguration: () => ({ dispose() {} }),
+  onDidChangeTextDocument: () => ({ dispose() {} }),
+  registerFileSystemProvider: () => ({ dispose() {} }),
 };
 
-export const commands = { executed: [] as unknown[][], async executeCommand(...args: unknown[]) { commands.executed.push(args); } };
-export const window = { tabGroups: { all: [], activeTabGroup: { activeTab: undefined }, close: async () => true, onDidChangeTabs: () => ({ dispose() {} }) } };
+export const commands = {
+  executed: [] as unknown[][],
+  async executeCommand(...args: unknown[]) {
+    commands.executed.push(args);
+  },
+  registerCommand: () => ({ dispose() {} }),
+};
+export const window = {
+  tabGroups: { all: [], activeTabGroup: { activeTab: undefined }, close: async () => true, onDidChangeTabs: () => ({ dispose() {} }) },
+  /** Webview view providers registered by id (the panel's tests resolve them with a fake view). */
+  providers: new Map<string, unknown>(),
+  registerWebviewViewProvider(id: string, provider: unknown) {
+    window.providers.set(id, provider);
+    return { dispose() {} };
+  },
+  createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
+  activeTextEditor: undefined,
+};
+export const env = { openExternal: async () => true };
 export class TabInputTextDiff {
   constructor(readonly original: Uri, readonly modified: Uri) {}
 }
@@ -183,6 +210,9 @@ export function resetStub(): void {
   workspace.applyEditCalls = 0;
   hooks.afterApply = undefined;
   commands.executed.length = 0;
+  workspace.settings = {};
+  workspace.workspaceFolders = undefined;
+  window.providers.clear();
 }
 
 export { offsetAt };

@@ -1,0 +1,83 @@
+// The whole extension (activate) with its panel resolved in a fake webview view and a scripted ACP agent
+// as the server: what the webview is sent, folded as the webview folds it, is the transcript the user sees.
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Uri, resetStub, window, workspace } from "../stub/vscode";
+import { activate, deactivate } from "../../src/extension";
+import type { ChatEvent, HostToWebview } from "../../src/protocol";
+import { type ChatState, fold, initialState } from "../../webview/state";
+
+const AGENT = fileURLToPath(new URL("../fixtures/scripted-agent.mjs", import.meta.url));
+
+beforeEach(() => resetStub());
+afterEach(async () => {
+  await deactivate();
+});
+
+const answer = (text: string) => [{ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } }];
+
+async function openPanel(script: unknown) {
+  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify(script)] };
+  workspace.workspaceFolders = [{ uri: Uri.file(process.cwd()) }];
+  const context = {
+    subscriptions: [] as unknown[],
+    extensionUri: Uri.file("/extension"),
+    secrets: { get: async () => undefined, onDidChange: () => ({ dispose() {} }), store: async () => {}, delete: async () => {} },
+  };
+  await activate(context as never);
+  const provider = window.providers.get("agentServer.panel") as { resolveWebviewView(v: unknown): void };
+  const sent: ChatEvent[] = [];
+  let receive: (m: unknown) => void = () => {};
+  provider.resolveWebviewView({
+    webview: {
+      options: {},
+      html: "",
+      cspSource: "vscode-resource:",
+      asWebviewUri: (u: Uri) => u,
+      onDidReceiveMessage: (f: (m: unknown) => void) => ((receive = f), { dispose() {} }),
+      postMessage: async (m: HostToWebview) => (sent.push(...m.events), true),
+    },
+    onDidDispose: () => ({ dispose() {} }),
+    show() {},
+  });
+  receive({ type: "ready" });
+  const state = (): ChatState => sent.reduce(fold, initialState());
+  const users = () => state().items.flatMap((i) => (i.type === "user" ? [i.text] : []));
+  const until = async (what: string, ok: (s: ChatState) => boolean) => {
+    const deadline = Date.now() + 15_000;
+    while (!ok(state())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(state().items)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const answered = (text: string) => (s: ChatState) => !s.busy && s.items.some((i) => i.type === "agent" && i.text.includes(text));
+  return { send: (m: unknown) => receive(m), users, until, answered, state };
+}
+
+describe("the agent panel", () => {
+  it("the first prompt of a fresh window, the one that starts the session, stays in the transcript", async () => {
+    const panel = await openPanel({ turns: [answer("first answer"), answer("second answer")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    expect(panel.users()).toEqual(["first question"]);
+    panel.send({ type: "prompt", text: "second question" });
+    await panel.until("the second answer", panel.answered("second answer"));
+    expect(panel.users()).toEqual(["first question", "second question"]);
+    expect(panel.state().currentSession).toMatch(/\S/);
+    panel.send({ type: "ready" }); // the webview reloads: the host replays the same transcript
+    await panel.until("the replay", (s) => s.items.filter((i) => i.type === "agent").length === 2);
+    expect(panel.users()).toEqual(["first question", "second question"]);
+  });
+
+  it("New clears the transcript and the next prompt shows in the new session", async () => {
+    const panel = await openPanel({ turns: [answer("first answer"), answer("in the new session")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const first = panel.state().currentSession;
+    panel.send({ type: "newSession" });
+    await panel.until("the new session", (s) => s.items.length === 0 && s.currentSession !== first);
+    panel.send({ type: "prompt", text: "after New" });
+    await panel.until("the answer", panel.answered("in the new session"));
+    expect(panel.users()).toEqual(["after New"]);
+  });
+});
