@@ -188,8 +188,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     ``agent_thought_chunk`` (reasoning) and an ``agent_message_chunk`` (text), each only when not
     empty; ``tool/call`` → one ``tool_call`` with the final status and content of its
     ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
-    announced → its own ``tool_call``; ``notice``, ``inbox/dropped`` and a failed turn → an
-    ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
+    announced → its own ``tool_call``; a ``notice`` (written for the model) → a short note for the
+    user in plain words, or nothing (``_notice_for_user``: never the model's instructions);
+    ``checkpoint/undo|redo``, ``inbox/dropped`` and a failed turn → an ``agent_message_chunk``
+    marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
     ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
     the terminal convention), a ``bash`` call still running gets its terminal as it did live
     (``tools.live``), so the output that follows shows in it. ``events`` must not change while
@@ -222,7 +224,16 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "tool/result" and data.get("tool_call_id") not in announced:
             yield _tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context, shown)
         elif kind == "notice":
-            yield _chunk("agent_message_chunk", f"\n\n[agent-server notice] {data.get('text', '')}\n\n")
+            note = _notice_for_user(data)
+            if note:
+                yield _chunk("agent_message_chunk", f"\n\n[agent-server] {note}\n\n")
+        elif kind in ("checkpoint/undo", "checkpoint/redo"):
+            files = "; ".join(f"{_relative(str(f.get('path', '')), roots)}: {f.get('outcome', '')}"
+                              for f in data.get("files") or [] if isinstance(f, dict))
+            verb = "Undid" if kind == "checkpoint/undo" else "Redid"
+            yield _chunk("agent_message_chunk",
+                         f"\n\n[agent-server] {verb} the file changes of turn {data.get('turn')}"
+                         f"{': ' + files if files else ''}.\n\n")
         elif kind == "inbox/dropped":
             yield _chunk("agent_message_chunk",
                          "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
@@ -231,6 +242,33 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "turn/end" and data.get("exit") == "error":
             message = (data.get("error") or {}).get("message", "the turn failed")
             yield _chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n")
+
+
+def _notice_for_user(data: dict[str, Any]) -> str | None:
+    """What a replayed ``notice`` shows the user: its ``text`` is written for the model ("Do not
+    assume they succeeded…") and is never shown; by its ``reason``, a short note in plain words, or
+    ``None`` (nothing) for a notice with nothing to tell the user (a checkpoint's: its
+    ``checkpoint/undo|redo`` event is shown instead)."""
+    reason = data.get("reason")
+    partly = (" Some of its tool calls were interrupted and may have had part of their effect."
+              if data.get("may_have_run") else "")
+    if reason == "cancelled":
+        return "The turn was cancelled." + partly
+    if reason == "interrupted":
+        why = ("the session log could not be written" if "could not be written" in str(data.get("text", ""))
+               else "agent-server stopped")
+        return f"The turn was interrupted before it was finished: {why}." + partly
+    if reason == "max_turn_requests":
+        return "Stopped at the turn's limit of model requests (max_steps_per_turn)."
+    return None
+
+
+def _relative(path: str, roots: Sequence[str]) -> str:
+    for root in roots:
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
 
 
 def _chunk(kind: str, text: str) -> dict[str, Any]:
