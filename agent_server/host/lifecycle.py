@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.host import paging
+from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
                                   SessionStore, read_head)
@@ -208,6 +209,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         kind, data = event.type, event.data
         if kind == "user":
             blocks = data.get("blocks") or [{"type": "text", "text": data.get("content", "")}]
+            if data.get("content") == INIT_PROMPT:  # what the user typed, not the instructions it became
+                blocks = [{"type": "text", "text": "/init"}]
             for block in blocks:
                 yield {"sessionUpdate": "user_message_chunk", "content": block}
         elif kind == "assistant":

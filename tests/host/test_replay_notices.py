@@ -54,3 +54,13 @@ def test_loaded_session_shows_an_undo_as_what_was_done_not_the_models_reminder(t
         "differ from what you last read: read a file again before you change it.")})
     _, agent = _shown(log, str(tmp_path))
     assert agent == ["\n\n[agent-server] Undid the file changes of turn 3: a.py: restored.\n\n"]
+
+
+def test_loaded_init_turn_shows_the_users_slash_command_not_the_instructions_sent_for_it(tmp_path):
+    from agent_server.host.commands import INIT_PROMPT
+
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
+    log.append("turn/start", {"turn": 1})
+    log.append("user", {"turn": 1, "content": INIT_PROMPT, "blocks": [{"type": "text", "text": INIT_PROMPT}]})
+    user, _ = _shown(log, str(tmp_path))
+    assert user == ["/init"]
