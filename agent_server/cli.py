@@ -75,6 +75,65 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     return params or {}
 
 
+def _after_initialize(rest: bytes, out_fd: int, config_path: str | None) -> tuple[object, bytes]:
+    """Once ``initialize`` is answered: answer the client's next message at once if it is a
+    plain-case ``session/new`` (``server/fast_session.py``); returns ``(HandedSession or None,
+    the bytes for the server)``.
+
+    A client that sends nothing for ``_IDLE_BEFORE_LOADING`` s meanwhile gets the server's modules
+    loaded in a thread while it is idle, so a later request finds them loaded; one that sends at
+    once does not (two threads sharing the interpreter made that ``session/new`` slower, and the
+    prompt after it no faster: measured in bench/README.md). SIGTERM and SIGHUP end the process
+    with status 0 from now until the server's own handlers take over, as the server does when
+    nothing runs (the only thing written so far, a log's header, is on disk before its answer)."""
+    import select
+    import signal
+
+    from agent_server.server import fast_session  # with its modules: a loader thread never races it on one
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_quietly)
+    loader, switch = None, sys.getswitchinterval()
+    if b"\n" not in rest and not select.select([0], [], [], _IDLE_BEFORE_LOADING)[0]:
+        import threading
+
+        if not (os.environ.get("XDG_CONFIG_HOME") and os.environ.get("AGENT_SERVER_STATE_DIR")):
+            import platformdirs  # noqa: F401 — what the fast path may still import, before the thread starts
+        sys.setswitchinterval(0.0005)  # a request read meanwhile gets the interpreter back soon
+        loader = threading.Thread(target=_load_server, name="agent-server-imports", daemon=True)
+        loader.start()
+    try:
+        second, rest = _read_first_line(0, rest)
+        handed = fast_session.fast_new_session(second, out_fd, config_path) if second.endswith(b"\n") else None
+    finally:
+        if loader is not None:
+            loader.join()
+            sys.setswitchinterval(switch)
+    return handed, (rest if handed is not None else second + rest)
+
+
+_IDLE_BEFORE_LOADING = 0.02
+"""Seconds without a message after the ``initialize`` answer before the server's modules load in
+a thread (an editor that sends ``session/new`` at once is answered before they load)."""
+
+
+def _load_server() -> None:
+    """Import what ``serve_stdio`` needs (asyncio, the ACP server, the host, pydantic, httpx …)."""
+    try:
+        import asyncio  # noqa: F401
+        import logging  # noqa: F401
+
+        import agent_server.config  # noqa: F401
+        import agent_server.server.acp  # noqa: F401
+        import agent_server.server.stdio  # noqa: F401
+    except BaseException:  # noqa: BLE001 — the main thread imports them again and meets the error itself
+        pass
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    os._exit(0)
+
+
 _ON_A_TERMINAL = ("agent-server: waiting for an ACP client on stdin (JSON-RPC, one message a line): an editor "
                   "starts this command itself.\n  To try it from a terminal: agent-server run -p \"your prompt\""
                   " (see agent-server --help); Ctrl-D quits.\n")
@@ -91,13 +150,8 @@ def _serve(config_path: str | None) -> int:
     answered = _fast_initialize(first, out_fd) if first else None
     prefeed = rest if answered is not None else first + rest
     handed = None
-    if answered is not None:  # the session/new that follows, in the plain case (server/fast_session.py)
-        second, rest = _read_first_line(0, rest)
-        if second.endswith(b"\n"):
-            from agent_server.server.fast_session import fast_new_session
-
-            handed = fast_new_session(second, out_fd, config_path)
-        prefeed = rest if handed is not None else second + rest
+    if answered is not None:
+        handed, prefeed = _after_initialize(rest, out_fd, config_path)
 
     import asyncio
     import logging

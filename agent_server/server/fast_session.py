@@ -32,10 +32,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Mapping
+
+# imported with this module (standard library only), before the CLI's loader thread starts: the
+# fast path then imports nothing while that thread imports the server
+from agent_server import credentials
+from agent_server.config_resolve import BUILTIN_PROFILES, config_text, policy_env, resolve_provider, unusable
+from agent_server.session.logline import create_log, default_state_dir, make_store_folders, new_session_id
+from agent_server.session_views import DEFAULT_MODE, model_option, session_header, session_state
 
 SLOW_PATH_ENV = "AGENT_SERVER_NO_FAST_SESSION"
 """Set (non-empty) to leave every ``session/new`` to the full server (tests compare the two paths)."""
@@ -45,22 +51,19 @@ FAST_NOTE = "agent_server.fast_session: session/new answered before the server l
 """Said on stderr at ``AGENT_SERVER_LOG_LEVEL=DEBUG`` when the fast path answered (tests look for it)."""
 
 
-@dataclass
 class HandedSession:
     """A session the fast path created and answered, for the full server to adopt.
 
     ``fd``: the log's descriptor (append mode, holding its ``flock``), owned by the receiver from
     now on; ``line``: the ``session/header`` line written; ``roots``: ``cwd`` then the additional
     directories; ``answer``: the result sent (``sessionId``, ``modes``, ``configOptions``).
+    (A plain class: ``dataclasses`` costs ~7 ms of imports here.)
     """
 
-    request_id: int | str
-    session_id: str
-    path: Path
-    fd: int
-    line: bytes
-    roots: list[str]
-    answer: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, request_id: int | str, session_id: str, path: Path, fd: int, line: bytes,
+                 roots: list[str], answer: dict[str, Any]) -> None:
+        self.request_id, self.session_id, self.path, self.fd = request_id, session_id, path, fd
+        self.line, self.roots, self.answer = line, roots, answer
 
 
 def _reject_constant(name: str) -> Any:
@@ -105,10 +108,6 @@ def config_plain(config_path: str | None, env: Mapping[str, str]) -> dict[str, A
     no (or an empty) config file, an environment that ``config.load_config`` accepts for sure,
     and a default provider that is usable without a sign-in (``config_resolve.unusable``); else
     ``None``. Reads the files ``load_config`` reads (credentials, config), with its own functions."""
-    from agent_server import credentials
-    from agent_server.config_resolve import BUILTIN_PROFILES, config_text, policy_env, resolve_provider, unusable
-    from agent_server.session_views import DEFAULT_MODE, model_option, session_state
-
     try:
         signin = credentials.read(env)
         _, text = config_text(config_path, env)
@@ -141,9 +140,6 @@ def fast_new_session(line: bytes, out_fd: int, config_path: str | None,
     state = config_plain(config_path, env)
     if state is None:
         return None
-    from agent_server.session.logline import create_log, default_state_dir, make_store_folders, new_session_id
-    from agent_server.session_views import session_header
-
     request_id, roots = request
     session_id = new_session_id()
     try:

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,16 @@ def test_the_fast_session_new_imports_no_asyncio_pydantic_nor_httpx(plain_env, w
     answer = json.loads(result["answer"])
     assert answer["id"] == 2 and answer["result"]["sessionId"] in result["log"]
     assert read_events(Path(result["log"]))[0].data["cwd"] == str(workspace)
+
+
+@pytest.mark.parametrize("servers", [[], [{"name": "nothing", "command": "/bin/false", "args": [], "env": []}]])
+def test_session_new_after_an_idle_client_is_answered_while_the_server_loads_in_a_thread(
+        raw_agent_factory, plain_env, workspace, agent_state_dir, servers):
+    """An idle client gets the server's modules loaded in a thread (cli._after_initialize): the
+    plain case is still answered by the fast path meanwhile, and anything else by the server."""
+    agent = start(raw_agent_factory, plain_env)
+    time.sleep(0.3)  # longer than cli._IDLE_BEFORE_LOADING
+    session_id = agent.request("session/new", {"cwd": str(workspace), "mcpServers": servers})["result"]["sessionId"]
+    assert [s["sessionId"] for s in agent.request("session/list", {})["result"]["sessions"]] == [session_id]
+    assert fast(agent) == (not servers)
+    assert agent.returncode == 0
