@@ -45,6 +45,14 @@ _ENVELOPE = re.compile(
 ``type`` of the model's pattern, a ``seq`` ≥ 1 and a JSON number as ``time``."""
 
 
+from pydantic import BaseModel as _BaseModel
+
+_SETTERS = tuple(_BaseModel.__dict__[name].__set__ for name in
+                 ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+"""The setters of the slots every pydantic model instance has (a field dict and three more), as
+``BaseModel.model_construct`` fills them: called directly, not looked up by name per event."""
+
+
 class LogCorruptError(Exception):
     """A log line other than a torn last line cannot be read.
 
@@ -198,7 +206,8 @@ class _Parser:
         model, path = self.model, self.path
         append, find, match_at = self.events.append, raw.find, _ENVELOPE.match
         from_json, keys, shared, names = pydantic_core.from_json, _KEYS, self._shared, self._names
-        new, setattr_, fields, type_name = model.__new__, object.__setattr__, _FIELDS, TYPE_NAME.fullmatch
+        new, fields, type_name = model.__new__, _FIELDS, TYPE_NAME.fullmatch
+        set_dict, set_fields, set_extra, set_private = _SETTERS
         start, number = 0, self.number
         try:
             while (end := find(b"\n", start)) >= 0:
@@ -217,7 +226,8 @@ class _Parser:
                             if name is None and type_name(kind):
                                 name = names[kind] = kind
                             if name is not None:
-                                parsed["type"] = name  # one str per type
+                                if name is not kind:
+                                    parsed["type"] = name  # one str per type
                                 fields_of = parsed
                 else:
                     match = match_at(raw, start, end)
@@ -248,10 +258,10 @@ class _Parser:
                     append(parse_line(model, path, number, raw[start:end], expected_seq=number))
                 else:  # built as BaseModel.model_construct builds it, every field already checked
                     event = new(model)
-                    setattr_(event, "__dict__", fields_of)
-                    setattr_(event, "__pydantic_fields_set__", fields)
-                    setattr_(event, "__pydantic_extra__", None)
-                    setattr_(event, "__pydantic_private__", None)
+                    set_dict(event, fields_of)
+                    set_fields(event, fields)
+                    set_extra(event, None)
+                    set_private(event, None)
                     append(event)
                 start = end + 1
         finally:
