@@ -42,16 +42,32 @@ options:
 """
 
 
-def _read_first_line(fd: int, buffer: bytes = b"") -> tuple[bytes, bytes]:
+FAST_LINE_LIMIT = 1 << 20
+"""Longest line the fast path reads for itself (an ``initialize`` or ``session/new`` is far
+shorter); a longer one is left whole to the engine, which takes any size in linear time and
+answers one past ``jsonrpc.MAX_LINE_BYTES`` with ``-32600``."""
+
+
+def _read_first_line(fd: int, buffer: bytes = b"", limit: int = FAST_LINE_LIMIT) -> tuple[bytes, bytes]:
     """Read from ``fd`` until the first newline (after what ``buffer`` already holds); returns
-    ``(line, rest)`` (rest may be b""; line is b"" or unterminated at end of input)."""
-    while b"\n" not in buffer:
+    ``(line, rest)`` (rest may be b""; line is b"" or unterminated at end of input). A line that
+    passes ``limit`` bytes is not read further: ``(b"", everything read)``. Linear in what it
+    reads (each chunk is searched once, the pieces joined once)."""
+    if b"\n" in buffer:
+        line, _, rest = buffer.partition(b"\n")
+        return line + b"\n", rest
+    pieces, size = [buffer], len(buffer)
+    while size <= limit:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            return buffer, b""
-        buffer += chunk
-    line, _, rest = buffer.partition(b"\n")
-    return line + b"\n", rest
+            return b"".join(pieces), b""
+        end = chunk.find(b"\n")
+        if end >= 0:
+            pieces.append(chunk[:end + 1])
+            return b"".join(pieces), chunk[end + 1:]
+        pieces.append(chunk)
+        size += len(chunk)
+    return b"", b"".join(pieces)
 
 
 def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
@@ -145,7 +161,7 @@ def _serve(config_path: str | None) -> int:
     if os.isatty(0):  # a person, not an editor: say what this is waiting for
         os.write(2, _ON_A_TERMINAL.encode())
     first, rest = _read_first_line(0)
-    if not first:
+    if not first and not rest:
         return 0  # end of input before any message: nothing to serve
     answered = _fast_initialize(first, out_fd) if first else None
     prefeed = rest if answered is not None else first + rest

@@ -32,6 +32,10 @@ AUTH_REQUIRED = -32000
 """ACP's "Authentication required": the client should offer the agent's ``authMethods``."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest message (one line) the engine reads: a longer one is skipped — read through to its
+newline without being kept — and answered ``-32600`` (``id: null``: its id was never parsed), and
+the next line is served (docs/protocol.md "Transport"). 64 MiB leaves room for the largest file the
+tools read (32 MiB) as JSON text."""
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
@@ -239,7 +243,8 @@ class Connection:
                 await self._reader.readexactly(exc.consumed)
             except asyncio.IncompleteReadError:
                 break
-        await self._send_error(None, INVALID_REQUEST, f"message larger than {MAX_LINE_BYTES} bytes")
+        await self._send_error(None, INVALID_REQUEST, f"message too large: a message may be at most "
+                               f"{MAX_LINE_BYTES} bytes ({MAX_LINE_BYTES >> 20} MiB) on one line; it was skipped")
 
     async def _handle_line_safely(self, line: bytes) -> None:
         """``_handle_line``, but no exception from one message ends the serve loop: a bug met while
