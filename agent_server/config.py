@@ -163,8 +163,8 @@ class PolicySettings(BaseModel):
     default_mode: Literal["read-only", "workspace-write", "danger-full-access"] = DEFAULT_MODE
     """The mode a new session starts in (the editor can switch it with ``session/set_mode``)."""
     approval_timeout: float = Field(default=600.0, gt=0)
-    """Seconds to wait for the user's answer to a permission request before denying (env
-    ``AGENT_SERVER_APPROVAL_TIMEOUT``)."""
+    """Seconds to wait for the user's answer to a permission request before denying, or to an
+    edit proposal before withdrawing it (env ``AGENT_SERVER_APPROVAL_TIMEOUT``)."""
     sandbox: Literal["auto", "off"] = "auto"
     """``auto``: confine the shell with Linux Landlock when this machine enforces it; ``off``: never
     (every shell command then asks). Env ``AGENT_SERVER_SANDBOX``."""
