@@ -10,7 +10,10 @@ back to the disk.
 
 Must never: call a client method the client did not advertise, or write behind the user's back —
 a proposal the editor answers ``stale``/``rejected``/``cancelled`` changes nothing, and a plain-ACP
-write happens only after the re-read matched the base.
+write happens only after the re-read matched the base — nor hand on, or build an edit on, text the
+editor decoded from bytes that are not UTF-8 (its U+FFFD stand for bytes the editor would write back
+as U+FFFD): such a file gets the refusal the disk path gives (docs/protocol.md "Files that are not
+UTF-8").
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from agent_server.server.initialize import negotiate_encoding
 from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError
 from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools import safe_fs
-from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, WriteOutcome
+from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, NotTextFileError, WriteOutcome
+from agent_server.tools.text import NotTextError, decode_text, not_utf8
 from agent_server.tools.user_wait import awaiting_user
 
 log = logging.getLogger("agent_server.editor")
@@ -119,14 +123,40 @@ class EditorFiles:
         except JsonRpcError as exc:
             if exc.code == RESOURCE_NOT_FOUND or not path.exists():
                 raise FileNotFoundError(2, "No such file (the editor says)", str(path)) from None
+            refusal = await self._encoding_refusal(path, _editor_says_not_utf8(exc))
+            if refusal is not None:
+                raise refusal from None
             raise OSError(f"the editor could not read {path}: {exc.message}") from None
         except ConnectionClosed:
             raise OSError(f"the editor is gone; cannot read {path}") from None
         if not isinstance(result, dict) or not isinstance(result.get("content"), str):
             raise OSError(f"the editor answered fs/read_text_file for {path} without text content")
+        refusal = await self._encoding_refusal(path)
+        if refusal is not None:
+            raise refusal
         meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
         version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
         return FileSnapshot.of(path, result["content"].encode("utf-8"), version)
+
+    async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
+        """Why the editor's text of ``path`` cannot be used, or ``None``. The buffer is the truth
+        for the text; whether the file is UTF-8 is the editor's to say (it refuses the read, see
+        ``_editor_says_not_utf8``) and, when it answered text, the disk's: bytes on disk that are
+        not UTF-8 (not even one stray byte, which ``read`` from disk would tolerate and keep)
+        mean the editor decoded them lossily, so the read is refused with ``decode_text``'s own
+        words for those bytes. A file the disk cannot give (missing, too large, unreadable) is
+        decided by the editor alone."""
+        try:
+            snapshot = await self.disk.read(path)
+        except OSError:
+            snapshot = None
+        if snapshot is not None:
+            reason = await asyncio.to_thread(_utf8_refusal, snapshot.raw)
+            if reason is not None:
+                return NotTextFileError(path, reason)
+        if editor_says is not None:
+            return NotTextFileError(path, not_utf8(editor_says))
+        return None
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -140,6 +170,10 @@ class EditorFiles:
             return await self.disk.write(path, raw, base=base)
         if old is not None and old.startswith("\ufeff") and new.startswith("\ufeff"):
             old, new = old[1:], new[1:]  # a disk BOM is not part of the editor's text
+        if old is not None and "\ufffd" in old and (self.caps.apply_workspace_edit or self.caps.write_text):
+            refusal = await self._encoding_refusal(path)  # again, right before the editor writes
+            if refusal is not None:
+                return WriteOutcome("failed", f"{refusal.reason}; nothing was proposed or written")
         if self.caps.apply_workspace_edit:
             return await self._propose(path, old, new, base)
         if self.caps.write_text or self.approve_edit is not None:
@@ -283,6 +317,31 @@ class EditorFiles:
         if text == sent:
             return WriteOutcome("written", snapshot=landed)
         return WriteOutcome("written", snapshot=landed, landed_by="editor")
+
+
+def _editor_says_not_utf8(exc: JsonRpcError) -> str | None:
+    """What the editor said when it refused ``fs/read_text_file`` because the document is not
+    UTF-8 (``data.agentServer.notUtf8: true``, optionally ``encoding``), else ``None``."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    ext = data.get("agentServer") if isinstance(data.get("agentServer"), dict) else {}
+    if ext.get("notUtf8") is not True:
+        return None
+    encoding = ext.get("encoding")
+    return f"the editor holds it as {encoding}" if isinstance(encoding, str) and encoding else "so the editor says"
+
+
+def _utf8_refusal(raw: bytes) -> NotTextError | None:
+    """``decode_text``'s refusal of ``raw`` when it is not UTF-8 throughout (no byte tolerated)."""
+    try:
+        raw.decode("utf-8")
+        return None
+    except UnicodeDecodeError:
+        pass
+    try:
+        decode_text(raw, tolerate_invalid=False)
+    except NotTextError as exc:
+        return exc
+    return None
 
 
 def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, int]:

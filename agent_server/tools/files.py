@@ -43,6 +43,16 @@ class FileTooLargeError(OSError):
         self.path, self.size, self.limit = path, size, limit
 
 
+class NotTextFileError(OSError):
+    """A backend refuses to hand over a file's text because it cannot be faithful to its bytes (an
+    editor holds a file that is not UTF-8); ``reason`` is the ``NotTextError`` sentence, worded as
+    ``decode_text`` words it for the same bytes."""
+
+    def __init__(self, path: Path, reason: object) -> None:
+        super().__init__(str(reason))
+        self.path, self.reason = path, str(reason)
+
+
 @dataclass(frozen=True)
 class FileSnapshot:
     """The full bytes of a file at one moment.

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
-from .files import FileTooLargeError
+from .files import FileTooLargeError, NotTextFileError
 from .safe_fs import NotRegularFileError, PathChangedError, PathRefused, file_kind
 from .text import NotTextError, TextView, decode_text, replace_surrogates
 
@@ -99,11 +99,7 @@ class ReadTool(Tool):
         try:
             view = decode_text(snapshot.raw)
         except NotTextError as exc:
-            return ToolResult.error(
-                f"Cannot read {shown}: {exc}. `read` shows text files only; inspect it with "
-                f"`bash` (e.g. `file {shlex.quote(shown)}` or `xxd {shlex.quote(shown)} | head`).",
-                binary=True,
-            )
+            return not_text_result(shown, exc)
         ctx.reads.record(snapshot)
         result = render(view, path=path, shown=shown, offset=args.offset, limit=args.limit)
         result.locations = self.locations(args, ctx)
@@ -189,6 +185,18 @@ def _long_line_note(long_lines: list[tuple[int, int, int]], shown: str, *, singl
     )
 
 
+def not_text_result(shown: str, reason: object, verb: str = "read") -> ToolResult:
+    """The refusal of a file that is not text (binary, not UTF-8), the same whether ``decode_text``
+    refused its bytes or the backend did (``NotTextFileError``: the editor cannot hold it faithfully)."""
+    if verb != "read":
+        return ToolResult.error(f"Cannot {verb} {shown}: {reason}.")
+    return ToolResult.error(
+        f"Cannot read {shown}: {reason}. `read` shows text files only; inspect it with "
+        f"`bash` (e.g. `file {shlex.quote(shown)}` or `xxd {shlex.quote(shown)} | head`).",
+        binary=True,
+    )
+
+
 def precheck(path: Path, ctx: ToolContext, verb: str) -> ToolResult | None:
     """The refusal result when the file tools may not open ``path`` (checked before any backend —
     the editor's included — sees it): a refused ``/proc`` entry or protected credential store
@@ -213,6 +221,8 @@ def file_error(exc: OSError, path: Path, ctx: ToolContext, verb: str = "read") -
     nearby), a directory (with its entries), refused by rule, not a regular file, changed while
     opening, permission, too large, or any other OS error."""
     shown = display_path(path, ctx.roots)
+    if isinstance(exc, NotTextFileError):
+        return not_text_result(shown, exc.reason, verb)
     if isinstance(exc, PathRefused):
         return ToolResult.error(f"Refused: `{verb}` may not open {shown}: {exc.reason}. The file tools never "
                                 "open it; do not try to reach it another way.", refused="protected")

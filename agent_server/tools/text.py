@@ -37,6 +37,12 @@ class NotTextError(ValueError):
     sentence the model can read."""
 
 
+def not_utf8(detail: str) -> NotTextError:
+    """The refusal of a file that is not UTF-8 text, ``detail`` saying why (the one wording, whether
+    the disk's bytes or the editor said so)."""
+    return NotTextError(f"the file is not UTF-8 text ({detail})")
+
+
 @dataclass(frozen=True)
 class TextView:
     """A decoded text file.
@@ -98,11 +104,12 @@ def has_surrogates(text: str) -> bool:
     return _SURROGATES.search(text) is not None
 
 
-def decode_text(raw: bytes) -> TextView:
+def decode_text(raw: bytes, *, tolerate_invalid: bool = True) -> TextView:
     """Decode a file's bytes for the model.
 
     Raises ``NotTextError`` when the file looks binary: a NUL byte in the first 8 KB, or more
-    invalid UTF-8 than the tolerance (16 bytes and 1 % of the file).
+    invalid UTF-8 than the tolerance (16 bytes and 1 % of the file; none when not
+    ``tolerate_invalid`` — text an editor holds cannot keep an undecodable byte).
     """
     bom = raw.startswith(BOM)
     body = raw[len(BOM) :] if bom else raw
@@ -115,11 +122,10 @@ def decode_text(raw: bytes) -> TextView:
     except UnicodeDecodeError as exc:
         text = body.decode("utf-8", "surrogateescape")
         invalid = sum(1 for _ in _SURROGATES.finditer(text))
-        if invalid > MAX_INVALID_BYTES or invalid > MAX_INVALID_FRACTION * max(len(body), 1):
-            raise NotTextError(
-                f"the file is not UTF-8 text ({invalid} invalid bytes, first at offset "
-                f"{exc.start + (3 if bom else 0)})"
-            ) from None
+        if (not tolerate_invalid or invalid > MAX_INVALID_BYTES
+                or invalid > MAX_INVALID_FRACTION * max(len(body), 1)):
+            raise not_utf8(f"{invalid} invalid byte{'s' if invalid != 1 else ''}, first at offset "
+                           f"{exc.start + (3 if bom else 0)}") from None
     crlf = text.count("\r\n")
     lf = text.count("\n") - crlf
     cr = text.count("\r") - crlf

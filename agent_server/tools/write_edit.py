@@ -19,7 +19,7 @@ from pydantic import Field
 
 from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
 from .files import FileSnapshot
-from .read import file_error, precheck
+from .read import file_error, not_text_result, precheck
 from .edit_text import find_spans, no_match_hint, snippet, splice
 from .text import (
     NotTextError,
@@ -296,7 +296,7 @@ class EditTool(Tool):
         try:
             view = decode_text(current.raw)
         except NotTextError as exc:
-            return ToolResult.error(f"Cannot edit {shown}: {exc}.")
+            return not_text_result(shown, exc, "edit")
         spans, folded = find_spans(view.text, args.old_string, crlf=view.crlf > 0)
         if not spans:
             return ToolResult.error(
