@@ -295,3 +295,23 @@ def test_file_not_open_is_changed_on_disk_and_a_new_file_is_created(make_editor,
     assert (workspace / "pkg" / "new.py").read_text() == "print('hi')\n"
     assert ed.lua("return require('agent_server.buffers').find(...) == nil", str(path))  # not opened for it
     assert "Edit closed.txt: applied and saved" in ed.chat() and "Create new.py: applied and saved" in ed.chat()
+
+
+def test_latin1_buffer_read_and_edit_are_refused_at_once_not_after_a_30s_read_timeout(make_editor, endpoint, workspace):
+    raw = b"caf\xe9 na\xefve\nsecond line\n"
+    path = workspace / "latin1.txt"
+    path.write_bytes(raw)
+    push(endpoint, call("r", "read", path="latin1.txt"),
+         call("e", "edit", path="latin1.txt", old_string="second line", new_string="SECOND LINE"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    assert ed.lua("return vim.bo.fileencoding") == "latin1"
+    ed.cmd("AgentAsk shout the second line")
+    ed.idle(timeout=25)
+    read, edit = tool_messages(endpoint, 1)[0]["content"], tool_messages(endpoint, 2)[-1]["content"]
+    assert read.startswith("Cannot read latin1.txt: the file is not UTF-8 text (2 invalid bytes, first at offset 3).")
+    assert edit.startswith("Cannot edit latin1.txt: the file is not UTF-8 text (2 invalid bytes")
+    assert "timed out" not in read + edit
+    assert ed.lua("return require('agent_server.proposals').latest() == nil")
+    assert path.read_bytes() == raw and ed.buffer_text(path) == "caf\u00e9 na\u00efve\nsecond line\n"
+    assert ed.modified(path) is False

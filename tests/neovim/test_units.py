@@ -19,3 +19,12 @@ def test_lua_units(package):
                          env={**os.environ, "AGENT_SERVER_PLUGIN": str(PLUGIN)}, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 0 and "units: ok" in run.stdout, run.stdout + run.stderr
+
+
+def test_latin1_buffer_is_refused_and_an_answer_that_is_not_utf8_becomes_an_error_not_a_30s_wait():
+    """``lua/not_utf8.lua``: the latin1 buffer was reloaded with its raw bytes and sent as is, a line
+    the server cannot parse, so the read waited for its 30 s timeout."""
+    run = subprocess.run([str(nvim_binary(STABLE)), "--clean", "--headless", "-l", str(UNITS.parent / "not_utf8.lua")],
+                         env={**os.environ, "AGENT_SERVER_PLUGIN": str(PLUGIN)}, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0 and "not_utf8: ok" in run.stdout, run.stdout + run.stderr

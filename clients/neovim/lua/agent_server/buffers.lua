@@ -5,8 +5,12 @@
 --- first. Other files come from (and go to) the disk. A write to a loaded buffer changes the
 --- buffer and saves it only if it had no unsaved changes.
 ---
+--- A document that is not UTF-8 — a buffer whose 'fileencoding' is another, a buffer or a file
+--- holding bytes that are not UTF-8 — is refused with a JSON-RPC error (`data.agentServer.notUtf8`,
+--- docs/protocol.md "Files that are not UTF-8"), never sent as text nor written.
+---
 --- Must never: write the user's unsaved text to disk behind their back, or decide anything about
---- proposals (that is `proposals`).
+--- proposals (that is `proposals`), or reload a buffer from bytes that are not UTF-8.
 local text = require("agent_server.text")
 
 local M = {}
@@ -68,13 +72,53 @@ function M.save(buf)
   return ok and not vim.bo[buf].modified, err
 end
 
---- Reload a clean buffer whose file on disk no longer holds the buffer's text.
+--- The JSON-RPC error for `path` when it is not UTF-8 text: `encoding` is the buffer's
+--- 'fileencoding' (nil for bytes on disk), `raw` the bytes that are not UTF-8 (nil when the encoding
+--- alone says so).
+function M.not_utf8_error(path, encoding, raw)
+  local detail
+  if raw then
+    local count, first = text.utf8_invalid(raw)
+    detail = string.format("%d invalid byte%s, first at offset %d", count, count == 1 and "" or "s", first)
+  else
+    detail = "the buffer's 'fileencoding' is " .. encoding
+  end
+  return {
+    code = -32603,
+    message = path .. " is not UTF-8 text (" .. detail .. ")",
+    data = { agentServer = { notUtf8 = true, encoding = encoding or vim.NIL }, path = path },
+  }
+end
+
+--- The not-UTF-8 error for loaded buffer `buf` of `path`, or nil: its 'fileencoding' (Neovim keeps
+--- the text as UTF-8 and converts it on writing), bytes in its lines that are not UTF-8, or — when
+--- 'fileencoding' is empty, as after a conversion error (Neovim then shows each bad byte as "?") —
+--- a file on disk whose bytes are not UTF-8.
+function M.buffer_encoding_error(buf, path)
+  local fenc = vim.bo[buf].fileencoding
+  if fenc ~= "" and fenc ~= "utf-8" then
+    return M.not_utf8_error(path, fenc)
+  end
+  local doc = text.buffer_doc(buf)
+  if text.utf8_invalid(doc.text) then
+    return M.not_utf8_error(path, fenc ~= "" and fenc or nil, doc.text)
+  end
+  if fenc == "" then
+    local raw = M.read_disk(path)
+    if raw and text.utf8_invalid(raw) then
+      return M.not_utf8_error(path, nil, raw)
+    end
+  end
+end
+
+--- Reload a clean buffer whose file on disk no longer holds the buffer's text (not from bytes
+--- that are not UTF-8: the buffer keeps what it had, and the read is refused by the caller).
 local function refresh_clean(buf, path)
   if vim.bo[buf].modified then
     return
   end
   local raw = M.read_disk(path)
-  if not raw then
+  if not raw or text.utf8_invalid(raw) then
     return
   end
   local doc = text.buffer_doc(buf)
@@ -86,10 +130,15 @@ local function refresh_clean(buf, path)
 end
 
 --- The document the agent should see for `path`: `{ wire, version, dirty, buf }` where `wire` is the
---- text with the file's own line breaks; nil and an error when the file cannot be read.
+--- text with the file's own line breaks; nil and an error when the file cannot be read (a string),
+--- or is not UTF-8 text (the JSON-RPC error table, `M.not_utf8_error`).
 function M.snapshot(path)
   local buf = M.find(path)
   if buf then
+    local bad = M.buffer_encoding_error(buf, path)
+    if bad then
+      return nil, bad
+    end
     refresh_clean(buf, path)
     local doc = text.buffer_doc(buf)
     return {
@@ -104,6 +153,9 @@ function M.snapshot(path)
   local raw, err = M.read_disk(path)
   if not raw then
     return nil, err
+  end
+  if text.utf8_invalid(raw) then
+    return nil, M.not_utf8_error(path, nil, raw)
   end
   return { wire = raw, text = text.canon(raw), eol = text.detect_eol(raw), version = nil, dirty = false }
 end
@@ -126,6 +178,9 @@ function M.read_text_file(params)
     return nil, { code = -32602, message = "fs/read_text_file needs a path" }
   end
   local snap, err = M.snapshot(path)
+  if not snap and type(err) == "table" then
+    return nil, err
+  end
   if not snap then
     return nil, { code = -32002, message = "cannot read " .. path .. ": " .. tostring(err), data = { path = path } }
   end
@@ -144,6 +199,10 @@ function M.write_text_file(params)
     return nil, { code = -32602, message = "fs/write_text_file needs a path and content" }
   end
   local buf = M.find(path)
+  local bad = buf and M.buffer_encoding_error(buf, path)
+  if bad then
+    return nil, bad
+  end
   if buf then
     local was_dirty = vim.bo[buf].modified
     text.set_buffer_text(buf, text.canon(content))

@@ -82,6 +82,15 @@ end
 
 local function init_doc(doc, create)
   doc.create = create or false
+  local loaded = buffers.find(doc.path)
+  local bad = loaded and buffers.buffer_encoding_error(loaded, doc.path)
+  if not bad and not loaded then
+    local raw = buffers.read_disk(doc.path)
+    bad = raw and text.utf8_invalid(raw) and buffers.not_utf8_error(doc.path, nil, raw)
+  end
+  if bad then -- applying and saving would re-encode every other byte of the file
+    return false, bad.message
+  end
   local cur = current(doc)
   if doc.create and not cur then
     cur = { text = "", eol = "\n", wire = "" }

@@ -7,8 +7,11 @@
 --- callback and decoded on the main loop in slices of a few milliseconds.
 ---
 --- Must never: know any ACP method, die on a line that is not a JSON object (it is skipped and
---- logged), or leave a process behind after `stop()`.
+--- logged), leave a process behind after `stop()`, send a line that is not UTF-8 JSON, or leave a
+--- request of the server unanswered: a handler that raises, or an answer that cannot be encoded
+--- or is not UTF-8 (text of a latin1 buffer), is answered with a JSON-RPC error instead.
 local uv = vim.uv or vim.loop
+local utf8 = require("agent_server.utf8")
 
 local M = {}
 
@@ -207,10 +210,11 @@ function Rpc:_on_request(msg)
     end
     answered = true
     self.incoming[key] = nil
-    if err then
-      self:_write({ jsonrpc = "2.0", id = msg.id, error = err })
-    else
-      self:_write({ jsonrpc = "2.0", id = msg.id, result = result == nil and vim.empty_dict() or result })
+    local answer = err and { jsonrpc = "2.0", id = msg.id, error = err }
+      or { jsonrpc = "2.0", id = msg.id, result = result == nil and vim.empty_dict() or result }
+    local ok, why = self:_write(answer)
+    if not ok and why then
+      self:_write({ jsonrpc = "2.0", id = msg.id, error = { code = -32603, message = "client error: " .. why } })
     end
   end
   function req.answered()
@@ -223,11 +227,20 @@ function Rpc:_on_request(msg)
   end
 end
 
+--- Send one message. Returns true, or false and why when it could not be encoded as UTF-8 JSON
+--- (nothing is sent then), or just false when the process is gone.
 function Rpc:_write(msg)
   if not self.alive or self.stdin:is_closing() then
     return false
   end
-  local line = vim.json.encode(msg)
+  local ok, line = pcall(vim.json.encode, msg)
+  if not ok then
+    return false, "the message cannot be encoded as JSON: " .. tostring(line)
+  end
+  local count, first = utf8.invalid(line)
+  if count then
+    return false, string.format("the message is not UTF-8 (%d invalid bytes, first at byte %d of the line)", count, first)
+  end
   if M.trace then
     M.trace("->", line)
   end
@@ -242,10 +255,11 @@ function Rpc:request(method, params, callback)
   local id = self.next_id
   self.next_id = id + 1
   self.pending[id] = callback or function() end
-  if not self:_write({ jsonrpc = "2.0", id = id, method = method, params = params or vim.empty_dict() }) then
+  local ok, why = self:_write({ jsonrpc = "2.0", id = id, method = method, params = params or vim.empty_dict() })
+  if not ok then
     self.pending[id] = nil
     vim.schedule(function()
-      (callback or function() end)({ code = -32099, message = "the server is not running" })
+      (callback or function() end)({ code = why and -32603 or -32099, message = why or "the server is not running" })
     end)
   end
   return id

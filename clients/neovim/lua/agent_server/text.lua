@@ -58,6 +58,9 @@ function M.detect_eol(raw)
   return raw:sub(i, i)
 end
 
+--- Invalid UTF-8 in `s`: nil, or the count and 0-based offset of the first (`agent_server.utf8`).
+M.utf8_invalid = require("agent_server.utf8").invalid
+
 --- sha256 hex of a text as sent on the wire.
 function M.sha256(wire_text)
   return vim.fn.sha256(wire_text)
