@@ -3,7 +3,12 @@
  * open document with its `version` and `isDirty` (the `_meta.agentServer` block of PROTOCOL.md
  * "Buffer versions"), else `workspace.fs`.
  *
- * Must not: decide anything about proposals.
+ * A document that is not UTF-8 — VS Code holds it in another encoding (`TextDocument.encoding`), or
+ * its bytes on disk do not decode as UTF-8 (a fatal `TextDecoder`; VS Code shows each bad byte as
+ * U+FFFD and would save U+FFFD back) — is refused with a JSON-RPC error carrying
+ * `data.agentServer.notUtf8` (docs/protocol.md "Files that are not UTF-8"), never answered with text.
+ *
+ * Must not: decide anything about proposals, answer text decoded lossily.
  */
 
 import * as vscode from "vscode";
@@ -29,13 +34,87 @@ function absoluteUri(path: string): vscode.Uri {
   return vscode.Uri.file(path);
 }
 
-async function readDisk(uri: vscode.Uri): Promise<string | undefined> {
+/** Why a document is not UTF-8 text: its `encoding` as VS Code names it (or null), and the reason. */
+export interface NotUtf8 {
+  encoding: string | null;
+  reason: string;
+}
+
+const UTF8_ENCODINGS = new Set(["utf8", "utf8bom"]);
+
+/** The first byte of `bytes` that is not part of valid UTF-8 (strict), or -1. */
+export function firstInvalidUtf8(bytes: Uint8Array): number {
+  for (let i = 0; i < bytes.length; ) {
+    const c = bytes[i]!;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    let len = -1;
+    let lo = 0x80;
+    let hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) len = 1;
+    else if (c === 0xe0) [len, lo] = [2, 0xa0];
+    else if ((c >= 0xe1 && c <= 0xec) || c === 0xee || c === 0xef) len = 2;
+    else if (c === 0xed) [len, hi] = [2, 0x9f];
+    else if (c === 0xf0) [len, lo] = [3, 0x90];
+    else if (c >= 0xf1 && c <= 0xf3) len = 3;
+    else if (c === 0xf4) [len, hi] = [3, 0x8f];
+    if (len < 0) return i;
+    for (let k = 1; k <= len; k++) {
+      const b = bytes[i + k];
+      if (b === undefined || b < (k === 1 ? lo : 0x80) || b > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += len + 1;
+  }
+  return -1;
+}
+
+/** Bytes as UTF-8 text, or the reason they are not (a fatal decoder: never a U+FFFD for a byte). */
+export function decodeUtf8(bytes: Uint8Array): { text: string } | NotUtf8 {
   try {
-    return new TextDecoder("utf-8").decode(await vscode.workspace.fs.readFile(uri));
+    return { text: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+  } catch {
+    return { encoding: null, reason: `its bytes on disk are not UTF-8 (the first invalid byte is at offset ${firstInvalidUtf8(bytes)})` };
+  }
+}
+
+/** The JSON-RPC error answering a read (or write) of a document that is not UTF-8. */
+export function notUtf8Error(path: string, why: NotUtf8): RequestError {
+  return new RequestError(-32603, `${path} is not UTF-8 text (${why.reason})`, { agentServer: { notUtf8: true, encoding: why.encoding }, path });
+}
+
+async function readBytes(uri: vscode.Uri): Promise<Uint8Array | undefined> {
+  try {
+    return await vscode.workspace.fs.readFile(uri);
   } catch (err) {
     if (err instanceof vscode.FileSystemError && err.code === "FileNotFound") return undefined;
     throw err;
   }
+}
+
+/** The disk's text of `uri` (undefined: no such file); throws the not-UTF-8 error for other bytes. */
+async function readDisk(uri: vscode.Uri): Promise<string | undefined> {
+  const bytes = await readBytes(uri);
+  if (bytes === undefined) return undefined;
+  const decoded = decodeUtf8(bytes);
+  if ("reason" in decoded) throw notUtf8Error(uri.fsPath, decoded);
+  return decoded.text;
+}
+
+/**
+ * Why the document of `uri` (open as `doc`, or only on disk) is not UTF-8 text, or undefined: VS Code
+ * holds it in another encoding, or the file's bytes on disk are not UTF-8 (whatever the document
+ * holds: VS Code decoded them lossily, and saving writes the whole file re-encoded).
+ */
+export async function notUtf8(uri: vscode.Uri, doc?: vscode.TextDocument): Promise<NotUtf8 | undefined> {
+  const encoding = (doc as { encoding?: string } | undefined)?.encoding;
+  if (encoding && !UTF8_ENCODINGS.has(encoding)) return { encoding, reason: `VS Code holds it as ${encoding}` };
+  if (uri.scheme !== "file") return undefined;
+  const bytes = await readBytes(uri).catch(() => undefined);
+  if (bytes === undefined) return undefined;
+  const decoded = decodeUtf8(bytes);
+  return "reason" in decoded ? { ...decoded, encoding: encoding ?? null } : undefined;
 }
 
 /** `fs/read_text_file`: the open document (unsaved text, version, dirty) or the disk (version null). */
@@ -43,6 +122,8 @@ export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp
   const uri = absoluteUri(params.path);
   const doc = openDocument(uri);
   if (doc) {
+    const bad = await notUtf8(uri, doc);
+    if (bad) throw notUtf8Error(params.path, bad);
     const text = doc.getText();
     if (!doc.isDirty) {
       // A clean document whose file changed on disk may not be reloaded yet: the disk wins.
@@ -69,6 +150,8 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
     await vscode.workspace.fs.writeFile(uri, new TextEncoder().encode(params.content));
     return {};
   }
+  const bad = await notUtf8(uri, doc);
+  if (bad) throw notUtf8Error(params.path, bad); // saving would re-encode the whole file
   const wasDirty = doc.isDirty;
   const edit = new vscode.WorkspaceEdit();
   const all = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));

@@ -3,14 +3,18 @@
  * shown, decided (all of it or hunk by hunk), re-checked, applied by VS Code, read back, saved per
  * `save`, and answered with what really landed.
  *
+ * A document that is not UTF-8 (`notUtf8`: another encoding, or bytes on disk a fatal decoder
+ * refuses) is answered `failed`, nothing applied: applying a `WorkspaceEdit` and saving would write
+ * every byte of the file re-encoded, U+FFFD for the bytes VS Code could not decode.
+ *
  * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
- * `applied` without reading the document back.
+ * `applied` without reading the document back, save a document that is not UTF-8.
  */
 
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
-import { openDocument } from "./buffers";
+import { notUtf8, openDocument } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -175,6 +179,8 @@ export class ProposalManager {
           // does not exist: good
         }
       }
+      const bad = create ? undefined : await notUtf8(uri, doc);
+      if (bad) return { outcome: "failed", message: `${uri.fsPath} is not UTF-8 text (${bad.reason}); nothing was applied` };
       const text = doc?.getText() ?? "";
       files.push({
         uri,
@@ -276,6 +282,8 @@ export class ProposalManager {
         const message = `${file.uri.fsPath} changed in the editor during the review; nothing more was applied`;
         return { outcome: p.anyApplied ? "partial" : "stale", message };
       }
+      const bad = await notUtf8(file.uri, doc);
+      if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
     }
     for (const h of hunks) {
       edit.replace(file.uri, new vscode.Range(h.range.start.line, h.range.start.character, h.range.end.line, h.range.end.character), h.newText);

@@ -52,6 +52,8 @@ export class Range {
 export class StubDocument {
   isClosed = false;
   saves = 0;
+  /** As VS Code names it (`TextDocument.encoding`). */
+  encoding = "utf8";
   constructor(readonly uri: Uri, public text: string, public version = 1, public isDirty = false) {}
   getText(): string {
     return this.text;
@@ -69,7 +71,8 @@ export class StubDocument {
   async save(): Promise<boolean> {
     this.saves++;
     this.isDirty = false;
-    files.set(this.uri.path, this.text);
+    if (rawFiles.has(this.uri.path)) rawFiles.set(this.uri.path, new TextEncoder().encode(this.text)); // as VS Code: UTF-8, U+FFFD and all
+    else files.set(this.uri.path, this.text);
     return true;
   }
 }
@@ -107,6 +110,8 @@ export class FileSystemError extends Error {
 
 /** The disk: path → text. */
 export const files = new Map<string, string>();
+/** The disk, for files whose bytes are not UTF-8: path → bytes (read before `files`). */
+export const rawFiles = new Map<string, Uint8Array>();
 /** Runs after each applied edit (a formatter or another extension changing the text). */
 export const hooks: { afterApply?: (doc: StubDocument) => void } = {};
 
@@ -115,6 +120,8 @@ export const workspace = {
   applyEditCalls: 0,
   fs: {
     async readFile(uri: Uri): Promise<Uint8Array> {
+      const raw = rawFiles.get(uri.path);
+      if (raw !== undefined) return raw;
       const t = files.get(uri.path);
       if (t === undefined) throw new FileSystemError("FileNotFound");
       return new TextEncoder().encode(t);
@@ -130,7 +137,8 @@ export const workspace = {
   async openTextDocument(uri: Uri): Promise<StubDocument> {
     const open = workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
     if (open) return open;
-    const text = files.get(uri.path);
+    const raw = rawFiles.get(uri.path);
+    const text = raw !== undefined ? new TextDecoder().decode(raw) : files.get(uri.path); // VS Code's utf8: U+FFFD for bad bytes
     if (text === undefined) throw new Error(`no such file ${uri.path}`);
     const doc = new StubDocument(uri, text, 1, false);
     workspace.textDocuments.push(doc);
@@ -206,6 +214,7 @@ export const languages = { registerCodeLensProvider: () => ({ dispose() {} }) };
 /** Resets documents, disk and hooks between tests. */
 export function resetStub(): void {
   files.clear();
+  rawFiles.clear();
   workspace.textDocuments.length = 0;
   workspace.applyEditCalls = 0;
   hooks.afterApply = undefined;
