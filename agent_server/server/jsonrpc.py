@@ -270,6 +270,8 @@ class Connection:
         try:
             message = json.loads(line, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            if isinstance(exc, UnicodeDecodeError) and self._fail_non_utf8_response(line):
+                return
             reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             await self._send_error(None, PARSE_ERROR, f"parse error: {reason}")
             return
@@ -383,6 +385,24 @@ class Connection:
                 await callback()
             except Exception:
                 log.exception("after-response callback of %s failed", context.method)
+
+    def _fail_non_utf8_response(self, line: bytes) -> bool:
+        """A line that is not UTF-8 but is, read leniently, the answer to a request of ours (an editor
+        that sent a buffer's latin1 bytes as is): that request fails at once with an error marked
+        ``data.agentServer.notUtf8`` instead of waiting for its timeout. ``False``: not such a line."""
+        try:
+            message = json.loads(line.decode("utf-8", "replace"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict) or "method" in message or not _valid_id(message.get("id")):
+            return False
+        future = self._pending.get(message["id"])
+        if future is None or future.done() or not ("result" in message or "error" in message):
+            return False
+        log.warning("the answer to request %r is not UTF-8; failing that request", message["id"])
+        future.set_exception(JsonRpcError(INTERNAL_ERROR, "the answer was not UTF-8 text",
+                                          {"agentServer": {"notUtf8": True}}))
+        return True
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         if not _valid_id(message["id"]):

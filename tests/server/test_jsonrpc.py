@@ -260,3 +260,18 @@ async def test_notify_many_writes_what_notify_writes_per_item_in_one_write():
     await conn.notify_many("session/update", items)
     await conn.notify_many("session/update", [])
     assert writes == [one_by_one] and one_by_one.count(b"\n") == 3
+
+
+async def test_answer_that_is_not_utf8_fails_its_request_at_once_instead_of_waiting_for_the_timeout():
+    reader, out, conn, task = make()
+    pending = asyncio.ensure_future(conn.request("fs/read_text_file", {"path": "/w/latin1.txt"}))
+    (sent,) = await out.wait_for(1)
+    reader.feed_data(b'{"jsonrpc":"2.0","id":%d,"result":{"content":"caf\xe9 na\xefve\\n"}}\n' % sent["id"])
+    with pytest.raises(JsonRpcError) as err:
+        await asyncio.wait_for(pending, 1)
+    assert err.value.data == {"agentServer": {"notUtf8": True}}
+    reader.feed_data(b'{"jsonrpc":"2.0","id":99,"method":"x","params":{"t":"\xe9"}}\n')  # not an answer: -32700 as before
+    lines = await out.wait_for(2)
+    assert lines[1]["id"] is None and lines[1]["error"]["code"] == -32700
+    reader.feed_eof()
+    await task
