@@ -25,6 +25,7 @@ STALE = "x = 1\ny = 2\n"
 TWO = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\n"
 TWO_NEW = "a = 100\nb = 2\nc = 3\nd = 4\ne = 5\nf = 600\n"
 REJ = "value = 1\n"
+LATIN1 = b"caf\xe9 na\xefve\nsecond line\n"
 SLEEP = "sleep 97"
 SLEEP2 = "sleep 98"
 
@@ -61,6 +62,10 @@ def script() -> list[dict]:
         # server_killed_mid_turn (the stop scenario's turn made no further request)
         tool_call_stream([call("b7", "bash", command=SLEEP2, description="Wait again")]),
         text_stream("Back again after the crash."),
+        # latin1_refused
+        tool_call_stream([call("r8", "read", path="latin1.txt")]),
+        tool_call_stream([call("e8", "edit", path="latin1.txt", old_string="second line", new_string="SECOND LINE")]),
+        text_stream("Left latin1.txt as it is."),
     ]
 
 
@@ -79,6 +84,8 @@ SCENARIOS = [
      "expectTool": "Edit app.py"},
     {"name": "server_killed_mid_turn", "prompt": "Wait once more", "toolTitle": "Wait again",
      "next": "Are you there?", "answer": "Back again after the crash."},
+    {"name": "latin1_refused", "file": "latin1.txt", "prompt": "Shout the second line of latin1.txt",
+     "answer": "Left latin1.txt as it is."},
 ]
 
 
@@ -91,6 +98,7 @@ def run(tmp_path_factory):
     workspace.mkdir()
     for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ}.items():
         (workspace / name).write_text(text)
+    (workspace / "latin1.txt").write_bytes(LATIN1)
     artifacts = EXTENSION / "test-artifacts"
     endpoint = ThreadedEndpoint(OfflineEndpoint())
     for response in script():
@@ -193,6 +201,15 @@ def test_server_killed_mid_turn_is_reported_with_its_stderr_tail_and_the_next_pr
     scenario(run, "server_killed_mid_turn")
     results, _, _ = run
     assert results["scenarios"]["server_killed_mid_turn"]["stderrTail"].strip()
+
+
+def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_u_fffd(run):
+    scenario(run, "latin1_refused")
+    _, workspace, endpoint = run
+    assert (workspace / "latin1.txt").read_bytes() == LATIN1
+    read, edit = tool_results(endpoint, "r8")[0], tool_results(endpoint, "e8")[0]
+    assert read.startswith("Cannot read latin1.txt: the file is not UTF-8 text (2 invalid bytes, first at offset 3).")
+    assert edit.startswith("Cannot edit latin1.txt: the file is not UTF-8 text") and "\ufffd" not in read + edit
 
 
 def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(run):

@@ -156,6 +156,20 @@ const scenarios = {
     await shot(page, "hunk-panel");
   },
 
+  /** A latin1 file open in VS Code (shown with U+FFFD): the agent's read and edit are refused, no diff
+   * opens, the document is not changed (the pytest side checks the bytes and what the model was told). */
+  async latin1_refused(page, s) {
+    await quickOpen(page, s.file);
+    const before = await editorText(page);
+    await promptInPanel(page, s.prompt);
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "latin1-panel");
+    expectEqual("diff editors open", await page.locator(".monaco-diff-editor").count(), 0);
+    expectEqual("document text", await editorText(page), before);
+    expectEqual("document unsaved", await activeTabDirty(page), false);
+  },
+
   /** Reject All from the diff's title → rejected (the pytest side checks the model was told). */
   async reject_tells_the_model(page, s) {
     await promptInPanel(page, s.prompt);
