@@ -148,7 +148,7 @@ def test_100_mb_input_line_is_an_error_response_and_serving_goes_on(agent, works
     agent.send_line(line)
     error = agent.recv_until(lambda m: "error" in m, timeout=120)
     assert error["error"]["code"] == -32600 and error["id"] is None
-    assert "larger than" in error["error"]["message"]
+    assert "message too large" in error["error"]["message"] and "64 MiB" in error["error"]["message"]
     _still_serving(agent, workspace)
 
 
