@@ -34,21 +34,36 @@ async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tmp = mkdtempSync(join(config.tmp, "try-vscode-"));
-const cs = await startCodeServer({ node: config.node, entry: config.codeServerEntry, vsix: config.vsix, tmp, workspace: config.workspace, settings: config.settings, env: config.env ?? {} });
-// code-server leads a process group of its own: try-vscode.sh stops it too if this driver dies first
-writeFileSync(join(config.tmp, "code-server.pgid"), String(cs.child.pid));
+// Serving: Ctrl-C, SIGTERM or SIGHUP (the terminal closed) stop code-server's process group — from
+// the start, not once it is ready: a signal before its handler was installed killed this driver
+// outright and left code-server (a process group of its own) running. try-vscode.sh stops whatever
+// is left after this driver ended (it marks every process of the run).
+let spawned; // code-server's main process, once spawned
+let stopping = false;
+const stop = async () => {
+  if (stopping) return;
+  stopping = true;
+  await stopAll(spawned); // SIGTERM, then SIGKILL to the whole group: its helpers too
+  process.exit(0);
+};
+if (!config.check) for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, stop);
+let cs;
+try {
+  cs = await startCodeServer({
+    node: config.node, entry: config.codeServerEntry, vsix: config.vsix, tmp, workspace: config.workspace, settings: config.settings, env: config.env ?? {},
+    onSpawn: (child) => {
+      spawned = child;
+      // code-server leads a process group of its own: try-vscode.sh stops it too if this driver dies first
+      writeFileSync(join(config.tmp, "code-server.pgid"), String(child.pid));
+    },
+  });
+} catch (err) {
+  if (stopping) await new Promise(() => {}); // stopped while starting: stop() exits
+  throw err;
+}
 
 if (!config.check) {
   console.log(`\n  VS Code (code-server) with the agent-server extension: ${cs.url}\n  Open it in a browser; the Agent panel is in the activity bar. Ctrl-C stops it.\n`);
-  let stopping = false;
-  const stop = async () => {
-    stopping = true;
-    await stopAll(cs.child); // SIGTERM, then SIGKILL to the whole group: its helpers too
-    process.exit(0);
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
-  process.on("SIGHUP", stop); // the terminal closed: without this, code-server (own group) lives on
   // code-server died by itself; while stopping, its main process exits first and this must not
   // end us before the group's slower helpers are gone
   cs.child.on("exit", () => { if (!stopping) process.exit(1); });

@@ -113,9 +113,10 @@ export function userSettings(extra) {
 
 /**
  * Installs the .vsix and starts code-server on 127.0.0.1 for `workspace`.
- * Returns {url, child, userDataDir}. `node` is Node 24's binary, `entry` code-server's out/node/entry.js.
+ * Returns {url, child, userDataDir}. `node` is Node 24's binary, `entry` code-server's out/node/entry.js;
+ * `onSpawn(child)`, if given, is called as soon as code-server is spawned.
  */
-export async function startCodeServer({ node, entry, vsix, tmp, workspace, settings, env }) {
+export async function startCodeServer({ node, entry, vsix, tmp, workspace, settings, env, onSpawn }) {
   const userDataDir = join(tmp, "code-server-data");
   const extensionsDir = join(tmp, "code-server-extensions");
   mkdirSync(join(userDataDir, "User"), { recursive: true });
@@ -133,6 +134,7 @@ export async function startCodeServer({ node, entry, vsix, tmp, workspace, setti
     [entry, ...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", "--ignore-last-opened", workspace],
     { env: fullEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] },
   );
+  onSpawn?.(child); // before it is ready: a caller stopped meanwhile can stop it
   const log = [];
   child.stdout.on("data", (d) => log.push(d.toString()));
   child.stderr.on("data", (d) => log.push(d.toString()));
