@@ -22,18 +22,23 @@ state=.demo-state
 mkdir -p "$state"
 run=$(mktemp -d "$PWD/$state/vscode-XXXXXX")
 workspace="$run/workspace"
-offline_pid=""
-cleanup() {
-  [ -n "$offline_pid" ] && kill "$offline_pid" 2>/dev/null
-  # the driver stops code-server's process group itself; should it die first, this does
-  if [ -f "$run/code-server.pgid" ]; then
-    pgid=$(cat "$run/code-server.pgid")
-    kill -TERM -- "-$pgid" 2>/dev/null && sleep 0.5 && kill -KILL -- "-$pgid" 2>/dev/null
-  fi
+# Every process this run starts inherits TRY_VSCODE_RUN=$run: code-server's group, but also what it
+# starts in a session of its own (setsid) — the extension's agent-server and its tools, the login
+# shell VS Code probes for its environment, terminals' shells, Chromium (--check) — and whatever was
+# reparented to init. On exit, SIGHUP, SIGINT or SIGTERM the sweep stops every process carrying it.
+export TRY_VSCODE_RUN="$run"
+cleanup() {  # scripts/stop_marked.py: SIGTERM, then SIGKILL, until none is left
+  set +e   # a step that fails (a process already gone) must not end the cleanup before the sweep
+  trap '' HUP INT TERM
+  .venv/bin/python scripts/stop_marked.py TRY_VSCODE_RUN "$run" "$run/code-server.pgid"
   true
 }
 trap cleanup EXIT
-trap 'exit 129' HUP   # closing the terminal: cleanup runs (after the driver, which also got it)
+# Closing the terminal (SIGHUP) or Ctrl-C reaches the driver too, which stops code-server itself; a
+# signal to this script alone (kill PID) must stop everything as well: the driver runs in the
+# background and the script waits for it, so that a trap runs at once (bash runs a trap only after a
+# foreground command returns, and the driver would not have returned) and the sweep stops it too.
+trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 .venv/bin/python - "$workspace" "$run/demo-script.json" <<'PY'
@@ -55,7 +60,6 @@ sys.exit(0 if has_model_configured() else 1)'
 }
 if [ -z "$base_url" ] && ! model_configured; then
   exec 3< <(.venv/bin/python -m agent_server.offline --script "$run/demo-script.json" 2>"$run/offline.log")
-  offline_pid=$!
   offline=true
   read -r base_url <&3
   env_json='{"AGENT_SERVER_API_KEY": "offline", "AGENT_SERVER_MODEL": "offline-demo"}'
@@ -82,4 +86,5 @@ config = {
 }
 open(sys.argv[1], "w").write(json.dumps(config))
 PY
-"$NODE24" clients/vscode/test/e2e/serve.mjs "$run/config.json"
+"$NODE24" clients/vscode/test/e2e/serve.mjs "$run/config.json" &
+wait $!
