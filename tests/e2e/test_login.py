@@ -15,6 +15,7 @@ import pexpect
 import pytest
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.session.store import SessionStore
 from support.acp_schema import load_schema
 
 KEY = "sk-LOGIN-0123456789abcdef"
@@ -113,6 +114,10 @@ def test_a_profile_that_needs_a_key_and_has_none_gets_auth_required_on_session_n
     env = signin_env(home, agent_state_dir, "http://127.0.0.1:9/v1", FAIL_KEYRING)
     (home / ".config" / "agent-server" / "config.toml").write_text(
         'profile = "remote"\n[profiles.remote]\nbase_url = "https://models.example.invalid/v1"\nmodel = "m"\n')
+    # a stored session to load and resume (an unknown one is answered "unknown session" first)
+    _, stored = SessionStore(agent_state_dir).create(
+        {"cwd": str(workspace), "additional_directories": [], "mcp_servers": []}, session_id="sess_x")
+    stored.close()
     agent = raw_agent_factory(env=env, inherit_env=False)
     init = agent.request("initialize", {"protocolVersion": 1})["result"]
     load_schema().check("InitializeResponse", init)
@@ -126,7 +131,7 @@ def test_a_profile_that_needs_a_key_and_has_none_gets_auth_required_on_session_n
         error = answer["error"]
         assert error["code"] == -32000 and "Authentication required" in error["message"], answer
         assert "agent-server login" in error["message"] and error["data"]["profile"] == "remote"
-    assert not (agent_state_dir / "sessions").exists() or not any((agent_state_dir / "sessions").iterdir())
+    assert [p.name for p in (agent_state_dir / "sessions").iterdir()] == ["sess_x"]  # session/new made none
     assert agent.request("authenticate", {"methodId": "other"})["error"]["code"] == -32602
 
 
