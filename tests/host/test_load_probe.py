@@ -10,46 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 
-import pytest
-
 from agent_server.config import load_config
 from agent_server.offline import OfflineEndpoint, text_stream
-from agent_server.policy import sandbox
 from agent_server.server.acp import AcpServer
-from agent_server.server.jsonrpc import RequestContext
 from agent_server.session import SessionStore, read_events
-
-
-@pytest.fixture
-def held_probe(monkeypatch):
-    """Probes of this test start their child process only once ``gate`` is set (none is known
-    yet in this process); ``forget()`` drops what was probed, as a new process would."""
-    gate = asyncio.Event()
-    started: list[tuple] = []
-    spawn = asyncio.create_subprocess_exec
-
-    async def held(*args, **kwargs):
-        if "--probe" in args:
-            started.append(args)
-            await gate.wait()
-        return await spawn(*args, **kwargs)
-
-    def forget():
-        monkeypatch.setattr(sandbox, "_PROBED", {})
-        monkeypatch.setattr(sandbox, "_PROBING", {}, raising=False)
-
-    monkeypatch.setattr(asyncio, "create_subprocess_exec", held)
-    forget()
-    return gate, started, forget
-
-
-async def answered(server: AcpServer, method: str, params: dict, request_id: int) -> dict:
-    """Call the handler as the connection does: the result, then the after-response callbacks."""
-    ctx = RequestContext(request_id, method)
-    result = await asyncio.wait_for(server.request_handlers()[method](params, ctx), timeout=30)
-    for callback in ctx._after:
-        await callback()
-    return result
+from support.probe import answered, held_probe  # noqa: F401 (a fixture)
 
 
 async def test_session_load_answers_while_the_probe_runs_and_the_first_turn_waits_for_its_result(

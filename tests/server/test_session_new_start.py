@@ -10,49 +10,16 @@ import asyncio
 import json
 import os
 
-import pytest
-
 from agent_server.config import load_config
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-from agent_server.policy import sandbox
 from agent_server.server.acp import AcpServer
-from agent_server.server.jsonrpc import RequestContext
 from agent_server.session import SessionStore, read_events
-
-
-@pytest.fixture
-def held_probe(monkeypatch):
-    """The sandbox probe of this test (nothing probed yet in this process): its child process is
-    started only once ``gate`` is set."""
-    gate = asyncio.Event()
-    started: list[tuple] = []
-    spawn = asyncio.create_subprocess_exec
-
-    async def held(*args, **kwargs):
-        if "--probe" in args:
-            started.append(args)
-            await gate.wait()
-        return await spawn(*args, **kwargs)
-
-    monkeypatch.setattr(asyncio, "create_subprocess_exec", held)
-    monkeypatch.setattr(sandbox, "_PROBED", {})
-    monkeypatch.setattr(sandbox, "_PROBING", {}, raising=False)
-    return gate, started
-
-
-async def answered(server: AcpServer, method: str, params: dict, request_id: int) -> dict:
-    """Call the handler as the connection does: the result, then the after-response callbacks."""
-    ctx = RequestContext(request_id, method)
-    handler = server.request_handlers()[method]
-    result = await asyncio.wait_for(handler(params, ctx), timeout=30)
-    for callback in ctx._after:
-        await callback()
-    return result
+from support.probe import answered, held_probe  # noqa: F401 (a fixture)
 
 
 async def test_session_new_answers_while_the_probe_runs_and_the_first_turn_waits_for_its_result(
         held_probe, tmp_path):
-    gate, started = held_probe
+    gate, started, _ = held_probe
     workspace = tmp_path / "ws"
     workspace.mkdir()
     async with OfflineEndpoint() as endpoint:
