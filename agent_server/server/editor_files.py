@@ -131,7 +131,8 @@ class EditorFiles:
             raise OSError(f"the editor is gone; cannot read {path}") from None
         if not isinstance(result, dict) or not isinstance(result.get("content"), str):
             raise OSError(f"the editor answered fs/read_text_file for {path} without text content")
-        refusal = await self._encoding_refusal(path)
+        # a lossy decode leaves U+FFFD for each byte it could not take: only then is the disk asked
+        refusal = await self._encoding_refusal(path) if "\ufffd" in result["content"] else None
         if refusal is not None:
             raise refusal
         meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
@@ -141,8 +142,9 @@ class EditorFiles:
     async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
         """Why the editor's text of ``path`` cannot be used, or ``None``. The buffer is the truth
         for the text; whether the file is UTF-8 is the editor's to say (it refuses the read, see
-        ``_editor_says_not_utf8``) and, when it answered text, the disk's: bytes on disk that are
-        not UTF-8 (not even one stray byte, which ``read`` from disk would tolerate and keep)
+        ``_editor_says_not_utf8``) and, when it answered text holding U+FFFD (the only trace a
+        lossy decode leaves; other text costs no second read of the disk), the disk's: bytes on
+        disk that are not UTF-8 (not even one stray byte, which ``read`` from disk would tolerate and keep)
         mean the editor decoded them lossily, so the read is refused with ``decode_text``'s own
         words for those bytes. A file the disk cannot give (missing, too large, unreadable) is
         decided by the editor alone."""
