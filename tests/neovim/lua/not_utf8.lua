@@ -3,13 +3,8 @@
 -- transport guard — an answer that is not UTF-8 is replaced by an error answer to the same request
 -- (it was sent as is: the server could not parse the line and waited 30 s for an answer).
 vim.opt.rtp:prepend(assert(os.getenv("AGENT_SERVER_PLUGIN")))
-local failures = 0
-local function eq(got, want, what)
-  if not vim.deep_equal(got, want) then
-    failures = failures + 1
-    io.stdout:write(string.format("FAIL %s: got %s, want %s\n", what, vim.inspect(got), vim.inspect(want)))
-  end
-end
+local check = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)), "check.lua"))
+local eq = check.eq
 
 local utf8 = require("agent_server.utf8")
 eq({ utf8.invalid("plain ascii") }, {}, "ascii is UTF-8")
@@ -75,5 +70,4 @@ eq({ a.id, a.error and a.error.code, a.result }, { 7, -32603, nil }, "the invali
 eq((a.error and a.error.message or ""):find("not UTF-8", 1, true) ~= nil, true, "saying why")
 eq({ b.id, b.error and b.error.code }, { 8, -32603 }, "a handler that raises is answered")
 
-io.stdout:write(failures == 0 and "not_utf8: ok\n" or string.format("not_utf8: %d failure(s)\n", failures))
-os.exit(failures == 0 and 0 or 1)
+check.done("not_utf8")

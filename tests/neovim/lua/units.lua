@@ -3,13 +3,8 @@
 -- the permission text with its diff. Exits 1 on the first failure, printing it.
 vim.opt.rtp:prepend(assert(os.getenv("AGENT_SERVER_PLUGIN")))
 local text = require("agent_server.text")
-local failures = 0
-local function eq(got, want, what)
-  if not vim.deep_equal(got, want) then
-    failures = failures + 1
-    io.stdout:write(string.format("FAIL %s: got %s, want %s\n", what, vim.inspect(got), vim.inspect(want)))
-  end
-end
+local check = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)), "check.lua"))
+local eq = check.eq
 
 -- positions: "a😀é̂b" — 😀 is 4 bytes / 2 UTF-16 units / 1 code point; é̂ is e + U+0301 + U+0302
 local line = "a😀e\u{301}\u{302}b"
@@ -61,5 +56,4 @@ local lines = require("agent_server.permissions").describe({ title = "Edit a.txt
 local shown = table.concat(lines, "\n")
 eq(shown:find("-one", 1, true) ~= nil and shown:find("+two", 1, true) ~= nil, true, "the diff is shown")
 
-io.stdout:write(failures == 0 and "units: ok\n" or string.format("units: %d failure(s)\n", failures))
-os.exit(failures == 0 and 0 or 1)
+check.done("units")
