@@ -60,6 +60,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 KIND_TO_ALLOW = {kind: name for name, kinds in ALLOW_KINDS.items() for kind in kinds}
+
+
+def no_terminal(kind: str) -> str:
+    """Why a question of ``kind`` could not be asked in a run without a terminal, and what would
+    allow it (the ``--allow`` flag of that kind, or that none applies)."""
+    flag = KIND_TO_ALLOW.get(kind)
+    if flag is None:
+        return (f"a headless run with no terminal to ask; no --allow kind covers a call of kind {kind!r}: "
+                "run it on a terminal to answer")
+    return f"a headless run with no terminal to ask; rerun with `--allow {flag}` to allow it"
+
+
 ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}
 
 
@@ -138,9 +150,7 @@ class HeadlessClient:
             first = first[:299] + "…"
         why = f" — {first}" if first else ""
         if first.startswith("Approval unavailable") and not self.can_ask() and "--allow" not in first:
-            allow = KIND_TO_ALLOW.get(self.kinds.get(update["toolCallId"], ""))
-            why += (f" (no terminal to ask: rerun with `--allow {allow}` to allow it)" if allow else
-                    " (no terminal to ask, and no --allow kind covers this call: run it on a terminal)")
+            why += f" ({no_terminal(self.kinds.get(update['toolCallId'], 'other'))})"  # the hint was cut off
         return why
 
     def can_ask(self) -> bool:

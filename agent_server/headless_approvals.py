@@ -15,19 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from agent_server.headless import KIND_TO_ALLOW
+from agent_server.headless import no_terminal
 from agent_server.policy.approvals import ALLOW_ONCE, Answer, Approver, Ask
 from agent_server.server.acp import AcpServer
-
-
-def no_terminal(kind: str) -> str:
-    """Why a question of ``kind`` could not be asked in a run without a terminal, and what would
-    allow it (the ``--allow`` flag of that kind, or that none applies)."""
-    flag = KIND_TO_ALLOW.get(kind)
-    if flag is None:
-        return (f"a headless run with no terminal to ask; no --allow kind covers a call of kind {kind!r}: "
-                "run it on a terminal to answer")
-    return f"a headless run with no terminal to ask; rerun with `--allow {flag}` to allow it"
 
 
 class HeadlessApprover:
