@@ -84,10 +84,10 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
         return None
     from agent_server.server.initialize import initialize_result
 
+    from agent_server.server.wire import write_all
+
     response = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result(params or {})}
-    data = (json.dumps(response, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
-    while data:
-        data = data[os.write(out_fd, data):]
+    write_all(out_fd, (json.dumps(response, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
     return params or {}
 
 

@@ -41,6 +41,7 @@ from typing import Any, Mapping
 from agent_server import credentials
 from agent_server.config_resolve import BUILTIN_PROFILES, config_text, policy_env, resolve_provider, unusable
 from agent_server.session.logline import create_log, default_state_dir, make_store_folders, new_session_id
+from agent_server.server.wire import encode_message, write_all
 from agent_server.session_views import DEFAULT_MODE, model_option, session_header, session_state
 
 SLOW_PATH_ENV = "AGENT_SERVER_NO_FAST_SESSION"
@@ -152,21 +153,5 @@ def fast_new_session(line: bytes, out_fd: int, config_path: str | None,
     answer = {"sessionId": session_id, **state}
     if env.get("AGENT_SERVER_LOG_LEVEL", "").strip().upper() == "DEBUG":  # logging is not set up yet
         os.write(2, f"agent-server DEBUG {FAST_NOTE} {session_id}\n".encode())
-    _write_all(out_fd, _encode({"jsonrpc": "2.0", "id": request_id, "result": answer}))
+    write_all(out_fd, encode_message({"jsonrpc": "2.0", "id": request_id, "result": answer}))
     return HandedSession(request_id, session_id, path, fd, header_line, roots, answer)
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    """As ``jsonrpc.encode_message`` (which imports asyncio): UTF-8, ASCII escapes only for text
-    UTF-8 cannot carry."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]

@@ -19,6 +19,8 @@ import json
 import logging
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from agent_server.server.wire import encode_message
+
 log = logging.getLogger("agent_server.jsonrpc")
 
 PARSE_ERROR = -32700
@@ -36,20 +38,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 newline without being kept — and answered ``-32600`` (``id: null``: its id was never parsed), and
 the next line is served (docs/protocol.md "Transport"). 64 MiB leaves room for the largest file the
 tools read (32 MiB) as JSON text."""
-
-
-def encode_message(message: dict[str, Any]) -> bytes:
-    """One JSON-RPC message as one UTF-8 line (``\\n``-terminated).
-
-    Non-ASCII text is written as is; if the message holds text UTF-8 cannot carry (a lone
-    surrogate from a peer's ``\\ud800`` escape), it is written with ASCII escapes instead, which
-    every JSON parser reads — a message is never dropped for its content.
-    """
-    line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-    try:
-        return line.encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def _valid_id(value: Any) -> bool:
