@@ -80,7 +80,7 @@ class UpdateGate:
 
     def __init__(self, send: Emit, *, send_many: EmitMany | None = None, interval: float = CHUNK_INTERVAL) -> None:
         self._send = send
-        self._send_many = send_many
+        self._send_many = send_many or self._send_each
         self._interval = interval
         self._lock = asyncio.Lock()
         self._waiting: list[dict[str, Any]] = []
@@ -194,23 +194,25 @@ class UpdateGate:
             started = time.monotonic()
             batch: list[dict[str, Any]] = []
             for update in build(list(self._waiting) + held):
-                if self._send_many is None:
-                    await self._send(update)
-                else:
-                    batch.append(update)
-                    if len(batch) >= REPLAY_BATCH:
-                        await self._send_many(batch)
-                        batch = []
+                batch.append(update)
                 sent += 1
+                if len(batch) >= REPLAY_BATCH:
+                    await self._send_many(batch)
+                    batch = []
                 if time.monotonic() - started > YIELD_AFTER:  # a write that needs no wait does not
                     if batch:
-                        await self._send_many(batch)  # type: ignore[misc]
+                        await self._send_many(batch)
                         batch = []
                     await asyncio.sleep(0)  # give the loop back: other sessions go on meanwhile
                     started = time.monotonic()
             if batch:
-                await self._send_many(batch)  # type: ignore[misc]
+                await self._send_many(batch)
             return sent
+
+    async def _send_each(self, updates: list[dict[str, Any]]) -> None:
+        """``send_many`` for a front end without one: ``send`` each update in order."""
+        for update in updates:
+            await self._send(update)
 
 
 def without_waiting(text: str, waiting: list[dict[str, Any]], kind: str) -> str:
