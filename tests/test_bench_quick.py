@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = {"initialize", "session_new", "first_request", "first_request_paused", "spawn_to_first_request",
-           "read_total", "idle_rss",
+FIGURES = {"initialize", "library_imports", "session_new", "first_request", "first_request_paused",
+           "spawn_to_first_request", "read_total", "read_total_paused", "idle_rss",
            "stream_paced", "stream_burst", "log_parse", "log_request", "load", "shell", "concurrent"}
 
 
@@ -23,7 +23,8 @@ def test_bench_quick_measures_every_figure(tmp_path):
     assert set(report["figures"]) == FIGURES
     for key, figure in report["figures"].items():
         assert figure["median"] > 0, key
-    for key in ("initialize", "session_new", "first_request", "read_total", "shell"):
+    for key in ("initialize", "library_imports", "session_new", "first_request", "read_total", "read_total_paused",
+                "shell"):
         assert report["figures"][key]["floor_median"] > 0, key
     # the streamed text arrived whole (run.py raises otherwise) in at least one notification
     assert report["figures"]["stream_burst"]["notifications"] >= 1
