@@ -189,6 +189,9 @@ def _serve(config_path: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agent-server`` script; returns the exit status."""
+    from agent_server import process_trims
+
+    process_trims.apply()  # before any import of pydantic: no plugin discovery in this process
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "replay":  # a sub-command: the server path (no arguments) never gets here
         from agent_server.replay_cli import main as replay_main
