@@ -19,11 +19,13 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
-from agent_server.checkpoints.shadow import ShadowError, ShadowRepo
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
+
+if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
+    from agent_server.checkpoints.shadow import ShadowRepo
 
 log = logging.getLogger("agent_server.checkpoints")
 
@@ -80,6 +82,8 @@ class Checkpoints:
 
     def shadow(self) -> ShadowRepo | None:
         """The shadow repository of the first root, when it is a git workspace."""
+        from agent_server.checkpoints.shadow import ShadowRepo
+
         root = self.roots[0]
         if not ShadowRepo.is_git_workspace(root):
             return None
@@ -110,6 +114,8 @@ class Checkpoints:
     async def _snapshot(self, repo: ShadowRepo | None) -> str | None:
         if repo is None:
             return None
+        from agent_server.checkpoints.shadow import ShadowError  # loaded: repo is a ShadowRepo
+
         try:
             return await asyncio.to_thread(repo.snapshot)
         except ShadowError as exc:
@@ -117,6 +123,8 @@ class Checkpoints:
             return None
 
     async def _after_shell(self, repo: ShadowRepo, before: str) -> None:
+        from agent_server.checkpoints.shadow import ShadowError
+
         try:
             after = await asyncio.to_thread(repo.snapshot)
             changes = await asyncio.to_thread(repo.changes, before, after, self.blobs)

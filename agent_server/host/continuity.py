@@ -24,7 +24,7 @@ from agent_server.agent.session import AgentSession
 from agent_server.host import lifecycle
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
-from agent_server.session import EventLog, ForkError, LogCorruptError, LogVersionError, fork_history, read_events
+from agent_server.session import EventLog, LogCorruptError, LogVersionError, read_events
 from agent_server.tools.procs import reap_orphans
 
 SessionHost = Any
@@ -154,6 +154,8 @@ async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directori
                             {"code": "LOG_CORRUPT", "path": str(path), "retryable": False}) from None
     header = events[0].data
     roots = lifecycle.load_roots(parent_id, header, cwd, additional_directories)
+    from agent_server.session import ForkError, fork_history  # session/fork only: not loaded with the server
+
     try:
         point = fork_history(events, turn)
     except ForkError as exc:

@@ -27,7 +27,7 @@ from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_fail
 from agent_server.config import Config, ProviderSettings, default_config_path
 from agent_server.agent.header import pinned_header
 from agent_server.agent.ledger import LoggedReadLedger
-from agent_server.checkpoints import BlobStore
+from agent_server.checkpoints.blobs import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
 from agent_server.host import commands, continuity, lifecycle, models, signin
 from agent_server.host.gate import UpdateGate

@@ -14,20 +14,24 @@ Must never: overwrite a file the user changed without an explicit "take the chec
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from agent_server.checkpoints import BlobStore, FileState, Restore, changed_turns, plan_redo, plan_undo
+from agent_server.checkpoints.blobs import BlobStore, FileState
 from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Ask
 from agent_server.tools.files import FileSnapshot, sha256_hex
+
+if TYPE_CHECKING:  # the planning loads with the first /undo, /redo or /checkpoints
+    from agent_server.checkpoints.plan import Restore
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def checkpoints_report(events: list[Any], roots: list[str]) -> str:
     """``/checkpoints``: the turns that changed files, newest first, with the files and how."""
+    from agent_server.checkpoints.plan import changed_turns, plan_redo, plan_undo
+
     turns = changed_turns(events)
     if not turns:
         return "No checkpoints yet: the agent has not changed any file in this session."
@@ -66,6 +70,8 @@ class Restorer:
 
     async def run(self, which: str) -> str:
         """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user."""
+        from agent_server.checkpoints.plan import plan_redo, plan_undo
+
         plan = plan_undo(self.log.events) if which == "undo" else plan_redo(self.log.events)
         if plan is None:
             return "Nothing to undo: no agent turn changed files." if which == "undo" else "Nothing to redo."
@@ -129,6 +135,8 @@ class Restorer:
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
                                call_id: str) -> bool:
         """Ask about a file the user changed since; only an explicit allow takes the checkpoint."""
+        import difflib
+
         def text(raw: bytes | None) -> str:
             return "" if raw is None else raw.decode("utf-8", errors="replace")
         diff = "".join(difflib.unified_diff(text(current.raw if current else None).splitlines(True),

@@ -29,9 +29,7 @@ from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
 from agent_server.policy.sandbox import SandboxStatus, ShellConfiner, probe_status
-from agent_server.policy.shell import (
-    command_prefix, destructive_reason, path_words, prefix_matches, runs_code_from_arguments,
-)
+# policy.shell (the command analysis) loads with the first shell command, in _shell
 from agent_server.session import EventLog
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -163,6 +161,8 @@ class SessionPolicy:
             rule = self.memory.lookup(tool, lambda p: p == verdict.prefix)
         elif "command" in verdict.facts:  # shell rules are per prefix or exact; a compound command matches none
             command = verdict.facts["command"]
+            from agent_server.policy.shell import prefix_matches  # loaded by _shell already
+
             rule = self.memory.lookup(tool, lambda p: prefix_matches(p, command), command=command)
         else:
             rule = self.memory.lookup(tool)
@@ -331,6 +331,8 @@ class SessionPolicy:
         return False
 
     async def _shell(self, command: str) -> Verdict:
+        from agent_server.policy.shell import command_prefix, destructive_reason, runs_code_from_arguments
+
         status = await self.ensure_status()
         mode = self.modes.current
         destructive = destructive_reason(command)
@@ -368,6 +370,8 @@ class SessionPolicy:
                        rememberable=rememberable, **base)
 
     def _shell_secret(self, command: str) -> str | None:
+        from agent_server.policy.shell import path_words
+
         for word in path_words(command):
             t = target(os.path.expandvars(word), self.roots)
             found = self.secrets.match(t.lexical, t.resolved)

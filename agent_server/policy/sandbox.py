@@ -36,9 +36,10 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.sandbox_exec import encode_spec
 from agent_server.policy.shell_masks import SecretScanner, SetuidSweeper, credential_paths
-from agent_server.policy.shell_spawn import ConfinedProcess, spawn_confined
+
+# sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
+# command, not with the server (tests/server/test_lazy_imports.py)
 
 log = logging.getLogger("agent_server.policy")
 
@@ -335,6 +336,8 @@ class ShellConfiner:
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
+            from agent_server.policy.shell_spawn import ConfinedProcess, spawn_confined
+
             proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
             if spec_arg.startswith("@") and isinstance(proc, ConfinedProcess):
                 try:  # the wrapper did not run: its spec file is ours to remove
@@ -355,6 +358,8 @@ class ShellConfiner:
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
         through a private file beside the temp folder (``@PATH``; the wrapper deletes it)."""
+        from agent_server.policy.sandbox_exec import encode_spec
+
         encoded = encode_spec(spec)
         if len(encoded) <= SPEC_ARG_LIMIT:
             return encoded

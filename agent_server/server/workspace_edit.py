@@ -14,7 +14,6 @@ surrogate pair; LSP counts ``\\n``, ``\\r\\n`` and a lone ``\\r`` as line breaks
 from __future__ import annotations
 
 import bisect
-import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,8 @@ class _Index:
 
 def _hunks(old: str, new: str) -> list[tuple[int, int, int, int]]:
     """Changed regions as ``(old_start, old_end, new_start, new_end)`` character offsets."""
+    import difflib  # loaded with the first edit proposal, not with the server
+
     a, b = _lines(old), _lines(new)
     a_off = [0]
     for line in a:

@@ -8,7 +8,6 @@ Must never: change a character outside the matched spans, or match anything but 
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from .base import one_line
@@ -103,6 +102,8 @@ def no_match_hint(view: TextView, old: str) -> str:
     if probe and len(probe) <= 2000:
         lines = view.lines()[:50_000]
         candidates = {ln.strip(): i for i, ln in reversed(list(enumerate(lines, 1))) if 0 < len(ln) <= 2000}
+        import difflib
+
         best = difflib.get_close_matches(probe, list(candidates), n=1, cutoff=0.6)
         if best:
             hints.append(f"The closest line is line {candidates[best[0]]}: `{one_line(best[0], 200)}`.")

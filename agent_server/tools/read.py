@@ -15,9 +15,7 @@ an exact ``bash`` command (``cut -b`` byte ranges of 6000, starting right after 
 
 from __future__ import annotations
 
-import difflib
 import os
-import shlex
 import stat
 from pathlib import Path
 from typing import Any
@@ -166,6 +164,8 @@ def render(
 
 
 def _long_line_note(long_lines: list[tuple[int, int, int]], shown: str, *, single_line_file: bool) -> str:
+    import shlex  # this module's helpers of rare answers load theirs when they run
+
     number, length, shown_bytes = long_lines[0]
     quoted = shlex.quote(shown)
     first, last = shown_bytes + 1, shown_bytes + SLICE_BYTES
@@ -190,6 +190,8 @@ def not_text_result(shown: str, reason: object, verb: str = "read") -> ToolResul
     refused its bytes or the backend did (``NotTextFileError``: the editor cannot hold it faithfully)."""
     if verb != "read":
         return ToolResult.error(f"Cannot {verb} {shown}: {reason}.")
+    import shlex
+
     return ToolResult.error(
         f"Cannot read {shown}: {reason}. `read` shows text files only; inspect it with "
         f"`bash` (e.g. `file {shlex.quote(shown)}` or `xxd {shlex.quote(shown)} | head`).",
@@ -254,6 +256,8 @@ def _similar_names(path: Path) -> str:
         return f" The folder {parent} does not exist either."
     except OSError:
         return ""
+    import difflib
+
     close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
     if not close:
         return ""

@@ -11,7 +11,6 @@ outside the region the model asked to change.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -145,6 +144,8 @@ async def _commit(
 
 
 def _unified(before: bytes, after: bytes, shown: str, limit: int = 4000) -> str:
+    import difflib  # loaded with the first edit, not with the server
+
     diff = "".join(difflib.unified_diff(_model_text(before).splitlines(keepends=True),
                                         _model_text(after).splitlines(keepends=True),
                                         fromfile=f"{shown} (before)", tofile=f"{shown} (now)"))
