@@ -33,3 +33,31 @@ def test_fast_path_leaves_anything_but_initialize_to_the_engine():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "None", "None"]
+
+
+GC_PROBE = r"""
+import asyncio, gc, json, sys
+import agent_server.cli as cli
+seen = {}
+def run(coroutine):
+    coroutine.close()
+    seen.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count(),
+                loaded=[m for m in ("agent_server.config", "agent_server.server.acp") if m in sys.modules])
+    return 0
+asyncio.run = run
+status = cli._serve(None)
+sys.stderr.write(json.dumps({**seen, "status": status}) + "\n")
+"""
+
+
+def test_the_server_runs_with_the_collector_on_and_its_modules_frozen(tmp_path):
+    """``_serve`` pauses the garbage collector while the server's modules load, then freezes what
+    they built and switches it back on before the server runs (``cli._end_gc_pause``)."""
+    line = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+    env = {"AGENT_SERVER_NO_FAST_SESSION": "1", "XDG_CONFIG_HOME": str(tmp_path),
+           "AGENT_SERVER_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", GC_PROBE], input=line, capture_output=True, check=True, env=env)
+    seen = json.loads(out.stderr.decode().strip().splitlines()[-1])
+    assert seen["enabled"] is True and seen["status"] == 0
+    assert seen["frozen"] > 10_000  # the modules' objects: not walked by every later full collection
+    assert seen["loaded"] == ["agent_server.config", "agent_server.server.acp"]
