@@ -71,3 +71,39 @@ def test_importing_the_model_client_does_not_load_httpx_command_line_client():
              " 'loaded': [m for m in ('click', 'pygments', 'rich') if m in sys.modules]}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == {"cli": True, "loaded": []}
+
+
+def test_a_request_never_searches_the_path_for_sniffio_when_it_is_not_installed():
+    """httpcore runs ``import sniffio`` for every lock and event it sets up (≈ 7 per request); with
+    sniffio not installed each one searched every ``sys.path`` entry again (≈ 60 µs each). The
+    transport marks it missing once, so the lookups fail at once with the same ImportError."""
+    probe = r"""
+import asyncio, importlib.util, json, sys
+installed = importlib.util.find_spec("sniffio") is not None
+import agent_server.llm
+from agent_server.offline import OfflineEndpoint, text_stream
+searched = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "sniffio":
+            searched.append(name)
+        return None
+async def main():
+    endpoint = OfflineEndpoint([text_stream("hi")])
+    await endpoint.start()
+    client = agent_server.llm.ChatClient(endpoint.base_url, "sk-test")
+    sys.meta_path.insert(0, Spy())  # from here on: the request's own imports
+    body = agent_server.llm.encode_body({"model": "m", "messages": [], "stream": True})
+    try:
+        text = "".join([getattr(e, "text", "") async for e in client.stream(body)])
+    finally:
+        await client.aclose()
+        await endpoint.stop()
+    return text
+text = asyncio.run(main())
+print(json.dumps({"installed": installed, "searched": len(searched), "text": text}))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    if out["installed"]:
+        pytest.skip("sniffio is installed here: nothing to mark missing")
+    assert out == {"installed": False, "searched": 0, "text": "hi"}
