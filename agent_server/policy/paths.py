@@ -142,13 +142,15 @@ class SecretMatcher:
     """Matches paths against secret-file patterns (``DEFAULT_SECRET_PATTERNS`` syntax).
 
     ``home``: what ``~`` means (default: the user's home). ``match(path)`` returns the first
-    pattern a path matches, else ``None``. Name patterns (no ``/``) match the file name.
+    pattern a path matches, else ``None``. Name patterns (no ``/``) match the file name, as
+    ``fnmatch.fnmatchcase`` does; they are compiled here, with the path patterns, not by the first
+    ``match`` (that is, by the first ``read`` of a process, on its way to the policy decision).
     """
 
     def __init__(self, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS, home: str | None = None) -> None:
         home = home or os.path.expanduser("~")
         self.patterns = tuple(patterns)
-        self._names: list[tuple[str, str]] = []
+        self._names: list[tuple[str, re.Pattern[str]]] = []
         self._paths: list[tuple[str, re.Pattern[str]]] = []
         for pattern in self.patterns:
             if "/" in pattern:
@@ -157,7 +159,7 @@ class SecretMatcher:
                 if expanded.endswith("/**"):  # the folder itself is secret too
                     self._paths.append((pattern, _glob_regex(os.path.normpath(expanded[:-3]))))
             else:
-                self._names.append((pattern, pattern))
+                self._names.append((pattern, re.compile(fnmatch.translate(pattern))))  # = fnmatchcase
 
     def match(self, *paths: Path | str) -> str | None:
         """The pattern that any of ``paths`` (absolute) matches, or ``None``."""
@@ -168,7 +170,7 @@ class SecretMatcher:
                     return pattern
             base = os.path.basename(text)
             for pattern, name in self._names:
-                if fnmatch.fnmatchcase(base, name):
+                if name.match(base):
                     return pattern
         return None
 

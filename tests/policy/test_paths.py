@@ -124,3 +124,24 @@ def test_configured_patterns_replace_the_defaults(tmp_path):
     matcher = SecretMatcher(["*.key", "/srv/vault/**"], home=str(tmp_path))
     assert matcher.match("/a/b.key") == "*.key" and matcher.match("/srv/vault/x/y") == "/srv/vault/**"
     assert matcher.match("/w/.env") is None
+
+
+def test_the_first_secret_match_of_a_process_compiles_no_pattern(monkeypatch, tmp_path):
+    """Name patterns were compiled by ``fnmatch`` on the first ``match`` — the first ``read`` of a
+    process paid it (≈ 0.2 ms) between its ``tool/call`` and its policy decision."""
+    import fnmatch
+    import re
+
+    matcher = SecretMatcher(["*.pem", ".env*", "id_[rd]sa?", "~/.ssh/**"], home=str(tmp_path))
+    fnmatch._compile_pattern.cache_clear()
+    compiled: list[str] = []
+    real = re.compile
+    monkeypatch.setattr(re, "compile", lambda pattern, *a: compiled.append(pattern) or real(pattern, *a))
+    assert matcher.match("/w/server.pem") == "*.pem"
+    assert matcher.match("/w/.env.local") == ".env*"
+    assert matcher.match("/w/id_rsa1") == "id_[rd]sa?"
+    assert matcher.match("/w/id_ecdsa", "/w/notes.txt", "/w/PEM", "/w/x.pem.txt") is None
+    assert compiled == []
+    for name in ("server.pem", ".env.local", "id_dsaX", "id_rsa", "a.PEM", "x.pem.txt", ".envrc"):  # as fnmatchcase
+        expected = next((p for p in matcher.patterns[:3] if fnmatch.fnmatchcase(name, p)), None)
+        assert matcher.match(f"/w/{name}") == expected, name
