@@ -133,13 +133,18 @@ class ChatClient:
 
     def warm(self) -> None:
         """Load now what the first request would load on its way out: httpcore's async network
-        layer (anyio with its asyncio backend and socket streams). Call on the running loop, when
+        layer (anyio with its asyncio backend and socket streams, and the names httpcore reads
+        from it per call) and the two regular expressions ``urllib.parse`` compiles on first use
+        (httpx's cookie jar parses each response's URL with them). Call on the running loop, when
         it is idle; nothing is sent and no connection is opened."""
         import anyio
+        from urllib.request import Request
 
         anyio.get_current_task()  # picks (imports) anyio's backend for the running loop
-        for name in ("connect_tcp", "fail_after", "Lock", "Event", "streams", "abc"):
+        for name in ("connect_tcp", "fail_after", "Lock", "Event", "Semaphore", "CancelScope", "sleep", "streams",
+                     "abc", "BrokenResourceError", "ClosedResourceError", "EndOfStream"):
             getattr(anyio, name)  # anyio imports these names lazily, on first use
+        Request(self.url)  # urllib.parse's _splittype and _splithost compile their patterns once
 
     async def aclose(self) -> None:
         """Close the pooled connections. The client cannot be used afterwards."""

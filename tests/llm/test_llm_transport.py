@@ -107,3 +107,46 @@ print(json.dumps({"installed": installed, "searched": len(searched), "text": tex
     if out["installed"]:
         pytest.skip("sniffio is installed here: nothing to mark missing")
     assert out == {"installed": False, "searched": 0, "text": "hi"}
+
+
+def test_a_warmed_client_first_requests_import_no_module_and_compile_no_pattern():
+    """What a warm session's first turn paid on its way to the model and back, found by a profile
+    of that turn: modules imported lazily (httpcore's ``import sniffio`` per lock) and the
+    regular expressions ``urllib.parse`` compiles on first use (httpx's cookie jar, each response).
+    ``ChatClient.warm`` (run after ``session/new``) leaves none of it to the requests."""
+    probe = r"""
+import asyncio, json, sys
+import re._compiler as rc
+import agent_server.llm
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+imported, compiled = [], []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name not in sys.modules:
+            imported.append(name)
+        return None
+real = rc.compile
+def counting(p, flags=0):
+    compiled.append(str(p))
+    return real(p, flags)
+async def main():
+    endpoint = OfflineEndpoint([tool_call_stream([("c1", "read", '{"path": "a"}')]), text_stream("hi")])
+    await endpoint.start()
+    client = agent_server.llm.ChatClient(endpoint.base_url, "sk-test")
+    client.warm()
+    body = agent_server.llm.encode_body({"model": "m", "messages": [], "stream": True})
+    sys.meta_path.insert(0, Spy())
+    rc.compile = counting
+    try:
+        for _ in range(2):
+            [e async for e in client.stream(body)]
+    finally:
+        rc.compile = real
+        sys.meta_path.pop(0)
+        await client.aclose()
+        await endpoint.stop()
+asyncio.run(main())
+print(json.dumps({"imported": imported, "compiled": compiled}))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    assert out == {"imported": [], "compiled": []}
