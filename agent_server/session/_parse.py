@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import gc
 import re
+from collections import deque
+from itertools import compress, repeat
+from operator import itemgetter, not_
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
-import pydantic_core
 from pydantic import BaseModel as _BaseModel
 from pydantic import ValidationError
+from pydantic_core import SchemaValidator, core_schema
 
 if TYPE_CHECKING:  # events imports this module; the classes are passed in at the call
     from agent_server.session.events import SessionEvent
@@ -95,8 +98,8 @@ def parse_line(model: type[SessionEvent], path: Path, number: int, line: bytes, 
 
 
 CHUNK = 4 << 20
-"""Bytes read at a time (``read_log``): one buffer of this size, reused, instead of the whole file
-in memory at once (whose fresh pages cost more to fault in than the parse of some of it)."""
+"""Bytes read at a time (``read_log``): each read is split into its lines at once, so no copy of
+the whole file (or of a chunk) is ever made beside the lines themselves."""
 
 
 def read_log(model: type[SessionEvent], path: Path) -> tuple[list[SessionEvent], Tail | None, int]:
@@ -107,27 +110,20 @@ def read_log(model: type[SessionEvent], path: Path) -> tuple[list[SessionEvent],
     """
     parser = _Parser(model, path)
     size = 0
-    with open(path, "rb", buffering=0) as f:
-        buffer = bytearray(CHUNK)
-        view = memoryview(buffer)
-        rest = b""  # the start of a line the last chunk cut
-        pieces: list[bytes] = []  # a line longer than a chunk, so far
-        with parser:
-            while (count := f.readinto(buffer)) > 0:
-                size += count
-                cut = buffer.rfind(b"\n", 0, count)
-                if cut < 0:  # no line ends in this chunk
-                    pieces.append(bytes(view[:count]))
-                    continue
-                if pieces or rest:
-                    parser.feed(b"".join([rest, *pieces, view[:cut + 1]]))
-                    pieces.clear()
-                else:
-                    parser.feed(bytes(view[:cut + 1]))
-                rest = bytes(view[cut + 1:count])
-            view.release()
-    rest = b"".join([rest, *pieces])
-    return parser.events, parser.tail(rest), size
+    rest: list[bytes] = []  # the start of the line the last chunk cut, in pieces (a long line spans chunks)
+    with open(path, "rb", buffering=0) as f, parser:
+        while chunk := f.read(CHUNK):
+            size += len(chunk)
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:  # no line ends in this chunk
+                rest.append(chunk)
+                continue
+            if rest:
+                rest.append(lines[0])
+                lines[0] = b"".join(rest)
+            rest = [lines.pop()]
+            parser.feed(lines)
+    return parser.events, parser.tail(b"".join(rest)), size
 
 
 def parse_log(model: type[SessionEvent], path: Path, raw: bytes) -> tuple[list[SessionEvent], Tail | None]:
@@ -138,31 +134,69 @@ def parse_log(model: type[SessionEvent], path: Path, raw: bytes) -> tuple[list[S
     How a line is read: ``_Parser``.
     """
     parser = _Parser(model, path)
-    cut = raw.rfind(b"\n") + 1
+    lines = raw.split(b"\n")
+    rest = lines.pop()
     with parser:
-        parser.feed(raw if cut == len(raw) else raw[:cut])
-    return parser.events, parser.tail(raw[cut:])
+        parser.feed(lines)
+    return parser.events, parser.tail(rest)
+
+
+class _Validators:
+    """What the bulk read parses and validates with, taken from the model's core schema.
+
+    ``lines``: a list of lines (bytes) → a list of their JSON values, each line parsed on its own
+    (``json_schema`` of ``any_schema``, with the model's config: in C, by the JSON parser of
+    ``model_validate_json``, jiter), raising ``ValidationError`` when any line is not JSON.
+    ``data`` and ``time``: the model's own validators of those fields, from their JSON text
+    (``validate_json``), for the envelope path of long lines.
+    """
+
+    def __init__(self, lines: SchemaValidator, data: SchemaValidator, time: SchemaValidator) -> None:
+        self.lines = lines.validate_python
+        self.data = data.validate_json
+        self.time = time.validate_json
+
+    @classmethod
+    def of(cls, model: type[SessionEvent]) -> "_Validators | None":
+        """The validators of ``model``, or ``None`` when its core schema is not the plain one
+        this module knows (then every line is read by the model itself)."""
+        schema = model.__pydantic_core_schema__
+        inner = schema.get("schema", {})
+        fields = inner.get("fields", {})
+        if (schema.get("type") != "model" or inner.get("type") != "model-fields" or tuple(fields) != _KEYS
+                or any(f.get("type") != "model-field" or set(f) - {"type", "schema", "metadata"} for f in fields.values())):
+            return None
+        config = schema.get("config")
+        return cls(SchemaValidator(core_schema.list_schema(core_schema.json_schema(core_schema.any_schema())), config),
+                   SchemaValidator(fields["data"]["schema"], config), SchemaValidator(fields["time"]["schema"], config))
+
+
+_VALIDATORS: dict[type, _Validators | None] = {}
+
+_drain = deque(maxlen=0).extend
+"""Run an iterator to its end in C (``map`` of the slot setters)."""
 
 
 class _Parser:
-    """The events of a log fed as whole lines (``feed``, any number of times, in order), then
-    ``tail`` for what follows the last newline. Use it as a context manager around the feeds.
+    """The events of a log fed as lists of whole lines (``feed``, any number of times, in order),
+    then ``tail`` for what follows the last newline. Use it as a context manager around the feeds.
 
-    Each line is read as the model reads it — ``parse_line`` is the reference — but a line in
-    the shape ``to_line`` writes takes a fast path that builds the same event without the
-    model's per-field work:
+    Each line is read as the model reads it — ``parse_line`` is the reference — but many at once:
 
-    * shorter than ``SHARE_FROM`` bytes: the whole line by ``pydantic_core.from_json`` (the
-      parser ``model_validate_json`` uses), kept when it is an object with exactly the keys
-      ``type, seq, time, data`` in that order, a ``type`` of the model's pattern, ``seq`` the line
-      number (an ``int``), ``time`` a ``float`` and ``data`` an object; the parsed object becomes
-      the event's field dict as it is;
-    * longer: the envelope by ``_ENVELOPE``, ``data`` by ``from_json`` or shared (``SHARE_FROM``).
+    * shorter than ``SHARE_FROM`` bytes: all the short lines of a feed parsed by one call
+      (``_Validators.lines``: each line on its own, in C), then checked at once (``_as_written``:
+      ``map`` over the values, in C) to be in the shape the model reads as it is — exactly the keys
+      ``type, seq, time, data`` in that order, of the types the model makes of them, ``seq`` the
+      line number; the parsed objects become the events' field dicts as they are;
+    * longer: the envelope by ``_ENVELOPE``, ``data`` by the model's ``data`` validator or shared
+      (``SHARE_FROM``), ``time`` by the model's ``time`` validator; a long line in another shape
+      (spaces, another key order …) goes through ``parse_line``.
 
-    Any other line (another key order, spaces, an integer ``time``, a bad line) goes through
-    ``parse_line``: the model accepts it or says what is wrong, with the line number
-    (``LogCorruptError``, the first bad line; a ``seq`` that is not the line number included).
-    A bad tail is no error: it is returned with ``event=None``.
+    When a short line is not JSON or not in that shape (another key order, an integer ``time``, a
+    ``seq`` that is not its line number, a bad line …), the whole feed is read again line by line
+    through ``parse_line``: right, at the model's pace, and for a bad line ``LogCorruptError`` with
+    the number of the first one and the model's complaint. A bad tail is no error: it is returned
+    with ``event=None``.
 
     The garbage collector is paused meanwhile (collecting while 100k events were built was most
     of the time spent), and what it tracks is frozen afterwards (``gc.freeze``): loaded events
@@ -176,8 +210,12 @@ class _Parser:
         self.events: list[SessionEvent] = []
         self.number = 0
         """Lines read so far."""
+        if model not in _VALIDATORS:
+            _VALIDATORS[model] = _Validators.of(model)
+        self._validators = _VALIDATORS[model]
         self._shared: dict[bytes, tuple[bytes, dict]] = {}  # type → (data bytes, data) of its last long line
-        self._names: dict[str | bytes, str] = {}  # type (as str, and as bytes) → its one str
+        self._names: dict[bytes, str] = {}  # type as bytes → its one str (long lines)
+        self._kinds: set[str] = set()  # types of short lines found of the model's pattern
         self._collecting = False
 
     def __enter__(self) -> "_Parser":
@@ -201,68 +239,97 @@ class _Parser:
             event = None
         return Tail(number, last_line, event)
 
-    def feed(self, raw: bytes) -> None:
-        """Read every line of ``raw``, which must end with ``\\n`` (or be empty)."""
-        model, path = self.model, self.path
-        append, find, match_at = self.events.append, raw.find, _ENVELOPE.match
-        from_json, keys, shared, names = pydantic_core.from_json, _KEYS, self._shared, self._names
-        new, fields, type_name = model.__new__, _FIELDS, TYPE_NAME.fullmatch
-        set_dict, set_fields, set_extra, set_private = _SETTERS
-        start, number = 0, self.number
+    def feed(self, lines: list[bytes]) -> None:
+        """Read ``lines`` (each a whole line without its ``\\n``), numbered on from the lines
+        fed before. Raises ``LogCorruptError`` (the first bad line)."""
+        validators, count, first = self._validators, len(lines), self.number + 1
+        if validators is None:
+            return self._feed_by_the_model(lines)
+        numbers = range(first, first + count)
+        short = list(map(SHARE_FROM.__gt__, map(len, lines)))
+        every = short.count(True) == count
         try:
-            while (end := find(b"\n", start)) >= 0:
-                number += 1
-                fields_of = None
-                if end - start < SHARE_FROM:
-                    try:
-                        parsed = from_json(raw[start:end])
-                    except ValueError:
-                        parsed = None
-                    if type(parsed) is dict and tuple(parsed) == keys:
-                        kind, seq, moment, data = parsed.values()
-                        if (type(seq) is int and seq == number and type(moment) is float
-                                and type(data) is dict and type(kind) is str):
-                            name = names.get(kind)
-                            if name is None and type_name(kind):
-                                name = names[kind] = kind
-                            if name is not None:
-                                if name is not kind:
-                                    parsed["type"] = name  # one str per type
-                                fields_of = parsed
+            parsed = validators.lines(lines if every else list(compress(lines, short)))
+            if not self._as_written(parsed, numbers if every else compress(numbers, short)):
+                return self._feed_by_the_model(lines)
+        except (ValidationError, TypeError, KeyError):  # not JSON, not an object …: the model says what is wrong
+            return self._feed_by_the_model(lines)
+        events = self._events(parsed)
+        if not every:
+            long = list(map(not_, short))
+            longs = list(map(self._long_line, compress(numbers, long), compress(lines, long)))
+            merged = (iter(longs), iter(events))  # in line order: short[i] picks the next event of either list
+            events = list(map(next, map(merged.__getitem__, short)))
+        self.events += events
+        self.number += count
+
+    def _as_written(self, parsed: list, numbers: Iterable[int]) -> bool:
+        """Whether every value of ``parsed`` (the short lines' JSON) is an object with exactly the
+        keys ``type, seq, time, data`` in that order, a ``type`` str of the model's pattern, ``seq``
+        an ``int`` equal to its line number (``numbers``), ``time`` a ``float`` and ``data`` an
+        object — what the model reads as it is. ``TypeError`` for a value that is not an object."""
+        if list(map(tuple, parsed)).count(_KEYS) != len(parsed):  # the keys first: then every lookup finds its key
+            return False
+        seqs = list(map(itemgetter("seq"), parsed))  # TypeError for a list (one of these four keys)
+        if (seqs != list(numbers) or set(map(type, seqs)) - {int}
+                or set(map(type, map(itemgetter("time"), parsed))) - {float}
+                or set(map(type, map(itemgetter("data"), parsed))) - {dict}):
+            return False
+        kinds = self._kinds
+        for kind in set(map(itemgetter("type"), parsed)) - kinds:  # TypeError for a list or an object
+            if type(kind) is not str or not TYPE_NAME.fullmatch(kind):
+                return False
+            kinds.add(kind)
+        return True
+
+    def _feed_by_the_model(self, lines: list[bytes]) -> None:
+        """``feed`` through ``parse_line``, line by line (the reference, ~4 us a line)."""
+        model, path, append, number = self.model, self.path, self.events.append, self.number
+        for number, line in enumerate(lines, number + 1):
+            append(parse_line(model, path, number, line, expected_seq=number))
+        self.number += len(lines)
+
+    def _events(self, fields: list[dict]) -> list[SessionEvent]:
+        """Events whose field dicts are ``fields`` (already validated), built as
+        ``BaseModel.model_construct`` builds them, in C: ``map`` over the slot setters."""
+        model, count = self.model, len(fields)
+        set_dict, set_fields, set_extra, set_private = _SETTERS
+        events = list(map(model.__new__, repeat(model, count)))
+        _drain(map(set_dict, events, fields))
+        _drain(map(set_fields, events, repeat(_FIELDS, count)))
+        _drain(map(set_extra, events, repeat(None, count)))
+        _drain(map(set_private, events, repeat(None, count)))
+        return events
+
+    def _long_line(self, number: int, line: bytes) -> SessionEvent:
+        """Line ``number`` (``SHARE_FROM`` bytes or more) read by its envelope, its ``data``
+        shared with the last long line of its type when their bytes are equal; ``parse_line``
+        when it is not in the shape ``to_line`` writes."""
+        match = _ENVELOPE.match(line)
+        if match is not None and line[-1] == 0x7D and int(match[2]) == number:  # ends with its "}"
+            validators = self._validators
+            first, last = match.end(), len(line) - 1
+            kind_bytes = match[1]
+            previous = self._shared.get(kind_bytes)
+            try:
+                if previous is not None and len(previous[0]) == last - first and line.startswith(previous[0], first):
+                    data = previous[1]  # compared in place: no copy of the line
                 else:
-                    match = match_at(raw, start, end)
-                    if match is not None and raw[end - 1] == 0x7D and int(match[2]) == number:  # ends with its "}"
-                        first, last = match.end(), end - 1
-                        kind_bytes = match[1]
-                        data = None
-                        previous = shared.get(kind_bytes)
-                        if previous is not None and len(previous[0]) == last - first and raw.startswith(previous[0], first):
-                            data = previous[1]  # compared in place: no copy of the line
-                        else:
-                            text = raw[first:last]
-                            try:
-                                data = from_json(text)
-                            except ValueError:
-                                pass
-                            if type(data) is not dict:
-                                data = None
-                            else:
-                                shared[kind_bytes] = (text, data)
-                        if data is not None:
-                            name = names.get(kind_bytes)
-                            if name is None:  # the str the short lines of this type use too
-                                kind = kind_bytes.decode("ascii")
-                                name = names[kind_bytes] = names.setdefault(kind, kind)
-                            fields_of = {"type": name, "seq": number, "time": float(match[3]), "data": data}
-                if fields_of is None:  # not in the shape to_line writes, or bad: the model says what is wrong
-                    append(parse_line(model, path, number, raw[start:end], expected_seq=number))
-                else:  # built as BaseModel.model_construct builds it, every field already checked
-                    event = new(model)
-                    set_dict(event, fields_of)
-                    set_fields(event, fields)
-                    set_extra(event, None)
-                    set_private(event, None)
-                    append(event)
-                start = end + 1
-        finally:
-            self.number = number
+                    text = line[first:last]
+                    data = validators.data(text)  # type: ignore[union-attr]
+                    self._shared[kind_bytes] = (text, data)
+                moment = validators.time(match[3])  # type: ignore[union-attr]
+            except ValidationError:  # not a JSON object after all: the model says what is wrong
+                pass
+            else:
+                name = self._names.get(kind_bytes)
+                if name is None:
+                    name = self._names[kind_bytes] = kind_bytes.decode("ascii")
+                event = self.model.__new__(self.model)
+                set_dict, set_fields, set_extra, set_private = _SETTERS
+                set_dict(event, {"type": name, "seq": number, "time": moment, "data": data})
+                set_fields(event, _FIELDS)
+                set_extra(event, None)
+                set_private(event, None)
+                return event
+        return parse_line(self.model, self.path, number, line, expected_seq=number)

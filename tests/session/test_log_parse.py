@@ -151,11 +151,12 @@ def by_the_model_line_by_line(path, raw: bytes):
 
 
 def exactly(result):
-    """Events with their fields in order (the model's ``==`` ignores the order of the field dict)."""
+    """Events with their fields in order and every value as ``repr`` shows it (the model's ``==``
+    ignores the order of the field dict, and ``0.0 == -0.0``)."""
     if len(result) == 2:
         return result
     events, tail, rest = result
-    return [list(e.__dict__.items()) for e in events], tail and list(tail.__dict__.items()), rest
+    return [repr(list(e.__dict__.items())) for e in events], tail and repr(list(tail.__dict__.items())), rest
 
 
 def fast(reader, path, raw: bytes):
@@ -229,3 +230,88 @@ def test_fast_parse_equals_the_model_line_by_line_on_random_logs_with_bad_lines(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_parse, "CHUNK", chunk)
         assert exactly(fast(reader, path, raw)) == exactly(by_the_model_line_by_line(path, raw))
+
+
+# -- lines the model reads in its own way: the bulk read must read them the same ------------------
+
+TRICKY = [
+    b'{"seq":1,"type":"user","time":2.5,"data":{"keys":"in another order"}}',
+    b'{"type":"user","seq":1,"time":2,"data":{"time":"an int: the model makes it 2.0"}}',
+    b'{"type":"user","seq":1,"time":-0,"data":{"time":"-0: the model makes it 0.0, float() -0.0"}}',
+    b'{"type":"user","seq":1,"time":-0.0,"data":{}}',
+    b'{"type":"user","seq":1,"time":1e400,"data":{"x":1e400}}',
+    b'{"type":"user","seq":1,"time":NaN,"data":{"x":NaN,"y":-Infinity}}',
+    b'{"type":"user","seq":1,"time":123456789012345678901234567890,"data":{}}',
+    b'{"type":"user","seq":true,"time":1.5,"data":{"seq":"a bool: the model makes it 1"}}',
+    b'{"type":"user","seq":1.0,"time":1.5,"data":{}}',
+    b'{"type":"user","seq":100000000000000000000000000001,"time":1.5,"data":{}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"big":123456789012345678901234567890,"neg":-1e-400}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{},"extra":1}',
+    b'{"type":"User","seq":1,"time":1.5,"data":{}}',
+    b'{"type":"user\\n","seq":1,"time":1.5,"data":{}}',
+    b'{"type":"us\\u0065r","seq":1,"time":1.5,"data":{"type":"escaped, of the pattern once read"}}',
+    b'{"type":1,"seq":1,"time":1.5,"data":{}}',
+    b'{"type":["user"],"seq":1,"time":1.5,"data":{}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":[1]}',
+    b'{"type":"user","seq":1,"time":1.5,"data":null}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"x":"\\ud800"}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"x":"\\ud83d\\ude00 \\u00e9 \\u2028"}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"x":"a\\u0000b","":1}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"a":1,"b":2,"a":3}}',
+    b'{"type":"user","seq":0,"time":1.5,"data":{},"seq":1}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{},"seq":0}',
+    b'{"type":"X","seq":1,"time":1.5,"data":{},"type":"user"}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{},"data":{"second":"wins"}}',
+    b'{"type":"user","seq":1,"time":1.5,"time":"1.5","data":{}}',
+    b'{"type":"user","time":1.5,"data":{}}',
+    b'{"type":"user","seq":1,"time":1.5}',
+    b'{"type":"user","seq":1,"time":1.5,"datum":{}}',
+    b'{}',
+    b'["type","seq","time","data"]',
+    b'"type"',
+    b'null',
+    b' {"type":"user","seq":1,"time":1.5,"data":{}} \t',
+]
+"""Each as line 1 (``seq`` 1): key order, number forms, a ``seq`` the model reads as 1, extra
+keys, types off the pattern, data that is no object, big numbers, surrogates, duplicate keys
+(the last one wins, in the first one's place), values that are no object."""
+
+NEXT = b'{"type":"turn/end","seq":2,"time":3.0,"data":{}}'
+
+
+def _shapes():
+    """Each tricky line short, and made ``SHARE_FROM`` bytes or more: a long ``pad`` key in its
+    ``data`` (the envelope path, when it has an object there) and spaces before its last byte
+    (another shape)."""
+    for number, line in enumerate(TRICKY):
+        yield pytest.param(line, id=f"short-{number}")
+        padded = line.replace(b'"data":{', b'"data":{"pad":"' + b"p" * _parse.SHARE_FROM + b'",', 1)
+        if padded != line:
+            yield pytest.param(padded, id=f"long-{number}")
+        yield pytest.param(line[:-1] + b" " * _parse.SHARE_FROM + line[-1:], id=f"spaced-{number}")
+
+
+@pytest.mark.parametrize("line", list(_shapes()))
+@pytest.mark.parametrize("reader", ["bytes", "file"])
+def test_tricky_lines_are_read_exactly_as_the_model_reads_them(tmp_path, line, reader):
+    """Short (one bulk parse of many lines) and long (the envelope path), followed by a line in
+    the usual shape, twice over (the second long line shares its data): the same events, with the
+    same values (``repr``: ``-0.0``, ``nan``) in the same order, or the same first bad line."""
+    path = tmp_path / "events.jsonl"
+    again = line.replace(b'"seq":1,', b'"seq":3,', 1) if b'"seq":1,' in line else line
+    raw = b"\n".join([line, NEXT, again]) + b"\n"
+    assert exactly(fast(reader, path, raw)) == exactly(by_the_model_line_by_line(path, raw))
+
+
+def test_a_long_line_with_time_minus_zero_is_read_as_zero_as_the_model_reads_it(tmp_path):
+    """The envelope path read ``time`` with ``float()``, which makes ``-0`` into ``-0.0``; the model
+    reads the JSON integer ``-0`` as ``0.0`` (equal by ``==``, so no ``==`` test saw it)."""
+    line = b'{"type":"user","seq":1,"time":-0,"data":{"pad":"' + b"p" * _parse.SHARE_FROM + b'"}}'
+    events, _ = _parse.parse_log(SessionEvent, tmp_path / "events.jsonl", line + b"\n")
+    assert repr(events[0].time) == repr(SessionEvent.model_validate_json(line).time) == "0.0"
+
+
+def test_the_bulk_read_has_the_models_validators(tmp_path):
+    """Without them (a core schema of another shape) every line is read by the model, right but
+    ~4x slower: this pins that the installed pydantic gives the fast path."""
+    assert _parse._Validators.of(SessionEvent) is not None
