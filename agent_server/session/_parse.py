@@ -17,10 +17,10 @@ from __future__ import annotations
 import gc
 import re
 from collections import deque
-from itertools import compress, repeat
-from operator import itemgetter, not_
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ValidationError
@@ -98,8 +98,8 @@ def parse_line(model: type[SessionEvent], path: Path, number: int, line: bytes, 
 
 
 CHUNK = 4 << 20
-"""Bytes read at a time (``read_log``): each read is split into its lines at once, so no copy of
-the whole file (or of a chunk) is ever made beside the lines themselves."""
+"""Bytes read at a time (``read_log``), each read into a fresh ``bytes`` that the lines are cut
+from (only the short ones are copied out: a long line is read in place)."""
 
 
 def read_log(model: type[SessionEvent], path: Path) -> tuple[list[SessionEvent], Tail | None, int]:
@@ -114,15 +114,17 @@ def read_log(model: type[SessionEvent], path: Path) -> tuple[list[SessionEvent],
     with open(path, "rb", buffering=0) as f, parser:
         while chunk := f.read(CHUNK):
             size += len(chunk)
-            lines = chunk.split(b"\n")
-            if len(lines) == 1:  # no line ends in this chunk
-                rest.append(chunk)
-                continue
+            start = 0
             if rest:
-                rest.append(lines[0])
-                lines[0] = b"".join(rest)
-            rest = [lines.pop()]
-            parser.feed(lines)
+                cut = chunk.find(b"\n") + 1
+                if not cut:  # no line ends in this chunk
+                    rest.append(chunk)
+                    continue
+                rest.append(chunk[:cut])
+                parser.feed(b"".join(rest))
+                start = cut
+            done = parser.feed(chunk, start)
+            rest = [chunk[done:]] if done < len(chunk) else []
     return parser.events, parser.tail(b"".join(rest)), size
 
 
@@ -134,11 +136,9 @@ def parse_log(model: type[SessionEvent], path: Path, raw: bytes) -> tuple[list[S
     How a line is read: ``_Parser``.
     """
     parser = _Parser(model, path)
-    lines = raw.split(b"\n")
-    rest = lines.pop()
     with parser:
-        parser.feed(lines)
-    return parser.events, parser.tail(rest)
+        done = parser.feed(raw)
+    return parser.events, parser.tail(raw[done:])
 
 
 class _Validators:
@@ -239,31 +239,49 @@ class _Parser:
             event = None
         return Tail(number, last_line, event)
 
-    def feed(self, lines: list[bytes]) -> None:
-        """Read ``lines`` (each a whole line without its ``\\n``), numbered on from the lines
-        fed before. Raises ``LogCorruptError`` (the first bad line)."""
-        validators, count, first = self._validators, len(lines), self.number + 1
+    def feed(self, raw: bytes, start: int = 0) -> int:
+        """Read every ``\\n``-terminated line of ``raw`` from ``start`` on, numbered on from the
+        lines fed before; return the position after the last one. Raises ``LogCorruptError``
+        (the first bad line)."""
+        validators, find, share_from = self._validators, raw.find, SHARE_FROM
         if validators is None:
-            return self._feed_by_the_model(lines)
-        numbers = range(first, first + count)
-        short = list(map(SHARE_FROM.__gt__, map(len, lines)))
-        every = short.count(True) == count
+            return self._feed_by_the_model(raw, start)
+        short: list[bytes] = []
+        longs: list[tuple[int, int, int]] = []  # (short lines before it, start, end) of each long line
+        add, first, begin = short.append, self.number + 1, start
+        while (end := find(b"\n", start)) >= 0:
+            if end - start < share_from:
+                add(raw[start:end])
+            else:
+                longs.append((len(short), start, end))
+            start = end + 1
+        seqs = list(range(first, first + len(short)))  # the line numbers of the short lines
+        if longs:
+            seqs, done = [], 0
+            for index, (before, _, _) in enumerate(longs):
+                seqs += range(first + done + index, first + before + index)
+                done = before
+            seqs += range(first + done + len(longs), first + len(short) + len(longs))
         try:
-            parsed = validators.lines(lines if every else list(compress(lines, short)))
-            if not self._as_written(parsed, numbers if every else compress(numbers, short)):
-                return self._feed_by_the_model(lines)
+            parsed = validators.lines(short)
+            if not self._as_written(parsed, seqs):
+                return self._feed_by_the_model(raw, begin)
         except (ValidationError, TypeError, KeyError):  # not JSON, not an object …: the model says what is wrong
-            return self._feed_by_the_model(lines)
+            return self._feed_by_the_model(raw, begin)
         events = self._events(parsed)
-        if not every:
-            long = list(map(not_, short))
-            longs = list(map(self._long_line, compress(numbers, long), compress(lines, long)))
-            merged = (iter(longs), iter(events))  # in line order: short[i] picks the next event of either list
-            events = list(map(next, map(merged.__getitem__, short)))
-        self.events += events
-        self.number += count
+        if longs:
+            out, done = self.events, 0
+            for index, (before, line_start, line_end) in enumerate(longs):
+                out += events[done:before]
+                out.append(self._long_line(first + before + index, raw, line_start, line_end))
+                done = before
+            out += events[done:]
+        else:
+            self.events += events
+        self.number += len(short) + len(longs)
+        return start
 
-    def _as_written(self, parsed: list, numbers: Iterable[int]) -> bool:
+    def _as_written(self, parsed: list, numbers: list[int]) -> bool:
         """Whether every value of ``parsed`` (the short lines' JSON) is an object with exactly the
         keys ``type, seq, time, data`` in that order, a ``type`` str of the model's pattern, ``seq``
         an ``int`` equal to its line number (``numbers``), ``time`` a ``float`` and ``data`` an
@@ -271,7 +289,7 @@ class _Parser:
         if list(map(tuple, parsed)).count(_KEYS) != len(parsed):  # the keys first: then every lookup finds its key
             return False
         seqs = list(map(itemgetter("seq"), parsed))  # TypeError for a list (one of these four keys)
-        if (seqs != list(numbers) or set(map(type, seqs)) - {int}
+        if (seqs != numbers or set(map(type, seqs)) - {int}
                 or set(map(type, map(itemgetter("time"), parsed))) - {float}
                 or set(map(type, map(itemgetter("data"), parsed))) - {dict}):
             return False
@@ -282,12 +300,17 @@ class _Parser:
             kinds.add(kind)
         return True
 
-    def _feed_by_the_model(self, lines: list[bytes]) -> None:
+    def _feed_by_the_model(self, raw: bytes, start: int) -> int:
         """``feed`` through ``parse_line``, line by line (the reference, ~4 us a line)."""
-        model, path, append, number = self.model, self.path, self.events.append, self.number
-        for number, line in enumerate(lines, number + 1):
-            append(parse_line(model, path, number, line, expected_seq=number))
-        self.number += len(lines)
+        model, path, append, find, number = self.model, self.path, self.events.append, raw.find, self.number
+        try:
+            while (end := find(b"\n", start)) >= 0:
+                number += 1
+                append(parse_line(model, path, number, raw[start:end], expected_seq=number))
+                start = end + 1
+        finally:
+            self.number = number
+        return start
 
     def _events(self, fields: list[dict]) -> list[SessionEvent]:
         """Events whose field dicts are ``fields`` (already validated), built as
@@ -301,21 +324,21 @@ class _Parser:
         _drain(map(set_private, events, repeat(None, count)))
         return events
 
-    def _long_line(self, number: int, line: bytes) -> SessionEvent:
-        """Line ``number`` (``SHARE_FROM`` bytes or more) read by its envelope, its ``data``
-        shared with the last long line of its type when their bytes are equal; ``parse_line``
-        when it is not in the shape ``to_line`` writes."""
-        match = _ENVELOPE.match(line)
-        if match is not None and line[-1] == 0x7D and int(match[2]) == number:  # ends with its "}"
+    def _long_line(self, number: int, raw: bytes, start: int, end: int) -> SessionEvent:
+        """Line ``number``, ``raw[start:end]`` (``SHARE_FROM`` bytes or more), read by its envelope
+        in place, its ``data`` shared with the last long line of its type when their bytes are
+        equal; ``parse_line`` when it is not in the shape ``to_line`` writes."""
+        match = _ENVELOPE.match(raw, start, end)
+        if match is not None and raw[end - 1] == 0x7D and int(match[2]) == number:  # ends with its "}"
             validators = self._validators
-            first, last = match.end(), len(line) - 1
+            first, last = match.end(), end - 1
             kind_bytes = match[1]
             previous = self._shared.get(kind_bytes)
             try:
-                if previous is not None and len(previous[0]) == last - first and line.startswith(previous[0], first):
+                if previous is not None and len(previous[0]) == last - first and raw.startswith(previous[0], first):
                     data = previous[1]  # compared in place: no copy of the line
                 else:
-                    text = line[first:last]
+                    text = raw[first:last]
                     data = validators.data(text)  # type: ignore[union-attr]
                     self._shared[kind_bytes] = (text, data)
                 moment = validators.time(match[3])  # type: ignore[union-attr]
@@ -332,4 +355,4 @@ class _Parser:
                 set_extra(event, None)
                 set_private(event, None)
                 return event
-        return parse_line(self.model, self.path, number, line, expected_seq=number)
+        return parse_line(self.model, self.path, number, raw[start:end], expected_seq=number)
