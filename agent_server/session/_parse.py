@@ -178,8 +178,9 @@ _drain = deque(maxlen=0).extend
 
 
 class _Parser:
-    """The events of a log fed as lists of whole lines (``feed``, any number of times, in order),
-    then ``tail`` for what follows the last newline. Use it as a context manager around the feeds.
+    """The events of a log fed as bytes (``feed``, any number of times, in order: each feed reads
+    its whole lines and says where they end), then ``tail`` for what follows the last newline. Use
+    it as a context manager around the feeds.
 
     Each line is read as the model reads it — ``parse_line`` is the reference — but many at once:
 
@@ -266,7 +267,7 @@ class _Parser:
             parsed = validators.lines(short)
             if not self._as_written(parsed, seqs):
                 return self._feed_by_the_model(raw, begin)
-        except (ValidationError, TypeError, KeyError):  # not JSON, not an object …: the model says what is wrong
+        except (ValidationError, TypeError):  # not JSON, not an object …: the model says what is wrong
             return self._feed_by_the_model(raw, begin)
         events = self._events(parsed)
         if longs:
