@@ -287,7 +287,8 @@ class _Parser:
         keys ``type, seq, time, data`` in that order, a ``type`` str of the model's pattern, ``seq``
         an ``int`` equal to its line number (``numbers``), ``time`` a ``float`` and ``data`` an
         object — what the model reads as it is. ``TypeError`` for a value that is not an object."""
-        if list(map(tuple, parsed)).count(_KEYS) != len(parsed):  # the keys first: then every lookup finds its key
+        keys = list(map(tuple, parsed))  # the keys first: then every lookup below finds its key
+        if keys and (keys[0] != _KEYS or keys.count(keys[0]) != len(keys)):  # (the parser's key strs: compared by identity)
             return False
         seqs = list(map(itemgetter("seq"), parsed))  # TypeError for a list (one of these four keys)
         if (seqs != numbers or set(map(type, seqs)) - {int}
