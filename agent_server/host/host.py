@@ -204,10 +204,12 @@ class SessionHost:
     async def warm(self, session_id: str) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first
         prompt of ``session_id`` would otherwise build on its way to the model: the HTTP client of
-        its endpoint with its network layer, and the tools' JSON schemas (built once per process).
-        Yields between steps, so a prompt already read goes ahead; a session that cannot reach a
-        model (no endpoint, no key) is left for its prompt to report."""
-        for step in ("client", "schemas"):
+        its endpoint with its network layer, the tools' JSON schemas (built once per process), and
+        the loop's default executor with its first worker thread (the file tools read and write in
+        it: made on the first call, its thread start and ``concurrent.futures.thread`` import cost
+        the first tool call 1–3 ms). Yields between steps, so a prompt already read goes ahead; a
+        session that cannot reach a model (no endpoint, no key) is left for its prompt to report."""
+        for step in ("client", "schemas", "executor"):
             await asyncio.sleep(0)
             session = self.sessions.get(session_id)
             if session is None:
@@ -217,8 +219,10 @@ class SessionHost:
                     self._client(self._provider(session.log)).warm()
                 except TurnFailed:
                     pass
-            else:
+            elif step == "schemas":
                 tool_schemas(self.tool_tables.get(session_id, {}).values())
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, int)  # starts the pool's first thread
 
     def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""

@@ -54,3 +54,24 @@ async def test_session_new_answers_while_the_probe_runs_and_the_first_turn_waits
     assert kinds.index("sandbox/status") < kinds.index("turn/start") < kinds.index("tool/call")
     system = endpoint.requests[0].json()["messages"][0]["content"]
     assert "Shell commands run under an OS sandbox" in system or "Shell commands are not sandboxed" in system
+
+
+async def test_the_warm_up_starts_the_loops_worker_thread_before_the_first_file_read(held_probe, tmp_path):
+    """The file tools read and write in the loop's default executor; made by the first call, its
+    thread start and the import of ``concurrent.futures.thread`` fell inside a warm session's
+    first turn (1–3 ms between the read's policy decision and its result). (The probe stays held:
+    no child process outlives the test.)"""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with OfflineEndpoint() as endpoint:
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k"})
+        server = AcpServer(config, SessionStore(tmp_path / "state"))
+        loop = asyncio.get_running_loop()
+        try:
+            assert loop._default_executor is None  # a fresh loop: nothing made it yet
+            await answered(server, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1)
+            executor = loop._default_executor  # what asyncio.to_thread submits to
+            assert executor is not None and len(executor._threads) == 1
+        finally:
+            await server.aclose()
