@@ -38,17 +38,14 @@ TYPE_NAME = re.compile(r"[a-z][a-z_]*(/[a-z][a-z_]*)*")
 """The model's pattern for ``type`` (``fullmatch``: Python's ``$`` would let a final ``\\n`` in)."""
 
 SHARE_FROM = 1024
-"""A line of this many bytes or more is read by its envelope (``_ENVELOPE``) and its ``data``
-shares the parsed object of the last such line of its type when their ``data`` bytes are equal
-(the same ``request/header`` logged turn after turn: compared in place, parsed once). Events are
-frozen and nothing changes an event's ``data`` in place. Shorter lines are parsed whole."""
+"""A line of this many bytes or more, ``…,"data":<data>}``, is read apart: its ``data`` text
+by the model's ``data`` validator — or not at all when it has the bytes of the last such ``data``
+of the same length, whose parsed object it then shares (the same ``request/header`` logged turn
+after turn: compared in place, parsed once) —, the rest of the line, with ``{}`` as its data, like
+a short line. Events are frozen and nothing changes an event's ``data`` in place. Shorter lines
+are parsed whole."""
 
-_ENVELOPE = re.compile(
-    rb'\{"type":"([a-z][a-z_]*(?:/[a-z][a-z_]*)*)","seq":([1-9][0-9]{0,17}),'
-    rb'"time":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?),"data":'
-)
-"""A line's start exactly as ``SessionEvent.to_line`` writes it, up to its ``data`` object: a
-``type`` of the model's pattern, a ``seq`` ≥ 1 and a JSON number as ``time``."""
+_DATA = b',"data":'
 
 _SETTERS = tuple(_BaseModel.__dict__[name].__set__ for name in
                  ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
@@ -147,14 +144,13 @@ class _Validators:
     ``lines``: a list of lines (bytes) → a list of their JSON values, each line parsed on its own
     (``json_schema`` of ``any_schema``, with the model's config: in C, by the JSON parser of
     ``model_validate_json``, jiter), raising ``ValidationError`` when any line is not JSON.
-    ``data`` and ``time``: the model's own validators of those fields, from their JSON text
-    (``validate_json``), for the envelope path of long lines.
+    ``data``: the model's own validator of that field, from its JSON text (``validate_json``),
+    for the ``data`` of long lines.
     """
 
-    def __init__(self, lines: SchemaValidator, data: SchemaValidator, time: SchemaValidator) -> None:
+    def __init__(self, lines: SchemaValidator, data: SchemaValidator) -> None:
         self.lines = lines.validate_python
         self.data = data.validate_json
-        self.time = time.validate_json
 
     @classmethod
     def of(cls, model: type[SessionEvent]) -> "_Validators | None":
@@ -168,7 +164,7 @@ class _Validators:
             return None
         config = schema.get("config")
         return cls(SchemaValidator(core_schema.list_schema(core_schema.json_schema(core_schema.any_schema())), config),
-                   SchemaValidator(fields["data"]["schema"], config), SchemaValidator(fields["time"]["schema"], config))
+                   SchemaValidator(fields["data"]["schema"], config))
 
 
 _VALIDATORS: dict[type, _Validators | None] = {}
@@ -184,16 +180,14 @@ class _Parser:
 
     Each line is read as the model reads it — ``parse_line`` is the reference — but many at once:
 
-    * shorter than ``SHARE_FROM`` bytes: all the short lines of a feed parsed by one call
-      (``_Validators.lines``: each line on its own, in C), then checked at once (``_as_written``:
-      ``map`` over the values, in C) to be in the shape the model reads as it is — exactly the keys
-      ``type, seq, time, data`` in that order, of the types the model makes of them, ``seq`` the
-      line number; the parsed objects become the events' field dicts as they are;
-    * longer: the envelope by ``_ENVELOPE``, ``data`` by the model's ``data`` validator or shared
-      (``SHARE_FROM``), ``time`` by the model's ``time`` validator; a long line in another shape
-      (spaces, another key order …) goes through ``parse_line``.
+    * all the lines of a feed parsed by one call (``_Validators.lines``: each line on its own, in
+      C) — a long one without its ``data`` (``SHARE_FROM``), put back afterwards —, then checked
+      at once (``_as_written``: ``map`` over the values, in C) to be in the shape the model reads
+      as it is: exactly the keys ``type, seq, time, data`` in that order, of the types the model
+      makes of them, ``seq`` the line number; the parsed objects become the events' field dicts
+      as they are. A long line not ending ``,"data":<an object>}`` is parsed whole.
 
-    When a short line is not JSON or not in that shape (another key order, an integer ``time``, a
+    When a line is not JSON or not in that shape (another key order, an integer ``time``, a
     ``seq`` that is not its line number, a bad line …), the whole feed is read again line by line
     through ``parse_line``: right, at the model's pace, and for a bad line ``LogCorruptError`` with
     the number of the first one and the model's complaint. A bad tail is no error: it is returned
@@ -214,9 +208,8 @@ class _Parser:
         if model not in _VALIDATORS:
             _VALIDATORS[model] = _Validators.of(model)
         self._validators = _VALIDATORS[model]
-        self._shared: dict[bytes, tuple[bytes, dict]] = {}  # type → (data bytes, data) of its last long line
-        self._names: dict[bytes, str] = {}  # type as bytes → its one str (long lines)
-        self._kinds: set[str] = set()  # types of short lines found of the model's pattern
+        self._shared: dict[int, tuple[bytes, dict]] = {}  # length → (data bytes, data) of the last long line's
+        self._kinds: set[str] = set()  # types found of the model's pattern
         self._collecting = False
 
     def __enter__(self) -> "_Parser":
@@ -244,42 +237,44 @@ class _Parser:
         """Read every ``\\n``-terminated line of ``raw`` from ``start`` on, numbered on from the
         lines fed before; return the position after the last one. Raises ``LogCorruptError``
         (the first bad line)."""
-        validators, find, share_from = self._validators, raw.find, SHARE_FROM
+        validators, find, share_from, shared = self._validators, raw.find, SHARE_FROM, self._shared
         if validators is None:
             return self._feed_by_the_model(raw, start)
-        short: list[bytes] = []
-        longs: list[tuple[int, int, int]] = []  # (short lines before it, start, end) of each long line
-        add, first, begin = short.append, self.number + 1, start
+        lines: list[bytes] = []
+        longs: list[tuple[int, dict]] = []  # (index, data) of each long line read apart
+        add, begin = lines.append, start
         while (end := find(b"\n", start)) >= 0:
-            if end - start < share_from:
-                add(raw[start:end])
-            else:
-                longs.append((len(short), start, end))
+            if end - start >= share_from and raw[end - 1] == 0x7D and (cut := find(_DATA, start, end)) >= 0:
+                first = cut + len(_DATA)
+                previous = shared.get(end - 1 - first)
+                if previous is not None and raw.startswith(previous[0], first):
+                    data = previous[1]  # compared in place: no copy of the line
+                else:
+                    text = raw[first:end - 1]
+                    try:
+                        data = validators.data(text)
+                    except ValidationError:  # not an object, or more after it: parsed whole
+                        data = None
+                    else:
+                        shared[len(text)] = (text, data)
+                if data is not None:
+                    longs.append((len(lines), data))
+                    add(raw[start:first] + b"{}}")
+                    start = end + 1
+                    continue
+            add(raw[start:end])
             start = end + 1
-        seqs = list(range(first, first + len(short)))  # the line numbers of the short lines
-        if longs:
-            seqs, done = [], 0
-            for index, (before, _, _) in enumerate(longs):
-                seqs += range(first + done + index, first + before + index)
-                done = before
-            seqs += range(first + done + len(longs), first + len(short) + len(longs))
+        first = self.number + 1
         try:
-            parsed = validators.lines(short)
-            if not self._as_written(parsed, seqs):
+            parsed = validators.lines(lines)
+            if not self._as_written(parsed, list(range(first, first + len(lines)))):
                 return self._feed_by_the_model(raw, begin)
         except (ValidationError, TypeError):  # not JSON, not an object …: the model says what is wrong
             return self._feed_by_the_model(raw, begin)
-        events = self._events(parsed)
-        if longs:
-            out, done = self.events, 0
-            for index, (before, line_start, line_end) in enumerate(longs):
-                out += events[done:before]
-                out.append(self._long_line(first + before + index, raw, line_start, line_end))
-                done = before
-            out += events[done:]
-        else:
-            self.events += events
-        self.number += len(short) + len(longs)
+        for index, data in longs:
+            parsed[index]["data"] = data  # in the place of its {}: the key order stays
+        self.events += self._events(parsed)
+        self.number += len(lines)
         return start
 
     def _as_written(self, parsed: list, numbers: list[int]) -> bool:
@@ -325,36 +320,3 @@ class _Parser:
         _drain(map(set_extra, events, repeat(None, count)))
         _drain(map(set_private, events, repeat(None, count)))
         return events
-
-    def _long_line(self, number: int, raw: bytes, start: int, end: int) -> SessionEvent:
-        """Line ``number``, ``raw[start:end]`` (``SHARE_FROM`` bytes or more), read by its envelope
-        in place, its ``data`` shared with the last long line of its type when their bytes are
-        equal; ``parse_line`` when it is not in the shape ``to_line`` writes."""
-        match = _ENVELOPE.match(raw, start, end)
-        if match is not None and raw[end - 1] == 0x7D and int(match[2]) == number:  # ends with its "}"
-            validators = self._validators
-            first, last = match.end(), end - 1
-            kind_bytes = match[1]
-            previous = self._shared.get(kind_bytes)
-            try:
-                if previous is not None and len(previous[0]) == last - first and raw.startswith(previous[0], first):
-                    data = previous[1]  # compared in place: no copy of the line
-                else:
-                    text = raw[first:last]
-                    data = validators.data(text)  # type: ignore[union-attr]
-                    self._shared[kind_bytes] = (text, data)
-                moment = validators.time(match[3])  # type: ignore[union-attr]
-            except ValidationError:  # not a JSON object after all: the model says what is wrong
-                pass
-            else:
-                name = self._names.get(kind_bytes)
-                if name is None:
-                    name = self._names[kind_bytes] = kind_bytes.decode("ascii")
-                event = self.model.__new__(self.model)
-                set_dict, set_fields, set_extra, set_private = _SETTERS
-                set_dict(event, {"type": name, "seq": number, "time": moment, "data": data})
-                set_fields(event, _FIELDS)
-                set_extra(event, None)
-                set_private(event, None)
-                return event
-        return parse_line(self.model, self.path, number, raw[start:end], expected_seq=number)

@@ -263,6 +263,10 @@ TRICKY = [
     b'{"type":"X","seq":1,"time":1.5,"data":{},"type":"user"}',
     b'{"type":"user","seq":1,"time":1.5,"data":{},"data":{"second":"wins"}}',
     b'{"type":"user","seq":1,"time":1.5,"time":"1.5","data":{}}',
+    b'{"type":"user","seq":1,"time":{"a":1,"data":2},"data":{}}',
+    b'{"data":{"x":1},"type":"user","seq":1,"time":1.5,"data":{}}',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"x":{"y":1,"data":2}} }',
+    b'{"type":"user","seq":1,"time":1.5,"data":{"x":1}}}',
     b'{"type":"user","time":1.5,"data":{}}',
     b'{"type":"user","seq":1,"time":1.5}',
     b'{"type":"user","seq":1,"time":1.5,"datum":{}}',
@@ -274,7 +278,8 @@ TRICKY = [
 ]
 """Each as line 1 (``seq`` 1): key order, number forms, a ``seq`` the model reads as 1, extra
 keys, types off the pattern, data that is no object, big numbers, surrogates, duplicate keys
-(the last one wins, in the first one's place), values that are no object."""
+(the last one wins, in the first one's place), values that are no object, a ``,"data":`` that
+is not the line's own, spaces or a brace too many after the data."""
 
 NEXT = b'{"type":"turn/end","seq":2,"time":3.0,"data":{}}'
 
