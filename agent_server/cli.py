@@ -6,7 +6,8 @@ to ``headless``, ``sessions …`` to ``sessions_cli``. With no sub-command it se
 ``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
 the editor waits for that answer) — and the ``session/new`` right after it when it is the plain
 case (``server/fast_session.py``) — then hands everything else, and the session it made, to the
-server.
+server. Whatever the sub-command, the process finds no pydantic plugins (``process_trims``); the
+server's modules load with the garbage collector paused (``_end_gc_pause``).
 
 Must never: let anything but protocol messages reach the real stdout. The protocol gets a private
 duplicate of descriptor 1, and descriptor 1 itself is pointed at stderr, so a stray ``print`` (or
