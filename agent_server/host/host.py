@@ -40,7 +40,7 @@ from agent_server.policy.modes import DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
-from agent_server.session import EventLog, LogWriteError, SessionStore
+from agent_server.session import EventLog, LogBusyError, LogWriteError, SessionStore
 from agent_server.session_views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
@@ -322,14 +322,23 @@ class SessionHost:
         return session
 
     async def delete(self, session_id: str) -> None:
-        """Cancel and close ``session_id`` if live, remove its folder.
+        """Cancel and close ``session_id`` if live here (a load of it in progress is waited for
+        first), then remove its folder under the log's lock (``SessionStore.delete``).
 
-        Errors: ``HostError`` ``invalid`` for a malformed id, ``not_found`` for an unknown one.
+        Errors: ``HostError`` ``invalid`` for a malformed id, ``not_found`` for an unknown one,
+        ``internal`` with ``data.code`` ``SESSION_BUSY`` when another agent-server process has the
+        session open (nothing is removed; retryable once it is closed there).
         """
         try:
-            self.store.log_path(session_id)
+            path = self.store.log_path(session_id)
         except ValueError as exc:
             raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
+        opening = self.opening.get(session_id)
+        if opening is not None:  # a load here is opening it: let it finish, then close it as live
+            try:
+                await asyncio.shield(opening)
+            except Exception:
+                pass
         session = await self.forget(session_id)
         if session is not None:
             session.cancel()
@@ -339,6 +348,8 @@ class SessionHost:
         except FileNotFoundError:
             if session is None:
                 raise unknown_session(session_id) from None
+        except LogBusyError:
+            raise lifecycle.busy_error("delete", session_id, path) from None
         collect_blobs(self.store)  # the deleted session's checkpoints go with it
 
     def cancel(self, session_id: str) -> None:

@@ -53,6 +53,8 @@ def open_log(store: SessionStore, session_id: str) -> EventLog:
         raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id})
     try:
         return EventLog.open(path)
+    except FileNotFoundError:  # deleted meanwhile (``session/delete`` in another process)
+        raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id}) from None
     except LogCorruptError as exc:
         raise HostError("internal",
                         f"cannot load session {session_id}: its log is corrupt at line {exc.line} "
@@ -66,9 +68,15 @@ def open_log(store: SessionStore, session_id: str) -> EventLog:
     except (LogWriteError, OSError) as exc:  # the repair of a torn tail could not be written
         raise storage_error(session_id, exc if isinstance(exc, LogWriteError) else LogWriteError(path, exc)) from None
     except LogBusyError:
-        raise HostError("internal", f"cannot load session {session_id}: it is open in another "
-                        "agent-server process (another editor window?); close it there first",
-                        {"code": "SESSION_BUSY", "path": str(path), "retryable": True}) from None
+        raise busy_error("load", session_id, path) from None
+
+
+def busy_error(action: str, session_id: str, path: Path) -> HostError:
+    """``internal`` with ``data.code`` ``SESSION_BUSY``: another agent-server process holds the
+    log's one-writer lock, so ``action`` (``"load"``, ``"delete"``) cannot be done now (retryable)."""
+    return HostError("internal", f"cannot {action} session {session_id}: it is open in another "
+                     "agent-server process (another editor window?); close it there first",
+                     {"code": "SESSION_BUSY", "path": str(path), "retryable": True})
 
 
 def check_cwd(session_id: str, header: dict[str, Any], cwd: str) -> None:

@@ -384,7 +384,8 @@ class AcpServer:
     async def delete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/delete``: cancel and close it if live, remove its folder; ``{}``.
 
-        Errors: ``-32002`` unknown session, ``-32602`` invalid id.
+        Errors: ``-32002`` unknown session, ``-32602`` invalid id, ``-32603`` with ``data.code``
+        ``SESSION_BUSY`` when another agent-server process has it open (nothing is removed).
         """
         p: m.DeleteSessionParams = _parse(m.DeleteSessionParams, params)
         with _wire_errors():

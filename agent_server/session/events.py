@@ -308,13 +308,18 @@ class EventLog:
 
 def _open_locked(path: Path) -> int:
     """Open ``path`` for appending (``0600``) under an exclusive ``flock``; the kernel drops the
-    lock when the holder dies, so a crashed process never blocks the recovery of its log."""
+    lock when the holder dies, so a crashed process never blocks the recovery of its log. Raises
+    ``LogBusyError`` when another descriptor holds the lock, ``FileNotFoundError`` when the log
+    was deleted between the open and the lock."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise LogBusyError(f"{path} is open in another agent-server (one writer per log)") from None
+    if os.fstat(fd).st_nlink == 0:  # a delete (``SessionStore.delete``, under the lock) removed it meanwhile
+        os.close(fd)
+        raise FileNotFoundError(path)
     os.chmod(path, 0o600)
     return fd
 

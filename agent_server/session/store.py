@@ -9,12 +9,14 @@ Must never: read or write events itself — that is ``EventLog``'s job.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent_server.session.events import EventLog, SessionEvent
+from agent_server.session.events import EventLog, LogBusyError, SessionEvent
 from agent_server.session.logline import default_state_dir, make_store_folders, new_session_id  # noqa: F401
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -67,12 +69,28 @@ class SessionStore:
         return found
 
     def delete(self, session_id: str) -> None:
-        """Remove the session's folder (log, spill files and all).
+        """Remove the session's folder (log, spill files and all), holding the log's one-writer
+        ``flock`` while it does: a log another ``EventLog`` holds (another agent-server process
+        serving it, or an open log in this one) is not touched.
 
-        Raises ``ValueError`` for an invalid id and ``FileNotFoundError`` when there is no such
-        session. The caller closes a live session's log first.
+        Raises ``ValueError`` for an invalid id, ``FileNotFoundError`` when there is no such
+        session, ``LogBusyError`` when the log is open (nothing is removed then). The caller
+        closes a live session's log first.
         """
-        folder = self.log_path(session_id).parent
+        path = self.log_path(session_id)
+        folder = path.parent
         if not folder.is_dir():
             raise FileNotFoundError(folder)
-        shutil.rmtree(folder)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # a folder without a log: nobody can hold it
+            shutil.rmtree(folder)
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LogBusyError(f"{path} is open in another agent-server (one writer per log)") from None
+            shutil.rmtree(folder)  # under the lock: an open that waits for it finds the log unlinked
+        finally:
+            os.close(fd)

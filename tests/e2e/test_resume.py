@@ -261,6 +261,28 @@ async def test_load_of_a_session_open_in_another_process_is_refused_as_busy_and_
     assert log_path(agent_state_dir, sid).read_bytes() == before
 
 
+@pytest.mark.replay_exempt("the session is deleted at the end: its requests cannot be replayed afterwards")
+async def test_delete_of_a_session_open_elsewhere_is_refused_busy(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("mine"))
+    endpoint.push(text_stream("still mine"))
+    owner = await harness(acp_harness_factory, endpoint)
+    sid = (await owner.new_session(str(workspace))).session_id
+    await owner.prompt(sid, "important work")
+    other = await harness(acp_harness_factory, endpoint)
+    with pytest.raises(Exception):
+        await other.request("session/delete", {"sessionId": sid})
+    error = other.transcript.response_to(other.transcript.requests("session/delete")[-1]).message["error"]
+    assert error["code"] == -32603 and error["data"]["code"] == "SESSION_BUSY"
+    assert "cannot delete session" in error["message"] and "open in another agent-server process" in error["message"]
+    assert (await owner.prompt(sid, "more work")).stop_reason == "end_turn"
+    assert [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "user"] == ["important work", "more work"]
+    assert sid in json.dumps(await other.request("session/list", {}))
+    await owner.request("session/close", {"sessionId": sid})  # closed there: now it can go
+    assert await other.request("session/delete", {"sessionId": sid}) == {}
+    assert not (agent_state_dir / "sessions" / sid).exists()
+
+
 async def test_load_of_an_unknown_session_is_resource_not_found(acp_harness_factory, workspace):
     h = await acp_harness_factory()
     await h.initialize()

@@ -11,6 +11,7 @@ from agent_server.session import (
     EventLog,
     LogCorruptError,
     LogVersionError,
+    SessionStore,
     read_events,
     read_head,
 )
@@ -112,3 +113,40 @@ def test_a_second_writer_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     EventLog.open(log.path).close()  # a killed holder does not keep the log locked
+
+
+def test_delete_of_a_log_held_open_is_refused_busy_and_removes_nothing(tmp_path):
+    from agent_server.session import LogBusyError
+
+    store = SessionStore(tmp_path)
+    sid, log = store.create({"cwd": "/w"})
+    (log.path.parent / "spill").mkdir()
+    with pytest.raises(LogBusyError):
+        store.delete(sid)
+    assert log.path.is_file() and (log.path.parent / "spill").is_dir()
+    log.append("turn/start", {"turn": 1})  # the holder goes on writing to the same file
+    log.close()
+    store.delete(sid)
+    assert not log.path.parent.exists()
+    with pytest.raises(FileNotFoundError):
+        store.delete(sid)
+
+
+def test_open_of_a_log_deleted_between_its_open_and_its_lock_is_not_found(tmp_path, monkeypatch):
+    import fcntl
+
+    store = SessionStore(tmp_path)
+    sid, log = store.create({"cwd": "/w"})
+    log.close()
+    real_flock, raced = fcntl.flock, []
+
+    def flock_after_delete(fd, op):  # the delete wins the race: it removes the log under its lock
+        if not raced:
+            raced.append(fd)
+            store.delete(sid)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_delete)
+    with pytest.raises(FileNotFoundError):
+        EventLog.open(log.path)
+    assert not log.path.parent.exists()
