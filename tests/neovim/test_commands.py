@@ -1,6 +1,7 @@
 """The plugin's commands against the real agent-server: permissions asked through vim.ui.select,
-:AgentCancel during a slow tool, :AgentSessions loading an earlier session, :AgentMode,
-:checkhealth agent_server, :help agent-server, and no process left after :qa."""
+:AgentCancel during a slow tool, :AgentSessions loading an earlier session (also one past the first
+page of `session/list`), :AgentMode, :checkhealth agent_server, :help agent-server, and no process left
+after :qa."""
 
 from __future__ import annotations
 
@@ -161,6 +162,33 @@ def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_edito
     assert first in [s["sessionId"] for s in picker["items"]]
     replay = ed.chat().rsplit(f"# Session {first} (loaded)", 1)[1]
     assert "remember this" in replay and "the first session's answer" in replay
+
+
+def test_sessions_picker_reaches_sessions_past_the_first_page(make_editor, workspace):
+    # with 63 sessions in the folder :AgentSessions offered the newest 50: list_sessions read one page
+    ed = make_editor()
+    ed.lua("""
+        local client, cwd = require('agent_server.client'), ...
+        _G.made = {}
+        client.ensure_server(function(err)
+          for _ = 1, 63 do
+            client.state.rpc:request('session/new', { cwd = cwd, mcpServers = {} }, function(e, r)
+              table.insert(_G.made, e and ('error: ' .. e.message) or r.sessionId)
+            end)
+          end
+        end)
+    """, str(workspace))
+    made = ed.wait("return #_G.made == 63 and _G.made", timeout=60, what="63 sessions")
+    assert not [m for m in made if m.startswith("error: ")], made
+    oldest = made[0]
+    ed.choose(oldest)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.client').state.session_id == ...", oldest, what="the oldest loaded")
+    (picker,) = ed.lua("return _G.selects")
+    listed = [s["sessionId"] for s in picker["items"]]
+    assert len(listed) == 63 and set(listed) == set(made)
+    stamps = [s["updatedAt"] for s in picker["items"]]
+    assert stamps == sorted(stamps, reverse=True)  # newest first, across the page boundary
 
 
 def test_mode_command_switches_the_session_mode(make_editor, endpoint, workspace):

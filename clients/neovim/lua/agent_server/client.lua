@@ -271,18 +271,57 @@ function M.cancel()
   return false
 end
 
---- `session/list` for the workspace: `cb(err, sessions)`.
+--- Pages of `session/list` followed at most (50 sessions each: 5000 sessions), against a server that
+--- never stops sending cursors.
+M.MAX_SESSION_PAGES = 100
+
+--- `session/list` for the workspace, every page: follows `nextCursor` until the server sends none,
+--- then `cb(err, sessions, note)` once — the sessions in the server's order (newest first), each id
+--- once. `note` (else nil) says why the walk stopped before the server said there was no more: a
+--- cursor seen before, `M.MAX_SESSION_PAGES` pages, or a later page failing (`sessions` holds the
+--- pages before it). A failing first page is `err`.
 function M.list_sessions(cb)
   M.ensure_server(function(err)
     if err then
       return cb(err)
     end
-    state.rpc:request("session/list", { cwd = cwd() }, function(e, result)
-      if e then
-        return cb(tostring(e.message))
-      end
-      cb(nil, result.sessions or {})
-    end)
+    local r = state.rpc -- every page from the same server: a cursor is only good where it was made
+    local sessions, ids, cursors, pages = {}, {}, {}, 0
+    local function fetch(cursor)
+      r:request("session/list", { cwd = cwd(), cursor = cursor }, function(e, result)
+        if e then
+          if pages == 0 then
+            return cb(tostring(e.message))
+          end
+          return cb(nil, sessions, string.format("session/list page %d failed (%s): showing the first %d sessions",
+            pages + 1, M.error_text(e), #sessions))
+        end
+        pages = pages + 1
+        result = type(result) == "table" and result or {}
+        for _, s in ipairs(type(result.sessions) == "table" and result.sessions or {}) do
+          if type(s) == "table" and s.sessionId ~= nil and not ids[s.sessionId] then
+            ids[s.sessionId] = true
+            sessions[#sessions + 1] = s
+          end
+        end
+        local next_cursor = result.nextCursor
+        if type(next_cursor) ~= "string" or next_cursor == "" then
+          return cb(nil, sessions)
+        end
+        if cursors[next_cursor] then
+          return cb(nil, sessions, string.format(
+            "session/list: the server sent a cursor again after page %d; showing the %d sessions listed so far",
+            pages, #sessions))
+        end
+        if pages >= M.MAX_SESSION_PAGES then
+          return cb(nil, sessions, string.format(
+            "session/list: stopped after %d pages (%d sessions); the server still had more", pages, #sessions))
+        end
+        cursors[next_cursor] = true
+        fetch(next_cursor)
+      end)
+    end
+    fetch(nil)
   end)
 end
 

@@ -149,11 +149,15 @@ function M.new()
 end
 
 --- Pick an earlier session of this workspace with `vim.ui.select` and load it (replayed into the chat).
+--- The picker opens once every page of `session/list` is in (the whole list, newest first).
 function M.sessions()
   wire()
-  client.list_sessions(function(err, sessions)
+  client.list_sessions(function(err, sessions, note)
     if err then
       return notify(err, vim.log.levels.ERROR)
+    end
+    if note then
+      notify(note, vim.log.levels.WARN)
     end
     if #sessions == 0 then
       return notify("no earlier sessions in this workspace")
