@@ -97,6 +97,52 @@ interface Running {
   extension: boolean;
 }
 
+/** Pages of `session/list` followed at most (50 sessions each: 5000), against a server that never stops sending cursors. */
+export const MAX_SESSION_PAGES = 100;
+
+/**
+ * Every page of `session/list` for `cwd`: follows `nextCursor` until the server sends none and
+ * returns the sessions at the end, in the server's order (newest first), each id once. `note` says why
+ * the walk stopped before the server said there was no more: a cursor seen before, `maxPages` pages,
+ * or a later page failing (`sessions` holds the pages before it). A failing first page throws.
+ */
+export async function listAllSessions(
+  request: (params: acp.ListSessionsRequest) => Promise<acp.ListSessionsResponse>,
+  cwd: string,
+  maxPages = MAX_SESSION_PAGES,
+): Promise<{ sessions: acp.SessionInfo[]; note?: string }> {
+  const sessions: acp.SessionInfo[] = [];
+  const ids = new Set<string>();
+  const cursors = new Set<string>();
+  let cursor: string | undefined;
+  for (let pages = 0; ; ) {
+    let res: acp.ListSessionsResponse;
+    try {
+      res = await request(cursor === undefined ? { cwd } : { cwd, cursor });
+    } catch (err) {
+      if (pages === 0) throw err;
+      return { sessions, note: `session/list page ${pages + 1} failed (${errorText(err)}): showing the first ${sessions.length} sessions` };
+    }
+    pages++;
+    for (const s of res?.sessions ?? []) {
+      if (s && typeof s.sessionId === "string" && !ids.has(s.sessionId)) {
+        ids.add(s.sessionId);
+        sessions.push(s);
+      }
+    }
+    const next = res?.nextCursor;
+    if (typeof next !== "string" || next === "") return { sessions };
+    if (cursors.has(next)) {
+      return { sessions, note: `session/list: the server sent a cursor again after page ${pages}; showing the ${sessions.length} sessions listed so far` };
+    }
+    if (pages >= maxPages) {
+      return { sessions, note: `session/list: stopped after ${pages} pages (${sessions.length} sessions); the server still had more` };
+    }
+    cursors.add(next);
+    cursor = next;
+  }
+}
+
 /** One server per window; sessions, turns and the server's life. */
 export class AgentClient {
   private running: Running | undefined;
@@ -199,12 +245,16 @@ export class AgentClient {
     return res.sessionId;
   }
 
-  /** `session/list` for this workspace (empty when the agent cannot list). */
+  /**
+   * `session/list` for this workspace, every page (`listAllSessions`; empty when the agent cannot
+   * list). An early stop is logged; the sessions listed until then are returned.
+   */
   async listSessions(): Promise<acp.SessionInfo[]> {
     const r = await this.start();
     if (!r.init.agentCapabilities?.sessionCapabilities?.list) return [];
-    const res = await r.conn.agent.request(acp.methods.agent.session.list, { cwd: this.cwd });
-    return res.sessions;
+    const { sessions, note } = await listAllSessions((params) => r.conn.agent.request(acp.methods.agent.session.list, params), this.cwd);
+    if (note) this.opts.log(note);
+    return sessions;
   }
 
   /** `session/load`: the history is replayed as updates before the answer. */

@@ -158,7 +158,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }
   }
 
-  /** `session/list` into the panel's session picker (after each session change and on focus). */
+  /** `session/list` (every page) into the panel's session picker, whole (after each session change and on focus). */
   async function refreshSessions(): Promise<void> {
     try {
       const sessions = await agent.listSessions();

@@ -1,6 +1,6 @@
 // The client against a small scripted ACP agent WITHOUT our extensions (a real child process speaking
 // NDJSON): the plain-ACP permission with its diff, fs/write_text_file into an open dirty document,
-// a stray stdout line, and the server killed mid-turn.
+// a stray stdout line, the server killed mid-turn, and session/list in pages.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -134,6 +134,14 @@ describe("a plain ACP agent", () => {
     await first;
     expect(events.at(-1)).toMatchObject({ type: "turn-end", started: true, last: true, stopReason: "end_turn" });
     expect(texts(events).join("")).toContain('"optionId":"allow"');
+  });
+
+  it("sessions picker reaches sessions past the first page: listSessions follows nextCursor through the SDK to all 63", async () => {
+    const { client } = start({ turns: [], listed: 63 });
+    const sessions = await client.listSessions();
+    expect(sessions.map((s) => s.sessionId)).toEqual(Array.from({ length: 63 }, (_, i) => `s-${String(i + 1).padStart(3, "0")}`));
+    const stamps = sessions.map((s) => s.updatedAt ?? "");
+    expect(stamps).toEqual([...stamps].sort().reverse()); // newest first, across the page boundary
   });
 
   it("a server that cannot start ends the prompt as never started", async () => {
