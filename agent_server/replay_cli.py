@@ -2,7 +2,7 @@
 
 Role: read a session log (without changing it: a live log may be read while the server writes
 it), rebuild the exact HTTP body of every model request it accounts for
-(``agent.replay.logged_requests``) and print them — as a readable listing, as the raw bytes of one
+(``agent.replay.iter_requests``, one at a time) and print them — as a readable listing, as the raw bytes of one
 step's body (``--step N``), or as one JSON object a line (``--json``: ``request``, ``step_index``,
 ``seq``, ``turn``, ``step``, ``attempt``, ``outcome``, ``certain``, ``sha256``, ``bytes``,
 ``kind`` — ``step`` or ``compaction``, the summarising request of a compaction —, ``valid``,
@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 USAGE = "agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]"
 
@@ -59,47 +60,62 @@ def _log_path(given: str) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """Run the sub-command on ``argv`` (the arguments after ``replay``); returns the exit status."""
+    """Run the sub-command on ``argv`` (the arguments after ``replay``); returns the exit status.
+
+    The requests are built and written one at a time (``agent.replay.iter_requests``): memory holds
+    the log, the memo of its messages and one body; ``--step N`` builds that step's body only."""
     args = _parser().parse_args(argv)
     path = _log_path(args.log)
-    from agent_server.agent.replay import logged_requests
+    from agent_server.agent.replay import iter_requests, request_steps
     from agent_server.agent.request import RequestRebuildError
     from agent_server.session import LogCorruptError, LogVersionError, read_events
 
     try:
-        requests = logged_requests(read_events(path))
+        events = read_events(path)
     except FileNotFoundError:
         sys.stderr.write(f"agent-server replay: no session log at {path}\n")
         return 1
-    except (LogCorruptError, LogVersionError, RequestRebuildError) as exc:
+    except (LogCorruptError, LogVersionError) as exc:
         sys.stderr.write(f"agent-server replay: cannot replay {path}: {exc}\n")
         return 1
-    if args.step is not None:
-        steps = sorted({r.step_index for r in requests})
-        requests = [r for r in requests if r.step_index == args.step and r.kind == "step"]
-        if not requests:
-            sys.stderr.write(f"agent-server replay: no step {args.step} in {path} "
-                             f"(steps: {steps[0]}–{steps[-1]})\n" if steps else
-                             f"agent-server replay: {path} has no model request\n")
-            return 2
     out = sys.stdout.buffer
-    if args.json:
-        for request in requests:
-            out.write(json.dumps(request.as_json(), ensure_ascii=False).encode("utf-8") + b"\n")
-    elif args.step is not None:
-        out.write(requests[0].body)
-    else:
-        for request in requests:
-            what = "compaction after step" if request.kind == "compaction" else "step"
-            out.write((f"### request {request.index}: {what} {request.step_index} (turn {request.turn}, "
-                       f"step {request.step}, attempt {request.attempt}), step/start seq {request.seq}, "
-                       f"{request.outcome}{'' if request.certain else ' (may not have been sent)'}, "
-                       f"{len(request.body)} bytes, sha256 {request.sha256}"
-                       f"{'' if request.problem is None else ', INVALID: ' + request.problem}\n").encode("utf-8"))
-            out.write(request.body + b"\n")
+    invalid: list[tuple[int, int, int, str]] = []  # (request, step_index, seq, problem)
+    written = 0
+    try:
+        for request in iter_requests(events, step=args.step):
+            written += 1
+            if request.problem is not None:
+                invalid.append((request.index, request.step_index, request.seq, request.problem))
+            if args.json:
+                out.write(json.dumps(request.as_json(), ensure_ascii=False).encode("utf-8") + b"\n")
+            elif args.step is not None:
+                if written == 1:
+                    out.write(request.body)
+            else:
+                _write_listed(out, request)
+    except RequestRebuildError as exc:
+        out.flush()
+        sys.stderr.write(f"agent-server replay: cannot replay {path}: {exc}\n")
+        return 1
+    if args.step is not None and not written:
+        steps = request_steps(events)
+        sys.stderr.write(f"agent-server replay: no step {args.step} in {path} "
+                         f"(steps: {min(steps)}–{max(steps)})\n" if steps else
+                         f"agent-server replay: {path} has no model request\n")
+        return 2
     out.flush()
-    invalid = [r for r in requests if r.problem is not None]
-    for request in invalid:
-        sys.stderr.write(f"agent-server replay: request {request.index} (step {request.step_index}, seq "
-                         f"{request.seq}) breaks an invariant: {request.problem}\n")
+    for index, step_index, seq, problem in invalid:
+        sys.stderr.write(f"agent-server replay: request {index} (step {step_index}, seq "
+                         f"{seq}) breaks an invariant: {problem}\n")
     return 3 if invalid else 0
+
+
+def _write_listed(out: Any, request: Any) -> None:
+    """One request of the readable listing: a ``###`` line, then the body's bytes and a newline."""
+    what = "compaction after step" if request.kind == "compaction" else "step"
+    out.write((f"### request {request.index}: {what} {request.step_index} (turn {request.turn}, "
+               f"step {request.step}, attempt {request.attempt}), step/start seq {request.seq}, "
+               f"{request.outcome}{'' if request.certain else ' (may not have been sent)'}, "
+               f"{len(request.body)} bytes, sha256 {request.sha256}"
+               f"{'' if request.problem is None else ', INVALID: ' + request.problem}\n").encode("utf-8"))
+    out.write(request.body + b"\n")

@@ -6,6 +6,11 @@ seq))`` — the same two functions the agent used to build what it sent. Retries
 step's body unchanged, so every attempt of a step has that body. The summarising request of a
 compaction (``compaction/start``) is listed too, in log order, rebuilt by ``compaction_body``.
 
+``iter_requests(events)`` yields the same requests one at a time, built by the session's memo
+(``RequestMemo``: each message projected and encoded once, not once per request), so the whole
+replay costs the log plus one body, and ``iter_requests(events, step=N)`` builds one body only
+(``tests/agent/test_replay_stream.py`` holds it equal to ``logged_requests`` and bounds its memory).
+
 Must never: read anything but the events (no config, no clock, no network), or guess a body.
 """
 
@@ -15,7 +20,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from agent_server.agent.request import compaction_body, request_body
+from agent_server.agent.request import compaction_body, compaction_body_of, request_body
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.llm import encode_body
 from agent_server.session import SessionEvent
 
@@ -64,7 +70,9 @@ class LoggedRequest:
 
 
 def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[LoggedRequest]:
-    """The requests of ``events`` (oldest first), in the order they were made.
+    """The requests of ``events`` (oldest first), in the order they were made, each body built by
+    the pure functions (``request_body``, ``compaction_body``): the reference ``iter_requests``
+    equals.
 
     A step's requests are its failed tries (``assistant/attempt``) and its final one (its
     ``assistant`` event, interrupted ones included). A step with no ``assistant`` event in a turn
@@ -74,10 +82,57 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
     still counts their steps). Raises ``RequestRebuildError`` for a ``step/start`` with no
     ``request/header`` before it.
     """
+    out: list[LoggedRequest] = []
+    for unit in _requests(events, inherited):
+        start, kind, first, outcomes = unit[0], unit[1], unit[2], unit[4]
+        built = compaction_body(events, start.seq) if kind == "compaction" else request_body(events, start.seq)
+        out += _made(unit, encode_body(built), request_problem(built))
+    return out
+
+
+def iter_requests(events: Sequence[SessionEvent], *, inherited: bool = False,
+                  step: int | None = None) -> Iterator[LoggedRequest]:
+    """``logged_requests(events, inherited=…)`` one request at a time, the bodies built by one
+    ``RequestMemo`` over the growing prefix of ``events`` (cost: the log's messages encoded once,
+    plus each body's bytes when it is yielded; memory: the memo plus one body). With ``step``, only
+    the requests of that step (``kind == "step"``, ``step_index == step``) are yielded and no other
+    body is built. Raises ``RequestRebuildError`` as ``logged_requests`` does."""
+    memo, problems = RequestMemo(), _ProblemFold()
+    prefix: list[SessionEvent] = []
+    taken = 0  # events of ``events`` moved into ``prefix``
+    for unit in _requests(events, inherited):
+        start, kind, step_index = unit[0], unit[1], unit[3]
+        if step is not None and (kind != "step" or step_index != step):
+            continue
+        upto = start.seq - 1 if kind == "compaction" else start.seq
+        while taken < len(events) and events[taken].seq <= upto:
+            prefix.append(events[taken])
+            taken += 1
+        if kind == "compaction":
+            built = compaction_body_of(memo.surface(prefix), start)
+            body, problem = encode_body(built), request_problem(built)
+        else:
+            body = memo.request(prefix, start.seq)
+            problem = problems.of(memo.messages, memo.messages_kept)
+        yield from _made(unit, body, problem)
+
+
+def request_steps(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[int]:
+    """The ``step_index`` of every request of ``events`` (as ``logged_requests`` would list them),
+    without building a body."""
+    return [unit[3] for unit in _requests(events, inherited) for _ in unit[4]]
+
+
+_Unit = tuple  # (start event, kind, index of its first request, step_index, [(outcome, certain)…])
+
+
+def _requests(events: Sequence[SessionEvent], inherited: bool) -> Iterator[_Unit]:
+    """Each step or compaction of ``events`` that made requests, with what ``LoggedRequest`` needs
+    besides the body."""
     exits = {e.data.get("turn"): e.data.get("exit") for e in events if e.type == "turn/end"}
     forked = events[0].data.get("forked_from") if events and events[0].type == "session/header" else None
     copied = int(forked.get("seq") or 0) if isinstance(forked, dict) and not inherited else 0
-    out: list[LoggedRequest] = []
+    made = 0
     step_index = 0
     for start, outcomes in _units(events):
         turn = int(start.data.get("turn") or 0)
@@ -87,7 +142,6 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
         if start.type == "compaction/start":
             if not outcomes:  # the process died while it was being made
                 outcomes.append(("unknown", False))
-            built = compaction_body(events, start.seq)
             kind = "compaction"
         else:
             step_index += 1
@@ -95,13 +149,16 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
                 outcomes.append(("unknown", False))
             if not outcomes:
                 continue
-            built = request_body(events, start.seq)
             kind = "step"
-        body, problem = encode_body(built), request_problem(built)
-        for attempt, (outcome, certain) in enumerate(outcomes, start=1):
-            out.append(LoggedRequest(len(out) + 1, step_index, start.seq, turn, int(start.data.get("step") or 0),
-                                     attempt, outcome, certain, body, kind, problem))
-    return out
+        yield start, kind, made + 1, step_index, outcomes
+        made += len(outcomes)
+
+
+def _made(unit: _Unit, body: bytes, problem: str | None) -> list[LoggedRequest]:
+    start, kind, first, step_index, outcomes = unit
+    turn, step = int(start.data.get("turn") or 0), int(start.data.get("step") or 0)
+    return [LoggedRequest(first + i, step_index, start.seq, turn, step, i + 1, outcome, certain, body, kind, problem)
+            for i, (outcome, certain) in enumerate(outcomes)]
 
 
 def request_problem(body: dict[str, Any]) -> str | None:
@@ -109,25 +166,62 @@ def request_problem(body: dict[str, Any]) -> str | None:
     of an assistant message is answered by exactly one ``tool`` message right after it (before any
     other message), every ``tool`` message answers such a call, and no assistant message is empty
     (invariants 2 and 10 as a provider checks them: it answers HTTP 400 otherwise)."""
-    pending: list[str] = []
+    state: tuple[str, ...] | str = ()
     for index, message in enumerate(body.get("messages") or []):
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in pending:
-                return f"messages[{index}]: a tool result for {call_id!r}, which is no pending call"
-            pending.remove(call_id)
-            continue
-        if pending:
-            return f"messages[{index}]: tool call(s) {', '.join(pending)} have no result before this message"
-        if role == "assistant":
-            calls = message.get("tool_calls") or []
-            if not calls and not message.get("content"):
-                return f"messages[{index}]: an empty assistant message"
-            pending = [call.get("id") for call in calls]
+        state = _check(state, message, index)
+        if isinstance(state, str):
+            return state
+    return _ending(state)
+
+
+def _check(pending: tuple[str, ...] | str, message: dict[str, Any], index: int) -> tuple[str, ...] | str:
+    """One message of ``request_problem``'s walk: the calls still waiting for a result after
+    ``message`` (``messages[index]``), or the problem it is (a problem stays one)."""
+    if isinstance(pending, str):
+        return pending
+    role = message.get("role")
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if call_id not in pending:
+            return f"messages[{index}]: a tool result for {call_id!r}, which is no pending call"
+        at = pending.index(call_id)
+        return pending[:at] + pending[at + 1:]
+    if pending:
+        return f"messages[{index}]: tool call(s) {', '.join(pending)} have no result before this message"
+    if role == "assistant":
+        calls = message.get("tool_calls") or []
+        if not calls and not message.get("content"):
+            return f"messages[{index}]: an empty assistant message"
+        return tuple(call.get("id") for call in calls)
+    return pending
+
+
+def _ending(pending: tuple[str, ...] | str) -> str | None:
+    if isinstance(pending, str):
+        return pending
     if pending:
         return f"the request ends with tool call(s) {', '.join(pending)} that have no result"
     return None
+
+
+class _ProblemFold:
+    """``request_problem`` of a body from its history (``(seq, message)`` pairs after the system
+    message, which never changes the walk), resumed after the pairs unchanged since the last call:
+    the walk's state after each message is kept (mostly the shared empty tuple)."""
+
+    def __init__(self) -> None:
+        self._states: list[tuple[str, ...] | str] = []
+
+    def of(self, pairs: Sequence[tuple[int, dict[str, Any]]], kept: int) -> str | None:
+        """The problem of ``[system, *messages of pairs]``; ``kept``: how many leading pairs are
+        the same as at the last call."""
+        states = self._states
+        del states[kept:]
+        state: tuple[str, ...] | str = states[-1] if states else ()
+        for index in range(len(states), len(pairs)):
+            state = _check(state, pairs[index][1], index + 1)
+            states.append(state)
+        return _ending(state)
 
 
 def _units(events: Sequence[SessionEvent]) -> Iterator[tuple[SessionEvent, list[tuple[str, bool]]]]:

@@ -85,9 +85,15 @@ def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str,
     prior = [e for e in events if e.seq <= start_seq]
     if not prior or prior[-1].type != "compaction/start":
         raise RequestRebuildError(f"event {start_seq} is not a compaction/start")
-    data = prior[-1].data
+    return compaction_body_of(surface_messages(prior[:-1]), prior[-1])
+
+
+def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent) -> dict[str, Any]:
+    """``compaction_body`` from ``surface``, the ``surface_messages`` of the events before the
+    ``compaction/start`` event ``start`` (read, not changed)."""
+    data = start.data
     first, last = data["first_seq"], data["last_seq"]
-    replaced = [m for seq, m in surface_messages(prior[:-1]) if first <= seq <= last]
+    replaced = [m for seq, m in surface if first <= seq <= last]
     transcript = render_transcript(replaced, data["max_transcript_chars"])
     body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
         {"role": "system", "content": data["system"]},

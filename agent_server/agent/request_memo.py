@@ -66,6 +66,12 @@ class RequestMemo:
         self._joined_count = 0
         self._frames: dict[bool, tuple[SessionEvent, tuple[bytes, bytes, int] | None]] = {}
         self._step_chars: dict[int, int] = {}
+        self._between: int | None = None  # the least ``kept`` of the projection calls since the last body
+        self.messages: list[tuple[int, dict[str, Any]]] = []
+        """The projection's ``(seq, message)`` pairs the last body was built from (the memo's own:
+        not to be changed)."""
+        self.messages_kept = 0
+        """How many pairs at the start of ``messages`` are the same objects as in the body before."""
 
     # -- the pure functions, memoised ---------------------------------------------------------
 
@@ -103,6 +109,14 @@ class RequestMemo:
             return len(events) - n
         return len(events)
 
+    def surface(self, events: Sequence[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+        """``surface_messages(events)`` from the memo's projection (shared: not to be changed), for
+        a caller that needs the history without a body (a compaction's transcript)."""
+        pairs = self._projection.shared(events)
+        kept = self._projection.kept
+        self._between = kept if self._between is None else min(self._between, kept)
+        return pairs
+
     def usage_anchor(self, events: Sequence[SessionEvent]) -> tuple[int, int] | None:
         """``budget``'s usage anchor of ``events``: ``(step/start seq, prompt_tokens)`` of the latest
         request with a provider count, unless a compaction came after it."""
@@ -114,7 +128,7 @@ class RequestMemo:
     @staticmethod
     def _prior(events: Sequence[SessionEvent], step_seq: int) -> Sequence[SessionEvent]:
         if 0 < step_seq <= len(events) and events[step_seq - 1].seq == step_seq:  # seq is 1, 2, 3 …
-            return events[:step_seq]
+            return events if step_seq == len(events) else events[:step_seq]
         return [e for e in events if e.seq <= step_seq]
 
     def _fold(self, events: Sequence[SessionEvent]) -> None:
@@ -148,12 +162,15 @@ class RequestMemo:
             raise RequestRebuildError("no request/header before the step")
         pairs = self._projection.shared(events)
         kept = self._projection.kept
+        if self._between is not None:
+            kept, self._between = min(kept, self._between), None
         echo = header.data.get("reasoning_content", "drop") == "echo"
         if self._projection.generation != self._generation or echo != self._echo:  # other message dicts
             self._generation, self._echo, kept = self._projection.generation, echo, 0
         frame = self._frame(header, echo)
         if frame is None:  # a header this cannot frame exactly: the pure function
             self._generation = -1  # and the encoded messages are made again next time
+            self.messages, self.messages_kept = pairs, 0
             text = _dumps(pending_body(events))
             return text.encode("utf-8"), len(text)
         parts, sizes = self._parts, self._sizes
@@ -173,6 +190,7 @@ class RequestMemo:
             upto = len(parts) - _JOIN_LAG
             self._joined = b"".join([self._joined, *parts[self._joined_count:upto]])
             self._joined_count = upto
+        self.messages, self.messages_kept = pairs, kept
         head, tail, chars = frame
         return b"".join([head, self._joined, *parts[self._joined_count:], tail]), chars + self._chars
 

@@ -23,11 +23,20 @@ CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 def replay_cli(log: Path, *extra: str) -> list[dict[str, Any]]:
     """``agent-server replay --json LOG [extra…]``: one dict per request (fails the test on a
-    non-zero exit, with the command's stderr)."""
+    non-zero exit, with the command's stderr). Without ``extra``, the lines must also equal the
+    pure functions' (``logged_requests``, in this process): the command builds its bodies with the
+    session's memo, as the agent does, so the request the endpoint received is checked against the
+    functions too, not only against the memo."""
     command = [*agent_server_command(), "replay", "--json", str(log), *extra]
     done = subprocess.run(command, capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, f"{command} exited {done.returncode}: {done.stderr.decode(errors='replace')}"
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    if not extra:
+        from agent_server.agent.replay import logged_requests
+        from agent_server.session import read_events
+
+        assert lines == [r.as_json() for r in logged_requests(read_events(Path(log)))], f"{log}: memo ≠ functions"
+    return lines
 
 
 def session_logs(state_dir: Path) -> list[Path]:
