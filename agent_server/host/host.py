@@ -505,11 +505,11 @@ class SessionHost:
 
     async def _announce_title(self, session: AgentSession) -> None:
         """After the first turn, name the session after its first prompt (``session_info_update``)."""
-        events = session.log.events
         if not self.config.acp.session_info_update:
             return  # switched off for clients that reject it ([acp] session_info_update = false)
-        if sum(1 for e in events if e.type == "turn/end") != 1:
+        if session.log.count("turn/end") != 1:  # kept by the log as it grows: no walk of it per turn
             return  # the title is derived from the log (as session/list does), announced once
+        events = session.log.events
         title = lifecycle.session_title(next((e for e in events if e.type == "user"), None))
         if title is None:
             return
@@ -521,7 +521,7 @@ class SessionHost:
         focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
                  if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
         records = read_instructions(instruction_paths([Path(r) for r in roots], focus))
-        last = next((e for e in reversed(log.events) if e.type == "project/instructions"), None)
+        last = log.latest("project/instructions")  # kept by the log: no walk back to the session's start
         if (last.data["files"] if last else []) != records:
             log.append("project/instructions", {"files": records})
 

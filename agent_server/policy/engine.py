@@ -96,7 +96,8 @@ class SessionPolicy:
         self.status = status
         self.shell_launcher.status = status
         data = status.as_data()  # logged when it changed: loading an unchanged session appends nothing
-        if next((e.data for e in reversed(self.log.events) if e.type == "sandbox/status"), None) != data:
+        logged = self.log.latest("sandbox/status")  # kept by the log: no walk of a long one
+        if (logged.data if logged is not None else None) != data:
             self.log.append("sandbox/status", data)
 
     async def ensure_status(self) -> SandboxStatus:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_server.session._parse import TYPE_NAME, LogCorruptError, parse_line, read_log
 # the line format and the creation of a log live in logline.py (shared with the CLI's fast path)
+from agent_server.session.view import Prefix
 from agent_server.session.logline import FORMAT_VERSION, create_log, event_line, make_private_dir, strict_json
 
 DURABLE_TYPES = frozenset(
@@ -204,8 +205,10 @@ class EventLog:
 
     @property
     def events(self) -> Sequence[SessionEvent]:
-        """All events, oldest first (a read-only view; do not keep a copy of derived state)."""
-        return tuple(self._events)
+        """All events, oldest first: a read-only sequence later appends do not change (a snapshot,
+        as a tuple copy would be, made in O(1): ``session.view.Prefix``; slices are tuples); do not
+        keep a copy of derived state."""
+        return Prefix(self._events, len(self._events))
 
     def __len__(self) -> int:
         return len(self._events)

@@ -187,7 +187,7 @@ class ProjectionMemo:
         must not be changed. A message dict stays the same object (same ``id``) for as long as
         ``generation`` does not change, and ``kept`` says how much of the list is unchanged since
         the previous call, so callers may cache what they derive from it."""
-        if not isinstance(events, (list, tuple)):
+        if not isinstance(events, Sequence):  # a log's events (``Prefix``), a list or a tuple: as they are
             events = list(events)
         generation = self.generation
         if not self._extends(events):
