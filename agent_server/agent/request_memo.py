@@ -44,8 +44,9 @@ class RequestMemo:
     ``budget.body_chars``). Raises ``RequestRebuildError`` as the pure functions do.
     """
 
-    def __init__(self) -> None:
-        self._projection = ProjectionMemo()
+    def __init__(self, projection: ProjectionMemo | None = None) -> None:
+        """``projection``: a memo to start from (one that already saw the log: a load's), else a new one."""
+        self._projection = projection if projection is not None else ProjectionMemo()
         self._start()
 
     def _start(self) -> None:

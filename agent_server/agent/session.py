@@ -46,7 +46,7 @@ from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_
 from agent_server.agent.user_input import prompt_text
 from agent_server.config import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
-from agent_server.session import EventLog, LogWriteError
+from agent_server.session import EventLog, LogWriteError, ProjectionMemo
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.agent")
@@ -95,7 +95,9 @@ class AgentSession:
     the ``RequestHeader`` for the next step (system text, tools, params); ``client_factory()``:
     returns the ``ModelClient`` (raises ``TurnFailed`` when no model is configured); ``emit``:
     sends ACP session updates to the editor; ``runner``: runs the tool calls of a step;
-    ``flush()`` (optional): sends what ``emit`` held back of the streamed text, at the end of a step.
+    ``flush()`` (optional): sends what ``emit`` held back of the streamed text, at the end of a step;
+    ``projection`` (optional): a ``ProjectionMemo`` that already saw the log (a load's), so the
+    first request does not project the whole history again.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class AgentSession:
         runner: ToolRunner,
         provider_factory: Callable[[], ProviderSettings] | None = None,
         flush: Callable[[], Awaitable[None]] | None = None,
+        projection: ProjectionMemo | None = None,
     ) -> None:
         self.id = session_id
         self.log = log
@@ -135,7 +138,7 @@ class AgentSession:
         self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
-        self.requests = RequestMemo()
+        self.requests = RequestMemo(projection)
         self.costs = CostMemo()
         """``session_cost`` memoised over this session's log (``budget``)."""
         """The request builder memoised over this session's log (``request_memo``)."""

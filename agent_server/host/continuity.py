@@ -24,7 +24,7 @@ from agent_server.agent.session import AgentSession
 from agent_server.host import lifecycle
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
-from agent_server.session import EventLog, LogCorruptError, LogVersionError, read_events
+from agent_server.session import EventLog, LogCorruptError, LogVersionError, ProjectionMemo, SessionEvent, read_events
 from agent_server.tools.procs import reap_orphans
 
 SessionHost = Any
@@ -60,19 +60,23 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     the session's first turn (``ensure_status``) and its first shell call wait for its result, and
     it is logged then. Returns what ``attach`` returns."""
 
-    def work() -> tuple[EventLog, list[str], dict[str, Any] | None, list[dict[str, Any]]]:
-        event_log = lifecycle.open_log(host.store, session_id)
-        try:
-            roots = lifecycle.load_roots(session_id, event_log.events[0].data, cwd, additional_directories)
-        except HostError:
-            event_log.close()
-            raise
+    def work() -> tuple[EventLog, list[str], ProjectionMemo, dict[str, Any] | None, list[dict[str, Any]]]:
+        roots: list[str] = []
+        projection = ProjectionMemo()
+
+        def check(events: list[SessionEvent]) -> None:  # before the log is changed (a repair, recovery)
+            roots[:] = lifecycle.load_roots(session_id, events[0].data, cwd, additional_directories)
+            # the projection the first request needs, built now: an event the model's history cannot be
+            # made of (valid JSON of the wrong shape) refuses the load as LOG_CORRUPT at its line
+            projection.shared(events)
+
+        event_log = lifecycle.open_log(host.store, session_id, check)
         meta, closed = lifecycle.recover(session_id, event_log)
-        return event_log, roots, meta, closed
+        return event_log, roots, projection, meta, closed
 
     host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
-    event_log, roots, meta, closed = await asyncio.to_thread(work)
-    return host.open_session(session_id, event_log, roots), meta, closed
+    event_log, roots, projection, meta, closed = await asyncio.to_thread(work)
+    return host.open_session(session_id, event_log, roots, projection), meta, closed
 
 
 async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
@@ -149,6 +153,7 @@ async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directori
     else:
         try:
             events = read_events(path)
+            ProjectionMemo().shared(events)  # an event of the wrong shape would fail every request of the fork
         except (LogCorruptError, LogVersionError) as exc:
             raise HostError("internal", f"cannot fork session {parent_id}: {exc}",
                             {"code": "LOG_CORRUPT", "path": str(path), "retryable": False}) from None

@@ -40,7 +40,7 @@ from agent_server.policy.modes import DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
-from agent_server.session import EventLog, LogBusyError, LogWriteError, SessionStore
+from agent_server.session import EventLog, LogBusyError, LogWriteError, ProjectionMemo, SessionStore
 from agent_server.session_views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
@@ -224,8 +224,10 @@ class SessionHost:
             else:
                 await asyncio.get_running_loop().run_in_executor(None, int)  # starts the pool's first thread
 
-    def open_session(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
-        """Make the live ``AgentSession`` over an open log (new or loaded) and register it."""
+    def open_session(self, session_id: str, event_log: EventLog, roots: list[str],
+                     projection: ProjectionMemo | None = None) -> AgentSession:
+        """Make the live ``AgentSession`` over an open log (new or loaded) and register it;
+        ``projection``: a memo that already saw the log (a load's), for its first request."""
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         batch = getattr(self.frontend, "batch_emitter", None)
         gate = self.gates[session_id] = UpdateGate(self.frontend.emitter(session_id),
@@ -270,6 +272,7 @@ class SessionHost:
             flush=gate.flush,
             runner=runner,
             provider_factory=lambda: self._provider(event_log),
+            projection=projection,
         )
         session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
         return session

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.host import paging
@@ -36,14 +36,20 @@ TITLE_CHARS = 80
 """Longest ``SessionInfo.title``: the first line of the first prompt, cut with an ellipsis."""
 
 
-def open_log(store: SessionStore, session_id: str) -> EventLog:
+def open_log(store: SessionStore, session_id: str,
+             check: Callable[[list[SessionEvent]], object] | None = None) -> EventLog:
     """Open the stored log of ``session_id`` for appending.
+
+    Before anything is changed (``EventLog.open``'s ``check``): ``check(events)`` runs, when
+    given (the load's folder check, its projection: an error it raises refuses the load and the
+    log is left as it is).
 
     Errors (``HostError``): ``invalid`` for a malformed id; ``not_found`` when there is no such
     log; ``internal`` with ``data.code`` ``LOG_CORRUPT`` (``data.line`` is the bad line) or
     ``LOG_VERSION`` when it cannot be read — it is then left as is — and ``SESSION_BUSY`` when
     another agent-server process has the session open, ``STORAGE`` when the repair of a torn tail
-    cannot be written (the log is then as it was).
+    cannot be written (the log is then as it was). What ``check`` raises otherwise (``HostError``)
+    goes through.
     """
     try:
         path = store.log_path(session_id)
@@ -51,8 +57,12 @@ def open_log(store: SessionStore, session_id: str) -> EventLog:
         raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
     if not path.is_file():
         raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id})
+    def checked(events: list[SessionEvent]) -> None:
+        if check is not None:
+            check(events)
+
     try:
-        return EventLog.open(path)
+        return EventLog.open(path, checked)
     except FileNotFoundError:  # deleted meanwhile (``session/delete`` in another process)
         raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id}) from None
     except LogCorruptError as exc:

@@ -152,7 +152,7 @@ class EventLog:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: Path) -> "EventLog":
+    def open(cls, path: Path, check: Callable[[list[SessionEvent]], object] | None = None) -> "EventLog":
         """Load an existing log and open it for appending.
 
         A torn last line (no final newline: the process died mid-write) is cut off and the cut is
@@ -161,6 +161,11 @@ class EventLog:
         for any other unreadable line or a ``seq`` gap, ``LogVersionError`` for a missing header or a
         newer ``format_version``, ``FileNotFoundError`` when there is no log, ``LogWriteError``
         when the repair cannot be written (the file is then as it was).
+
+        ``check(events)``, when given, sees every event that will be loaded (oldest first, the
+        header checked) before anything is changed — a repair included: whatever it raises refuses
+        the load with the file untouched. A ``LogCorruptError`` without a path (the projection's
+        ``EventShapeError``) is raised again with this log's path.
         """
         path = Path(path)
         if not path.is_file():
@@ -168,7 +173,15 @@ class EventLog:
         fd = _open_locked(path)  # before reading: nobody else may append or repair meanwhile
         try:
             events, tail, size = read_log(SessionEvent, path)
-            _check_header(path, events + ([tail.event] if tail is not None and tail.event else []))
+            loaded = events + [tail.event] if tail is not None and tail.event else events
+            _check_header(path, loaded)
+            if check is not None:
+                try:
+                    check(loaded)
+                except LogCorruptError as exc:
+                    if exc.path is not None:
+                        raise
+                    raise LogCorruptError(path, exc.line, exc.reason) from None
         except BaseException:
             os.close(fd)
             raise

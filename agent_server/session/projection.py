@@ -45,7 +45,21 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from agent_server.session.events import SessionEvent
+from agent_server.session.events import LogCorruptError, SessionEvent
+
+
+class EventShapeError(LogCorruptError):
+    """An event the projection reads lacks a field its type needs, or has one of the wrong type
+    (a line that is valid JSON and a valid envelope, with the wrong ``data``: e.g. a
+    ``tool/result`` without ``call_id``). ``line`` is the event's ``seq`` — its line in the log,
+    which numbers its lines 1, 2, 3 … — and ``path`` is ``None``: the projection reads events, not
+    files; ``EventLog.open`` raises it again as a plain ``LogCorruptError`` with the log's path."""
+
+    def __init__(self, event: SessionEvent, reason: str) -> None:
+        super().__init__(None, event.seq, f"{event.type} event: {reason}")  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
 
 
 def derive_messages(events: Iterable[SessionEvent]) -> list[dict[str, Any]]:
@@ -234,14 +248,43 @@ class ProjectionMemo:
 
 
 def _message_of(event: SessionEvent) -> dict[str, Any] | None:
-    """The message one event projects to on its own (refusals and compactions aside)."""
+    """The message one event projects to on its own (refusals and compactions aside). Raises
+    ``EventShapeError`` for an event of a projected type (or a ``tool/call``, which recovery
+    matches by ``call_id``) whose ``data`` lacks a field or has one of the wrong type."""
     kind, data = event.type, event.data
     if kind == "user":
-        return {"role": "user", "content": data["content"]}
+        content = data.get("content")
+        if type(content) is not str:
+            raise EventShapeError(event, _why("content", content, "a string"))
+        return {"role": "user", "content": content}
     if kind == "assistant":
-        return _assistant_message(data)
-    if kind == "notice":
-        return {"role": "user", "content": f"[agent-server notice] {data['text']}"}
+        try:
+            return _assistant_message(data)
+        except (KeyError, TypeError, AttributeError):
+            raise EventShapeError(event, "tool_calls must be a list of {id, name, arguments} objects "
+                                         "with string values") from None
     if kind == "tool/result":
-        return {"role": "tool", "tool_call_id": data["call_id"], "content": data["content"]}
+        call_id, content = data.get("call_id"), data.get("content")
+        if type(call_id) is not str:
+            raise EventShapeError(event, _why("call_id", call_id, "a string"))
+        if type(content) is not str:
+            raise EventShapeError(event, _why("content", content, "a string"))
+        return {"role": "tool", "tool_call_id": call_id, "content": content}
+    if kind == "tool/call":
+        if type(data.get("call_id")) is not str:
+            raise EventShapeError(event, _why("call_id", data.get("call_id"), "a string"))
+        return None
+    if kind == "notice":
+        text = data.get("text")
+        if type(text) is not str:
+            raise EventShapeError(event, _why("text", text, "a string"))
+        return {"role": "user", "content": f"[agent-server notice] {text}"}
+    if kind == "compaction/end" and isinstance(data.get("message"), str):
+        if type(data.get("first_seq")) is not int or type(data.get("last_seq")) is not int:
+            raise EventShapeError(event, "first_seq and last_seq must be integers")
     return None
+
+
+def _why(field: str, value: Any, wanted: str) -> str:
+    """``"no call_id"`` or ``"call_id is a int, not a string"``: what is wrong with one field."""
+    return f"no {field}" if value is None else f"{field} is {type(value).__name__}, not {wanted}"

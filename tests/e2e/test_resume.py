@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from support.sessions import (
     one_result_per_call,
 )
 
+from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -228,6 +230,42 @@ async def test_load_of_a_log_with_a_corrupt_middle_line_fails_naming_the_line_an
     assert path.read_bytes() == before
     with pytest.raises(Exception):
         await again.prompt(sid, "still?")  # not loaded: unknown session
+
+
+@pytest.mark.replay_exempt("the log is corrupted on purpose; replay is checked before that")
+async def test_load_of_a_middle_line_of_the_wrong_shape_fails_log_corrupt_before_any_update(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    (workspace / "notes.txt").write_text("x\n")
+    endpoint.push(tool_call_stream([call("r1", "read", path="notes.txt")]))
+    endpoint.push(text_stream("read it"))
+    endpoint.push(text_stream("second"))
+    h = await harness(acp_harness_factory, endpoint)
+    sid = (await h.new_session(str(workspace))).session_id
+    await h.prompt(sid, "read notes")
+    await h.prompt(sid, "again")
+    await h.close()
+    assert_replay_matches(agent_state_dir, endpoint.requests)
+    path = log_path(agent_state_dir, sid)
+    lines = path.read_bytes().split(b"\n")
+    index = next(i for i, line in enumerate(lines) if b'"type":"tool/result"' in line)
+    lines[index] = b'{"type":"tool/result","seq":%d,"time":1,"data":{"oops":1}}' % (index + 1)
+    path.write_bytes(b"\n".join(lines) + b'{"type":"turn/st')  # and a torn tail: not repaired either
+    before = path.read_bytes()
+    again = await harness(acp_harness_factory, endpoint)
+    with pytest.raises(Exception):
+        await load(again, sid, workspace)
+    error = load_error(again)
+    assert error["code"] == -32603 and error["data"]["code"] == "LOG_CORRUPT"
+    assert error["data"]["line"] == index + 1 and error["data"]["path"] == str(path)
+    assert f"corrupt at line {index + 1}" in error["message"] and "tool/result event: no call_id" in error["message"]
+    assert not again.transcript.notifications("session/update")  # refused before any update
+    assert path.read_bytes() == before  # nothing appended: no repair, no recovery, no error turn
+    with pytest.raises(Exception):
+        await again.prompt(sid, "still?")  # not loaded: unknown session
+    assert path.read_bytes() == before
+    replayed = subprocess.run([*agent_server_command(), "replay", str(path)], capture_output=True, timeout=60)
+    assert replayed.returncode == 1 and b"Traceback" not in replayed.stderr
+    assert f"line {index + 1}: tool/result event: no call_id".encode() in replayed.stderr
 
 
 async def test_load_of_a_log_from_a_future_format_is_refused_with_a_clear_message(

@@ -103,3 +103,29 @@ def test_the_memo_moves_a_late_result_to_its_call_like_the_full_projection(tmp_p
     memo, events = ProjectionMemo(), list(log.events)
     for n in range(1, len(events) + 1):
         assert memo.surface(events[:n]) == surface_messages(events[:n])
+
+
+def test_a_middle_line_of_the_wrong_shape_is_log_corrupt_at_its_line_and_the_open_changes_nothing(tmp_path):
+    import pytest
+
+    from agent_server.session import LogCorruptError, ProjectionMemo
+
+    log = make(tmp_path, [
+        ("turn/start", {"turn": 1}),
+        ("user", {"turn": 1, "content": "fix it"}),
+        ("assistant", {"text": "", "tool_calls": [CALL]}),
+        ("tool/result", {"oops": 1}),  # seq 5: valid JSON, wrong shape
+        ("turn/end", {"turn": 1, "exit": "end_turn"}),
+    ])
+    log.close()
+    with pytest.raises(LogCorruptError) as raised:
+        derive_messages(log.events)
+    assert raised.value.line == 5 and str(raised.value) == "line 5: tool/result event: no call_id"
+    with open(log.path, "ab") as f:
+        f.write(b'{"type":"turn/st')  # a torn tail: a refused open must not repair it
+    before = log.path.read_bytes()
+    with pytest.raises(LogCorruptError) as raised:
+        EventLog.open(log.path, ProjectionMemo().shared)
+    assert (raised.value.path, raised.value.line) == (log.path, 5)
+    assert log.path.read_bytes() == before
+    EventLog.open(log.path).close()  # the lock was let go
