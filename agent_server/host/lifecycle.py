@@ -40,9 +40,10 @@ def open_log(store: SessionStore, session_id: str,
              check: Callable[[list[SessionEvent]], object] | None = None) -> EventLog:
     """Open the stored log of ``session_id`` for appending.
 
-    Before anything is changed (``EventLog.open``'s ``check``): ``check(events)`` runs, when
-    given (the load's folder check, its projection: an error it raises refuses the load and the
-    log is left as it is).
+    Before anything is changed (``EventLog.open``'s ``check``): the header must name this
+    session (a log whose ``session_id`` is another one's — copied or moved — is ``LOG_CORRUPT`` at
+    line 1), then ``check(events)`` runs, when given (the load's folder check, its projection: an
+    error it raises refuses the load and the log is left as it is).
 
     Errors (``HostError``): ``invalid`` for a malformed id; ``not_found`` when there is no such
     log; ``internal`` with ``data.code`` ``LOG_CORRUPT`` (``data.line`` is the bad line) or
@@ -57,7 +58,12 @@ def open_log(store: SessionStore, session_id: str,
         raise HostError("invalid", str(exc), {"sessionId": session_id}) from None
     if not path.is_file():
         raise HostError("not_found", f"unknown session: {session_id}", {"sessionId": session_id})
+
     def checked(events: list[SessionEvent]) -> None:
+        named = events[0].data.get("session_id")
+        if named is not None and named != session_id:
+            raise LogCorruptError(path, 1, f"its session/header names session {named!r}, but the log is "
+                                           f"in the folder of session {session_id!r} (copied or moved from another session?)")
         if check is not None:
             check(events)
 

@@ -268,6 +268,31 @@ async def test_load_of_a_middle_line_of_the_wrong_shape_fails_log_corrupt_before
     assert f"line {index + 1}: tool/result event: no call_id".encode() in replayed.stderr
 
 
+@pytest.mark.replay_exempt("the log's header is changed on purpose; replay is checked before that")
+async def test_load_of_a_log_whose_header_names_another_session_is_refused_corrupt(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(text_stream("fine"))
+    h = await harness(acp_harness_factory, endpoint)
+    sid = (await h.new_session(str(workspace))).session_id
+    await h.prompt(sid, "hello")
+    await h.close()
+    assert_replay_matches(agent_state_dir, endpoint.requests)
+    path = log_path(agent_state_dir, sid)
+    lines = path.read_bytes().split(b"\n")
+    header = json.loads(lines[0])
+    header["data"]["session_id"] = "sess_other"
+    lines[0] = json.dumps(header, separators=(",", ":")).encode()
+    path.write_bytes(b"\n".join(lines))
+    before = path.read_bytes()
+    again = await harness(acp_harness_factory, endpoint)
+    with pytest.raises(Exception):
+        await load(again, sid, workspace)
+    error = load_error(again)
+    assert error["data"]["code"] == "LOG_CORRUPT" and error["data"]["line"] == 1
+    assert "names session 'sess_other'" in error["message"] and f"folder of session {sid!r}" in error["message"]
+    assert path.read_bytes() == before
+
+
 async def test_load_of_a_log_from_a_future_format_is_refused_with_a_clear_message(
         acp_harness_factory, workspace, agent_state_dir):
     path = agent_state_dir / "sessions" / "sess_future" / "events.jsonl"
