@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
                     out.write(request.body)
             else:
                 _write_listed(out, request)
-    except RequestRebuildError as exc:
+    except (RequestRebuildError, LogCorruptError) as exc:  # LogCorruptError: an event of the wrong shape
         out.flush()
         sys.stderr.write(f"agent-server replay: cannot replay {path}: {exc}\n")
         return 1
