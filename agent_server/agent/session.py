@@ -381,7 +381,7 @@ class AgentSession:
         estimate = await self.compactor.before_step(client, header, turn=turn, step=step)
         try:
             message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial,
-                                        requests=self.requests)
+                                        requests=self.requests, flush=self._flush)
         except TurnFailed as exc:  # the provider says it does not fit: compact once, retry the step once
             if exc.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                 raise
@@ -389,7 +389,7 @@ class AgentSession:
             estimate = self.compactor.estimate()
             try:
                 message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry,
-                                            partial=partial, requests=self.requests)
+                                            partial=partial, requests=self.requests, flush=self._flush)
             except TurnFailed as again:
                 if again.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                     raise

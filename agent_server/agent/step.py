@@ -5,7 +5,15 @@ Role: log what enters the request (``request/header``, ``request/context`` when 
 arrive), retry retryable failures with backoff (each failed attempt logged as ``assistant/attempt``,
 nothing of it committed), and commit the final ``assistant`` event.
 
-Must never: send a body that was not rebuilt from the log, or commit anything of a failed attempt.
+A failed attempt may already have shown text to the user (ACP cannot take a chunk back). Its
+``assistant/attempt`` event keeps that text (``text``, ``reasoning``: what the user saw, never
+projected: the model never sees a dead attempt) and, when another attempt follows, the notice the
+user is shown before it (``retry``: the wait and the notice text, sent as one
+``agent_message_chunk`` marked ``_meta.agentServer.retry``). ``session/load`` replays both from the
+event (``retry_notice``), so the reloaded transcript is the live one.
+
+Must never: send a body that was not rebuilt from the log, or commit anything of a failed attempt
+to what the model sees.
 """
 
 from __future__ import annotations
@@ -26,10 +34,13 @@ from agent_server.llm import (
     TextDelta,
     encode_body,
 )
-from agent_server.session import EventLog
+from agent_server.session import EventLog, SessionEvent
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one ACP ``SessionUpdate`` payload (the ``update`` of ``session/update``) to the editor."""
+
+Flush = Callable[[], Awaitable[None]]
+"""Sends what ``Emit`` held back (coalesced text) and returns once every update emitted before left."""
 
 
 class ModelClient(Protocol):
@@ -127,11 +138,14 @@ async def stream_step(
     retry: RetryPolicy,
     partial: PartialMessage,
     requests: RequestMemo | None = None,
+    flush: Flush | None = None,
 ) -> AssembledMessage:
     """Run one step's request: log ``step/start``, stream with retries, return the message.
 
     ``requests``: the session's ``RequestMemo`` (the same bytes as ``encode_body(request_body(…))``
-    without re-walking the log).
+    without re-walking the log). ``flush``: the session's gate flush — a failed try that showed
+    text has it all sent before its ``assistant/attempt`` is logged. Before each retry the user is
+    told (``retry_notice``, emitted after the failed try's text, before the wait).
 
     The caller commits the ``assistant`` event. Raises ``TurnFailed`` when the error is not
     retryable or the attempts are used up; ``asyncio.CancelledError`` passes through (``partial``
@@ -147,19 +161,91 @@ async def stream_step(
             partial.step = None
             return message
         except LLMError as error:
-            partial.step = None
-            log.append(
-                "assistant/attempt",
-                {"turn": turn, "step": step, "attempt": attempt, "error": error.to_dict(),
-                 "status": error.status},
-            )
-            if not error.retryable or attempt == retry.max_attempts:
+            final = not error.retryable or attempt == retry.max_attempts
+            delay = None if final else retry.delay(attempt, error)
+            data: dict[str, Any] = {"turn": turn, "step": step, "attempt": attempt, "error": error.to_dict(),
+                                    "status": error.status}
+            if partial.text_parts or partial.reasoning_parts:
+                if flush is not None:
+                    try:  # its text is all out before it is logged: a load meanwhile replays it from ``partial``
+                        await flush()
+                    except asyncio.CancelledError:
+                        _log_failed(log, partial, data)
+                        raise
+            if delay is not None:
+                data["retry"] = {"delay": delay, "notice": retry_notice_text(
+                    error, delay, shown=bool(partial.text_parts or partial.reasoning_parts),
+                    next_attempt=attempt + 1, max_attempts=retry.max_attempts)}
+            event = _log_failed(log, partial, data)
+            if final:
                 detail = error.to_dict()
                 if error.retryable:
                     detail["message"] = f"{detail['message']} (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
                 raise TurnFailed(detail) from error
-            await asyncio.sleep(retry.delay(attempt, error))
+            notice = retry_notice(event)
+            if notice is not None:  # made from the event, as a load makes it: live = replay
+                await emit(notice)
+            await asyncio.sleep(delay or 0.0)
     raise AssertionError("unreachable")
+
+
+def _log_failed(log: EventLog, partial: PartialMessage, data: dict[str, Any]) -> SessionEvent:
+    """Append the ``assistant/attempt`` of a failed try (with what it streamed, when anything) and
+    end the attempt in ``partial`` (nothing of it is committed if the turn is cancelled next)."""
+    text, reasoning = partial.text, partial.reasoning
+    if text:
+        data["text"] = text
+    if reasoning:
+        data["reasoning"] = reasoning
+    event = log.append("assistant/attempt", data)
+    partial.step = None
+    return event
+
+
+RETRY_CAUSES = {
+    "RATE_LIMIT": "rate limited",
+    "STREAM_CLOSED": "the stream closed",
+    "STREAM_IDLE": "the stream went silent",
+    "EMPTY_RESPONSE": "an empty answer",
+    "SERVER": "a server error",
+    "NETWORK": "a network error",
+}
+"""The cause a retry notice names, by ``LLMError.code`` (retryable codes only)."""
+
+
+def retry_notice_text(error: LLMError, delay: float, *, shown: bool, next_attempt: int, max_attempts: int) -> str:
+    """The one-line notice shown before try ``next_attempt`` of ``max_attempts``, framed by blank
+    lines (``"\\n\\n[agent-server] …\\n\\n"``): whether the failed try had shown text (``shown``:
+    "the model's answer broke off"), why (``RETRY_CAUSES``, with the HTTP status when there was
+    one) and the wait (``delay`` seconds, rounded: "3 s", "1.4 s", "now")."""
+    cause = RETRY_CAUSES.get(error.code, error.code.lower().replace("_", " "))
+    if error.status is not None:
+        cause = f"{cause}, HTTP {error.status}"
+    what = "The model's answer broke off" if shown else "The model request failed"
+    when = "now" if delay < 0.05 else f"in {_seconds(delay)} s"
+    return f"\n\n[agent-server] {what} ({cause}); retrying {when} (attempt {next_attempt} of {max_attempts})…\n\n"
+
+
+def _seconds(delay: float) -> str:
+    rounded = round(delay) if delay >= 10 else round(delay, 1)
+    return f"{rounded:g}"
+
+
+def retry_notice(event: SessionEvent) -> dict[str, Any] | None:
+    """The ``agent_message_chunk`` that told the user of the retry after the failed try
+    ``event`` (an ``assistant/attempt``), or ``None`` when no retry followed it. The same update
+    live (sent before the wait) and on ``session/load``: ``content`` is the logged notice text,
+    ``_meta.agentServer.retry`` is ``{seq (the event's), attempt (the failed try, 1-based), code
+    (the LLM error code), delaySeconds}`` — a client may show it apart (``agent-server run``
+    prints it on stderr); any other shows the text."""
+    retry = event.data.get("retry")
+    if event.type != "assistant/attempt" or not isinstance(retry, dict) or not retry.get("notice"):
+        return None
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(retry["notice"])},
+            "_meta": {"agentServer": {"retry": {
+                "seq": event.seq, "attempt": event.data.get("attempt"),
+                "code": (event.data.get("error") or {}).get("code"),
+                "delaySeconds": round(float(retry.get("delay") or 0.0), 3)}}}}
 
 
 async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage) -> AssembledMessage:

@@ -85,7 +85,8 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
     whatever its length), all from what the session held when the replay began.
 
     A live update already waiting at the gate follows the replay: a streamed delta is cut from
-    the replayed partial message, a ``tool_call`` from the replayed calls, so each is shown once.
+    the replayed partial message, a ``tool_call`` from the replayed calls, a retry notice (its
+    ``_meta`` names its ``assistant/attempt`` event) from the replayed attempts, so each is shown once.
     """
     header = session.log.events[0].data
     roots = [str(header.get("cwd") or cwd), *(header.get("additional_directories") or [])]
@@ -94,9 +95,11 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
         # everything is read now (the log so far, what the request in flight streamed so far);
         # the updates are made from it one at a time while they are sent
         coming = {u.get("toolCallId") for u in waiting if u.get("sessionUpdate") == "tool_call"}
+        notices = [u for u in waiting if "_meta" in u and u.get("sessionUpdate") == "agent_message_chunk"]
         terminal = host.frontend is not None and bool(host.frontend.terminal_output())
         history = (u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal)
-                   if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming))
+                   if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming)
+                   and not ("_meta" in u and u in notices))
         streaming: list[dict[str, Any]] = []
         partial = session.partial
         if partial is not None and partial.step is not None:  # a request is streaming now

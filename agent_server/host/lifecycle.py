@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
+from agent_server.agent.step import retry_notice
 from agent_server.host import paging
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
@@ -211,7 +212,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
 
     ``user`` → one ``user_message_chunk`` per prompt block; ``assistant`` → an
     ``agent_thought_chunk`` (reasoning) and an ``agent_message_chunk`` (text), each only when not
-    empty; ``tool/call`` → one ``tool_call`` with the final status and content of its
+    empty; ``assistant/attempt`` (a failed try) → the same for what it had streamed, then its
+    retry notice when a retry followed (``agent.step.retry_notice``: the update sent live); ``tool/call`` → one ``tool_call`` with the final status and content of its
     ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
     announced → its own ``tool_call``; a ``notice`` (written for the model) → a short note for the
     user in plain words, or nothing (``_notice_for_user``: never the model's instructions);
@@ -242,6 +244,14 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
                 yield _chunk("agent_thought_chunk", data["reasoning"])
             if data.get("text"):
                 yield _chunk("agent_message_chunk", data["text"])
+        elif kind == "assistant/attempt":  # a failed try: what it had shown, then the retry notice
+            if data.get("reasoning"):
+                yield _chunk("agent_thought_chunk", data["reasoning"])
+            if data.get("text"):
+                yield _chunk("agent_message_chunk", data["text"])
+            notice = retry_notice(event)
+            if notice is not None:
+                yield notice
         elif kind == "tool/call":
             result = results.get(f"tc-{event.seq}")
             yield _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)

@@ -221,3 +221,26 @@ async def test_cancel_mid_stream_keeps_streamed_text_as_interrupted_and_next_pro
     marker = messages[2]["content"]
     assert marker.startswith("[agent-server notice]") and "cancelled" in marker and "cut off" in marker
     assert_log_explains_every_request(h, endpoint)
+
+
+async def test_broken_stream_retry_tells_the_user_and_the_model_never_sees_the_dead_text(tmp_path, endpoint):
+    endpoint.push({"kind": "sse", "frames": [{"choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                              "content": "dead "}}]}], "done": False})
+    endpoint.push(text_stream("alive"))
+    h = Harness(tmp_path, endpoint)
+    flushed = []
+
+    async def flush():
+        flushed.append(len(h.updates))
+    h.session._flush = flush
+    assert (await h.session.prompt([{"type": "text", "text": "go"}])).exit == "end_turn"
+    chunks = [(u["content"]["text"], "_meta" in u) for u in h.updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [c[1] for c in chunks] == [False, True, False]
+    assert chunks[0][0] == "dead " and chunks[2][0] == "alive"
+    assert "broke off (the stream closed); retrying now (attempt 2 of 4)" in chunks[1][0]
+    assert flushed[0] == 1  # the dead text was flushed before its attempt was logged and the notice sent
+    (attempt,) = [e for e in h.log.events if e.type == "assistant/attempt"]
+    assert attempt.data["text"] == "dead " and attempt.data["retry"] == {"delay": 0.0, "notice": chunks[1][0]}
+    assert "dead" not in json.dumps(derive_messages(h.log.events))
+    assert [r.body for r in endpoint.requests][0] == endpoint.requests[1].body
+    assert_log_explains_every_request(h, endpoint)
