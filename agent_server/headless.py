@@ -72,6 +72,12 @@ def no_terminal(kind: str) -> str:
     return f"a headless run with no terminal to ask; rerun with `--allow {flag}` to allow it"
 
 
+def _is_retry_notice(update: dict[str, Any]) -> bool:
+    """Whether ``update`` is the server's notice of a model request being retried."""
+    meta = update.get("_meta")
+    return isinstance(meta, dict) and isinstance(meta.get("agentServer"), dict) and "retry" in meta["agentServer"]
+
+
 ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}
 
 
@@ -79,7 +85,9 @@ class HeadlessClient:
     """The client half: prints updates, answers permission questions, tracks the session.
 
     Text output: the answer on ``out`` (ending with a newline); thinking on ``err`` under a
-    ``[thinking]`` line; tool calls on ``err`` as ``[tool] TITLE: completed`` / ``failed — why``.
+    ``[thinking]`` line; tool calls on ``err`` as ``[tool] TITLE: completed`` / ``failed — why``;
+    a retry notice (``_meta.agentServer.retry``) on ``err``, on a line of its own — the text a
+    broken-off try had streamed stays on ``out`` (it was printed as it came), ended by a newline.
     """
 
     def __init__(self, *, as_json: bool, allow: set[str], out: Any = None, err: Any = None) -> None:
@@ -103,7 +111,13 @@ class HeadlessClient:
             self.out.flush()
             return
         kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
+        if kind == "agent_message_chunk" and _is_retry_notice(update):
+            self.end_answer()  # the retry's text starts on a line of its own
+            if self.last_kind == "agent_thought_chunk":
+                self.err.write("\n")
+            self.err.write(str(update.get("content", {}).get("text", "")).strip() + "\n")
+            kind = "retry_notice"
+        elif kind == "agent_message_chunk":
             if self.last_kind == "agent_thought_chunk":
                 self.err.write("\n")
                 self.err.flush()
@@ -121,7 +135,7 @@ class HeadlessClient:
             self.end_answer()
             self.titles[update["toolCallId"]] = update.get("title", "")
             self.kinds[update["toolCallId"]] = update.get("kind", "other")
-            self.err.write(f"{'' if self.last_kind in (None, 'tool_call_update') else chr(10)}"
+            self.err.write(f"{'' if self.last_kind in (None, 'tool_call_update', 'retry_notice') else chr(10)}"
                            f"[tool] {update.get('title', '')}\n")
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
             line = f"[tool] {self.titles.get(update['toolCallId'], '')}: {update['status']}"

@@ -171,3 +171,19 @@ def test_without_a_terminal_a_kind_no_flag_covers_says_no_allow_applies(agent_en
 
     assert "--allow read" in no_terminal("read") and "--allow shell" in no_terminal("execute")
     assert "no --allow kind covers" in no_terminal("fetch") and "rerun" not in no_terminal("fetch")
+
+
+def test_run_prints_the_retry_notice_on_stderr_not_in_the_answer(agent_env, workspace, tmp_path):
+    broken = {"kind": "sse", "frames": [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial "}}]}],
+              "done": False}
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\nretry_base_delay = 0.0\n")
+    with OfflineEndpoint.start_in_thread([broken, text_stream("final")]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "go", "--cwd", str(workspace),
+                   "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    # what had streamed stays (it was printed as it came), ended; the retry's answer on a line of its own
+    assert done.stdout == "partial \nfinal\n"
+    assert ("[agent-server] The model's answer broke off (the stream closed); retrying now (attempt 2 of 4)…\n"
+            in done.stderr)
+    assert "[agent-server]" not in done.stdout
