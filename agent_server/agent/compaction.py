@@ -77,8 +77,19 @@ def choose_cut(messages: Sequence[dict[str, Any]], tokens: Sequence[float], keep
     if not cuts:
         return None
     total = sum(tokens)
-    fitting = [k for k in cuts if sum(tokens[k:]) >= keep_ratio * total]
-    return fitting[-1] if fitting else cuts[0]
+    # ``sum(tokens[k:])`` (summed left to right, as before) never grows with ``k`` for tokens ≥ 0 —
+    # rounding is monotonic, so each partial sum of a longer tail is ≥ the shorter one's — so the
+    # cuts whose tail fits are a prefix of ``cuts``: its last one is found by bisection, O(n log n)
+    # instead of one sum per cut (O(n²): 4.4 s for a 3000-turn log before its first compaction).
+    need = keep_ratio * total
+    low, high = 0, len(cuts)  # cuts[:low] fit, cuts[high:] do not
+    while low < high:
+        middle = (low + high) // 2
+        if sum(tokens[cuts[middle]:]) >= need:
+            low = middle + 1
+        else:
+            high = middle
+    return cuts[low - 1] if low else cuts[0]
 
 
 def checkpoint_text(task: str, current: str | None, summary: str) -> str:

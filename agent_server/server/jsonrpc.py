@@ -19,7 +19,7 @@ import json
 import logging
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from agent_server.server.wire import encode_message
+from agent_server.server.wire import encode_message, encode_notifications
 
 log = logging.getLogger("agent_server.jsonrpc")
 
@@ -147,7 +147,7 @@ class Connection:
         """Send one notification per item of ``params``, in order, as one write (one line each,
         nothing interleaved): what ``notify`` per item sends, in one system call instead of one
         per message. Returns once all are written."""
-        data = b"".join([encode_message({"jsonrpc": "2.0", "method": method, "params": p}) for p in params])
+        data = encode_notifications(method, params)
         if data:
             async with self._write_lock:
                 self._writer.write(data)

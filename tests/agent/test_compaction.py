@@ -228,3 +228,13 @@ def test_provider_reporting_tiny_prompt_tokens_never_lowers_the_estimate_below_t
     chars = len(encode_body(pending_body(log.events)).decode())
     assert chars / 4 > 2000 and step.seq
     assert estimate_tokens(log.events, 4.0) == round(chars / 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokens=st.lists(st.one_of(st.floats(0, 1e6), st.floats(0, 1e-3), st.just(0.0)), min_size=2, max_size=60),
+       ratio=st.floats(0.0, 1.0), roles=st.data())
+def test_choose_cut_by_bisection_is_the_latest_fitting_cut_summed_as_before(tokens, ratio, roles):
+    messages = [{"role": roles.draw(st.sampled_from(["user", "assistant"]))} for _ in tokens]
+    cuts = valid_cuts(messages)
+    fitting = [k for k in cuts if sum(tokens[k:]) >= ratio * sum(tokens)]
+    assert choose_cut(messages, tokens, ratio) == (fitting[-1] if fitting else cuts[0] if cuts else None)

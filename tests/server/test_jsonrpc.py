@@ -275,3 +275,16 @@ async def test_answer_that_is_not_utf8_fails_its_request_at_once_instead_of_wait
     assert lines[1]["id"] is None and lines[1]["error"]["code"] == -32700
     reader.feed_eof()
     await task
+
+
+def test_a_batch_is_encoded_as_each_message_would_be():
+    """``encode_notifications`` (one encoder call per item, one UTF-8 encode per batch) equals
+    ``encode_message`` per message, byte for byte: nesting, escapes, numbers, a lone surrogate."""
+    from agent_server.server.wire import encode_message, encode_notifications
+
+    items = [{"sessionId": "s", "update": {"sessionUpdate": "tool_call", "content": [{"text": 'a "q" \\ \n\t\u2028 ✓'}],
+                                          "n": 1.5, "big": 10 ** 20, "none": None, "ok": True, "list": []}},
+             {"sessionId": "s", "update": {"text": "\x00\x1f é 😀"}}]
+    for batch in (items, items + [{"bad": "\udfff"}], []):
+        assert encode_notifications("session/update", batch) == b"".join(
+            encode_message({"jsonrpc": "2.0", "method": "session/update", "params": p}) for p in batch)
