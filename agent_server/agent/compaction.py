@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from agent_server.agent.budget import body_chars, estimate_tokens
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.exits import TurnFailed
-from agent_server.agent.request import compaction_body
+from agent_server.agent.request import compaction_body_of
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
 from agent_server.config import AgentSettings
 from agent_server.llm import AssembledMessage, Finish, LLMError, encode_body
@@ -50,9 +50,13 @@ SUMMARY_OUTPUT_TOKENS = 2_000
 of the window)."""
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(…, ensure_ascii=False)``, made once (``dumps`` makes an encoder per call)."""
+
+
 def message_tokens(message: dict[str, Any], chars_per_token: float) -> float:
     """Estimated tokens of one chat message (its JSON characters ÷ ``chars_per_token``)."""
-    return len(json.dumps(message, ensure_ascii=False)) / chars_per_token
+    return len(_JSON.encode(message)) / chars_per_token
 
 
 def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -156,7 +160,7 @@ class Compactor:
     def has_earlier_part(self) -> bool:
         """Whether there is anything to compact: a cut exists and the part it would replace holds
         more than the first request (which the checkpoint keeps verbatim anyway)."""
-        messages = [m for _, m in surface_messages(self.log.events)]
+        messages = [m for _, m in self._surface(self.log.events)]
         tokens = [message_tokens(m, self.settings.chars_per_token) for m in messages]
         cut = choose_cut(messages, tokens, self.settings.keep_ratio)
         return cut is not None and cut > 1
@@ -170,7 +174,7 @@ class Compactor:
         cpt = self.settings.chars_per_token
         events = self.log.events
         before = self.estimate()
-        pairs = surface_messages(events)
+        pairs = self._surface(events)  # the memo's (read here, never changed)
         messages = [m for _, m in pairs]
         tokens = [message_tokens(m, cpt) for m in messages]
         cut = choose_cut(messages, tokens, self.settings.keep_ratio)
@@ -197,7 +201,8 @@ class Compactor:
             "system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": header.model,
             "params": header.params, "max_transcript_chars": transcript_chars,
         })
-        summary = await self._summarise(client, start, first_seq, last_seq)
+        # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
+        summary = await self._summarise(client, encode_body(compaction_body_of(pairs, start)), start, first_seq, last_seq)
         self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
                                                "finish_reason": summary.finish_reason, "model": header.model})
         end = {"first_seq": first_seq, "last_seq": last_seq, "message": checkpoint_text(task, current, summary.content)}
@@ -222,9 +227,15 @@ class Compactor:
             current = latest.data["content"]
         return task, current
 
-    async def _summarise(self, client: ModelClient, start: SessionEvent, first_seq: int,
+    def _surface(self, events: Sequence[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
+        """``surface_messages(events)``: the request memo's when there is one (O(events it has
+        not seen): the request before this compaction has just taken the log in), to be read and
+        not kept past the next request."""
+        return self.requests.surface(events) if self.requests is not None else surface_messages(events)
+
+    async def _summarise(self, client: ModelClient, body: bytes, start: SessionEvent, first_seq: int,
                          last_seq: int) -> AssembledMessage:
-        body = encode_body(compaction_body(self.log.events, start.seq))
+        """The summarising request (``body``: ``encode_body(compaction_body(events, start.seq))``)."""
         span = {"first_seq": first_seq, "last_seq": last_seq}
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
