@@ -54,8 +54,12 @@ class Prefix(Sequence[T]):
         return itertools.islice(self._items, self._n)
 
     def __reversed__(self) -> Iterator[T]:
+        # a list's reverse iterator starts at the list's last item when it is made: later appends
+        # are not seen; the items after the first n are skipped
         items = self._items
-        return (items[i] for i in range(self._n - 1, -1, -1))
+        backwards = reversed(items)
+        extra = len(items) - self._n
+        return backwards if not extra else itertools.islice(backwards, extra, None)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Prefix):
