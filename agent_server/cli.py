@@ -213,6 +213,15 @@ def _serve(config_path: str | None) -> int:
         return 130
 
 
+def _die_quietly_on_closed_pipe() -> None:
+    """For the commands that only print (``replay``, ``sessions``): a reader that stops early
+    (``| head``) ends the process as it ends ``cat`` or ``ls`` — killed by ``SIGPIPE``, status 141
+    in the shell, nothing on stderr — instead of Python's ``BrokenPipeError`` traceback."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agent-server`` script; returns the exit status."""
     from agent_server import process_trims
@@ -222,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "replay":  # a sub-command: the server path (no arguments) never gets here
         from agent_server.replay_cli import main as replay_main
 
+        _die_quietly_on_closed_pipe()
         return replay_main(args[1:])
     if args and args[0] == "sessions":
         from agent_server.sessions_cli import main as sessions_main
 
+        _die_quietly_on_closed_pipe()
         return sessions_main(args[1:])
     if args and args[0] == "run":
         from agent_server.headless import main as run_main
