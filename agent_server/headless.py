@@ -73,9 +73,12 @@ def no_terminal(kind: str) -> str:
 
 
 def _is_retry_notice(update: dict[str, Any]) -> bool:
-    """Whether ``update`` is the server's notice of a model request being retried."""
+    """Whether ``update`` is one of the server's notices about the turn, not the answer: a model
+    request being retried (``_meta.agentServer.retry``) or the history compacted
+    (``_meta.agentServer.compaction``). ``run`` prints them on stderr."""
     meta = update.get("_meta")
-    return isinstance(meta, dict) and isinstance(meta.get("agentServer"), dict) and "retry" in meta["agentServer"]
+    server = meta.get("agentServer") if isinstance(meta, dict) else None
+    return isinstance(server, dict) and ("retry" in server or "compaction" in server)
 
 
 ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}

@@ -212,7 +212,8 @@ class Compactor:
         if announce:
             await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
                 f"\n\n[agent-server] The conversation history was compacted to fit the model's context window "
-                f"(about {before:,} → {after:,} tokens).\n\n")}})
+                f"(about {before:,} → {after:,} tokens).\n\n")},
+                "_meta": {"agentServer": {"compaction": {"tokensBefore": before, "tokensAfter": after}}}})
         if after > self.limit:
             raise _fail(f"the history was compacted but the next request is still too large (about {after} "
                         f"tokens, window {self.window}): start a new session or use a model with a larger window")

@@ -187,3 +187,16 @@ def test_run_prints_the_retry_notice_on_stderr_not_in_the_answer(agent_env, work
     assert ("[agent-server] The model's answer broke off (the stream closed); retrying now (attempt 2 of 4)…\n"
             in done.stderr)
     assert "[agent-server]" not in done.stdout
+
+
+def test_run_prints_the_compaction_notice_on_stderr_not_in_the_answer(agent_env, workspace):
+    for name in "abc":
+        (workspace / f"{name}.txt").write_text(f"{name} line with the helper\n" * 60)
+    script = [tool_call_stream([(f"r{i}", "read", json.dumps({"path": f"{name}.txt"}))]) for i, name in enumerate("abc")]
+    script += [text_stream("Task: rename the helper. Files: a.txt–c.txt read."), text_stream("Renamed.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONTEXT_WINDOW": "4000"},
+                   "-p", "Rename the helper in the three data files.", "--cwd", str(workspace), "--allow", "read")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Renamed.\n"
+    assert "[agent-server] The conversation history was compacted to fit the model's context window" in done.stderr
