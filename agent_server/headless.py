@@ -11,7 +11,7 @@ Must never: let a permission question pass without an explicit allow (no termina
 ``--allow`` → the question is answered "cannot ask", which the policy denies).
 
 Exit status: 0 ``end_turn``; 1 an error (or a refusal); 2 a usage error; 3 ``max_tokens`` or
-``max_turn_requests``; 130 cancelled.
+``max_turn_requests``; 130 cancelled — each non-zero one with its reason on stderr (``STOP_NOTES``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,15 @@ from typing import Any
 from agent_server.server.jsonrpc import MAX_LINE_BYTES, Connection, JsonRpcError
 
 EXIT = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 3, "cancelled": 130, "refusal": 1}
+
+STOP_NOTES = {
+    "max_tokens": "the answer was cut off at the model's output limit (stop reason max_tokens); continue it with "
+                  "--resume {session} -p \"continue\", or raise max_tokens in [agent] params of the config file",
+    "refusal": "the model refused to answer (stop reason refusal); that turn is left out of the session's later requests",
+}
+"""Why ``run`` exits non-zero after a prompt that was answered (no error): one line on stderr,
+``agent-server run: …`` like an error's (``{session}``: the session id). ``max_turn_requests``
+needs none: the server's own notice of the step budget ends the answer."""
 ALLOW_KINDS = {"shell": {"execute"}, "edit": {"edit", "delete", "move"}, "read": {"read", "search"}}
 
 
@@ -302,6 +311,8 @@ async def _drive(conn: Connection, client: HeadlessClient, args: argparse.Namesp
     sys.stdout.flush()
     if stop == "cancelled":
         sys.stderr.write("[cancelled]\n")
+    elif stop in STOP_NOTES:
+        sys.stderr.write(f"agent-server run: {STOP_NOTES[stop].format(session=session_id)}\n")
     return EXIT.get(stop, 1)
 
 

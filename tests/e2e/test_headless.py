@@ -200,3 +200,13 @@ def test_run_prints_the_compaction_notice_on_stderr_not_in_the_answer(agent_env,
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Renamed.\n"
     assert "[agent-server] The conversation history was compacted to fit the model's context window" in done.stderr
+
+
+def test_run_exit_3_for_max_tokens_says_on_stderr_the_answer_was_cut_off(agent_env, workspace):
+    with OfflineEndpoint.start_in_thread([text_stream("The answer is cut", finish_reason="length")]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "explain", "--cwd", str(workspace))
+    assert done.returncode == 3
+    assert done.stdout == "The answer is cut\n"  # the answer only
+    sid = session_of(done.stderr)
+    assert ("agent-server run: the answer was cut off at the model's output limit (stop reason max_tokens); "
+            f'continue it with --resume {sid} -p "continue"') in done.stderr
