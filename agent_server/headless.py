@@ -81,6 +81,21 @@ def no_terminal(kind: str) -> str:
     return f"a headless run with no terminal to ask; rerun with `--allow {flag}` to allow it"
 
 
+def _plain_lines(texts: list[str]) -> list[str]:
+    """The lines of a permission question's text blocks as a terminal shows them: each block on
+    lines of its own, a markdown fence (```` ```sh ````/```` ``` ````) dropped and the code inside it
+    indented, blank lines left out."""
+    lines: list[str] = []
+    for text in texts:
+        fenced = False
+        for line in text.splitlines():
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            elif line.strip():
+                lines.append(("  " if fenced else "") + line.rstrip())
+    return lines
+
+
 def _is_retry_notice(update: dict[str, Any]) -> bool:
     """Whether ``update`` is one of the server's notices about the turn, not the answer: a model
     request being retried (``_meta.agentServer.retry``) or the history compacted
@@ -113,6 +128,7 @@ class HeadlessClient:
         self.titles: dict[str, str] = {}
         self.kinds: dict[str, str] = {}
         self.answer_open = False  # the answer's last character on ``out`` was not a newline
+        self.input_ended = False  # stdin reached its end at a question: no later question can be answered
 
     async def on_update(self, params: dict[str, Any]) -> None:
         if self.quiet:
@@ -180,8 +196,9 @@ class HeadlessClient:
         return why
 
     def can_ask(self) -> bool:
-        """Whether permission questions can be asked (stdin and stderr are a terminal)."""
-        return sys.stdin.isatty() and self.err.isatty()
+        """Whether permission questions can be asked (stdin and stderr are a terminal, and its
+        input has not ended at an earlier question)."""
+        return not self.input_ended and sys.stdin.isatty() and self.err.isatty()
 
     async def request_permission(self, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         """A question the server's ``HeadlessApprover`` could not decide itself (``--allow`` grants
@@ -191,9 +208,9 @@ class HeadlessClient:
         if not self.can_ask():  # not sent without a terminal; refuse this question alone if it is
             return {"outcome": {"outcome": "cancelled"}}
         self.end_answer()
-        why = " ".join(c.get("content", {}).get("text", "") for c in tool.get("content") or []
-                       if isinstance(c, dict) and c.get("type") == "content")
-        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n" + (f"  {why}\n" if why else ""))
+        texts = [c.get("content", {}).get("text", "") for c in tool.get("content") or []
+                 if isinstance(c, dict) and c.get("type") == "content"]
+        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n" + "".join(f"  {ln}\n" for ln in _plain_lines(texts)))
         letters = [k for k, v in ANSWERS.items() if v in options]
         menu = ", ".join({"o": "allow [o]nce", "a": "[a]lways", "r": "[r]eject", "w": "reject al[w]ays"}[k]
                          for k in letters)
@@ -201,8 +218,11 @@ class HeadlessClient:
             self.err.write(f"  {menu}? ")
             self.err.flush()
             line = await asyncio.to_thread(sys.stdin.readline)
-            if not line:  # end of input: nobody can answer
-                return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+            if not line:  # end of input: no answer can be read (the approver says so: not the user's choice)
+                self.input_ended = True
+                self.err.write("\n  [no answer: the terminal's input ended — denied]\n")
+                self.err.flush()
+                return {"outcome": {"outcome": "cancelled"}}
             choice = ANSWERS.get(line.strip().lower()[:1]) if len(line.strip()) == 1 else None
             if choice in options:
                 return {"outcome": {"outcome": "selected", "optionId": choice}}

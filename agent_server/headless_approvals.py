@@ -5,7 +5,9 @@ Role: ``HeadlessServer`` is the ACP server of a headless run; each of its sessio
 its own: a kind the run's ``--allow`` grants is allowed by that grant (logged truthfully,
 ``decided_by: "flag: --allow shell"``, never ``"user"``); any other question goes to the terminal
 when there is one, and without a terminal it is answered ``unavailable`` with a detail that names
-the ``--allow`` that would allow it — or says that none does. No question is sent to the client
+the ``--allow`` that would allow it — or says that none does. A question whose terminal input ends
+(stdin at end of file) is ``unavailable`` too, saying no answer could be read — never a
+rejection "by the user" —, and so is every later one. No question is sent to the client
 that it cannot answer, so one refusal never stands for the next question.
 
 Must never: allow anything the flags do not grant, or let a refusal of one question answer another.
@@ -39,7 +41,10 @@ class HeadlessApprover:
             return Answer("selected", ALLOW_ONCE, detail=f"granted by --allow {flag}", by=f"flag: --allow {flag}")
         if not self.can_ask():
             return Answer("unavailable", detail=no_terminal(question.kind))
-        return await self.inner.ask(question)
+        answer = await self.inner.ask(question)
+        if answer.kind != "selected" and not self.can_ask():  # the terminal's input ended at the question
+            return Answer("unavailable", detail="no terminal input: it ended at the question, so no answer could be read")
+        return answer
 
 
 class HeadlessServer(AcpServer):

@@ -124,6 +124,31 @@ def test_typo_at_the_terminal_permission_prompt_rejects_instead_of_asking_again(
     assert not (workspace / "build").exists() and out.strip() == "cleaned"
 
 
+def test_terminal_input_ended_at_the_permission_prompt_is_no_answer_not_the_users_rejection(
+        agent_env, workspace, agent_state_dir):
+    (workspace / "build").mkdir()
+    with OfflineEndpoint.start_in_thread([tool_call_stream([call("rm", "bash", command="rm -rf build")]),
+                                          text_stream("could not")]) as ep:
+        term = Terminal([*AGENT, "run", "-p", "clean", "--cwd", str(workspace)],
+                        {**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url})
+        try:
+            seen = term.read_until(r"allow \[o\]nce.*\? ")
+            term.type("\x04")  # Ctrl-D: the terminal's input ends
+            out = term.finish()
+        finally:
+            term.kill()
+    assert (workspace / "build").is_dir() and out.strip() == "could not"
+    assert "```" not in seen and "deletes a folder tree" in seen  # the reason on its own line, no markdown fence
+    assert re.search(r"\n {4}rm -rf build\r?\n", seen), seen  # the command shown as a block of its own
+    sid = re.search(r"\[session (\S+)\]", term.seen).group(1)
+    log = [json.loads(line) for line in (agent_state_dir / "sessions" / sid / "events.jsonl").read_text().splitlines()]
+    (decision,) = [e["data"] for e in log if e["type"] == "policy/decision"]
+    assert decision["outcome"] == "deny" and decision["decided_by"] == "fail-closed:unavailable"
+    (result,) = [e["data"] for e in log if e["type"] == "tool/result"]
+    assert "no terminal input" in result["content"] and "no answer could be read" in result["content"]
+    assert "Rejected by the user" not in result["content"] and "chose" not in result["content"]
+
+
 # -- b: the offline try-out ------------------------------------------------------------------------
 
 
