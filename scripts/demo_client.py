@@ -111,7 +111,7 @@ def main() -> int:
     state = Path(env.setdefault("AGENT_SERVER_STATE_DIR", str(ROOT / ".demo-state")))
     state.mkdir(parents=True, exist_ok=True)
     if args.cwd is None:
-        args.cwd = str(write_project(state / f"workspace-{time.strftime('%Y%m%d-%H%M%S')}"))
+        args.cwd = str(write_project(state / f"workspace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
         print(f"workspace: {args.cwd} (a fresh copy of the demo project; its tests fail)")
     print(f"prompt: {args.prompt}")
     endpoint = None

@@ -32,7 +32,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                              "the demo's small real task (fix a failing test), answered per step: any number "
                              "of runs")
     parser.add_argument("--project", metavar="DIR",
-                        help="with --script demo-task: write the task's project (a failing test) into DIR")
+                        help="with --script demo-task: write the task's project (a failing test) into DIR, "
+                             "a new or empty folder (a folder with files in it is refused)")
     parser.add_argument("--record", default=None, help="append each request to this JSONL file")
     parser.add_argument("--reject-invalid-history", action="store_true",
                         help="answer 400, as providers do, to a request with a tool call without its "
@@ -48,7 +49,11 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.project:
         from .demo_task import write_project
 
-        write_project(Path(args.project))
+        project = Path(args.project)
+        if project.is_dir() and any(project.iterdir()):
+            raise ValueError(f"--project {project} is not empty: its files would be overwritten by the demo "
+                             "project's; give a new or empty folder")
+        write_project(project)
     endpoint = OfflineEndpoint(script, host=args.host, port=args.port, record_path=args.record,
                                reject_invalid_history=args.reject_invalid_history, api_key=args.api_key)
     stop = asyncio.Event()
@@ -73,7 +78,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for a bad script or a port in use)."""
+    """Run the CLI; returns the exit status (2 for a bad script, a port in use or a ``--project``
+    folder that is not empty)."""
     args = _parse(argv)
     try:
         asyncio.run(_serve(args))

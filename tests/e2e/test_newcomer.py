@@ -172,6 +172,21 @@ def test_offline_try_out_endpoint_serves_the_demo_task_only_once(agent_env, tmp_
         proc.wait(timeout=10)
 
 
+def test_offline_project_into_a_folder_with_files_is_refused_and_overwrites_nothing(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "calc.py").write_text("my own work\n")
+    done = subprocess.run([sys.executable, "-m", "agent_server.offline", "--script", "demo-task", "--project", str(mine)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not empty" in done.stderr and done.stdout == ""
+    assert (mine / "calc.py").read_text() == "my own work\n" and not (mine / "test_calc.py").exists()
+
+
+def test_demo_started_twice_in_the_same_second_gets_two_workspaces():
+    source = (ROOT / "scripts" / "demo_client.py").read_text()
+    assert "workspace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" in source
+
+
 # -- c: stored sessions ----------------------------------------------------------------------------
 
 
