@@ -210,11 +210,13 @@ async def stop_probes() -> None:
 async def _probe(settings: PolicySettings) -> SandboxStatus:
     key = (settings.sandbox, settings.network)
     base = tempfile.mkdtemp(prefix="agent-server-probe-")
+    proc = None
     try:
         args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
         if settings.network:
             args.append("--network")
-        proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
+        # its own process group: a kill of the server's group lets it end and remove its folder
+        proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, process_group=0,
                                                     stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=20)
         report = json.loads(out.decode().strip().splitlines()[-1])
@@ -222,6 +224,11 @@ async def _probe(settings: PolicySettings) -> SandboxStatus:
         log.warning("sandbox probe failed: %s", exc)
         return off_status(settings, f"the sandbox probe failed ({exc})")
     finally:
+        if proc is not None and proc.returncode is None:  # timed out, or the server stops: not left running
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                pass
         shutil.rmtree(base, ignore_errors=True)
     problems = list(report.get("errors", []))
     if report.get("abi", 0) < 1:

@@ -576,13 +576,49 @@ def decode_spec(text: str) -> dict:
     return spec
 
 
+PROBE_LIFETIME = 30
+"""Seconds after which a probe still running ends itself (its parent gives up after 20 s and kills
+it, but a parent killed first cannot)."""
+
+
+def _probe_overdue(signum: int, frame: object) -> None:
+    raise TimeoutError(f"the probe took more than {PROBE_LIFETIME} s")
+
+
+def _remove_tree(base: str) -> None:
+    """Remove the folder ``base`` and what is in it, ignoring errors (no ``shutil``: start-up counts)."""
+    for top, dirs, files in os.walk(base, topdown=False):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            try:
+                os.unlink(os.path.join(top, name))
+            except OSError:
+                pass
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(top, name))
+            except OSError:
+                pass
+    try:
+        os.rmdir(base)
+    except OSError:
+        pass
+
+
 def main(argv: list[str]) -> int:
     """``--spec SPEC -- ARGV...`` confines and runs ARGV (returns its exit status; SPEC is JSON or
     ``encode_spec``'s form); ``--probe DIR [--network]`` prints the probe report."""
     if argv[:1] == ["--probe"] and len(argv) >= 2:
         import json
 
-        print(json.dumps(probe(argv[1], network="--network" in argv[2:])))
+        signal.signal(signal.SIGALRM, _probe_overdue)
+        signal.alarm(PROBE_LIFETIME)
+        owner = os.getpid()
+        try:
+            print(json.dumps(probe(argv[1], network="--network" in argv[2:])))
+        finally:  # whoever the parent is by now (it may be gone): no scratch folder left behind
+            if os.getpid() == owner:  # not in a forked check that failed
+                signal.alarm(0)
+                _remove_tree(argv[1])
         return 0
     if len(argv) < 4 or argv[0] != "--spec" or argv[2] != "--":
         sys.stderr.write("usage: sandbox_exec --spec SPEC -- ARGV... | --probe DIR [--network]\n")
