@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -102,6 +103,13 @@ async def run(prompt: str, cwd: str, env: dict[str, str]) -> str:
         return session.session_id
 
 
+def fresh_workspace(state: Path) -> Path:
+    """A new folder ``state/workspace-<date>-<time>-<random>`` holding the demo project (its tests
+    fail); made by ``mkdtemp``, so two demos started in the same second never share one."""
+    folder = tempfile.mkdtemp(prefix=f"workspace-{time.strftime('%Y%m%d-%H%M%S')}-", dir=state)
+    return write_project(Path(folder))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", default=DEMO_TASK_PROMPT)
@@ -111,7 +119,7 @@ def main() -> int:
     state = Path(env.setdefault("AGENT_SERVER_STATE_DIR", str(ROOT / ".demo-state")))
     state.mkdir(parents=True, exist_ok=True)
     if args.cwd is None:
-        args.cwd = str(write_project(state / f"workspace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
+        args.cwd = str(fresh_workspace(state))
         print(f"workspace: {args.cwd} (a fresh copy of the demo project; its tests fail)")
     print(f"prompt: {args.prompt}")
     endpoint = None

@@ -3,6 +3,8 @@ terminal meets it — headless runs, the offline try-out, stored sessions, slash
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import os
 import pty
@@ -182,9 +184,15 @@ def test_offline_project_into_a_folder_with_files_is_refused_and_overwrites_noth
     assert (mine / "calc.py").read_text() == "my own work\n" and not (mine / "test_calc.py").exists()
 
 
-def test_demo_started_twice_in_the_same_second_gets_two_workspaces():
-    source = (ROOT / "scripts" / "demo_client.py").read_text()
-    assert "workspace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" in source
+def test_demo_started_twice_in_the_same_second_gets_two_workspaces(tmp_path):
+    spec = importlib.util.spec_from_file_location("demo_client", ROOT / "scripts" / "demo_client.py")
+    demo_client = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_client)
+    first, second = demo_client.fresh_workspace(tmp_path), demo_client.fresh_workspace(tmp_path)
+    assert first != second and first.parent == second.parent == tmp_path
+    assert first.name[:len("workspace-20261202-")] == second.name[:len("workspace-20261202-")]
+    for folder in (first, second):
+        assert sorted(p.name for p in folder.iterdir()) == ["calc.py", "test_calc.py"]
 
 
 # -- c: stored sessions ----------------------------------------------------------------------------
