@@ -143,7 +143,8 @@ async def test_a_log_with_per_delta_chunk_events_loads_and_replays_like_one_with
                     lines.append({"type": "assistant/chunk", "seq": seq, "time": event.time,
                                   "data": {"turn": event.data["turn"], "step": event.data["step"], kind: ch}})
         seq += 1
-        lines.append({"type": event.type, "seq": seq, "time": event.time, "data": event.data})
+        data = {**event.data, "session_id": old_id} if event.type == "session/header" else event.data  # its own id
+        lines.append({"type": event.type, "seq": seq, "time": event.time, "data": data})
     copy.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
     assert sum(1 for line in lines if line["type"] == "assistant/chunk") > 30
 
