@@ -19,6 +19,7 @@ from ._script import text_stream, tool_call_stream
 
 DEMO_TASK_PROMPT = "The tests in this project fail. Find the bug, fix it, and run the tests."
 
+# the texts of the demo project's files (their print calls belong to its test script, run in the workspace)
 PROJECT_FILES: dict[str, str] = {
     "calc.py": (
         '"""A tiny calculator (the agent-server demo project)."""\n'

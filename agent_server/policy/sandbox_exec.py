@@ -614,6 +614,7 @@ def main(argv: list[str]) -> int:
         signal.alarm(PROBE_LIFETIME)
         owner = os.getpid()
         try:
+            # this is the probe's own process: its stdout is the pipe its parent reads the report from
             print(json.dumps(probe(argv[1], network="--network" in argv[2:])))
         finally:  # whoever the parent is by now (it may be gone): no scratch folder left behind
             if os.getpid() == owner:  # not in a forked check that failed

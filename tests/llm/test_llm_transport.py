@@ -104,9 +104,9 @@ text = asyncio.run(main())
 print(json.dumps({"installed": installed, "searched": len(searched), "text": text}))
 """
     out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
-    if out["installed"]:
-        pytest.skip("sniffio is installed here: nothing to mark missing")
-    assert out == {"installed": False, "searched": 0, "text": "hi"}
+    # installed or not, the request's lookups never reach the path: a module found once stays in
+    # sys.modules, and a missing one is marked missing once by the transport
+    assert (out["searched"], out["text"]) == (0, "hi"), out
 
 
 def test_a_warmed_client_first_requests_import_no_module_and_compile_no_pattern():
