@@ -43,6 +43,25 @@ def load_error(h):
     return response.message.get("error")
 
 
+async def refused_load(factory, endpoint, sid, cwd):
+    """A fresh server's ``session/load`` of ``sid``, which must fail: ``(harness, error)``."""
+    again = await harness(factory, endpoint)
+    with pytest.raises(Exception):
+        await load(again, sid, cwd)
+    return again, load_error(again)
+
+
+async def one_turn_session(factory, endpoint, workspace, state_dir):
+    """A session with one answered prompt, closed and replay-checked: ``(sid, its log's path)``."""
+    endpoint.push(text_stream("fine"))
+    h = await harness(factory, endpoint)
+    sid = (await h.new_session(str(workspace))).session_id
+    await h.prompt(sid, "hello")
+    await h.close()
+    assert_replay_matches(state_dir, endpoint.requests)
+    return sid, log_path(state_dir, sid)
+
+
 async def test_initialize_advertises_load_list_and_delete(acp_harness_factory, endpoint):
     h = await acp_harness_factory()
     caps = (await h.initialize()).agent_capabilities
@@ -210,21 +229,12 @@ async def test_load_of_a_log_with_a_torn_tail_succeeds_and_logs_the_cut(
 @pytest.mark.replay_exempt("the log is corrupted on purpose; replay is checked before that")
 async def test_load_of_a_log_with_a_corrupt_middle_line_fails_naming_the_line_and_leaves_it(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    endpoint.push(text_stream("fine"))
-    h = await harness(acp_harness_factory, endpoint)
-    sid = (await h.new_session(str(workspace))).session_id
-    await h.prompt(sid, "hello")
-    await h.close()
-    assert_replay_matches(agent_state_dir, endpoint.requests)
-    path = log_path(agent_state_dir, sid)
+    sid, path = await one_turn_session(acp_harness_factory, endpoint, workspace, agent_state_dir)
     lines = path.read_bytes().split(b"\n")
     lines[3] = b'{"type": "user", oops'
     path.write_bytes(b"\n".join(lines))
     before = path.read_bytes()
-    again = await harness(acp_harness_factory, endpoint)
-    with pytest.raises(Exception):
-        await load(again, sid, workspace)
-    error = load_error(again)
+    again, error = await refused_load(acp_harness_factory, endpoint, sid, workspace)
     assert error["code"] == -32603 and "corrupt at line 4" in error["message"]
     assert error["data"]["code"] == "LOG_CORRUPT" and error["data"]["line"] == 4
     assert path.read_bytes() == before
@@ -251,10 +261,7 @@ async def test_load_of_a_middle_line_of_the_wrong_shape_fails_log_corrupt_before
     lines[index] = b'{"type":"tool/result","seq":%d,"time":1,"data":{"oops":1}}' % (index + 1)
     path.write_bytes(b"\n".join(lines) + b'{"type":"turn/st')  # and a torn tail: not repaired either
     before = path.read_bytes()
-    again = await harness(acp_harness_factory, endpoint)
-    with pytest.raises(Exception):
-        await load(again, sid, workspace)
-    error = load_error(again)
+    again, error = await refused_load(acp_harness_factory, endpoint, sid, workspace)
     assert error["code"] == -32603 and error["data"]["code"] == "LOG_CORRUPT"
     assert error["data"]["line"] == index + 1 and error["data"]["path"] == str(path)
     assert f"corrupt at line {index + 1}" in error["message"] and "tool/result event: no call_id" in error["message"]
@@ -271,23 +278,14 @@ async def test_load_of_a_middle_line_of_the_wrong_shape_fails_log_corrupt_before
 @pytest.mark.replay_exempt("the log's header is changed on purpose; replay is checked before that")
 async def test_load_of_a_log_whose_header_names_another_session_is_refused_corrupt(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    endpoint.push(text_stream("fine"))
-    h = await harness(acp_harness_factory, endpoint)
-    sid = (await h.new_session(str(workspace))).session_id
-    await h.prompt(sid, "hello")
-    await h.close()
-    assert_replay_matches(agent_state_dir, endpoint.requests)
-    path = log_path(agent_state_dir, sid)
+    sid, path = await one_turn_session(acp_harness_factory, endpoint, workspace, agent_state_dir)
     lines = path.read_bytes().split(b"\n")
     header = json.loads(lines[0])
     header["data"]["session_id"] = "sess_other"
     lines[0] = json.dumps(header, separators=(",", ":")).encode()
     path.write_bytes(b"\n".join(lines))
     before = path.read_bytes()
-    again = await harness(acp_harness_factory, endpoint)
-    with pytest.raises(Exception):
-        await load(again, sid, workspace)
-    error = load_error(again)
+    again, error = await refused_load(acp_harness_factory, endpoint, sid, workspace)
     assert error["data"]["code"] == "LOG_CORRUPT" and error["data"]["line"] == 1
     assert "names session 'sess_other'" in error["message"] and f"folder of session {sid!r}" in error["message"]
     assert path.read_bytes() == before
