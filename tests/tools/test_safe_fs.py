@@ -29,8 +29,8 @@ from agent_server.tools.write_edit import EditTool, WriteTool
 ROUNDS = 200
 
 FLIP = """
-import os, shutil, sys
-mode, place, outside, stop = sys.argv[1:5]
+import os, shutil, sys, time
+mode, place, outside, stop, hold = sys.argv[1:5] + [float(sys.argv[5])]
 tmp = place + ".flip"
 
 
@@ -56,10 +56,12 @@ while not os.path.exists(stop):
                 fh.write("same\\n")
             clear(place, n)
         os.replace(tmp, place)
+        time.sleep(hold)
         os.symlink(outside, tmp)
         if mode == "dir":
             clear(place, n)
         os.replace(tmp, place)
+        time.sleep(hold)
     except OSError:
         pass
 """
@@ -80,7 +82,7 @@ def _context(root: Path) -> ToolContext:
     return ToolContext((root,), DiskFiles(access=access), ReadLedger(), access=access)
 
 
-def _race(tmp_path: Path, mode: str, tool: str) -> tuple[int, int]:
+def _race(tmp_path: Path, mode: str, tool: str, hold: float = 0.0) -> tuple[int, int]:
     root, outside = tmp_path / "ws", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
@@ -94,7 +96,7 @@ def _race(tmp_path: Path, mode: str, tool: str) -> tuple[int, int]:
         place.mkdir()
         (place / "target.txt").write_text("same\n")
     stop = tmp_path / "stop"
-    flipper = subprocess.Popen([sys.executable, "-c", FLIP, mode, str(place), str(link_to), str(stop)])
+    flipper = subprocess.Popen([sys.executable, "-c", FLIP, mode, str(place), str(link_to), str(stop), str(hold)])
     ctx = _context(root)
     landed = 0
 
@@ -125,13 +127,19 @@ def _race(tmp_path: Path, mode: str, tool: str) -> tuple[int, int]:
     return landed, ROUNDS
 
 
-def _races(tmp_path: Path, mode: str, tool: str, tries: int = 3) -> tuple[int, int]:
+HOLDS = (0.0, 0.0, 0.0005, 0.002, 0.01)
+"""Seconds the flipper keeps each state, one per try: the first tries swap as fast as it can (the
+hardest race); later ones hold each state longer, so that on a slow or loaded machine some calls
+find a whole read-then-write window on the real file and land inside the root."""
+
+
+def _races(tmp_path: Path, mode: str, tool: str) -> tuple[int, int]:
     """``_race`` (every try asserts nothing landed outside) until some calls also got through inside
     the root, so the race really ran: the flipper's timing may leave a whole try without one."""
-    for attempt in range(tries):
+    for attempt, hold in enumerate(HOLDS):
         base = tmp_path / f"try{attempt}"
         base.mkdir()
-        landed, total = _race(base, mode, tool)
+        landed, total = _race(base, mode, tool, hold)
         if landed:
             break
     return landed, total
