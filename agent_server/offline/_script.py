@@ -20,6 +20,9 @@ Kinds (``"kind"`` field):
 * ``hang`` — ``{"headers": true}``: send the SSE response headers (or nothing if false), then
   nothing, until the client goes away.
 
+Every kind also takes ``"latency": s`` (default 0): seconds between reading the request and
+sending the first byte of the answer — a provider's time to first byte, as the benchmark plays it.
+
 Must never: touch the network or the clock — this module is data only.
 """
 
@@ -101,6 +104,9 @@ def normalize_response(response: Mapping[str, Any], *, base_dir: str | Path | No
             _fail("error needs 'json' or 'text'", response)
     elif kind == "hang":
         out.setdefault("headers", True)
+    latency = out.setdefault("latency", 0.0)
+    if not isinstance(latency, (int, float)) or isinstance(latency, bool) or not 0 <= latency < math.inf:
+        _fail("latency must be a number of seconds >= 0", response)
     return out
 
 

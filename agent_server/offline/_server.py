@@ -243,6 +243,8 @@ class OfflineEndpoint:
     async def _serve(self, r: dict[str, Any], reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         kind = r["kind"]
+        if r.get("latency"):
+            await asyncio.sleep(r["latency"])
         if kind == "error":
             if "json" in r:
                 await self._send_json(writer, r["status"], r["json"], r["headers"])

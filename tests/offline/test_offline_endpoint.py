@@ -58,6 +58,21 @@ async def test_sse_frames_are_data_lines_with_done():
     assert second.content == b'data: {"c":2}\n\n'
 
 
+async def test_latency_holds_back_the_whole_answer_then_serves_it_unchanged():
+    import time
+
+    answer = text_stream("hello", chunk_size=2)
+    async with OfflineEndpoint([{**answer, "latency": 0.15}, answer]) as ep:
+        start = time.monotonic()
+        slow = await post(ep)
+        slow_s = time.monotonic() - start
+        start = time.monotonic()
+        fast = await post(ep)
+        fast_s = time.monotonic() - start
+    assert slow.content == fast.content and b"hello"[:2] in slow.content
+    assert slow_s >= 0.15 > fast_s
+
+
 async def test_raw_writes_arrive_as_separate_reads_and_close_framing():
     writes = [{"bytes_b64": base64.b64encode(b"\xe2\x9c").decode()},
               {"bytes_b64": base64.b64encode(b"\x93 end").decode(), "delay": 0.05},
@@ -150,6 +165,9 @@ def test_bad_scripted_responses_are_refused_early(tmp_path):
         normalize_response({"kind": "raw", "writes": [{"text": "a", "bytes_b64": "YQ=="}]})
     with pytest.raises(ValueError):
         OfflineEndpoint().push({"kind": "sse"})
+    for latency in (-1, "0.1", True, float("inf")):
+        with pytest.raises(ValueError, match="latency"):
+            normalize_response({"kind": "sse", "frames": [], "latency": latency})
 
 
 def test_script_files_resolve_sse_file_paths_relative_to_the_script(tmp_path):
