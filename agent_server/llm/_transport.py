@@ -5,8 +5,8 @@ Role: ``endpoint_transport(base_url)`` gives the transport ``ChatClient`` hands 
 the environment) for ``https://`` endpoints and whenever the environment names a proxy; for a
 plain ``http://`` endpoint with no proxy, httpx's own ``AsyncHTTPTransport`` built without a TLS
 context — httpx's constructor loads the CA bundle (~15 ms, ~1 MiB) even when no connection will
-ever use TLS. Should a TLS connection be opened through it after all, httpcore builds its own
-verified default context then.
+ever use TLS. It opens no TLS connection (its client never asks an ``https://`` URL: redirects are
+not followed).
 
 Importing this module also keeps httpx from importing its command-line client (``httpx._main``
 pulls in click, pygments and rich when they happen to be installed: tens of milliseconds and
@@ -16,25 +16,164 @@ megabytes for a CLI this server never runs); httpx falls back to its own stub ``
 request) and each failed import searched every ``sys.path`` entry again (≈ 60 µs, ≈ 0.4 ms per
 request); a name marked ``None`` fails at once with the same ``ImportError``.
 
+The plain-http transport's connections to an IP address (``http://127.0.0.1:8000/v1``, a local
+or bundled endpoint) go through ``SocketBackend``, an httpcore network backend on the event loop's
+own socket calls: the socket layer only — httpcore and h11 still speak HTTP, httpx is still the
+client. It skips what anyio's backend costs per request on this path (a task group and an event
+for the one address, a transport and protocol, a cancel scope per read and write: ≈ 0.7 ms of CPU
+per request here), and it sends what httpcore writes for one request — the head, then the body —
+with one ``sendmsg`` when httpcore starts reading the answer, so the endpoint gets the request in
+one segment as other clients send it, not two. A host name (``localhost``, …) keeps anyio's
+backend (its name resolution and address fallback).
+
 Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import socket
 import sys
 from importlib.util import find_spec
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 sys.modules.setdefault("httpx._main", None)  # before the first ``import httpx`` of the process
 if "sniffio" not in sys.modules and find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # not installed: httpcore's per-call ``import sniffio`` fails at once
 
+import httpcore  # noqa: E402
 import httpx  # noqa: E402
+from httpcore._utils import is_socket_readable  # noqa: E402
+
+
+class SocketStream(httpcore.AsyncNetworkStream):
+    """One connected, non-blocking TCP socket as httpcore's network stream.
+
+    ``write`` keeps what it is given; the first ``read`` after writes sends it all
+    with one ``sendmsg`` (the rest, if the socket takes less, with ``loop.sock_sendall`` under the
+    write timeout). httpcore writes a request whole before it reads the answer, so the bytes and
+    their order on the wire are the same; what changes is that the head and the body leave in one
+    system call. A write that fails is dealt with as httpcore deals with a failed request write
+    (``WriteError`` suppressed, the answer read: a server may answer and close early); a write that
+    times out raises ``WriteTimeout``. Errors are httpcore's (``ReadError``, ``ReadTimeout`` …),
+    which httpx maps to its own as for any backend.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+        self._unsent: list[bytes] = []
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._unsent.append(bytes(buffer))
+
+    async def _send_unsent(self, timeout: float | None) -> None:
+        unsent, self._unsent = self._unsent, []
+        try:
+            sent = self._sock.sendmsg(unsent)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < sum(map(len, unsent)):
+            async with asyncio.timeout(timeout):
+                await self._loop.sock_sendall(self._sock, b"".join(unsent)[sent:])
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._unsent:
+            try:
+                await self._send_unsent(timeout)
+            except TimeoutError:
+                raise httpcore.WriteTimeout("timed out sending the request") from None
+            except OSError:
+                pass  # as httpcore's own write error: read what the server answered before it closed
+        try:
+            return self._sock.recv(max_bytes)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._loop.sock_recv(self._sock, max_bytes)
+        except TimeoutError:
+            raise httpcore.ReadTimeout("timed out reading the response") from None
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        self._unsent = []
+        self._sock.close()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        """Refused: this backend serves the plain-http transport only, whose client never asks an
+        ``https://`` URL (redirects are not followed); TLS is httpx's default transport's."""
+        raise httpcore.ConnectError("the plain-http transport opens no TLS connection")
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "socket":
+            return self._sock
+        if info == "is_readable":
+            return is_socket_readable(self._sock)
+        if info == "client_addr":
+            return self._sock.getsockname()
+        if info == "server_addr":
+            return self._sock.getpeername()
+        return None
+
+
+class SocketBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend for the plain-http transport: a host that is an IP address gets
+    a ``SocketStream`` (``loop.sock_connect``, ``TCP_NODELAY`` as asyncio sets it); a host name,
+    and a unix socket, go to anyio's backend as before."""
+
+    def __init__(self) -> None:
+        self._names = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        try:
+            version = ipaddress.ip_address(host).version if "%" not in host else None
+        except ValueError:
+            version = None
+        if version is None:
+            return await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
+        sock = socket.socket(socket.AF_INET6 if version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            if local_address:
+                sock.bind((local_address, 0))
+            async with asyncio.timeout(timeout):
+                await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        except TimeoutError:
+            sock.close()
+            raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+        except OSError as exc:
+            sock.close()
+            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            sock.close()
+            raise
+        return SocketStream(sock)
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        return await self._names.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class PlainHTTPTransport(httpx.AsyncHTTPTransport):
-    """``httpx.AsyncHTTPTransport`` for ``http://`` URLs, made without a TLS context (httpcore's
-    pool creates a verified one itself if a TLS connection is ever needed)."""
+    """``httpx.AsyncHTTPTransport`` for ``http://`` URLs, made without a TLS context, its
+    connections made by ``SocketBackend`` (which opens no TLS connection: ``https://`` endpoints get
+    httpx's default transport, see ``endpoint_transport``)."""
 
     def __init__(self, limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)) -> None:
         # not super().__init__(): that is what loads the CA bundle
@@ -43,7 +182,8 @@ class PlainHTTPTransport(httpx.AsyncHTTPTransport):
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=None, max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False)
+            keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,
+            network_backend=SocketBackend())
 
 
 def endpoint_transport(base_url: str) -> httpx.AsyncBaseTransport | None:

@@ -150,3 +150,101 @@ print(json.dumps({"imported": imported, "compiled": compiled}))
 """
     out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
     assert out == {"imported": [], "compiled": []}
+
+
+async def _one_shot_server(answer: bytes, seen: list[bytes]):
+    """A raw HTTP server on 127.0.0.1 that keeps each connection's first read and answers
+    ``answer`` (then closes)."""
+    import asyncio
+
+    async def serve(reader, writer):
+        first = await reader.read(1 << 20)
+        seen.append(first)
+        head, _, rest = first.partition(b"\r\n\r\n")
+        length = int(dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:]).get(b"Content-Length", b"0"))
+        while len(rest) < length:
+            more = await reader.read(1 << 20)
+            if not more:
+                break
+            rest += more
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+              b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+async def test_a_request_to_an_ip_address_leaves_in_one_write_head_and_body_together(tls_contexts):
+    """The plain-http transport's own socket backend (``SocketBackend``) sends a request's head and
+    body with one system call: the server's first read holds the whole request, byte for byte as
+    httpx built it."""
+    from agent_server.llm import encode_body
+    from agent_server.llm._transport import SocketBackend
+
+    seen: list[bytes] = []
+    server = await _one_shot_server(SSE_ANSWER, seen)
+    port = server.sockets[0].getsockname()[1]
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "x" * 5000}], "stream": True})
+    client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
+    try:
+        pool = client._client._transport._pool
+        assert isinstance(pool._network_backend, SocketBackend)
+        events = [e async for e in client.stream(body)]
+    finally:
+        await client.aclose()
+        server.close()
+    assert "".join(getattr(e, "text", "") for e in events) == "hi"
+    head, _, rest = seen[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and rest == body
+    assert f"Content-Length: {len(body)}".encode() in head.split(b"\r\n")
+
+
+async def test_a_host_name_endpoint_keeps_anyio_backend(endpoint, body, monkeypatch):
+    """``localhost`` (a name: resolution and address fallback are anyio's) is connected by httpcore's
+    anyio backend, as before."""
+    from agent_server.llm._transport import SocketBackend
+
+    named: list[str] = []
+    real = SocketBackend.__init__
+
+    def spying(self):
+        real(self)
+        connect = self._names.connect_tcp
+
+        async def recorded(host, *args, **kwargs):
+            named.append(host)
+            return await connect(host, *args, **kwargs)
+        self._names.connect_tcp = recorded
+
+    monkeypatch.setattr(SocketBackend, "__init__", spying)
+    endpoint.push(text_stream("hi"))
+    client = ChatClient(endpoint.base_url.replace("127.0.0.1", "localhost"), "sk-test")
+    try:
+        events = [e async for e in client.stream(body)]
+    finally:
+        await client.aclose()
+    assert "".join(getattr(e, "text", "") for e in events) == "hi"
+    assert named == ["localhost"]
+
+
+async def test_the_socket_backend_opens_no_tls_connection():
+    import socket
+
+    import httpcore
+
+    from agent_server.llm._transport import SocketStream
+
+    a, b = socket.socketpair()
+    try:
+        a.setblocking(False)
+        with pytest.raises(httpcore.ConnectError, match="no TLS"):
+            await SocketStream(a).start_tls(ssl.create_default_context(), "example.invalid")
+    finally:
+        a.close()
+        b.close()
+
