@@ -63,10 +63,13 @@ if [ "$(cat "$EXT/dist/.agent-server-built" 2>/dev/null)" != "$src_hash" ] || [ 
   echo "$src_hash" > "$EXT/dist/.agent-server-built"
 fi
 
-cat > "$TOOLS/env.sh" <<ENV
-NODE24=$NODE24_HOME/bin/node
-CODE_SERVER_ENTRY=$CS_ENTRY
-CHROMIUM=$(command -v chromium-headless-shell)
-VSIX=$(pwd)/$EXT/dist/agent-server-vscode.vsix
-ENV
+# every value in single quotes: a checkout or tool path with spaces must not break env.sh, which every
+# checkout's try-vscode.sh sources (tests/support/vscode_tools.py reads it with shlex)
+q() { local v=${1//\'/\'\\\'\'}; printf "'%s'" "$v"; }
+{
+  echo "NODE24=$(q "$NODE24_HOME/bin/node")"
+  echo "CODE_SERVER_ENTRY=$(q "$CS_ENTRY")"
+  echo "CHROMIUM=$(q "$(command -v chromium-headless-shell)")"
+  echo "VSIX=$(q "$(pwd)/$EXT/dist/agent-server-vscode.vsix")"
+} > "$TOOLS/env.sh"
 say "ready in $(( $(date +%s) - start )) s (tools in $TOOLS)"

@@ -7,6 +7,7 @@ A missing tool is a test failure with the command that installs it, never a skip
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def find_tools() -> Tools:
     env_file = tools_dir() / "env.sh"
     if not env_file.is_file():
         pytest.fail(f"{env_file} is missing: run `bash scripts/setup-vscode.sh` (scripts/test.sh does)")
-    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    values = {name: (shlex.split(value) or [""])[0]
+              for name, value in (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)}
     # the .vsix of THIS checkout (env.sh names the one of whichever checkout ran the set-up last)
     tools = Tools(values.get("NODE24", ""), values.get("CODE_SERVER_ENTRY", ""), values.get("CHROMIUM", ""),
                   str(EXTENSION / "dist" / "agent-server-vscode.vsix"))
