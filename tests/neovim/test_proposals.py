@@ -275,7 +275,7 @@ def test_cancelling_the_turn_while_a_proposal_is_shown_closes_it_answered_cancel
     ed.wait("return #vim.api.nvim_list_tabpages() == 1", what="the view to close")
     assert ed.buffer_text(path) == "keep\n" and path.read_text() == "keep\n"
     chat = ed.chat()
-    assert "Edit k.txt: cancelled — cancelled by the agent" in chat and "_— cancelled —_" in chat
+    assert "Edit k.txt: cancelled — you cancelled the turn" in chat and "_— cancelled —_" in chat
 
 
 def test_file_not_open_is_changed_on_disk_and_a_new_file_is_created(make_editor, endpoint, workspace):

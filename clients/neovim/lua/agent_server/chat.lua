@@ -198,19 +198,28 @@ local function first_text(content)
   end
 end
 
-local function on_tool_call(u)
+-- Tool lines are keyed by session and call: ids (`tc-<seq>`) restart in each session, so a call
+-- of a new session (after a crash, a load) never redraws a line of an earlier one.
+local function tool_key(session_id, id)
+  return tostring(session_id or "") .. "\0" .. tostring(id)
+end
+
+local function on_tool_call(u, session_id)
   M.flush()
   ensure_section("agent")
   local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
+  if t.status == "failed" then -- a replayed call comes whole, with its final status and reason
+    t.note = first_text(u.content)
+  end
   local row = add_lines({ tool_line(t) })
   t.mark = transcript.place_mark(row)
-  S.tools[u.toolCallId] = t
+  S.tools[tool_key(session_id, u.toolCallId)] = t
 end
 
-local function on_tool_update(u)
-  local t = S.tools[u.toolCallId]
+local function on_tool_update(u, session_id)
+  local t = S.tools[tool_key(session_id, u.toolCallId)]
   if not t then
-    return on_tool_call(u)
+    return on_tool_call(u, session_id)
   end
   if u.title then
     t.title = u.title
@@ -241,7 +250,7 @@ local function on_plan(u)
   end
 end
 
-local function on_update(u)
+local function on_update(u, session_id)
   local kind = u.sessionUpdate
   if kind == "agent_message_chunk" then
     queue("text", u.content and u.content.text)
@@ -255,9 +264,9 @@ local function on_update(u)
       queue("user", c.text)
     end
   elseif kind == "tool_call" then
-    on_tool_call(u)
+    on_tool_call(u, session_id)
   elseif kind == "tool_call_update" then
-    on_tool_update(u)
+    on_tool_update(u, session_id)
   elseif kind == "plan" then
     on_plan(u)
   elseif kind == "usage_update" then
@@ -286,6 +295,17 @@ local function prompt_lines(blocks)
   return lines
 end
 
+-- Tool lines still open become unfinished (⚠): their turn ended, or the server died under them.
+local function close_open_tools()
+  for _, t in pairs(S.tools) do
+    if t.status ~= "completed" and t.status ~= "failed" then
+      t.status = "unfinished"
+      redraw_tool(t)
+    end
+  end
+  S.tools = {}
+end
+
 -- A prompt's answer. Prompts overlap (a slash command typed while a turn waits for an edit
 -- proposal is answered at once; other prompts queue on the server): tool calls still open are
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
@@ -293,13 +313,7 @@ local function finish_turn(stop, err)
   M.flush()
   S.running = math.max(0, S.running - 1)
   if S.running == 0 then
-    for _, t in pairs(S.tools) do
-      if t.status ~= "completed" and t.status ~= "failed" then
-        t.status = "unfinished"
-        redraw_tool(t)
-      end
-    end
-    S.tools = {}
+    close_open_tools()
     S.header.state = "idle"
   end
   if err then
@@ -318,7 +332,7 @@ function M.handle(ev)
       return
     end
     M.buffer()
-    on_update(ev.update)
+    on_update(ev.update, ev.session_id)
   elseif ev.type == "turn_start" then
     M.flush()
     M.buffer()
@@ -340,16 +354,35 @@ function M.handle(ev)
   elseif ev.type == "session" then
     M.flush()
     M.buffer()
-    S.header.session = ev.id
+    if not ev.refused then
+      S.header.session = ev.id
+    end
     if ev.modes then
       S.header.mode = ev.modes.currentModeId
     end
-    if ev.loading then
+    if ev.refused then
+      -- a refused load leaves the chat on the session it had (or none), and says so
+      S.header.session = ev.current
+      if S.load_mark then
+        transcript.replace_at(S.load_mark, 1, { "# Session " .. ev.id .. " (not loaded)" })
+        S.load_mark = nil
+      end
+      S.section = nil
+      M.say(string.format("could not load session %s: %s — %s", ev.id, ev.refused,
+        ev.current and ("this chat stays on session " .. ev.current) or "no session: the next prompt starts a new one"),
+        "error")
+    elseif ev.loading then
       S.tools, S.section = {}, nil
-      add_lines({ "", "# Session " .. ev.id .. " (loaded)" })
+      S.header.session = ev.id
+      local row = add_lines({ "", "# Session " .. ev.id .. " (loading …)" })
+      S.load_mark = transcript.place_mark(row + 1)
     elseif ev.loaded then
       M.flush()
       S.section = nil
+      if S.load_mark then
+        transcript.replace_at(S.load_mark, 1, { "# Session " .. ev.id .. " (loaded)" })
+        S.load_mark = nil
+      end
       add_lines({ "", "_— replayed —_" })
     else
       add_lines({ "", "# Session " .. ev.id })
@@ -367,8 +400,9 @@ function M.handle(ev)
       vim.list_extend(lines, vim.list_slice(tail, math.max(1, #tail - 14)))
       lines[#lines + 1] = "```"
     end
+    close_open_tools() -- killed with the server: not still running
     add_lines(lines)
-    S.tools, S.section, S.running = {}, nil, 0
+    S.section, S.running = nil, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
   elseif ev.type == "info" then

@@ -337,7 +337,10 @@ function M.load_session(id, cb)
     state.rpc:request("session/load", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
       state.loading = nil
       if e then
-        return cb("session/load failed: " .. tostring(e.message))
+        -- refused (e.g. open in another agent-server process): the client stays on its session
+        local msg = M.error_text(e)
+        emit({ type = "session", id = id, refused = msg, current = state.session_id })
+        return cb("session/load failed: " .. msg)
       end
       state.session_id = id
       after_session(result or {})

@@ -213,8 +213,12 @@ function M.show(proposal)
   end
 end
 
---- Close the views of `proposal` (after it was answered).
-function M.close(proposal)
+--- Close the views of `proposal` (after it was answered); `outcome` (a line saying how it ended)
+--- replaces the proposal's hint in the echo area.
+function M.close(proposal, outcome)
+  if outcome then
+    pcall(vim.api.nvim_echo, { { "agent-server: " .. outcome } }, true, {})
+  end
   for _, doc in ipairs(proposal.docs) do
     local view = doc.view
     if view then

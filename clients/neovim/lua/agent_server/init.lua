@@ -60,6 +60,7 @@ local function wire()
       end
       proposals.open = {}
     elseif ev.type == "cancel" then
+      proposals.user_cancelled()
       permissions.cancel_all()
     end
   end)

@@ -382,16 +382,26 @@ function M.finish(proposal, reason, message)
   proposal.result = result
   proposal.req.reply(result)
   local what = proposal.label or "Edit"
+  local line
   if outcome == "applied" then
-    M.hooks.say(string.format("%s: applied%s", what, result.saved and " and saved" or " (not saved)"))
+    line = string.format("%s: applied%s", what, result.saved and " and saved" or " (not saved)")
   elseif outcome == "partial" then
-    M.hooks.say(string.format("%s: %d of %d hunks applied%s", what, accepted, total, message and (" — " .. message) or ""))
+    line = string.format("%s: %d of %d hunks applied%s", what, accepted, total, message and (" — " .. message) or "")
   elseif outcome == "stale" then
-    M.hooks.say(string.format("%s: not applied — stale: %s", what, message or "the file changed"))
+    line = string.format("%s: not applied — stale: %s", what, message or "the file changed")
   else
-    M.hooks.say(string.format("%s: %s%s", what, outcome, message and (" — " .. message) or ""))
+    line = string.format("%s: %s%s", what, outcome, message and (" — " .. message) or "")
   end
-  M.hooks.close(proposal)
+  M.hooks.say(line)
+  M.hooks.close(proposal, line) -- the echo area says the outcome, not the proposal's hint any more
+end
+
+--- The user cancelled the turn (`:AgentCancel`): the open proposals the server now withdraws were
+--- cancelled by them, not by the agent.
+function M.user_cancelled()
+  for _, p in pairs(M.open) do
+    p.user_cancelled = true
+  end
 end
 
 --- Handle the server's request (`req` from `rpc`): build the proposal, answer at once when it is
@@ -443,7 +453,9 @@ function M.receive(req, encoding)
     end
   end
   function req.on_cancel()
-    M.finish(proposal, "cancelled", "cancelled by the agent")
+    -- The server withdraws a pending proposal when its turn is cancelled: by the user
+    -- (`:AgentCancel`, marked by `M.user_cancelled`) or on its own (its approval timeout).
+    M.finish(proposal, "cancelled", proposal.user_cancelled and "you cancelled the turn" or "withdrawn by the agent")
   end
   M.open[proposal.id] = proposal
   if M.pending_count(proposal) == 0 then

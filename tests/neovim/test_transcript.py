@@ -1,0 +1,118 @@
+"""The chat transcript's bookkeeping against the real agent-server: tool lines keyed by session, a
+tool killed with the server, failed tools with their reason, a refused load, the proposal's echo
+line and who cancelled it, a prompt sent while another turn runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from support.nvim import call
+
+from agent_server.offline import text_stream, tool_call_stream
+
+
+def push(endpoint, *steps):
+    for step in steps:
+        endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
+
+
+def tool_lines(chat: str) -> list[str]:
+    return [line for line in chat.splitlines() if line.startswith("- ")]
+
+
+def test_after_a_kill_the_running_tool_shows_unfinished_and_the_new_sessions_first_call_gets_its_own_line(
+        make_editor, endpoint, workspace):
+    path = workspace / "calc.py"
+    path.write_text("x = 1\n")
+    push(endpoint, call("r", "read", path="calc.py"), call("e", "edit", path="calc.py", old_string="x = 1", new_string="x = 2"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.note_server()
+    (pid,) = ed.server_pids
+    os.killpg(pid, signal.SIGKILL)
+    ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil", what="the exit")
+    ed.idle()
+    assert tool_lines(ed.chat()) == ["- ✓ Read calc.py", "- ⚠ Edit calc.py (unfinished)"], ed.chat()
+    push(endpoint, call("r2", "read", path="calc.py"), text_stream("read it again"))
+    ed.cmd("AgentAsk read it")
+    ed.idle()
+    chat = ed.chat()
+    # the new session's first call (its ids restart) is a line of its own, the old lines untouched
+    assert tool_lines(chat) == ["- ✓ Read calc.py", "- ⚠ Edit calc.py (unfinished)", "- ✓ Read calc.py"], chat
+    assert chat.rstrip().endswith("_— stop: end_turn —_") and "read it again" in chat
+
+
+def test_a_failed_tool_line_keeps_its_reason_live_and_when_the_session_is_loaded(make_editor, endpoint, workspace):
+    push(endpoint, call("r", "read", path="missing.txt"), text_stream("no such file"))
+    ed = make_editor()
+    ed.cmd("AgentAsk read missing.txt")
+    ed.idle()
+    (line,) = tool_lines(ed.chat())
+    assert line.startswith("- ✗ Read missing.txt — ") and len(line) > len("- ✗ Read missing.txt — "), line
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    ed.choose(first)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.chat').text():find('replayed', 1, true) ~= nil", what="the load")
+    replay = ed.chat().rsplit(f"# Session {first} (loaded)", 1)[1]
+    assert tool_lines(replay) == [line], replay  # the replayed call carries its reason too
+
+
+def test_a_load_refused_because_another_process_has_the_session_leaves_the_chat_on_its_own_session(
+        make_editor, endpoint, workspace):
+    push(endpoint, text_stream("first window's answer"), text_stream("second window's answer"),
+         text_stream("still in my session"))
+    one = make_editor()
+    one.cmd("AgentAsk hello from one")
+    one.idle()
+    busy = one.lua("return require('agent_server.client').state.session_id")
+    two = make_editor()
+    two.cmd("AgentAsk hello from two")
+    two.idle()
+    mine = two.lua("return require('agent_server.client').state.session_id")
+    two.choose(busy)
+    two.cmd("AgentSessions")
+    two.wait("return require('agent_server.chat').text():find('could not load session', 1, true) ~= nil",
+             what="the refusal")
+    chat = two.chat()
+    assert f"# Session {busy} (not loaded)" in chat and f"# Session {busy} (loaded)" not in chat, chat
+    assert "another agent-server process" in chat and f"this chat stays on session {mine}" in chat, chat
+    assert two.lua("return require('agent_server.client').state.session_id") == mine
+    assert f"session {mine[:12]}" in chat.splitlines()[0], chat.splitlines()[0]  # the header too
+    two.cmd("AgentAsk are you there")
+    two.idle()
+    assert "still in my session" in two.chat()
+
+
+def test_a_rejected_proposal_leaves_its_outcome_in_the_echo_area_not_the_accept_hint(make_editor, endpoint, workspace):
+    path = workspace / "k.txt"
+    path.write_text("keep\n")
+    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"),
+         text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.cmd("AgentReject")
+    ed.idle()
+    assert ed.lua("return vim.v.statusmsg") == "" or ":AgentAccept" not in ed.lua("return vim.v.statusmsg")
+    messages = ed.lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+    assert messages.rstrip().splitlines()[-1] == "agent-server: Edit k.txt: rejected", messages
+
+
+def test_agent_cancel_says_the_user_cancelled_the_proposal_not_the_agent(make_editor, endpoint, workspace):
+    path = workspace / "k.txt"
+    path.write_text("keep\n")
+    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.cmd("AgentCancel")
+    ed.idle()
+    chat = ed.chat()
+    assert "Edit k.txt: cancelled — you cancelled the turn" in chat and "cancelled by the agent" not in chat, chat
