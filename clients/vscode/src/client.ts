@@ -47,7 +47,7 @@ export type ClientEvent =
   | { type: "update"; sessionId: string; update: acp.SessionUpdate }
   | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean }
   | { type: "turn-start"; sessionId: string; text: string }
-  | { type: "turn-end"; sessionId: string; started: boolean; last: boolean; stopReason?: string; error?: string }
+  | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string }
   | { type: "server-exited"; message: string; stderrTail: string }
   | { type: "server-started"; agentName: string; extension: boolean };
 
@@ -260,8 +260,16 @@ export class AgentClient {
   /** `session/load`: the history is replayed as updates before the answer. */
   async loadSession(sessionId: string): Promise<void> {
     const r = await this.start();
-    this.sessionId = sessionId;
-    const res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, cwd: this.cwd, mcpServers: [] });
+    const previous = this.sessionId;
+    this.sessionId = sessionId; // the replay's updates are this session's
+    let res: acp.LoadSessionResponse;
+    try {
+      res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, cwd: this.cwd, mcpServers: [] });
+    } catch (err) {
+      // refused (open in another agent-server process, a corrupt log): stay on the session we had
+      if (this.sessionId === sessionId) this.sessionId = previous;
+      throw err;
+    }
     this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
   }
 
@@ -294,7 +302,7 @@ export class AgentClient {
     } finally {
       this.turns--;
     }
-    this.opts.onEvent({ type: "turn-end", sessionId, started, last: this.turns === 0, ...end });
+    this.opts.onEvent({ type: "turn-end", sessionId, text: shownText, started, last: this.turns === 0, ...end });
   }
 
   /** `session/cancel` for the running turn. */

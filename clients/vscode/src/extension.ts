@@ -85,6 +85,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   function onClientEvent(e: ClientEvent): void {
     switch (e.type) {
       case "update":
+        if (loading?.sessionId === e.sessionId) loading.clear();
         if (e.sessionId === agent.currentSessionId) post({ kind: "update", update: e.update as unknown as WireUpdate });
         return;
       case "session":
@@ -96,7 +97,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         void refreshSessions();
         return;
       case "turn-start":
-        post({ kind: "turn-start" });
+        post({ kind: "turn-start", text: e.text });
         return;
       case "turn-end":
         if (!e.started) {  // the server or the session could not start: no turn to end
@@ -104,7 +105,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return;
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
-        post({ kind: "turn-end", stopReason: e.stopReason, error: e.error });
+        post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error });
         return;
       case "server-exited":
         permissions.cancelAll();
@@ -132,8 +133,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         case "listSessions":
           return await refreshSessions();
         case "loadSession":
-          post({ kind: "reset", sessionId: m.sessionId });
-          return await agent.loadSession(m.sessionId);
+          return await loadSession(m.sessionId);
         case "setConfigOption": {
           const options = await setOption(m.configId, m.value);
           if (options) post({ kind: "config", selects: selectsOf(options, null) });
@@ -176,6 +176,28 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       if (configId !== "mode") throw err;
       await agent.setMode(value);
       return undefined;
+    }
+  }
+
+  /**
+   * A load clears the panel only when it goes ahead (its first replayed update, or its answer): a
+   * refused load (`SESSION_BUSY`: open in another window) leaves the panel, the picker and the
+   * client on the session they had, and says so.
+   */
+  let loading: { sessionId: string; clear: () => void } | undefined;
+  async function loadSession(sessionId: string): Promise<void> {
+    let cleared = false;
+    const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId }); } } };
+    loading = load;
+    try {
+      await agent.loadSession(sessionId);
+      load.clear(); // a session with nothing to replay
+    } catch (err) {
+      if (cleared) agent.resetSession(); // part of it was shown: the panel is on no session now
+      post({ kind: "load-refused", sessionId, error: errorText(err), current: agent.currentSessionId });
+      void refreshSessions();
+    } finally {
+      if (loading === load) loading = undefined;
     }
   }
 

@@ -36,10 +36,13 @@ export type ChatEvent =
   | { kind: "reset"; sessionId?: string }
   /** The panel's session is now `sessionId` (the transcript stays). */
   | { kind: "session"; sessionId: string }
+  /** A `session/load` was refused: the panel stays on `current` (none: the next prompt starts one). */
+  | { kind: "load-refused"; sessionId: string; error: string; current?: string }
   | { kind: "user"; text: string }
   | { kind: "update"; update: WireUpdate }
-  | { kind: "turn-start" }
-  | { kind: "turn-end"; stopReason?: string; error?: string }
+  /** `text`: the prompt's (a slash command answered at once does not hold the turn order). */
+  | { kind: "turn-start"; text?: string }
+  | { kind: "turn-end"; text?: string; stopReason?: string; error?: string }
   | { kind: "server-exited"; message: string; stderrTail: string }
   | { kind: "notice"; level: "info" | "warning" | "error"; text: string }
   | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean }

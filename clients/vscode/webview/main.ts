@@ -104,8 +104,12 @@ transcript.addEventListener("click", (ev) => {
 // ---- items --------------------------------------------------------------------------------------
 function renderItem(item: Item): HTMLElement {
   switch (item.type) {
-    case "user":
-      return el("div", "item user", item.text);
+    case "user": {
+      if (!item.queued) return el("div", "item user", item.text);
+      const node = el("div", "item user queued", item.text);
+      node.prepend(el("div", "queued-note", "Queued: sent when the running turn ends"));
+      return node;
+    }
     case "agent": {
       const node = el("div", "item agent markdown");
       node.innerHTML = renderMarkdown(item.text); // markdown-it, html:false, checked links
@@ -257,6 +261,8 @@ function paintPickers(): void {
     sessionSelect.dataset.key = key;
     sessionSelect.replaceChildren(...options);
   }
+  // the first option is the panel's session: a pick that did not load (refused) must not stay shown
+  if (sessionSelect.value !== "" && document.activeElement !== sessionSelect) sessionSelect.value = "";
   const selects = state.selects.map((sel) => {
     const node = el("select", `picker picker-${sel.id}`);
     node.title = sel.name;

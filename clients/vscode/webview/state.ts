@@ -8,10 +8,12 @@
 import type { ChatEvent, HunkView, PermissionOptionView, SelectView, WireUpdate } from "../src/protocol";
 
 export type Item =
-  | { type: "user"; id: number; rev: number; text: string }
+  /** `queued`: sent while another prompt's turn runs; the server runs it when that turn ends, and
+   * it stays below everything else (the running turn's steps land above it) until then. */
+  | { type: "user"; id: number; rev: number; text: string; queued?: boolean }
   | { type: "agent"; id: number; rev: number; text: string }
   | { type: "thought"; id: number; rev: number; text: string }
-  | { type: "tool"; id: number; rev: number; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
+  | { type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean }
   | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string };
@@ -22,6 +24,11 @@ export interface ChatState {
   /** Prompts sent and not answered yet: they overlap (a slash command typed while a turn waits for
    * an edit proposal is answered at once; other prompts queue on the server). */
   running: number;
+  /** Prompts that run a turn (not slash commands answered at once) sent and not answered yet: the
+   * server runs them one after the other, so each answer ends the oldest. */
+  turnsOpen: number;
+  /** The text item streaming now (chunks join it); a turn's end closes it. */
+  openText?: number;
   plan: { content: string; status: string }[];
   usage?: { used: number; size: number; cost?: { amount: number; currency: string } | null };
   selects: SelectView[];
@@ -32,7 +39,23 @@ export interface ChatState {
 }
 
 export function initialState(): ChatState {
-  return { items: [], busy: false, running: 0, plan: [], selects: [], sessions: [], nextId: 1 };
+  return { items: [], busy: false, running: 0, turnsOpen: 0, plan: [], selects: [], sessions: [], nextId: 1 };
+}
+
+/**
+ * Whether a prompt's text is a slash command the server answers at once, even while a turn runs
+ * (`parse_command` in the server: one text block `/word …`); `/init` runs a turn, so it queues.
+ */
+export function isImmediateCommand(text: string): boolean {
+  const m = /^\/([A-Za-z][A-Za-z0-9_-]*)(\s|$)/.exec(text.trim());
+  return m !== null && m[1] !== "init";
+}
+
+/** Index of the first queued prompt (queued prompts are always last), or the length. */
+function tail(s: ChatState): number {
+  let i = s.items.length;
+  while (i > 0 && s.items[i - 1]!.type === "user" && (s.items[i - 1] as { queued?: boolean }).queued) i--;
+  return i;
 }
 
 function textOf(content: unknown): string {
@@ -56,15 +79,18 @@ function toolOutput(content: unknown): { output: string; diffs: string[] } {
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 type NewItem = DistributiveOmit<Item, "id" | "rev">;
 
+/** Adds an item above the queued prompts (the running turn's steps come before them). */
 function push(s: ChatState, item: NewItem): Item {
   const full = { ...item, id: s.nextId++, rev: 0 } as Item;
-  s.items.push(full);
+  if (full.type === "user" && full.queued) s.items.push(full);
+  else s.items.splice(tail(s), 0, full);
+  s.openText = full.type === "agent" || full.type === "thought" || full.type === "user" ? full.id : undefined;
   return full;
 }
 
 function appendText(s: ChatState, type: "agent" | "thought" | "user", text: string): void {
-  const last = s.items[s.items.length - 1];
-  if (last && last.type === type) {
+  const last = s.items[tail(s) - 1];
+  if (last && last.type === type && last.id === s.openText) {
     last.text += text;
     last.rev++;
   } else {
@@ -82,9 +108,12 @@ function applyUpdate(s: ChatState, u: WireUpdate): void {
       return appendText(s, "thought", textOf(u.content));
     case "tool_call":
     case "tool_call_update": {
+      // Ids (`tc-<seq>`) restart in each session: a card is its session's call, never an earlier
+      // session's card with the same id (after a crash the next prompt runs in a new session).
       const id = String(u.toolCallId ?? "");
-      let tool = s.items.find((i): i is Extract<Item, { type: "tool" }> => i.type === "tool" && i.toolCallId === id);
-      if (!tool) tool = push(s, { type: "tool", toolCallId: id, title: "", kind: "other", status: "pending", output: "", diffs: [] }) as Extract<Item, { type: "tool" }>;
+      const sessionId = s.currentSession ?? "";
+      let tool = s.items.find((i): i is Extract<Item, { type: "tool" }> => i.type === "tool" && i.toolCallId === id && i.sessionId === sessionId);
+      if (!tool) tool = push(s, { type: "tool", sessionId, toolCallId: id, title: "", kind: "other", status: "pending", output: "", diffs: [] }) as Extract<Item, { type: "tool" }>;
       if (typeof u.title === "string") tool.title = u.title;
       if (typeof u.kind === "string") tool.kind = u.kind;
       if (typeof u.status === "string") tool.status = u.status;
@@ -145,6 +174,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.currentSession = e.sessionId ?? s.currentSession;
       fresh.nextId = s.nextId;
       fresh.running = s.running; // prompts still open in the host are answered later
+      fresh.turnsOpen = s.turnsOpen;
       fresh.busy = s.busy;
       return fresh;
     }
@@ -152,14 +182,24 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (s.currentSession !== e.sessionId) s.title = undefined; // the title was the previous session's
       s.currentSession = e.sessionId;
       return s;
+    case "load-refused":
+      s.currentSession = e.current;
+      push(s, {
+        type: "notice",
+        level: "error",
+        text: `Could not load session ${e.sessionId}: ${e.error}. ${e.current ? `The panel stays on session ${e.current}.` : "No session is open: the next prompt starts a new one."}`,
+      });
+      return s;
     case "user":
-      push(s, { type: "user", text: e.text });
+      // A prompt sent while another prompt's turn runs waits on the server: shown queued, last.
+      push(s, { type: "user", text: e.text, queued: s.turnsOpen > 0 && !isImmediateCommand(e.text) });
       return s;
     case "update":
       applyUpdate(s, e.update);
       return s;
     case "turn-start":
       s.running++;
+      if (e.text === undefined || !isImmediateCommand(e.text)) s.turnsOpen++;
       s.busy = true;
       return s;
     case "turn-end": {
@@ -179,6 +219,16 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       }
       if (e.error) push(s, { type: "notice", level: "error", text: e.error });
       else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
+      s.openText = undefined; // the next turn's text starts its own message
+      if (e.text === undefined || !isImmediateCommand(e.text)) {
+        s.turnsOpen = Math.max(0, s.turnsOpen - 1);
+        // that turn is over: the oldest queued prompt runs now, below it
+        const next = s.items[tail(s)];
+        if (next && next.type === "user" && next.queued) {
+          next.queued = false;
+          next.rev++;
+        }
+      }
       return s;
     }
     case "server-exited":
@@ -212,7 +262,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     case "sessions":
       s.sessions = e.sessions.map((x) => ({ sessionId: x.sessionId, title: x.title }));
-      if (e.current) s.currentSession = e.current;
+      s.currentSession = e.current; // none: no session is open (a refused load leaves none chosen)
       return s;
   }
 }

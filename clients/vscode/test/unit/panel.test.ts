@@ -80,4 +80,23 @@ describe("the agent panel", () => {
     await panel.until("the answer", panel.answered("in the new session"));
     expect(panel.users()).toEqual(["after New"]);
   });
+
+  it("a refused session load leaves the panel, the picker and the client on the session it had", async () => {
+    // the scripted agent refuses every session/load, as agent-server refuses a session open in another window
+    const panel = await openPanel({ turns: [answer("first answer"), answer("still here")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const mine = panel.state().currentSession;
+    panel.send({ type: "loadSession", sessionId: "sess_elsewhere" });
+    await panel.until("the refusal", (s) => s.items.some((i) => i.type === "notice" && i.text.startsWith("Could not load session sess_elsewhere")));
+    const s = panel.state();
+    expect(s.currentSession).toBe(mine);
+    expect(panel.users()).toEqual(["first question"]); // the transcript was not cleared
+    const notice = s.items.find((i) => i.type === "notice") as { text: string };
+    expect(notice.text).toContain(`The panel stays on session ${mine}`);
+    panel.send({ type: "prompt", text: "are you there" });
+    await panel.until("the answer", panel.answered("still here"));
+    expect(panel.state().currentSession).toBe(mine);
+    expect(panel.state().items.some((i) => i.type === "notice" && i.level === "error" && i.text.includes("unknown session"))).toBe(false);
+  });
 });

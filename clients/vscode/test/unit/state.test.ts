@@ -77,4 +77,77 @@ describe("the chat fold", () => {
     expect(tool("t1")).toMatchObject({ status: "unfinished" }); // the last answer closes what is left open
     expect(s.items.filter((i) => i.type === "tool")).toHaveLength(2);
   });
+
+  it("after a server crash the new session's first tool call gets its own card, not an earlier session's", () => {
+    const tool = (id: string, title: string, status: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "tool_call", toolCallId: id, title, kind: "edit", status } });
+    const s = run([
+      { kind: "session", sessionId: "sess_old" },
+      { kind: "user", text: "change it" },
+      { kind: "turn-start", text: "change it" },
+      tool("tc-11", "Edit calc.py", "pending"),
+      { kind: "server-exited", message: "agent-server exited (killed by SIGKILL)", stderrTail: "" },
+      { kind: "turn-end", text: "change it", error: "the server died during the turn (killed by SIGKILL)" },
+      { kind: "user", text: "run the tests" },
+      { kind: "session", sessionId: "sess_new" },
+      { kind: "turn-start", text: "run the tests" },
+      tool("tc-11", "Run `pytest`", "in_progress"),
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "tc-11", status: "completed" } },
+    ]);
+    const tools = s.items.filter((i) => i.type === "tool");
+    expect(tools).toMatchObject([
+      { sessionId: "sess_old", title: "Edit calc.py", status: "unfinished" },
+      { sessionId: "sess_new", title: "Run `pytest`", status: "completed" },
+    ]);
+  });
+
+  it("a prompt sent while another turn runs is shown queued below it and placed after that turn ends", () => {
+    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
+    const s = run([
+      { kind: "user", text: "A" },
+      { kind: "turn-start", text: "A" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Edit calc.py", kind: "edit", status: "pending" } },
+      { kind: "proposal", id: "e1", label: "Edit calc.py", files: ["calc.py"], ops: [], hunks: [] },
+      { kind: "user", text: "B" },
+      { kind: "turn-start", text: "B" },
+    ]);
+    expect(s.items.map((i) => i.type)).toEqual(["user", "tool", "proposal", "user"]);
+    expect(s.items[3]).toMatchObject({ text: "B", queued: true });
+    for (const e of [
+      { kind: "proposal-done", id: "e1", outcome: "applied" },
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "t1", status: "completed" } },
+      chunk("(The tests ran in your workspace.)"),
+    ] as ChatEvent[]) fold(s, e);
+    // A's remaining steps land above the queued prompt
+    expect(s.items.map((i) => (i.type === "user" ? `user:${i.text}${i.queued ? ":queued" : ""}` : i.type))).toEqual(["user:A", "tool", "proposal", "agent", "user:B:queued"]);
+    fold(s, { kind: "turn-end", text: "A", stopReason: "end_turn" });
+    fold(s, chunk("I'll read the code first."));
+    fold(s, { kind: "turn-end", text: "B", stopReason: "end_turn" });
+    expect(s.items.map((i) => (i.type === "user" ? `user:${i.text}${i.queued ? ":queued" : ""}` : i.type))).toEqual(["user:A", "tool", "proposal", "agent", "user:B", "agent"]);
+    const agents = s.items.filter((i) => i.type === "agent").map((i) => (i as { text: string }).text);
+    expect(agents).toEqual(["(The tests ran in your workspace.)", "I'll read the code first."]); // not glued
+    expect(s.busy).toBe(false);
+  });
+
+  it("a slash command sent while a turn runs is answered in place, not queued", () => {
+    const s = run([
+      { kind: "user", text: "A" },
+      { kind: "turn-start", text: "A" },
+      { kind: "user", text: "/mode read-only" },
+      { kind: "turn-start", text: "/mode read-only" },
+      { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Mode: read-only." } } },
+      { kind: "turn-end", text: "/mode read-only", stopReason: "end_turn" },
+      { kind: "user", text: "/init" },
+    ]);
+    expect(s.items.map((i) => (i.type === "user" ? `${i.text}${i.queued ? ":queued" : ""}` : i.type))).toEqual(["A", "/mode read-only", "agent", "/init:queued"]);
+  });
+
+  it("a refused session load keeps the panel's session and says so", () => {
+    const s = run([
+      { kind: "session", sessionId: "sess_mine" },
+      { kind: "load-refused", sessionId: "sess_ed02", error: "cannot load session sess_ed02: it is open in another agent-server process", current: "sess_mine" },
+    ]);
+    expect(s.currentSession).toBe("sess_mine");
+    expect(s.items[0]).toMatchObject({ type: "notice", level: "error" });
+    expect((s.items[0] as { text: string }).text).toContain("The panel stays on session sess_mine");
+  });
 });
