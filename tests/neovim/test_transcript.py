@@ -116,3 +116,29 @@ def test_agent_cancel_says_the_user_cancelled_the_proposal_not_the_agent(make_ed
     ed.idle()
     chat = ed.chat()
     assert "Edit k.txt: cancelled — you cancelled the turn" in chat and "cancelled by the agent" not in chat, chat
+
+
+def test_a_prompt_sent_while_a_turn_runs_is_queued_and_drawn_after_that_turn_ends(make_editor, endpoint, workspace):
+    path = workspace / "calc.py"
+    path.write_text("x = 1\n")
+    push(endpoint, call("r", "read", path="calc.py"), call("e", "edit", path="calc.py", old_string="x = 1", new_string="x = 2"),
+         text_stream("(The change is in your workspace.)"), text_stream("I'll read the code first."))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentChat")
+    ed.cmd("AgentAsk prompt A")
+    ed.proposal_open()
+    ed.cmd("AgentAsk prompt B")
+    assert "prompt B" not in ed.chat()  # queued on the server behind A: not drawn yet
+    messages = ed.lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+    assert 'queued "prompt B"' in messages, messages
+    ed.cmd("AgentAccept")
+    ed.idle()
+    chat = ed.chat()
+    sections = [line for line in chat.splitlines() if line.startswith("## ")]
+    assert sections == ["## You", "## Agent", "## You", "## Agent"], chat
+    order = ["prompt A", "- ✓ Edit calc.py", "(The change is in your workspace.)", "_— stop: end_turn —_",
+             "prompt B", "I'll read the code first."]
+    at = [chat.index(s) for s in order]
+    assert at == sorted(at), chat
+    assert chat.count("_— stop: end_turn —_") == 2 and chat.rstrip().endswith("_— stop: end_turn —_")

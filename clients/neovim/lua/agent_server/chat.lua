@@ -36,6 +36,8 @@ local S = {
   tools = {},
   plan = nil,
   running = 0, -- prompts sent and not answered yet (they overlap: see finish_turn)
+  turns_open = 0, -- of those, the ones that run a turn (not commands answered at once): in order
+  queued = {}, -- prompts sent while a turn ran: drawn when the turn before them ends
   header = { state = "idle" },
   timer = nil,
   flush_scheduled = false,
@@ -306,10 +308,29 @@ local function close_open_tools()
   S.tools = {}
 end
 
+--- Whether a prompt is a slash command the server answers at once, even while a turn runs (its
+--- `parse_command`: one text block `/word …`); `/init` runs a turn, so it queues as a prompt does.
+function M.immediate(blocks)
+  if type(blocks) ~= "table" or #blocks ~= 1 or blocks[1].type ~= "text" then
+    return false
+  end
+  local name = vim.trim(blocks[1].text or ""):match("^/([A-Za-z][A-Za-z0-9_-]*)")
+  local after = name and vim.trim(blocks[1].text):sub(#name + 2, #name + 2)
+  return name ~= nil and name ~= "init" and (after == "" or after:match("%s") ~= nil)
+end
+
+local function draw_prompt(blocks)
+  S.section = nil
+  ensure_section("user")
+  add_lines(prompt_lines(blocks))
+  S.section = nil
+  ensure_section("agent")
+end
+
 -- A prompt's answer. Prompts overlap (a slash command typed while a turn waits for an edit
 -- proposal is answered at once; other prompts queue on the server): tool calls still open are
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
-local function finish_turn(stop, err)
+local function finish_turn(stop, err, blocks)
   M.flush()
   S.running = math.max(0, S.running - 1)
   if S.running == 0 then
@@ -322,6 +343,16 @@ local function finish_turn(stop, err)
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
   end
   S.section = nil
+  if blocks == nil or not M.immediate(blocks) then
+    -- that turn is over: the server runs the oldest queued prompt now, drawn below it
+    S.turns_open = math.max(0, S.turns_open - 1)
+    local nxt = table.remove(S.queued, 1)
+    if nxt then
+      S.turn = (S.turn or 0) + 1
+      draw_prompt(nxt)
+      S.header.state = "working"
+    end
+  end
   set_header()
 end
 
@@ -336,19 +367,28 @@ function M.handle(ev)
   elseif ev.type == "turn_start" then
     M.flush()
     M.buffer()
-    if S.running == 0 then -- a prompt sent while another runs belongs to the same stretch of work
+    local immediate = M.immediate(ev.prompt)
+    S.running = S.running + 1
+    S.header.state = "working"
+    if not immediate and S.turns_open > 0 then
+      -- the server queues it behind the running turn, whose steps are still to come: drawn when it ends
+      S.turns_open = S.turns_open + 1
+      S.queued[#S.queued + 1] = ev.prompt
+      local first = (prompt_lines(ev.prompt)[1] or ""):sub(1, 60)
+      pcall(vim.api.nvim_echo, { { "agent-server: queued \"" .. first .. "\" — it runs when the current turn ends" } }, true, {})
+      set_header()
+      return
+    end
+    if S.running == 1 then -- a command answered while a turn runs belongs to the same stretch of work
       S.turn = (S.turn or 0) + 1
     end
-    S.running = S.running + 1
-    S.section = nil
-    ensure_section("user")
-    add_lines(prompt_lines(ev.prompt))
-    S.section = nil
-    ensure_section("agent")
-    S.header.state = "working"
+    if not immediate then
+      S.turns_open = S.turns_open + 1
+    end
+    draw_prompt(ev.prompt)
     set_header()
   elseif ev.type == "turn_end" then
-    finish_turn(ev.stop_reason, ev.error)
+    finish_turn(ev.stop_reason, ev.error, ev.prompt)
   elseif ev.type == "cancel" then
     M.say("cancelling …")
   elseif ev.type == "session" then
@@ -402,7 +442,7 @@ function M.handle(ev)
     end
     close_open_tools() -- killed with the server: not still running
     add_lines(lines)
-    S.section, S.running = nil, 0
+    S.section, S.running, S.turns_open = nil, 0, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
   elseif ev.type == "info" then

@@ -236,10 +236,10 @@ function M.prompt(blocks, cb)
       end
       if e then
         local msg = M.error_text(e)
-        emit({ type = "turn_end", error = msg })
+        emit({ type = "turn_end", error = msg, prompt = blocks })
         return cb(msg)
       end
-      emit({ type = "turn_end", stop_reason = result.stopReason })
+      emit({ type = "turn_end", stop_reason = result.stopReason, prompt = blocks })
       cb(nil, result.stopReason)
     end)
   end)
