@@ -201,14 +201,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }
   }
 
+  /**
+   * New: the panel is cleared and the server's session is made by the first prompt (or a mode or
+   * model pick), so clicking New leaves no empty session behind in the picker.
+   */
   async function newSession(): Promise<void> {
     agent.resetSession();
     post({ kind: "reset" });
-    try {
-      await agent.newSession();
-    } catch (err) {
-      post({ kind: "notice", level: "error", text: `Could not start a session: ${errorText(err)}` });
-    }
+    void refreshSessions();
   }
 
   context.subscriptions.push(

@@ -27,6 +27,8 @@ export interface ChatState {
   /** Prompts that run a turn (not slash commands answered at once) sent and not answered yet: the
    * server runs them one after the other, so each answer ends the oldest. */
   turnsOpen: number;
+  /** The server's exit was reported while prompts were open: their error answers say it again. */
+  exitShown?: boolean;
   /** The text item streaming now (chunks join it); a turn's end closes it. */
   openText?: number;
   plan: { content: string; status: string }[];
@@ -171,7 +173,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       const fresh = initialState();
       fresh.selects = s.selects;
       fresh.sessions = s.sessions;
-      fresh.currentSession = e.sessionId ?? s.currentSession;
+      fresh.currentSession = e.sessionId; // none after New or a restart: the next prompt makes one
       fresh.nextId = s.nextId;
       fresh.running = s.running; // prompts still open in the host are answered later
       fresh.turnsOpen = s.turnsOpen;
@@ -217,9 +219,12 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
           i.rev++;
         }
       }
-      if (e.error) push(s, { type: "notice", level: "error", text: e.error });
+      // one notice for one event: a server that died under the turn was already reported (with
+      // its stderr tail and what happens next), its prompts' error answers only repeat it
+      if (e.error && !s.exitShown) push(s, { type: "notice", level: "error", text: e.error });
       else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
       s.openText = undefined; // the next turn's text starts its own message
+      if (s.running === 0) s.exitShown = false;
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         s.turnsOpen = Math.max(0, s.turnsOpen - 1);
         // that turn is over: the oldest queued prompt runs now, below it
@@ -232,6 +237,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     }
     case "server-exited":
+      if (s.running > 0) s.exitShown = true;
       push(s, { type: "notice", level: "error", text: `${e.message}. The next prompt starts a new session.`, detail: e.stderrTail });
       return s;
     case "notice":

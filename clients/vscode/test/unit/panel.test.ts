@@ -1,5 +1,8 @@
 // The whole extension (activate) with its panel resolved in a fake webview view and a scripted ACP agent
 // as the server: what the webview is sent, folded as the webview folds it, is the transcript the user sees.
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Uri, resetStub, window, workspace } from "../stub/vscode";
@@ -16,8 +19,9 @@ afterEach(async () => {
 
 const answer = (text: string) => [{ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } }];
 
-async function openPanel(script: unknown) {
-  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify(script)] };
+async function openPanel(script: object) {
+  const log = join(mkdtempSync(join(tmpdir(), "panel-")), "methods.log");
+  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify({ ...script, log })] };
   workspace.workspaceFolders = [{ uri: Uri.file(process.cwd()) }];
   const context = {
     subscriptions: [] as unknown[],
@@ -51,7 +55,8 @@ async function openPanel(script: unknown) {
     }
   };
   const answered = (text: string) => (s: ChatState) => !s.busy && s.items.some((i) => i.type === "agent" && i.text.includes(text));
-  return { send: (m: unknown) => receive(m), users, until, answered, state };
+  const agentLog = () => (existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : []);
+  return { send: (m: unknown) => receive(m), users, until, answered, state, agentLog };
 }
 
 describe("the agent panel", () => {
@@ -79,6 +84,24 @@ describe("the agent panel", () => {
     panel.send({ type: "prompt", text: "after New" });
     await panel.until("the answer", panel.answered("in the new session"));
     expect(panel.users()).toEqual(["after New"]);
+    expect(panel.state().currentSession).toMatch(/\S/);
+    expect(panel.state().currentSession).not.toBe(first);
+  });
+
+  it("clicking New twice leaves no empty session: the server's session is made by the first prompt", async () => {
+    const panel = await openPanel({ turns: [answer("first answer"), answer("in the new session")] });
+    const news = () => panel.agentLog().filter((m) => m === "session/new").length;
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    expect(news()).toBe(1);
+    panel.send({ type: "newSession" });
+    panel.send({ type: "newSession" });
+    await panel.until("the cleared panel", (s) => s.items.length === 0 && s.currentSession === undefined);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(news()).toBe(1); // no session/new for an empty session
+    panel.send({ type: "prompt", text: "after New" });
+    await panel.until("the answer", panel.answered("in the new session"));
+    expect(news()).toBe(2);
   });
 
   it("a refused session load leaves the panel, the picker and the client on the session it had", async () => {

@@ -23,6 +23,22 @@ describe("the chat fold", () => {
     expect((notice as { text: string }).text).toContain("The next prompt starts a new session");
   });
 
+  it("a server killed during a turn is reported by one error notice, not two", () => {
+    const s = run([
+      { kind: "user", text: "hi" },
+      { kind: "turn-start", text: "hi" },
+      { kind: "server-exited", message: "agent-server exited (killed by SIGKILL)", stderrTail: "" },
+      { kind: "turn-end", text: "hi", error: "the server died during the turn (killed by SIGKILL)" },
+      { kind: "user", text: "again" },
+      { kind: "turn-start", text: "again" },
+      { kind: "turn-end", text: "again", error: "rate limited" },
+    ]);
+    expect(s.items.filter((i) => i.type === "notice").map((i) => (i as { text: string }).text)).toEqual([
+      "agent-server exited (killed by SIGKILL). The next prompt starts a new session.",
+      "rate limited", // a later turn's own error is still shown
+    ]);
+  });
+
   it("streams chunks into one message and folds tool updates into one card", () => {
     const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
     const s = run([
