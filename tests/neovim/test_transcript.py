@@ -36,6 +36,8 @@ def test_after_a_kill_the_running_tool_shows_unfinished_and_the_new_sessions_fir
     ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil", what="the exit")
     ed.idle()
     assert tool_lines(ed.chat()) == ["- ✓ Read calc.py", "- ⚠ Edit calc.py (unfinished)"], ed.chat()
+    # one report for one kill: the exit line, not also the prompt's '**error:** the server exited'
+    assert ed.chat().count("agent-server exited") == 1 and "**error:**" not in ed.chat(), ed.chat()
     push(endpoint, call("r2", "read", path="calc.py"), text_stream("read it again"))
     ed.cmd("AgentAsk read it")
     ed.idle()
@@ -142,3 +144,23 @@ def test_a_prompt_sent_while_a_turn_runs_is_queued_and_drawn_after_that_turn_end
     at = [chat.index(s) for s in order]
     assert at == sorted(at), chat
     assert chat.count("_— stop: end_turn —_") == 2 and chat.rstrip().endswith("_— stop: end_turn —_")
+
+
+def test_agent_new_twice_leaves_no_empty_session_the_next_prompt_makes_it(make_editor, endpoint, workspace):
+    push(endpoint, text_stream("first answer"), text_stream("second answer"))
+    ed = make_editor()
+    ed.cmd("AgentAsk hello")
+    ed.idle()
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.cmd("AgentNew")
+    assert ed.lua("return require('agent_server.client').state.session_id") is None
+    assert "new session: it starts with your next prompt" in ed.chat()
+    ed.lua("""_G.listed = nil
+        require('agent_server.client').list_sessions(function(err, sessions) _G.listed = sessions end)""")
+    listed = ed.wait("return _G.listed", what="session/list")
+    assert [s["sessionId"] for s in listed] == [first]  # no empty sessions made by :AgentNew
+    ed.cmd("AgentAsk again")
+    ed.idle()
+    second = ed.lua("return require('agent_server.client').state.session_id")
+    assert second not in (None, first) and "second answer" in ed.chat()

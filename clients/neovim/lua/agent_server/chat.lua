@@ -337,7 +337,9 @@ local function finish_turn(stop, err, blocks)
     close_open_tools()
     S.header.state = "idle"
   end
-  if err then
+  if err and S.exit_shown then
+    -- one report for one event: the server's exit was drawn (with its stderr tail) just above
+  elseif err then
     add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
   else
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
@@ -368,6 +370,7 @@ function M.handle(ev)
     M.flush()
     M.buffer()
     local immediate = M.immediate(ev.prompt)
+    S.exit_shown = false
     S.running = S.running + 1
     S.header.state = "working"
     if not immediate and S.turns_open > 0 then
@@ -428,8 +431,16 @@ function M.handle(ev)
       add_lines({ "", "# Session " .. ev.id })
     end
     set_header()
+  elseif ev.type == "new_session" then
+    M.flush()
+    M.buffer()
+    S.header.session = nil
+    S.section = nil
+    add_lines({ "", "_— new session: it starts with your next prompt —_" })
+    set_header()
   elseif ev.type == "exit" then
     M.flush()
+    S.exit_shown = S.running > 0 -- the prompts' error answers would only repeat it
     M.buffer()
     local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
     local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one.", how,

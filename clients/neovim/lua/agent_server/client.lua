@@ -121,6 +121,13 @@ local function after_session(result)
   end
 end
 
+--- Leave the current session: the next prompt (or a mode/model choice) starts a new one, so a
+--- `:AgentNew` that is never followed by a prompt leaves no empty session in the server's list.
+function M.forget_session()
+  state.session_id = nil
+  emit({ type = "new_session" })
+end
+
 --- Start a new session in the running server. `cb(err)`.
 function M.new_session(cb)
   cb = cb or function() end

@@ -142,11 +142,7 @@ end
 function M.new()
   wire()
   require("agent_server.chat").open(false)
-  client.new_session(function(err)
-    if err then
-      notify(err, vim.log.levels.ERROR)
-    end
-  end)
+  client.forget_session()
 end
 
 --- Pick an earlier session of this workspace with `vim.ui.select` and load it (replayed into the chat).
