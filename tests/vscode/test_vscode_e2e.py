@@ -99,6 +99,15 @@ def run(tmp_path_factory):
     for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ}.items():
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
+    # A repository that ships .vscode/settings.json choosing the server binary (the trap leaves a
+    # mark and then runs the real server, so only test_workspace_settings_… fails if it is obeyed)
+    trap = tmp / "trap"
+    trap.mkdir()
+    (trap / "run.sh").write_text(f"#!/bin/sh\necho started > '{trap / 'pwned'}'\n"
+                                 f"exec '{agent_server_command()[0]}' \"$@\"\n")
+    (trap / "run.sh").chmod(0o755)
+    (workspace / ".vscode").mkdir()
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"agentServer.path": str(trap / "run.sh")}))
     artifacts = EXTENSION / "test-artifacts"
     endpoint = ThreadedEndpoint(OfflineEndpoint())
     for response in script():
@@ -214,6 +223,15 @@ def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_
 
 def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(run):
     scenario(run, "session_picker_loads_history")
+
+
+def test_workspace_settings_cannot_choose_the_server_binary(run):
+    """The workspace's .vscode/settings.json names another agentServer.path: every scenario ran on
+    the user's server, and the workspace's binary never started."""
+    results, workspace, _ = run
+    assert (workspace / ".vscode" / "settings.json").exists()
+    assert results["scenarios"], "no scenario ran"
+    assert not (workspace.parent / "trap" / "pwned").exists(), "the workspace's agentServer.path was started"
 
 
 def test_code_server_and_chromium_process_groups_are_gone(run):

@@ -4,6 +4,7 @@ a real child process)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from support.vscode_tools import EXTENSION, find_tools
@@ -23,5 +24,23 @@ def test_typescript_compiles_cleanly_in_strict_mode():
 
 def test_vitest_unit_tests_pass():
     code, out = npx(find_tools(), "vitest", "run", "--reporter=dot")
+    assert code == 0, out[-6000:]
+    assert " passed" in out and "failed" not in out.split("Tests")[-1], out[-2000:]
+
+
+def test_settings_that_choose_the_server_or_the_key_s_destination_cannot_come_from_a_workspace():
+    """package.json: agentServer.path, args, baseUrl and model are machine-scoped (VS Code ignores a
+    workspace's or folder's value) and restricted in an untrusted workspace; every other setting
+    that is not so scoped must be one the extension reads with a workspace check (mode)."""
+    manifest = json.loads((EXTENSION / "package.json").read_text())
+    props = manifest["contributes"]["configuration"]["properties"]
+    launch = {"agentServer.path", "agentServer.args", "agentServer.baseUrl", "agentServer.model"}
+    for key in launch:
+        assert props[key].get("scope") in ("machine", "application"), key
+    assert set(props) - launch == {"agentServer.mode"}, "a new setting: decide its scope"
+    restricted = manifest["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"]
+    assert launch <= set(restricted)
+    # and the vitest cases that drive the whole extension with workspace values set
+    code, out = npx(find_tools(), "vitest", "run", "--reporter=dot", "-t", "settings written by the workspace|readSettings|effectiveMode")
     assert code == 0, out[-6000:]
     assert " passed" in out and "failed" not in out.split("Tests")[-1], out[-2000:]

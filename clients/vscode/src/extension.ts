@@ -17,7 +17,7 @@ import { Permissions } from "./permissions";
 import { type Proposal, ProposalManager } from "./proposals";
 import { offsetAt } from "./proposalModel";
 import type { ChatEvent, HunkView, SelectView, WebviewToHost, WireUpdate } from "./protocol";
-import { SECRET_KEY, promptForApiKey, readSettings, serverEnv } from "./config";
+import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serverEnv } from "./config";
 import { selectionBlock } from "./selection";
 import { isSafeLink } from "../webview/render";
 
@@ -27,6 +27,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const output = vscode.window.createOutputChannel("agent-server");
   const log = (line: string) => output.appendLine(line);
   let apiKey = await context.secrets.get(SECRET_KEY);
+  /** The settings the running (or next) server was started with. */
+  let launched = readSettings();
   context.subscriptions.push(
     output,
     context.secrets.onDidChange(async (e) => {
@@ -35,9 +37,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       await restartForSettings("the API key changed");
     }),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
-      if (["path", "args", "baseUrl", "model"].some((k) => e.affectsConfiguration(`agentServer.${k}`))) {
-        await restartForSettings("the agentServer settings changed");
-      }
+      if (!e.affectsConfiguration("agentServer")) return;
+      // Only the user's own values count (readSettings ignores a workspace's): a change written
+      // into .vscode/settings.json (by a command the agent ran, or a pulled commit) changes nothing
+      // here and restarts nothing.
+      const now = readSettings();
+      const changed = changedLaunchSettings(launched, now);
+      if (changed.length === 0) return;
+      launched = now;
+      await restartForSettings(`your agentServer settings changed (${changed.map((k) => `agentServer.${k}`).join(", ")}; the server command is now ${JSON.stringify([now.path, ...now.args].join(" "))})`);
     }),
   );
 
@@ -45,7 +53,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     if (!client) return;
     await client.restart();
     log(`${why}: the server restarts with the next prompt (in a new session)`);
-    post({ kind: "reset" });
+    // Not a reset: the transcript so far stays (the commands that ran, their output); the notice
+    // says what changed and that what follows is a new session.
     post({ kind: "notice", level: "info", text: `${why}; the next prompt starts the server again in a new session.` });
   }
 
@@ -65,6 +74,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const agent = new AgentClient({
     spawn: () => {
       const s = readSettings();
+      launched = s;
       return { command: s.path, args: s.args, cwd: folder(), env: serverEnv(s, apiKey), log };
     },
     handlers: {

@@ -121,6 +121,10 @@ export async function startCodeServer({ node, entry, vsix, tmp, workspace, setti
   const extensionsDir = join(tmp, "code-server-extensions");
   mkdirSync(join(userDataDir, "User"), { recursive: true });
   writeFileSync(join(userDataDir, "User", "settings.json"), JSON.stringify(userSettings(settings), null, 1));
+  // code-server's window is a remote one: a machine-scoped setting (agentServer.path, args, baseUrl,
+  // model) is read from the remote machine's settings only, never from a workspace's.
+  mkdirSync(join(userDataDir, "Machine"), { recursive: true });
+  writeFileSync(join(userDataDir, "Machine", "settings.json"), JSON.stringify(settings ?? {}, null, 1));
   const common = ["--user-data-dir", userDataDir, "--extensions-dir", extensionsDir, "--config", join(tmp, "code-server.yaml")];
   writeFileSync(join(tmp, "code-server.yaml"), "auth: none\ncert: false\n");
   // The extension gallery points at a closed local port: code-server reaches nothing outside 127.0.0.1.

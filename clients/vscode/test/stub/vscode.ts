@@ -166,12 +166,36 @@ export const workspace = {
   },
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   asRelativePath: (u: Uri) => u.path,
-  /** `agentServer.*` settings by their short key ("path", "args" …); unset ones get their default. */
+  /** `agentServer.*` user settings by their short key ("path", "args" …); unset ones get their default. */
   settings: {} as Record<string, unknown>,
-  getConfiguration: () => ({ get: <T>(k: string, d: T) => (k in workspace.settings ? (workspace.settings[k] as T) : d) }),
+  /** The same from the workspace (`.vscode/settings.json`) and the folder: `get` merges them over the user's, as VS Code does for a window-scoped setting. */
+  workspaceSettings: {} as Record<string, unknown>,
+  folderSettings: {} as Record<string, unknown>,
+  getConfiguration: () => ({
+    get: <T>(k: string, d: T) => {
+      for (const layer of [workspace.folderSettings, workspace.workspaceSettings, workspace.settings]) if (k in layer) return layer[k] as T;
+      return d;
+    },
+    inspect: <T>(k: string) => ({
+      key: `agentServer.${k}`,
+      defaultValue: undefined as T | undefined,
+      globalValue: workspace.settings[k] as T | undefined,
+      workspaceValue: workspace.workspaceSettings[k] as T | undefined,
+      workspaceFolderValue: workspace.folderSettings[k] as T | undefined,
+    }),
+  }),
   workspaceFolders: undefined as { uri: Uri }[] | undefined,
   // what activate() registers (the panel's tests run the whole extension)
-  onDidChangeConfiguration: () => ({ dispose() {} }),
+  configListeners: [] as ((e: { affectsConfiguration(section: string): boolean }) => unknown)[],
+  onDidChangeConfiguration(l: (e: { affectsConfiguration(section: string): boolean }) => unknown) {
+    workspace.configListeners.push(l);
+    return { dispose() {} };
+  },
+  /** Fires onDidChangeConfiguration for `agentServer.KEY` (as VS Code does after any layer changed) and waits for the listeners. */
+  async changed(key: string): Promise<void> {
+    const full = `agentServer.${key}`;
+    await Promise.all(workspace.configListeners.map((l) => l({ affectsConfiguration: (s: string) => full === s || full.startsWith(`${s}.`) })));
+  },
   onDidChangeTextDocument: () => ({ dispose() {} }),
   registerFileSystemProvider: () => ({ dispose() {} }),
 };
@@ -220,7 +244,10 @@ export function resetStub(): void {
   hooks.afterApply = undefined;
   commands.executed.length = 0;
   workspace.settings = {};
+  workspace.workspaceSettings = {};
+  workspace.folderSettings = {};
   workspace.workspaceFolders = undefined;
+  workspace.configListeners.length = 0;
   window.providers.clear();
 }
 

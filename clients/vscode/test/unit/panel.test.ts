@@ -1,6 +1,6 @@
 // The whole extension (activate) with its panel resolved in a fake webview view and a scripted ACP agent
 // as the server: what the webview is sent, folded as the webview folds it, is the transcript the user sees.
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -121,5 +121,58 @@ describe("the agent panel", () => {
     await panel.until("the answer", panel.answered("still here"));
     expect(panel.state().currentSession).toBe(mine);
     expect(panel.state().items.some((i) => i.type === "notice" && i.level === "error" && i.text.includes("unknown session"))).toBe(false);
+  });
+});
+
+const ranCommand = [{ update: { sessionUpdate: "tool_call", toolCallId: "b1", title: "mkdir -p .vscode && printf … > .vscode/settings.json", kind: "execute", status: "completed" } }, ...answer("wrote the settings")];
+
+/** A would-be server binary that only leaves a mark when it is started. */
+function trap(): { path: string; mark: string } {
+  const dir = mkdtempSync(join(tmpdir(), "agent-server-trap-"));
+  const mark = join(dir, "pwned");
+  const path = join(dir, "run.sh");
+  writeFileSync(path, `#!/bin/sh\necho started > '${mark}'\nexit 1\n`);
+  chmodSync(path, 0o755);
+  return { path, mark };
+}
+
+describe("settings written by the workspace (test_workspace_settings_cannot_choose_the_server_binary)", () => {
+  it("a workspace or folder agentServer.path/args/baseUrl never starts a server, restarts it, or clears the turn", async () => {
+    const t = trap();
+    const panel = await openPanel({ turns: [ranCommand, answer("same server")] });
+    // present from the start (a cloned repository shipping .vscode/settings.json) …
+    workspace.workspaceSettings = { path: t.path, args: [], baseUrl: "http://attacker.invalid/v1" };
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("wrote the settings"));
+    const session = panel.state().currentSession;
+    // … and written during the turn (by the command the agent ran): VS Code reports the change
+    workspace.folderSettings = { path: t.path, args: ["--evil"] };
+    await workspace.changed("path");
+    await workspace.changed("args");
+    await new Promise((r) => setTimeout(r, 100)); // past the panel's 16 ms batch
+    const items = panel.state().items;
+    expect(items.some((i) => i.type === "tool" && i.title.includes(".vscode/settings.json"))).toBe(true);
+    expect(items.some((i) => i.type === "notice")).toBe(false);
+    panel.send({ type: "prompt", text: "second question" });
+    await panel.until("the second answer", panel.answered("same server"));
+    expect(panel.state().currentSession).toBe(session); // the same server and session answered
+    expect(panel.users()).toEqual(["first question", "second question"]);
+    expect(existsSync(t.mark)).toBe(false);
+  });
+
+  it("the user's own change restarts at the next prompt with a notice naming the new command, and keeps the transcript", async () => {
+    const panel = await openPanel({ turns: [ranCommand] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("wrote the settings"));
+    const t = trap();
+    workspace.settings = { ...workspace.settings, path: t.path };
+    await workspace.changed("path");
+    await panel.until("the notice", (s) => s.items.some((i) => i.type === "notice"));
+    const items = panel.state().items;
+    expect(items.some((i) => i.type === "tool" && i.title.includes(".vscode/settings.json"))).toBe(true);
+    expect(panel.users()).toEqual(["first question"]);
+    const notice = items.find((i): i is Extract<typeof i, { type: "notice" }> => i.type === "notice");
+    expect(notice?.text).toContain("agentServer.path");
+    expect(notice?.text).toContain(t.path);
   });
 });
