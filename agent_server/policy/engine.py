@@ -25,6 +25,7 @@ from agent_server.config import PolicySettings
 from agent_server.policy.approvals import (
     ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
 )
+from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
@@ -304,6 +305,13 @@ class SessionPolicy:
                 "refs there would run or rewrite history behind the user's back). Only the user can allow this, "
                 "by switching the session to danger-full-access."), facts=facts)
         secret = self.secrets.match(t.lexical, t.resolved)
+        if secret is None and (editor := editor_config_of(t.resolved, t.lexical, self.roots)) is not None:
+            return Verdict("ask", "editor-config", (
+                f"{editor} is editor configuration that your editor runs or obeys outside the sandbox (a "
+                "settings file can choose the agent's own server binary, a task or exrc file runs commands)"),
+                title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
+                content=[_diff(t.lexical, tool, args)], rememberable=False, memory_allows=False,
+                facts={**facts, "editor_config": editor})
         rule = "danger-full-access" if mode == DANGER_FULL_ACCESS else "workspace"
         if secret is None and self.ask_edits:
             return Verdict("ask", "plain-acp-edit", "this editor cannot show the change as a proposal to "

@@ -36,6 +36,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.editor_config import PLACEHOLDERS, editor_config_paths
 from agent_server.policy.shell_masks import SecretScanner, SetuidSweeper, credential_paths
 
 # sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
@@ -306,6 +307,7 @@ class ShellConfiner:
                 git = Path(os.path.realpath(root / ".git"))
                 if git.exists() and any(git == r or r in git.parents for r in self.roots):
                     ro_binds.append(str(git))
+            ro_binds += editor_config_paths(self.roots)  # missing ones get a placeholder at spawn
         network = self.settings.network or not self.status.network_blocked
         namespaces = self.status.pid_namespace and self.status.masks
         spec: dict[str, Any] = {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
@@ -342,10 +344,17 @@ class ShellConfiner:
         spec_arg = self._spec_arg(spec)
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
+        held: list[str] = []
+
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
             from agent_server.policy.shell_spawn import ConfinedProcess, spawn_confined
 
-            proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
+            held[:] = PLACEHOLDERS.acquire(spec["ro_binds"])
+            try:
+                proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
+            except BaseException:
+                PLACEHOLDERS.release(held)
+                raise
             if spec_arg.startswith("@") and isinstance(proc, ConfinedProcess):
                 try:  # the wrapper did not run: its spec file is ours to remove
                     os.unlink(spec_arg[1:])
@@ -357,10 +366,11 @@ class ShellConfiner:
         sweep_roots = list(spec["write"])
         skip = list(spec["ro_binds"])
         meta = {"sandbox": f"landlock-{mode}", "mode": mode, "network": spec["network"],
-                "git_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
+                "git_read_only": any(p.endswith("/.git") for p in spec["ro_binds"]),
+                "editor_config_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=lambda: self.sweeper(sweep_roots, skip), spawn=spawn)
+                           after=lambda: (PLACEHOLDERS.release(held), self.sweeper(sweep_roots, skip))[1], spawn=spawn)
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
@@ -383,7 +393,9 @@ class ShellConfiner:
             where = "only inside " + ", ".join(str(r) for r in self.roots) + f" and its temp folder {self.tmpdir}"
             way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
                        "if this really must write elsewhere (git commits too).")
-        git = "; `.git` is read-only (no commits, branch or index changes)" if spec["ro_binds"] else ""
+        git = ("; `.git` is read-only (no commits, branch or index changes), and so is the editors' configuration "
+               "in the workspace roots (.vscode, .idea, .zed, .nvim.lua, .nvimrc, .exrc: change it with the write or "
+               "edit tool, which asks the user)") if spec["ro_binds"] else ""
         abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
                     if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
         net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else

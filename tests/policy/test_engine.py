@@ -197,3 +197,22 @@ async def test_allow_always_under_a_partial_sandbox_keeps_the_prefix_rule_for_pl
     assert await policy.guard(prepared("bash", command="pytest -q")) is None
     approver.answer = Answer("selected", "reject_once")
     assert await policy.guard(prepared("bash", command="pytest -k x")) is None and len(approver.asked) == 1
+
+
+@pytest.mark.parametrize("mode", ["workspace-write", DANGER_FULL_ACCESS])
+async def test_file_tools_writing_editor_configuration_ask_even_where_writes_auto_apply(make, mode):
+    """.vscode/settings.json can choose the editor extension's server binary; .nvim.lua runs in
+    Neovim: a write there is shown to the user with its diff (never remembered), in every mode."""
+    policy, approver, *_ = make(mode=mode, approver=FakeApprover(Answer("selected", "reject_once")))
+    for path in (".vscode/settings.json", ".idea/workspace.xml", ".zed/tasks.json", ".nvim.lua", ".nvimrc", ".exrc"):
+        denial = await policy.guard(prepared("write", path=path, content='{"agentServer.path": "/tmp/x"}'))
+        assert denial is not None, path
+    assert len(approver.asked) == 6
+    assert all("editor configuration" in why(q) and q.options == ("allow_once", "reject_once") for q in approver.asked)
+    assert approver.asked[0].title.startswith("Write ") and ".vscode/settings.json" in approver.asked[0].title and approver.asked[0].content[1]["type"] == "diff"
+    allowed, approver, *_ = make(mode=mode, approver=FakeApprover(Answer("selected", "allow_once")))
+    assert await allowed.guard(prepared("edit", path=".vscode/settings.json", old_string="a", new_string="b")) is None
+    assert len(approver.asked) == 1
+    assert await allowed.guard(prepared("write", path=".vscodex/a.json", content="{}")) is None  # only those names
+    assert await allowed.guard(prepared("write", path="src/.vscode.md", content="x")) is None
+    assert len(approver.asked) == 1

@@ -389,3 +389,54 @@ async def test_probe_sees_signals_to_processes_outside_the_sandbox_refused_by_la
     for network in (True, False):
         status = await probe_status(PolicySettings(network=network))
         assert status.signals_scoped and status.as_data()["signals_outside"] == "refused", status
+
+
+async def test_editor_configuration_in_the_workspace_is_read_only_to_a_confined_command(box):
+    """.vscode/settings.json choosing the extension's server binary (run later outside the sandbox),
+    .nvim.lua run by Neovim's 'exrc' …: existing ones cannot be changed, replaced or removed; missing
+    ones cannot be created (an empty read-only placeholder folder holds the name while the command
+    runs, and is gone after it); the rest of the workspace stays writable."""
+    ws, *_ = box
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode" / "settings.json").write_text("{}")
+    (ws / ".exrc").write_text('" mine\n')
+    res = await run(box, """
+        printf '{"agentServer.path": "/tmp/x"}' > .vscode/settings.json; echo vs=$?
+        printf '#!/bin/sh\\n' > .vscode/run.sh; echo run=$?
+        mv .vscode .vscode-old; echo mv=$?
+        rm -rf .vscode; echo rm=$?
+        echo 'vim.cmd("!id")' > .exrc; echo exrc=$?
+        mkdir -p .idea/tools; echo idea=$?
+        mkdir .zed; echo zed=$?
+        echo 'os.execute("id")' > .nvim.lua; echo nvimlua=$?
+        ln -s /tmp .nvimrc; echo nvimrc=$?
+        ls -ld .nvim.lua .idea | wc -l
+        echo ok > plain.txt && mkdir -p .vscodex && echo fine
+    """)
+    out = res.text
+    for step in ("vs", "run", "mv", "rm", "exrc", "idea", "zed", "nvimlua", "nvimrc"):
+        assert f"{step}=0" not in out, (step, out)
+    assert "fine" in out and (ws / "plain.txt").read_text() == "ok\n" and (ws / ".vscodex").is_dir()
+    assert (ws / ".vscode" / "settings.json").read_text() == "{}"
+    assert sorted(p.name for p in (ws / ".vscode").iterdir()) == ["settings.json"]
+    assert (ws / ".exrc").read_text() == '" mine\n'
+    for name in (".idea", ".zed", ".nvim.lua", ".nvimrc"):
+        assert not os.path.lexists(ws / name), f"{name} was created (or its placeholder left behind)"
+    assert "editors' configuration" in out  # the hint says why
+
+
+async def test_two_commands_at_once_share_a_placeholder_and_the_last_removes_it(box):
+    ws, *_ = box
+    slow = asyncio.ensure_future(run(box, "sleep 1.5; mkdir .zed; echo zed=$?"))
+    await asyncio.sleep(0.5)
+    fast = await run(box, "test -d .zed && echo held")
+    assert "held" in fast.text  # the placeholder, seen read-only while the slow one runs
+    res = await slow
+    assert "zed=0" not in res.text, res.text
+    assert not os.path.lexists(ws / ".zed")
+
+
+async def test_danger_full_access_may_write_editor_configuration(box):
+    ws, *_ = box
+    res = await run(box, "mkdir .vscode && echo '{}' > .vscode/settings.json", mode=DANGER_FULL_ACCESS)
+    assert not res.is_error and (ws / ".vscode" / "settings.json").exists()
