@@ -16,7 +16,6 @@ a child process) cannot corrupt the stream.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -73,6 +72,8 @@ def _read_first_line(fd: int, buffer: bytes = b"", limit: int = FAST_LINE_LIMIT)
 
 def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     """Answer ``line`` at once if it is an ``initialize`` request; return its params, else None."""
+    import json  # here, not at the top: a launch a warm spare serves never needs it (spare/_launcher.py)
+
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
 
 LOADER = "pydantic.plugin._loader"
 
@@ -33,7 +32,7 @@ def _no_plugins() -> tuple[()]:
     return ()
 
 
-def _real_loader_attribute(name: str) -> Any:
+def _real_loader_attribute(name: str) -> object:
     """A name the stand-in does not have: load pydantic's own loader in its place, answer from it."""
     if name.startswith("__"):
         raise AttributeError(name)
