@@ -208,17 +208,21 @@ async def stop_probes() -> None:
             await asyncio.gather(task, return_exceptions=True)
 
 
+def _probe_args(settings: PolicySettings, base: str) -> list[str]:
+    args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
+    if settings.network:
+        args.append("--network")
+    return args
+
+
 async def _probe(settings: PolicySettings) -> SandboxStatus:
-    key = (settings.sandbox, settings.network)
     base = tempfile.mkdtemp(prefix="agent-server-probe-")
     proc = None
     try:
-        args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
-        if settings.network:
-            args.append("--network")
         # its own process group: a kill of the server's group lets it end and remove its folder
-        proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, process_group=0,
-                                                    stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(*_probe_args(settings, base), stdout=asyncio.subprocess.PIPE,
+                                                    process_group=0, stderr=asyncio.subprocess.PIPE,
+                                                    stdin=asyncio.subprocess.DEVNULL)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=20)
         report = json.loads(out.decode().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, asyncio.TimeoutError) as exc:
@@ -231,6 +235,34 @@ async def _probe(settings: PolicySettings) -> SandboxStatus:
             except OSError:
                 pass
         shutil.rmtree(base, ignore_errors=True)
+    return _keep(settings, _status_of(settings, report))
+
+
+def probe_now(settings: PolicySettings, timeout: float = 20) -> SandboxStatus | None:
+    """The probe run to its end without an event loop (the warm spare's, ``spare/_daemon.py``:
+    its children start with the result, as a process that probed already); ``None`` when it could
+    not run (then nothing is kept and a process probes for itself)."""
+    import subprocess
+
+    base = tempfile.mkdtemp(prefix="agent-server-probe-")
+    try:
+        done = subprocess.run(_probe_args(settings, base), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, process_group=0, timeout=timeout, check=False)
+        report = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return _keep(settings, _status_of(settings, report))
+
+
+def _keep(settings: PolicySettings, status: SandboxStatus) -> SandboxStatus:
+    _PROBED[(settings.sandbox, settings.network)] = status
+    return status
+
+
+def _status_of(settings: PolicySettings, report: dict[str, Any]) -> SandboxStatus:
+    """The status a probe's ``report`` shows for ``settings``."""
     problems = list(report.get("errors", []))
     if report.get("abi", 0) < 1:
         problems.insert(0, "Landlock is not available on this kernel")
@@ -255,7 +287,6 @@ async def _probe(settings: PolicySettings) -> SandboxStatus:
                            tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
                            bool(report.get("setuid_blocked")), bool(report.get("abstract_unix_blocked")),
                            bool(report.get("signals_scoped")))
-    _PROBED[key] = status
     return status
 
 
