@@ -7,7 +7,9 @@ to ``headless``, ``sessions …`` to ``sessions_cli``. With no sub-command it se
 the editor waits for that answer) — and the ``session/new`` right after it when it is the plain
 case (``server/fast_session.py``) — then hands everything else, and the session it made, to the
 server. Whatever the sub-command, the process finds no pydantic plugins (``process_trims``); the
-server's modules load with the garbage collector paused (``_end_gc_pause``).
+server's modules load with the garbage collector paused (``_end_gc_pause``). Before any of that,
+a warm spare may serve the launch instead (``spare/_launcher.handoff``: a fork of a process that
+has the modules loaded runs ``_serve``; there the full server answers ``session/new``).
 
 Must never: let anything but protocol messages reach the real stdout. The protocol gets a private
 duplicate of descriptor 1, and descriptor 1 itself is pointed at stderr, so a stray ``print`` (or
@@ -26,6 +28,7 @@ _USAGE = """usage: agent-server [--config PATH]
        agent-server lsp [--config PATH]
        agent-server login [--config PATH]
        agent-server logout [--profile NAME | --all]
+       agent-server spare status|stop [--json]
 
 Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
 "run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
@@ -34,6 +37,8 @@ Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
 "lsp" serves the same agent as a language server (LSP) for editors without ACP.
 "login" signs in to a model provider (provider, API key, model; checked, then stored in the
 system keyring or a file only you can read); "logout" removes the stored key.
+"spare" lists or stops this user's warm spares (a process that already loaded the server and
+serves the next launch; AGENT_SERVER_SPARE=off turns them off).
 
 options:
   --config PATH   read this TOML config file instead of the default
@@ -186,7 +191,15 @@ def _serve(config_path: str | None) -> int:
     answered = _fast_initialize(first, out_fd) if first else None
     prefeed = rest if answered is not None else first + rest
     handed = None
-    if answered is not None:
+    if answered is not None and "agent_server.server.stdio" in sys.modules:
+        # the fast session/new answers before the server's imports; in a process that has them
+        # already (a warm spare's fork: spare/_daemon.py) the server answers it, having set up
+        # first — the set-up a prompt sent right after the answer would otherwise wait for
+        import signal
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # as _after_initialize: until the server's own
+            signal.signal(signum, _exit_quietly)
+    elif answered is not None:
         handed, prefeed = _after_initialize(rest, out_fd, config_path)
 
     import asyncio
@@ -247,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_server.server.lsp.main import main as lsp_main
 
         return lsp_main(args[1:])
+    if args and args[0] == "spare":
+        from agent_server.spare.cli import main as spare_main
+
+        return spare_main(args[1:])
     config_path = None
     while args:
         arg = args.pop(0)
@@ -271,4 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2
+    from agent_server.spare._launcher import handoff
+
+    status = handoff(sys.argv, config_path)  # a warm spare's fork serves this launch (spare/_launcher.py)
+    if status is not None:
+        return status
     return _serve(config_path)

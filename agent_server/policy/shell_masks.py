@@ -2,7 +2,8 @@
 
 Role: ``credential_paths(patterns, env)`` lists stored credentials outside the workspace that the
 shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
-``agent-server login`` stored), the state folder (every session's log), keyring files, and
+``agent-server login`` stored), the state folder (every session's log), the warm spare's folder
+(its socket and token: a fork of the spare runs unconfined, ``spare/``), keyring files, and
 well-known secret files in the home folder (``HOME_SECRETS``) plus the configured path patterns
 (``~/.ssh/**`` …). ``SecretScanner`` finds the files inside the roots whose *name* matches a secret
 pattern (``.env*``, ``*.pem`` …), re-listing only folders whose modification time changed since the
@@ -59,6 +60,9 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     if env.get("AGENT_SERVER_CONFIG"):
         found.append(env["AGENT_SERVER_CONFIG"])
     found.append(str(default_state_dir(env)))
+    from agent_server.spare import spare_folder
+
+    found.append(spare_folder(env))  # the warm spare's socket and token: a way out of the sandbox
     for pattern in patterns:
         if "/" not in pattern:
             continue
