@@ -16,3 +16,40 @@ if _TESTS not in sys.path:
 
 from support.fixtures import *  # noqa: E402,F401,F403
 
+
+def _spares() -> set[int]:
+    """Pids of the warm spares this checkout's interpreter runs (``python … -m agent_server.spare``)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"agent_server.spare" in argv and argv[0] == os.fsencode(sys.executable):
+                found.add(int(entry))
+    return found
+
+
+_BEFORE: set[int] = set()
+
+
+def pytest_sessionstart(session):
+    _BEFORE.update(_spares())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A safety net: a spare that a test's agent started (an environment without
+    ``AGENT_SERVER_SPARE=off``) is stopped, and named, rather than left running for 30 min."""
+    import signal
+
+    leaked = sorted(_spares() - _BEFORE)
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if leaked and reporter is not None:
+        reporter.write_line(f"tests/conftest.py: stopped {len(leaked)} warm spare(s) the tests left running "
+                            f"(pids {leaked}): some test starts agent-server without AGENT_SERVER_SPARE=off", red=True)
