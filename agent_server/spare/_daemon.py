@@ -346,13 +346,15 @@ class Spare:
         for signum in STOP_SIGNALS:
             _signal.signal(signum, self._on_stop_signal)
         interval = check_every(self.idle)
-        while not (self.stopping and not self.children and not self.conns):
+        while True:
             now = time.monotonic()
             if self.stop_requested:
                 self.stop("asked to stop (signal)")
             if now >= self.next_check:
                 self.check(now)
                 self.next_check = now + interval
+            if self.stopping and not self.children and not self.conns:
+                break  # before the next poll, which could wait a whole check interval
             poller = select.poll()
             poller.register(wake_r, select.POLLIN)
             if self.listener is not None:

@@ -229,6 +229,14 @@ def test_the_spare_runs_one_thread_whenever_it_forks(spare):
     assert "refusing to fork" not in spare.logs()
 
 
+def test_a_spare_asked_to_stop_with_nothing_running_ends_at_once_not_at_its_next_check(tmp_path):
+    folder = SpareFolder(tmp_path / "spare", idle=600)  # its checks: once a minute
+    pid = folder.start()
+    started = time.monotonic()
+    folder.stop()
+    assert not alive(pid) and time.monotonic() - started < 5, "the stopped spare slept until its next check"
+
+
 def test_agent_server_spare_status_names_the_spare_and_the_key_of_this_launch(spare):
     status = spare.status()
     (only,) = status["spares"]
