@@ -9,7 +9,7 @@
 
 import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, fold, initialState, permissionAnswer } from "./state";
+import { type ChatState, type Item, fold, initialState, permissionAnswer, toolReason } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -129,6 +129,8 @@ function renderItem(item: Item): HTMLElement {
       const head = el("div", "tool-head");
       head.append(el("span", "tool-status", item.status), el("span", "tool-title", item.title || item.kind));
       node.append(head);
+      const reason = toolReason(item);
+      if (reason) node.append(el("div", "tool-reason", reason));
       if (item.diffs.length) node.append(el("div", "tool-diffs", `diff: ${item.diffs.map((d) => d.split("/").pop()).join(", ")}`));
       if (item.output) {
         const details = el("details", "tool-output");

@@ -158,6 +158,18 @@ export function toSelects(options: unknown[]): SelectView[] {
   return out;
 }
 
+/**
+ * Why a failed tool call failed, shown on its card without opening the output (as the Neovim chat
+ * shows `- ✗ Edit calc.py — Not written: the user rejected the change …`): the output's first line
+ * with text, at most 200 characters. A loaded session's edits replay as such cards — the replayed
+ * updates carry the call's final status and the text the model was told, not the proposal itself.
+ */
+export function toolReason(item: Extract<Item, { type: "tool" }>): string {
+  if (item.status !== "failed") return "";
+  const line = item.output.split("\n").find((l) => l.trim() !== "") ?? "";
+  return line.trim().slice(0, 200);
+}
+
 /** What a permission card says once answered: the chosen option's name ("Allow once"), never its id. */
 export function permissionAnswer(item: Extract<Item, { type: "permission" }>): string {
   if (!item.outcome) return "";

@@ -3,7 +3,7 @@
 // same events (session/load) rebuilds the same chat.
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/protocol";
-import { fold, initialState } from "../../webview/state";
+import { fold, initialState, toolReason } from "../../webview/state";
 
 const run = (events: ChatEvent[]) => events.reduce(fold, initialState());
 
@@ -165,5 +165,19 @@ describe("the chat fold", () => {
     expect(s.currentSession).toBe("sess_mine");
     expect(s.items[0]).toMatchObject({ type: "notice", level: "error" });
     expect((s.items[0] as { text: string }).text).toContain("The panel stays on session sess_mine");
+  });
+
+  it("a loaded session's rejected edit replays as a failed card that shows why, as the Neovim chat does", () => {
+    const s = run([
+      { kind: "reset", sessionId: "sess_old" },
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "change it" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-3", title: "Edit calc.py", kind: "edit", status: "failed",
+        content: [{ type: "content", content: { type: "text", text: "\nNot written: the user rejected the change to calc.py.\nMore." } }] } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-4", title: "Edit calc.py", kind: "edit", status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "Edited calc.py" } }] } },
+    ]);
+    const [rejected, applied] = s.items.filter((i) => i.type === "tool") as Extract<(typeof s.items)[number], { type: "tool" }>[];
+    expect(toolReason(rejected!)).toBe("Not written: the user rejected the change to calc.py.");
+    expect(toolReason(applied!)).toBe("");
   });
 });
