@@ -36,6 +36,7 @@ class AgentProcess:
         self._cond = threading.Condition()
         self._next_id = 0
         self.stderr = b""
+        self._server_pid: int | None = None
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
@@ -112,14 +113,37 @@ class AgentProcess:
         _, answered, message = self.response(request_id, start, timeout)
         return sent, answered, message["result"]
 
+    def server_pid(self) -> int:
+        """The pid of the process serving this agent's stdio: the spawned process itself, or, when
+        ``agent-server`` handed its stdio to a warm spare (``agent_server/spare``), the spare's
+        child that reads the same stdin pipe (found once, by the pipe's inode in
+        ``/proc/*/fd/0``; call it after a first answer arrived)."""
+        if self._server_pid is None:
+            mine = os.fstat(self.proc.stdin.fileno())
+            found = self.proc.pid
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) == self.proc.pid:
+                    continue
+                try:
+                    theirs = os.stat(f"/proc/{entry.name}/fd/0")
+                except OSError:
+                    continue
+                if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
+                    found = int(entry.name)
+                    break
+            if found == self.proc.pid:
+                return found  # not handed over (yet): look again next time
+            self._server_pid = found
+        return self._server_pid
+
     def cpu_seconds(self) -> float:
-        """User + system CPU seconds of the agent process so far (``/proc/<pid>/stat``)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        """User + system CPU seconds of the serving process so far (``/proc/<pid>/stat``)."""
+        fields = Path(f"/proc/{self.server_pid()}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def memory_kib(self, field: str = "VmRSS") -> int:
-        """``VmRSS`` (or ``VmHWM``, the peak) of the agent process, in KiB."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+    def memory_kib(self, field: str = "VmRSS", pid: int | None = None) -> int:
+        """``VmRSS`` (or ``VmHWM``, the peak) of the serving process (or of ``pid``), in KiB."""
+        for line in Path(f"/proc/{pid or self.server_pid()}/status").read_text().splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1])
         return -1
