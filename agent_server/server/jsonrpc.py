@@ -17,8 +17,10 @@ import asyncio
 import itertools
 import json
 import logging
+import re
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from agent_server.server.bounds import MAX_SEND_BYTES, fit_line
 from agent_server.server.wire import encode_message, encode_notifications
 
 log = logging.getLogger("agent_server.jsonrpc")
@@ -45,6 +47,22 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
+_SNIFF = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*,\s*"(\w+)"')
+
+
+def _sniff_id(head: bytes) -> tuple[Any, str | None]:
+    """The id at the start of a line too long to parse, and whether it is a ``request`` (a
+    ``method`` follows) or a ``response`` (``result`` / ``error``); ``(None, None)`` when the line
+    does not start ``{"jsonrpc":"2.0","id":…``."""
+    match = _SNIFF.match(head)
+    if match is None:
+        return None, None
+    raw, key = match.group(1), match.group(2)
+    value: Any = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+    kind = {b"method": "request", b"result": "response", b"error": "response"}.get(key)
+    return (value, kind) if kind else (None, None)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -65,6 +83,18 @@ class JsonRpcError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+class MessageTooLarge(JsonRpcError):
+    """A message of this side could not be sent: its line would be over the bound of what this side
+    sends (``bounds.MAX_SEND_BYTES``) and it cannot be shrunk (``bounds.fit_line``). Raised by
+    ``send`` (and so by ``request``/``begin_request``) before anything is written."""
+
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        super().__init__(INTERNAL_ERROR, f"{method} is too large to send: {size:,} bytes, over the {limit:,} "
+                                         "bytes a message may be (docs/protocol.md, Size limit)",
+                         {"agentServer": {"tooLarge": {"bytes": size, "limit": limit}}})
+        self.size, self.limit = size, limit
 
 
 class ConnectionClosed(Exception):
@@ -118,7 +148,9 @@ class Connection:
         *,
         requests: dict[str, RequestHandler],
         notifications: dict[str, NotificationHandler] | None = None,
+        max_send_bytes: int = MAX_SEND_BYTES,
     ) -> None:
+        self.max_send_bytes = max_send_bytes
         self._reader = reader
         self._writer = writer
         self._requests = requests
@@ -133,8 +165,11 @@ class Connection:
     # -- sending ------------------------------------------------------------------------------
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Write one message as one line; messages never interleave."""
-        data = encode_message(message)
+        """Write one message as one line; messages never interleave. A line over
+        ``max_send_bytes`` is shrunk to lines within it (``bounds.fit_line``: a text chunk split,
+        a tool call's display cut, a result answered with an error) or, when it cannot be, not
+        written at all: ``MessageTooLarge``."""
+        data = self._bounded(message, encode_message(message))
         async with self._write_lock:
             self._writer.write(data)
             await self._writer.drain()
@@ -148,6 +183,12 @@ class Connection:
         nothing interleaved): what ``notify`` per item sends, in one system call instead of one
         per message. Returns once all are written."""
         data = encode_notifications(method, params)
+        if len(data) > self.max_send_bytes:  # some line may be over the bound: each on its own
+            lines = []
+            for item in params:
+                message = {"jsonrpc": "2.0", "method": method, "params": item}
+                lines.append(self._bounded(message, encode_message(message)))
+            data = b"".join(lines)
         if data:
             async with self._write_lock:
                 self._writer.write(data)
@@ -183,6 +224,21 @@ class Connection:
             self._pending.pop(request_id, None)
             raise
         return request_id, future
+
+    def _bounded(self, message: dict[str, Any], data: bytes) -> bytes:
+        """``data``, or lines within ``max_send_bytes`` that carry ``message``; raises
+        ``MessageTooLarge`` when there are none."""
+        if len(data) <= self.max_send_bytes:
+            return data
+        fitted = fit_line(message, data, self.max_send_bytes)
+        what = str(message.get("method") or f"the answer to request {message.get('id')!r}")
+        if fitted is None:
+            log.error("not sent: %s would be a %d-byte line, over the %d-byte bound", what, len(data),
+                      self.max_send_bytes)
+            raise MessageTooLarge(what, len(data), self.max_send_bytes)
+        log.warning("%s would be a %d-byte line, over the %d-byte bound: sent as %d bytes (split or cut; "
+                    "docs/protocol.md, Size limit)", what, len(data), self.max_send_bytes, len(fitted))
+        return fitted
 
     def cancel_outgoing(self, request_id: int) -> None:
         """Send ``$/cancel_request`` for a request of ours; its future stays open for the peer's
@@ -222,16 +278,33 @@ class Connection:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _skip_oversized(self, consumed: int) -> None:
-        await self._reader.readexactly(consumed)
+        """Read a line over ``MAX_LINE_BYTES`` through to its newline without keeping it. Its id,
+        when its first bytes name one (``{"jsonrpc":"2.0","id":…``, as this engine and the ACP
+        SDKs write a message), is not lost: a request is answered ``-32600`` with that id, and an
+        answer to a request of ours fails that request at once (``MessageTooLarge``) instead of
+        leaving it waiting; otherwise the error goes out with ``id: null``."""
+        head = await self._reader.readexactly(consumed)
+        size = consumed
         while True:
             try:
-                await self._reader.readuntil(b"\n")
+                size += len(await self._reader.readuntil(b"\n"))
                 break
             except asyncio.LimitOverrunError as exc:
-                await self._reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
+                size += len(await self._reader.readexactly(exc.consumed))
+            except asyncio.IncompleteReadError as exc:
+                size += len(exc.partial)
                 break
-        await self._send_error(None, INVALID_REQUEST, f"message too large: a message may be at most "
+        request_id, kind = _sniff_id(head)
+        future = self._pending.get(request_id) if kind == "response" else None
+        if future is not None and not future.done():
+            log.error("skipped the %d-byte answer to request %r: over the %d-byte limit of a line", size,
+                      request_id, MAX_LINE_BYTES)
+            future.set_exception(MessageTooLarge(f"the answer to request {request_id!r}", size, MAX_LINE_BYTES))
+            return
+        log.error("skipped a %d-byte %s: over the %d-byte limit of a line", size,
+                  f"request (id {request_id!r})" if kind == "request" else "message", MAX_LINE_BYTES)
+        await self._send_error(request_id if kind == "request" and request_id not in self._inflight else None,
+                               INVALID_REQUEST, f"message too large: a message may be at most "
                                f"{MAX_LINE_BYTES} bytes ({MAX_LINE_BYTES >> 20} MiB) on one line; it was skipped")
 
     async def _handle_line_safely(self, line: bytes) -> None:
@@ -393,6 +466,12 @@ class Connection:
         return True
 
     def _handle_response(self, message: dict[str, Any]) -> None:
+        if message["id"] is None and isinstance(message.get("error"), dict):
+            # the peer could not read a line of ours (not JSON, too large …) and could not tell its id
+            error = message["error"]
+            log.error("the peer could not read a message this side sent: error %s: %.500s", error.get("code"),
+                      error.get("message"))
+            return
         if not _valid_id(message["id"]):
             log.warning("response with an invalid id %.100r ignored", message["id"])
             return
