@@ -137,6 +137,8 @@ class Restorer:
         """Ask about a file the user changed since; only an explicit allow takes the checkpoint."""
         import difflib
 
+        from agent_server.tools.diff_view import diff_content
+
         def text(raw: bytes | None) -> str:
             return "" if raw is None else raw.decode("utf-8", errors="replace")
         diff = "".join(difflib.unified_diff(text(current.raw if current else None).splitlines(True),
@@ -145,8 +147,7 @@ class Restorer:
             {"type": "content", "content": {"type": "text", "text": (
                 f"{path} was changed after the agent's edit. Allow: take the checkpoint (your changes "
                 f"are replaced). Reject: keep your version.\n\n{diff[:4000]}")}},
-            {"type": "diff", "path": str(path), "oldText": text(current.raw if current else None),
-             "newText": text(target)}], {"path": str(path)}, options=(ALLOW_ONCE, REJECT_ONCE),
+            diff_content(path, text(current.raw if current else None), text(target))], {"path": str(path)}, options=(ALLOW_ONCE, REJECT_ONCE),
                   names=((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, "Keep mine")))
         answer = await self.approver.ask(ask)
         return answer.allowed

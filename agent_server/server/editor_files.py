@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agent_server.server.initialize import negotiate_encoding
-from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError
+from agent_server.server.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError, MessageTooLarge
 from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools import safe_fs
+from agent_server.tools.diff_view import diff_content
 from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, NotTextFileError, WriteOutcome
 from agent_server.tools.text import NotTextError, decode_text, not_utf8
 from agent_server.tools.user_wait import awaiting_user
@@ -186,7 +187,7 @@ class EditorFiles:
         tool_call_id = CURRENT_TOOL_CALL.get()
         if tool_call_id:
             await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
-                             "content": [{"type": "diff", "path": str(path), "oldText": old, "newText": new}]})
+                             "content": [diff_content(path, old, new)]})
 
     async def _propose(self, path: Path, old: str | None, new: str, base: FileSnapshot | None) -> WriteOutcome:
         uri = file_uri(path)
@@ -239,6 +240,10 @@ class EditorFiles:
             request_id, future = await self.connection.begin_request(APPLY_WORKSPACE_EDIT, params)
         except ConnectionClosed:
             return WriteOutcome("failed", "the editor went away before the proposal could be sent")
+        except MessageTooLarge as exc:
+            return WriteOutcome("failed", f"the change is too large to propose to the editor ({exc.size:,} bytes "
+                                          f"of edits, over the {exc.limit:,} bytes a message may carry); nothing "
+                                          "was proposed or written: make it in smaller edits")
         try:
             try:
                 with awaiting_user():  # the user's time, and the editor's last word after a withdrawal
@@ -298,6 +303,9 @@ class EditorFiles:
             return await self.disk.write(path, raw, base=current if base is None else base)
         try:
             await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path), "content": new})
+        except MessageTooLarge:  # the whole text cannot go in one message: the guarded disk write
+            log.info("%s: %d bytes are too large for fs/write_text_file; written on disk, guarded", path, len(raw))
+            return await self.disk.write(path, raw, base=current if base is None else base)
         except JsonRpcError as exc:
             return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
         except ConnectionClosed:

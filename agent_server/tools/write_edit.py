@@ -19,6 +19,7 @@ from pydantic import Field
 from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, resolve_path
 from .files import FileSnapshot
 from .read import file_error, not_text_result, precheck
+from .diff_view import diff_content
 from .edit_text import find_spans, no_match_hint, snippet, splice
 from .text import (
     NotTextError,
@@ -159,7 +160,8 @@ def _count_lines(text: str) -> int:
 
 
 def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
-    return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
+    """The ACP diff of the change: whole for a small file, the changed region for a big one."""
+    return diff_content(path, old, new)
 
 
 def _model_text(raw: bytes) -> str:
