@@ -2,7 +2,9 @@
  * The ACP client on the official TypeScript SDK (2.x client API): `initialize` with our
  * `_meta.agentServer` block, sessions, prompts, cancel, config options; the server's requests routed
  * to the handlers given by `buffers`, `proposals` and `permissions`; one event stream for the UI.
- * Restarts the server when it dies (the next prompt gets a new session).
+ * Restarts the server when it dies (the next prompt gets a new session); a transport error (a message
+ * over the SDK's size limit, a broken stream) with the process still running stops that process and
+ * is reported once as the server's end: the next prompt or New starts a new one.
  *
  * Must not: touch a buffer, a document or a window.
  */
@@ -152,6 +154,8 @@ export class AgentClient {
   private turns = 0;
   private disposed = false;
   private crashes: number[] = [];
+  /** Why the connection to a still-running process broke (a transport error), by process. */
+  private readonly lost = new WeakMap<AgentProcess, string>();
 
   constructor(private readonly opts: ClientOptions) {}
 
@@ -190,6 +194,7 @@ export class AgentClient {
     );
     const conn = app.connect(acp.ndJsonStream(proc.output, proc.input));
     void proc.exited.then((status) => this.onExit(proc, conn, status));
+    void conn.closed.then(() => this.onConnectionClosed(proc, conn));
     const init = await Promise.race([
       conn.agent.request(acp.methods.agent.initialize, {
         protocolVersion: acp.PROTOCOL_VERSION,
@@ -228,6 +233,27 @@ export class AgentClient {
     if (this.crashes.length <= 3 && !status.error) {
       this.start().catch((err) => this.opts.log(`restart failed: ${String(err)}`));
     }
+  }
+
+  /**
+   * The connection closed. When the process is still running a moment later, the transport broke
+   * under it (the SDK refused a message over its size limit, the stream failed): nothing more can be
+   * read from that process, so it is stopped and reported once (`server-exited`), and the next
+   * prompt or New starts a new one. A process that exits is `onExit`'s; a close we made
+   * (`restart`, `dispose`) has already let the process go.
+   */
+  private async onConnectionClosed(proc: AgentProcess, conn: acp.ClientConnection): Promise<void> {
+    if (this.running?.proc !== proc || this.disposed) return;
+    const exited = await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 300))]);
+    if (exited || this.running?.proc !== proc || this.disposed) return;
+    const reason = conn.signal.reason === undefined ? "the stream closed" : errorText(conn.signal.reason);
+    this.lost.set(proc, reason);
+    this.running = undefined;
+    this.sessionId = undefined;
+    const message = `the connection to agent-server broke (${reason}); the server was stopped`;
+    this.opts.log(message);
+    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail() });
+    await proc.kill();
   }
 
   /** Creates a new session in the workspace folder (replaces the current one). */
@@ -298,7 +324,8 @@ export class AgentClient {
     } catch (err) {
       // A closed connection usually means the process is going away: let its exit be reported first.
       const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
-      end = { error: exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err) };
+      const lost = proc ? this.lost.get(proc) : undefined;
+      end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err) };
     } finally {
       this.turns--;
     }

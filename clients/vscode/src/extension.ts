@@ -247,6 +247,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: API key stored; the server restarts with it at the next prompt.");
     }),
     vscode.commands.registerCommand("agentServer.showLog", () => output.show()),
+    vscode.commands.registerCommand("agentServer.restartServer", async () => {
+      await agent.restart();
+      permissions.cancelAll();
+      log("restarted on request: the next prompt starts the server again in a new session");
+      post({ kind: "notice", level: "info", text: "agent-server was restarted; the next prompt starts it again in a new session." });
+      try {
+        await agent.start();
+      } catch (err) {
+        post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
+      }
+    }),
     vscode.commands.registerCommand("agentServer.acceptProposal", (arg?: unknown) => {
       const id = diffView.activeProposalId(arg);
       return id ? proposals.decideAll(id, true) : undefined;

@@ -105,6 +105,28 @@ describe("a plain ACP agent", () => {
     expect(events.at(-1)).toMatchObject({ type: "turn-end", stopReason: "end_turn" });
   });
 
+  it("a message over the SDK's 32 MiB limit: the broken connection is reported once, the live server is stopped, the next prompt and New start a new one", async () => {
+    const once = join(mkdtempSync(join(tmpdir(), "scripted-")), "huge");
+    const { client, events, logs } = start({ turns: [[{ huge: 33 * 1024 * 1024, onceFile: once }], [], []] });
+    await client.prompt([{ type: "text", text: "one" }], "one");
+    const exited = events.filter((e) => e.type === "server-exited");
+    expect(exited).toHaveLength(1);
+    expect(exited[0]).toMatchObject({ message: expect.stringContaining("Incoming ACP data exceeds the configured 33554432 byte limit") });
+    expect(events.find((e) => e.type === "turn-end")).toMatchObject({ started: true, error: "the turn ended: the connection to the server broke" });
+    const first = (events.find((e) => e.type === "session") as { sessionId: string }).sessionId;
+    const pid = Number(first.split("-")[1]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(() => process.kill(pid, 0)).toThrow(); // the old process was stopped, not left running
+    await client.prompt([{ type: "text", text: "two" }], "two");
+    expect(events.at(-1)).toMatchObject({ type: "turn-end", stopReason: "end_turn" });
+    const second = (events.filter((e) => e.type === "session") as { sessionId: string }[])[1]!.sessionId;
+    expect(second.split("-")[1]).not.toBe(first.split("-")[1]); // a new process
+    client.resetSession();
+    await client.newSession();
+    expect(events.filter((e) => e.type === "server-exited")).toHaveLength(1); // said once
+    expect(logs.some((l) => l.includes("the connection to agent-server broke"))).toBe(true);
+  });
+
   it("restart() after a settings change stops the server quietly: no crash reported, the next prompt starts anew", async () => {
     const { client, events } = start({ turns: [[], []] });
     await client.prompt([{ type: "text", text: "one" }], "one");
