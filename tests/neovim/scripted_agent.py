@@ -6,6 +6,8 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
 * ``flood N``  – N ``agent_message_chunk`` updates of one character each (the text of
   :func:`flood_text`), written as fast as the pipe takes them, then ``end_turn``
 * ``garbage``  – a line that is not JSON and a JSON array on stdout, then a chunk and ``end_turn``
+* ``huge N``   – one ``agent_message_chunk`` of N characters (``x``), then ``end_turn``
+* ``closeout`` – one chunk, then stdout is closed while the process goes on running (a broken stream)
 * ``die``      – a line on stderr, one chunk, then the process exits (status 3) mid-turn
 * ``read PATH`` – ``fs/read_text_file``; the result is echoed back as JSON in one chunk
 * ``propose DELTA HASH PATH`` – reads PATH, then proposes inserting ``X`` at its start with
@@ -101,6 +103,15 @@ def main() -> None:
                 answer = ask("fs/write_text_file", {"sessionId": sid, "path": path,
                                                     "content": content.replace("\\n", "\n")})
                 send(chunk(sid, "write: " + json.dumps(answer.get("result", answer), sort_keys=True)))
+            elif command == "huge":
+                send(chunk(sid, "x" * int(rest)))
+            elif command == "closeout":
+                send(chunk(sid, "closing my output"))
+                sys.stdout.flush()
+                os.close(1)
+                import time
+                time.sleep(60)
+                os._exit(0)
             elif command == "die":
                 send(chunk(sid, "about to die"))
                 sys.stdout.flush()

@@ -75,6 +75,46 @@ def test_server_killed_mid_turn_is_reported_with_its_stderr_and_the_next_ask_sta
     assert not any(pid_alive(p) for p in first)
 
 
+def test_a_line_over_the_typescript_sdks_32_mib_arrives_whole_and_the_next_ask_works(make_editor):
+    ed = make_editor(server_cmd=SCRIPTED)
+    size = 33 * 1024 * 1024
+    ed.cmd(f"AgentAsk huge {size}")
+    ed.idle(timeout=60)
+    assert ed.lua("local t = require('agent_server.chat').text() return #t") > size
+    assert "_— stop: end_turn —_" in ed.chat()[-200:]
+    ed.cmd("AgentAsk after")
+    ed.idle()
+    assert "echo: after" in ed.chat()[-300:]
+
+
+def test_a_server_whose_output_breaks_is_stopped_reported_and_replaced_by_the_next_ask(make_editor):
+    ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd("AgentAsk closeout")
+    ed.wait("return require('agent_server.chat').text():find('the connection broke', 1, true) ~= nil",
+            what="the broken connection's report")
+    first = ed.server_pids.copy()
+    assert "the connection broke (its output closed), so it was stopped" in ed.chat()
+    ed.cmd("AgentAsk hello again")
+    ed.idle()
+    assert "echo: hello again" in ed.chat()
+    assert ed.server_pids - first, "no new server was started"
+    assert not any(pid_alive(p) for p in first)
+
+
+def test_agent_restart_stops_the_server_and_starts_a_new_one(make_editor):
+    ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd("AgentAsk one")
+    ed.idle()
+    first = ed.server_pids.copy()
+    ed.cmd("AgentRestart")
+    ed.wait("return require('agent_server.chat').text():find('was restarted', 1, true) ~= nil", what="the restart")
+    assert "agent-server exited" not in ed.chat()  # a restart is not a crash
+    ed.cmd("AgentAsk two")
+    ed.idle()
+    assert "echo: two" in ed.chat()
+    assert ed.server_pids - first and not any(pid_alive(p) for p in first)
+
+
 def test_no_server_process_is_left_after_qa(make_editor, tmp_path):
     from support.nvim import quit_editor
     ed = make_editor(server_cmd=SCRIPTED)

@@ -41,6 +41,10 @@ command("AgentNew", function()
   api().new()
 end, { desc = "Start a new agent session" })
 
+command("AgentRestart", function()
+  api().restart()
+end, { desc = "Restart the agent server (the next prompt starts a new session)" })
+
 command("AgentSessions", function()
   api().sessions()
 end, { desc = "Load an earlier agent session" })

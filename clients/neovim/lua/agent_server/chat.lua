@@ -444,7 +444,7 @@ function M.handle(ev)
     M.buffer()
     local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
     local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one.", how,
-      ev.during_turn and " during a turn" or "") }
+      (ev.during_turn and " during a turn" or "") .. (ev.lost and (": the connection broke (" .. ev.lost .. "), so it was stopped") or "")) }
     if ev.stderr and ev.stderr ~= "" then
       lines[#lines + 1] = "```"
       local tail = vim.split(ev.stderr:gsub("%s+$", ""), "\n", { plain = true })

@@ -92,7 +92,7 @@ local function on_exit(r, code, signal, tail)
   local was_running = state.turns > 0
   state.turns = 0
   if not r.stopping then
-    emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running })
+    emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running, lost = r.stream_lost })
   end
   local waiters = state.waiters
   state.waiters, state.starting = {}, false
@@ -415,6 +415,13 @@ function M.models()
       return opt.options, opt.currentValue
     end
   end
+end
+
+--- Stop the server quietly (no exit report) and start a new one at once; the next prompt runs in a
+--- new session. `cb(err)` once the new server is initialized (or could not start).
+function M.restart(cb)
+  M.stop(true)
+  M.ensure_server(cb or function() end)
 end
 
 --- Stop the server (its whole process group). `wait`: block up to 500 ms (VimLeavePre).

@@ -138,6 +138,19 @@ function M.cancel()
   end
 end
 
+--- Restart the server (`:AgentRestart`): the running one is stopped, a new one started; the next
+--- prompt runs in a new session (the chat keeps the transcript above).
+function M.restart()
+  wire()
+  client.restart(function(err)
+    if err then
+      notify(err, vim.log.levels.ERROR)
+    else
+      require("agent_server.chat").say("agent-server was restarted; the next prompt starts a new session.")
+    end
+  end)
+end
+
 --- Start a new session (the chat keeps the old transcript above).
 function M.new()
   wire()

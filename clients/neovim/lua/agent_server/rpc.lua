@@ -85,8 +85,9 @@ function M.start(opts)
   stdout:read_start(function(err, data)
     if data then
       self:_on_stdout(data)
-    elseif not err then
+    else
       self.stdout_eof = true
+      self:_stream_lost(err and ("reading its output failed: " .. tostring(err)) or "its output closed")
     end
   end)
   stderr:read_start(function(_, data)
@@ -98,6 +99,24 @@ function M.start(opts)
     end
   end)
   return self
+end
+
+--- The output stream ended or failed and, 300 ms later, the process still runs: nothing more can
+--- be read from it, so it is stopped (SIGTERM to its group, SIGKILL after 1 s) and its exit reported
+--- with `stream_lost` — why — for the next command to start a new server (as after a crash).
+function Rpc:_stream_lost(why)
+  vim.defer_fn(function() -- a process that exits closes its output first: give its exit a moment
+    if not self.alive or self.stopping or self.finished then
+      return
+    end
+    self.stream_lost = why
+    self:_kill_group("sigterm")
+    vim.defer_fn(function()
+      if not self.finished then
+        self:_kill_group("sigkill")
+      end
+    end, 1000)
+  end, 300)
 end
 
 function Rpc:_on_stdout(data)
