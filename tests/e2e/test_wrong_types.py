@@ -147,7 +147,7 @@ def test_100_mb_input_line_is_an_error_response_and_serving_goes_on(agent, works
                        "params": {"protocolVersion": 1, "pad": "x" * (100 * 1024 * 1024)}})
     agent.send_line(line)
     error = agent.recv_until(lambda m: "error" in m, timeout=120)
-    assert error["error"]["code"] == -32600 and error["id"] is None
+    assert error["error"]["code"] == -32600 and error["id"] == 77  # the id its first bytes name
     assert "message too large" in error["error"]["message"] and "64 MiB" in error["error"]["message"]
     _still_serving(agent, workspace)
 
