@@ -318,7 +318,14 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         models = _resolve_models(entries, provider, profiles, env, signin)
         table = "[acp]"
         acp = AcpSettings(**data.get("acp", {}))
-    except ConfigError:
+    except ConfigError as exc:
+        if table == "" and str(exc).startswith("unknown profile"):  # name where the name came from
+            source = ("AGENT_SERVER_PROFILE" if env.get("AGENT_SERVER_PROFILE")
+                      else f"{path} (profile)" if data.get("profile") is not None else None)
+            if source is not None:
+                raise ConfigError(f"{source}: {exc}") from None
+        if table == "[[models]]" and data and not str(exc).startswith(str(path)):
+            raise ConfigError(f"{path}: {exc}") from None
         raise
     except ValidationError as exc:  # one line: "[policy] default_mode: Input should be … (got 'yolo')"
         raise ConfigError(where + "; ".join(_one_error(table, e) for e in exc.errors(include_url=False))) from None

@@ -158,6 +158,26 @@ class SessionHost:
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         return self.frontend.emitter(session_id)
 
+    def check_config(self) -> None:
+        """``HostError`` ``internal`` (data ``{"code": "CONFIG_ERROR"}``) when the configuration could
+        not be read at start-up and still cannot (read again through ``config_loader``: a file fixed
+        since is taken, and the error is gone). ``session/new`` calls it, so the error — file, line,
+        column — comes at once, not at the first prompt."""
+        if not self.config_error:
+            return
+        if self.config_loader is not None:
+            from agent_server.config import ConfigError
+
+            try:
+                self.config = self.config_loader()
+            except ConfigError as exc:
+                self.config_error = str(exc)
+            else:
+                self.config_error = None
+                return
+        raise HostError("internal", f"configuration error: {self.config_error}",
+                        {"code": "CONFIG_ERROR", "message": self.config_error})
+
     async def check_sign_in(self) -> None:
         """``HostError`` ``auth_required`` when the configured model needs an API key and none is
         usable (``signin.ensure_key``; free when the key is in memory or none is needed)."""

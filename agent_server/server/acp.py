@@ -212,9 +212,11 @@ class AcpServer:
     async def new_session(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/new``: create the log and the session; returns ``{"sessionId", "modes",
         "configOptions"}``; the slash commands follow as ``available_commands_update``.
-        ``-32000`` (auth required) when the configured model needs a key and has none."""
+        ``-32000`` (auth required) when the configured model needs a key and has none; ``-32603``
+        with ``data.code`` ``CONFIG_ERROR`` when the configuration cannot be read (file, line, column)."""
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
         with _wire_errors():
+            self.host.check_config()
             await self.host.check_sign_in()
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
                                                 [s.get("name") for s in p.mcpServers])

@@ -1,5 +1,6 @@
 """Config: file + environment + profiles, precedence, and keys that never leak."""
 
+import re
 import pytest
 
 from agent_server.config import ConfigError, load_config
@@ -130,3 +131,15 @@ def test_redact_url_hides_credentials_and_query_values():
 
     assert redact_url("http://user:pw@h:8/v1?api-key=Q1&x=2") == "http://***@h:8/v1?api-key=***&x=***"
     assert redact_url("https://api.deepseek.com/v1") == "https://api.deepseek.com/v1"
+
+
+def test_an_unknown_profile_names_where_it_was_set(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('profile = "nosuch"\n')
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))} \(profile\): unknown profile 'nosuch'; known: \["):
+        load_config(path, env={})
+    with pytest.raises(ConfigError, match=r"^AGENT_SERVER_PROFILE: unknown profile 'other'"):
+        load_config(path, env={"AGENT_SERVER_PROFILE": "other"})
+    path.write_text('[[models]]\nid = "a"\nprofile = "nope"\n')
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: model 'a': unknown profile 'nope'"):
+        load_config(path, env={})
