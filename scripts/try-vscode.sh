@@ -42,12 +42,13 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 .venv/bin/python - "$workspace" "$run/demo-script.json" <<'PY'
-import json, sys
+import sys
 from pathlib import Path
-from agent_server.offline.demo_task import demo_task_script, write_project
+sys.path.insert(0, "scripts")
+from agent_server.offline.demo_task import write_project
+from try_neovim import write_demo_script  # by step: an ask after a cancel starts the task anew
 write_project(Path(sys.argv[1]))
-Path(sys.argv[2]).write_text(json.dumps({"description": "agent-server demo task (scripted, not a model)",
-                                         "loop": True, "responses": demo_task_script()}))
+write_demo_script(Path(sys.argv[2]))
 PY
 base_url=${AGENT_SERVER_BASE_URL:-}
 env_json='{}'

@@ -62,11 +62,18 @@ def find_nvim(explicit: str | None) -> str:
     return found
 
 
+def write_demo_script(path: Path) -> None:
+    """The offline demo's script, answered by step (docs/offline.md, as ``agent-server run`` does):
+    each request gets the answer for its step within the turn, so every ask — a second one, or the
+    one after a cancel or a killed server — starts the demo task from its first step (``loop`` went
+    on from wherever the last turn stopped: mid-script)."""
+    path.write_text(json.dumps({"description": "agent-server offline demo: scripted model answers for the "
+                                "demo task (NOT a model)", "by_step": True, "responses": demo_task_script()}))
+
+
 def start_offline_endpoint(state: Path) -> tuple[subprocess.Popen, str]:
     script = state / "offline-demo-task-script.json"
-    # loop: a second :AgentAsk plays the script again (as try-vscode's), instead of an HTTP 500
-    script.write_text(json.dumps({"description": "agent-server offline demo: scripted model answers "
-                                  "for the demo task (NOT a model)", "loop": True, "responses": demo_task_script()}))
+    write_demo_script(script)
     proc = subprocess.Popen([sys.executable, "-m", "agent_server.offline", "--port", "0", "--script", str(script)],
                             stdout=subprocess.PIPE, text=True)
     url = proc.stdout.readline().strip()

@@ -57,3 +57,34 @@ def test_try_neovim_offline_endpoint_answers_a_second_ask_instead_of_http_500(tm
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_try_scripts_demo_restarts_from_its_first_step_after_a_cancelled_turn(tmp_path):
+    """try-neovim and try-vscode's offline demo is answered by step: the ask after a turn cancelled
+    (or a server killed) mid-task starts the demo task again; with "loop" it went on mid-script."""
+    spec = importlib.util.spec_from_file_location("try_neovim", ROOT / "scripts" / "try_neovim.py")
+    try_neovim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(try_neovim)
+    assert "write_demo_script(" in (ROOT / "scripts" / "try-vscode.sh").read_text()  # the same script
+    proc, url = try_neovim.start_offline_endpoint(tmp_path)
+
+    def ask(messages):
+        body = json.dumps({"model": "offline-demo", "stream": True, "messages": messages}).encode()
+        request = urllib.request.Request(url + "/chat/completions", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read()
+
+    try:
+        user = {"role": "user", "content": "fix the tests"}
+        first = ask([user])
+        call = {"role": "assistant", "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
+        second = ask([user, call, {"role": "tool", "tool_call_id": "c1", "content": "..."}])
+        assert second != first
+        # the user cancels here; the next ask is a new turn
+        again = ask([user, call, {"role": "tool", "tool_call_id": "c1", "content": "cancelled"},
+                     {"role": "user", "content": "try again"}])
+        assert again == first
+    finally:
+        proc.kill()
+        proc.wait()
