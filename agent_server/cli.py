@@ -22,6 +22,7 @@ import os
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
+       agent-server --check-config [--config PATH]
        agent-server run -p PROMPT [--config PATH] [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
        agent-server sessions [--cwd DIR] [--json]
        agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
@@ -43,6 +44,8 @@ serves the next launch; AGENT_SERVER_SPARE=off turns them off).
 options:
   --config PATH   read this TOML config file instead of the default
   --version       print the version and exit
+  --check-config  read the configuration (file and environment) as the server would; print where it
+                  came from and exit 0, or the error (file, line, column) and exit 1
   -h, --help      show this help
 """
 
@@ -265,8 +268,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return spare_main(args[1:])
     config_path = None
+    check_config = False
     while args:
         arg = args.pop(0)
+        if arg == "--check-config":
+            check_config = True
+            continue
         if arg in ("-h", "--help"):
             sys.stdout.write(_USAGE)
             return 0
@@ -288,9 +295,25 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2
+    if check_config:
+        return _check_config(config_path)
     from agent_server.spare._launcher import handoff
 
     status = handoff(sys.argv, config_path)  # a warm spare's fork serves this launch (spare/_launcher.py)
     if status is not None:
         return status
     return _serve(config_path)
+
+
+def _check_config(config_path: str | None) -> int:
+    """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went."""
+    from agent_server.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: configuration error: {exc}\n")
+        return 1
+    sys.stdout.write(f"configuration OK: {config.source or 'no config file (defaults and the environment)'}; "
+                     f"profile {config.provider.profile!r}, model {config.provider.model or '(none)'!r}\n")
+    return 0

@@ -241,3 +241,42 @@ def test_model_command_switches_the_model_of_the_next_requests(make_editor, endp
     ed.cmd("AgentAsk hello")
     ed.idle()
     assert endpoint.requests[-1].json()["model"] == "other-model"
+
+
+def test_checkhealth_reports_a_broken_config_file_and_says_how_to_install(make_editor, tmp_path):
+    from support.fixtures import agent_server_command
+    bad = tmp_path / "bad.toml"
+    bad.write_text('profile = "x\n')
+    ed = make_editor(server_cmd=[*agent_server_command(), "--config", str(bad)])
+    ed.cmd("checkhealth agent_server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "ERROR" in report and str(bad) in report and "line 1, column 13" in report, report
+    missing = make_editor(server_cmd=[str(tmp_path / "no-such-agent-server")])
+    missing.cmd("checkhealth agent_server")
+    report = "\n".join(missing.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "pip install agent-server" not in report and "bash scripts/setup.sh" in report, report
+
+
+def test_a_server_found_through_a_relative_path_entry_inside_the_workspace_is_not_started(make_editor, tmp_path):
+    """`agent-server` by name, $PATH with "bin" (relative): the workspace's bin/agent-server (a cloned
+    repository's, or one a command wrote) must not be the server; an absolute $PATH entry is used."""
+    ed = make_editor()
+    ed.lua("""
+      local dir = vim.fn.getcwd() .. '/bin'
+      vim.fn.mkdir(dir, 'p')
+      vim.fn.writefile({ '#!/bin/sh', 'exit 0' }, dir .. '/agent-server')
+      vim.fn.setfperm(dir .. '/agent-server', 'rwxr-xr-x')
+      vim.env.PATH = 'bin:' .. vim.env.PATH
+      require('agent_server.config').setup({})
+    """)
+    got = ed.lua("local c, w = require('agent_server.config').server_cmd(); return { cmd = c or false, why = w or '' }")
+    cmd, why = got["cmd"] or None, got["why"]
+    assert cmd is None and "inside the current folder" in why, (cmd, why)
+    outside = tmp_path / "outside-bin"
+    outside.mkdir()
+    (outside / "agent-server").write_text("#!/bin/sh\nexit 0\n")
+    (outside / "agent-server").chmod(0o755)
+    ed.lua(f"vim.env.PATH = '{outside}:' .. vim.env.PATH")
+    got = ed.lua("local c, w = require('agent_server.config').server_cmd(); return { cmd = c or false, why = w or '' }")
+    cmd, why = got["cmd"] or None, got["why"]
+    assert cmd == [str(outside / "agent-server")], (cmd, why)

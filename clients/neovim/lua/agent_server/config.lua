@@ -123,18 +123,30 @@ end
 
 --- argv that starts the server: `cmd`, else `agent-server` on $PATH; nil and a reason when not found.
 ---@return string[]|nil argv, string|nil why
+--- The command comes from setup() only (your config; a project's .nvim.lua runs only after :trust).
+--- A bare name is resolved to an absolute path here, and refused when $PATH found it inside the
+--- current directory (a relative $PATH entry such as "." or "node_modules/.bin"): a cloned
+--- repository, or a command the agent ran, could put an `agent-server` there.
+---@return string[]|nil argv, string|nil why
 function M.server_cmd()
-  local cmd = options.cmd
-  if cmd then
-    if vim.fn.executable(cmd[1]) == 1 then
-      return vim.deepcopy(cmd)
+  local cmd = options.cmd and vim.deepcopy(options.cmd) or { "agent-server" }
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    if options.cmd then
+      return nil, string.format("the configured server command '%s' is not executable", cmd[1])
     end
-    return nil, string.format("the configured server command '%s' is not executable", cmd[1])
+    return nil, "'agent-server' is not on $PATH (install it, or set cmd in setup())"
   end
-  if vim.fn.executable("agent-server") == 1 then
-    return { "agent-server" }
+  if not cmd[1]:find("/", 1, true) then
+    local exe = vim.fn.exepath(cmd[1])
+    local cwd = vim.fn.resolve(vim.fn.getcwd())
+    local real = vim.fn.resolve(exe)
+    if exe == "" or real:sub(1, #cwd + 1) == cwd .. "/" or not vim.startswith(exe, "/") then
+      return nil, string.format("'%s' was found through $PATH inside the current folder (%s): not started "
+        .. "(a relative $PATH entry); set an absolute cmd in setup()", cmd[1], exe)
+    end
+    cmd[1] = exe
   end
-  return nil, "'agent-server' is not on $PATH (install it, or set cmd in setup())"
+  return cmd
 end
 
 return M

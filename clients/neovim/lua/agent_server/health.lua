@@ -38,7 +38,8 @@ function M.check()
   local cmd, why = config.server_cmd()
   if not cmd then
     health.error(why, {
-      "install it: pip install agent-server (or bash scripts/setup.sh in its repository, then use .venv/bin/agent-server)",
+      "install it from a checkout of its repository: bash scripts/setup.sh, then use .venv/bin/agent-server "
+        .. "(or pip install . in the checkout); agent-server is not published on PyPI",
       "or point setup({ cmd = { '/path/to/agent-server' } }) at it",
     })
   else
@@ -52,6 +53,25 @@ function M.check()
     else
       health.error(string.format("'%s --version' failed%s", table.concat(cmd, " "),
         ok and (": " .. vim.trim((res.stderr or "") .. " exit " .. tostring(res.code))) or (": " .. tostring(res))))
+    end
+  end
+  if cmd then
+    -- the configuration as the server reads it (its file and environment): an error is shown here
+    -- rather than at the first prompt
+    local argv = vim.list_extend(vim.deepcopy(cmd), { "--check-config" })
+    local ok, res = pcall(function()
+      return vim.system(argv, { text = true, env = config.get().env }):wait(20000)
+    end)
+    if not ok then
+      health.error("'" .. table.concat(argv, " ") .. "' could not run: " .. tostring(res))
+    elseif res.code == 0 then
+      health.ok(vim.trim(res.stdout or ""))
+    elseif (res.stderr or ""):match("unknown argument") then
+      health.warn("this server cannot check its configuration (no --check-config): update it")
+    else
+      health.error(vim.trim((res.stderr or "") .. (res.stdout or "")), {
+        "fix the config file (agent-server reads $XDG_CONFIG_HOME/agent-server/config.toml, or --config PATH in cmd)",
+      })
     end
   end
   local pid = client.pid()
