@@ -68,7 +68,7 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       "vscode.diff",
       vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: left }),
       vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: right }),
-      `${name}: change the agent asks to make`,
+      `${name}: change the agent asks to make${partialNote(d)}`,
       { preview: true, preserveFocus: true },
     );
   }
@@ -88,4 +88,14 @@ export class Permissions implements vscode.TextDocumentContentProvider {
   cancelAll(): void {
     for (const id of [...this.pending.keys()]) this.answer(id, null);
   }
+}
+
+/**
+ * A big file's diff carries only the changed region (`_meta.agentServer.diff`, docs/protocol.md):
+ * the title says where in the file it starts, since the diff editor numbers its lines from 1.
+ */
+export function partialNote(d: acp.Diff): string {
+  const meta = (d._meta as { agentServer?: { diff?: { partial?: unknown; oldLine?: unknown } } } | null | undefined)?.agentServer?.diff;
+  if (meta?.partial !== true) return "";
+  return typeof meta.oldLine === "number" ? ` (the changed region, from line ${meta.oldLine})` : " (the changed region)";
 }
