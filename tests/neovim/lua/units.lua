@@ -56,4 +56,12 @@ local lines = require("agent_server.permissions").describe({ title = "Edit a.txt
 local shown = table.concat(lines, "\n")
 eq(shown:find("-one", 1, true) ~= nil and shown:find("+two", 1, true) ~= nil, true, "the diff is shown")
 
+-- a big file's partial diff (the changed region from line 249995): the hunk header has the file's lines
+lines = require("agent_server.permissions").describe({ title = "Edit big.txt", content = {
+  { type = "diff", path = "/w/big.txt", oldText = "a\nb\nc\n", newText = "a\nB\nc\n",
+    _meta = { agentServer = { diff = { partial = true, oldLine = 249995, newLine = 249995 } } } } } })
+shown = table.concat(lines, "\n")
+eq(shown:match("@@ %-%d+") , "@@ -249995", "the hunk starts at the file's line")
+eq(shown:find("+249995", 1, true) ~= nil, true, "on both sides")
+
 check.done("units")

@@ -12,10 +12,20 @@ M.hooks = { say = function() end, reveal = function() end }
 
 local open = {}
 
-local function unified(old, new, path)
+-- A big file's diff carries only its changed region (`_meta.agentServer.diff {partial, oldLine,
+-- newLine}`, docs/protocol.md): the hunk headers are shifted to the file's own line numbers.
+local function unified(old, new, path, meta)
   local diff = require("agent_server.text").diff(old or "", new or "", { result_type = "unified", ctxlen = 3 })
+  local part = type(meta) == "table" and type(meta.agentServer) == "table" and meta.agentServer.diff or nil
+  local shift_old = part and part.partial == true and tonumber(part.oldLine) and (tonumber(part.oldLine) - 1) or 0
+  local shift_new = part and part.partial == true and tonumber(part.newLine) and (tonumber(part.newLine) - 1) or 0
   local lines = { "```diff", "--- " .. tostring(path), "+++ " .. tostring(path) }
   for _, l in ipairs(vim.split((diff or ""):gsub("\n$", ""), "\n", { plain = true })) do
+    if shift_old + shift_new > 0 then
+      l = l:gsub("^@@ %-(%d+)(%S*) %+(%d+)", function(a, rest, b)
+        return string.format("@@ -%d%s +%d", tonumber(a) + shift_old, rest, tonumber(b) + shift_new)
+      end)
+    end
     lines[#lines + 1] = l
   end
   lines[#lines + 1] = "```"
@@ -27,7 +37,7 @@ function M.describe(tool_call)
   local lines = { "**Permission needed:** " .. tostring(tool_call.title or tool_call.toolCallId or "a tool call") }
   for _, c in ipairs(tool_call.content or {}) do
     if c.type == "diff" then
-      vim.list_extend(lines, unified(c.oldText, c.newText, c.path))
+      vim.list_extend(lines, unified(c.oldText, c.newText, c.path, c._meta))
     elseif c.type == "content" and c.content and type(c.content.text) == "string" then
       vim.list_extend(lines, vim.split(c.content.text, "\n", { plain = true }))
     end
