@@ -147,13 +147,28 @@ export function positionAt(text: string, offset: number): Position {
  */
 export function lineEdits(oldText: string, newText: string): { range: Range; newText: string }[] {
   const out: { range: Range; newText: string }[] = [];
-  let offset = 0;
+  // Only the lines between the texts' common start and end are diffed (a 30 MB file with one line
+  // changed is not diffed whole): the common start, back to a line start; the common end, from one.
+  let p = 0;
+  const n = Math.min(oldText.length, newText.length);
+  while (p < n && oldText.charCodeAt(p) === newText.charCodeAt(p)) p++;
+  while (p > 0 && !"\n\r".includes(oldText[p - 1]!)) p--;
+  if (p > 0 && oldText[p - 1] === "\r" && oldText[p] === "\n") p--; // never between \r and \n
+  while (p > 0 && !"\n\r".includes(oldText[p - 1]!)) p--;
+  let s = 0;
+  while (s < n - p && oldText.charCodeAt(oldText.length - 1 - s) === newText.charCodeAt(newText.length - 1 - s)) s++;
+  while (s > 0 && !"\n\r".includes(oldText[oldText.length - s - 1]!)) s--;
+  if (s > 0 && oldText[oldText.length - s - 1] === "\r" && oldText[oldText.length - s] === "\n") s--;
+  while (s > 0 && !"\n\r".includes(oldText[oldText.length - s - 1]!)) s--;
+  const oldMiddle = oldText.slice(p, oldText.length - s);
+  const newMiddle = newText.slice(p, newText.length - s);
+  let offset = p;
   let run: { start: number; end: number; text: string } | undefined;
   const flush = () => {
     if (run) out.push({ range: { start: positionAt(oldText, run.start), end: positionAt(oldText, run.end) }, newText: run.text });
     run = undefined;
   };
-  for (const change of diffLines(oldText, newText)) {
+  for (const change of diffLines(oldMiddle, newMiddle)) {
     if (!change.added && !change.removed) {
       flush();
       offset += change.value.length;

@@ -91,3 +91,29 @@ describe("line edits (hunks recomputed from a text the user edited)", () => {
       .toEqual({ start: { line: 0, character: 4 }, end: { line: 0, character: 6 } });
   });
 });
+
+describe("lineEdits of big or random texts", () => {
+  it("applied to the old text gives exactly the new one (random texts with every line break)", () => {
+    let seed = 7;
+    const rnd = (k: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % k);
+    const pick = () => ["a", "b", "\n", "\r\n", "\r", "😀"][rnd(6)]!;
+    for (let i = 0; i < 3000; i++) {
+      const before = Array.from({ length: rnd(25) }, pick).join("");
+      const chars = [...before];
+      for (let k = rnd(3); k >= 0; k--) chars.splice(rnd(chars.length + 1), rnd(3), ...Array.from({ length: rnd(4) }, pick));
+      const after = chars.join("");
+      expect(applyToText(before, lineEdits(before, after))).toBe(after);
+    }
+  });
+
+  it("a one-line change of a 30 MB text is one edit of that line, in well under a second or two", () => {
+    const lines: string[] = [];
+    for (let i = 1; i <= 2_500_000; i++) lines.push(`LINE ${i}\n`);
+    const before = lines.join("");
+    const after = before.replace("LINE 250000\n", "CHANGED 250000\n");
+    const started = Date.now();
+    const edits = lineEdits(before, after);
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(edits).toEqual([{ range: { start: { line: 249999, character: 0 }, end: { line: 250000, character: 0 } }, newText: "CHANGED 250000\n" }]);
+  });
+});
