@@ -12,8 +12,12 @@ event loop, no executor and no HTTP client is ever made here.
 
 Per request: the peer's uid (``SO_PEERCRED``), the token (constant-time compare), the exact key
 string, and the code fingerprint again (a changed package or ``site-packages`` → refused, and the
-spare stops) are checked; then ``fork``. The child waits on a pipe until the launcher has the pid
-and committed (EOF: it exits touching nothing), then becomes that launch's process — its
+spare stops) are checked; then the request goes to the **standby** child — forked ahead of time
+(``fork_standby``, ``STANDBY_DELAY`` after the previous handoff), it has already copied the pages
+it shares with the spare (``prefault``: the copy-on-write faults a first turn would take on its
+path) and waits on a socket pair — or, with no standby ready, to a child forked for it. The child
+waits until the launcher has the pid and committed (end of file: it exits touching nothing), then
+becomes that launch's process — its
 descriptors 0, 1, 2 and working folder, umask, environment (exactly), rlimits, signal dispositions
 and mask, ``sys.argv`` and ``sys.path[0]`` — and runs the cold path, ``cli._serve`` (``_child``).
 The spare reaps each child through a pidfd and sends its launcher the raw wait status; a launcher
@@ -76,6 +80,9 @@ from agent_server.spare import _launcher as L
 
 PROBE_MAX_AGE = 600.0
 """Seconds after which the spare probes the shell sandbox again (its children start with its result)."""
+STANDBY_DELAY = 0.5
+"""Seconds after a handoff before the next standby child is forked (and faults its pages in): not
+while the child just released starts up on the same CPUs."""
 KILL_AFTER = 5.0
 """Seconds between the SIGTERM sent to a child whose launcher went away and a SIGKILL."""
 REQUEST_TIMEOUT = 5.0
@@ -203,8 +210,12 @@ class Conn:
 
 
 class Child:
-    def __init__(self, pid: int, pidfd: int, release: int, conn: Conn | None) -> None:
-        self.pid, self.pidfd, self.release, self.conn = pid, pidfd, release, conn
+    """A forked child: ``release`` the write end of the pipe it waits on (a child forked for a
+    request), or ``ctl`` the socket a standby child waits on — for its request, then for ``G``."""
+
+    def __init__(self, pid: int, pidfd: int, release: int, conn: Conn | None,
+                 ctl: _socket.socket | None = None) -> None:
+        self.pid, self.pidfd, self.release, self.conn, self.ctl = pid, pidfd, release, conn, ctl
         self.kill_at: float | None = None
 
 
@@ -225,6 +236,8 @@ class Spare:
         self.uid = os.getuid()
         self.forks = 0
         self.probed_at = time.monotonic()
+        self.standby: Child | None = None
+        self.standby_due: float | None = 0.0
 
     # set-up
 
@@ -240,9 +253,18 @@ class Spare:
         if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
             return False
         os.set_inheritable(self.lock_fd, False)
-        os.ftruncate(self.lock_fd, 0)
-        os.pwrite(self.lock_fd, f"{os.getpid()}\n".encode(), 0)
+        self.note_pids()
         return True
+
+    def note_pids(self) -> None:
+        """The lock file says the spare's pid and its standby child's (``agent-server spare status``)."""
+        if self.lock_fd >= 0:
+            standby = self.standby.pid if self.standby is not None else 0
+            try:
+                os.ftruncate(self.lock_fd, 0)
+                os.pwrite(self.lock_fd, f"{os.getpid()}\n{standby}\n".encode(), 0)
+            except OSError:
+                pass
 
     def clean_stale(self) -> None:
         """Remove the files of other keys' spares that no longer run (their lock is free)."""
@@ -305,6 +327,9 @@ class Spare:
             self.listener = None
         for conn in [c for c in self.conns.values() if c.state == "request"]:
             self.drop(conn)
+        if self.standby is not None:  # it waits for a request: end of file ends it
+            self.release(self.standby, go=False)
+            self.standby = None
         if self.lock_fd >= 0:
             try:
                 os.ftruncate(self.lock_fd, 0)
@@ -329,12 +354,16 @@ class Spare:
         if (st.st_dev, st.st_ino) != self.folder_id or (sock.st_dev, sock.st_ino) != self.sock_id:
             self.stop("its folder or socket was replaced")
             return
-        if not self.children and not self.conns and now - self.idle_since >= self.idle:
+        if not self.serving() and not self.conns and now - self.idle_since >= self.idle:
             self.stop(f"idle for {self.idle:g} s")
             return
         if now - self.probed_at >= PROBE_MAX_AGE:
             probe_sandbox()
             self.probed_at = time.monotonic()
+
+    def serving(self) -> list[Child]:
+        """The children that serve a launch (not the standby)."""
+        return [c for c in self.children.values() if c is not self.standby]
 
     # the loop
 
@@ -353,6 +382,9 @@ class Spare:
             if now >= self.next_check:
                 self.check(now)
                 self.next_check = now + interval
+            if self.standby is None and self.standby_due is not None and now >= self.standby_due \
+                    and not self.stopping:
+                self.fork_standby(now)
             if self.stopping and not self.children and not self.conns:
                 break  # before the next poll, which could wait a whole check interval
             poller = select.poll()
@@ -360,6 +392,8 @@ class Spare:
             if self.listener is not None:
                 poller.register(self.listener.fileno(), select.POLLIN)
             deadlines = [self.next_check]
+            if self.standby is None and self.standby_due is not None and not self.stopping:
+                deadlines.append(self.standby_due)
             for conn in self.conns.values():
                 poller.register(conn.fd, select.POLLIN)
                 if conn.state == "request":
@@ -477,6 +511,14 @@ class Spare:
                 self.signal(child, signum)
 
     def release(self, child: Child, go: bool) -> None:
+        if child.ctl is not None:
+            if go:
+                try:
+                    child.ctl.send(b"G", _socket.MSG_NOSIGNAL)
+                except OSError:
+                    pass
+            child.ctl.close()
+            child.ctl = None
         if child.release >= 0:
             if go:
                 try:
@@ -542,7 +584,83 @@ class Spare:
             self.refuse(conn, fds, "threads")
             self.stop("a thread was started in the spare")
             return
+        if self.standby is not None and self.hand_to_standby(conn, data[1:], fds, now):
+            return
         self.fork(conn, fields, fds, now)
+
+    def hand_to_standby(self, conn: Conn, request: bytes, fds: list[int], now: float) -> bool:
+        """Give the request (and its descriptors) to the standby child, which becomes this launch's
+        child; ``False`` (the standby is gone) leaves it to ``fork``."""
+        child, self.standby = self.standby, None
+        assert child is not None and child.ctl is not None
+        try:
+            child.ctl.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, L._fd_bytes(fds))],
+                              _socket.MSG_NOSIGNAL)
+        except OSError:
+            self.release(child, go=False)
+            self.signal(child, _signal.SIGKILL)
+            self.standby_due = now
+            return False
+        for fd in fds:
+            os.close(fd)
+        self.forks += 1
+        self.standby_due = now + STANDBY_DELAY
+        self.note_pids()
+        self.commit(conn, child, now)
+        return True
+
+    def fork_standby(self, now: float) -> None:
+        """Fork the next standby child: it faults in the spare's pages it shares (off the path of
+        any request) and waits for a request on a socket pair (``_standby``)."""
+        self.standby_due = None
+        if not self.key.endswith(L.code_fingerprint(None, L.interpreter_path())):  # never fork stale code
+            self.stop("the code or the interpreter's environment changed")
+            return
+        if not single_threaded():
+            log(f"not forking a standby: {threads()} threads")
+            return
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log(f"cannot fork a standby: {exc}")
+            ours.close()
+            theirs.close()
+            self.standby_due = now + 5
+            return
+        if pid == 0:
+            status = 1
+            try:
+                ours.detach()
+                status = _standby(self, theirs.detach())
+            except BaseException:  # noqa: BLE001 — said on stderr (the log, or the launch's once taken)
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+        theirs.close()
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            log(f"pidfd_open failed: {exc}")
+            ours.close()
+            os.waitpid(pid, 0)
+            return
+        self.standby = self.children[pidfd] = Child(pid, pidfd, -1, None, ours)
+        self.note_pids()
+
+    def commit(self, conn: Conn, child: Child, now: float) -> None:
+        """Tell the launcher the child's pid (with a pidfd); the child waits until it answers ``A``."""
+        child.conn = conn
+        conn.child, conn.state = child, "ack"
+        self.idle_since = now
+        if not self.send(conn, b"P%d" % child.pid, [child.pidfd]):
+            self.drop(conn)
+            child.conn = None
+            self.release(child, go=False)
 
     def fork(self, conn: Conn, fields: dict[str, bytes], fds: list[int], now: float) -> None:
         release_r, release_w = os.pipe()
@@ -559,6 +677,10 @@ class Spare:
             status = 1
             try:
                 status = _child(self, fields, fds, release_r, release_w)
+            except BaseException:  # noqa: BLE001 — said on stderr (the log, or the launch's once taken)
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(status)
         os.close(release_r)
@@ -573,14 +695,11 @@ class Spare:
             os.waitpid(pid, 0)
             self.refuse(conn, [], "pidfd")
             return
-        child = Child(pid, pidfd, release_w, conn)
+        child = Child(pid, pidfd, release_w, None)
         self.children[pidfd] = child
-        conn.child, conn.state = child, "ack"
-        self.idle_since = now
-        if not self.send(conn, b"P%d" % pid, [pidfd]):
-            self.drop(conn)
-            child.conn = None
-            self.release(child, go=False)
+        if self.standby_due is None and self.standby is None:
+            self.standby_due = now + STANDBY_DELAY
+        self.commit(conn, child, now)
 
     def reap(self, child: Child, now: float) -> None:
         try:
@@ -589,6 +708,11 @@ class Spare:
             status = 1 << 8
         self.children.pop(child.pidfd, None)
         os.close(child.pidfd)
+        if child is self.standby:  # it died waiting: another one, but not in a loop
+            log(f"the standby child ended while it waited (wait status {status})")
+            self.standby = None
+            self.standby_due = now + 5
+            self.note_pids()
         self.release(child, go=False)
         conn = child.conn
         if conn is not None:
@@ -614,22 +738,39 @@ def single_threaded() -> bool:
 # -- the child -----------------------------------------------------------------------------------------
 
 
+def _close_all_but(spare: Spare, keep: set[int]) -> None:
+    """Close every descriptor but ``keep``: the listener, other launchers' connections, pidfds,
+    the lock, the log (their Python objects are detached: no finalizer may close a reused number)."""
+    kept = sorted(keep)
+    for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")]):
+        if low + 1 < high:  # closerange(0, 0) would close everything (3.11 passes high - 1 = -1 on)
+            os.closerange(low + 1, high)
+    socks = [spare.listener, *(c.sock for c in spare.conns.values()),
+             *(c.ctl for c in spare.children.values())]
+    for sock in socks:
+        if sock is not None:
+            sock.detach()
+
+
+def _take_descriptors(fds: list[int]) -> int:
+    """The launch's 0, 1, 2 (received descriptors are >= 3: 0-2 are the spare's own); returns its
+    working folder's descriptor."""
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds[:3]:
+        os.close(fd)
+    return fds[3]
+
+
 def _child(spare: Spare, fields: dict[str, bytes], fds: list[int], release_r: int, release_w: int) -> int:
-    """In the forked child: wait for the commit, become the launch's process, run the cold path.
-    Returns only the status to ``os._exit`` with (after the launch's own flushing and exit
-    handlers)."""
+    """In a child forked for a request: wait for the commit, become the launch's process, run the
+    cold path. Returns only the status to ``os._exit`` with (after the launch's own flushing and
+    exit handlers)."""
     _signal.set_wakeup_fd(-1)
     os.close(release_w)
     _apply_signal_table(fields["signals"])
-    for target, fd in enumerate(fds[:3]):
-        os.dup2(fd, target)  # received descriptors are >= 3 (0-2 are the spare's own)
-    cwd = fds[3]
-    keep = sorted({0, 1, 2, cwd, release_r})
-    for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
-        os.closerange(low + 1, high)  # the listener, other launchers' connections, pidfds, the log
-    for sock in [spare.listener, *(c.sock for c in spare.conns.values())]:
-        if sock is not None:
-            sock.detach()  # their numbers are closed: no finalizer may close a reused one
+    cwd = _take_descriptors(fds)
+    _close_all_but(spare, {0, 1, 2, cwd, release_r})
     while True:
         try:
             go = os.read(release_r, 1)
@@ -639,6 +780,86 @@ def _child(spare: Spare, fields: dict[str, bytes], fds: list[int], release_r: in
     if not go:
         return 0  # the launcher did not commit (or the spare died): it runs cold with these descriptors
     os.close(release_r)
+    return _become(fields, cwd)
+
+
+def _standby(spare: Spare, ctl_fd: int) -> int:
+    """In a standby child: fault in the pages shared with the spare, wait for a request on
+    ``ctl_fd`` (end of file: the spare ended or no longer needs it), then for the commit (``G``),
+    and become the launch's process as ``_child`` does."""
+    _signal.set_wakeup_fd(-1)
+    for signum in STOP_SIGNALS:
+        _signal.signal(signum, _signal.SIG_DFL)
+    _close_all_but(spare, {0, 1, 2, ctl_fd})
+    prefault()
+    ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, ctl_fd)
+    try:
+        data, fds = L._recv(ctl)
+    except OSError:
+        return 0
+    if not data:
+        return 0
+    fields = dict(zip(L.REQUEST_FIELDS, L.unpack(data), strict=True))
+    _apply_signal_table(fields["signals"])
+    if len(fds) != 4:
+        return 0
+    cwd = _take_descriptors(fds)
+    try:
+        go = ctl.recv(1)
+    except OSError:
+        go = b""
+    if go != b"G":
+        return 0  # the launcher did not commit: it runs cold with these descriptors
+    ctl.close()
+    return _become(fields, cwd)
+
+
+MADV_POPULATE_WRITE = 23
+
+
+def prefault() -> int:
+    """Copy now every page this process still shares with the spare (``MADV_POPULATE_WRITE`` over
+    the private writable mappings, where ``/proc/self/pagemap`` shows a present page not mapped
+    exclusively): a first turn writes to ~2,500 of them, and each copy-on-write fault costs
+    3-6 µs here — on its path. Pages the spare never touched stay unallocated. Returns the pages
+    copied (0 where the kernel lacks ``MADV_POPULATE_WRITE``, Linux < 5.14)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        with open("/proc/self/maps", "rb") as handle:
+            maps = handle.read().splitlines()
+        pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    shared = bytes(0x31 if b & 0x81 == 0x80 else 0x30 for b in range(256))  # present, not exclusive
+    import re
+
+    copied = 0
+    try:
+        for line in maps:
+            fields = line.split()
+            if len(fields) < 2 or fields[1] != b"rw-p":
+                continue
+            start, end = (int(x, 16) for x in fields[0].split(b"-"))
+            # one 64-bit entry per page; its top byte holds bit 63 (present) and bit 56 (exclusive)
+            flags = os.pread(pagemap, (end - start) // page * 8, start // page * 8)[7::8].translate(shared)
+            for run in re.finditer(b"1+", flags):
+                if madvise(start + run.start() * page, (run.end() - run.start()) * page, MADV_POPULATE_WRITE) != 0:
+                    return copied  # EINVAL: an older kernel
+                copied += run.end() - run.start()
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(pagemap)
+    return copied
+
+
+def _become(fields: dict[str, bytes], cwd: int) -> int:
+    """Take the launch's process state (the commit is made) and run the cold path."""
     os.setsid()
     os.fchdir(cwd)
     os.close(cwd)
@@ -845,4 +1066,5 @@ def main(argv: list[str]) -> int:
         return 1
     log(f"serving key {name} (warm in {time.monotonic() - started:.3f} s, {len(sys.modules)} modules, "
         f"idle limit {idle:g} s)")
+    spare.idle_since = time.monotonic()  # idle from now: not from before its imports
     return spare.serve()

@@ -3,8 +3,8 @@
 ``status`` lists the spares of the folder this environment resolves to (``spare_folder``) and
 the key a launch from here would use (``--json``: ``{"folder", "disabled", "key", "spares"}``): for each
 key whose lock is held, the spare's pid, its age, its resident memory, how many servers it forked
-that still run, and whether it serves this launch's key (the one ``agent-server`` would use from
-here). ``stop`` sends each a SIGTERM (through a pidfd, after checking that the pid still holds
+that still run, its standby child (forked ahead, its pages copied, waiting for the next launch),
+and whether it serves this launch's key (the one ``agent-server`` would use from here). ``stop`` sends each a SIGTERM (through a pidfd, after checking that the pid still holds
 that key's lock) and waits up to 5 s for each to stop serving: it unlinks its socket and releases
 its lock at once, then stays only until the servers it reports on have ended (they keep running).
 Exit status 0; 1 when the folder cannot be used.
@@ -40,18 +40,19 @@ def spares(dirfd: int) -> list[dict]:
                 continue  # free: no spare of that key runs
             except BlockingIOError:
                 pass
+            pids = os.read(fd, 64).split()
             try:
-                pid = int(os.read(fd, 32).split()[0])
+                pid, standby = int(pids[0]), int(pids[1]) if len(pids) > 1 else 0
             except (ValueError, IndexError):
-                pid = 0
+                pid, standby = 0, 0
         finally:
             os.close(fd)
-        out.append({"key": entry[len("spare-"):-len(".lock")], "pid": pid})
+        out.append({"key": entry[len("spare-"):-len(".lock")], "pid": pid, "standby": standby or None})
     return out
 
 
-def _proc(pid: int) -> dict:
-    info: dict = {"rss_kib": None, "age_s": None, "children": None}
+def _proc(pid: int, standby: int | None) -> dict:
+    info: dict = {"rss_kib": None, "age_s": None, "servers": None}
     try:
         for line in open(f"/proc/{pid}/status"):
             if line.startswith("VmRSS:"):
@@ -60,7 +61,8 @@ def _proc(pid: int) -> dict:
         started = int(stat[19]) / os.sysconf("SC_CLK_TCK")
         uptime = float(open("/proc/uptime").read().split()[0])
         info["age_s"] = round(uptime - started, 1)
-        info["children"] = len(open(f"/proc/{pid}/task/{pid}/children").read().split())
+        children = {int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()}
+        info["servers"] = len(children - {standby})
     except (OSError, ValueError, IndexError):
         pass
     return info
@@ -99,7 +101,7 @@ def main(argv: list[str]) -> int:
         found = spares(dirfd)
         if rest[0] == "status":
             for spare in found:
-                spare.update(_proc(spare["pid"]), serves_this_launch=spare["key"] == current)
+                spare.update(_proc(spare["pid"], spare["standby"]), serves_this_launch=spare["key"] == current)
             if as_json:
                 print(json.dumps({"folder": folder, "disabled": L.disabled(), "key": current, "spares": found}))
             else:
@@ -108,7 +110,8 @@ def main(argv: list[str]) -> int:
                     print("no spare runs")
                 for s in found:
                     rss = f"{s['rss_kib'] / 1024:.1f} MiB" if s["rss_kib"] else "?"
-                    print(f"spare {s['key']}: pid {s['pid']}, up {s['age_s']} s, {rss}, {s['children']} server(s) running"
+                    print(f"spare {s['key']}: pid {s['pid']}, up {s['age_s']} s, {rss}, {s['servers']} server(s) running"
+                          + (f", standby pid {s['standby']}" if s["standby"] else "")
                           + (" — serves launches from here" if s["serves_this_launch"] else ""))
             return 0
         stopped = []

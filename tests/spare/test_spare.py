@@ -55,6 +55,13 @@ def launch(env: dict[str, str], cwd: str | None = None, **kw) -> subprocess.Pope
                             env={**os.environ, **env}, cwd=cwd, start_new_session=True, **kw)
 
 
+def served_children(spare: SpareFolder) -> set[int]:
+    """The spare's children but its standby (forked ahead for the next launch)."""
+    (info,) = spare.status()["spares"]
+    return {int(c) for c in Path(f"/proc/{spare.pid}/task/{spare.pid}/children").read_text().split()} - {
+        info["standby"]}
+
+
 def unix_inodes_bound_to(folder: Path) -> set[str]:
     """``socket:[inode]`` of the sockets bound to a name in ``folder`` (the spare binds through
     ``/proc/self/fd/N/``: matched by the socket's file name)."""
@@ -88,7 +95,7 @@ async def test_a_second_launch_is_served_by_a_fork_of_the_spare_and_runs_a_turn_
         harness = AcpHarness(command, env=env, cwd=launch_cwd, config=ClientConfig(permission="allow_once"))
         async with harness:
             await harness.initialize()
-            server = server_of(harness.pid)
+            server = server_of(harness.pid, parent=spare.pid)
             assert server is not None and ppid(server) == spare.pid != harness.pid
             session = (await harness.new_session(str(ws))).session_id
             assert (await harness.prompt(session, "How long is notes.txt?")).stop_reason == "end_turn"
@@ -131,7 +138,8 @@ def test_sigterm_to_the_launcher_ends_its_server_with_the_status_a_cold_server_e
     statuses = {}
     for name, env in (("served", spare.env), ("cold", {"AGENT_SERVER_SPARE": "off"})):
         proc = _running_launch({**agent_env(tmp_path), **env}, tmp_path)
-        server = server_of(proc.pid, timeout=0.5 if name == "cold" else 5)
+        # (a cold server's own children hold its stdin for a moment: between their fork and exec)
+        server = server_of(proc.pid, timeout=0.5 if name == "cold" else 5, parent=spare.pid)
         assert (server is not None) == (name == "served"), (name, server)
         proc.send_signal(signal.SIGTERM)
         statuses[name] = proc.wait(timeout=20)
@@ -144,7 +152,7 @@ def test_sigterm_to_the_launcher_ends_its_server_with_the_status_a_cold_server_e
 
 def test_kill_9_of_the_launcher_ends_its_server_within_seconds(spare, tmp_path):
     proc = _running_launch({**agent_env(tmp_path), **spare.env}, tmp_path)
-    server = server_of(proc.pid)
+    server = server_of(proc.pid, parent=spare.pid)
     assert server is not None and ppid(server) == spare.pid
     proc.kill()
     proc.wait(timeout=10)
@@ -164,7 +172,7 @@ async def test_five_parallel_launches_are_all_served_by_forks_of_the_spare(spare
     try:
         sessions = await asyncio.gather(*(one(h) for h in harnesses))
         assert len(set(sessions)) == 5
-        servers = [server_of(h.pid) for h in harnesses]
+        servers = [server_of(h.pid, parent=spare.pid) for h in harnesses]
         assert all(s is not None and ppid(s) == spare.pid for s in servers), servers
         assert len(set(servers)) == 5
     finally:
@@ -174,7 +182,7 @@ async def test_five_parallel_launches_are_all_served_by_forks_of_the_spare(spare
 
 def test_a_connection_with_a_wrong_token_is_refused_and_nothing_is_forked(spare, tmp_path):
     key = spare.status()["key"]
-    before = Path(f"/proc/{spare.pid}/task/{spare.pid}/children").read_text().split()
+    before = served_children(spare)
     fields = dict(zip(_launcher.REQUEST_FIELDS, [b""] * len(_launcher.REQUEST_FIELDS)))
     fields.update(version=_launcher.VERSION, token=os.urandom(32), key=b"whatever", umask=b"18")
     dirfd = os.open(spare.path, os.O_PATH)
@@ -190,7 +198,7 @@ def test_a_connection_with_a_wrong_token_is_refused_and_nothing_is_forked(spare,
         conn.close()
         os.close(null)
         os.close(dirfd)
-    assert Path(f"/proc/{spare.pid}/task/{spare.pid}/children").read_text().split() == before
+    assert served_children(spare) == before
     assert "refused a connection with a wrong token" in spare.logs()
 
 
@@ -211,7 +219,7 @@ async def test_a_confined_shell_command_of_a_served_launch_cannot_see_the_spare_
         env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url)}
         async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
             await harness.initialize()
-            assert ppid(server_of(harness.pid)) == spare.pid
+            assert ppid(server_of(harness.pid, parent=spare.pid)) == spare.pid
             session = (await harness.new_session(str(ws))).session_id
             assert (await harness.prompt(session, "look")).stop_reason == "end_turn"
         (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
@@ -351,7 +359,7 @@ def test_a_spare_killed_mid_session_leaves_its_server_serving_and_the_launcher_e
     try:
         pid = folder.start()
         proc = _running_launch({**agent_env(tmp_path), **folder.env}, tmp_path)
-        server = server_of(proc.pid)
+        server = server_of(proc.pid, parent=pid)
         assert ppid(server) == pid
         os.kill(pid, signal.SIGKILL)
         assert wait_gone(pid, 5)
@@ -413,7 +421,9 @@ def test_launches_that_all_find_no_spare_start_exactly_one(tmp_path):
 
 
 def _is_spare_of(pid: int, folder: Path) -> bool:
+    """A spare of ``folder`` (its forks have the same command line: not counted)."""
     try:
-        return str(folder).encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and alive(pid)
+        return str(folder).encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and alive(pid) and \
+            str(folder).encode() not in Path(f"/proc/{ppid(pid)}/cmdline").read_bytes()
     except OSError:
         return False

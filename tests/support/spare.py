@@ -106,9 +106,10 @@ def fd_targets(pid: int) -> set[str]:
     return out
 
 
-def server_of(launcher: int, timeout: float = 5) -> int | None:
+def server_of(launcher: int, timeout: float = 5, parent: int | None = None) -> int | None:
     """The pid, other than the launcher's, of the process holding the launcher's stdin (its server
-    when a spare serves it); ``None`` if there is none (the launch runs cold in the launcher)."""
+    when a spare serves it) — a child of ``parent`` if given; ``None`` if there is none (the launch
+    runs cold in the launcher)."""
     deadline = time.monotonic() + timeout
     wanted = os.readlink(f"/proc/{launcher}/fd/0")
     while True:
@@ -116,7 +117,8 @@ def server_of(launcher: int, timeout: float = 5) -> int | None:
             if not entry.isdigit() or int(entry) == launcher:
                 continue
             try:
-                if os.readlink(f"/proc/{entry}/fd/0") == wanted and alive(int(entry)):
+                if os.readlink(f"/proc/{entry}/fd/0") == wanted and alive(int(entry)) and (
+                        parent is None or ppid(int(entry)) == parent):
                     return int(entry)
             except OSError:
                 continue
