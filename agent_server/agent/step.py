@@ -249,15 +249,24 @@ def retry_notice(event: SessionEvent) -> dict[str, Any] | None:
 
 
 async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage) -> AssembledMessage:
-    async for event in client.stream(body):
-        if isinstance(event, TextDelta):
-            partial.text_parts.append(event.text)
-            await emit(_chunk("agent_message_chunk", event.text))
-        elif isinstance(event, ReasoningDelta):
-            partial.reasoning_parts.append(event.text)
-            await emit(_chunk("agent_thought_chunk", event.text))
-        elif isinstance(event, Finish):
-            return event.message
+    """One attempt: stream ``body``, forward its deltas, return the message at its ``Finish``. The
+    stream is closed here when the attempt ends (its ``aclose``), not left to the event loop's
+    finaliser of abandoned generators (a thread-safe wake-up and a task of its own, per stream)."""
+    stream = client.stream(body)
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                partial.text_parts.append(event.text)
+                await emit(_chunk("agent_message_chunk", event.text))
+            elif isinstance(event, ReasoningDelta):
+                partial.reasoning_parts.append(event.text)
+                await emit(_chunk("agent_thought_chunk", event.text))
+            elif isinstance(event, Finish):
+                return event.message
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
     raise LLMError("STREAM_CLOSED", "the stream ended without a finish")
 
 

@@ -244,3 +244,32 @@ async def test_broken_stream_retry_tells_the_user_and_the_model_never_sees_the_d
     assert "dead" not in json.dumps(derive_messages(h.log.events))
     assert [r.body for r in endpoint.requests][0] == endpoint.requests[1].body
     assert_log_explains_every_request(h, endpoint)
+
+
+async def test_a_turn_leaves_no_model_stream_to_the_loops_finaliser_of_abandoned_generators(tmp_path, endpoint):
+    """Each attempt closes its model stream itself when it ends: an abandoned async generator is
+    closed later by the event loop's finaliser (a thread-safe wake-up of the loop and a task of its
+    own, per stream), after the step has moved on."""
+    import sys
+
+    from agent_server.tools.read import ReadTool
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    endpoint.push(tool_call_stream([("c1", "read", json.dumps({"path": "a.txt"}))]))
+    endpoint.push(text_stream("done"))
+    h = Harness(tmp_path, endpoint, tools={"read": ReadTool()})
+    finalised: list[str] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def spy(agen):
+        finalised.append(agen.__qualname__)
+        return hooks.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=spy)
+    try:
+        outcome = await h.session.prompt([{"type": "text", "text": "read a.txt"}])
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+        await h.client.aclose()
+    assert outcome.exit == "end_turn" and len(endpoint.requests) == 2
+    assert "ChatClient.stream" not in finalised, finalised

@@ -248,3 +248,40 @@ async def test_the_socket_backend_opens_no_tls_connection():
         a.close()
         b.close()
 
+
+
+def _sse_raw(headers: dict[str, str]) -> dict:
+    text = ('data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+            'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    return {"kind": "raw", "status": 200, "headers": {"Content-Type": "text/event-stream", **headers},
+            "writes": [{"text": text}]}
+
+
+async def test_a_cookie_the_endpoint_sets_is_sent_back_and_none_is_made_up(endpoint, body):
+    """The client's jar reads a response's cookies only when it has a ``Set-Cookie`` (httpx's
+    extraction costs a request and a message object per response): one that sets a cookie gets it
+    back on the next request, as before; with none set, no ``Cookie`` header is sent."""
+    endpoint.push(_sse_raw({}))
+    endpoint.push(_sse_raw({"Set-Cookie": "__cf_bm=abc; Path=/; HttpOnly"}))
+    endpoint.push(_sse_raw({}))
+    client = ChatClient(endpoint.base_url, "sk-test")
+    try:
+        for _ in range(3):
+            assert "".join(getattr(e, "text", "") for e in [e async for e in client.stream(body)]) == "hi"
+    finally:
+        await client.aclose()
+    assert [r.headers.get("cookie") for r in endpoint.requests] == [None, None, "__cf_bm=abc"]
+
+
+async def test_a_base_url_httpx_cannot_parse_fails_each_request_as_before():
+    """The request URL is parsed once, when the client is made; one httpx refuses still makes the
+    client (as before) and fails each request with httpx's own ``InvalidURL``, as before."""
+    import httpx
+
+    client = ChatClient("http://h:abc/v1", "sk-test")
+    try:
+        for _ in range(2):
+            with pytest.raises(httpx.InvalidURL, match="Invalid port"):
+                [e async for e in client.stream(b"{}")]
+    finally:
+        await client.aclose()
