@@ -19,6 +19,11 @@ Three clocks and one cap bound an attempt (one HTTP request):
 
 All four are retryable; the caller's retry policy decides what happens next.
 
+The answer is whole at ``data: [DONE]``: ``Usage`` and ``Finish`` are yielded then, and the rest of
+the body (the closing chunk, the server's close) is read to its end in a task of its own
+(``_read_tail``), so a keep-alive connection goes back to the pool for the next request and httpx's
+nested generators end by themselves.
+
 Must never: decide anything about the turn — no retries, no body rewriting, no logging of the
 API key. Retry policy belongs to the caller, which reads ``LLMError.retryable``/``retry_after``.
 """
@@ -46,6 +51,8 @@ __all__ = ["ChatClient"]
 
 _MAX_ERROR_BODY = 64 * 1024       # bytes of a non-2xx body read for the error message
 _MAX_JSON_BODY = 8 * 1024 * 1024  # bytes of a non-SSE 200 body read
+_TAIL_SECONDS = 5.0               # how long the body's end after [DONE] is read for (in the background)
+_TAIL_BYTES = 64 * 1024           # how much of it, at most
 
 
 def _redact_url(url: str) -> str:
@@ -142,6 +149,7 @@ class ChatClient:
                                 write=stream_idle_timeout, pool=connect_timeout)
         self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False,
                                          transport=transport or endpoint_transport(self.base_url))
+        self._tails: set[asyncio.Task[None]] = set()
         self._client._cookies = _Cookies()  # type: ignore[assignment]  # (the setter would wrap it)
         try:  # parsed once, not per request (httpx takes a URL as it is); a bad one fails per request, as before
             self._target: httpx.URL | str = httpx.URL(self.url)
@@ -164,8 +172,43 @@ class ChatClient:
         Request(self.url)  # urllib.parse's _splittype and _splithost compile their patterns once
 
     async def aclose(self) -> None:
-        """Close the pooled connections. The client cannot be used afterwards."""
+        """Close the pooled connections (a response's tail still being read is stopped first). The
+        client cannot be used afterwards."""
+        tails = list(self._tails)
+        for task in tails:
+            task.cancel()
+        await asyncio.gather(*tails, return_exceptions=True)
         await self._client.aclose()
+
+    def _read_tail(self, texts: AsyncIterator[str], response: contextlib.AsyncExitStack) -> None:
+        """After ``data: [DONE]``: read what is left of the body to its end — the closing chunk, the
+        server's close — in a task of its own, then close the response (``response``: its exit
+        stack). A body read to its end gives its connection back to the pool for the next request
+        (a response closed before it ends closes its connection: a new TCP and TLS handshake for
+        every request), and httpx's nested generators end as they should instead of each being
+        left to the loop's finaliser. The answer is not waited for: ``Finish`` is yielded at once.
+        Nothing read here is parsed (nothing after ``[DONE]`` is an event); at most
+        ``_TAIL_BYTES`` in ``_TAIL_SECONDS``, else the response is closed as it is; an error there
+        changes nothing (the answer is whole)."""
+        async def tail() -> None:
+            try:
+                read = 0
+                async with asyncio.timeout(_TAIL_SECONDS):
+                    async for text in texts:
+                        read += len(text)
+                        if read > _TAIL_BYTES:
+                            break
+            except Exception:  # noqa: BLE001 — a broken or slow end after a whole answer
+                pass
+            finally:
+                try:
+                    await texts.aclose()  # type: ignore[attr-defined]
+                finally:
+                    await response.aclose()
+
+        task = asyncio.get_running_loop().create_task(tail())
+        self._tails.add(task)
+        task.add_done_callback(self._tails.discard)
 
     async def __aenter__(self) -> ChatClient:
         return self
@@ -222,7 +265,7 @@ class ChatClient:
                     return
                 reads = SseReads(assembler, max_output_chars=self.max_output_chars, status=response.status_code)
                 progress_at = loop.time()
-                texts = response.aiter_text()
+                texts: Any = response.aiter_text()
                 try:
                     while not reads.done:
                         stalled = (None if self.no_progress_timeout is None
@@ -256,10 +299,14 @@ class ChatClient:
                             events, error = reads.more()
                         if (assembler.output_chars, assembler.finish_reason) != before:
                             progress_at = loop.time()
+                    if reads.done:  # the answer is whole: the body's own end is read in the background
+                        self._read_tail(texts, stack.pop_all())
+                        texts = None
                 finally:
-                    await texts.aclose()
+                    if texts is not None:
+                        await texts.aclose()
                 done = reads.done
-            # the response is closed here; emit Usage + Finish
+            # the response is closed here (or, after [DONE], by its tail); emit Usage + Finish
             for event in assembler.close(done_seen=done):
                 yield event
         except LLMError as exc:
