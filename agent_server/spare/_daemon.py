@@ -10,7 +10,8 @@ freezes them (``gc.freeze``), binds ``spare-<key>.sock`` and serves handoffs (``
 docstring has the protocol) in a ``poll`` loop — single-threaded at every fork: no thread, no
 event loop, no executor and no HTTP client is ever made here.
 
-Per request: the peer's uid (``SO_PEERCRED``), the token (constant-time compare), the exact key
+Per request: the peer's uid (``SO_PEERCRED``), its confinement read from the kernel — it must
+equal the spare's own (``_peer.py`` says exactly what is compared), the token (constant-time compare), the exact key
 string, and the code fingerprint again (a changed package or ``site-packages`` → refused, and the
 spare stops) are checked; then the request goes to the **standby** child — forked ahead of time
 (``fork_standby``, ``STANDBY_DELAY`` after the previous handoff), it has already copied the pages
@@ -77,6 +78,7 @@ import sys
 import time
 
 from agent_server.spare import _launcher as L
+from agent_server.spare import _peer
 
 PROBE_MAX_AGE = 600.0
 """Seconds after which the spare probes the shell sandbox again (its children start with its result)."""
@@ -238,6 +240,7 @@ class Spare:
         self.probed_at = time.monotonic()
         self.standby: Child | None = None
         self.standby_due: float | None = 0.0
+        self.own = _peer.Own()  # what a peer's confinement must equal (_peer.refusal)
 
     # set-up
 
@@ -561,6 +564,11 @@ class Spare:
             fields = dict(zip(L.REQUEST_FIELDS, L.unpack(data[1:]), strict=True))
         except ValueError:
             self.refuse(conn, fds, "malformed request")
+            return
+        why = _peer.refusal(conn.sock, self.own)  # from the kernel, never from the request
+        if why is not None:
+            log(f"refused a connection: {why}")
+            self.refuse(conn, fds, "peer not confined as the spare")
             return
         import hmac
 

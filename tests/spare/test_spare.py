@@ -427,3 +427,72 @@ def _is_spare_of(pid: int, folder: Path) -> bool:
             str(folder).encode() not in Path(f"/proc/{ppid(pid)}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+EXPLOIT = """
+import os, socket, sys
+folder, key_file, outside = sys.argv[1:4]
+def pack(fields):
+    return b"".join(b"%d:%s" % (len(f), f) for f in fields)
+key = open(key_file, "rb").read()
+token = open(os.path.join(folder, "token"), "rb").read()
+(sock,) = [n for n in os.listdir(folder) if n.endswith(".sock")]
+print("SAW", sock, len(token))
+env = dict(os.environ, AGENT_SERVER_SANDBOX="off", AGENT_SERVER_STATE_DIR=outside)
+fields = [b"agent-server-spare/1", token, key, b"agent-server", b"agent-server", b"", b"-",
+          b"\\0".join(k.encode() + b"=" + v.encode() for k, v in env.items()), b"18",
+          open("/proc/self/limits", "rb").read(), b"D" * 64, b"", b"agent-server"]
+fds = [os.open(os.devnull, os.O_RDWR)] * 3 + [os.open("/", os.O_PATH | os.O_DIRECTORY)]
+c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+c.connect(os.path.join(folder, sock))
+c.sendmsg([b"R" + pack(fields)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                    b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds))])
+c.settimeout(10)
+answer = c.recv(1000)
+print("ANSWER", answer[:60])
+if answer.startswith(b"P"):
+    c.send(b"A")
+"""
+
+
+async def test_a_confined_command_cannot_get_an_unconfined_fork_of_another_spare(spare, tmp_path):
+    """The exploit of the report: a spare in a folder the sandbox does not hide (not the launch's
+    own), the right token and the right key — a confined bash still gets no fork."""
+    other = SpareFolder(tmp_path / "other-spare", idle=60)
+    other.start()
+    try:
+        other.wait_serving()
+        # the key of an unconfined launch, as an attacker would reconstruct it (its sum names the socket)
+        key = subprocess.run([sys.executable, "-c", "import sys; from agent_server.spare import _launcher as L; "
+                              "sys.stdout.buffer.write(L.key_bytes())"], env=other.full_env(),
+                             capture_output=True, check=True).stdout
+        assert _launcher.key_sum(key) == other.status()["key"]
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "key.bin").write_bytes(key)
+        (ws / "exploit.py").write_text(EXPLOIT)
+        outside = tmp_path / "outside-state"
+        before = {int(c) for c in Path(f"/proc/{other.pid}/task/{other.pid}/children").read_text().split()}
+        async with OfflineEndpoint() as endpoint:
+            endpoint.push(tool_call_stream([call("b", "bash", command=f"{sys.executable} exploit.py "
+                                                                     f"{other.path} key.bin {outside}")]))
+            endpoint.push(text_stream("done"))
+            env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url)}
+            async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
+                await harness.initialize()
+                session = (await harness.new_session(str(ws))).session_id
+                assert (await harness.prompt(session, "escape")).stop_reason == "end_turn"
+            (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
+            if status["level"] != "landlock":
+                pytest.skip(f"this machine cannot confine the shell: {status}")
+            out = endpoint.requests[-1].json()["messages"][-1]["content"]
+        if "SAW" not in out:  # the folder is hidden too (defense in depth): the request is not even made
+            assert "Traceback" in out or "Permission denied" in out, out
+        else:
+            assert "ANSWER b'Npeer not confined as the spare'" in out, out
+            assert "refused a connection: the peer's" in other.logs()
+        after = {int(c) for c in Path(f"/proc/{other.pid}/task/{other.pid}/children").read_text().split()}
+        assert after <= before | {other.status()["spares"][0]["standby"]}, "the spare forked for a confined peer"
+        assert not outside.exists(), "an unconfined fork wrote outside the workspace"
+    finally:
+        other.stop()
