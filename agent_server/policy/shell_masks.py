@@ -2,9 +2,9 @@
 
 Role: ``credential_paths(patterns, env)`` lists stored credentials outside the workspace that the
 shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
-``agent-server login`` stored), the state folder (every session's log), the warm spare's folder
-(its socket and token: a fork of the spare runs unconfined, ``spare/``), keyring files, and
-well-known secret files in the home folder (``HOME_SECRETS``) plus the configured path patterns
+``agent-server login`` stored), the state folder (every session's log), the warm spares' folders
+(``spare.spare_folders``: this env's and every default one, their sockets and tokens: a fork of a
+spare runs unconfined, ``spare/``), keyring files, and well-known secret files in the home folder (``HOME_SECRETS``) plus the configured path patterns
 (``~/.ssh/**`` …). ``SecretScanner`` finds the files inside the roots whose *name* matches a secret
 pattern (``.env*``, ``*.pem`` …), re-listing only folders whose modification time changed since the
 last scan. ``sweep_setuid(roots)`` removes setuid/setgid bits from every file under the roots after
@@ -60,9 +60,9 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     if env.get("AGENT_SERVER_CONFIG"):
         found.append(env["AGENT_SERVER_CONFIG"])
     found.append(str(default_state_dir(env)))
-    from agent_server.spare import spare_folder
+    from agent_server.spare import spare_folders
 
-    found.append(spare_folder(env))  # the warm spare's socket and token: a way out of the sandbox
+    found.extend(spare_folders(env))  # every spare's socket and token: a fork of a spare runs unconfined
     for pattern in patterns:
         if "/" not in pattern:
             continue

@@ -8,10 +8,11 @@ the key and the protocol; ``_daemon.py``: the spare, its lifetime and the audit 
 environment at import time; ``cli.py``: ``agent-server spare status|stop``).
 
 Public surface (standard library only, cheap to import): ``spare_folder(env)`` — the folder of
-this user's spares for an environment (the shell sandbox masks it); ``disabled(env)`` — whether
+this user's spares for an environment (the shell sandbox masks it); ``spare_folders(env)`` — it and
+the default folders of any launch (all masked); ``disabled(env)`` — whether
 ``AGENT_SERVER_SPARE=off`` turns them off; the variable names.
 """
 
-from agent_server.spare._launcher import DIR_ENV, IDLE_ENV, SPARE_ENV, disabled, spare_folder
+from agent_server.spare._launcher import DIR_ENV, IDLE_ENV, SPARE_ENV, disabled, spare_folder, spare_folders
 
-__all__ = ["DIR_ENV", "IDLE_ENV", "SPARE_ENV", "disabled", "spare_folder"]
+__all__ = ["DIR_ENV", "IDLE_ENV", "SPARE_ENV", "disabled", "spare_folder", "spare_folders"]

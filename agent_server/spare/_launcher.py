@@ -107,6 +107,20 @@ def spare_folder(env=None) -> str:
     return f"/tmp/agent-server-{os.getuid()}"
 
 
+def spare_folders(env=None) -> list[str]:
+    """Every folder where a spare of this user may be found for ``env``: its own (``spare_folder``)
+    and the default ones of any launch (``$XDG_RUNTIME_DIR/agent-server`` with this env's or the
+    usual ``/run/user/<uid>``, ``/tmp/agent-server-<uid>``) — what the confined shell hides."""
+    env = os.environ if env is None else env
+    out = [spare_folder(env)]
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    for folder in ([os.path.join(runtime, "agent-server")] if runtime and os.path.isabs(runtime) else []) + [
+            f"/run/user/{os.getuid()}/agent-server", f"/tmp/agent-server-{os.getuid()}"]:
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
 def open_folder(folder: str, create: bool = True) -> int:
     """An ``O_PATH`` descriptor of ``folder`` (made ``0700`` if missing), after checking that it is
     a real folder of ours that nobody else may enter; raises ``FolderError``."""

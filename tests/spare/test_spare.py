@@ -496,3 +496,33 @@ async def test_a_confined_command_cannot_get_an_unconfined_fork_of_another_spare
         assert not outside.exists(), "an unconfined fork wrote outside the workspace"
     finally:
         other.stop()
+
+
+async def test_a_confined_shell_command_cannot_see_the_default_spare_folders_of_other_launches(spare, tmp_path):
+    """Not only the launch's own spare folder (AGENT_SERVER_SPARE_DIR) is hidden: also
+    ``$XDG_RUNTIME_DIR/agent-server`` and ``/tmp/agent-server-<uid>``, where launches of other
+    environments keep their spares' tokens and sockets."""
+    runtime = tmp_path / "runtime"
+    (runtime / "agent-server").mkdir(parents=True, mode=0o700)
+    (runtime / "agent-server" / "token").write_bytes(os.urandom(32))
+    targets = [str(runtime / "agent-server")]
+    tmp_default = Path(f"/tmp/agent-server-{os.getuid()}")
+    if tmp_default.is_dir():
+        targets.append(str(tmp_default))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    async with OfflineEndpoint() as endpoint:
+        endpoint.push(tool_call_stream([call("b", "bash", command="; ".join(f"ls -a {t}" for t in targets))]))
+        endpoint.push(text_stream("done"))
+        env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url), "XDG_RUNTIME_DIR": str(runtime)}
+        async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
+            await harness.initialize()
+            session = (await harness.new_session(str(ws))).session_id
+            assert (await harness.prompt(session, "look")).stop_reason == "end_turn"
+        (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
+        if status["level"] != "landlock" or not status.get("masks", True):
+            pytest.skip(f"this machine cannot confine the shell: {status}")
+        out = endpoint.requests[-1].json()["messages"][-1]["content"]
+    for target in targets:
+        assert f"ls: cannot open directory '{target}': Permission denied" in out, out
+    assert "token" not in out.split("[sandbox]")[0], out
