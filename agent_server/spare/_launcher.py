@@ -559,8 +559,44 @@ def spare_command(folder: str, name: str, lock_fd: int, idle: str) -> list[str]:
 
 def spare_environ() -> dict[bytes, bytes]:
     """What the spare is started with: the variables of the key only (``key_variable``),
-    so it holds no secret of the launch that started it."""
-    return {k: v for k, v in os.environb.items() if key_variable(k)}
+    so it holds no secret of the launch that started it — and ``LC_CTYPE`` as this process was
+    started with it (``_started_lc_ctype``)."""
+    env = {k: v for k, v in os.environb.items() if key_variable(k)}
+    started = _started_lc_ctype()
+    if started is not False and started != env.get(b"LC_CTYPE"):
+        if started is None:
+            env.pop(b"LC_CTYPE", None)
+        else:
+            env[b"LC_CTYPE"] = started
+    return env
+
+
+def _started_lc_ctype() -> bytes | None | bool:
+    """``LC_CTYPE`` in the environment this process was started with (``/proc/self/environ``;
+    ``None``: unset, ``False``: unknown). The interpreter's locale coercion (PEP 538: ``LANG``
+    names a locale that is not installed, so the C locale) sets ``LC_CTYPE=C.UTF-8`` and UTF-8
+    mode in this process; a spare started with that ``LC_CTYPE`` would get a valid locale, no
+    coercion and no UTF-8 mode — another key. Started with the original, it coerces as this
+    process did."""
+    try:
+        fd = os.open("/proc/self/environ", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    for item in b"".join(chunks).split(b"\0"):
+        if item.startswith(b"LC_CTYPE="):
+            return item[9:]
+    return None
 
 
 FAILED_MARK = b"not starting:"

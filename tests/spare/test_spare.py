@@ -526,3 +526,27 @@ async def test_a_confined_shell_command_cannot_see_the_default_spare_folders_of_
     for target in targets:
         assert f"ls: cannot open directory '{target}': Permission denied" in out, out
     assert "token" not in out.split("[sandbox]")[0], out
+
+
+def test_a_launch_whose_lang_names_a_locale_not_installed_is_served_by_the_spare(tmp_path, monkeypatch):
+    """PEP 538: Python coerces the C locale, setting LC_CTYPE=C.UTF-8 and UTF-8 mode in the
+    launcher; a spare started with that LC_CTYPE had neither, its key never matched, and every
+    launch ran cold (``not starting: this process's key sums to …``)."""
+    missing = "en_ZZ.UTF-8"
+    check = subprocess.run([sys.executable, "-c", "import sys; print(sys.flags.utf8_mode)"], capture_output=True,
+                           text=True, env={"PATH": os.environ.get("PATH", ""), "LANG": missing})
+    if check.stdout.strip() != "1":
+        pytest.skip("this interpreter does not coerce the C locale here")
+    for name in ("LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", missing)
+    folder = SpareFolder(tmp_path / "spare")
+    try:
+        folder.start()
+        assert "not starting" not in folder.logs()
+        proc = launch({**agent_env(tmp_path), **folder.env, "AGENT_SERVER_LOG_LEVEL": "DEBUG"})
+        out, err = proc.communicate(INIT, timeout=30)
+        assert proc.returncode == 0, err
+        assert SERVED_NOTE.encode() in err, err
+    finally:
+        folder.stop()
