@@ -151,7 +151,7 @@ def fd_path(dirfd: int, name: str) -> str:
 def read_token(dirfd: int, create: bool = True) -> bytes:
     """The folder's token (made atomically, once, when missing and ``create``); raises ``OSError``
     (or ``FolderError`` for a token file that is not ours alone)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not block the open
     try:
         fd = os.open("token", flags, dir_fd=dirfd)
     except FileNotFoundError:
@@ -626,10 +626,12 @@ def recently_failed(dirfd: int, name: str) -> bool:
     import time
 
     try:
-        fd = os.open(f"spare-{name}.log", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+        fd = os.open(f"spare-{name}.log", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dirfd)
     except OSError:
         return False
     try:
+        if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
+            return True  # not a regular file (a FIFO …): start no spare over it
         return FAILED_MARK in os.read(fd, 4096) and time.time() - os.fstat(fd).st_mtime < RETRY_AFTER
     except OSError:
         return False

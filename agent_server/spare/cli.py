@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -31,10 +32,13 @@ def spares(dirfd: int) -> list[dict]:
         if not (entry.startswith("spare-") and entry.endswith(".lock")):
             continue
         try:
-            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+            # O_NONBLOCK: a FIFO of that name would block the open until a writer came
+            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dirfd)
         except OSError:
             continue
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue  # not a lock file of ours
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 continue  # free: no spare of that key runs

@@ -550,3 +550,21 @@ def test_a_launch_whose_lang_names_a_locale_not_installed_is_served_by_the_spare
         assert SERVED_NOTE.encode() in err, err
     finally:
         folder.stop()
+
+
+@pytest.mark.parametrize("name", ["spare-0123456789abcdef.lock", "token", "log"])
+def test_a_fifo_in_the_spare_folder_hangs_neither_spare_status_nor_stop_nor_a_launch(tmp_path, name):
+    folder = SpareFolder(tmp_path / "spare")
+    folder.path.mkdir(mode=0o700)
+    if name == "log":  # the log of this launch's key: read by every launch (did its spare fail to start?)
+        key = subprocess.run([*AGENT, "spare", "status", "--json"], env=folder.full_env(), capture_output=True,
+                             text=True, timeout=30, check=True)
+        name = f"spare-{json.loads(key.stdout)['key']}.log"
+    os.mkfifo(folder.path / name, 0o600)
+    for command in (["spare", "status", "--json"], ["spare", "stop"]):
+        subprocess.run([*AGENT, *command], env=folder.full_env(), capture_output=True, timeout=20)
+    proc = launch({**agent_env(tmp_path), **folder.env})
+    out, err = proc.communicate(INIT, timeout=20)  # runs cold
+    assert proc.returncode == 0, err
+    assert json.loads(out.splitlines()[0])["result"]["protocolVersion"] == 1
+    folder.stop()
