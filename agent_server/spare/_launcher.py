@@ -620,9 +620,16 @@ def idle_seconds() -> float:
     return DEFAULT_IDLE
 
 
+SERVING_MARK = b" serving key "
+"""What a spare's log says once it serves (``_daemon.main``): a log without it is of a spare
+that never got there."""
+
+
 def recently_failed(dirfd: int, name: str) -> bool:
-    """Whether the spare of key ``name`` failed to start less than ``RETRY_AFTER`` s ago (its
-    log says why): a launch then starts none, rather than one per launch that fails again."""
+    """Whether the spare of key ``name`` failed to start less than ``RETRY_AFTER`` s ago: its log
+    says ``not starting:``, or it never says ``serving key`` (the spare crashed while warming up —
+    an uncaught error, a signal; one still starting holds the lock, so a start is a no-op anyway).
+    A launch then starts none, rather than one per launch that fails again."""
     import time
 
     try:
@@ -632,7 +639,9 @@ def recently_failed(dirfd: int, name: str) -> bool:
     try:
         if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
             return True  # not a regular file (a FIFO …): start no spare over it
-        return FAILED_MARK in os.read(fd, 4096) and time.time() - os.fstat(fd).st_mtime < RETRY_AFTER
+        text = os.read(fd, 1 << 16)
+        failed = FAILED_MARK in text or SERVING_MARK not in text
+        return failed and time.time() - os.fstat(fd).st_mtime < RETRY_AFTER
     except OSError:
         return False
     finally:

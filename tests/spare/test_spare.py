@@ -568,3 +568,27 @@ def test_a_fifo_in_the_spare_folder_hangs_neither_spare_status_nor_stop_nor_a_la
     assert proc.returncode == 0, err
     assert json.loads(out.splitlines()[0])["result"]["protocolVersion"] == 1
     folder.stop()
+
+
+def test_a_spare_that_crashed_while_warming_up_is_not_started_again_on_every_launch(tmp_path):
+    """Its log has a traceback and no ``serving key`` (no ``not starting:`` either): the same
+    back-off as a spare that refused to start, then a new one."""
+    folder = SpareFolder(tmp_path / "spare")
+    folder.path.mkdir(mode=0o700)
+    key = folder.status()["key"]
+    log = folder.path / f"spare-{key}.log"
+    crash = "Traceback (most recent call last):\n  ...\nFileNotFoundError: No usable temporary directory found\n"
+    log.write_text(crash)
+    try:
+        for _ in range(2):
+            proc = launch({**agent_env(tmp_path), **folder.env})
+            out, err = proc.communicate(INIT, timeout=30)
+            assert proc.returncode == 0, err
+        time.sleep(1)
+        assert folder.live() == {} and log.read_text() == crash, "a spare was started again"
+        old = time.time() - _launcher.RETRY_AFTER - 5
+        os.utime(log, (old, old))
+        folder.start()
+        assert " serving key " in log.read_text()
+    finally:
+        folder.stop()
