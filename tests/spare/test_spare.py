@@ -567,6 +567,8 @@ def test_a_fifo_in_the_spare_folder_hangs_neither_spare_status_nor_stop_nor_a_la
     out, err = proc.communicate(INIT, timeout=20)  # runs cold
     assert proc.returncode == 0, err
     assert json.loads(out.splitlines()[0])["result"]["protocolVersion"] == 1
+    if name.endswith(".lock"):  # another key's FIFO: this launch started its spare — wait for it, then stop it
+        folder.wait_serving()
     folder.stop()
 
 
