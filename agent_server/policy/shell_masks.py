@@ -4,12 +4,12 @@ Role: ``credential_paths(patterns, env)`` lists stored credentials outside the w
 shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
 ``agent-server login`` stored), the state folder (every session's log), the warm spares' folders
 (``spare.spare_folders``: this env's and every default one, their sockets and tokens: a fork of a
-spare runs unconfined, ``spare/``), keyring files, and well-known secret files in the home folder (``HOME_SECRETS``) plus the configured path patterns
-(``~/.ssh/**`` …). ``SecretScanner`` finds the files inside the roots whose *name* matches a secret
-pattern (``.env*``, ``*.pem`` …), re-listing only folders whose modification time changed since the
-last scan. ``sweep_setuid(roots)`` removes setuid/setgid bits from every file under the roots after
-a confined command ended (``SetuidSweeper``: the same per session, searching a big tree with
-``find``).
+spare runs unconfined, ``spare/``), keyring files, and well-known secret files in the home folder
+(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …). ``SecretScanner`` finds the
+files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …), re-listing
+only folders whose modification time changed since the last scan. ``sweep_setuid(roots)`` removes
+setuid/setgid bits from every file under the roots after a confined command ended
+(``SetuidSweeper``: the same per session, searching a big tree with ``find``).
 
 Must never: follow a symlink out of a root while scanning or sweeping, or hide a workspace root.
 Known limits: a name pattern (no ``/``) is searched for inside the roots only, and not inside

@@ -94,8 +94,7 @@ def _pidfd_pid(pidfd: int) -> int:
 
 def _peer_pidfd(sock: _socket.socket) -> tuple[int, int]:
     """``(pid, pidfd)`` of the process that connected ``sock``; raises ``OSError``."""
-    cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    pid = int.from_bytes(cred[0:4], sys.byteorder, signed=True)
+    pid = credentials(sock)[0]
     try:
         raw = sock.getsockopt(_socket.SOL_SOCKET, SO_PEERPIDFD, 4)
     except OSError:
@@ -115,8 +114,10 @@ def _peer_pidfd(sock: _socket.socket) -> tuple[int, int]:
 
 
 def credentials(sock: _socket.socket) -> tuple[int, int, int]:
+    """``(pid, uid, gid)`` of ``SO_PEERCRED`` (as of the peer's ``connect()``)."""
     cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    return tuple(int.from_bytes(cred[i:i + 4], sys.byteorder, signed=True) for i in (0, 4, 8))  # type: ignore[return-value]
+    pid, uid, gid = (int.from_bytes(cred[i:i + 4], sys.byteorder, signed=True) for i in (0, 4, 8))
+    return pid, uid, gid
 
 
 def refusal(sock: _socket.socket, own: Own) -> str | None:
