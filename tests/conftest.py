@@ -18,17 +18,20 @@ from support.fixtures import *  # noqa: E402,F401,F403
 
 
 def _spares() -> set[int]:
-    """Pids of the warm spares this checkout's interpreter runs (``python … -m agent_server.spare``)."""
-    found = set()
+    """Pids of the warm spares this checkout's interpreter runs (``python … -m agent_server.spare``),
+    not their forks (a standby, or the server of some launch: those share the command line)."""
+    argvs: dict[int, list[bytes]] = {}
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
             if b"agent_server.spare" in argv and argv[0] == os.fsencode(sys.executable):
-                found.add(int(entry))
-    return found
+                argvs[int(entry)] = argv
+    return {pid for pid, argv in argvs.items() if argvs.get(parents.get(pid, 0)) != argv}
 
 
 _BEFORE: set[int] = set()
@@ -40,7 +43,9 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     """A safety net: a spare that a test's agent started (an environment without
-    ``AGENT_SERVER_SPARE=off``) is stopped, and named, rather than left running for 30 min."""
+    ``AGENT_SERVER_SPARE=off``) is stopped, and named, rather than left running for 30 min. Only
+    the spare itself gets the SIGTERM: it stops serving at once, and the servers it forked — a
+    developer's editor's, say — run on to their end."""
     import signal
 
     leaked = sorted(_spares() - _BEFORE)
