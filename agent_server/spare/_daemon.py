@@ -128,6 +128,8 @@ WARM_MODULES = (
     # checkpoints of a git workspace
     "difflib", "shlex", "agent_server.policy.shell", "agent_server.policy.shell_spawn",
     "agent_server.policy.sandbox_exec", "agent_server.checkpoints.shadow",
+    # what a child uses to take its launch's process state (_prepare)
+    "resource", "ctypes",
 )
 
 
@@ -159,6 +161,9 @@ def warm() -> list[str]:
         from agent_server.tools import safe_fs
 
         safe_fs.has_openat2()  # one syscall through ctypes, cached
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))  # the C library's handle the children use (_set_comm)
         build_deferred_models()
     except Exception as exc:  # noqa: BLE001
         failed.append(f"warm-up: {exc!r}")
@@ -459,6 +464,7 @@ class Spare:
             conn = Conn(sock, now)
             self.conns[conn.fd] = conn
             self.idle_since = now
+            self.on_request(conn, now)  # sent with the connect, usually: no poll round in between
 
     def drop(self, conn: Conn) -> None:
         self.conns.pop(conn.fd, None)
@@ -583,7 +589,11 @@ class Spare:
         if fields["version"] != L.VERSION or fields["key"] != self.key:
             self.refuse(conn, fds, "another key")
             return
-        if not self.key.endswith(L.code_fingerprint(None, L.interpreter_path())):  # never fork stale code
+        # the key string holds the launcher's own fingerprint of the code, taken just now: equal to
+        # ours, so the code did not change since the spare imported it. A fork made for this
+        # request checks the fingerprint again (never fork stale code); the standby was forked
+        # after the same check.
+        if self.standby is None and not self.key.endswith(L.code_fingerprint(None, L.interpreter_path())):
             self.refuse(conn, fds, "stale")
             self.stop("the code or the interpreter's environment changed")
             return
@@ -779,6 +789,7 @@ def _child(spare: Spare, fields: dict[str, bytes], fds: list[int], release_r: in
     _apply_signal_table(fields["signals"])
     cwd = _take_descriptors(fds)
     _close_all_but(spare, {0, 1, 2, cwd, release_r})
+    config_path = _prepare(fields, cwd)
     while True:
         try:
             go = os.read(release_r, 1)
@@ -788,7 +799,7 @@ def _child(spare: Spare, fields: dict[str, bytes], fds: list[int], release_r: in
     if not go:
         return 0  # the launcher did not commit (or the spare died): it runs cold with these descriptors
     os.close(release_r)
-    return _become(fields, cwd)
+    return _become(config_path)
 
 
 def _standby(spare: Spare, ctl_fd: int) -> int:
@@ -811,7 +822,7 @@ def _standby(spare: Spare, ctl_fd: int) -> int:
     _apply_signal_table(fields["signals"])
     if len(fds) != 4:
         return 0
-    cwd = _take_descriptors(fds)
+    config_path = _prepare(fields, _take_descriptors(fds))
     try:
         go = ctl.recv(1)
     except OSError:
@@ -819,7 +830,7 @@ def _standby(spare: Spare, ctl_fd: int) -> int:
     if go != b"G":
         return 0  # the launcher did not commit: it runs cold with these descriptors
     ctl.close()
-    return _become(fields, cwd)
+    return _become(config_path)
 
 
 MADV_POPULATE_WRITE = 23
@@ -866,8 +877,10 @@ def prefault() -> int:
     return copied
 
 
-def _become(fields: dict[str, bytes], cwd: int) -> int:
-    """Take the launch's process state (the commit is made) and run the cold path."""
+def _prepare(fields: dict[str, bytes], cwd: int) -> str | None:
+    """Take the launch's process state, all of it but its descriptors' contents (nothing is read
+    from or written to them: done while the launcher commits, and harmless if it does not);
+    returns the ``--config`` path."""
     os.setsid()
     os.fchdir(cwd)
     os.close(cwd)
@@ -885,10 +898,15 @@ def _become(fields: dict[str, bytes], cwd: int) -> int:
     _set_comm(fields["comm"])
     mask = {int(s) for s in fields["sigmask"].split(b",") if s}
     _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+    config = fields["config"]
+    return None if config == b"-" else os.fsdecode(config[1:])
+
+
+def _become(config_path: str | None) -> int:
+    """The commit is made: this process is the launch's server; run the cold path."""
     if os.environ.get("AGENT_SERVER_LOG_LEVEL", "").strip().upper() == "DEBUG":  # logging is not set up yet
         os.write(2, f"agent-server DEBUG {SERVED_NOTE} {os.getppid()}\n".encode())
-    config = fields["config"]
-    return _run(None if config == b"-" else os.fsdecode(config[1:]))
+    return _run(config_path)
 
 
 def _apply_signal_table(table: bytes) -> None:
@@ -943,12 +961,18 @@ def _take_limits(text: bytes) -> None:
             pass  # the key holds the hard limits equal; a soft one the kernel refuses stays the spare's
 
 
+_LIBC: list = []
+"""The C library's ``ctypes`` handle, opened once in the spare (``_set_comm``)."""
+
+
 def _set_comm(comm: bytes) -> None:
     """The launcher's process name (``ps``, ``pgrep agent-server``, ``top`` show it)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(comm.strip()[:15]), 0, 0, 0)  # PR_SET_NAME
+        if not _LIBC:
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        _LIBC[0].prctl(15, ctypes.c_char_p(comm.strip()[:15]), 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError, ImportError):
         pass
 
