@@ -14,7 +14,7 @@ Per request: the peer's uid (``SO_PEERCRED``), its confinement read from the ker
 equal the spare's own (``_peer.py`` says exactly what is compared), the token (constant-time compare), the exact key
 string, and the code fingerprint again (a changed package or ``site-packages`` → refused, and the
 spare stops) are checked; then the request goes to the **standby** child — forked ahead of time
-(``fork_standby``, ``STANDBY_DELAY`` after the previous handoff), it has already copied the pages
+(``fork_standby``, right after the previous handoff committed), it has copied the pages
 it shares with the spare (``prefault``: the copy-on-write faults a first turn would take on its
 path) and waits on a socket pair — or, with no standby ready, to a child forked for it. The child
 waits until the launcher has the pid and committed (end of file: it exits touching nothing), then
@@ -82,9 +82,12 @@ from agent_server.spare import _peer
 
 PROBE_MAX_AGE = 600.0
 """Seconds after which the spare probes the shell sandbox again (its children start with its result)."""
-STANDBY_DELAY = 0.5
-"""Seconds after a handoff before the next standby child is forked (and faults its pages in): not
-while the child just released starts up on the same CPUs."""
+PREFAULT_AFTER = 0.2
+"""Seconds a new standby child waits before it copies its pages (``prefault``): not while the child
+just released starts up on the same CPUs. A request that comes first finds it less warm, never
+later: the copying stops at once for a request."""
+PREFAULT_CHUNK = 256
+"""Pages copied between two looks for a request (~1 ms)."""
 KILL_AFTER = 5.0
 """Seconds between the SIGTERM sent to a child whose launcher went away and a SIGKILL."""
 REQUEST_TIMEOUT = 5.0
@@ -391,8 +394,8 @@ class Spare:
                 self.check(now)
                 self.next_check = now + interval
             if self.standby is None and self.standby_due is not None and now >= self.standby_due \
-                    and not self.stopping:
-                self.fork_standby(now)
+                    and not self.stopping and all(c.state == "running" for c in self.conns.values()):
+                self.fork_standby(now)  # not while a launcher waits for a pid or its commit: it is its path
             if self.stopping and not self.children and not self.conns:
                 break  # before the next poll, which could wait a whole check interval
             poller = select.poll()
@@ -400,7 +403,8 @@ class Spare:
             if self.listener is not None:
                 poller.register(self.listener.fileno(), select.POLLIN)
             deadlines = [self.next_check]
-            if self.standby is None and self.standby_due is not None and not self.stopping:
+            if self.standby is None and self.standby_due is not None and not self.stopping \
+                    and all(c.state == "running" for c in self.conns.values()):
                 deadlines.append(self.standby_due)
             for conn in self.conns.values():
                 poller.register(conn.fd, select.POLLIN)
@@ -622,7 +626,7 @@ class Spare:
         for fd in fds:
             os.close(fd)
         self.forks += 1
-        self.standby_due = now + STANDBY_DELAY
+        self.standby_due = now  # forked as soon as no launcher waits on the spare (serve)
         self.note_pids()
         self.commit(conn, child, now)
         return True
@@ -716,7 +720,7 @@ class Spare:
         child = Child(pid, pidfd, release_w, None)
         self.children[pidfd] = child
         if self.standby_due is None and self.standby is None:
-            self.standby_due = now + STANDBY_DELAY
+            self.standby_due = now
         self.commit(conn, child, now)
 
     def reap(self, child: Child, now: float) -> None:
@@ -810,7 +814,10 @@ def _standby(spare: Spare, ctl_fd: int) -> int:
     for signum in STOP_SIGNALS:
         _signal.signal(signum, _signal.SIG_DFL)
     _close_all_but(spare, {0, 1, 2, ctl_fd})
-    prefault()
+    waiting = select.poll()
+    waiting.register(ctl_fd, select.POLLIN)
+    if not waiting.poll(PREFAULT_AFTER * 1000):
+        prefault(lambda: bool(waiting.poll(0)))
     ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, ctl_fd)
     try:
         data, fds = L._recv(ctl)
@@ -836,12 +843,13 @@ def _standby(spare: Spare, ctl_fd: int) -> int:
 MADV_POPULATE_WRITE = 23
 
 
-def prefault() -> int:
+def prefault(interrupted=lambda: False) -> int:
     """Copy now every page this process still shares with the spare (``MADV_POPULATE_WRITE`` over
     the private writable mappings, where ``/proc/self/pagemap`` shows a present page not mapped
     exclusively): a first turn writes to ~2,500 of them, and each copy-on-write fault costs
-    3-6 µs here — on its path. Pages the spare never touched stay unallocated. Returns the pages
-    copied (0 where the kernel lacks ``MADV_POPULATE_WRITE``, Linux < 5.14)."""
+    3-6 µs here — on its path. Pages the spare never touched stay unallocated. Stops as soon as
+    ``interrupted()`` (asked every ``PREFAULT_CHUNK`` pages). Returns the pages copied (0 where
+    the kernel lacks ``MADV_POPULATE_WRITE``, Linux < 5.14)."""
     try:
         import ctypes
 
@@ -867,9 +875,13 @@ def prefault() -> int:
             # one 64-bit entry per page; its top byte holds bit 63 (present) and bit 56 (exclusive)
             flags = os.pread(pagemap, (end - start) // page * 8, start // page * 8)[7::8].translate(shared)
             for run in re.finditer(b"1+", flags):
-                if madvise(start + run.start() * page, (run.end() - run.start()) * page, MADV_POPULATE_WRITE) != 0:
-                    return copied  # EINVAL: an older kernel
-                copied += run.end() - run.start()
+                for first in range(run.start(), run.end(), PREFAULT_CHUNK):
+                    count = min(PREFAULT_CHUNK, run.end() - first)
+                    if interrupted():
+                        return copied
+                    if madvise(start + first * page, count * page, MADV_POPULATE_WRITE) != 0:
+                        return copied  # EINVAL: an older kernel
+                    copied += count
     except (OSError, ValueError):
         pass
     finally:
