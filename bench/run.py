@@ -206,6 +206,7 @@ class Bench:
                                                              "agent_zero", "floor_zero")}
         rss: list[float] = []
         launcher_rss: list[float] = []
+        spare_rss: list[float] = []
         for _ in range(self.runs):
             for who, command in (("agent", AGENT), ("floor", FORWARDER)):
                 for pause, latency in ((0.0, READ_LATENCY), (1.0, READ_LATENCY), (0.0, 0.0)):
@@ -228,6 +229,9 @@ class Bench:
                             rss.append(agent.memory_kib("VmRSS") / 1024)
                             if agent.server_pid() != agent.proc.pid:  # handed to a spare's child
                                 launcher_rss.append(agent.memory_kib("VmRSS", agent.proc.pid) / 1024)
+                                spare = int(Path(f"/proc/{agent.server_pid()}/stat").read_text()
+                                            .rsplit(")", 1)[1].split()[1])  # the server's parent
+                                spare_rss.append(agent.memory_kib("VmRSS", spare) / 1024)
                     finally:
                         agent.close()
                         report = endpoint.finish()
@@ -261,7 +265,8 @@ class Bench:
         self.record("read_total_zero_latency", "read scenario, endpoint answering at once",
                     total_ms["agent_zero"], floor=total_ms["floor_zero"])
         self.record("idle_rss", "RSS after one turn", rss, unit="MiB", goal="≤ 45 MiB",
-                    extra={"launcher_rss_mib": round(statistics.median(launcher_rss), 1)} if launcher_rss else None)
+                    extra={"launcher_rss_mib": round(statistics.median(launcher_rss), 1),
+                           "spare_rss_mib": round(statistics.median(spare_rss), 1)} if launcher_rss else None)
 
     def streaming(self) -> None:
         """200 KB (``--quick``: 20 KB) in 1-character deltas, paced at 20,000 deltas/s and all at
@@ -447,7 +452,7 @@ def table(figures: dict[str, dict[str, Any]]) -> str:
     for entry in figures.values():
         notes = ", ".join(f"{k} {v}" for k, v in entry.items()
                           if k in ("first_chunk_ms", "notifications", "cpu_seconds", "peak_rss_mib", "updates",
-                                    "first_call_ms", "cpu_ms_per_prompt", "floor_cpu_ms", "over_floor_ms", "launcher_rss_mib"))
+                                    "first_call_ms", "cpu_ms_per_prompt", "floor_cpu_ms", "over_floor_ms", "launcher_rss_mib", "spare_rss_mib"))
         rows.append(f"| {entry['label']} | {entry['median']} {entry['unit']} | {entry['min']}–{entry['max']} "
                     f"| {entry.get('floor_median', '')} | {entry.get('ratio', '') or ''} | {entry['goal']} | {notes} |")
     return "\n".join(rows)
