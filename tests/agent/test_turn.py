@@ -250,26 +250,18 @@ async def test_a_turn_leaves_no_model_stream_to_the_loops_finaliser_of_abandoned
     """Each attempt closes its model stream itself when it ends: an abandoned async generator is
     closed later by the event loop's finaliser (a thread-safe wake-up of the loop and a task of its
     own, per stream), after the step has moved on."""
-    import sys
-
     from agent_server.tools.read import ReadTool
 
     (tmp_path / "a.txt").write_text("hello\n")
     endpoint.push(tool_call_stream([("c1", "read", json.dumps({"path": "a.txt"}))]))
     endpoint.push(text_stream("done"))
     h = Harness(tmp_path, endpoint, tools={"read": ReadTool()})
-    finalised: list[str] = []
-    hooks = sys.get_asyncgen_hooks()
+    from support.asyncgen import finalised_async_generators
 
-    def spy(agen):
-        finalised.append(agen.__qualname__)
-        return hooks.finalizer(agen)
-
-    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=spy)
     try:
-        outcome = await h.session.prompt([{"type": "text", "text": "read a.txt"}])
+        with finalised_async_generators() as finalised:
+            outcome = await h.session.prompt([{"type": "text", "text": "read a.txt"}])
     finally:
-        sys.set_asyncgen_hooks(*hooks)
         await h.client.aclose()
     assert outcome.exit == "end_turn" and len(endpoint.requests) == 2
     assert finalised == []  # httpx's own generators neither: each body is read to its end (the tail)

@@ -5,10 +5,10 @@ connection goes back to the pool for the next request, and a body that never end
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 
 import pytest
+from support.asyncgen import finalised_async_generators
 
 from agent_server.llm import ChatClient, Finish, encode_body
 
@@ -92,24 +92,16 @@ async def test_a_whole_stream_leaves_no_httpx_generator_to_the_loops_finaliser(m
     server, state = await _keep_alive_server(end_after=0.0)
     port = server.sockets[0].getsockname()[1]
     client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
-    finalised: list[str] = []
-    hooks = sys.get_asyncgen_hooks()
-
-    def spy(agen):
-        finalised.append(agen.__qualname__)
-        return hooks.finalizer(agen)
-
-    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=spy)
     try:
-        for _ in range(2):
-            stream = client.stream(BODY)
-            try:
-                assert "".join([getattr(e, "text", "") async for e in stream]) == "hi"
-            finally:
-                await stream.aclose()
-            await asyncio.sleep(0.05)
+        with finalised_async_generators() as finalised:
+            for _ in range(2):
+                stream = client.stream(BODY)
+                try:
+                    assert "".join([getattr(e, "text", "") async for e in stream]) == "hi"
+                finally:
+                    await stream.aclose()
+                await asyncio.sleep(0.05)
     finally:
-        sys.set_asyncgen_hooks(*hooks)
         await client.aclose()
         server.close()
     assert finalised == []

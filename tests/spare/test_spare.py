@@ -202,6 +202,24 @@ def test_a_connection_with_a_wrong_token_is_refused_and_nothing_is_forked(spare,
     assert "refused a connection with a wrong token" in spare.logs()
 
 
+async def _confined_bash_output(spare, tmp_path: Path, ws: Path, command: str, extra_env: dict | None = None) -> str:
+    """Run ``command`` as the model's ``bash`` call in a launch served by ``spare`` (a real confined
+    shell); returns what the model was told. Skips where this machine cannot confine the shell."""
+    async with OfflineEndpoint() as endpoint:
+        endpoint.push(tool_call_stream([call("b", "bash", command=command)]))
+        endpoint.push(text_stream("done"))
+        env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url), **(extra_env or {})}
+        async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
+            await harness.initialize()
+            assert ppid(server_of(harness.pid, parent=spare.pid)) == spare.pid
+            session = (await harness.new_session(str(ws))).session_id
+            assert (await harness.prompt(session, "look")).stop_reason == "end_turn"
+        (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
+        if status["level"] != "landlock" or not status.get("masks", True):
+            pytest.skip(f"this machine cannot confine the shell: {status}")
+        return endpoint.requests[-1].json()["messages"][-1]["content"]
+
+
 async def test_a_confined_shell_command_of_a_served_launch_cannot_see_the_spare_folder(spare, tmp_path):
     key = spare.status()["key"]
     sock = spare.path / f"spare-{key}.sock"
@@ -212,20 +230,8 @@ async def test_a_confined_shell_command_of_a_served_launch_cannot_see_the_spare_
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "connect.py").write_text(connect)
-    async with OfflineEndpoint() as endpoint:
-        endpoint.push(tool_call_stream([call("b", "bash", command=f"ls -a {spare.path}; wc -c {spare.path}/token; "
-                                                                 "python3 connect.py")]))
-        endpoint.push(text_stream("done"))
-        env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url)}
-        async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
-            await harness.initialize()
-            assert ppid(server_of(harness.pid, parent=spare.pid)) == spare.pid
-            session = (await harness.new_session(str(ws))).session_id
-            assert (await harness.prompt(session, "look")).stop_reason == "end_turn"
-        (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
-        if status["level"] != "landlock" or not status.get("masks", True):
-            pytest.skip(f"this machine cannot confine the shell: {status}")
-        out = endpoint.requests[-1].json()["messages"][-1]["content"]
+    out = await _confined_bash_output(spare, tmp_path, ws, f"ls -a {spare.path}; wc -c {spare.path}/token; "
+                                                           "python3 connect.py")
     assert "token" not in out.split("[sandbox]")[0].replace(f"{spare.path}/token", "")
     assert f"ls: cannot open directory '{spare.path}': Permission denied" in out, out
     assert "REFUSED" in out and "CONNECTED" not in out, out
@@ -511,18 +517,8 @@ async def test_a_confined_shell_command_cannot_see_the_default_spare_folders_of_
         targets.append(str(tmp_default))
     ws = tmp_path / "ws"
     ws.mkdir()
-    async with OfflineEndpoint() as endpoint:
-        endpoint.push(tool_call_stream([call("b", "bash", command="; ".join(f"ls -a {t}" for t in targets))]))
-        endpoint.push(text_stream("done"))
-        env = {**spare.full_env(), **agent_env(tmp_path, endpoint.base_url), "XDG_RUNTIME_DIR": str(runtime)}
-        async with AcpHarness(AGENT, env=env, config=ClientConfig(permission="allow_once")) as harness:
-            await harness.initialize()
-            session = (await harness.new_session(str(ws))).session_id
-            assert (await harness.prompt(session, "look")).stop_reason == "end_turn"
-        (status,) = [e.data for e in events(tmp_path / "state", session) if e.type == "sandbox/status"]
-        if status["level"] != "landlock" or not status.get("masks", True):
-            pytest.skip(f"this machine cannot confine the shell: {status}")
-        out = endpoint.requests[-1].json()["messages"][-1]["content"]
+    out = await _confined_bash_output(spare, tmp_path, ws, "; ".join(f"ls -a {t}" for t in targets),
+                                      {"XDG_RUNTIME_DIR": str(runtime)})
     for target in targets:
         assert f"ls: cannot open directory '{target}': Permission denied" in out, out
     assert "token" not in out.split("[sandbox]")[0], out
