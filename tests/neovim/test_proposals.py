@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 
-from support.nvim import call, tool_messages
+from support.nvim import call, editor_with_pending_edit, push, tool_messages
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session.events import read_events
-
-
-def push(endpoint, *steps):
-    for step in steps:
-        endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
 
 
 def user_text(endpoint, n: int) -> str:
@@ -263,12 +258,7 @@ def test_crlf_file_is_read_with_its_line_breaks_and_the_accepted_edit_keeps_them
 
 def test_cancelling_the_turn_while_a_proposal_is_shown_closes_it_answered_cancelled(make_editor, endpoint, workspace):
     path = workspace / "k.txt"
-    path.write_text("keep\n")
-    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"))
-    ed = make_editor()
-    ed.cmd(f"edit {path}")
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "keep", "x")
     assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2
     ed.cmd("AgentCancel")
     ed.idle()

@@ -7,14 +7,9 @@ from __future__ import annotations
 import os
 import signal
 
-from support.nvim import call
+from support.nvim import call, editor_with_pending_edit, push
 
-from agent_server.offline import text_stream, tool_call_stream
-
-
-def push(endpoint, *steps):
-    for step in steps:
-        endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
+from agent_server.offline import text_stream
 
 
 def tool_lines(chat: str) -> list[str]:
@@ -24,12 +19,7 @@ def tool_lines(chat: str) -> list[str]:
 def test_after_a_kill_the_running_tool_shows_unfinished_and_the_new_sessions_first_call_gets_its_own_line(
         make_editor, endpoint, workspace):
     path = workspace / "calc.py"
-    path.write_text("x = 1\n")
-    push(endpoint, call("r", "read", path="calc.py"), call("e", "edit", path="calc.py", old_string="x = 1", new_string="x = 2"))
-    ed = make_editor()
-    ed.cmd(f"edit {path}")
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "x = 1", "x = 2")
     ed.note_server()
     (pid,) = ed.server_pids
     os.killpg(pid, signal.SIGKILL)
@@ -92,13 +82,7 @@ def test_a_load_refused_because_another_process_has_the_session_leaves_the_chat_
 
 def test_a_rejected_proposal_leaves_its_outcome_in_the_echo_area_not_the_accept_hint(make_editor, endpoint, workspace):
     path = workspace / "k.txt"
-    path.write_text("keep\n")
-    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"),
-         text_stream("ok"))
-    ed = make_editor()
-    ed.cmd(f"edit {path}")
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "keep", "x", text_stream("ok"))
     ed.cmd("AgentReject")
     ed.idle()
     assert ed.lua("return vim.v.statusmsg") == "" or ":AgentAccept" not in ed.lua("return vim.v.statusmsg")
@@ -108,12 +92,7 @@ def test_a_rejected_proposal_leaves_its_outcome_in_the_echo_area_not_the_accept_
 
 def test_agent_cancel_says_the_user_cancelled_the_proposal_not_the_agent(make_editor, endpoint, workspace):
     path = workspace / "k.txt"
-    path.write_text("keep\n")
-    push(endpoint, call("r", "read", path="k.txt"), call("e", "edit", path="k.txt", old_string="keep", new_string="x"))
-    ed = make_editor()
-    ed.cmd(f"edit {path}")
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "keep", "x")
     ed.cmd("AgentCancel")
     ed.idle()
     chat = ed.chat()

@@ -213,3 +213,26 @@ def tool_messages(endpoint, n: int) -> list[dict[str, Any]]:
 
 def call(cid: str, name: str, **args: Any) -> tuple[str, str, str]:
     return (cid, name, json.dumps(args))
+
+
+def push(endpoint, *steps) -> None:
+    """Queue the model's answers: a ``call(...)`` tuple becomes a streamed tool call, anything else
+    is pushed as it is."""
+    from agent_server.offline import tool_call_stream
+
+    for step in steps:
+        endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
+
+
+def editor_with_pending_edit(make_editor, endpoint, path, old: str, new: str, *after):
+    """An editor showing the proposal of the agent's edit of ``path`` (written as ``old`` plus a
+    newline; the model reads it, then edits ``old`` → ``new``, then answers ``after``), opened by
+    ``:AgentAsk change it``. Returns the editor."""
+    path.write_text(old + "\n")
+    name = path.name
+    push(endpoint, call("r", "read", path=name), call("e", "edit", path=name, old_string=old, new_string=new), *after)
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    return ed
