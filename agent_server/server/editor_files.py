@@ -84,6 +84,9 @@ class EditorCapabilities:
         )
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -171,8 +174,11 @@ class EditorFiles:
             old = base.raw.decode("utf-8") if base is not None else None
         except UnicodeDecodeError:  # not text an editor buffer can hold: the disk path guards it
             return await self.disk.write(path, raw, base=base)
-        if old is not None and old.startswith("\ufeff") and new.startswith("\ufeff"):
-            old, new = old[1:], new[1:]  # a disk BOM is not part of the editor's text
+        if not self.caps.read_text:  # the base came from the disk: its BOM is not the editor's text
+            if old is not None and old.startswith("\ufeff") and new.startswith("\ufeff"):
+                old, new = old[1:], new[1:]
+        elif new.startswith("\ufeff") and not (old or "\ufeff").startswith("\ufeff"):
+            new = new[1:]  # the model's own BOM: the editor keeps the file's BOM outside its text
         if old is not None and "\ufffd" in old and (self.caps.apply_workspace_edit or self.caps.write_text):
             refusal = await self._encoding_refusal(path)  # again, right before the editor writes
             if refusal is not None:
@@ -181,6 +187,20 @@ class EditorFiles:
             return await self._propose(path, old, new, base)
         if self.caps.write_text or self.approve_edit is not None:
             return await self._plain_write(path, old, new, raw, base)
+        return await self._disk_write(path, raw, base)
+
+    async def _disk_write(self, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
+        """The guarded disk write for a change computed on the editor's text: the editor's text
+        never holds the file's BOM (docs/protocol.md "The text of a document"), so a file that has
+        one keeps it, and the base is compared with the disk's bytes without it."""
+        if self.caps.read_text and base is not None and not base.raw.startswith(_BOM):
+            try:
+                on_disk = await self.disk.read(path)
+            except OSError:
+                on_disk = None
+            if on_disk is not None and on_disk.raw.startswith(_BOM):
+                raw = raw if raw.startswith(_BOM) else _BOM + raw
+                base = FileSnapshot.of(path, _BOM + base.raw, base.version)
         return await self.disk.write(path, raw, base=base)
 
     async def _show_diff(self, path: Path, old: str | None, new: str) -> None:
@@ -300,12 +320,12 @@ class EditorFiles:
         if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
             return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
         if not self.caps.write_text:
-            return await self.disk.write(path, raw, base=current if base is None else base)
+            return await self._disk_write(path, raw, current if base is None else base)
         try:
             await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path), "content": new})
         except MessageTooLarge:  # the whole text cannot go in one message: the guarded disk write
             log.info("%s: %d bytes are too large for fs/write_text_file; written on disk, guarded", path, len(raw))
-            return await self.disk.write(path, raw, base=current if base is None else base)
+            return await self._disk_write(path, raw, current if base is None else base)
         except JsonRpcError as exc:
             return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
         except ConnectionClosed:

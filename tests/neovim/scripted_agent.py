@@ -13,7 +13,7 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
 * ``propose DELTA HASH PATH`` – reads PATH, then proposes inserting ``X`` at its start with
   ``version`` = the version read + DELTA (``null`` for DELTA ``null``) and ``baseHashes`` = the sha256
   of the text read (HASH ``ok``) or a wrong one (HASH ``bad``); the answer is echoed as JSON
-* ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n`` becomes a newline); the result is echoed
+* ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n``, ``\\r`` become line breaks); the result is echoed
 * anything else – echoed back as one chunk, ``end_turn``
 """
 
@@ -101,7 +101,7 @@ def main() -> None:
             elif command == "write":
                 path, _, content = rest.partition(" ")
                 answer = ask("fs/write_text_file", {"sessionId": sid, "path": path,
-                                                    "content": content.replace("\\n", "\n")})
+                                                    "content": content.replace("\\r", "\r").replace("\\n", "\n")})
                 send(chunk(sid, "write: " + json.dumps(answer.get("result", answer), sort_keys=True)))
             elif command == "huge":
                 send(chunk(sid, "x" * int(rest)))

@@ -24,10 +24,16 @@ eq(idx.offset(2, 0, "utf-16"), 9, "the end of the text")
 eq(idx.offset(7, 3, "utf-16"), 9, "past the last line clamps")
 eq(idx.position(7, "utf-16"), { line = 1, character = 2 }, "position from an offset")
 
--- CRLF: canonical text uses \n, the wire puts \r\n back
-eq(text.canon("a\r\nb\r\n"), "a\nb\n", "canon")
+-- CRLF: the plugin's text uses \n, the wire puts \r\n back; a file's bytes read as Neovim reads them
+eq(text.to_doc("a\r\nb\r\n", "\r\n"), "a\nb\n", "to_doc")
+eq(text.to_doc("a\r\nb\r", "\n"), "a\r\nb\r", "to_doc keeps a \\r that is not the line break")
 eq(text.wire("a\nb\n", "\r\n"), "a\r\nb\r\n", "wire")
-eq(text.detect_eol("x\r\ny"), "\r\n", "detect CRLF")
+for _, raw in ipairs({ "x\r\ny", "\239\187\191x\r\ny\r\n", "a\r\nb\nc\r\n", "a\rb", "\n\r\n", "", "\239\187\191" }) do
+  local d = text.from_raw(raw)
+  eq((d.bom and text.BOM or "") .. text.wire(d.text, d.eol), raw, "from_raw round trip of " .. vim.inspect(raw))
+end
+eq(text.from_raw("\239\187\191x\r\ny\r\n"), { text = "x\ny\n", eol = "\r\n", bom = true, body = "x\r\ny\r\n" }, "BOM + CRLF")
+eq(text.from_raw("a\r\nb\nc\r\n").eol, "\n", "mixed line breaks stay text")
 
 -- spans apply bottom up from original offsets
 eq(text.apply_spans("0123456789", { { 8, 9, "EIGHT" }, { 1, 2, "one\nmore" } }), "0one\nmore234567EIGHT9", "spans")

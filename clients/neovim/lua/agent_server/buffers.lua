@@ -2,15 +2,18 @@
 ---
 --- Role: a file loaded in a buffer is answered from the buffer (its unsaved text, its version
 --- `b:changedtick`, whether it is dirty); a clean buffer whose file changed on disk is reloaded
---- first. Other files come from (and go to) the disk. A write to a loaded buffer changes the
---- buffer and saves it only if it had no unsaved changes.
+--- first, by Neovim itself (`:edit!`, as 'autoread' would). Other files come from (and go to) the
+--- disk. The text is `text`'s (no BOM; the file's line breaks; a final one as 'eol' says); a
+--- write to a file with a BOM keeps it. A write to a loaded buffer changes the buffer and saves it
+--- only if it had no unsaved changes, with exactly the text's final newline.
 ---
 --- A document that is not UTF-8 — a buffer whose 'fileencoding' is another, a buffer or a file
 --- holding bytes that are not UTF-8 — is refused with a JSON-RPC error (`data.agentServer.notUtf8`,
 --- docs/protocol.md "Files that are not UTF-8"), never sent as text nor written.
 ---
 --- Must never: write the user's unsaved text to disk behind their back, or decide anything about
---- proposals (that is `proposals`), or reload a buffer from bytes that are not UTF-8.
+--- proposals (that is `proposals`), reload a buffer from bytes that are not UTF-8, or modify a
+--- buffer, or change its options, by reading it.
 local text = require("agent_server.text")
 
 local M = {}
@@ -64,12 +67,29 @@ function M.write_disk(path, data)
   return true
 end
 
---- Save a loaded buffer to its file.
+--- Save a loaded buffer to its file, as its text says: a buffer without a final newline ('noeol')
+--- is written without one even when 'fixeol' is on ('fixeol' is off for this write only).
 function M.save(buf)
+  local fix = vim.bo[buf].fixeol
+  if fix and not vim.bo[buf].eol then
+    vim.bo[buf].fixeol = false
+  end
   local ok, err = pcall(vim.api.nvim_buf_call, buf, function()
     vim.cmd("silent keepalt keepjumps write!")
   end)
+  if vim.api.nvim_buf_is_valid(buf) then
+    vim.bo[buf].fixeol = fix
+  end
   return ok and not vim.bo[buf].modified, err
+end
+
+--- After the user's `:w` of a 'noeol' buffer with 'fixeol' on, the file ends with a line break:
+--- 'eol' says so from then on, so the buffer's text stays the file's (BufWritePost).
+function M.after_write(buf)
+  local bo = vim.bo[buf]
+  if not bo.eol and bo.fixeol and not bo.binary and bo.buftype == "" then
+    bo.eol = true
+  end
 end
 
 --- The JSON-RPC error for `path` when it is not UTF-8 text: `encoding` is the buffer's
@@ -111,8 +131,10 @@ function M.buffer_encoding_error(buf, path)
   end
 end
 
---- Reload a clean buffer whose file on disk no longer holds the buffer's text (not from bytes
---- that are not UTF-8: the buffer keeps what it had, and the read is refused by the caller).
+--- Reload a clean buffer whose file on disk no longer holds the buffer's text — neither as it was
+--- read nor as `:w` writes it — with Neovim's own reader (`:edit!`: BOM, 'fileformat' and 'eol'
+--- detected as for any file; undo kept per 'undoreload'); not from bytes that are not UTF-8 (the
+--- buffer keeps what it had, and the read is refused by the caller).
 local function refresh_clean(buf, path)
   if vim.bo[buf].modified then
     return
@@ -121,12 +143,12 @@ local function refresh_clean(buf, path)
   if not raw or text.utf8_invalid(raw) then
     return
   end
-  local doc = text.buffer_doc(buf)
-  if text.wire(doc.text, doc.eol) == raw then
+  if raw == text.buffer_bytes(buf, false) or raw == text.buffer_bytes(buf, true) then
     return
   end
-  text.set_buffer_text(buf, text.canon(raw))
-  vim.bo[buf].modified = false
+  pcall(vim.api.nvim_buf_call, buf, function()
+    vim.cmd("silent keepalt keepjumps edit!")
+  end)
 end
 
 --- The document the agent should see for `path`: `{ wire, version, dirty, buf }` where `wire` is the
@@ -157,7 +179,8 @@ function M.snapshot(path)
   if text.utf8_invalid(raw) then
     return nil, M.not_utf8_error(path, nil, raw)
   end
-  return { wire = raw, text = text.canon(raw), eol = text.detect_eol(raw), version = nil, dirty = false }
+  local doc = text.from_raw(raw)
+  return { wire = doc.body, text = doc.text, eol = doc.eol, bom = doc.bom, version = nil, dirty = false }
 end
 
 local function slice(content, line, limit)
@@ -205,7 +228,7 @@ function M.write_text_file(params)
   end
   if buf then
     local was_dirty = vim.bo[buf].modified
-    text.set_buffer_text(buf, text.canon(content))
+    text.set_buffer_text(buf, text.to_doc(content, text.buffer_doc(buf).eol))
     if not was_dirty then
       local ok, err = M.save(buf)
       if not ok then
@@ -213,6 +236,10 @@ function M.write_text_file(params)
       end
     end
     return vim.empty_dict()
+  end
+  local old = M.read_disk(path)
+  if old and old:sub(1, 3) == text.BOM and content:sub(1, 3) ~= text.BOM then
+    content = text.BOM .. content -- the BOM is the file's, not the text's: kept
   end
   local ok, err = M.write_disk(path, content)
   if not ok then

@@ -65,6 +65,12 @@ local function wire()
     end
   end)
   local group = vim.api.nvim_create_augroup("agent_server", { clear = true })
+  vim.api.nvim_create_autocmd("BufWritePost", {
+    group = group,
+    callback = function(ev)
+      buffers.after_write(ev.buf)
+    end,
+  })
   vim.api.nvim_create_autocmd("VimLeavePre", {
     group = group,
     callback = function()

@@ -35,16 +35,18 @@ local function uri_to_path(uri)
   return vim.uri_to_fname(uri)
 end
 
+-- The document as it is now: `{ buf?, text, eol, wire, bom, version? }` (`wire`: the text hashed).
 local function current(doc)
   local buf = buffers.find(doc.path)
   if buf then
     local d = text.buffer_doc(buf)
     local wire = text.wire(d.text, d.eol)
-    return { buf = buf, text = d.text, eol = d.eol, wire = wire, version = vim.b[buf].changedtick }
+    return { buf = buf, text = d.text, eol = d.eol, wire = wire, bom = d.bom, version = vim.b[buf].changedtick }
   end
   local raw = buffers.read_disk(doc.path)
   if raw then
-    return { text = text.canon(raw), eol = text.detect_eol(raw), wire = raw }
+    local d = text.from_raw(raw)
+    return { text = d.text, eol = d.eol, wire = d.body, bom = d.bom }
   end
   return nil
 end
@@ -108,7 +110,7 @@ local function init_doc(doc, create)
       return false, why, "stale"
     end
   end
-  doc.base, doc.eol = cur.text, cur.eol
+  doc.base, doc.eol, doc.bom = cur.text, cur.eol, cur.bom
   doc.was_loaded = cur.buf ~= nil
   doc.was_dirty = cur.buf ~= nil and vim.bo[cur.buf].modified
   local idx = text.index(doc.base)
@@ -122,7 +124,7 @@ local function init_doc(doc, create)
       a1 = math.max(a0, a1),
       range = r,
       old = doc.base:sub(a0 + 1, math.max(a0, a1)),
-      new = text.canon(e.newText or ""),
+      new = text.to_doc(e.newText or "", doc.eol),
       state = "pending",
     }
   end
@@ -190,11 +192,12 @@ local function write_doc(proposal, doc, new)
     return true
   end
   local wire = text.wire(new, doc.eol)
-  local ok, err = buffers.write_disk(doc.path, wire)
+  local bytes = (doc.bom and text.BOM or "") .. wire -- the file's BOM is kept, outside the text
+  local ok, err = buffers.write_disk(doc.path, bytes)
   if not ok then
     return false, "cannot write " .. doc.name .. ": " .. tostring(err)
   end
-  if buffers.read_disk(doc.path) ~= wire then
+  if buffers.read_disk(doc.path) ~= bytes then
     return false, "the file does not hold the accepted text after writing"
   end
   doc.expect_version = nil

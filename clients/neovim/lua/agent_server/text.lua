@@ -1,13 +1,17 @@
 --- Text of documents as the protocol sees it, positions, hashes, and minimal buffer updates.
 ---
---- Role: one definition of "the text of a buffer" (its lines joined by the file's line break,
---- plus a final line break when the file has one), used for `fs/read_text_file`, hashes and
---- proposals alike, so a hash the server computed on what we sent matches ours. Inside the
---- plugin, texts use "\n" only (`canon`); `wire()` puts the file's own line break back.
+--- Role: one definition of "the text of a document" (docs/protocol.md "The text of a document"),
+--- used for `fs/read_text_file`, hashes and proposals alike, so a hash the server computed on what
+--- we sent matches ours: a buffer's lines joined by its 'fileformat' line break, plus a final one
+--- when 'eol' is set (an empty buffer is ""); the BOM is the file's property ('bomb'), never text.
+--- A file that is not loaded reads the same way from its bytes (`from_raw`: the BOM cut off, CRLF
+--- when every line ends with it, as Neovim's own 'fileformats' detection does). Inside the plugin,
+--- texts use "\n" (`to_doc`); `wire()` puts the document's own line break back.
 --- Positions: LSP `{line, character}` in the negotiated encoding ↔ byte offsets, through
 --- `vim.str_byteindex` / `vim.str_utfindex` (never by arithmetic on the column).
 ---
---- Must never: change a buffer line that did not change (marks, folds and undo stay intact).
+--- Must never: change a buffer line that did not change (marks, folds and undo stay intact), put a
+--- BOM into text, or change 'fixeol' (reading changes no option of a buffer).
 local M = {}
 
 local has_011 = vim.fn.has("nvim-0.11") == 1
@@ -16,21 +20,65 @@ M.diff = (vim.text and vim.text.diff) or vim.diff
 
 local EOLS = { unix = "\n", dos = "\r\n", mac = "\r" }
 
+M.BOM = "\239\187\191"
+
+--- Whether a buffer holding one empty line is empty (no line at all: Neovim writes 0 bytes).
+local function is_empty(buf)
+  return vim.api.nvim_buf_call(buf, function()
+    return vim.fn.line2byte(vim.fn.line("$") + 1) == -1
+  end)
+end
+
 --- The document of a loaded buffer.
 ---@param buf integer
----@return { text: string, eol: string, lines: string[] } text uses "\n"; eol is the file's line break
+---@return { text: string, eol: string, lines: string[], bom: boolean } text uses "\n"; eol is the
+---file's line break; bom: 'bomb' (written before the text, never part of it)
 function M.buffer_doc(buf)
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  local final = vim.bo[buf].eol or (vim.bo[buf].fixeol and not vim.bo[buf].binary)
   local text
-  if #lines == 1 and lines[1] == "" and vim.api.nvim_buf_line_count(buf) == 1 and not vim.bo[buf].eol then
+  if #lines == 1 and lines[1] == "" and (not vim.bo[buf].eol or is_empty(buf)) then
     text = ""
-  elseif #lines == 1 and lines[1] == "" and vim.fn.getfsize(vim.api.nvim_buf_get_name(buf)) <= 0 then
-    text = "" -- an empty (or new) file
   else
-    text = table.concat(lines, "\n") .. (final and "\n" or "")
+    text = table.concat(lines, "\n") .. (vim.bo[buf].eol and "\n" or "")
   end
-  return { text = text, eol = EOLS[vim.bo[buf].fileformat] or "\n", lines = lines }
+  return { text = text, eol = EOLS[vim.bo[buf].fileformat] or "\n", lines = lines, bom = vim.bo[buf].bomb }
+end
+
+--- The bytes a clean buffer was read from, or would be written as: its text with the file's line
+--- breaks and BOM; `fixed`: as `:w` writes it ('fixeol' adds the final line break 'eol' lacks).
+function M.buffer_bytes(buf, fixed)
+  local d = M.buffer_doc(buf)
+  local t = d.text
+  if fixed and t ~= "" and t:sub(-1) ~= "\n" and vim.bo[buf].fixeol and not vim.bo[buf].binary then
+    t = t .. "\n"
+  end
+  return (d.bom and M.BOM or "") .. M.wire(t, d.eol)
+end
+
+--- The document of a file's bytes, as Neovim would read them: `{ text, eol, bom, body }` where
+--- `body` is the bytes without the BOM (the text on the wire) and `text` uses "\n". CRLF when every
+--- "\n" follows a "\r" (any other file keeps its "\r" in the text, as a 'fileformat' unix buffer
+--- does); `M.wire(text, eol) == body` always.
+function M.from_raw(raw)
+  local bom = raw:sub(1, 3) == M.BOM
+  local body = bom and raw:sub(4) or raw
+  local eol, text = "\n", body
+  if body:find("\n", 1, true) and not body:find("[^\r]\n") and body:sub(1, 1) ~= "\n" then
+    local t = body:gsub("\r\n", "\n")
+    if M.wire(t, "\r\n") == body then
+      eol, text = "\r\n", t
+    end
+  end
+  return { text = text, eol = eol, bom = bom, body = body }
+end
+
+--- Text from the wire (the document's own line breaks, `eol`) to the plugin's "\n" text: only
+--- that line break is turned into "\n"; any other "\r" stays text.
+function M.to_doc(s, eol)
+  if eol == "\n" then
+    return s
+  end
+  return (s:gsub(eol, "\n"))
 end
 
 --- Text with "\n" replaced by the line break `eol`.
@@ -39,23 +87,6 @@ function M.wire(text, eol)
     return text
   end
   return (text:gsub("\n", eol))
-end
-
---- Text with any line break ("\r\n", "\r", "\n") made "\n".
-function M.canon(text)
-  return (text:gsub("\r\n", "\n"):gsub("\r", "\n"))
-end
-
---- The line break a text uses (the first one found; "\n" when none).
-function M.detect_eol(raw)
-  local i = raw:find("[\r\n]")
-  if not i then
-    return "\n"
-  end
-  if raw:sub(i, i + 1) == "\r\n" then
-    return "\r\n"
-  end
-  return raw:sub(i, i)
 end
 
 --- Invalid UTF-8 in `s`: nil, or the count and 0-based offset of the first (`agent_server.utf8`).
@@ -176,7 +207,8 @@ function M.apply_spans(text, spans)
 end
 
 --- Make buffer `buf` hold the "\n" text `new`, changing only the lines that differ (one undo step
---- when called from one callback). The buffer's `eol` follows the text's final newline.
+--- when called from one callback). The buffer's 'eol' follows the text's final newline ('fixeol' is
+--- left alone: `buffers.save` writes such a text without it).
 function M.set_buffer_text(buf, new)
   local cur = M.buffer_doc(buf).text
   if cur == new then
@@ -193,11 +225,8 @@ function M.set_buffer_text(buf, new)
     local first = ca == 0 and sa or sa - 1 -- ca == 0: insert after line sa
     vim.api.nvim_buf_set_lines(buf, first, first + ca, false, repl)
   end
-  if new ~= "" then
+  if new ~= "" and vim.bo[buf].eol ~= final then
     vim.bo[buf].eol = final
-    if not final then
-      vim.bo[buf].fixeol = false
-    end
   end
 end
 
