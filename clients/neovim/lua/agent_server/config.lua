@@ -19,8 +19,11 @@ local M = {}
 ---@field redraw_ms integer at most one chat redraw per this many milliseconds
 ---@field chat table { position = "right"|"left"|"below"|"tab", width = integer, height = integer }
 ---@field keymaps table|false global and diff-view keymaps (false: none); values are lhs or false
+---@field start "lazy"|"eager" when the server starts: "lazy" when the chat opens or an :Agent* command
+---other than a prompt runs (a prompt starts it too, and waits for it), "eager" right after start-up
 M.defaults = {
   cmd = nil,
+  start = "lazy",
   env = {},
   cwd = nil,
   model = nil,
@@ -69,6 +72,7 @@ local function validate(opts)
   check("cwd", opts.cwd == nil or type(opts.cwd) == "string", "a folder path")
   check("model", opts.model == nil or type(opts.model) == "string", "a model id")
   check("mode", opts.mode == nil or type(opts.mode) == "string", "a mode id")
+  check("start", opts.start == "lazy" or opts.start == "eager", '"lazy" or "eager"')
   check("redraw_ms", type(opts.redraw_ms) == "number" and opts.redraw_ms >= 1, "a number >= 1")
   check("keymaps", opts.keymaps == false or type(opts.keymaps) == "table", "a table or false")
   local encs = opts.position_encodings

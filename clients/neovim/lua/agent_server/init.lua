@@ -79,6 +79,13 @@ local function wire()
   })
 end
 
+--- Start the server ahead of the first prompt (its imports are done by the time a prompt is typed);
+--- nothing when it runs or is starting. A failure is said by the command that needs the server.
+function M.prestart()
+  wire()
+  client.ensure_server(function() end)
+end
+
 --- Configure the plugin. Every option has a default (`:help agent-server-config`).
 ---@param opts table|nil
 function M.setup(opts)
@@ -87,6 +94,14 @@ function M.setup(opts)
     notify("configuration: " .. e, vim.log.levels.WARN)
   end
   wire()
+  if config.get().start == "eager" then
+    -- after start-up, never during it: a deferred start that blocks nothing
+    if vim.v.vim_did_enter == 1 then
+      vim.schedule(M.prestart)
+    else
+      vim.api.nvim_create_autocmd("VimEnter", { once = true, callback = vim.schedule_wrap(M.prestart) })
+    end
+  end
   local keys = config.get().keymaps
   if keys then
     if keys.ask then
@@ -127,18 +142,20 @@ function M.ask(prompt, range)
   if prompt and prompt:match("%S") then
     send(prompt)
   else
+    M.prestart() -- while the question is typed
     vim.ui.input({ prompt = "Ask the agent: " }, send)
   end
 end
 
 --- Open (or focus) the chat buffer.
 function M.chat()
-  wire()
+  M.prestart()
   require("agent_server.chat").open(true)
 end
 
 --- Cancel the running turn.
 function M.cancel()
+  M.prestart()
   if not client.cancel() then
     notify("no running session")
   end
@@ -159,7 +176,7 @@ end
 
 --- Start a new session (the chat keeps the old transcript above).
 function M.new()
-  wire()
+  M.prestart()
   require("agent_server.chat").open(false)
   client.forget_session()
 end
