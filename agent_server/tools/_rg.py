@@ -31,6 +31,8 @@ RECORD_LIMIT = 64 * 1024 * 1024
 #: Records at least this long are handed to ``on_line`` in a worker thread, so that parsing a
 #: minified file's one huge line never holds the event loop (cancel, other sessions, SIGTERM).
 _THREAD_RECORD = 256 * 1024
+#: Records handled between two yields to the event loop.
+_YIELD_EVERY = 64
 #: Whether a child can start in a directory fd through ``/proc/self/fd`` (Linux).
 _PROC_FD = os.path.isdir("/proc/self/fd")
 
@@ -153,6 +155,7 @@ async def run_rg(
     err_task = asyncio.ensure_future(read_stderr())
     stopped = False
     too_long = 0
+    records = 0
     sep = b"\0" if null_separated else b"\n"
     try:
         while True:
@@ -165,6 +168,9 @@ async def run_rg(
             if line is None:
                 break
             keep = await asyncio.to_thread(on_line, line) if len(line) >= _THREAD_RECORD else on_line(line)
+            records += 1
+            if records % _YIELD_EVERY == 0:  # buffered records never suspend: let the loop run (the
+                await asyncio.sleep(0)  # deadline, a cancel, other sessions) between paths
             if not keep:
                 stopped = True
                 _kill_group(proc)

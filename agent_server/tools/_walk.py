@@ -1,19 +1,27 @@
 """Pure-Python fallback for ``glob`` and ``grep`` when ``rg`` is missing: a ``.gitignore``-aware
-walk (``pathspec``) and a line search (``re``).
+walk (``pathspec``) and a line search (``re``), run as a child process in ripgrep's place.
 
 Role: mirror what the ripgrep backend returns — files under a folder, ``.gitignore`` files of the
 folder, its sub-folders and its parents (up to the enclosing git repository) honoured, hidden files
 included, ``.git`` skipped, binary files skipped by ``grep`` — so the tools behave the same either
-way (except the regex dialect: Python ``re`` instead of Rust ``regex``).
+way (except the regex dialect: Python ``re`` instead of Rust ``regex``). ``python -I _walk.py
+files`` writes ``rg --files --null``'s output, ``python -I _walk.py grep [-i] -e REGEX [-- -]``
+``rg --json``'s ``match`` records: the tools run it through ``_rg.run_rg`` like ``rg`` itself.
 
-Must never: follow a symlinked folder (no loops) or read a file that is not a search candidate.
+Must never: run in the server's process — the model's regex and a cloned repository's
+``.gitignore`` patterns go to backtracking ``re`` (``(a+)+$`` runs for ages); as a child it is
+killed at the tool's deadline or on cancel, and no other session waits (issue 32 §3). Follow a
+symlinked folder (no loops) or read a file that is not a search candidate.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -170,3 +178,64 @@ def grep_files(
             starts = [m.start() for m in regex.finditer(line)]
             if starts:
                 yield LineMatch(rel, number, line, starts)
+
+
+def _json_path(rel: str) -> dict[str, str]:
+    raw = os.fsencode(rel)
+    try:
+        return {"text": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"bytes": base64.b64encode(raw).decode("ascii")}
+
+
+def _match_record(match: LineMatch, path: dict[str, str]) -> bytes:
+    """``rg --json``'s ``match`` record for ``match`` (byte offsets, as ripgrep gives them)."""
+    submatches = []
+    offset = 0
+    previous = 0
+    for start in match.starts:  # each piece of the line encoded once: linear in the line
+        offset += len(match.text[previous:start].encode("utf-8", "surrogatepass"))
+        previous = start
+        submatches.append({"match": {"text": ""}, "start": offset, "end": offset})
+    record = {"type": "match", "data": {"path": path, "lines": {"text": match.text + "\n"},
+                                        "line_number": match.line, "submatches": submatches}}
+    return json.dumps(record, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def main(argv: list[str]) -> int:
+    """The child's entry (see the module): 0 found, 1 nothing found, 2 error — as ``rg``."""
+    out = sys.stdout.buffer
+    root = Path(os.getcwd())
+    if argv[:1] == ["files"]:
+        found = False
+        for rel in walk_files(root):
+            out.write(os.fsencode(rel) + b"\0")
+            found = True
+        out.flush()
+        return 0 if found else 1
+    if argv[:1] != ["grep"]:
+        sys.stderr.write("usage: _walk.py files | grep [-i] -e REGEX [-- -]\n")
+        return 2
+    args = argv[1:]
+    flags = re.IGNORECASE if "-i" in args else 0
+    try:
+        regex = re.compile(args[args.index("-e") + 1], flags)
+    except (ValueError, IndexError):
+        sys.stderr.write("usage: _walk.py grep [-i] -e REGEX [-- -]\n")
+        return 2
+    except re.error as exc:
+        sys.stderr.write(f"invalid regular expression: {exc}\n")
+        return 2
+    stdin = args[-2:] == ["--", "-"]
+    files = iter(["<stdin>"]) if stdin else walk_files(root)
+    opened = {"<stdin>": sys.stdin.fileno()} if stdin else None
+    found = False
+    for match in grep_files(root, files, regex, opened=opened):
+        out.write(_match_record(match, _json_path(match.path)))
+        found = True
+    out.flush()
+    return 0 if found else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -2,7 +2,8 @@
 
 Role: ``glob`` lists files matching a pattern, newest first; ``grep`` lists ``file:line: text``
 for lines matching a regex. Both run ripgrep (``rg``, from the ``ripgrep`` wheel) and fall back to
-a pure-Python walk (``pathspec`` + ``re``) when ``rg`` is missing. Paths in results are relative
+a pure-Python walk (``pathspec`` + ``re``, ``_walk.py``) when ``rg`` is missing — as a child
+process in ``rg``'s place, never in the server (a backtracking regex would hold every session). Paths in results are relative
 to the workspace folder (``roots[0]``) when inside it — ready to pass to ``read`` — else absolute.
 
 Must never: return an unbounded result — at most ``MAX_FILES`` paths / ``MAX_MATCHES`` lines of at
@@ -16,8 +17,8 @@ import base64
 import json
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,28 +127,25 @@ class GlobTool(Tool):
             return ToolResult.error(f"Cannot search {display_path(folder, ctx.roots)}: {exc.strerror or exc}.")
         left_out = LeftOut(ctx, real)
         try:
-            if rg:
-                matches = compile_glob(pattern)
+            matches = compile_glob(pattern)
 
-                def collect(line: bytes) -> bool:
-                    nonlocal capped
-                    rel = os.fsdecode(line)
-                    if matches(rel) and not left_out(rel):
-                        found.append(rel)
-                        capped = len(found) >= MAX_COLLECT
-                    return not capped
+            def collect(line: bytes) -> bool:
+                nonlocal capped
+                rel = os.fsdecode(line)
+                if matches(rel) and not left_out(rel):
+                    found.append(rel)
+                    capped = len(found) >= MAX_COLLECT
+                return not capped
 
-                try:  # NUL-separated: a file name may hold a newline
-                    run = await run_rg(rg, [*RG_COMMON, "--files", "--null"], cwd=dirfd, on_line=collect,
-                                       env=ctx.env, null_separated=True)
-                except OSError as exc:
-                    return ToolResult.error(f"Could not run ripgrep: {exc.strerror or exc}.")
-                if run.exit_code == 2:
-                    if not found:
-                        return ToolResult.error(f"glob failed: {run.stderr.strip() or 'ripgrep error'}")
-                    note = f"\n[some folders could not be searched: {one_line(run.stderr, 300)}]"
-            else:
-                found, capped = await _in_thread(lambda stop: _python_glob(Path(real), pattern, stop, left_out))
+            program, argv = (rg, [*RG_COMMON, "--files", "--null"]) if rg else _fallback("files")
+            try:  # NUL-separated: a file name may hold a newline
+                run = await run_rg(program, argv, cwd=dirfd, on_line=collect, env=ctx.env, null_separated=True)
+            except OSError as exc:
+                return ToolResult.error(f"Could not run {'ripgrep' if rg else 'the file walk'}: {exc.strerror or exc}.")
+            if run.exit_code == 2:
+                if not found:
+                    return ToolResult.error(f"glob failed: {run.stderr.strip() or 'ripgrep error'}")
+                note = f"\n[some folders could not be searched: {one_line(run.stderr, 300)}]"
         finally:
             os.close(dirfd)
         note += left_out.note()
@@ -169,18 +167,6 @@ class GlobTool(Tool):
         return ToolResult(text + note + quoted_note(shown), meta={"count": total, "capped": capped})
 
 
-def _python_glob(folder: Path, pattern: str, stop: threading.Event,
-                 left_out: Callable[[str], bool]) -> tuple[list[str], bool]:
-    matches = compile_glob(pattern)
-    found: list[str] = []
-    for rel in _walk.walk_files(folder, stop):
-        if matches(rel) and not left_out(rel):
-            found.append(rel)
-            if len(found) >= MAX_COLLECT:
-                return found, True
-    return found, False
-
-
 def _newest_first(folder: Path, rel_paths: list[str]) -> list[str]:
     def key(rel: str) -> tuple[int, str]:
         try:
@@ -191,15 +177,9 @@ def _newest_first(folder: Path, rel_paths: list[str]) -> list[str]:
     return sorted(rel_paths, key=key)
 
 
-async def _in_thread(work: Callable[[threading.Event], Any]) -> Any:
-    """Run ``work(stop)`` in a thread; on cancellation set ``stop`` (the walk ends soon) and
-    re-raise."""
-    stop = threading.Event()
-    try:
-        return await asyncio.to_thread(work, stop)
-    except asyncio.CancelledError:
-        stop.set()
-        raise
+def _fallback(mode: str, *args: str) -> tuple[str, list[str]]:
+    """The program and arguments of the Python fallback (``_walk.py`` as a child, in ``rg``'s place)."""
+    return sys.executable, ["-I", _walk.__file__, mode, *args]
 
 
 class GrepTool(Tool):
@@ -271,34 +251,27 @@ class GrepTool(Tool):
         dropped = 0
         rg = _pick_backend(self.backend)
         try:
-            if rg:
-                argv = [*RG_COMMON, "--json", "--sort=path"]
-                if args.ignore_case:
-                    argv.append("--ignore-case")
-                argv += ["-e", args.pattern]
-                if name is not None:
-                    argv += ["--", "-"]
-                try:
-                    run = await run_rg(rg, argv, cwd=dirfd if name is None else folder, stdin=fd, env=ctx.env,
-                                       on_line=lambda line: _on_json(line, add))
-                except (OSError, ValueError) as exc:
-                    return ToolResult.error(f"grep failed: {exc}")
-                dropped = run.too_long
-                if dropped:
-                    note += (f"\n[{dropped:,} matching line(s) too long to read were left out: ripgrep "
-                             f"wrote over {RECORD_LIMIT // 2**20} MiB for each. To find the matches in such a "
-                             "line, run e.g. `grep -ob PATTERN FILE | head` with `bash`]")
-                if run.exit_code == 2:
-                    if total == 0 and not dropped:
-                        return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
-                    note += f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
-            else:
-                try:
-                    regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-                except re.error as exc:
-                    return ToolResult.error(f"grep failed: invalid regular expression: {exc}")
-                base = Path(real) if name is None else folder
-                await _in_thread(lambda stop: _python_grep(base, name, fd, selected, regex, stop, add))
+            argv = [*RG_COMMON, "--json", "--sort=path"] if rg else []
+            if args.ignore_case:
+                argv.append("--ignore-case" if rg else "-i")
+            argv += ["-e", args.pattern]
+            if name is not None:
+                argv += ["--", "-"]
+            program, argv = (rg, argv) if rg else _fallback("grep", *argv)
+            try:
+                run = await run_rg(program, argv, cwd=dirfd if name is None else folder, stdin=fd, env=ctx.env,
+                                   on_line=lambda line: _on_json(line, add))
+            except (OSError, ValueError) as exc:
+                return ToolResult.error(f"grep failed: {exc}")
+            dropped = run.too_long
+            if dropped:
+                note += (f"\n[{dropped:,} matching line(s) too long to read were left out: ripgrep "
+                         f"wrote over {RECORD_LIMIT // 2**20} MiB for each. To find the matches in such a "
+                         "line, run e.g. `grep -ob PATTERN FILE | head` with `bash`]")
+            if run.exit_code == 2:
+                if total == 0 and not dropped:
+                    return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
+                note += f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
         finally:
             for open_fd in (fd, dirfd):
                 if open_fd is not None and open_fd >= 0:
@@ -361,22 +334,6 @@ def _json_text(value: dict[str, str]) -> str:
     if "text" in value:
         return value["text"]
     return os.fsdecode(base64.b64decode(value["bytes"]))
-
-
-def _python_grep(
-    folder: Path, name: str | None, fd: int | None, selected: Callable[[str], bool] | None,
-    regex: re.Pattern[str], stop: threading.Event, add: Callable[[str, int, Callable[[], str], int, int], bool],
-) -> None:
-    files: Iterator[str]
-    if name is not None:
-        files = iter([name])
-    else:
-        files = (f for f in _walk.walk_files(folder, stop) if selected is None or selected(f))
-    opened = {name: fd} if name is not None and fd is not None else {}
-    for match in _walk.grep_files(folder, files, regex, stop, opened=opened):
-        if not add(match.path, match.line, lambda text=match.text: text, match.starts[0], len(match.starts)):
-            stop.set()
-            return
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
