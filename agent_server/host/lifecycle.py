@@ -26,15 +26,14 @@ from agent_server.host import paging
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
-                                  SessionStore, read_head)
+                                  SessionStore)
+from agent_server.session.index import TITLE_CHARS, session_title  # noqa: F401 - re-exported
 from agent_server.tools import BUILTIN_TOOLS, ToolContext, ToolResult, validate_args
 from agent_server.tools.live import terminal_block
 from agent_server.tools.procs import reap_orphans
 
 log = logging.getLogger("agent_server.server")
 
-TITLE_CHARS = 80
-"""Longest ``SessionInfo.title``: the first line of the first prompt, cut with an ellipsis."""
 
 
 def open_log(store: SessionStore, session_id: str,
@@ -144,35 +143,27 @@ def recover(session_id: str, event_log: EventLog) -> tuple[dict[str, Any] | None
 
 
 def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of the stored sessions as ACP ``SessionInfo`` objects, newest first, and the cursor of
-    the next page (``None`` on the last; see ``paging``). ``HostError`` ``invalid`` for a cursor
-    this server did not make.
+    """One page of the stored sessions that had a prompt, as ACP ``SessionInfo`` objects, newest
+    first, and the cursor of the next page (``None`` on the last; see ``paging``). ``HostError``
+    ``invalid`` for a cursor this server did not make.
 
     Each: ``sessionId``, ``cwd``, ``additionalDirectories`` (when any), ``title`` (first line of
-    the first prompt, at most ``TITLE_CHARS``; absent before the first prompt) and ``updatedAt``
+    the first prompt, at most ``TITLE_CHARS``; absent for a prompt without text) and ``updatedAt``
     (ISO 8601, the log's last write). ``cwd`` filters by folder (``/w``, ``/w/`` and ``/w/.`` are
-    the same folder). Unreadable logs are skipped.
+    the same folder). Sessions never prompted and unreadable logs are left out. Read from the
+    store's index (``session.index``), not from every log.
     """
     found: list[tuple[float, str, dict[str, Any]]] = []
-    for session_id in store.ids():
-        path = store.log_path(session_id)
-        try:
-            header, first = read_head(path, lambda e: e.type == "user")
-            updated = path.stat().st_mtime
-        except (LogCorruptError, LogVersionError, OSError) as exc:
-            log.debug("session/list: skipping %s: %s", session_id, exc)
+    want = os.path.normpath(cwd) if isinstance(cwd, str) else None
+    for entry in store.listing():
+        if not entry.prompted or (want is not None and os.path.normpath(entry.cwd) != want):
             continue
-        folder = header.data.get("cwd")
-        if not isinstance(folder, str) or (cwd is not None and not same_dir(folder, cwd)):
-            continue
-        info: dict[str, Any] = {"sessionId": session_id, "cwd": folder, "updatedAt": _iso(updated)}
-        extra = header.data.get("additional_directories")
-        if extra:
-            info["additionalDirectories"] = list(extra)
-        title = session_title(first)
-        if title:
-            info["title"] = title
-        found.append((updated, session_id, info))
+        info: dict[str, Any] = {"sessionId": entry.session_id, "cwd": entry.cwd, "updatedAt": _iso(entry.updated)}
+        if entry.additional_directories:
+            info["additionalDirectories"] = list(entry.additional_directories)
+        if entry.title:
+            info["title"] = entry.title
+        found.append((entry.updated, entry.session_id, info))
     try:
         return paging.page(found, cursor)
     except paging.BadCursor as exc:
@@ -182,19 +173,6 @@ def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = Non
 def same_dir(a: Any, b: Any) -> bool:
     """Whether two absolute folder paths name the same folder, lexically (``/w/`` is ``/w``)."""
     return isinstance(a, str) and isinstance(b, str) and os.path.normpath(a) == os.path.normpath(b)
-
-
-def session_title(first_user: SessionEvent | None) -> str | None:
-    """The first non-blank line of the first text block of the first prompt, cut to
-    ``TITLE_CHARS`` with ``…``; ``None`` when there is no prompt yet."""
-    if first_user is None:
-        return None
-    texts = [b.get("text", "") for b in first_user.data.get("blocks") or [] if b.get("type") == "text"]
-    source = "\n".join(texts) if texts else str(first_user.data.get("content", ""))
-    line = next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
-    if not line:
-        return None
-    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
 
 
 def _iso(timestamp: float) -> str:

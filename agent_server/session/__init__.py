@@ -21,6 +21,7 @@ _EXPORTS = {
     "ForkError": "fork", "ForkPoint": "fork", "fork_history": "fork",
     "ProjectionMemo": "projection", "derive_messages": "projection", "surface_messages": "projection",
     "SessionStore": "store", "default_state_dir": "store",
+    "IndexEntry": "index", "SessionIndex": "index", "session_title": "index",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,8 @@
 """Where session logs live on disk.
 
 Role: map a session id to ``<state>/sessions/<id>/events.jsonl`` (with ``spill/`` beside it), make
-the folders private (``0700``), create new logs, say which sessions exist, and delete a session's
-folder.
+the folders private (``0700``), create new logs, say which sessions exist (``listing()``: through
+the index beside the logs, ``session.index``), and delete a session's folder.
 
 Must never: read or write events itself — that is ``EventLog``'s job.
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_server.session.events import EventLog, LogBusyError, SessionEvent
+from agent_server.session.index import IndexEntry, SessionIndex
 from agent_server.session.logline import default_state_dir, make_store_folders, new_session_id  # noqa: F401
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -27,6 +28,14 @@ class SessionStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "sessions"
+        self._index: SessionIndex | None = None
+
+    def listing(self) -> list[IndexEntry]:
+        """Every readable stored session, from the index beside the logs (``session.index``),
+        refreshed from the logs that changed since it was written."""
+        if self._index is None:
+            self._index = SessionIndex(self.root, lambda name: bool(_ID_RE.fullmatch(name)))
+        return self._index.entries()
 
     def log_path(self, session_id: str) -> Path:
         """Path of the session's ``events.jsonl``. Raises ``ValueError`` for an id that is not a

@@ -148,8 +148,12 @@ async def test_close_during_a_running_shell_command_leaves_no_process_and_the_lo
 
 
 async def test_list_pages_through_120_sessions_each_once_newest_first(acp_harness_factory, endpoint, workspace):
-    h = await harness(acp_harness_factory, endpoint)
-    created = {(await h.new_session(str(workspace))).session_id for _ in range(120)}
+    endpoint.push(text_stream("listed once prompted"))
+    h = await harness(acp_harness_factory, endpoint, validate=UNSTABLE)  # session/fork is unstable
+    first = (await h.new_session(str(workspace))).session_id
+    await h.prompt(first, "a session is listed once it had a prompt")
+    await h.new_session(str(workspace))  # never prompted: not listed
+    created = {first} | {(await fork(h, first, workspace))["sessionId"] for _ in range(119)}
     seen, pages, cursor = [], [], None
     while True:
         params = {"cwd": str(workspace), **({"cursor": cursor} if cursor else {})}

@@ -164,16 +164,22 @@ def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_edito
     assert "remember this" in replay and "the first session's answer" in replay
 
 
-def test_sessions_picker_reaches_sessions_past_the_first_page(make_editor, workspace):
+def test_sessions_picker_reaches_sessions_past_the_first_page(make_editor, endpoint, workspace):
     # with 63 sessions in the folder :AgentSessions offered the newest 50: list_sessions read one page
+    for _ in range(63):
+        endpoint.push(text_stream("ok"))
     ed = make_editor()
     ed.lua("""
         local client, cwd = require('agent_server.client'), ...
         _G.made = {}
         client.ensure_server(function(err)
-          for _ = 1, 63 do
+          for _ = 1, 63 do  -- session/list lists a session once it had a prompt
             client.state.rpc:request('session/new', { cwd = cwd, mcpServers = {} }, function(e, r)
-              table.insert(_G.made, e and ('error: ' .. e.message) or r.sessionId)
+              if e then table.insert(_G.made, 'error: ' .. e.message) return end
+              client.state.rpc:request('session/prompt', { sessionId = r.sessionId,
+                prompt = { { type = 'text', text = 'hi' } } }, function(pe)
+                table.insert(_G.made, pe and ('error: ' .. pe.message) or r.sessionId)
+              end)
             end)
           end
         end)
