@@ -153,21 +153,22 @@ def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = Non
     the same folder). Sessions never prompted and unreadable logs are left out. Read from the
     store's index (``session.index``), not from every log.
     """
-    found: list[tuple[float, str, dict[str, Any]]] = []
     want = os.path.normpath(cwd) if isinstance(cwd, str) else None
-    for entry in store.listing():
-        if not entry.prompted or (want is not None and os.path.normpath(entry.cwd) != want):
-            continue
+    found = [(e.updated, e.session_id, e) for e in store.listing()
+             if e.prompted and (want is None or e.cwd == want or os.path.normpath(e.cwd) == want)]
+    try:
+        chosen, next_cursor = paging.page(found, cursor)
+    except paging.BadCursor as exc:
+        raise HostError("invalid", str(exc), {"cursor": cursor}) from None
+    infos = []
+    for entry in chosen:  # only the page's entries are shaped
         info: dict[str, Any] = {"sessionId": entry.session_id, "cwd": entry.cwd, "updatedAt": _iso(entry.updated)}
         if entry.additional_directories:
             info["additionalDirectories"] = list(entry.additional_directories)
         if entry.title:
             info["title"] = entry.title
-        found.append((entry.updated, entry.session_id, info))
-    try:
-        return paging.page(found, cursor)
-    except paging.BadCursor as exc:
-        raise HostError("invalid", str(exc), {"cursor": cursor}) from None
+        infos.append(info)
+    return infos, next_cursor
 
 
 def same_dir(a: Any, b: Any) -> bool:

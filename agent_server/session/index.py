@@ -71,6 +71,8 @@ class SessionIndex:
         self.path = self.root / INDEX_NAME
         self._id_ok = id_ok or (lambda name: not name.startswith("."))
         self._known: dict[str, dict[str, Any]] | None = None
+        self._made: dict[str, tuple[list[int], IndexEntry]] = {}  # entries already built, by stamp
+        self._ordered: list[IndexEntry] | None = None
         self.reads = 0
         """Logs read (head only) by this object: what a stale or missing index cost."""
 
@@ -114,44 +116,59 @@ class SessionIndex:
                 "title": session_title(first), "prompted": first is not None, "created": header.time}
 
     def entries(self) -> list[IndexEntry]:
-        """Every readable stored session (unordered); refreshes and saves the index as needed."""
-        known = self._known if self._known is not None else self._load()
+        """Every readable stored session, newest first by ``(updated, session id)``; refreshes and
+        saves the index as needed (the same list again while no log changed)."""
+        loaded = self._known is not None
+        known = self._known if loaded else self._load()
         fresh: dict[str, dict[str, Any]] = {}
-        changed = self._known is None and not self.path.exists()
+        changed = not loaded and not self.path.exists()
+        root = str(self.root)
         try:
-            listing = os.scandir(self.root)
+            names = os.listdir(root)
         except (FileNotFoundError, NotADirectoryError):
-            self._known = {}
+            self._known, self._made, self._ordered = {}, {}, []
             return []
-        with listing:
-            for entry in listing:
-                if not self._id_ok(entry.name):
-                    continue
-                log_path = os.path.join(entry.path, "events.jsonl")
-                try:
-                    st = os.stat(log_path)
-                except OSError:
-                    continue
-                stamp = [st.st_mtime_ns, st.st_size]
-                old = known.get(entry.name)
-                if old is not None and old.get("stamp") == stamp:
-                    fresh[entry.name] = old
-                    continue
-                changed = True
-                if old is not None and old.get("prompted") and isinstance(old.get("stamp"), list) \
-                        and st.st_size > old["stamp"][1]:
-                    fresh[entry.name] = {**old, "stamp": stamp}  # appended to: header and first prompt unchanged
-                    continue
-                info = self._read(log_path)  # None: unreadable, kept so it is not read again until it changes
-                fresh[entry.name] = {**(info or {"bad": True}), "stamp": stamp}
-        if set(fresh) != set(known):
+        for name in names:
+            old = known.get(name)
+            if old is None and not self._id_ok(name):
+                continue
+            log_path = f"{root}/{name}/events.jsonl"
+            try:
+                st = os.stat(log_path)
+            except OSError:
+                continue
+            stamp = [st.st_mtime_ns, st.st_size]
+            if old is not None and old.get("stamp") == stamp:
+                fresh[name] = old
+                continue
+            changed = True
+            if old is not None and old.get("prompted") and isinstance(old.get("stamp"), list) \
+                    and st.st_size > old["stamp"][1]:
+                fresh[name] = {**old, "stamp": stamp}  # appended to: header and first prompt unchanged
+                continue
+            info = self._read(log_path)  # None: unreadable, kept so it is not read again until it changes
+            fresh[name] = {**(info or {"bad": True}), "stamp": stamp}
+        if len(fresh) != len(known):
             changed = True
         self._known = fresh
         if changed:
             self._save(fresh)
-        return [IndexEntry(sid, e["cwd"], tuple(e.get("dirs") or ()), e.get("title"), bool(e.get("prompted")),
-                           float(e.get("created") or 0.0), e["stamp"][0] / 1e9, e["stamp"][1])
-                for sid, e in fresh.items() if not e.get("bad")]
+        elif loaded and self._ordered is not None:
+            return self._ordered
+        made: dict[str, tuple[list[int], IndexEntry]] = {}
+        for sid, e in fresh.items():
+            if e.get("bad"):
+                continue
+            old_made = self._made.get(sid)
+            if old_made is not None and old_made[0] == e["stamp"]:
+                made[sid] = old_made
+            else:
+                made[sid] = (e["stamp"], IndexEntry(sid, e["cwd"], tuple(e.get("dirs") or ()), e.get("title"),
+                                                    bool(e.get("prompted")), float(e.get("created") or 0.0),
+                                                    e["stamp"][0] / 1e9, e["stamp"][1]))
+        self._made = made
+        self._ordered = sorted((m[1] for m in made.values()), key=lambda e: (e.updated, e.session_id), reverse=True)
+        return self._ordered
 
 
 __all__ = ["INDEX_NAME", "IndexEntry", "SessionIndex", "TITLE_CHARS", "session_title"]
