@@ -3,7 +3,8 @@
 Role: ``put(raw)`` keeps bytes once under their sha256 (``blobs/ab/cdef…``, ``0600`` in ``0700``
 folders, written atomically), ``get(sha)`` gives them back, ``collect(keep)`` removes every blob no
 live session references (run after ``session/delete``). ``FileState`` is how the log names a file's
-state: its blob and mode, or absent.
+state: its blob and mode, or absent; a state whose bytes were not kept (a secret file, a file over the
+size limit) names them only (``kept`` false) and can be compared, never restored.
 
 Must never: overwrite a blob (same name, same bytes), or remove one that ``keep`` names.
 """
@@ -18,22 +19,39 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+_SECRET_KEY = os.urandom(32)  # a secret file's state is told apart within this process only
+
+
 @dataclass(frozen=True)
 class FileState:
     """A file's state in a checkpoint: ``blob`` (sha256 hex of its bytes) and ``mode`` (permission
-    bits, e.g. ``0o644``); the file absent is ``None`` where a ``FileState`` is expected."""
+    bits, e.g. ``0o644``); the file absent is ``None`` where a ``FileState`` is expected.
+    ``kept`` false: the bytes are not in the store (a secret, or over the size limit) — ``blob``
+    then only tells states apart (a big file's sha256 or ``size:…:mtime:…``; a secret's keyed hash,
+    ``secret:…``, whose key never leaves the process) and nothing can be restored from it."""
 
     blob: str
     mode: int
+    kept: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        """``{"blob": sha, "mode": int}`` for a log event."""
-        return {"blob": self.blob, "mode": self.mode}
+        """``{"blob": sha, "mode": int}`` for a log event (``"kept": false`` added when not kept)."""
+        return {"blob": self.blob, "mode": self.mode} if self.kept else {
+            "blob": self.blob, "mode": self.mode, "kept": False}
+
+    def holds(self, raw: bytes) -> bool | None:
+        """Whether ``raw`` are this state's bytes; ``None`` when that cannot be told (a big file
+        named by its size and mtime)."""
+        if self.blob.startswith("secret:"):
+            return self.blob[7:] == hashlib.blake2b(raw, key=_SECRET_KEY, digest_size=16).hexdigest()
+        if self.blob.startswith("size:"):
+            return None
+        return hashlib.sha256(raw).hexdigest() == self.blob
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> FileState | None:
         """The inverse of ``to_json``; ``None`` stays ``None`` (the file was absent)."""
-        return None if data is None else cls(str(data["blob"]), int(data["mode"]))
+        return None if data is None else cls(str(data["blob"]), int(data["mode"]), data.get("kept", True) is not False)
 
 
 class BlobStore:
@@ -77,6 +95,16 @@ class BlobStore:
         if not os.path.isfile(path) or os.path.islink(path):
             return None
         return FileState(self.put(Path(path).read_bytes()), st.st_mode & 0o7777)
+
+    def keep(self, raw: bytes, mode: int, *, secret: bool = False, limit: int | None = None) -> FileState:
+        """The state of a file holding ``raw`` with ``mode``: its bytes kept, or — a ``secret`` file,
+        or more than ``limit`` bytes — named by their sha256 only (``kept`` false)."""
+        if secret:
+            return FileState("secret:" + hashlib.blake2b(raw, key=_SECRET_KEY, digest_size=16).hexdigest(), mode,
+                             kept=False)
+        if limit is not None and len(raw) > limit:
+            return FileState(hashlib.sha256(raw).hexdigest(), mode, kept=False)
+        return FileState(self.put(raw), mode)
 
     def get(self, sha: str) -> bytes:
         """The bytes of blob ``sha``. Raises ``FileNotFoundError`` when it is not kept."""

@@ -2,7 +2,8 @@
 
 Role: the log holds one ``checkpoint/file`` event per file the agent changed —
 ``{turn, call_id, path, before, after, source}`` with ``before``/``after`` a ``FileState`` JSON or
-``null`` (absent) — and one ``checkpoint/undo`` / ``checkpoint/redo`` event per restore that ran
+``null`` (absent), and ``uncertain: true`` when nothing shows that the agent's own call wrote it (a
+shell call's change: the user or another program may have written it meanwhile) — and one ``checkpoint/undo`` / ``checkpoint/redo`` event per restore that ran
 (``{turn, files: [{path, outcome}]}``). From these, ``changed_turns`` lists the turns that changed
 files, ``plan_undo`` says which turn ``/undo`` takes back now and how each file must be restored,
 ``plan_redo`` the same for ``/redo``. A restore is guarded: it may only replace a file that still
@@ -26,11 +27,13 @@ from agent_server.checkpoints.blobs import FileState
 
 @dataclass(frozen=True)
 class FileChange:
-    """A file's change over one turn: ``before`` the turn's first change, ``after`` its last."""
+    """A file's change over one turn: ``before`` the turn's first change, ``after`` its last;
+    ``uncertain`` when any of its changes may not have been the agent's."""
 
     path: Path
     before: FileState | None
     after: FileState | None
+    uncertain: bool = False
 
 
 @dataclass
@@ -44,11 +47,13 @@ class TurnChanges:
 @dataclass(frozen=True)
 class Restore:
     """One guarded restore: replace ``path`` only if it holds ``expect``; make it ``target``
-    (``None``: remove it; ``expect`` ``None``: it must not exist)."""
+    (``None``: remove it; ``expect`` ``None``: it must not exist). ``uncertain``: the change may be
+    someone else's, so it is asked about even when the file still holds ``expect``."""
 
     path: Path
     expect: FileState | None
     target: FileState | None
+    uncertain: bool = False
 
 
 def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], list[int]]:
@@ -64,10 +69,12 @@ def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], l
             entry = turns.setdefault(turn, TurnChanges(turn))
             path = Path(data["path"])
             before, after = FileState.from_json(data.get("before")), FileState.from_json(data.get("after"))
+            uncertain = data.get("uncertain") is True
             if path in entry.files:
-                entry.files[path] = FileChange(path, entry.files[path].before, after)
+                first = entry.files[path]
+                entry.files[path] = FileChange(path, first.before, after, first.uncertain or uncertain)
             else:
-                entry.files[path] = FileChange(path, before, after)
+                entry.files[path] = FileChange(path, before, after, uncertain)
         elif event.type == "checkpoint/undo":
             undone.add(int(data["turn"]))
             redo.append(int(data["turn"]))
@@ -93,7 +100,7 @@ def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     if not candidates:
         return None
     last = candidates[-1]
-    return last.turn, [Restore(c.path, c.after, c.before) for c in last.files.values()]
+    return last.turn, [Restore(c.path, c.after, c.before, c.uncertain) for c in last.files.values()]
 
 
 def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
@@ -105,4 +112,4 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     entry = by_turn.get(redo[-1])
     if entry is None:
         return None
-    return entry.turn, [Restore(c.path, c.before, c.after) for c in entry.files.values()]
+    return entry.turn, [Restore(c.path, c.before, c.after, c.uncertain) for c in entry.files.values()]

@@ -14,10 +14,12 @@ failure is logged as ``checkpoint/failed``), or keep a secret file's bytes.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import logging
 import os
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -25,9 +27,16 @@ from agent_server.checkpoints.blobs import BlobStore, FileState
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
-    from agent_server.checkpoints.shadow import ShadowRepo
+    from agent_server.checkpoints.shadow import ShadowRepo, Snapshot
 
 log = logging.getLogger("agent_server.checkpoints")
+
+#: Files larger than this are recorded by their size, mtime and hash, never copied.
+DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+#: A plain folder (no git) is snapshotted around shell calls only within this many files …
+PLAIN_BUDGET_FILES = 20_000
+#: … counted within this many seconds.
+PLAIN_BUDGET_SECONDS = 2.0
 
 
 def _mode(path: Path) -> int | None:
@@ -44,11 +53,19 @@ def current_turn(events: list[Any]) -> int:
 
 class Checkpoints:
     """Checkpoints of one session: ``log`` (its ``EventLog``), ``blobs`` (the shared store),
-    ``roots`` (workspace roots), ``state_dir`` (for shadow repositories), ``is_secret(path)``."""
+    ``roots`` (workspace roots), ``state_dir`` (for shadow repositories), ``is_secret(path)`` (the
+    pattern a secret path matches, else ``None``), ``max_file_bytes`` (the size limit)."""
 
     def __init__(self, log: Any, blobs: BlobStore, roots: list[Path], state_dir: Path,
-                 is_secret: Callable[[Path], object], name_patterns: tuple[str, ...]) -> None:
+                 is_secret: Callable[[Path], object], name_patterns: tuple[str, ...],
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, emit: Any = None,
+                 plain_budget_files: int = PLAIN_BUDGET_FILES, plain_budget_seconds: float = PLAIN_BUDGET_SECONDS) -> None:
         self.log = log
+        self.max_file_bytes = max_file_bytes
+        self.emit = emit
+        self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
+        self.capture_off: str | None = None
+        self.index_path = Path(log.path).parent / "shadow-index"
         self.blobs = blobs
         self.roots = [Path(r) for r in roots]
         self.state_dir = Path(state_dir)
@@ -57,14 +74,18 @@ class Checkpoints:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def record(self, path: Path, before: FileState | None, after: FileState | None, source: str) -> None:
-        """Append one ``checkpoint/file`` event (nothing when nothing changed)."""
+    def record(self, path: Path, before: FileState | None, after: FileState | None, source: str,
+               uncertain: bool = False) -> None:
+        """Append one ``checkpoint/file`` event (nothing when nothing changed); ``uncertain``: nothing
+        shows that the agent's own call wrote it."""
         if before == after:
             return
-        self.log.append("checkpoint/file", {
-            "turn": current_turn(self.log.events), "call_id": CURRENT_TOOL_CALL.get(), "path": str(path),
-            "before": before.to_json() if before else None, "after": after.to_json() if after else None,
-            "source": source})
+        data = {"turn": current_turn(self.log.events), "call_id": CURRENT_TOOL_CALL.get(), "path": str(path),
+                "before": before.to_json() if before else None, "after": after.to_json() if after else None,
+                "source": source}
+        if uncertain:
+            data["uncertain"] = True
+        self.log.append("checkpoint/file", data)
 
     def _failed(self, what: str, exc: BaseException) -> None:
         log.warning("checkpoint not kept (%s): %s", what, exc)
@@ -81,15 +102,22 @@ class Checkpoints:
     # -- shell ------------------------------------------------------------------------------------
 
     def shadow(self) -> ShadowRepo | None:
-        """The shadow repository of the first root, when it is a git workspace."""
+        """The shadow repository of the first root (a git workspace, or a plain folder within the
+        budget), with this session's own index; ``None`` when capture is off for the session."""
         from agent_server.checkpoints.shadow import ShadowRepo
 
+        if self.capture_off is not None:
+            return None
         root = self.roots[0]
         if not ShadowRepo.is_git_workspace(root):
-            return None
+            reason = _over_budget(root, self.plain_budget_files, self.plain_budget_seconds)
+            if reason is not None:
+                self.capture_off = reason
+                return None
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-        return ShadowRepo(self.state_dir / "shadow" / f"{key}.git", root, is_secret=self.is_secret,
-                          name_patterns=self.name_patterns)
+        return ShadowRepo(self.state_dir / "shadow" / f"{key}.git", root, index=self.index_path,
+                          is_secret=self.is_secret, name_patterns=self.name_patterns,
+                          max_file_bytes=self.max_file_bytes)
 
     def shell(self, tool: Any) -> Any:
         """``tool`` (the ``bash`` tool) with a snapshot of the working tree before and after each call."""
@@ -99,40 +127,132 @@ class Checkpoints:
         class SnapshottingShell(base):  # type: ignore[misc, valid-type]
             async def execute(self, args: Any, ctx: Any) -> Any:
                 repo = checkpoints.shadow()
+                if repo is None:
+                    await checkpoints._say_capture_off()
+                started = time.time_ns()
                 before = await checkpoints._snapshot(repo)
                 try:
                     return await super().execute(args, ctx)
                 finally:
                     if before is not None:
-                        await asyncio.shield(checkpoints._after_shell(repo, before))
+                        await asyncio.shield(checkpoints._after_shell(repo, before, started))
 
         SnapshottingShell.__name__ = SnapshottingShell.__qualname__ = base.__name__
         wrapped = SnapshottingShell.__new__(SnapshottingShell)
         wrapped.__dict__.update(tool.__dict__)
         return wrapped
 
-    async def _snapshot(self, repo: ShadowRepo | None) -> str | None:
+    async def _say_capture_off(self) -> None:
+        """Tell the user at once, in the turn, that shell changes are not captured (once a session)."""
+        if self.capture_off is None or any(e.type == "checkpoint/off" for e in self.log.events):
+            return
+        text = capture_off_text(self.capture_off)
+        try:
+            self.log.append("checkpoint/off", {"turn": current_turn(self.log.events), "reason": self.capture_off})
+        except Exception:  # noqa: BLE001 - the log reports its own failures
+            return
+        if self.emit is not None:
+            await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    async def _snapshot(self, repo: ShadowRepo | None) -> Snapshot | None:
         if repo is None:
             return None
         from agent_server.checkpoints.shadow import ShadowError  # loaded: repo is a ShadowRepo
 
         try:
             return await asyncio.to_thread(repo.snapshot)
-        except ShadowError as exc:
+        except (ShadowError, OSError) as exc:
             self._failed("snapshot before a shell call", exc)
             return None
 
-    async def _after_shell(self, repo: ShadowRepo, before: str) -> None:
+    async def _after_shell(self, repo: ShadowRepo, before: Snapshot, started_ns: int) -> None:
         from agent_server.checkpoints.shadow import ShadowError
 
         try:
             after = await asyncio.to_thread(repo.snapshot)
-            changes = await asyncio.to_thread(repo.changes, before, after, self.blobs)
+            changes = await asyncio.to_thread(repo.changes, before.tree, after.tree, self.blobs)
         except (ShadowError, OSError) as exc:
             self._failed("snapshot after a shell call", exc)
             return
         for change in changes:
-            self.record(change.path, change.before, change.after, "shell")
+            if change.before is None and _existed_before(change.path, started_ns):
+                continue  # not the call's creation: it was there, only hidden (ignored) before
+            self.record(change.path, change.before, change.after, "shell", uncertain=True)
+        for name in sorted(set(before.big) | set(after.big)):
+            old, new = before.big.get(name), after.big.get(name)
+            if old == new:
+                continue
+            path = repo.root / name
+            if old is None and _existed_before(path, started_ns):
+                continue
+            self.record(path, _big_state(old), _big_state(new), "shell", uncertain=True)
+        for name in after.nested:
+            self._failed(f"files inside the nested repository {name}", RuntimeError(
+                "too many files to capture: changes inside it cannot be undone"))
+
+
+def capture_off_text(reason: str) -> str:
+    """What the user reads when shell changes are not captured for the session."""
+    return (f"\n\n[agent-server] Changes made by shell commands in this folder are not captured for /undo "
+            f"({reason}); edits made with the agent's file tools still are.\n\n")
+
+
+def _over_budget(root: Path, files: int, seconds: float) -> str | None:
+    """Why the plain folder ``root`` is too big to snapshot (more than ``files`` entries, or longer
+    than ``seconds`` to count them), or ``None``."""
+    deadline = time.monotonic() + seconds
+    count = 0
+    for _here, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        count += len(names)
+        if count > files:
+            return f"it is not a git repository and holds more than {files:,} files"
+        if time.monotonic() > deadline:
+            return f"it is not a git repository and counting its files took more than {seconds:g} s"
+    return None
+
+
+def _big_state(info: tuple[int, int, int, int] | None) -> FileState | None:
+    if info is None:
+        return None
+    size, mtime_ns, inode, mode = info
+    return FileState(f"size:{size}:mtime:{mtime_ns}:inode:{inode}", mode, kept=False)
+
+
+class _Statx(ctypes.Structure):
+    _fields_ = [("mask", ctypes.c_uint32), ("blksize", ctypes.c_uint32), ("attributes", ctypes.c_uint64),
+                ("nlink", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("gid", ctypes.c_uint32),
+                ("mode", ctypes.c_uint16), ("spare0", ctypes.c_uint16), ("ino", ctypes.c_uint64),
+                ("size", ctypes.c_uint64), ("blocks", ctypes.c_uint64), ("attributes_mask", ctypes.c_uint64),
+                ("atime", ctypes.c_int64 * 2), ("btime_sec", ctypes.c_int64), ("btime_nsec", ctypes.c_uint32),
+                ("btime_pad", ctypes.c_int32), ("rest", ctypes.c_uint64 * 24)]
+
+
+_STATX_BTIME, _AT_SYMLINK_NOFOLLOW, _AT_FDCWD = 0x800, 0x100, -100
+
+
+def _birth_ns(path: Path) -> int | None:
+    """The birth time of ``path`` in ns (``statx``), or ``None`` where the system does not say."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.statx
+    except (OSError, AttributeError):
+        return None
+    buf = _Statx()
+    if fn(_AT_FDCWD, os.fsencode(path), _AT_SYMLINK_NOFOLLOW, _STATX_BTIME, ctypes.byref(buf)) != 0:
+        return None
+    if not buf.mask & _STATX_BTIME:
+        return None
+    return buf.btime_sec * 1_000_000_000 + buf.btime_nsec
+
+
+def _existed_before(path: Path, started_ns: int) -> bool:
+    """Whether ``path``, absent from the snapshot before a call, was nonetheless there before the
+    call started (an ignored file that an edit of ``.gitignore`` made visible): its birth time is
+    before the start. Where there is no birth time, it is taken as there before (never as the
+    call's creation: a file the call may not have created is not removed by ``/undo``)."""
+    born = _birth_ns(path)
+    return born is None or born < started_ns
 
 
 class CheckpointedFiles:
@@ -155,12 +275,14 @@ class CheckpointedFiles:
         mode_before = _mode(path)
         outcome = await self.inner.write(path, raw, base=base)
         if outcome.status in ("written", "partial") and outcome.snapshot is not None:
+            cp = self.checkpoints
             try:
-                before = (FileState(self.checkpoints.blobs.put(base.raw), mode_before or 0o644)
+                secret = cp.is_secret(Path(path)) is not None
+                before = (cp.blobs.keep(base.raw, mode_before or 0o644, secret=secret, limit=cp.max_file_bytes)
                           if base is not None else None)
-                after = FileState(self.checkpoints.blobs.put(outcome.snapshot.raw),
-                                  _mode(path) or mode_before or 0o644)
-                self.checkpoints.record(Path(path), before, after, "edit")
+                after = cp.blobs.keep(outcome.snapshot.raw, _mode(path) or mode_before or 0o644, secret=secret,
+                                      limit=cp.max_file_bytes)
+                cp.record(Path(path), before, after, "edit")
             except OSError as exc:
                 self.checkpoints._failed(f"write of {path}", exc)
         return outcome

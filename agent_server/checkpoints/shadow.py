@@ -1,15 +1,16 @@
-"""A shadow git repository: snapshots of a git workspace's working tree, kept outside it.
+"""A shadow git repository: snapshots of a workspace's working tree, kept outside it.
 
-Role: ``ShadowRepo(git_dir, root).snapshot()`` records the working tree as a git tree object in a
-repository of its own under the state folder (its own index, no user or system git config), leaving
-out ``.git``, what the workspace's ``.gitignore`` files ignore, and every secret file;
-``changes(before, after)`` lists the files that differ between two snapshots with their bytes put
-into a ``BlobStore``. Used around each shell call, so edits the user makes in the editor during a
-turn are never attributed to the agent.
+Role: ``ShadowRepo(git_dir, root, index=…).snapshot()`` records the working tree as a git tree object
+in a repository of its own under the state folder (no user or system git config; raw bytes: no
+end-of-line conversion or filter of the workspace's ``.gitattributes``), leaving out ``.git``, what
+the workspace's ``.gitignore`` files ignore, every secret file and every file over the size limit
+(those are named by size, mtime and inode instead); ``changes(before, after)`` lists the files that
+differ between two snapshots with their bytes put into a ``BlobStore``. Used around each shell call.
+Works for a plain folder as well (the caller keeps it within a budget).
 
-Must never: read or write the user's ``.git``, or let a secret file's bytes into the shadow objects
-(name patterns go to ``info/exclude``; anything that still matches is dropped from the index before
-the tree is written).
+Must never: write the user's ``.git`` (its objects are only borrowed, read-only), let a secret file's
+bytes or a big file into the shadow objects (secret paths and big files are checked for every path
+that changed and kept out of the index), or do per-file work over the whole tree in Python.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -40,19 +41,48 @@ class ShadowChange:
     after: FileState | None
 
 
+#: ``info/attributes`` of every shadow repository: raw bytes in, raw bytes out (no end-of-line
+#: conversion, no filter, no working-tree encoding), whatever the workspace's ``.gitattributes`` say.
+RAW_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+#: Untracked files walked inside nested repositories per snapshot, at most.
+NESTED_BUDGET = 5000
+
+
+@dataclass
+class Snapshot:
+    """One snapshot: ``tree`` (the shadow tree's id); ``big`` (files over the size limit, left out
+    of the tree: relative path → ``(size, mtime_ns, inode, mode)``); ``nested`` (nested repositories
+    whose untracked files could not all be walked: relative folder names)."""
+
+    tree: str
+    big: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    nested: list[str] = field(default_factory=list)
+
+
 class ShadowRepo:
-    """Snapshots of ``root`` in the repository ``git_dir``.
+    """Snapshots of ``root`` in the repository ``git_dir``, through the index file ``index`` (one per
+    session: sessions on one folder never share an index).
 
     ``is_secret(path)`` says whether an absolute path is a secret file (e.g. ``SecretMatcher.match``);
-    ``name_patterns`` are secret name globs (no ``/``) written to ``info/exclude``.
+    ``name_patterns`` are secret name globs (no ``/``) written to ``info/exclude``; ``max_file_bytes``:
+    larger files are recorded by size, mtime and inode, never copied.
+
+    A snapshot costs one walk of the tree by git (``ls-files`` against the index's stat cache, with
+    the untracked cache) plus work for the paths that changed since the last snapshot only: the
+    secret patterns and the size limit are checked for those paths, and only they are hashed
+    (``update-index --stdin``). When the workspace is a git repository, its object folder is borrowed
+    read-only (``objects/info/alternates``): files it already holds are not copied again.
     """
 
-    def __init__(self, git_dir: Path, root: Path, *, is_secret: Callable[[Path], object] = lambda p: None,
-                 name_patterns: tuple[str, ...] = (), git: str = "git") -> None:
+    def __init__(self, git_dir: Path, root: Path, *, index: Path | None = None,
+                 is_secret: Callable[[Path], object] = lambda p: None, name_patterns: tuple[str, ...] = (),
+                 max_file_bytes: int | None = None, git: str = "git") -> None:
         self.git_dir = Path(git_dir)
         self.root = Path(root)
+        self.index = Path(index) if index is not None else self.git_dir / "index"
         self.is_secret = is_secret
         self.name_patterns = name_patterns
+        self.max_file_bytes = max_file_bytes
         self.git = git
 
     @staticmethod
@@ -65,10 +95,9 @@ class ShadowRepo:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(self.git_dir),
                "GIT_AUTHOR_NAME": "agent-server", "GIT_AUTHOR_EMAIL": "agent-server@localhost",
                "GIT_COMMITTER_NAME": "agent-server", "GIT_COMMITTER_EMAIL": "agent-server@localhost",
-               "LC_ALL": "C"}
+               "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
         if bound:  # the shadow repository with the workspace as its work tree
-            env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root),
-                       GIT_INDEX_FILE=str(self.git_dir / "index"))
+            env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
         try:
             proc = subprocess.run([self.git, *args], cwd=self.root, env=env, input=input,
                                   capture_output=True, timeout=120)
@@ -79,27 +108,78 @@ class ShadowRepo:
         return proc.stdout
 
     def _ensure(self) -> None:
-        if (self.git_dir / "HEAD").exists():
-            return
-        self.git_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._run("init", "--quiet", "--bare", str(self.git_dir), bound=False)
-        self._run("config", "core.bare", "false")
-        self._run("config", "core.autocrlf", "false")
-        self._run("config", "core.symlinks", "true")
-        self._run("config", "gc.auto", "0")
-        exclude = self.git_dir / "info" / "exclude"
-        exclude.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        exclude.write_text("/.git\n" + "".join(f"{p}\n" for p in self.name_patterns), encoding="utf-8")
+        if not (self.git_dir / "HEAD").exists():
+            self.git_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._run("init", "--quiet", "--bare", str(self.git_dir), bound=False)
+            for key, value in (("core.bare", "false"), ("core.autocrlf", "false"), ("core.symlinks", "true"),
+                               ("core.untrackedCache", "true"), ("core.fsmonitor", "false"), ("gc.auto", "0")):
+                self._run("config", key, value)
+        info = self.git_dir / "info"
+        info.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_if_changed(info / "attributes", RAW_ATTRIBUTES)
+        _write_if_changed(info / "exclude", "/.git\n" + "".join(f"{p}\n" for p in self.name_patterns))
+        objects = self._workspace_objects()
+        if objects is not None:
+            _write_if_changed(self.git_dir / "objects" / "info" / "alternates", f"{objects}\n")
+        self.index.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def snapshot(self) -> str:
-        """Record the working tree now; returns the tree's id. Raises ``ShadowError``."""
+    def _workspace_objects(self) -> str | None:
+        """The object folder of the workspace's own repository (borrowed read-only), if it has one."""
+        here = self.root.resolve()
+        for folder in (here, *here.parents):
+            objects = folder / ".git" / "objects"
+            if objects.is_dir():
+                return str(objects)
+            if (folder / ".git").exists():
+                return None
+        return None
+
+    def snapshot(self, *, fresh: bool = False) -> Snapshot:
+        """Record the working tree now. Raises ``ShadowError``."""
         self._ensure()
-        self._run("add", "--all", "--ignore-errors", "--", ".")
-        listed = self._run("ls-files", "-z").split(b"\0")
-        secret = [name for name in listed if name and self.is_secret(self.root / os.fsdecode(name))]
-        if secret:
-            self._run("rm", "--cached", "--quiet", "--", *(os.fsdecode(n) for n in secret))
-        return self._run("write-tree").decode().strip()
+        listed = self._run("ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard").split(b"\0")
+        changed: list[bytes] = []
+        drop: list[bytes] = []
+        big: dict[str, tuple[int, int, int, int]] = {}
+        nested: list[str] = []
+        walked = 0
+        seen: set[bytes] = set()
+        for name in listed:
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            if name.endswith(b"/"):  # a nested repository: git lists its folder, not its files
+                found, complete = _walk_nested(self.root / os.fsdecode(name), NESTED_BUDGET - walked)
+                walked += len(found)
+                if not complete:
+                    nested.append(os.fsdecode(name))
+                names = [name + os.fsencode(f) for f in found]
+            else:
+                names = [name]
+            for entry in names:
+                path = self.root / os.fsdecode(entry)
+                if self.is_secret(path):
+                    drop.append(entry)
+                    continue
+                st = _lstat(path)
+                if st is not None and self.max_file_bytes is not None and stat.S_ISREG(st.st_mode) \
+                        and st.st_size > self.max_file_bytes:
+                    big[os.fsdecode(entry)] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777)
+                    drop.append(entry)
+                    continue
+                changed.append(entry)
+        if drop:  # left out of the tree (a no-op for a path the index does not hold)
+            self._run("update-index", "--force-remove", "-z", "--stdin", input=b"\0".join(drop) + b"\0")
+        if changed:
+            self._run("update-index", "--add", "--remove", "-z", "--stdin", input=b"\0".join(changed) + b"\0")
+        try:
+            tree = self._run("write-tree").decode().strip()
+        except ShadowError:  # an object the index names is gone (the user's gc): start the index afresh
+            if fresh:
+                raise
+            self.index.unlink(missing_ok=True)
+            return self.snapshot(fresh=True)
+        return Snapshot(tree, big, nested)
 
     def changes(self, before: str, after: str, blobs: BlobStore) -> list[ShadowChange]:
         """Files that differ between trees ``before`` and ``after`` (regular files only; links and
@@ -107,7 +187,7 @@ class ShadowRepo:
         if before == after:
             return []
         out = self._run("diff-tree", "-r", "-z", "--no-renames", before, after).split(b"\0")
-        found: list[ShadowChange] = []
+        rows: list[tuple[Path, str, str, str, str]] = []
         for i in range(0, len(out) - 1, 2):
             meta, name = out[i].decode(), os.fsdecode(out[i + 1])
             if not meta.startswith(":"):
@@ -116,20 +196,77 @@ class ShadowRepo:
             path = self.root / name
             if self.is_secret(path):
                 continue
+            rows.append((path, old_mode, new_mode, old_id, new_id))
+        wanted = sorted({oid for _, om, nm, o, n in rows for oid, m in ((o, om), (n, nm))
+                         if m in _GIT_MODES and set(oid) != {"0"}})
+        contents = self._cat(wanted)
+        found: list[ShadowChange] = []
+        for path, old_mode, new_mode, old_id, new_id in rows:
             # git keeps only 644/755; the file's real permission bits are taken from the disk
             # (for the state before too, unless the call itself switched the executable bit)
             real = _real_mode(path)
-            before_state = self._state(old_mode, old_id, blobs, real if old_mode == new_mode else None)
-            after_state = self._state(new_mode, new_id, blobs, real)
+            before_state = _state(old_mode, contents.get(old_id), blobs, real if old_mode == new_mode else None)
+            after_state = _state(new_mode, contents.get(new_id), blobs, real)
             if before_state is None and after_state is None:
                 continue
             found.append(ShadowChange(path, before_state, after_state))
         return found
 
-    def _state(self, mode: str, object_id: str, blobs: BlobStore, real_mode: int | None) -> FileState | None:
-        if mode not in _GIT_MODES or set(object_id) == {"0"}:
-            return None
-        return FileState(blobs.put(self._run("cat-file", "blob", object_id)), real_mode or _GIT_MODES[mode])
+    def _cat(self, ids: list[str]) -> dict[str, bytes]:
+        """The bytes of the blobs ``ids``, read by one ``cat-file --batch``."""
+        if not ids:
+            return {}
+        out = self._run("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
+        found: dict[str, bytes] = {}
+        pos = 0
+        for object_id in ids:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split()
+            if len(header) != 3:
+                raise ShadowError(f"git cat-file: {header!r}")
+            size = int(header[2])
+            found[object_id] = out[end + 1:end + 1 + size]
+            pos = end + 1 + size + 1
+        return found
+
+
+def _state(mode: str, raw: bytes | None, blobs: BlobStore, real_mode: int | None) -> FileState | None:
+    if mode not in _GIT_MODES or raw is None:
+        return None
+    return FileState(blobs.put(raw), real_mode or _GIT_MODES[mode])
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _walk_nested(folder: Path, budget: int) -> tuple[list[str], bool]:
+    """The files under the nested repository ``folder`` (relative, ``/``-separated; its ``.git`` left
+    out), at most ``budget``; whether that was all of them."""
+    found: list[str] = []
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        rel = os.path.relpath(here, folder)
+        for name in files:
+            if len(found) >= budget:
+                return found, False
+            found.append(name if rel == "." else f"{rel}/{name}")
+    return found, True
 
 
 def _real_mode(path: Path) -> int | None:

@@ -266,7 +266,8 @@ class SessionHost:
         state_dir = self.store.root.parent
         checkpoints = Checkpoints(event_log, BlobStore(state_dir / "blobs"), [Path(r) for r in roots], state_dir,
                                   is_secret=lambda p: policy.secrets.match(p, resolve(p)),
-                                  name_patterns=tuple(pt for pt in self.config.policy.secret_patterns if "/" not in pt))
+                                  name_patterns=tuple(pt for pt in self.config.policy.secret_patterns if "/" not in pt),
+                                  emit=emit)
         files = checkpoints.files(inner)
         # restores go through the inner seam: an undo is not a change of the agent to record
         self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)

@@ -250,6 +250,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             yield _chunk("agent_message_chunk",
                          f"\n\n[agent-server] {verb} the file changes of turn {data.get('turn')}"
                          f"{': ' + files if files else ''}.\n\n")
+        elif kind == "checkpoint/off":
+            from agent_server.checkpoints.recorder import capture_off_text
+
+            yield _chunk("agent_message_chunk", capture_off_text(str(data.get("reason", ""))))
         elif kind == "inbox/dropped":
             yield _chunk("agent_message_chunk",
                          "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "

@@ -1,26 +1,38 @@
 """``/undo``, ``/redo`` and ``/checkpoints``: taking back what the agent did, never over the user.
 
-Role: run a plan of ``checkpoints.plan`` through the session's own file seam, so an undo reaches an
-editor with our extension as an edit proposal (the user sees the diff; the stale rule applies) and a
-plain client or the disk as a guarded write. Each file is restored only where it still holds exactly
-what the agent left (for ``/redo``: what the undo put back); a file the user changed since is shown
-and asked about — "Take the checkpoint" (allow) or "Keep mine" (reject, also on silence). A file the
-agent created is removed, one it deleted comes back. The run is logged (``checkpoint/undo`` or
-``checkpoint/redo`` with each file's outcome) and told to the model in a ``notice``, so its picture of
-the files matches the disk and replay stays byte-exact.
+Role: run a plan of ``checkpoints.plan``. Every read, compare, write, chmod and unlink goes beneath
+the file's root: its folder is opened from the root with no link followed (``safe_fs``), and the
+file is looked at, replaced (``renameat``), chmodded (through its own descriptor) or removed
+(``unlinkat``) inside that folder's descriptor — a path whose folder became a link is refused and
+said. With an editor seam, the user's buffer is what is compared and a text restore is sent through
+the seam (with our extension: an edit proposal, the editor's review). A file is restored only where
+it still holds exactly what the agent left — bytes and permission bits (for ``/redo``: what the undo
+put back); a file the user changed since, or one a shell call changed without evidence that the call
+wrote it (``uncertain``), is asked about one file at a time with its diff — "Take the checkpoint"
+(allow) or "Keep mine" (reject; silence and a headless run keep it too, and say so). A file the
+agent created is removed, one it deleted comes back; a state whose bytes were not kept (a secret, a
+big file) says it cannot be taken back. The run is logged (``checkpoint/undo`` or
+``checkpoint/redo`` with each file's outcome) and told to the model in a ``notice``, so its picture
+of the files matches the disk and replay stays byte-exact.
 
-Must never: overwrite a file the user changed without an explicit "take the checkpoint".
+Must never: overwrite a file the user changed, or an uncertain one, without an explicit "take the
+checkpoint"; follow a link on the way to a file it changes.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
-from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Ask
-from agent_server.tools.files import FileSnapshot, sha256_hex
+from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Answer, Ask
+from agent_server.tools import safe_fs
+from agent_server.tools.files import DiskFiles, FileSnapshot
+
+_READ_LIMIT = 1 << 31
 
 if TYPE_CHECKING:  # the planning loads with the first /undo, /redo or /checkpoints
     from agent_server.checkpoints.plan import Restore
@@ -91,50 +103,80 @@ class Restorer:
                          "content": [{"type": "content", "content": {"type": "text", "text": summary}}]})
         return f"{which.capitalize()} of turn {turn}: {summary}."
 
-    async def _current(self, path: Path) -> FileSnapshot | None:
-        try:
-            return await self.files.read(path)
-        except FileNotFoundError:
-            return None
+    def _editor(self) -> tuple[bool, bool]:
+        """``(reads buffers, writes through the editor)`` of the session's seam: the disk backend
+        neither; an editor seam as its capabilities say (an unknown seam: both)."""
+        if isinstance(self.files, DiskFiles):
+            return False, False
+        caps = getattr(self.files, "caps", None)
+        if caps is None:
+            return True, True
+        return bool(caps.read_text), bool(caps.apply_workspace_edit or caps.write_text)
 
     async def _restore(self, restore: Restore, call_id: str) -> dict[str, Any]:
         path = restore.path
+        anchor, parts = _beneath(path, self.roots)
         try:
-            current = await self._current(path)
-        except OSError as exc:  # a folder, a socket, no permission … now stands at that path
-            return {"path": str(path), "outcome": f"not restored (it cannot be read now: {exc.strerror or exc})"}
-        target = self.blobs.get(restore.target.blob) if restore.target else None
-        if (current.raw if current else None) == target:
-            return {"path": str(path), "outcome": "already as it was"}
-        expected = current is None if restore.expect is None else (
-            current is not None and current.sha256 == restore.expect.blob)
-        if not expected and not await self._take_checkpoint(path, current, target, call_id):
-            return {"path": str(path), "outcome": "kept the user's version (changed since the agent's edit)"}
-        if target is None:
-            return {"path": str(path), "outcome": self._remove(path, current)}
-        outcome = await self.files.write(path, target, base=current)
-        if outcome.status not in ("written", "partial"):
-            return {"path": str(path), "outcome": f"not restored ({outcome.status}: {outcome.message})"}
-        if restore.target and getattr(outcome, "saved", True) and os.path.exists(path):
-            if (os.stat(path).st_mode & 0o7777) != restore.target.mode:
-                os.chmod(path, restore.target.mode)
-        return {"path": str(path), "outcome": "restored" if restore.expect is not None else "brought back"}
-
-    def _remove(self, path: Path, current: FileSnapshot | None) -> str:
-        """Remove a file the agent created, only if the disk still holds what was checked."""
-        try:
-            if current is not None and sha256_hex(path.read_bytes()) != current.sha256:
-                return "not removed (it changed on disk just now)"
-            path.unlink()
+            dirfd = safe_fs.open_dir_beneath(anchor, parts[:-1], create=restore.target is not None)
+        except safe_fs.PathChangedError:
+            return _said(path, "not restored (a link now stands in its path, which could lead outside the "
+                               "workspace: nothing was read, written or removed)")
         except FileNotFoundError:
-            return "already gone"
+            return _said(path, "already gone")
         except OSError as exc:
-            return f"not removed ({exc.strerror or exc})"
-        return "removed (the agent had created it)"
+            return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
+        try:
+            return await self._restore_in(dirfd, parts[-1], restore, call_id)
+        finally:
+            os.close(dirfd)
+
+    async def _restore_in(self, dirfd: int, name: str, restore: Restore, call_id: str) -> dict[str, Any]:
+        path, target, expect = restore.path, restore.target, restore.expect
+        try:
+            disk = _look(dirfd, name)
+        except OSError as exc:  # a folder, a socket, no permission … now stands at that path
+            return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
+        reads_buffer, writes_editor = self._editor()
+        current = None if disk is None else FileSnapshot.of(path, disk[0])
+        if reads_buffer and disk is not None:
+            try:  # the editor's buffer is what the user sees (unsaved text included)
+                current = await self.files.read(path)
+            except FileNotFoundError:
+                current = None
+            except OSError as exc:
+                return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
+        mode = None if disk is None else disk[1]
+        if _holds(target, current, mode):
+            return _said(path, "already as it was")
+        if target is not None and not target.kept:
+            return _said(path, "cannot be taken back (its bytes were not kept: a secret file, or larger than the "
+                               "checkpoint size limit)")
+        target_raw = self.blobs.get(target.blob) if target is not None else None
+        bytes_only = target is not None and current is not None and current.raw == target_raw
+        proposal_asks = writes_editor and target is not None and not bytes_only and _is_text(target_raw)
+        if restore.uncertain or not _holds(expect, current, mode):
+            if not proposal_asks:
+                answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain)
+                if not answer.allowed:
+                    return _said(path, _kept(restore.uncertain, answer))
+        if target is None:
+            return _said(path, _remove(dirfd, name, disk))
+        if bytes_only or not writes_editor or not _is_text(target_raw):
+            return _said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
+                                        "restored" if expect is not None else "brought back"))
+        outcome = await self.files.write(path, target_raw, base=current)
+        if outcome.status == "rejected" and (restore.uncertain or not _holds(expect, current, mode)):
+            return _said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
+        if outcome.status not in ("written", "partial"):
+            return _said(path, f"not restored ({outcome.status}: {outcome.message})")
+        if getattr(outcome, "saved", True):
+            _chmod(dirfd, name, target.mode)
+        return _said(path, "restored" if expect is not None else "brought back")
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
-                               call_id: str) -> bool:
-        """Ask about a file the user changed since; only an explicit allow takes the checkpoint."""
+                               call_id: str, uncertain: bool) -> Answer:
+        """Ask about one file (never one answer for several): "Take the checkpoint" or "Keep mine";
+        only an explicit allow takes the checkpoint (silence, a headless run: the user's file stays)."""
         import difflib
 
         from agent_server.tools.diff_view import diff_content
@@ -143,11 +185,118 @@ class Restorer:
             return "" if raw is None else raw.decode("utf-8", errors="replace")
         diff = "".join(difflib.unified_diff(text(current.raw if current else None).splitlines(True),
                                             text(target).splitlines(True), "yours", "checkpoint"))
-        ask = Ask(call_id, f"{_show(path, self.roots)} changed since the agent's edit", "edit", [
+        shown = _show(path, self.roots)
+        if uncertain:
+            title = f"{shown}: keep yours or take the checkpoint?"
+            why = (f"{path} changed while an agent shell command ran, and nothing shows whose write it was (the "
+                   "command's, or yours, your editor's, another program's).")
+        else:
+            title = f"{shown} changed since the agent's edit"
+            why = f"{path} was changed after the agent's edit."
+        ask = Ask(call_id, title, "other", [
             {"type": "content", "content": {"type": "text", "text": (
-                f"{path} was changed after the agent's edit. Allow: take the checkpoint (your changes "
-                f"are replaced). Reject: keep your version.\n\n{diff[:4000]}")}},
-            diff_content(path, text(current.raw if current else None), text(target))], {"path": str(path)}, options=(ALLOW_ONCE, REJECT_ONCE),
-                  names=((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, "Keep mine")))
-        answer = await self.approver.ask(ask)
-        return answer.allowed
+                f"{why} Allow: take the checkpoint (the file as it is now is replaced). Reject: keep your "
+                f"version.\n\n{diff[:4000]}")}},
+            diff_content(path, text(current.raw if current else None), text(target))], {"path": str(path)},
+            options=(ALLOW_ONCE, REJECT_ONCE), names=((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, "Keep mine")),
+            locations=[{"path": str(path)}])
+        return await self.approver.ask(ask)
+
+
+def _said(path: Path, outcome: str) -> dict[str, Any]:
+    return {"path": str(path), "outcome": outcome}
+
+
+def _kept(uncertain: bool, answer: Answer) -> str:
+    why = ("a shell command changed it, and it may have been someone else's write" if uncertain
+           else "changed since the agent's edit")
+    if answer.kind == "selected":
+        return f"kept the user's version ({why})"
+    return f"kept the user's version ({why}; no answer, so nothing was replaced)"
+
+
+def _beneath(path: Path, roots: list[str]) -> tuple[str, list[str]]:
+    """``(anchor, parts)``: the resolved root that contains ``path`` and the path's parts below it
+    (taken from the path as written, never resolved); outside every root, ``/`` and all its parts."""
+    lexical = os.path.normpath(str(path))
+    best: tuple[str, str] | None = None
+    for root in roots:
+        for spelled in {os.path.normpath(root), os.path.realpath(root)}:
+            if lexical.startswith(spelled.rstrip("/") + "/") and (best is None or len(spelled) > len(best[1])):
+                best = (os.path.realpath(root), spelled)
+    if best is None:
+        return "/", [p for p in lexical.split("/") if p]
+    return best[0], os.path.relpath(lexical, best[1]).split("/")
+
+
+def _look(dirfd: int, name: str) -> tuple[bytes, int] | None:
+    """The bytes and permission bits of the regular file ``name`` in ``dirfd`` (no link followed);
+    ``None`` when absent. Raises ``OSError`` for anything else standing there."""
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "it is a symbolic link now")
+    found = safe_fs.read_entry(dirfd, name, _READ_LIMIT)
+    if found is None:
+        return None
+    return found[0], found[1].st_mode & 0o7777
+
+
+def _holds(state: FileState | None, current: FileSnapshot | None, mode: int | None) -> bool:
+    """Whether the file (``current`` bytes, ``mode`` on disk) is in ``state``: bytes and mode."""
+    if state is None or current is None:
+        return state is None and current is None
+    return state.holds(current.raw) is True and (mode is None or mode == state.mode)
+
+
+def _is_text(raw: bytes | None) -> bool:
+    try:
+        (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _remove(dirfd: int, name: str, checked: tuple[bytes, int] | None) -> str:
+    """Remove a file the agent created (``unlinkat`` in its folder's fd), only if the disk still holds
+    what was checked."""
+    try:
+        if _look(dirfd, name) != checked:
+            return "not removed (it changed on disk just now)"
+        if checked is None:
+            return "already gone"
+        os.unlink(name, dir_fd=dirfd)
+    except FileNotFoundError:
+        return "already gone"
+    except OSError as exc:
+        return f"not removed ({exc.strerror or exc})"
+    return "removed (the agent had created it)"
+
+
+def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: bytes, mode: int, mode_only: bool,
+             done: str) -> str:
+    """Make ``name`` in ``dirfd`` hold ``raw`` with ``mode`` (``mode_only``: the bytes already are),
+    only if the disk still holds what was checked."""
+    try:
+        if _look(dirfd, name) != checked:
+            return "not restored (it changed on disk just now)"
+        if mode_only:
+            _chmod(dirfd, name, mode)
+        else:
+            safe_fs.replace_entry(dirfd, name, raw, mode & 0o1777)
+    except OSError as exc:
+        return f"not restored ({exc.strerror or exc})"
+    return done
+
+
+def _chmod(dirfd: int, name: str, mode: int) -> None:
+    """Set the permission bits of the regular file ``name`` in ``dirfd`` through its own descriptor
+    (a link there is refused, never followed); never setuid or setgid."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and (os.fstat(fd).st_mode & 0o7777) != (mode & 0o1777):
+            os.fchmod(fd, mode & 0o1777)
+    finally:
+        os.close(fd)

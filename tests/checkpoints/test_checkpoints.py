@@ -106,7 +106,7 @@ def test_shadow_snapshot_diff_leaves_secrets_out_and_never_touches_the_users_git
     repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, is_secret=matcher.match,
                       name_patterns=(".env*", "*.pem"))
     blobs = BlobStore(tmp_path / "state" / "blobs")
-    before = repo.snapshot()
+    before = repo.snapshot().tree
     (root / "keep.txt").write_text("changed\n")
     (root / "new.sh").write_text("echo hi\n")
     (root / "new.sh").chmod(0o755)
@@ -114,7 +114,7 @@ def test_shadow_snapshot_diff_leaves_secrets_out_and_never_touches_the_users_git
     (root / "key.pem").write_text("-----BEGIN-----\n")
     (root / "build").mkdir()
     (root / "build" / "out.o").write_bytes(b"\0obj")
-    after = repo.snapshot()
+    after = repo.snapshot().tree
     found = {c.path.name: c for c in repo.changes(before, after, blobs)}
     assert set(found) == {"keep.txt", "new.sh"}
     assert blobs.get(found["keep.txt"].before.blob) == b"keep\n"

@@ -114,9 +114,10 @@ async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
     git_workspace(workspace)
     asked = []
 
-    def answer(params):
+    def answer(params):  # keep mine for b.txt, take the checkpoint for the rest
         asked.append(params)
-        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+        keep = params["toolCall"]["title"].startswith("b.txt")
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once" if keep else "allow_once"}}
 
     h, sid = await start(acp_harness_factory, endpoint, workspace, ClientConfig(permission=answer))
     await two_turns(h, sid, endpoint, workspace)
@@ -124,10 +125,12 @@ async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
     (workspace / "b.txt").write_text("BRAVO, and the user's own line\n")
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert (workspace / "b.txt").read_text() == "BRAVO, and the user's own line\n"
-    assert (workspace / "c.txt").read_text() == "charlie\n"  # untouched since the agent: restored
-    (question,) = asked
-    assert question["toolCall"]["title"] == "b.txt changed since the agent's edit"
-    assert {o["name"] for o in question["options"]} == {"Take the checkpoint", "Keep mine"}
+    assert (workspace / "c.txt").read_text() == "charlie\n"  # taken back: the user chose the checkpoint
+    # one question per file: b.txt changed since the edit tool wrote it; c.txt was changed by a
+    # shell call, with nothing to show that only the call wrote it
+    assert [q["toolCall"]["title"] for q in asked] == [
+        "b.txt changed since the agent's edit", "c.txt: keep yours or take the checkpoint?"]
+    assert all({o["name"] for o in q["options"]} == {"Take the checkpoint", "Keep mine"} for q in asked)
     assert "kept the user's version" in text_of(h, sid)
 
 

@@ -1,0 +1,161 @@
+"""End to end (issue 28): ``/undo`` keeps the user's bytes — beneath its root, bytes and mode, raw
+bytes in the shadow, no secret bytes kept, an ignored file never taken for the agent's creation.
+The official ACP Python SDK client, the real server, scripted model streams, a real git workspace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from support.client_impl import ClientConfig
+
+from agent_server.offline import text_stream, tool_call_stream
+from agent_server.session import read_events
+
+
+def call(cid: str, name: str, **args) -> dict:
+    return tool_call_stream([(cid, name, json.dumps(args))])
+
+
+def git_init(root: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+class Questions:
+    """A permission answerer that records each question and answers ``option``."""
+
+    def __init__(self, option: str = "allow_once") -> None:
+        self.option, self.asked = option, []
+
+    def __call__(self, params):
+        self.asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": self.option}}
+
+    def titles(self) -> list[str]:
+        return [q["toolCall"].get("title", "") for q in self.asked]
+
+
+async def start(factory, endpoint, workspace, permission="allow_once"):
+    config = ClientConfig(permission=permission)
+    h = await factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    return h, (await h.new_session(str(workspace))).session_id
+
+
+async def turn(h, sid, endpoint, *calls: dict, text: str = "go") -> None:
+    for c in calls:
+        endpoint.push(c)
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, text)).stop_reason == "end_turn"
+
+
+def said(h, sid) -> str:
+    return "".join(u["content"]["text"] for u in h.updates(sid, "agent_message_chunk"))
+
+
+def undo_outcomes(state_dir: Path, sid: str) -> list[dict]:
+    return [f for e in read_events(state_dir / "sessions" / sid / "events.jsonl") if e.type == "checkpoint/undo"
+            for f in e.data["files"]]
+
+
+async def test_outside_file_survives_a_swapped_link(acp_harness_factory, endpoint, workspace, tmp_path, agent_state_dir):
+    """Regression: turn 1 creates sub/victim.txt with the bytes of an outside file; turn 2's shell swaps
+    ``sub`` for a link to the outside folder; ``/undo`` removed the outside file (plain path calls
+    that followed the linked parent)."""
+    git_init(workspace)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_bytes(b"the user's precious file\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("w", "write", path="sub/victim.txt", content="the user's precious file\n"))
+    await turn(h, sid, endpoint, call("s", "bash", command=f"rm -r sub && ln -s {outside} sub"))
+    assert (workspace / "sub").is_symlink()
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (outside / "victim.txt").read_bytes() == b"the user's precious file\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    outcomes = [f["outcome"] for f in undo_outcomes(agent_state_dir, sid) if f["path"].endswith("victim.txt")]
+    assert outcomes and all("a link now stands in its path" in o for o in outcomes)
+    assert "a link now stands in its path" in said(h, sid)
+
+
+async def test_a_mode_change_is_undone_0644_comes_back(acp_harness_factory, endpoint, workspace):
+    """Regression: ``chmod +x run.sh`` in the shell; ``/undo`` said "already as it was" and left 0755."""
+    git_init(workspace)
+    (workspace / "run.sh").write_bytes(b"#!/bin/sh\necho hi\n")
+    (workspace / "run.sh").chmod(0o644)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command="chmod +x run.sh"))
+    assert (workspace / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "run.sh").stat().st_mode & 0o777 == 0o644
+    assert (workspace / "run.sh").read_bytes() == b"#!/bin/sh\necho hi\n"
+    assert "run.sh: restored" in said(h, sid)
+
+
+async def test_crlf_under_gitattributes_comes_back_exact(acp_harness_factory, endpoint, workspace):
+    """Regression: with ``*.bat text eol=crlf`` the shadow's ``git add`` stored LF; ``/undo`` asked a
+    false "changed since" question, then wrote LF over the user's CRLF."""
+    git_init(workspace)
+    (workspace / ".gitattributes").write_bytes(b"*.bat text eol=crlf\n")
+    (workspace / "run.bat").write_bytes(b"@echo off\r\necho one\r\n")
+    questions = Questions("allow_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'echo two\\r\\n' >> run.bat"))
+    assert (workspace / "run.bat").read_bytes() == b"@echo off\r\necho one\r\necho two\r\n"
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "run.bat").read_bytes() == b"@echo off\r\necho one\r\n"
+    assert not any("changed since the agent's edit" in t for t in questions.titles())
+
+
+def shadow_objects(state_dir: Path) -> bytes:
+    dump = b""
+    for shadow in (state_dir / "shadow").glob("*.git"):
+        dump += subprocess.run(["git", f"--git-dir={shadow}", "cat-file", "--batch-all-objects", "--batch"],
+                               capture_output=True).stdout
+    return dump
+
+
+def stored_bytes(state_dir: Path) -> bytes:
+    """Every blob and every shadow object (decompressed) of the state folder."""
+    blobs = b"".join(p.read_bytes() for p in (state_dir / "blobs").rglob("*") if p.is_file())
+    return blobs + shadow_objects(state_dir)
+
+
+async def test_no_env_bytes_in_the_state_folder_also_through_the_edit_path(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Regression: an approved edit of ``.env`` left its old and new bytes in the blob store."""
+    git_init(workspace)
+    (workspace / ".env").write_bytes(b"API_KEY=hunter2\n")
+    (workspace / "a.txt").write_bytes(b"alpha\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("r", "read", path=".env"),
+               call("e", "edit", path=".env", old_string="hunter2", new_string="correcthorse"),
+               call("s", "bash", command="printf 'alpha2\\n' > a.txt && printf 'API_KEY=batterystaple\\n' > .env"))
+    assert (workspace / ".env").read_bytes() == b"API_KEY=batterystaple\n"
+    kept = stored_bytes(agent_state_dir)
+    assert b"alpha2" in kept  # the store works: the ordinary file's bytes are there
+    for secret in (b"hunter2", b"correcthorse", b"batterystaple"):
+        assert secret not in kept
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / ".env").read_bytes() == b"API_KEY=batterystaple\n"
+    assert ".env: cannot be taken back" in said(h, sid)
+    assert (workspace / "a.txt").read_bytes() == b"alpha\n"
+
+
+async def test_ignored_debug_log_survives_an_agent_edit_of_gitignore(acp_harness_factory, endpoint, workspace):
+    """Regression: ``.gitignore`` has ``*.log`` and the user has an untracked ``debug.log``; the agent
+    edits ``.gitignore`` in the shell; ``/undo`` deleted ``debug.log`` as "created by the agent"."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"*.log\n")
+    (workspace / "debug.log").write_bytes(b"the user's debugging notes\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'build/\\n' > .gitignore"))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / ".gitignore").read_bytes() == b"*.log\n"
+    assert (workspace / "debug.log").read_bytes() == b"the user's debugging notes\n"
+    assert "debug.log" not in said(h, sid)
