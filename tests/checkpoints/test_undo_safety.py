@@ -4,6 +4,7 @@ The official ACP Python SDK client, the real server, scripted model streams, a r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -159,3 +160,65 @@ async def test_ignored_debug_log_survives_an_agent_edit_of_gitignore(acp_harness
     assert (workspace / ".gitignore").read_bytes() == b"*.log\n"
     assert (workspace / "debug.log").read_bytes() == b"the user's debugging notes\n"
     assert "debug.log" not in said(h, sid)
+
+
+async def test_the_users_save_during_a_command_is_kept_after_undo_with_one_question(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Regression: the user saved ``d.txt`` (a plain disk write by another process, a plain ACP
+    client) while the agent's command ran; ``/undo`` silently put ``d.txt`` back to its old text."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "c.txt").write_bytes(b"charlie\n")
+    (workspace / "d.txt").write_bytes(b"delta\n")
+    asked = []
+
+    def answer(params):  # the checkpoint for c.txt; no answer at all about d.txt (silence)
+        asked.append(params["toolCall"]["title"])
+        if "d.txt" in params["toolCall"]["title"]:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, answer)
+    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                           "printf 'CHARLIE\\n' > c.txt"))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, "shout charlie"))
+    while not (workspace / "flags" / "started").exists():
+        await asyncio.sleep(0.01)
+    (workspace / "d.txt").write_bytes(b"delta, saved by the user during the command\n")
+    (workspace / "flags" / "go").touch()
+    assert (await prompt).stop_reason == "end_turn"
+    asked.clear()
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user during the command\n"
+    assert (workspace / "c.txt").read_bytes() == b"charlie\n"
+    assert [t for t in asked if "d.txt" in t] == ["d.txt: keep yours or take the checkpoint?"]
+    assert "d.txt: kept the user's version" in said(h, sid) and "no answer, so nothing was replaced" in said(h, sid)
+
+
+async def test_a_deletion_in_the_shell_of_a_plain_folder_is_restored(acp_harness_factory, endpoint, workspace):
+    """Regression: outside git the agent deleted a file in the shell and ``/undo`` answered
+    "Nothing to undo"."""
+    (workspace / "notes.txt").write_bytes(b"the user's notes\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command="rm notes.txt"))
+    assert not (workspace / "notes.txt").exists()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "notes.txt").read_bytes() == b"the user's notes\n"
+    assert "notes.txt: brought back" in said(h, sid)
+
+
+async def test_a_change_inside_a_nested_repository_is_restored(acp_harness_factory, endpoint, workspace):
+    """Regression: a change inside a nested ``.git`` work tree was left while ``/undo`` reported success."""
+    git_init(workspace)
+    nested = git_init(workspace / "vendor" / "lib")
+    (nested / "lib.c").write_bytes(b"int lib(void) { return 1; }\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'int lib(void) { return 2; }\\n' > vendor/lib/lib.c"
+                                                          " && printf 'new\\n' > vendor/lib/new.h"))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (nested / "lib.c").read_bytes() == b"int lib(void) { return 1; }\n"
+    assert not (nested / "new.h").exists()
+    assert "vendor/lib/lib.c: restored" in said(h, sid)
