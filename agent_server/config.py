@@ -179,6 +179,10 @@ class PolicySettings(BaseModel):
     Every other server's calls ask each time, showing the arguments."""
     sandbox_writable: list[str] = []
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
+    shell_env_allow: list[str] = []
+    """Variables the shell, ``rg`` and MCP servers keep although their names say they hold a key
+    (``*_API_KEY``, ``*_SECRET``, ``OPENAI_API_KEY`` …; ``tools.child_env``). The model's own key
+    never reaches them."""
 
 
 class AcpSettings(BaseModel):

@@ -44,7 +44,7 @@ from agent_server.session import EventLog, LogBusyError, LogWriteError, Projecti
 from agent_server.session_views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
-from agent_server.tools.child_env import scrubbed_environ
+from agent_server.tools.child_env import split_environ
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.server")
@@ -271,9 +271,10 @@ class SessionHost:
         files = checkpoints.files(inner)
         # restores go through the inner seam: an undo is not a change of the agent to record
         self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)
+        tool_env, env_dropped = self._tool_env_split()
         context = ToolContext(tuple(Path(r) for r in roots), files, LoggedReadLedger.from_log(event_log),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
-                              env=self._tool_env(), access=access, redact=self._secrets(),
+                              env=tool_env, env_dropped=tuple(env_dropped), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None,
                               max_spill_bytes=self.config.agent.max_spill_bytes,
                               max_session_spill_bytes=self.config.agent.max_session_spill_bytes)
@@ -562,9 +563,15 @@ class SessionHost:
 
     def _tool_env(self) -> dict[str, str]:
         """The environment tools (the shell, ``rg``, MCP servers) get: ours minus agent-server's own
-        settings and anything holding the model's API key — a command must never print the key."""
+        settings, anything holding the model's API key and variables named like a provider's key
+        (unless ``[policy] shell_env_allow`` names them) — a command must never print a key."""
+        return self._tool_env_split()[0]
+
+    def _tool_env_split(self) -> tuple[dict[str, str], list[str]]:
+        """``_tool_env`` and the names it left out (``child_env.split_environ``)."""
         drop = {self.config.provider.api_key_env, *(c.provider.api_key_env for c in self.config.models)}
-        return scrubbed_environ(secrets=self._secrets(), drop=[v for v in drop if v])
+        return split_environ(secrets=self._secrets(), drop=[v for v in drop if v],
+                             allow=self.config.policy.shell_env_allow)
 
     def _provider(self, log: EventLog) -> ProviderSettings:
         """Where the requests of the session of ``log`` go: the provider of its current model."""

@@ -88,6 +88,11 @@ class ToolContext:
     max_session_spill_bytes: int = SESSION_SPILL_LIMIT_BYTES
     """Most bytes all spill files of the session hold (``[agent] max_session_spill_bytes``): a
     spill that would pass it saves only what is left, or is not written."""
+    env_dropped: tuple[str, ...] = ()
+    """Names of variables left out of ``env`` as possible credentials (``child_env.split_environ``):
+    the session's first shell call names them (and how to allow one)."""
+    env_dropped_told: bool = False
+    """Whether a shell call of this session has named ``env_dropped`` already."""
     access: FileAccess = None  # type: ignore[assignment]
     """The file tools' access rules (``access.FileAccess``: ``/proc``, protected credential stores,
     where writes are anchored); default: ``FileAccess(roots)`` with nothing protected."""

@@ -36,6 +36,7 @@ from typing import Any, BinaryIO, Callable, Protocol
 from pydantic import Field
 
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
+from .child_env import dropped_notice
 from . import procs
 from .live import LIVE_OUTPUT
 from .output import SPILL_LIMIT_BYTES, open_spill_file, spill_room
@@ -275,6 +276,10 @@ class BashTool(Tool):
         if transport is not None:  # release our end of a pipe an escaped process may still hold
             transport.close()
         result = self._result(proc, buffer, state, outcome, timeout, elapsed, ctx)
+        if ctx.env_dropped and not ctx.env_dropped_told:  # once a session: what the shell lacks, and why
+            ctx.env_dropped_told = True
+            result.meta["env_dropped"] = list(ctx.env_dropped)
+            result.text += "\n" + dropped_notice(ctx.env_dropped)
         if cleared:
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)

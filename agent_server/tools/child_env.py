@@ -1,15 +1,20 @@
 """The environment every process the tools start gets (issue 11 §1 c): the server's own minus
 its settings and its credentials.
 
-Role: ``scrubbed_environ`` is the one place that decides what a child (``rg``, the shell, later MCP
+Role: ``scrubbed_environ`` is the one place that decides what a child (``rg``, the shell, MCP
 servers) inherits: no ``AGENT_SERVER_*`` variable, no variable named in ``drop`` (the configured
 ``api_key_env``), no variable whose *value* contains one of ``secrets`` (the API key, also when it
-is embedded, e.g. ``Bearer sk-…``), and no variable whose name says it holds an API key
-(``*_API_KEY``, ``*_API_TOKEN`` …) — the server's own provider keys must not reach a child through
-another name. ``redact`` removes ``secrets`` from text (defence in depth only: an encoding of the
+is embedded, e.g. ``Bearer sk-…``), and no variable whose name says it holds a provider's key
+(``credential_name``: ``*_API_KEY``, ``*_API_TOKEN``, ``*_SECRET``, ``*_SECRET_KEY`` and the known
+provider variables) unless the user allows it by name (``[policy] shell_env_allow``) — the
+server's provider keys must not reach a child through another name (issue 32 §9: ``env`` showed
+``DEEPSEEK_API_KEY``). A plain ``*_TOKEN`` (``GITHUB_TOKEN``, ``NPM_TOKEN``: the user's own tools
+need them) is kept. ``split_environ`` also names what was dropped, for the notice of the first
+shell call. ``redact`` removes ``secrets`` from text (defence in depth only: an encoding of the
 key, e.g. base64, passes).
 
-Must never: return the server's ``os.environ`` itself (a copy is returned).
+Must never: return the server's ``os.environ`` itself (a copy is returned); drop a variable
+silently when the shell would miss it (the names go into the first shell result).
 """
 
 from __future__ import annotations
@@ -21,18 +26,60 @@ from collections.abc import Iterable, Mapping
 MIN_SECRET_CHARS = 8
 
 
-def scrubbed_environ(environ: Mapping[str, str] | None = None, *, secrets: Iterable[str | None] = (),
-                     drop: Iterable[str | None] = ()) -> dict[str, str]:
-    """A copy of ``environ`` (default ``os.environ``) fit for a child process — see the module.
+#: Name endings of variables that hold a service's key (compared in upper case).
+CREDENTIAL_SUFFIXES = ("_API_KEY", "_API_TOKEN", "_SECRET", "_SECRET_KEY")
+#: Model providers' variables, also those the endings above miss.
+PROVIDER_VARIABLES = frozenset({
+    "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY",
+    "GOOGLE_API_KEY", "OPENROUTER_API_KEY", "ZHIPUAI_API_KEY", "HUNYUAN_API_KEY", "MISTRAL_API_KEY",
+    "GROQ_API_KEY", "TOGETHER_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "XAI_API_KEY",
+    "AZURE_OPENAI_API_KEY", "FIREWORKS_API_KEY", "CEREBRAS_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+    "API_KEY",
+})
+
+
+def credential_name(name: str) -> bool:
+    """Whether a variable's name says it holds a service's key (see ``CREDENTIAL_SUFFIXES``)."""
+    upper = name.upper()
+    return upper in PROVIDER_VARIABLES or upper.endswith(CREDENTIAL_SUFFIXES)
+
+
+def split_environ(environ: Mapping[str, str] | None = None, *, secrets: Iterable[str | None] = (),
+                  drop: Iterable[str | None] = (), allow: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """A copy of ``environ`` (default ``os.environ``) fit for a child process — see the module —
+    and the sorted names of the variables left out (``AGENT_SERVER_*`` settings not among them).
 
     ``secrets``: values no variable may contain (``None`` and short values are ignored);
-    ``drop``: variable names to leave out."""
+    ``drop``: variable names to leave out; ``allow``: names kept although ``credential_name`` says
+    they hold a key (never one in ``drop`` or holding a secret)."""
     source = os.environ if environ is None else environ
     keys = [s for s in secrets if s and len(s) >= MIN_SECRET_CHARS]
     names = {d for d in drop if d}
-    return {k: v for k, v in source.items()
-            if not k.startswith("AGENT_SERVER_") and k not in names
-            and not any(s in v for s in keys)}
+    allowed = set(allow)
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for k, v in source.items():
+        if k.startswith("AGENT_SERVER_"):
+            continue
+        if k in names or any(s in v for s in keys) or (credential_name(k) and k not in allowed):
+            dropped.append(k)
+        else:
+            kept[k] = v
+    return kept, sorted(dropped)
+
+
+def scrubbed_environ(environ: Mapping[str, str] | None = None, *, secrets: Iterable[str | None] = (),
+                     drop: Iterable[str | None] = (), allow: Iterable[str] = ()) -> dict[str, str]:
+    """``split_environ``'s environment alone."""
+    return split_environ(environ, secrets=secrets, drop=drop, allow=allow)[0]
+
+
+def dropped_notice(names: Iterable[str]) -> str:
+    """The line the first shell call of a session adds when variables were left out."""
+    listed = ", ".join(names)
+    return (f"[agent-server: these environment variables were left out of the shell because they may hold "
+            f"credentials: {listed}. To pass one, add its name to `shell_env_allow` in the `[policy]` table of "
+            "the agent-server config.]")
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:

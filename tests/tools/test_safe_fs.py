@@ -347,3 +347,18 @@ async def test_the_api_key_is_redacted_from_every_tool_result(tmp_path):
     grep = await GrepTool().run(validate_args(GrepTool(), '{"pattern": "token"}'), ctx)
     for result in (read, grep):
         assert "sk-unit-test-secret-123" not in result.text and "<redacted>" in result.text, result.text
+
+
+def test_provider_keys_by_name_are_left_out_and_named_unless_allowed():
+    from agent_server.tools.child_env import split_environ
+
+    env = {"PATH": "/bin", "DEEPSEEK_API_KEY": "sk-a", "zhipuai_api_key": "k", "MY_SECRET": "s", "HF_TOKEN": "h",
+           "STRIPE_SECRET_KEY": "x", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n", "AGENT_SERVER_MODEL": "m"}
+    kept, dropped = split_environ(env)
+    assert kept == {"PATH": "/bin", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n"}
+    assert dropped == ["DEEPSEEK_API_KEY", "HF_TOKEN", "MY_SECRET", "STRIPE_SECRET_KEY", "zhipuai_api_key"]
+    kept, dropped = split_environ(env, allow=["DEEPSEEK_API_KEY"], drop=["HF_TOKEN"])
+    assert kept["DEEPSEEK_API_KEY"] == "sk-a" and "HF_TOKEN" not in kept and "DEEPSEEK_API_KEY" not in dropped
+    # the model's own key never passes, allowed or not
+    kept, _ = split_environ({"OPENAI_API_KEY": "sk-0123456789"}, secrets=["sk-0123456789"], allow=["OPENAI_API_KEY"])
+    assert kept == {}
