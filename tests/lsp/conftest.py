@@ -144,17 +144,20 @@ def _fix_code_action_union(client: LanguageClient) -> None:
 
 @pytest.fixture
 async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
-    """``start(**capability flags, env=...)`` → an initialized ``Editor`` on the real server."""
+    """``start(**capability flags, env=...)`` → an initialized ``Editor`` on the real server
+    (``raw_capabilities``: a client's own capabilities, as JSON, instead of the flags')."""
     started: list[LanguageClient] = []
 
-    async def start(*, env: dict[str, str] | None = None, folders: list[Path] | None = None, **flags) -> Editor:
+    async def start(*, env: dict[str, str] | None = None, folders: list[Path] | None = None,
+                    raw_capabilities: dict[str, Any] | None = None, **flags) -> Editor:
         config = ClientServerConfig(
             server_command=[*agent_server_command(), "lsp"],
             server_env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url, **(env or {})})
         client = await config.start()
         started.append(client)
         _fix_code_action_union(client)
-        caps = capabilities(**flags)
+        caps = capabilities(**flags) if raw_capabilities is None else \
+            client.protocol._converter.structure(raw_capabilities, types.ClientCapabilities)
         editor = Editor(client, (flags.get("encodings") or ("utf-16",))[0])
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)
@@ -176,6 +179,9 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
         editor.init = await client.initialize_session(types.InitializeParams(
             capabilities=caps, root_uri=roots[0].as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots]))
+        if raw_capabilities is not None:  # the editor counts positions as the server said
+            encoding = editor.init.capabilities.position_encoding or "utf-16"
+            editor.encoding = str(getattr(encoding, "value", encoding))
         return editor
 
     yield start

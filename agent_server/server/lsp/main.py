@@ -2,15 +2,17 @@
 
 Role: parse ``--config``, keep stdout for the protocol (a private duplicate of descriptor 1; the
 descriptor itself then points at stderr, so a stray ``print`` or a child process cannot corrupt
-the stream), log to stderr, build the session host and the LSP front end, and serve until the
-client exits (``shutdown`` + ``exit``) or closes stdin.
+the stream), answer ``initialize`` before pygls loads (``initialize.py``), then log to stderr,
+build the session host and the LSP front end, and serve until the client exits (``shutdown`` +
+``exit``) or closes stdin.
 
-Must never: be imported on the ACP path (it loads pygls).
+Must never: be imported on the ACP path (it loads pygls), or import more than the standard
+library's lightest modules before the ``initialize`` answer.
 """
 
 from __future__ import annotations
 
-import logging
+import io
 import os
 import sys
 
@@ -46,6 +48,17 @@ def main(argv: list[str]) -> int:
             return 2
     out_fd = os.dup(1)
     os.dup2(2, 1)
+    from agent_server.server.lsp.initialize import answer_initialize, read_message
+
+    body, data = read_message(0)
+    if not data:
+        return 0  # end of input before any message: nothing to serve
+    answered = answer_initialize(body, out_fd) if body is not None else None
+    import gc
+
+    gc.disable()  # while the modules load (as the ACP server's cli._end_gc_pause explains)
+    import logging
+
     level = os.environ.get("AGENT_SERVER_LOG_LEVEL", "WARNING").upper()
     if not isinstance(logging.getLevelName(level), int):
         level = "WARNING"
@@ -66,6 +79,27 @@ def main(argv: list[str]) -> int:
         config_error = str(exc)
         config = load_config(env={}, path=os.devnull)
     server = build_server(SessionHost(config, SessionStore(default_state_dir()), config_error=config_error))
-    # buffered: pygls reads a message body with one read(n), which a raw pipe may answer short
-    server.start_io(os.fdopen(0, "rb", closefd=False), os.fdopen(out_fd, "wb"))
+    server.protocol.answered = answered
+    gc.freeze()
+    gc.enable()
+    # buffered: pygls reads a message body with one read(n), which a raw pipe may answer short;
+    # what the fast path read comes first, the initialize it answered included (pygls sets up from it)
+    server.start_io(io.BufferedReader(_Prefed(data, 0)), os.fdopen(out_fd, "wb"))
     return 0
+
+
+class _Prefed(io.RawIOBase):
+    """Descriptor ``fd`` for reading, with ``data`` in front of what it has not given yet."""
+
+    def __init__(self, data: bytes, fd: int) -> None:
+        self._data, self._fd = memoryview(data), fd
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._data:
+            n = min(len(buffer), len(self._data))
+            buffer[:n], self._data = self._data[:n], self._data[n:]
+            return n
+        return os.readv(self._fd, [buffer])

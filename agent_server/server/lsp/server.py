@@ -32,13 +32,11 @@ from pygls.protocol.language_server import lsp_method
 from agent_server import __version__
 from agent_server.host import HostError, SessionHost
 from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
+from agent_server.server.lsp.initialize import ASK, CANCEL, CODE_ACTION_KINDS, COMMANDS, NEW_SESSION
 from agent_server.server.lsp.questions import MessageRequestApprover
 from agent_server.server.lsp.turns import TurnProgress
 
 log = logging.getLogger("agent_server.lsp")
-
-ASK, NEW_SESSION, CANCEL = "agentServer.ask", "agentServer.newSession", "agentServer.cancel"
-COMMANDS = [ASK, NEW_SESSION, CANCEL]
 
 ACTIONS = {
     "fix": ("Agent: fix this diagnostic", types.CodeActionKind.QuickFix),
@@ -51,10 +49,21 @@ _WORK_DONE_TOKEN: contextvars.ContextVar[Any] = contextvars.ContextVar("work_don
 
 class _Protocol(LanguageServerProtocol):
     """pygls' protocol, keeping ``workspace/executeCommand``'s ``workDoneToken`` for the command,
-    and telling ``on_cancel_request`` about every ``$/cancelRequest`` (pygls answers a cancelled
-    command at once, but does not stop the coroutine running it)."""
+    telling ``on_cancel_request`` about every ``$/cancelRequest`` (pygls answers a cancelled
+    command at once, but does not stop the coroutine running it), and dropping its own answer to
+    the ``initialize`` that ``initialize.answer_initialize`` answered already (``answered``: its id
+    and the result sent; an answer of pygls' that differs is logged: the editor has the other)."""
 
     on_cancel_request: Any = None
+    answered: tuple[Any, dict[str, Any]] | None = None
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if self.answered is None or msg_id != self.answered[0]:
+            return super()._send_response(msg_id, result, error)
+        sent, self.answered = self.answered[1], None
+        own = self._converter.unstructure(error if error is not None else result)
+        if error is not None or own != sent:
+            log.error("pygls answers initialize with %s where the fast path sent %s", own, sent)
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
@@ -104,8 +113,10 @@ class LspFrontend:
 
     @property
     def encoding(self) -> str:
-        """The negotiated position encoding (``utf-16``, ``utf-8`` or ``utf-32``)."""
-        return str(self.server.workspace.position_encoding or "utf-16")
+        """The negotiated position encoding (``utf-16``, ``utf-8`` or ``utf-32``; pygls' default is
+        a ``PositionEncodingKind``, whose ``str()`` is its member name)."""
+        encoding = self.server.workspace.position_encoding or "utf-16"
+        return str(getattr(encoding, "value", encoding))
 
     def annotations_supported(self) -> bool:
         """Whether the client takes change annotations (it can ask before applying a hunk)."""
@@ -165,11 +176,12 @@ class LspFrontend:
         for sync in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_CLOSE):
             on(sync, lambda params: self.documents.synced())
         on(types.TEXT_DOCUMENT_CODE_ACTION, self.code_actions, types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Empty], resolve_provider=True))
+            code_action_kinds=[types.CodeActionKind(kind) for kind in CODE_ACTION_KINDS], resolve_provider=True))
         on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
         on(types.SHUTDOWN, self.shutdown)
-        for name, handler in ((ASK, self.ask), (NEW_SESSION, self.new_session), (CANCEL, self.cancel)):
-            server.command(name)(_command(handler))
+        handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel}
+        for name in COMMANDS:
+            server.command(name)(_command(handlers[name]))
 
     def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         """The agent's actions on a range: one fix per diagnostic, then explain and add tests."""
