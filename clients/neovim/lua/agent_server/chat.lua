@@ -59,11 +59,15 @@ local function header_text()
   return "<!-- " .. table.concat(parts, " · ") .. " -->"
 end
 
+local set_keys -- below
+
 --- The chat buffer (created on first use; a new one starts without sections, tool lines or plan).
 function M.buffer()
   local buf, created = transcript.buffer(header_text())
   if created then
-    S.section, S.tools, S.plan = nil, {}, nil
+    S.section, S.tools, S.plan, S.tool_lines = nil, {}, nil, {}
+    vim.bo[buf].omnifunc = "v:lua.require'agent_server.chat'.complete"
+    set_keys(buf)
   end
   return buf
 end
@@ -213,9 +217,12 @@ local function on_tool_call(u, session_id)
   if t.status == "failed" then -- a replayed call comes whole, with its final status and reason
     t.note = first_text(u.content)
   end
+  t.locations = u.locations
   local row = add_lines({ tool_line(t) })
   t.mark = transcript.place_mark(row)
   S.tools[tool_key(session_id, u.toolCallId)] = t
+  S.tool_lines = S.tool_lines or {}
+  S.tool_lines[#S.tool_lines + 1] = t
 end
 
 local function on_tool_update(u, session_id)
@@ -225,6 +232,9 @@ local function on_tool_update(u, session_id)
   end
   if u.title then
     t.title = u.title
+  end
+  if type(u.locations) == "table" and #u.locations > 0 then
+    t.locations = u.locations
   end
   if u.status then
     t.status = u.status
@@ -282,6 +292,8 @@ local function on_update(u, session_id)
   elseif kind == "current_mode_update" then
     S.header.mode = u.currentModeId
     set_header()
+  elseif kind == "available_commands_update" then
+    S.commands = u.availableCommands or {}
   end
 end
 
@@ -459,6 +471,185 @@ function M.handle(ev)
   elseif ev.type == "info" then
     M.say(ev.text, ev.level)
   end
+end
+
+-- The tool line at 0-based `row` of the transcript, or nil.
+local function tool_at(row)
+  for i = #(S.tool_lines or {}), 1, -1 do
+    local t = S.tool_lines[i]
+    if transcript.mark_row(t.mark) == row then
+      return t
+    end
+  end
+end
+
+-- Open a tool call's first location in the window the chat was opened from (or a new one).
+local function open_location(t)
+  local loc = (t.locations or {})[1]
+  if not loc or type(loc.path) ~= "string" then
+    return false
+  end
+  local chat_win = vim.api.nvim_get_current_win()
+  vim.cmd("wincmd p")
+  if vim.api.nvim_get_current_win() == chat_win then
+    vim.cmd("aboveleft new")
+  end
+  vim.cmd("edit " .. vim.fn.fnameescape(loc.path))
+  if type(loc.line) == "number" then
+    pcall(vim.api.nvim_win_set_cursor, 0, { math.max(1, loc.line), 0 })
+  end
+  return true
+end
+
+--- `<CR>` in the chat: send from the prompt area, open a tool line's location, else move as usual.
+function M.enter()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  if transcript.in_prompt(row) then
+    return require("agent_server").send_typed()
+  end
+  local t = tool_at(row)
+  if t and open_location(t) then
+    return
+  end
+  vim.api.nvim_feedkeys(vim.keycode("<CR>"), "n", false)
+end
+
+--- Jump to the next (`dir` 1) or previous (-1) turn ("## You") of the transcript.
+function M.jump_turn(dir)
+  local buf = M.buffer()
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, transcript.sep_row(), false)
+  local row = vim.api.nvim_win_get_cursor(0)[1]
+  local from, to, step = row + 1, #lines, 1
+  if dir < 0 then
+    from, to, step = math.min(row - 1, #lines), 1, -1
+  end
+  for i = from, to, step do
+    if lines[i] == "## You" then
+      vim.api.nvim_win_set_cursor(0, { i, 0 })
+      return true
+    end
+  end
+  return false
+end
+
+--- The open proposal of the tool line under the cursor, else the latest open one.
+function M.proposal_here()
+  local proposals = require("agent_server.proposals")
+  local t = tool_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+  if t then
+    for _, p in pairs(proposals.open) do
+      if p.tool_call_id == t.id then
+        return p
+      end
+    end
+  end
+  return proposals.latest()
+end
+
+--- Close the chat window (the buffer stays; :AgentChat shows it again).
+function M.close()
+  local win = vim.api.nvim_get_current_win()
+  if not pcall(vim.api.nvim_win_close, win, false) then
+    pcall(vim.cmd, "buffer #") -- the last window: show the buffer before it
+  end
+end
+
+function set_keys(buf)
+  local keys = config.chat_keys()
+  if not keys then
+    return
+  end
+  local api = require("agent_server")
+  local function map(mode, name, fn, desc)
+    if keys[name] then
+      vim.keymap.set(mode, keys[name], fn, { buffer = buf, desc = "agent-server: " .. desc, nowait = true })
+    end
+  end
+  map("n", "send", M.enter, "send the prompt (on a tool line: open its location)")
+  map({ "n", "i" }, "send_insert", function()
+    api.send_typed()
+  end, "send the prompt")
+  map("n", "cancel", api.cancel, "cancel the turn")
+  map("n", "close", M.close, "close the chat window")
+  map("n", "next_turn", function()
+    M.jump_turn(1)
+  end, "next turn")
+  map("n", "prev_turn", function()
+    M.jump_turn(-1)
+  end, "previous turn")
+  map("n", "accept", function()
+    api.accept(M.proposal_here())
+  end, "accept the proposal under the cursor")
+  map("n", "reject", function()
+    api.reject(M.proposal_here())
+  end, "reject the proposal under the cursor")
+  transcript.set_hint(string.format("%s sends%s", keys.send or keys.send_insert or "",
+    keys.send_insert and keys.send and (" (" .. keys.send_insert .. " in insert mode)") or ""))
+end
+
+--- 'omnifunc' of the chat (<C-x><C-o>): slash commands at the start of the prompt (from the
+--- server's `available_commands_update`), `#buffer`, `#file:` (with a path), `#selection`,
+--- `#diagnostics`.
+function M.complete(findstart, base)
+  if findstart == 1 then
+    local line = vim.api.nvim_get_current_line()
+    local col = vim.api.nvim_win_get_cursor(0)[2]
+    local before = line:sub(1, col)
+    local start = before:find("[#/][^%s]*$")
+    if not start then
+      return -3
+    end
+    local ch = before:sub(start, start)
+    if ch == "/" and (start ~= 1 and not before:sub(1, start - 1):match("^%s*$")) then
+      return -3 -- a slash command is the prompt's first word
+    end
+    return start - 1
+  end
+  local out = {}
+  if base:sub(1, 1) == "/" then
+    for _, c in ipairs(S.commands or {}) do
+      local word = "/" .. tostring(c.name)
+      if vim.startswith(word, base) then
+        out[#out + 1] = { word = word, menu = c.description }
+      end
+    end
+  elseif vim.startswith(base, "#file:") then
+    local cwd = config.get().cwd or vim.fn.getcwd()
+    local partial = base:sub(7)
+    local found = vim.fn.globpath(cwd, partial .. "*", false, true)
+    for _, f in ipairs(found) do
+      local rel = f:sub(#cwd + 2)
+      out[#out + 1] = { word = "#file:" .. rel .. (vim.fn.isdirectory(f) == 1 and "/" or "") }
+    end
+  else
+    for _, name in ipairs(require("agent_server.context").NAMES) do
+      if vim.startswith(name, base) then
+        out[#out + 1] = { word = name }
+      end
+    end
+  end
+  return out
+end
+
+--- The state for a statusline: "off" (no server), "idle", "thinking", "running <tool>",
+--- "waiting for you" (a proposal or a question).
+function M.status()
+  local client = require("agent_server.client")
+  if not client.pid() then
+    return "off"
+  end
+  if next(require("agent_server.proposals").open) ~= nil or require("agent_server.permissions").waiting() then
+    return "waiting for you"
+  end
+  for _, t in pairs(S.tools) do
+    if t.status == "in_progress" or t.status == "pending" then
+      return "running " .. tostring(t.title or "a tool")
+    end
+  end
+  if client.busy() or S.header.state == "working" then
+    return "thinking"
+  end
+  return "idle"
 end
 
 --- The chat's text (for tests and `--check`).

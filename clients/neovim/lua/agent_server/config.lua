@@ -18,7 +18,7 @@ local M = {}
 ---@field position_encodings string[] offered position encodings, preferred first
 ---@field redraw_ms integer at most one chat redraw per this many milliseconds
 ---@field chat table { position = "right"|"left"|"below"|"tab", width = integer, height = integer }
----@field keymaps table|false global and diff-view keymaps (false: none); values are lhs or false
+---@field keymaps table|false global, chat and diff-view keymaps (false: none); values are lhs or false
 ---@field start "lazy"|"eager" when the server starts: "lazy" when the chat opens or an :Agent* command
 ---other than a prompt runs (a prompt starts it too, and waits for it), "eager" right after start-up
 M.defaults = {
@@ -33,8 +33,19 @@ M.defaults = {
   chat = { position = "right", width = 80, height = 20 },
   keymaps = {
     ask = "<leader>aa", -- normal and visual: :AgentAsk
-    chat = "<leader>ac",
+    open_chat = "<leader>ac", -- :AgentChat (a string `chat`, the older name, is this key too)
     cancel = "<leader>ax",
+    -- buffer-local in the chat:
+    chat = {
+      send = "<CR>", -- normal mode, in the prompt area (on a tool line: open its location)
+      send_insert = "<C-s>", -- insert (and normal) mode
+      cancel = "<C-c>",
+      close = "q",
+      next_turn = "]]",
+      prev_turn = "[[",
+      accept = "gA", -- the proposal of the tool line under the cursor (else the latest)
+      reject = "gR",
+    },
     -- buffer-local in the diff view of a proposal:
     accept = "gA",
     reject = "gR",
@@ -75,6 +86,13 @@ local function validate(opts)
   check("start", opts.start == "lazy" or opts.start == "eager", '"lazy" or "eager"')
   check("redraw_ms", type(opts.redraw_ms) == "number" and opts.redraw_ms >= 1, "a number >= 1")
   check("keymaps", opts.keymaps == false or type(opts.keymaps) == "table", "a table or false")
+  if type(opts.keymaps) == "table" then
+    local chat = opts.keymaps.chat
+    if not (chat == nil or chat == false or type(chat) == "string" or type(chat) == "table") then
+      errs[#errs + 1] = "option 'keymaps.chat': expected a table of keys (or the :AgentChat key), got " .. vim.inspect(chat)
+      opts.keymaps.chat = vim.deepcopy(M.defaults.keymaps.chat)
+    end
+  end
   local encs = opts.position_encodings
   local encs_ok = type(encs) == "table" and #encs > 0
   if encs_ok then
@@ -111,6 +129,31 @@ function M.setup(opts)
   end
   options = merged
   return errors
+end
+
+--- The chat buffer's keys (`keymaps.chat` as a table; a string there is the older :AgentChat key,
+--- which leaves the chat's own keys at their defaults), or nil when keymaps are off.
+function M.chat_keys()
+  local keys = options.keymaps
+  if not keys or keys.chat == false then
+    return nil
+  end
+  if type(keys.chat) == "table" then
+    return vim.tbl_extend("force", M.defaults.keymaps.chat, keys.chat)
+  end
+  return M.defaults.keymaps.chat
+end
+
+--- The key that opens the chat (:AgentChat), or nil.
+function M.open_chat_key()
+  local keys = options.keymaps
+  if not keys then
+    return nil
+  end
+  if type(keys.chat) == "string" then
+    return keys.chat
+  end
+  return keys.open_chat or nil
 end
 
 --- The current options (after `setup`, else the defaults).

@@ -241,8 +241,16 @@ function M.close(proposal, outcome)
   end
 end
 
---- The view the cursor is in, else the view of the latest open proposal.
-local function current_view()
+--- The view the cursor is in, else the view of the latest open proposal (`proposal`: of that one).
+local function current_view(proposal)
+  if proposal then
+    for _, doc in ipairs(proposal.docs) do
+      if doc.view and not proposal.answered then
+        return doc.view, false
+      end
+    end
+    return nil
+  end
   local view = views[vim.api.nvim_get_current_buf()]
   if view and not view.proposal.answered then
     return view, true
@@ -285,8 +293,8 @@ end
 
 --- Accept every pending hunk of the proposal in view (with the user's edits).
 ---@return boolean|nil ok, string|nil err
-function M.accept_all()
-  local view = current_view()
+function M.accept_all(proposal)
+  local view = current_view(proposal)
   if not view then
     return nil, "no open proposal"
   end
@@ -305,8 +313,8 @@ function M.accept_all()
 end
 
 --- Reject the whole proposal in view.
-function M.reject_all()
-  local view = current_view()
+function M.reject_all(proposal)
+  local view = current_view(proposal)
   if not view then
     return nil, "no open proposal"
   end

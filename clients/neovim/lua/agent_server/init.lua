@@ -65,6 +65,14 @@ local function wire()
     end
   end)
   local group = vim.api.nvim_create_augroup("agent_server", { clear = true })
+  local context = require("agent_server.context")
+  context.track(vim.api.nvim_get_current_buf())
+  vim.api.nvim_create_autocmd("BufEnter", {
+    group = group,
+    callback = function(ev)
+      context.track(ev.buf)
+    end,
+  })
   vim.api.nvim_create_autocmd("BufWritePost", {
     group = group,
     callback = function(ev)
@@ -108,8 +116,9 @@ function M.setup(opts)
       vim.keymap.set("n", keys.ask, "<cmd>AgentAsk<cr>", { desc = "agent-server: ask" })
       vim.keymap.set("x", keys.ask, ":AgentAsk<cr>", { desc = "agent-server: ask about the selection" })
     end
-    if keys.chat then
-      vim.keymap.set("n", keys.chat, M.chat, { desc = "agent-server: chat" })
+    local open_key = config.open_chat_key()
+    if open_key then
+      vim.keymap.set("n", open_key, M.chat, { desc = "agent-server: chat" })
     end
     if keys.cancel then
       vim.keymap.set("n", keys.cancel, M.cancel, { desc = "agent-server: cancel the turn" })
@@ -135,7 +144,12 @@ function M.ask(prompt, range)
     if not text or not text:match("%S") then
       return notify("nothing asked")
     end
+    local named, err = require("agent_server.context").blocks(text, config.get().cwd or vim.fn.getcwd())
+    if not named then
+      return notify(err, vim.log.levels.ERROR)
+    end
     table.insert(blocks, 1, { type = "text", text = text })
+    vim.list_extend(blocks, named)
     require("agent_server.chat").open(false)
     client.prompt(blocks)
   end
@@ -145,6 +159,31 @@ function M.ask(prompt, range)
     M.prestart() -- while the question is typed
     vim.ui.input({ prompt = "Ask the agent: " }, send)
   end
+end
+
+--- Send what is typed in the chat's prompt area (with the context it names: `#buffer`,
+--- `#file:path`, `#selection`, `#diagnostics`) and empty it; a prompt that names context that
+--- cannot be given stays, and the reason is said.
+function M.send_typed()
+  wire()
+  local transcript = require("agent_server.transcript")
+  local text = transcript.prompt_text()
+  if not text:match("%S") then
+    return notify("nothing to send: type your prompt below the separator")
+  end
+  local named, err = require("agent_server.context").blocks(text, config.get().cwd or vim.fn.getcwd())
+  if not named then
+    return notify(err, vim.log.levels.ERROR)
+  end
+  transcript.clear_prompt()
+  local blocks = { { type = "text", text = text } }
+  vim.list_extend(blocks, named)
+  client.prompt(blocks)
+end
+
+--- The agent's state for a statusline: "off", "idle", "thinking", "running <tool>", "waiting for you".
+function M.status()
+  return require("agent_server.chat").status()
 end
 
 --- Open (or focus) the chat buffer.
@@ -285,15 +324,16 @@ function M.model(model)
 end
 
 local function on_proposal(fn)
-  return function()
-    local ok, err = require("agent_server.diff")[fn]()
+  return function(proposal)
+    local ok, err = require("agent_server.diff")[fn](proposal)
     if not ok then
       notify(err or "nothing to do", vim.log.levels.WARN)
     end
   end
 end
 
---- Accept the whole proposal in view (with any edits you made to the proposed text).
+--- Accept the whole proposal in view (with any edits you made to the proposed text); `proposal`
+--- (optional): that one instead.
 M.accept = on_proposal("accept_all")
 --- Reject the whole proposal in view.
 M.reject = on_proposal("reject_all")

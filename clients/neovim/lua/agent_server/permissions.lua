@@ -120,6 +120,11 @@ function M.ask(req)
   end
 end
 
+--- Whether a question waits for the user.
+function M.waiting()
+  return next(open) ~= nil
+end
+
 --- Answer every open question `cancelled` (the turn was cancelled).
 function M.cancel_all()
   for entry in pairs(open) do

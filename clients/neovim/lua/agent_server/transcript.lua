@@ -1,9 +1,14 @@
---- The chat's buffer as text: lines appended at the end, streamed text continued on its open line,
---- and blocks (a tool line, the plan) replaced in place at an extmark.
+--- The chat's buffer as text: the transcript (lines appended at its end, streamed text continued on
+--- its open line, blocks — a tool line, the plan — replaced in place at an extmark), then the prompt
+--- area the user types in, below a separator line.
 ---
 --- Role: the drawing half of the chat. `chat` folds the client's events and decides what to draw;
---- this module only knows lines, the header line, the one open streamed line and marks. The buffer
---- is `nofile`, not modifiable by the user, and its first line is the header.
+--- this module only knows lines, the header line, the one open streamed line, marks, and where the
+--- transcript ends (the separator's mark). The buffer is `nofile`; its first line is the header.
+--- The transcript is the plugin's: it is 'nomodifiable' while the cursor is in it, and a change that
+--- reaches it anyway (an operator over both parts, a join) is undone at once. The prompt area is the
+--- user's: what is typed there survives streaming above it. Text the plugin draws is written with
+--- 'undolevels' -1, so it never enters the user's undo history (`u` never takes back the agent's text).
 ---
 --- Must never: know ACP (turns, tool calls, sessions), or move a block's mark off its first line:
 --- a mark is placed at column 0 with left gravity, and blocks are replaced as text (`nvim_buf_set_text`)
@@ -12,9 +17,15 @@ local M = {}
 
 local ns = vim.api.nvim_create_namespace("agent_server_chat")
 
+--- The separator line between the transcript and the prompt area.
+M.SEPARATOR = "─── your prompt ───"
+
 local S = {
   buf = nil,
   open = nil, -- kind of the streamed line still open at the end: "text" | "thought" | "user" | nil
+  sep = nil, -- extmark on the separator line
+  writing = false, -- the plugin is changing the buffer (not the user)
+  hint = nil, -- the separator's virtual text
 }
 
 --- Whether the buffer exists.
@@ -22,24 +33,120 @@ function M.valid()
   return S.buf ~= nil and vim.api.nvim_buf_is_valid(S.buf)
 end
 
+--- 0-based row of the separator: the transcript is rows [0, sep), the prompt area rows (sep, end].
+function M.sep_row()
+  local m = vim.api.nvim_buf_get_extmark_by_id(S.buf, ns, S.sep, {})
+  return m[1]
+end
+
+--- Whether 0-based `row` is in the prompt area.
+function M.in_prompt(row)
+  return M.valid() and row > M.sep_row()
+end
+
+-- 'modifiable' follows the cursor of the current window when it shows the chat: only the prompt
+-- area may be typed in.
+function M.guard()
+  if not M.valid() or S.writing then
+    return
+  end
+  if vim.api.nvim_get_current_buf() == S.buf then
+    local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+    vim.bo[S.buf].modifiable = row > M.sep_row()
+  end
+end
+
 local function modify(fn)
-  vim.bo[S.buf].modifiable = true
+  local buf = S.buf
+  local ul = vim.api.nvim_get_option_value("undolevels", { buf = buf })
+  S.writing = true
+  vim.bo[buf].modifiable = true
+  vim.bo[buf].undolevels = -1 -- the agent's text never enters the user's undo history
   local ok, err = pcall(fn)
-  vim.bo[S.buf].modifiable = false
-  vim.bo[S.buf].modified = false
+  vim.bo[buf].undolevels = ul
+  vim.bo[buf].modified = false
+  S.writing = false
+  M.guard()
   if not ok then
     error(err)
   end
 end
 
--- Keep windows that showed the end of the buffer (at or below `before_last`) at its end.
+-- Keep windows that showed the end of the transcript (at or below `before_last`, 1-based, and not
+-- in the prompt area) at its end; a cursor in the prompt area moves down with it by itself.
 local function follow(before_last)
+  local sep = M.sep_row()
   for _, win in ipairs(vim.fn.win_findbuf(S.buf)) do
     local row = vim.api.nvim_win_get_cursor(win)[1]
-    if row >= before_last then
-      local n = vim.api.nvim_buf_line_count(S.buf)
-      pcall(vim.api.nvim_win_set_cursor, win, { n, 0 })
+    if row >= before_last and row <= sep then
+      pcall(vim.api.nvim_win_set_cursor, win, { sep, 0 })
     end
+  end
+end
+
+-- A change the user made to the transcript (or the separator) is undone at once.
+local function watch(buf)
+  vim.api.nvim_buf_attach(buf, false, {
+    on_lines = function(_, b, _, first)
+      if S.writing or b ~= S.buf then
+        return
+      end
+      if first <= M.sep_row() then
+        vim.schedule(function()
+          if vim.api.nvim_buf_is_valid(b) then
+            pcall(vim.api.nvim_buf_call, b, function()
+              vim.cmd("silent! undo")
+            end)
+            vim.bo[b].modified = false
+            M.guard()
+          end
+        end)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI", "BufEnter", "InsertEnter" }, {
+    buffer = buf,
+    callback = M.guard,
+  })
+  vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI" }, {
+    buffer = buf,
+    callback = function()
+      vim.bo[buf].modified = false -- a chat is never "unsaved": :qa needs no !
+      if vim.api.nvim_buf_line_count(buf) == M.sep_row() + 1 then
+        modify(function() -- the prompt area keeps a line to type in
+          vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "" })
+        end)
+      end
+    end,
+  })
+end
+
+--- The prompt area's text (trailing blank lines left out).
+function M.prompt_text()
+  if not M.valid() then
+    return ""
+  end
+  local lines = vim.api.nvim_buf_get_lines(S.buf, M.sep_row() + 1, -1, false)
+  return (table.concat(lines, "\n"):gsub("%s+$", ""))
+end
+
+--- Empty the prompt area (one empty line).
+function M.clear_prompt()
+  modify(function()
+    vim.api.nvim_buf_set_lines(S.buf, M.sep_row() + 1, -1, false, { "" })
+  end)
+end
+
+--- The separator's hint (virtual text at its end), e.g. the keys that send.
+function M.set_hint(hint)
+  S.hint = hint
+  if M.valid() then
+    vim.api.nvim_buf_set_extmark(S.buf, ns, M.sep_row(), 0, {
+      id = S.sep,
+      right_gravity = true,
+      virt_text = hint and { { " " .. hint, "Comment" } } or nil,
+      virt_text_pos = "eol",
+    })
   end
 end
 
@@ -58,9 +165,13 @@ function M.buffer(header)
   pcall(vim.api.nvim_buf_set_name, S.buf, "agent-server://chat")
   vim.bo[S.buf].filetype = "markdown"
   S.open = nil
-  modify(function()
-    vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header, "" })
-  end)
+  S.writing = true
+  vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header, "", M.SEPARATOR, "" })
+  S.sep = vim.api.nvim_buf_set_extmark(S.buf, ns, 2, 0, { right_gravity = true })
+  S.writing = false
+  M.set_hint(S.hint)
+  modify(function() end) -- no undo history, not modified
+  watch(S.buf)
   return S.buf, true
 end
 
@@ -77,7 +188,7 @@ end
 ---@param lines string[]
 ---@return integer row 0-based row of the first added line
 function M.add_lines(lines)
-  local n = vim.api.nvim_buf_line_count(S.buf)
+  local n = M.sep_row()
   local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
   modify(function()
     if last == "" and S.open == nil then
@@ -88,7 +199,7 @@ function M.add_lines(lines)
   end)
   S.open = nil
   follow(n)
-  return vim.api.nvim_buf_line_count(S.buf) - #lines
+  return M.sep_row() - #lines
 end
 
 --- Continue streamed text of `kind` (`"text"`, `"thought"`: lines quoted with `> `, `"user"`): on the
@@ -99,7 +210,7 @@ function M.stream(kind, s)
   if s == "" then
     return
   end
-  local n = vim.api.nvim_buf_line_count(S.buf)
+  local n = M.sep_row()
   local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
   local lines = vim.split(s, "\n", { plain = true })
   if kind == "thought" then
@@ -155,12 +266,17 @@ function M.replace_at(mark, count, lines)
   end)
 end
 
---- The buffer's text ("" when there is none).
+--- The transcript's text, without the prompt area ("" when there is no buffer).
 function M.text()
   if not M.valid() then
     return ""
   end
-  return table.concat(vim.api.nvim_buf_get_lines(S.buf, 0, -1, false), "\n")
+  return table.concat(vim.api.nvim_buf_get_lines(S.buf, 0, M.sep_row(), false), "\n")
+end
+
+--- The chat buffer, or nil.
+function M.buf()
+  return M.valid() and S.buf or nil
 end
 
 return M

@@ -1,0 +1,158 @@
+"""A chat you type in (issue 29 item 2): a prompt area at the end of the chat buffer, sent with <CR>
+(normal mode) or <C-s> (insert mode), with `#buffer` / `#file:` / `#selection` / `#diagnostics` as
+embedded resources; typed text survives streaming above it; the transcript refuses edits and never
+enters the user's undo history; `q`, `]]`/`[[`, `gA`/`gR`, slash-command completion and
+`require('agent_server').status()` — a real Neovim against the real server."""
+
+from __future__ import annotations
+
+import json
+
+from support.nvim import editor_with_pending_edit, push
+
+from agent_server.offline import text_stream
+
+
+def user_messages(endpoint, n: int) -> str:
+    return "\n".join(str(m.get("content")) for m in endpoint.requests[n].json()["messages"] if m["role"] == "user")
+
+
+def typed(ed, keys: str) -> None:
+    """Type `keys` as the user would, with the plugin's mappings."""
+    ed.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(..., true, false, true), 'mx', false)", keys)
+
+
+def prompt_text(ed) -> str:
+    return ed.lua("return require('agent_server.transcript').prompt_text()")
+
+
+def test_a_prompt_typed_at_the_end_of_the_chat_and_sent_with_enter_reaches_the_model_with_the_unsaved_buffer(
+        make_editor, endpoint, workspace):
+    path = workspace / "notes.py"
+    path.write_text("x = 1\n")
+    endpoint.push(text_stream("It sets x."))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'x = 42  # unsaved'})")
+    ed.cmd("AgentChat")
+    assert ed.lua("return vim.api.nvim_win_get_cursor(0)[1]") == ed.lua("return vim.api.nvim_buf_line_count(0)")
+    typed(ed, "iwhat does #buffer do?<Esc>")
+    typed(ed, "<CR>")
+    ed.idle()
+    sent = user_messages(endpoint, 0)
+    assert "what does #buffer do?" in sent and "x = 42  # unsaved" in sent, sent
+    assert "It sets x." in ed.chat() and prompt_text(ed) == ""
+    assert "## You\nwhat does #buffer do?" in ed.chat(), ed.chat()
+
+
+def test_c_s_sends_from_insert_mode_and_file_selection_diagnostics_become_resources(make_editor, endpoint, workspace):
+    (workspace / "lib.txt").write_text("library text\n")
+    path = workspace / "main.txt"
+    path.write_text("one\ntwo\nthree\n")
+    endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.keys("2GVj<Esc>")
+    ed.lua("vim.diagnostic.set(vim.api.nvim_create_namespace('lint'), 0, "
+           "{{lnum = 2, col = 0, message = 'three is odd', severity = vim.diagnostic.severity.WARN, source = 'lint'}})")
+    ed.cmd("AgentChat")
+    typed(ed, "ilook at #file:lib.txt, #selection and #diagnostics<C-s>")
+    ed.idle()
+    sent = user_messages(endpoint, 0)
+    assert "library text" in sent and "two\nthree" in sent and "three is odd" in sent and "[lint]" in sent, sent
+
+
+def test_typed_text_survives_streaming_and_undo_never_takes_back_the_agents_text(make_editor, endpoint):
+    endpoint.push(text_stream("the agent's answer"))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    typed(ed, "ia draft<Esc>")
+    ed.cmd("AgentAsk hi")
+    ed.idle()
+    assert prompt_text(ed) == "a draft" and "the agent's answer" in ed.chat()
+    for _ in range(3):
+        typed(ed, "u")
+    assert "the agent's answer" in ed.chat() and "## You" in ed.chat()
+
+
+def test_edits_above_the_prompt_area_are_refused_or_reverted(make_editor, endpoint):
+    endpoint.push(text_stream("answer text"))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.cmd("AgentAsk hi")
+    ed.idle()
+    before = ed.chat()
+    ed.cmd("normal! gg")
+    assert ed.lua("return vim.bo.modifiable") is False  # the transcript cannot be typed in
+    ed.lua("pcall(vim.cmd, 'normal! Gkkdgg')")  # an operator from the prompt area up over the transcript
+    ed.wait("return require('agent_server.chat').text() == ...", before, what="the transcript restored")
+    typed(ed, "G")
+    typed(ed, "iafter<Esc>")
+    assert prompt_text(ed) == "after"
+
+
+def test_q_closes_the_chat_window_and_brackets_jump_between_turns(make_editor, endpoint):
+    push(endpoint, text_stream("first"), text_stream("second"))
+    ed = make_editor()
+    ed.cmd("AgentAsk one")
+    ed.idle()
+    ed.cmd("AgentAsk two")
+    ed.idle()
+    ed.cmd("AgentChat")
+    ed.cmd("normal! gg")
+    typed(ed, "]]")
+    first = ed.lua("return vim.api.nvim_win_get_cursor(0)[1]")
+    typed(ed, "]]")
+    second = ed.lua("return vim.api.nvim_win_get_cursor(0)[1]")
+    assert ed.lua("return vim.fn.getline(...)", first) == "## You" and second > first
+    typed(ed, "[[")
+    assert ed.lua("return vim.api.nvim_win_get_cursor(0)[1]") == first
+    wins = ed.lua("return #vim.api.nvim_list_wins()")
+    typed(ed, "q")
+    assert ed.lua("return #vim.api.nvim_list_wins()") == wins - 1
+    assert ed.lua("return vim.fn.reg_recording()") == ""  # q did not start a macro
+
+
+def test_gA_on_the_edit_tool_line_accepts_its_proposal_and_status_says_waiting(make_editor, endpoint, workspace):
+    path = workspace / "s.py"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "a = 1", "a = 2", text_stream("done"))
+    assert ed.lua("return require('agent_server').status()") == "waiting for you"
+    ed.cmd("AgentChat")
+    row = ed.lua("for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do "
+                 "if l:find('Edit s.py', 1, true) then return i end end")
+    ed.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", row)
+    typed(ed, "gA")
+    ed.idle()
+    assert path.read_text() == "a = 2\n"
+    assert ed.lua("return require('agent_server').status()") == "idle"
+
+
+def test_slash_commands_and_context_names_complete_in_the_prompt(make_editor, endpoint, workspace):
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("")
+    endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk hi")
+    ed.idle()
+    ed.cmd("AgentChat")
+    ed.wait("return #(require('agent_server.chat').state.commands or {}) > 0", what="available_commands_update")
+
+    def complete(line: str) -> list[str]:
+        return ed.lua("""
+            local line = ...
+            vim.wo.virtualedit = 'onemore'  -- the cursor after the last character, as in insert mode
+            vim.api.nvim_buf_set_lines(0, -2, -1, false, { line })
+            vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), #line })
+            local chat = require('agent_server.chat')
+            local start = chat.complete(1, '')
+            if start < 0 then return {} end
+            local words = {}
+            for _, c in ipairs(chat.complete(0, line:sub(start + 1))) do words[#words + 1] = c.word end
+            return words""", line)
+
+    assert "/checkpoints" in complete("/che")
+    assert complete("#buf") == ["#buffer"]
+    assert complete("see #file:src/a") == ["#file:src/app.py"]
+    assert complete("not /a command") == []
+    assert json.dumps(complete("# ")) == json.dumps([])
+    assert json.dumps(complete("#")) == json.dumps(["#buffer", "#file:", "#selection", "#diagnostics"])
