@@ -210,6 +210,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             results.setdefault(str(event.data.get("tool_call_id")), event)
     announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
+    restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
     for event in events:
         kind, data = event.type, event.data
         if kind == "user":
@@ -243,7 +244,12 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             note = _notice_for_user(data)
             if note:
                 yield _chunk("agent_message_chunk", f"\n\n[agent-server] {note}\n\n")
-        elif kind in ("checkpoint/undo", "checkpoint/redo"):
+        elif kind in ("checkpoint/undo", "checkpoint/redo") and data.get("call_id"):
+            restore = event  # shown with its command, as it was live: the command, the call, the answer
+        elif kind == "command" and data.get("name") in SHOWN_COMMANDS:
+            yield from _command_turn(data, restore, roots)
+            restore = None
+        elif kind in ("checkpoint/undo", "checkpoint/redo"):  # a log written before the command was shown
             files = "; ".join(f"{_relative(str(f.get('path', '')), roots)}: {f.get('outcome', '')}"
                               for f in data.get("files") or [] if isinstance(f, dict))
             verb = "Undid" if kind == "checkpoint/undo" else "Redid"
@@ -262,6 +268,27 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "turn/end" and data.get("exit") == "error":
             message = (data.get("error") or {}).get("message", "the turn failed")
             yield _chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n")
+
+
+#: Commands a loaded session shows as they were shown live: what the user typed, then the answer.
+SHOWN_COMMANDS = ("undo", "redo", "checkpoints")
+
+
+def _command_turn(data: dict[str, Any], restore: SessionEvent | None,
+                  roots: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """A ``/undo``, ``/redo`` or ``/checkpoints`` as it was shown live: the user's command, the
+    restore's tool call (finished, with each file's outcome), the text the user was answered."""
+    from agent_server.host.undo import restore_call, restore_content, restore_summary
+
+    typed = f"/{data.get('name')}" + (f" {data['argument']}" if data.get("argument") else "")
+    yield {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}}
+    if restore is not None:
+        files = [f for f in restore.data.get("files") or [] if isinstance(f, dict)]
+        which = "undo" if restore.type == "checkpoint/undo" else "redo"
+        call = restore_call(which, int(restore.data.get("turn") or 0), str(restore.data["call_id"]),
+                            [str(f.get("path", "")) for f in files])
+        yield {**call, "status": "completed", "content": restore_content(restore_summary(files, list(roots)))}
+    yield _chunk("agent_message_chunk", str(data.get("outcome", "")))
 
 
 def _notice_for_user(data: dict[str, Any]) -> str | None:

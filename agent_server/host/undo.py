@@ -60,6 +60,22 @@ def checkpoints_report(events: list[Any], roots: list[str]) -> str:
     return "\n".join(lines)
 
 
+def restore_call(which: str, turn: int, call_id: str, paths: list[str]) -> dict[str, Any]:
+    """The ``tool_call`` update an ``/undo`` or ``/redo`` of ``turn`` is shown as (live and on load)."""
+    return {"sessionUpdate": "tool_call", "toolCallId": call_id, "kind": "edit", "status": "in_progress",
+            "title": f"{which.capitalize()} turn {turn}", "locations": [{"path": p} for p in paths]}
+
+
+def restore_summary(outcomes: list[dict[str, Any]], roots: list[str]) -> str:
+    """Each file's outcome of a restore, ``path: outcome; …``."""
+    return "; ".join(f"{_show(Path(o['path']), roots)}: {o['outcome']}" for o in outcomes)
+
+
+def restore_content(summary: str) -> list[dict[str, Any]]:
+    """The ``content`` of a finished restore's tool call."""
+    return [{"type": "content", "content": {"type": "text", "text": summary}}]
+
+
 def _how(before: FileState | None, after: FileState | None) -> str:
     return "created" if before is None else "deleted" if after is None else "changed"
 
@@ -89,18 +105,16 @@ class Restorer:
             return "Nothing to undo: no agent turn changed files." if which == "undo" else "Nothing to redo."
         turn, restores = plan
         call_id = f"{which}-{len(self.log.events) + 1}"
-        await self.emit({"sessionUpdate": "tool_call", "toolCallId": call_id, "kind": "edit", "status": "in_progress",
-                         "title": f"{which.capitalize()} turn {turn}",
-                         "locations": [{"path": str(r.path)} for r in restores]})
+        await self.emit(restore_call(which, turn, call_id, [str(r.path) for r in restores]))
         outcomes = [await self._restore(r, call_id) for r in restores]
-        self.log.append(f"checkpoint/{which}", {"turn": turn, "files": outcomes})
-        summary = "; ".join(f"{_show(Path(o['path']), self.roots)}: {o['outcome']}" for o in outcomes)
+        self.log.append(f"checkpoint/{which}", {"turn": turn, "files": outcomes, "call_id": call_id})
+        summary = restore_summary(outcomes, self.roots)
         verb = "undid" if which == "undo" else "redid"
         self.log.append("notice", {"reason": f"checkpoint_{which}", "text": (
             f"The user {verb} the file changes of turn {turn}: {summary}. The files on disk and in the editor "
             "may differ from what you last read: read a file again before you change it.")})
         await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed",
-                         "content": [{"type": "content", "content": {"type": "text", "text": summary}}]})
+                         "content": restore_content(summary)})
         return f"{which.capitalize()} of turn {turn}: {summary}."
 
     def _editor(self) -> tuple[bool, bool]:

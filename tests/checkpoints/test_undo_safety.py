@@ -222,3 +222,47 @@ async def test_a_change_inside_a_nested_repository_is_restored(acp_harness_facto
     assert (nested / "lib.c").read_bytes() == b"int lib(void) { return 1; }\n"
     assert not (nested / "new.h").exists()
     assert "vendor/lib/lib.c: restored" in said(h, sid)
+
+
+async def test_a_loaded_session_shows_undo_redo_and_checkpoints_as_they_were_shown(
+        acp_harness_factory, endpoint, workspace):
+    """Regression: a reloaded session dropped the ``/undo``, ``/redo`` and ``/checkpoints`` turns and
+    appended the undo's note to the previous answer."""
+    (workspace / "a.txt").write_bytes(b"alpha\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("r", "read", path="a.txt"),
+               call("e", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    live_from = len(h.updates(sid))
+    for command in ("/undo", "/checkpoints", "/redo"):
+        assert (await h.prompt(sid, command)).stop_reason == "end_turn"
+    live = h.updates(sid)[live_from:]
+    mark = len(h.updates(sid))
+    await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    replayed = h.updates(sid)[mark:]
+    start_at = next(i for i, u in enumerate(replayed) if u["sessionUpdate"] == "user_message_chunk"
+                    and u["content"]["text"] == "/undo")
+    replayed = replayed[start_at:]
+
+    def shown(updates):  # what the user sees: the commands, each restore's call as it ended, the answers
+        calls: dict[str, dict] = {}
+        out = []
+        for u in updates:
+            kind = u["sessionUpdate"]
+            if kind in ("tool_call", "tool_call_update"):
+                merged = calls.setdefault(u["toolCallId"], {})
+                if not merged:
+                    out.append(merged)
+                merged.update({k: v for k, v in u.items() if k != "sessionUpdate"})
+            elif kind in ("user_message_chunk", "agent_message_chunk"):
+                out.append((kind, u["content"]["text"]))
+        return out
+
+    replay_shown = shown(replayed)
+    # live, the client shows what the user typed itself; on load, each command comes first
+    typed = [i for i in replay_shown if isinstance(i, tuple) and i[0] == "user_message_chunk"]
+    assert typed == [("user_message_chunk", c) for c in ("/undo", "/checkpoints", "/redo")]
+    assert [i for i in replay_shown if i not in typed] == shown(live)
+    assert replay_shown[0:3] == [typed[0], shown(live)[0], shown(live)[1]]
+    texts = [i[1] for i in replay_shown if isinstance(i, tuple) and i[0] == "agent_message_chunk"]
+    assert texts[0] == "Undo of turn 1: a.txt: restored." and texts[2] == "Redo of turn 1: a.txt: restored."
+    assert "Turns that changed files" in texts[1]
