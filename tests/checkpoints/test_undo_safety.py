@@ -266,3 +266,53 @@ async def test_a_loaded_session_shows_undo_redo_and_checkpoints_as_they_were_sho
     texts = [i[1] for i in replay_shown if isinstance(i, tuple) and i[0] == "agent_message_chunk"]
     assert texts[0] == "Undo of turn 1: a.txt: restored." and texts[2] == "Redo of turn 1: a.txt: restored."
     assert "Turns that changed files" in texts[1]
+
+
+async def test_two_servers_on_one_folder_keep_their_own_changes_apart(
+        acp_harness_factory, workspace, agent_state_dir):
+    """Regression: two sessions on one folder shared one shadow index (concurrent ``git add`` failed on
+    ``index.lock``), and one session's after-snapshot counted the other session's agent edits as its
+    own shell changes — its ``/undo`` took them back silently."""
+    from agent_server.offline import OfflineEndpoint
+
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    for name in ("a.txt", "x.txt"):
+        (workspace / name).write_bytes(name.encode() + b" before\n")
+    questions: list[str] = []
+
+    def answer_a(params):  # server A takes its own file back, keeps everything else
+        title = params["toolCall"]["title"]
+        questions.append(title)
+        option = "allow_once" if title.startswith("a.txt") or params["toolCall"].get("kind") == "execute" else "reject_once"
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    async with OfflineEndpoint() as ep_a, OfflineEndpoint() as ep_b:
+        a, sid_a = await start(acp_harness_factory, ep_a, workspace, answer_a)
+        b, sid_b = await start(acp_harness_factory, ep_b, workspace)
+        ep_a.push(call("s", "bash", command="touch flags/a-started; while [ ! -e flags/a-go ]; do sleep 0.02; done; "
+                                            "printf 'a after\\n' > a.txt"))
+        ep_a.push(text_stream("done"))
+        running = asyncio.create_task(a.prompt(sid_a, "change a"))
+        while not (workspace / "flags" / "a-started").exists():
+            await asyncio.sleep(0.01)
+        # server B's agent edits x.txt and runs a shell call while A's command still runs
+        await turn(b, sid_b, ep_b, call("r", "read", path="x.txt"),
+                   call("e", "edit", path="x.txt", old_string="before", new_string="after, by B"),
+                   call("s", "bash", command="printf 'y by B\\n' > y.txt"))
+        (workspace / "flags" / "a-go").touch()
+        assert (await running).stop_reason == "end_turn"
+
+        assert (await a.prompt(sid_a, "/undo")).stop_reason == "end_turn"
+        assert (workspace / "a.txt").read_bytes() == b"a.txt before\n"  # A's own change, taken back
+        assert (workspace / "x.txt").read_bytes() == b"x.txt after, by B\n"  # B's: asked, kept
+        assert (workspace / "y.txt").read_bytes() == b"y by B\n"
+        assert (await b.prompt(sid_b, "/undo")).stop_reason == "end_turn"
+        assert (workspace / "x.txt").read_bytes() == b"x.txt before\n"
+        assert not (workspace / "y.txt").exists()
+        for sid in (sid_a, sid_b):
+            events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+            assert not [e.data for e in events if e.type == "checkpoint/failed"]
+        assert (agent_state_dir / "sessions" / sid_a / "shadow-index").exists()
+        assert (agent_state_dir / "sessions" / sid_b / "shadow-index").exists()
