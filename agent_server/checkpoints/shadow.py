@@ -122,6 +122,26 @@ class ShadowRepo:
         if objects is not None:
             _write_if_changed(self.git_dir / "objects" / "info" / "alternates", f"{objects}\n")
         self.index.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if objects is not None and not self.index.exists():
+            self._seed(Path(objects).parent / "index")
+
+    def _seed(self, user_index: Path) -> None:
+        """Start this session's index as a copy of the workspace's own (read, never written): its
+        stat cache makes the first snapshot look at what differs from it only, not at every file."""
+        try:
+            raw = user_index.read_bytes()
+        except OSError:
+            return
+        if raw[:4] != b"DIRC":
+            return
+        tmp = self.index.with_name(f".{self.index.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(raw)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.index)
+        try:  # a split or sparse index, or one this git cannot read: start empty instead
+            self._run("ls-files", "--stage", "--", ".agent-server-no-such-path")
+        except ShadowError:
+            self.index.unlink(missing_ok=True)
 
     def _workspace_objects(self) -> str | None:
         """The object folder of the workspace's own repository (borrowed read-only), if it has one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -136,3 +137,66 @@ def test_shadow_is_git_workspace(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     assert not ShadowRepo.is_git_workspace(plain)
+
+
+def du(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_snapshot_of_a_2000_file_tree_does_no_per_file_work_over_the_index_and_never_copies_a_big_file(tmp_path):
+    """Regression (cost): each snapshot checked every indexed path against the secret patterns in a
+    Python loop, and an untracked data file was copied into the shadow repository."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for i in range(2000):
+        folder = root / f"pkg{i % 40}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"mod{i}.py").write_text(f"VALUE = {i}\n")
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tree"],
+                   check=True)
+    with open(root / "data.bin", "wb") as fh:  # untracked, 20 MiB
+        fh.write(os.urandom(1 << 20) * 20)
+    checked: list[Path] = []
+
+    def is_secret(path: Path):
+        checked.append(path)
+        return None
+
+    state = tmp_path / "state"
+    repo = ShadowRepo(state / "shadow.git", root, index=state / "session" / "shadow-index", is_secret=is_secret,
+                      max_file_bytes=10 << 20)
+    blobs = BlobStore(state / "blobs")
+    first = repo.snapshot()
+    assert len(checked) <= 4, checked  # the index starts as the workspace's own: only data.bin is new
+    assert first.big == {"data.bin": first.big["data.bin"]} and first.big["data.bin"][0] == 20 << 20
+    for n in range(10):  # ten calls, each changing one file
+        checked.clear()
+        before = repo.snapshot()
+        (root / "pkg3" / "mod3.py").write_text(f"VALUE = {n}\n")
+        after = repo.snapshot()
+        assert len(checked) <= 4, checked  # the changed file and the big one: never the 2,000 others
+        (change,) = repo.changes(before.tree, after.tree, blobs)
+        assert change.path == root / "pkg3" / "mod3.py"
+    with open(root / "data.bin", "ab") as fh:
+        fh.write(b"more")
+    grown = repo.snapshot()
+    assert grown.big["data.bin"] != first.big["data.bin"]
+    sizes = subprocess.run(["git", f"--git-dir={state / 'shadow.git'}", "cat-file", "--batch-all-objects",
+                            "--batch-check=%(objectsize)"], capture_output=True, text=True, check=True).stdout.split()
+    assert max(int(s) for s in sizes) < 1 << 20  # the data file never entered the shadow objects
+    assert du(state) < 4 << 20  # the workspace's own objects are borrowed, not copied
+
+
+def test_the_shadow_stores_raw_bytes_whatever_gitattributes_say(tmp_path):
+    root = git_workspace(tmp_path)
+    (root / ".gitattributes").write_bytes(b"*.bat text eol=crlf\n*.txt filter=lfs\n")
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot().tree
+    (root / "run.bat").write_bytes(b"@echo off\r\n")
+    (root / "keep.txt").write_bytes(b"mixed\r\nline\n")
+    found = {c.path.name: c for c in repo.changes(before, repo.snapshot().tree, blobs)}
+    assert blobs.get(found["run.bat"].after.blob) == b"@echo off\r\n"
+    assert blobs.get(found["keep.txt"].after.blob) == b"mixed\r\nline\n"
