@@ -1,8 +1,10 @@
 -- Set-up of the Neovim started by scripts/try-neovim.sh (settings from $AGENT_SERVER_TRY_CONFIG).
 -- Interactive: the plugin loaded on the demo project, the chat open with the banner, and the
 -- demo prompt typed on the command line (press Enter). With "check": headless to the end of the
--- demo task — permissions allowed once, the proposal accepted — then the chat and the file are
--- printed and Neovim exits (0 when the turn ended normally).
+-- demo task — the prompt typed in the chat's prompt area and sent with <CR> as a user does,
+-- permissions allowed once, the proposal accepted — then the chat and the file are printed and
+-- Neovim exits (0 when the turn ended normally and calc.py, which --check gives a UTF-8 BOM, was
+-- saved with exactly one BOM and no U+FEFF in its text).
 local settings = vim.json.decode(io.open(assert(os.getenv("AGENT_SERVER_TRY_CONFIG")), "r"):read("*a"))
 for _, p in ipairs({ "python3", "node", "ruby", "perl" }) do
   vim.g["loaded_" .. p .. "_provider"] = 0
@@ -74,7 +76,11 @@ client.on(function(ev)
     stop = "the server exited"
   end
 end)
-agent.ask(settings.prompt)
+-- the prompt typed at the end of the chat and sent with <CR>, through the plugin's own mapping
+chat.open(true)
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("Gi" .. settings.prompt .. "<Esc>", true, false, true), "nx", false)
+out_line("(--check typed the prompt in the chat's prompt area and pressed <CR>)")
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<CR>", true, false, true), "mx", false)
 local say = out_line
 local ok = vim.wait(240000, function()
   return stop ~= nil
@@ -84,9 +90,18 @@ say("\n--- calc.py (buffer) ---")
 local buf = require("agent_server.buffers").find(settings.workspace .. "/calc.py")
 say(table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n"))
 say("--- calc.py saved: " .. tostring(not vim.bo[buf].modified) .. " ---")
+local raw = require("agent_server.buffers").read_disk(settings.workspace .. "/calc.py") or ""
+local bom = "\239\187\191"
+local one_bom = raw:sub(1, 3) == bom and raw:sub(4, 6) ~= bom and vim.bo[buf].bomb
+  and not vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]:find("\239\187\191", 1, true)
+say("--- calc.py on disk: " .. (one_bom and "one BOM, kept" or "BOM lost or doubled") .. " ---")
 client.stop(true)
 if not ok or stop ~= "end_turn" then
   say("try-neovim --check: the turn did not end normally: " .. tostring(stop or "timed out"))
+  os.exit(1)
+end
+if not one_bom then
+  say("try-neovim --check: calc.py's BOM was not kept exactly once")
   os.exit(1)
 end
 os.exit(0)

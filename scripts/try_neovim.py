@@ -91,6 +91,9 @@ def main() -> int:
     state = Path(os.environ.get("AGENT_SERVER_STATE_DIR") or ROOT / ".demo-state")
     state.mkdir(parents=True, exist_ok=True)
     workspace = write_project(state / f"nvim-workspace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    if args.check:  # a file with a UTF-8 BOM: the agent's edit must keep it exactly once
+        calc = workspace / "calc.py"
+        calc.write_bytes(b"\xef\xbb\xbf" + calc.read_bytes())
     env = {"AGENT_SERVER_STATE_DIR": str(state)}
     endpoint = None
     offline = not has_model_configured()

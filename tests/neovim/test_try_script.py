@@ -32,8 +32,11 @@ def test_try_neovim_check_runs_the_demo_task_offline_to_the_end_with_each_messag
     assert "✓ Edit calc.py" in out and "Edit calc.py: applied and saved" in out
     assert "    return a + b" in out and "calc.py saved: true" in out
     assert "_— stop: end_turn —_" in out and "try-neovim --check: PASS" in out
+    assert "(--check typed the prompt in the chat's prompt area and pressed <CR>)" in out
+    assert "calc.py on disk: one BOM, kept" in out
     (workspace,) = (tmp_path / "state").glob("nvim-workspace-*")
     assert "return a + b" in (workspace / "calc.py").read_text()
+    assert (workspace / "calc.py").read_bytes().startswith(b"\xef\xbb\xbf\"\"\"A tiny")  # one BOM, before the text
 
 
 def test_try_neovim_offline_endpoint_answers_a_second_ask_instead_of_http_500(tmp_path):
