@@ -36,7 +36,6 @@ class AgentProcess:
         self._cond = threading.Condition()
         self._next_id = 0
         self.stderr = b""
-        self._server_pid: int | None = None
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
@@ -114,27 +113,8 @@ class AgentProcess:
         return sent, answered, message["result"]
 
     def server_pid(self) -> int:
-        """The pid of the process serving this agent's stdio: the spawned process itself, or, when
-        ``agent-server`` handed its stdio to a warm spare (``agent_server/spare``), the spare's
-        child that reads the same stdin pipe (found once, by the pipe's inode in
-        ``/proc/*/fd/0``; call it after a first answer arrived)."""
-        if self._server_pid is None:
-            mine = os.fstat(self.proc.stdin.fileno())
-            found = self.proc.pid
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit() or int(entry.name) == self.proc.pid:
-                    continue
-                try:
-                    theirs = os.stat(f"/proc/{entry.name}/fd/0")
-                except OSError:
-                    continue
-                if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
-                    found = int(entry.name)
-                    break
-            if found == self.proc.pid:
-                return found  # not handed over (yet): look again next time
-            self._server_pid = found
-        return self._server_pid
+        """The pid of the process serving this agent's stdio: the spawned process itself."""
+        return self.proc.pid
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds of the serving process so far (``/proc/<pid>/stat``)."""

@@ -92,11 +92,6 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="agent-server-bench-"))
         self.figures: dict[str, dict[str, Any]] = {}
         self.template_log: Path | None = None
-        self.spare_dir = self.tmp / "spare"
-        """The warm spare's folder for this run (``AGENT_SERVER_SPARE_DIR``): the bench starts, uses
-        and stops its own spare, never the user's."""
-        self.cold = False
-        """True while the ``cold`` group runs: every agent is started with the spare off."""
 
     def workspace(self) -> Path:
         ws = Path(tempfile.mkdtemp(dir=self.tmp, prefix="ws-"))
@@ -112,9 +107,6 @@ class Bench:
             entry["floor_median"] = round(statistics.median(floor), 3)
             entry["ratio"] = round(entry["median"] / entry["floor_median"], 2) if entry["floor_median"] else None
         entry.update(extra or {})
-        if self.cold:
-            key, entry["label"] = key + "_cold", entry["label"] + " — cold (no spare)"
-            label = entry["label"]
         self.figures[key] = entry
         print(f"  {label}: {entry['median']} {unit}" + (f" (floor {entry['floor_median']}, ×{entry['ratio']})" if floor else ""),
               file=sys.stderr, flush=True)
@@ -123,47 +115,9 @@ class Bench:
               ) -> tuple[AgentProcess, Endpoint, Path]:
         endpoint = Endpoint(script, PY)
         state = Path(tempfile.mkdtemp(dir=self.tmp, prefix="state-"))
-        env = agent_env(str(state), endpoint.base_url, self.spare_env())
+        env = agent_env(str(state), endpoint.base_url)
         env.update(extra_env or {})
         return AgentProcess(command, env), endpoint, state
-
-    def spare_env(self) -> dict[str, str]:
-        """The spare's variables for an agent of this run: its own folder, or the spare off."""
-        if self.cold:
-            return {"AGENT_SERVER_SPARE": "off"}
-        return {"AGENT_SERVER_SPARE_DIR": str(self.spare_dir), "AGENT_SERVER_SPARE_IDLE": "600"}
-
-    def await_spare(self) -> None:
-        """Unless cold: make sure this run's spare is up before a group measures, so that no
-        figure of the warm groups catches the one cold start that launches it (that start is
-        what the ``cold`` group measures). Starts an agent once and waits ≤ 10 s for the socket."""
-        if self.cold or list(self.spare_dir.glob("*.sock")):
-            return
-        agent, endpoint, _ = self.agent(AGENT, [])
-        try:
-            agent.request("initialize", INIT)
-        finally:
-            agent.close()
-            endpoint.finish()
-        deadline = time.time() + 10
-        while not list(self.spare_dir.glob("*.sock")) and time.time() < deadline:
-            time.sleep(0.05)
-
-    def cold_start(self) -> None:
-        """The start-up and first-prompt figures of an agent that finds no warm spare — the first
-        start after a boot or an upgrade, or with ``AGENT_SERVER_SPARE=off`` (keys ``*_cold``)."""
-        self.cold = True
-        try:
-            self.startup()
-            self.session_and_first_prompt()
-        finally:
-            self.cold = False
-
-    def stop_spare(self) -> None:
-        """Stop this run's spare (``agent-server spare stop``), and say what it held."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SERVER_")}
-        env.update(self.spare_env())
-        subprocess.run([*AGENT, "spare", "stop"], env=env, capture_output=True, timeout=30)
 
     # -- figures ---------------------------------------------------------------------------------
 
@@ -189,8 +143,6 @@ class Bench:
         bare_ms = [bare() for _ in range(self.runs)]
         self.record("initialize", "initialize (spawn → response)", [init_once(AGENT) for _ in range(self.runs)],
                     floor=bare_ms, goal="≤ 1.3 × python -c pass")
-        if self.cold:
-            return  # the same command either way
         self.record("library_imports", "python importing asyncio, httpx, httpx_sse, pydantic (spawn → exit)",
                     [libraries() for _ in range(self.runs)], floor=bare_ms,
                     extra={"over_floor_ms": round(statistics.median([libraries() for _ in range(self.runs)])
@@ -205,8 +157,6 @@ class Bench:
         total_ms: dict[str, list[float]] = {k: [] for k in ("agent", "floor", "agent_paused", "floor_paused",
                                                              "agent_zero", "floor_zero")}
         rss: list[float] = []
-        launcher_rss: list[float] = []
-        spare_rss: list[float] = []
         for _ in range(self.runs):
             for who, command in (("agent", AGENT), ("floor", FORWARDER)):
                 for pause, latency in ((0.0, READ_LATENCY), (1.0, READ_LATENCY), (0.0, 0.0)):
@@ -227,11 +177,6 @@ class Bench:
                         assert presult.get("stopReason") == "end_turn", presult
                         if who == "agent" and pause == 0.0:
                             rss.append(agent.memory_kib("VmRSS") / 1024)
-                            if agent.server_pid() != agent.proc.pid:  # handed to a spare's child
-                                launcher_rss.append(agent.memory_kib("VmRSS", agent.proc.pid) / 1024)
-                                spare = int(Path(f"/proc/{agent.server_pid()}/stat").read_text()
-                                            .rsplit(")", 1)[1].split()[1])  # the server's parent
-                                spare_rss.append(agent.memory_kib("VmRSS", spare) / 1024)
                     finally:
                         agent.close()
                         report = endpoint.finish()
@@ -264,9 +209,7 @@ class Bench:
                     floor=total_ms["floor_paused"])
         self.record("read_total_zero_latency", "read scenario, endpoint answering at once",
                     total_ms["agent_zero"], floor=total_ms["floor_zero"])
-        self.record("idle_rss", "RSS after one turn", rss, unit="MiB", goal="≤ 45 MiB",
-                    extra={"launcher_rss_mib": round(statistics.median(launcher_rss), 1),
-                           "spare_rss_mib": round(statistics.median(spare_rss), 1)} if launcher_rss else None)
+        self.record("idle_rss", "RSS after one turn", rss, unit="MiB", goal="≤ 45 MiB")
 
     def streaming(self) -> None:
         """200 KB (``--quick``: 20 KB) in 1-character deltas, paced at 20,000 deltas/s and all at
@@ -343,7 +286,7 @@ class Bench:
             state = Path(tempfile.mkdtemp(dir=self.tmp, prefix="state-"))
             session_id, _ = grow_log(self.template_log, state, size=size, cwd=str(ws))
             endpoint = Endpoint([], PY)
-            agent = AgentProcess(AGENT, agent_env(str(state), endpoint.base_url, self.spare_env()))
+            agent = AgentProcess(AGENT, agent_env(str(state), endpoint.base_url))
             try:
                 agent.request("initialize", INIT)
                 start = len(agent.lines)
@@ -452,7 +395,7 @@ def table(figures: dict[str, dict[str, Any]]) -> str:
     for entry in figures.values():
         notes = ", ".join(f"{k} {v}" for k, v in entry.items()
                           if k in ("first_chunk_ms", "notifications", "cpu_seconds", "peak_rss_mib", "updates",
-                                    "first_call_ms", "cpu_ms_per_prompt", "floor_cpu_ms", "over_floor_ms", "launcher_rss_mib", "spare_rss_mib"))
+                                    "first_call_ms", "cpu_ms_per_prompt", "floor_cpu_ms", "over_floor_ms"))
         rows.append(f"| {entry['label']} | {entry['median']} {entry['unit']} | {entry['min']}–{entry['max']} "
                     f"| {entry.get('floor_median', '')} | {entry.get('ratio', '') or ''} | {entry['goal']} | {notes} |")
     return "\n".join(rows)
@@ -464,23 +407,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; 2 with --quick)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE ('-': stdout)")
     parser.add_argument("--only", action="append", default=None,
-                        help="run only these groups (startup, session, streaming, logs, shell, concurrent, cold)")
+                        help="run only these groups (startup, session, streaming, logs, shell, concurrent)")
     args = parser.parse_args(argv)
     compile_package()  # measure the agent as installed: with its bytecode
     bench = Bench(args.runs or (2 if args.quick else 5), args.quick)
     groups: dict[str, Callable[[], None]] = {
         "startup": bench.startup, "session": bench.session_and_first_prompt, "streaming": bench.streaming,
-        "logs": bench.long_logs, "shell": bench.shell, "concurrent": bench.concurrent, "cold": bench.cold_start}
+        "logs": bench.long_logs, "shell": bench.shell, "concurrent": bench.concurrent}
     wanted = args.only or list(groups)
     if "logs" in wanted and "session" not in wanted:
         wanted.insert(0, "session")  # the long logs grow from the read scenario's real log
     try:
         for name in wanted:
             print(f"{name} …", file=sys.stderr, flush=True)
-            bench.await_spare()
             groups[name]()
     finally:
-        bench.stop_spare()
         shutil.rmtree(bench.tmp, ignore_errors=True)
     meta = {"python": sys.version.split()[0], "cores": os.cpu_count(), "quick": args.quick, "runs": bench.runs,
             "bytecode": "compiled first (bench/_peer.compile_package)",

@@ -57,7 +57,7 @@ def make_sessions(state: Path, cwd: str, n: int) -> None:
 def start(state: Path, cwd: str) -> AgentProcess:
     """An agent whose full server is up: ``initialize``, then a ``session/new`` (in a folder of its
     own, never prompted: not listed) and a ``session/set_mode`` on it, answered by the full server."""
-    agent = AgentProcess(AGENT, agent_env(str(state), "http://127.0.0.1:9/v1", {"AGENT_SERVER_SPARE": "off"}), cwd=cwd)
+    agent = AgentProcess(AGENT, agent_env(str(state), "http://127.0.0.1:9/v1"), cwd=cwd)
     agent.request("initialize", INIT)
     warm = Path(state) / "warm-up"
     warm.mkdir(exist_ok=True)

@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent_server.config import PolicySettings  # noqa: E402
+from agent_server.config.load import PolicySettings  # noqa: E402
 from agent_server.policy.modes import ModeState  # noqa: E402
-from agent_server.policy.sandbox import ShellConfiner, probe_status  # noqa: E402
+from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status  # noqa: E402
 from agent_server.session import EventLog  # noqa: E402
 from agent_server.tools import ToolContext  # noqa: E402
 from agent_server.tools.bash import BashArgs, BashTool  # noqa: E402
@@ -48,7 +48,7 @@ def _cpu_ms() -> float:
     """CPU ms so far of this process, its reaped children, and the shell launcher (with its own)."""
     import resource
 
-    from agent_server.policy.shell_spawn import launcher_pid
+    from agent_server.policy.sandbox.shell_spawn import launcher_pid
 
     total = sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
                                                    resource.getrusage(resource.RUSAGE_CHILDREN))) * 1000

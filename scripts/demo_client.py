@@ -68,7 +68,7 @@ class DemoClient(acp.Client):
 def _configured_provider():
     """agent-server's own provider setting (environment + config file), or ``None`` when it does
     not name a usable model."""
-    from agent_server.config import ConfigError, load_config
+    from agent_server.config.load import ConfigError, load_config
 
     try:
         provider = load_config().provider
@@ -125,7 +125,7 @@ def main() -> int:
     endpoint = None
     provider = _configured_provider()
     if provider is not None:
-        from agent_server.config import redact_url
+        from agent_server.config.load import redact_url
 
         print(f"endpoint: {redact_url(provider.base_url)} (profile {provider.profile}, key from "
               f"{provider.api_key_source or 'nowhere: none needed'})")

@@ -37,7 +37,7 @@ OFFLINE_BANNER = ("OFFLINE DEMO: no model is configured, so agent-server talks t
 
 def has_model_configured() -> bool:
     """Whether agent-server's own configuration (environment + config file) names a usable model."""
-    from agent_server.config import ConfigError, load_config
+    from agent_server.config.load import ConfigError, load_config
 
     try:
         provider = load_config().provider

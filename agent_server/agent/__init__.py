@@ -6,20 +6,36 @@ rebuild every request body from the log.
 Must never: call a tool except through the tools layer, or keep a second message list.
 """
 
-from agent_server.agent.exits import TurnExit, TurnFailed
-from agent_server.agent.request import RequestRebuildError, attempt_steps, request_body, step_starts
-from agent_server.agent.session import AgentSession, TurnOutcome
-from agent_server.agent.step import RequestHeader, RetryPolicy
+from __future__ import annotations
 
-__all__ = [
-    "AgentSession",
-    "RequestHeader",
-    "RequestRebuildError",
-    "RetryPolicy",
-    "TurnExit",
-    "TurnFailed",
-    "TurnOutcome",
-    "attempt_steps",
-    "request_body",
-    "step_starts",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AgentSession": "session",
+    "RequestHeader": "step",
+    "RequestRebuildError": "request",
+    "RetryPolicy": "step",
+    "TurnExit": "exits",
+    "TurnFailed": "exits",
+    "TurnOutcome": "session",
+    "attempt_steps": "request",
+    "request_body": "request",
+    "step_starts": "request",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

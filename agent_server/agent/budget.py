@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from agent_server.agent.request import RequestRebuildError, pending_body, request_body
 from agent_server.agent.request_memo import RequestMemo
-from agent_server.config import AgentSettings
+from agent_server.config.load import AgentSettings
 from agent_server.llm import encode_body
 from agent_server.session import SessionEvent
 

@@ -27,7 +27,7 @@ from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.exits import TurnFailed
 from agent_server.agent.request import compaction_body_of
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
-from agent_server.config import AgentSettings
+from agent_server.config.load import AgentSettings
 from agent_server.llm import AssembledMessage, Finish, LLMError, encode_body
 from agent_server.session import EventLog, SessionEvent, surface_messages
 

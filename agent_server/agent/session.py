@@ -44,7 +44,7 @@ from agent_server.agent.compaction import COLD_EVENTS, Compactor
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
 from agent_server.agent.user_input import prompt_text
-from agent_server.config import Config, ProviderSettings, redact_url
+from agent_server.config.load import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
 from agent_server.session import EventLog, LogWriteError, ProjectionMemo
 from agent_server.tools.pipeline import ToolRunner

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
-from agent_server.config import Config, ProviderSettings, default_config_path
+from agent_server.config.load import Config, ProviderSettings, default_config_path
 from agent_server.agent.header import pinned_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints.blobs import BlobStore
@@ -41,7 +41,7 @@ from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.session import EventLog, LogBusyError, LogWriteError, ProjectionMemo, SessionStore
-from agent_server.session_views import session_header, session_state
+from agent_server.config.views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
 from agent_server.tools.child_env import split_environ
@@ -166,7 +166,7 @@ class SessionHost:
         if not self.config_error:
             return
         if self.config_loader is not None:
-            from agent_server.config import ConfigError
+            from agent_server.config.load import ConfigError
 
             try:
                 self.config = self.config_loader()

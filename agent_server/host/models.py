@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from agent_server import session_views
-from agent_server.config import Config, default_config_path
+from agent_server.config import views as session_views
+from agent_server.config.load import Config, default_config_path
 from agent_server.host.commands import current_model
 from agent_server.session import EventLog, SessionEvent
-from agent_server.session_views import MODEL_CONFIG_ID  # noqa: F401
+from agent_server.config.views import MODEL_CONFIG_ID  # noqa: F401
 
 
 class UnknownModel(ValueError):

@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agent_server.config import PolicySettings
+from agent_server.config.load import PolicySettings
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.policy.approvals import Approver
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import ModeState, UnknownMode
-from agent_server.policy.sandbox import known_status, probe_status, session_tmpdir, start_probe, stop_probes
+from agent_server.policy.sandbox.confiner import known_status, probe_status, session_tmpdir, start_probe, stop_probes
 from agent_server.session import EventLog
-from agent_server.session_views import session_state
+from agent_server.config.views import session_state
 
 
 class SessionPolicies:

@@ -21,9 +21,9 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from agent_server import credentials
-from agent_server.config import Config, ConfigError, ProviderSettings
-from agent_server.config_resolve import missing_key, unusable  # noqa: F401 (shared with the CLI's fast path)
+from agent_server.config import credentials
+from agent_server.config.load import Config, ConfigError, ProviderSettings
+from agent_server.config.resolve import missing_key, unusable  # noqa: F401 (shared with the CLI's fast path)
 from agent_server.host.errors import HostError
 
 log = logging.getLogger("agent_server.server")

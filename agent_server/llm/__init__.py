@@ -14,37 +14,39 @@ event and assembler types here stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
-from ._assembler import StreamAssembler
-from ._body import encode_body
-from ._errors import ERROR_CODES, RETRYABLE_CODES, LLMError
-from ._events import (
-    AssembledMessage,
-    AssembledToolCall,
-    Finish,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStarted,
-    Usage,
-)
+_EXPORTS = {
+    "AssembledMessage": "_events",
+    "AssembledToolCall": "_events",
+    "ChatClient": "_client",
+    "ERROR_CODES": "_errors",
+    "Finish": "_events",
+    "LLMError": "_errors",
+    "RETRYABLE_CODES": "_errors",
+    "ReasoningDelta": "_events",
+    "StreamAssembler": "_assembler",
+    "StreamEvent": "_events",
+    "TextDelta": "_events",
+    "ToolCallDelta": "_events",
+    "ToolCallStarted": "_events",
+    "Usage": "_events",
+    "encode_body": "_body",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
 
-if TYPE_CHECKING:
-    from ._client import ChatClient
-
-__all__ = [
-    "ERROR_CODES", "RETRYABLE_CODES", "AssembledMessage", "AssembledToolCall", "ChatClient",
-    "Finish", "LLMError", "ReasoningDelta", "StreamAssembler", "StreamEvent", "TextDelta",
-    "ToolCallDelta", "ToolCallStarted", "Usage", "encode_body",
-]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ChatClient":
-        from ._client import ChatClient
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
-        globals()["ChatClient"] = ChatClient
-        return ChatClient
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

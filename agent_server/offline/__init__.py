@@ -9,19 +9,36 @@ Must never: be mistaken for a model — it replays what it was given, and the de
 never import anything else of ``agent_server`` (it is a peer, talked to over HTTP only).
 """
 
-from ._http import RecordedRequest
-from ._script import (
-    DEMO_SCRIPT,
-    KINDS,
-    Script,
-    load_script,
-    normalize_response,
-    text_stream,
-    tool_call_stream,
-)
-from ._server import OfflineEndpoint, ThreadedEndpoint
+from __future__ import annotations
 
-__all__ = [
-    "DEMO_SCRIPT", "KINDS", "OfflineEndpoint", "RecordedRequest", "Script", "ThreadedEndpoint",
-    "load_script", "normalize_response", "text_stream", "tool_call_stream",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DEMO_SCRIPT": "_script",
+    "KINDS": "_script",
+    "OfflineEndpoint": "_server",
+    "RecordedRequest": "_http",
+    "Script": "_script",
+    "ThreadedEndpoint": "_server",
+    "load_script": "_script",
+    "normalize_response": "_script",
+    "text_stream": "_script",
+    "tool_call_stream": "_script",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

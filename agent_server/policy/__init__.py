@@ -10,7 +10,30 @@ arguments (a guard only allows or denies); and never count anything but an expli
 consent (invariant 11).
 """
 
-from agent_server.policy.decision import CallView, Denial, Guard
-from agent_server.policy.paths import inside_roots
+from __future__ import annotations
 
-__all__ = ["CallView", "Denial", "Guard", "inside_roots"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CallView": "decision",
+    "Denial": "decision",
+    "Guard": "decision",
+    "inside_roots": "paths",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

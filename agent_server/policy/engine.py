@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from agent_server.config import PolicySettings
+from agent_server.config.load import PolicySettings
 from agent_server.policy.approvals import (
     ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
 )
@@ -29,7 +29,7 @@ from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
-from agent_server.policy.sandbox import SandboxStatus, ShellConfiner, probe_status
+from agent_server.policy.sandbox.confiner import SandboxStatus, ShellConfiner, probe_status
 # policy.shell (the command analysis) loads with the first shell command, in _shell
 from agent_server.session import EventLog
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-# the modes and their ACP views live in session_views.py (shared with the CLI's fast path)
-from agent_server.session_views import (  # noqa: F401
+# the modes and their ACP views live in config/views.py (shared with the CLI's fast path)
+from agent_server.config.views import (  # noqa: F401
     DANGER_FULL_ACCESS,
     DEFAULT_MODE,
     MODE_CONFIG_ID,

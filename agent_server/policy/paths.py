@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from agent_server.config import DEFAULT_SECRET_PATTERNS
+from agent_server.config.load import DEFAULT_SECRET_PATTERNS
 
 # Pattern syntax: no ``/`` → matched against the file name; with ``/`` → against the whole path
 # (``~`` is the home folder, ``**`` any depth, ``*`` within one component).
@@ -202,8 +202,7 @@ class CredentialStores:
     """Places the file tools never open (``read``/``grep``/``glob``/``write``/``edit``), in any mode.
 
     ``config``: agent-server's config file(s) and folder (they may hold ``api_key``);
-    ``state_dir``: agent-server's state folder (every session's log, spill files, locks); the warm
-    spare's folders (``spare.spare_folders``: their sockets and tokens) always;
+    ``state_dir``: agent-server's state folder (every session's log, spill files, locks);
     ``session_dir``: this session's folder — its ``spill`` and ``tmp`` sub-folders stay open (the
     model reads its own spilled outputs back, the shell's temp files live in ``tmp``); ``home``:
     what ``~`` means; ``extra``: more paths to protect; ``roots``: the workspace roots — a root that
@@ -227,9 +226,6 @@ class CredentialStores:
             entries.append((str(state_dir), "it is agent-server's state (the logs of every session)"))
         for item in [*(home + h[1:] for h in HOME_CREDENTIALS), *keyring_folders()]:
             entries.append((item, "it is a credential store (keys, tokens or passwords)"))
-        from agent_server.spare import spare_folders
-
-        entries += [(f, "it is agent-server's warm spare (its socket and token)") for f in spare_folders()]
         for item in extra:
             entries.append((str(item), "it is protected by agent-server's configuration"))
         self._entries: list[tuple[str, str]] = []

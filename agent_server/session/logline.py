@@ -1,7 +1,7 @@
 """The bytes of a session log line, and the creation of a new log file: standard library only.
 
 Role: what ``EventLog`` (``session/events.py``) and the CLI's pre-asyncio ``session/new`` fast path
-(``server/fast_session.py``) share, so both write the same ``session/header`` line the same way:
+(``server/acp/fast_session.py``) share, so both write the same ``session/header`` line the same way:
 
 * ``event_line(type, seq, time, data)`` → ``b'{"type":…,"seq":…,"time":…,"data":{…}}\\n'``: canonical
   JSON (UTF-8, no spaces, no ``NaN``), what ``SessionEvent.to_line`` writes;

@@ -11,65 +11,58 @@ Must never: let a tool failure escape as an exception. The builtin tool modules 
 (DESIGN.md §2: tools → {batch, policy} → builtin tools; every layer → session).
 """
 
-from .base import (
-    Tool,
-    ToolArgs,
-    ToolContext,
-    ToolResult,
-    clean_schema,
-    display_path,
-    resolve_path,
-    validate_args,
-)
-from .bash import BashTool
-from .files import (
-    DiskFiles,
-    FileSnapshot,
-    FileTooLargeError,
-    ReadLedger,
-    WorkspaceFiles,
-    WriteOutcome,
-    ledger_key,
-    sha256_hex,
-)
-from .output import SPILL_THRESHOLD, spill, trim_for_model
-from .read import ReadTool
-from .registry import BUILTIN_TOOLS, get_tool, tool_schemas
-from .search import GlobTool, GrepTool
-from .text import NotTextError, TextView, decode_text, encode_text
-from .write_edit import EditTool, WriteTool
+from __future__ import annotations
 
-__all__ = [
-    "BUILTIN_TOOLS",
-    "SPILL_THRESHOLD",
-    "BashTool",
-    "DiskFiles",
-    "EditTool",
-    "FileSnapshot",
-    "FileTooLargeError",
-    "GlobTool",
-    "GrepTool",
-    "NotTextError",
-    "ReadLedger",
-    "ReadTool",
-    "TextView",
-    "Tool",
-    "ToolArgs",
-    "ToolContext",
-    "ToolResult",
-    "WorkspaceFiles",
-    "WriteOutcome",
-    "WriteTool",
-    "clean_schema",
-    "decode_text",
-    "display_path",
-    "encode_text",
-    "get_tool",
-    "ledger_key",
-    "resolve_path",
-    "sha256_hex",
-    "spill",
-    "tool_schemas",
-    "trim_for_model",
-    "validate_args",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BUILTIN_TOOLS": "registry",
+    "BashTool": "bash",
+    "DiskFiles": "files",
+    "EditTool": "write_edit",
+    "FileSnapshot": "files",
+    "FileTooLargeError": "files",
+    "GlobTool": "search",
+    "GrepTool": "search",
+    "NotTextError": "text",
+    "ReadLedger": "files",
+    "ReadTool": "read",
+    "SPILL_THRESHOLD": "output",
+    "TextView": "text",
+    "Tool": "base",
+    "ToolArgs": "base",
+    "ToolContext": "base",
+    "ToolResult": "base",
+    "WorkspaceFiles": "files",
+    "WriteOutcome": "files",
+    "WriteTool": "write_edit",
+    "clean_schema": "base",
+    "decode_text": "text",
+    "display_path": "base",
+    "encode_text": "text",
+    "get_tool": "registry",
+    "ledger_key": "files",
+    "resolve_path": "base",
+    "sha256_hex": "files",
+    "spill": "output",
+    "tool_schemas": "registry",
+    "trim_for_model": "output",
+    "validate_args": "base",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -12,7 +12,7 @@ Must never: leave a process of its group running after a timeout or a cancellati
 than ``HEAD_BYTES + TAIL_BYTES`` (+ one read chunk) of output in memory.
 
 With ``ToolContext.shell_launcher`` set (policy's OS sandbox), the launcher decides how the
-command starts (e.g. through ``agent_server.policy.sandbox_exec`` under Landlock), may refuse it,
+command starts (e.g. through ``agent_server.policy.sandbox.sandbox_exec`` under Landlock), may refuse it,
 and supplies a hint that is added when a command's output shows a permission error.
 
 Under the OS sandbox each command runs in its own PID namespace: when the shell exits, every

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from agent_server.agent import AgentSession, RequestHeader
-from agent_server.config import AgentSettings, Config, ProviderSettings
+from agent_server.config.load import AgentSettings, Config, ProviderSettings
 from agent_server.llm import ChatClient
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.offline._validate import history_problem

@@ -18,7 +18,7 @@ from agent_server.agent.compaction import (
 )
 from agent_server.agent.replay import logged_requests
 from agent_server.agent.request import compaction_body, pending_body, render_transcript, request_body
-from agent_server.config import AgentSettings, ConfigError, load_config
+from agent_server.config.load import AgentSettings, ConfigError, load_config
 from agent_server.llm import encode_body
 from agent_server.session import EventLog, derive_messages, surface_messages
 from agent_server.tools.repeats import repeat_count, repeat_reminder

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from agent_server.agent.budget import CostMemo, body_chars, estimate_tokens, session_cost
 from agent_server.agent.request import pending_body, request_body
 from agent_server.agent.request_memo import RequestMemo
-from agent_server.config import AgentSettings
+from agent_server.config.load import AgentSettings
 from agent_server.llm import encode_body
 from agent_server.session import ProjectionMemo, SessionEvent, surface_messages
 

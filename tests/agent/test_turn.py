@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_server.agent import AgentSession, RequestHeader, attempt_steps, request_body, step_starts
-from agent_server.config import AgentSettings, Config, ProviderSettings
+from agent_server.config.load import AgentSettings, Config, ProviderSettings
 from agent_server.llm import ChatClient, encode_body
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import EventLog, derive_messages

@@ -3,7 +3,7 @@
 import re
 import pytest
 
-from agent_server.config import ConfigError, load_config
+from agent_server.config.load import ConfigError, load_config
 
 
 def test_no_config_at_all_resolves_to_custom_without_endpoint(tmp_path):
@@ -127,7 +127,7 @@ def test_params_may_not_override_what_agent_server_sets(tmp_path):
 
 
 def test_redact_url_hides_credentials_and_query_values():
-    from agent_server.config import redact_url
+    from agent_server.config.load import redact_url
 
     assert redact_url("http://user:pw@h:8/v1?api-key=Q1&x=2") == "http://***@h:8/v1?api-key=***&x=***"
     assert redact_url("https://api.deepseek.com/v1") == "https://api.deepseek.com/v1"

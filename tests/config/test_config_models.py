@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent_server.config import ConfigError, load_config
+from agent_server.config.load import ConfigError, load_config
 
 TWO_MODELS = '''
 profile = "custom"

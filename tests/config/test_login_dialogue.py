@@ -1,4 +1,4 @@
-"""The `agent-server login` dialogue (``login_cli.Login``) with scripted answers against the real
+"""The `agent-server login` dialogue (``cli.login.Login``) with scripted answers against the real
 offline endpoint: what it asks, what it refuses, what it stores."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agent_server import credentials
-from agent_server.config import load_config
-from agent_server.login_cli import Cancelled, Login
+from agent_server.config import credentials
+from agent_server.config.load import load_config
+from agent_server.cli.login import Cancelled, Login
 from agent_server.offline import OfflineEndpoint
 
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from agent_server import credentials
-from agent_server.config import ConfigError, Profile, is_local, key_needed, load_config
+from agent_server.config import credentials
+from agent_server.config.load import ConfigError, Profile, is_local, key_needed, load_config
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_keyring_key_is_only_noted_at_start_up_and_keyring_is_not_imported(env
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"version": 1, "profile": "deepseek",
                                 "profiles": {"deepseek": {"key_store": "keyring", "model": "deepseek-chat"}}}))
-    code = ("import json, os, sys; from agent_server.config import load_config; p = load_config().provider; "
+    code = ("import json, os, sys; from agent_server.config.load import load_config; p = load_config().provider; "
             "print(json.dumps([p.profile, p.api_key, p.key_store, p.key_required, 'keyring' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True,
                          text=True, check=True).stdout

@@ -15,7 +15,7 @@ from support.editor import MemoryEditor
 from support.sessions import events
 
 from agent_server.offline import text_stream, tool_call_stream
-from agent_server.server.bounds import MAX_SEND_BYTES
+from agent_server.server.rpc.bounds import MAX_SEND_BYTES
 
 LINES = 2_500_000
 

@@ -4,7 +4,7 @@ import json
 
 
 from agent_server.offline import text_stream, tool_call_stream
-from agent_server.server.commands import INIT_PROMPT
+from agent_server.host.commands import INIT_PROMPT
 from agent_server.session import read_events
 
 

@@ -13,7 +13,6 @@ def test_demo_without_a_key_runs_offline_and_announces_it(tmp_path):
            if not k.startswith(("AGENT_SERVER_", "OPENAI_", "DEEPSEEK_"))}
     env["AGENT_SERVER_STATE_DIR"] = str(tmp_path / "state")
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["AGENT_SERVER_SPARE"] = "off"  # no warm spare left behind (tests/conftest.py)
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_client.py")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -40,8 +40,7 @@ def signin_env(home: Path, state: Path, base_url: str, keyring_backend: str) -> 
            if not k.startswith(("AGENT_SERVER_", "OPENAI_", "DEEPSEEK_", "XDG_", "PYTHON_KEYRING"))}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local" / "share"),
                AGENT_SERVER_STATE_DIR=str(state), PYTHON_KEYRING_BACKEND=keyring_backend,
-               AGENT_SERVER_BASE_URL="", AGENT_SERVER_API_KEY="", AGENT_SERVER_MODEL="",  # over the fixtures' own
-               AGENT_SERVER_SPARE="off")  # no warm spare left behind (tests/conftest.py)
+               AGENT_SERVER_BASE_URL="", AGENT_SERVER_API_KEY="", AGENT_SERVER_MODEL="")  # over the fixtures' own
     return env
 
 

@@ -40,8 +40,7 @@ async def test_stale_edit_result_says_read_it_again_only_once(acp_harness_factor
 
 def test_resume_of_a_missing_session_without_an_endpoint_says_no_such_session(agent_state_dir, workspace, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SERVER_")}
-    env.update(AGENT_SERVER_STATE_DIR=str(agent_state_dir), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"),
-               AGENT_SERVER_SPARE="off")  # no warm spare left behind (tests/conftest.py)
+    env.update(AGENT_SERVER_STATE_DIR=str(agent_state_dir), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     done = subprocess.run([sys.executable, "-m", "agent_server", "run", "-p", "hi", "--resume", "sess_nope",
                            "--cwd", str(workspace)], env=env, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)

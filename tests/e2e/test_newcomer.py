@@ -299,8 +299,7 @@ def test_readme_does_not_say_which_key_variable_picks_which_profile():
 
 def test_demo_does_not_say_which_endpoint_and_model_it_uses(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SERVER_", "DEEPSEEK_", "OPENAI_"))}
-    env.update(AGENT_SERVER_STATE_DIR=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "cfg"),
-               AGENT_SERVER_SPARE="off")  # no warm spare left behind (tests/conftest.py)
+    env.update(AGENT_SERVER_STATE_DIR=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_client.py"), "--cwd",
                            str(write_project(tmp_path / "w"))], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from agent_server.server.jsonrpc import MAX_LINE_BYTES
+from agent_server.server.rpc.jsonrpc import MAX_LINE_BYTES
 
 AGENT = [sys.executable, "-m", "agent_server"]
 

@@ -103,8 +103,8 @@ def test_replay_failures_are_clear_and_never_tracebacks(tmp_path):
 
 
 def test_the_server_path_never_imports_the_replay_command():
-    probe = ("import sys; from agent_server.cli import main, _fast_initialize; "
+    probe = ("import sys; from agent_server.cli import main; from agent_server.cli.serve import _fast_initialize; "
              "import json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('agent_server'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout)
-    assert "agent_server.replay_cli" not in loaded and "agent_server.agent" not in loaded
+    assert "agent_server.cli.replay" not in loaded and "agent_server.agent" not in loaded

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_server.server.workspace_edit import apply_text_edits, text_edits, workspace_edit
+from agent_server.server.edits import apply_text_edits, text_edits, workspace_edit
 
 
 def reference_apply(text, edits, encoding):

@@ -13,7 +13,7 @@ def test_the_host_imports_no_front_end():
 
 def test_the_acp_front_end_drives_the_host():
     graph = import_graph()
-    assert any(_in(t, "agent_server.host") for t in graph["agent_server.server.acp"])
+    assert any(_in(t, "agent_server.host") for t in graph["agent_server.server.acp.server"])
 
 
 def test_no_import_circle_among_the_host_and_the_front_ends():

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from agent_server.config import load_config
+from agent_server.config.load import load_config
 from agent_server.offline import OfflineEndpoint, text_stream
-from agent_server.server.acp import AcpServer
+from agent_server.server.acp.server import AcpServer
 from agent_server.session import SessionStore, read_events
 from support.probe import answered, held_probe  # noqa: F401 (a fixture)
 

@@ -1,6 +1,6 @@
 """The model option and /model: only listed models, the change logged, the text says how to add one."""
 
-from agent_server.config import load_config
+from agent_server.config.load import load_config
 from agent_server.host.models import UnknownModel, model_command, model_option, switch_model
 from agent_server.session import EventLog
 

@@ -66,7 +66,7 @@ async def test_http_endpoint_behind_an_environment_proxy_keeps_httpx_proxy_handl
 
 
 def test_importing_the_model_client_does_not_load_httpx_command_line_client():
-    probe = ("import sys, json; import agent_server.server.acp; from agent_server.llm import ChatClient;"
+    probe = ("import sys, json; import agent_server.server.acp.server; from agent_server.llm import ChatClient;"
              "print(json.dumps({'cli': sys.modules.get('httpx._main', 'absent') is None,"
              " 'loaded': [m for m in ('click', 'pygments', 'rich') if m in sys.modules]}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from agent_server.config import ConfigError, load_config
+from agent_server.config.load import ConfigError, load_config
 from agent_server.policy.approvals import Answer, ApprovalMemory, Ask, Rule, denial_text
 from agent_server.policy.modes import READ_ONLY, ModeState, UnknownMode
-from agent_server.server.jsonrpc import ConnectionClosed, JsonRpcError
-from agent_server.server.permissions import PermissionRequester, parse_answer
+from agent_server.server.rpc.jsonrpc import ConnectionClosed, JsonRpcError
+from agent_server.server.acp.permissions import PermissionRequester, parse_answer
 from agent_server.session import EventLog
 
 OFFERED = ("allow_once", "allow_always", "reject_once", "reject_always")

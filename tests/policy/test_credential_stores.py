@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from agent_server.config import PolicySettings
+from agent_server.config.load import PolicySettings
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import DANGER_FULL_ACCESS, ModeState
 from agent_server.policy.paths import HOME_CREDENTIALS, CredentialStores
-from agent_server.policy.sandbox import SandboxStatus
+from agent_server.policy.sandbox.confiner import SandboxStatus
 from agent_server.session import EventLog
 from agent_server.tools import get_tool, validate_args
 from agent_server.tools.pipeline import PreparedCall

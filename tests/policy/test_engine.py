@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from agent_server.config import PolicySettings
+from agent_server.config.load import PolicySettings
 from agent_server.policy.approvals import Answer
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.sandbox import SandboxStatus
-from agent_server.policy.sandbox_exec import decode_spec
+from agent_server.policy.sandbox.confiner import SandboxStatus
+from agent_server.policy.sandbox.sandbox_exec import decode_spec
 from agent_server.session import EventLog
 from agent_server.tools import get_tool, validate_args
 from agent_server.tools.pipeline import PreparedCall

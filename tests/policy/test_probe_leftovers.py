@@ -12,7 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from agent_server.policy.sandbox import EXEC_WRAPPER
+from agent_server.policy.sandbox.confiner import EXEC_WRAPPER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,8 @@ def test_a_server_killed_with_its_group_mid_probe_leaves_no_probe_folder(tmp_pat
     holder.write_text(textwrap.dedent(f"""
         import asyncio, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from agent_server.config import PolicySettings
-        from agent_server.policy.sandbox import probe_status
+        from agent_server.config.load import PolicySettings
+        from agent_server.policy.sandbox.confiner import probe_status
         asyncio.run(probe_status(PolicySettings()))
         asyncio.run(asyncio.sleep(60))
     """))

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.config import PolicySettings
+from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.sandbox import EXEC_WRAPPER, ShellConfiner, probe_status
-from agent_server.policy.sandbox_exec import landlock_abi
+from agent_server.policy.sandbox.confiner import EXEC_WRAPPER, ShellConfiner, probe_status
+from agent_server.policy.sandbox.sandbox_exec import landlock_abi
 from agent_server.session import EventLog
 from agent_server.tools import ToolContext
 from agent_server.tools.bash import BashArgs, BashTool
@@ -204,7 +204,7 @@ def _in_child(fn):
 def test_seccomp_filter_refuses_setuid_bits_and_unix_sockets_but_not_socketpair_or_plain_modes(tmp_path):
     import socket
 
-    from agent_server.policy import sandbox_seccomp
+    from agent_server.policy.sandbox import sandbox_seccomp
 
     assert sandbox_seccomp.supported(), "the seccomp filter needs x86-64 or aarch64"
 
@@ -239,7 +239,7 @@ def test_seccomp_filter_refuses_setuid_bits_and_unix_sockets_but_not_socketpair_
 
 
 def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folders(tmp_path):
-    from agent_server.policy.shell_masks import SecretScanner
+    from agent_server.policy.sandbox.shell_masks import SecretScanner
 
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / ".venv-like" / ".env").mkdir(parents=True)  # a folder named like a secret is not hidden
@@ -258,7 +258,7 @@ def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folder
 
 
 def test_sweep_clears_setuid_and_setgid_bits_in_the_roots_but_never_follows_a_link_outside(tmp_path):
-    from agent_server.policy.shell_masks import sweep_setuid
+    from agent_server.policy.sandbox.shell_masks import sweep_setuid
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     (root / "deep").mkdir(parents=True)
@@ -272,7 +272,7 @@ def test_sweep_clears_setuid_and_setgid_bits_in_the_roots_but_never_follows_a_li
 
 
 def test_a_big_tree_swept_with_find_clears_exactly_what_the_python_walk_clears(tmp_path, monkeypatch):
-    from agent_server.policy import shell_masks
+    from agent_server.policy.sandbox import shell_masks
 
     def tree(base):
         root, outside = base / "r [*?]", base / "outside"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.config import PolicySettings
-from agent_server.policy import shell_spawn
+from agent_server.config.load import PolicySettings
+from agent_server.policy.sandbox import shell_spawn
 from agent_server.policy.modes import ModeState
-from agent_server.policy.sandbox import ShellConfiner, probe_status
+from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status
 from agent_server.session import EventLog
 from agent_server.tools import ToolContext
 from agent_server.tools.bash import BashArgs, BashTool
@@ -148,10 +148,10 @@ def test_the_launcher_and_its_command_end_when_the_server_is_killed(tmp_path):
         import asyncio, os, sys
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from agent_server.config import PolicySettings
-        from agent_server.policy import shell_spawn
+        from agent_server.config.load import PolicySettings
+        from agent_server.policy.sandbox import shell_spawn
         from agent_server.policy.modes import ModeState
-        from agent_server.policy.sandbox import ShellConfiner, probe_status
+        from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status
         from agent_server.session import EventLog
 
         async def main():

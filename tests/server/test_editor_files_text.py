@@ -9,8 +9,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from agent_server.server.editor_files import EditorCapabilities, EditorFiles
-from agent_server.server.workspace_edit import apply_text_edits
+from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
+from agent_server.server.edits import apply_text_edits
 
 BOM = b"\xef\xbb\xbf"
 

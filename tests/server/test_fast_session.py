@@ -1,4 +1,4 @@
-"""The CLI's pre-asyncio ``session/new`` (``server/fast_session.py``): the plain case is answered
+"""The CLI's pre-asyncio ``session/new`` (``server/acp/fast_session.py``): the plain case is answered
 before the heavy imports, exactly as the full server answers it, with its header durable first;
 everything else goes to the full server as before. The real server, as a subprocess, against the
 bundled offline endpoint. No timing is asserted (bench/ measures it)."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-from agent_server.server.fast_session import FAST_NOTE, SLOW_PATH_ENV
+from agent_server.server.acp.fast_session import FAST_NOTE, SLOW_PATH_ENV
 from agent_server.session import read_events
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}}
@@ -180,13 +180,13 @@ def test_the_sandbox_probe_result_is_logged_before_the_first_tool_call_of_a_fast
 
 PROBE = r"""
 import json, os, sys
-from agent_server.server.fast_session import fast_new_session
+from agent_server.server.acp.fast_session import fast_new_session
 rfd, wfd = os.pipe()
 line = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new",
                    "params": {"cwd": sys.argv[1], "mcpServers": []}}).encode() + b"\n"
 handed = fast_new_session(line, wfd, None)
 loaded = [m for m in ("asyncio", "httpx", "httpx_sse", "pydantic", "pydantic_core", "logging",
-                      "agent_server.config", "agent_server.session.events", "agent_server.server.acp")
+                      "agent_server.config.load", "agent_server.session.events", "agent_server.server.acp.server")
           if m in sys.modules]
 print(json.dumps({"loaded": loaded, "answer": os.read(rfd, 65536).decode(), "log": str(handed.path)}))
 """

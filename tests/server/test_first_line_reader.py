@@ -6,7 +6,7 @@ time quadratic in the line's size."""
 import os
 import threading
 
-from agent_server import cli
+from agent_server.cli import serve as cli
 
 
 def _pipe_with(data: bytes) -> int:

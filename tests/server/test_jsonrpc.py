@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agent_server.server.jsonrpc import Connection, ConnectionClosed, JsonRpcError
+from agent_server.server.rpc.jsonrpc import Connection, ConnectionClosed, JsonRpcError
 
 
 class Captured:
@@ -280,7 +280,7 @@ async def test_answer_that_is_not_utf8_fails_its_request_at_once_instead_of_wait
 def test_a_batch_is_encoded_as_each_message_would_be():
     """``encode_notifications`` (one encoder call per item, one UTF-8 encode per batch) equals
     ``encode_message`` per message, byte for byte: nesting, escapes, numbers, a lone surrogate."""
-    from agent_server.server.wire import encode_message, encode_notifications
+    from agent_server.server.rpc.wire import encode_message, encode_notifications
 
     items = [{"sessionId": "s", "update": {"sessionUpdate": "tool_call", "content": [{"text": 'a "q" \\ \n\t\u2028 ✓'}],
                                           "n": 1.5, "big": 10 ** 20, "none": None, "ok": True, "list": []}},

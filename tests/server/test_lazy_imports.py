@@ -11,7 +11,7 @@ import pytest
 
 SERVER = r"""
 import json, sys
-import agent_server.config, agent_server.server.acp, agent_server.server.stdio
+import agent_server.config.load, agent_server.server.acp.server, agent_server.server.acp.stdio
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -35,8 +35,8 @@ def test_server_import_does_not_load_session_fork(loaded):  # session/fork
 
 
 def test_server_import_does_not_load_the_sandbox_wrapper_or_launcher(loaded):  # the first confined command
-    assert "agent_server.policy.sandbox_exec" not in loaded
-    assert "agent_server.policy.shell_spawn" not in loaded
+    assert "agent_server.policy.sandbox.sandbox_exec" not in loaded
+    assert "agent_server.policy.sandbox.shell_spawn" not in loaded
 
 
 def test_server_import_does_not_load_the_shell_command_analysis(loaded):  # the first bash call's policy check

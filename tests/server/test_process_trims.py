@@ -1,4 +1,4 @@
-"""``agent_server.process_trims``: the CLI's process keeps pydantic from scanning every installed
+"""``agent_server.cli.trims``: the CLI's process keeps pydantic from scanning every installed
 distribution for plugins, without changing what pydantic does or what child processes see."""
 
 import json
@@ -7,9 +7,9 @@ import sys
 
 SERVER_IMPORTS = r"""
 import json, os, sys
-from agent_server import process_trims
+from agent_server.cli import trims as process_trims
 process_trims.apply()
-import agent_server.config, agent_server.server.acp, agent_server.server.stdio
+import agent_server.config.load, agent_server.server.acp.server, agent_server.server.acp.stdio
 config = agent_server.config.load_config(env={}, path=os.devnull)
 loader = sys.modules[process_trims.LOADER]
 calls = []
@@ -36,7 +36,7 @@ def test_server_import_does_not_scan_pydantic_plugins():
 
 
 def test_any_other_loader_name_loads_pydantics_own_loader():
-    result = run("import json, sys; from agent_server import process_trims; process_trims.apply();"
+    result = run("import json, sys; from agent_server.cli import trims as process_trims; process_trims.apply();"
                  "import pydantic.plugin; from pydantic.plugin import _loader as stand_in;"
                  "group = stand_in.PYDANTIC_ENTRY_POINT_GROUP; real = sys.modules[process_trims.LOADER];"
                  "print(json.dumps([group, getattr(real, '_stand_in', False), real.get_plugins is not stand_in.get_plugins]))")
@@ -44,6 +44,6 @@ def test_any_other_loader_name_loads_pydantics_own_loader():
 
 
 def test_a_process_that_loaded_the_real_loader_keeps_it():
-    result = run("import json, sys; import pydantic.plugin._loader as real; from agent_server import process_trims;"
+    result = run("import json, sys; import pydantic.plugin._loader as real; from agent_server.cli import trims as process_trims;"
                  "process_trims.apply(); print(json.dumps(sys.modules[process_trims.LOADER] is real))")
     assert result is True

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from agent_server.server.bounds import fit_line
-from agent_server.server.jsonrpc import Connection, MessageTooLarge
-from agent_server.server.wire import encode_message
+from agent_server.server.rpc.bounds import fit_line
+from agent_server.server.rpc.jsonrpc import Connection, MessageTooLarge
+from agent_server.server.rpc.wire import encode_message
 
 LIMIT = 4096
 
@@ -91,7 +91,7 @@ def test_a_line_within_the_bound_is_untouched():
 
 
 async def test_a_too_long_answer_fails_its_request_at_once_and_a_too_long_request_is_answered_with_its_id(monkeypatch):
-    import agent_server.server.jsonrpc as jsonrpc
+    import agent_server.server.rpc.jsonrpc as jsonrpc
 
     monkeypatch.setattr(jsonrpc, "MAX_LINE_BYTES", 1024)
     reader = asyncio.StreamReader(limit=1024)

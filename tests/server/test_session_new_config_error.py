@@ -19,7 +19,6 @@ def session_new(tmp_path, config_text: str, fix_before_new: str | None = None, t
     config.write_text(config_text)
     new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}}
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SERVER_", "OPENAI_", "DEEPSEEK_"))},
-           "AGENT_SERVER_SPARE": "off",  # no warm spare left behind (tests/conftest.py)
            "AGENT_SERVER_STATE_DIR": str(tmp_path / "state"), "AGENT_SERVER_API_KEY": "k",
            "AGENT_SERVER_BASE_URL": "http://127.0.0.1:9/v1", "AGENT_SERVER_MODEL": "m",
            "XDG_CONFIG_HOME": str(tmp_path / "xdg")}

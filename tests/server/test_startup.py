@@ -6,12 +6,12 @@ import sys
 
 PROBE = r"""
 import json, os, sys
-from agent_server.cli import _fast_initialize
+from agent_server.cli.serve import _fast_initialize
 rfd, wfd = os.pipe()
 line = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 params = _fast_initialize(line, wfd)
 loaded = [m for m in ("asyncio", "httpx", "httpx_sse", "pydantic", "lsprotocol", "logging",
-                      "agent_server.llm", "agent_server.server.acp") if m in sys.modules]
+                      "agent_server.llm", "agent_server.server.acp.server") if m in sys.modules]
 print(json.dumps({"loaded": loaded, "answer": os.read(rfd, 65536).decode(), "params": params}))
 """
 
@@ -27,7 +27,7 @@ def test_initialize_is_answered_before_asyncio_httpx_and_pydantic_are_imported()
 
 def test_fast_path_leaves_anything_but_initialize_to_the_engine():
     probe = (
-        "import os; from agent_server.cli import _fast_initialize; r, w = os.pipe();"
+        "import os; from agent_server.cli.serve import _fast_initialize; r, w = os.pipe();"
         "print(_fast_initialize(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\"}\\n', w),"
         " _fast_initialize(b'not json\\n', w), _fast_initialize(b'[1]\\n', w))"
     )
@@ -37,12 +37,12 @@ def test_fast_path_leaves_anything_but_initialize_to_the_engine():
 
 GC_PROBE = r"""
 import asyncio, gc, json, sys
-import agent_server.cli as cli
+import agent_server.cli.serve as cli
 seen = {}
 def run(coroutine):
     coroutine.close()
     seen.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count(),
-                loaded=[m for m in ("agent_server.config", "agent_server.server.acp") if m in sys.modules])
+                loaded=[m for m in ("agent_server.config.load", "agent_server.server.acp.server") if m in sys.modules])
     return 0
 asyncio.run = run
 status = cli._serve(None)
@@ -60,4 +60,4 @@ def test_the_server_runs_with_the_collector_on_and_its_modules_frozen(tmp_path):
     seen = json.loads(out.stderr.decode().strip().splitlines()[-1])
     assert seen["enabled"] is True and seen["status"] == 0
     assert seen["frozen"] > 10_000  # the modules' objects: not walked by every later full collection
-    assert seen["loaded"] == ["agent_server.config", "agent_server.server.acp"]
+    assert seen["loaded"] == ["agent_server.config.load", "agent_server.server.acp.server"]

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from agent_server.policy import sandbox
-from agent_server.server.acp import AcpServer
-from agent_server.server.jsonrpc import RequestContext
+from agent_server.policy.sandbox import confiner as sandbox
+from agent_server.server.acp.server import AcpServer
+from agent_server.server.rpc.jsonrpc import RequestContext
 
 
 @pytest.fixture

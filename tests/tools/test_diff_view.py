@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-import agent_server.server.workspace_edit as we
+import agent_server.server.edits as we
 import agent_server.tools.diff_view as dv
-from agent_server.server.workspace_edit import apply_text_edits, text_edits
+from agent_server.server.edits import apply_text_edits, text_edits
 from agent_server.tools.diff_view import changed_region, common_prefix, diff_content
 
 

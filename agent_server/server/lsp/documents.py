@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
-from agent_server.server.workspace_edit import apply_text_edits, file_uri, workspace_edit
+from agent_server.server.edits import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools.files import DiskFiles, FileSnapshot, WriteOutcome
 from agent_server.tools.user_wait import awaiting_user
 

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     if level != "DEBUG":
         logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message at INFO
 
-    from agent_server.config import ConfigError, load_config
+    from agent_server.config.load import ConfigError, load_config
     from agent_server.host import SessionHost
     from agent_server.server.lsp.server import build_server
     from agent_server.session import SessionStore, default_state_dir

@@ -10,8 +10,31 @@ Must never: be imported on the ACP start-up path, or trust a server's annotation
 policy decides with the user's config).
 """
 
-from agent_server.tools.mcp.names import expose_names
-from agent_server.tools.mcp.results import render_result
-from agent_server.tools.mcp.spec import McpServerSpec, McpSpecError, specs_from_acp
+from __future__ import annotations
 
-__all__ = ["McpServerSpec", "McpSpecError", "expose_names", "render_result", "specs_from_acp"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "McpServerSpec": "spec",
+    "McpSpecError": "spec",
+    "expose_names": "names",
+    "render_result": "results",
+    "specs_from_acp": "spec",
+}
+"""Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

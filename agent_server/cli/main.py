@@ -1,0 +1,122 @@
+"""Command line: ``agent-server`` (the stdio ACP server) and its sub-commands.
+
+Role: argument parsing and dispatch only. ``agent-server replay …`` hands over to ``cli.replay``,
+``run …`` to ``cli.run``, ``sessions …`` to ``cli.sessions``, ``login``/``logout`` to ``cli.login``,
+``lsp`` to the LSP front end; with no sub-command ``cli.serve`` serves ACP on stdio. Whatever the
+sub-command, the process finds no pydantic plugins (``cli.trims``).
+
+Must never: import more than the standard library before it knows the sub-command (the stdio
+server answers ``initialize`` before ``asyncio``, ``httpx`` and pydantic are loaded).
+"""
+
+from __future__ import annotations
+
+import sys
+
+_USAGE = """usage: agent-server [--config PATH]
+       agent-server --check-config [--config PATH]
+       agent-server run -p PROMPT [--config PATH] [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
+       agent-server sessions [--cwd DIR] [--json]
+       agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
+       agent-server lsp [--config PATH]
+       agent-server login [--config PATH]
+       agent-server logout [--profile NAME | --all]
+
+Serve the Agent Client Protocol (ACP v1) on stdin/stdout for an editor.
+"run" runs one prompt without an editor (same sessions and log); see `agent-server run --help`.
+"sessions" lists the stored sessions (id, age, folder, title, log).
+"replay" rebuilds, from a session log alone, the exact body of every model request it made.
+"lsp" serves the same agent as a language server (LSP) for editors without ACP.
+"login" signs in to a model provider (provider, API key, model; checked, then stored in the
+system keyring or a file only you can read); "logout" removes the stored key.
+
+options:
+  --config PATH   read this TOML config file instead of the default
+  --version       print the version and exit
+  --check-config  read the configuration (file and environment) as the server would; print where it
+                  came from and exit 0, or the error (file, line, column) and exit 1
+  -h, --help      show this help
+"""
+
+
+
+def _die_quietly_on_closed_pipe() -> None:
+    """For the commands that only print (``replay``, ``sessions``): a reader that stops early
+    (``| head``) ends the process as it ends ``cat`` or ``ls`` — killed by ``SIGPIPE``, status 141
+    in the shell, nothing on stderr — instead of Python's ``BrokenPipeError`` traceback."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agent-server`` script; returns the exit status."""
+    from agent_server.cli import trims as process_trims
+
+    process_trims.apply()  # before any import of pydantic: no plugin discovery in this process
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "replay":  # a sub-command: the server path (no arguments) never gets here
+        from agent_server.cli.replay import main as replay_main
+
+        _die_quietly_on_closed_pipe()
+        return replay_main(args[1:])
+    if args and args[0] == "sessions":
+        from agent_server.cli.sessions import main as sessions_main
+
+        _die_quietly_on_closed_pipe()
+        return sessions_main(args[1:])
+    if args and args[0] == "run":
+        from agent_server.cli.run import main as run_main
+
+        return run_main(args[1:])
+    if args and args[0] == "lsp":  # the LSP front end: pygls is loaded only here
+        from agent_server.server.lsp.main import main as lsp_main
+
+        return lsp_main(args[1:])
+    config_path = None
+    check_config = False
+    while args:
+        arg = args.pop(0)
+        if arg == "--check-config":
+            check_config = True
+            continue
+        if arg in ("-h", "--help"):
+            sys.stdout.write(_USAGE)
+            return 0
+        if arg == "--version":
+            from agent_server import __version__
+
+            sys.stdout.write(f"agent-server {__version__}\n")
+            return 0
+        if arg == "--config" and args:
+            config_path = args.pop(0)
+        elif arg.startswith("--config="):
+            config_path = arg.split("=", 1)[1]
+        elif arg in ("login", "logout"):  # also after the options: ACP terminal auth appends "login"
+            from agent_server.cli import login as login_cli
+
+            return (login_cli.main if arg == "login" else login_cli.logout_main)(args, config_path)
+        elif arg in ("run", "lsp"):  # `agent-server --config X run …` means `agent-server run --config X …`
+            return main([arg, *(["--config", config_path] if config_path else []), *args])
+        else:
+            sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
+            return 2
+    if check_config:
+        return _check_config(config_path)
+    from agent_server.cli.serve import _serve
+
+    return _serve(config_path)
+
+
+def _check_config(config_path: str | None) -> int:
+    """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went."""
+    from agent_server.config.load import ConfigError, load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: configuration error: {exc}\n")
+        return 1
+    sys.stdout.write(f"configuration OK: {config.source or 'no config file (defaults and the environment)'}; "
+                     f"profile {config.provider.profile!r}, model {config.provider.model or '(none)'!r}\n")
+    return 0

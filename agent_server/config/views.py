@@ -1,0 +1,108 @@
+"""What a front end shows of a session's settings: its ``modes`` and ``configOptions`` (ACP-shaped).
+
+Role: the one builder of these views, standard library only, shared by the session host
+(``SessionHost.state``, ``ModeState``, ``host.models.model_option``) and the CLI's pre-asyncio
+``session/new`` fast path (``server/acp/fast_session.py``), so both answer the same bytes.
+
+* ``MODES``: the three modes (``ModeInfo``: id, name, description, the model's text);
+* ``modes_json(current)`` → ACP ``SessionModeState`` ``{"currentModeId", "availableModes": [...]}``;
+* ``mode_option(current)`` → the ``mode`` ``SessionConfigOption`` (a select);
+* ``model_option(choices, current)`` → the ``model`` option from ``(id, name, description)``
+  choices, or ``None`` when no model is configured;
+* ``session_state(mode, model)`` → ``{"modes", "configOptions"}`` of a ``session/new`` answer;
+* ``session_header(cwd, additional_directories, mcp_servers)`` → the data a new session's
+  ``session/header`` records (``SessionStore`` adds the id, ``EventLog`` the format version).
+
+Must never: import anything but the standard library (the fast path runs before pydantic loads).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from agent_server import __version__
+
+READ_ONLY, WORKSPACE_WRITE, DANGER_FULL_ACCESS = "read-only", "workspace-write", "danger-full-access"
+DEFAULT_MODE = WORKSPACE_WRITE
+MODE_CONFIG_ID = "mode"
+MODEL_CONFIG_ID = "model"
+"""The ``configId`` of the model option."""
+
+
+class ModeInfo:
+    """A mode as shown to the user (``name``, ``description``) and to the model (``model_text``).
+    (A plain class: ``dataclasses`` costs ~7 ms of imports on the fast path.)"""
+
+    __slots__ = ("id", "name", "description", "model_text")
+
+    def __init__(self, id: str, name: str, description: str, model_text: str) -> None:
+        self.id, self.name, self.description, self.model_text = id, name, description, model_text
+
+    def __repr__(self) -> str:
+        return f"ModeInfo({self.id!r})"
+
+
+MODES: dict[str, ModeInfo] = {
+    READ_ONLY: ModeInfo(
+        READ_ONLY, "Read-only",
+        "Read and search anywhere; nothing is written. The shell runs confined read-only.",
+        "read-only: you may read and search, but write and edit are refused and the shell is confined "
+        "read-only (it can write only in its temp folder). Explain what you would change instead."),
+    WORKSPACE_WRITE: ModeInfo(
+        WORKSPACE_WRITE, "Workspace write",
+        "Edit files inside the workspace roots; the shell is confined to them by the OS sandbox.",
+        "workspace-write: you may write and edit files inside the workspace roots only (writes outside "
+        "are refused). The shell can write only inside the roots, its temp folder ($TMPDIR) and "
+        "/dev/null; `.git` is read-only."),
+    DANGER_FULL_ACCESS: ModeInfo(
+        DANGER_FULL_ACCESS, "Full access (danger)",
+        "No sandbox: writes anywhere and an unconfined shell. Destructive commands still ask.",
+        "danger-full-access: you may write anywhere and the shell is not confined. Be careful: "
+        "destructive commands and secret files still need the user's approval."),
+}
+
+
+def modes_json(current: str) -> dict[str, Any]:
+    """ACP ``SessionModeState``: ``{"currentModeId", "availableModes": [{"id", "name", "description"}]}``."""
+    return {"currentModeId": current,
+            "availableModes": [{"id": m.id, "name": m.name, "description": m.description} for m in MODES.values()]}
+
+
+def mode_option(current: str) -> dict[str, Any]:
+    """The ``mode`` ``SessionConfigOption``: a select of the three modes."""
+    return {
+        "id": MODE_CONFIG_ID, "name": "Mode", "category": "mode", "type": "select",
+        "description": "What the agent may change: read-only, the workspace, or everything.",
+        "currentValue": current,
+        "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES.values()],
+    }
+
+
+def model_option(choices: Sequence[tuple[str, str, str | None]], current: str | None) -> dict[str, Any] | None:
+    """The ``model`` ``SessionConfigOption`` (category ``model``) over ``choices`` — ``(id, name,
+    description)`` of each configured model, the default first — with ``current`` selected (the
+    first choice when ``None``); ``None`` when no model is configured. A ``current`` that is not
+    listed (the configuration no longer has it) is offered too, so the value is always an option."""
+    if not choices:
+        return None
+    current = current or choices[0][0]
+    options = [{"value": id, "name": name, **({"description": description} if description else {})}
+               for id, name, description in choices]
+    if all(id != current for id, _, _ in choices):
+        options.append({"value": current, "name": current, "description": "Not in the configuration any more"})
+    return {"id": MODEL_CONFIG_ID, "name": "Model", "category": "model", "type": "select",
+            "description": "The model this session's requests go to.", "currentValue": current,
+            "options": options}
+
+
+def session_state(mode: str, model: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"modes", "configOptions"}``: the mode views for ``mode``, then the ``model`` option when
+    there is one (``model_option``)."""
+    return {"modes": modes_json(mode), "configOptions": [mode_option(mode), *([model] if model else [])]}
+
+
+def session_header(cwd: str, additional_directories: Sequence[str], mcp_servers: Sequence[str | None]) -> dict[str, Any]:
+    """The ``session/header`` data of a new session (before its id and format version): its roots,
+    the names of its MCP servers, and which agent wrote the log."""
+    return {"cwd": cwd, "additional_directories": list(additional_directories), "mcp_servers": list(mcp_servers),
+            "agent": {"name": "agent-server", "version": __version__}}

@@ -1,0 +1,423 @@
+"""The shell sandbox as the server sees it: what is really enforceable here, and how a command
+is launched under it.
+
+Role: ``probe_status(settings)`` finds out — by *testing* in a throwaway child
+(``sandbox_exec --probe``), once per process — what the OS enforces: Landlock filesystem rules,
+read-only ``.git`` (a private mount namespace), a PID namespace per command (nothing outlives the
+call), hidden credentials and secret files (masks), refused setuid/setgid bits (seccomp), and, with
+``network = false``, a private network namespace (TCP, UDP, abstract sockets) plus refused
+``socket(AF_UNIX)``; in both network modes, Landlock's scopes (ABI ≥ 6): no abstract unix socket and
+no process outside the sandbox can be reached (reported, not required: older kernels lack them). ``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user
+once when it is not complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in
+``workspace-write`` the command runs through ``sandbox_exec`` with write access only to the roots,
+the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only
+to the temp folder; in ``danger-full-access`` unconfined. Under the sandbox the shell does not see
+the config file, the state folder (but the session's own spill and temp folders), keyrings,
+``~/.ssh`` and the like (``shell_masks.credential_paths``), nor files inside the roots named like a
+secret (``.env*`` …) — unless the user allowed that exact command (``allow_secrets_once``). After
+each confined command, setuid/setgid bits in the roots are swept (``ShellLaunch.after``).
+
+Must never: report a protection as enforced that the probe did not see enforced, or run a
+command unconfined in ``read-only`` mode (it refuses instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from agent_server.config.load import PolicySettings
+from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.editor_config import PLACEHOLDERS, editor_config_paths
+from agent_server.policy.sandbox.shell_masks import SecretScanner, SetuidSweeper, credential_paths
+
+# sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
+# command, not with the server (tests/server/test_lazy_imports.py)
+
+log = logging.getLogger("agent_server.policy")
+
+EXEC_WRAPPER = Path(__file__).with_name("sandbox_exec.py")
+DEVICES = ("/dev/null", "/dev/tty", "/dev/pts", "/dev/ptmx")
+#: Longest ``--spec`` argument passed inline (Linux allows 128 KiB per argument).
+SPEC_ARG_LIMIT = 64 * 1024
+_PROBED: dict[tuple[str, bool], "SandboxStatus"] = {}
+_PROBING: dict[tuple[str, bool], tuple[asyncio.AbstractEventLoop, "asyncio.Task[SandboxStatus]"]] = {}
+"""The probe running now per key, with the loop it runs on (a finished or foreign one is replaced)."""
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What the shell sandbox enforces on this machine.
+
+    ``setting``: ``auto`` or ``off``; ``abi``: Landlock ABI (0: none); ``filesystem``: write
+    confinement verified; ``git_read_only``: read-only ``.git`` verified; ``network_wanted``:
+    the ``network`` setting; ``network_blocked``: TCP and UDP blocking (a private network
+    namespace) and refused ``socket(AF_UNIX)`` verified (``None``: not needed); ``problems``: why
+    something is missing; ``pid_namespace``: each command runs in its own PID namespace with a
+    fresh ``/proc``; ``masks``: credentials and secret files can be hidden; ``setuid_blocked``:
+    setuid/setgid mode bits are refused (seccomp); ``abstract_unix_blocked``: abstract unix
+    sockets bound outside the sandbox (X11, a D-Bus bus at an abstract address) cannot be reached,
+    with ``network`` too (Landlock ABI ≥ 6); ``signals_scoped``: Landlock refuses signals to
+    processes outside the sandbox (ABI ≥ 6; the PID namespace hides them as well).
+    """
+
+    setting: str
+    abi: int = 0
+    filesystem: bool = False
+    git_read_only: bool = False
+    network_wanted: bool = True
+    network_blocked: bool | None = None
+    problems: tuple[str, ...] = ()
+    pid_namespace: bool = False
+    masks: bool = False
+    setuid_blocked: bool = False
+    abstract_unix_blocked: bool = False
+    signals_scoped: bool = False
+
+    @property
+    def network_ok(self) -> bool:
+        """The network setting is honoured (allowed, or blocked as asked)."""
+        return self.network_wanted or bool(self.network_blocked)
+
+    @property
+    def namespaces(self) -> bool:
+        """The namespace-based protections all work (PID namespace, masks, read-only ``.git``)."""
+        return self.pid_namespace and self.masks and self.git_read_only
+
+    @property
+    def write_confinable(self) -> bool:
+        """``workspace-write`` shells are fully confined: commands need no approval."""
+        return self.filesystem and self.namespaces and self.setuid_blocked and self.network_ok
+
+    @property
+    def read_confinable(self) -> bool:
+        """``read-only`` shells can be confined read-only."""
+        return self.filesystem and self.network_ok
+
+    @property
+    def level(self) -> str:
+        """``landlock`` (everything enforced), ``partial`` or ``none``."""
+        return "landlock" if self.write_confinable else ("partial" if self.filesystem else "none")
+
+    def as_data(self) -> dict[str, Any]:
+        """The ``sandbox/status`` event data."""
+        return {"level": self.level, "setting": self.setting, "landlock_abi": self.abi,
+                "filesystem": self.filesystem, "git_read_only": self.git_read_only,
+                "pid_namespace": self.pid_namespace, "masks": self.masks, "setuid_blocked": self.setuid_blocked,
+                "network": "allowed" if self.network_wanted else ("blocked" if self.network_blocked else "NOT blocked"),
+                "unix_sockets": ("path sockets reachable (network allowed)" if self.network_wanted else
+                                 "refused" if self.network_blocked else "NOT refused"),
+                "abstract_unix_sockets": "refused" if self.abstract_unix_blocked else "NOT refused",
+                "signals_outside": "refused" if self.signals_scoped else "NOT refused by Landlock",
+                "problems": list(self.problems)}
+
+    def user_text(self) -> str:
+        """One sentence for the user when the sandbox is not complete ('' when it is)."""
+        if self.write_confinable:
+            return ""
+        why = "; ".join(self.problems) or "unknown reason"
+        return (f"The shell sandbox is not fully enforceable here ({why}), so every shell command will ask "
+                "for your approval before it runs.")
+
+
+@dataclass(frozen=True)
+class ShellLaunch:
+    """How ``bash`` should start one command (the shape ``tools.bash`` expects of a launcher).
+
+    ``argv``/``env``: what to execute; ``refuse``: run nothing and return this error instead;
+    ``failure_hint``: appended to a command's output when it shows one of ``hint_markers`` (a
+    permission error, or a refused connection when the network is blocked);
+    ``meta``: logged with the result (sandbox level, mode, network); ``after``: called (in a
+    worker thread) once the command and everything it started have ended — returns the paths
+    whose setuid/setgid bits it cleared; ``spawn``: ``await spawn(cwd, env)`` starts the command
+    (``argv`` confined, through the long-lived launcher, ``shell_spawn``) instead of executing
+    ``argv`` — same confinement, without a Python start-up per command.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    refuse: str | None = None
+    failure_hint: str | None = None
+    hint_markers: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    after: Callable[[], list[str]] | None = None
+    spawn: Callable[[Path, dict[str, str]], Awaitable[Any]] | None = None
+
+
+PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
+NETWORK_MARKERS = ("Couldn't connect", "Failed to connect", "Connection refused", "connect to", "Network is unreachable",
+                   "unable to access", "Could not resolve", "Temporary failure in name resolution", "ConnectionError")
+
+
+def off_status(settings: PolicySettings, reason: str) -> SandboxStatus:
+    """A status with nothing enforced, for ``reason``."""
+    return SandboxStatus(settings.sandbox, network_wanted=settings.network, problems=(reason,))
+
+
+def known_status(settings: PolicySettings) -> SandboxStatus | None:
+    """The status when no probe is needed (switched off, not Linux, or probed already), else ``None``."""
+    if settings.sandbox == "off":
+        return off_status(settings, 'the sandbox is switched off (sandbox = "off" / AGENT_SERVER_SANDBOX=off)')
+    if not sys.platform.startswith("linux"):
+        return off_status(settings, "Landlock needs Linux")
+    return _PROBED.get((settings.sandbox, settings.network))
+
+
+def start_probe(settings: PolicySettings) -> "asyncio.Future[SandboxStatus]":
+    """Start the probe for ``settings`` in the background — or join the one already running — and
+    return its future without waiting (call it on the running loop). Its result is cached per
+    process like ``probe_status``'s; a status that needs no probe is returned as a done future.
+    """
+    loop = asyncio.get_running_loop()
+    known = known_status(settings)
+    if known is not None:
+        done: asyncio.Future[SandboxStatus] = loop.create_future()
+        done.set_result(known)
+        return done
+    key = (settings.sandbox, settings.network)
+    running = _PROBING.get(key)
+    if running is None or running[0] is not loop or running[1].done():
+        running = _PROBING[key] = (loop, loop.create_task(_probe(settings)))
+    return running[1]
+
+
+async def probe_status(settings: PolicySettings) -> SandboxStatus:
+    """Test what the sandbox enforces (cached per process and per ``network`` setting). Joins a
+    probe ``start_probe`` already began; a caller cancelled while waiting leaves it running."""
+    known = known_status(settings)
+    if known is not None:
+        return known
+    return await asyncio.shield(start_probe(settings))
+
+
+async def stop_probes() -> None:
+    """Cancel the probes still running on this loop (at shutdown) and wait for them to end."""
+    loop = asyncio.get_running_loop()
+    for key, (owner, task) in list(_PROBING.items()):
+        if owner is loop:
+            _PROBING.pop(key, None)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def _probe_args(settings: PolicySettings, base: str) -> list[str]:
+    args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
+    if settings.network:
+        args.append("--network")
+    return args
+
+
+async def _probe(settings: PolicySettings) -> SandboxStatus:
+    base = tempfile.mkdtemp(prefix="agent-server-probe-")
+    proc = None
+    try:
+        # its own process group: a kill of the server's group lets it end and remove its folder
+        proc = await asyncio.create_subprocess_exec(*_probe_args(settings, base), stdout=asyncio.subprocess.PIPE,
+                                                    process_group=0, stderr=asyncio.subprocess.PIPE,
+                                                    stdin=asyncio.subprocess.DEVNULL)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=20)
+        report = json.loads(out.decode().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, asyncio.TimeoutError) as exc:
+        log.warning("sandbox probe failed: %s", exc)
+        return off_status(settings, f"the sandbox probe failed ({exc})")
+    finally:
+        if proc is not None and proc.returncode is None:  # timed out, or the server stops: not left running
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                pass
+        shutil.rmtree(base, ignore_errors=True)
+    return _keep(settings, _status_of(settings, report))
+
+
+def _keep(settings: PolicySettings, status: SandboxStatus) -> SandboxStatus:
+    _PROBED[(settings.sandbox, settings.network)] = status
+    return status
+
+
+def _status_of(settings: PolicySettings, report: dict[str, Any]) -> SandboxStatus:
+    """The status a probe's ``report`` shows for ``settings``."""
+    problems = list(report.get("errors", []))
+    if report.get("abi", 0) < 1:
+        problems.insert(0, "Landlock is not available on this kernel")
+    elif not report.get("filesystem"):
+        problems.append("Landlock did not confine writes in the probe")
+    if report.get("filesystem") and not report.get("git_read_only"):
+        problems.append("`.git` cannot be made read-only (no private mount namespace)")
+    if report.get("filesystem") and not report.get("pid_namespace"):
+        problems.append("commands cannot run in their own PID namespace (background processes could outlive them)")
+    if report.get("filesystem") and not report.get("masks"):
+        problems.append("credentials and secret files cannot be hidden from the shell")
+    if report.get("filesystem") and not report.get("setuid_blocked"):
+        problems.append("setuid/setgid bits cannot be refused (no seccomp filter for this machine)")
+    if not settings.network and not (report.get("network_blocked") and report.get("unix_blocked")):
+        problems.append("network = false cannot be enforced (needs Landlock ABI 4, a network namespace and seccomp)")
+    if report.get("filesystem") and not report.get("abstract_unix_blocked"):
+        problems.append("abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are "
+                        f"reachable (needs Landlock ABI 6; this kernel has {report.get('abi', 0)})")
+    status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
+                           bool(report.get("git_read_only")), settings.network,
+                           None if settings.network else bool(report.get("network_blocked") and report.get("unix_blocked")),
+                           tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
+                           bool(report.get("setuid_blocked")), bool(report.get("abstract_unix_blocked")),
+                           bool(report.get("signals_scoped")))
+    return status
+
+
+def session_tmpdir(session_dir: Path | None) -> Path:
+    """The session's private temp folder (``<session>/tmp``, mode 0700), created if needed."""
+    path = session_dir / "tmp" if session_dir is not None else Path(tempfile.mkdtemp(prefix="agent-server-tmp-"))
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+class ShellConfiner:
+    """The ``bash`` launcher of one session (``ToolContext.shell_launcher``).
+
+    ``modes``: the session's live mode; ``status``: what the sandbox enforces; ``roots``: the
+    workspace roots; ``tmpdir``: the session's temp folder (``<session>/tmp``; its sibling
+    ``spill`` stays readable); ``settings``: policy settings. Calling it with ``(argv, env)``
+    returns the ``ShellLaunch`` to run.
+    """
+
+    def __init__(self, modes: ModeState, status: SandboxStatus, roots: Sequence[Path], tmpdir: Path,
+                 settings: PolicySettings) -> None:
+        self.modes = modes
+        self.status = status
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.tmpdir = Path(os.path.realpath(tmpdir))
+        self.spill_dir = self.tmpdir.parent / "spill"
+        self.settings = settings
+        self.scanner = SecretScanner(settings.secret_patterns)
+        self.sweeper = SetuidSweeper()
+        self._unmasked: list[str] = []
+
+    def allow_secrets_once(self, command: str) -> None:
+        """The user allowed ``command``, which names a secret file: its next launch is not masked."""
+        self._unmasked.append(command)
+
+    def _writable(self, mode: str) -> list[str]:
+        writable = [str(self.tmpdir)]
+        if mode != READ_ONLY:
+            writable = [str(r) for r in self.roots] + writable
+            writable += [os.path.realpath(os.path.expanduser(p)) for p in self.settings.sandbox_writable]
+        return writable
+
+    def spec(self, mode: str, secrets_visible: bool = False) -> dict[str, Any]:
+        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested)."""
+        writable = self._writable(mode)
+        ro_binds: list[str] = []
+        if mode != READ_ONLY and self.status.git_read_only:
+            for root in self.roots:
+                git = Path(os.path.realpath(root / ".git"))
+                if git.exists() and any(git == r or r in git.parents for r in self.roots):
+                    ro_binds.append(str(git))
+            ro_binds += editor_config_paths(self.roots)  # missing ones get a placeholder at spawn
+        network = self.settings.network or not self.status.network_blocked
+        namespaces = self.status.pid_namespace and self.status.masks
+        spec: dict[str, Any] = {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
+                                "network": network, "drop_caps": True, "namespaces": namespaces,
+                                "seccomp": self.status.setuid_blocked}
+        if namespaces:
+            try:
+                self.spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError:
+                pass
+            masks = credential_paths(self.settings.secret_patterns)
+            if not secrets_visible:
+                masks += self.scanner.scan(self.roots)
+            spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
+        return spec
+
+    def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:
+        mode = self.modes.current
+        command = argv[-1] if argv else ""
+        secrets_visible = command in self._unmasked
+        if secrets_visible:
+            self._unmasked.remove(command)
+        if mode == DANGER_FULL_ACCESS:
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode})
+        if not self.status.filesystem:
+            if mode == READ_ONLY:
+                return ShellLaunch(argv, env, refuse=(
+                    "Refused: the session is read-only and no OS sandbox can confine the shell to reading "
+                    "here, so shell commands cannot run. Use read, grep and glob instead."),
+                    meta={"sandbox": "none", "mode": mode})
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
+        spec = self.spec(mode, secrets_visible)
+        env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
+        spec_arg = self._spec_arg(spec)
+        wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
+
+        held: list[str] = []
+
+        async def spawn(cwd: Path, env: dict[str, str]) -> Any:
+            from agent_server.policy.sandbox.shell_spawn import ConfinedProcess, spawn_confined
+
+            held[:] = PLACEHOLDERS.acquire(spec["ro_binds"])
+            try:
+                proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
+            except BaseException:
+                PLACEHOLDERS.release(held)
+                raise
+            if spec_arg.startswith("@") and isinstance(proc, ConfinedProcess):
+                try:  # the wrapper did not run: its spec file is ours to remove
+                    os.unlink(spec_arg[1:])
+                except OSError:
+                    pass
+            return proc
+
+        markers = PERMISSION_MARKERS + (() if spec["network"] else NETWORK_MARKERS)
+        sweep_roots = list(spec["write"])
+        skip = list(spec["ro_binds"])
+        meta = {"sandbox": f"landlock-{mode}", "mode": mode, "network": spec["network"],
+                "git_read_only": any(p.endswith("/.git") for p in spec["ro_binds"]),
+                "editor_config_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
+                "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
+        return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
+                           after=lambda: (PLACEHOLDERS.release(held), self.sweeper(sweep_roots, skip))[1], spawn=spawn)
+
+    def _spec_arg(self, spec: dict[str, Any]) -> str:
+        """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
+        through a private file beside the temp folder (``@PATH``; the wrapper deletes it)."""
+        from agent_server.policy.sandbox.sandbox_exec import encode_spec
+
+        encoded = encode_spec(spec)
+        if len(encoded) <= SPEC_ARG_LIMIT:
+            return encoded
+        fd, path = tempfile.mkstemp(prefix="sandbox-spec-", dir=self.tmpdir.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(encoded)
+        return "@" + path
+
+    def _hint(self, mode: str, spec: dict[str, Any]) -> str:
+        if mode == READ_ONLY:
+            where = f"only in its temp folder {self.tmpdir}"
+            way_out = "The session is read-only: ask the user to switch to workspace-write to make changes."
+        else:
+            where = "only inside " + ", ".join(str(r) for r in self.roots) + f" and its temp folder {self.tmpdir}"
+            way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
+                       "if this really must write elsewhere (git commits too).")
+        git = ("; `.git` is read-only (no commits, branch or index changes), and so is the editors' configuration "
+               "in the workspace roots (.vscode, .idea, .zed, .nvim.lua, .nvimrc, .exrc: change it with the write or "
+               "edit tool, which asks the user)") if spec["ro_binds"] else ""
+        abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
+                    if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
+        net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else
+               "; the network is on, so path sockets (docker.sock, an ssh-agent) are reachable" + abstract)
+        masked = ("; stored credentials (~/.ssh, ~/.aws, the agent's config and state …) and files named like "
+                  "secrets (" + ", ".join(p for p in self.settings.secret_patterns if "/" not in p) + ") are "
+                  "hidden: naming one in a command asks the user" if spec.get("masks") is not None else "")
+        setuid = "; setuid/setgid bits are refused" if spec.get("seccomp") else ""
+        refused = "error above is" + (" (or a failed connection is)" if not spec["network"] else "")
+        return (f"[sandbox] This command ran under the OS sandbox ({mode}): it may write {where}{git}{net}"
+                f"{masked}{setuid}. A 'Permission denied' or 'Read-only file system' {refused} the sandbox "
+                f"refusing. {way_out}")

@@ -1,0 +1,240 @@
+"""What the confined shell must not see, and what it must not leave behind.
+
+Role: ``credential_paths(patterns, env)`` lists stored credentials outside the workspace that the
+shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
+``agent-server login`` stored), the state folder (every session's log), keyring files, and
+well-known secret files in the home folder
+(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …). ``SecretScanner`` finds the
+files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …), re-listing
+only folders whose modification time changed since the last scan. ``sweep_setuid(roots)`` removes
+setuid/setgid bits from every file under the roots after a confined command ended
+(``SetuidSweeper``: the same per session, searching a big tree with ``find``).
+
+Must never: follow a symlink out of a root while scanning or sweeping, or hide a workspace root.
+Known limits: a name pattern (no ``/``) is searched for inside the roots only, and not inside
+``SCAN_SKIP`` folders (``node_modules``, ``.venv`` …); at most ``MAX_SECRET_FILES`` files are hidden.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Mapping, Sequence
+
+#: Secret files and folders in the home folder that the confined shell never sees.
+HOME_SECRETS = (
+    ".ssh", ".aws", ".netrc", ".config/gh", ".config/hub", ".git-credentials", ".config/git/credentials",
+    ".docker/config.json", ".kube", ".gnupg", ".npmrc", ".pypirc", ".config/gcloud", ".azure",
+    ".cargo/credentials", ".cargo/credentials.toml", ".password-store", ".config/rclone", ".terraform.d",
+    ".local/share/keyrings", ".local/share/python_keyring", ".config/python_keyring", ".local/share/kwalletd",
+)
+MAX_SECRET_FILES = 1000
+#: Folders the secret scan does not enter: ``.git`` (read-only in the sandbox) and third-party
+#: dependency and cache folders (their many sub-folders would be stat-ed on every call).
+SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+
+
+def _glob_chars(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """Absolute paths (existing ones only) of stored credentials outside the roots, to hide."""
+    env = os.environ if env is None else env
+    home = env.get("HOME") or os.path.expanduser("~")
+    found: list[str] = [os.path.join(home, p) for p in HOME_SECRETS]
+    from agent_server.config.load import default_config_path
+    from agent_server.policy.paths import keyring_folders
+    from agent_server.session.store import default_state_dir
+
+    found.append(str(default_config_path(env)))
+    found.append(str(default_config_path(env).parent))  # the folder: credentials.json of `agent-server login`
+    found.extend(keyring_folders(env))
+    if env.get("AGENT_SERVER_CONFIG"):
+        found.append(env["AGENT_SERVER_CONFIG"])
+    found.append(str(default_state_dir(env)))
+    for pattern in patterns:
+        if "/" not in pattern:
+            continue
+        expanded = home + pattern[1:] if pattern.startswith("~") else pattern
+        if expanded.endswith("/**"):
+            expanded = expanded[:-3]
+        if _glob_chars(expanded):
+            found.extend(glob.glob(expanded, recursive=True)[:MAX_SECRET_FILES])
+        else:
+            found.append(expanded)
+    out: list[str] = []
+    for path in found:
+        real = os.path.realpath(path)
+        if os.path.lexists(path) and real not in out:
+            out.append(real)
+    return out
+
+
+class SecretScanner:
+    """Finds files named like a secret (the name patterns of ``patterns``) inside the roots.
+
+    ``scan(roots)`` returns their resolved paths (regular files, or symlinks to files anywhere;
+    folders are never hidden: a virtualenv called ``.env`` keeps working). Folder listings are
+    cached by the folder's ``st_mtime_ns``, so a repeated scan costs one ``stat`` per folder.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.names = [p for p in patterns if "/" not in p]
+        self._cache: dict[str, tuple[int, list[str], list[str]]] = {}
+
+    def _list(self, folder: str) -> tuple[list[str], list[str]]:
+        try:
+            mtime = os.stat(folder).st_mtime_ns
+        except OSError:
+            return [], []
+        cached = self._cache.get(folder)
+        if cached is not None and cached[0] == mtime:
+            return cached[1], cached[2]
+        hits, subdirs = [], []
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name not in SCAN_SKIP:
+                                subdirs.append(entry.path)
+                        elif any(fnmatch.fnmatchcase(entry.name, n) for n in self.names) and \
+                                entry.is_file(follow_symlinks=True):
+                            hits.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            return [], []
+        self._cache[folder] = (mtime, hits, subdirs)
+        return hits, subdirs
+
+    def scan(self, roots: Sequence[Path | str]) -> list[str]:
+        """Resolved paths of the secret-named files under ``roots`` (at most ``MAX_SECRET_FILES``)."""
+        if not self.names:
+            return []
+        out: list[str] = []
+        stack = [os.path.realpath(r) for r in roots]
+        seen: set[str] = set()
+        while stack and len(out) < MAX_SECRET_FILES:
+            folder = stack.pop()
+            if folder in seen:
+                continue
+            seen.add(folder)
+            hits, subdirs = self._list(folder)
+            out.extend(os.path.realpath(h) for h in hits)
+            stack.extend(subdirs)
+        return sorted(set(out))[:MAX_SECRET_FILES]
+
+
+def sweep_setuid(roots: Sequence[Path | str], skip: Sequence[str] = ()) -> list[str]:
+    """Clear ``S_ISUID``/``S_ISGID`` on every non-folder under ``roots`` (not following symlinks,
+    skipping the folders in ``skip``, e.g. the read-only ``.git``); returns the paths changed."""
+    return _walk_and_clear(roots, skip)[0]
+
+
+def _walk_and_clear(roots: Sequence[Path | str], skip: Sequence[str]) -> tuple[list[str], int]:
+    fixed: list[str] = []
+    entries = 0
+    skipped = {os.path.realpath(s) for s in skip}
+    stack = [os.path.realpath(r) for r in roots]
+    seen: set[str] = set()
+    while stack:
+        folder = stack.pop()
+        if folder in seen or folder in skipped:
+            continue
+        seen.add(folder)
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    entries += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(entry.path)
+                    elif stat.S_ISREG(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                        if _clear_bits(entry.path, st):
+                            fixed.append(entry.path)
+        except OSError:
+            continue
+    return fixed, entries
+
+
+FIND_ABOVE = 2000
+"""A tree whose last sweep saw more entries than this is searched with ``find`` (C; several times
+faster, and it does not hold the GIL the event loop needs)."""
+
+
+class SetuidSweeper:
+    """``sweep_setuid`` for one session's calls: the same search and clearing, but a big tree (the
+    previous sweep saw more than ``FIND_ABOVE`` entries) is searched with ``find -P … -perm /6000``
+    (no symlink followed, ``skip`` pruned); each hit is then cleared as by ``sweep_setuid`` (only if
+    it is still the same regular file). Without a working ``find``, the Python walk is used."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.find = shutil.which("find")
+
+    def __call__(self, roots: Sequence[Path | str], skip: Sequence[str] = ()) -> list[str]:
+        if self.entries > FIND_ABOVE and self.find is not None:
+            hits = _find_setuid(self.find, roots, skip)
+            if hits is not None:
+                fixed = []
+                for path in hits:
+                    try:
+                        st = os.lstat(path)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID) and \
+                            _clear_bits(path, st):
+                        fixed.append(path)
+                return fixed
+        fixed, self.entries = _walk_and_clear(roots, skip)
+        return fixed
+
+
+def _glob_escape(path: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in path)
+
+
+def _find_setuid(find: str, roots: Sequence[Path | str], skip: Sequence[str]) -> list[str] | None:
+    """Paths of setuid/setgid regular files under ``roots`` found by ``find`` (``None``: it could
+    not run or was killed; a folder it cannot read is skipped, as in the walk)."""
+    real = list(dict.fromkeys(os.path.realpath(r) for r in roots))
+    prune: list[str] = []
+    for folder in dict.fromkeys(os.path.realpath(s) for s in skip):
+        prune += (["-o"] if prune else []) + ["-path", _glob_escape(folder)]
+    expr = (["(", *prune, ")", "-prune", "-o"] if prune else []) + ["-type", "f", "-perm", "/6000", "-print0"]
+    try:
+        done = subprocess.run([find, "-P", *real, *expr], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, env={"LC_ALL": "C"}, check=False)
+    except OSError:
+        return None
+    if done.returncode not in (0, 1):
+        return None
+    return list(dict.fromkeys(os.fsdecode(p) for p in done.stdout.split(b"\0") if p))
+
+
+def _clear_bits(path: str, seen: os.stat_result) -> bool:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(now.st_mode):
+            return False
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(now.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

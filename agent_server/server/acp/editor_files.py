@@ -1,0 +1,400 @@
+"""The workspace-file seam through the editor (PROTOCOL.md "Extensions" and the plain-ACP path).
+
+Role: ``EditorFiles`` implements ``WorkspaceFiles`` for one session from what the client
+advertised: reads go through ``fs/read_text_file`` (the user's unsaved buffer; with the
+``bufferVersions`` extension, its version and dirty flag), and writes become
+(a) ``_agent_server/apply_workspace_edit`` proposals the editor previews and applies itself,
+guarded by the buffer version / base hash, or (b) on plain ACP: permission (with the diff), a
+re-read compared with the base, then ``fs/write_text_file``; (c) anything not advertised falls
+back to the disk.
+
+Must never: call a client method the client did not advertise, or write behind the user's back —
+a proposal the editor answers ``stale``/``rejected``/``cancelled`` changes nothing, and a plain-ACP
+write happens only after the re-read matched the base — nor hand on, or build an edit on, text the
+editor decoded from bytes that are not UTF-8 (its U+FFFD stand for bytes the editor would write back
+as U+FFFD): such a file gets the refusal the disk path gives (docs/protocol.md "Files that are not
+UTF-8").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from agent_server.server.acp.initialize import negotiate_encoding
+from agent_server.server.rpc.jsonrpc import RESOURCE_NOT_FOUND, Connection, ConnectionClosed, JsonRpcError, MessageTooLarge
+from agent_server.server.edits import apply_text_edits, file_uri, workspace_edit
+from agent_server.tools import safe_fs
+from agent_server.tools.diff_view import diff_content
+from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, NotTextFileError, WriteOutcome
+from agent_server.tools.text import NotTextError, decode_text, not_utf8
+from agent_server.tools.user_wait import awaiting_user
+
+log = logging.getLogger("agent_server.editor")
+
+APPLY_WORKSPACE_EDIT = "_agent_server/apply_workspace_edit"
+PROPOSAL_CANCEL_WAIT = 2.0
+"""Seconds to wait for the editor's real answer after cancelling a pending proposal (the user may
+already have applied it): PROTOCOL.md."""
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+ApproveEdit = Callable[[Path, "str | None", str], Awaitable["str | None"]]
+"""Asks the user about a plain-ACP edit: returns ``None`` when allowed, else the reason it is not."""
+
+
+@dataclass(frozen=True)
+class EditorCapabilities:
+    """What the client said it can do (``initialize.params.clientCapabilities``).
+
+    ``read_text``/``write_text``: ``fs.readTextFile``/``fs.writeTextFile``; ``buffer_versions``,
+    ``apply_workspace_edit``: the ``_meta.agentServer`` extension; ``encoding``: the negotiated
+    position encoding (``utf-16`` unless the client listed another we support first);
+    ``terminal_output``: the ``_meta`` key of the terminal convention the client announced
+    (``_meta.terminal_output: true`` → ``"terminal_output"``, else ``_meta.terminal_output_delta:
+    true`` → ``"terminal_output_delta"``), ``None`` when it announced neither.
+    """
+
+    read_text: bool = False
+    write_text: bool = False
+    buffer_versions: bool = False
+    apply_workspace_edit: bool = False
+    encoding: str = "utf-16"
+    terminal_output: str | None = None
+
+    @classmethod
+    def from_client(cls, caps: dict[str, Any]) -> "EditorCapabilities":
+        """Read ``clientCapabilities`` (a dict as sent by the client)."""
+        fs = caps.get("fs") or {}
+        meta = caps.get("_meta") if isinstance(caps.get("_meta"), dict) else {}
+        ext = (meta.get("agentServer") or {}) if meta else {}
+        if not isinstance(ext, dict) or ext.get("version") != 1:
+            ext = {}
+        return cls(
+            read_text=fs.get("readTextFile") is True,
+            write_text=fs.get("writeTextFile") is True,
+            buffer_versions=ext.get("bufferVersions") is True,
+            apply_workspace_edit=ext.get("applyWorkspaceEdit") is True,
+            encoding=negotiate_encoding(ext.get("positionEncodings")),
+            terminal_output=next((k for k in ("terminal_output", "terminal_output_delta") if meta.get(k) is True), None),
+        )
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EditorFiles:
+    """``WorkspaceFiles`` for one session, through the editor where it allows.
+
+    ``connection``: the ACP connection; ``emit``: sends session updates (the diff is shown on the
+    tool call before the proposal); ``save``: ``"if-clean"`` or ``"never"`` (PROTOCOL.md);
+    ``approve_edit``: asks the user about plain-ACP writes (``None``: writes are not asked);
+    ``approval_timeout``: returns the seconds a proposal may wait for the user (``[policy]
+    approval_timeout``, as a permission question; read per proposal). While a proposal or a
+    question waits on the user, the calling tool's own timeout stands still (``awaiting_user``).
+    """
+
+    def __init__(self, connection: Connection, session_id: str, caps: EditorCapabilities, *,
+                 emit: Emit, save: str = "if-clean", approve_edit: ApproveEdit | None = None,
+                 disk: DiskFiles | None = None, approval_timeout: Callable[[], float] = lambda: 600.0) -> None:
+        self.approval_timeout = approval_timeout
+        self.connection = connection
+        self.session_id = session_id
+        self.caps = caps
+        self.emit = emit
+        self.save = save
+        self.approve_edit = approve_edit
+        self.disk = disk or DiskFiles()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def read(self, path: Path) -> FileSnapshot:
+        """The buffer's text (``fs/read_text_file``) when the client reads files, else the disk.
+        Directories and binary files are read from disk (the tools refuse them there)."""
+        path = Path(path)
+        if not self.caps.read_text or os.path.isdir(path) or _looks_binary(path):
+            return await self.disk.read(path)
+        try:
+            result = await self.connection.request("fs/read_text_file", {"sessionId": self.session_id, "path": str(path)})
+        except JsonRpcError as exc:
+            if exc.code == RESOURCE_NOT_FOUND or not path.exists():
+                raise FileNotFoundError(2, "No such file (the editor says)", str(path)) from None
+            refusal = await self._encoding_refusal(path, _editor_says_not_utf8(exc))
+            if refusal is not None:
+                raise refusal from None
+            raise OSError(f"the editor could not read {path}: {exc.message}") from None
+        except ConnectionClosed:
+            raise OSError(f"the editor is gone; cannot read {path}") from None
+        if not isinstance(result, dict) or not isinstance(result.get("content"), str):
+            raise OSError(f"the editor answered fs/read_text_file for {path} without text content")
+        # a lossy decode leaves U+FFFD for each byte it could not take: only then is the disk asked
+        refusal = await self._encoding_refusal(path) if "\ufffd" in result["content"] else None
+        if refusal is not None:
+            raise refusal
+        meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
+        version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
+        return FileSnapshot.of(path, result["content"].encode("utf-8"), version)
+
+    async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
+        """Why the editor's text of ``path`` cannot be used, or ``None``. The buffer is the truth
+        for the text; whether the file is UTF-8 is the editor's to say (it refuses the read, see
+        ``_editor_says_not_utf8``) and, when it answered text holding U+FFFD (the only trace a
+        lossy decode leaves; other text costs no second read of the disk), the disk's: bytes on
+        disk that are not UTF-8 (not even one stray byte, which ``read`` from disk would tolerate and keep)
+        mean the editor decoded them lossily, so the read is refused with ``decode_text``'s own
+        words for those bytes. A file the disk cannot give (missing, too large, unreadable) is
+        decided by the editor alone."""
+        try:
+            snapshot = await self.disk.read(path)
+        except OSError:
+            snapshot = None
+        if snapshot is not None:
+            reason = await asyncio.to_thread(_utf8_refusal, snapshot.raw)
+            if reason is not None:
+                return NotTextFileError(path, reason)
+        if editor_says is not None:
+            return NotTextFileError(path, not_utf8(editor_says))
+        return None
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def write(self, path: Path, raw: bytes, *, base: FileSnapshot | None) -> WriteOutcome:
+        """Propose (extension), ask-check-write (plain ACP), or write to disk; see the module."""
+        path = Path(path)
+        try:
+            new = raw.decode("utf-8")
+            old = base.raw.decode("utf-8") if base is not None else None
+        except UnicodeDecodeError:  # not text an editor buffer can hold: the disk path guards it
+            return await self.disk.write(path, raw, base=base)
+        if not self.caps.read_text:  # the base came from the disk: its BOM is not the editor's text
+            if old is not None and old.startswith("\ufeff") and new.startswith("\ufeff"):
+                old, new = old[1:], new[1:]
+        elif new.startswith("\ufeff") and not (old or "\ufeff").startswith("\ufeff"):
+            new = new[1:]  # the model's own BOM: the editor keeps the file's BOM outside its text
+        if old is not None and "\ufffd" in old and (self.caps.apply_workspace_edit or self.caps.write_text):
+            refusal = await self._encoding_refusal(path)  # again, right before the editor writes
+            if refusal is not None:
+                return WriteOutcome("failed", f"{refusal.reason}; nothing was proposed or written")
+        if self.caps.apply_workspace_edit:
+            return await self._propose(path, old, new, base)
+        if self.caps.write_text or self.approve_edit is not None:
+            return await self._plain_write(path, old, new, raw, base)
+        return await self._disk_write(path, raw, base)
+
+    async def _disk_write(self, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
+        """The guarded disk write for a change computed on the editor's text: the editor's text
+        never holds the file's BOM (docs/protocol.md "The text of a document"), so a file that has
+        one keeps it, and the base is compared with the disk's bytes without it."""
+        if self.caps.read_text and base is not None and not base.raw.startswith(_BOM):
+            try:
+                on_disk = await self.disk.read(path)
+            except OSError:
+                on_disk = None
+            if on_disk is not None and on_disk.raw.startswith(_BOM):
+                raw = raw if raw.startswith(_BOM) else _BOM + raw
+                base = FileSnapshot.of(path, _BOM + base.raw, base.version)
+        return await self.disk.write(path, raw, base=base)
+
+    async def _show_diff(self, path: Path, old: str | None, new: str) -> None:
+        tool_call_id = CURRENT_TOOL_CALL.get()
+        if tool_call_id:
+            await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+                             "content": [diff_content(path, old, new)]})
+
+    async def _propose(self, path: Path, old: str | None, new: str, base: FileSnapshot | None) -> WriteOutcome:
+        uri = file_uri(path)
+        edit = workspace_edit(path, old, new, version=base.version if base else None, encoding=self.caps.encoding)
+        text_edit = edit["documentChanges"][-1]
+        total = len(text_edit["edits"])
+        await self._show_diff(path, old, new)
+        params = {"sessionId": self.session_id, "toolCallId": CURRENT_TOOL_CALL.get() or "",
+                  "label": f"{'Create' if old is None else 'Edit'} {path.name}", "edit": edit,
+                  "baseHashes": {uri: _sha(old or "")}, "save": self.save}
+        result = await self._request_proposal(params)
+        if isinstance(result, WriteOutcome):
+            return result
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        message = str(result.get("message") or "") if isinstance(result, dict) else ""
+        if outcome in ("applied", "partial"):
+            try:
+                if outcome == "applied" and result.get("applied") is None:
+                    landed, applied = new, total  # "applied" without the edit: everything we sent landed
+                else:
+                    landed, applied = _landed_text(result.get("applied"), uri, old or "", self.caps.encoding)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                return WriteOutcome("failed", f"the editor said {outcome!r} but its 'applied' edit is not a "
+                                              f"valid WorkspaceEdit for this file ({exc}); read the file to see "
+                                              "what it holds now")
+            versions = result.get("versions") if isinstance(result.get("versions"), dict) else {}
+            info = versions.get(uri) if isinstance(versions.get(uri), dict) else {}
+            version = info.get("version") if isinstance(info.get("version"), int) else None
+            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
+            saved = result.get("saved") is True
+            if outcome == "applied" and landed == new:
+                return WriteOutcome("written", message, snapshot, saved=saved, hunks_applied=total, hunks_total=total)
+            status = "written" if outcome == "applied" else "partial"
+            return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
+        if outcome == "stale":
+            return WriteOutcome("stale", f"{path.name} changed in the editor since you read it")
+        if outcome in ("rejected", "cancelled"):
+            return WriteOutcome(outcome, message)
+        if outcome == "failed":
+            return WriteOutcome("failed", message or "the editor could not apply the change")
+        return WriteOutcome("failed", f"the editor gave an unknown answer to the proposal: {str(result)[:200]}")
+
+    async def _request_proposal(self, params: dict[str, Any]) -> dict[str, Any] | WriteOutcome:
+        """Send the proposal and wait for the user — up to ``approval_timeout()`` s, the tool's
+        clock paused meanwhile. If the turn is cancelled meanwhile, or no answer came in time:
+        send ``$/cancel_request`` and wait up to ``PROPOSAL_CANCEL_WAIT`` s for the editor's real
+        answer (the user may already have applied it); that answer — or ``cancelled`` / ``timeout``
+        — is the outcome."""
+        try:
+            request_id, future = await self.connection.begin_request(APPLY_WORKSPACE_EDIT, params)
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before the proposal could be sent")
+        except MessageTooLarge as exc:
+            return WriteOutcome("failed", f"the change is too large to propose to the editor ({exc.size:,} bytes "
+                                          f"of edits, over the {exc.limit:,} bytes a message may carry); nothing "
+                                          "was proposed or written: make it in smaller edits")
+        try:
+            try:
+                with awaiting_user():  # the user's time, and the editor's last word after a withdrawal
+                    return await self._await_user(request_id, future)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                self.connection.cancel_outgoing(request_id)
+                try:
+                    answer = await asyncio.wait_for(asyncio.shield(future), PROPOSAL_CANCEL_WAIT)
+                except (asyncio.TimeoutError, JsonRpcError, ConnectionClosed):
+                    answer = None
+                if task is not None:
+                    task.uncancel()  # report what really happened; the pipeline marks it interrupted
+                return answer if isinstance(answer, dict) else WriteOutcome("cancelled")
+        except JsonRpcError as exc:
+            return WriteOutcome("failed", f"the editor refused the proposal: {exc.message}")
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before answering the proposal")
+        finally:
+            self.connection.forget(request_id)
+
+    async def _await_user(self, request_id: int, future: "asyncio.Future[Any]") -> dict[str, Any] | WriteOutcome:
+        """The editor's answer within ``approval_timeout()`` s; else withdraw the proposal
+        (``$/cancel_request``) and take the answer that still comes within ``PROPOSAL_CANCEL_WAIT``
+        s, or ``timeout``. Raises what the request raises (``JsonRpcError``, ``ConnectionClosed``)."""
+        timeout = self.approval_timeout()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            self.connection.cancel_outgoing(request_id)
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(future), PROPOSAL_CANCEL_WAIT)
+        except (asyncio.TimeoutError, JsonRpcError, ConnectionClosed):
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+        return WriteOutcome("timeout", f"no answer within {timeout:g} s, the approval timeout; the proposal "
+                                       "was withdrawn")
+
+    async def _plain_write(self, path: Path, old: str | None, new: str, raw: bytes,
+                           base: FileSnapshot | None) -> WriteOutcome:
+        await self._show_diff(path, old, new)
+        if self.approve_edit is not None:
+            with awaiting_user():
+                refusal = await self.approve_edit(path, old, new)
+            if refusal is not None:
+                return WriteOutcome("rejected", refusal)
+        try:
+            current = await self.read(path)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
+        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
+            return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        if not self.caps.write_text:
+            return await self._disk_write(path, raw, current if base is None else base)
+        try:
+            await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path), "content": new})
+        except MessageTooLarge:  # the whole text cannot go in one message: the guarded disk write
+            log.info("%s: %d bytes are too large for fs/write_text_file; written on disk, guarded", path, len(raw))
+            return await self._disk_write(path, raw, current if base is None else base)
+        except JsonRpcError as exc:
+            return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before writing")
+        if not self.caps.read_text:  # the disk may not hold the editor's (unsaved) buffer: nothing to compare
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
+        return await self._read_back(path, new)
+
+    async def _read_back(self, path: Path, sent: str) -> WriteOutcome:
+        """After ``fs/write_text_file``: read the editor's buffer again (``fs/read_text_file``)
+        and report what really landed — an editor may change the text while writing it (e.g.
+        CodeCompanion adds a blank line at the end of an open buffer)."""
+        try:
+            landed = await self.read(path)
+        except OSError as exc:
+            log.debug("read-back of %s after fs/write_text_file failed: %s", path, exc)
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, sent.encode("utf-8")))
+        text = landed.raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        if text == sent:
+            return WriteOutcome("written", snapshot=landed)
+        return WriteOutcome("written", snapshot=landed, landed_by="editor")
+
+
+def _editor_says_not_utf8(exc: JsonRpcError) -> str | None:
+    """What the editor said when it refused ``fs/read_text_file`` because the document is not
+    UTF-8 (``data.agentServer.notUtf8: true``, optionally ``encoding``), else ``None``."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    ext = data.get("agentServer") if isinstance(data.get("agentServer"), dict) else {}
+    if ext.get("notUtf8") is not True:
+        return None
+    encoding = ext.get("encoding")
+    return f"the editor holds it as {encoding}" if isinstance(encoding, str) and encoding else "so the editor says"
+
+
+def _utf8_refusal(raw: bytes) -> NotTextError | None:
+    """``decode_text``'s refusal of ``raw`` when it is not UTF-8 throughout (no byte tolerated)."""
+    try:
+        raw.decode("utf-8")
+        return None
+    except UnicodeDecodeError:
+        pass
+    try:
+        decode_text(raw, tolerate_invalid=False)
+    except NotTextError as exc:
+        return exc
+    return None
+
+
+def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, int]:
+    """The text after the editor's ``applied`` WorkspaceEdit, and how many edits it holds."""
+    if not isinstance(applied, dict):
+        raise ValueError("no 'applied' WorkspaceEdit")
+    edits: list[dict[str, Any]] = []
+    for change in applied.get("documentChanges") or []:
+        if isinstance(change, dict) and "edits" in change and change["textDocument"]["uri"] == uri:
+            edits.extend(change["edits"])
+    return apply_text_edits(old, edits, encoding), len(edits)
+
+
+def _looks_binary(path: Path) -> bool:
+    """Whether a regular file has a NUL byte in its first 8 KB (opened without blocking and without
+    following a link after one resolution — never a FIFO or the server's stdin)."""
+    try:
+        fd = safe_fs.open_regular(safe_fs.resolve_once(path))
+    except OSError:
+        return False
+    try:
+        return b"\x00" in os.read(fd, 8192)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
