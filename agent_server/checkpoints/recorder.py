@@ -66,6 +66,7 @@ class Checkpoints:
         self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
         self.capture_off: str | None = None
         self.index_path = Path(log.path).parent / "shadow-index"
+        self.shadow_memo: dict[str, Any] = {}
         self.blobs = blobs
         self.roots = [Path(r) for r in roots]
         self.state_dir = Path(state_dir)
@@ -117,7 +118,7 @@ class Checkpoints:
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
         return ShadowRepo(self.state_dir / "shadow" / f"{key}.git", root, index=self.index_path,
                           is_secret=self.is_secret, name_patterns=self.name_patterns,
-                          max_file_bytes=self.max_file_bytes)
+                          max_file_bytes=self.max_file_bytes, memo=self.shadow_memo)
 
     def shell(self, tool: Any) -> Any:
         """``tool`` (the ``bash`` tool) with a snapshot of the working tree before and after each call."""

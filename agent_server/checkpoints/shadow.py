@@ -65,7 +65,8 @@ class ShadowRepo:
 
     ``is_secret(path)`` says whether an absolute path is a secret file (e.g. ``SecretMatcher.match``);
     ``name_patterns`` are secret name globs (no ``/``) written to ``info/exclude``; ``max_file_bytes``:
-    larger files are recorded by size, mtime and inode, never copied.
+    larger files are recorded by size, mtime and inode, never copied; ``memo``: kept between the
+    snapshots of one session (the last tree written, by the index file's identity).
 
     A snapshot costs one walk of the tree by git (``ls-files`` against the index's stat cache, with
     the untracked cache) plus work for the paths that changed since the last snapshot only: the
@@ -76,13 +77,14 @@ class ShadowRepo:
 
     def __init__(self, git_dir: Path, root: Path, *, index: Path | None = None,
                  is_secret: Callable[[Path], object] = lambda p: None, name_patterns: tuple[str, ...] = (),
-                 max_file_bytes: int | None = None, git: str = "git") -> None:
+                 max_file_bytes: int | None = None, memo: dict | None = None, git: str = "git") -> None:
         self.git_dir = Path(git_dir)
         self.root = Path(root)
         self.index = Path(index) if index is not None else self.git_dir / "index"
         self.is_secret = is_secret
         self.name_patterns = name_patterns
         self.max_file_bytes = max_file_bytes
+        self.memo = memo if memo is not None else {}
         self.git = git
 
     @staticmethod
@@ -157,17 +159,22 @@ class ShadowRepo:
     def snapshot(self, *, fresh: bool = False) -> Snapshot:
         """Record the working tree now. Raises ``ShadowError``."""
         self._ensure()
-        listed = self._run("ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard").split(b"\0")
+        listed = self._run("ls-files", "-z", "-t", "--modified", "--deleted", "--others",
+                           "--exclude-standard").split(b"\0")
         changed: list[bytes] = []
         drop: list[bytes] = []
         big: dict[str, tuple[int, int, int, int]] = {}
         nested: list[str] = []
         walked = 0
         seen: set[bytes] = set()
-        for name in listed:
+        tracked: set[bytes] = set()
+        for tagged in listed:
+            name = tagged[2:]
             if not name or name in seen:
                 continue
             seen.add(name)
+            if tagged[:1] != b"?":
+                tracked.add(name)
             if name.endswith(b"/"):  # a nested repository: git lists its folder, not its files
                 found, complete = _walk_nested(self.root / os.fsdecode(name), NESTED_BUDGET - walked)
                 walked += len(found)
@@ -179,19 +186,24 @@ class ShadowRepo:
             for entry in names:
                 path = self.root / os.fsdecode(entry)
                 if self.is_secret(path):
-                    drop.append(entry)
+                    if entry in tracked:
+                        drop.append(entry)
                     continue
                 st = _lstat(path)
                 if st is not None and self.max_file_bytes is not None and stat.S_ISREG(st.st_mode) \
                         and st.st_size > self.max_file_bytes:
                     big[os.fsdecode(entry)] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777)
-                    drop.append(entry)
+                    if entry in tracked:
+                        drop.append(entry)
                     continue
                 changed.append(entry)
-        if drop:  # left out of the tree (a no-op for a path the index does not hold)
+        if drop:  # left out of the tree
             self._run("update-index", "--force-remove", "-z", "--stdin", input=b"\0".join(drop) + b"\0")
         if changed:
             self._run("update-index", "--add", "--remove", "-z", "--stdin", input=b"\0".join(changed) + b"\0")
+        known = self.memo.get("tree")
+        if known is not None and known[0] == _signature(self.index):  # the index did not change: same tree
+            return Snapshot(known[1], big, nested)
         try:
             tree = self._run("write-tree").decode().strip()
         except ShadowError:  # an object the index names is gone (the user's gc): start the index afresh
@@ -199,6 +211,7 @@ class ShadowRepo:
                 raise
             self.index.unlink(missing_ok=True)
             return self.snapshot(fresh=True)
+        self.memo["tree"] = (_signature(self.index), tree)
         return Snapshot(tree, big, nested)
 
     def changes(self, before: str, after: str, blobs: BlobStore) -> list[ShadowChange]:
@@ -266,6 +279,13 @@ def _write_if_changed(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from the next: inode, size, mtime (an index is replaced by
+    rename on every write)."""
+    st = _lstat(path)
+    return None if st is None else (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
