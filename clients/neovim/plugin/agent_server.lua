@@ -78,3 +78,7 @@ end, { desc = "Accept the hunk under the cursor" })
 command("AgentRejectHunk", function()
   api().reject_hunk()
 end, { desc = "Reject the hunk under the cursor" })
+
+command("AgentAskAgain", function()
+  api().ask_again()
+end, { desc = "Have the agent redo its proposed edit on the file's current text" })

@@ -213,6 +213,30 @@ function M.show(proposal)
   end
 end
 
+--- Stale said at once (`proposals.hooks.stale`): the proposed side of each view of `proposal` gets a
+--- line on top saying so (or loses it when the text is back to what the agent read), and the echo
+--- area says it.
+function M.stale(proposal, doc, stale)
+  local view = doc.view
+  if view and vim.api.nvim_buf_is_valid(view.prop_buf) then
+    if view.stale_mark then
+      pcall(vim.api.nvim_buf_del_extmark, view.prop_buf, ns, view.stale_mark)
+      view.stale_mark = nil
+    end
+    if stale then
+      view.stale_mark = vim.api.nvim_buf_set_extmark(view.prop_buf, ns, 0, 0, {
+        virt_lines = { { { "⚠ stale: you changed " .. doc.name .. " — accepting is refused. "
+          .. ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text", "WarningMsg" } } },
+        virt_lines_above = true,
+      })
+    end
+  end
+  pcall(vim.api.nvim_echo, { { "agent-server: " .. (stale and ("stale: you changed " .. doc.name
+    .. " while its proposal waited — :AgentAskAgain asks the agent to redo it on the current text")
+    or (doc.name .. " holds the text the agent read again: the proposal can be accepted")),
+    stale and "WarningMsg" or "MoreMsg" } }, true, {})
+end
+
 --- Close the views of `proposal` (after it was answered); `outcome` (a line saying how it ended)
 --- replaces the proposal's hint in the echo area.
 function M.close(proposal, outcome)

@@ -39,6 +39,12 @@ local function wire()
   proposals.hooks.say = function(s)
     chat.say(s)
   end
+  proposals.hooks.stale = function(p, doc, stale)
+    diff.stale(p, doc, stale)
+    chat.say(stale and string.format("%s: stale — you changed %s while it waited; accepting is refused "
+      .. "(:AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it)", p.label, doc.name)
+      or string.format("%s: %s holds the text the agent read again; it can be accepted", p.label, doc.name))
+  end
   permissions.hooks.say = function(s)
     chat.say(s)
   end
@@ -341,6 +347,19 @@ M.reject = on_proposal("reject_all")
 M.accept_hunk = on_proposal("accept_hunk")
 --- Reject the hunk under the cursor.
 M.reject_hunk = on_proposal("reject_hunk")
+
+--- Ask the agent again on the current text: the open proposal (stale or not) is answered `stale`
+--- with that request, or — when it was already answered — a prompt asks for it.
+function M.ask_again(proposal)
+  wire()
+  local ok, err = require("agent_server.proposals").ask_again(proposal, function(text)
+    require("agent_server.chat").open(false)
+    client.prompt({ { type = "text", text = text } })
+  end)
+  if not ok then
+    notify(err, vim.log.levels.WARN)
+  end
+end
 
 --- Jump to the next / previous hunk of the proposal in view.
 function M.next_hunk()

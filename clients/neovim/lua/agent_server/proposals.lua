@@ -29,7 +29,11 @@ M.hooks = {
   show = function() end,
   close = function() end,
   say = function() end,
+  stale = function() end, -- stale(proposal, doc, is_stale): said at once, while the proposal is shown
 }
+
+--- The last proposal answered (for "ask the agent again" after it was closed).
+M.last_answered = nil
 
 local function uri_to_path(uri)
   return vim.uri_to_fname(uri)
@@ -325,6 +329,7 @@ function M.finish(proposal, reason, message)
   end
   proposal.answered = true
   M.open[proposal.id] = nil
+  M.last_answered = proposal
   local accepted, total = 0, 0
   local changes, versions, saved = {}, {}, true
   for _, doc in ipairs(proposal.docs) do
@@ -397,6 +402,60 @@ function M.finish(proposal, reason, message)
   end
   M.hooks.say(line)
   M.hooks.close(proposal, line) -- the echo area says the outcome, not the proposal's hint any more
+end
+
+-- Stale said at once: a change to a loaded document of a shown proposal is checked with the stale
+-- rule on the next tick; a change of verdict is told to the views (`hooks.stale`).
+local function watch(proposal)
+  for _, doc in ipairs(proposal.docs) do
+    local buf = buffers.find(doc.path)
+    if buf then
+      vim.api.nvim_buf_attach(buf, false, {
+        on_lines = function()
+          if proposal.answered then
+            return true -- detach
+          end
+          vim.schedule(function()
+            if proposal.answered then
+              return
+            end
+            local stale = M.is_stale(doc)
+            if stale ~= (doc.stale == true) then
+              doc.stale = stale
+              proposal.stale = vim.iter(proposal.docs):any(function(d)
+                return d.stale == true
+              end)
+              M.hooks.stale(proposal, doc, stale)
+            end
+          end)
+        end,
+      })
+    end
+  end
+end
+
+--- "Ask the agent again on the current text": a proposal still open (its turn waits for it) is
+--- answered `stale` (the server tells the model to read the file again and redo the change on it);
+--- after it was answered (rejected, closed, stale), a prompt says the same. `proposal`: nil for the
+--- latest open one, else the last answered.
+---@return boolean|nil ok, string|nil err
+function M.ask_again(proposal, send_prompt)
+  proposal = proposal or M.latest() or M.last_answered
+  if not proposal then
+    return nil, "no proposal to ask again about"
+  end
+  local names = {}
+  for _, doc in ipairs(proposal.docs) do
+    names[#names + 1] = doc.name
+  end
+  local files = table.concat(names, ", ")
+  if not proposal.answered then
+    M.finish(proposal, "stale", "you asked the agent to redo it on the current text of " .. files)
+    return true
+  end
+  send_prompt("Read " .. files .. " again and redo your change to it on its current text (I changed it while "
+    .. "your proposal waited, so it was not applied).")
+  return true
 end
 
 --- The user cancelled the turn (`:AgentCancel`): the open proposals the server now withdraws were
@@ -479,6 +538,7 @@ function M.receive(req, encoding)
     end
   end
   show(10)
+  watch(proposal)
   return proposal
 end
 
