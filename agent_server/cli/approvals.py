@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from agent_server.cli.run import no_terminal
+from agent_server.cli.allow import no_terminal
 from agent_server.policy.approvals import ALLOW_ONCE, Answer, Approver, Ask
 from agent_server.server.acp.server import AcpServer
 

@@ -135,12 +135,13 @@ class Login:
     def run(self) -> int:
         """Ask, check, store; the exit status."""
         from agent_server.config.load import key_needed
+        from agent_server.config.resolve import signin_entry
 
         self.say("agent-server login: sign in to a model provider.")
         name = self._provider()
         profile = self.config.profiles[name]
         try:
-            stored = credentials.entry(credentials.read(), name)
+            stored = signin_entry(credentials.read(), name)
         except credentials.CredentialsError:
             stored = {}  # replaced by what this login stores
         base_url = profile.base_url or stored.get("base_url")

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent_server.cli.allow import ALLOW_KINDS, no_terminal
 from agent_server.server.rpc.jsonrpc import MAX_LINE_BYTES, Connection, JsonRpcError
 
 EXIT = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 3, "cancelled": 130, "refusal": 1}
@@ -37,7 +38,6 @@ STOP_NOTES = {
 """Why ``run`` exits non-zero after a prompt that was answered (no error): one line on stderr,
 ``agent-server run: …`` like an error's (``{session}``: the session id). ``max_turn_requests``
 needs none: the server's own notice of the step budget ends the answer."""
-ALLOW_KINDS = {"shell": {"execute"}, "edit": {"edit", "delete", "move"}, "read": {"read", "search"}}
 
 
 class _Pipe:
@@ -66,19 +66,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow", default="", help="kinds to allow without asking: shell,edit,read")
     parser.add_argument("--config", help="TOML config file")
     return parser
-
-
-KIND_TO_ALLOW = {kind: name for name, kinds in ALLOW_KINDS.items() for kind in kinds}
-
-
-def no_terminal(kind: str) -> str:
-    """Why a question of ``kind`` could not be asked in a run without a terminal, and what would
-    allow it (the ``--allow`` flag of that kind, or that none applies)."""
-    flag = KIND_TO_ALLOW.get(kind)
-    if flag is None:
-        return (f"a headless run with no terminal to ask; no --allow kind covers a call of kind {kind!r}: "
-                "run it on a terminal to answer")
-    return f"a headless run with no terminal to ask; rerun with `--allow {flag}` to allow it"
 
 
 def _plain_lines(texts: list[str]) -> list[str]:

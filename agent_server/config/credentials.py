@@ -28,6 +28,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from agent_server.config.resolve import default_config_path
+
 KEYRING_SERVICE = "agent-server"
 """The keyring service name under which each profile's key is stored (user name = profile)."""
 
@@ -43,8 +45,6 @@ class CredentialsError(Exception):
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
     """``<config folder>/credentials.json``: the folder of the default config file
     (``$XDG_CONFIG_HOME/agent-server``, else the platform's user config folder)."""
-    from agent_server.config.resolve import default_config_path
-
     return default_config_path(env).parent / FILE_NAME
 
 
@@ -68,12 +68,6 @@ def read(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("profiles", {}), dict):
         raise CredentialsError(f"{path} is not an agent-server credentials file (version 1)")
     return data
-
-
-def entry(data: Mapping[str, Any], profile: str) -> dict[str, Any]:
-    """The stored sign-in of ``profile`` in ``data`` (from ``read``), or ``{}``."""
-    found = (data.get("profiles") or {}).get(profile)
-    return found if isinstance(found, dict) else {}
 
 
 def keyring_get(profile: str) -> str | None:

@@ -117,9 +117,7 @@ def resolve_provider(data: Mapping[str, Any], profiles: Mapping[str, Any], env: 
     if name not in profiles:
         raise ConfigError(f"unknown profile {name!r}; known: {sorted(profiles)}")
     profile = profiles[name]
-    from agent_server.config import credentials
-
-    stored = credentials.entry(signin, name)
+    stored = signin_entry(signin, name)
     base_url = (base_override or (env.get("OPENAI_BASE_URL") if name in ("custom", "openai") else None)
                 or stored.get("base_url") or profile.base_url)
     key_env = data.get("api_key_env") or profile.api_key_env
@@ -155,13 +153,17 @@ def resolve_provider(data: Mapping[str, Any], profiles: Mapping[str, Any], env: 
     )
 
 
+def signin_entry(data: Mapping[str, Any], profile: str) -> dict[str, Any]:
+    """The stored sign-in of ``profile`` in ``data`` (``credentials.read``), or ``{}``."""
+    found = (data.get("profiles") or {}).get(profile)
+    return found if isinstance(found, dict) else {}
+
+
 def stored_key(signin: Mapping[str, Any], profile: str) -> tuple[str | None, str | None, Literal["keyring"] | None]:
     """``(key, source, key_store)`` of what ``agent-server login`` stored for ``profile``: the key
     itself from the credentials file, or ``(None, "system keyring", "keyring")`` — the keyring is
     not opened here (start-up stays cheap)."""
-    from agent_server.config import credentials
-
-    stored = credentials.entry(signin, profile)
+    stored = signin_entry(signin, profile)
     if stored.get("key_store") == "file" and isinstance(stored.get("api_key"), str) and stored["api_key"]:
         return stored["api_key"], "agent-server login (credentials file)", None
     if stored.get("key_store") == "keyring":

@@ -23,8 +23,8 @@ _EXPORTS = {
     "ThreadedEndpoint": "_server",
     "load_script": "_script",
     "normalize_response": "_script",
-    "text_stream": "_script",
-    "tool_call_stream": "_script",
+    "text_stream": "_streams",
+    "tool_call_stream": "_streams",
 }
 """Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
 

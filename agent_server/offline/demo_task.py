@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._script import text_stream, tool_call_stream
+from ._streams import text_stream, tool_call_stream
 
 DEMO_TASK_PROMPT = "The tests in this project fail. Find the bug, fix it, and run the tests."
 

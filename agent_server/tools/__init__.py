@@ -7,8 +7,9 @@ helpers, result bounding (``trim_for_model``, ``spill``) and the six builtins (`
 dispatch → complete, batches them and commits results to the session log.
 
 Must never: let a tool failure escape as an exception. The builtin tool modules import nothing of
-``agent_server`` outside this package; only ``pipeline.py`` reaches ``policy`` and ``session``
-(DESIGN.md §2: tools → {batch, policy} → builtin tools; every layer → session).
+``agent_server`` outside this package; only ``pipeline.py`` reaches ``policy`` (its ``Guard``)
+and ``session``, and ``repeats.py`` ``session`` (DESIGN.md §2: tools → {batch, policy} → builtin
+tools; every layer → session).
 """
 
 from __future__ import annotations

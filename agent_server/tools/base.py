@@ -8,7 +8,9 @@ the path helpers every tool shares (``resolve_path``, ``display_path``).
 Must never: let a failure escape as an exception — a tool answers every failure with
 ``ToolResult.error`` — nor change the arguments it was given.
 
-This package is a leaf: it imports nothing of ``agent_server`` outside ``agent_server.tools``.
+Outside ``agent_server.tools`` this package imports only ``policy.decision`` (the ``Guard``
+contract, in ``pipeline.py``) and ``session`` (the log: ``pipeline.py``, ``repeats.py``);
+``tests/test_layers.py`` holds it below ``host``/``agent`` and above ``policy``.
 """
 
 from __future__ import annotations

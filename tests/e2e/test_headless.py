@@ -167,7 +167,7 @@ def test_allow_shell_still_applies_after_a_refused_question_of_another_kind(agen
 
 
 def test_without_a_terminal_a_kind_no_flag_covers_says_no_allow_applies(agent_env, workspace, tmp_path):
-    from agent_server.cli.run import no_terminal
+    from agent_server.cli.allow import no_terminal
 
     assert "--allow read" in no_terminal("read") and "--allow shell" in no_terminal("execute")
     assert "no --allow kind covers" in no_terminal("fetch") and "rerun" not in no_terminal("fetch")
