@@ -220,6 +220,29 @@ def test_checkhealth_reports_an_error_without_the_server(make_editor, tmp_path):
     assert "ERROR" in report and "not executable" in report
 
 
+def test_help_agent_server_opens_with_the_readmes_plain_runtimepath_set_up(make_editor):
+    """`:help agent-server` failed (E149) after the README's set-up (`vim.opt.rtp:append(...)`,
+    no plugin manager to run :helptags): doc/tags is committed."""
+    ed = make_editor()  # the plugin is on the runtimepath, as the README's set-up puts it; nothing else
+    ed.cmd("help agent-server")
+    assert ed.lua("return vim.bo.filetype") == "help"
+    ed.cmd("help :AgentAskAgain")
+    assert ed.lua("return vim.fn.expand('%:t')") == "agent-server.txt"
+
+
+def test_the_committed_doc_tags_are_what_helptags_makes_of_the_help_file(make_editor, tmp_path):
+    """doc/tags is committed, so it must follow the help file: regenerate it and compare."""
+    import shutil
+    from support.nvim import PLUGIN
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    shutil.copy(PLUGIN / "doc" / "agent-server.txt", doc)
+    ed = make_editor()
+    ed.cmd(f"helptags {doc}")
+    assert (doc / "tags").read_text() == (PLUGIN / "doc" / "tags").read_text(), (
+        "clients/neovim/doc/tags is stale: run nvim --headless -c 'helptags clients/neovim/doc' -c q")
+
+
 def test_help_tags_are_accepted_and_help_opens(make_editor, tmp_path):
     import shutil
     from support.nvim import PLUGIN

@@ -195,11 +195,18 @@ local function redraw_tool(t)
   transcript.replace_at(t.mark, 1, { tool_line(t) })
 end
 
+--- A tool line's note (a failed call's reason) is at most this many characters, "…" ending a cut one.
+M.NOTE_CHARS = 200
+
 local function first_text(content)
   for _, c in ipairs(content or {}) do
     local t = c.content and c.content.text
     if type(t) == "string" and t:match("%S") then
-      return (t:match("^%s*([^\n]*)") or ""):sub(1, 100)
+      local line = t:match("^%s*([^\n]*)") or ""
+      if vim.fn.strchars(line) > M.NOTE_CHARS then -- cut at a character, and said to be cut
+        line = vim.fn.strcharpart(line, 0, M.NOTE_CHARS - 1) .. "…"
+      end
+      return line
     end
   end
 end
@@ -353,6 +360,13 @@ local function finish_turn(stop, err, blocks)
     -- one report for one event: the server's exit was drawn (with its stderr tail) just above
   elseif err then
     add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
+    local low = err:lower()
+    if low:find("http 401", 1, true) or low:find("http 403", 1, true) or low:find("api key", 1, true)
+        or low:find("unauthorized", 1, true) then
+      add_lines({ "_The model endpoint refused the API key. Give it in `setup({ env = { AGENT_SERVER_API_KEY = "
+        .. "\"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`), or run `agent-server login` "
+        .. "in a terminal; then `:AgentRestart`. See `:help agent-server-config`._" })
+    end
   else
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
   end
@@ -462,6 +476,24 @@ function M.handle(ev)
       local tail = vim.split(ev.stderr:gsub("%s+$", ""), "\n", { plain = true })
       vim.list_extend(lines, vim.list_slice(tail, math.max(1, #tail - 14)))
       lines[#lines + 1] = "```"
+    end
+    if S.header.session then
+      lines[#lines + 1] = string.format("_The next prompt starts a new session; `:AgentSessions` loads session %s again._",
+        S.header.session)
+    end
+    -- prompts queued behind the turn that died were never run: said, and the last one given back
+    local lost = S.queued
+    S.queued = {}
+    for _, blocks in ipairs(lost) do
+      local first = prompt_lines(blocks)[1] or ""
+      lines[#lines + 1] = string.format("_Not sent: \"%s\" was queued behind that turn and never ran — ask again._",
+        first)
+    end
+    local back = lost[#lost] and lost[#lost][1]
+    if back and back.type == "text" and transcript.prompt_text() == "" then
+      vim.schedule(function()
+        transcript.set_prompt(back.text)
+      end)
     end
     close_open_tools() -- killed with the server: not still running
     add_lines(lines)

@@ -130,6 +130,15 @@ function M.prompt_text()
   return (table.concat(lines, "\n"):gsub("%s+$", ""))
 end
 
+--- Put `text` into the prompt area (replacing what it holds).
+function M.set_prompt(text)
+  if M.valid() then
+    modify(function()
+      vim.api.nvim_buf_set_lines(S.buf, M.sep_row() + 1, -1, false, vim.split(text, "\n", { plain = true }))
+    end)
+  end
+end
+
 --- Empty the prompt area (one empty line).
 function M.clear_prompt()
   modify(function()
