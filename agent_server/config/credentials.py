@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from agent_server.config.resolve import default_config_path
+from agent_server.config.resolve import default_config_path, signin_entry
 
 KEYRING_SERVICE = "agent-server"
 """The keyring service name under which each profile's key is stored (user name = profile)."""
@@ -123,7 +123,7 @@ def forget(profile: str | None, env: Mapping[str, str] | None = None) -> list[st
     names = list(profiles) if profile is None else [profile]
     removed: list[str] = []
     for name in names:
-        had_keyring = _keyring_delete(name) if (profile is not None or entry(data, name).get("key_store") == "keyring") else False
+        had_keyring = _keyring_delete(name) if (profile is not None or signin_entry(data, name).get("key_store") == "keyring") else False
         if profiles.pop(name, None) is not None or had_keyring:
             removed.append(name)
     if data.get("profile") in removed:

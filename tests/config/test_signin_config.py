@@ -61,3 +61,14 @@ def test_a_broken_credentials_file_is_a_config_error_naming_it(env):
     with pytest.raises(ConfigError, match="credentials.json"):
         load_config(env=env)
     assert credentials.forget(None, env=env) == [] and not path.exists()  # logout --all clears it
+
+
+def test_logout_all_forgets_every_stored_profile(env):
+    """``agent-server logout --all`` (``forget(None)``) with profiles stored — one key in the file,
+    one in the keyring — removes both records and the file (it once raised ``NameError``)."""
+    credentials.store("openai", "sk-STORED", model="gpt-stored", env=env, use_keyring=False)
+    path = credentials.credentials_path(env)
+    data = json.loads(path.read_text())
+    data["profiles"]["deepseek"] = {"key_store": "keyring", "model": "deepseek-chat"}
+    path.write_text(json.dumps(data))
+    assert sorted(credentials.forget(None, env=env)) == ["deepseek", "openai"] and not path.exists()
