@@ -3,9 +3,11 @@
 Role: ``Checkpoints`` belongs to one session. ``files(inner)`` wraps the session's workspace-file
 seam so every write that lands — ``edit``, ``write``, a proposal the editor applied, a plain-ACP
 write — records the file's bytes and mode before and after. ``shell(tool)`` wraps the ``bash`` tool so
-that, in a git workspace, the working tree is snapshotted (``ShadowRepo``) right before and right
-after each call and every file the call changed is recorded. Edits the user makes between calls are
-never attributed to the agent.
+that the working tree is snapshotted (``ShadowRepo``: a git workspace, or a plain folder within the
+budget) right before and right after each call and every file the call changed is recorded — as
+the agent's only when the sandbox's record of the call's own writes names it (``sandbox_notify``),
+``uncertain`` otherwise; a file that existed before the call (birth time) is never its creation.
+Edits the user makes between calls are never attributed to the agent.
 
 Must never: fail a tool because a checkpoint could not be kept (the call's own result stands; the
 failure is logged as ``checkpoint/failed``), or keep a secret file's bytes.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
+from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD, read_record
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
@@ -66,6 +69,7 @@ class Checkpoints:
         self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
         self.capture_off: str | None = None
         self.index_path = Path(log.path).parent / "shadow-index"
+        self.record_path = Path(log.path).parent / "shell-writes"
         self.shadow_memo: dict[str, Any] = {}
         self.blobs = blobs
         self.roots = [Path(r) for r in roots]
@@ -132,9 +136,15 @@ class Checkpoints:
                     await checkpoints._say_capture_off()
                 started = time.time_ns()
                 before = await checkpoints._snapshot(repo)
+                record = checkpoints.record_path if before is not None else None
+                token = SHELL_RECORD.set(str(record)) if record is not None else None
                 try:
+                    if record is not None:
+                        record.unlink(missing_ok=True)
                     return await super().execute(args, ctx)
                 finally:
+                    if token is not None:
+                        SHELL_RECORD.reset(token)
                     if before is not None:
                         await asyncio.shield(checkpoints._after_shell(repo, before, started))
 
@@ -175,10 +185,12 @@ class Checkpoints:
         except (ShadowError, OSError) as exc:
             self._failed("snapshot after a shell call", exc)
             return
+        written = read_record(str(self.record_path))  # the call's own writes, or None: no evidence
         for change in changes:
             if change.before is None and _existed_before(change.path, started_ns):
                 continue  # not the call's creation: it was there, only hidden (ignored) before
-            self.record(change.path, change.before, change.after, "shell", uncertain=True)
+            self.record(change.path, change.before, change.after, "shell",
+                        uncertain=not _named(change.path, written))
         for name in sorted(set(before.big) | set(after.big)):
             old, new = before.big.get(name), after.big.get(name)
             if old == new:
@@ -186,10 +198,17 @@ class Checkpoints:
             path = repo.root / name
             if old is None and _existed_before(path, started_ns):
                 continue
-            self.record(path, _big_state(old), _big_state(new), "shell", uncertain=True)
+            self.record(path, _big_state(old), _big_state(new), "shell", uncertain=not _named(path, written))
         for name in after.nested:
             self._failed(f"files inside the nested repository {name}", RuntimeError(
                 "too many files to capture: changes inside it cannot be undone"))
+
+
+def _named(path: Path, written: set[str] | None) -> bool:
+    """Whether the call's write record names ``path`` (as written, or resolved)."""
+    if not written:
+        return False
+    return os.path.normpath(path) in written or os.path.realpath(path) in written
 
 
 def capture_off_text(reason: str) -> str:

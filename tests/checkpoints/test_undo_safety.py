@@ -56,6 +56,13 @@ def said(h, sid) -> str:
     return "".join(u["content"]["text"] for u in h.updates(sid, "agent_message_chunk"))
 
 
+def recorded_by_the_sandbox(state_dir: Path, sid: str) -> bool:
+    """Whether the session's last shell call ran with its writes recorded (``sandbox_notify``)."""
+    from agent_server.policy.sandbox.sandbox_notify import read_record
+
+    return read_record(str(state_dir / "sessions" / sid / "shell-writes")) is not None
+
+
 def undo_outcomes(state_dir: Path, sid: str) -> list[dict]:
     return [f for e in read_events(state_dir / "sessions" / sid / "events.jsonl") if e.type == "checkpoint/undo"
             for f in e.data["files"]]
@@ -195,6 +202,8 @@ async def test_the_users_save_during_a_command_is_kept_after_undo_with_one_quest
     assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user during the command\n"
     assert (workspace / "c.txt").read_bytes() == b"charlie\n"
     assert [t for t in asked if "d.txt" in t] == ["d.txt: keep yours or take the checkpoint?"]
+    if recorded_by_the_sandbox(agent_state_dir, sid):  # the call's own write is the agent's: not asked
+        assert asked == ["d.txt: keep yours or take the checkpoint?"]
     assert "d.txt: kept the user's version" in said(h, sid) and "no answer, so nothing was replaced" in said(h, sid)
 
 

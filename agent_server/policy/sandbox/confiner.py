@@ -335,6 +335,11 @@ class ShellConfiner:
             if not secrets_visible:
                 masks += self.scanner.scan(self.roots)
             spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
+            from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD
+
+            record = SHELL_RECORD.get()
+            if record:  # the command's own writes, recorded by its PID 1 (sandbox_notify)
+                spec["evidence"] = record
         return spec
 
     def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:

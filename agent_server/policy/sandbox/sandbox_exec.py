@@ -34,10 +34,11 @@ import struct
 import sys
 
 if __package__:
-    from agent_server.policy.sandbox import sandbox_mounts as mounts, sandbox_seccomp as seccomp
+    from agent_server.policy.sandbox import sandbox_mounts as mounts, sandbox_notify as notify, sandbox_seccomp as seccomp
 else:  # run as a script with -I -S: load the sibling modules from this folder
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import sandbox_mounts as mounts  # type: ignore[no-redef]
+    import sandbox_notify as notify  # type: ignore[no-redef]
     import sandbox_seccomp as seccomp  # type: ignore[no-redef]
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # same on every architecture
@@ -257,6 +258,7 @@ def run_confined(spec: dict, body: "Callable[[], int]", report_fd: int | None = 
         return _refuse(exc)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the command decides; we relay its end
         signal.signal(sig, lambda *_: None)
+    record = _open_record(spec.get("evidence"))  # opened before the masks hide the session folder
     status_r, status_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # PID 1 of the new namespace
@@ -269,7 +271,11 @@ def run_confined(spec: dict, body: "Callable[[], int]", report_fd: int | None = 
             confine_self(spec)
         except _CONFINE_ERRORS as exc:
             os._exit(_refuse(exc))
+        if record is not None:
+            _record_writes(record)
         _init(body, status_w)
+    if record is not None:
+        os.close(record)
     os.close(status_w)
     if report_fd is not None:
         null = os.open(os.devnull, os.O_RDWR)
@@ -290,6 +296,30 @@ def run_confined(spec: dict, body: "Callable[[], int]", report_fd: int | None = 
         os.kill(os.getpid(), sig)
         return 128 + sig
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXIT_REFUSED
+
+
+def _open_record(path: "str | None") -> "int | None":
+    """The descriptor of the command's write record (``spec["evidence"]``), or ``None``."""
+    if not path:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+
+
+def _record_writes(record: int) -> None:
+    """PID 1: hand the command's write-intent system calls to a supervisor thread that writes the
+    paths they name to ``record`` (``sandbox_notify``). Without it the record stays empty: the
+    command runs all the same, its changes then count as uncertain."""
+    import _thread
+
+    try:
+        listener = notify.listen()
+        os.write(record, notify.LISTENING)
+    except (notify.NotifyError, OSError):
+        return
+    _thread.start_new_thread(notify.supervise, (listener, record))
 
 
 def _init(body: "Callable[[], int]", status_w: int) -> None:

@@ -1,0 +1,211 @@
+"""The confined shell's own writes, recorded by the kernel: seccomp user notifications (stdlib only).
+
+Role: ``listen()`` loads, into the calling process (the sandbox's PID 1, after its other
+confinement), a second seccomp filter that hands every write-intent system call — ``open``/
+``openat``/``creat`` with a write or create flag, ``rename*``, ``unlink*``, ``link*``,
+``symlink*``, ``truncate``, ``chmod``/``fchmodat*``, ``mkdir*``, ``rmdir`` — to a supervisor as a
+user notification, and returns the listener descriptor. ``supervise(listener, out_fd)`` (a thread
+of PID 1) reads each notification, resolves the path(s) it names as the calling process sees them
+(its cwd or directory descriptor from ``/proc/<pid>``, the string from ``/proc/<pid>/mem``), writes
+them to ``out_fd`` (NUL-separated), and lets the call continue unchanged
+(``SECCOMP_USER_NOTIF_FLAG_CONTINUE``): it records, it never decides. The record is written to a
+file the command cannot see or write (the session folder), so it is evidence of what the command's
+own processes asked to change — not of who else wrote the workspace meanwhile.
+
+A record starts with ``LISTENING`` once the filter is in place; ``INCOMPLETE`` in it means one
+call's path could not be read (the record then proves nothing). The paths are what the processes
+named, read before the kernel acts (a process that rewrites its path buffer in that instant can make
+the record name another file: the record is evidence of intent, not a security boundary).
+
+Must never: refuse or change a system call, or leave one unanswered (every notification is answered,
+whatever went wrong reading it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import errno
+import os
+import struct
+
+SHELL_RECORD: contextvars.ContextVar[str | None] = contextvars.ContextVar("shell_record", default=None)
+"""Where the confined command about to be launched records its writes (set by the caller around one
+call, e.g. ``checkpoints.recorder``; read by the confiner into the spec's ``evidence``)."""
+
+LISTENING, INCOMPLETE = b"\0LISTENING\0", b"\0INCOMPLETE\0"
+RET_ALLOW, RET_USER_NOTIF = 0x7FFF0000, 0x7FC00000
+LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
+NOTIF_RECV, NOTIF_SEND, NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
+FLAG_CONTINUE = 1
+AT_FDCWD = 0xFFFFFF9C  # -100, as the low 32 bits of the argument
+WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # WRONLY RDWR CREAT TRUNC APPEND TMPFILE
+
+# audit arch, seccomp's own syscall number, and per write-intent syscall: its number, the
+# (directory-fd argument or None, path argument) pairs it changes, and its flags argument (opens).
+_ARCHES = {
+    "x86_64": (0xC000003E, 317, {
+        "open": (2, [(None, 0)], 1), "openat": (257, [(0, 1)], 2), "creat": (85, [(None, 0)], None),
+        "rename": (82, [(None, 0), (None, 1)], None), "renameat": (264, [(0, 1), (2, 3)], None),
+        "renameat2": (316, [(0, 1), (2, 3)], None), "unlink": (87, [(None, 0)], None),
+        "unlinkat": (263, [(0, 1)], None), "rmdir": (84, [(None, 0)], None), "link": (86, [(None, 1)], None),
+        "linkat": (265, [(2, 3)], None), "symlink": (88, [(None, 1)], None), "symlinkat": (266, [(1, 2)], None),
+        "truncate": (76, [(None, 0)], None), "chmod": (90, [(None, 0)], None), "fchmodat": (268, [(0, 1)], None),
+        "fchmodat2": (452, [(0, 1)], None), "mkdir": (83, [(None, 0)], None), "mkdirat": (258, [(0, 1)], None)}),
+    "aarch64": (0xC00000B7, 277, {
+        "openat": (56, [(0, 1)], 2), "renameat": (38, [(0, 1), (2, 3)], None),
+        "renameat2": (276, [(0, 1), (2, 3)], None), "unlinkat": (35, [(0, 1)], None),
+        "linkat": (37, [(2, 3)], None), "symlinkat": (36, [(1, 2)], None), "truncate": (45, [(None, 0)], None),
+        "fchmodat": (53, [(0, 1)], None), "fchmodat2": (452, [(0, 1)], None), "mkdirat": (34, [(0, 1)], None)}),
+}
+
+
+class NotifyError(Exception):
+    """The notifying filter could not be loaded (the command then runs without a record)."""
+
+
+def _machine() -> str:
+    machine = os.uname().machine.lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def build(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The filter as ``(code, jt, jf, k)``: write-intent calls notify, everything else is allowed."""
+    machine = machine or _machine()
+    if machine not in _ARCHES:
+        raise NotifyError(f"unsupported architecture {machine}")
+    arch, _, calls = _ARCHES[machine]
+    prog: list[tuple] = []
+
+    def op(code: int, k: int, jt: object = 0, jf: object = 0) -> None:
+        prog.append((code, jt, jf, k))
+
+    op(LD_W_ABS, 4)
+    op(JEQ_K, arch, 0, "allow")
+    op(LD_W_ABS, 0)
+    for name, (nr, _paths, flags) in calls.items():
+        op(JEQ_K, nr, f"flags{flags}" if flags is not None else "notify", 0)
+    op(RET_K, RET_ALLOW)
+    labels: dict[str, int] = {}
+    for flags in sorted({f for _, _, f in calls.values() if f is not None}):
+        labels[f"flags{flags}"] = len(prog)
+        op(LD_W_ABS, 16 + 8 * flags)
+        op(JSET_K, WRITE_FLAGS, "notify", "allow")
+    labels["allow"] = len(prog)
+    op(RET_K, RET_ALLOW)
+    labels["notify"] = len(prog)
+    op(RET_K, RET_USER_NOTIF)
+    out = []
+    for i, (code, jt, jf, k) in enumerate(prog):
+        rel = [labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        if any(not 0 <= r < 256 for r in rel):
+            raise NotifyError("jump out of range")
+        out.append((code, rel[0], rel[1], k))
+    return out
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def listen() -> int:
+    """Load the filter into this process (``no_new_privs`` must already be set) and return the
+    listener descriptor (close-on-exec). Raises ``NotifyError``."""
+    machine = _machine()
+    if machine not in _ARCHES:
+        raise NotifyError(f"unsupported architecture {machine}")
+    raw = b"".join(struct.pack("=HBBI", *ins) for ins in build(machine))
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    prog = _Fprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(ctypes.c_long(_ARCHES[machine][1]), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+                      ctypes.c_long(SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(prog))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise NotifyError(f"seccomp(NEW_LISTENER): {errno.errorcode.get(err, err)}")
+    return int(fd)
+
+
+def _string(mem: int, address: int) -> str | None:
+    """The NUL-terminated string at ``address`` of the process whose ``mem`` is open, or ``None``."""
+    out = b""
+    while len(out) < 4096:
+        try:
+            chunk = os.pread(mem, 256, address + len(out))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        end = chunk.find(b"\0")
+        if end >= 0:
+            return os.fsdecode(out + chunk[:end])
+        out += chunk
+    return None
+
+
+def _base(pid: int, dirfd: int | None) -> str | None:
+    try:
+        if dirfd is None or dirfd & 0xFFFFFFFF == AT_FDCWD:
+            return os.readlink(f"/proc/{pid}/cwd")
+        return os.readlink(f"/proc/{pid}/fd/{dirfd & 0xFFFFFFFF}")
+    except OSError:
+        return None
+
+
+def supervise(listener: int, out_fd: int) -> None:
+    """Answer every notification of ``listener`` with "continue", writing the paths each names to
+    ``out_fd`` first. Returns when the listener is gone (no process left to notify)."""
+    machine = _machine()
+    calls = {nr: paths for nr, paths, _ in _ARCHES[machine][2].values()}
+    libc = ctypes.CDLL(None, use_errno=True)
+    notif = ctypes.create_string_buffer(80)
+    while True:
+        ctypes.memset(notif, 0, 80)
+        if libc.ioctl(listener, ctypes.c_ulong(NOTIF_RECV), notif) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.EINTR, errno.ENOENT):
+                continue
+            return
+        notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("=QIIiIQ", notif.raw, 0)
+        args = struct.unpack_from("=6Q", notif.raw, 32)
+        record = b""
+        try:
+            mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                for dirfd_arg, path_arg in calls.get(nr, ()):
+                    text = _string(mem, args[path_arg])
+                    base = None if text is None or text.startswith("/") else _base(
+                        pid, None if dirfd_arg is None else args[dirfd_arg])
+                    if text is None or (base is None and not text.startswith("/")):
+                        record += INCOMPLETE
+                        continue
+                    record += os.fsencode(os.path.normpath(os.path.join(base or "/", text))) + b"\0"
+            finally:
+                os.close(mem)
+        except OSError:
+            record = INCOMPLETE
+        id_buf = ctypes.c_uint64(notif_id)
+        if libc.ioctl(listener, ctypes.c_ulong(NOTIF_ID_VALID), ctypes.byref(id_buf)) != 0:
+            record = b""  # the process is gone: nothing was changed by this call
+        if record:
+            try:
+                os.write(out_fd, record)
+            except OSError:
+                pass
+        resp = struct.pack("=QqiI", notif_id, 0, 0, FLAG_CONTINUE)
+        libc.ioctl(listener, ctypes.c_ulong(NOTIF_SEND), ctypes.create_string_buffer(resp, 24))
+
+
+def read_record(path: str) -> set[str] | None:
+    """The paths a record names, or ``None`` when it proves nothing (no record, the filter was not
+    in place, or a path could not be read)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    if not raw.startswith(LISTENING) or INCOMPLETE in raw:
+        return None
+    return {os.fsdecode(p) for p in raw[len(LISTENING):].split(b"\0") if p}
