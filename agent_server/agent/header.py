@@ -1,47 +1,94 @@
-"""The system text and tool schemas a session keeps using while nothing they depend on changed.
+"""A stable head: the system text and tools a session keeps, and the notes that update them.
 
-Role: ``pinned_header(events, roots, tool_names)`` returns the latest logged ``request/header``'s
-``system`` and ``tools`` when that header still holds: no event it was rendered from — the mode
-(``mode/changed``), the project instructions (``project/instructions``), the sandbox status
-(``sandbox/status``) — was logged after it, the session's roots are those of its log header, and
-it offers the same tools. The host then reuses them instead of rendering again, so a session
-resumed in a new process (or on another day), and a fork, send the very bytes the first process
-did, and a provider's prompt cache keeps working.
+Role: ``kept_header(events, roots, latest=…)`` returns the latest logged ``request/header`` whose
+system text the next request keeps — once a session has one, it keeps it (DESIGN.md §1b, "a stable
+head": each request starts with the whole previous one, so a provider's prefix cache serves it) —
+or ``None`` when the system text is rendered anew, a planned break: the session's first request,
+after a compaction (its checkpoint replaced the history the notes were in), or other workspace
+roots. ``header_note(header, context, model, records, latest=…)`` says what changed since the model
+was last told (the mode, the shell's sandbox, the ``AGENTS.md`` instructions, the model): the agent
+logs it as ``header/note`` right before the request's ``request/header`` — after every result of
+the previous step — and the projection makes it a user message there. What a header's system text
+and notes told the model is its ``context`` (``context_data``); a header logged before this existed
+has none, and what it told is then inferred from the events it was rendered from.
 
-Must never: read anything but the events and its arguments (no clock, no environment).
+Must never: read anything but the events and its arguments (no clock, no environment), or ask for
+a system text to be rewritten while a kept one holds.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from agent_server.prompt import render_note
 from agent_server.session import SessionEvent
 
 RENDER_INPUTS = frozenset({"mode/changed", "project/instructions", "sandbox/status"})
-"""Event types whose data the system text is rendered from."""
+"""Event types whose data a system text is rendered from (and a note tells of)."""
+
+Latest = Callable[[str], "SessionEvent | None"]
 
 
-def pinned_header(events: Sequence[SessionEvent], roots: Sequence[str], tool_names: Sequence[str], *,
-                  latest: Callable[[str], SessionEvent | None] | None = None) -> dict[str, Any] | None:
-    """``{"system", "tools"}`` of the latest ``request/header`` if it still holds, else ``None``
-    (render again). ``roots``: the session's roots now; ``tool_names``: the tools offered now;
-    ``latest``: the newest event of a type (``EventLog.latest``), to find them without a walk."""
+def context_data(mode: str | None, sandboxed: bool | None, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a system text (with its notes) tells the model of the session: ``request/header``'s
+    ``context``. Instructions by path and sha256 (their text is in the system text or the note)."""
+    return {"mode": mode, "sandboxed": sandboxed,
+            "instructions": [[r.get("path"), r.get("sha256")] for r in records]}
+
+
+def _walking(events: Sequence[SessionEvent]) -> Latest:
+    def latest(kind: str) -> SessionEvent | None:
+        return next((e for e in reversed(events) if e.type == kind), None)
+    return latest
+
+
+def kept_header(events: Sequence[SessionEvent], roots: Sequence[str], *, latest: Latest | None = None
+                ) -> SessionEvent | None:
+    """The ``request/header`` event whose system text the next request keeps, or ``None`` (render
+    again). ``roots``: the session's roots now; ``latest``: the newest event of a type
+    (``EventLog.latest``: no walk of a long log), else the events are walked."""
+    latest = latest or _walking(events)
     header = events[0].data if events and events[0].type == "session/header" else {}
-    logged_roots = [header.get("cwd"), *(header.get("additional_directories") or [])]
-    if list(roots) != logged_roots:
+    if list(roots) != [header.get("cwd"), *(header.get("additional_directories") or [])]:
         return None
-    if latest is not None:
-        found = latest("request/header")
-        if found is None or any((e := latest(kind)) is not None and e.seq > found.seq for kind in RENDER_INPUTS):
-            return None
-        events = [found]
-    for event in reversed(events):
-        if event.type in RENDER_INPUTS:
-            return None
-        if event.type == "request/header":
-            tools = event.data.get("tools") or []
-            names = [t.get("function", {}).get("name") for t in tools]
-            if names != list(tool_names):
+    found = latest("request/header")
+    if found is None:
+        return None
+    compacted = latest("compaction/end")
+    if compacted is not None and compacted.seq > found.seq:
+        # a checkpoint since (an aborted compaction's end replaces nothing: look further back)
+        for event in _since(events, found.seq):
+            if event.type == "compaction/end" and isinstance(event.data.get("message"), str):
                 return None
-            return {"system": event.data["system"], "tools": tools}
-    return None
+    return found
+
+
+def _since(events: Sequence[SessionEvent], seq: int) -> list[SessionEvent]:
+    """The events after ``seq`` (``seq`` numbers the events 1, 2, 3 …)."""
+    if 0 < seq <= len(events) and events[seq - 1].seq == seq:
+        return list(events[seq:])
+    return [e for e in events if e.seq > seq]
+
+
+def header_note(header: SessionEvent, context: dict[str, Any], model: str, records: Sequence[dict[str, Any]], *,
+                latest: Latest) -> dict[str, Any] | None:
+    """The ``header/note`` data (``{"changes", "text"}``) that tells the model what changed since
+    ``header`` (a kept ``request/header``) and its notes told it, for ``context`` and ``model`` now
+    (``records``: the ``project/instructions`` records now); ``None`` when nothing did."""
+    told = header.data.get("context")
+    if told is None:  # logged before headers said what they told: as now, unless an input came since
+        stale = any((e := latest(kind)) is not None and e.seq > header.seq for kind in RENDER_INPUTS)
+        told = {} if stale else context  # unknown: everything is told again
+    changes = [key for key in ("mode", "sandboxed", "instructions")
+               if told.get(key, ...) != context[key] and (key == "instructions" or context[key] is not None)]
+    before = header.data.get("model")
+    if before != model:
+        changes.append("model")
+    if not changes:
+        return None
+    text = render_note(
+        mode=context["mode"] if "mode" in changes else None,
+        sandboxed=context["sandboxed"] if "sandboxed" in changes else None,
+        model=(str(before), model) if "model" in changes else None,
+        instructions=tuple(records) if "instructions" in changes else None)
+    return {"changes": changes, "text": text}

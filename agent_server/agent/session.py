@@ -332,6 +332,9 @@ class AgentSession:
         settled: list[Any] = []
         try:
             self._check_prompt_fits(prompt_text(blocks))
+            header = self._header_factory()
+            if header.note is not None:  # a change since the last request is told before the prompt it preceded
+                self._log_inputs(header)
             self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
             client = self._client_factory()
             budget = self.config.agent.max_steps_per_turn
@@ -378,7 +381,10 @@ class AgentSession:
     async def _step(self, client: ModelClient, turn: int, step: int, partial: PartialMessage) -> None:
         header = self._header_factory()
         self._log_inputs(header)
+        compacted = self.log.latest("compaction/end")
         estimate = await self.compactor.before_step(client, header, turn=turn, step=step)
+        if self.log.latest("compaction/end") is not compacted:
+            estimate = self._after_compaction()
         try:
             message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial,
                                         requests=self.requests, flush=self._flush)
@@ -386,7 +392,7 @@ class AgentSession:
             if exc.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                 raise
             await self.compactor.compact(client, header, turn=turn, step=step, reason="context_window_exceeded")
-            estimate = self.compactor.estimate()
+            estimate = self._after_compaction()
             try:
                 message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry,
                                             partial=partial, requests=self.requests, flush=self._flush)
@@ -406,6 +412,12 @@ class AgentSession:
         if not message.tool_calls:
             raise EndTurn()
         await self._runner.run_batch(turn, message.tool_calls)
+
+    def _after_compaction(self) -> int:
+        """After a compaction: the header again (its system text is rendered anew, with what its
+        replaced notes told: ``agent.header``) and the estimate of the request now."""
+        self._log_inputs(self._header_factory())
+        return self.compactor.estimate()
 
     def _log_inputs(self, header: RequestHeader) -> None:
         provider = self.provider

@@ -108,23 +108,33 @@ class RequestHeader:
     params: dict[str, Any]
     tools: list[dict[str, Any]]
     reasoning_content: str
+    context: dict[str, Any] | None = None
+    """What the system text and the notes so far tell the model (``agent.header.context_data``)."""
+    note: dict[str, Any] | None = None
+    """The ``header/note`` to log before this header (``agent.header.header_note``), or ``None``."""
 
     def as_data(self) -> dict[str, Any]:
         """The ``request/header`` event data."""
-        return {
+        data = {
             "system": self.system,
             "model": self.model,
             "params": self.params,
             "tools": self.tools,
             "reasoning_content": self.reasoning_content,
         }
+        if self.context is not None:
+            data["context"] = self.context
+        return data
 
 
 def log_request_inputs(log: EventLog, header: RequestHeader, context: dict[str, Any]) -> None:
-    """Append ``request/header`` and ``request/context`` unless equal to the latest ones."""
+    """Append ``request/header`` (after its ``header/note``, if it has one) and ``request/context``
+    unless equal to the latest ones."""
     for kind, data in (("request/header", header.as_data()), ("request/context", context)):
         last = log.latest(kind)
         if last is None or last.data != data:
+            if kind == "request/header" and header.note is not None:
+                log.append("header/note", header.note)
             log.append(kind, data)
 
 

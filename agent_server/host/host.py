@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
 from agent_server.config.load import Config, ProviderSettings, default_config_path
-from agent_server.agent.header import pinned_header
+from agent_server.agent.header import context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints.blobs import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
@@ -485,10 +485,26 @@ class SessionHost:
                 commands.log_command(session.log, name, argument, "cancelled")
                 return {"stopReason": "cancelled"}
         else:
-            text = commands.usage_report(session.log.events, session.provider.context_window)
+            text = commands.usage_report(session.log.events, session.provider.context_window, self.config.agent)
         commands.log_command(session.log, name, argument, text)
         await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
         return {"stopReason": "end_turn"}
+
+    def prompt_usage(self, session_id: str) -> dict[str, Any] | None:
+        """The prompt response's ``usage`` (ACP, unstable): the session's tokens so far —
+        ``inputTokens``, ``outputTokens``, ``totalTokens`` and ``cachedReadTokens`` (when the
+        provider reported its cache) — or ``None`` before any request reported usage."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return None
+        totals = session.costs.tokens(session.log.events, self.config.agent)
+        if not totals["prompt"] and not totals["completion"]:
+            return None
+        usage = {"totalTokens": totals["prompt"] + totals["completion"], "inputTokens": totals["prompt"],
+                 "outputTokens": totals["completion"]}
+        if totals["cached"] is not None:
+            usage["cachedReadTokens"] = totals["cached"]
+        return usage
 
     # -- modes --------------------------------------------------------------------------------
 
@@ -580,30 +596,38 @@ class SessionHost:
 
     def _request_header(self, roots: list[str], policy: Any = None, log: Any = None,
                         tools: dict[str, Any] | None = None) -> RequestHeader:
-        """The next request's header: the logged system text and tools while nothing they were
-        rendered from changed and the same tools are offered (``agent.header.pinned_header``), else
-        rendered now; the model and its quirks from the session's current model."""
+        """The next request's header (a stable head, ``agent.header``): the logged system text kept
+        for the whole session, with a note of what changed since it (or the last note) was written;
+        rendered anew only for the first request, after a compaction, or for other roots. Tools: the
+        logged ones while the same tools are offered; the model and its quirks from the session's
+        current model."""
         provider = self._provider(log) if log is not None else self.config.provider
+        records = tuple(_latest(log, "project/instructions", {"files": []})["files"])
+        mode = policy.modes.current if policy is not None else None
+        sandboxed = policy.sandboxed if policy is not None else None
+        context = context_data(mode, sandboxed, records)
         tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
-        pinned = pinned_header(log.events, roots, tool_names, latest=log.latest) if log is not None else None
-        if pinned is not None:
-            offered = pinned["tools"]
-            if tools is not None and any(getattr(t, "mcp", None) is not None for t in tools.values()):
-                # an MCP server may have changed a tool's description or schema and kept its name
-                current = tool_schemas(tools.values())
+        kept = kept_header(log.events, roots, latest=log.latest) if log is not None else None
+        if kept is not None:
+            offered = kept.data.get("tools") or []
+            if [t.get("function", {}).get("name") for t in offered] != tool_names or (
+                    tools is not None and any(getattr(t, "mcp", None) is not None for t in tools.values())):
+                # another tool list, or an MCP server changed a tool's description or schema and kept its name
+                current = tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS)
                 offered = current if current != offered else offered
-            return RequestHeader(system=pinned["system"], model=provider.model or "",
+            return RequestHeader(system=kept.data["system"], model=provider.model or "",
                                  params=dict(self.config.agent.params), tools=offered,
-                                 reasoning_content=provider.reasoning_content)
+                                 reasoning_content=provider.reasoning_content, context=context,
+                                 note=header_note(kept, context, provider.model or "", records, latest=log.latest))
         env = PromptEnvironment(
             roots=tuple(roots),
             os_name=f"{platform.system()} {platform.release()}",
             shell=os.environ.get("SHELL", "/bin/sh"),
             date=datetime.date.today().isoformat(),
             tool_names=tuple(t.name for t in BUILTIN_TOOLS),
-            mode=policy.modes.current if policy is not None else None,
-            sandboxed=policy.sandboxed if policy is not None else None,
-            instructions=tuple(_latest(log, "project/instructions", {"files": []})["files"]),
+            mode=mode,
+            sandboxed=sandboxed,
+            instructions=records,
         )
         return RequestHeader(
             system=render_system_prompt(env),
@@ -611,6 +635,7 @@ class SessionHost:
             params=dict(self.config.agent.params),
             tools=tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,
+            context=context,
         )
 
     def _client(self, provider: ProviderSettings):

@@ -57,6 +57,45 @@ class PromptEnvironment:
     instructions: tuple[dict[str, Any], ...] = field(default=())
 
 
+def mode_line(mode: str) -> str:
+    """The system text's line about the mode (also a note's, when the mode changed)."""
+    return f"- Mode: {MODE_TEXT.get(mode, mode)}"
+
+
+def sandbox_line(sandboxed: bool) -> str:
+    """The system text's line about the shell's sandbox."""
+    return ("- Shell commands run under an OS sandbox (writes confined to the workspace)."
+            if sandboxed else "- Shell commands are not sandboxed; risky ones need the user's approval.")
+
+
+NOTE_HEAD = ("The session's settings changed. What follows supersedes what the system message says about "
+             "them (the rest of it still holds):")
+
+
+def render_note(*, mode: str | None = None, sandboxed: bool | None = None, model: tuple[str, str] | None = None,
+                instructions: tuple[dict[str, Any], ...] | None = None) -> str:
+    """The text of a ``header/note``: what changed since the system message (or the last note)
+    was written, stated so that it supersedes it. ``None`` for what did not change; ``model`` is
+    ``(before, now)``; ``instructions`` the ``project/instructions`` records now (``()``: none)."""
+    lines = [NOTE_HEAD]
+    if mode is not None:
+        lines.append(mode_line(mode))
+    if sandboxed is not None:
+        lines.append(sandbox_line(sandboxed))
+    if model is not None:
+        lines.append(f"- Model: the requests of this session now go to {model[1]} (before: {model[0]}).")
+    if instructions is not None:
+        if instructions:
+            lines.append("- Project instructions: they changed; the ones below replace the system message's "
+                         "project instructions.")
+        else:
+            lines.append("- Project instructions: there are none any more (the AGENTS.md files are gone); "
+                         "disregard the system message's project instructions.")
+    text = "\n".join(lines) + "\n"
+    section = render_instructions(instructions or ())
+    return text + ("\n" + section if section else "")
+
+
 def render_system_prompt(env: PromptEnvironment) -> str:
     """Render the system text for ``env`` (pure; same input, same bytes)."""
     lines = [PERSONA, "", "# Environment"]
@@ -67,10 +106,9 @@ def render_system_prompt(env: PromptEnvironment) -> str:
     lines.append(f"- Shell: {env.shell}")
     lines.append(f"- Today's date: {env.date}")
     if env.mode is not None:
-        lines.append(f"- Mode: {MODE_TEXT.get(env.mode, env.mode)}")
+        lines.append(mode_line(env.mode))
     if env.sandboxed is not None:
-        lines.append("- Shell commands run under an OS sandbox (writes confined to the workspace)."
-                     if env.sandboxed else "- Shell commands are not sandboxed; risky ones need the user's approval.")
+        lines.append(sandbox_line(env.sandboxed))
     lines.append("")
     if env.tool_names:
         lines.append("# Tools")

@@ -19,6 +19,11 @@ Rules (DESIGN.md §3):
   followed) is moved up to its call, so no request carries a call without its result;
 * ``notice`` (something the agent itself must tell the model, e.g. the step budget ran out) →
   a user message ``"[agent-server notice] " + data.text``;
+* ``header/note`` (what changed since the system message was written — the mode, the shell's
+  sandbox, the ``AGENTS.md`` instructions, the model —, logged right before the request that first
+  carries it) → the same kind of user message; the older events the system text was rendered from
+  (``mode/changed``, ``project/instructions``, ``sandbox/status``) are never projected, so logs
+  written before notes existed rebuild their requests as they were;
 * a turn whose ``turn/end.exit`` is ``refusal`` is left out from its user message on (ACP's rule).
 
 Interrupted turns (``agent/recovery.py`` writes the events; nothing special happens here):
@@ -274,7 +279,7 @@ def _message_of(event: SessionEvent) -> dict[str, Any] | None:
         if type(data.get("call_id")) is not str:
             raise EventShapeError(event, _why("call_id", data.get("call_id"), "a string"))
         return None
-    if kind == "notice":
+    if kind == "notice" or kind == "header/note":
         text = data.get("text")
         if type(text) is not str:
             raise EventShapeError(event, _why("text", text, "a string"))

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from agent_server.agent.header import pinned_header as _pinned_header
+from agent_server.agent.header import context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.session import EventLog
 from agent_server.tools.files import FileSnapshot
@@ -29,44 +29,64 @@ def test_ledger_logs_a_snapshot_once_and_a_log_rebuilds_it_without_bytes(tmp_pat
     assert len(log.events) == before  # what the log already says is not logged again
 
 
-def pinned_header(events, roots, tool_names):
-    """``pinned_header`` walking the events, checked equal to it finding them with ``EventLog.latest``
+def kept(events, roots, latest):
+    """``kept_header`` walking the events, checked equal to it finding them with ``EventLog.latest``
     (what the host does: no walk of a long log per request)."""
-    walked = _pinned_header(events, roots, tool_names)
-    assert _pinned_header(events, roots, tool_names, latest=LATEST[0]) == walked
+    walked = kept_header(events, roots)
+    assert kept_header(events, roots, latest=latest) is walked
     return walked
 
 
-LATEST: list = [None]
-
-
-def header_event(log, system="S", names=("read",)):
+def header_event(log, system="S", names=("read",), context=None, model="m"):
     tools = [{"type": "function", "function": {"name": n}} for n in names]
-    log.append("request/header", {"system": system, "model": "m", "params": {}, "tools": tools,
-                                  "reasoning_content": "drop"})
+    data = {"system": system, "model": model, "params": {}, "tools": tools, "reasoning_content": "drop"}
+    if context is not None:
+        data["context"] = context
+    return log.append("request/header", data)
 
 
-def test_the_logged_header_holds_until_something_it_was_rendered_from_is_logged(tmp_path):
+RECORDS = [{"path": "/w/AGENTS.md", "sha256": "ab", "text": "Use tabs."}]
+
+
+def test_the_logged_header_is_kept_whatever_changes_but_a_checkpoint_or_other_roots(tmp_path):
     log = new_log(tmp_path)
-    LATEST[0] = log.latest
-    assert pinned_header(log.events, ["/w"], ["read"]) is None  # nothing logged yet: render
-    header_event(log)
-    log.append("turn/start", {"turn": 1})
-    assert pinned_header(log.events, ["/w"], ["read"])["system"] == "S"
-    log.append("mode/changed", {"from": "workspace-write", "to": "read-only", "by": "/mode"})
-    assert pinned_header(log.events, ["/w"], ["read"]) is None
-    header_event(log, "S2")
-    assert pinned_header(log.events, ["/w"], ["read"])["system"] == "S2"
-    for kind in ("project/instructions", "sandbox/status"):
+    assert kept(log.events, ["/w"], log.latest) is None  # nothing logged yet: render
+    first = header_event(log)
+    for kind in ("mode/changed", "project/instructions", "sandbox/status", "model/changed"):
         log.append(kind, {})
-        assert pinned_header(log.events, ["/w"], ["read"]) is None
-        header_event(log)
+        assert kept(log.events, ["/w"], log.latest) is first
+    assert kept(log.events, ["/w", "/extra"], log.latest) is None
+    log.append("compaction/end", {"first_seq": 2, "last_seq": 3, "aborted": "failed"})  # replaced nothing
+    assert kept(log.events, ["/w"], log.latest) is first
+    log.append("compaction/end", {"first_seq": 2, "last_seq": 3, "message": "[checkpoint]"})
+    log.append("compaction/end", {"first_seq": 2, "last_seq": 3, "aborted": "cancelled"})
+    assert kept(log.events, ["/w"], log.latest) is None  # the notes may be in what the checkpoint replaced
+    again = header_event(log, "S2")
+    assert kept(log.events, ["/w"], log.latest) is again
 
 
-def test_other_roots_or_other_tools_render_again(tmp_path):
+def test_a_note_says_what_changed_since_the_header_told_it_and_nothing_when_nothing_did(tmp_path):
     log = new_log(tmp_path)
-    LATEST[0] = log.latest
-    header_event(log)
-    assert pinned_header(log.events, ["/w", "/extra"], ["read"]) is None
-    assert pinned_header(log.events, ["/w"], ["read", "write"]) is None
-    assert pinned_header(log.events, ["/w"], ["read"]) is not None
+    told = context_data("workspace-write", True, RECORDS)
+    header = header_event(log, context=told)
+    assert header_note(header, told, "m", RECORDS, latest=log.latest) is None
+    note = header_note(header, context_data("read-only", True, RECORDS), "m", RECORDS, latest=log.latest)
+    assert note["changes"] == ["mode"] and "read-only" in note["text"] and "Use tabs" not in note["text"]
+    note = header_note(header, context_data("workspace-write", True, []), "m2", [], latest=log.latest)
+    assert note["changes"] == ["instructions", "model"]
+    assert "there are none any more" in note["text"] and "now go to m2 (before: m)" in note["text"]
+    other = [{"path": "/w/AGENTS.md", "sha256": "cd", "text": "Use spaces."}]
+    note = header_note(header, context_data("workspace-write", True, other), "m", other, latest=log.latest)
+    assert note["changes"] == ["instructions"] and "Use spaces." in note["text"]
+
+
+def test_a_header_logged_before_notes_existed_is_told_again_only_when_an_input_came_after_it(tmp_path):
+    log = new_log(tmp_path)
+    log.append("mode/changed", {"from": None, "to": "workspace-write", "by": "default_mode"})
+    header = header_event(log)  # no context: what the old code logged
+    now = context_data("workspace-write", False, RECORDS)
+    assert header_note(header, now, "m", RECORDS, latest=log.latest) is None  # rendered from what holds now
+    log.append("mode/changed", {"from": "workspace-write", "to": "read-only", "by": "/mode"})
+    note = header_note(header, context_data("read-only", False, RECORDS), "m", RECORDS, latest=log.latest)
+    assert note["changes"] == ["mode", "sandboxed", "instructions"]  # unknown what it told: all of it again
+    assert "read-only" in note["text"] and "not sandboxed" in note["text"] and "Use tabs." in note["text"]

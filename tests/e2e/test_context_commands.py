@@ -86,8 +86,12 @@ async def test_agents_md_is_in_the_first_request_and_a_change_is_logged_and_sent
     await h.prompt(sid, "again")  # unchanged: no new event
     (workspace / "AGENTS.md").write_text("Use tabs, never spaces.\n")
     await h.prompt(sid, "and now")
-    system = endpoint.requests[2].json()["messages"][0]["content"]
-    assert "Use tabs, never spaces." in system and "make check" not in system
+    messages = endpoint.requests[2].json()["messages"]
+    assert messages[0] == endpoint.requests[0].json()["messages"][0]  # the system message is never rewritten
+    note = messages[-2]  # told before the prompt it preceded
+    assert note["role"] == "user" and note["content"].startswith("[agent-server notice]")
+    assert "Use tabs, never spaces." in note["content"] and "make check" not in note["content"]
+    assert messages[-1] == {"role": "user", "content": "and now"}
     logged = [e.data["files"] for e in events(agent_state_dir, sid) if e.type == "project/instructions"]
     assert len(logged) == 2 and "make check" in logged[0][0]["text"] and "tabs" in logged[1][0]["text"]
 

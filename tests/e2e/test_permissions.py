@@ -92,7 +92,9 @@ async def test_session_new_reports_modes_and_mode_option_and_switching_is_logged
     await h.wait_for_update("current_mode_update", session_id=sid,
                             predicate=lambda u: u["currentModeId"] == "danger-full-access")
     assert (await h.prompt(sid, "and now?")).stop_reason == "end_turn"
-    assert "Mode: danger-full-access" in endpoint.requests[1].json()["messages"][0]["content"]
+    second = endpoint.requests[1].json()["messages"]
+    assert second[0] == endpoint.requests[0].json()["messages"][0]  # the system message is never rewritten
+    assert "Mode: danger-full-access" in second[-2]["content"]  # a note before the prompt
 
     with pytest.raises(RequestError) as bad_mode:
         await h.conn.set_session_mode(session_id=sid, mode_id="yolo")

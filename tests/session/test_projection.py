@@ -129,3 +129,18 @@ def test_a_middle_line_of_the_wrong_shape_is_log_corrupt_at_its_line_and_the_ope
     assert (raised.value.path, raised.value.line) == (log.path, 5)
     assert log.path.read_bytes() == before
     EventLog.open(log.path).close()  # the lock was let go
+
+
+def test_a_header_note_is_a_user_message_where_it_was_logged_and_its_inputs_are_never_messages(tmp_path):
+    log = make(tmp_path, [
+        ("mode/changed", {"from": None, "to": "workspace-write", "by": "default_mode"}),
+        ("project/instructions", {"files": [{"path": "/w/AGENTS.md", "sha256": "ab", "text": "tabs"}]}),
+        ("sandbox/status", {"level": "none"}),
+        ("user", {"turn": 1, "content": "hi"}),
+        ("assistant", {"text": "", "reasoning": "", "tool_calls": [CALL]}),
+        ("mode/changed", {"from": "workspace-write", "to": "read-only", "by": "/mode"}),  # while it ran
+        ("tool/result", {"call_id": "c1", "content": "x"}),
+        ("header/note", {"changes": ["mode"], "text": "- Mode: read-only"}),
+    ])
+    assert [m["role"] for m in derive_messages(log.events)] == ["user", "assistant", "tool", "user"]
+    assert derive_messages(log.events)[-1] == {"role": "user", "content": "[agent-server notice] - Mode: read-only"}
