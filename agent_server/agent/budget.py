@@ -6,8 +6,10 @@ characters added since ÷ ``chars_per_token``, and all the body's characters ÷ 
 (the provider's count is trusted upwards only: one that reports tiny or zero counts must not let
 the history grow past the window); before any usage is known (or after a compaction changed the
 history), the character estimate alone. ``usage_update(...)`` — the ACP
-``usage_update`` after a step (``used`` ≤ ``size``, ``cost`` when a price is configured);
-``session_cost`` sums the logged usage of every model request at its model's price.
+``usage_update`` after a step (``used`` ≤ ``size``, ``cost`` when a price is configured, the
+provider's prefix-cache figures under ``_meta.agentServer.cache`` when its usage reports them);
+``session_cost`` sums the logged usage of every model request at its model's price, the tokens its
+cache served (``llm.cached_tokens``) at the ``cached_input`` price.
 
 Must never: read anything but the events and settings it is given, or report ``used`` > ``size``.
 """
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from agent_server.agent.request import RequestRebuildError, pending_body, request_body
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.config.load import AgentSettings
-from agent_server.llm import encode_body
+from agent_server.llm import cached_tokens, encode_body
 from agent_server.session import SessionEvent
 
 
@@ -88,12 +90,17 @@ def session_cost(events: Sequence[SessionEvent], settings: AgentSettings, memo: 
 
 class CostMemo:
     """``session_cost`` over a growing list of events, summed in the same order (the same float):
-    only events not seen yet are added; another list, or other settings, start it again."""
+    only events not seen yet are added; another list, or other settings, start it again. It also
+    sums the session's prompt, cached and completion tokens and what the cache saved
+    (``tokens``)."""
 
     def __init__(self) -> None:
         self._seen: tuple[Any, Any, int, Any] = (None, None, 0, None)  # first, last, count, settings
         self._model: str | None = None
         self._amount, self._currency, self._priced = 0.0, None, False
+        self._prompt = self._cached = self._completion = 0
+        self._cache_known = False  # a request's usage said something of the cache
+        self._saved = 0.0
 
     def behind(self, events: Sequence[SessionEvent]) -> int:
         """How many events of ``events`` the next ``cost`` has to add (all when it starts again)."""
@@ -104,6 +111,21 @@ class CostMemo:
 
     def cost(self, events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any] | None:
         """``session_cost(events, settings)``."""
+        self._take(events, settings)
+        if not self._priced:
+            return None
+        return {"amount": round(self._amount, 6), "currency": self._currency}
+
+    def tokens(self, events: Sequence[SessionEvent], settings: AgentSettings) -> dict[str, Any]:
+        """The session's ``prompt``, ``cached`` (``None`` when no usage said anything of the cache)
+        and ``completion`` tokens over every request, and ``saved``: what the cached tokens cost
+        less than at the ``input`` price (``{"amount", "currency"}``, ``None`` without a price)."""
+        self._take(events, settings)
+        return {"prompt": self._prompt, "cached": self._cached if self._cache_known else None,
+                "completion": self._completion,
+                "saved": {"amount": round(self._saved, 6), "currency": self._currency} if self._priced else None}
+
+    def _take(self, events: Sequence[SessionEvent], settings: AgentSettings) -> None:
         first, last, n, seen_settings = self._seen
         if not (n == 0 or (settings is seen_settings and len(events) >= n and events[0] is first
                            and events[n - 1] is last)):
@@ -119,19 +141,26 @@ class CostMemo:
                 used_model = event.data.get("model")
             else:
                 continue
-            price = settings.price_for(used_model)
             usage = event.data.get("usage") or {}
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+            cached = cached_tokens(usage)
+            self._prompt += prompt
+            self._completion += completion
+            if cached is not None:
+                self._cache_known = True
+                self._cached += cached
+            price = settings.price_for(used_model)
             if price is None:
                 continue
             self._priced = True
             self._currency = self._currency or price.currency
-            self._amount += (int(usage.get("prompt_tokens") or 0) * price.input
-                             + int(usage.get("completion_tokens") or 0) * price.output) / 1_000_000
+            hit = min(cached or 0, prompt)
+            cached_price = price.input if price.cached_input is None else price.cached_input
+            self._amount += (hit * cached_price + (prompt - hit) * price.input + completion * price.output) / 1_000_000
+            self._saved += hit * (price.input - cached_price) / 1_000_000
         if events:
             self._seen = (events[0], events[-1], len(events), settings)
-        if not self._priced:
-            return None
-        return {"amount": round(self._amount, 6), "currency": self._currency}
 
 
 def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, estimate: int | None,
@@ -148,7 +177,16 @@ def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, e
     if not isinstance(used, int) or used <= 0:
         return None
     update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": min(used, size), "size": size}
-    cost = session_cost(events, settings, costs)
+    costs = costs or CostMemo()
+    cost = costs.cost(events, settings)
     if cost is not None:
         update["cost"] = cost
+    totals = costs.tokens(events, settings)
+    cached = cached_tokens(usage)
+    if cached is not None or totals["cached"] is not None:
+        cache: dict[str, Any] = {"promptTokens": int(usage.get("prompt_tokens") or 0), "cachedTokens": cached,
+                                 "sessionPromptTokens": totals["prompt"], "sessionCachedTokens": totals["cached"]}
+        if totals["saved"] is not None:
+            cache["saved"] = totals["saved"]
+        update["_meta"] = {"agentServer": {"cache": cache}}
     return update

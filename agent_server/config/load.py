@@ -87,12 +87,15 @@ class ProviderSettings(BaseModel):
 
 
 class Price(BaseModel):
-    """What a model costs, per million tokens: ``input`` (prompt) and ``output`` (completion)."""
+    """What a model costs, per million tokens: ``input`` (prompt tokens the provider computed),
+    ``cached_input`` (prompt tokens its prefix cache served; ``None``: as ``input``) and ``output``
+    (completion)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
     currency: str = "USD"
     """ISO 4217 code, sent as ``cost.currency`` in ``usage_update``."""
 
@@ -142,7 +145,7 @@ class AgentSettings(BaseModel):
     keep_ratio: float = Field(default=0.16, gt=0, lt=1)
     """Share of the history (by estimated tokens) kept verbatim after the checkpoint."""
     price_per_million: Price | None = None
-    """Price of every model (``{input = 0.27, output = 1.10, currency = "USD"}``): ``usage_update``
+    """Price of every model (``{input = 0.27, cached_input = 0.07, output = 1.10, currency = "USD"}``): ``usage_update``
     then carries the session's cumulative ``cost``. ``None``: no cost is reported."""
     model_prices: dict[str, Price] = {}
     """Model id → price, overriding ``price_per_million`` for that model."""

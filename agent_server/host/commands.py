@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from agent_server.agent.budget import CostMemo
+from agent_server.config.load import AgentSettings
 from agent_server.session import EventLog, SessionEvent
 
 COMMANDS: list[dict[str, Any]] = [
@@ -86,9 +88,10 @@ def current_model(events: Sequence[SessionEvent], default: str | None) -> str | 
     return default
 
 
-def usage_report(events: Sequence[SessionEvent], context_window: int) -> str:
+def usage_report(events: Sequence[SessionEvent], context_window: int, settings: AgentSettings | None = None) -> str:
     """A short text: tokens of the last request, totals over the session (summarising requests and
-    failed tries included), turns and requests."""
+    failed tries included), turns and requests; with ``settings``, the share of input tokens the
+    provider's prompt cache served and what that saved at the configured price."""
     last: dict[str, Any] | None = None
     prompt = completion = requests = 0
     for event in events:
@@ -106,9 +109,23 @@ def usage_report(events: Sequence[SessionEvent], context_window: int) -> str:
         return f"No model usage recorded yet in this session ({turns} turns)."
     used = int(last.get("total_tokens") or (int(last.get("prompt_tokens") or 0) + int(last.get("completion_tokens") or 0)))
     share = f"{100 * used / context_window:.1f}%" if context_window else "?"
-    return (f"Context: {used:,} of {context_window:,} tokens ({share}) in the last request.\n"
+    text = (f"Context: {used:,} of {context_window:,} tokens ({share}) in the last request.\n"
             f"Session: {turns} turns, {requests} model requests, {prompt:,} prompt + {completion:,} "
             f"completion tokens in all.")
+    if settings is not None:
+        totals = CostMemo().tokens(events, settings)
+        if totals["cached"] is not None:
+            cache_share = 100 * totals["cached"] / totals["prompt"] if totals["prompt"] else 0.0
+            text += (f"\nCache: {cache_share:.0f} % of input tokens this session ({totals['cached']:,} of "
+                     f"{totals['prompt']:,} served by the provider's prompt cache)")
+            text += f", saved {_money(totals['saved'])}." if totals["saved"] is not None else "."
+    return text
+
+
+def _money(amount: dict[str, Any]) -> str:
+    """``$0.0012`` for USD, else ``0.0012 EUR``: up to six decimals, trailing zeros dropped."""
+    figure = f"{amount['amount']:.6f}".rstrip("0").rstrip(".")
+    return f"${figure}" if amount.get("currency") == "USD" else f"{figure} {amount.get('currency')}"
 
 
 def log_command(log: EventLog, name: str, argument: str, outcome: str) -> None:

@@ -32,6 +32,7 @@ _EXPORTS = {
     "ToolCallDelta": "_events",
     "ToolCallStarted": "_events",
     "Usage": "_events",
+    "cached_tokens": "_usage",
     "encode_body": "_body",
 }
 """Each name this package offers → the module that defines it, imported on first use (PEP 562)."""

@@ -74,3 +74,16 @@ def test_no_model_configured_lists_none(tmp_path):
 def test_bad_models_tables_are_clear_config_errors(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         load_config(write(tmp_path, text), env={})
+
+
+def test_a_price_for_cached_input_is_accepted_where_it_was_refused(tmp_path):
+    """Named after the failure of issue 33: a price for cached input could not be configured."""
+    text = ('model = "small"\n[agent]\nprice_per_million = { input = 0.27, cached_input = 0.07, output = 1.10 }\n'
+            '[[models]]\nid = "big"\nprice = { input = 3.0, cached_input = 0.3, output = 15.0 }\n')
+    cfg = load_config(write(tmp_path, text), env={})
+    assert cfg.agent.price_for("small").cached_input == 0.07 and cfg.agent.price_for("big").cached_input == 0.3
+    plain = load_config(write(tmp_path, 'model = "m"\n[agent]\nprice_per_million = { input = 1, output = 2 }\n'), env={})
+    assert plain.agent.price_for("m").cached_input is None  # priced as input
+    with pytest.raises(ConfigError):
+        load_config(write(tmp_path, 'model = "m"\n[agent]\nprice_per_million = { input = 1, output = 2, '
+                                    'cached_input = -1 }\n'), env={})

@@ -282,7 +282,11 @@ class AcpServer:
             message = outcome.error.get("message", "turn failed")
             # data.details repeats the human message (the TypeScript SDK's convention; Toad shows only it)
             raise JsonRpcError(INTERNAL_ERROR, message, {**outcome.error, "details": message})
-        return {"stopReason": outcome.stop_reason}
+        reply: dict[str, Any] = {"stopReason": outcome.stop_reason}
+        usage = self.host.prompt_usage(p.sessionId)
+        if usage is not None:
+            reply["usage"] = usage  # ACP's unstable PromptResponse.usage: the session's totals
+        return reply
 
     async def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (notification): stop the session's running turn."""
