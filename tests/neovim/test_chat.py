@@ -3,6 +3,8 @@ changes in place, the plan replaced in place, usage in the header, the stop reas
 
 from __future__ import annotations
 
+import re
+
 from support.nvim import call
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -74,3 +76,20 @@ def test_a_failed_turn_shows_its_error_once_not_message_and_details_both(make_ed
     chat = ed.chat()
     (line,) = [x for x in chat.splitlines() if x.startswith("**error:**")]
     assert line.count("bad request body, not retried") == 1, line
+
+
+def test_an_execute_line_shows_the_command_its_live_output_and_elapsed_time(make_editor, endpoint, workspace):
+    """Parity with VS Code (issue 29 item 5): the shell command whole, its output as it runs (the
+    terminal convention: the final update carries only the terminal block) and the time it took."""
+    endpoint.push(tool_call_stream([call("b", "bash", command="printf 'first line\\nsecond line\\n'; exit 3",
+                                         description="Print two lines")]))
+    endpoint.push(text_stream("printed"))
+    ed = make_editor()
+    ed.cmd("AgentAsk print")
+    ed.idle()
+    lines = ed.chat().splitlines()
+    (i,) = [n for n, line in enumerate(lines) if "Print two lines" in line]
+    line = lines[i]
+    assert "`printf 'first line\\nsecond line\\n'; exit 3`" in line, line
+    assert re.search(r" · \d+\.\d s · exit 3", line), line
+    assert lines[i + 1:i + 3] == ["    │ first line", "    │ second line"], lines[i:i + 4]

@@ -305,3 +305,26 @@ def test_latin1_buffer_read_and_edit_are_refused_at_once_not_after_a_30s_read_ti
     assert ed.lua("return require('agent_server.proposals').latest() == nil")
     assert path.read_bytes() == raw and ed.buffer_text(path) == "caf\u00e9 na\u00efve\nsecond line\n"
     assert ed.modified(path) is False
+
+
+def test_a_formatter_that_changes_the_text_on_save_is_told_to_the_model(make_editor, endpoint, workspace):
+    """Parity (issue 29 item 5): after an accepted edit is saved, a BufWritePre formatter's change
+    (conform.nvim's way) reaches the model — the saved text's hash differs from the proposal's."""
+    path = workspace / "fmt.py"
+    path.write_text("a=1\n")
+    push(endpoint, call("r", "read", path="fmt.py"), call("e", "edit", path="fmt.py", old_string="a=1", new_string="a=2"),
+         text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.lua("""vim.api.nvim_create_autocmd('BufWritePre', { buffer = 0, callback = function(ev)
+        local lines = vim.api.nvim_buf_get_lines(ev.buf, 0, -1, false)
+        for i, l in ipairs(lines) do lines[i] = l:gsub('(%w)=(%w)', '%1 = %2') end
+        vim.api.nvim_buf_set_lines(ev.buf, 0, -1, false, lines)
+      end })""")
+    ed.cmd("AgentAsk set a to 2")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "a = 2\n"
+    result = tool_messages(endpoint, 2)[-1]["content"]
+    assert "The editor changed the text while writing it" in result and "+a = 2" in result, result

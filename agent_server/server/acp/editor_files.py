@@ -238,6 +238,11 @@ class EditorFiles:
             version = info.get("version") if isinstance(info.get("version"), int) else None
             snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
             saved = result.get("saved") is True
+            after_save = await self._saved_otherwise(path, info.get("sha256"), landed)
+            if after_save is not None:  # a formatter on save (BufWritePre, format-on-save) changed it
+                status = "written" if outcome == "applied" else "partial"
+                return WriteOutcome(status, message, after_save, saved=saved, hunks_applied=applied,
+                                    hunks_total=total, landed_by="editor")
             if outcome == "applied" and landed == new:
                 return WriteOutcome("written", message, snapshot, saved=saved, hunks_applied=total, hunks_total=total)
             status = "written" if outcome == "applied" else "partial"
@@ -249,6 +254,18 @@ class EditorFiles:
         if outcome == "failed":
             return WriteOutcome("failed", message or "the editor could not apply the change")
         return WriteOutcome("failed", f"the editor gave an unknown answer to the proposal: {str(result)[:200]}")
+
+    async def _saved_otherwise(self, path: Path, sha256: Any, landed: str) -> FileSnapshot | None:
+        """The document read again when the editor's ``versions[uri].sha256`` (the hash of its text
+        after applying and saving) is not the hash of the text the applied edits give — a formatter
+        run by the save changed it — else ``None``."""
+        if not isinstance(sha256, str) or sha256 == _sha(landed) or not self.caps.read_text:
+            return None
+        try:
+            return await self.read(path)
+        except OSError as exc:
+            log.debug("re-read of %s after a save that changed it failed: %s", path, exc)
+            return None
 
     async def _request_proposal(self, params: dict[str, Any]) -> dict[str, Any] | WriteOutcome:
         """Send the proposal and wait for the user — up to ``approval_timeout()`` s, the tool's

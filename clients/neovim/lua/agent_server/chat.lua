@@ -180,9 +180,27 @@ function M.say(s, level)
   add_lines(lines)
 end
 
+--- Lines of a shell command's live output shown under its tool line (the last ones).
+M.OUTPUT_LINES = 6
+
+local function elapsed(t)
+  if not t.started then
+    return nil
+  end
+  local ms = ((t.finished or uv.hrtime()) - t.started) / 1e6
+  return ms < 60000 and string.format("%.1f s", ms / 1000) or string.format("%d min %02d s", ms / 60000, (ms / 1000) % 60)
+end
+
 local function tool_line(t)
   local sign = SIGNS[t.status] or "•"
-  local s = string.format("- %s %s", sign, (t.title or "tool"):gsub("\n", " "))
+  local title = (t.title or "tool"):gsub("\n", " ")
+  local s = string.format("- %s %s", sign, title)
+  if t.command and not title:find(t.command, 1, true) then
+    s = s .. " — `" .. t.command:gsub("\n", "⏎"):gsub("`", "'") .. "`" -- the command whole, never cut
+  end
+  if t.kind == "execute" and t.started and (t.finished or t.status == "in_progress") then
+    s = s .. " · " .. elapsed(t) .. (t.exit_code and t.exit_code ~= 0 and (" · exit " .. t.exit_code) or "")
+  end
   if t.status == "unfinished" then
     s = s .. " (unfinished)"
   elseif t.note then
@@ -191,8 +209,28 @@ local function tool_line(t)
   return s
 end
 
+-- The tool's block: its line, then the last lines of its live output (indented, quoted as code).
+local function tool_block(t)
+  local lines = { tool_line(t) }
+  if t.output and t.output ~= "" then
+    local out = vim.split(t.output:gsub("\n$", ""), "\n", { plain = true })
+    for i = math.max(1, #out - M.OUTPUT_LINES + 1), #out do
+      lines[#lines + 1] = "    │ " .. out[i]:gsub("\r", "")
+    end
+  end
+  return lines
+end
+
 local function redraw_tool(t)
-  transcript.replace_at(t.mark, 1, { tool_line(t) })
+  local lines = tool_block(t)
+  transcript.replace_at(t.mark, t.count or 1, lines)
+  t.count = #lines
+end
+
+-- A piece of a shell command's live output (`_meta.terminal_output.data`, to append).
+local function on_output(t, data)
+  t.output = ((t.output or "") .. data):sub(-8192)
+  redraw_tool(t)
 end
 
 --- A tool line's note (a failed call's reason) is at most this many characters, "…" ending a cut one.
@@ -221,6 +259,11 @@ local function on_tool_call(u, session_id)
   M.flush()
   ensure_section("agent")
   local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
+  local raw = type(u.rawInput) == "table" and u.rawInput or {}
+  t.command = type(raw.command) == "string" and raw.command or nil
+  if t.kind == "execute" and (t.status == "in_progress" or t.status == "pending") then
+    t.started = uv.hrtime()
+  end
   if t.status == "failed" then -- a replayed call comes whole, with its final status and reason
     t.note = first_text(u.content)
   end
@@ -246,8 +289,25 @@ local function on_tool_update(u, session_id)
   if u.status then
     t.status = u.status
   end
+  if type(u.rawInput) == "table" and type(u.rawInput.command) == "string" then
+    t.command = u.rawInput.command
+  end
+  local meta = type(u._meta) == "table" and u._meta or {}
+  if t.kind == "execute" and t.status == "in_progress" and not t.started then
+    t.started = uv.hrtime()
+  end
+  if (t.status == "completed" or t.status == "failed") and t.started and not t.finished then
+    t.finished = uv.hrtime()
+  end
+  if type(meta.terminal_exit) == "table" and type(meta.terminal_exit.exit_code) == "number" then
+    t.exit_code = meta.terminal_exit.exit_code
+  end
   if t.status == "failed" then
     t.note = first_text(u.content) or t.note
+  end
+  local out = meta.terminal_output or meta.terminal_output_delta
+  if type(out) == "table" and type(out.data) == "string" then
+    return on_output(t, out.data)
   end
   redraw_tool(t)
 end

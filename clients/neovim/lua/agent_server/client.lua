@@ -183,6 +183,7 @@ function M.ensure_server(cb)
       fs = { readTextFile = true, writeTextFile = true },
       terminal = false,
       _meta = {
+        terminal_output = true, -- a shell command's live output (display only: docs/protocol.md)
         agentServer = {
           version = 1,
           bufferVersions = true,
