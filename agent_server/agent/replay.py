@@ -84,7 +84,7 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
     """
     out: list[LoggedRequest] = []
     for unit in _requests(events, inherited):
-        start, kind, first, outcomes = unit[0], unit[1], unit[2], unit[4]
+        start, kind = unit[0], unit[1]
         built = compaction_body(events, start.seq) if kind == "compaction" else request_body(events, start.seq)
         out += _made(unit, encode_body(built), request_problem(built))
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from agent_server.agent.request import RequestRebuildError, pending_body, request_body
+from agent_server.agent.request import RequestRebuildError, pending_body
 from agent_server.session import ProjectionMemo, SessionEvent
 
 _MARK = "\x00agent-server:messages\x00"

@@ -7,7 +7,6 @@ show a result from a protected location.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from . import safe_fs

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from acp import RequestError
-from support.replay import assert_replay_matches, replay_cli
+from support.replay import assert_replay_matches
 from support.sessions import assert_valid_history, call, events, log_path, one_result_per_call
 
 from agent_server.agent.recovery import MAY_HAVE_RUN_LOG_FAILED

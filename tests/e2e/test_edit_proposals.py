@@ -6,7 +6,7 @@ import json
 
 import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig, MemoryFs
-from support.editor import Buffer, MemoryEditor, reference_apply
+from support.editor import Buffer, MemoryEditor
 from support.sessions import events
 
 from agent_server.offline import text_stream, tool_call_stream

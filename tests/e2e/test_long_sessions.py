@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from support.acp_schema import load_unstable_schema

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_server.llm import (
-    Finish,
     LLMError,
     ReasoningDelta,
     StreamAssembler,

@@ -16,7 +16,6 @@ from typing import Any, Callable, Union
 import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
-from pytest_lsp.client import make_test_lsp_client
 from support.editor import reference_apply
 from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches, chat_bodies

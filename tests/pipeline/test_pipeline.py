@@ -2,7 +2,7 @@
 
 import asyncio
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 

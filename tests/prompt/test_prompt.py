@@ -1,7 +1,6 @@
 """The system prompt and project instructions (AGENTS.md)."""
 
 import shutil
-from pathlib import Path
 
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import MAX_CHARS, instruction_paths, read_instructions

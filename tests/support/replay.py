@@ -66,8 +66,8 @@ def assert_replay_matches(state_dir: Path, requests: Iterable[Any], *, logs: Seq
     for lines in replayed.values():
         for line in lines:
             assert hashlib.sha256(line["body"].encode("utf-8")).hexdigest() == line["sha256"], line
-    certain = collections.Counter(l["sha256"] for ls in replayed.values() for l in ls if l["certain"])
-    maybe = collections.Counter(l["sha256"] for ls in replayed.values() for l in ls if not l["certain"])
+    certain = collections.Counter(line["sha256"] for ls in replayed.values() for line in ls if line["certain"])
+    maybe = collections.Counter(line["sha256"] for ls in replayed.values() for line in ls if not line["certain"])
     got = collections.Counter(received)
     missing = certain - got
     assert not missing, (f"replay rebuilt {sum(missing.values())} request(s) the endpoint never received "
@@ -76,6 +76,6 @@ def assert_replay_matches(state_dir: Path, requests: Iterable[Any], *, logs: Seq
     assert not unexplained, (f"{sum(unexplained.values())} request(s) the endpoint received are not rebuilt "
                              f"by replay from {list(replayed)}: {dict(unexplained)}")
     for path, lines in replayed.items():
-        order = [l["sha256"] for l in lines if l["certain"]]
+        order = [line["sha256"] for line in lines if line["certain"]]
         assert _subsequence(order, received), f"{path}: replay order differs from arrival order"
     return len(received)

@@ -1,6 +1,5 @@
 """bash keeps bounded memory but never loses output: a big output is streamed in full to a spill file."""
 
-import asyncio
 
 from agent_server.tools import BashTool, ToolContext
 

@@ -4,7 +4,6 @@ puts this folder on ``sys.path``)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from support.paths import FILES_DIR

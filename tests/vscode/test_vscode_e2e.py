@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from support.fixtures import agent_server_command

@@ -33,6 +33,10 @@ import os
 import struct
 import sys
 
+TYPE_CHECKING = False  # the annotations' names only: typing is not imported (one run per command)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 if __package__:
     from agent_server.policy.sandbox import sandbox_mounts as mounts, sandbox_notify as notify, sandbox_seccomp as seccomp
 else:  # run as a script with -I -S: load the sibling modules from this folder

@@ -80,7 +80,7 @@ async def serve_stdio(
     adopted (its log descriptor, holding the lock, becomes the session's ``EventLog``) before any
     request in ``prefeed`` is read, and followed by what follows a ``session/new`` answer.
     """
-    from agent_server.config.load import Config, ConfigError, load_config
+    from agent_server.config.load import ConfigError, load_config
     from agent_server.server.acp.server import AcpServer
     from agent_server.session import SessionStore, default_state_dir
 
