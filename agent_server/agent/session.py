@@ -411,7 +411,24 @@ class AgentSession:
             raise Refusal()
         if not message.tool_calls:
             raise EndTurn()
-        await self._runner.run_batch(turn, message.tool_calls)
+        try:
+            await self._runner.run_batch(turn, message.tool_calls)
+        finally:  # after the results (a notice between a call and its result breaks the request)
+            if message.dropped_tool_calls:
+                self._notice_dropped_calls(turn, message)
+        if message.dropped_tool_calls:
+            await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
+                f"\n\n[agent-server] {message.dropped_tool_calls:,} tool calls of this answer were dropped unrun: "
+                f"at most {len(message.tool_calls)} per answer (max_tool_calls_per_step).")}})
+
+    def _notice_dropped_calls(self, turn: int, message: AssembledMessage) -> None:
+        """Tell the model (a logged notice, seen in the next request) how many of its calls past
+        the per-answer cap were dropped."""
+        kept, dropped = len(message.tool_calls), message.dropped_tool_calls
+        self.log.append("notice", {"turn": turn, "reason": "tool_calls_dropped", "dropped": dropped, "text": (
+            f"Your last answer made {kept + dropped:,} tool calls; only the first {kept} were run (at most {kept} "
+            f"tool calls per answer, max_tool_calls_per_step). The other {dropped:,} were dropped and did not run: "
+            "make the calls still needed in your next answers.")})
 
     def _after_compaction(self) -> int:
         """After a compaction: the header again (its system text is rendered anew, with what its

@@ -123,6 +123,9 @@ class AgentSettings(BaseModel):
     max_output_chars: int = Field(default=4_000_000, ge=1)
     """Characters of output (text, reasoning, tool calls) one attempt may stream before it is
     stopped as ``NETWORK`` (retryable)."""
+    max_tool_calls_per_step: int = Field(default=64, ge=1)
+    """Tool calls one model answer may make; the calls past it are dropped unrun (logged in the
+    ``assistant`` event's ``dropped_tool_calls``) and one notice tells the model how many."""
     max_spill_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     """Bytes of one ``bash`` call's output saved to its spill file (the session's ``spill/``
     folder) when it is too big for the result; the rest is read and dropped, and the result says

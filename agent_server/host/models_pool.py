@@ -24,7 +24,8 @@ class ClientPool:
         self._limits = {"stream_idle_timeout": settings.stream_idle_timeout,
                         "no_progress_timeout": settings.no_progress_timeout,
                         "attempt_timeout": settings.attempt_timeout,
-                        "max_output_chars": settings.max_output_chars}
+                        "max_output_chars": settings.max_output_chars,
+                        "max_tool_calls": settings.max_tool_calls_per_step}
         self._clients: dict[tuple[str, str | None], ChatClient] = {}
 
     def get(self, base_url: str, api_key: str | None) -> ChatClient:

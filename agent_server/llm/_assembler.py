@@ -10,6 +10,8 @@ Invariants kept here (DESIGN.md §4, 5–8):
   new call; an id-less delta continues the call last opened at or routed to its index);
   arguments are concatenated, never assigned; the first ``finish_reason`` wins;
 * ``finish_reason == "length"`` drops every tool call of the message;
+* calls past ``max_tool_calls`` are dropped as they arrive (counted in ``dropped_tool_calls``,
+  never announced, their arguments not kept): 10,000 calls in one answer cost nothing further;
 * the output is ``… Usage? Finish`` — usage before finish, nothing after finish;
 * a stream that produced nothing is ``EMPTY_RESPONSE``, not success.
 
@@ -74,14 +76,17 @@ class StreamAssembler:
     Args:
         new_call_id: ``f(position) -> str`` used when a tool call has no provider id; the
             default returns ``"call_" + 24 random hex digits``.
+        max_tool_calls: the most tool calls the message keeps (``None``: all); the rest are
+            dropped (``AssembledMessage.dropped_tool_calls``).
 
     Only choice 0 is assembled (requests are sent with ``n`` = 1). Deltas that arrive after a
     ``finish_reason`` are still assembled (some providers send trailing fragments); only the
     finish reason itself is first-wins. The instance is single-use.
     """
 
-    def __init__(self, *, new_call_id: Callable[[int], str] | None = None) -> None:
+    def __init__(self, *, new_call_id: Callable[[int], str] | None = None, max_tool_calls: int | None = None) -> None:
         self._new_call_id = new_call_id or _new_call_id
+        self._max_calls = max_tool_calls
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
@@ -183,12 +188,13 @@ class StreamAssembler:
                            "the model returned no content and no tool calls "
                            f"(finish_reason={self._finish_reason!r})")
         events: list[StreamEvent] = []
-        calls = [AssembledToolCall(c.id, c.name, "".join(c.parts)) for c in self._calls]
-        dropped = 0
+        kept = self._calls if self._max_calls is None else self._calls[: self._max_calls]
+        calls = [AssembledToolCall(c.id, c.name, "".join(c.parts)) for c in kept]
+        dropped = len(self._calls) - len(kept)
         if self._finish_reason == "length":
-            dropped, calls = len(calls), []
+            dropped, calls = len(self._calls), []
         else:
-            for call in self._calls:
+            for call in kept:
                 if not call.started:  # a call whose name never arrived: still announce it
                     events.extend(self._start(call))
         usage = self._usage if self._usage is not None else self._x_usage
@@ -248,6 +254,9 @@ class StreamAssembler:
             self._by_id[call_id] = call
         if name and not call.name:
             call.name = name
+        if self._max_calls is not None and call.position >= self._max_calls:
+            call.started = True  # past the cap: routed (its deltas find it), never kept or announced
+            return
         if args:
             call.parts.append(args)
         if not call.started:

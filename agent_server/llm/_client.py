@@ -120,6 +120,8 @@ class ChatClient:
             notwithstanding (``None``: no limit) → ``NETWORK``.
         max_output_chars: characters of output one attempt may produce (``None``: no cap)
             → ``NETWORK``.
+        max_tool_calls: tool calls one answer keeps (``None``: all); the rest are dropped at
+            assembly (``AssembledMessage.dropped_tool_calls``).
         connect_timeout: seconds to establish the connection (and to wait for a pooled one).
         transport: an ``httpx.AsyncBaseTransport`` to use instead of the network one
             (``_transport.endpoint_transport``: no TLS context for a plain-http endpoint).
@@ -131,7 +133,7 @@ class ChatClient:
                  headers: dict[str, str] | None = None,
                  stream_idle_timeout: float = 300.0, connect_timeout: float = 10.0,
                  attempt_timeout: float | None = 600.0, no_progress_timeout: float | None = 300.0,
-                 max_output_chars: int | None = 4_000_000,
+                 max_output_chars: int | None = 4_000_000, max_tool_calls: int | None = 64,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
@@ -139,6 +141,7 @@ class ChatClient:
         self.attempt_timeout = attempt_timeout
         self.no_progress_timeout = no_progress_timeout
         self.max_output_chars = max_output_chars
+        self.max_tool_calls = max_tool_calls
         self._headers: dict[str, str] = dict(headers or {})
         self._headers["Content-Type"] = "application/json"
         self._headers["Accept"] = "text/event-stream"
@@ -236,7 +239,7 @@ class ChatClient:
         """
         if not isinstance(body, (bytes, bytearray)):
             raise TypeError("ChatClient.stream() takes the encoded body bytes (see encode_body)")
-        assembler = StreamAssembler()
+        assembler = StreamAssembler(max_tool_calls=self.max_tool_calls)
         got_headers = False
         loop = asyncio.get_running_loop()
         deadline = None if self.attempt_timeout is None else loop.time() + self.attempt_timeout

@@ -86,8 +86,9 @@ class AssembledMessage:
             "length", "content_filter", …), or None if it sent none before ``[DONE]``.
         usage: the provider's usage object, or None.
         refusal: accumulated ``delta.refusal`` text (OpenAI), or None.
-        dropped_tool_calls: how many tool calls were dropped because the message was cut by
-            max tokens (``finish_reason == "length"``).
+        dropped_tool_calls: how many tool calls were dropped: all of them when the message was
+            cut by max tokens (``finish_reason == "length"``), else those past the assembler's
+            ``max_tool_calls``.
     """
 
     content: str

@@ -28,7 +28,7 @@ from agent_server.tools.base import DEFAULT_RESULT_CHARS, Tool, ToolContext, Too
 from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.live import LIVE_OUTPUT, LiveOutput, end_terminal, terminal_block
 from agent_server.tools.output import SPILL_THRESHOLD, spill, spill_room, trim_for_model
-from agent_server.tools.repeats import repeat_reminder
+from agent_server.tools.repeats import RepeatCounter, repeat_reminder
 from agent_server.tools.user_wait import CALL_CLOCK, CallClock, run_within
 
 log = logging.getLogger("agent_server.tools")
@@ -129,6 +129,8 @@ class ToolRunner:
         self.result_budget = result_budget
         """Most characters one result may carry (from the context window; ``None``: the tools' own)."""
         self.terminal_output = terminal_output or (lambda: None)
+        self.repeats = RepeatCounter()
+        """Counts identical calls of a turn as results are committed (no walk of the turn per call)."""
 
     async def run_batch(self, turn: int, calls: Sequence[ToolCallLike]) -> None:
         """Run ``calls`` (one assistant message's, in model order) and commit one result each.
@@ -302,10 +304,11 @@ class ToolRunner:
 
         for slot in group:
             slot.task = asyncio.ensure_future(one(slot))
+        end = next(i for i, s in enumerate(batch.slots) if s is group[-1]) + 1  # the group is done when its last is in
         while True:
             finished.clear()
             await self._commit_ready(batch)
-            if all(s.status == "done" for s in group):
+            if batch.committed >= end:
                 return
             await finished.wait()
 
@@ -334,7 +337,8 @@ class ToolRunner:
         text, cut = trim_for_model(result.text, limit=limit, head=int(4096 * scale), tail=int(1024 * scale),
                                    spill_path=spilled, spill_bytes=spill_bytes,
                                    spill_dropped=result.meta.get("spill_dropped_bytes", 0))
-        text += repeat_reminder(self.log.events, turn, call.name, call.raw_arguments, int(call.tool_call_id[3:]))
+        text += repeat_reminder(self.log.events, turn, call.name, call.raw_arguments, int(call.tool_call_id[3:]),
+                                self.repeats)
         data: dict[str, Any] = {"turn": turn, "call_id": call.call_id, "tool_call_id": call.tool_call_id,
                                 "name": call.name, "status": "failed" if result.is_error else "completed",
                                 "content": text}
@@ -363,11 +367,14 @@ class ToolRunner:
 def _groups(slots: list[_Slot]) -> list[list[_Slot]]:
     """Consecutive safe calls form one parallel group; every other call is its own barrier."""
     groups: list[list[_Slot]] = []
+    last_safe = False  # whether the last group is a safe one (every call in it is safe)
     for slot in slots:
-        if _safe(slot) and groups and all(_safe(s) for s in groups[-1]):
+        safe = _safe(slot)
+        if safe and last_safe:
             groups[-1].append(slot)
         else:
             groups.append([slot])
+        last_safe = safe
     return groups
 
 

@@ -293,3 +293,22 @@ def test_idless_delta_continues_the_call_most_recently_opened_at_its_index():
     _, m = run([tc(0, "a", "f", '{"p": 1}'), tc(0, "b", "g", "{"), tc(0, args="}"),
                 chunk(finish="tool_calls")])
     assert calls(m) == [("a", "f", '{"p": 1}'), ("b", "g", "{}")]
+
+
+def test_calls_past_max_tool_calls_are_dropped_unannounced_and_their_deltas_do_not_leak():
+    """Issue 32 §7: an answer's calls past the cap are dropped at assembly (as a truncated answer's
+    are), counted, never announced; interleaved deltas of a dropped call stay out of the kept ones."""
+    def delta(index, args, id=None):
+        return tc(index, id, "read" if id else None, args)["choices"][0]["delta"]["tool_calls"][0]
+
+    chunks = [chunk({"tool_calls": [delta(0, '{"p":', "a"), delta(1, '{"q":', "b"), delta(2, '{"r":', "c")]}),
+              chunk({"tool_calls": [delta(2, "3}"), delta(0, "1}"), delta(1, "2}")]}, finish="tool_calls")]
+    events, message = run(chunks, max_tool_calls=2)
+    assert [(c.id, c.arguments) for c in message.tool_calls] == [("a", '{"p":1}'), ("b", '{"q":2}')]
+    assert message.dropped_tool_calls == 1
+    assert [e.id for e in events if isinstance(e, ToolCallStarted)] == ["a", "b"]
+    assert all(e.index < 2 for e in events if isinstance(e, ToolCallDelta))
+    _, cut = run([*chunks[:1], chunk(finish="length")], max_tool_calls=2)
+    assert cut.tool_calls == [] and cut.dropped_tool_calls == 3  # max tokens still drops every call
+    _, whole = run(chunks)
+    assert len(whole.tool_calls) == 3 and whole.dropped_tool_calls == 0

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agent_server.policy import Denial
 from agent_server.session import EventLog
 from agent_server.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from agent_server.tools import pipeline
 from agent_server.tools.pipeline import POOL_LIMIT, ToolRunner
 
 
@@ -220,3 +222,82 @@ async def test_small_context_window_bounds_every_result_further(setup):
     await runner.run_batch(1, [call("nap", "big", size=20_000)])
     (got,) = results(log)
     assert len(got["content"]) <= 3_000 + 400 and got["cut_chars"] > 15_000
+
+
+# -- issue 32 §7: 10,000 tool calls in one model answer took 658 s (and ``session/list`` 7.8 s
+# meanwhile): per call, the pipeline walked the turn's log (the repeat reminder) and the batch (its
+# grouping and the parallel group's end). Work per call is now bounded; it is counted here (events
+# read, safety checks), never timed.
+
+
+class CountingEvents(Sequence):
+    """The log's events, counting every event handed out."""
+
+    def __init__(self, events: Sequence, counter: list[int]) -> None:
+        self.inner, self.counter = events, counter
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, index):
+        item = self.inner[index]
+        self.counter[0] += len(item) if isinstance(index, slice) else 1
+        return item
+
+    def __iter__(self) -> Iterator:
+        for event in self.inner:
+            self.counter[0] += 1
+            yield event
+
+    def __reversed__(self) -> Iterator:
+        for event in reversed(self.inner):
+            self.counter[0] += 1
+            yield event
+
+
+class CountingLog:
+    def __init__(self, log: EventLog) -> None:
+        self.log, self.read = log, [0]
+
+    @property
+    def events(self) -> CountingEvents:
+        return CountingEvents(self.log.events, self.read)
+
+    def __getattr__(self, name):
+        return getattr(self.log, name)
+
+
+async def work_of_a_batch(tmp_path, n: int, monkeypatch) -> tuple[int, int]:
+    """(events read, safety checks) while one answer's ``n`` calls run."""
+    log = EventLog.create(tmp_path / f"s{n}" / "events.jsonl", {})
+    log.append("turn/start", {"turn": 1})
+    counting = CountingLog(log)
+
+    async def emit(update):
+        pass
+
+    checks = [0]
+    safe = pipeline._safe
+
+    def counted_safe(slot):
+        checks[0] += 1
+        return safe(slot)
+
+    monkeypatch.setattr(pipeline, "_safe", counted_safe)
+    runner = ToolRunner(counting, ToolContext.on_disk(tmp_path), emit, {"nap": SleepTool(Probe())})  # type: ignore[arg-type]
+    # the same call again and again (the repeat reminder's case), and distinct ones
+    calls = [Call(f"c{i}", "nap", json.dumps({"label": "same" if i % 2 else f"x{i}"})) for i in range(n)]
+    await runner.run_batch(1, calls)
+    results = [e for e in log.events if e.type == "tool/result"]
+    assert len(results) == n
+    assert "call number 3 of nap" in results[5].data["content"]  # the reminders still come, from the log's count
+    assert "call number 5 of nap" in results[9].data["content"] and "call number" not in results[11].data["content"]
+    return counting.read[0], checks[0]
+
+
+@pytest.mark.parametrize("n", [400])
+async def test_10000_tool_calls_in_one_answer_took_quadratic_time(tmp_path, monkeypatch, n):
+    read, checks = await work_of_a_batch(tmp_path, n, monkeypatch)
+    # the log holds about 2n events: one walk of the turn, not one per call (that read n²/2 ≈ 80,000)
+    assert read <= 4 * n, read
+    assert checks <= 4 * n, checks  # grouping and the parallel group's end: not the group per call
