@@ -67,7 +67,7 @@ def initialize_params(capabilities, root: Path | None = None):
 def pygls_answer(params, state: Path):
     """What pygls itself answers this ``initialize`` for the front end (its own message path, in
     this process), and the encoding its workspace then counts in."""
-    server = build_server(SessionHost(load_config(env={}, path=os.devnull), SessionStore(state)))
+    server = build_server(lambda: SessionHost(load_config(env={}, path=os.devnull), SessionStore(state)))
     protocol = server.protocol
     sent = []
 
@@ -169,18 +169,18 @@ async def test_a_client_offering_no_position_encoding_gets_its_edits_counted_in_
 HOLD = r"""
 import os, sys
 
-class HoldPygls:
-    '''Holds the first import of pygls or lsprotocol until the test opens the FIFO for writing.'''
+class Hold:
+    '''Holds the first import of any of $HOLD_MODULES until the test opens $HOLD_FIFO for writing.'''
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("pygls", "lsprotocol"):
+        if any(name == m or name.startswith(m + ".") for m in os.environ["HOLD_MODULES"].split(",")):
             sys.meta_path.remove(self)
             with open(os.environ["HOLD_FIFO"], "rb") as fifo:
                 fifo.read(1)
         return None
 
 if os.environ.get("HOLD_FIFO"):
-    sys.meta_path.insert(0, HoldPygls())
+    sys.meta_path.insert(0, Hold())
 """
 
 
@@ -199,52 +199,108 @@ async def read_frame(stdout: asyncio.StreamReader):
     return json.loads(await stdout.readexactly(length))
 
 
+async def start_holding(modules, agent_env, workspace, tmp_path, extra_env=None):
+    """``agent-server lsp`` with the first import of ``modules`` held: ``(process, release)``."""
+    (tmp_path / "hold").mkdir()
+    (tmp_path / "hold" / "sitecustomize.py").write_text(HOLD)
+    fifo = tmp_path / "hold.fifo"
+    os.mkfifo(fifo)
+    env = {**os.environ, **agent_env, **(extra_env or {}), "HOLD_FIFO": str(fifo), "HOLD_MODULES": ",".join(modules),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "hold"), os.environ.get("PYTHONPATH", "")])}
+    proc = await asyncio.create_subprocess_exec(*agent_server_command(), "lsp", env=env, cwd=str(workspace),
+                                                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    released = []
+
+    def release():
+        """Let the held import go on; returns once the server has begun it (opened the FIFO)."""
+        if not released:
+            released.append(True)
+            with open(fifo, "wb") as writer:
+                writer.write(b"1")
+
+    release.fifo = fifo
+    return proc, release
+
+
+async def stop(proc, release, next_id):
+    """``shutdown`` + ``exit`` (status 0); killed if anything failed before."""
+    try:
+        if proc.returncode is None:
+            release()
+            proc.stdin.write(frame({"jsonrpc": "2.0", "id": next_id, "method": "shutdown"}))
+            while (answer := await asyncio.wait_for(read_frame(proc.stdout), 30)).get("id") != next_id \
+                    or "method" in answer:
+                pass
+            proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+            assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(os.open(release.fifo, os.O_RDONLY | os.O_NONBLOCK))  # a release() still waiting returns
+
+
+def opening_messages(workspace, path):
+    """What an editor (Neovim) writes at start, all at once here: initialize, initialized,
+    didOpen, a code action request (id 2)."""
+    return b"".join(frame(m) for m in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params(NEOVIM, workspace)},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeAction", "params": {
+            "textDocument": {"uri": path.as_uri()},
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 8}},
+            "context": {"diagnostics": []}}}])
+
+
 async def test_lsp_initialize_is_answered_while_pygls_is_still_loading(agent_env, workspace, tmp_path):
     """The issue's failure: ``agent-server lsp`` answered ``initialize`` only once pygls and
     lsprotocol were imported (665 ms after spawn where the ACP server took 42), so editors said "no
     code actions available" for seconds. Here their import is held until the answer has arrived;
     the editor's next messages, written at once behind ``initialize``, are served after it."""
-    (tmp_path / "hold").mkdir()
-    (tmp_path / "hold" / "sitecustomize.py").write_text(HOLD)
-    fifo = tmp_path / "pygls.fifo"
-    os.mkfifo(fifo)
     path = workspace / "app.py"
     path.write_text("print(1)\n")
-    env = {**os.environ, **agent_env, "HOLD_FIFO": str(fifo),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path / "hold"), os.environ.get("PYTHONPATH", "")])}
-    proc = await asyncio.create_subprocess_exec(*agent_server_command(), "lsp", env=env, cwd=str(workspace),
-                                                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    released = False
+    proc, release = await start_holding(["pygls", "lsprotocol"], agent_env, workspace, tmp_path)
     try:
-        proc.stdin.write(b"".join(frame(m) for m in [
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params(NEOVIM, workspace)},
-            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-                "uri": path.as_uri(), "languageId": "python", "version": 1, "text": "print(1)\n"}}},
-            {"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeAction", "params": {
-                "textDocument": {"uri": path.as_uri()},
-                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 8}},
-                "context": {"diagnostics": []}}}]))
+        proc.stdin.write(opening_messages(workspace, path))
         await proc.stdin.drain()
         answer = await asyncio.wait_for(read_frame(proc.stdout), 30)  # liveness only: held, it never comes
         assert answer["id"] == 1 and answer["result"]["capabilities"]["positionEncoding"] == "utf-8"
-        with open(fifo, "wb") as release:  # now pygls may load
-            released = True
-            release.write(b"1")
+        release()  # now pygls may load
         actions = await asyncio.wait_for(read_frame(proc.stdout), 60)
         assert actions["id"] == 2, actions  # pygls' own answer to initialize never reached the editor
         assert [a["title"] for a in actions["result"]] == ["Agent: explain", "Agent: add tests for this"]
-        proc.stdin.write(frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}))
-        assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 3
-        proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
-        assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:
-        if proc.returncode is None:
-            if not released:
-                with open(fifo, "wb") as release:
-                    release.write(b"1")
-            proc.kill()
-            await proc.wait()
+        await stop(proc, release, 3)
+
+
+async def test_code_actions_are_answered_while_the_host_is_still_loading(agent_env, endpoint, workspace, tmp_path):
+    """The first code actions need pygls only: the session host's modules (the agent, its tools,
+    pydantic, httpx) load in a thread once the editor is idle — before any command — and a command
+    that comes first waits for them."""
+    path = workspace / "app.py"
+    path.write_text("print(1)\n")
+    endpoint.push(text_stream("It prints 1."))
+    proc, release = await start_holding(["agent_server.host"], agent_env, workspace, tmp_path,
+                                        {"AGENT_SERVER_BASE_URL": endpoint.base_url})
+    try:
+        proc.stdin.write(opening_messages(workspace, path))
+        await proc.stdin.drain()
+        assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 1
+        actions = await asyncio.wait_for(read_frame(proc.stdout), 60)  # held, the host's import never ends
+        assert [a["title"] for a in actions["result"]] == ["Agent: explain", "Agent: add tests for this"]
+        await asyncio.wait_for(asyncio.to_thread(release), 30)  # the idle server began importing the host itself
+        proc.stdin.write(frame({"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": {
+            "command": "agentServer.ask", "arguments": [{"uri": path.as_uri(), "prompt": "What does it print?"}]}}))
+        await proc.stdin.drain()
+        while "id" not in (answer := await asyncio.wait_for(read_frame(proc.stdout), 90)) or "method" in answer:
+            if "id" in answer:  # the server's own requests (progress, showDocument): answered as an editor would
+                result = {"success": True} if answer["method"] == "window/showDocument" else None
+                proc.stdin.write(frame({"jsonrpc": "2.0", "id": answer["id"], "result": result}))
+        assert answer["id"] == 3 and answer["result"]["stopReason"] == "end_turn", answer
+    finally:
+        await stop(proc, release, 4)
 
 
 def test_only_a_plain_initialize_is_answered_early():

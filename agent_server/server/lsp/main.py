@@ -3,8 +3,9 @@
 Role: parse ``--config``, keep stdout for the protocol (a private duplicate of descriptor 1; the
 descriptor itself then points at stderr, so a stray ``print`` or a child process cannot corrupt
 the stream), answer ``initialize`` before pygls loads (``initialize.py``), then log to stderr,
-build the session host and the LSP front end, and serve until the client exits (``shutdown`` +
-``exit``) or closes stdin.
+build the LSP front end (the session host is made when a command first needs it: a code action
+never waits for its modules), and serve until the client exits (``shutdown`` + ``exit``) or
+closes stdin.
 
 Must never: be imported on the ACP path (it loads pygls), or import more than the standard
 library's lightest modules before the ``initialize`` answer.
@@ -66,19 +67,9 @@ def main(argv: list[str]) -> int:
     if level != "DEBUG":
         logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message at INFO
 
-    from agent_server.config.load import ConfigError, load_config
-    from agent_server.host import SessionHost
     from agent_server.server.lsp.server import build_server
-    from agent_server.session import SessionStore, default_state_dir
 
-    config_error = None
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        logging.getLogger("agent_server.lsp").error("%s", exc)
-        config_error = str(exc)
-        config = load_config(env={}, path=os.devnull)
-    server = build_server(SessionHost(config, SessionStore(default_state_dir()), config_error=config_error))
+    server = build_server(_make_host(config_path), _import_host)
     server.protocol.answered = answered
     gc.freeze()
     gc.enable()
@@ -86,6 +77,35 @@ def main(argv: list[str]) -> int:
     # what the fast path read comes first, the initialize it answered included (pygls sets up from it)
     server.start_io(io.BufferedReader(_Prefed(data, 0)), os.fdopen(out_fd, "wb"))
     return 0
+
+
+def _import_host() -> None:
+    """Import what ``_make_host`` needs (run in a thread while the editor is idle)."""
+    import agent_server.config.load  # noqa: F401
+    import agent_server.host  # noqa: F401
+    import agent_server.session  # noqa: F401
+
+
+def _make_host(config_path: str | None):
+    """The session host's maker: reads the configuration (an error is logged, and reported on
+    every prompt), opens the session store."""
+    def make():
+        import logging
+
+        from agent_server.config.load import ConfigError, load_config
+        from agent_server.host import SessionHost
+        from agent_server.session import SessionStore, default_state_dir
+
+        config_error = None
+        try:
+            config = load_config(config_path)
+        except ConfigError as exc:
+            logging.getLogger("agent_server.lsp").error("%s", exc)
+            config_error = str(exc)
+            config = load_config(env={}, path=os.devnull)
+        return SessionHost(config, SessionStore(default_state_dir()), config_error=config_error)
+
+    return make
 
 
 class _Prefed(io.RawIOBase):

@@ -19,8 +19,10 @@ import contextvars
 import itertools
 import logging
 import os
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
@@ -30,11 +32,13 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from agent_server import __version__
-from agent_server.host import HostError, SessionHost
 from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
 from agent_server.server.lsp.initialize import ASK, CANCEL, CODE_ACTION_KINDS, COMMANDS, NEW_SESSION
 from agent_server.server.lsp.questions import MessageRequestApprover
 from agent_server.server.lsp.turns import TurnProgress
+
+if TYPE_CHECKING:
+    from agent_server.host import SessionHost
 
 log = logging.getLogger("agent_server.lsp")
 
@@ -46,6 +50,10 @@ ACTIONS = {
 
 _WORK_DONE_TOKEN: contextvars.ContextVar[Any] = contextvars.ContextVar("work_done_token", default=None)
 
+IDLE_BEFORE_LOADING = 0.05
+"""Seconds without a message from the editor, after ``initialized``, before the host's modules
+load in a thread (``LspFrontend.host``)."""
+
 
 class _Protocol(LanguageServerProtocol):
     """pygls' protocol, keeping ``workspace/executeCommand``'s ``workDoneToken`` for the command,
@@ -56,6 +64,12 @@ class _Protocol(LanguageServerProtocol):
 
     on_cancel_request: Any = None
     answered: tuple[Any, dict[str, Any]] | None = None
+    last_message = 0.0
+    """``time.monotonic()`` when the editor's last message arrived."""
+
+    def handle_message(self, message: Any) -> None:
+        self.last_message = time.monotonic()
+        super().handle_message(message)
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         if self.answered is None or msg_id != self.answered[0]:
@@ -85,10 +99,14 @@ def uri_path(uri: str) -> Path:
 
 
 class LspFrontend:
-    """The LSP front end over ``host``; ``server`` is its pygls ``LanguageServer``."""
+    """The LSP front end over the session host ``make_host()`` makes (``host``); ``server`` is its
+    pygls ``LanguageServer``. ``preload`` imports what ``make_host`` needs."""
 
-    def __init__(self, host: SessionHost) -> None:
-        self.host = host
+    def __init__(self, make_host: Callable[[], SessionHost], preload: Callable[[], None] | None = None) -> None:
+        self._make_host = make_host
+        self._host: SessionHost | None = None
+        self._preload = preload
+        self._preloaded: threading.Event | None = None
         self.server = LanguageServer("agent-server", __version__, protocol_cls=_Protocol,
                                      text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.documents = SyncedDocuments(lambda: self.server.workspace)
@@ -100,8 +118,40 @@ class LspFrontend:
         self.withdrawn: set[Any] = set()
         self.server.protocol.on_cancel_request = self._cancel_request
         self._tokens = itertools.count(1)
-        host.attach(self)
         self._register()
+
+    # -- the host, made when first needed ---------------------------------------------------------
+
+    @property
+    def host(self) -> SessionHost:
+        """The session host, made on first use (a command): code actions never wait for its
+        modules (the agent, its tools, pydantic, httpx), which ``preload`` loads in a thread once
+        the editor is idle after ``initialized``; a command that comes first waits for them."""
+        if self._host is None:
+            if self._preloaded is not None:
+                self._preloaded.wait()  # the thread's imports end first: never two threads on one module
+            self._host = self._make_host()
+            self._host.attach(self)
+        return self._host
+
+    async def initialized(self, params: Any) -> None:
+        """``initialized``: load the host's modules in a thread once the editor is idle."""
+        if self._preload is None or self._preloaded is not None:
+            return
+        protocol = self.server.protocol
+        while (left := protocol.last_message + IDLE_BEFORE_LOADING - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+        if self._host is None and self._preloaded is None:
+            self._preloaded = threading.Event()
+            threading.Thread(target=self._load, name="agent-server-imports", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            self._preload()
+        except BaseException:  # noqa: BLE001 — make_host imports them again and meets the error itself
+            pass
+        finally:
+            self._preloaded.set()
 
     # -- capabilities -----------------------------------------------------------------------------
 
@@ -179,6 +229,7 @@ class LspFrontend:
             code_action_kinds=[types.CodeActionKind(kind) for kind in CODE_ACTION_KINDS], resolve_provider=True))
         on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
         on(types.SHUTDOWN, self.shutdown)
+        on(types.INITIALIZED, self.initialized)
         handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel}
         for name in COMMANDS:
             server.command(name)(_command(handlers[name]))
@@ -329,7 +380,8 @@ class LspFrontend:
 
     async def shutdown(self, params: Any) -> None:
         """``shutdown``: cancel running turns, close the logs."""
-        await self.host.aclose()
+        if self._host is not None:
+            await self._host.aclose()
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -394,6 +446,8 @@ class LspFrontend:
         return session_id
 
     async def _create(self, folder: str) -> str:
+        from agent_server.host import HostError
+
         try:
             return await self.host.create(os.path.abspath(folder))
         except HostError as exc:
@@ -418,6 +472,6 @@ def _command(handler: Any) -> Any:
     return command
 
 
-def build_server(host: SessionHost) -> LanguageServer:
-    """The pygls ``LanguageServer`` of an ``LspFrontend`` over ``host``."""
-    return LspFrontend(host).server
+def build_server(make_host: Callable[[], SessionHost], preload: Callable[[], None] | None = None) -> LanguageServer:
+    """The pygls ``LanguageServer`` of an ``LspFrontend`` over the host ``make_host()`` makes."""
+    return LspFrontend(make_host, preload).server
