@@ -28,6 +28,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._logs import grow_log  # noqa: E402
+from bench._lsp import LspProcess, first_code_action  # noqa: E402
 from bench._peer import ROOT, AgentProcess, Endpoint, agent_env, compile_package  # noqa: E402
 
 PY = sys.executable
@@ -147,6 +148,35 @@ class Bench:
                     [libraries() for _ in range(self.runs)], floor=bare_ms,
                     extra={"over_floor_ms": round(statistics.median([libraries() for _ in range(self.runs)])
                                                   - statistics.median(bare_ms), 1)})
+
+    def lsp(self) -> None:
+        """``agent-server lsp``: spawn → ``initialize`` answer against the ACP server's (runs
+        alternated), and spawn → the first ``textDocument/codeAction`` answer of an editor that opens
+        a document and asks for code actions as soon as ``initialize`` is answered. No model is
+        contacted."""
+        acp_ms, init_ms, action_ms = [], [], []
+        for i in range(self.runs + 1):  # the first pair warms the page cache
+            env = agent_env(tempfile.mkdtemp(dir=self.tmp, prefix="state-"), "http://127.0.0.1:9/v1")
+            agent = AgentProcess(AGENT, env)
+            try:
+                _, answered, _ = agent.request("initialize", INIT)
+                acp = (answered - agent.spawned) * 1000
+            finally:
+                agent.close()
+            ws = self.workspace()
+            server = LspProcess([*AGENT, "lsp"], env, cwd=str(ws))
+            try:
+                times = first_code_action(server, str(ws), str(ws / "notes.txt"), (ws / "notes.txt").read_text())
+            finally:
+                server.close()
+            if i:
+                acp_ms.append(acp)
+                init_ms.append(times["initialize"])
+                action_ms.append(times["code_action"])
+        self.record("lsp_initialize", "agent-server lsp: initialize (spawn → response)", init_ms,
+                    floor=acp_ms, goal="≤ 2 × ACP initialize (floor)")
+        self.record("lsp_first_code_action", "agent-server lsp: spawn → first textDocument/codeAction answer",
+                    action_ms)
 
     def session_and_first_prompt(self) -> None:
         """``session/new`` right after ``initialize``; first prompt → first model request (no pause
@@ -407,13 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; 2 with --quick)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE ('-': stdout)")
     parser.add_argument("--only", action="append", default=None,
-                        help="run only these groups (startup, session, streaming, logs, shell, concurrent)")
+                        help="run only these groups (startup, session, streaming, logs, shell, concurrent, lsp)")
     args = parser.parse_args(argv)
     compile_package()  # measure the agent as installed: with its bytecode
     bench = Bench(args.runs or (2 if args.quick else 5), args.quick)
     groups: dict[str, Callable[[], None]] = {
         "startup": bench.startup, "session": bench.session_and_first_prompt, "streaming": bench.streaming,
-        "logs": bench.long_logs, "shell": bench.shell, "concurrent": bench.concurrent}
+        "logs": bench.long_logs, "shell": bench.shell, "concurrent": bench.concurrent, "lsp": bench.lsp}
     wanted = args.only or list(groups)
     if "logs" in wanted and "session" not in wanted:
         wanted.insert(0, "session")  # the long logs grow from the read scenario's real log

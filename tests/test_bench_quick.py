@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURES = {"initialize", "library_imports", "session_new", "first_request", "first_request_paused",
            "spawn_to_first_request", "read_total", "read_total_paused", "idle_rss",
            "read_total_zero_latency", "stream_paced", "stream_burst", "log_parse", "log_request", "load", "shell",
-           "concurrent"}
+           "concurrent", "lsp_initialize", "lsp_first_code_action"}
 
 
 def test_bench_quick_measures_every_figure(tmp_path):
@@ -25,7 +25,7 @@ def test_bench_quick_measures_every_figure(tmp_path):
     for key, figure in report["figures"].items():
         assert figure["median"] > 0, key
     for key in ("initialize", "library_imports", "session_new", "first_request", "read_total", "read_total_paused",
-                "shell"):
+                "shell", "lsp_initialize"):
         assert report["figures"][key]["floor_median"] > 0, key
     # the streamed text arrived whole (run.py raises otherwise) in at least one notification
     assert report["figures"]["stream_burst"]["notifications"] >= 1
