@@ -104,6 +104,7 @@ class SessionHost:
         self.pool = ClientPool(config.agent)
         self.frontend: Frontend | None = None
         self.restorers: dict[str, Restorer] = {}
+        self.checkpoints: dict[str, Checkpoints] = {}
         self.tool_tables: dict[str, dict[str, Any]] = {}
         self.mcp: dict[str, Any] = {}  # session id → McpTools, only for sessions with MCP servers
         self.gates: dict[str, UpdateGate] = {}
@@ -281,6 +282,7 @@ class SessionHost:
         # one result may fill at most a quarter of the model's context window
         budget = int(self.config.provider.context_window * self.config.agent.chars_per_token / 4)
         tools = {t.name: checkpoints.shell(t) if t.name == "bash" else t for t in BUILTIN_TOOLS}
+        self.checkpoints[session_id] = checkpoints
         self.tool_tables[session_id] = tools  # MCP tools join (and leave) this table in place
         runner = ToolRunner(event_log, context, emit, tools, guards=[policy.guard], result_budget=budget,
                             terminal_output=self.frontend.terminal_output)
@@ -339,7 +341,7 @@ class SessionHost:
         """Drop what the host keeps for ``session_id`` — its policy, restorer, tool table, update
         gate — and stop its MCP servers; returns the live session (not closed), or ``None``."""
         session = self.sessions.pop(session_id, None)
-        for kept in (self.policies.policies, self.restorers, self.tool_tables, self.gates):
+        for kept in (self.policies.policies, self.restorers, self.checkpoints, self.tool_tables, self.gates):
             kept.pop(session_id, None)
         servers = self.mcp.pop(session_id, None)
         if servers is not None:
@@ -397,7 +399,8 @@ class SessionHost:
             session.log.append("mcp/failed", {"server": None, "error": problem})
         servers = McpTools(specs, self._tool_env(), set(self.config.policy.mcp_trusted),
                            self.tool_tables[session_id], session.log, self.emitter(session_id),
-                           call_timeout=self.config.agent.mcp_call_timeout)
+                           call_timeout=self.config.agent.mcp_call_timeout,
+                           wrap=self.checkpoints[session_id].shell if session_id in self.checkpoints else None)
         servers.gate = asyncio.Event()
         servers.start(servers.gate)
         self.mcp[session_id] = servers

@@ -325,3 +325,31 @@ async def test_two_servers_on_one_folder_keep_their_own_changes_apart(
             assert not [e.data for e in events if e.type == "checkpoint/failed"]
         assert (agent_state_dir / "sessions" / sid_a / "shadow-index").exists()
         assert (agent_state_dir / "sessions" / sid_b / "shadow-index").exists()
+
+
+async def test_a_file_an_mcp_tool_changed_is_captured_and_asked_about_at_undo(
+        acp_harness_factory, endpoint, workspace):
+    """Regression: a non-read-only MCP tool's changes were not snapshotted — ``/undo`` answered
+    "Nothing to undo" and said nothing."""
+    import sys
+
+    git_init(workspace)
+    (workspace / "notes.txt").write_bytes(b"the user's notes\n")
+    config = workspace.parent / "mcp-config.toml"
+    config.write_text("[agent]\nmcp_start_wait = 120\n")
+    questions = Questions("allow_once")
+    client = ClientConfig(permission=questions)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                                  config=client)
+    await h.initialize(client.capabilities())
+    server = {"name": "writing", "command": sys.executable,
+              "args": [str(Path(__file__).with_name("writing_server.py")), "stdio"], "env": []}
+    sid = (await h.new_session(str(workspace), mcp_servers=[server])).session_id
+    await turn(h, sid, endpoint, call("m", "mcp__writing__write_note", path=str(workspace / "notes.txt"),
+                                      text="overwritten by the MCP tool\n"))
+    assert (workspace / "notes.txt").read_bytes() == b"overwritten by the MCP tool\n"
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "notes.txt").read_bytes() == b"the user's notes\n"
+    # an MCP server's writes have no record: the change is uncertain, so it was asked about
+    assert questions.titles() == ["notes.txt: keep yours or take the checkpoint?"]

@@ -101,12 +101,15 @@ class McpTools:
 
     ``specs``: from ``specs_from_acp``; ``env``: the scrubbed environment servers start with;
     ``trusted``: server names the user's config trusts; ``table``: the session's tool table (name →
-    tool), updated in place; ``log``: the session's ``EventLog``; ``emit``: its updates.
+    tool), updated in place; ``log``: the session's ``EventLog``; ``emit``: its updates; ``wrap``:
+    applied to every tool not known to be read-only (the session's checkpoints snapshot around it).
     """
 
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
-                 table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0) -> None:
+                 table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
+                 wrap: Callable[[Tool], Tool] | None = None) -> None:
         self.specs = specs
+        self.wrap = wrap
         self.trusted = trusted
         self.table = table
         self.log = log
@@ -161,7 +164,8 @@ class McpTools:
         for exposed, (server, tool) in names.items():
             spec = by_key[(server, tool)]
             info = McpInfo(server, tool, dict(spec.get("annotations") or {}), server in self.trusted)
-            self.table[exposed] = McpTool(exposed, spec, info, self.connections[server])
+            tool = McpTool(exposed, spec, info, self.connections[server])
+            self.table[exposed] = self.wrap(tool) if self.wrap is not None and not info.read_only else tool
         self.log.append("mcp/tools", {"map": {n: [s, t] for n, (s, t) in names.items()},
                                       "servers": [s.name for s in up]})
 
