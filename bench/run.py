@@ -229,10 +229,11 @@ class Bench:
                         self.template_log = keep
         self.record("session_new", "session/new right after initialize", new_ms["agent"], floor=new_ms["floor"],
                     goal="≤ 15 ms")
-        self.record("first_request", "first prompt → first model request", first_ms["agent"],
-                    floor=first_ms["floor"], goal="≤ 10 ms")
+        self.record("first_request", "first prompt right after session/new → first model request", first_ms["agent"],
+                    floor=first_ms["floor"])
         self.record("first_request_paused", "same, 1 s after session/new", first_ms["agent_paused"])
-        self.record("spawn_to_first_request", "spawn → first model request (no pauses)", spawn_ms["agent"], floor=spawn_ms["floor"])
+        self.record("spawn_to_first_request", "spawn → first model request, the prompt sent at once", spawn_ms["agent"],
+                    floor=spawn_ms["floor"], goal="stretch: codex-acp's 192–244 ms")
         self.record("read_total", f"read scenario: prompt total (2 model calls of {READ_LATENCY * 1000:.0f} ms "
                     "+ 1 tool)", total_ms["agent"], floor=total_ms["floor"], goal="≤ 1.3 × forwarder")
         self.record("read_total_paused", "read scenario, 1 s after session/new", total_ms["agent_paused"],

@@ -27,6 +27,9 @@ def test_bench_quick_measures_every_figure(tmp_path):
     for key in ("initialize", "library_imports", "session_new", "first_request", "read_total", "read_total_paused",
                 "shell", "lsp_initialize"):
         assert report["figures"][key]["floor_median"] > 0, key
+    # every figure is cold (no warm spare): the prompt sent at once is a stretch row, not a goal
+    assert report["figures"]["spawn_to_first_request"]["goal"].startswith("stretch")
+    assert report["figures"]["first_request"]["goal"] == ""
     # the streamed text arrived whole (run.py raises otherwise) in at least one notification
     assert report["figures"]["stream_burst"]["notifications"] >= 1
     assert "| figure |" in proc.stdout
