@@ -26,6 +26,7 @@ from agent_server.policy.approvals import (
     ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
 )
 from agent_server.policy.editor_config import editor_config_of
+from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
@@ -305,6 +306,13 @@ class SessionPolicy:
                 "refs there would run or rewrite history behind the user's back). Only the user can allow this, "
                 "by switching the session to danger-full-access."), facts=facts)
         secret = self.secrets.match(t.lexical, t.resolved)
+        if secret is None and (hook := self._git_hook(t)) is not None:
+            return Verdict("ask", "git-hook", (
+                f"{hook} is run (or read as configuration) by git or a hook manager on the user's next git "
+                "command, outside the sandbox"),
+                title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
+                content=[_diff(t.lexical, tool, args)], rememberable=False, memory_allows=False,
+                facts={**facts, "git_hook": hook})
         if secret is None and (editor := editor_config_of(t.resolved, t.lexical, self.roots)) is not None:
             return Verdict("ask", "editor-config", (
                 f"{editor} is editor configuration that your editor runs or obeys outside the sandbox (a "
@@ -331,6 +339,15 @@ class SessionPolicy:
         return Verdict("deny", "credential-store", (
             f"Refused: `{tool}` may not open {path}: {reason}. No file tool opens it in any mode; do not try to "
             "reach it another way."), facts={"path": str(t.lexical), "resolved": str(t.resolved)})
+
+    def _git_hook(self, t: Any) -> str | None:
+        """The protected git hook path ``t`` is or lies in (``git_hooks``); when the set cannot be
+        told, a path named like a hook manager's file still counts."""
+        try:
+            paths = hook_paths(self.roots, all_names=True)
+        except Undeterminable:
+            paths = [str(Path(os.path.realpath(r)) / n) for r in self.roots for n in HOOK_NAMES]
+        return hook_of(t.resolved, t.lexical, paths)
 
     def _in_git_dir(self, resolved: Path) -> bool:
         for root in self.roots:
@@ -367,6 +384,12 @@ class SessionPolicy:
         if mode == DANGER_FULL_ACCESS:
             return Verdict("allow", "danger-full-access", **base)
         if mode != READ_ONLY and status.write_confinable:
+            try:
+                hook_paths(self.roots)
+            except Undeterminable as exc:  # git may run what this command plants: as without a sandbox
+                return Verdict("ask", "git-hooks-unknown", (
+                    f"the git hooks this repository runs cannot be determined ({exc}), so the sandbox cannot keep "
+                    "them read-only"), rememberable=False, memory_allows=False, prefix=prefix, **base)
             return Verdict("allow", "sandbox", **base)
         await self._tell_user_once(status)
         # Without an enforced sandbox an allow covers this exact command only; under a (partial)

@@ -216,3 +216,25 @@ async def test_file_tools_writing_editor_configuration_ask_even_where_writes_aut
     assert await allowed.guard(prepared("write", path=".vscodex/a.json", content="{}")) is None  # only those names
     assert await allowed.guard(prepared("write", path="src/.vscode.md", content="x")) is None
     assert len(approver.asked) == 1
+
+
+async def test_file_tools_writing_what_git_runs_ask_and_an_unreadable_git_config_makes_every_command_ask(make):
+    """Issue 32 §1: the hooks folder core.hooksPath names, hook managers' files, included config and
+    driver scripts are asked about by the file tools; a repository whose configuration git cannot
+    read leaves the set unknown, so every shell command asks, as without a sandbox."""
+    import subprocess
+
+    policy, approver, *_, ws = make(approver=FakeApprover(Answer("selected", "reject_once")))
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "config", "core.hooksPath", "tools/hooks"], check=True)
+    subprocess.run(["git", "-C", str(ws), "config", "diff.pdf.textconv", "bin/pdf2text --layout"], check=True)
+    for path in ("tools/hooks/pre-commit", ".husky/pre-push", ".pre-commit-config.yaml", "lefthook.yml",
+                 ".lefthook/pre-commit/x.sh", "bin/pdf2text"):
+        assert await policy.guard(prepared("write", path=path, content="id\n")) is not None, path
+    assert len(approver.asked) == 6 and all("git" in why(q) for q in approver.asked)
+    assert all(q.options == ("allow_once", "reject_once") for q in approver.asked)
+    assert await policy.guard(prepared("write", path="tools/other.sh", content="x")) is None  # only those
+    assert await policy.guard(prepared("bash", command="ls")) is None and len(approver.asked) == 6
+    (ws / ".git" / "config").write_text("[core\n\thooksPath = x\n")  # git cannot parse it
+    assert await policy.guard(prepared("bash", command="ls")) is not None
+    assert len(approver.asked) == 7 and "cannot be determined" in why(approver.asked[-1])

@@ -9,6 +9,7 @@ import http.server
 import json
 import os
 import shutil
+import site
 import socket
 import subprocess
 import sys
@@ -440,3 +441,101 @@ async def test_danger_full_access_may_write_editor_configuration(box):
     ws, *_ = box
     res = await run(box, "mkdir .vscode && echo '{}' > .vscode/settings.json", mode=DANGER_FULL_ACCESS)
     assert not res.is_error and (ws / ".vscode" / "settings.json").exists()
+
+
+# -- issue 32 §1: what git runs from the tree -----------------------------------------------------
+
+HOOKED_REPO_COMMAND = """
+    printf '#!/bin/sh\\nid > /tmp/pwned\\n' > .husky/pre-commit; echo husky=$?
+    printf '#!/bin/sh\\nid\\n' > .husky/post-checkout; echo husky_new=$?
+    rm -rf .husky; echo husky_rm=$?
+    echo 'repos: []' > .pre-commit-config.yaml; echo precommit=$?
+    echo 'pre-commit: {commands: {x: {run: id}}}' > lefthook.yml; echo lefthook=$?
+    mkdir -p .lefthook/pre-commit; echo lefthook_dir=$?
+    printf '[core]\\n\\tfsmonitor = ./evil.sh\\n' > gitconfig.local; echo include=$?
+    mkdir -p cfg/git && echo x > cfg/git/extra; echo include_missing=$?
+    echo 'id' >> scripts/clean.sh; echo driver=$?
+    echo ok > plain.txt && echo fine
+"""
+
+
+def hooked_repo(ws: Path) -> None:
+    """husky (core.hooksPath = .husky), pre-commit, lefthook installed (no lefthook.yml yet), an include,
+    a missing include and a filter driver."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".husky").mkdir()
+    (ws / ".husky" / "pre-commit").write_text("#!/bin/sh\nnpm test\n")
+    (ws / ".pre-commit-config.yaml").write_text("repos: [mine]\n")
+    (ws / ".git" / "hooks" / "post-merge").write_text("#!/bin/sh\nlefthook run post-merge\n")  # lefthook installed
+    (ws / "gitconfig.local").write_text("[user]\n\tname = me\n")
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "clean.sh").write_text("#!/bin/sh\ncat\n")
+    for key, value in (("core.hooksPath", ".husky"), ("include.path", "../gitconfig.local"),
+                       ("includeIf.gitdir:/nowhere/.path", "../cfg/git/extra"),
+                       ("filter.tidy.clean", "scripts/clean.sh %f")):
+        subprocess.run(["git", "-C", str(ws), "config", key, value], check=True)
+
+
+def assert_hooks_held(ws: Path, out: str) -> None:
+    for step in ("husky", "husky_new", "husky_rm", "precommit", "lefthook", "lefthook_dir", "include",
+                 "include_missing", "driver"):
+        assert f"{step}=0" not in out, (step, out)
+    assert "fine" in out and (ws / "plain.txt").read_text() == "ok\n"
+    assert (ws / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nnpm test\n"
+    assert sorted(p.name for p in (ws / ".husky").iterdir()) == ["pre-commit"]
+    assert (ws / ".pre-commit-config.yaml").read_text() == "repos: [mine]\n"
+    assert (ws / "gitconfig.local").read_text() == "[user]\n\tname = me\n"
+    assert (ws / "scripts" / "clean.sh").read_text() == "#!/bin/sh\ncat\n"
+    for name in ("lefthook.yml", ".lefthook", "cfg"):
+        assert not os.path.lexists(ws / name), f"{name} was created (or its placeholder left behind)"
+
+
+async def test_git_hooks_in_the_working_tree_ran_unconfined_now_read_only_to_a_confined_command(box):
+    """husky's .husky/pre-commit rewritten by a confined command ran on the user's next commit."""
+    ws, *_ = box
+    hooked_repo(ws)
+    res = await run(box, HOOKED_REPO_COMMAND)
+    assert_hooks_held(ws, res.text)
+    assert "what git runs from the tree" in res.text  # the hint says why
+
+
+def test_git_hooks_in_the_working_tree_are_read_only_to_a_confined_command_of_a_normal_user():
+    assert os.geteuid() == 0 and shutil.which("setpriv"), "needs root (and setpriv) to switch to an unprivileged user"
+    base = tempfile.mkdtemp(prefix="agent-server-nobody-hooks-")
+    try:
+        os.chmod(base, 0o777)
+        ws = Path(base) / "ws"
+        ws.mkdir()
+        hooked_repo(ws)
+        subprocess.run(["chown", "-R", "65534:65534", base], check=True)
+        script = Path(base) / "run.py"
+        script.write_text(
+            "import asyncio, os, sys\n"
+            f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), *site.getsitepackages()]!r}\n"
+            "from pathlib import Path\n"
+            "from agent_server.config.load import PolicySettings\n"
+            "from agent_server.policy.modes import ModeState\n"
+            "from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status\n"
+            "from agent_server.session import EventLog\n"
+            "from agent_server.tools import ToolContext\n"
+            "from agent_server.tools.bash import BashArgs, BashTool\n"
+            "async def main():\n"
+            f"    base = Path({base!r}); ws = base / 'ws'; tmp = base / 'session' / 'tmp'; tmp.mkdir(parents=True)\n"
+            "    log = EventLog.create(base / 'session' / 'events.jsonl', {'cwd': str(ws)})\n"
+            "    policy = PolicySettings(); status = await probe_status(policy)\n"
+            "    assert status.write_confinable, status.problems\n"
+            "    launcher = ShellConfiner(ModeState(log, 'workspace-write'), status, [ws], tmp, policy)\n"
+            "    d = ToolContext.on_disk(ws)\n"
+            "    ctx = ToolContext(d.roots, d.files, d.reads, env={'PATH': os.environ['PATH'], 'HOME': str(base)},"
+            " shell_launcher=launcher)\n"
+            f"    print((await BashTool().run(BashArgs(command={HOOKED_REPO_COMMAND!r}), ctx)).text)\n"
+            "asyncio.run(main())\n")
+        # the system's interpreter: the suite's may live under a folder a normal user cannot enter
+        python = "/usr/bin/python3.11" if os.access("/usr/bin/python3.11", os.X_OK) else sys.executable
+        proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python,
+                               str(script)], capture_output=True, text=True, timeout=120,
+                              env={"PATH": os.environ["PATH"], "HOME": base})
+        assert proc.returncode == 0, proc.stderr
+        assert_hooks_held(ws, proc.stdout)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

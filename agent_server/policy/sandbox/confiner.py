@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.editor_config import PLACEHOLDERS, editor_config_paths
+from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import SecretScanner, SetuidSweeper, credential_paths
 
 # sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
@@ -321,6 +322,11 @@ class ShellConfiner:
                 if git.exists() and any(git == r or r in git.parents for r in self.roots):
                     ro_binds.append(str(git))
             ro_binds += editor_config_paths(self.roots)  # missing ones get a placeholder at spawn
+            try:  # what git and the hook managers run later, outside the sandbox
+                hooks = read_only_paths(hook_paths(self.roots), self.roots)
+            except Undeterminable:
+                hooks = []  # the policy asks about every command then
+            ro_binds += [h for h in hooks if h not in ro_binds and not any(h.startswith(b + "/") for b in ro_binds)]
         network = self.settings.network or not self.status.network_blocked
         namespaces = self.status.pid_namespace and self.status.masks
         spec: dict[str, Any] = {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
@@ -411,9 +417,10 @@ class ShellConfiner:
             where = "only inside " + ", ".join(str(r) for r in self.roots) + f" and its temp folder {self.tmpdir}"
             way_out = ("Work inside the workspace, or ask the user to switch the session to danger-full-access "
                        "if this really must write elsewhere (git commits too).")
-        git = ("; `.git` is read-only (no commits, branch or index changes), and so is the editors' configuration "
-               "in the workspace roots (.vscode, .idea, .zed, .nvim.lua, .nvimrc, .exrc: change it with the write or "
-               "edit tool, which asks the user)") if spec["ro_binds"] else ""
+        git = ("; `.git` is read-only (no commits, branch or index changes), and so are the editors' configuration "
+               "in the workspace roots (.vscode, .idea, .zed, .nvim.lua, .nvimrc, .exrc …) and what git runs from the "
+               "tree (the core.hooksPath folder, .husky, .pre-commit-config.yaml, lefthook files, included git config, "
+               "driver scripts): change those with the write or edit tool, which asks the user") if spec["ro_binds"] else ""
         abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
                     if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
         net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else

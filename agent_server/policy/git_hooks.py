@@ -1,0 +1,219 @@
+"""What git (and the hook managers) run from the working tree: read-only to confined commands, and
+a write by the file tools asks (issue 32 §1: a confined ``bash`` rewrote ``.husky/pre-commit`` and
+the user's next ``git commit`` ran it outside the sandbox).
+
+Role: ``hook_paths(roots)`` lists, inside the roots, what a user's git command later executes or
+reads as configuration: the folder ``core.hooksPath`` names (the whole folder; husky's ``.husky/_``
+protects ``.husky``), the hook managers' files (``.pre-commit-config.yaml``, ``lefthook*.yml``,
+``.lefthook/``, ``.husky/``), files named by ``include.path`` / ``includeIf.*.path`` (every
+condition: a condition may hold later), and scripts named by command-valued settings (filter, diff
+and merge drivers, ``core.fsmonitor``, ``core.sshCommand``, editors, pagers, ``gpg.program``,
+credential helpers, ``!`` aliases). The repository's configuration is read with ``git config --file``
+(no repository discovery, nothing run), includes followed by hand. ``None`` means the set cannot be
+determined (a configuration git cannot parse, git missing beside a ``.git``): then every shell
+command asks, as without a sandbox. Code those hooks run (linter configs, package scripts) is an
+ordinary edit.
+
+Must never: run anything from the repository (no hook, no filter, no fsmonitor) while looking.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+#: Hook managers' files and folders at a repository's top (and at each root).
+HOOK_NAMES = (".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
+              "lefthook-local.yml", "lefthook-local.yaml", ".lefthook-local.yml", ".lefthook-local.yaml",
+              ".lefthook", ".lefthook-local", ".husky")
+#: Settings whose value is a command git runs (the keys as ``git config --list`` writes them).
+_COMMAND_KEYS = ("core.fsmonitor", "core.sshcommand", "core.editor", "core.pager", "sequence.editor",
+                 "gpg.program", "credential.helper", "diff.external")
+_COMMAND_SUFFIXES = (".clean", ".smudge", ".process", ".textconv", ".command", ".driver", ".helper", ".program")
+_COMMAND_SECTIONS = ("filter.", "diff.", "merge.", "credential.", "gpg.")
+#: Include depth git itself allows.
+_MAX_INCLUDE_DEPTH = 10
+
+
+class Undeterminable(Exception):
+    """The protected set cannot be told (the reason is the message)."""
+
+
+def _repo_top(root: Path) -> Path | None:
+    for folder in (root, *root.parents):
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return None
+
+
+def _git_dir(top: Path) -> Path:
+    dot_git = top / ".git"
+    if dot_git.is_file():  # a worktree or submodule: "gitdir: PATH"
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            raise Undeterminable(f"{dot_git} is not a git link file")
+        return (top / text[len("gitdir:"):].strip()).resolve()
+    return dot_git
+
+
+def _config_files(git_dir: Path) -> list[Path]:
+    files = [git_dir / "config", git_dir / "config.worktree"]
+    common = git_dir / "commondir"
+    if common.is_file():
+        base = (git_dir / common.read_text(encoding="utf-8", errors="replace").strip()).resolve()
+        files += [base / "config", base / "config.worktree"]
+    return files
+
+
+def _entries(git: str, path: Path) -> list[tuple[str, str]]:
+    try:
+        done = subprocess.run([git, "config", "--file", str(path), "--no-includes", "--list", "-z"],
+                              capture_output=True, timeout=10, stdin=subprocess.DEVNULL,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
+                                   "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Undeterminable(f"git config could not read {path}: {exc}") from None
+    if done.returncode != 0:
+        raise Undeterminable(f"git cannot parse {path}: {done.stderr.decode(errors='replace').strip()[:200]}")
+    out = []
+    for record in done.stdout.split(b"\0"):
+        if record:
+            key, _, value = record.decode("utf-8", "surrogateescape").partition("\n")
+            out.append((key.lower(), value))
+    return out
+
+
+def _command_key(key: str) -> bool:
+    if key in _COMMAND_KEYS:
+        return True
+    if key.startswith("alias."):
+        return True
+    if key.startswith("pager."):
+        return True
+    return key.startswith(_COMMAND_SECTIONS) and key.endswith(_COMMAND_SUFFIXES)
+
+
+def _command_files(command: str, top: Path) -> list[Path]:
+    """The words of a command that name a file of the tree (git runs it from the top)."""
+    if command.startswith("!"):
+        command = command[1:]
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    found = []
+    for word in words:
+        if "/" in word or (top / word).is_file():
+            found.append(Path(os.path.expanduser(word)) if word.startswith("~") else top / word)
+    return found
+
+
+#: Which hook manager's files matter, by a word its installed hooks contain.
+_MANAGERS = {"pre-commit": (".pre-commit-config.yaml",), "lefthook": tuple(n for n in HOOK_NAMES if "lefthook" in n),
+             "husky": (".husky",)}
+
+
+def _installed_managers(hook_folders: Iterable[Path]) -> set[str]:
+    """The hook managers whose hooks are installed in ``hook_folders`` (by the words in them)."""
+    found: set[str] = set()
+    for folder in hook_folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries[:100]:
+            if entry.name.endswith(".sample") or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                with open(entry.path, "rb") as handle:
+                    text = handle.read(65536).decode("utf-8", "replace")
+            except OSError:
+                continue
+            found.update(word for word in _MANAGERS if word in text)
+    return found
+
+
+def hook_paths(roots: Iterable[Path | str], *, all_names: bool = False) -> list[str]:
+    """Resolved paths inside ``roots`` that git or a hook manager runs or reads: the existing hook
+    managers' files, those of a manager whose hooks are installed (existing or not), and what the
+    git configuration names (existing or not); ``all_names``: every manager's names, installed or
+    not (the file tools ask about them all). Raises ``Undeterminable`` when the set cannot be told."""
+    roots = [Path(os.path.realpath(r)) for r in roots]
+    found: list[Path] = []
+    git = shutil.which("git")
+    for root in roots:
+        top = _repo_top(root)
+        bases = [root] if top is None or top == root else [root, top]
+        found += [b / name for b in bases for name in HOOK_NAMES if all_names or os.path.lexists(b / name)]
+        if top is None:
+            continue
+        if git is None:
+            raise Undeterminable(f"{top} is a git repository but git was not found to read its configuration")
+        seen: set[Path] = set()
+        git_dir = _git_dir(top)
+        hook_folders = [git_dir / "hooks"]
+        pending = [(f, 0) for f in _config_files(git_dir)]
+        while pending:
+            config, depth = pending.pop()
+            config = Path(os.path.realpath(config))
+            if config in seen:
+                continue
+            seen.add(config)
+            found.append(config)  # an included file inside the tree is protected itself
+            if not config.is_file():
+                continue
+            for key, value in _entries(git, config):
+                if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+                    if depth >= _MAX_INCLUDE_DEPTH:
+                        raise Undeterminable(f"includes nested deeper than {_MAX_INCLUDE_DEPTH} in {config}")
+                    target = Path(os.path.expanduser(value))
+                    pending.append((target if target.is_absolute() else config.parent / target, depth + 1))
+                elif key == "core.hookspath":
+                    hooks = Path(os.path.expanduser(value))
+                    hooks = hooks if hooks.is_absolute() else top / hooks
+                    found.append(hooks)
+                    hook_folders.append(hooks)
+                    if hooks.name == "_" and hooks.parent.name == ".husky":
+                        found.append(hooks.parent)  # husky's stubs run the scripts beside them
+                elif _command_key(key):
+                    found += _command_files(value, top)
+        for manager in _installed_managers(hook_folders):
+            found += [b / name for b in bases for name in _MANAGERS[manager]]
+    out: list[str] = []
+    for path in found:
+        real = os.path.realpath(path)
+        if not any(real == str(r) or real.startswith(str(r) + "/") for r in roots):
+            continue
+        if any(real == str(r / ".git") or real.startswith(str(r / ".git") + "/") for r in roots):
+            continue  # .git itself is read-only already
+        out.append(real)
+    return sorted(set(out))
+
+
+def read_only_paths(paths: Iterable[str], roots: Iterable[Path | str]) -> list[str]:
+    """What to bind read-only for ``paths``: each one, or the highest of its missing ancestors
+    inside a root (a placeholder there blocks creating the whole chain, and none of the user's
+    folders is made); a path inside another one is covered by it."""
+    tops = [Path(os.path.realpath(r)) for r in roots]
+    out = set()
+    for text in paths:
+        best = path = Path(text)
+        for parent in path.parents:
+            if os.path.lexists(parent) or parent in tops:
+                break
+            best = parent
+        out.add(str(best))
+    return [p for p in sorted(out) if not any(p != q and p.startswith(q + "/") for q in out)]
+
+
+def hook_of(resolved: Path, lexical: Path, paths: Iterable[str]) -> str | None:
+    """The protected path of ``paths`` that ``resolved`` or ``lexical`` is or lies in, else None."""
+    for base in paths:
+        for p in (str(resolved), str(lexical)):
+            if p == base or p.startswith(base.rstrip("/") + "/"):
+                return base
+    return None
