@@ -89,7 +89,9 @@ class SessionPolicy:
         """Places no file tool opens in any mode (config, state, keyrings, ~/.ssh …): set by the
         server, which knows the config and state folders."""
         self.status: SandboxStatus | None = None
-        self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings)
+        started = log.events[0].time if len(log) else None  # the session's start, also after a load
+        self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings,
+                                            int(started * 1e9) if started is not None else None)
         self._told_user = False
         if status is not None:
             self._set_status(status)
@@ -368,6 +370,10 @@ class SessionPolicy:
         base = dict(title=f"Run `{_one_line(command)}`", what="this command",
                     content=[_text(f"```sh\n{command}\n```")], facts=facts)
         rememberable = prefix is not None and secret is None
+        if mode != DANGER_FULL_ACCESS and status.filesystem and \
+                (overflow := await asyncio.to_thread(self.shell_launcher.secret_overflow)):
+            return Verdict("ask", "secret-overflow", overflow, rememberable=False, memory_allows=False,
+                           prefix=prefix, **base)
         if mode == READ_ONLY:
             if status.read_confinable:
                 return Verdict("allow", "sandbox-read-only", **base)

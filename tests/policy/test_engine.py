@@ -238,3 +238,14 @@ async def test_file_tools_writing_what_git_runs_ask_and_an_unreadable_git_config
     (ws / ".git" / "config").write_text("[core\n\thooksPath = x\n")  # git cannot parse it
     assert await policy.guard(prepared("bash", command="ls")) is not None
     assert len(approver.asked) == 7 and "cannot be determined" in why(approver.asked[-1])
+
+
+async def test_more_secret_files_than_the_sandbox_can_hide_make_a_confined_command_ask(make, tmp_path):
+    """Issue 32 §2: past the mask limit the command asks, saying why (the files predate the session)."""
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    for i in range(1001):
+        (ws / f"k{i}.pem").write_text("x")
+    policy, approver, *_ = make()
+    assert await policy.guard(prepared("bash", command="ls")) is None
+    assert len(approver.asked) == 1 and "more files named like secrets" in why(approver.asked[0])

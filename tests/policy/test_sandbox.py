@@ -539,3 +539,38 @@ def test_git_hooks_in_the_working_tree_are_read_only_to_a_confined_command_of_a_
         assert_hooks_held(ws, proc.stdout)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# -- issue 32 §2: decoys ---------------------------------------------------------------------------
+
+
+async def test_decoy_files_pushed_real_secrets_out_of_the_masks(box):
+    """1,001 files named like secrets, made in one call, filled the mask list: in the next call the
+    real .env and certs/server.pem were readable without a question. The session's own files never
+    count: what existed before it is hidden first."""
+    ws, home, tmp, log = box
+    (ws / ".env").write_text("API_TOKEN=real-secret\n")
+    (ws / "certs").mkdir()
+    (ws / "certs" / "server.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+    policy = PolicySettings()
+    status = await probe_status(policy)
+    launcher = ShellConfiner(ModeState(log, "workspace-write"), status, [ws], tmp, policy)  # the session starts
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    disk = ToolContext.on_disk(ws)
+    ctx = ToolContext(disk.roots, disk.files, disk.reads, env=env, shell_launcher=launcher)
+    made = await BashTool().run(BashArgs(command="mkdir a && cd a && for i in $(seq 0 1000); do : > ./-$i.pem; done;"
+                                                 " ls | wc -l"), ctx)
+    assert "1001" in made.text
+    res = await BashTool().run(BashArgs(command="cat .env certs/server.pem; echo rc=$?"), ctx)
+    assert "real-secret" not in res.text and "PRIVATE KEY" not in res.text and "Permission denied" in res.text
+    assert launcher.secret_overflow() is None  # the decoys are the session's own: no question either
+
+
+async def test_more_secret_files_than_the_masks_hold_make_every_command_ask_saying_why(box):
+    ws, home, tmp, log = box
+    for i in range(1001):
+        (ws / f"k{i}.pem").write_text("x")
+    policy = PolicySettings()
+    launcher = ShellConfiner(ModeState(log, "workspace-write"), await probe_status(policy), [ws], tmp, policy)
+    reason = launcher.secret_overflow()
+    assert reason is not None and "at most 1000" in reason and "could read some of them" in reason

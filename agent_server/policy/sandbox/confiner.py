@@ -38,7 +38,7 @@ from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.editor_config import PLACEHOLDERS, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
-from agent_server.policy.sandbox.shell_masks import SecretScanner, SetuidSweeper, credential_paths
+from agent_server.policy.sandbox.shell_masks import MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths
 
 # sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
 # command, not with the server (tests/server/test_lazy_imports.py)
@@ -285,21 +285,34 @@ class ShellConfiner:
 
     ``modes``: the session's live mode; ``status``: what the sandbox enforces; ``roots``: the
     workspace roots; ``tmpdir``: the session's temp folder (``<session>/tmp``; its sibling
-    ``spill`` stays readable); ``settings``: policy settings. Calling it with ``(argv, env)``
+    ``spill`` stays readable); ``settings``: policy settings; ``since_ns``: the session's start (secret files older than it are
+    hidden first). Calling it with ``(argv, env)``
     returns the ``ShellLaunch`` to run.
     """
 
     def __init__(self, modes: ModeState, status: SandboxStatus, roots: Sequence[Path], tmpdir: Path,
-                 settings: PolicySettings) -> None:
+                 settings: PolicySettings, since_ns: int | None = None) -> None:
         self.modes = modes
         self.status = status
         self.roots = [Path(os.path.realpath(r)) for r in roots]
         self.tmpdir = Path(os.path.realpath(tmpdir))
         self.spill_dir = self.tmpdir.parent / "spill"
         self.settings = settings
-        self.scanner = SecretScanner(settings.secret_patterns)
+        self.scanner = SecretScanner(settings.secret_patterns, since_ns)
         self.sweeper = SetuidSweeper()
         self._unmasked: list[str] = []
+
+    def secret_overflow(self) -> str | None:
+        """Why the masks cannot hide every secret file that existed before the session (more than
+        ``MAX_SECRET_FILES``, or too many to list), else ``None``."""
+        if not (self.status.pid_namespace and self.status.masks):
+            return None
+        self.scanner.scan(self.roots)
+        if not self.scanner.overflow:
+            return None
+        return (f"more files named like secrets ({', '.join(self.scanner.names)}) are in the workspace than the "
+                f"sandbox can hide (at most {MAX_SECRET_FILES}, those older than this session first), so this "
+                "command could read some of them")
 
     def allow_secrets_once(self, command: str) -> None:
         """The user allowed ``command``, which names a secret file: its next launch is not masked."""

@@ -12,7 +12,8 @@ setuid/setgid bits from every file under the roots after a confined command ende
 
 Must never: follow a symlink out of a root while scanning or sweeping, or hide a workspace root.
 Known limits: a name pattern (no ``/``) is searched for inside the roots only, and not inside
-``SCAN_SKIP`` folders (``node_modules``, ``.venv`` …); at most ``MAX_SECRET_FILES`` files are hidden.
+``SCAN_SKIP`` folders (``node_modules``, ``.venv`` …); at most ``MAX_SECRET_FILES`` files are hidden
+(those older than the session first; past that the policy asks about every command).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -34,6 +36,8 @@ HOME_SECRETS = (
     ".local/share/keyrings", ".local/share/python_keyring", ".config/python_keyring", ".local/share/kwalletd",
 )
 MAX_SECRET_FILES = 1000
+#: Secret-named files listed at most per scan and kind (older, newer) before the scan stops.
+MAX_SCANNED = 50 * MAX_SECRET_FILES
 #: Folders the secret scan does not enter: ``.git`` (read-only in the sandbox) and third-party
 #: dependency and cache folders (their many sub-folders would be stat-ed on every call).
 SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
@@ -81,15 +85,22 @@ class SecretScanner:
     """Finds files named like a secret (the name patterns of ``patterns``) inside the roots.
 
     ``scan(roots)`` returns their resolved paths (regular files, or symlinks to files anywhere;
-    folders are never hidden: a virtualenv called ``.env`` keeps working). Folder listings are
-    cached by the folder's ``st_mtime_ns``, so a repeated scan costs one ``stat`` per folder.
+    folders are never hidden: a virtualenv called ``.env`` keeps working), at most
+    ``MAX_SECRET_FILES``: the files that existed before ``since_ns`` (the session's start, by their
+    change time, which no program can set back) first, then the newer ones — files the session made
+    never push a real secret out of the masks (issue 32 §2: 1,001 decoys ``-0.pem`` … did). When the
+    older ones alone pass the limit, ``overflow`` says how many stay visible (the policy asks then).
+    Folder listings are cached by the folder's ``st_mtime_ns``, so a repeated scan costs one
+    ``stat`` per folder.
     """
 
-    def __init__(self, patterns: Sequence[str]) -> None:
+    def __init__(self, patterns: Sequence[str], since_ns: int | None = None) -> None:
         self.names = [p for p in patterns if "/" not in p]
-        self._cache: dict[str, tuple[int, list[str], list[str]]] = {}
+        self.since_ns = time.time_ns() if since_ns is None else since_ns
+        self.overflow = 0
+        self._cache: dict[str, tuple[int, list[tuple[str, int]], list[str]]] = {}
 
-    def _list(self, folder: str) -> tuple[list[str], list[str]]:
+    def _list(self, folder: str) -> tuple[list[tuple[str, int]], list[str]]:
         try:
             mtime = os.stat(folder).st_mtime_ns
         except OSError:
@@ -107,7 +118,7 @@ class SecretScanner:
                                 subdirs.append(entry.path)
                         elif any(fnmatch.fnmatchcase(entry.name, n) for n in self.names) and \
                                 entry.is_file(follow_symlinks=True):
-                            hits.append(entry.path)
+                            hits.append((entry.path, entry.stat(follow_symlinks=False).st_ctime_ns))
                     except OSError:
                         continue
         except OSError:
@@ -116,21 +127,32 @@ class SecretScanner:
         return hits, subdirs
 
     def scan(self, roots: Sequence[Path | str]) -> list[str]:
-        """Resolved paths of the secret-named files under ``roots`` (at most ``MAX_SECRET_FILES``)."""
+        """Resolved paths of the secret-named files under ``roots`` (at most ``MAX_SECRET_FILES``,
+        those older than the session first); sets ``overflow``."""
+        self.overflow = 0
         if not self.names:
             return []
-        out: list[str] = []
+        old: list[str] = []
+        new: list[str] = []
         stack = [os.path.realpath(r) for r in roots]
         seen: set[str] = set()
-        while stack and len(out) < MAX_SECRET_FILES:
+        while stack:
             folder = stack.pop()
             if folder in seen:
                 continue
             seen.add(folder)
             hits, subdirs = self._list(folder)
-            out.extend(os.path.realpath(h) for h in hits)
+            for path, ctime in hits:
+                (old if ctime < self.since_ns else new).append(path)
+            if len(old) > MAX_SCANNED or len(new) > MAX_SCANNED:
+                break  # never a walk without end: what is left unlisted is told as overflow
             stack.extend(subdirs)
-        return sorted(set(out))[:MAX_SECRET_FILES]
+        older = sorted({os.path.realpath(h) for h in old})
+        self.overflow = max(0, len(older) - MAX_SECRET_FILES)
+        if stack:  # stopped early: folders not looked into may hold real secrets
+            self.overflow = max(self.overflow, 1)
+        newer = sorted({os.path.realpath(h) for h in new} - set(older))
+        return (older + newer)[:MAX_SECRET_FILES]
 
 
 def sweep_setuid(roots: Sequence[Path | str], skip: Sequence[str] = ()) -> list[str]:
