@@ -36,6 +36,8 @@ log = logging.getLogger("agent_server.checkpoints")
 
 #: Files larger than this are recorded by their size, mtime and hash, never copied.
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+#: The shadow repositories are pruned after every this many snapshotted calls of a session.
+PRUNE_EVERY = 25
 #: A plain folder (no git) is snapshotted around shell calls only within this many files …
 PLAIN_BUDGET_FILES = 20_000
 #: … counted within this many seconds.
@@ -71,6 +73,7 @@ class Checkpoints:
         self.index_path = Path(log.path).parent / "shadow-index"
         self.record_path = Path(log.path).parent / "shell-writes"
         self.shadow_memo: dict[str, Any] = {}
+        self.calls = 0
         self.blobs = blobs
         self.roots = [Path(r) for r in roots]
         self.state_dir = Path(state_dir)
@@ -199,9 +202,45 @@ class Checkpoints:
             if old is None and _existed_before(path, started_ns):
                 continue
             self.record(path, _big_state(old), _big_state(new), "shell", uncertain=not _named(path, written))
+        self.calls += 1
+        if self.calls % PRUNE_EVERY == 0:
+            await asyncio.to_thread(prune_shadows, self.state_dir)
         for name in after.nested:
             self._failed(f"files inside the nested repository {name}", RuntimeError(
                 "too many files to capture: changes inside it cannot be undone"))
+
+
+def prune_shadows(state_dir: Path) -> None:
+    """Prune every shadow repository of the state folder down to what the live sessions' indexes
+    need (after ``session/delete``, and now and then after a call). Never raises."""
+    from agent_server.checkpoints.shadow import ShadowError, ShadowRepo
+
+    indexes = sorted(Path(state_dir).glob("sessions/*/shadow-index"))
+    for git_dir in sorted(Path(state_dir).glob("shadow/*.git")):
+        try:
+            ShadowRepo(git_dir, Path(state_dir)).prune(indexes)
+        except (ShadowError, OSError) as exc:
+            log.warning("shadow repository %s not pruned: %s", git_dir, exc)
+
+
+def storage_text(state_dir: Path) -> str:
+    """The size of the checkpoints' storage, for ``/checkpoints``."""
+    from agent_server.checkpoints.shadow import ShadowError, ShadowRepo
+
+    shadow = 0
+    for git_dir in Path(state_dir).glob("shadow/*.git"):
+        try:
+            shadow += ShadowRepo(git_dir, Path(state_dir)).size_bytes()
+        except (ShadowError, OSError):
+            pass
+    blobs = 0
+    for path in (Path(state_dir) / "blobs").rglob("*"):
+        try:
+            blobs += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return (f"Checkpoint storage (shared by the sessions of this state folder): shadow repositories "
+            f"{shadow / 1048576:.1f} MiB, stored file versions {blobs / 1048576:.1f} MiB.")
 
 
 def _named(path: Path, written: set[str] | None) -> bool:

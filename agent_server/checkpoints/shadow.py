@@ -93,13 +93,15 @@ class ShadowRepo:
         here = Path(root).resolve()
         return any((folder / ".git").exists() for folder in (here, *here.parents))
 
-    def _run(self, *args: str, input: bytes | None = None, bound: bool = True) -> bytes:
+    def _run(self, *args: str, input: bytes | None = None, bound: bool = True, git_dir: bool = False) -> bytes:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(self.git_dir),
                "GIT_AUTHOR_NAME": "agent-server", "GIT_AUTHOR_EMAIL": "agent-server@localhost",
                "GIT_COMMITTER_NAME": "agent-server", "GIT_COMMITTER_EMAIL": "agent-server@localhost",
                "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
         if bound:  # the shadow repository with the workspace as its work tree
             env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
+        elif git_dir:  # the shadow repository alone
+            env.update(GIT_DIR=str(self.git_dir))
         try:
             proc = subprocess.run([self.git, *args], cwd=self.root, env=env, input=input,
                                   capture_output=True, timeout=120)
@@ -213,6 +215,38 @@ class ShadowRepo:
             return self.snapshot(fresh=True)
         self.memo["tree"] = (_signature(self.index), tree)
         return Snapshot(tree, big, nested)
+
+    def size_bytes(self) -> int:
+        """The repository's objects on disk (loose and packed), in bytes. Raises ``ShadowError``."""
+        if not (self.git_dir / "HEAD").exists():
+            return 0
+        fields = dict(line.split(": ", 1) for line in self._run("count-objects", "-v", bound=False,
+                                                                  git_dir=True).decode().splitlines() if ": " in line)
+        return (int(fields.get("size", 0)) + int(fields.get("size-pack", 0)) + int(fields.get("size-garbage", 0))) * 1024
+
+    def prune(self, indexes: list[Path], expire: str = "1.hour.ago") -> None:
+        """Keep only the objects some live session's index needs (``indexes``: every session's index
+        file; one that belongs to another shadow repository is skipped), pack them, and remove the
+        rest — loose objects younger than ``expire`` stay (a snapshot may be running in another
+        process). Raises ``ShadowError``."""
+        if not (self.git_dir / "HEAD").exists():
+            return
+        lines = [f"delete {ref}" for ref in self._run("for-each-ref", "--format=%(refname)", "refs/keep/",
+                                                        bound=False, git_dir=True).decode().split()]
+        copy = self.git_dir / f"prune-index.{os.getpid()}"
+        for n, index in enumerate(indexes):
+            try:  # a copy: write-tree locks the index it reads, and the live session owns its own
+                copy.write_bytes(index.read_bytes())
+                tree = ShadowRepo(self.git_dir, self.root, index=copy, git=self.git)._run("write-tree").decode().strip()
+            except (OSError, ShadowError):
+                continue
+            finally:
+                copy.unlink(missing_ok=True)
+            lines.append(f"update refs/keep/{n} {tree}")
+        self._run("update-ref", "--stdin", input="".join(f"{line}\n" for line in lines).encode(), bound=False,
+                  git_dir=True)
+        self._run("repack", "-a", "-d", "-l", "-q", bound=False, git_dir=True)
+        self._run("prune", f"--expire={expire}", bound=False, git_dir=True)
 
     def changes(self, before: str, after: str, blobs: BlobStore) -> list[ShadowChange]:
         """Files that differ between trees ``before`` and ``after`` (regular files only; links and

@@ -28,7 +28,7 @@ from agent_server.config.load import Config, ProviderSettings, default_config_pa
 from agent_server.agent.header import context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints.blobs import BlobStore
-from agent_server.checkpoints.recorder import Checkpoints, collect_blobs
+from agent_server.checkpoints.recorder import Checkpoints, collect_blobs, prune_shadows, storage_text
 from agent_server.host import commands, continuity, lifecycle, models, signin
 from agent_server.host.gate import UpdateGate
 from agent_server.host.undo import Restorer, checkpoints_report
@@ -378,6 +378,7 @@ class SessionHost:
         except LogBusyError:
             raise lifecycle.busy_error("delete", session_id, path) from None
         collect_blobs(self.store)  # the deleted session's checkpoints go with it
+        await asyncio.to_thread(prune_shadows, self.store.root.parent)
 
     def cancel(self, session_id: str) -> None:
         """Stop the running turn of ``session_id`` (nothing when it is unknown or idle)."""
@@ -482,6 +483,7 @@ class SessionHost:
                 text = await self.restorers[session.id].run(name)
         elif name == "checkpoints":
             text = checkpoints_report(session.log.events, self.restorers[session.id].roots)
+            text += "\n\n" + await asyncio.to_thread(storage_text, self.store.root.parent)
         elif name == "compact":
             text = await session.compact_now()
             if text is None:

@@ -200,3 +200,23 @@ def test_the_shadow_stores_raw_bytes_whatever_gitattributes_say(tmp_path):
     found = {c.path.name: c for c in repo.changes(before, repo.snapshot().tree, blobs)}
     assert blobs.get(found["run.bat"].after.blob) == b"@echo off\r\n"
     assert blobs.get(found["keep.txt"].after.blob) == b"mixed\r\nline\n"
+
+
+def test_pruning_keeps_what_a_live_sessions_index_needs_and_drops_what_a_deleted_one_had(tmp_path):
+    root = git_workspace(tmp_path)
+    git_dir = tmp_path / "state" / "shadow.git"
+    live, deleted = tmp_path / "state" / "a" / "index", tmp_path / "state" / "b" / "index"
+    ShadowRepo(git_dir, root, index=live).snapshot()
+    (root / "only-b.bin").write_bytes(os.urandom(1 << 20))
+    gone = subprocess.run(["git", "hash-object", str(root / "only-b.bin")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    ShadowRepo(git_dir, root, index=deleted).snapshot()
+    (root / "only-b.bin").unlink()
+    deleted.unlink()  # session b was deleted
+    repo = ShadowRepo(git_dir, root, index=live)
+    big = repo.size_bytes()
+    repo.prune([live, deleted], expire="now")
+    exists = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "-e", gone], capture_output=True)
+    assert exists.returncode != 0  # only the deleted session's index named it
+    assert repo.size_bytes() < big - (1 << 19)
+    assert repo.snapshot().tree  # the live index's objects are all still there

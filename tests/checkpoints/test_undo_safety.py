@@ -274,7 +274,7 @@ async def test_a_loaded_session_shows_undo_redo_and_checkpoints_as_they_were_sho
     assert replay_shown[0:3] == [typed[0], shown(live)[0], shown(live)[1]]
     texts = [i[1] for i in replay_shown if isinstance(i, tuple) and i[0] == "agent_message_chunk"]
     assert texts[0] == "Undo of turn 1: a.txt: restored." and texts[2] == "Redo of turn 1: a.txt: restored."
-    assert "Turns that changed files" in texts[1]
+    assert "Turns that changed files" in texts[1] and "Checkpoint storage" in texts[1]
 
 
 async def test_two_servers_on_one_folder_keep_their_own_changes_apart(
