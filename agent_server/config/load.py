@@ -130,6 +130,9 @@ class AgentSettings(BaseModel):
     """Bytes of one ``bash`` call's output saved to its spill file (the session's ``spill/``
     folder) when it is too big for the result; the rest is read and dropped, and the result says
     how many bytes. ``0``: never spill."""
+    checkpoint_max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    """Files larger than this are never copied into checkpoints (the shadow repository, the blob
+    store): they are recorded by size, mtime and hash, and ``/undo`` says it cannot take them back."""
     max_session_spill_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
     """Bytes the spill files of one session may hold in all; a spill that would pass it saves only
     what is left (nothing once it is used up: spill files are never pruned, the history points at

@@ -268,7 +268,7 @@ class SessionHost:
         checkpoints = Checkpoints(event_log, BlobStore(state_dir / "blobs"), [Path(r) for r in roots], state_dir,
                                   is_secret=lambda p: policy.secrets.match(p, resolve(p)),
                                   name_patterns=tuple(pt for pt in self.config.policy.secret_patterns if "/" not in pt),
-                                  emit=emit)
+                                  emit=emit, max_file_bytes=self.config.agent.checkpoint_max_file_bytes)
         files = checkpoints.files(inner)
         # restores go through the inner seam: an undo is not a change of the agent to record
         self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)

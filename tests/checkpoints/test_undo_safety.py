@@ -353,3 +353,21 @@ async def test_a_file_an_mcp_tool_changed_is_captured_and_asked_about_at_undo(
     assert (workspace / "notes.txt").read_bytes() == b"the user's notes\n"
     # an MCP server's writes have no record: the change is uncertain, so it was asked about
     assert questions.titles() == ["notes.txt: keep yours or take the checkpoint?"]
+
+
+async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    git_init(workspace)
+    (workspace / "data.csv").write_bytes(b"row,0123456789\n" * 200)  # 3,000 bytes
+    config = workspace.parent / "limit.toml"
+    config.write_text("[agent]\ncheckpoint_max_file_bytes = 1000\n")
+    client = ClientConfig(permission="allow_once")
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                                  config=client)
+    await h.initialize(client.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'row,appended\\n' >> data.csv"))
+    assert b"row,0123456789" not in stored_bytes(agent_state_dir)
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "data.csv").read_bytes().endswith(b"row,appended\n")
+    assert "data.csv: cannot be taken back" in said(h, sid)
