@@ -1,5 +1,7 @@
-"""The ``--allow`` grants of a headless run (``agent-server run``): which ACP tool kinds each
-grants, and what a question no terminal could answer says about them. Standard library only.
+"""The ``--allow`` grants of a headless run (``agent-server run``). Standard library only.
+
+Role: which ACP tool kinds each ``--allow`` name grants (``ALLOW_KINDS``), and what a question no
+terminal could answer says about them (``no_terminal``).
 
 Must never: grant a kind its flag does not name.
 """

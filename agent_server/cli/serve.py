@@ -76,7 +76,7 @@ def _after_initialize(rest: bytes, out_fd: int, config_path: str | None) -> tupl
     A client that sends nothing for ``_IDLE_BEFORE_LOADING`` s meanwhile gets the server's modules
     loaded in a thread while it is idle, so a later request finds them loaded; one that sends at
     once does not (two threads sharing the interpreter made that ``session/new`` slower, and the
-    prompt after it no faster: measured in bench/README.md). SIGTERM and SIGHUP end the process
+    prompt after it no faster: bench/README.md). SIGTERM and SIGHUP end the process
     with status 0 from now until the server's own handlers take over, as the server does when
     nothing runs (the only thing written so far, a log's header, is on disk before its answer)."""
     import select
@@ -92,7 +92,7 @@ def _after_initialize(rest: bytes, out_fd: int, config_path: str | None) -> tupl
 
         if not (os.environ.get("XDG_CONFIG_HOME") and os.environ.get("AGENT_SERVER_STATE_DIR")):
             import platformdirs  # noqa: F401 — what the fast path may still import, before the thread starts
-        # the default switch interval: 0.5 ms made start-up ~1.5x slower on a loaded machine
+        # the default switch interval: a shorter one made start-up slower on a loaded machine (bench/README.md)
         loader = threading.Thread(target=_load_server, name="agent-server-imports", daemon=True)
         loader.start()
     try:
@@ -125,12 +125,12 @@ def _load_server() -> None:
 def _end_gc_pause() -> None:
     """End the pause of the garbage collector ``_serve`` began before the server's imports.
 
-    Loading the server builds ~55,000 objects that live as long as the process (modules, classes,
-    functions, pydantic schemas); collecting while they were built took ~5 % of the start-up (its
-    young generation was scanned ~90 times), and every later full collection would walk them all
-    again. So the collector is off while they load, and what it tracks then is frozen
+    Loading the server builds tens of thousands of objects that live as long as the process
+    (modules, classes, functions, pydantic schemas); collecting while they were built scanned its
+    young generation again and again (bench/README.md), and every later full collection would walk
+    them all again. So the collector is off while they load, and what it tracks then is frozen
     (``gc.freeze``, as ``session._parse`` does for a loaded log) before it is switched back on: the
-    few hundred objects that were already garbage cycles by then are kept (tens of kB, once).
+    few objects that were already garbage cycles by then are kept, once.
     """
     import gc
 

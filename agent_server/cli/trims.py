@@ -1,22 +1,21 @@
 """What the ``agent-server`` process keeps its libraries from loading for features it never uses.
 
 Role: ``apply()``, called once by the CLI's ``main`` before anything imports pydantic, turns off
-pydantic's plugin discovery in this process. The first pydantic model class would otherwise import
+pydantic's plugin discovery in this process: a stand-in for ``pydantic.plugin._loader`` in
+``sys.modules`` whose ``get_plugins()`` finds no plugin, as the real one does with
+``PYDANTIC_DISABLE_PLUGINS=__all__``. The first model class would otherwise import
 ``importlib.metadata`` (with ``email``, ``zipfile``, ``csv`` …) and read the entry points of every
-installed distribution, looking for the ``pydantic`` group (~15 ms of the start-up here, none of it
-needed: no plugin is a feature of this server, and the models validated are the server's own). It
-puts a stand-in for ``pydantic.plugin._loader`` in ``sys.modules`` whose ``get_plugins()`` finds no
-plugin, as the real one does with ``PYDANTIC_DISABLE_PLUGINS=__all__``.
+installed distribution (its cost: bench/README.md); no plugin is a feature of this server.
+
+Must never: set an environment variable (the shells and tools this server starts inherit its
+environment: a user's own pydantic program run from the agent keeps its plugins), or act in a
+process that already loaded the real loader (then it does nothing).
 
 Robustness: pydantic asks its loader for ``get_plugins`` only (``plugin/_schema_validator.py``, when
 a validator is made); any other name read from the stand-in loads the real module in its place and
 answers from it, so a pydantic that moves its internals is at worst as slow as before, never broken
 (``tests/server/test_process_trims.py`` pins that the stand-in is still what pydantic consults).
 httpx's command-line module is kept out the same way, by ``llm/_transport.py`` (it imports httpx).
-
-Must never: set an environment variable (the shells and tools this server starts inherit its
-environment: a user's own pydantic program run from the agent keeps its plugins), or act in a
-process that already loaded the real loader (then it does nothing).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ profile the chosen model (and base URL for profiles without one), and either the
 (``"key_store": "file"``) or a note that it is in the system keyring (``"key_store": "keyring"``,
 service ``agent-server``, user name = the profile). The file also names the profile picked last.
 
+Must never: print or log a key; leave a key in a file another user can read (the file is written
+``0600`` through a temporary file and renamed); keep a partly written file.
+
 Shape (version 1)::
 
     {"version": 1, "profile": "deepseek",
@@ -16,9 +19,6 @@ Reading the file is cheap (one small JSON file, standard library only); the ``ke
 is imported only by ``keyring_get``/``store``/``forget``, i.e. when a key really is in the keyring
 or when signing in or out — never on the path of a key that comes from the environment or the
 config file.
-
-Must never: print or log a key; leave a key in a file another user can read (the file is written
-``0600`` through a temporary file and renamed); keep a partly written file.
 """
 
 from __future__ import annotations

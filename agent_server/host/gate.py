@@ -4,6 +4,9 @@ Role: every live update of a session goes through its ``UpdateGate`` — the one
 ends' updates pass (ACP ``session/update``, the LSP progress), so the two rules below hold for
 every update whoever made it (the agent's stream, a tool's live output, a notice).
 
+Must never: drop or reorder live updates, hold an update that is not a text chunk, delay the
+first chunk after another update, or let a live update through while a replay is being sent.
+
 * Coalescing (PROTOCOL.md, "Updates sent during a turn"): a text chunk (``agent_message_chunk`` /
   ``agent_thought_chunk``) leaves at once when it is the first since the session's last other
   update or flush, or when no chunk left in the last ``interval`` (16 ms); otherwise it is held and
@@ -21,9 +24,6 @@ every update whoever made it (the agent's stream, a tool's live output, a notice
 
 Each send runs in a task of its own, shielded: an emitter cancelled while its update waits (a
 cancelled turn) does not lose it, and held text another update took with it still leaves.
-
-Must never: drop or reorder live updates, hold an update that is not a text chunk, delay the
-first chunk after another update, or let a live update through while a replay is being sent.
 """
 
 from __future__ import annotations

@@ -227,8 +227,8 @@ class SessionHost:
         prompt of ``session_id`` would otherwise build on its way to the model: the HTTP client of
         its endpoint with its network layer, the tools' JSON schemas (built once per process), and
         the loop's default executor with its first worker thread (the file tools read and write in
-        it: made on the first call, its thread start and ``concurrent.futures.thread`` import cost
-        the first tool call 1–3 ms). Yields between steps, so a prompt already read goes ahead; a
+        it: made on the first call, its thread start and ``concurrent.futures.thread`` import would
+        delay the first tool call). Yields between steps, so a prompt already read goes ahead; a
         session that cannot reach a model (no endpoint, no key) is left for its prompt to report."""
         for step in ("client", "schemas", "executor"):
             await asyncio.sleep(0)

@@ -5,7 +5,12 @@ the file's root: its folder is opened from the root with no link followed (``saf
 file is looked at, replaced (``renameat``), chmodded (through its own descriptor) or removed
 (``unlinkat``) inside that folder's descriptor — a path whose folder became a link is refused and
 said. With an editor seam, the user's buffer is what is compared and a text restore is sent through
-the seam (with our extension: an edit proposal, the editor's review). A file is restored only where
+the seam (with our extension: an edit proposal, the editor's review).
+
+Must never: overwrite a file the user changed, or an uncertain one, without an explicit "take the
+checkpoint"; follow a link on the way to a file it changes.
+
+A file is restored only where
 it still holds exactly what the agent left — bytes and permission bits (for ``/redo``: what the undo
 put back); a file the user changed since, or one a shell call changed without evidence that the call
 wrote it (``uncertain``), is asked about one file at a time with its diff — "Take the checkpoint"
@@ -14,9 +19,6 @@ agent created is removed, one it deleted comes back; a state whose bytes were no
 big file) says it cannot be taken back. The run is logged (``checkpoint/undo`` or
 ``checkpoint/redo`` with each file's outcome) and told to the model in a ``notice``, so its picture
 of the files matches the disk and replay stays byte-exact.
-
-Must never: overwrite a file the user changed, or an uncertain one, without an explicit "take the
-checkpoint"; follow a link on the way to a file it changes.
 """
 
 from __future__ import annotations

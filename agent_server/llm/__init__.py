@@ -8,8 +8,8 @@ from a closed set.
 Must never: decide anything about the turn (retry, continue, stop, run tools), and never import
 anything else of ``agent_server``.
 
-``ChatClient`` is imported lazily (it pulls in ``httpx``, ~80 ms), so importing the error,
-event and assembler types here stays cheap.
+Every name is imported on first use (PEP 562): ``ChatClient`` pulls in ``httpx``, so importing
+the error, event and assembler types stays cheap.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ dicts into text/reasoning/tool-call events and one :class:`AssembledMessage`, sm
 providers' quirks (tool-call deltas without ``index`` or ``id``, every parallel call sent with
 index 0, usage after the finish chunk or inside ``x_groq``, ``usage: null`` frames, …).
 
+Must never: decide anything about the turn (whether to retry, run tools, stop) — it reports what
+the stream said, or raises :class:`LLMError` when the stream itself is broken.
+
 Invariants kept here (DESIGN.md §4, 5–8):
 * tool-call deltas are grouped by ``index`` but routed by ``id`` first (a new id always opens a
   new call; an id-less delta continues the call last opened at or routed to its index);
@@ -14,9 +17,6 @@ Invariants kept here (DESIGN.md §4, 5–8):
   never announced, their arguments not kept): 10,000 calls in one answer cost nothing further;
 * the output is ``… Usage? Finish`` — usage before finish, nothing after finish;
 * a stream that produced nothing is ``EMPTY_RESPONSE``, not success.
-
-Must never: decide anything about the turn (whether to retry, run tools, stop) — it reports what
-the stream said, or raises :class:`LLMError` when the stream itself is broken.
 """
 
 from __future__ import annotations

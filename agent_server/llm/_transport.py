@@ -1,32 +1,27 @@
 """The HTTP transport of a model endpoint: httpx's, without what a plain-http endpoint never uses.
 
 Role: ``endpoint_transport(base_url)`` gives the transport ``ChatClient`` hands to
-``httpx.AsyncClient``: ``None`` (httpx's default, with its verified TLS context and the proxies of
-the environment) for ``https://`` endpoints and whenever the environment names a proxy; for a
-plain ``http://`` endpoint with no proxy, httpx's own ``AsyncHTTPTransport`` built without a TLS
-context — httpx's constructor loads the CA bundle (~15 ms, ~1 MiB) even when no connection will
-ever use TLS. It opens no TLS connection (its client never asks an ``https://`` URL: redirects are
+``httpx.AsyncClient``: httpx's default (its verified TLS context, the environment's proxies) for
+``https://`` endpoints and whenever the environment names a proxy; for a plain ``http://`` endpoint
+with no proxy, ``PlainHTTPTransport``, built without a TLS context (httpx's constructor loads the CA
+bundle even when no connection will use TLS), whose connections to an IP address go through
+``SocketBackend`` (the event loop's own socket calls instead of anyio's). Importing the module keeps
+httpx from importing its command-line client and marks a missing ``sniffio`` as missing. What each
+saves: bench/README.md, "Measurements moved out of the code".
+
+Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default — or open a
+TLS connection on the plain-http path (its client never asks an ``https://`` URL: redirects are
 not followed).
 
-Importing this module also keeps httpx from importing its command-line client (``httpx._main``
-pulls in click, pygments and rich when they happen to be installed: tens of milliseconds and
-megabytes for a CLI this server never runs); httpx falls back to its own stub ``main``. And when
-``sniffio`` is not installed (anyio ≥ 4.12 no longer needs it), it is marked missing in
-``sys.modules``: httpcore runs ``import sniffio`` on every lock and event it sets up (about 7 per
-request) and each failed import searched every ``sys.path`` entry again (≈ 60 µs, ≈ 0.4 ms per
-request); a name marked ``None`` fails at once with the same ``ImportError``.
-
-The plain-http transport's connections to an IP address (``http://127.0.0.1:8000/v1``, a local
-or bundled endpoint) go through ``SocketBackend``, an httpcore network backend on the event loop's
-own socket calls: the socket layer only — httpcore and h11 still speak HTTP, httpx is still the
-client. It skips what anyio's backend costs per request on this path (a task group and an event
-for the one address, a transport and protocol, a cancel scope per read and write: ≈ 0.7 ms of CPU
-per request here), and it sends what httpcore writes for one request — the head, then the body —
-with one ``sendmsg`` when httpcore starts reading the answer, so the endpoint gets the request in
-one segment as other clients send it, not two. A host name (``localhost``, …) keeps anyio's
+Details: ``httpx._main`` pulls in click, pygments and rich when they happen to be installed, for a
+CLI this server never runs; httpx falls back to its own stub ``main``. httpcore runs ``import
+sniffio`` on every lock and event it sets up, and a failed import searches every ``sys.path`` entry
+again; a name marked ``None`` fails at once with the same ``ImportError`` (anyio ≥ 4.12 no longer
+needs sniffio). ``SocketBackend`` is the socket layer only — httpcore and h11 still speak HTTP, httpx
+is still the client; it skips anyio's per-request task group, event, transport and cancel scopes,
+and sends what httpcore writes for one request (head, then body) with one ``sendmsg``, so the
+endpoint gets the request in one segment as other clients send it. A host name keeps anyio's
 backend (its name resolution and address fallback).
-
-Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default.
 """
 
 from __future__ import annotations

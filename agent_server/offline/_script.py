@@ -4,6 +4,8 @@ Role: define the data format of a scripted answer (plain JSON-able dicts, so a s
 a file and travel over a CLI), check it early, and build common answers (a streamed text answer,
 a streamed tool-call answer) in the exact shape OpenAI-compatible providers send.
 
+Must never: touch the network or the clock — this module is data only.
+
 Kinds (``"kind"`` field):
 
 * ``sse_file`` — ``{"path": str, "chunk_delay": s}``: serve a recorded SSE body byte for byte
@@ -22,8 +24,6 @@ Kinds (``"kind"`` field):
 
 Every kind also takes ``"latency": s`` (default 0): seconds between reading the request and
 sending the first byte of the answer — a provider's time to first byte, as the benchmark plays it.
-
-Must never: touch the network or the clock — this module is data only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Builders of streamed answers in the exact shape OpenAI-compatible providers send: a streamed
-text answer (``text_stream``) and a streamed tool-call answer (``tool_call_stream``), as ``sse``
-responses of the offline endpoint's script format (``_script``).
+"""Builders of streamed answers in the exact shape OpenAI-compatible providers send.
+
+Role: a streamed text answer (``text_stream``) and a streamed tool-call answer
+(``tool_call_stream``), as ``sse`` responses of the offline endpoint's script format (``_script``).
 
 Must never: touch the network or the clock — this module is data only.
 """

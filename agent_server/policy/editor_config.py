@@ -9,6 +9,10 @@ them could escape the sandbox through the editor (the next time the editor or it
 it, outside the sandbox), as a write into ``.git/hooks`` could through git; ``.git`` is handled on
 its own (``sandbox.py``, ``engine.py``).
 
+Must never: remove anything but an empty folder it made itself; let a placeholder go while another
+command still has it mounted (the host-side ``rmdir`` of a mount point detaches that mount in every
+other namespace).
+
 The confined shell gets each such path that exists bind-mounted read-only onto itself in its mount
 namespace (``ro_binds``, as ``.git``). A bind mount needs an existing target, so for a name that does
 not exist yet ``Placeholders`` makes an empty *directory* there for the command's lifetime (a folder
@@ -19,10 +23,6 @@ the last confined command holding it ends, the placeholder is removed if it is s
 may have put something into it meanwhile, from outside the sandbox: then it is theirs and stays).
 A server killed mid-command can leave an empty placeholder folder behind; it protects the same way
 the next time and holds nothing.
-
-Must never: remove anything but an empty folder it made itself; let a placeholder go while another
-command still has it mounted (the host-side ``rmdir`` of a mount point detaches that mount in every
-other namespace).
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ class _Parser:
         return True
 
     def _feed_by_the_model(self, raw: bytes, start: int) -> int:
-        """``feed`` through ``parse_line``, line by line (the reference, ~4 us a line)."""
+        """``feed`` through ``parse_line``, line by line (the reference, the slow path)."""
         model, path, append, find, number = self.model, self.path, self.events.append, raw.find, self.number
         try:
             while (end := find(b"\n", start)) >= 0:

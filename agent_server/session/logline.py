@@ -3,6 +3,9 @@
 Role: what ``EventLog`` (``session/events.py``) and the CLI's pre-asyncio ``session/new`` fast path
 (``server/acp/fast_session.py``) share, so both write the same ``session/header`` line the same way:
 
+Must never: import anything of ours or anything heavier than the standard library (the fast path
+runs before ``asyncio`` and pydantic load); keep a second format of the line.
+
 * ``event_line(type, seq, time, data)`` → ``b'{"type":…,"seq":…,"time":…,"data":{…}}\\n'``: canonical
   JSON (UTF-8, no spaces, no ``NaN``), what ``SessionEvent.to_line`` writes;
 * ``strict_json(value)``: a copy UTF-8 strict JSON can hold (lone surrogates → U+FFFD, non-finite
@@ -12,9 +15,6 @@ Role: what ``EventLog`` (``session/events.py``) and the CLI's pre-asyncio ``sess
   folder before it returns;
 * ``new_session_id()``, ``default_state_dir()`` and ``make_store_folders(root)``: the id, the state
   folder and the private ``0700`` folders of ``SessionStore``.
-
-Must never: import anything of ours or anything heavier than the standard library (the fast path
-runs before ``asyncio`` and pydantic load); keep a second format of the line.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Where ``glob`` and ``grep`` may search (issue 11 §1 c, d, f): the checked target, the folder
-opened once as an fd for ``rg`` to start in, and what a folder-wide search leaves out.
+"""Where ``glob`` and ``grep`` may search (issue 11 §1 c, d, f).
+
+Role: the checked target, the folder opened once as an fd for ``rg`` to start in, and what a
+folder-wide search leaves out.
 
 Must never: let a search start in a folder reached through a link swapped in after the check, or
 show a result from a protected location.

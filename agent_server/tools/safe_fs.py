@@ -9,12 +9,12 @@ through ``ctypes`` where the kernel has it (Linux ≥ 5.6), else component by co
 file is created and renamed *inside* that fd (``renameat``), which replaces a name, never writes
 through it.
 
+Must never: follow a symlink after ``resolve_once``; open a non-regular file for reading.
+
 Also here, because they hold for every caller: ``proc_refusal`` (the server's own ``/proc/<pid>``,
 its ancestors', and any process's ``environ``/``mem``/``fd``/``maps``/``cmdline``…) and
 ``open_regular`` (read only *regular* files: a FIFO, device, socket or the server's own stdin is
 refused before it is opened, and the open itself is non-blocking with an ``fstat`` check).
-
-Must never: follow a symlink after ``resolve_once``; open a non-regular file for reading.
 """
 
 from __future__ import annotations

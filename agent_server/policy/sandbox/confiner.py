@@ -8,7 +8,12 @@ call), hidden credentials and secret files (masks), refused setuid/setgid bits (
 ``network = false``, a private network namespace (TCP, UDP, abstract sockets) plus refused
 ``socket(AF_UNIX)``; in both network modes, Landlock's scopes (ABI ≥ 6): no abstract unix socket and
 no process outside the sandbox can be reached (reported, not required: older kernels lack them). ``SandboxStatus`` reports it (logged as ``sandbox/status``; told to the user
-once when it is not complete). ``ShellConfiner`` is the ``bash`` tool's launcher: in
+once when it is not complete).
+
+Must never: report a protection as enforced that the probe did not see enforced, or run a
+command unconfined in ``read-only`` mode (it refuses instead).
+
+``ShellConfiner`` is the ``bash`` tool's launcher: in
 ``workspace-write`` the command runs through ``sandbox_exec`` with write access only to the roots,
 the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only
 to the temp folder; in ``danger-full-access`` unconfined. Under the sandbox the shell does not see
@@ -16,9 +21,6 @@ the config file, the state folder (but the session's own spill and temp folders)
 ``~/.ssh`` and the like (``shell_masks.credential_paths``), nor files inside the roots named like a
 secret (``.env*`` …) — unless the user allowed that exact command (``allow_secrets_once``). After
 each confined command, setuid/setgid bits in the roots are swept (``ShellLaunch.after``).
-
-Must never: report a protection as enforced that the probe did not see enforced, or run a
-command unconfined in ``read-only`` mode (it refuses instead).
 """
 
 from __future__ import annotations

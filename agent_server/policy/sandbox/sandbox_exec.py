@@ -4,6 +4,9 @@ Role: ``python -I -S sandbox_exec.py --spec JSON -- ARGV...`` (or ``python -m
 agent_server.policy.sandbox.sandbox_exec``) confines *itself* and then ``exec``\\s ``ARGV``, so the
 command and everything it starts inherit the confinement, which cannot be lifted:
 
+Must never: run the command when any requested step failed — it prints why on stderr and exits
+126 instead. It imports only the standard library (it runs once per shell command, with ``-I -S``).
+
 1. ``.git`` folders listed in ``ro_binds`` are bind-mounted read-only onto themselves in a private
    mount namespace (Landlock only *adds* rights beneath a folder, so a read-only ``.git`` inside a
    writable root needs this);
@@ -19,9 +22,6 @@ command and everything it starts inherit the confinement, which cannot be lifted
 (a write inside must work, writes outside and into ``.git`` must fail, a TCP connect must fail, an
 abstract socket and a process outside must be out of reach),
 printing one JSON line of what is really enforced.
-
-Must never: run the command when any requested step failed — it prints why on stderr and exits
-126 instead. It imports only the standard library (it runs once per shell command, with ``-I -S``).
 """
 
 from __future__ import annotations

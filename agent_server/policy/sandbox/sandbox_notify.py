@@ -12,13 +12,13 @@ them to ``out_fd`` (NUL-separated), and lets the call continue unchanged
 file the command cannot see or write (the session folder), so it is evidence of what the command's
 own processes asked to change — not of who else wrote the workspace meanwhile.
 
+Must never: refuse or change a system call, or leave one unanswered (every notification is answered,
+whatever went wrong reading it).
+
 A record starts with ``LISTENING`` once the filter is in place; ``INCOMPLETE`` in it means one
 call's path could not be read (the record then proves nothing). The paths are what the processes
 named, read before the kernel acts (a process that rewrites its path buffer in that instant can make
 the record name another file: the record is evidence of intent, not a security boundary).
-
-Must never: refuse or change a system call, or leave one unanswered (every notification is answered,
-whatever went wrong reading it).
 """
 
 from __future__ import annotations

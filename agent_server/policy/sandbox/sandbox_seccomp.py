@@ -3,6 +3,8 @@
 Role: ``install(block_unix)`` loads a filter into this process (inherited by everything it
 starts, never removable) that
 
+Must never: load a partial filter; the caller refuses to run the command when ``install`` raises.
+
 * refuses mode bits ``S_ISUID``/``S_ISGID`` (``EPERM``) in ``chmod``, ``fchmod``, ``fchmodat``,
   ``fchmodat2``, ``mkdir``/``mkdirat``, ``mknod``/``mknodat``, and in ``open``/``openat``/``creat``
   when they create (``O_CREAT`` or ``O_TMPFILE``) — so the confined shell cannot leave a setuid or
@@ -15,8 +17,6 @@ starts, never removable) that
   so the numbers checked above cannot be sidestepped.
 
 ``supported()`` says whether this machine's architecture is covered (x86-64, aarch64).
-
-Must never: load a partial filter; the caller refuses to run the command when ``install`` raises.
 """
 
 from __future__ import annotations

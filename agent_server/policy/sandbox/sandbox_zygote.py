@@ -10,6 +10,10 @@ network) namespaces, forks the namespace's PID 1, which mounts a fresh ``/proc``
 masks, drops capabilities, applies Landlock and seccomp, and forks the command
 (``sandbox_exec.run_confined``). Nothing of one call's confinement is shared with another.
 
+Must never: let a command inherit the control socket or another call's descriptors (a confined
+command holding the socket could ask for an unconfined one), or run a command whose confinement
+failed (``run_confined`` refuses with exit status 126).
+
 A request is one message ``b"M" + marshal({"argv", "env", "cwd", "spec"})`` (or ``b"F"`` with the
 marshal bytes in a third descriptor, for a large spec) carrying two descriptors: the output pipe's
 write end and a status pipe's write end. On the status pipe the zygote writes the child's pid
@@ -20,10 +24,6 @@ status counts.
 
 Ends when agent-server closes its end of the socket (its exit, even by ``kill -9``); every child
 then dies by its parent-death signal, and with it its namespace's PID 1 and the whole command.
-
-Must never: let a command inherit the control socket or another call's descriptors (a confined
-command holding the socket could ask for an unconfined one), or run a command whose confinement
-failed (``run_confined`` refuses with exit status 126).
 """
 
 from __future__ import annotations

@@ -1,10 +1,17 @@
 """The CLI's pre-asyncio ``session/new``: the plain case answered before the heavy imports.
 
-Role: right after the CLI's fast path answered ``initialize`` (``cli._fast_initialize``), an editor
-sends ``session/new``; the full server needs ~170 ms of imports (asyncio, pydantic, httpx, ours)
-before it could read it. ``fast_new_session(line, out_fd)`` answers it at once **when it is the plain
-case**, with the standard library only, and exactly as ``AcpServer.new_session`` would — only the
-``sessionId`` differs:
+Role: right after the CLI's fast path answered ``initialize`` (``cli.serve._fast_initialize``), an
+editor sends ``session/new``, which the full server could read only after its imports (asyncio,
+pydantic, httpx, ours: bench/README.md). ``fast_new_session(line, out_fd)`` answers it at once
+**when it is the plain case** (below), with the standard library only, and exactly as
+``AcpServer.new_session`` would — only the ``sessionId`` differs. Anything else returns ``None``
+with nothing answered, and the line goes to the full server as before. What it did is handed over
+as a ``HandedSession``, which ``serve_stdio`` adopts.
+
+Must never: import anything heavier than the standard library (``tests/server/test_fast_session.py``
+pins it), answer a case it does not fully check, or guess what the full server would say.
+
+The plain case:
 
 * the request: ``{"jsonrpc": "2.0", "id": int|str, "method": "session/new", "params": {"cwd": abs,
   "additionalDirectories"?: [abs], "mcpServers"?: [], "_meta"?: object}}``, every root an existing
@@ -16,16 +23,11 @@ case**, with the standard library only, and exactly as ``AcpServer.new_session``
   ``fsync``\\ed with its folder, before the answer leaves;
 * the answer: ``{"sessionId", "modes", "configOptions"}`` from ``config.views.session_state``.
 
-Anything else — another method, MCP servers, a relative or missing folder, a config file with
-settings, a config error, a sign-in needed, a disk that refuses the log — returns ``None`` with
-nothing answered, and the line goes to the full server as before.
-
-What it did is handed over as a ``HandedSession``: ``serve_stdio`` adopts the open log (the
-descriptor itself, holding the one-writer ``flock``: no second lock in this process), registers the
-session, starts the sandbox probe and only then sends what follows a ``session/new`` answer.
-
-Must never: import anything heavier than the standard library (``tests/server/test_fast_session.py``
-pins it), answer a case it does not fully check, or guess what the full server would say.
+Anything else: another method, MCP servers, a relative or missing folder, a config file with
+settings, a config error, a sign-in needed, a disk that refuses the log. ``serve_stdio`` adopts the
+open log (the descriptor itself, holding the one-writer ``flock``: no second lock in this process),
+registers the session, starts the sandbox probe and only then sends what follows a ``session/new``
+answer.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class HandedSession:
     ``fd``: the log's descriptor (append mode, holding its ``flock``), owned by the receiver from
     now on; ``line``: the ``session/header`` line written; ``roots``: ``cwd`` then the additional
     directories; ``answer``: the result sent (``sessionId``, ``modes``, ``configOptions``).
-    (A plain class: ``dataclasses`` costs ~7 ms of imports here.)
+    (A plain class: ``dataclasses`` is not imported on the fast path; bench/README.md.)
     """
 
     def __init__(self, request_id: int | str, session_id: str, path: Path, fd: int, line: bytes,

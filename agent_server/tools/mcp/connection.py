@@ -8,14 +8,14 @@ task that entered them); calls come from any task. A server that died is restart
 A stdio server's stderr stays out of ours: it is read through a pipe and only its end is kept
 (``stderr.StderrTail``, 64 KiB), told with a "did not start" or "stopped" error.
 
+Must never: let a call hang past its timeout, or leave the server's process behind after ``close``.
+
 Tool list changes: a server that announces them sends ``notifications/tools/list_changed`` — on
 its own for a pre-2026 (``initialize``) connection, inside a ``subscriptions/listen`` stream the
 connection opens for a 2026-07-28 one when the server offers ``tools.listChanged``. Either way the
 tools are listed again (all pages, bypassing the SDK's response cache) and ``on_tools_changed``
 gets the new list; changes that arrive while a refresh runs make one more refresh after it. A
 restarted server's list goes to ``on_tools_changed`` as well.
-
-Must never: let a call hang past its timeout, or leave the server's process behind after ``close``.
 """
 
 from __future__ import annotations

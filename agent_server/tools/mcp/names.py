@@ -1,9 +1,11 @@
 """Model-facing names of MCP tools: ``mcp__<server>__<tool>``, valid for every provider.
 
-Providers accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``. Other characters become ``_``; a
-name over 64 characters keeps its head and gets a short hash of the full name; a collision gets
-``_2``, ``_3`` … in the order servers and tools are given (so the map is deterministic and can be
-logged and replayed).
+Role: ``expose_names`` maps every MCP tool to a name providers accept (``^[a-zA-Z0-9_-]{1,64}$``).
+Other characters become ``_``; a name over 64 characters keeps its head and gets a short hash of
+the full name; a collision gets ``_2``, ``_3`` … in the order servers and tools are given.
+
+Must never: depend on anything but the servers and tools given, in their order (the map is logged
+and replayed), or give two tools one name.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """A ``CallToolResult`` as the text the model sees.
 
-Text blocks are kept in order; ``structuredContent`` is added as JSON when no text block carries it;
+Role: ``render_result``. Text blocks are kept in order; ``structuredContent`` is added as JSON when no text block carries it;
 images and audio are described (type and size, never the base64); resources are named, with their
 text when they embed text; ``isError`` makes the whole an error result. The tool pipeline trims and
 spills the text like every other result.
+
+Must never: put base64 media in front of the model, or lose a text block or ``isError``.
 """
 
 from __future__ import annotations

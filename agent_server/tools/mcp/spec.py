@@ -1,8 +1,10 @@
 """MCP server specs from ACP ``mcpServers`` entries (``McpServerStdio``, ``McpServerHttp``).
 
-A stdio entry is ``{name, command, args, env: [{name, value}]}``; an http entry is
+Role: ``specs_from_acp`` reads them: a stdio entry is ``{name, command, args, env: [{name, value}]}``; an http entry is
 ``{type: "http", name, url, headers: [{name, value}]}``. ``sse`` servers are not supported (we
-advertise ``mcpCapabilities.sse: false``) and are reported, never silently dropped.
+advertise ``mcpCapabilities.sse: false``) and are reported.
+
+Must never: drop an entry silently, or start anything (it reads specs only).
 """
 
 from __future__ import annotations
