@@ -19,11 +19,10 @@ or the result still does not fit, it raises ``TurnFailed`` (``CONTEXT_WINDOW_EXC
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Sequence
 
 from agent_server.agent.budget import body_chars, estimate_tokens
-from agent_server.agent.request_memo import RequestMemo
+from agent_server.agent.request_memo import RequestMemo, message_tokens
 from agent_server.agent.exits import TurnFailed
 from agent_server.agent.request import compaction_body_of
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
@@ -48,15 +47,6 @@ SUMMARY_INSTRUCTION = "Summarise this transcript of the conversation so far:"
 SUMMARY_OUTPUT_TOKENS = 2_000
 """Tokens set aside for the summary when sizing the transcript and the checkpoint (at most a tenth
 of the window)."""
-
-
-_JSON = json.JSONEncoder(ensure_ascii=False)
-"""``json.dumps(…, ensure_ascii=False)``, made once (``dumps`` makes an encoder per call)."""
-
-
-def message_tokens(message: dict[str, Any], chars_per_token: float) -> float:
-    """Estimated tokens of one chat message (its JSON characters ÷ ``chars_per_token``)."""
-    return len(_JSON.encode(message)) / chars_per_token
 
 
 def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -161,7 +151,7 @@ class Compactor:
         """Whether there is anything to compact: a cut exists and the part it would replace holds
         more than the first request (which the checkpoint keeps verbatim anyway)."""
         messages = [m for _, m in self._surface(self.log.events)]
-        tokens = [message_tokens(m, self.settings.chars_per_token) for m in messages]
+        tokens = self._weigh(messages)
         cut = choose_cut(messages, tokens, self.settings.keep_ratio)
         return cut is not None and cut > 1
 
@@ -176,7 +166,7 @@ class Compactor:
         before = self.estimate()
         pairs = self._surface(events)  # the memo's (read here, never changed)
         messages = [m for _, m in pairs]
-        tokens = [message_tokens(m, cpt) for m in messages]
+        tokens = self._weigh(messages)
         cut = choose_cut(messages, tokens, self.settings.keep_ratio)
         if cut is None:
             raise _fail("the conversation is too large for the model's context window and has no earlier "
@@ -227,6 +217,14 @@ class Compactor:
         if latest is not None and latest is not users[0] and latest.seq <= last_seq:
             current = latest.data["content"]
         return task, current
+
+    def _weigh(self, messages: Sequence[dict[str, Any]]) -> list[float]:
+        """``message_tokens`` of each message: the request memo's, each message weighed once
+        (a load weighed the whole history already: ``RequestMemo.prepare``)."""
+        cpt = self.settings.chars_per_token
+        if self.requests is not None:
+            return self.requests.message_tokens(messages, cpt)
+        return [message_tokens(m, cpt) for m in messages]
 
     def _surface(self, events: Sequence[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
         """``surface_messages(events)``: the request memo's when there is one (O(events it has

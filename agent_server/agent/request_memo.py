@@ -32,6 +32,16 @@ _JOIN_LAG = 256
 older ones are joined into one block."""
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(…, ensure_ascii=False)``, made once (``dumps`` makes an encoder per call)."""
+
+
+def message_tokens(message: dict[str, Any], chars_per_token: float) -> float:
+    """Estimated tokens of one chat message (its JSON characters ÷ ``chars_per_token``): what a
+    compaction weighs the history by."""
+    return len(_JSON.encode(message)) / chars_per_token
+
+
 def _dumps(value: Any) -> str:
     """``encode_body``'s JSON text (compact, key order kept, UTF-8 as is)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -73,6 +83,36 @@ class RequestMemo:
         not to be changed)."""
         self.messages_kept = 0
         """How many pairs at the start of ``messages`` are the same objects as in the body before."""
+        self._tokens: dict[int, tuple[dict[str, Any], float]] = {}  # id(message) → (message, tokens)
+        self._tokens_for: tuple[int, float] = (-1, 0.0)  # (projection generation, characters per token)
+
+    def prepare(self, events: Sequence[SessionEvent], chars_per_token: float) -> None:
+        """Take in ``events`` as the estimate before the next step will (the usage anchor's step,
+        then the whole list) and weigh each message as a compaction does: a load calls this in
+        its worker thread, so the first prompt after it finds that work done."""
+        try:
+            anchor = self.usage_anchor(events)
+            if anchor is not None:
+                self.step_chars(events, anchor[0])
+            self.pending_chars(events)
+        except RequestRebuildError:
+            return  # no request/header yet: nothing to prepare
+        self.message_tokens([m for _, m in self.messages], chars_per_token)
+
+    def message_tokens(self, messages: Sequence[dict[str, Any]], chars_per_token: float) -> list[float]:
+        """``message_tokens`` of each of ``messages`` (this memo's, from ``surface`` or
+        ``messages``), each message weighed once while the projection keeps its dicts."""
+        key = (self._projection.generation, chars_per_token)
+        if key != self._tokens_for:
+            self._tokens, self._tokens_for = {}, key
+        known = self._tokens
+        out = []
+        for message in messages:
+            hit = known.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = known[id(message)] = (message, message_tokens(message, chars_per_token))
+            out.append(hit[1])
+        return out
 
     # -- the pure functions, memoised ---------------------------------------------------------
 
@@ -215,4 +255,4 @@ class RequestMemo:
         return frame
 
 
-__all__ = ["RequestMemo"]
+__all__ = ["RequestMemo", "message_tokens"]

@@ -97,7 +97,8 @@ class AgentSession:
     sends ACP session updates to the editor; ``runner``: runs the tool calls of a step;
     ``flush()`` (optional): sends what ``emit`` held back of the streamed text, at the end of a step;
     ``projection`` (optional): a ``ProjectionMemo`` that already saw the log (a load's), so the
-    first request does not project the whole history again.
+    first request does not project the whole history again; ``requests`` (optional): a
+    ``RequestMemo`` that already encoded it (``RequestMemo.prepare``, a load's), instead.
     """
 
     def __init__(
@@ -113,6 +114,7 @@ class AgentSession:
         provider_factory: Callable[[], ProviderSettings] | None = None,
         flush: Callable[[], Awaitable[None]] | None = None,
         projection: ProjectionMemo | None = None,
+        requests: RequestMemo | None = None,
     ) -> None:
         self.id = session_id
         self.log = log
@@ -138,7 +140,7 @@ class AgentSession:
         self._closed = False
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
-        self.requests = RequestMemo(projection)
+        self.requests = requests if requests is not None else RequestMemo(projection)
         self.costs = CostMemo()
         """``session_cost`` memoised over this session's log (``budget``)."""
         """The request builder memoised over this session's log (``request_memo``)."""

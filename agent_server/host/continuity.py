@@ -24,6 +24,7 @@ from agent_server.agent.session import AgentSession
 from agent_server.host import lifecycle
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
+from agent_server.agent.request_memo import RequestMemo
 from agent_server.session import EventLog, LogCorruptError, LogVersionError, ProjectionMemo, SessionEvent, read_events
 from agent_server.tools.procs import reap_orphans
 
@@ -60,7 +61,7 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     the session's first turn (``ensure_status``) and its first shell call wait for its result, and
     it is logged then. Returns what ``attach`` returns."""
 
-    def work() -> tuple[EventLog, list[str], ProjectionMemo, dict[str, Any] | None, list[dict[str, Any]]]:
+    def work() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]]]:
         roots: list[str] = []
         projection = ProjectionMemo()
 
@@ -72,11 +73,15 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
 
         event_log = lifecycle.open_log(host.store, session_id, check)
         meta, closed = lifecycle.recover(session_id, event_log)
-        return event_log, roots, projection, meta, closed
+        # what the first request's estimate (and a compaction) needs of the whole history, made here,
+        # off the loop and before the user's prompt: each message encoded and counted once
+        requests = RequestMemo(projection)
+        requests.prepare(event_log.events, host.config.agent.chars_per_token)
+        return event_log, roots, requests, meta, closed
 
     host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
-    event_log, roots, projection, meta, closed = await asyncio.to_thread(work)
-    return host.open_session(session_id, event_log, roots, projection), meta, closed
+    event_log, roots, requests, meta, closed = await asyncio.to_thread(work)
+    return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
 
 
 async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:

@@ -246,9 +246,10 @@ class SessionHost:
                 await asyncio.get_running_loop().run_in_executor(None, int)  # starts the pool's first thread
 
     def open_session(self, session_id: str, event_log: EventLog, roots: list[str],
-                     projection: ProjectionMemo | None = None) -> AgentSession:
+                     projection: ProjectionMemo | None = None, requests: Any = None) -> AgentSession:
         """Make the live ``AgentSession`` over an open log (new or loaded) and register it;
-        ``projection``: a memo that already saw the log (a load's), for its first request."""
+        ``projection``: a memo that already saw the log (a load's), for its first request;
+        ``requests``: a ``RequestMemo`` that did (``RequestMemo.prepare``), instead."""
         assert self.frontend is not None, "SessionHost.attach(frontend) first"
         batch = getattr(self.frontend, "batch_emitter", None)
         gate = self.gates[session_id] = UpdateGate(self.frontend.emitter(session_id),
@@ -297,6 +298,7 @@ class SessionHost:
             runner=runner,
             provider_factory=lambda: self._provider(event_log),
             projection=projection,
+            requests=requests,
         )
         session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
         return session

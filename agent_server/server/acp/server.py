@@ -318,6 +318,7 @@ class AcpServer:
 
         async def after() -> None:
             self.host.start_mcp(p.sessionId)
+            await self.host.warm(p.sessionId)  # as after session/new: the first prompt's client and schemas
         ctx.after_response(after)
         if meta:
             result["_meta"] = meta

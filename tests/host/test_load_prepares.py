@@ -1,0 +1,53 @@
+"""A load takes the whole history in for the first request, off the event loop (issue 33 item 6).
+
+In process: the real ``AcpServer`` (no connection), the real offline endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_server.agent.replay import logged_requests
+from agent_server.config.load import load_config
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from agent_server.server.acp.server import AcpServer
+from agent_server.session import SessionStore, read_events
+from support.probe import answered
+
+
+async def test_the_first_prompt_after_a_load_encoded_and_weighed_the_whole_history_again(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("alpha\n" * 50)
+    async with OfflineEndpoint() as endpoint:
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        store = SessionStore(tmp_path / "state")
+        first = AcpServer(config, store)
+        try:
+            sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
+            for n in range(3):
+                endpoint.push(tool_call_stream([(f"r{n}", "read", json.dumps({"path": "a.txt"}))]))
+                endpoint.push(text_stream(f"answer {n}"))
+                prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"read it {n}"}]}
+                assert (await answered(first, "session/prompt", prompt, 2 + n))["stopReason"] == "end_turn"
+        finally:
+            await first.aclose()
+        server = AcpServer(config, store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            session = server.host.sessions[sid]
+            events = session.log.events
+            assert session.requests.behind(events) == 0  # the load's worker thread took the log in
+            messages = [m for _, m in session.requests.surface(events)]
+            weighed = dict(session.requests._tokens)  # noqa: SLF001 — what a compaction reads
+            assert len(messages) == 12 and all(id(m) in weighed for m in messages)
+            endpoint.push(text_stream("done"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}
+            assert (await answered(server, "session/prompt", prompt, 10))["stopReason"] == "end_turn"
+        finally:
+            await server.aclose()
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
