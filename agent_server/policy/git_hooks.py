@@ -2,6 +2,8 @@
 a write by the file tools asks (issue 32 §1: a confined ``bash`` rewrote ``.husky/pre-commit`` and
 the user's next ``git commit`` ran it outside the sandbox).
 
+Must never: run anything from the repository (no hook, no filter, no fsmonitor) while looking.
+
 Role: ``hook_paths(roots)`` lists, inside the roots, what a user's git command later executes or
 reads as configuration: the folder ``core.hooksPath`` names (the whole folder; husky's ``.husky/_``
 protects ``.husky``), the hook managers' files (``.pre-commit-config.yaml``, ``lefthook*.yml``,
@@ -13,8 +15,6 @@ credential helpers, ``!`` aliases). The repository's configuration is read with 
 determined (a configuration git cannot parse, git missing beside a ``.git``): then every shell
 command asks, as without a sandbox. Code those hooks run (linter configs, package scripts) is an
 ordinary edit.
-
-Must never: run anything from the repository (no hook, no filter, no fsmonitor) while looking.
 """
 
 from __future__ import annotations
