@@ -103,7 +103,7 @@ def fast_answer(params):
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"Content-Length: %d\r\n" % len(body))
     response = json.loads(body)
-    assert answered == (1, response["result"])
+    assert answered == (1, response["result"], params)
     return response
 
 
@@ -353,3 +353,42 @@ def test_the_first_message_is_read_whole_and_every_byte_read_is_kept_for_pygls()
                    b"Content-Length: %d\r\n\r\n{" % (MAX_BODY + 1)]:
         assert read_from(unread) == (None, unread)  # pygls reads them as they came
     assert initialize_result({"capabilities": {}})["capabilities"]["positionEncoding"] == "utf-16"
+
+
+async def test_an_answered_initialize_that_pygls_cannot_read_still_sets_up_the_workspace(agent_env, workspace, tmp_path):
+    """A field of another type than LSP's outside what the fast answer reads (``processId: "abc"``):
+    pygls only logs that it cannot read the message, so the editor, which has its answer, would get
+    a server without a workspace. It is set up from the root, the folders and the answered encoding."""
+    path = workspace / "app.py"
+    path.write_text("print(1)\n")
+    params = {**initialize_params({"general": {"positionEncodings": ["utf-8"]}}, workspace), "processId": "abc"}
+    proc = await asyncio.create_subprocess_exec(*agent_server_command(), "lsp", env={**os.environ, **agent_env},
+                                                cwd=str(tmp_path), stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        proc.stdin.write(b"".join(frame(m) for m in [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": path.as_uri(), "languageId": "python", "version": 1, "text": "é = 1\nprint(1)\n"}}},
+            {"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeAction", "params": {
+                "textDocument": {"uri": path.as_uri()},
+                "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 8}},
+                "context": {"diagnostics": []}}},
+            {"jsonrpc": "2.0", "id": 3, "method": "shutdown"}]))
+        await proc.stdin.drain()
+        answer = await asyncio.wait_for(read_frame(proc.stdout), 60)
+        assert answer["id"] == 1 and answer["result"]["capabilities"]["positionEncoding"] == "utf-8"
+        while "id" not in (actions := await asyncio.wait_for(read_frame(proc.stdout), 60)):
+            pass  # pygls' own "Error in server: Invalid Params" message (window/showMessage)
+        assert actions["id"] == 2, actions
+        explain = actions["result"][0]  # no resolve support read: the command comes with the action
+        assert explain["command"]["arguments"][0]["prompt"].startswith("Explain the code in app.py line 2")
+        assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 3
+        proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert b"pygls could not read the editor's initialize params" in await proc.stderr.read()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

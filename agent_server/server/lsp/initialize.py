@@ -69,9 +69,9 @@ def read_message(fd: int) -> tuple[bytes | None, bytes]:
     return data[start:start + length], data
 
 
-def answer_initialize(body: bytes, out_fd: int) -> tuple[int | str, dict[str, Any]] | None:
+def answer_initialize(body: bytes, out_fd: int) -> tuple[int | str, dict[str, Any], dict[str, Any]] | None:
     """Answer ``body`` on ``out_fd`` if it is a plain-case ``initialize`` request (module
-    docstring); returns ``(its id, the result sent)``, else ``None`` with nothing written."""
+    docstring); returns ``(its id, the result sent, its params)``, else ``None`` with nothing written."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
@@ -88,7 +88,7 @@ def answer_initialize(body: bytes, out_fd: int) -> tuple[int | str, dict[str, An
                      % (len(data), data))
     while out:  # os.write may take part of it
         out = out[os.write(out_fd, out):]
-    return message["id"], result
+    return message["id"], result, params
 
 
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:

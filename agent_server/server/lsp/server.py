@@ -59,24 +59,50 @@ class _Protocol(LanguageServerProtocol):
     """pygls' protocol, keeping ``workspace/executeCommand``'s ``workDoneToken`` for the command,
     telling ``on_cancel_request`` about every ``$/cancelRequest`` (pygls answers a cancelled
     command at once, but does not stop the coroutine running it), and dropping its own answer to
-    the ``initialize`` that ``initialize.answer_initialize`` answered already (``answered``: its id
-    and the result sent; an answer of pygls' that differs is logged: the editor has the other)."""
+    the ``initialize`` that ``initialize.answer_initialize`` answered already (``answered``: its id,
+    the result sent and the params; an answer of pygls' that differs is logged: the editor has the
+    other)."""
 
     on_cancel_request: Any = None
-    answered: tuple[Any, dict[str, Any]] | None = None
+    answered: tuple[Any, dict[str, Any] | None, dict[str, Any]] | None = None
     last_message = 0.0
     """``time.monotonic()`` when the editor's last message arrived."""
+    _read_answered = False
 
     def handle_message(self, message: Any) -> None:
         self.last_message = time.monotonic()
+        if self.answered is not None and not self._read_answered:
+            if getattr(message, "id", None) == self.answered[0] and getattr(message, "method", None) == types.INITIALIZE:
+                self._read_answered = True  # the first message pygls reads: the answered initialize
+            else:
+                self._initialize_anyway()
         super().handle_message(message)
+
+    def _initialize_anyway(self) -> None:
+        """pygls could not read the ``initialize`` the editor has its answer to (a field of another
+        type than LSP's, which pygls only logs): set up from what it can read — the answered
+        position encoding, the root and the workspace folders."""
+        request_id, sent, params = self.answered
+        log.error("pygls could not read the editor's initialize params; serving with their root, folders and "
+                  "position encoding only")
+        reduced: dict[str, Any] = {"capabilities": {"general": {"positionEncodings": [
+            sent["capabilities"]["positionEncoding"]]}}}
+        for key in ("rootUri", "rootPath", "workspaceFolders"):
+            try:  # each kept if pygls reads it
+                self._converter.structure({**reduced, key: params.get(key)}, types.InitializeParams)
+                reduced[key] = params.get(key)
+            except Exception:  # noqa: BLE001 — cattrs' errors vary: leave the field out
+                pass
+        self.answered, self._read_answered = (request_id, None, params), True  # its answer dropped, not compared
+        super().handle_message(self._converter.structure(
+            {"jsonrpc": "2.0", "id": request_id, "method": types.INITIALIZE, "params": reduced}, types.InitializeRequest))
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         if self.answered is None or msg_id != self.answered[0]:
             return super()._send_response(msg_id, result, error)
         sent, self.answered = self.answered[1], None
         own = self._converter.unstructure(error if error is not None else result)
-        if error is not None or own != sent:
+        if sent is not None and (error is not None or own != sent):
             log.error("pygls answers initialize with %s where the fast path sent %s", own, sent)
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
