@@ -371,3 +371,39 @@ async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert (workspace / "data.csv").read_bytes().endswith(b"row,appended\n")
     assert "data.csv: cannot be taken back" in said(h, sid)
+
+
+async def test_with_the_editor_extension_the_question_about_the_users_save_is_the_editors_review(
+        acp_harness_factory, endpoint, workspace):
+    """The user's save during a command, with our extension on: ``/undo`` proposes the checkpoint as
+    an edit in the editor (its review is the question); rejecting it keeps the user's file."""
+    from support.client_impl import APPLY_WORKSPACE_EDIT
+    from support.editor import MemoryEditor
+
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "d.txt").write_bytes(b"delta\n")
+    editor = MemoryEditor(decide=lambda params, hunks: "reject")
+    asked = []
+    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                          read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                          agent_server_extension=True)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done"))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, "wait"))
+    while not (workspace / "flags" / "started").exists():
+        await asyncio.sleep(0.01)
+    (workspace / "d.txt").write_bytes(b"delta, saved by the user\n")
+    (workspace / "flags" / "go").touch()
+    assert (await prompt).stop_reason == "end_turn"
+    asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user\n"
+    (proposal,) = editor.proposals
+    assert proposal["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/d.txt")
+    assert not asked  # no second question beside the editor's review
+    assert "d.txt: kept the user's version (the user rejected the checkpoint in the editor)" in said(h, sid)
