@@ -143,8 +143,12 @@ class ShadowRepo:
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.index)
         try:  # a split or sparse index, or one this git cannot read: start empty instead
-            self._run("ls-files", "--stage", "--", ".agent-server-no-such-path")
-        except ShadowError:
+            staged = self._run("ls-files", "--stage", "-z").split(b"\0")
+            # submodules: out of the index, so that their files are walked like a nested repository's
+            gitlinks = [entry.split(b"\t", 1)[1] for entry in staged if entry.startswith(b"160000 ")]
+            if gitlinks:
+                self._run("update-index", "--force-remove", "-z", "--stdin", input=b"\0".join(gitlinks) + b"\0")
+        except (ShadowError, IndexError):
             self.index.unlink(missing_ok=True)
 
     def _workspace_objects(self) -> str | None:

@@ -220,3 +220,50 @@ def test_pruning_keeps_what_a_live_sessions_index_needs_and_drops_what_a_deleted
     assert exists.returncode != 0  # only the deleted session's index named it
     assert repo.size_bytes() < big - (1 << 19)
     assert repo.snapshot().tree  # the live index's objects are all still there
+
+
+def test_a_submodules_files_are_captured_like_a_nested_repositorys(tmp_path):
+    root = git_workspace(tmp_path)
+    lib = tmp_path / "lib"
+    subprocess.run(["git", "init", "-q", str(lib)], check=True)
+    (lib / "lib.c").write_text("int one;\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    subprocess.run(["git", "-C", str(lib), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(lib), "commit", "-qm", "lib"], check=True, env=env)
+    subprocess.run(["git", "-C", str(root), "-c", "protocol.file.allow=always", "submodule", "--quiet", "add",
+                    str(lib), "vendor/lib"], check=True, env=env)
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot().tree
+    (root / "vendor" / "lib" / "lib.c").write_text("int two;\n")
+    found = {c.path: c for c in repo.changes(before, repo.snapshot().tree, blobs)}
+    change = found[root / "vendor" / "lib" / "lib.c"]
+    assert blobs.get(change.before.blob) == b"int one;\n" and blobs.get(change.after.blob) == b"int two;\n"
+
+
+async def test_a_plain_folder_past_the_budget_turns_capture_off_and_says_so_at_once(tmp_path):
+    from agent_server.checkpoints.recorder import Checkpoints
+    from agent_server.session import EventLog
+
+    root = tmp_path / "home"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}").write_text("x")
+    log = EventLog.create(tmp_path / "state" / "sessions" / "s" / "events.jsonl", {"cwd": str(root)})
+    said = []
+
+    async def emit(update):
+        said.append(update)
+
+    cp = Checkpoints(log, BlobStore(tmp_path / "state" / "blobs"), [root], tmp_path / "state", is_secret=lambda p: None,
+                     name_patterns=(), emit=emit, plain_budget_files=3)
+    assert cp.shadow() is None and "more than 3 files" in cp.capture_off
+    await cp._say_capture_off()
+    await cp._say_capture_off()  # once a session
+    assert [e.type for e in log.events].count("checkpoint/off") == 1
+    (update,) = said
+    assert "not captured for /undo" in update["content"]["text"]
+    within = Checkpoints(log, BlobStore(tmp_path / "state" / "blobs"), [root], tmp_path / "state",
+                         is_secret=lambda p: None, name_patterns=(), plain_budget_files=10)
+    assert within.shadow() is not None
