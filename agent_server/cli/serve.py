@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, Coroutine
 
 FAST_LINE_LIMIT = 1 << 20
 """Longest line the fast path reads for itself (an ``initialize`` or ``session/new`` is far
@@ -182,8 +183,22 @@ def _serve(config_path: str | None) -> int:
         except Exception:  # noqa: BLE001 — serve_stdio imports them again and meets the error there, as before
             pass
         _end_gc_pause()
-        return asyncio.run(serve_stdio(in_fd=0, out_fd=out_fd, prefeed=prefeed,
-                                       answered_initialize=answered, answered_session=handed,
-                                       config_path=config_path))
+        return asyncio.run(_never_silent(serve_stdio(in_fd=0, out_fd=out_fd, prefeed=prefeed,
+                                                     answered_initialize=answered, answered_session=handed,
+                                                     config_path=config_path)))
     except KeyboardInterrupt:
         return 130
+
+
+async def _never_silent(serving: Coroutine[Any, Any, int]) -> int:
+    """``serving``'s exit status; an exception out of the serve loop is written to stderr and ends
+    the process at once (status 70) — never a live process that answers nothing (issue 32 §5: the
+    loop's shutdown then waited forever)."""
+    try:
+        return await serving
+    except Exception:  # noqa: BLE001 — the last resort: said, then gone
+        import traceback
+
+        sys.stderr.write("agent-server: the server stopped on an internal error:\n" + traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(70)

@@ -100,6 +100,8 @@ class SessionHost:
         """Reads the config again (for a sign-in made after start-up); ``None``: never."""
         self.store = store
         self.sessions: dict[str, AgentSession] = {}
+        self.unusable: dict[str, HostError] = {}
+        """Sessions answered by the CLI's fast path that could not be made live: what their requests get."""
         self.policies = SessionPolicies(lambda: self.config.policy)
         self.pool = ClientPool(config.agent)
         self.frontend: Frontend | None = None
@@ -134,7 +136,7 @@ class SessionHost:
         """The live session ``session_id``; ``HostError`` ``not_found`` otherwise."""
         session = self.sessions.get(session_id)
         if session is None:
-            raise unknown_session(session_id)
+            raise self.unusable.get(session_id) or unknown_session(session_id)
         return session
 
     def require_known(self, session_id: str) -> None:
@@ -220,7 +222,29 @@ class SessionHost:
         ``session/new`` fast path): as ``create`` after its log is written — the sandbox probe
         started, the session opened (``open_session``)."""
         self.policies.start_probe()  # overlapped: the first turn waits for its result
-        return self.open_session(session_id, event_log, roots)
+        try:
+            return self.open_session(session_id, event_log, roots)
+        except Exception as exc:  # its session/new was answered: say what went wrong on its next request
+            self.adoption_failed(session_id, exc)
+            self.sessions.pop(session_id, None)
+            event_log.close()
+            raise self.unusable[session_id] from exc
+
+    def adoption_failed(self, session_id: str, exc: BaseException) -> None:
+        """Remember that the session ``session_id``, answered by the CLI's fast path, could not be
+        made live: each request about it is answered with this error (``STORAGE`` when its log could
+        not be written) until a ``session/load`` succeeds."""
+        if isinstance(exc, HostError):
+            self.unusable[session_id] = exc
+        elif isinstance(exc, LogWriteError):
+            self.unusable[session_id] = HostError(
+                "internal", f"session {session_id} could not be opened: its log cannot be written ({exc}); free "
+                "space and load it again (session/load)",
+                {"code": "STORAGE", "path": str(exc.path), "message": str(exc), "retryable": True})
+        else:
+            self.unusable[session_id] = HostError(
+                "internal", f"session {session_id} could not be opened: {type(exc).__name__}: {exc}; load it again "
+                "(session/load)", {"code": "INTERNAL", "message": str(exc), "retryable": True})
 
     async def warm(self, session_id: str) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first

@@ -103,7 +103,13 @@ async def serve_stdio(
     server.bind(connection)
     after = None
     if answered_session is not None:  # registered before the first request of prefeed is read
-        after = asyncio.ensure_future(server.adopt_session(answered_session)())  # runs first: FIFO
+        try:
+            after = asyncio.ensure_future(server.adopt_session(answered_session)())  # runs first: FIFO
+        except Exception as exc:  # noqa: BLE001 — its session/new was answered: its requests say why, we serve on
+            log.error("session %s (answered before the server loaded) could not be opened: %s",
+                      answered_session.session_id, exc)
+            if answered_session.session_id not in server.host.unusable:
+                server.host.adoption_failed(answered_session.session_id, exc)
     serving = asyncio.ensure_future(connection.serve())
     loop = asyncio.get_running_loop()
     stopped_by: list[int] = []
