@@ -65,7 +65,8 @@ class Editor:
 
     ``on_apply(editor, params)`` decides ``workspace/applyEdit`` (default: apply every edit);
     ``answers``: what ``window/showMessageRequest`` gets, in order (a title, ``None`` for a
-    dismissed message, ``"never"`` for no answer at all; the last one repeats).
+    dismissed message, ``"never"`` for no answer at all, ``"error"`` for an error answer — an
+    editor that cannot show it, as Helix; the last one repeats).
     """
 
     def __init__(self, client: LanguageClient, encoding: str) -> None:
@@ -170,6 +171,8 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
             answer = editor.answers.pop(0) if len(editor.answers) > 1 else editor.answers[0]
             if answer == "never":
                 await asyncio.sleep(3600)
+            if answer == "error":
+                raise RuntimeError("window/showMessageRequest is not implemented")
             if callable(answer):
                 answer = answer(editor, params)
             return None if answer is None else types.MessageActionItem(title=answer)

@@ -270,7 +270,8 @@ async def test_lsp_initialize_is_answered_while_pygls_is_still_loading(agent_env
         release()  # now pygls may load
         actions = await asyncio.wait_for(read_frame(proc.stdout), 60)
         assert actions["id"] == 2, actions  # pygls' own answer to initialize never reached the editor
-        assert [a["title"] for a in actions["result"]] == ["Agent: explain", "Agent: add tests for this"]
+        assert [a["title"] for a in actions["result"]] == ["Agent: fix this problem", "Agent: explain",
+                                                          "Agent: add tests for this"]
     finally:
         await stop(proc, release, 3)
 
@@ -289,7 +290,8 @@ async def test_code_actions_are_answered_while_the_host_is_still_loading(agent_e
         await proc.stdin.drain()
         assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 1
         actions = await asyncio.wait_for(read_frame(proc.stdout), 60)  # held, the host's import never ends
-        assert [a["title"] for a in actions["result"]] == ["Agent: explain", "Agent: add tests for this"]
+        assert [a["title"] for a in actions["result"]] == ["Agent: fix this problem", "Agent: explain",
+                                                          "Agent: add tests for this"]
         await asyncio.wait_for(asyncio.to_thread(release), 30)  # the idle server began importing the host itself
         proc.stdin.write(frame({"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": {
             "command": "agentServer.ask", "arguments": [{"uri": path.as_uri(), "prompt": "What does it print?"}]}}))

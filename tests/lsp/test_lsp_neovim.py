@@ -64,3 +64,29 @@ async def test_neovim_runs_fix_this_diagnostic_on_an_unsaved_buffer_and_the_edit
     edit = [m for m in endpoint.requests[2].json()["messages"] if m["role"] == "tool"][-1]
     assert "unsaved changes" in edit["content"]
     assert assert_replay_matches(agent_state_dir, endpoint.requests) == 3
+
+
+async def test_neovim_offers_fix_this_problem_on_a_plain_line_and_reuses_one_transcript_window_over_three_turns(
+        endpoint, workspace, agent_env, tmp_path):
+    """Issue 29: "Agent: fix this diagnostic" never appeared on gra (Neovim passes a server only its
+    own diagnostics), and every turn opened its transcript in a new split (four windows after three)."""
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "app.py"
+    path.write_text("print(1)\n")
+    for n in (1, 2, 3):
+        endpoint.push(text_stream(f"answer {n}"))
+    result_file = tmp_path / "nvim-result.json"
+    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
+           "AGENT_SERVER_BIN": agent_server_command()[0], "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
+                                                str(SCRIPT.with_name("nvim_three_turns.lua")), env=env,
+                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 200)
+    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
+    result = json.loads(result_file.read_text())
+    assert result["errors"] == [], result
+    assert "Agent: fix this problem" in result["titles"]
+    assert result["turns"] == 3 and result["windows"] == [2, 2, 2], result  # the file and one transcript

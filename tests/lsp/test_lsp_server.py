@@ -25,8 +25,8 @@ async def test_initialize_advertises_incremental_sync_code_actions_and_the_comma
     assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
     assert caps.text_document_sync.open_close is True
     assert caps.code_action_provider.resolve_provider is True
-    assert sorted(caps.execute_command_provider.commands) == ["agentServer.ask", "agentServer.cancel",
-                                                              "agentServer.newSession"]
+    assert sorted(caps.execute_command_provider.commands) == ["agentServer.answer", "agentServer.ask",
+                                                              "agentServer.cancel", "agentServer.newSession"]
 
 
 def tool_results(endpoint, index=-1):
@@ -84,8 +84,8 @@ async def test_a_client_without_resolve_support_gets_the_command_at_once(lsp, wo
     actions = await editor.client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=rng(0, 0, 0, 8),
         context=types.CodeActionContext(diagnostics=[])))
-    assert [a.title for a in actions] == ["Agent: explain", "Agent: add tests for this"]
-    assert [a.command.command for a in actions] == ["agentServer.ask", "agentServer.ask"]
+    assert [a.title for a in actions] == ["Agent: fix this problem", "Agent: explain", "Agent: add tests for this"]
+    assert [a.command.command for a in actions] == ["agentServer.ask", "agentServer.ask", "agentServer.ask"]
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
@@ -215,7 +215,7 @@ async def test_a_burst_of_one_character_deltas_reaches_the_transcript_whole_in_f
     result = await ask(editor, uri, "say a lot")
     assert result["stopReason"] == "end_turn"
     transcript = Path(result["transcript"]).read_text(encoding="utf-8")
-    assert f"## Answer\n\n{answer}\n" in transcript  # every byte, in order, after coalescing
+    assert f"### Answer\n\n{answer}\n" in transcript  # every byte, in order, after coalescing
     ((_, values),) = editor.client.progress_reports.items()
     assert values[-2].message == "…" + answer[-80:]  # the last report shows the answer's real end
     assert len(values) < len(answer) // 100  # not one report per delta
@@ -311,14 +311,93 @@ async def test_permission_question_is_a_show_message_request_and_each_answer_rea
         assert "hunter2" not in result
 
 
-async def test_client_without_show_message_request_is_denied_and_the_model_told_why(lsp, endpoint, workspace):
+async def test_a_client_without_the_show_message_capability_is_asked_anyway_as_eglot_is(lsp, endpoint, workspace):
+    """Emacs eglot answers window/showMessageRequest without advertising the optional capability:
+    every edit and question was denied because the server required it."""
     secret_read_script(endpoint, workspace)
     editor = await lsp(show_message=False)
     uri = editor.open(workspace / ".env")
     assert (await ask(editor, uri, "show the env"))["stopReason"] == "end_turn"
-    assert editor.questions == []
+    assert len(editor.questions) == 1
+    assert "hunter2" in tool_results(endpoint)["s"]
+
+
+async def code_actions(editor, uri, diagnostics=()):
+    return await editor.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=rng(0, 0, 0, 1),
+        context=types.CodeActionContext(diagnostics=list(diagnostics))))
+
+
+async def test_an_editor_that_cannot_show_the_question_answers_it_with_a_code_action(lsp, endpoint, workspace):
+    """Helix has not implemented window/showMessageRequest: the waiting question is also offered as
+    code actions ("Agent: allow once — …") running agentServer.answer."""
+    secret_read_script(endpoint, workspace)
+    editor = await lsp(env={"AGENT_SERVER_APPROVAL_TIMEOUT": "60"})
+    editor.answers = ["error"]
+    uri = editor.open(workspace / ".env")
+    turn = asyncio.ensure_future(ask(editor, uri, "show the env"))
+    for _ in range(400):
+        actions = [a for a in await code_actions(editor, uri) if a.title.startswith("Agent: allow once — ")]
+        if actions:
+            break
+        await asyncio.sleep(0.05)
+    (allow,) = actions
+    assert ".env" in allow.title and allow.command.command == "agentServer.answer"
+    answered = await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=allow.command.command, arguments=allow.command.arguments))
+    assert answered == {"answered": True}
+    assert (await turn)["stopReason"] == "end_turn"
+    assert "hunter2" in tool_results(endpoint)["s"]
+    assert not [a for a in await code_actions(editor, uri) if a.title.startswith("Agent: allow")]  # gone
+
+
+async def test_a_question_nobody_can_answer_is_denied_with_the_editors_reason(lsp, endpoint, workspace):
+    secret_read_script(endpoint, workspace)
+    editor = await lsp(env={"AGENT_SERVER_APPROVAL_TIMEOUT": "1"})
+    editor.answers = ["error"]
+    uri = editor.open(workspace / ".env")
+    assert (await ask(editor, uri, "show the env"))["stopReason"] == "end_turn"
     result = tool_results(endpoint)["s"]
-    assert result.startswith("Approval unavailable") and "window/showMessageRequest" in result
+    assert "hunter2" not in result and "could not show the question" in result, result
+
+
+async def test_fix_this_problem_is_offered_on_a_line_without_diagnostics_and_ask_takes_every_sources_diagnostics(
+        lsp, endpoint, workspace):
+    """In Neovim "Agent: fix this diagnostic" never appeared on gra: Neovim passes a server only its
+    own diagnostics, and ours publishes none."""
+    path = workspace / "app.py"
+    path.write_text("print(y)\n")
+    endpoint.push(text_stream("fixed"))
+    editor = await lsp()
+    uri = editor.open(path)
+    (fix, *_rest) = await code_actions(editor, uri)
+    assert fix.title == "Agent: fix this problem" and fix.kind == types.CodeActionKind.QuickFix
+    fix = await editor.client.code_action_resolve_async(fix)
+    (argument,) = fix.command.arguments
+    argument["diagnostics"] = [{"range": as_dict(rng(0, 6, 0, 7)), "severity": 1, "source": "pyright",
+                                "message": "\"y\" is not defined"}]
+    await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.ask", arguments=[argument])), 90)
+    sent = "\n".join(str(m["content"]) for m in endpoint.requests[0].json()["messages"] if m["role"] == "user")
+    assert "Fix the problem in app.py line 1" in sent
+    assert "- line 1: error: \"y\" is not defined (pyright)" in sent, sent
+
+
+async def test_one_transcript_per_session_appended_per_turn_shown_at_the_same_uri(lsp, endpoint, workspace):
+    """Every turn opened its transcript in a new split (four windows after three turns)."""
+    (workspace / "a.txt").write_text("alpha\n")
+    for n in (1, 2, 3):
+        endpoint.push(text_stream(f"answer number {n}"))
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    results = [await ask(editor, uri, f"question {n}") for n in (1, 2, 3)]
+    assert len({r["transcript"] for r in results}) == 1
+    shown = [d.uri for d in editor.client.shown_documents]
+    assert len(shown) == 3 and len(set(shown)) == 1
+    text = Path(results[0]["transcript"]).read_text()
+    assert text.count("# agent-server\n") == 1
+    assert text.index("question 1") < text.index("answer number 1") < text.index("question 2") < \
+        text.index("answer number 3")
 
 
 async def test_client_without_change_annotations_is_asked_with_the_change_before_the_edit(lsp, endpoint, workspace):

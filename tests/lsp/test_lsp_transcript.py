@@ -26,7 +26,7 @@ def test_transcript_joins_step_texts_without_a_break(tmp_path):
             await turn.on_update(u)
     asyncio.run(feed())
     text = turn.write_transcript("end_turn").read_text()
-    assert "## Answer\n\nReading.\n\nFixing.\n\nFixed add.\n" in text, text
+    assert "### Answer\n\nReading.\n\nFixing.\n\nFixed add.\n" in text, text
     assert turn.tail() == "Reading. Fixing. Fixed add."
 
 
@@ -37,4 +37,4 @@ def test_transcript_keeps_a_step_text_that_already_ends_its_paragraph(tmp_path):
         for u in [_text("One.\n\n"), _tool("Read a"), _text("Two.\n"), _tool("Read b"), _text("Three.")]:
             await turn.on_update(u)
     asyncio.run(feed())
-    assert "## Answer\n\nOne.\n\nTwo.\n\nThree.\n" in turn.write_transcript("end_turn").read_text()
+    assert "### Answer\n\nOne.\n\nTwo.\n\nThree.\n" in turn.write_transcript("end_turn").read_text()

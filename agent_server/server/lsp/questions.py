@@ -2,11 +2,14 @@
 
 Role: ``MessageRequestApprover`` is a session's ``Approver`` in an LSP editor: it shows the
 question (with the diff or command it is about) and three actions — "Allow once", "Allow always",
-"Reject" — and turns what comes back into a policy ``Answer``. No answer (the user dismissed the
-message: ``null``) is ``cancelled``; no answer within ``[policy] approval_timeout`` is ``timeout``
-(the request is then cancelled with ``$/cancelRequest``); a client without
-``window.showMessage`` support, or gone, is ``unavailable``; an error response is ``error``. Each
-denies, and the policy tells the model which.
+"Reject" — to **every** client (eglot answers the request without advertising the optional
+``window.showMessage`` capability), and turns what comes back into a policy ``Answer``. While it
+waits, the question is also in ``waiting`` (the front end offers it as code actions and takes
+``agentServer.answer``): the first answer wins, the other way is withdrawn. No answer (the user
+dismissed the message: ``null``) is ``cancelled``; nothing within ``[policy] approval_timeout`` is
+``timeout`` (the request is then cancelled with ``$/cancelRequest``); an editor that cannot show
+the message (an error answer: Helix) leaves the code actions, and without an answer there it is
+``unavailable`` naming the editor's error.
 
 Must never: turn anything but a chosen allow action into an allow.
 """
@@ -47,47 +50,84 @@ def question_text(question: Ask) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "\n…"
 
 
+class Waiting:
+    """A question waiting for the user: its id, the question, the actions offered and the future
+    an ``agentServer.answer`` resolves with an action's title."""
+
+    def __init__(self, qid: str, question: Ask, offered: list[str]) -> None:
+        self.id = qid
+        self.question = question
+        self.offered = offered
+        self.answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+
 class MessageRequestApprover:
     """The ``Approver`` of one session over a pygls ``LanguageServer``.
 
-    ``server``: the language server (its protocol sends the request); ``supported``: returns
-    whether the client can show message requests; ``timeout``: returns the seconds to wait.
+    ``server``: the language server (its protocol sends the request); ``timeout``: returns the
+    seconds to wait; ``waiting``: the front end's questions waiting for an answer (by id).
     """
 
-    def __init__(self, server: Any, supported: Callable[[], bool], timeout: Callable[[], float]) -> None:
+    def __init__(self, server: Any, timeout: Callable[[], float], waiting: dict[str, Waiting] | None = None) -> None:
         self.server = server
-        self._supported = supported
         self._timeout = timeout
+        self.waiting = waiting if waiting is not None else {}
 
     async def ask(self, question: Ask) -> Answer:
         """Ask the user; see the module docstring for every way this ends."""
-        if not self._supported():
-            return Answer("unavailable", detail="the editor does not support window/showMessageRequest")
         offered = [title for title, option in ACTIONS.items() if option in question.options]
         params = types.ShowMessageRequestParams(type=types.MessageType.Warning, message=question_text(question),
                                                 actions=[types.MessageActionItem(title=t) for t in offered])
         msg_id = f"agent-server-ask-{uuid.uuid4().hex[:12]}"
         timeout = self._timeout()
+        waiting = self.waiting[msg_id] = Waiting(msg_id, question, offered)
         try:
-            future = self.server.protocol.send_request_async(types.WINDOW_SHOW_MESSAGE_REQUEST, params, msg_id=msg_id)
-        except Exception as exc:  # the transport is gone
-            return Answer("unavailable", detail=f"the question could not be sent ({exc})")
+            try:
+                future = self.server.protocol.send_request_async(types.WINDOW_SHOW_MESSAGE_REQUEST, params,
+                                                                 msg_id=msg_id)
+            except Exception as exc:  # the transport is gone
+                return Answer("unavailable", detail=f"the question could not be sent ({exc})")
+            return await self._first_answer(future, waiting, msg_id, timeout)
+        finally:
+            self.waiting.pop(msg_id, None)
+
+    async def _first_answer(self, future: Any, waiting: Waiting, msg_id: str, timeout: float) -> Answer:
+        message = asyncio.ensure_future(future)
+        editor_error: str | None = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pending: set[asyncio.Future[Any]] = {message, waiting.answer}
         try:
-            result = await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            self._cancel(msg_id)
-            return Answer("timeout", detail=f"no answer within {timeout:g} s")
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                if waiting.answer in done:  # agentServer.answer (a code action) came first
+                    self._cancel(msg_id)
+                    return Answer("selected", option=ACTIONS[waiting.answer.result()])
+                try:
+                    result = message.result()
+                except Exception as exc:  # an error response: the editor cannot show it (Helix)
+                    editor_error = str(exc) or type(exc).__name__
+                    log.info("the editor could not show the question (%s): it waits as code actions", editor_error)
+                    continue
+                if result is None:
+                    return Answer("cancelled", detail="the user dismissed the question without choosing")
+                title = getattr(result, "title", None)
+                if title not in waiting.offered:
+                    return Answer("unknown_option", detail=f"action {title!r} was not offered")
+                return Answer("selected", option=ACTIONS[title])
         except asyncio.CancelledError:
             self._cancel(msg_id)
             raise
-        except Exception as exc:  # an error response
-            return Answer("error", detail=str(exc) or type(exc).__name__)
-        if result is None:
-            return Answer("cancelled", detail="the user dismissed the question without choosing")
-        title = getattr(result, "title", None)
-        if title not in offered:
-            return Answer("unknown_option", detail=f"action {title!r} was not offered")
-        return Answer("selected", option=ACTIONS[title])
+        finally:
+            message.cancel()
+        self._cancel(msg_id)
+        if editor_error is not None:
+            return Answer("unavailable", detail=f"the editor could not show the question ({editor_error}) and it "
+                                                f"was not answered with its code actions within {timeout:g} s")
+        return Answer("timeout", detail=f"no answer within {timeout:g} s")
 
     def _cancel(self, msg_id: str) -> None:
         try:

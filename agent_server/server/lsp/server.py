@@ -33,8 +33,8 @@ from pygls.protocol.language_server import lsp_method
 
 from agent_server import __version__
 from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
-from agent_server.server.lsp.initialize import ASK, CANCEL, CODE_ACTION_KINDS, COMMANDS, NEW_SESSION
-from agent_server.server.lsp.questions import MessageRequestApprover
+from agent_server.server.lsp.initialize import ANSWER, ASK, CANCEL, CODE_ACTION_KINDS, COMMANDS, NEW_SESSION
+from agent_server.server.lsp.questions import MessageRequestApprover, Waiting
 from agent_server.server.lsp.turns import TurnProgress
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ log = logging.getLogger("agent_server.lsp")
 
 ACTIONS = {
     "fix": ("Agent: fix this diagnostic", types.CodeActionKind.QuickFix),
+    "problem": ("Agent: fix this problem", types.CodeActionKind.QuickFix),
     "explain": ("Agent: explain", types.CodeActionKind.Empty),
     "tests": ("Agent: add tests for this", types.CodeActionKind.Empty),
 }
@@ -142,6 +143,7 @@ class LspFrontend:
         self.requests: dict[Any, Any] = {}  # agentServer.ask request id -> its turn's ticket
         self.locks: dict[str, asyncio.Lock] = {}
         self.withdrawn: set[Any] = set()
+        self.waiting: dict[str, Waiting] = {}  # permission questions waiting for the user, by id
         self.server.protocol.on_cancel_request = self._cancel_request
         self._tokens = itertools.count(1)
         self._register()
@@ -217,8 +219,7 @@ class LspFrontend:
 
     def approver(self, session_id: str) -> MessageRequestApprover:
         """Permission questions as ``window/showMessageRequest``."""
-        return MessageRequestApprover(self.server, lambda: self._caps("window.show_message") is not None,
-                                      lambda: self.host.config.policy.approval_timeout)
+        return MessageRequestApprover(self.server, lambda: self.host.config.policy.approval_timeout, self.waiting)
 
     def edits_need_approval(self) -> bool:
         """A client without change annotations applies edits at once: ask first."""
@@ -256,17 +257,21 @@ class LspFrontend:
         on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
         on(types.SHUTDOWN, self.shutdown)
         on(types.INITIALIZED, self.initialized)
-        handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel}
+        handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel, ANSWER: self.answer}
         for name in COMMANDS:
             server.command(name)(_command(handlers[name]))
 
     def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
-        """The agent's actions on a range: one fix per diagnostic, then explain and add tests."""
+        """The agent's actions on a range: a waiting permission question's answers first (for an
+        editor that cannot show ``window/showMessageRequest``), one fix per diagnostic the client
+        sent — "fix this problem" on a line without any (Neovim sends a server only its own) —,
+        then explain and add tests."""
         uri, rng = params.text_document.uri, params.range
         lazy = "command" in (self._caps("text_document.code_action.resolve_support.properties") or [])
-        out = []
+        out = self._question_actions()
         wanted = params.context.only
-        entries = [("fix", d) for d in params.context.diagnostics] + [("explain", None), ("tests", None)]
+        fixes = [("fix", d) for d in params.context.diagnostics] or [("problem", None)]
+        entries = [*fixes, ("explain", None), ("tests", None)]
         for action, diagnostic in entries:
             title, kind = ACTIONS[action]
             if wanted and not any(kind == w or (w and kind.startswith(w + ".")) for w in wanted):
@@ -277,6 +282,18 @@ class LspFrontend:
             code_action = types.CodeAction(title=title, kind=kind, data=data,
                                            diagnostics=[diagnostic] if diagnostic is not None else None)
             out.append(code_action if lazy else self.resolve_code_action(code_action))
+        return out
+
+    def _question_actions(self) -> list[types.CodeAction]:
+        """"Agent: allow once — …" / "Agent: reject — …" for each question waiting for the user."""
+        out = []
+        for waiting in list(self.waiting.values()):
+            title = " ".join(str(waiting.question.title).split())
+            for action in waiting.offered:
+                out.append(types.CodeAction(
+                    title=f"Agent: {action.lower()} — {title}", kind=types.CodeActionKind.Empty,
+                    command=types.Command(title=action, command=ANSWER,
+                                          arguments=[{"id": waiting.id, "action": action}])))
         return out
 
     def resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
@@ -299,6 +316,9 @@ class LspFrontend:
             source = " ".join(str(x) for x in (d.get("source"), d.get("code")) if x)
             return (f"Fix this diagnostic in {where}: {d.get('message', '')}"
                     + (f" ({source})" if source else "") + ". Make the smallest change that fixes it.")
+        if data.get("action") == "problem":
+            return (f"Fix the problem in {where}: find what is wrong there (the diagnostics given, if any, "
+                    "say what the tools found) and make the smallest change that fixes it.")
         if data.get("action") == "tests":
             return f"Add tests for the code in {where}, following the project's existing tests."
         return f"Explain the code in {where}: what it does and anything surprising."
@@ -329,9 +349,10 @@ class LspFrontend:
             self.withdrawn.discard(request_id)
             return {"sessionId": session_id, "stopReason": "cancelled"}
         session = self.host.session(session_id)
-        blocks = [{"type": "text", "text": prompt}, *self._selection(uri, path, arg.get("range"))]
+        blocks = [{"type": "text", "text": prompt}, *self._selection(uri, path, arg.get("range")),
+                  *self._diagnostics(path, arg.get("diagnostics"))]
         n = sum(1 for e in session.log.events if e.type == "turn/start") + 1
-        transcript = session.log.path.parent / "transcripts" / f"turn-{n}.md"
+        transcript = session.log.path.parent / "transcript.md"  # one per session, a section per turn
         token = _WORK_DONE_TOKEN.get()
         if token is None and self._caps("window.work_done_progress"):
             token = f"agent-server-turn-{next(self._tokens)}"
@@ -340,7 +361,7 @@ class LspFrontend:
             except Exception:
                 log.warning("the editor refused a work-done progress token", exc_info=True)
                 token = None
-        turn = self.turns[session_id] = TurnProgress(self.server, token, prompt, transcript)
+        turn = self.turns[session_id] = TurnProgress(self.server, token, prompt, transcript, turn_number=n)
         ticket = self.tickets[session_id] = session.new_ticket()
         self.requests[request_id] = ticket
         turn.begin("agent-server")
@@ -374,6 +395,18 @@ class LspFrontend:
         if outcome.error is not None:
             raise RuntimeError(outcome.error.get("message", "the turn failed"))
         return {"sessionId": session_id, "stopReason": outcome.stop_reason, "transcript": str(transcript_path)}
+
+    async def answer(self, *arguments):
+        """``agentServer.answer {id, action}``: answer a waiting permission question (its code
+        action) with one of the actions it offered; answers ``{"answered": bool}``."""
+        arg = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+        waiting = self.waiting.get(arg.get("id")) if isinstance(arg.get("id"), str) else None
+        if waiting is None or waiting.answer.done():
+            return {"answered": False}
+        if arg.get("action") not in waiting.offered:
+            raise JsonRpcInvalidParams(f"agentServer.answer: the action must be one of {waiting.offered}")
+        waiting.answer.set_result(arg["action"])
+        return {"answered": True}
 
     async def new_session(self, *arguments):
         """``agentServer.newSession [{uri}]``: a fresh session for the folder of ``uri`` (default:
@@ -438,6 +471,25 @@ class LspFrontend:
             return []
         return [{"type": "resource", "resource": {"uri": f"{path.as_uri()}#L{start + 1}-L{end + 1}",
                                                   "text": text, "mimeType": "text/plain"}}]
+
+    def _diagnostics(self, path: Path, diagnostics: Any) -> list[dict[str, Any]]:
+        """``agentServer.ask``'s optional ``diagnostics`` (LSP ``Diagnostic``s of every source, as an
+        editor or plugin collected them) as a text block: one line each."""
+        if not isinstance(diagnostics, list) or not diagnostics:
+            return []
+        severities = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+        lines = []
+        for d in diagnostics[:200]:
+            if not isinstance(d, dict):
+                continue
+            start = (d.get("range") or {}).get("start") or {}
+            line = int(start.get("line", 0)) + 1 if isinstance(start.get("line"), int) else "?"
+            source = " ".join(str(x) for x in (d.get("source"), d.get("code")) if x)
+            lines.append(f"- line {line}: {severities.get(d.get('severity'), 'problem')}: "
+                         f"{' '.join(str(d.get('message', '')).split())}" + (f" ({source})" if source else ""))
+        if not lines:
+            return []
+        return [{"type": "text", "text": f"Diagnostics of {path.name} (every source):\n" + "\n".join(lines)}]
 
     def _folders(self) -> list[str]:
         folders = [str(uri_path(f.uri)) for f in self.server.workspace.folders.values()

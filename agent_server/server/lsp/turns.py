@@ -3,9 +3,10 @@
 Role: ``TurnProgress`` receives the host's events (``session/update`` payloads) of one running
 turn and shows them with ``$/progress``: ``begin`` when the turn starts, a ``report`` per tool step
 (its title) and for the tail of the answer as it streams, ``end`` with how the turn ended. The
-whole answer, with the prompt and the steps, is written to a markdown transcript in the session's
-state folder (``transcripts/turn-N.md``), which the editor is asked to open
-(``window/showDocument``) — else the answer is shown with ``window/showMessage``.
+whole answer, with the prompt and the steps, is appended to the session's one markdown transcript
+(``transcript.md`` in its state folder, a section per turn), which the editor is asked to show
+(``window/showDocument`` of the same URI every turn, so it reuses its window) — else the answer is
+shown with ``window/showMessage``.
 
 Must never: report after ``end``, or let a failure to show something fail the turn.
 """
@@ -32,10 +33,11 @@ class TurnProgress:
 
     ``server``: the pygls ``LanguageServer``; ``token``: the work-done progress token (``None``:
     no progress is shown); ``prompt``: what was asked (for the transcript); ``transcript``: the
-    markdown file to write.
+    markdown file to append to; ``turn_number``: the turn's number in its session.
     """
 
-    def __init__(self, server: Any, token: Any, prompt: str, transcript: Path) -> None:
+    def __init__(self, server: Any, token: Any, prompt: str, transcript: Path, turn_number: int = 1) -> None:
+        self.turn_number = turn_number
         self.server = server
         self.token = token
         self.prompt = prompt
@@ -95,12 +97,16 @@ class TurnProgress:
         self._ended = True
 
     def write_transcript(self, stop: str) -> Path:
-        """Write the markdown transcript; returns its path."""
+        """Append this turn to the session's markdown transcript (its title first, in a new one);
+        returns its path."""
         steps = "\n".join(f"- {s}" for s in self.steps) or "_none_"
-        text = (f"# agent-server\n\n## Prompt\n\n{self.prompt}\n\n## Steps\n\n{steps}\n\n"
-                f"## Answer\n\n{''.join(self.answer).strip() or '_no answer_'}\n\n---\n_{stop}_\n")
+        text = (f"## Turn {self.turn_number}: prompt\n\n{self.prompt}\n\n### Steps\n\n{steps}\n\n"
+                f"### Answer\n\n{''.join(self.answer).strip() or '_no answer_'}\n\n---\n_{stop}_\n\n")
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
-        self.transcript.write_text(text, encoding="utf-8")
+        with open(self.transcript, "a", encoding="utf-8") as fh:
+            if fh.tell() == 0:
+                fh.write("# agent-server\n\n")
+            fh.write(text)
         return self.transcript
 
 

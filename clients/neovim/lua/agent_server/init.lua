@@ -85,6 +85,19 @@ local function wire()
       buffers.after_write(ev.buf)
     end,
   })
+  -- `agent-server lsp`'s progress, which stock Neovim does not show: echoed
+  vim.api.nvim_create_autocmd("LspProgress", {
+    group = group,
+    callback = function(ev)
+      local c = ev.data and vim.lsp.get_client_by_id(ev.data.client_id)
+      local value = ev.data and ev.data.params and ev.data.params.value
+      if c and c.name == "agent_server" and type(value) == "table" then
+        local text = value.kind == "end" and ("done: " .. tostring(value.message or ""))
+          or tostring(value.message or value.title or "")
+        pcall(vim.api.nvim_echo, { { "agent-server lsp: " .. text .. "  (:AgentCancel cancels)" } }, false, {})
+      end
+    end,
+  })
   vim.api.nvim_create_autocmd("VimLeavePre", {
     group = group,
     callback = function()
@@ -198,10 +211,28 @@ function M.chat()
   require("agent_server.chat").open(true)
 end
 
---- Cancel the running turn.
+-- The `agent-server lsp` clients of this Neovim (README's `vim.lsp.config('agent_server', …)`).
+local function lsp_clients()
+  return vim.lsp and vim.lsp.get_clients and vim.lsp.get_clients({ name = "agent_server" }) or {}
+end
+
+--- Cancel the running turn: the chat's (ACP), else the turns of `agent-server lsp` clients
+--- (`agentServer.cancel`).
 function M.cancel()
   M.prestart()
-  if not client.cancel() then
+  if client.cancel() then
+    return
+  end
+  local lsp = lsp_clients()
+  for _, c in ipairs(lsp) do
+    local params = { command = "agentServer.cancel", arguments = { vim.empty_dict() } }
+    if vim.fn.has("nvim-0.11") == 1 then
+      c:request("workspace/executeCommand", params, function() end)
+    else
+      c.request("workspace/executeCommand", params, function() end)
+    end
+  end
+  if #lsp == 0 then
     notify("no running session")
   end
 end
