@@ -8,6 +8,8 @@ import asyncio
 import copy
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -394,3 +396,20 @@ async def test_an_answered_initialize_that_pygls_cannot_read_still_sets_up_the_w
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+PROBE = r"""
+import json, os, sys
+import agent_server.cli.main, agent_server.server.lsp.main
+from agent_server.server.lsp.initialize import answer_initialize
+r, w = os.pipe()
+request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+assert answer_initialize(json.dumps(request).encode(), w)
+print(json.dumps([m for m in ("asyncio", "logging", "threading", "pydantic", "httpx", "attrs", "cattrs", "lsprotocol",
+                              "pygls", "agent_server.host", "agent_server.config.load") if m in sys.modules]))
+"""
+
+
+def test_the_fast_answer_loads_nothing_heavy():
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
