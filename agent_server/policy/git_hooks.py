@@ -20,7 +20,6 @@ ordinary edit.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -99,6 +98,8 @@ def _command_key(key: str) -> bool:
 
 def _command_files(command: str, top: Path) -> list[Path]:
     """The words of a command that name a file of the tree (git runs it from the top)."""
+    import shlex  # deferred: not on the server's start-up path (tests/server/test_lazy_imports.py)
+
     if command.startswith("!"):
         command = command[1:]
     try:
