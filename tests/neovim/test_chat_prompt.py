@@ -156,3 +156,18 @@ def test_slash_commands_and_context_names_complete_in_the_prompt(make_editor, en
     assert complete("not /a command") == []
     assert json.dumps(complete("# ")) == json.dumps([])
     assert json.dumps(complete("#")) == json.dumps(["#buffer", "#file:", "#selection", "#diagnostics"])
+
+
+def test_enter_on_a_tool_line_opens_its_file_and_ctrl_c_cancels_the_turn(make_editor, endpoint, workspace):
+    path = workspace / "c.py"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "c = 1", "c = 2")
+    ed.cmd("AgentChat")
+    row = ed.lua("for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do "
+                 "if l:find('Read c.py', 1, true) then return i end end")
+    ed.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", row)
+    typed(ed, "<CR>")
+    assert ed.lua("return vim.fn.expand('%:p')") == str(path)  # <CR> on a tool line opens its location
+    ed.cmd("AgentChat")
+    typed(ed, "<C-c>")
+    ed.idle()
+    assert "_— cancelled —_" in ed.chat() and path.read_text() == "c = 1\n"

@@ -1,0 +1,50 @@
+"""`agent-server lsp` in Neovim with the plugin loaded (issue 29 item 4): "progress is invisible in
+stock Neovim and cannot be cancelled from the UI" — the plugin echoes the LSP turn's progress and
+`:AgentCancel` cancels it (`agentServer.cancel`) when no chat turn runs."""
+
+from __future__ import annotations
+
+import json
+
+from support.fixtures import agent_server_command
+from support.nvim import call, push
+
+from agent_server.offline import text_stream
+
+
+def test_agent_cancel_cancels_an_agent_server_lsp_turn_whose_progress_the_plugin_echoes(
+        make_editor, endpoint, workspace, server_env):
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "slow.py"
+    path.write_text("print(1)\n")
+    push(endpoint, call("b", "bash", command="sleep 60", description="Wait a long time"), text_stream("stopped"))
+    ed = make_editor()
+    ed.lua("""
+        local env = vim.json.decode(...)
+        _G.echoed = {}
+        local echo = vim.api.nvim_echo
+        vim.api.nvim_echo = function(chunks, ...)
+          table.insert(_G.echoed, chunks[1] and chunks[1][1] or '')
+          return echo(chunks, ...)
+        end
+        vim.lsp.config('agent_server', { cmd = env.cmd, cmd_env = env.env, filetypes = { 'python' },
+                                         root_markers = { 'pyproject.toml' } })
+        vim.lsp.enable('agent_server')
+    """, json.dumps({"cmd": [*agent_server_command(), "lsp"], "env": server_env}))
+    ed.cmd(f"edit {path}")
+    ed.wait("local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]; return c and c.initialized",
+            what="agent-server lsp attached")
+    ed.lua("""
+        local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]
+        _G.lsp_answer = nil
+        c:exec_cmd({ title = 'ask', command = 'agentServer.ask', arguments = { {
+          uri = vim.uri_from_bufnr(0), prompt = 'wait' } } }, { bufnr = 0 }, function(err, result)
+          _G.lsp_answer = err and ('error: ' .. tostring(err.message)) or result.stopReason
+        end)
+    """)
+    ed.wait("for _, e in ipairs(_G.echoed) do if e:find('Wait a long time', 1, true) then return true end end",
+            what="the tool step's progress echoed")
+    ed.cmd("AgentCancel")
+    assert ed.wait("return _G.lsp_answer", what="the LSP turn's answer") == "cancelled"
+    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
+    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
