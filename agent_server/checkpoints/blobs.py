@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 
+#: A symbolic link's ``FileState.mode`` (its bytes: the link's target text, never followed).
+LINK_MODE = stat.S_IFLNK | 0o777
 _SECRET_KEY = os.urandom(32)  # a secret file's state is told apart within this process only
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from agent_server.checkpoints.blobs import BlobStore, FileState
+from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 
-_GIT_MODES = {"100644": 0o644, "100755": 0o755}
+_GIT_MODES = {"100644": 0o644, "100755": 0o755, "120000": LINK_MODE}
 
 
 class ShadowError(RuntimeError):
@@ -253,8 +253,8 @@ class ShadowRepo:
         self._run("prune", f"--expire={expire}", bound=False, git_dir=True)
 
     def changes(self, before: str, after: str, blobs: BlobStore) -> list[ShadowChange]:
-        """Files that differ between trees ``before`` and ``after`` (regular files only; links and
-        submodules are left out), their bytes kept in ``blobs``. Raises ``ShadowError``."""
+        """Files that differ between trees ``before`` and ``after`` (regular files, and symbolic links
+        as their target text with ``LINK_MODE``), their bytes kept in ``blobs``. Raises ``ShadowError``."""
         if before == after:
             return []
         out = self._run("diff-tree", "-r", "-z", "--no-renames", before, after).split(b"\0")
@@ -304,6 +304,8 @@ class ShadowRepo:
 def _state(mode: str, raw: bytes | None, blobs: BlobStore, real_mode: int | None) -> FileState | None:
     if mode not in _GIT_MODES or raw is None:
         return None
+    if mode == "120000":
+        return FileState(blobs.put(raw), LINK_MODE)
     return FileState(blobs.put(raw), real_mode or _GIT_MODES[mode])
 
 

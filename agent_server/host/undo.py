@@ -23,13 +23,12 @@ of the files matches the disk and replay stays byte-exact.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from agent_server.checkpoints.blobs import BlobStore, FileState
+from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Answer, Ask
 from agent_server.tools import safe_fs
 from agent_server.tools.files import DiskFiles, FileSnapshot
@@ -153,6 +152,9 @@ class Restorer:
         except OSError as exc:  # a folder, a socket, no permission … now stands at that path
             return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
         reads_buffer, writes_editor = self._editor()
+        links = (disk is not None and disk[1] == LINK_MODE) or (target is not None and target.mode == LINK_MODE)
+        if links:  # a link (now, or to bring back) is the disk's business: an editor would follow it
+            reads_buffer = writes_editor = False
         current = None if disk is None else FileSnapshot.of(path, disk[0])
         if reads_buffer and disk is not None:
             try:  # the editor's buffer is what the user sees (unsaved text included)
@@ -168,7 +170,7 @@ class Restorer:
             return _said(path, "cannot be taken back (its bytes were not kept: a secret file, or larger than the "
                                "checkpoint size limit)")
         target_raw = self.blobs.get(target.blob) if target is not None else None
-        bytes_only = target is not None and current is not None and current.raw == target_raw
+        bytes_only = target is not None and current is not None and current.raw == target_raw and not links
         proposal_asks = writes_editor and target is not None and not bytes_only and _is_text(target_raw)
         if restore.uncertain or not _holds(expect, current, mode):
             if not proposal_asks:
@@ -252,8 +254,8 @@ def _look(dirfd: int, name: str) -> tuple[bytes, int] | None:
         st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    if stat.S_ISLNK(st.st_mode):
-        raise OSError(errno.ELOOP, "it is a symbolic link now")
+    if stat.S_ISLNK(st.st_mode):  # a link is its target's text, never followed
+        return os.fsencode(os.readlink(name, dir_fd=dirfd)), LINK_MODE
     found = safe_fs.read_entry(dirfd, name, _READ_LIMIT)
     if found is None:
         return None
@@ -300,11 +302,28 @@ def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: byte
             return "not restored (it changed on disk just now)"
         if mode_only:
             _chmod(dirfd, name, mode)
+        elif mode == LINK_MODE:
+            _link_entry(dirfd, name, raw)
         else:
             safe_fs.replace_entry(dirfd, name, raw, mode & 0o1777)
     except OSError as exc:
         return f"not restored ({exc.strerror or exc})"
     return done
+
+
+def _link_entry(dirfd: int, name: str, target: bytes) -> None:
+    """Make ``name`` in ``dirfd`` a symbolic link to ``target``: made under a temporary name, then
+    renamed over the entry (a file or link there is replaced, never followed)."""
+    tmp = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.link"
+    os.symlink(target, tmp, dir_fd=dirfd)
+    try:
+        os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dirfd)
+        except OSError:
+            pass
+        raise
 
 
 def _chmod(dirfd: int, name: str, mode: int) -> None:

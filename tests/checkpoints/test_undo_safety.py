@@ -5,6 +5,7 @@ The official ACP Python SDK client, the real server, scripted model streams, a r
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import subprocess
 from pathlib import Path
@@ -407,3 +408,18 @@ async def test_with_the_editor_extension_the_question_about_the_users_save_is_th
     assert proposal["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/d.txt")
     assert not asked  # no second question beside the editor's review
     assert "d.txt: kept the user's version (the user rejected the checkpoint in the editor)" in said(h, sid)
+
+
+async def test_symbolic_links_are_restored_as_links_never_followed(acp_harness_factory, endpoint, workspace, tmp_path):
+    git_init(workspace)
+    (workspace / "a.txt").write_bytes(b"alpha\n")
+    (workspace / "link").symlink_to("a.txt")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"outside\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command=f"rm link && printf 'now a file\\n' > link && ln -s {outside} out"))
+    assert not (workspace / "link").is_symlink() and (workspace / "out").is_symlink()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert os.readlink(workspace / "link") == "a.txt"
+    assert not (workspace / "out").is_symlink() and not (workspace / "out").exists()
+    assert outside.read_bytes() == b"outside\n" and (workspace / "a.txt").read_bytes() == b"alpha\n"
