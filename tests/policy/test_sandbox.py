@@ -574,3 +574,23 @@ async def test_more_secret_files_than_the_masks_hold_make_every_command_ask_sayi
     launcher = ShellConfiner(ModeState(log, "workspace-write"), await probe_status(policy), [ws], tmp, policy)
     reason = launcher.secret_overflow()
     assert reason is not None and "at most 1000" in reason and "could read some of them" in reason
+
+
+async def test_unconfined_shell_calls_let_a_setsid_child_outlive_them_and_the_mode_says_so(box):
+    """Issue 32 §11: in danger-full-access a command is stopped by its process group only: a child it
+    detaches with setsid outlives the call. Not fixed but said: in the mode's description (the user
+    picks the mode by it) and the README (a confined command's PID namespace takes it down)."""
+    from agent_server.config.views import MODES
+
+    res = await run(box, "setsid sleep 60 > /dev/null 2>&1 < /dev/null & echo pid=$!", mode=DANGER_FULL_ACCESS)
+    pid = int(res.text.split("pid=")[1].split()[0])
+    try:
+        os.kill(pid, 0)  # still there after the call
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    assert "setsid" in MODES[DANGER_FULL_ACCESS].description and "outlive" in MODES[DANGER_FULL_ACCESS].description
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "**Unconfined shell calls**" in readme
