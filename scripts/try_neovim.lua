@@ -1,6 +1,6 @@
 -- Set-up of the Neovim started by scripts/try-neovim.sh (settings from $AGENT_SERVER_TRY_CONFIG).
 -- Interactive: the plugin loaded on the demo project, the chat open with the banner, and the
--- demo prompt typed on the command line (press Enter). With "check": headless to the end of the
+-- demo prompt typed in the chat's prompt area (press <CR> there). With "check": headless to the end of the
 -- demo task — the prompt typed in the chat's prompt area and sent with <CR> as a user does,
 -- permissions allowed once, the proposal accepted — then the chat and the file are printed and
 -- Neovim exits (0 when the turn ended normally and calc.py, which --check gives a UTF-8 BOM, was
@@ -21,13 +21,16 @@ local client = require("agent_server.client")
 vim.cmd("edit " .. vim.fn.fnameescape(settings.workspace .. "/calc.py"))
 chat.open(false)
 chat.say(settings.banner)
-chat.say("Try it: :AgentAsk (the demo prompt is typed on the command line: press Enter), then review the diff — :AgentAccept / :AgentReject, "
-  .. ":AgentAcceptHunk / :AgentRejectHunk, ]h [h — and watch the tool calls here. :help agent-server")
+chat.say("Try it: the demo prompt is typed below the separator — press <CR> there to send it (or type your own; "
+  .. "#buffer sends calc.py's text), then review the diff — :AgentAccept / :AgentReject, :AgentAcceptHunk / "
+  .. ":AgentRejectHunk, ]h [h — and watch the tool calls here. :help agent-server")
 
 if not settings.check then
   vim.schedule(function()
     vim.api.nvim_echo({ { settings.banner:sub(1, 120) .. " …", "WarningMsg" } }, true, {})
-    vim.api.nvim_feedkeys(":AgentAsk " .. settings.prompt, "n", false)
+    require("agent_server.transcript").set_prompt(settings.prompt)
+    chat.open(true)
+    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
   end)
   return
 end
