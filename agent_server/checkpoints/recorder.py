@@ -70,6 +70,7 @@ class Checkpoints:
         self.emit = emit
         self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
         self.capture_off: str | None = None
+        self.plain_checked = False
         self.index_path = Path(log.path).parent / "shadow-index"
         self.record_path = Path(log.path).parent / "shell-writes"
         self.shadow_memo: dict[str, Any] = {}
@@ -117,11 +118,12 @@ class Checkpoints:
         if self.capture_off is not None:
             return None
         root = self.roots[0]
-        if not ShadowRepo.is_git_workspace(root):
+        if not self.plain_checked and not ShadowRepo.is_git_workspace(root):
             reason = _over_budget(root, self.plain_budget_files, self.plain_budget_seconds)
             if reason is not None:
                 self.capture_off = reason
                 return None
+        self.plain_checked = True  # counted once a session: git's own walk follows what changed
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
         return ShadowRepo(self.state_dir / "shadow" / f"{key}.git", root, index=self.index_path,
                           is_secret=self.is_secret, name_patterns=self.name_patterns,
