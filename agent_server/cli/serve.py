@@ -4,8 +4,8 @@ Role: ``_serve`` says on stderr what it waits for when stdin is a terminal, answ
 ``initialize`` before ``asyncio``, ``httpx`` and pydantic are imported (start-up is a feature:
 the editor waits for that answer) — and the ``session/new`` right after it when it is the plain
 case (``server/acp/fast_session.py``) — then hands everything else, and the session it made, to
-the server (``server/acp/stdio.serve_stdio``). The server's modules load with the garbage
-collector paused (``_end_gc_pause``).
+``serve_stdio``: ``AcpServer`` on a ``Connection`` over the stdio descriptors until EOF, SIGTERM or
+SIGHUP. The server's modules load with the garbage collector paused (``_end_gc_pause``).
 
 Must never: let anything but protocol messages reach the real stdout. The protocol gets a private
 duplicate of descriptor 1, and descriptor 1 itself is pointed at stderr, so a stray ``print`` (or
@@ -118,7 +118,7 @@ def _load_server() -> None:
 
         import agent_server.config.load  # noqa: F401
         import agent_server.server.acp.server  # noqa: F401
-        import agent_server.server.acp.stdio  # noqa: F401
+        import agent_server.server.rpc.stdio  # noqa: F401
     except BaseException:  # noqa: BLE001 — the main thread imports them again and meets the error itself
         pass
 
@@ -174,8 +174,6 @@ def _serve(config_path: str | None) -> int:
         level = "WARNING"
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="agent-server %(levelname)s %(name)s: %(message)s")
-    from agent_server.server.acp.stdio import serve_stdio
-
     try:
         try:  # what serve_stdio imports first, while the collector is paused
             import agent_server.config.load  # noqa: F401
@@ -202,3 +200,83 @@ async def _never_silent(serving: Coroutine[Any, Any, int]) -> int:
         sys.stderr.write("agent-server: the server stopped on an internal error:\n" + traceback.format_exc())
         sys.stderr.flush()
         os._exit(70)
+
+
+async def serve_stdio(
+    *, in_fd: int, out_fd: int, prefeed: bytes, answered_initialize: dict | None,
+    config_path: str | None, answered_session: object = None,
+) -> int:
+    """Serve ACP on ``in_fd``/``out_fd`` until EOF, SIGTERM or SIGHUP; returns the exit status.
+
+    On the way out every running or queued turn is cancelled and logs its ``turn/end``, and
+    every pending prompt is answered ``cancelled`` before the process exits.
+
+    ``prefeed``: bytes already read from ``in_fd``; ``answered_initialize``: params of an
+    ``initialize`` the CLI's fast path already answered (so capabilities are recorded);
+    ``answered_session``: the ``fast_session.HandedSession`` of a ``session/new`` it answered too —
+    adopted (its log descriptor, holding the lock, becomes the session's ``EventLog``) before any
+    request in ``prefeed`` is read, and followed by what follows a ``session/new`` answer.
+    """
+    import asyncio
+    import logging
+    import signal
+
+    from agent_server.config.load import ConfigError, load_config
+    from agent_server.server.acp.server import AcpServer
+    from agent_server.server.rpc.jsonrpc import Connection
+    from agent_server.server.rpc.stdio import open_reader, open_writer
+    from agent_server.session import SessionStore, default_state_dir
+
+    log = logging.getLogger("agent_server.stdio")
+
+    config_error = None
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        config_error = str(exc)
+        config = load_config(env={}, path=os.devnull)
+    server = AcpServer(config, SessionStore(default_state_dir()), config_error=config_error,
+                       config_loader=lambda: load_config(config_path))
+    server.host.policies.start_probe()  # in the background from now on; the first turn waits for it
+    if answered_initialize is not None:
+        server.remember_initialize(answered_initialize)
+    reader = await open_reader(in_fd, prefeed)
+    writer = await open_writer(out_fd)
+    connection = Connection(reader, writer, requests=server.request_handlers(),
+                            notifications=server.notification_handlers())
+    server.bind(connection)
+    after = None
+    if answered_session is not None:  # registered before the first request of prefeed is read
+        try:
+            after = asyncio.ensure_future(server.adopt_session(answered_session)())  # runs first: FIFO
+        except Exception as exc:  # noqa: BLE001 — its session/new was answered: its requests say why, we serve on
+            log.error("session %s (answered before the server loaded) could not be opened: %s",
+                      answered_session.session_id, exc)
+            if answered_session.session_id not in server.host.unusable:
+                server.host.adoption_failed(answered_session.session_id, exc)
+    serving = asyncio.ensure_future(connection.serve())
+    loop = asyncio.get_running_loop()
+    stopped_by: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        serving.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(signum, stop, signum)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        await serving
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        log.info("stopping on signal %s: cancelling running turns", stopped_by[0])
+    finally:
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
+        await server.aclose()
+        await connection.wait_idle()
+    return 0

@@ -177,7 +177,7 @@ def test_render_result_describes_images_and_resources_and_keeps_errors():
 
 
 def test_the_acp_start_up_path_does_not_import_the_mcp_sdk():
-    code = ("import sys, agent_server.server.acp.server, agent_server.server.acp.stdio, agent_server.tools; "
+    code = ("import sys, agent_server.server.acp.server, agent_server.server.rpc.stdio, agent_server.tools; "
             "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))); "
             "print(loaded); sys.exit(1 if loaded else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parents[1])

@@ -11,7 +11,7 @@ import pytest
 
 SERVER = r"""
 import json, sys
-import agent_server.config.load, agent_server.server.acp.server, agent_server.server.acp.stdio
+import agent_server.config.load, agent_server.server.acp.server, agent_server.server.rpc.stdio
 print(json.dumps(sorted(sys.modules)))
 """
 

@@ -9,7 +9,7 @@ SERVER_IMPORTS = r"""
 import json, os, sys
 from agent_server.cli import trims as process_trims
 process_trims.apply()
-import agent_server.config.load, agent_server.server.acp.server, agent_server.server.acp.stdio
+import agent_server.config.load, agent_server.server.acp.server, agent_server.server.rpc.stdio
 config = agent_server.config.load_config(env={}, path=os.devnull)
 loader = sys.modules[process_trims.LOADER]
 calls = []
