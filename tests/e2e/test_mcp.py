@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.client_impl import ClientConfig
-from support.procs import descendants, wait_gone
+from support.procs import descendants, processes_naming, wait_gone
 from support.replay import assert_replay_matches
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -202,6 +202,45 @@ async def test_no_server_process_survives_close_delete_exit_or_kill_9(acp_harnes
     h, sid, kids = await session_with_a_running_server()
     os.kill(h.pid, signal.SIGKILL)
     assert wait_gone(kids)
+
+
+FORKING = Path(__file__).resolve().parents[1] / "mcp" / "forking_server.py"
+
+
+async def test_a_double_forked_setsid_helper_survived_session_close_exit_and_kill_9(
+        acp_harness_factory, endpoint, workspace, tmp_path):
+    """Issue 31 item 8: a server started through ``sh -c`` that double-forks a ``setsid`` helper
+    ignoring SIGTERM/SIGHUP and stdin EOF: nothing of it is left after ``session/close``, the
+    agent's normal exit, or its ``kill -9``."""
+    async def session_with_a_running_server(n):
+        pidfile = tmp_path / f"helper-{n}.pid"
+        endpoint.push(call("p", "mcp__forking__ping"))
+        endpoint.push(text_stream("ok"))
+        h, sid = await start(acp_harness_factory, endpoint, workspace,
+                             [stdio("forking", sys.executable, str(FORKING), str(pidfile), "sh")])
+        assert (await h.prompt(sid, "ping")).stop_reason == "end_turn"
+        assert tool_results(endpoint, -1)[0].startswith("pong")
+        tree = processes_naming(str(pidfile))
+        assert len(tree) >= 4, tree  # launcher, sh, server, helper
+        return h, sid, tree, pidfile
+
+    leftovers = []
+    try:
+        h, sid, tree, pidfile = await session_with_a_running_server(1)
+        leftovers.append(pidfile)
+        await h.request("session/close", {"sessionId": sid})
+        assert wait_gone(tree), tree
+        h, sid, tree, pidfile = await session_with_a_running_server(2)
+        leftovers.append(pidfile)
+        await h.close()  # the editor goes away: stdin closes, the agent exits
+        assert wait_gone(tree), tree
+        h, sid, tree, pidfile = await session_with_a_running_server(3)
+        leftovers.append(pidfile)
+        os.kill(h.pid, signal.SIGKILL)
+        assert wait_gone(tree), tree
+    finally:
+        for pid in [p for f in leftovers for p in processes_naming(str(f))]:
+            os.kill(pid, signal.SIGKILL)
 
 
 CHANGING = Path(__file__).resolve().parents[1] / "mcp" / "changing_server.py"

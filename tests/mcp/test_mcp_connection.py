@@ -29,6 +29,20 @@ def stdio(name: str, *argv: str) -> McpServerSpec:
     return McpServerSpec(name, "stdio", command=argv[0], args=tuple(argv[1:]))
 
 
+def outer_pid(inner: int) -> int:
+    """Our pid of a descendant that reported ``inner``, its pid in its own PID namespace (stdio
+    servers run in one: ``reaper.py``); the ``NSpid`` line of ``/proc/PID/status`` lists both."""
+    for pid in descendants(os.getpid()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if nspid and int(nspid[-1]) == inner:
+            return pid
+    raise AssertionError(f"no descendant has pid {inner} in its namespace")
+
+
 def env() -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
 
@@ -184,6 +198,38 @@ def test_the_acp_start_up_path_does_not_import_the_mcp_sdk():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_every_request_waited_while_the_mcp_sdk_was_imported_on_the_event_loop(tmp_path):
+    """Issue 31 item 11: starting a stdio server imported the SDK on the event loop, so every request
+    waited 2–4 s. Now the SDK is imported in a worker thread: no module of it is first looked up
+    on the loop's thread."""
+    script = tmp_path / "spy.py"
+    script.write_text(
+        "import asyncio, os, sys, threading\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from agent_server.tools.mcp import McpServerSpec\n"
+        "from agent_server.tools.mcp.connection import McpConnection\n"
+        "on_loop = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
+        "            on_loop.append((name, threading.current_thread() is threading.main_thread()))\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "async def main():\n"
+        "    c = McpConnection(McpServerSpec('s', 'stdio', command=sys.executable, args=(sys.argv[2], 'stdio')),"
+        " dict(os.environ))\n"
+        "    await c.start()\n"
+        "    await c.call('add', {'a': 1, 'b': 2})\n"
+        "    await c.close()\n"
+        "asyncio.run(main())\n"
+        "print(sorted({name for name, main in on_loop if main}), len(on_loop))\n")
+    proc = subprocess.run([sys.executable, str(script), str(HERE.parents[1]), str(HERE / "scripted_server.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    on_loop, looked_up = proc.stdout.split("] ")
+    assert on_loop + "]" == "[]" and int(looked_up) > 0, proc.stdout
+
+
 @pytest.mark.parametrize("protocol", ["modern", "legacy"])
 async def test_tool_list_changed_mid_session_is_listed_again(protocol):
     """Before: notifications/tools/list_changed was ignored, so a tool a server added mid-session
@@ -232,7 +278,7 @@ async def test_a_server_logging_to_stderr_grew_its_capture_file_without_bound():
         await conn.start()
         text, is_error = render_result(await conn.call("noise", {"megabytes": 8}))
         assert not is_error, text
-        captured = os.stat(f"/proc/{int(text)}/fd/2")
+        captured = os.stat(f"/proc/{outer_pid(int(text))}/fd/2")
         assert stat.S_ISFIFO(captured.st_mode), "the server's stderr is a file on disk"
         await asyncio.sleep(0.2)  # the loop reads the pipe as it fills
         assert conn.stderr_tail(100).endswith("LAST-LINE")

@@ -80,6 +80,23 @@ def descendants(pid: int) -> list[int]:
     return [p for p in found if pid_alive(p)]
 
 
+def processes_naming(text: str) -> list[int]:
+    """Living processes (not this one) whose command line contains ``text`` (``/proc`` scan): finds
+    a process tree that left ours (``setsid``, double fork, another PID namespace) by a marker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if text.encode() in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def wait_gone(pids: list[int], within: float = 10.0) -> bool:
     """True once none of ``pids`` is alive (gone, or a zombie waiting to be reaped), within ``within`` s."""
     deadline = time.monotonic() + within

@@ -1,8 +1,8 @@
 """One MCP server, run with the official ``mcp`` SDK for the life of a session.
 
 Role: ``McpConnection(spec, env)`` starts the server (stdio: a child process with the given
-environment that dies with us — ``setpriv --pdeathsig KILL`` where available — in its own process
-group; http: Streamable HTTP with the spec's headers), lists its tools, and calls them with a timeout
+environment, in its own process group, under ``reaper.py``, so that its whole process tree ends
+with it, with ``close`` and with us, even by ``kill -9``; http: Streamable HTTP with the spec's headers), lists its tools, and calls them with a timeout
 and cancel. The SDK's async context lives in one task of its own (anyio scopes must be left by the
 task that entered them); calls come from any task. A server that died is restarted on the next call.
 A stdio server's stderr stays out of ours: it is read through a pipe and only its end is kept
@@ -23,13 +23,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
+import os
+import sys
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agent_server.tools.mcp.spec import McpServerSpec
 from agent_server.tools.mcp.stderr import StderrTail
 
 log = logging.getLogger("agent_server.mcp")
+
+
+_REAPER = Path(__file__).with_name("reaper.py")
+NAMESPACES = os.environ.get("AGENT_SERVER_MCP_NAMESPACES", "1") != "0"
+"""Whether stdio servers get a PID namespace of their own where user namespaces work (``0``: the
+subreaper only; the tests run both)."""
+
+_SDK_MODULES = ("mcp", "mcp.types", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared.exceptions",
+                "mcp_types", "mcp_types.version", "httpx2")
+"""What a connection imports: seconds of module loading on a 2-core machine."""
+_sdk_loaded = False
+
+
+def _import_sdk() -> None:
+    import importlib
+
+    for name in _SDK_MODULES:
+        importlib.import_module(name)
+
+
+async def load_sdk() -> None:
+    """Import the MCP SDK in a worker thread, once per process, so that the event loop keeps
+    answering requests meanwhile (importing it on the loop held every request for 2–4 s)."""
+    global _sdk_loaded
+    if not _sdk_loaded:  # several servers starting at once: each waits in a thread; imports are locked
+        await asyncio.to_thread(_import_sdk)
+        _sdk_loaded = True
 
 
 class McpError(RuntimeError):
@@ -71,11 +100,12 @@ class McpConnection:
 
         if self.spec.transport == "http":
             return self.spec.url
-        command, args = self.spec.command, list(self.spec.args)
-        setpriv = shutil.which("setpriv")
-        if setpriv:  # the server gets SIGKILL when this process dies, even by kill -9
-            command, args = setpriv, ["--pdeathsig", "KILL", "--", self.spec.command, *args]
-        return StdioServerParameters(command=command, args=args, env={**self.env, **self.spec.env})
+        # the server's whole process tree ends with it and with us (reaper.py: its own PID namespace,
+        # else a subreaper); run by path, standard library only, so it starts in milliseconds
+        command = sys.executable
+        args = ["-I", "-S", str(_REAPER), str(os.getpid()), *(["--subreaper"] if not NAMESPACES else []),
+                "--", self.spec.command, *self.spec.args]
+        return StdioServerParameters(command=command, args=list(args), env={**self.env, **self.spec.env})
 
     def _make_client(self) -> Any:
         from mcp import Client
@@ -195,6 +225,7 @@ class McpConnection:
     async def start(self) -> list[dict[str, Any]]:
         """Start the server and list its tools. Raises ``McpError`` (with the reason) on failure or
         after ``start_timeout``."""
+        await load_sdk()
         async with self._lock:
             if self._client is not None:
                 return self.tools
@@ -281,4 +312,4 @@ def _reason(exc: BaseException) -> str:
     return text[:300]
 
 
-__all__ = ["McpConnection", "McpError"]
+__all__ = ["McpConnection", "McpError", "load_sdk"]

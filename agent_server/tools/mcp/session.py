@@ -107,9 +107,17 @@ class McpTools:
 
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
                  table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
-                 wrap: Callable[[Tool], Tool] | None = None) -> None:
+                 wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None) -> None:
         self.specs = specs
         self.wrap = wrap
+        self.problems = list(problems or [])
+        """``mcpServers`` entries that cannot run (``specs_from_acp``): told to the user once the
+        session may speak."""
+        self.assigned: dict[str, tuple[str, str]] = {}
+        """Every name given in this session (``{exposed: (server, tool)}``): kept for good."""
+        self._told: set[tuple[str, str]] = set()
+        self._offered: set[str] = set()
+        """The names the MCP part of the table holds now."""
         self.trusted = trusted
         self.table = table
         self.log = log
@@ -123,6 +131,18 @@ class McpTools:
         """Start every server in the background, once ``gate`` is set (the front end sets it when
         its answer to ``session/new`` has left, so nothing is said about the session before)."""
         self._tasks = [asyncio.create_task(self._start_one(s, gate), name=f"mcp-start:{s.name}") for s in self.specs]
+        if self.problems:
+            self._tasks.append(asyncio.create_task(self._tell_problems(gate), name="mcp-problems"))
+
+    async def _tell_problems(self, gate: asyncio.Event | None) -> None:
+        if gate is not None:
+            await gate.wait()
+        for problem in self.problems:
+            await self._say(f"{problem}.")
+
+    async def _say(self, text: str) -> None:
+        await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
+            "type": "text", "text": f"[agent-server] {text.rstrip('.')}.\n"}})
 
     async def wait_ready(self, seconds: float) -> None:
         """Wait at most ``seconds`` for servers still starting (the first prompt calls this)."""
@@ -137,11 +157,10 @@ class McpTools:
             tools = await self.connections[spec.name].start()
         except McpError as exc:
             self.log.append("mcp/failed", {"server": spec.name, "error": str(exc)})
-            await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
-                "type": "text", "text": f"[agent-server] {exc}. Its tools are not available in this session.\n"}})
+            await self._say(f"{exc}. Its tools are not available in this session")
             return
         self.listed[spec.name] = tools
-        self._publish()
+        await self._publish()
 
     async def _changed(self, server: str, tools: list[dict[str, Any]]) -> None:
         """A server's tool list changed (``notifications/tools/list_changed``, or a restart): offer the new list
@@ -152,15 +171,29 @@ class McpTools:
             return
         self.listed[server] = tools
         log.info("MCP server %s changed its tools: %s", server, [t.get("name") for t in tools])
-        self._publish()
+        await self._publish()
 
-    def _publish(self) -> None:
-        """Rebuild the MCP part of the tool table from the servers that are up (in spec order)."""
+    async def _publish(self) -> None:
+        """Rebuild the MCP part of the tool table from the servers that are up (in spec order);
+        names given before are kept (``assigned``); a tool a server lists twice is offered once
+        and the user is told."""
         up = [s for s in self.specs if s.name in self.listed]
-        names = expose_names({s.name: [t["name"] for t in self.listed[s.name]] for s in up})
-        for name in [n for n, t in self.table.items() if isinstance(t, McpTool)]:
-            del self.table[name]
-        by_key = {(s.name, t["name"]): t for s in up for t in self.listed[s.name]}
+        by_key: dict[tuple[str, str], dict[str, Any]] = {}
+        for s in up:
+            for t in self.listed[s.name]:
+                key = (s.name, str(t.get("name")))
+                if key in by_key:
+                    if key not in self._told:
+                        self._told.add(key)
+                        self.log.append("mcp/failed", {"server": s.name, "error": f"tool {key[1]!r} listed twice"})
+                        await self._say(f"MCP server {s.name!r} lists the tool {key[1]!r} twice; the first is offered")
+                    continue
+                by_key[key] = t
+        names = expose_names({s.name: [t for (srv, t) in by_key if srv == s.name] for s in up}, self.assigned)
+        self.assigned.update(names)
+        for name in self._offered:  # the previous MCP part (wrapped tools are not McpTool instances)
+            self.table.pop(name, None)
+        self._offered = set(names)
         for exposed, (server, tool) in names.items():
             spec = by_key[(server, tool)]
             info = McpInfo(server, tool, dict(spec.get("annotations") or {}), server in self.trusted)
