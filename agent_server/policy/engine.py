@@ -190,8 +190,9 @@ class SessionPolicy:
 
     def _question(self, call: CallView, verdict: Verdict) -> Ask:
         """The question for ``call``: the tool call's own title and locations (clients keep the
-        permission's title as the call's title), the reason for asking as a plain-words text block
-        before the verdict's content (diff, command)."""
+        permission's title as the call's title), the verdict's content (diff, command) first — clients
+        that show only the first block must show the diff — then the reason for asking as a
+        plain-words text block."""
         title = getattr(call, "title", "") or verdict.title
         reason = verdict.reason
         if reason.startswith("destructive: "):
@@ -199,7 +200,7 @@ class SessionPolicy:
         why = f"agent-server asks before {verdict.what or 'this call'} because {reason}." if reason else ""
         if self.memory.rules:
             why += f" Remembered for this session: {self.memory.summary()}."
-        content = ([_text(why.strip())] if why.strip() else []) + list(verdict.content)
+        content = list(verdict.content) + ([_text(why.strip())] if why.strip() else [])
         options = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS) if verdict.rememberable else (ALLOW_ONCE, REJECT_ONCE)
         return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, content,
                    _raw_input(call), options, locations=list(getattr(call, "locations", ()) or ()))

@@ -43,8 +43,9 @@ def decisions(state_dir, sid):
 
 
 def why(params):
-    """The plain-words reason of a permission request: its toolCall's first content block."""
-    return params["toolCall"]["content"][0]["content"]["text"]
+    """The plain-words reason of a permission request: its toolCall's last content block (after
+    the diff or the command)."""
+    return params["toolCall"]["content"][-1]["content"]["text"]
 
 
 def asks(h):

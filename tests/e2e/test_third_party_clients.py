@@ -63,8 +63,27 @@ async def test_permission_title_carries_the_reason_instead_of_the_calls_own_titl
     assert tool_call["locations"] == announced["locations"] and tool_call["locations"][0]["path"] == str(path)
     texts = [c["content"]["text"] for c in tool_call["content"] if c["type"] == "content"]
     assert texts and "cannot show the change as a proposal" in texts[0]
-    assert [c["type"] for c in tool_call["content"]] == ["content", "diff"]
+    assert [c["type"] for c in tool_call["content"]] == ["diff", "content"]
     assert fs.files[str(path)] == "print('hello')\n"
+
+
+async def test_edits_were_approved_blind_in_a_client_that_shows_only_the_first_content_block(
+        acp_harness_factory, endpoint, workspace):
+    """Issue 31 item 2 (CodeCompanion): the permission's first block was the reason text, so a
+    client showing only the first block showed no diff. The diff comes first, the reason after."""
+    path = workspace / "hello.py"
+    fs = MemoryFs({str(path): "print('hi')\n"})
+    endpoint.push(tool_call_stream([call("e", "edit", path="hello.py", old_string="hi", new_string="hello")]))
+    endpoint.push(text_stream("done"))
+    config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write, permission="allow_once")
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    assert (await h.prompt(sid, "greet louder")).stop_reason == "end_turn"
+    (asked,) = [p for m, p in h.client.calls if m == "session/request_permission"]
+    first = asked["toolCall"]["content"][0]
+    assert first["type"] == "diff" and first["path"] == str(path)
+    assert (first["oldText"], first["newText"]) == ("print('hi')\n", "print('hello')\n")
 
 
 async def test_editor_appending_a_blank_line_on_write_makes_the_next_edit_stale_and_the_model_unaware(

@@ -189,7 +189,7 @@ async def test_allow_always_without_a_sandbox_remembers_the_exact_command_only(m
     approver.answer = Answer("selected", "reject_once")
     assert await policy.guard(prepared("bash", command="pytest -q")) is None and len(approver.asked) == 1
     assert await policy.guard(prepared("bash", command="pytest -q --co")) is not None and len(approver.asked) == 2
-    assert "always allow exactly `pytest -q`" in approver.asked[1].content[0]["content"]["text"]
+    assert "always allow exactly `pytest -q`" in approver.asked[1].content[-1]["content"]["text"]
 
 
 async def test_allow_always_under_a_partial_sandbox_keeps_the_prefix_rule_for_plain_commands(make):
