@@ -204,6 +204,16 @@ class AcpSettings(BaseModel):
     """``false``: never send ``session_info_update`` (the session title after the first turn);
     Toad ≤ 0.6.20 rejects it and agent-shell ≤ 0.48 prints it into the transcript."""
 
+    config_option_update: bool | None = None
+    """``false``: never send ``config_option_update`` after a mode or model change (the answer to
+    ``session/set_config_option`` still carries the options; ``current_mode_update`` still goes);
+    Toad rejects it. Unset: follows ``session_info_update`` — the one switch for old clients."""
+
+    @property
+    def sends_config_option_update(self) -> bool:
+        """Whether ``config_option_update`` is sent (see ``config_option_update``)."""
+        return self.session_info_update if self.config_option_update is None else self.config_option_update
+
 
 class ModelEntry(BaseModel):
     """One ``[[models]]`` table of the config file: a model the user may pick for a session.

@@ -181,10 +181,12 @@ class SessionHost:
         raise HostError("internal", f"configuration error: {self.config_error}",
                         {"code": "CONFIG_ERROR", "message": self.config_error})
 
-    async def check_sign_in(self) -> None:
+    async def check_sign_in(self, client_runs_login: bool = False) -> None:
         """``HostError`` ``auth_required`` when the configured model needs an API key and none is
-        usable (``signin.ensure_key``; free when the key is in memory or none is needed)."""
-        await signin.ensure_key(self)
+        usable (``signin.ensure_key``; free when the key is in memory or none is needed).
+        ``client_runs_login``: the client can run ``agent-server login`` itself (a terminal auth
+        method): the message says so only then."""
+        await signin.ensure_key(self, client_runs_login)
 
     async def sign_out(self) -> list[str]:
         """Remove the stored sign-in of the default profile (``signin.sign_out``)."""
@@ -497,7 +499,9 @@ class SessionHost:
                     else f"The mode already is {argument}.")
             if argument and policy.modes.current == argument:
                 await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
-                await emit({"sessionUpdate": "config_option_update", "configOptions": policy.modes.config_options_json()})
+                if self.config.acp.sends_config_option_update:  # [acp] for clients that reject it (Toad)
+                    await emit({"sessionUpdate": "config_option_update",
+                                "configOptions": policy.modes.config_options_json()})
         elif name == "model":
             text, changed = models.model_command(session.log, self.config, argument)
             if changed:
@@ -557,7 +561,10 @@ class SessionHost:
             raise HostError("invalid", str(exc), {"value": model}) from None
 
     async def announce_config(self, session_id: str) -> None:
-        """Tell the front end the session's config options (``config_option_update``)."""
+        """Tell the front end the session's config options (``config_option_update``; not when
+        ``[acp] config_option_update`` is off)."""
+        if not self.config.acp.sends_config_option_update:
+            return
         await self.emitter(session_id)({"sessionUpdate": "config_option_update",
                                         "configOptions": self.state(session_id)["configOptions"]})
 
@@ -571,7 +578,8 @@ class SessionHost:
         policy = self.policies.get(session_id)
         emit = self.emitter(session_id)
         await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
-        await emit({"sessionUpdate": "config_option_update", "configOptions": self.state(session_id)["configOptions"]})
+        if self.config.acp.sends_config_option_update:
+            await emit({"sessionUpdate": "config_option_update", "configOptions": self.state(session_id)["configOptions"]})
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ ConfigLoader = Callable[[], Config]
 """Reads the configuration again (same file, same environment) — the front end's."""
 
 
-async def ensure_key(host: Any) -> None:
+async def ensure_key(host: Any, client_runs_login: bool = False) -> None:
     """Make sure the default provider of ``host`` (a ``SessionHost``) has a usable key, updating
     ``host.config`` when one is found; ``HostError("auth_required")`` when none is.
 
@@ -42,7 +42,7 @@ async def ensure_key(host: Any) -> None:
     host.config = await asyncio.to_thread(refresh, host.config, host.config_loader)
     provider = host.config.provider
     if unusable(provider):
-        raise HostError("auth_required", auth_message(provider),
+        raise HostError("auth_required", auth_message(provider, client_runs_login),
                         {"profile": provider.profile, "keyVariable": provider.api_key_env})
 
 
@@ -82,8 +82,9 @@ def with_key(config: Config, profile: str, key: str) -> Config:
     return config.model_copy(update={"provider": fill(config.provider), "models": models})
 
 
-def auth_message(provider: ProviderSettings) -> str:
-    """Why a session cannot start, and the two ways out (sign in, or set the variable)."""
+def auth_message(provider: ProviderSettings, client_runs_login: bool = False) -> str:
+    """Why a session cannot start, and the two ways out (sign in, or set the variable); the
+    editor's sign-in is named only for a client that runs it (``client_runs_login``)."""
     if not provider.base_url:
         what, variable = (f"no model endpoint configured (profile {provider.profile!r} has no base URL)",
                           "AGENT_SERVER_BASE_URL")
@@ -92,8 +93,9 @@ def auth_message(provider: ProviderSettings) -> str:
     else:
         what = f"profile {provider.profile!r} needs an API key and none is configured"
         variable = provider.api_key_env or "AGENT_SERVER_API_KEY"
-    return (f"Authentication required: {what}. Sign in with `agent-server login` (the editor's sign-in "
-            f"runs it), or set {variable}.")
+    how = ("the editor's sign-in runs it" if client_runs_login
+           else "run it in a terminal, then sign in again or start a new session")
+    return f"Authentication required: {what}. Sign in with `agent-server login` ({how}), or set {variable}."
 
 
 async def sign_out(host: Any) -> list[str]:

@@ -120,6 +120,31 @@ def test_missing_api_key_is_the_auth_required_error_on_session_new(raw_agent_fac
     still_serving(agent)
 
 
+def test_toad_showed_failed_to_initialize_agent_and_nothing_after_it_for_the_no_key_error(
+        raw_agent_factory, workspace, agent_state_dir):
+    """Issue 31 item 3: the no-key -32000 on session/new had no data.details, which Toad shows
+    ("Failed to initialize agent —" and nothing after it); and it told a client without a sign-in
+    that "the editor's sign-in runs it". Every error carries data.details, wrong requests too."""
+    env = {"AGENT_SERVER_API_KEY": "", "AGENT_SERVER_BASE_URL": "", "AGENT_SERVER_PROFILE": "openai",
+           "OPENAI_API_KEY": "", "XDG_CONFIG_HOME": str(agent_state_dir)}
+    agent = raw_agent_factory(env=env)
+    agent.request("initialize", {"protocolVersion": 1, "clientInfo": {"name": "toad", "version": "0.6.20"}})
+    error = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]
+    assert error["code"] == -32000 and error["data"]["details"] == error["message"]
+    assert "OPENAI_API_KEY" in error["data"]["details"] and "editor's sign-in" not in error["message"]
+    assert "in a terminal" in error["message"]
+    for answer in (agent.request("no/such_method", {}), agent.request("session/load", {"sessionId": 5}),
+                   agent.request("session/prompt", {"sessionId": "sess_nope", "prompt": []})):
+        assert answer["error"]["data"]["details"], answer
+    agent.send_line("this is not json")
+    assert agent.response(None, timeout=30)["error"]["data"]["details"]
+    still_serving(agent)
+    terminal = raw_agent_factory(env=env)  # a client that runs the sign-in itself is told so
+    terminal.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}})
+    error = terminal.request("session/new", {"cwd": str(workspace), "mcpServers": []})["error"]
+    assert "the editor's sign-in runs it" in error["message"] and error["data"]["details"] == error["message"]
+
+
 def test_stdin_closing_ends_the_server_cleanly(raw_agent_factory):
     agent = raw_agent_factory()
     agent.request("initialize", {"protocolVersion": 1})

@@ -4,6 +4,8 @@ each pinned through the official ACP Python SDK, the real server and the offline
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 import pytest
 from acp import RequestError
@@ -73,6 +75,7 @@ async def test_edits_were_approved_blind_in_a_client_that_shows_only_the_first_c
     client showing only the first block showed no diff. The diff comes first, the reason after."""
     path = workspace / "hello.py"
     fs = MemoryFs({str(path): "print('hi')\n"})
+    endpoint.push(tool_call_stream([call("r", "read", path="hello.py")]))
     endpoint.push(tool_call_stream([call("e", "edit", path="hello.py", old_string="hi", new_string="hello")]))
     endpoint.push(text_stream("done"))
     config = ClientConfig(read_text_file=fs.read, write_text_file=fs.write, permission="allow_once")
@@ -141,6 +144,24 @@ async def test_session_info_update_cannot_be_switched_off_for_clients_that_rejec
     assert off.updates(sid2, "agent_message_chunk")  # the turn itself was shown
 
 
+async def test_toad_rejected_config_option_update_after_a_mode_change_despite_the_acp_switch(
+        acp_harness_factory, endpoint, workspace, tmp_path):
+    """Issue 31 item 5: the [acp] switch for old clients (session_info_update = false) now also
+    stops config_option_update; an explicit config_option_update = true brings it back."""
+    for config, expected in (("session_info_update = false\n", False), ("", True),
+                             ("session_info_update = false\nconfig_option_update = true\n", True)):
+        endpoint.push(text_stream("ok"))
+        h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                           **config_env(tmp_path, f"[acp]\n{config}")})
+        await h.initialize()
+        sid = (await h.new_session(str(workspace))).session_id
+        await h.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
+        await h.request("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "workspace-write"})
+        assert (await h.prompt(sid, "after the changes")).stop_reason == "end_turn"  # their updates came first
+        assert [u["currentModeId"] for u in h.updates(sid, "current_mode_update")] == ["read-only", "workspace-write"]
+        assert bool(h.updates(sid, "config_option_update")) is expected, config
+
+
 async def test_default_log_level_floods_stderr_with_protocol_trivia(acp_harness_factory, endpoint, workspace,
                                                                      agent_state_dir):
     """agent-shell shows stderr to the user every turn: a normal session (read, permission with
@@ -178,3 +199,34 @@ async def test_default_log_level_floods_stderr_with_protocol_trivia(acp_harness_
     assert fs.files[str(path)] == "beta\n"
     assert h.stderr_text() == ""
     broken.unlink()  # the end-of-test replay check reads every log in the state folder
+
+
+# CodeCompanion.nvim's ACP connection (lua/codecompanion/acp/init.lua) as its gemini_cli adapter runs
+# it: the adapter's `parameters` as the initialize params, then — when authMethods is not empty —
+# authenticate with `defaults.auth_method`, then session/new with the adapter's mcpServers.
+CODECOMPANION_INITIALIZE = {"protocolVersion": 1,
+                            "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}},
+                            "clientInfo": {"name": "CodeCompanion.nvim", "version": "1.0.0"}}
+GEMINI_CLI_AUTH_METHOD = "gemini-api-key"
+"""What the gemini_cli base adapter asks for when the README's snippet does not say otherwise."""
+
+
+def readme_codecompanion_auth_method() -> str | None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("**Neovim with CodeCompanion.nvim**", 1)[1].split("```lua", 1)[1].split("```", 1)[0]
+    found = re.search(r'defaults\s*=\s*\{[^}]*auth_method\s*=\s*"([^"]+)"', block)
+    return found.group(1) if found else None
+
+
+def test_codecompanion_could_not_connect_with_the_readmes_snippet(raw_agent_factory, workspace):
+    """Issue 31 item 1: CodeCompanion's gemini_cli base adapter authenticates with the auth method
+    its adapter names; the README's snippet named none, so it asked for gemini-api-key, which we do
+    not offer. The recorded initialize/authenticate exchange, with the snippet's auth_method."""
+    wanted = readme_codecompanion_auth_method() or GEMINI_CLI_AUTH_METHOD
+    agent = raw_agent_factory()
+    init = agent.request("initialize", CODECOMPANION_INITIALIZE)["result"]
+    offered = [m["id"] for m in init["authMethods"]]
+    assert wanted in offered, f"the README's snippet asks for {wanted!r}; offered: {offered}"
+    assert agent.request("authenticate", {"methodId": wanted})["result"] == {}
+    new = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+    assert new["result"]["sessionId"].startswith("sess_")

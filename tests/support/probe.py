@@ -38,6 +38,8 @@ def held_probe(monkeypatch):
 
 async def answered(server: AcpServer, method: str, params: dict, request_id: int) -> dict:
     """Call the handler as the connection does: the result, then the after-response callbacks."""
+    if not server.initialized:  # as the client's initialize request would (nothing is served before it)
+        server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
     ctx = RequestContext(request_id, method)
     result = await asyncio.wait_for(server.request_handlers()[method](params, ctx), timeout=30)
     for callback in ctx._after:

@@ -29,11 +29,12 @@ from agent_server.host import commands
 from agent_server.policy.modes import MODE_CONFIG_ID
 from agent_server.server.acp import models as m
 from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
-from agent_server.server.acp.initialize import LOGIN_METHOD_ID, initialize_result
+from agent_server.server.acp.initialize import LOGIN_METHOD_ID, auth_methods, initialize_result
 from agent_server.server.rpc.jsonrpc import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     RESOURCE_NOT_FOUND,
     Connection,
     JsonRpcError,
@@ -80,6 +81,10 @@ class AcpServer:
         self.client_capabilities = m.ClientCapabilities()
         self.editor = EditorCapabilities()
         self.connection: Connection | None = None
+        self.initialized = False
+        """Whether an ``initialize`` request was received: nothing else is served before it."""
+        self.client_runs_login = False
+        """Whether the client runs ``agent-server login`` itself (it was offered a terminal auth method)."""
 
     @property
     def sessions(self) -> dict[str, Any]:
@@ -99,8 +104,9 @@ class AcpServer:
     # -- wiring -------------------------------------------------------------------------------
 
     def request_handlers(self) -> dict[str, Any]:
-        """Method name → request handler, for ``Connection(requests=...)``."""
-        return {
+        """Method name → request handler, for ``Connection(requests=...)``. Every method but
+        ``initialize`` is refused until an ``initialize`` request was received (``_after_initialize``)."""
+        handlers = {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
             "logout": self.logout,
@@ -117,10 +123,28 @@ class AcpServer:
             # a notification in ACP; a client that sends it as a request still stops the turn
             "session/cancel": self.cancel_request,
         }
+        return {name: handler if name == "initialize" else self._after_initialize(name, handler)
+                for name, handler in handlers.items()}
+
+    def _after_initialize(self, method: str, handler: Any) -> Any:
+        """``handler``, refused with ``-32600`` while no ``initialize`` request was received: a
+        client that skipped it would be served as one without file access (its edits written to
+        disk with no approval step). A request pipelined right behind ``initialize`` is served: the
+        ``initialize`` handler runs first and marks it received before any ``await``."""
+        async def guarded(params: dict[str, Any], ctx: RequestContext) -> Any:
+            if not self.initialized:
+                raise JsonRpcError(INVALID_REQUEST, f"{method} before initialize: send the initialize request "
+                                   "first (ACP: the client's capabilities decide how files are read and written)",
+                                   {"method": method})
+            return await handler(params, ctx)
+        return guarded
 
     def notification_handlers(self) -> dict[str, Any]:
-        """Method name → notification handler."""
-        return {"session/cancel": self.cancel}
+        """Method name → notification handler (ignored before ``initialize``)."""
+        async def cancel(params: dict[str, Any]) -> None:
+            if self.initialized:
+                await self.cancel(params)
+        return {"session/cancel": cancel}
 
     def bind(self, connection: Connection) -> None:
         """Attach the connection updates are sent on."""
@@ -135,6 +159,8 @@ class AcpServer:
             log.debug("initialize params did not validate; assuming no client capabilities")
             self.client_capabilities = m.ClientCapabilities()
         self.editor = EditorCapabilities.from_client(self.client_capabilities.model_dump(by_alias=True))
+        self.initialized = True
+        self.client_runs_login = auth_methods(params).pop().get("type") == "terminal"
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""
@@ -199,7 +225,7 @@ class AcpServer:
             raise JsonRpcError(INVALID_PARAMS, f"unknown auth method {p.methodId!r}; the one method is "
                                f"{LOGIN_METHOD_ID!r}", {"methodId": p.methodId})
         with _wire_errors():
-            await self.host.check_sign_in()
+            await self.host.check_sign_in(self.client_runs_login)
         return {}
 
     async def logout(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -217,7 +243,7 @@ class AcpServer:
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
         with _wire_errors():
             self.host.check_config()
-            await self.host.check_sign_in()
+            await self.host.check_sign_in(self.client_runs_login)
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
                                                 [s.get("name") for s in p.mcpServers])
         self.host.prepare_mcp(session_id, p.mcpServers)
@@ -311,7 +337,7 @@ class AcpServer:
         p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
-            await self.host.check_sign_in()
+            await self.host.check_sign_in(self.client_runs_login)
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
@@ -331,7 +357,7 @@ class AcpServer:
         p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
-            await self.host.check_sign_in()
+            await self.host.check_sign_in(self.client_runs_login)
             meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
         if meta:
@@ -367,7 +393,7 @@ class AcpServer:
             raise JsonRpcError(INVALID_PARAMS, "_meta.agentServer.forkAtTurn must be a turn number",
                                {"forkAtTurn": turn})
         with _wire_errors():
-            await self.host.check_sign_in()
+            await self.host.check_sign_in(self.client_runs_login)
             session_id = await self.host.fork(p.sessionId, p.cwd, p.additionalDirectories,
                                               [s.get("name") for s in p.mcpServers], turn)
         self.host.prepare_mcp(session_id, p.mcpServers)

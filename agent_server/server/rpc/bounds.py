@@ -56,11 +56,13 @@ def fit_line(message: dict[str, Any], data: bytes, limit: int = MAX_SEND_BYTES) 
             "code": _INTERNAL_ERROR,
             "message": f"the answer is too large to send: {len(data):,} bytes, over the {limit:,} bytes a "
                        "message may be (docs/protocol.md, Size limit)",
-            "data": {"agentServer": {"tooLarge": {"bytes": len(data), "limit": limit}}}}})
+            "data": {"agentServer": {"tooLarge": {"bytes": len(data), "limit": limit}},
+                     "details": f"the answer is too large to send: {len(data):,} bytes"}}})
     if "method" not in message and "error" in message:
         error = dict(message["error"]) if isinstance(message["error"], dict) else {}
         error.pop("data", None)
         error["message"] = str(error.get("message", ""))[: limit // 8]
+        error["data"] = {"details": error["message"]}
         return encode_message({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
     return None
 

@@ -67,6 +67,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def with_details(error: Any) -> Any:
+    """The JSON-RPC ``error`` object with ``data.details``: the reason in words (its ``message``
+    unless ``data`` says more). The official TypeScript SDK's convention, which clients such as
+    Toad show instead of ``message`` ("Failed to initialize agent —" and nothing after it).
+    ``data`` that is not an object is kept as it is."""
+    if not isinstance(error, dict):
+        return error
+    data = error.get("data")
+    if data is None:
+        return {**error, "data": {"details": str(error.get("message", ""))}}
+    if isinstance(data, dict) and not isinstance(data.get("details"), str):
+        return {**error, "data": {**data, "details": str(error.get("message", ""))}}
+    return error
+
+
 class JsonRpcError(Exception):
     """An error answer: raised by handlers to answer with it, and by ``Connection.request`` when
     the peer answered with an error. ``code`` (int), ``message`` (str), ``data`` (JSON or None)."""
@@ -168,7 +183,10 @@ class Connection:
         """Write one message as one line; messages never interleave. A line over
         ``max_send_bytes`` is shrunk to lines within it (``bounds.fit_line``: a text chunk split,
         a tool call's display cut, a result answered with an error) or, when it cannot be, not
-        written at all: ``MessageTooLarge``."""
+        written at all: ``MessageTooLarge``. Every error answer carries ``data.details``
+        (``with_details``)."""
+        if "error" in message and "method" not in message:
+            message = {**message, "error": with_details(message["error"])}
         data = self._bounded(message, encode_message(message))
         async with self._write_lock:
             self._writer.write(data)
