@@ -213,7 +213,9 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
     for event in events:
         kind, data = event.type, event.data
-        if kind == "user":
+        if kind == "mcp/tools":  # MCP tools offered from here on: shown with their server, as live
+            _mcp_display(data, shown)
+        elif kind == "user":
             blocks = data.get("blocks") or [{"type": "text", "text": data.get("content", "")}]
             if data.get("content") == INIT_PROMPT:  # what the user typed, not the instructions it became
                 blocks = [{"type": "text", "text": "/init"}]
@@ -327,7 +329,7 @@ def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | N
                terminal: bool = False) -> dict[str, Any]:
     name = str(call.get("name", "tool"))
     arguments = str(call.get("arguments") or "")
-    display = shown.get((name, arguments))
+    display = shown.get((name, arguments)) or shown.get((name, None))  # type: ignore[arg-type]
     if display is None:
         display = shown[(name, arguments)] = _display(name, arguments, context)
     update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": display["title"],
@@ -341,6 +343,18 @@ def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | N
         update["status"] = "failed" if result.data.get("status") == "failed" else "completed"
         update["content"] = [{"type": "content", "content": {"type": "text", "text": str(result.data.get("content", ""))}}]
     return update
+
+
+def _mcp_display(data: dict[str, Any], shown: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Record how the MCP tools of an ``mcp/tools`` event were shown (``McpTool.title``: "TOOL
+    (SERVER MCP server)", its kind) under ``(name, None)``; a later map replaces an earlier one."""
+    kinds = data.get("kinds") if isinstance(data.get("kinds"), dict) else {}
+    for key in [k for k in shown if k[1] is None]:
+        del shown[key]
+    for name, pair in (data.get("map") or {}).items():
+        if isinstance(pair, list) and len(pair) == 2:
+            shown[(str(name), None)] = {"title": f"{pair[1]} ({pair[0]} MCP server)",  # type: ignore[index]
+                                        "kind": str(kinds.get(name, "other")), "live": False}
 
 
 def _display(name: str, arguments: str, context: ToolContext) -> dict[str, Any]:

@@ -300,3 +300,31 @@ async def test_a_server_restarted_after_a_crash_kept_the_dead_ones_tools_offered
     assert len(maps) == 2 and maps[-1]["mcp__r__after_restart"] == ["r", "after_restart"]
     await h.close()
     assert assert_replay_matches(agent_state_dir, endpoint.requests) == 4
+
+
+async def test_a_reloaded_session_showed_mcp_calls_by_their_internal_name_and_no_slash_commands(
+        acp_harness_factory, endpoint, workspace):
+    """Issue 31 item 6: session/load replayed an MCP call as ``mcp__time__get_current_time`` with
+    kind ``other`` (live: "get_current_time (time MCP server)", ``read``), and neither session/load
+    nor session/resume was followed by ``available_commands_update``."""
+    servers = [stdio("time", str(BIN / "mcp-server-time"), "--local-timezone", "UTC")]
+    endpoint.push(call("t", "mcp__time__get_current_time", timezone="Asia/Tokyo"))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers)
+    assert (await h.prompt(sid, "what time is it?")).stop_reason == "end_turn"
+    (live,) = [u for u in h.updates(sid, "tool_call")]
+    assert (live["title"], live["kind"]) == ("get_current_time (time MCP server)", "read")
+    await h.request("session/close", {"sessionId": sid})  # free for another process
+    for method in ("session/load", "session/resume"):
+        other = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url})
+        await other.initialize()
+        await other.request(method, {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        await other.wait_for_update("available_commands_update", session_id=sid)
+        replayed = other.updates(sid, "tool_call")
+        if method == "session/load":
+            (again,) = replayed
+            assert (again["title"], again["kind"], again["rawInput"]) == (live["title"], live["kind"], live["rawInput"])
+        else:
+            assert replayed == []  # resume does not replay
+        await other.request("session/close", {"sessionId": sid})
+        await other.close()

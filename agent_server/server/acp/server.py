@@ -327,7 +327,8 @@ class AcpServer:
 
     async def load(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/load``: replay the history as updates, then answer ``{"modes", "configOptions"}``
-        (plus ``_meta.agentServer.recovered`` when a dead process's turn or queue was closed).
+        (plus ``_meta.agentServer.recovered`` when a dead process's turn or queue was closed); the
+        slash commands follow (``available_commands_update``).
 
         Errors: ``-32002`` unknown session; ``-32602`` bad params, a ``cwd`` other than the
         session's, a missing directory; ``-32603`` with ``data.code`` ``LOG_CORRUPT`` (``data.line``
@@ -341,8 +342,10 @@ class AcpServer:
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
+        emit = self.host.emitter(p.sessionId)
 
-        async def after() -> None:
+        async def after() -> None:  # the slash commands, as after session/new
+            await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(p.sessionId)
             await self.host.warm(p.sessionId)  # as after session/new: the first prompt's client and schemas
         ctx.after_response(after)
@@ -353,7 +356,8 @@ class AcpServer:
     async def resume(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/resume``: make the session live without replaying it; answers ``{"modes",
         "configOptions"}`` (plus ``_meta.agentServer.recovered``), then sends a ``tool_call_update``
-        (``failed``) for each call a dead process left running. Errors as ``session/load``."""
+        (``failed``) for each call a dead process left running and the slash commands. Errors as
+        ``session/load``."""
         p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
@@ -368,6 +372,7 @@ class AcpServer:
         async def after() -> None:
             for update in closed:
                 await emit(update)
+            await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(p.sessionId)
 
         ctx.after_response(after)

@@ -200,7 +200,9 @@ class McpTools:
             tool = McpTool(exposed, spec, info, self.connections[server])
             self.table[exposed] = self.wrap(tool) if self.wrap is not None and not info.read_only else tool
         self.log.append("mcp/tools", {"map": {n: [s, t] for n, (s, t) in names.items()},
-                                      "servers": [s.name for s in up]})
+                                      "servers": [s.name for s in up],
+                                      "kinds": {n: t.kind for n, t in self.table.items()
+                                                if isinstance(t, McpTool) and t.kind != "other"}})
 
     async def close(self) -> None:
         """Stop every server (their processes end with them)."""
