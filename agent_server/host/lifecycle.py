@@ -332,7 +332,8 @@ def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | N
     display = shown.get((name, arguments)) or shown.get((name, None))  # type: ignore[arg-type]
     if display is None:
         display = shown[(name, arguments)] = _display(name, arguments, context)
-    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": display["title"],
+    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "name": name,
+                              "title": display["title"],
                               "kind": display["kind"], "status": "pending", "rawInput": _raw_input(arguments)}
     if "locations" in display:
         update["locations"] = [dict(location) for location in display["locations"]]

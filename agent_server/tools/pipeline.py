@@ -176,7 +176,7 @@ class ToolRunner:
                                               "arguments": call.arguments})
         tool_call_id = f"tc-{event.seq}"
         prepared = self._prepare(call, tool_call_id)
-        update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id,
+        update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "name": call.name,
                                   "title": call.name, "kind": "other", "status": "pending",
                                   "rawInput": _raw_input(call.arguments)}
         if prepared.tool is not None and prepared.args is not None:

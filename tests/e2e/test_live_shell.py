@@ -103,7 +103,7 @@ async def test_a_terminal_client_sees_the_output_while_the_command_runs_and_the_
                 await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
                 replayed = [m.message["params"]["update"] for m in h.transcript.snapshot()[mark:]
                             if m.method == "session/update" and m.message["params"]["update"].get("toolCallId") == tcid]
-                assert replayed == [{**{k: announced[k] for k in ("sessionUpdate", "toolCallId", "title", "kind",
+                assert replayed == [{**{k: announced[k] for k in ("sessionUpdate", "toolCallId", "name", "title", "kind",
                                                                   "rawInput")},
                                      "status": "failed", "content": [{"type": "content", "content": {
                                          "type": "text", "text": model_sees["content"]}}]}], replayed

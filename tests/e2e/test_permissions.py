@@ -212,7 +212,7 @@ async def test_sandbox_forced_off_every_shell_command_asks_and_the_user_is_told_
     assert (await h.prompt(sid, "run things")).stop_reason == "end_turn"
     assert [p["toolCall"]["title"] for p in recorder.seen] == ["Run `echo one`", "Run `echo two`", "Run `ls`"]
     assert "no OS sandbox confines the shell" in why(recorder.seen[0])
-    assert "```sh\necho one\n```" in recorder.seen[0]["toolCall"]["content"][1]["content"]["text"]
+    assert "```sh\necho one\n```" in recorder.seen[0]["toolCall"]["content"][0]["content"]["text"]
     assert h.agent_text(sid).count("shell sandbox is not fully enforceable") == 1
     assert "one" in tool_results(endpoint)["b1"] and "two" in tool_results(endpoint)["b2"]
     status = [e.data for e in events(agent_state_dir, sid) if e.type == "sandbox/status"]

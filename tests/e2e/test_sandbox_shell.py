@@ -68,7 +68,7 @@ async def test_under_landlock_escapes_fail_with_permission_errors_and_inside_tou
     assert (workspace / "x").exists() and out["inside"].endswith("exit code: 0")
     (only,) = asks(h)  # the destructive rm asked (the test allowed it); nothing else did
     assert only["toolCall"]["title"] == "Run `cd / && rm -rf ~/y`"
-    assert "is destructive" in only["toolCall"]["content"][0]["content"]["text"]
+    assert "is destructive" in only["toolCall"]["content"][-1]["content"]["text"]
     logged = {e.data["call_id"]: e.data for e in events(agent_state_dir, sid) if e.type == "policy/decision"}
     assert (logged["inside"]["rule"], logged["inside"]["decided_by"]) == ("sandbox", "policy")
     assert (logged["rm"]["rule"], logged["rm"]["decided_by"]) == ("destructive", "user")

@@ -47,3 +47,34 @@ def test_typescript_sdk_client_gets_streamed_answer_and_end_turn(ts_harness, tmp
     record = json.loads(transcript.read_text())
     report = validate_transcript(record["messages"], collect=True)
     assert not report.failures, report.failures
+
+
+def run_harness(ts_harness, workspace, env, tmp_path, prompt="hello", *extra):
+    transcript = tmp_path / "transcript.json"
+    done = subprocess.run(
+        [NODE, str(ts_harness), "--prompt", prompt, "--cwd", str(workspace), "--transcript", str(transcript),
+         *extra, "--", sys.executable, "-m", "agent_server"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=workspace,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    return lines, json.loads(transcript.read_text())
+
+
+def test_tool_calls_carry_their_programmatic_name_through_the_typescript_sdk(ts_harness, tmp_path, workspace,
+                                                                            agent_env):
+    """Issue 31 item 13 (ACP 1.22 ``ToolCall.name``): every ``tool_call`` says which tool runs, beside its
+    human title; the SDK 2.4.0 client parses it and the transcript validates against 1.29.x."""
+    from agent_server.offline import tool_call_stream
+
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+    script = [tool_call_stream([("r", "read", json.dumps({"path": "notes.txt"}))]), text_stream("read it")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        lines, record = run_harness(ts_harness, workspace, env, tmp_path, "read notes")
+    calls = [line["params"]["update"] for line in lines if line["type"] == "session/update"
+             and line["params"]["update"]["sessionUpdate"] == "tool_call"]
+    assert [(c["name"], c["title"]) for c in calls] == [("read", "Read notes.txt")]
+    assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures

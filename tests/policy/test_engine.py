@@ -43,8 +43,8 @@ def prepared(name, **args):
 
 
 def why(question):
-    """The plain-words reason of a question: its first content block."""
-    return question.content[0]["content"]["text"]
+    """The plain-words reason of a question: its last content block (after the diff or command)."""
+    return question.content[-1]["content"]["text"]
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ async def test_danger_full_access_writes_anywhere_but_secrets_and_destructive_co
     await policy.guard(prepared("write", path=str(tmp_path / "ws" / ".env"), content="X=1"))
     assert ["is destructive" in why(approver.asked[0]), "may hold secrets" in why(approver.asked[1])] == [True, True]
     assert approver.asked[0].title == "Run `rm -rf /tmp/x`"  # the reason is not in the title
-    diff = approver.asked[1].content[1]
+    diff = approver.asked[1].content[0]
     assert diff["type"] == "diff" and diff["newText"] == "X=1" and diff["oldText"] is None
 
 
@@ -209,7 +209,7 @@ async def test_file_tools_writing_editor_configuration_ask_even_where_writes_aut
         assert denial is not None, path
     assert len(approver.asked) == 6
     assert all("editor configuration" in why(q) and q.options == ("allow_once", "reject_once") for q in approver.asked)
-    assert approver.asked[0].title.startswith("Write ") and ".vscode/settings.json" in approver.asked[0].title and approver.asked[0].content[1]["type"] == "diff"
+    assert approver.asked[0].title.startswith("Write ") and ".vscode/settings.json" in approver.asked[0].title and approver.asked[0].content[0]["type"] == "diff"
     allowed, approver, *_ = make(mode=mode, approver=FakeApprover(Answer("selected", "allow_once")))
     assert await allowed.guard(prepared("edit", path=".vscode/settings.json", old_string="a", new_string="b")) is None
     assert len(approver.asked) == 1

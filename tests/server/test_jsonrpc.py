@@ -187,7 +187,8 @@ async def test_handler_exception_is_internal_error_and_serving_goes_on():
     send(reader, {"jsonrpc": "2.0", "id": 3, "method": "echo"})
     lines = {line["id"]: line for line in await out.wait_for(3)}
     assert lines[1]["error"]["code"] == -32603 and "kaput" in lines[1]["error"]["message"]
-    assert lines[2]["error"] == {"code": -32002, "message": "unknown session", "data": {"sessionId": "x"}}
+    assert lines[2]["error"] == {"code": -32002, "message": "unknown session",
+                                 "data": {"sessionId": "x", "details": "unknown session"}}
     assert lines[3]["result"] == {"echo": {}}
     reader.feed_eof()
     await task
@@ -202,7 +203,8 @@ async def test_cancel_request_in_the_same_read_as_its_request_is_still_answered(
             json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 100}}) + "\n")
     reader.feed_data(both.encode())
     lines = await out.wait_for(1)
-    assert lines[0] == {"jsonrpc": "2.0", "id": 100, "error": {"code": -32800, "message": "request cancelled"}}
+    assert lines[0] == {"jsonrpc": "2.0", "id": 100, "error": {"code": -32800, "message": "request cancelled",
+                                                               "data": {"details": "request cancelled"}}}
     send(reader, {"jsonrpc": "2.0", "id": 100, "method": "echo"})  # the id is free again
     assert (await out.wait_for(2))[1]["result"] == {"echo": {}}
     reader.feed_eof()

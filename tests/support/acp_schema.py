@@ -3,7 +3,8 @@
 Role: the conformance oracle of the test suite. Give it every message of a conversation, in both
 directions, and it checks each request's ``params``, each response's ``result`` (paired with its
 request by id and direction), each notification's ``params`` and each error object against the
-official schema (``tests/fixtures/acp/schema.json``, ACP ``schema-v1.21.0``).
+official schema (``tests/fixtures/acp/schema-v1.29.x.json``, the copy the TypeScript SDK 2.4.0
+bundles; its unstable sibling for unstable methods; ``schema.json`` is the 1.21.0 copy followed before).
 
 How methods are bound to their types: the schema's top-level ``anyOf`` does not tie a method name
 to its params/result, so the binding is built from ``$defs``:
@@ -59,11 +60,14 @@ __all__ = [
     "validate_transcript",
 ]
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "acp" / "schema.json"
-SCHEMA_SHA256 = "caf62ff962ada396878372ced11efb2c6764e59d90919a38583c319948931a42"
-UNSTABLE_SCHEMA_PATH = SCHEMA_PATH.with_name("schema.unstable.json")
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "acp" / "schema-v1.29.x.json"
+"""The 1.29.x schema the official TypeScript SDK 2.4.0 bundles (additive over 1.21)."""
+SCHEMA_SHA256 = "0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a"
+UNSTABLE_SCHEMA_PATH = SCHEMA_PATH.with_name("schema-v1.29.x.unstable.json")
 """The unstable sibling of the same release (``session/fork`` and other unstable methods)."""
-UNSTABLE_SCHEMA_SHA256 = "7f77702b34e0a0558e77220e9007bf8ee161a976bb8ac5021aba1b7e7b2c5708"
+UNSTABLE_SCHEMA_SHA256 = "ce7881d10c854bcac4f0e7d3a9ce4fb0f612ec0a09e64b572940beec4668c189"
+SCHEMA_V1_21_PATH = SCHEMA_PATH.with_name("schema.json")
+"""The 1.21.0 copy the suite followed before (``load_schema(SCHEMA_V1_21_PATH, verify_hash=False)``)."""
 _SCHEMA_URI = "urn:acp:schema:v1"
 
 # routing union $def -> (kind, sending direction)
@@ -74,6 +78,13 @@ _UNIONS: dict[str, tuple[str, str]] = {
     "AgentResponse": ("response", AGENT_TO_CLIENT),
     "ClientNotification": ("notification", CLIENT_TO_AGENT),
     "AgentNotification": ("notification", AGENT_TO_CLIENT),
+}
+# the unstable proxy-routing unions (1.29.x: a conductor talks to proxies; never an agent's traffic):
+# bound so that every x-method def is reachable, with x-side "proxy"
+_PROXY_UNIONS: dict[str, tuple[str, str]] = {
+    "ProxyRequest": ("request", CLIENT_TO_AGENT),
+    "ProxyResponse": ("response", AGENT_TO_CLIENT),
+    "ProxyNotification": ("notification", CLIENT_TO_AGENT),
 }
 # x-side a def must carry, given the direction it is sent in and its kind
 _EXPECTED_SIDE = {
@@ -217,6 +228,15 @@ def build_bindings(schema: Mapping[str, Any]) -> dict[tuple[str, str], MethodBin
                     f"$defs/{target} ({annotated[target]['x-method']}) is a {kind} sent {direction} "
                     f"via {union} but has x-side {side!r}"
                 )
+            bind(target, kind, direction)
+
+    for union, (kind, direction) in _PROXY_UNIONS.items():
+        for target in _refs(defs.get(union, {})):
+            if target not in annotated:
+                continue
+            if annotated[target].get("x-side") != "proxy":
+                raise SchemaBindingError(f"$defs/{target} is in {union} but has x-side "
+                                         f"{annotated[target].get('x-side')!r}, not 'proxy'")
             bind(target, kind, direction)
 
     # protocol-level messages: referenced from the top-level anyOf, sendable by either side

@@ -11,5 +11,5 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SSE_DIR = FIXTURES / "sse"          # recorded provider streams + expected.json
 FILES_DIR = FIXTURES / "files"      # real files with hard text (CRLF, BOM, minified, AGENTS.md)
-ACP_SCHEMA = FIXTURES / "acp" / "schema.json"                    # ACP schema-v1.21.0, stable
-ACP_SCHEMA_UNSTABLE = FIXTURES / "acp" / "schema.unstable.json"  # same release, unstable methods
+ACP_SCHEMA = FIXTURES / "acp" / "schema-v1.29.x.json"             # ACP 1.29.x (TypeScript SDK 2.4.0), stable
+ACP_SCHEMA_UNSTABLE = FIXTURES / "acp" / "schema-v1.29.x.unstable.json"  # same release, unstable methods
