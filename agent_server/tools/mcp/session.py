@@ -194,15 +194,16 @@ class McpTools:
         for name in self._offered:  # the previous MCP part (wrapped tools are not McpTool instances)
             self.table.pop(name, None)
         self._offered = set(names)
+        kinds: dict[str, str] = {}  # how each is shown (session/load shows it the same way)
         for exposed, (server, tool) in names.items():
             spec = by_key[(server, tool)]
             info = McpInfo(server, tool, dict(spec.get("annotations") or {}), server in self.trusted)
             tool = McpTool(exposed, spec, info, self.connections[server])
+            if tool.kind != "other":
+                kinds[exposed] = tool.kind
             self.table[exposed] = self.wrap(tool) if self.wrap is not None and not info.read_only else tool
         self.log.append("mcp/tools", {"map": {n: [s, t] for n, (s, t) in names.items()},
-                                      "servers": [s.name for s in up],
-                                      "kinds": {n: t.kind for n, t in self.table.items()
-                                                if isinstance(t, McpTool) and t.kind != "other"}})
+                                      "servers": [s.name for s in up], "kinds": kinds})
 
     async def close(self) -> None:
         """Stop every server (their processes end with them)."""
