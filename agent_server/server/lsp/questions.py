@@ -11,7 +11,15 @@ dismissed the message: ``null``) is ``cancelled``; nothing within ``[policy] app
 the message (an error answer: Helix) leaves the code actions, and without an answer there it is
 ``unavailable`` naming the editor's error.
 
-Must never: turn anything but a chosen allow action into an allow.
+The message shows the whole question (issue 32 §6: a command's tail after 4,200 spaces ran unseen
+when the text was cut at 4,000 characters): ``visible`` turns long runs of whitespace into a marker
+(``⟨4,200 spaces⟩``) and escapes control and format characters (a bidi override, an escape
+sequence); a text that still does not fit a message (``MAX_SHOWN``) is written whole into the
+session's transcript document and the message says where; when neither can show it the answer is
+``unavailable`` with the reason (a denial).
+
+Must never: turn anything but a chosen allow action into an allow; ask about a text the user
+cannot see whole.
 """
 
 from __future__ import annotations
@@ -19,7 +27,10 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import re
+import unicodedata
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 from lsprotocol import types
@@ -32,11 +43,41 @@ ACTIONS = {"Allow once": ALLOW_ONCE, "Allow always": ALLOW_ALWAYS, "Reject": REJ
 """Action titles shown → the policy option each one selects."""
 
 MAX_SHOWN = 4000
-"""Characters of a diff or command shown in the question (editors show messages unscrolled)."""
+"""Characters a question's message may have (editors show messages unscrolled); a longer one goes
+into the transcript document."""
+RUN_MARK = 32
+"""Whitespace runs at least this long are shown as a marker (``⟨4,200 spaces⟩``)."""
+
+_RUN = re.compile(r"\s{%d,}" % RUN_MARK)
+_NAMES = {" ": "spaces", "\t": "tabs", "\n": "line breaks", "\r": "carriage returns"}
+
+
+def _marker(match: re.Match[str]) -> str:
+    run = match.group(0)
+    kinds = set(run)
+    name = _NAMES.get(run[0], "whitespace characters") if len(kinds) == 1 else "whitespace characters"
+    return f"⟨{len(run):,} {name}⟩"
+
+
+def _escape(ch: str) -> str:
+    if ch in "\n\t":
+        return ch
+    if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs"):  # control, format (bidi), separators
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return ch
+
+
+def visible(text: str) -> str:
+    """``text`` as it can be seen whole: runs of ``RUN_MARK`` or more whitespace characters as a
+    marker naming their length, control and format characters as escapes (``\\x1b``, ``\\u202e``)."""
+    text = _RUN.sub(_marker, text)
+    return "".join(_escape(ch) for ch in text) if any(_escape(ch) != ch for ch in text) else text
 
 
 def question_text(question: Ask) -> str:
-    """The message of ``question``: its title, then the diff (``-``/``+`` lines) or command text."""
+    """The message of ``question``: its title, then the diff (``-``/``+`` lines) or command text,
+    made ``visible`` and never cut (see ``message_for``)."""
     parts = [f"agent-server asks: {question.title}"]
     for item in question.content:
         if item.get("type") == "diff":
@@ -46,8 +87,29 @@ def question_text(question: Ask) -> str:
             parts.append("\n".join(diff))
         elif item.get("type") == "content" and isinstance(item.get("content"), dict):
             parts.append(str(item["content"].get("text", "")))
-    text = "\n\n".join(p for p in parts if p)
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "\n…"
+    return visible("\n\n".join(p for p in parts if p))
+
+
+def message_for(question: Ask, transcript: Path | None) -> tuple[str | None, str]:
+    """``(message, why)``: the question's whole text when it fits ``MAX_SHOWN``; else a short message
+    pointing at ``transcript``, where the whole text was appended; else ``(None, why not)``."""
+    text = question_text(question)
+    if len(text) <= MAX_SHOWN:
+        return text, ""
+    if transcript is None:
+        return None, f"the question ({len(text):,} characters) does not fit the editor's message and there is no transcript to write it to"
+    try:
+        transcript.parent.mkdir(parents=True, exist_ok=True)
+        with open(transcript, "a", encoding="utf-8") as fh:
+            fh.write(f"\n## Question: {visible(question.title)}\n\n````text\n{text}\n````\n")
+    except OSError as exc:
+        return None, (f"the question ({len(text):,} characters) does not fit the editor's message and could not be "
+                      f"written to the transcript ({exc.strerror or exc})")
+    title = visible(question.title)
+    if len(title) > 300:
+        title = title[:300] + "…"
+    return (f"agent-server asks: {title}\n\nThe whole text ({len(text):,} characters) is too long for this message: "
+            f"it is in the transcript, {transcript} (its last section). Read it there before you answer."), ""
 
 
 class Waiting:
@@ -68,15 +130,20 @@ class MessageRequestApprover:
     seconds to wait; ``waiting``: the front end's questions waiting for an answer (by id).
     """
 
-    def __init__(self, server: Any, timeout: Callable[[], float], waiting: dict[str, Waiting] | None = None) -> None:
+    def __init__(self, server: Any, timeout: Callable[[], float], waiting: dict[str, Waiting] | None = None,
+                 transcript: Callable[[], Path | None] | None = None) -> None:
         self.server = server
         self._timeout = timeout
         self.waiting = waiting if waiting is not None else {}
+        self._transcript = transcript or (lambda: None)
 
     async def ask(self, question: Ask) -> Answer:
         """Ask the user; see the module docstring for every way this ends."""
         offered = [title for title, option in ACTIONS.items() if option in question.options]
-        params = types.ShowMessageRequestParams(type=types.MessageType.Warning, message=question_text(question),
+        message, why = message_for(question, self._transcript())
+        if message is None:  # nothing can show it whole: not asked, denied with the reason
+            return Answer("unavailable", detail=why)
+        params = types.ShowMessageRequestParams(type=types.MessageType.Warning, message=message,
                                                 actions=[types.MessageActionItem(title=t) for t in offered])
         msg_id = f"agent-server-ask-{uuid.uuid4().hex[:12]}"
         timeout = self._timeout()

@@ -219,7 +219,12 @@ class LspFrontend:
 
     def approver(self, session_id: str) -> MessageRequestApprover:
         """Permission questions as ``window/showMessageRequest``."""
-        return MessageRequestApprover(self.server, lambda: self.host.config.policy.approval_timeout, self.waiting)
+        def transcript() -> Any:  # the session's transcript document (turns.py): where a long question goes
+            session = self.host.sessions.get(session_id)
+            return session.log.path.parent / "transcript.md" if session is not None else None
+
+        return MessageRequestApprover(self.server, lambda: self.host.config.policy.approval_timeout, self.waiting,
+                                      transcript)
 
     def edits_need_approval(self) -> bool:
         """A client without change annotations applies edits at once: ask first."""
