@@ -56,18 +56,16 @@ def kept_header(events: Sequence[SessionEvent], roots: Sequence[str], *, latest:
         return None
     compacted = latest("compaction/end")
     if compacted is not None and compacted.seq > found.seq:
-        # a checkpoint since (an aborted compaction's end replaces nothing: look further back)
-        for event in _since(events, found.seq):
+        if isinstance(compacted.data.get("message"), str):
+            return None  # a checkpoint since
+        # an aborted compaction's end replaces nothing: look further back, newest first
+        for index in range(len(events) - 1, -1, -1):
+            event = events[index]
+            if event.seq <= found.seq:
+                break
             if event.type == "compaction/end" and isinstance(event.data.get("message"), str):
                 return None
     return found
-
-
-def _since(events: Sequence[SessionEvent], seq: int) -> list[SessionEvent]:
-    """The events after ``seq`` (``seq`` numbers the events 1, 2, 3 …)."""
-    if 0 < seq <= len(events) and events[seq - 1].seq == seq:
-        return list(events[seq:])
-    return [e for e in events if e.seq > seq]
 
 
 def header_note(header: SessionEvent, context: dict[str, Any], model: str, records: Sequence[dict[str, Any]], *,

@@ -348,6 +348,7 @@ class AcpServer:
             await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(p.sessionId)
             await self.host.warm(p.sessionId)  # as after session/new: the first prompt's client and schemas
+            m.PromptParams.model_rebuild()  # built lazily (defer_build): now, not on the first prompt
         ctx.after_response(after)
         if meta:
             result["_meta"] = meta
