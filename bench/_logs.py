@@ -28,15 +28,17 @@ def _ids(events: list[dict[str, Any]]) -> set[str]:
 
 
 def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: int | None = None,
-             cwd: str | None = None) -> tuple[str, Path]:
+             cwd: str | None = None, repeat_from: int = 1) -> tuple[str, Path]:
     """Write ``out_dir/sessions/<new id>/events.jsonl``: the header of ``template`` (new session
     id, ``cwd`` if given) and copies of its turns until ``events`` events or ``size`` bytes.
+    ``repeat_from``: the first turn repeated (the turns before it are kept once, as the head: a
+    first turn that logged the ``request/header`` a session logs once).
 
     Returns ``(session id, path)``. Raises ``ValueError`` when ``template`` has no closed turn.
     """
     lines = template.read_text(encoding="utf-8").splitlines()
     parsed = [json.loads(line) for line in lines]
-    first_turn = next(i for i, e in enumerate(parsed) if e["type"] == "turn/start")
+    first_turn = [i for i, e in enumerate(parsed) if e["type"] == "turn/start"][repeat_from - 1]
     last_end = max(i for i, e in enumerate(parsed) if e["type"] == "turn/end")
     if last_end < first_turn:
         raise ValueError(f"{template}: no closed turn to repeat")
@@ -51,7 +53,7 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
     folder.mkdir(parents=True, mode=0o700)
     path = folder / "events.jsonl"
     seq = written = 0
-    copy = 0
+    copy = repeat_from - 1
     with path.open("w", encoding="utf-8") as fh:
         for event in [header, *head[1:]]:
             seq += 1

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Issue 33's figures: how much of each request a provider's prefix cache can serve, and long
+sessions after a load.
+
+    .venv/bin/python bench/prompt_cache.py session      # the 50-turn scripted session
+    .venv/bin/python bench/prompt_cache.py load         # session/load of a 100k-event log, then a prompt
+    .venv/bin/python bench/prompt_cache.py --quick all  # small sizes (the test suite runs this)
+
+``session``: the real ``agent-server`` and the offline endpoint play 50 turns, each a ``read`` of a
+2 KB file and an answer, with two mode switches, an ``AGENTS.md`` edit, a ``/model`` switch within
+the profile, an MCP server's tool-list change (``tests/mcp/changing_server.py``) and one
+``/compact``; ``agent.prefix.prefix_report`` of the log then counts the breaks (each planned one
+named, goal 0 unplanned) and the share of input bytes that repeat the previous request's start;
+every body the endpoint received is checked against ``agent-server replay``'s rebuild.
+
+``load``: a log of many small turns (grown from a real one, ``bench._logs.grow_log``) is loaded by
+a fresh server (``session/load``) and prompted once; the load is compared with a stdlib parse of the
+same lines (``json.loads`` of each), and the time from the prompt to its first model request with
+the time to encode that request's body. The same for the log with the compactions the agent would
+have made (``with_compactions``). Figures and goals: ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._logs import grow_log  # noqa: E402
+from bench._peer import ROOT, AgentProcess, Endpoint, agent_env, compile_package  # noqa: E402
+
+PY = sys.executable
+AGENT = [str(Path(PY).with_name("agent-server"))] if Path(PY).with_name("agent-server").exists() else [PY, "-m", "agent_server"]
+CHANGING = ROOT / "tests" / "mcp" / "changing_server.py"
+INIT = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+        "clientInfo": {"name": "agent-server-bench", "version": "1"}}
+USAGE = {"prompt_tokens": 0, "completion_tokens": 8, "total_tokens": 8}
+
+
+def _text(text: str) -> dict[str, Any]:
+    from agent_server.offline import text_stream
+    return text_stream(text, chunk_size=64, usage=USAGE)
+
+
+def _call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    from agent_server.offline import tool_call_stream
+    return tool_call_stream([(call_id, name, json.dumps(args))], usage=USAGE)
+
+
+def _prompt(agent: AgentProcess, sid: str, text: str) -> dict[str, Any]:
+    """Send a prompt and wait for its answer; a permission question is answered ``allow_once``."""
+    start = len(agent.lines)
+    request_id, _ = agent.send("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+    index = start
+    while True:
+        index, _, message = agent.wait(lambda raw: b'"id"' in raw, index, timeout=120)
+        index += 1
+        if message.get("method") == "session/request_permission":
+            option = next(o for o in message["params"]["options"] if o["kind"] == "allow_once")
+            reply = {"jsonrpc": "2.0", "id": message["id"],
+                     "result": {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}}
+            agent.proc.stdin.write((json.dumps(reply) + "\n").encode())
+            agent.proc.stdin.flush()
+        elif message.get("id") == request_id and "method" not in message:
+            if "error" in message:
+                raise RuntimeError(f"prompt {text!r} failed: {message['error']}")
+            return message["result"]
+
+
+def scripted_session(tmp: Path, turns: int = 50) -> dict[str, Any]:
+    """The 50-turn session (see the module docstring); returns its figures."""
+    from agent_server.agent.prefix import prefix_report
+    from agent_server.agent.replay import logged_requests
+    from agent_server.session import read_events
+
+    ws = Path(tempfile.mkdtemp(dir=tmp, prefix="ws-"))
+    for i in range(10):  # tool outputs of about 2 KB
+        (ws / f"f{i}.txt").write_text("".join(f"{i}.{n}: the quick brown fox jumps over the lazy dog\n"
+                                              for n in range(40)))
+    (ws / "AGENTS.md").write_text("Run the tests before you say a task is done.\n")
+    at = {"mode1": turns // 5, "agents": 2 * turns // 5, "mcp": turns // 2, "mode2": 3 * turns // 5,
+          "model": 7 * turns // 10, "compact": 9 * turns // 10}
+    script: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        if turn == at["compact"]:
+            script.append(_text("Summary: files f0–f9 were read, each has 40 numbered lines."))
+        if turn == at["mcp"]:
+            script.append(_call(f"g{turn}", "mcp__changing__grow"))
+        script += [_call(f"r{turn}", "read", path=f"f{turn % 10}.txt"), _text(f"Answer {turn}: 40 lines.")]
+    state = Path(tempfile.mkdtemp(dir=tmp, prefix="state-"))
+    endpoint = Endpoint(script, PY)
+    env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_SANDBOX": "off",
+                                                     "AGENT_SERVER_CONTEXT_WINDOW": "1000000"})  # one compaction: /compact
+    Path(env["AGENT_SERVER_CONFIG"]).write_text(
+        'model = "offline-model"\n[[models]]\nid = "offline-model"\n[[models]]\nid = "offline-model-2"\n'
+        '[policy]\nmcp_trusted = ["changing"]\n')
+    agent = AgentProcess(AGENT, env)
+    started = time.perf_counter()
+    try:
+        agent.request("initialize", INIT)
+        servers = [{"name": "changing", "command": PY, "args": [str(CHANGING), "modern"], "env": []}]
+        sid = agent.request("session/new", {"cwd": str(ws), "mcpServers": servers})[2]["sessionId"]
+        for turn in range(1, turns + 1):
+            if turn == at["mode1"]:
+                agent.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
+            if turn == at["mode2"]:
+                agent.request("session/set_mode", {"sessionId": sid, "modeId": "workspace-write"})
+            if turn == at["agents"]:
+                (ws / "AGENTS.md").write_text("Run the tests before you say a task is done. Indent with tabs.\n")
+            if turn == at["model"]:
+                _prompt(agent, sid, "/model offline-model-2")
+            if turn == at["compact"]:
+                _prompt(agent, sid, "/compact")
+            if turn == at["mcp"]:
+                answer = _prompt(agent, sid, "Grow the tool list, then read the next file.")
+            else:
+                answer = _prompt(agent, sid, f"Read the next file ({turn}).")
+            if answer.get("stopReason") != "end_turn":
+                raise AssertionError(f"turn {turn}: {answer}")
+    finally:
+        agent.close()
+        report = endpoint.finish()
+    took = time.perf_counter() - started
+    log = next(state.glob("sessions/*/events.jsonl"))
+    events = read_events(log)
+    received = [hashlib.sha256(r["body"].encode("utf-8")).hexdigest() for r in report["requests"]]
+    rebuilt = [r.sha256 for r in logged_requests(events)]
+    if received != rebuilt:
+        raise AssertionError("the requests the endpoint received are not those replay rebuilds from the log")
+    prefix = prefix_report(events)
+    compaction = prefix.compactions[0] if prefix.compactions else {"bytes": 0, "shared": 0}
+    return {"turns": turns, "requests": len(received), "seconds": round(took, 1), "breaks": prefix.breaks,
+            "unplanned": prefix.unplanned, "share": round(prefix.share, 4),
+            "compaction_share": round(compaction["shared"] / compaction["bytes"], 4) if compaction["bytes"] else None,
+            "input_megabytes": round(sum(r["bytes"] for r in prefix.requests) / 1e6, 2)}
+
+
+def _template(tmp: Path) -> Path:
+    """A real log of one small turn (a read and an answer), written by the server."""
+    ws = Path(tempfile.mkdtemp(dir=tmp, prefix="ws-"))
+    (ws / "notes.txt").write_text("".join(f"line {i}: the quick brown fox\n" for i in range(40)))
+    state = Path(tempfile.mkdtemp(dir=tmp, prefix="state-"))
+    answer = [_call("call_1", "read", path="notes.txt"), _text("The file has 40 lines.")]
+    endpoint = Endpoint(answer + answer, PY)
+    agent = AgentProcess(AGENT, agent_env(str(state), endpoint.base_url))
+    try:
+        agent.request("initialize", INIT)
+        sid = agent.request("session/new", {"cwd": str(ws), "mcpServers": []})[2]["sessionId"]
+        _prompt(agent, sid, "How long is notes.txt?")
+        _prompt(agent, sid, "And now?")  # the turn repeated: the first logged the request header
+    finally:
+        agent.close()
+        endpoint.finish()
+    return next(state.glob("sessions/*/events.jsonl"))
+
+
+def add_compactions(path: Path, window_chars: int) -> int:
+    """Rewrite the log at ``path`` with the compactions the agent would have made: whenever the
+    history since the last checkpoint passes 0.8 × ``window_chars``, a ``compaction/start``,
+    ``compaction/summary`` and ``compaction/end`` replacing all but its last turn (seq renumbered).
+    Returns how many."""
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    out: list[dict[str, Any]] = []
+    since, first, count = 0, None, 0
+    for event in events:
+        out.append(event)
+        if first is None and event["type"] == "user":
+            first = len(out)  # the seq the first replaced message will have (after renumbering)
+        since += len(json.dumps(event["data"])) if event["type"] in ("user", "assistant", "tool/result") else 0
+        if event["type"] == "turn/end" and since > 0.8 * window_chars and first is not None:
+            last = len(out)
+            count += 1
+            model = "offline-model"
+            out.append({"type": "compaction/start", "data": {
+                "turn": event["data"].get("turn"), "step": 1, "reason": "threshold", "estimate": since // 4,
+                "window": window_chars // 4, "first_seq": first, "last_seq": last, "kept_messages": 0,
+                "system": "Summarise.", "instruction": "Summarise this transcript:", "model": model, "params": {},
+                "max_transcript_chars": 2000}})
+            out.append({"type": "compaction/summary", "data": {"text": "Files were read.", "usage": None,
+                                                               "finish_reason": "stop", "model": model}})
+            out.append({"type": "compaction/end", "data": {
+                "first_seq": first, "last_seq": last,
+                "message": f"[agent-server checkpoint] Compaction {count}: files were read.",
+                "estimate_before": since // 4}})
+            since = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for seq, event in enumerate(out, 1):
+            fh.write(json.dumps({"type": event["type"], "seq": seq, "time": event.get("time", 0.0),
+                                 "data": event["data"]}, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return count
+
+
+def load_after(tmp: Path, events: int, runs: int, compactions: bool) -> dict[str, Any]:
+    """``session/load`` of a grown log and its first prompt, against their floors."""
+    from agent_server.llm import encode_body
+
+    template = _template(tmp)
+    window = 128_000  # tokens: the log outgrows it many times over, as a long real session would
+    loads, parses, firsts, encodes, kinds = [], [], [], [], []
+    made = size = 0
+    for _ in range(runs):
+        ws = Path(tempfile.mkdtemp(dir=tmp, prefix="ws-"))
+        (ws / "notes.txt").write_text("x\n")
+        state = Path(tempfile.mkdtemp(dir=tmp, prefix="state-"))
+        sid, path = grow_log(template, state, events=events, cwd=str(ws), repeat_from=2)
+        size = path.stat().st_size
+        if compactions:
+            made = add_compactions(path, window * 4)
+        start = time.perf_counter()
+        with path.open("rb") as fh:
+            [json.loads(line) for line in fh]
+        parses.append((time.perf_counter() - start) * 1000)
+        endpoint = Endpoint([_text("Summary: files were read."), _text("Go on.")], PY)
+        env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window)})
+        agent = AgentProcess(AGENT, env)
+        try:
+            agent.request("initialize", INIT)
+            sent, answered, _ = agent.request("session/load", {"sessionId": sid, "cwd": str(ws), "mcpServers": []},
+                                              timeout=300)
+            loads.append((answered - sent) * 1000)
+            _, prompted = agent.send("session/prompt", {"sessionId": sid,
+                                                        "prompt": [{"type": "text", "text": "Go on."}]})
+            request_id = agent._next_id
+            agent.response(request_id, 0, timeout=300)
+        finally:
+            agent.close()
+            report = endpoint.finish()
+        first = report["requests"][0]
+        firsts.append((first["time"] - prompted) * 1000)
+        body = json.loads(first["body"])
+        kinds.append("compaction" if body["messages"][0]["content"].startswith("You summarise") else "step")
+        start = time.perf_counter()
+        encode_body(body)
+        encodes.append((time.perf_counter() - start) * 1000)
+        shutil.rmtree(state, ignore_errors=True)
+    return {"events": events, "compactions_in_log": made, "megabytes": round(size / 1e6, 1),
+            "load_ms": round(statistics.median(loads), 1), "parse_ms": round(statistics.median(parses), 1),
+            "load_ratio": round(statistics.median(loads) / statistics.median(parses), 2),
+            "first_request_ms": round(statistics.median(firsts), 1),
+            "encode_ms": round(statistics.median(encodes), 2),
+            "first_request_ratio": round(statistics.median(firsts) / max(statistics.median(encodes), 0.01), 1),
+            "first_request_kind": kinds[0], "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["session", "load", "all"])
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--events", type=int, default=None, help="events of the grown log (default 100,000)")
+    args = parser.parse_args(argv)
+    compile_package()
+    tmp = Path(tempfile.mkdtemp(prefix="agent-server-bench-cache-"))
+    figures: dict[str, Any] = {}
+    try:
+        if args.what in ("session", "all"):
+            figures["session"] = scripted_session(tmp, 12 if args.quick else 50)
+        if args.what in ("load", "all"):
+            events = args.events or (5_000 if args.quick else 100_000)
+            runs = args.runs or (1 if args.quick else 3)
+            figures["load"] = load_after(tmp, events, runs, compactions=False)
+            figures["load_compacted"] = load_after(tmp, events, runs, compactions=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    meta = {"python": sys.version.split()[0], "commit": subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()}
+    print(json.dumps({"meta": meta, **figures}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

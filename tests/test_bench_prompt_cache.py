@@ -1,0 +1,27 @@
+"""``bench/prompt_cache.py --quick all`` runs end to end, so issue 33's benchmark cannot rot. Its
+timings are not judged here; its scripted session's breaks are (a count, not a time): every break
+of the requests' shared start is a planned one, named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_prompt_cache_quick_runs_and_its_session_has_no_unplanned_break():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_cache.py"), "all", "--quick"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    session = report["session"]
+    # the MCP list change is a "tools" break, and so is the server's start when it came after the first request
+    assert session["unplanned"] == 0 and session["breaks"]["compaction"] == 1, session
+    assert set(session["breaks"]) <= {"tools", "compaction"} and 1 <= session["breaks"]["tools"] <= 2, session
+    assert 0.5 < session["share"] < 1
+    for key in ("load", "load_compacted"):
+        assert report[key]["load_ms"] > 0 and report[key]["parse_ms"] > 0 and report[key]["encode_ms"] > 0
+    assert report["load_compacted"]["compactions_in_log"] >= 1
