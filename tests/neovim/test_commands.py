@@ -309,3 +309,18 @@ def test_a_server_found_through_a_relative_path_entry_inside_the_workspace_is_no
     got = ed.lua("local c, w = require('agent_server.config').server_cmd(); return { cmd = c or false, why = w or '' }")
     cmd, why = got["cmd"] or None, got["why"]
     assert cmd == [str(outside / "agent-server")], (cmd, why)
+
+
+def test_a_permission_question_never_cuts_or_hides_the_command(make_editor, endpoint, workspace):
+    """Parity (issue 29 item 5): the command is never cut in a question — the picker's prompt cut it
+    at 160 characters — and a run of blanks cannot push its tail out of sight."""
+    command = "echo harmless" + " " * 300 + "; echo hidden tail > tail.txt" + "x" * 200
+    endpoint.push(tool_call_stream([call("b", "bash", command=command, description="Print something")]))
+    endpoint.push(text_stream("ok"))
+    ed = make_editor(env=NO_SANDBOX)
+    ed.choose(None)  # dismissed: denied
+    ed.cmd("AgentAsk print")
+    ed.idle()
+    (question,) = ed.lua("return _G.selects")
+    assert "echo harmless⟨300 spaces⟩; echo hidden tail > tail.txt" + "x" * 200 in question["prompt"], question["prompt"]
+    assert not (workspace / "tail.txt").exists()

@@ -58,19 +58,29 @@ local function has_diff(tool_call)
   return false
 end
 
+--- A shell command on one line, never shortened, nothing hidden: a run of 8 or more blanks is
+--- shown as "⟨N spaces⟩" (a tail pushed off the screen is how a command slips past a reviewer),
+--- line breaks as "⏎", other control characters escaped ("\x1b").
+function M.visible(command)
+  local s = vim.trim(command):gsub("\r?\n", " ⏎ ")
+  s = s:gsub("[ \t]+", function(run)
+    return #run >= 8 and string.format("⟨%d spaces⟩", #run) or " "
+  end)
+  return (s:gsub("%c", function(c)
+    return string.format("\\x%02x", c:byte())
+  end))
+end
+
 --- The picker's prompt: the call's title and what it would do when the title does not say it — a
---- shell command (one line, shortened) or a pointer to the diff in the chat — so the choice is made
+--- shell command (whole, `M.visible`) or a pointer to the diff in the chat — so the choice is made
 --- seeing the command even where the picker covers the chat.
 function M.prompt(tool_call)
   local title = tostring(tool_call.title or "allow this tool call?"):gsub("\n", " ")
   local raw = tool_call.rawInput
   local extra
   if type(raw) == "table" and type(raw.command) == "string" and raw.command:match("%S") then
-    local command = vim.trim((raw.command:gsub("%s+", " ")))
+    local command = M.visible(raw.command)
     if not title:find(command, 1, true) then
-      if vim.fn.strchars(command) > 160 then
-        command = vim.fn.strcharpart(command, 0, 159) .. "…"
-      end
       extra = "$ " .. command
     end
   elseif has_diff(tool_call) then
