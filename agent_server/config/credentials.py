@@ -70,16 +70,53 @@ def read(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return data
 
 
-def keyring_get(profile: str) -> str | None:
-    """The key of ``profile`` from the system keyring, or ``None`` (no keyring, no such entry, or
-    the keyring failed — a locked or absent keyring is not an error here). Imports ``keyring``."""
-    try:
-        import keyring
+KEYRING_TIMEOUT = 3.0
+"""Seconds a read of the system keyring may take (env ``AGENT_SERVER_KEYRING_TIMEOUT``): a keyring
+that blocks (a Secret Service waiting for an unlock dialog nobody sees) must not hang a session."""
 
-        value = keyring.get_password(KEYRING_SERVICE, profile)
-    except Exception:  # ImportError, keyring.errors.*, D-Bus errors: no usable keyring
-        return None
-    return value or None
+
+class KeyringTimeout(Exception):
+    """The system keyring did not answer in time; the message names it."""
+
+
+def keyring_timeout(env: Mapping[str, str] | None = None) -> float:
+    env = os.environ if env is None else env
+    try:
+        value = float(env.get("AGENT_SERVER_KEYRING_TIMEOUT", "") or KEYRING_TIMEOUT)
+    except ValueError:
+        return KEYRING_TIMEOUT
+    return value if value > 0 else KEYRING_TIMEOUT
+
+
+def keyring_get(profile: str, timeout: float | None = None) -> str | None:
+    """The key of ``profile`` from the system keyring, or ``None`` (no keyring, no such entry, or
+    the keyring failed — a locked or absent keyring is not an error here). Imports ``keyring``.
+    Raises ``KeyringTimeout`` when the keyring does not answer within ``timeout`` seconds (default
+    ``keyring_timeout()``); the read is left to finish in a daemon thread of its own."""
+    import threading
+
+    found: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            import keyring
+
+            backend = keyring.get_keyring()
+            found["backend"] = f"{type(backend).__module__}.{type(backend).__name__}"
+            found["value"] = keyring.get_password(KEYRING_SERVICE, profile)
+        except Exception:  # ImportError, keyring.errors.*, D-Bus errors: no usable keyring
+            found["value"] = None
+
+    limit = keyring_timeout() if timeout is None else timeout
+    reader = threading.Thread(target=read, name="agent-server-keyring", daemon=True)
+    reader.start()
+    reader.join(limit)
+    if reader.is_alive():
+        backend = found.get("backend") or os.environ.get("PYTHON_KEYRING_BACKEND") or "the default back-end"
+        raise KeyringTimeout(f"the system keyring ({backend}) did not answer within {limit:g} s when asked for the "
+                             f"key of profile {profile!r} (locked, or waiting for an unlock prompt?); unlock it, or "
+                             "set the key in the environment, and try again")
+    return found.get("value") or None
 
 
 def store(profile: str, api_key: str | None, *, model: str | None, base_url: str | None = None,

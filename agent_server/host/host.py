@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
+from agent_server.config import credentials
 from agent_server.config.load import Config, ProviderSettings, default_config_path
 from agent_server.agent.header import context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
@@ -688,7 +689,10 @@ class SessionHost:
             raise TurnFailed({"code": "BAD_REQUEST", "retryable": False, "message":
                               f"no model configured for profile {provider.profile!r}: set AGENT_SERVER_MODEL"})
         if signin.missing_key(provider) and provider.key_store == "keyring":  # another profile's model
-            self.config = signin.fetch_keyring_key(self.config, provider.profile)
+            try:
+                self.config = signin.fetch_keyring_key(self.config, provider.profile)
+            except credentials.KeyringTimeout as exc:
+                raise TurnFailed({"code": "AUTH", "retryable": True, "message": str(exc)}) from None
             provider = self.config.provider_for(provider.model)
         if provider.key_required and not provider.api_key:
             var = provider.api_key_env

@@ -39,7 +39,10 @@ async def ensure_key(host: Any, client_runs_login: bool = False) -> None:
     A config that failed to load is not checked here (its error is reported on the prompt)."""
     if host.config_error or not unusable(host.config.provider):
         return
-    host.config = await asyncio.to_thread(refresh, host.config, host.config_loader)
+    try:
+        host.config = await asyncio.to_thread(refresh, host.config, host.config_loader)
+    except credentials.KeyringTimeout as exc:  # a clear error now, not a session/new left unanswered
+        raise HostError("internal", str(exc), {"code": "KEYRING", "retryable": True}) from None
     provider = host.config.provider
     if unusable(provider):
         raise HostError("auth_required", auth_message(provider, client_runs_login),
