@@ -12,6 +12,31 @@ import { type ChatEvent, type HostToWebview, type WebviewToHost, isWebviewMessag
 
 export const VIEW_ID = "agentServer.panel";
 
+const TEXT_CHUNKS = new Set(["agent_message_chunk", "agent_thought_chunk"]);
+
+function chunkText(e: ChatEvent): string | undefined {
+  if (e.kind !== "update" || !TEXT_CHUNKS.has(e.update.sessionUpdate)) return undefined;
+  const c = e.update.content as { type?: string; text?: unknown } | undefined;
+  return c?.type === "text" && typeof c.text === "string" && Object.keys(c).length === 2 ? c.text : undefined;
+}
+
+/**
+ * Appends `e` to `events`, joining a text chunk to a text chunk of the same kind just before it (the
+ * panel's fold appends them to the same message either way): a long answer in small deltas is a few
+ * events in the replayed history and one per batch on the wire, not one per delta.
+ */
+export function appendEvent(events: ChatEvent[], e: ChatEvent): void {
+  const text = chunkText(e);
+  const last = events[events.length - 1];
+  const before = last === undefined || text === undefined ? undefined : chunkText(last);
+  if (before === undefined || last?.kind !== "update" || e.kind !== "update" || last.update.sessionUpdate !== e.update.sessionUpdate) {
+    events.push(e);
+    return;
+  }
+  // a new event object: the one replaced may also sit in the other list (history and queue share them)
+  events[events.length - 1] = { kind: "update", update: { sessionUpdate: e.update.sessionUpdate, content: { type: "text", text: before + text } } };
+}
+
 export class ChatView implements vscode.WebviewViewProvider {
   private view: vscode.WebviewView | undefined;
   private history: ChatEvent[] = [];
@@ -47,9 +72,9 @@ export class ChatView implements vscode.WebviewViewProvider {
   /** Records an event and sends it with the next batch. `reset` starts a new history. */
   post(event: ChatEvent): void {
     if (event.kind === "reset") this.history = [];
-    if (event.kind !== "sessions") this.history.push(event);
+    if (event.kind !== "sessions") appendEvent(this.history, event);
     if (!this.view || !this.ready) return;
-    this.queue.push(event);
+    appendEvent(this.queue, event);
     this.timer ??= setTimeout(() => this.flush(), 16);
   }
 

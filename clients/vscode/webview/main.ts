@@ -1,13 +1,16 @@
 /**
  * The panel's webview: folds the host's events into the chat state and repaints at most once per
- * animation frame, only the items whose revision changed. Input with history, stop button, session /
- * mode / model pickers, permission and proposal cards.
+ * animation frame, only the items whose revision changed; a streaming answer is drawn incrementally
+ * (each markdown block rendered once, when it closes) and items far from the viewport keep only their
+ * height (issue 30: a 2 MB answer must not freeze the panel). Input with history, stop button,
+ * session / mode / model pickers, permission and proposal cards.
  *
  * Must not: insert untrusted text as HTML (model text goes through `renderMarkdown`; everything else
  * is `textContent`), or talk to anything but the host.
  */
 
 import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
+import { BlockSplitter } from "./blocks";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, fold, initialState, permissionAnswer, toolReason } from "./state";
 
@@ -17,7 +20,6 @@ const vscode = acquireVsCodeApi();
 const send = (m: WebviewToHost) => vscode.postMessage(m);
 
 let state: ChatState = initialState();
-const rendered = new Map<number, { rev: number; node: HTMLElement }>();
 let frame = 0;
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
@@ -110,16 +112,13 @@ function renderItem(item: Item): HTMLElement {
       node.prepend(el("div", "queued-note", "Queued: sent when the running turn ends"));
       return node;
     }
-    case "agent": {
-      const node = el("div", "item agent markdown");
-      node.innerHTML = renderMarkdown(item.text); // markdown-it, html:false, checked links
-      return node;
-    }
+    case "agent": // drawn block by block (updateAgent)
+      return el("div", "item agent markdown");
     case "thought": {
-      const node = el("details", "item thought");
-      const open = rendered.get(item.id)?.node as HTMLDetailsElement | undefined;
-      node.open = open?.open ?? false;
-      node.append(el("summary", "", "Thinking"), el("div", "thought-text", item.text));
+      const slot = slots.get(item.id);
+      const wasOpen = (slot?.el.firstElementChild as HTMLDetailsElement | null)?.open ?? false;
+      const node = slot ? thoughtNode(slot, item) : el("details", "item thought");
+      (node as HTMLDetailsElement).open = wasOpen;
       return node;
     }
     case "tool": {
@@ -206,6 +205,203 @@ function renderItem(item: Item): HTMLElement {
   }
 }
 
+// ---- the transcript: one slot per item, far from the viewport a slot's content is dropped ----------
+// (its height kept) and drawn again from the state when it comes near; an agent message is a list
+// of chunks of closed markdown blocks (each block rendered once, its HTML kept for redrawing) and a
+// plain-text tail, the block still streaming.
+
+/** A part of the transcript that can leave the DOM while far from the viewport. */
+interface Unit {
+  el: HTMLElement;
+  collapsed: boolean;
+  fill(): void;
+}
+
+interface Chunk extends Unit {
+  html: string;
+  blocks: number;
+  size: number;
+}
+
+interface AgentView {
+  node: HTMLElement;
+  splitter: BlockSplitter;
+  chunks: Chunk[];
+  tail: Text | undefined;
+  /** Offset in the text where the tail node's text starts, and how much of the text it shows. */
+  tailFrom: number;
+  tailTo: number;
+  open: boolean;
+}
+
+interface Slot extends Unit {
+  item: Item;
+  rev: number;
+  agent?: AgentView;
+  /** The streaming text node of a thought and how much of the text it shows. */
+  thought?: { text: Text; shown: number };
+}
+
+const slots = new Map<number, Slot>();
+const units = new Map<Element, Unit>();
+/** Markdown blocks of agent messages closed, and markdown renders of them (the same when each is rendered once). */
+let mdBlocks = 0;
+let mdRenders = 0;
+const CHUNK_BYTES = 8000;
+
+const observer = new IntersectionObserver(
+  (entries) => {
+    for (const entry of entries) {
+      const unit = units.get(entry.target);
+      if (!unit) continue;
+      if (entry.isIntersecting) {
+        if (unit.collapsed) {
+          unit.collapsed = false;
+          unit.el.style.height = "";
+          unit.fill();
+        }
+      } else if (!unit.collapsed && transcript.clientHeight > 0 && entry.boundingClientRect.height > 0) {
+        // out of reach: keep its height, drop its nodes (a hidden panel measures 0: left alone)
+        unit.el.style.height = `${entry.boundingClientRect.height}px`;
+        unit.el.replaceChildren();
+        unit.collapsed = true;
+      }
+    }
+  },
+  { root: transcript, rootMargin: "1500px 0px 1500px 0px" },
+);
+
+function watch(unit: Unit): void {
+  units.set(unit.el, unit);
+  observer.observe(unit.el);
+}
+
+function unwatch(el: Element): void {
+  units.delete(el);
+  observer.unobserve(el);
+}
+
+function renderBlock(markdown: string): string {
+  mdRenders++;
+  return renderMarkdown(markdown); // markdown-it, html:false, checked links
+}
+
+function newChunk(view: AgentView): Chunk {
+  const chunk: Chunk = {
+    el: el("div", "md-chunk"),
+    collapsed: false,
+    html: "",
+    blocks: 0,
+    size: 0,
+    fill: () => {
+      chunk.el.innerHTML = chunk.html; // HTML rendered once when its blocks closed
+    },
+  };
+  view.chunks.push(chunk);
+  view.node.insertBefore(chunk.el, view.tail?.parentNode ?? null);
+  watch(chunk);
+  return chunk;
+}
+
+function addBlocks(view: AgentView, blocks: string[]): void {
+  for (const block of blocks) {
+    mdBlocks++;
+    const html = renderBlock(block);
+    let chunk = view.chunks[view.chunks.length - 1];
+    if (!chunk || chunk.collapsed || chunk.size >= CHUNK_BYTES) chunk = newChunk(view);
+    chunk.html += html;
+    chunk.size += block.length;
+    chunk.blocks++;
+    chunk.el.insertAdjacentHTML("beforeend", html);
+  }
+}
+
+/** Brings an agent message's view up to its text: new closed blocks rendered, the tail extended. */
+function updateAgent(view: AgentView, text: string, open: boolean): void {
+  if (!open) {
+    addBlocks(view, view.splitter.finish(text));
+    (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
+    view.tail = undefined;
+    view.open = false;
+    return;
+  }
+  addBlocks(view, view.splitter.feed(text));
+  if (!view.tail) {
+    const box = el("div", "md-tail");
+    view.tail = document.createTextNode("");
+    box.append(view.tail);
+    view.node.append(box);
+    view.tailFrom = view.tailTo = view.splitter.tailStart;
+  }
+  const from = view.splitter.tailStart;
+  if (from !== view.tailFrom) {
+    view.tail.data = text.slice(from);
+  } else if (text.length > view.tailTo) {
+    view.tail.appendData(text.slice(view.tailTo)); // only what arrived since the last frame
+  }
+  view.tailFrom = from;
+  view.tailTo = text.length;
+}
+
+function isOpen(item: Item): boolean {
+  return state.openText === item.id && state.busy;
+}
+
+function makeSlot(item: Item): Slot {
+  const slot: Slot = {
+    el: el("div", `slot slot-${item.type}`),
+    collapsed: false,
+    item,
+    rev: item.rev,
+    fill: () => slot.el.replaceChildren(renderItem(slot.item)),
+  };
+  if (item.type === "agent") {
+    const node = el("div", "item agent markdown");
+    slot.agent = { node, splitter: new BlockSplitter(), chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true };
+    slot.el.append(node);
+    updateAgent(slot.agent, item.text, isOpen(item));
+  } else if (item.type === "thought") {
+    slot.el.append(thoughtNode(slot, item));
+    watch(slot);
+  } else {
+    slot.fill();
+    watch(slot);
+  }
+  return slot;
+}
+
+function thoughtNode(slot: Slot, item: Extract<Item, { type: "thought" }>): HTMLElement {
+  const node = el("details", "item thought");
+  const text = document.createTextNode(item.text);
+  const body = el("div", "thought-text");
+  body.append(text);
+  node.append(el("summary", "", "Thinking"), body);
+  slot.thought = { text, shown: item.text.length };
+  return node;
+}
+
+function updateSlot(slot: Slot, item: Item): void {
+  slot.item = item;
+  slot.rev = item.rev;
+  if (slot.agent && item.type === "agent") {
+    updateAgent(slot.agent, item.text, isOpen(item));
+    return;
+  }
+  if (slot.collapsed) return; // drawn from the state when it comes near
+  if (slot.thought && item.type === "thought" && item.text.length >= slot.thought.shown) {
+    slot.thought.text.appendData(item.text.slice(slot.thought.shown));
+    slot.thought.shown = item.text.length;
+    return;
+  }
+  slot.fill();
+}
+
+function dropSlot(slot: Slot): void {
+  unwatch(slot.el);
+  for (const c of slot.agent?.chunks ?? []) unwatch(c.el);
+  slot.el.remove();
+}
+
 function paint(): void {
   frame = 0;
   const stick = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
@@ -213,26 +409,26 @@ function paint(): void {
   let previous: HTMLElement | null = null;
   for (const item of state.items) {
     alive.add(item.id);
-    const seen = rendered.get(item.id);
-    let node: HTMLElement;
-    if (!seen || seen.rev !== item.rev) {
-      node = renderItem(item);
-      seen?.node.replaceWith(node);
-      rendered.set(item.id, { rev: item.rev, node });
-    } else {
-      node = seen.node;
+    let slot = slots.get(item.id);
+    if (!slot) {
+      slot = makeSlot(item);
+      slots.set(item.id, slot);
+    } else if (slot.rev !== item.rev || (slot.agent?.open && !isOpen(item))) {
+      updateSlot(slot, item);
     }
     const expectedNext: ChildNode | null = previous ? previous.nextSibling : transcript.firstChild;
-    if (expectedNext !== node) transcript.insertBefore(node, expectedNext);
-    previous = node;
+    if (expectedNext !== slot.el) transcript.insertBefore(slot.el, expectedNext);
+    previous = slot.el;
   }
-  for (const [id, r] of rendered) {
+  for (const [id, slot] of slots) {
     if (!alive.has(id)) {
-      r.node.remove();
-      rendered.delete(id);
+      dropSlot(slot);
+      slots.delete(id);
     }
   }
   if (stick) transcript.scrollTop = transcript.scrollHeight;
+  app.dataset.mdBlocks = String(mdBlocks);
+  app.dataset.mdRenders = String(mdRenders);
 
   app.dataset.state = state.busy ? "busy" : "idle";
   stopButton.disabled = !state.busy;

@@ -1,0 +1,94 @@
+// The streaming markdown splitter: blocks close at blank lines outside fences (a loose list and an
+// indented continuation stay one block), each line is read once, and the result does not depend on
+// how the text was cut into deltas. Also the host's joining of text chunks.
+import { describe, expect, it } from "vitest";
+import { BlockSplitter } from "../../webview/blocks";
+import { appendEvent } from "../../src/chatView";
+import type { ChatEvent } from "../../src/protocol";
+
+function split(text: string, step: number): { blocks: string[]; tails: string[] } {
+  const s = new BlockSplitter();
+  const blocks: string[] = [];
+  const tails: string[] = [];
+  for (let i = step; i < text.length + step; i += step) {
+    const sofar = text.slice(0, i);
+    blocks.push(...s.feed(sofar));
+    tails.push(sofar.slice(s.tailStart));
+  }
+  blocks.push(...s.finish(text));
+  return { blocks, tails };
+}
+
+const TEXT = [
+  "# Title",
+  "",
+  "A paragraph with **bold**",
+  "on two lines.",
+  "",
+  "```py",
+  "def f():",
+  "",
+  "    return 1",
+  "```",
+  "",
+  "1. one",
+  "",
+  "2. two",
+  "   still two",
+  "",
+  "    indented continuation",
+  "",
+  "Last words",
+].join("\n");
+
+describe("BlockSplitter", () => {
+  it("closes blocks at blank lines outside fences, keeps loose lists and fences whole", () => {
+    const { blocks } = split(TEXT, TEXT.length);
+    expect(blocks).toEqual([
+      "# Title",
+      "A paragraph with **bold**\non two lines.",
+      "```py\ndef f():\n\n    return 1\n```",
+      "1. one\n\n2. two\n   still two\n\n    indented continuation",
+      "Last words",
+    ]);
+  });
+
+  it("gives the same blocks whatever the deltas, and joined they are the text without blank lines between", () => {
+    const whole = split(TEXT, TEXT.length).blocks;
+    for (const step of [1, 2, 3, 7, 16]) expect(split(TEXT, step).blocks).toEqual(whole);
+  });
+
+  it("shows the open block as the tail and never a closed one again", () => {
+    const s = new BlockSplitter();
+    expect(s.feed("first para\n\nsecond")).toEqual([]); // the blank line alone does not close it yet
+    expect(s.feed("first para\n\nsecond par\n")).toEqual(["first para"]);
+    expect("first para\n\nsecond par\n".slice(s.tailStart)).toBe("second par\n");
+  });
+
+  it("treats CRLF like LF and an unclosed fence as one block at the end", () => {
+    const s = new BlockSplitter();
+    expect(s.feed("a\r\n\r\n```\r\nx\r\n\r\ny\r\n")).toEqual(["a"]);
+    expect(s.finish("a\r\n\r\n```\r\nx\r\n\r\ny\r\n")).toEqual(["```\r\nx\r\n\r\ny\r\n"]);
+  });
+});
+
+describe("appendEvent", () => {
+  const chunk = (sessionUpdate: string, text: string): ChatEvent => ({ kind: "update", update: { sessionUpdate, content: { type: "text", text } } });
+
+  it("joins consecutive text chunks of one kind, never across kinds or other events", () => {
+    const events: ChatEvent[] = [];
+    const first = chunk("agent_message_chunk", "a");
+    for (const e of [first, chunk("agent_message_chunk", "b"), chunk("agent_thought_chunk", "t"), chunk("agent_thought_chunk", "u"), { kind: "turn-end" } as ChatEvent, chunk("agent_message_chunk", "c")]) {
+      appendEvent(events, e);
+    }
+    expect(events).toEqual([chunk("agent_message_chunk", "ab"), chunk("agent_thought_chunk", "tu"), { kind: "turn-end" }, chunk("agent_message_chunk", "c")]);
+    expect(first).toEqual(chunk("agent_message_chunk", "a")); // shared with the other list: never changed in place
+  });
+
+  it("leaves a chunk with annotations or a non-text block as it is", () => {
+    const events: ChatEvent[] = [];
+    appendEvent(events, chunk("agent_message_chunk", "a"));
+    appendEvent(events, { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "b", annotations: { priority: 1 } } } });
+    expect(events).toHaveLength(2);
+  });
+});
