@@ -49,6 +49,28 @@ export interface FileChange {
   /** The user changed the proposed text: the pending hunks were recomputed from it, and `applied`
    * is rebuilt from `base` and what landed. */
   edited: boolean;
+  /** Someone typed into the document right after an accepted change landed: it is not saved for them. */
+  typedAfter?: boolean;
+}
+
+/**
+ * What an `applyEdit` that answered `true` did to `doc`, from the text checked at `checked.version`
+ * and the change events seen since the call: `exact` (the document holds `expected`), `then-typed`
+ * (the first change is exactly ours, later ones — keystrokes — replay to the document's text), or
+ * `other`. With the version exactly one past the checked one the text alone decides.
+ */
+export function whatLanded(
+  checked: { version: number; text: string },
+  expected: string,
+  doc: { version: number; getText(): string },
+  events: readonly (readonly { rangeOffset: number; rangeLength: number; text: string }[])[],
+): "exact" | "then-typed" | "other" {
+  const now = doc.getText();
+  if (doc.version === checked.version + 1 || events.length <= 1) return now === expected ? "exact" : "other";
+  const replay = (text: string, changes: readonly { rangeOffset: number; rangeLength: number; text: string }[]) =>
+    changes.reduce((t, c) => t.slice(0, c.rangeOffset) + c.text + t.slice(c.rangeOffset + c.rangeLength), text);
+  if (replay(checked.text, events[0]!) !== expected) return "other";
+  return events.slice(1).reduce(replay, expected) === now ? "then-typed" : "other";
 }
 
 export interface FileOp {
@@ -270,36 +292,62 @@ export class ProposalManager {
     if (p && !p.done) void this.finish(p, p.anyApplied ? "partial" : "rejected", "the diff was closed without accepting");
   }
 
-  /** Re-checks the document, applies `hunks` together (one change), and reads it back. */
+  /**
+   * Re-checks the document, applies `hunks` together (one change), and checks what landed. Nothing is
+   * awaited between the final text check and `workspace.applyEdit`: the edit then carries the version
+   * that was checked, and VS Code refuses it (`false`: answered `stale`) if the document moved on
+   * before it arrived. Once applied, keystrokes that followed it are the user's: what landed is
+   * checked through the change events, and nothing is undone.
+   */
   private async applyHunks(p: Proposal, file: FileChange, hunks: Hunk[]): Promise<{ outcome: "stale" | "failed" | "partial"; message: string } | undefined> {
     const edit = new vscode.WorkspaceEdit();
     const key = file.uri.toString();
-    if (file.create && !p.createdApplied.has(key)) {
+    const creating = file.create && !p.createdApplied.has(key);
+    let doc: vscode.TextDocument | undefined;
+    if (creating) {
       edit.createFile(file.uri, { overwrite: false, ignoreIfExists: false });
     } else {
-      const doc = file.doc ?? openDocument(file.uri);
+      // the slow check (a disk read) first: nothing may be awaited after the text check below
+      const bad = await notUtf8(file.uri, file.doc ?? openDocument(file.uri));
+      if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
+      doc = file.doc ?? openDocument(file.uri);
       if (!doc || doc.isClosed || doc.getText() !== file.expected) {
         const message = `${file.uri.fsPath} changed in the editor during the review; nothing more was applied`;
         return { outcome: p.anyApplied ? "partial" : "stale", message };
       }
-      const bad = await notUtf8(file.uri, doc);
-      if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
     }
     for (const h of hunks) {
       edit.replace(file.uri, new vscode.Range(h.range.start.line, h.range.start.character, h.range.end.line, h.range.end.character), h.newText);
     }
     const expected = applyToText(file.expected, hunks);
-    const ok = await vscode.workspace.applyEdit(edit);
-    if (file.create && ok) {
+    const checked = doc ? { version: doc.version, text: file.expected } : undefined;
+    const events: (readonly vscode.TextDocumentContentChangeEvent[])[] = [];
+    const listener = doc ? vscode.workspace.onDidChangeTextDocument((e) => { if (e.document === doc && e.contentChanges.length > 0) events.push(e.contentChanges); }) : undefined;
+    let ok: boolean;
+    try {
+      ok = await vscode.workspace.applyEdit(edit); // same tick as the check above
+    } catch (err) {
+      listener?.dispose();
+      return { outcome: p.anyApplied ? "partial" : "failed", message: `VS Code could not apply the edit of ${file.uri.fsPath}: ${String(err instanceof Error ? err.message : err)}` };
+    }
+    listener?.dispose();
+    if (!ok) {
+      const message = `${file.uri.fsPath} changed in the editor while the change was being applied (VS Code refused the edit); nothing more was applied`;
+      return { outcome: p.anyApplied ? "partial" : creating ? "failed" : "stale", message };
+    }
+    if (creating) {
       p.createdApplied.add(key);
       file.doc = await vscode.workspace.openTextDocument(file.uri);
-    }
-    const now = (file.doc ?? openDocument(file.uri))?.getText();
-    if (!ok || now !== expected) {
-      const message = ok
-        ? `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it)`
-        : `VS Code refused the edit of ${file.uri.fsPath}`;
-      return { outcome: p.anyApplied ? "partial" : "failed", message };
+      if (file.doc.getText() !== expected) {
+        return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected text after it was created` };
+      }
+    } else if (doc && checked) {
+      const landed = whatLanded(checked, expected, doc, events);
+      if (landed === "other") {
+        this.log(`${file.uri.fsPath}: after the edit at version ${checked.version} the document is at ${doc.version} with ${events.length} change events that do not replay to its text`);
+        return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it; version ${checked.version} → ${doc.version}, ${events.length} changes); left as it is` };
+      }
+      if (landed === "then-typed") file.typedAfter = true;
     }
     // Later hunks keep their anchors: shift them by what landed, from the bottom up.
     for (const h of [...hunks].sort((a, b) => b.index - a.index)) {
@@ -335,7 +383,7 @@ export class ProposalManager {
         const edits = file.edited ? toWireEdits(file.base, lineEdits(file.base, file.expected), p.encoding) : accepted.map((h) => h.wire);
         result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });
         const doc = file.doc ?? openDocument(file.uri);
-        const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty;
+        const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty && !file.typedAfter;
         if (doc && mustSave) {
           try {
             if (!(await doc.save())) saved = false;

@@ -5,7 +5,7 @@ import * as vscode from "vscode";
 import { StubDocument, files, hooks, resetStub, workspace } from "./../stub/vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "../../src/client";
 import { applyToText, sha256 } from "../../src/proposalModel";
-import { type Proposal, ProposalManager, type ProposalView } from "../../src/proposals";
+import { type Proposal, ProposalManager, type ProposalView, whatLanded } from "../../src/proposals";
 
 class RecordingView implements ProposalView {
   shown: Proposal[] = [];
@@ -252,5 +252,28 @@ describe("the user edits the proposed text before accepting", () => {
     expect(r.applied).toBeUndefined();
     expect(doc.text).toBe(BASE);
     expect(workspace.applyEditCalls).toBe(0);
+  });
+});
+
+describe("whatLanded (an accepted change, then keystrokes)", () => {
+  const checked = { version: 4, text: "a = 1\nb = 2\n" };
+  const expected = "a = 10\nb = 2\n";
+  const ours = [{ rangeOffset: 4, rangeLength: 1, text: "10" }];
+  const doc = (version: number, text: string) => ({ version, getText: () => text });
+
+  it("the version one past the checked one: the text alone decides", () => {
+    expect(whatLanded(checked, expected, doc(5, expected), [ours])).toBe("exact");
+    expect(whatLanded(checked, expected, doc(5, "a = 10  \nb = 2\n"), [ours])).toBe("other");
+  });
+
+  it("keystrokes after the change replay onto what we applied: landed, then typed", () => {
+    const typed = [{ rangeOffset: 0, rangeLength: 0, text: "zz\n" }];
+    expect(whatLanded(checked, expected, doc(6, "zz\n" + expected), [ours, typed])).toBe("then-typed");
+  });
+
+  it("a first change that is not ours, or events that do not replay to the text, is other", () => {
+    const typed = [{ rangeOffset: 0, rangeLength: 0, text: "zz\n" }];
+    expect(whatLanded(checked, expected, doc(6, "zz\n" + expected), [typed, ours])).toBe("other");
+    expect(whatLanded(checked, expected, doc(6, "zzz\n" + expected), [ours, typed])).toBe("other");
   });
 });
