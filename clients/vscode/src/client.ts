@@ -167,6 +167,11 @@ export class AgentClient {
     return this.turns > 0;
   }
 
+  /** A server process is running or starting. */
+  get serverUp(): boolean {
+    return this.running?.proc.alive === true || this.starting !== undefined;
+  }
+
   /** Capabilities the agent answered in `initialize` (undefined before the server started). */
   get agentCapabilities(): acp.AgentCapabilities | undefined {
     return this.running?.init.agentCapabilities ?? undefined;

@@ -52,6 +52,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   async function restartForSettings(why: string): Promise<void> {
     if (!client) return;
     await client.restart();
+    setStatus("not started");
     log(`${why}: the server restarts with the next prompt (in a new session)`);
     // Not a reset: the transcript so far stays (the commands that ran, their output); the notice
     // says what changed and that what follows is a new session.
@@ -92,6 +93,43 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   });
   client = agent;
 
+  // ---- the status bar: the server's state (also how a window shows the extension is active) ----
+  const status = vscode.window.createStatusBarItem("agentServer.status", vscode.StatusBarAlignment.Right, 100);
+  status.name = "Agent";
+  status.command = `${VIEW_ID}.focus`;
+  const setStatus = (state: "not started" | "starting" | "ready" | "working" | "stopped", detail?: string) => {
+    const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)" }[state];
+    status.text = state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`;
+    status.accessibilityInformation = { label: `Agent: ${state}` };
+    status.tooltip = detail ?? `agent-server: ${state} (click to open the Agent panel)`;
+  };
+  setStatus("not started");
+  status.show();
+  context.subscriptions.push(status);
+
+  /**
+   * Starts the server ahead of the first prompt (issue 27: the panel became visible, or one of our
+   * commands ran), so its imports are done by the time a person has typed. Never at VS Code's
+   * start-up: a window that never shows the panel never starts a server. A failure is said once.
+   */
+  let prestarted: Promise<void> | undefined;
+  function prestart(): Promise<void> {
+    prestarted ??= (async () => {
+      if (!agent.serverUp) setStatus("starting");
+      try {
+        await agent.start();
+        if (!agent.busy) setStatus("ready");
+        await refreshSessions();
+      } catch (err) {
+        setStatus("stopped", errorText(err));
+        post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
+      } finally {
+        prestarted = undefined;
+      }
+    })();
+    return prestarted;
+  }
+
   function onClientEvent(e: ClientEvent): void {
     switch (e.type) {
       case "update":
@@ -107,6 +145,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         void refreshSessions();
         return;
       case "turn-start":
+        setStatus("working");
         post({ kind: "turn-start", text: e.text });
         return;
       case "turn-end":
@@ -115,14 +154,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return;
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
+        if (e.last) setStatus(agent.serverUp ? "ready" : "stopped");
         post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error });
         return;
       case "server-exited":
+        setStatus("stopped", e.message);
         permissions.cancelAll();
         log(`--- stderr tail ---\n${e.stderrTail}`);
         post({ kind: "server-exited", message: e.message, stderrTail: e.stderrTail });
         return;
       case "server-started":
+        setStatus(agent.busy ? "working" : "ready");
         log(`connected to ${e.agentName}${e.extension ? " (agent-server extensions on)" : " (plain ACP)"}`);
         return;
     }
@@ -131,8 +173,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   async function onMessage(m: WebviewToHost): Promise<void> {
     try {
       switch (m.type) {
-        case "ready":
-          return;
+        case "ready": // the panel is shown: the server starts now, before the first prompt
+          return await prestart();
         case "prompt":
           post({ kind: "user", text: m.text });
           return await agent.prompt([{ type: "text", text: m.text }], m.text);
@@ -229,6 +271,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       const editor = vscode.window.activeTextEditor;
       if (!editor) return void vscode.window.showWarningMessage("Agent: open a file and select some text first.");
       const block = selectionBlock(editor.document, editor.selection);
+      void prestart(); // while the question is typed
       const text =
         typeof question === "string"
           ? question
@@ -239,6 +282,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       await agent.prompt([{ type: "text", text }, block.block], text);
     }),
     vscode.commands.registerCommand("agentServer.newSession", async () => {
+      void prestart();
       await chat.reveal();
       await newSession();
     }),
@@ -246,10 +290,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     vscode.commands.registerCommand("agentServer.setApiKey", async () => {
       if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: API key stored; the server restarts with it at the next prompt.");
     }),
-    vscode.commands.registerCommand("agentServer.showLog", () => output.show()),
+    vscode.commands.registerCommand("agentServer.showLog", () => {
+      void prestart();
+      output.show();
+    }),
     vscode.commands.registerCommand("agentServer.restartServer", async () => {
       await agent.restart();
       permissions.cancelAll();
+      setStatus("not started");
       log("restarted on request: the next prompt starts the server again in a new session");
       post({ kind: "notice", level: "info", text: "agent-server was restarted; the next prompt starts it again in a new session." });
       try {

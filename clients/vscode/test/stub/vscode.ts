@@ -216,9 +216,14 @@ export const window = {
     return { dispose() {} };
   },
   createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
+  createStatusBarItem: () => ({ text: "", tooltip: "", name: "", command: "", accessibilityInformation: undefined, show() {}, hide() {}, dispose() {} }),
   activeTextEditor: undefined,
 };
 export const env = { openExternal: async () => true };
+export enum StatusBarAlignment {
+  Left = 1,
+  Right = 2,
+}
 export class TabInputTextDiff {
   constructor(readonly original: Uri, readonly modified: Uri) {}
 }
