@@ -131,6 +131,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   private onTyped(doc: vscode.TextDocument): void {
     const ref = parseProposalUri(doc.uri);
     if (ref?.side === "new") this.manager.edit(ref.id, ref.fileIndex, doc.getText());
+    else if (!ref) this.manager.documentChanged(doc);
   }
 
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
@@ -138,6 +139,13 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     const p = ref && this.manager.get(ref.id);
     const file = p?.files[ref!.fileIndex];
     if (!p || !file || ref!.side !== "new" || p.done) return [];
+    if (p.stale) {
+      const top = new vscode.Range(0, 0, 0, 0);
+      return [
+        new vscode.CodeLens(top, { title: `$(warning) Stale: ${p.stale} — Ask the Agent Again`, command: "agentServer.askAgain", arguments: [p.id] }),
+        new vscode.CodeLens(top, { title: "$(close) Reject", command: "agentServer.rejectProposal", arguments: [document.uri] }),
+      ];
+    }
     const lenses: vscode.CodeLens[] = [];
     for (const a of proposedAnchors(file)) {
       const line = Math.min(a.line, Math.max(document.lineCount - 1, 0));

@@ -197,6 +197,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           const p = proposals.get(m.id);
           if (!p) return;
           if (m.action === "show") return await diffView.show(p);
+          if (m.action === "again") return await proposals.askAgain(m.id);
           return await proposals.decideAll(m.id, m.action === "accept");
         }
         case "hunk":
@@ -314,6 +315,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       const id = diffView.activeProposalId(arg);
       return id ? proposals.decideAll(id, false) : undefined;
     }),
+    vscode.commands.registerCommand("agentServer.askAgain", (id: string) => proposals.askAgain(id)),
     vscode.commands.registerCommand("agentServer.acceptHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, true)),
     vscode.commands.registerCommand("agentServer.rejectHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, false)),
   );
@@ -339,6 +341,7 @@ function proposalEvent(p: Proposal): ChatEvent {
     files: p.files.map((f) => `${f.create ? "create " : ""}${vscode.workspace.asRelativePath(f.uri)}`),
     ops: p.ops.map((o) => (o.kind === "rename" ? `rename ${vscode.workspace.asRelativePath(o.uri)} → ${vscode.workspace.asRelativePath(o.newUri!)}` : `delete ${vscode.workspace.asRelativePath(o.uri)}`)),
     hunks,
+    stale: p.stale,
   };
 }
 

@@ -41,8 +41,9 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       .filter(Boolean)
       .join("\n");
     const raw = call.rawInput as { command?: unknown } | undefined;
-    // an agent that gives no words: the command itself is the question (as the Neovim plugin shows it)
-    if (!reason && typeof raw?.command === "string" && raw.command.trim()) reason = "```sh\n" + raw.command + "\n```";
+    // a shell command is shown whole by the card (commandParts), once: not again inside the words
+    const command = typeof raw?.command === "string" && raw.command.trim() ? raw.command : undefined;
+    if (command !== undefined) reason = withoutCommand(reason, command);
     const diffs = content.filter((c): c is acp.Diff & { type: "diff" } => c.type === "diff");
     const result = new Promise<acp.RequestPermissionResponse>((resolve) => this.pending.set(id, { params, resolve }));
     this.post({
@@ -52,6 +53,7 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       reason,
       options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
       hasDiff: diffs.length > 0,
+      ...(command !== undefined ? { command } : {}),
     });
     signal.addEventListener("abort", () => this.answer(id, null), { once: true });
     for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
@@ -98,4 +100,17 @@ export function partialNote(d: acp.Diff): string {
   const meta = (d._meta as { agentServer?: { diff?: { partial?: unknown; oldLine?: unknown } } } | null | undefined)?.agentServer?.diff;
   if (meta?.partial !== true) return "";
   return typeof meta.oldLine === "number" ? ` (the changed region, from line ${meta.oldLine})` : " (the changed region)";
+}
+
+/** `reason` without the code block or inline code that only repeats `command` (the card shows the
+ * command itself, whole). */
+export function withoutCommand(reason: string, command: string): string {
+  let out = reason;
+  for (const fence of ["```", "~~~"]) {
+    const start = out.search(new RegExp(`(^|\\n)${fence}[^\\n]*\\n`));
+    if (start < 0) continue;
+    const open = out.indexOf("\n", start + (out[start] === "\n" ? 1 : 0)) + 1;
+    if (out.startsWith(`${command}\n${fence}`, open)) out = (out.slice(0, start) + out.slice(open + command.length + 1 + fence.length)).trimEnd();
+  }
+  return out.replace("`" + command + "`", "").trim();
 }

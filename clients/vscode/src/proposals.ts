@@ -51,6 +51,8 @@ export interface FileChange {
   edited: boolean;
   /** Someone typed into the document right after an accepted change landed: it is not saved for them. */
   typedAfter?: boolean;
+  /** Our own edit is being applied to the document (its change events are not the user's). */
+  applying?: boolean;
 }
 
 /**
@@ -94,6 +96,9 @@ export class Proposal {
   readonly result = new Promise<ApplyWorkspaceEditResult>((r) => (this.answer = r));
   createdApplied = new Set<string>();
   opsApplied = false;
+  /** Set while a document of the proposal holds other text than the one the agent's change was
+   * computed on (the user typed during the review): the card and the diff say so, accepting is refused. */
+  stale: string | undefined;
 
   constructor(
     readonly id: string,
@@ -286,6 +291,32 @@ export class ProposalManager {
     return this.finish(p, all.length === 0 || all.every((h) => h.state === "accepted") ? "applied" : "partial");
   }
 
+  /**
+   * A document changed: each pending proposal on it whose text is no longer what its change was
+   * computed on is marked stale at once (CLIENTS.md "Stale said at once"), and un-marked if the text
+   * comes back. Nothing is answered: the user asks the agent again or rejects.
+   */
+  documentChanged(doc: vscode.TextDocument): void {
+    const key = doc.uri.toString();
+    for (const p of this.live.values()) {
+      if (p.done) continue;
+      const file = p.files.find((f) => !f.create && f.uri.toString() === key);
+      if (!file || file.applying) continue;
+      const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed in the editor since the agent read it` : undefined;
+      if (stale === p.stale) continue;
+      p.stale = stale;
+      this.view.refresh(p);
+    }
+  }
+
+  /** "Ask the agent again": the proposal is answered stale, so the agent reads the current text and redoes its change. */
+  askAgain(id: string): Promise<void> | undefined {
+    const p = this.live.get(id);
+    if (!p || p.done) return undefined;
+    const path = p.files.map((f) => f.uri.fsPath).join(", ");
+    return this.finish(p, p.anyApplied ? "partial" : "stale", `${path} changed in the editor during the review; the user asks you to read it again and make your change on its current text`);
+  }
+
   /** A view was closed without a choice: the rest is rejected, answered at once. */
   closed(id: string): void {
     const p = this.live.get(id);
@@ -324,12 +355,15 @@ export class ProposalManager {
     const events: (readonly vscode.TextDocumentContentChangeEvent[])[] = [];
     const listener = doc ? vscode.workspace.onDidChangeTextDocument((e) => { if (e.document === doc && e.contentChanges.length > 0) events.push(e.contentChanges); }) : undefined;
     let ok: boolean;
+    file.applying = true;
     try {
       ok = await vscode.workspace.applyEdit(edit); // same tick as the check above
     } catch (err) {
+      file.applying = false;
       listener?.dispose();
       return { outcome: p.anyApplied ? "partial" : "failed", message: `VS Code could not apply the edit of ${file.uri.fsPath}: ${String(err instanceof Error ? err.message : err)}` };
     }
+    file.applying = false;
     listener?.dispose();
     if (!ok) {
       const message = `${file.uri.fsPath} changed in the editor while the change was being applied (VS Code refused the edit); nothing more was applied`;

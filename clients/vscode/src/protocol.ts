@@ -45,9 +45,11 @@ export type ChatEvent =
   | { kind: "turn-end"; text?: string; stopReason?: string; error?: string }
   | { kind: "server-exited"; message: string; stderrTail: string }
   | { kind: "notice"; level: "info" | "warning" | "error"; text: string }
-  | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean }
+  /** `command`: a shell command the question is about, shown whole. */
+  | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean; command?: string }
   | { kind: "permission-done"; id: string; outcome: string }
-  | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[] }
+  /** `stale`: why accepting is refused now (the document changed under the proposal). */
+  | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string }
   | { kind: "proposal-done"; id: string; outcome: string; message?: string }
   | { kind: "config"; selects: SelectView[] }
   | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string };
@@ -63,7 +65,7 @@ export type WebviewToHost =
   | { type: "loadSession"; sessionId: string }
   | { type: "setConfigOption"; configId: string; value: string }
   | { type: "permission"; id: string; optionId: string | null }
-  | { type: "proposal"; id: string; action: "accept" | "reject" | "show" }
+  | { type: "proposal"; id: string; action: "accept" | "reject" | "show" | "again" }
   | { type: "hunk"; id: string; fileIndex: number; index: number; accept: boolean }
   | { type: "openLink"; href: string };
 

@@ -11,6 +11,7 @@
 
 import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
 import { BlockSplitter } from "./blocks";
+import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, fold, initialState, permissionAnswer, toolReason } from "./state";
 
@@ -104,6 +105,13 @@ transcript.addEventListener("click", (ev) => {
 });
 
 // ---- items --------------------------------------------------------------------------------------
+/** A shell command shown whole in a question: runs of whitespace as a marker, control characters escaped. */
+function commandBlock(command: string): HTMLElement {
+  const pre = el("pre", "command");
+  for (const part of commandParts(command)) pre.append(part.kind === "text" ? document.createTextNode(part.text) : el("span", `command-${part.kind}`, part.text));
+  return pre;
+}
+
 function renderItem(item: Item): HTMLElement {
   switch (item.type) {
     case "user": {
@@ -150,6 +158,7 @@ function renderItem(item: Item): HTMLElement {
       const node = el("div", "item permission");
       node.dataset.permissionId = item.permId;
       node.append(el("div", "card-title", item.title));
+      if (item.command !== undefined) node.append(commandBlock(item.command));
       if (item.reason) {
         const reason = el("div", "card-reason markdown");
         reason.innerHTML = renderMarkdown(item.reason); // the agent's text: markdown-it, html:false
@@ -179,6 +188,24 @@ function renderItem(item: Item): HTMLElement {
       for (const o of item.ops) node.append(el("div", "card-file", o));
       if (item.outcome) {
         node.append(el("div", `card-outcome outcome-${item.outcome}`, `${item.outcome}${item.message ? `: ${item.message}` : ""}`));
+        if (item.outcome === "rejected" && item.message?.includes("closed")) {
+          // the diff was closed (a reject, answered at once): the change can be asked for again
+          const row = el("div", "card-buttons");
+          const files = item.files.join(", ") || item.label;
+          row.append(button("Ask Again", "ask-again", () => send({ type: "prompt", text: `Please propose your change to ${files} again.` })));
+          node.append(row);
+        }
+      } else if (item.stale) {
+        // stale said at once: the document changed under the proposal; accepting is refused
+        node.dataset.stale = "true";
+        node.append(el("div", "card-stale", `Stale: ${item.stale}. Accepting would apply the agent's change to text it has not seen.`));
+        const row = el("div", "card-buttons");
+        row.append(
+          button("Ask the Agent Again", "ask-again", () => send({ type: "proposal", id: item.proposalId, action: "again" }), "The agent reads the current text and makes its change again"),
+          button("Reject", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" })),
+          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" })),
+        );
+        node.append(row);
       } else {
         const list = el("div", "hunks");
         for (const h of item.hunks) {

@@ -15,8 +15,8 @@ export type Item =
   | { type: "thought"; id: number; rev: number; text: string }
   | { type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string }
-  | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean }
-  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string };
+  | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string };
 
 export interface ChatState {
   items: Item[];
@@ -256,15 +256,15 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       push(s, { type: "notice", level: e.level, text: e.text });
       return s;
     case "permission":
-      push(s, { type: "permission", permId: e.id, title: e.title, reason: e.reason, options: e.options, hasDiff: e.hasDiff });
+      push(s, { type: "permission", permId: e.id, title: e.title, reason: e.reason, options: e.options, hasDiff: e.hasDiff, command: e.command });
       return s;
     case "permission-done":
       for (const i of s.items) if (i.type === "permission" && i.permId === e.id) { i.outcome = e.outcome; i.rev++; }
       return s;
     case "proposal": {
       const found = s.items.find((i): i is Extract<Item, { type: "proposal" }> => i.type === "proposal" && i.proposalId === e.id);
-      if (found) { found.hunks = e.hunks; found.rev++; }
-      else push(s, { type: "proposal", proposalId: e.id, label: e.label, files: e.files, ops: e.ops, hunks: e.hunks });
+      if (found) { found.hunks = e.hunks; found.stale = e.stale; found.rev++; }
+      else push(s, { type: "proposal", proposalId: e.id, label: e.label, files: e.files, ops: e.ops, hunks: e.hunks, stale: e.stale });
       return s;
     }
     case "proposal-done": {

@@ -29,13 +29,14 @@ const card = (events: ChatEvent[]) => events.reduce(fold, initialState()).items.
 describe("the permission card", () => {
   it("shows the command before it is answered even when the agent sent no text for it", () => {
     const { posted } = ask({ command: "echo first > perm1.txt" });
-    expect(card(posted).reason).toContain("echo first > perm1.txt");
+    expect(card(posted).command).toBe("echo first > perm1.txt");
     expect(card(posted).outcome).toBeUndefined();
   });
 
-  it("keeps the agent's own words when it gave them", () => {
+  it("keeps the agent's own words when it gave them, the command shown once (whole, by the card)", () => {
     const { posted } = ask({ command: "echo first > perm1.txt" }, [{ type: "content", content: { type: "text", text: "Not sandboxed:\n```sh\necho first > perm1.txt\n```" } }]);
-    expect(card(posted).reason).toBe("Not sandboxed:\n```sh\necho first > perm1.txt\n```");
+    expect(card(posted).reason).toBe("Not sandboxed:");
+    expect(card(posted).command).toBe("echo first > perm1.txt");
   });
 
   it("says the chosen option's name once answered, not its raw option id", async () => {
