@@ -378,8 +378,9 @@ export class ProposalManager {
     } else if (doc && checked) {
       const landed = whatLanded(checked, expected, doc, events);
       if (landed === "other") {
-        this.log(`${file.uri.fsPath}: after the edit at version ${checked.version} the document is at ${doc.version} with ${events.length} change events that do not replay to its text`);
-        return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it; version ${checked.version} → ${doc.version}, ${events.length} changes); left as it is` };
+        const seen = events.map((e) => e.map((c) => `${c.rangeOffset}+${c.rangeLength}=${JSON.stringify(c.text)}`).join(" ")).join(" | ");
+        this.log(`${file.uri.fsPath}: after the edit at version ${checked.version} the document is at ${doc.version}; the change events since (${seen}) do not replay to its text`);
+        return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it; version ${checked.version} → ${doc.version}, changes ${seen}); left as it is` };
       }
       if (landed === "then-typed") file.typedAfter = true;
     }

@@ -79,7 +79,47 @@ function expectEqual(what, got, want) {
   if (got !== want) throw new Error(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
 }
 
+/** The running code-server and Chromium (for scenarios that open a second window). */
+const ctx = {};
+
+/** Waits until `check()` is true (a process appearing or going): polls /proc, at most `ms`. */
+async function until(check, ms) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
+}
+
 const scenarios = {
+  /** Issue 27: the panel was shown at start-up (before any prompt): the server is already running and
+   * initialized (the status bar says ready); a second window on another folder, which never shows the
+   * panel, has the extension active (its status bar item) and no server. */
+  async panel_prestarts_the_server(page, s) {
+    const ready = page.locator('.statusbar [aria-label="Agent: ready"]');
+    await ready.first().waitFor({ timeout: T });
+    const serversBeforePrompt = agentServers(config.settings["agentServer.path"], config.workspace).length;
+    const second = await page.context().newPage();
+    let secondWindow;
+    try {
+      const url = new URL(ctx.cs.url);
+      url.searchParams.set("folder", s.otherFolder);
+      await openWorkbench(second, url.toString());
+      await second.locator('.statusbar [aria-label="Agent: not started"]').first().waitFor({ timeout: T });
+      await shot(second, "second-window");
+      secondWindow = {
+        extensionActive: true,
+        panelShown: (await second.locator("iframe.webview.ready").count()) > 0,
+        servers: agentServers(config.settings["agentServer.path"], s.otherFolder).length,
+      };
+    } finally {
+      await second.close();
+    }
+    await shot(page, "prestart-statusbar");
+    return { serversBeforePrompt, secondWindow };
+  },
+
   /** Ask about a selection in a file with unsaved changes → diff → a slash command while it waits (the
    * turn's cards stay as they are) → the user edits the proposed side → Accept → exactly the user's
    * text, still unsaved. */
@@ -133,12 +173,18 @@ const scenarios = {
     await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
     await page.keyboard.press("Control+End");
     await page.keyboard.type(s.typed);
-    await panel(page).locator(".proposal button.accept-all").last().click();
+    // stale said at once: the card says so before anything is clicked, and asks the agent again
+    const staleCard = panel(page).locator('.proposal[data-stale="true"]').last();
+    const staleAtOnce = await staleCard.waitFor({ timeout: 10_000 }).then(() => true, () => false);
+    await shot(page, "stale-at-once");
+    if (staleAtOnce) await staleCard.locator("button.ask-again").click();
+    else await panel(page).locator(".proposal button.accept-all").last().click(); // as before: Accept is answered stale
     await panel(page).locator('.proposal[data-outcome="stale"]').waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "stale-panel");
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
     expectEqual("document text", await editorText(page), s.expected);
+    return { staleAtOnce };
   },
 
   /** Two hunks: accept the first by its CodeLens, reject the second → partial, saved (file was not open). */
@@ -188,9 +234,11 @@ const scenarios = {
     const card = panel(page).locator(".permission").last();
     await card.locator('button[data-option-id="allow_once"]').waitFor({ timeout: T });
     await shot(page, "permission-panel");
+    const shown = await card.locator("pre.command").textContent({ timeout: 5000 }).catch(() => null);
     await card.locator('button[data-option-id="allow_once"]').click();
     await panel(page).locator(".tool.status-completed", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
     await waitIdle(page);
+    return { commandShown: shown };
   },
 
   /** Stop during a slow tool: the turn ends cancelled and the panel returns to idle. */
@@ -242,6 +290,108 @@ const scenarios = {
     await shot(page, "sessions-panel");
   },
 
+  /** Accept from the panel while typing in the document: for each proposal (each changes its own line of
+   * one file) the document's tab is clicked (the diff took the focus), the cursor goes to the top,
+   * Accept is clicked without taking the focus, and `zz` + Enter are typed 0-60 ms later. The
+   * outcomes are recorded and the document saved at the end (pytest judges the text on disk). */
+  async keystrokes_right_after_accept_never_garble(page, s) {
+    const p = panel(page);
+    await quickOpen(page, s.file);
+    await promptInPanel(page, s.prompt);
+    const tries = [];
+    let previous = null;
+    for (let i = 0; i < s.tries; i++) {
+      const t0 = Date.now();
+      const at = {};
+      const card = p.locator('.proposal[data-outcome="pending"]').last();
+      await card.waitFor({ timeout: T });
+      at.card = Date.now() - t0;
+      const id = await card.getAttribute("data-proposal-id");
+      if (id === previous) throw new Error(`try ${i}: no new proposal after ${previous}`);
+      previous = id;
+      // the diff has opened (it took the focus): back to the document, at its top
+      await page.locator('.editor-group-container.active .tab.active[aria-label*="(proposal)"]').waitFor({ timeout: T });
+      at.diff = Date.now() - t0;
+      await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
+      await page.locator(`.editor-group-container.active .tab.active[aria-label^="${s.file}"]`).waitFor({ timeout: T });
+      at.tab = Date.now() - t0;
+      await page.keyboard.press("Control+Home");
+      const delay = Math.round((i * 60) / Math.max(1, s.tries - 1));
+      await p.locator(`.proposal[data-proposal-id="${id}"] button.accept-all`).dispatchEvent("click"); // the focus stays in the document
+      if (delay > 0) await page.waitForTimeout(delay);
+      await page.keyboard.type(s.typed);
+      await page.keyboard.press("Enter");
+      const done = p.locator(`.proposal[data-proposal-id="${id}"]:not([data-outcome="pending"])`);
+      at.typed = Date.now() - t0;
+      await done.waitFor({ timeout: T });
+      at.done = Date.now() - t0;
+      tries.push({ delay, outcome: await done.getAttribute("data-outcome"), at });
+      writeFileSync(`${config.results}.progress`, JSON.stringify(tries));
+      if (i === 0) await shot(page, "race-first");
+    }
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await runCommand(page, "File: Save All"); // the document's text to disk, for pytest to judge
+    await page.locator(".editor-group-container .tab.dirty").first().waitFor({ state: "detached", timeout: T });
+    await shot(page, "race-end");
+    return { tries };
+  },
+
+  /** A ~200 KB answer with 60 tool calls: the transcript's DOM stays small (far items are placeholders),
+   * each markdown block is rendered once, scrolling back to the top draws the first paragraph again
+   * from its kept HTML. */
+  async long_answer_stays_bounded(page, s) {
+    const p = panel(page);
+    await p.locator("button.new-session").click(); // a transcript of its own
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T });
+    await promptInPanel(page, s.prompt);
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "long-answer-panel");
+    const transcript = p.locator(".transcript");
+    const measure = () => transcript.evaluate((t) => {
+      let nodes = 0;
+      const walker = document.createTreeWalker(t, NodeFilter.SHOW_ALL);
+      while (walker.nextNode()) nodes++;
+      const app = document.getElementById("app");
+      return { nodes, mdBlocks: Number(app.dataset.mdBlocks), mdRenders: Number(app.dataset.mdRenders) };
+    });
+    const after = await measure();
+    const toolCards = await transcript.evaluate((t) => t.querySelectorAll(".slot-tool").length);
+    const lastShown = await p.locator(".agent", { hasText: s.answer }).count() > 0;
+    await transcript.evaluate((t) => { t.scrollTop = 0; });
+    const first = p.locator(".agent", { hasText: s.first }).first();
+    const firstShownAfterScroll = await first.waitFor({ timeout: 10_000 }).then(() => true, () => false);
+    const scrolled = await measure();
+    await transcript.evaluate((t) => { t.scrollTop = t.scrollHeight; });
+    return { ...after, toolCards, lastShown, firstShownAfterScroll, mdRendersAfterScroll: scrolled.mdRenders };
+  },
+
+  /** bench/vscode_panel.py (not in CI): a 2 MB answer with 60 tool calls — when its last words show,
+   * and the renderers' private memory idle and after it; then a second long answer stopped halfway —
+   * when the click on Stop happened (the bench's tap on the server's stdin says when session/cancel
+   * arrived). */
+  async stream_bench(page, s) {
+    const p = panel(page);
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+    const idle = rendererMemory(ctx.ch.child.pid);
+    await promptInPanel(page, s.prompt);
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: 900_000 });
+    const lastShownAt = Date.now();
+    await waitIdle(page);
+    const after = rendererMemory(ctx.ch.child.pid);
+    await shot(page, "bench-long-answer");
+    await promptInPanel(page, s.stopPrompt);
+    await p.locator(".agent", { hasText: s.stopAt }).first().waitFor({ timeout: 900_000 });
+    const stop = p.locator("button.stop");
+    await stop.evaluate((b) => b.addEventListener("click", () => { b.dataset.clickedAt = String(Date.now()); }, { once: true }));
+    await stop.click();
+    const stopClickedAt = Number(await stop.getAttribute("data-clicked-at"));
+    await waitIdle(page);
+    return { lastShownAt, stopClickedAt, memory: { idle, after } };
+  },
+
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
   async panel_answers(page, s) {
     await promptInPanel(page, s.prompt);
@@ -250,6 +400,25 @@ const scenarios = {
     await shot(page, "check-panel");
   },
 };
+
+/** Private memory (kB: Private_Clean + Private_Dirty) of each Chromium renderer process of the
+ * browser whose process group is `pgid`, by pid. */
+function rendererMemory(pgid) {
+  const out = {};
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== pgid) continue;
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--type=renderer")) continue;
+      const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+      const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(rollup)?.[1] ?? 0);
+      out[pid] = kb("Private_Clean") + kb("Private_Dirty");
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
 
 /** Pids of the agent-server processes started from `command` whose working folder is `cwd`. */
 function agentServers(command, cwd) {
@@ -271,7 +440,9 @@ let ch;
 const t0 = Date.now();
 try {
   cs = await startCodeServer({ node: config.node, entry: config.codeServerEntry, vsix: config.vsix, tmp, workspace: config.workspace, settings: config.settings, env: config.env ?? {} });
+  ctx.cs = cs;
   ch = await startChromium({ executable: config.chromium, tmp });
+  ctx.ch = ch;
   results.pids = { codeServer: cs.child.pid, chromium: ch.child.pid };
   await openWorkbench(ch.page, cs.url);
   await focusPanel(ch.page);
@@ -296,6 +467,11 @@ try {
   if (cs) results.codeServerLogTail = cs.log.join("").slice(-4000);
   await ch?.browser.close().catch(() => {});
   results.groupsGone = await stopAll(ch?.child, cs?.child);
+  // the window is gone: no server of ours is left for any of its folders (each ends at its stdin's end)
+  const folders = [config.workspace, ...config.scenarios.map((s) => s.otherFolder).filter(Boolean)];
+  const left = () => folders.flatMap((f) => agentServers(config.settings["agentServer.path"], f));
+  await until(() => left().length === 0, 10_000);
+  results.serversLeft = left();
   save();
 }
 const ok = !results.error && config.scenarios.every((s) => results.scenarios[s.name]?.ok);
