@@ -169,9 +169,11 @@ class LspFrontend:
         protocol = self.server.protocol
         while (left := protocol.last_message + IDLE_BEFORE_LOADING - time.monotonic()) > 0:
             await asyncio.sleep(left)
-        if self._host is None and self._preloaded is None:
+        if self._host is None and self._preloaded is None and not protocol._shutdown:
             self._preloaded = threading.Event()
-            threading.Thread(target=self._load, name="agent-server-imports", daemon=True).start()
+            # not a daemon: an editor that exits meanwhile lets the imports end (~0.3 s) rather than
+            # have the interpreter finalised under a thread in the middle of one
+            threading.Thread(target=self._load, name="agent-server-imports").start()
 
     def _load(self) -> None:
         try:
