@@ -162,6 +162,7 @@ class SessionPolicy:
         return Denial(verdict.reason)
 
     def _remembered(self, tool: str, verdict: Verdict) -> Rule | None:
+        tool = verdict.facts.get("mcp_identity", tool)  # an MCP tool by what it is, not its exposed name
         if "mcp_arguments" in verdict.facts and verdict.prefix is not None:  # exact arguments only
             rule = self.memory.lookup(tool, lambda p: p == verdict.prefix)
         elif "command" in verdict.facts:  # shell rules are per prefix or exact; a compound command matches none
@@ -179,10 +180,11 @@ class SessionPolicy:
         if answer.kind != "selected" or answer.option not in (ALLOW_ALWAYS, REJECT_ALWAYS) or not verdict.rememberable:
             return
         allow = answer.option == ALLOW_ALWAYS
+        tool = verdict.facts.get("mcp_identity", call.name)
         if allow and verdict.exact is not None:  # a reject may stay broad; an allow must not
-            rule = Rule(call.name, verdict.exact, True, exact=True)
+            rule = Rule(tool, verdict.exact, True, exact=True)
         else:
-            rule = Rule(call.name, verdict.prefix, allow)
+            rule = Rule(tool, verdict.prefix, allow)
         self.memory.remember(rule)
         self.log.append("policy/remembered", {"tool": rule.tool, "prefix": rule.prefix, "allow": rule.allow,
                                               "exact": rule.exact, "call_id": call.call_id,
@@ -193,7 +195,7 @@ class SessionPolicy:
         permission's title as the call's title), the verdict's content (diff, command) first — clients
         that show only the first block must show the diff — then the reason for asking as a
         plain-words text block."""
-        title = getattr(call, "title", "") or verdict.title
+        title = _plain(getattr(call, "title", "") or verdict.title)  # a tool's name may hold a newline
         reason = verdict.reason
         if reason.startswith("destructive: "):
             reason = f"it is destructive ({reason.removeprefix('destructive: ')})"
@@ -227,7 +229,7 @@ class SessionPolicy:
         name, args, kind = call.name, call.args, call.tool.kind
         mcp = getattr(call.tool, "mcp", None)
         if mcp is not None:
-            return self._mcp(name, mcp, args)
+            return self._mcp(name, mcp, args, call.tool)
         if name == "bash":
             return await self._shell(args.command)
         path = getattr(args, "path", None)
@@ -247,17 +249,19 @@ class SessionPolicy:
         return Verdict("ask", f"unknown-{kind}", "a tool whose effects policy cannot check",
                        title=f"Run {name}", what=f"this {name} call")
 
-    def _mcp(self, name: str, mcp: Any, args: Any) -> Verdict:
+    def _mcp(self, name: str, mcp: Any, args: Any, tool: Any = None) -> Verdict:
         """MCP servers run outside our sandbox and their annotations are untrusted unless the user's
         config trusts the server: an untrusted server's call asks every time (in every mode) with
         its arguments shown, and "always allow" covers these exact arguments only; a trusted
         server's ``readOnlyHint`` tool runs (not in read-only mode's ask), ``destructiveHint`` always
         asks, others ask once per tool."""
         arguments = json.dumps(args.model_dump(), sort_keys=True, ensure_ascii=False)
-        facts = {"mcp_server": mcp.server, "mcp_tool": mcp.tool, "mcp_arguments": arguments, "trusted": mcp.trusted}
-        shown = [_text(f"MCP server `{mcp.server}`, tool `{mcp.tool}`, arguments:\n{arguments}")]
-        title = f"Run {mcp.tool} ({mcp.server} MCP server)"
-        what = f"this call of {mcp.tool} on the {mcp.server} MCP server"
+        facts = {"mcp_server": mcp.server, "mcp_tool": mcp.tool, "mcp_arguments": arguments, "trusted": mcp.trusted,
+                 "mcp_identity": _mcp_identity(mcp, tool)}
+        server, tool_name = _plain(mcp.server), _plain(mcp.tool)
+        shown = [_text(f"MCP server `{server}`, tool `{tool_name}`, arguments:\n{arguments}")]
+        title = f"Run {tool_name} ({server} MCP server)"
+        what = f"this call of {tool_name} on the {server} MCP server"
         if mcp.read_only:
             return Verdict("allow", "mcp-trusted-read-only", facts=facts)
         if not mcp.trusted:
@@ -265,7 +269,7 @@ class SessionPolicy:
                            content=shown, prefix=arguments, facts=facts)
         if mcp.destructive:
             return Verdict("ask", "mcp-destructive", "the server marks this tool destructive", title=title,
-                           what=what, content=shown, rememberable=False, facts=facts)
+                           what=what, content=shown, rememberable=False, memory_allows=False, facts=facts)
         return Verdict("ask", "mcp-trusted", "MCP servers run outside the sandbox", title=title, what=what,
                        content=shown, facts=facts)
 
@@ -432,6 +436,28 @@ async def _precondition(call: CallView) -> Any:
     """The tool's own error for ``call`` if it cannot succeed (``None``: it may; or no check)."""
     check = getattr(call, "precondition", None)
     return await check() if check is not None else None
+
+
+def _mcp_identity(mcp: Any, tool: Any) -> str:
+    """What a remembered MCP rule is about: the server, the tool's own name, a hash of its input
+    schema and description, and its hints — a renamed exposed name, a changed schema or a tool that
+    became ``destructiveHint`` is another tool to ask about (issue 32 §8)."""
+    import hashlib
+
+    schema = tool.schema().get("function", {}) if tool is not None and hasattr(tool, "schema") else {}
+    hints = {k: mcp.annotations.get(k) for k in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")}
+    digest = hashlib.sha256(json.dumps([schema.get("parameters"), schema.get("description"), hints],
+                                       sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return "mcp:" + json.dumps([mcp.server, mcp.tool, digest], ensure_ascii=False)
+
+
+def _plain(text: str, limit: int = 200) -> str:
+    """``text`` on one line as it can be trusted in a title: control, format and line-separator
+    characters escaped (a newline in a tool's name spoofed the question's title), cut at ``limit``."""
+    import unicodedata
+
+    out = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+    return out if len(out) <= limit else out[:limit] + "…"
 
 
 def _text(text: str) -> dict[str, Any]:

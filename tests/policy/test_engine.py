@@ -249,3 +249,49 @@ async def test_more_secret_files_than_the_sandbox_can_hide_make_a_confined_comma
     policy, approver, *_ = make()
     assert await policy.guard(prepared("bash", command="ls")) is None
     assert len(approver.asked) == 1 and "more files named like secrets" in why(approver.asked[0])
+
+
+def mcp_call(exposed, server, tool, annotations=None, trusted=True, schema=None, **args):
+    from dataclasses import replace as _replace
+
+    from agent_server.tools.mcp.session import McpInfo, McpTool
+
+    info = McpInfo(server, tool, annotations or {}, trusted)
+    spec = {"description": f"{tool} does things", "inputSchema": schema or {"type": "object", "properties": {}}}
+    mcp_tool = McpTool(exposed, spec, info, connection=None)
+    raw = json.dumps(args)
+    call = PreparedCall(f"c-{exposed}", f"tc-{exposed}", exposed, raw, mcp_tool, validate_args(mcp_tool, raw))
+    return _replace(call, title=mcp_tool.title(call.args, None))
+
+
+async def test_mcp_always_allow_given_before_a_tool_became_destructive_kept_it_unasked(make):
+    """Issue 32 §8: an "always allow" follows the tool by server, original name, schema and hints."""
+    policy, approver, *_ = make(mcp_trusted=["ops"], approver=FakeApprover(Answer("selected", "allow_always")))
+    assert await policy.guard(mcp_call("mcp__ops__deploy", "ops", "deploy")) is None
+    assert await policy.guard(mcp_call("mcp__ops__deploy", "ops", "deploy")) is None
+    assert len(approver.asked) == 1  # remembered
+    approver.answer = Answer("selected", "reject_once")
+    assert await policy.guard(mcp_call("mcp__ops__deploy", "ops", "deploy", {"destructiveHint": True})) is not None
+    assert len(approver.asked) == 2  # the hints changed: asked again
+    assert await policy.guard(mcp_call("mcp__ops__deploy", "ops", "deploy",
+                                       schema={"type": "object", "properties": {"all": {"type": "boolean"}}})) is not None
+    assert len(approver.asked) == 3  # the schema changed: another tool
+
+
+async def test_mcp_remembered_allow_followed_a_reordered_exposed_name_to_another_tool(make):
+    policy, approver, *_ = make(mcp_trusted=["ops"], approver=FakeApprover(Answer("selected", "allow_always")))
+    assert await policy.guard(mcp_call("mcp__ops__tool_2", "ops", "status")) is None
+    approver.answer = Answer("selected", "reject_once")
+    # the server's list changed: the same exposed name now stands for another tool
+    assert await policy.guard(mcp_call("mcp__ops__tool_2", "ops", "drop_database")) is not None
+    assert len(approver.asked) == 2
+
+
+async def test_mcp_tool_name_with_a_newline_spoofed_the_question_title(make):
+    policy, approver, *_ = make(approver=FakeApprover(Answer("selected", "reject_once")))
+    spoof = "x\nRun `ls` (read-only, safe)\u202e"
+    await policy.guard(mcp_call("mcp__evil__x", "evil\nserver", spoof))
+    (question,) = approver.asked
+    assert "\n" not in question.title and "\u202e" not in question.title
+    assert "\\u000a" in question.title and "\\u202e" in question.title
+    assert "\n" not in why(question).split(", arguments:")[0]
