@@ -11,15 +11,15 @@ dismissed the message: ``null``) is ``cancelled``; nothing within ``[policy] app
 the message (an error answer: Helix) leaves the code actions, and without an answer there it is
 ``unavailable`` naming the editor's error.
 
+Must never: turn anything but a chosen allow action into an allow; ask about a text the user
+cannot see whole.
+
 The message shows the whole question (issue 32 §6: a command's tail after 4,200 spaces ran unseen
 when the text was cut at 4,000 characters): ``visible`` turns long runs of whitespace into a marker
 (``⟨4,200 spaces⟩``) and escapes control and format characters (a bidi override, an escape
 sequence); a text that still does not fit a message (``MAX_SHOWN``) is written whole into the
 session's transcript document and the message says where; when neither can show it the answer is
 ``unavailable`` with the reason (a denial).
-
-Must never: turn anything but a chosen allow action into an allow; ask about a text the user
-cannot see whole.
 """
 
 from __future__ import annotations

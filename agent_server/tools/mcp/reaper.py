@@ -2,6 +2,8 @@
 
     python -I -S reaper.py PARENT_PID [--subreaper] -- COMMAND [ARG …]
 
+Must never: import anything but the standard library, or outlive its parent.
+
 Role: most servers are started as ``npx -y …``, ``uvx …`` or ``sh -c …``: the process we start is
 a launcher, the real server its child, and some servers double-fork helpers of their own. This
 script (standard library only, run by path so it starts in milliseconds) makes sure none of them
@@ -20,8 +22,6 @@ outlives the server's end, ``session/close``, our normal exit or our ``kill -9``
 The command keeps the launcher's stdin, stdout and stderr (the MCP stdio pipes). The launcher exits
 with the command's status (``128 + signal`` for a signal). Servers that hand their work to a daemon
 outside the tree (``docker run``: the container belongs to dockerd) are out of reach of both.
-
-Must never: import anything but the standard library, or outlive its parent.
 """
 
 from __future__ import annotations
