@@ -171,7 +171,7 @@ class LspFrontend:
             await asyncio.sleep(left)
         if self._host is None and self._preloaded is None and not protocol._shutdown:
             self._preloaded = threading.Event()
-            # not a daemon: an editor that exits meanwhile lets the imports end (~0.3 s) rather than
+            # not a daemon: an editor that exits meanwhile lets the imports end (a fraction of a second) rather than
             # have the interpreter finalised under a thread in the middle of one
             threading.Thread(target=self._load, name="agent-server-imports").start()
 
