@@ -176,3 +176,12 @@ def test_package_init_files_import_nothing_eagerly():
             eager[module] = [ast.unparse(n) for n in top]
     assert eager == {}
     assert graph["agent_server.cli"] <= {"agent_server.cli.main"}
+
+
+def test_the_warm_spare_is_gone():
+    """Issue 27: no ``spare/`` package and no ``AGENT_SERVER_SPARE*`` variable in the package, the
+    README or the bench (the README's upgrade note names the old spare's command line only)."""
+    assert not (PACKAGE / "spare").exists()
+    root = PACKAGE.parent
+    texts = [*PACKAGE.rglob("*.py"), root / "README.md", *(root / "bench").glob("*.py"), *(root / "scripts").glob("*")]
+    assert [str(p) for p in texts if p.is_file() and "AGENT_SERVER_SPARE" in p.read_text(errors="replace")] == []
