@@ -258,14 +258,15 @@ class EditorFiles:
     async def _saved_otherwise(self, path: Path, sha256: Any, landed: str) -> FileSnapshot | None:
         """The document read again when the editor's ``versions[uri].sha256`` (the hash of its text
         after applying and saving) is not the hash of the text the applied edits give — a formatter
-        run by the save changed it — else ``None``."""
+        run by the save changed it — and the document read again holds other text, else ``None``."""
         if not isinstance(sha256, str) or sha256 == _sha(landed) or not self.caps.read_text:
             return None
         try:
-            return await self.read(path)
+            now = await self.read(path)
         except OSError as exc:
             log.debug("re-read of %s after a save that changed it failed: %s", path, exc)
             return None
+        return None if now.sha256 == _sha(landed) else now  # the same text after all: nothing to tell
 
     async def _request_proposal(self, params: dict[str, Any]) -> dict[str, Any] | WriteOutcome:
         """Send the proposal and wait for the user — up to ``approval_timeout()`` s, the tool's
