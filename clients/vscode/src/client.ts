@@ -59,6 +59,8 @@ export interface ClientOptions {
   onEvent: (event: ClientEvent) => void;
   /** Mode to set after a session starts ("" = the server's default). */
   initialMode: () => string;
+  /** The workspace's folders (absolute paths), the first is the session's `cwd`; empty: the spawn's `cwd`. */
+  roots?: () => string[];
   log: (line: string) => void;
 }
 
@@ -261,10 +263,22 @@ export class AgentClient {
     await proc.kill();
   }
 
+  /**
+   * Every workspace folder: the first as `cwd`, the others as `additionalDirectories` (when the agent
+   * announced `sessionCapabilities.additionalDirectories`; else the first folder only).
+   */
+  private sessionRoots(r: Running): { cwd: string; additionalDirectories?: string[] } {
+    const [first, ...rest] = this.opts.roots?.() ?? [];
+    const cwd = first ?? this.cwd;
+    const extra = rest.filter((d) => d !== cwd);
+    const can = (r.init.agentCapabilities?.sessionCapabilities as { additionalDirectories?: unknown } | undefined)?.additionalDirectories;
+    return can && extra.length > 0 ? { cwd, additionalDirectories: extra } : { cwd };
+  }
+
   /** Creates a new session in the workspace folder (replaces the current one). */
   async newSession(): Promise<string> {
     const r = await this.start();
-    const res = await r.conn.agent.request(acp.methods.agent.session.new, { cwd: this.cwd, mcpServers: [] });
+    const res = await r.conn.agent.request(acp.methods.agent.session.new, { ...this.sessionRoots(r), mcpServers: [] });
     this.sessionId = res.sessionId;
     let modes = res.modes;
     const mode = this.opts.initialMode();
@@ -295,7 +309,7 @@ export class AgentClient {
     this.sessionId = sessionId; // the replay's updates are this session's
     let res: acp.LoadSessionResponse;
     try {
-      res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, cwd: this.cwd, mcpServers: [] });
+      res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, ...this.sessionRoots(r), mcpServers: [] });
     } catch (err) {
       // refused (open in another agent-server process, a corrupt log): stay on the session we had
       if (this.sessionId === sessionId) this.sessionId = previous;

@@ -89,6 +89,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     },
     onEvent: (e) => onClientEvent(e),
     initialMode: () => readSettings().mode,
+    roots: () => (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath),
     log,
   });
   client = agent;
@@ -265,6 +266,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   }
 
   context.subscriptions.push(
+    // every folder is a root of the session: a change of folders starts a new session (said so)
+    vscode.workspace.onDidChangeWorkspaceFolders(() => {
+      if (!agent.currentSessionId) return;
+      agent.resetSession();
+      const names = (vscode.workspace.workspaceFolders ?? []).map((f) => f.name).join(", ") || "none";
+      post({ kind: "notice", level: "info", text: `The workspace folders changed (now: ${names}); the next prompt starts a new session with all of them.` });
+    }),
     vscode.window.registerWebviewViewProvider(VIEW_ID, chat, { webviewOptions: { retainContextWhenHidden: true } }),
     diffView.register(),
     permissions.register(),

@@ -197,6 +197,11 @@ export const workspace = {
     await Promise.all(workspace.configListeners.map((l) => l({ affectsConfiguration: (s: string) => full === s || full.startsWith(`${s}.`) })));
   },
   onDidChangeTextDocument: () => ({ dispose() {} }),
+  folderListeners: [] as (() => unknown)[],
+  onDidChangeWorkspaceFolders(l: () => unknown) {
+    workspace.folderListeners.push(l);
+    return { dispose() {} };
+  },
   registerFileSystemProvider: () => ({ dispose() {} }),
 };
 
@@ -253,6 +258,7 @@ export function resetStub(): void {
   workspace.folderSettings = {};
   workspace.workspaceFolders = undefined;
   workspace.configListeners.length = 0;
+  workspace.folderListeners.length = 0;
   window.providers.clear();
 }
 

@@ -176,3 +176,22 @@ describe("settings written by the workspace (test_workspace_settings_cannot_choo
     expect(notice?.text).toContain(t.path);
   });
 });
+
+describe("every workspace folder is a root of the session", () => {
+  it("sends the first folder as cwd and the others as additionalDirectories, and a folder change starts a new session, said so", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "roots-"));
+    const paramsLog = join(dir, "params.log");
+    const panel = await openPanel({ turns: [answer("first"), answer("second")], additionalDirectories: true, paramsLog });
+    workspace.workspaceFolders = [{ uri: Uri.file("/ws/one") }, { uri: Uri.file("/ws/two") }];
+    panel.send({ type: "prompt", text: "q1" });
+    await panel.until("the first answer", panel.answered("first"));
+    const news = () => readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((m) => m.method === "session/new").map((m) => m.params);
+    expect(news()).toEqual([{ cwd: "/ws/one", additionalDirectories: ["/ws/two"], mcpServers: [] }]);
+    workspace.workspaceFolders = [{ uri: Uri.file("/ws/two") }, { uri: Uri.file("/ws/three") }];
+    await Promise.all(workspace.folderListeners.map((l) => l()));
+    await panel.until("the notice", (s) => s.items.some((i) => i.type === "notice" && i.text.includes("workspace folders changed")));
+    panel.send({ type: "prompt", text: "q2" });
+    await panel.until("the second answer", panel.answered("second"));
+    expect(news()[1]).toEqual({ cwd: "/ws/two", additionalDirectories: ["/ws/three"], mcpServers: [] });
+  });
+});
