@@ -383,7 +383,8 @@ const scenarios = {
     const after = rendererMemory(ctx.ch.child.pid);
     await shot(page, "bench-long-answer");
     await promptInPanel(page, s.stopPrompt);
-    await p.locator(".agent", { hasText: s.stopAt }).first().waitFor({ timeout: 900_000 });
+    // halfway: the second answer's tool cards (kept as slots when far from the viewport) reach stopAtTools
+    await p.locator(".slot-tool").nth(s.stopAtTools - 1).waitFor({ state: "attached", timeout: 900_000 });
     const stop = p.locator("button.stop");
     await stop.evaluate((b) => b.addEventListener("click", () => { b.dataset.clickedAt = String(Date.now()); }, { once: true }));
     await stop.click();

@@ -1,0 +1,146 @@
+"""The VS Code panel under a 2 MB answer (issue 30, item 1): driven by the code-server harness of
+the end-to-end tests (clients/vscode/test/e2e/run.mjs, scenario ``stream_bench``), a real
+agent-server, the model played by the offline endpoint.
+
+Figures (goals in bench/README.md):
+* lag: the panel shows the answer's last words this long after the server logged the step's end
+  (the ``assistant`` event, written when the model's stream ended — the server sent its last chunk
+  then);
+* cancel: a click on Stop halfway through a second long answer → ``session/cancel`` arriving on the
+  server's stdin (a tap between the extension and the server records the time);
+* memory: the growth of the Chromium renderers' private memory (``/proc/<pid>/smaps_rollup``,
+  Private_Clean + Private_Dirty) from before the answer to after it, the largest of the renderers.
+
+Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTENSION = REPO / "clients" / "vscode"
+sys.path.insert(0, str(REPO))
+
+from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream  # noqa: E402
+
+TAP = '''import os, subprocess, sys, threading, time
+log = open(sys.argv[1], "a", buffering=1)
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=sys.stdout.buffer, stderr=sys.stderr)
+for line in sys.stdin.buffer:
+    if b'"session/cancel"' in line:
+        log.write(f"{time.time()}\\n")
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+sys.exit(child.wait())
+'''
+
+
+def part(step: int, size: int) -> str:
+    out, i, n = [], 0, 0
+    while n < size:
+        p = (f"Paragraph {step}.{i}: the answer goes on with **bold {step}.{i}** words and `code_{step}_{i}` "
+             f"and more plain words to fill the line, as a long explanation from a model would.\n\n")
+        out.append(p)
+        n += len(p)
+        i += 1
+    return "".join(out)
+
+
+def tools() -> dict[str, str]:
+    env = Path(os.environ.get("AGENT_SERVER_TOOLS") or Path.home() / ".cache" / "agent-server-vscode") / "env.sh"
+    values = {k: (shlex.split(v) or [""])[0] for k, v in (line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)}
+    values["VSIX"] = str(EXTENSION / "dist" / "agent-server-vscode.vsix")
+    return values
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=float, default=2.0, help="size of each long answer in MB (default 2)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    t = tools()
+    steps, tool_calls_per_step = 20, 3
+    per_step = int(args.mb * 1_000_000 / steps)
+    tmp = Path(tempfile.mkdtemp(prefix="vscode-bench-"))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        (workspace / name).write_text(f"# {name}\n")
+    end = "BENCH-ANSWER-END"
+
+    def answer(prefix: str) -> list[dict]:
+        return [*(tool_call_stream([(f"{prefix}{k}.{j}", "read", json.dumps({"path": n}))
+                                    for j, n in enumerate(("a.py", "b.py", "c.py"))], text=part(k, per_step))
+                  for k in range(steps)),
+                text_stream(f"{end} {prefix}")]
+
+    endpoint = ThreadedEndpoint(OfflineEndpoint())
+    for response in answer("x") + answer("y"):
+        endpoint.push(response)
+    server = REPO / ".venv" / "bin" / "agent-server"
+    tap_log = tmp / "cancel-times.txt"
+    (tmp / "tap.py").write_text(TAP)
+    wrapper = tmp / "agent-server-tap"
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(tmp / 'tap.py'))} "
+                       f"{shlex.quote(str(tap_log))} {shlex.quote(str(server))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    state = tmp / "state"
+    config = {
+        "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
+        "workspace": str(workspace), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
+        "results": str(tmp / "results.json"), "stopOnFailure": True,
+        "scenarios": [{"name": "stream_bench", "prompt": "Explain at length", "answer": f"{end} x",
+                       "stopPrompt": "Explain again", "stopAtTools": steps * tool_calls_per_step * 3 // 2}],
+        "settings": {"agentServer.path": str(wrapper), "agentServer.baseUrl": endpoint.base_url},
+        "env": {"AGENT_SERVER_STATE_DIR": str(state), "AGENT_SERVER_SANDBOX": "off",
+                "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
+                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
+    }
+    (tmp / "config.json").write_text(json.dumps(config))
+    try:
+        proc = subprocess.run([t["NODE24"], str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
+                              cwd=REPO, capture_output=True, text=True, timeout=3600)
+    finally:
+        endpoint.stop()
+    results = json.loads((tmp / "results.json").read_text())
+    got = results["scenarios"].get("stream_bench", {})
+    if not got.get("ok"):
+        print(f"the bench scenario failed: {got.get('error') or results.get('error')}\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return 1
+    # the first turn's last step: the server logged its end when the model's stream ended
+    events = [json.loads(line) for f in state.glob("sessions/*/events.jsonl") for line in f.read_text().splitlines()]
+    first_turn_end = max(e["time"] for e in events if e["type"] == "assistant" and e["data"].get("turn", 1) == 1
+                         and any(end in str(b) for b in [e["data"]]))
+    lag = got["lastShownAt"] / 1000 - first_turn_end
+    cancels = [float(x) for x in tap_log.read_text().split()]
+    cancel = min(c for c in cancels if c >= got["stopClickedAt"] / 1000 - 0.5) - got["stopClickedAt"] / 1000
+    idle, after = got["memory"]["idle"], got["memory"]["after"]
+    growth = max(after.get(pid, 0) - idle.get(pid, 0) for pid in after) / 1024
+    figures = {"mb": args.mb, "tool_calls": steps * tool_calls_per_step, "last_chunk_lag_s": round(lag, 3),
+               "stop_to_cancel_ms": round(cancel * 1000, 1), "renderer_private_growth_mib": round(growth, 1),
+               "first_answer_s": None, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                                              capture_output=True, text=True).stdout.strip()}
+    turn_start = min(e["time"] for e in events if e["type"] == "turn/start")
+    figures["first_answer_s"] = round(got["lastShownAt"] / 1000 - turn_start, 1)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        print(f"{args.mb} MB answer, {figures['tool_calls']} tool calls: the panel showed the last chunk "
+              f"{figures['last_chunk_lag_s']} s after the server sent it (turn {figures['first_answer_s']} s); "
+              f"Stop → session/cancel {figures['stop_to_cancel_ms']} ms; renderer private memory "
+              f"+{figures['renderer_private_growth_mib']} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
