@@ -32,8 +32,23 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-#: Entries of a workspace root that editors execute or obey (see the module docstring).
-EDITOR_CONFIG = (".vscode", ".idea", ".zed", ".nvim.lua", ".nvimrc", ".exrc")
+#: Entries of a workspace root that editors execute or obey (see the module docstring); Vim's rc
+#: files (sourced with 'exrc'), Helix's ``.helix/`` (``languages.toml`` names language servers) and
+#: dev containers (``initializeCommand`` runs on the host) too (issue 32 §4).
+EDITOR_CONFIG = (".vscode", ".idea", ".zed", ".nvim.lua", ".nvimrc", ".exrc", ".vimrc", "_vimrc", ".gvimrc",
+                 ".helix", ".devcontainer", ".devcontainer.json")
+#: Folders an editor obeys wherever they are (a sub-folder opened as a workspace, a multi-root one).
+CONFIG_FOLDERS = frozenset({".vscode", ".idea", ".zed", ".helix", ".devcontainer"})
+#: File names an editor obeys wherever they are; and ``*.code-workspace``.
+CONFIG_FILES = frozenset({".nvim.lua", ".nvimrc", ".exrc", ".vimrc", "_vimrc", ".gvimrc", ".devcontainer.json",
+                          "devcontainer.json"})
+WORKSPACE_SUFFIX = ".code-workspace"
+#: Folders the watch does not enter (as the secret scan: dependencies, caches, ``.git``).
+WATCH_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
+                        ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+#: Most files (and bytes each) the watch keeps to put back.
+WATCH_MAX_FILES = 2000
+WATCH_MAX_BYTES = 1 << 20
 
 
 def editor_config_paths(roots: Iterable[Path]) -> list[str]:
@@ -48,8 +63,26 @@ def editor_config_paths(roots: Iterable[Path]) -> list[str]:
     return out
 
 
+def is_config_name(parts: Iterable[str]) -> bool:
+    """Whether a path relative to a root (its ``parts``) is editor configuration at any depth: in a
+    ``CONFIG_FOLDERS`` folder, or named like ``CONFIG_FILES`` or ``*.code-workspace``."""
+    parts = list(parts)
+    if not parts:
+        return False
+    name = parts[-1]
+    return (any(p in CONFIG_FOLDERS for p in parts[:-1]) or name in CONFIG_FOLDERS or name in CONFIG_FILES
+            or name.endswith(WORKSPACE_SUFFIX))
+
+
 def editor_config_of(resolved: Path, lexical: Path, roots: Iterable[Path]) -> str | None:
-    """The ``EDITOR_CONFIG`` entry (``root/NAME``) that ``resolved`` or ``lexical`` is or lies in, else None."""
+    """The editor configuration (a ``root/NAME`` of ``EDITOR_CONFIG``, or a sub-folder's one) that
+    ``resolved`` or ``lexical`` is or lies in, else None."""
+    roots = list(roots)
+    for root in roots:
+        for p in (resolved, lexical):
+            for base in {Path(os.path.realpath(root)), Path(os.path.abspath(root))}:
+                if base in p.parents and is_config_name(p.relative_to(base).parts):
+                    return str(p)
     for root in roots:
         for name in EDITOR_CONFIG:
             for base in {Path(os.path.realpath(root / name)), Path(os.path.abspath(root)) / name}:
@@ -109,3 +142,81 @@ class Placeholders:
 
 #: The server's one set (every launcher of the process shares it: two sessions on one root).
 PLACEHOLDERS = Placeholders()
+
+
+class ConfigWatch:
+    """Editor configuration below the roots that a read-only mount cannot hold (sub-folders' and
+    ``*.code-workspace``): ``snapshot()`` before a confined command, ``restore()`` after it puts
+    back what the command created, changed or removed there and returns those paths (relative to
+    their root). Root-level ``EDITOR_CONFIG`` names are left to the mounts."""
+
+    def __init__(self, roots: Iterable[Path]) -> None:
+        self.roots = [os.path.realpath(r) for r in roots]
+        self.before: dict[str, tuple[bytes, int] | None] = {}
+        self.complete = True
+
+    def _scan(self) -> dict[str, tuple[bytes, int] | None]:
+        found: dict[str, tuple[bytes, int] | None] = {}
+        for root in self.roots:
+            for folder, dirs, files in os.walk(root):
+                dirs[:] = [d for d in dirs if d not in WATCH_SKIP and not os.path.islink(os.path.join(folder, d))]
+                rel = os.path.relpath(folder, root)
+                parts = [] if rel == "." else rel.split(os.sep)
+                for name in files:
+                    full = os.path.join(folder, name)
+                    if not parts and name in EDITOR_CONFIG:
+                        continue  # mounted read-only
+                    if parts and parts[0] in EDITOR_CONFIG:
+                        continue  # inside a mounted root-level folder
+                    if not is_config_name([*parts, name]):
+                        continue
+                    if len(found) >= WATCH_MAX_FILES:
+                        self.complete = False
+                        return found
+                    try:
+                        st = os.lstat(full)
+                        if os.path.islink(full) or st.st_size > WATCH_MAX_BYTES:
+                            found[full] = None  # known, not kept: a link or a big file is removed if new
+                            continue
+                        with open(full, "rb") as fh:
+                            found[full] = (fh.read(), st.st_mode & 0o7777)
+                    except OSError:
+                        continue
+        return found
+
+    def snapshot(self) -> None:
+        self.before = self._scan()
+
+    def restore(self) -> list[str]:
+        """Put back what changed since ``snapshot``; the paths put back."""
+        after = self._scan()
+        changed: list[str] = []
+        for path, now in after.items():
+            was = self.before.get(path, "missing")
+            if was == "missing":
+                try:
+                    os.unlink(path)
+                    changed.append(path)
+                except OSError:
+                    pass
+            elif was is not None and now != was and _put_back(path, was):
+                changed.append(path)
+        for path, was in self.before.items():
+            if path not in after and was is not None and _put_back(path, was):
+                changed.append(path)
+        return sorted(changed)
+
+
+def _put_back(path: str, was: tuple[bytes, int]) -> bool:
+    data, mode = was
+    try:
+        if os.path.islink(path):
+            os.unlink(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(path, mode)
+        return True
+    except OSError:
+        return False

@@ -283,6 +283,12 @@ class BashTool(Tool):
         if cleared:
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)
+        reverted = launch.reverted() if getattr(launch, "reverted", None) is not None else []
+        if reverted:  # editor configuration the editor would obey outside the sandbox
+            result.meta["editor_config_reverted"] = reverted
+            result.text += ("\n[sandbox] this command created, changed or removed editor configuration, which was put "
+                            "back: " + ", ".join(reverted) + ". Editors run or obey these files outside the sandbox: "
+                            "change them with the write or edit tool, which asks the user.")
         if launch is not None:
             result.meta["sandbox"] = launch.meta
             markers = getattr(launch, "hint_markers", None) or PERMISSION_MARKERS

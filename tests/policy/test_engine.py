@@ -295,3 +295,15 @@ async def test_mcp_tool_name_with_a_newline_spoofed_the_question_title(make):
     assert "\n" not in question.title and "\u202e" not in question.title
     assert "\\u000a" in question.title and "\\u202e" in question.title
     assert "\n" not in why(question).split(", arguments:")[0]
+
+
+async def test_file_tools_writing_editor_rc_files_and_sub_folder_configuration_ask(make):
+    """Issue 32 §4: the write tool created .helix/config.toml without asking."""
+    policy, approver, *_ = make(approver=FakeApprover(Answer("selected", "reject_once")))
+    paths = (".helix/config.toml", ".vimrc", "_vimrc", ".gvimrc", ".devcontainer/devcontainer.json",
+             "sub/.vscode/settings.json", "sub/.nvim.lua", "team.code-workspace", "a/b/.devcontainer.json")
+    for path in paths:
+        assert await policy.guard(prepared("write", path=path, content="x")) is not None, path
+    assert len(approver.asked) == len(paths) and all("editor configuration" in why(q) for q in approver.asked)
+    assert await policy.guard(prepared("write", path="sub/vscode/settings.json", content="x")) is None  # only those
+    assert len(approver.asked) == len(paths)

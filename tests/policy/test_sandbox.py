@@ -594,3 +594,37 @@ async def test_unconfined_shell_calls_let_a_setsid_child_outlive_them_and_the_mo
     assert "setsid" in MODES[DANGER_FULL_ACCESS].description and "outlive" in MODES[DANGER_FULL_ACCESS].description
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "**Unconfined shell calls**" in readme
+
+
+# -- issue 32 §4: editor configuration outside the read-only set -----------------------------------
+
+
+async def test_editor_rc_files_and_sub_folder_configuration_made_by_a_confined_command_are_put_back(box):
+    """.vimrc (sourced by Vim with 'exrc'), .helix/, .devcontainer/ at the root: read-only (mounts and
+    placeholders). Sub-folders' .vscode/ and .nvim.lua, *.code-workspace, a sub-folder's
+    devcontainer.json: seen after the command, put back, and the result says so."""
+    ws, *_ = box
+    (ws / "pkg" / ".helix").mkdir(parents=True)
+    (ws / "pkg" / ".helix" / "languages.toml").write_text("# mine\n")
+    res = await run(box, """
+        echo 'set shell=/tmp/x' > .vimrc; echo vimrc=$?
+        echo x > _vimrc; echo _vimrc=$?
+        mkdir -p .helix && echo '[editor]' > .helix/config.toml; echo helix=$?
+        mkdir -p .devcontainer && echo '{"initializeCommand": "id"}' > .devcontainer/devcontainer.json; echo dev=$?
+        mkdir -p sub/.vscode && echo '{"agentServer.path": "/tmp/x"}' > sub/.vscode/settings.json; echo subvs=$?
+        echo 'os.execute("id")' > sub/.nvim.lua; echo subnvim=$?
+        echo '{"settings": {}}' > team.code-workspace; echo ws=$?
+        echo 'command = "id"' >> pkg/.helix/languages.toml; echo pkghelix=$?
+        echo ok > plain.txt && echo fine
+    """)
+    out = res.text
+    for step in ("vimrc", "_vimrc", "helix", "dev"):
+        assert f"{step}=0" not in out.splitlines(), (step, out)
+    for name in (".vimrc", "_vimrc", ".helix", ".devcontainer"):
+        assert not os.path.lexists(ws / name), f"{name} was created (or its placeholder left behind)"
+    assert not (ws / "sub" / ".vscode" / "settings.json").exists() and not (ws / "sub" / ".nvim.lua").exists()
+    assert not (ws / "team.code-workspace").exists()
+    assert (ws / "pkg" / ".helix" / "languages.toml").read_text() == "# mine\n"
+    assert (ws / "plain.txt").read_text() == "ok\n" and "fine" in out
+    assert "was put back" in out and "sub/.nvim.lua" in out and "team.code-workspace" in out
+    assert res.meta["editor_config_reverted"]

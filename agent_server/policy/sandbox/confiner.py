@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.editor_config import PLACEHOLDERS, editor_config_paths
+from agent_server.policy.editor_config import PLACEHOLDERS, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths
 
@@ -153,6 +153,9 @@ class ShellLaunch:
     meta: dict[str, Any] = field(default_factory=dict)
     after: Callable[[], list[str]] | None = None
     spawn: Callable[[Path, dict[str, str]], Awaitable[Any]] | None = None
+    reverted: Callable[[], list[str]] | None = None
+    """After ``after``: the editor configuration below the roots the command created, changed or
+    removed, put back (``editor_config.ConfigWatch``)."""
 
 
 PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
@@ -384,10 +387,14 @@ class ShellConfiner:
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
         held: list[str] = []
+        watch = ConfigWatch(self.roots) if mode != READ_ONLY and spec["ro_binds"] else None
+        put_back: list[str] = []
 
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
             from agent_server.policy.sandbox.shell_spawn import ConfinedProcess, spawn_confined
 
+            if watch is not None:  # what a mount cannot hold: looked at before, put back after
+                await asyncio.to_thread(watch.snapshot)
             held[:] = PLACEHOLDERS.acquire(spec["ro_binds"])
             try:
                 proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
@@ -408,8 +415,14 @@ class ShellConfiner:
                 "git_read_only": any(p.endswith("/.git") for p in spec["ro_binds"]),
                 "editor_config_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
+        def after() -> list[str]:
+            PLACEHOLDERS.release(held)
+            if watch is not None:
+                put_back[:] = watch.restore()
+            return self.sweeper(sweep_roots, skip)
+
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=lambda: (PLACEHOLDERS.release(held), self.sweeper(sweep_roots, skip))[1], spawn=spawn)
+                           after=after, spawn=spawn, reverted=lambda: list(put_back))
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
