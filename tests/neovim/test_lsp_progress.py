@@ -48,3 +48,35 @@ def test_agent_cancel_cancels_an_agent_server_lsp_turn_whose_progress_the_plugin
     assert ed.wait("return _G.lsp_answer", what="the LSP turn's answer") == "cancelled"
     ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
     ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
+
+
+def test_the_transcript_window_shows_each_new_turn_of_agent_server_lsp(make_editor, endpoint, workspace, server_env):
+    """One transcript per session, shown every turn at the same URI: the window it is in already
+    must show the new turn (Neovim does not read a loaded buffer again by itself)."""
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "two.py"
+    path.write_text("print(2)\n")
+    push(endpoint, text_stream("first answer"), text_stream("second answer"))
+    ed = make_editor()
+    ed.lua("""
+        local env = vim.json.decode(...)
+        vim.lsp.config('agent_server', { cmd = env.cmd, cmd_env = env.env, filetypes = { 'python' },
+                                         root_markers = { 'pyproject.toml' } })
+        vim.lsp.enable('agent_server')
+    """, json.dumps({"cmd": [*agent_server_command(), "lsp"], "env": server_env}))
+    ed.cmd(f"edit {path}")
+    ed.wait("local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]; return c and c.initialized",
+            what="agent-server lsp attached")
+    for n, answer in ((1, "first answer"), (2, "second answer")):
+        ed.lua("""
+            local c = vim.lsp.get_clients({ name = 'agent_server' })[1]
+            c:exec_cmd({ title = 'ask', command = 'agentServer.ask', arguments = { {
+              uri = vim.uri_from_fname(...), prompt = 'question' } } }, {}, function() end)
+        """, str(path))
+        ed.wait("""for _, b in ipairs(vim.api.nvim_list_bufs()) do
+                     if vim.api.nvim_buf_get_name(b):match('transcript%.md$') and vim.api.nvim_buf_is_loaded(b) then
+                       return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n'):find(..., 1, true)
+                     end
+                   end""", answer, what=f"turn {n} in the transcript window")
+    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
+    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")

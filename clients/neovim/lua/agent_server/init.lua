@@ -85,6 +85,23 @@ local function wire()
       buffers.after_write(ev.buf)
     end,
   })
+  -- `agent-server lsp` shows its session's one transcript file every turn (window/showDocument of
+  -- the same URI): the buffer already showing it is read again, so the new turn is in it
+  local show_document = vim.lsp.handlers["window/showDocument"]
+  if show_document then
+    vim.lsp.handlers["window/showDocument"] = function(err, result, ctx, cfg)
+      local c = ctx and vim.lsp.get_client_by_id(ctx.client_id)
+      if c and c.name == "agent_server" and type(result) == "table" and type(result.uri) == "string" then
+        local buf = vim.uri_to_bufnr(result.uri)
+        if vim.api.nvim_buf_is_loaded(buf) and not vim.bo[buf].modified then
+          pcall(vim.api.nvim_buf_call, buf, function()
+            vim.cmd("silent! edit!")
+          end)
+        end
+      end
+      return show_document(err, result, ctx, cfg)
+    end
+  end
   -- `agent-server lsp`'s progress, which stock Neovim does not show: echoed
   vim.api.nvim_create_autocmd("LspProgress", {
     group = group,
