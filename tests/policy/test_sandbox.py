@@ -499,46 +499,57 @@ async def test_git_hooks_in_the_working_tree_ran_unconfined_now_read_only_to_a_c
     assert "what git runs from the tree" in res.text  # the hint says why
 
 
-def test_git_hooks_in_the_working_tree_are_read_only_to_a_confined_command_of_a_normal_user():
+def as_normal_user(prepare, commands: list[str]) -> tuple[Path, list[str]]:
+    """Run ``commands`` one after the other in one confined session of user 65534 (nobody), in a
+    workspace ``prepare(ws)`` filled before the session started; returns the workspace (removed at
+    by the caller's ``finally``) and each command's output."""
     assert os.geteuid() == 0 and shutil.which("setpriv"), "needs root (and setpriv) to switch to an unprivileged user"
-    base = tempfile.mkdtemp(prefix="agent-server-nobody-hooks-")
-    try:
-        os.chmod(base, 0o777)
-        ws = Path(base) / "ws"
-        ws.mkdir()
-        hooked_repo(ws)
-        subprocess.run(["chown", "-R", "65534:65534", base], check=True)
-        script = Path(base) / "run.py"
-        script.write_text(
-            "import asyncio, os, sys\n"
-            f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), *site.getsitepackages()]!r}\n"
-            "from pathlib import Path\n"
-            "from agent_server.config.load import PolicySettings\n"
-            "from agent_server.policy.modes import ModeState\n"
-            "from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status\n"
-            "from agent_server.session import EventLog\n"
-            "from agent_server.tools import ToolContext\n"
-            "from agent_server.tools.bash import BashArgs, BashTool\n"
-            "async def main():\n"
-            f"    base = Path({base!r}); ws = base / 'ws'; tmp = base / 'session' / 'tmp'; tmp.mkdir(parents=True)\n"
-            "    log = EventLog.create(base / 'session' / 'events.jsonl', {'cwd': str(ws)})\n"
-            "    policy = PolicySettings(); status = await probe_status(policy)\n"
-            "    assert status.write_confinable, status.problems\n"
-            "    launcher = ShellConfiner(ModeState(log, 'workspace-write'), status, [ws], tmp, policy)\n"
-            "    d = ToolContext.on_disk(ws)\n"
-            "    ctx = ToolContext(d.roots, d.files, d.reads, env={'PATH': os.environ['PATH'], 'HOME': str(base)},"
-            " shell_launcher=launcher)\n"
-            f"    print((await BashTool().run(BashArgs(command={HOOKED_REPO_COMMAND!r}), ctx)).text)\n"
-            "asyncio.run(main())\n")
-        # the system's interpreter: the suite's may live under a folder a normal user cannot enter
-        python = "/usr/bin/python3.11" if os.access("/usr/bin/python3.11", os.X_OK) else sys.executable
-        proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python,
-                               str(script)], capture_output=True, text=True, timeout=120,
-                              env={"PATH": os.environ["PATH"], "HOME": base})
-        assert proc.returncode == 0, proc.stderr
-        assert_hooks_held(ws, proc.stdout)
-    finally:
+    base = tempfile.mkdtemp(prefix="agent-server-nobody-")
+    os.chmod(base, 0o777)
+    ws = Path(base) / "ws"
+    ws.mkdir()
+    prepare(ws)
+    subprocess.run(["chown", "-R", "65534:65534", base], check=True)
+    script = Path(base) / "run.py"
+    script.write_text(
+        "import asyncio, json, os, sys\n"
+        f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), *site.getsitepackages()]!r}\n"
+        "from pathlib import Path\n"
+        "from agent_server.config.load import PolicySettings\n"
+        "from agent_server.policy.modes import ModeState\n"
+        "from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status\n"
+        "from agent_server.session import EventLog\n"
+        "from agent_server.tools import ToolContext\n"
+        "from agent_server.tools.bash import BashArgs, BashTool\n"
+        "async def main():\n"
+        f"    base = Path({base!r}); ws = base / 'ws'; tmp = base / 'session' / 'tmp'; tmp.mkdir(parents=True)\n"
+        "    log = EventLog.create(base / 'session' / 'events.jsonl', {'cwd': str(ws)})\n"
+        "    policy = PolicySettings(); status = await probe_status(policy)\n"
+        "    assert status.write_confinable, status.problems\n"
+        "    launcher = ShellConfiner(ModeState(log, 'workspace-write'), status, [ws], tmp, policy)\n"
+        "    d = ToolContext.on_disk(ws)\n"
+        "    ctx = ToolContext(d.roots, d.files, d.reads, env={'PATH': os.environ['PATH'], 'HOME': str(base)},"
+        " shell_launcher=launcher)\n"
+        f"    outs = [(await BashTool().run(BashArgs(command=c), ctx)).text for c in {commands!r}]\n"
+        "    print(json.dumps(outs))\n"
+        "asyncio.run(main())\n")
+    # the system's interpreter: the suite's may live under a folder a normal user cannot enter
+    python = "/usr/bin/python3.11" if os.access("/usr/bin/python3.11", os.X_OK) else sys.executable
+    proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python,
+                           str(script)], capture_output=True, text=True, timeout=180,
+                          env={"PATH": os.environ["PATH"], "HOME": base})
+    if proc.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
+        raise AssertionError(proc.stderr)
+    return ws, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_git_hooks_in_the_working_tree_are_read_only_to_a_confined_command_of_a_normal_user():
+    ws, (out,) = as_normal_user(hooked_repo, [HOOKED_REPO_COMMAND])
+    try:
+        assert_hooks_held(ws, out)
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
 
 
 # -- issue 32 §2: decoys ---------------------------------------------------------------------------
@@ -628,3 +639,35 @@ async def test_editor_rc_files_and_sub_folder_configuration_made_by_a_confined_c
     assert (ws / "plain.txt").read_text() == "ok\n" and "fine" in out
     assert "was put back" in out and "sub/.nvim.lua" in out and "team.code-workspace" in out
     assert res.meta["editor_config_reverted"]
+
+
+def test_decoy_files_pushed_real_secrets_out_of_the_masks_of_a_normal_user():
+    def prepare(ws):
+        (ws / ".env").write_text("API_TOKEN=real-secret\n")
+        (ws / "certs").mkdir()
+        (ws / "certs" / "server.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+
+    ws, (made, read) = as_normal_user(prepare, [
+        "mkdir a && cd a && for i in $(seq 0 1000); do : > ./-$i.pem; done; ls | wc -l",
+        "cat .env certs/server.pem; echo rc=$?"])
+    try:
+        assert "1001" in made
+        assert "real-secret" not in read and "PRIVATE KEY" not in read and "Permission denied" in read
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
+
+
+def test_editor_rc_files_and_sub_folder_configuration_of_a_normal_user_are_held_and_put_back():
+    ws, (out,) = as_normal_user(lambda ws: None, ["""
+        echo 'set shell=/tmp/x' > .vimrc; echo vimrc=$?
+        mkdir -p .helix && echo '[editor]' > .helix/config.toml; echo helix=$?
+        mkdir -p sub/.vscode && echo '{}' > sub/.vscode/settings.json; echo subvs=$?
+        echo '{"settings": {}}' > team.code-workspace; echo ws=$?
+    """])
+    try:
+        assert "vimrc=0" not in out.splitlines() and "helix=0" not in out.splitlines()
+        assert not os.path.lexists(ws / ".vimrc") and not os.path.lexists(ws / ".helix")
+        assert not (ws / "sub" / ".vscode" / "settings.json").exists() and not (ws / "team.code-workspace").exists()
+        assert "was put back" in out
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
