@@ -167,7 +167,7 @@ async def stream_step(
     for attempt in range(1, retry.max_attempts + 1):
         partial.reset(step)
         try:
-            message = await _stream_once(client, body, emit, partial)
+            message = await _stream_once(client, body, emit, partial, start.seq)
             partial.step = None
             return message
         except LLMError as error:
@@ -258,7 +258,8 @@ def retry_notice(event: SessionEvent) -> dict[str, Any] | None:
                 "delaySeconds": round(float(retry.get("delay") or 0.0), 3)}}}}
 
 
-async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage) -> AssembledMessage:
+async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage,
+                       step_seq: int) -> AssembledMessage:
     """One attempt: stream ``body``, forward its deltas, return the message at its ``Finish``. The
     stream is closed here when the attempt ends (its ``aclose``), not left to the event loop's
     finaliser of abandoned generators (a thread-safe wake-up and a task of its own, per stream)."""
@@ -267,10 +268,10 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
         async for event in stream:
             if isinstance(event, TextDelta):
                 partial.text_parts.append(event.text)
-                await emit(_chunk("agent_message_chunk", event.text))
+                await emit(_chunk("agent_message_chunk", event.text, message_id(step_seq, "agent_message_chunk")))
             elif isinstance(event, ReasoningDelta):
                 partial.reasoning_parts.append(event.text)
-                await emit(_chunk("agent_thought_chunk", event.text))
+                await emit(_chunk("agent_thought_chunk", event.text, message_id(step_seq, "agent_thought_chunk")))
             elif isinstance(event, Finish):
                 return event.message
     finally:
@@ -280,5 +281,16 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
     raise LLMError("STREAM_CLOSED", "the stream ended without a finish")
 
 
-def _chunk(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _chunk(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if message_id is not None:
+        chunk["messageId"] = message_id
+    return chunk
+
+
+def message_id(seq: int, kind: str) -> str:
+    """The ACP ``messageId`` of a chunk, from the log: the ``seq`` of the ``step/start`` whose
+    answer it streams (``user_message_chunk``: of the ``user`` event), so that ``session/load``
+    replays the same ids. The thought and the text of one step are two messages."""
+    prefix = {"agent_thought_chunk": "thought", "agent_message_chunk": "msg", "user_message_chunk": "user"}[kind]
+    return f"{prefix}-{seq}"

@@ -141,6 +141,9 @@ class AgentSettings(BaseModel):
     """Seconds the first prompt waits for MCP servers still starting (they never block session/new)."""
     mcp_call_timeout: float = Field(default=120.0, gt=0)
     """Seconds one MCP tool call may take before it fails (the call is cancelled on the server)."""
+    max_tools: int = Field(default=128, ge=1)
+    """Tools offered to the model in all: the built-in tools first, then MCP tools in the order of
+    ``mcpServers`` and of each server's list, up to this many; the user is told which were left out."""
     params: dict[str, Any] = {}
     """Extra request-body parameters sent to the model (``temperature``, ``max_tokens`` …)."""
     chars_per_token: float = Field(default=4.0, gt=0)

@@ -46,8 +46,9 @@ CHUNK_INTERVAL = 0.016
 
 def _text_of(update: dict[str, Any]) -> str | None:
     """The text of a plain streamed chunk (``{"sessionUpdate", "content": {"type": "text",
-    "text"}}`` and nothing else), or ``None`` for anything that must be sent as it is."""
-    if len(update) != 2:
+    "text"}}`` and, optionally, its ``messageId`` string, nothing else), or ``None`` for anything
+    that must be sent as it is."""
+    if len(update) != 2 and not (len(update) == 3 and type(update.get("messageId")) is str):
         return None
     content = update.get("content")
     if type(content) is not dict or len(content) != 2 or content.get("type") != "text":
@@ -56,8 +57,11 @@ def _text_of(update: dict[str, Any]) -> str | None:
     return text if type(text) is str else None
 
 
-def _chunk(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _chunk(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if message_id is not None:
+        chunk["messageId"] = message_id
+    return chunk
 
 YIELD_AFTER = 0.005
 """Seconds a replay may keep the event loop before it lets other tasks run (a long history is
@@ -85,8 +89,9 @@ class UpdateGate:
         self._lock = asyncio.Lock()
         self._waiting: list[dict[str, Any]] = []
         """Updates taken for sending, not yet sent (waiting for the lock), in order."""
-        self._held: list[tuple[str, list[str]]] = []
-        """Text not sent yet: runs of one kind, in order, each a list of pieces joined when sent."""
+        self._held: list[tuple[tuple[str, str | None], list[str]]] = []
+        """Text not sent yet: runs of one kind and ``messageId``, in order, each a list of pieces
+        joined when sent."""
         self._last = float("-inf")
         """Loop time the last chunk notification was taken for sending."""
         self._open = True
@@ -117,10 +122,11 @@ class UpdateGate:
             await self._deliver([update])
             return
         held = self._held
-        if held and held[-1][0] == kind:
+        key = (kind, update.get("messageId"))
+        if held and held[-1][0] == key:
             held[-1][1].append(text)
         else:
-            held.append((kind, [text]))
+            held.append((key, [text]))
         if self._timer is None:
             self._timer = loop.call_at(max(now, self._last + self._interval), self._due)
 
@@ -141,7 +147,8 @@ class UpdateGate:
             self._timer = None
         if not self._held:
             return []
-        batch = [_chunk(kind, pieces[0] if len(pieces) == 1 else "".join(pieces)) for kind, pieces in self._held]
+        batch = [_chunk(kind, pieces[0] if len(pieces) == 1 else "".join(pieces), message_id)
+                 for (kind, message_id), pieces in self._held]
         self._held = []
         return batch
 
@@ -190,7 +197,7 @@ class UpdateGate:
         lazily, one per send."""
         sent = 0
         async with self._lock:
-            held = [_chunk(kind, "".join(pieces)) for kind, pieces in self._held]
+            held = [_chunk(kind, "".join(pieces), message_id) for (kind, message_id), pieces in self._held]
             started = time.monotonic()
             batch: list[dict[str, Any]] = []
             for update in build(list(self._waiting) + held):

@@ -430,6 +430,7 @@ class SessionHost:
         servers = McpTools(specs, self._tool_env(), set(self.config.policy.mcp_trusted),
                            self.tool_tables[session_id], session.log, self.emitter(session_id),
                            call_timeout=self.config.agent.mcp_call_timeout, problems=problems,
+                           max_tools=self.config.agent.max_tools,
                            wrap=self.checkpoints[session_id].shell if session_id in self.checkpoints else None)
         servers.gate = asyncio.Event()
         servers.start(servers.gate)

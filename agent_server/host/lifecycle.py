@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
-from agent_server.agent.step import retry_notice
+from agent_server.agent.step import message_id, retry_notice
 from agent_server.host import paging
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
@@ -211,8 +211,11 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
+    step_seq: int | None = None  # the step whose answer the next assistant event holds (its messageId)
     for event in events:
         kind, data = event.type, event.data
+        if kind == "step/start":
+            step_seq = event.seq
         if kind == "mcp/tools":  # MCP tools offered from here on: shown with their server, as live
             _mcp_display(data, shown)
         elif kind == "user":
@@ -220,18 +223,14 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             if data.get("content") == INIT_PROMPT:  # what the user typed, not the instructions it became
                 blocks = [{"type": "text", "text": "/init"}]
             for block in blocks:
-                yield {"sessionUpdate": "user_message_chunk", "content": block}
-        elif kind == "assistant":
+                yield {"sessionUpdate": "user_message_chunk", "content": block,
+                       "messageId": message_id(event.seq, "user_message_chunk")}
+        elif kind in ("assistant", "assistant/attempt"):  # an attempt: what a failed try had shown
             if data.get("reasoning"):
-                yield _chunk("agent_thought_chunk", data["reasoning"])
+                yield _chunk("agent_thought_chunk", data["reasoning"], _step_id(step_seq, "agent_thought_chunk"))
             if data.get("text"):
-                yield _chunk("agent_message_chunk", data["text"])
-        elif kind == "assistant/attempt":  # a failed try: what it had shown, then the retry notice
-            if data.get("reasoning"):
-                yield _chunk("agent_thought_chunk", data["reasoning"])
-            if data.get("text"):
-                yield _chunk("agent_message_chunk", data["text"])
-            notice = retry_notice(event)
+                yield _chunk("agent_message_chunk", data["text"], _step_id(step_seq, "agent_message_chunk"))
+            notice = retry_notice(event) if kind == "assistant/attempt" else None
             if notice is not None:
                 yield notice
         elif kind == "tool/call":
@@ -320,8 +319,16 @@ def _relative(path: str, roots: Sequence[str]) -> str:
     return path
 
 
-def _chunk(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _chunk(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if message_id is not None:
+        chunk["messageId"] = message_id
+    return chunk
+
+
+def _step_id(step_seq: int | None, kind: str) -> str | None:
+    """The ``messageId`` the step's chunks were streamed with (``None``: a log without its step)."""
+    return message_id(step_seq, kind) if step_seq is not None else None
 
 
 def _tool_call(tool_call_id: str, call: dict[str, Any], result: SessionEvent | None,

@@ -78,3 +78,29 @@ def test_tool_calls_carry_their_programmatic_name_through_the_typescript_sdk(ts_
     assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
     report = validate_transcript(record["messages"], collect=True)
     assert not report.failures, report.failures
+
+
+def test_message_and_thought_chunks_carry_a_message_id_from_the_log_through_the_typescript_sdk(
+        ts_harness, tmp_path, workspace, agent_env, agent_state_dir):
+    """Issue 31 item 13 (``messageId``): the chunks of one step's answer share one id, its thought
+    another, both derived from the log (the step's ``step/start`` seq), so ``session/load`` replays
+    the same ids (``history_updates``); the SDK 2.4.0 client parses them."""
+    from agent_server.host.lifecycle import history_updates
+    from agent_server.session import read_events
+
+    script = [text_stream("Hello from the offline endpoint.", chunk_size=5, reasoning="Thinking it over.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        lines, record = run_harness(ts_harness, workspace, env, tmp_path, "hello")
+    updates = [line["params"] for line in lines if line["type"] == "session/update"]
+    ids = {kind: {u["update"].get("messageId") for u in updates if u["update"]["sessionUpdate"] == kind}
+           for kind in ("agent_message_chunk", "agent_thought_chunk")}
+    (text_id,), (thought_id,) = ids["agent_message_chunk"], ids["agent_thought_chunk"]
+    assert text_id and thought_id and text_id != thought_id
+    session_id = updates[0]["sessionId"]
+    log = read_events(agent_state_dir / "sessions" / session_id / "events.jsonl")
+    replayed = {u["sessionUpdate"]: u.get("messageId") for u in history_updates(log, [str(workspace)])}
+    assert (replayed["agent_message_chunk"], replayed["agent_thought_chunk"]) == (text_id, thought_id)
+    assert replayed["user_message_chunk"] not in (text_id, thought_id)
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures

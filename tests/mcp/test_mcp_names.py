@@ -102,3 +102,31 @@ async def test_rejected_entries_and_a_tool_listed_twice_were_only_logged(tmp_pat
         assert [n for n in table if n.startswith("mcp__")] == ["mcp__twice__dup"]
     finally:
         await servers.close()
+
+
+async def test_a_server_with_thousands_of_tools_was_offered_whole(tmp_path):
+    """Issue 31 item 9: every tool of every server was offered (a 10,000-tool server made each request
+    ~10 MB). Now the tools offered in all are capped (``[agent] max_tools``), built-in tools first,
+    then MCP tools in order; the user is told which were left out, once."""
+    specs, _ = specs_from_acp([{"name": "s", "command": sys.executable, "args": [str(SCRIPTED), "stdio"]}])
+    table: dict = {"read": object(), "write": object(), "bash": object()}  # the built-ins, first
+    said: list[str] = []
+    log = Log()
+
+    async def emit(update: dict) -> None:
+        said.append(update["content"]["text"])
+
+    servers = McpTools(specs, {"PATH": os.environ["PATH"]}, set(), table, log, emit, max_tools=5)
+    servers.start()
+    try:
+        await until(lambda: any(n.startswith("mcp__") for n in table), "s up")
+        assert list(table) == ["read", "write", "bash", "mcp__s__add", "mcp__s__shout"]
+        await until(lambda: said, "the notice")
+        (notice,) = said
+        assert "3 MCP tools left out" in notice and "mcp__s__crash" in notice and "max_tools" in notice
+        await servers._publish()  # published again (a list change): nothing said twice
+        assert len(said) == 1 and len(table) == 5
+        assert [e for kind, e in log.events if kind == "mcp/failed"][0]["left_out"] == [
+            "mcp__s__crash", "mcp__s__sleep", "mcp__s__noise"]
+    finally:
+        await servers.close()

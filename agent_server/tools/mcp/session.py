@@ -107,7 +107,8 @@ class McpTools:
 
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
                  table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
-                 wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None) -> None:
+                 wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None,
+                 max_tools: int = 128) -> None:
         self.specs = specs
         self.wrap = wrap
         self.problems = list(problems or [])
@@ -118,6 +119,9 @@ class McpTools:
         self._told: set[tuple[str, str]] = set()
         self._offered: set[str] = set()
         """The names the MCP part of the table holds now."""
+        self.max_tools = max_tools
+        """Tools offered in all (built-in ones first): MCP tools past it are left out, and said so."""
+        self._left_out: set[str] = set()
         self.trusted = trusted
         self.table = table
         self.log = log
@@ -191,6 +195,18 @@ class McpTools:
                 by_key[key] = t
         names = expose_names({s.name: [t for (srv, t) in by_key if srv == s.name] for s in up}, self.assigned)
         self.assigned.update(names)
+        room = max(0, self.max_tools - sum(1 for n in self.table if n not in self._offered))  # built-ins first
+        if len(names) > room:
+            cut = list(names)[room:]
+            names = {n: names[n] for n in list(names)[:room]}
+            new = [n for n in cut if n not in self._left_out]
+            self._left_out.update(new)
+            if new:
+                self.log.append("mcp/failed", {"server": None, "error": f"tools left out (max_tools {self.max_tools})",
+                                               "left_out": new})
+                shown = ", ".join(new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+                await self._say(f"{len(new)} MCP tool{'s' if len(new) != 1 else ''} left out: the model is offered "
+                                f"{self.max_tools} tools at most ([agent] max_tools): {shown}")
         for name in self._offered:  # the previous MCP part (wrapped tools are not McpTool instances)
             self.table.pop(name, None)
         self._offered = set(names)
