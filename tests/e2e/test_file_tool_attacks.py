@@ -92,7 +92,8 @@ while not os.path.exists(stop):
 """)
 
 
-def _race(raw_agent_factory, tmp_path, workspace, mode, tool, rounds=200, per_step=100):
+def _race(raw_agent_factory, tmp_path, workspace, mode, tool, rounds=200, per_step=25):
+    # per_step pairs = 2 × per_step calls in one model answer: within [agent] max_tool_calls_per_step (64)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "target.txt").write_text("same\n")
