@@ -431,6 +431,7 @@ class SessionHost:
                            self.tool_tables[session_id], session.log, self.emitter(session_id),
                            call_timeout=self.config.agent.mcp_call_timeout, problems=problems,
                            max_tools=self.config.agent.max_tools,
+                           notices=bool(getattr(self.frontend, "client_notices", False)),
                            wrap=self.checkpoints[session_id].shell if session_id in self.checkpoints else None)
         servers.gate = asyncio.Event()
         servers.start(servers.gate)

@@ -30,6 +30,7 @@ options:
   --fs                       advertise fs.readTextFile/writeTextFile and serve them from disk
   --agent-server-ext         add the agentServer extension block to clientCapabilities._meta
   --client-capabilities JSON exact clientCapabilities to send (overrides --fs/--agent-server-ext)
+  --mcp-servers JSON         the session/new mcpServers (default [])
   --quiet                    do not print session/update lines
   --verbose                  copy the agent's stderr to this process's stderr
 `;
@@ -51,6 +52,7 @@ function parseArgs(argv) {
     fs: false,
     agentServerExt: false,
     clientCapabilities: null,
+    mcpServers: [],
     quiet: false,
     verbose: false,
     command: [],
@@ -83,6 +85,9 @@ function parseArgs(argv) {
         break;
       case "--client-capabilities":
         opts.clientCapabilities = JSON.parse(needValue(i++, arg));
+        break;
+      case "--mcp-servers":
+        opts.mcpServers = JSON.parse(needValue(i++, arg));
         break;
       case "--fs":
         opts.fs = true;
@@ -309,7 +314,7 @@ async function main() {
           clientCapabilities: clientCapabilities(opts),
           clientInfo: { name: "agent-server-ts-harness", version: "0.1.0" },
         });
-        const session = await ctx.request(acp.methods.agent.session.new, { cwd: opts.cwd, mcpServers: [] });
+        const session = await ctx.request(acp.methods.agent.session.new, { cwd: opts.cwd, mcpServers: opts.mcpServers });
         doc.sessionId = session.sessionId;
         return ctx.request(acp.methods.agent.session.prompt, {
           sessionId: session.sessionId,

@@ -104,3 +104,27 @@ def test_message_and_thought_chunks_carry_a_message_id_from_the_log_through_the_
     assert replayed["user_message_chunk"] not in (text_id, thought_id)
     report = validate_transcript(record["messages"], collect=True)
     assert not report.failures, report.failures
+
+
+@pytest.mark.parametrize("notices", [True, False])
+def test_mcp_problems_are_notices_for_a_client_that_takes_them_through_the_typescript_sdk(
+        ts_harness, tmp_path, workspace, agent_env, notices):
+    """Issue 31 item 14 (ACP 1.25 ``notice``, the MCP part): a client that sets
+    ``clientCapabilities.session.notices`` is told of an ``mcpServers`` entry that cannot run with a
+    ``notice`` (warning); any other gets the chat-text fallback, as before. Validated against 1.29.x."""
+    caps = {"fs": {"readTextFile": False, "writeTextFile": False}, **({"session": {"notices": {}}} if notices else {})}
+    servers = [{"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []}]
+    with OfflineEndpoint.start_in_thread([text_stream("ok")]) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        lines, record = run_harness(ts_harness, workspace, env, tmp_path, "hi", "--client-capabilities",
+                                    json.dumps(caps), "--mcp-servers", json.dumps(servers))
+    updates = [line["params"]["update"] for line in lines if line["type"] == "session/update"]
+    told = [u for u in updates if u["sessionUpdate"] == "notice"]
+    chat = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    if notices:
+        assert [(n["severity"], "SSE transport is not supported" in n["title"]) for n in told] == [("warning", True)]
+        assert "SSE transport" not in chat
+    else:
+        assert told == [] and "[agent-server] MCP server 'old': SSE transport is not supported" in chat
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures

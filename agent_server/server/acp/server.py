@@ -85,6 +85,8 @@ class AcpServer:
         """Whether an ``initialize`` request was received: nothing else is served before it."""
         self.client_runs_login = False
         """Whether the client runs ``agent-server login`` itself (it was offered a terminal auth method)."""
+        self.client_notices = False
+        """Whether the client takes ``notice`` updates (ACP 1.25 ``clientCapabilities.session.notices``)."""
 
     @property
     def sessions(self) -> dict[str, Any]:
@@ -161,6 +163,9 @@ class AcpServer:
         self.editor = EditorCapabilities.from_client(self.client_capabilities.model_dump(by_alias=True))
         self.initialized = True
         self.client_runs_login = auth_methods(params).pop().get("type") == "terminal"
+        caps = (params or {}).get("clientCapabilities")
+        session_caps = caps.get("session") if isinstance(caps, dict) else None
+        self.client_notices = isinstance(session_caps, dict) and isinstance(session_caps.get("notices"), dict)
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""

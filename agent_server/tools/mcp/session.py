@@ -108,7 +108,7 @@ class McpTools:
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
                  table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
                  wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None,
-                 max_tools: int = 128) -> None:
+                 max_tools: int = 128, notices: bool = False) -> None:
         self.specs = specs
         self.wrap = wrap
         self.problems = list(problems or [])
@@ -119,6 +119,8 @@ class McpTools:
         self._told: set[tuple[str, str]] = set()
         self._offered: set[str] = set()
         """The names the MCP part of the table holds now."""
+        self.notices = notices
+        """Whether the client takes ACP ``notice`` updates (``session.notices``); else chat text."""
         self.max_tools = max_tools
         """Tools offered in all (built-in ones first): MCP tools past it are left out, and said so."""
         self._left_out: set[str] = set()
@@ -145,6 +147,10 @@ class McpTools:
             await self._say(f"{problem}.")
 
     async def _say(self, text: str) -> None:
+        """Tell the user: an ACP ``notice`` (warning) to a client that takes them, else a chat line."""
+        if self.notices:
+            await self.emit({"sessionUpdate": "notice", "severity": "warning", "title": f"{text.rstrip('.')}."})
+            return
         await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
             "type": "text", "text": f"[agent-server] {text.rstrip('.')}.\n"}})
 
