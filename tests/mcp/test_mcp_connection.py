@@ -316,3 +316,21 @@ async def test_a_server_restarted_after_a_crash_kept_its_old_tool_list_offered(t
         assert render_result(await conn.call("after_restart", {"text": "hi"}))[0].startswith("restarted: hi")
     finally:
         await conn.close()
+
+
+async def test_a_servers_elicitation_and_sampling_requests_are_declined_at_once_never_left_hanging():
+    """Issue 31 item 12 (the declining part): an MCP server's ``elicitation/create`` and
+    ``sampling/createMessage`` are answered at once with an error that says so (we advertise neither
+    capability: the SDK's own decline); the tool call goes on. Forwarding an elicitation to an ACP
+    client that advertises ``elicitation`` is not built yet."""
+    conn = McpConnection(stdio("asking", sys.executable, str(HERE / "asking_server.py")), env(), call_timeout=60)
+    try:
+        assert {t["name"] for t in await conn.start()} == {"ask", "sample"}
+        asked, _ = render_result(await conn.call("ask", {}))
+        sampled, _ = render_result(await conn.call("sample", {}))
+        # the SDK's words differ by protocol version ("Elicitation not supported"; on a 2026-07-28
+        # connection "no back-channel for server-initiated requests"): refused at once, either way
+        assert asked.startswith("refused:") and "licitation" in asked, asked
+        assert sampled.startswith("refused:") and ("ampling" in sampled or "createMessage" in sampled), sampled
+    finally:
+        await conn.close()
