@@ -120,11 +120,11 @@ async def test_cancel_mid_stream_shows_every_streamed_byte_before_the_answer(
     assert (await h.prompt(sid, "again")).stop_reason == "end_turn"
 
 
-@pytest.mark.replay_exempt("the doctored copy is checked against the original below, not against the endpoint")
 def without_ids(update):
     return {k: v for k, v in update.items() if k != "messageId"}
 
 
+@pytest.mark.replay_exempt("the doctored copy is checked against the original below, not against the endpoint")
 async def test_a_log_with_per_delta_chunk_events_loads_and_replays_like_one_without(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     endpoint.push(text_stream("First answer, in pieces.", chunk_size=3, reasoning="Some thought."))
