@@ -53,14 +53,19 @@ def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
     """Indexes ``k`` (1 ≤ k < len) where the history may be cut into ``messages[:k]`` (replaced)
     and ``messages[k:]`` (kept): every tool call before ``k`` has all its results before ``k``,
     and ``messages[k]`` is a user message or an assistant message."""
-    cuts, pending = [], set()
+    cuts: list[int] = []
+    pending: set[Any] = set()
+    add, discard = pending.add, pending.discard
     for k, message in enumerate(messages):
-        if k > 0 and not pending and message["role"] in ("user", "assistant"):
+        role = message["role"]
+        if role == "tool":
+            discard(message.get("tool_call_id"))
+            continue
+        if not pending and k > 0 and role in ("user", "assistant"):
             cuts.append(k)
-        if message["role"] == "assistant":
-            pending |= {c["id"] for c in message.get("tool_calls") or []}
-        elif message["role"] == "tool":
-            pending.discard(message.get("tool_call_id"))
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                add(call["id"])
     return cuts
 
 
@@ -192,7 +197,8 @@ class Compactor:
             "params": header.params, "max_transcript_chars": transcript_chars,
         })
         # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
-        summary = await self._summarise(client, encode_body(compaction_body_of(pairs, start)), start, first_seq, last_seq)
+        summary = await self._summarise(client, encode_body(compaction_body_of(
+            pairs, start, self.requests.transcript_blocks if self.requests is not None else None)), start, first_seq, last_seq)
         self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
                                                "finish_reason": summary.finish_reason, "model": header.model})
         end = {"first_seq": first_seq, "last_seq": last_seq, "message": checkpoint_text(task, current, summary.content)}

@@ -14,7 +14,7 @@ Must never: read anything that is not an event (no config, no clock, no environm
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agent_server.session import SessionEvent, derive_messages, surface_messages
 
@@ -88,13 +88,15 @@ def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str,
     return compaction_body_of(surface_messages(prior[:-1]), prior[-1])
 
 
-def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent) -> dict[str, Any]:
+def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent,
+                       blocks: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None) -> dict[str, Any]:
     """``compaction_body`` from ``surface``, the ``surface_messages`` of the events before the
-    ``compaction/start`` event ``start`` (read, not changed)."""
+    ``compaction/start`` event ``start`` (read, not changed); ``blocks``: ``transcript_blocks``
+    memoised (``RequestMemo.transcript_blocks``), the same strings."""
     data = start.data
     first, last = data["first_seq"], data["last_seq"]
     replaced = [m for seq, m in surface if first <= seq <= last]
-    transcript = render_transcript(replaced, data["max_transcript_chars"])
+    transcript = render_transcript(replaced, data["max_transcript_chars"], blocks)
     body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
         {"role": "system", "content": data["system"]},
         {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + transcript + "\n</transcript>"},
@@ -104,15 +106,18 @@ def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: Ses
     return body
 
 
-def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
+def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int,
+                      blocks_of: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None) -> str:
     """The messages as plain text (``[user]``, ``[assistant]``, ``[assistant called …]``,
     ``[tool result …]`` headed blocks), at most about ``max_chars`` characters: when longer, the
-    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically."""
-    blocks = [_block(m) for m in messages]
+    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically.
+    ``blocks_of``: ``transcript_blocks`` or a memo of it."""
+    blocks = (blocks_of or transcript_blocks)(messages)
+    sizes = list(map(len, blocks))
     budget = max(0, max_chars - 2 * len(blocks))
-    if sum(len(b) for b in blocks) <= budget:
+    if sum(sizes) <= budget:
         return "\n\n".join(blocks)
-    cap, rest, left = 0, sorted(len(b) for b in blocks), budget
+    cap, rest, left = 0, sorted(sizes), budget
     for i, size in enumerate(rest):  # water-filling: the largest cap that fits the budget
         share = left // (len(rest) - i)
         if size > share:
@@ -121,10 +126,29 @@ def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str
         left -= size
     else:
         cap = max(rest)
-    return "\n\n".join(b if len(b) <= cap else _cut(b, cap) for b in blocks)
+    # each block longer than ``cap`` keeps its head (⅔) and tail around a marker of what was left out
+    out = []
+    append = out.append
+    for block, size in zip(blocks, sizes):
+        if size <= cap:
+            append(block)
+            continue
+        marker = f"\n[… {size - cap} characters left out …]\n"
+        keep = cap - len(marker)
+        if keep < 0:
+            keep = 0
+        head = keep * 2 // 3
+        append(block[:head] + marker + block[size - (keep - head):] if keep - head else block[:head] + marker)
+    return "\n\n".join(out)
 
 
-def _block(message: dict[str, Any]) -> str:
+def transcript_blocks(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """Each message's block of the transcript, uncut."""
+    return [transcript_block(m) for m in messages]
+
+
+def transcript_block(message: dict[str, Any]) -> str:
+    """One message's block of the transcript (``render_transcript``), uncut."""
     role = message["role"]
     if role == "tool":
         return f"[tool result for call {message.get('tool_call_id')}]\n{message.get('content') or ''}"
@@ -133,10 +157,3 @@ def _block(message: dict[str, Any]) -> str:
         fn = call["function"]
         lines.append(f"[{role} called {fn['name']} (call {call['id']}) with {fn['arguments']}]")
     return "\n".join(lines) or f"[{role}]"
-
-
-def _cut(text: str, cap: int) -> str:
-    marker = f"\n[… {len(text) - cap} characters left out …]\n"
-    keep = max(0, cap - len(marker))
-    head = keep * 2 // 3
-    return text[:head] + marker + text[len(text) - (keep - head):] if keep - head else text[:head] + marker

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from agent_server.agent.request import RequestRebuildError, pending_body
+from agent_server.agent.request import RequestRebuildError, pending_body, transcript_block
 from agent_server.session import ProjectionMemo, SessionEvent
 
 _MARK = "\x00agent-server:messages\x00"
@@ -85,6 +85,10 @@ class RequestMemo:
         """How many pairs at the start of ``messages`` are the same objects as in the body before."""
         self._tokens: dict[int, tuple[dict[str, Any], float]] = {}  # id(message) → (message, tokens)
         self._tokens_for: tuple[int, float] = (-1, 0.0)  # (projection generation, characters per token)
+        self._blocks: dict[int, tuple[dict[str, Any], str]] = {}  # id(message) → (message, transcript block)
+        self._blocks_for = -1  # projection generation
+        self.blocks_made = 0
+        """Transcript blocks rendered by this memo (each message's once while it is kept)."""
 
     def prepare(self, events: Sequence[SessionEvent], chars_per_token: float) -> None:
         """Take in ``events`` as the estimate before the next step will (the usage anchor's step,
@@ -97,7 +101,25 @@ class RequestMemo:
             self.pending_chars(events)
         except RequestRebuildError:
             return  # no request/header yet: nothing to prepare
-        self.message_tokens([m for _, m in self.messages], chars_per_token)
+        messages = [m for _, m in self.messages]
+        self.message_tokens(messages, chars_per_token)
+        self.transcript_blocks(messages)  # the compaction the first prompt may need renders no block again
+
+    def transcript_blocks(self, messages: Sequence[dict[str, Any]]) -> list[str]:
+        """``agent.request.transcript_blocks(messages)`` (this memo's messages, from ``surface``
+        or ``messages``), each message's block rendered once while the projection keeps its dicts."""
+        generation = self._projection.generation
+        if generation != self._blocks_for:
+            self._blocks, self._blocks_for = {}, generation
+        known = self._blocks
+        out = []
+        for message in messages:
+            hit = known.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = known[id(message)] = (message, transcript_block(message))
+                self.blocks_made += 1
+            out.append(hit[1])
+        return out
 
     def message_tokens(self, messages: Sequence[dict[str, Any]], chars_per_token: float) -> list[float]:
         """``message_tokens`` of each of ``messages`` (this memo's, from ``surface`` or

@@ -238,3 +238,44 @@ def test_choose_cut_by_bisection_is_the_latest_fitting_cut_summed_as_before(toke
     cuts = valid_cuts(messages)
     fitting = [k for k in cuts if sum(tokens[k:]) >= ratio * sum(tokens)]
     assert choose_cut(messages, tokens, ratio) == (fitting[-1] if fitting else cuts[0] if cuts else None)
+
+
+def test_the_first_compaction_after_a_load_renders_no_transcript_block_again(tmp_path):
+    """Issue 33 item 6: the first prompt after ``session/load`` of a long log is a compaction whose
+    transcript covers the whole replaced history; the load (``RequestMemo.prepare``, in its worker
+    thread) renders each message's block once, and the compaction renders none of them again —
+    while its body stays byte-equal to the pure ``compaction_body`` rebuilt from the log."""
+    import asyncio
+
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.request_memo import RequestMemo
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+
+    log = build_log(tmp_path, [(50, [(20, [300, 40]), (30, [])])] * 60)
+    requests = RequestMemo()
+    requests.prepare(log.events, 4.0)
+    messages = requests.surface(log.events)
+    assert requests.blocks_made == len(messages) > 200  # each message's block, once
+    made = requests.blocks_made
+
+    sent: list[bytes] = []
+
+    class Client:
+        async def stream(self, body):
+            sent.append(body)
+            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
+
+    async def emit(update):
+        pass
+
+    window = int(sum(len(json.dumps(m)) for _, m in messages) / 4 / 0.8 * 0.7)  # the history is past the limit
+    compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+
+    assert requests.blocks_made == made  # the compaction rendered no block again
+    start = log.latest("compaction/start")
+    assert start.data["last_seq"] > start.data["first_seq"]
+    assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild
+    assert "[… " in json.loads(sent[0])["messages"][1]["content"]  # the transcript was cut to its budget
