@@ -341,7 +341,8 @@ def test_keystrokes_right_after_accept_never_garble_the_document(run):
     document, each changing its own line; the user types `zz` and Enter at the top 0-60 ms after
     Accept. At the end (saved): every keystroke is there and each try's line is either unchanged or
     exactly the proposal — nothing else; a try answered `applied` changed its line, one answered
-    `stale` did not."""
+    `stale` did not, and none is answered `failed` (an edit VS Code dropped after the user typed, while
+    answering `true`, is `stale`)."""
     scenario(run, "keystrokes_right_after_accept_never_garble")
     results, workspace, endpoint = run
     tries = results["scenarios"]["keystrokes_right_after_accept_never_garble"]["tries"]
@@ -350,7 +351,8 @@ def test_keystrokes_right_after_accept_never_garble_the_document(run):
     changed = {i for i in range(RACE_TRIES) if f"v{i:02d} = 2\n" in text}
     assert text == "zz\n" * RACE_TRIES + race_text(changed), text  # not garbled
     outcomes = {i: t["outcome"] for i, t in enumerate(tries)}
-    assert all(o in ("applied", "stale", "failed") for o in outcomes.values()), outcomes
+    assert all(o in ("applied", "stale") for o in outcomes.values()), \
+        [(i, o, tool_results(endpoint, f"re{i}")) for i, o in outcomes.items() if o not in ("applied", "stale")]
     assert {i for i, o in outcomes.items() if o == "applied"} <= changed, (outcomes, changed)
     assert not {i for i, o in outcomes.items() if o == "stale"} & changed, (outcomes, changed)
 

@@ -58,21 +58,23 @@ export interface FileChange {
 /**
  * What an `applyEdit` that answered `true` did to `doc`, from the text checked at `checked.version`
  * and the change events seen since the call: `exact` (the document holds `expected`), `then-typed`
- * (the first change is exactly ours, later ones — keystrokes — replay to the document's text), or
- * `other`. With the version exactly one past the checked one the text alone decides.
+ * (the first change is exactly ours, later ones — keystrokes — replay to the document's text),
+ * `none` (the events, all someone else's, replay to the document's text: our change never landed —
+ * VS Code answers `true` for an edit it dropped as a no-op after the document moved on), or `other`.
  */
 export function whatLanded(
   checked: { version: number; text: string },
   expected: string,
   doc: { version: number; getText(): string },
   events: readonly (readonly { rangeOffset: number; rangeLength: number; text: string }[])[],
-): "exact" | "then-typed" | "other" {
+): "exact" | "then-typed" | "none" | "other" {
   const now = doc.getText();
-  if (doc.version === checked.version + 1 || events.length <= 1) return now === expected ? "exact" : "other";
+  if (now === expected && (doc.version === checked.version + 1 || events.length <= 1)) return "exact";
   const replay = (text: string, changes: readonly { rangeOffset: number; rangeLength: number; text: string }[]) =>
     changes.reduce((t, c) => t.slice(0, c.rangeOffset) + c.text + t.slice(c.rangeOffset + c.rangeLength), text);
-  if (replay(checked.text, events[0]!) !== expected) return "other";
-  return events.slice(1).reduce(replay, expected) === now ? "then-typed" : "other";
+  if (events.length > 1 && replay(checked.text, events[0]!) === expected && events.slice(1).reduce(replay, expected) === now) return "then-typed";
+  if (expected !== checked.text && events.reduce(replay, checked.text) === now) return "none";
+  return "other";
 }
 
 export interface FileOp {
@@ -381,6 +383,10 @@ export class ProposalManager {
         const seen = events.map((e) => e.map((c) => `${c.rangeOffset}+${c.rangeLength}=${JSON.stringify(c.text)}`).join(" ")).join(" | ");
         this.log(`${file.uri.fsPath}: after the edit at version ${checked.version} the document is at ${doc.version}; the change events since (${seen}) do not replay to its text`);
         return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected text after the edit (another extension or a formatter changed it; version ${checked.version} → ${doc.version}, changes ${seen}); left as it is` };
+      }
+      if (landed === "none") {
+        const message = `${file.uri.fsPath} changed in the editor while the change was being applied (VS Code dropped the edit); nothing more was applied`;
+        return { outcome: p.anyApplied ? "partial" : "stale", message };
       }
       if (landed === "then-typed") file.typedAfter = true;
     }

@@ -331,8 +331,11 @@ const scenarios = {
     }
     await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
-    await runCommand(page, "File: Save All"); // the document's text to disk, for pytest to judge
-    await page.locator(".editor-group-container .tab.dirty").first().waitFor({ state: "detached", timeout: T });
+    // race.py's text to disk, for pytest to judge (only it: earlier scenarios' documents stay unsaved)
+    await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
+    await page.locator(`.editor-group-container.active .tab.active[aria-label^="${s.file}"]`).waitFor({ timeout: T });
+    await page.keyboard.press("Control+S");
+    await page.locator(`.editor-group-container.active .tab.active.dirty[aria-label^="${s.file}"]`).waitFor({ state: "detached", timeout: T });
     await shot(page, "race-end");
     return { tries };
   },

@@ -276,4 +276,10 @@ describe("whatLanded (an accepted change, then keystrokes)", () => {
     expect(whatLanded(checked, expected, doc(6, "zz\n" + expected), [typed, ours])).toBe("other");
     expect(whatLanded(checked, expected, doc(6, "zzz\n" + expected), [ours, typed])).toBe("other");
   });
+
+  it("only keystrokes, which replay to the text: our change never landed (none)", () => {
+    const z = (at: number, text: string) => [{ rangeOffset: at, rangeLength: 0, text }];
+    expect(whatLanded(checked, expected, doc(7, "zz\n" + checked.text), [z(0, "z"), z(1, "z"), z(2, "\n")])).toBe("none");
+    expect(whatLanded(checked, expected, doc(5, "z" + checked.text), [z(0, "z")])).toBe("none");
+  });
 });
