@@ -5,8 +5,9 @@ seam so every write that lands — ``edit``, ``write``, a proposal the editor ap
 write — records the file's bytes and mode before and after. ``shell(tool)`` wraps the ``bash`` tool so
 that the working tree is snapshotted (``ShadowRepo``: a git workspace, or a plain folder within the
 budget) right before and right after each call and every file the call changed is recorded — as
-the agent's only when the sandbox's record of the call's own writes names it (``sandbox_notify``),
-``uncertain`` otherwise; a file that existed before the call (birth time) is never its creation.
+the agent's when the sandbox's record of the call's own writes names it (``sandbox_notify``), not
+the call's at all when a complete record does not name it (another process wrote it: the user's save),
+``uncertain`` without a record; a file that existed before the call (birth time) is never its creation.
 Edits the user makes between calls are never attributed to the agent.
 
 Must never: fail a tool because a checkpoint could not be kept (the call's own result stands; the
@@ -194,6 +195,8 @@ class Checkpoints:
         for change in changes:
             if change.before is None and _existed_before(change.path, started_ns):
                 continue  # not the call's creation: it was there, only hidden (ignored) before
+            if _someone_elses(change.path, written):
+                continue  # the call's complete record does not name it: another process wrote it
             self.record(change.path, change.before, change.after, "shell",
                         uncertain=not _named(change.path, written))
         for name in sorted(set(before.big) | set(after.big)):
@@ -201,7 +204,7 @@ class Checkpoints:
             if old == new:
                 continue
             path = repo.root / name
-            if old is None and _existed_before(path, started_ns):
+            if old is None and _existed_before(path, started_ns) or _someone_elses(path, written):
                 continue
             self.record(path, _big_state(old), _big_state(new), "shell", uncertain=not _named(path, written))
         self.calls += 1
@@ -243,6 +246,12 @@ def storage_text(state_dir: Path) -> str:
             pass
     return (f"Checkpoint storage (shared by the sessions of this state folder): shadow repositories "
             f"{shadow / 1048576:.1f} MiB, stored file versions {blobs / 1048576:.1f} MiB.")
+
+
+def _someone_elses(path: Path, written: set[str] | None) -> bool:
+    """Whether a complete write record (not ``None``) proves the call never wrote ``path``: its
+    change is then another process's (the user's save, their editor's) and never the call's."""
+    return written is not None and not _named(path, written)
 
 
 def _named(path: Path, written: set[str] | None) -> bool:

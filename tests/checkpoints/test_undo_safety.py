@@ -202,10 +202,14 @@ async def test_the_users_save_during_a_command_is_kept_after_undo_with_one_quest
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user during the command\n"
     assert (workspace / "c.txt").read_bytes() == b"charlie\n"
-    assert [t for t in asked if "d.txt" in t] == ["d.txt: keep yours or take the checkpoint?"]
-    if recorded_by_the_sandbox(agent_state_dir, sid):  # the call's own write is the agent's: not asked
-        assert asked == ["d.txt: keep yours or take the checkpoint?"]
-    assert "d.txt: kept the user's version" in said(h, sid) and "no answer, so nothing was replaced" in said(h, sid)
+    if recorded_by_the_sandbox(agent_state_dir, sid):
+        # the call's complete write record names c.txt only: c.txt is the agent's (not asked), d.txt
+        # is not the call's change at all (another process wrote it) — never asked about, never restored
+        assert asked == [] and "d.txt" not in said(h, sid)
+        assert [f["path"] for f in undo_outcomes(agent_state_dir, sid)] == [str(workspace / "c.txt")]
+    else:  # no evidence: d.txt is uncertain — one question, silence keeps it
+        assert [t for t in asked if "d.txt" in t] == ["d.txt: keep yours or take the checkpoint?"]
+        assert "d.txt: kept the user's version" in said(h, sid) and "no answer, so nothing was replaced" in said(h, sid)
 
 
 async def test_a_deletion_in_the_shell_of_a_plain_folder_is_restored(acp_harness_factory, endpoint, workspace):
@@ -376,8 +380,10 @@ async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
 
 async def test_with_the_editor_extension_the_question_about_the_users_save_is_the_editors_review(
         acp_harness_factory, endpoint, workspace):
-    """The user's save during a command, with our extension on: ``/undo`` proposes the checkpoint as
-    an edit in the editor (its review is the question); rejecting it keeps the user's file."""
+    """The user's save over the agent's change, with our extension on: ``/undo`` proposes the
+    checkpoint as an edit in the editor (its review is the question); rejecting it keeps the user's
+    file. (A save *during* a command that a complete write record does not name is not the call's
+    change at all: test_the_users_save_during_a_command_is_kept_after_undo_with_one_question.)"""
     from support.client_impl import APPLY_WORKSPACE_EDIT
     from support.editor import MemoryEditor
 
@@ -393,14 +399,11 @@ async def test_with_the_editor_extension_the_question_about_the_users_save_is_th
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
     await h.initialize(config.capabilities())
     sid = (await h.new_session(str(workspace))).session_id
-    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done"))
+    endpoint.push(call("s", "bash", command="printf 'delta, by the agent\\n' > d.txt"))
     endpoint.push(text_stream("done"))
-    prompt = asyncio.create_task(h.prompt(sid, "wait"))
-    while not (workspace / "flags" / "started").exists():
-        await asyncio.sleep(0.01)
+    assert (await h.prompt(sid, "change d")).stop_reason == "end_turn"
+    assert (workspace / "d.txt").read_bytes() == b"delta, by the agent\n"
     (workspace / "d.txt").write_bytes(b"delta, saved by the user\n")
-    (workspace / "flags" / "go").touch()
-    assert (await prompt).stop_reason == "end_turn"
     asked.clear()
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user\n"
