@@ -88,6 +88,8 @@ def test_401_from_the_endpoint_is_internal_error_with_auth_code(raw_agent_factor
     assert error["code"] == -32603
     assert error["data"]["code"] == "AUTH" and error["data"]["retryable"] is False
     assert "Incorrect API key" in error["data"]["message"]
+    # the wrong-key regression: the provider's text alone said nothing of where the key goes
+    assert "agent-server login" in error["message"] and "AGENT_SERVER_API_KEY" in error["data"]["details"]
     still_serving(agent)
     assert_only_protocol_on_stdout(agent)
 

@@ -310,9 +310,9 @@ class AcpServer:
             ticket.cancel()
         outcome = await self.host.turn(session, blocks, ticket)
         if outcome.error is not None:
-            message = outcome.error.get("message", "turn failed")
+            message = _with_auth_hint(outcome.error, outcome.error.get("message", "turn failed"))
             # data.details repeats the human message (the TypeScript SDK's convention; Toad shows only it)
-            raise JsonRpcError(INTERNAL_ERROR, message, {**outcome.error, "details": message})
+            raise JsonRpcError(INTERNAL_ERROR, message, {**outcome.error, "message": message, "details": message})
         reply: dict[str, Any] = {"stopReason": outcome.stop_reason}
         usage = self.host.prompt_usage(p.sessionId)
         if usage is not None:
@@ -469,3 +469,13 @@ class AcpServer:
             changed = self.host.set_mode(session_id, mode, by)
         if changed:
             ctx.after_response(lambda: self.host.announce_mode(session_id))
+
+
+def _with_auth_hint(error: dict[str, Any], message: str) -> str:
+    """A provider's own 401/403 text ("Incorrect API key provided") says nothing of where the key
+    goes: the message the user reads names it (the log keeps the provider's text as it came)."""
+    if error.get("code") != "AUTH" or "agent-server login" in message:
+        return message
+    return (f"{message} — the model endpoint refused the API key (or none was sent). Set the key with "
+            "`agent-server login` or the AGENT_SERVER_API_KEY variable (or the profile's own key "
+            "variable), then try again.")
