@@ -50,4 +50,6 @@ def test_the_import_listing_does_see_the_sdk_when_a_session_has_an_mcp_server(ra
     # the server's own imports only: the MCP server (a Python process too) gets the variable emptied
     server = {"name": "scripted", "command": sys.executable, "args": [str(SCRIPTED), "stdio"],
               "env": [{"name": "PYTHONPROFILEIMPORTTIME", "value": ""}]}
-    assert "mcp" in sdk(run_session(raw_agent_factory, workspace, [server]))
+    # the SDK loads in a worker thread (the loop never waits on it): its lines of the listing can
+    # interleave with the main thread's, so the package line itself may be unreadable; its modules are there
+    assert {m for m in sdk(run_session(raw_agent_factory, workspace, [server])) if m.startswith("mcp.client")}
