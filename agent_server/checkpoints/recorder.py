@@ -71,6 +71,8 @@ class Checkpoints:
         self.emit = emit
         self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
         self.capture_off: str | None = None
+        self.nested_said: set[str] = {n for e in log.events if e.type == "checkpoint/nested"
+                                      for n in e.data.get("names") or []}
         self.plain_checked = False
         self.index_path = Path(log.path).parent / "shadow-index"
         self.record_path = Path(log.path).parent / "shell-writes"
@@ -210,9 +212,26 @@ class Checkpoints:
         self.calls += 1
         if self.calls % PRUNE_EVERY == 0:
             await asyncio.to_thread(prune_shadows, self.state_dir)
-        for name in after.nested:
+        nested = list(dict.fromkeys([*before.nested, *after.nested]))  # walked only in part by a snapshot
+        for name in nested:
             self._failed(f"files inside the nested repository {name}", RuntimeError(
-                "too many files to capture: changes inside it cannot be undone"))
+                "too many files to capture at once: this call's changes inside it may not be undone"))
+        await self._say_nested(nested)
+
+    async def _say_nested(self, names: list[str]) -> None:
+        """Tell the user at once, in the turn, which nested repositories are not captured (once each
+        a session): /undo would otherwise leave their changes without a word."""
+        new = [n for n in names if n not in self.nested_said]
+        if not new:
+            return
+        self.nested_said.update(new)
+        try:
+            self.log.append("checkpoint/nested", {"turn": current_turn(self.log.events), "names": new})
+        except Exception:  # noqa: BLE001 - the log reports its own failures
+            return
+        if self.emit is not None:
+            await self.emit({"sessionUpdate": "agent_message_chunk",
+                             "content": {"type": "text", "text": nested_off_text(new)}})
 
 
 def prune_shadows(state_dir: Path) -> None:
@@ -259,6 +278,13 @@ def _named(path: Path, written: set[str] | None) -> bool:
     if not written:
         return False
     return os.path.normpath(path) in written or os.path.realpath(path) in written
+
+
+def nested_off_text(names: list[str]) -> str:
+    """What the user reads when nested repositories are too big to capture."""
+    return (f"\n\n[agent-server] Changes inside the nested repositor{'ies' if len(names) > 1 else 'y'} "
+            f"{', '.join(n.rstrip('/') for n in names)} may not be captured for /undo (too many files to "
+            "snapshot at once); changes elsewhere are.\n\n")
 
 
 def capture_off_text(reason: str) -> str:

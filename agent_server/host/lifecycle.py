@@ -261,6 +261,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             from agent_server.checkpoints.recorder import capture_off_text
 
             yield _chunk("agent_message_chunk", capture_off_text(str(data.get("reason", ""))))
+        elif kind == "checkpoint/nested":
+            from agent_server.checkpoints.recorder import nested_off_text
+
+            yield _chunk("agent_message_chunk", nested_off_text([str(n) for n in data.get("names") or []]))
         elif kind == "inbox/dropped":
             yield _chunk("agent_message_chunk",
                          "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "

@@ -238,6 +238,31 @@ async def test_a_change_inside_a_nested_repository_is_restored(acp_harness_facto
     assert "vendor/lib/lib.c: restored" in said(h, sid)
 
 
+async def test_a_nested_repository_too_big_to_capture_is_said_at_once_in_the_turn(
+        acp_harness_factory, endpoint, workspace):
+    """Regression: past the nested walk's budget a nested repository's changes were only logged
+    (``checkpoint/failed``): the turn said nothing and ``/undo`` left them without a word."""
+    from agent_server.checkpoints.shadow import NESTED_BUDGET
+
+    git_init(workspace)
+    nested = git_init(workspace / "vendor" / "big")
+    for i in range(NESTED_BUDGET + 1):
+        (nested / f"f{i}.txt").write_bytes(b"x\n")
+    # a commit: git takes a folder for a nested repository (lists the folder, not its files) once it has a HEAD
+    subprocess.run(["git", "-C", str(nested), "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
+                    "--allow-empty", "-m", "init"], check=True)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'y\\n' > vendor/big/f0.txt"))
+    await turn(h, sid, endpoint, call("s2", "bash", command="printf 'z\\n' > vendor/big/f1.txt"))
+    text = said(h, sid)
+    assert text.count("nested repository vendor/big may not be captured for /undo") == 1  # at once, once
+    mark = len(h.updates(sid))
+    await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    replayed = "".join(u["content"]["text"] for u in h.updates(sid)[mark:]
+                       if u["sessionUpdate"] == "agent_message_chunk")
+    assert "nested repository vendor/big may not be captured for /undo" in replayed  # shown as it was
+
+
 async def test_a_loaded_session_shows_undo_redo_and_checkpoints_as_they_were_shown(
         acp_harness_factory, endpoint, workspace):
     """Regression: a reloaded session dropped the ``/undo``, ``/redo`` and ``/checkpoints`` turns and
