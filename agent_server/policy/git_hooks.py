@@ -14,7 +14,9 @@ credential helpers, ``!`` aliases). The repository's configuration is read with 
 (no repository discovery, nothing run), includes followed by hand. ``None`` means the set cannot be
 determined (a configuration git cannot parse, git missing beside a ``.git``): then every shell
 command asks, as without a sandbox. Code those hooks run (linter configs, package scripts) is an
-ordinary edit.
+ordinary edit. Each configuration file's entries are kept by its identity (device, inode, size,
+mtime, ctime): ``git config`` runs again only for a file that changed (or one changed too recently
+to trust its timestamps, ``RACY_NS``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -68,7 +72,42 @@ def _config_files(git_dir: Path) -> list[Path]:
     return files
 
 
+#: A file whose ctime is this close to when it was looked at is read again next time: the kernel's
+#: timestamps are coarse, so a second change within the same tick would keep its identity.
+RACY_NS = 50_000_000
+_CACHE_MAX = 256
+_cache: dict[tuple[str, str], tuple[tuple[int, ...], list[tuple[str, str]]]] = {}
+_cache_lock = threading.Lock()
+
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
 def _entries(git: str, path: Path) -> list[tuple[str, str]]:
+    """The entries of one configuration file (``--no-includes``), from the cache while the file's
+    identity is unchanged."""
+    now = time.time_ns()
+    key = (git, str(path))
+    seen = _identity(path)
+    with _cache_lock:
+        kept = _cache.get(key)
+    if kept is not None and seen is not None and kept[0] == seen:
+        return kept[1]
+    out = _read_entries(git, path)
+    if seen is not None and now - seen[4] > RACY_NS and _identity(path) == seen:
+        with _cache_lock:
+            if len(_cache) >= _CACHE_MAX:
+                _cache.clear()
+            _cache[key] = (seen, out)
+    return out
+
+
+def _read_entries(git: str, path: Path) -> list[tuple[str, str]]:
     try:
         done = subprocess.run([git, "config", "--file", str(path), "--no-includes", "--list", "-z"],
                               capture_output=True, timeout=10, stdin=subprocess.DEVNULL,
