@@ -152,14 +152,59 @@ async def test_toad_rejected_config_option_update_after_a_mode_change_despite_th
                              ("session_info_update = false\nconfig_option_update = true\n", True)):
         endpoint.push(text_stream("ok"))
         h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                           **config_env(tmp_path, f"[acp]\n{config}")})
+                                           **config_env(tmp_path, f"{TWO_MODELS}[acp]\n{config}")})
         await h.initialize()
         sid = (await h.new_session(str(workspace))).session_id
         await h.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
         await h.request("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "workspace-write"})
+        # a model change, both ways: the config option and the /model command
+        await h.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "other-model"})
+        assert (await h.prompt(sid, "/model test-model")).stop_reason == "end_turn"
         assert (await h.prompt(sid, "after the changes")).stop_reason == "end_turn"  # their updates came first
         assert [u["currentModeId"] for u in h.updates(sid, "current_mode_update")] == ["read-only", "workspace-write"]
-        assert bool(h.updates(sid, "config_option_update")) is expected, config
+        assert len(h.updates(sid, "config_option_update")) == (4 if expected else 0), config
+
+
+TWO_MODELS = '[[models]]\nid = "test-model"\n\n[[models]]\nid = "other-model"\n\n'
+"""Config text: the harness's model and another one, so that the model can be switched."""
+
+# Toad <= 0.6.20 (src/toad/jsonrpc.py, Server._dispatch_object_call) type-checks a notification's
+# params against its own SessionUpdate union with typeguard; an update it does not know fails the check
+# and, the notification having no id, is answered with an id-null InvalidParams error whose message is
+# the several-line typeguard report. Rebuilt here from its source (no recording of it exists).
+TOAD_REJECTS_UPDATE = {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": (
+    "Parameter is not the expected type (toad.acp.protocol.SessionUpdate); dict did not match any element "
+    "in the union:\n"
+    "  toad.acp.protocol.AgentMessageChunk: value of key 'sessionUpdate' did not match any element in the "
+    "union: Literal['agent_message_chunk']\n"
+    "  toad.acp.protocol.ToolCall: is missing required key(s): \"toolCallId\"\n"
+    "  toad.acp.protocol.ToolCallUpdate: is missing required key(s): \"toolCallId\"\n"
+    "  toad.acp.protocol.Plan: is missing required key(s): \"entries\"\n"
+    "  toad.acp.protocol.AvailableCommandsUpdate: is missing required key(s): \"availableCommands\"\n"
+    "  toad.acp.protocol.CurrentModeUpdate: is missing required key(s): \"currentModeId\"")}}
+
+
+async def test_toad_rejecting_config_option_update_logged_a_seven_line_error_each_time(
+        acp_harness_factory, endpoint, workspace):
+    """Issue 31 item 5: Toad answers each config_option_update with an id-null error carrying a
+    7-line type-check report; the server logged all 7 lines every time. One line each now."""
+    endpoint.push(text_stream("ok"))
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_LOG_LEVEL": "WARNING"},
+                                  validate={"check": {AGENT_TO_CLIENT}})  # Toad's id-null answer is not ACP's
+    await h.initialize()
+    sid = (await h.new_session(str(workspace))).session_id
+    for mode in ("read-only", "workspace-write"):
+        await h.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+        await h.wait_for_update("config_option_update", session_id=sid,
+                                predicate=lambda u, m=mode: u["configOptions"][0]["currentValue"] == m)
+        await h.send_raw(TOAD_REJECTS_UPDATE)
+    assert (await h.prompt(sid, "still serving")).stop_reason == "end_turn"  # both answers were read before it
+    lines = [line for line in h.stderr_text().splitlines() if line.strip()]
+    said = [line for line in lines if "-32602" in line]
+    assert len(said) == 2, lines
+    assert all("Parameter is not the expected type" in line and "in the union: toad.acp.protocol.AgentMessageChunk"
+               in line for line in said)  # the report's lines folded into one
+    assert len(lines) == 2, lines  # nothing of the report on lines of its own
 
 
 async def test_default_log_level_floods_stderr_with_protocol_trivia(acp_harness_factory, endpoint, workspace,

@@ -486,9 +486,11 @@ class Connection:
     def _handle_response(self, message: dict[str, Any]) -> None:
         if message["id"] is None and isinstance(message.get("error"), dict):
             # the peer could not read a line of ours (not JSON, too large …) and could not tell its id
+            # (or rejected a notification: Toad answers an update it does not know with id null and a
+            # several-line type-check report) — one log line, whatever the peer's text holds
             error = message["error"]
-            log.error("the peer could not read a message this side sent: error %s: %.500s", error.get("code"),
-                      error.get("message"))
+            log.error("the peer rejected or could not read a message this side sent: error %s: %s",
+                      _one_line(error.get("code")), _one_line(error.get("message")))
             return
         if not _valid_id(message["id"]):
             log.warning("response with an invalid id %.100r ignored", message["id"])
@@ -518,3 +520,10 @@ class Connection:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _one_line(value: Any, limit: int = 500) -> str:
+    """``value`` as one line of the log: a peer's text with its line breaks and runs of blanks
+    folded into single spaces, cut at ``limit`` characters (said with "…")."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit] + "…"
