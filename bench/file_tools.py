@@ -67,10 +67,40 @@ async def tool_calls(ctx: ToolContext, rounds: int) -> dict[str, tuple[float, fl
     return out
 
 
+def big_edit(runs: int = 3) -> dict[str, float]:
+    """A one-line edit of a 30 MB text (2.5 M lines): the proposal's hunks (``text_edits``) and the tool
+    card's diff (``diff_content``) against a floor of one pass over both texts (counting their line
+    ends). Moved here from tests/e2e/test_big_file_edits.py and tests/tools/test_diff_view.py,
+    where wall-clock bounds failed under load."""
+    from agent_server.server.edits import text_edits
+    from agent_server.tools.diff_view import diff_content
+
+    old = "".join(f"LINE {i}\n" for i in range(1, 2_500_001))
+    new = old.replace("LINE 250000\n", "CHANGED 250000\n")
+
+    def best(work) -> float:
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+        return min(times)
+    floor = best(lambda: old.count("\n") + new.count("\n"))
+    hunks = best(lambda: text_edits(old, new))
+    diff = best(lambda: diff_content("big.txt", old, new))
+    return {"floor: one pass over both 31 MB texts (ms)": round(floor * 1e3, 2),
+            "text_edits (ms)": round(hunks * 1e3, 1), "text_edits / floor": round(hunks / floor, 1),
+            "diff_content (ms)": round(diff * 1e3, 1), "diff_content / floor": round(diff / floor, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3000)
+    parser.add_argument("--big", action="store_true", help="only the 30 MB one-line edit's hunks against its floor")
     opts = parser.parse_args()
+    if opts.big:
+        print(json.dumps(big_edit(), indent=2))
+        return
     root = Path(tempfile.mkdtemp(prefix="bench-file-tools-"))
     target = root / "a.txt"
     target.write_text("line\n" * 200)

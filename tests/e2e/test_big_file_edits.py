@@ -1,12 +1,10 @@
 """A 30 MB file edited through the real server, for each kind of client: no line the server
 writes is over its bound (``MAX_SEND_BYTES``, docs/protocol.md "Size limit"), the edit lands byte for
-byte, and the edit takes a few seconds of the tool's 30 s timeout, as the log's times say (difflib
-over 2.5 M lines took ~11 s of it; a tool update with the whole old and new text was a 62 MB line the
-TypeScript SDK refuses). Here, loaded machine: the edit 1.1 s (disk), 4.8 s (plain fs), 7.6 s
-(extension: two 31 MB fs/read_text_file answers through the Python SDK client)."""
+byte, and the edit completes within its tool timeout (a tool update with the whole old and new text
+was a 62 MB line the TypeScript SDK refuses). How long it takes is not asserted here (a loaded machine
+decides that); difflib never runs over every line (tests/tools/test_diff_view.py counts it)."""
 
 import json
-import time
 
 import pytest
 from support.acp_client import AGENT_TO_CLIENT
@@ -55,19 +53,15 @@ async def test_edit_of_a_30_mb_file_never_sends_a_message_over_the_bound(acp_har
                                   validate={"check": (AGENT_TO_CLIENT,)})
     await h.initialize(config.capabilities())
     sid = (await h.new_session(str(workspace))).session_id
-    started = time.monotonic()  # the whole turn: the read and the edit, each file's 31 MB through the client twice
     assert (await h.prompt(sid, "change line 250000")).stop_reason == "end_turn"
-    took = time.monotonic() - started
 
     assert path.read_bytes() == expected  # byte for byte (plain-fs: its fs/write_text_file would be 31 MB: the guarded disk write)
     sent = [m for m in h.transcript if m.direction == AGENT_TO_CLIENT]
     biggest = max(len(m.raw.encode()) + 1 for m in sent)
     assert biggest <= MAX_SEND_BYTES, f"a {biggest:,}-byte line"
     logged = events(agent_state_dir, sid)
-    call_at = next(e.time for e in logged if e.type == "tool/call" and e.data["name"] == "edit")
-    result_at = next(e.time for e in logged if e.type == "tool/result" and e.data["name"] == "edit")
-    assert result_at - call_at < 15, f"the edit took {result_at - call_at:.1f} s of its 30 s timeout"
-    assert took < 30, f"the turn took {took:.1f} s"
+    result = next(e.data for e in logged if e.type == "tool/result" and e.data["name"] == "edit")
+    assert result["status"] == "completed", result["content"]
     tool = [m for m in endpoint.requests[2].json()["messages"] if m["role"] == "tool"][-1]
     assert tool["content"].startswith("Edited big.txt: replaced 1 occurrence; changed line 250000.")
     updates = [m.message["params"]["update"] for m in sent if m.method == "session/update"]
