@@ -28,9 +28,13 @@ the next time and holds nothing.
 from __future__ import annotations
 
 import os
+import stat
 import threading
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Entries of a workspace root that editors execute or obey (see the module docstring); Vim's rc
 #: files (sourced with 'exrc'), Helix's ``.helix/`` (``languages.toml`` names language servers) and
@@ -46,8 +50,7 @@ WORKSPACE_SUFFIX = ".code-workspace"
 #: Folders the watch does not enter (as the secret scan: dependencies, caches, ``.git``).
 WATCH_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
                         ".mypy_cache", ".pytest_cache", ".ruff_cache"})
-#: Most files (and bytes each) the watch keeps to put back.
-WATCH_MAX_FILES = 2000
+#: Most bytes of one file the watch keeps to put back.
 WATCH_MAX_BYTES = 1 << 20
 
 
@@ -144,79 +147,233 @@ class Placeholders:
 PLACEHOLDERS = Placeholders()
 
 
-class ConfigWatch:
-    """Editor configuration below the roots that a read-only mount cannot hold (sub-folders' and
-    ``*.code-workspace``): ``snapshot()`` before a confined command, ``restore()`` after it puts
-    back what the command created, changed or removed there and returns those paths (relative to
-    their root). Root-level ``EDITOR_CONFIG`` names are left to the mounts."""
+MISSING = "missing"
+"""A path that did not exist (as ``Change.before`` / ``Change.after``)."""
 
-    def __init__(self, roots: Iterable[Path]) -> None:
+#: Most bytes of editor configuration kept in all, to put back (beyond: known by identity only).
+WATCH_MAX_TOTAL = 64 << 20
+#: A folder or file whose ctime is this close to when it was looked at is looked at again next time
+#: (the kernel's timestamps are coarse: a change within the same tick would keep the identity).
+RACY_NS = 50_000_000
+
+State = "tuple[bytes, int] | None | str"
+"""What a path held: ``(bytes, mode)``; ``None``: something not kept (a link, a special file, a file
+over ``WATCH_MAX_BYTES`` or the total); ``MISSING``."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One editor-configuration path a command created, changed or removed: ``before`` and ``after``
+    (``State``); ``put_back``: it is as ``before`` again (a path not kept before cannot be)."""
+
+    path: str
+    before: Any
+    after: Any
+    put_back: bool
+
+    @property
+    def keepable(self) -> bool:
+        """Whether the command's version can be restored on the user's word (it was kept)."""
+        return self.put_back and (self.after == MISSING or isinstance(self.after, tuple))
+
+
+class ConfigIndex:
+    """The editor configuration below the roots that a read-only mount cannot hold (sub-folders'
+    and ``*.code-workspace``), found incrementally: the folder tree is listed once, then a folder is
+    listed again only when its identity (inode, ctime — which no program can set back — and mtime)
+    changed, and a file read again only when its own did; a look costs one ``lstat`` per folder and
+    per configuration file. Shared by the confined commands of one session (a lock).
+    ``listed``: folders listed so far; ``read``: files read so far."""
+
+    def __init__(self, roots: Iterable[Path | str]) -> None:
         self.roots = [os.path.realpath(r) for r in roots]
-        self.before: dict[str, tuple[bytes, int] | None] = {}
-        self.complete = True
+        self._lock = threading.Lock()
+        self._dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str]]] = {}
+        self._files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
+        self.listed = 0
+        self.read = 0
 
-    def _scan(self) -> dict[str, tuple[bytes, int] | None]:
-        found: dict[str, tuple[bytes, int] | None] = {}
-        for root in self.roots:
-            for folder, dirs, files in os.walk(root):
-                dirs[:] = [d for d in dirs if d not in WATCH_SKIP and not os.path.islink(os.path.join(folder, d))]
-                rel = os.path.relpath(folder, root)
-                parts = [] if rel == "." else rel.split(os.sep)
-                for name in files:
-                    full = os.path.join(folder, name)
-                    if not parts and name in EDITOR_CONFIG:
+    def look(self) -> dict[str, Any]:
+        """Every such path now, with its ``State``."""
+        with self._lock:
+            now = time.time_ns()
+            dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str]]] = {}
+            paths: list[str] = []
+            stack = [(r, r) for r in self.roots]
+            while stack:
+                folder, root = stack.pop()
+                if folder in dirs:
+                    continue
+                try:
+                    st = os.lstat(folder)
+                except OSError:
+                    continue
+                if not stat.S_ISDIR(st.st_mode):
+                    continue
+                ident = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
+                kept = self._dirs.get(folder)
+                if kept is not None and kept[0] == ident and kept[1]:
+                    subdirs, names = kept[2], kept[3]
+                else:
+                    subdirs, names = self._list(folder, root)
+                dirs[folder] = (ident, now - st.st_ctime_ns > RACY_NS, subdirs, names)
+                stack.extend((os.path.join(folder, d), root) for d in subdirs)
+                paths.extend(os.path.join(folder, n) for n in names)
+            self._dirs = dirs
+            files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
+            total = 0
+            for path in paths:
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                ident = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns, st.st_mode)
+                kept_file = self._files.get(path)
+                if kept_file is not None and kept_file[0] == ident and kept_file[1] and \
+                        (kept_file[2] is None or total + len(kept_file[2][0]) <= WATCH_MAX_TOTAL):
+                    state = kept_file[2]
+                else:
+                    state = self._read(path, st, WATCH_MAX_TOTAL - total)
+                if isinstance(state, tuple):
+                    total += len(state[0])
+                files[path] = (ident, now - st.st_ctime_ns > RACY_NS, state)
+            self._files = files
+            return {p: v[2] for p, v in files.items()}
+
+    def _list(self, folder: str, root: str) -> tuple[list[str], list[str]]:
+        self.listed += 1
+        rel = os.path.relpath(folder, root)
+        parts = [] if rel == "." else rel.split(os.sep)
+        subdirs: list[str] = []
+        names: list[str] = []
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if not parts and entry.name in EDITOR_CONFIG:
                         continue  # mounted read-only
-                    if parts and parts[0] in EDITOR_CONFIG:
-                        continue  # inside a mounted root-level folder
-                    if not is_config_name([*parts, name]):
-                        continue
-                    if len(found) >= WATCH_MAX_FILES:
-                        self.complete = False
-                        return found
                     try:
-                        st = os.lstat(full)
-                        if os.path.islink(full) or st.st_size > WATCH_MAX_BYTES:
-                            found[full] = None  # known, not kept: a link or a big file is removed if new
-                            continue
-                        with open(full, "rb") as fh:
-                            found[full] = (fh.read(), st.st_mode & 0o7777)
+                        is_dir = entry.is_dir(follow_symlinks=False)
                     except OSError:
                         continue
-        return found
+                    if is_dir:
+                        if entry.name not in WATCH_SKIP:
+                            subdirs.append(entry.name)
+                    elif is_config_name([*parts, entry.name]):
+                        names.append(entry.name)
+        except OSError:
+            pass
+        return subdirs, names
+
+    def _read(self, path: str, st: os.stat_result, room: int) -> Any:
+        """A regular file's ``(bytes, mode)`` (opened without following a link or blocking on a
+        FIFO), else ``None``."""
+        if not stat.S_ISREG(st.st_mode) or st.st_size > min(WATCH_MAX_BYTES, room):
+            return None
+        self.read += 1
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, size = [], 0
+            while size <= WATCH_MAX_BYTES:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > min(WATCH_MAX_BYTES, room):
+                return None
+            return b"".join(chunks), st.st_mode & 0o7777
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+
+class ConfigWatch:
+    """One confined command's look at editor configuration (``ConfigIndex``): ``snapshot()``
+    before it, ``restore()`` after it puts back what it created, changed or removed there and
+    returns those paths; ``changes`` holds what each was and became. Root-level ``EDITOR_CONFIG``
+    names are left to the mounts."""
+
+    def __init__(self, index: "ConfigIndex | Iterable[Path | str]") -> None:
+        self.index = index if isinstance(index, ConfigIndex) else ConfigIndex(index)
+        self.before: dict[str, Any] = {}
+        self.changes: list[Change] = []
 
     def snapshot(self) -> None:
-        self.before = self._scan()
+        self.before = self.index.look()
 
     def restore(self) -> list[str]:
-        """Put back what changed since ``snapshot``; the paths put back."""
-        after = self._scan()
-        changed: list[str] = []
-        for path, now in after.items():
-            was = self.before.get(path, "missing")
-            if was == "missing":
-                try:
-                    os.unlink(path)
-                    changed.append(path)
-                except OSError:
-                    pass
-            elif was is not None and now != was and _put_back(path, was):
-                changed.append(path)
-        for path, was in self.before.items():
-            if path not in after and was is not None and _put_back(path, was):
-                changed.append(path)
-        return sorted(changed)
+        """Put back what changed since ``snapshot``; the paths that changed (put back or not)."""
+        after = self.index.look()
+        changes: list[Change] = []
+        for path in sorted(set(after) | set(self.before)):
+            was, now = self.before.get(path, MISSING), after.get(path, MISSING)
+            if was == now and was is not None:
+                continue
+            if was is None and now is None:
+                continue  # not kept either time: the identity alone cannot tell (a link, a big file)
+            changes.append(Change(path, was, now, _set(path, was, self.index.roots)))
+        self.changes = changes
+        return [c.path for c in changes]
+
+    def reapply(self, changes: Iterable[Change]) -> list[str]:
+        """Make each keepable change again (the user kept the command's version); the paths done."""
+        done = []
+        for change in changes:
+            if change.keepable and _set(change.path, change.after, self.index.roots):
+                done.append(change.path)
+        return done
 
 
-def _put_back(path: str, was: tuple[bytes, int]) -> bool:
-    data, mode = was
+def _set(path: str, state: Any, roots: list[str]) -> bool:
+    """Make ``path`` hold ``state`` (``MISSING``: remove it), every folder on the way opened beneath
+    its root without following a link (a folder the command swapped for a link is not followed out
+    of the tree); ``None`` cannot be set."""
+    if state is None:
+        return False
+    root = next((r for r in roots if path.startswith(r.rstrip("/") + "/")), None)
+    if root is None:
+        return False
+    parts = os.path.relpath(path, root).split(os.sep)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        if os.path.islink(path):
-            os.unlink(path)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as fh:
+        fd = os.open(root, flags)
+    except OSError:
+        return False
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if state == MISSING:
+                    return True
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        name = parts[-1]
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except FileNotFoundError:
+            st = None
+        if st is not None and (state == MISSING or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1):
+            if stat.S_ISDIR(st.st_mode):
+                return False  # a folder now stands there: never removed wholesale
+            os.unlink(name, dir_fd=fd)
+        if state == MISSING:
+            return True
+        data, mode = state
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        with os.fdopen(out, "wb") as fh:
             fh.write(data)
-        os.chmod(path, mode)
+            os.fchmod(fh.fileno(), mode)
         return True
     except OSError:
         return False
+    finally:
+        os.close(fd)

@@ -93,6 +93,7 @@ class SessionPolicy:
         self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings,
                                             int(started * 1e9) if started is not None else None)
         self._told_user = False
+        self.shell_launcher.ask_keep = self._keep_editor_config
         if status is not None:
             self._set_status(status)
 
@@ -221,6 +222,49 @@ class SessionPolicy:
         data.update(verdict.facts)
         data.update(extra or {})
         self.log.append("policy/decision", data)
+
+    async def _keep_editor_config(self, tool_call_id: str | None, changes: list[Any]) -> bool:
+        """A confined command created, changed or removed editor configuration below the roots
+        (``editor_config.ConfigWatch``), which was put back: ask the user whether to keep the
+        command's version (``True``: they said so). Logged as ``policy/decision``."""
+        from agent_server.policy.editor_config import MISSING
+
+        content: list[dict[str, Any]] = []
+        for change in changes:
+            if change.keepable:
+                old = None if change.before == MISSING else _shown(change.before)
+                content.append({"type": "diff", "path": change.path, "oldText": old,
+                                "newText": "" if change.after == MISSING else _shown(change.after)})
+                if change.after == MISSING:
+                    content.append(_text(f"{change.path}: removed by the command."))
+            else:
+                content.append(_text(f"{change.path}: changed by the command, and it cannot be shown or kept (a "
+                                     "link, a special file or a file too big to keep)"
+                                     + ("; it was put back." if change.put_back else "; it could NOT be put back: "
+                                        "look at it before your editor opens this folder.")))
+        names = ", ".join(c.path for c in changes)
+        content.append(_text(f"agent-server asks because a shell command changed editor configuration ({names}), "
+                             "which your editor runs or obeys outside the sandbox (a settings file can choose a "
+                             "binary, a task, devcontainer or exrc file runs commands). It was put back; keep the "
+                             "command's version only if you want it."))
+        question = Ask(tool_call_id or "", "Keep the editor configuration this command changed?", "edit", content,
+                       {"paths": [c.path for c in changes]}, (ALLOW_ONCE, REJECT_ONCE),
+                       names=((ALLOW_ONCE, "Keep the command's version"), (REJECT_ONCE, "Leave it put back")),
+                       locations=[{"path": c.path} for c in changes])
+        try:
+            answer = await self.approver.ask(question)
+        except asyncio.CancelledError:
+            self.log.append("policy/decision", {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current,
+                                                "rule": "editor-config-shell", "outcome": "deny",
+                                                "decided_by": "fail-closed:turn-cancelled",
+                                                "paths": [c.path for c in changes]})
+            raise
+        self.log.append("policy/decision", {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current,
+                                            "rule": "editor-config-shell", "outcome": "allow" if answer.allowed else "deny",
+                                            "decided_by": answer.decided_by, "paths": [c.path for c in changes],
+                                            "answer": {"kind": answer.kind, "option": answer.option,
+                                                       "detail": answer.detail}})
+        return answer.allowed
 
     # -- the rules ------------------------------------------------------------------------------
 
@@ -458,6 +502,11 @@ def _plain(text: str, limit: int = 200) -> str:
 
     out = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
     return out if len(out) <= limit else out[:limit] + "…"
+
+
+def _shown(state: Any) -> str:
+    """A kept file's bytes as the question's text (invalid UTF-8 replaced)."""
+    return state[0].decode("utf-8", "replace")
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -37,10 +37,12 @@ from pydantic import Field
 
 from .base import Tool, ToolArgs, ToolContext, ToolResult, one_line
 from .child_env import dropped_notice
+from .files import CURRENT_TOOL_CALL
 from . import procs
 from .live import LIVE_OUTPUT
 from .output import SPILL_LIMIT_BYTES, open_spill_file, spill_room
 from .procs import KILL_GRACE_SECONDS, terminate_group, wait_exit
+from .user_wait import awaiting_user
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -284,11 +286,29 @@ class BashTool(Tool):
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)
         reverted = launch.reverted() if getattr(launch, "reverted", None) is not None else []
-        if reverted:  # editor configuration the editor would obey outside the sandbox
+        if reverted:  # editor configuration the editor would obey outside the sandbox: put back, then asked
+            kept: list[str] = []
+            keep = getattr(launch, "keep", None)
+            if keep is not None:
+                try:
+                    with awaiting_user():  # the user's time to decide is not the command's
+                        kept = await keep(CURRENT_TOOL_CALL.get())
+                except asyncio.CancelledError:  # the turn was cancelled meanwhile: it stays put back
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
             result.meta["editor_config_reverted"] = reverted
-            result.text += ("\n[sandbox] this command created, changed or removed editor configuration, which was put "
-                            "back: " + ", ".join(reverted) + ". Editors run or obey these files outside the sandbox: "
-                            "change them with the write or edit tool, which asks the user.")
+            result.text += ("\n[sandbox] this command created, changed or removed editor configuration: "
+                            + ", ".join(reverted) + ". Editors run or obey these files outside the sandbox, so it was "
+                            "put back and the user was asked whether to keep the command's version")
+            if kept:
+                result.meta["editor_config_kept"] = kept
+                result.text += ": the user kept " + ", ".join(kept)
+                left = [p for p in reverted if p not in kept]
+                result.text += (" (the rest stays put back)." if left else ".")
+            else:
+                result.text += (": it stays put back. Do not work around this; change such files with the write or "
+                                "edit tool, which shows the user the change and asks.")
         if launch is not None:
             result.meta["sandbox"] = launch.meta
             markers = getattr(launch, "hint_markers", None) or PERMISSION_MARKERS

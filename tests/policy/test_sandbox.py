@@ -671,3 +671,100 @@ def test_editor_rc_files_and_sub_folder_configuration_of_a_normal_user_are_held_
         assert "was put back" in out
     finally:
         shutil.rmtree(ws.parent, ignore_errors=True)
+
+
+async def _policy_session(box, answer):
+    """A confined session through its ``SessionPolicy`` (the question goes to a fake user answering
+    ``answer``); returns the tool context, the asked questions and the log."""
+    from agent_server.policy.approvals import Answer
+    from agent_server.policy.engine import SessionPolicy
+
+    ws, home, tmp, log = box
+    asked = []
+
+    class User:
+        async def ask(self, question):
+            asked.append(question)
+            return Answer("selected", answer)
+
+    async def emit(_update):
+        pass
+
+    settings = PolicySettings()
+    policy = SessionPolicy(log, [ws], settings, ModeState(log, "workspace-write"), User(), emit, tmp,
+                           status=await probe_status(settings))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    disk = ToolContext.on_disk(ws)
+    return ToolContext(disk.roots, disk.files, disk.reads, env=env, shell_launcher=policy.shell_launcher), asked, log
+
+
+@pytest.mark.parametrize("answer", ["reject_once", "allow_once"])
+async def test_editor_configuration_a_confined_command_made_in_a_sub_folder_was_put_back_without_asking(box, answer):
+    """Issue 32 §4: a sub-folder's .vscode/tasks.json, a devcontainer.json and a *.code-workspace made
+    (and a user's one changed) by a confined command were put back and nobody was asked. Now the user
+    is asked, with each change as a diff; "keep" makes the command's version again."""
+    ws, *_ = box
+    (ws / "app" / ".vscode").mkdir(parents=True)
+    (ws / "app" / ".vscode" / "settings.json").write_text('{"mine": 1}\n')
+    ctx, asked, log = await _policy_session(box, answer)
+    res = await BashTool().run(BashArgs(command="""
+        mkdir -p sub/.vscode && echo '{"tasks": []}' > sub/.vscode/tasks.json
+        mkdir -p svc/.devcontainer && echo '{"initializeCommand": "id"}' > svc/.devcontainer/devcontainer.json
+        echo '{"folders": []}' > team.code-workspace
+        echo '{"theirs": 1}' > app/.vscode/settings.json
+        echo plain > plain.txt
+    """), ctx)
+    changed = ["app/.vscode/settings.json", "sub/.vscode/tasks.json", "svc/.devcontainer/devcontainer.json",
+               "team.code-workspace"]
+    assert len(asked) == 1, res.text
+    question = asked[0]
+    assert question.options == ("allow_once", "reject_once") and question.kind == "edit"
+    diffs = {Path(c["path"]).relative_to(ws).as_posix(): c for c in question.content if c["type"] == "diff"}
+    assert sorted(diffs) == changed
+    assert diffs["app/.vscode/settings.json"]["oldText"] == '{"mine": 1}\n'
+    assert diffs["app/.vscode/settings.json"]["newText"] == '{"theirs": 1}\n'
+    assert diffs["sub/.vscode/tasks.json"]["oldText"] is None
+    decision = [e.data for e in log.events if e.type == "policy/decision"][-1]
+    assert decision["rule"] == "editor-config-shell"
+    assert (ws / "plain.txt").read_text() == "plain\n"
+    if answer == "reject_once":
+        assert decision["outcome"] == "deny" and "stays put back" in res.text
+        assert (ws / "app" / ".vscode" / "settings.json").read_text() == '{"mine": 1}\n'
+        for rel in changed[1:]:
+            assert not (ws / rel).exists(), rel
+    else:
+        assert decision["outcome"] == "allow" and "the user kept" in res.text
+        assert (ws / "app" / ".vscode" / "settings.json").read_text() == '{"theirs": 1}\n'
+        assert (ws / "sub" / ".vscode" / "tasks.json").read_text() == '{"tasks": []}\n'
+        assert (ws / "team.code-workspace").read_text() == '{"folders": []}\n'
+        assert sorted(Path(p).relative_to(ws).as_posix() for p in res.meta["editor_config_kept"]) == changed
+    again = await BashTool().run(BashArgs(command="echo still > plain.txt"), ctx)
+    assert len(asked) == 1 and "editor configuration" not in again.text  # nothing changed: nobody asked
+
+
+async def test_the_editor_configuration_watch_lists_only_changed_folders_and_reads_only_changed_files(box):
+    """The watch walked the whole tree twice per confined command: now a folder is listed again only
+    when its identity changed, a file read again only when its own did — counted, no clock."""
+    from agent_server.policy import editor_config
+
+    ws, *_ = box
+    for i in range(30):
+        (ws / f"d{i}" / "e").mkdir(parents=True)
+        (ws / f"d{i}" / "e" / "f.py").write_text("x\n")
+    (ws / "d3" / ".vscode").mkdir()
+    (ws / "d3" / ".vscode" / "settings.json").write_text("{}\n")
+    index = editor_config.ConfigIndex([ws])
+    saved = editor_config.RACY_NS
+    editor_config.RACY_NS = -1  # every change of this test is "just now": trust identities for the count
+    try:
+        first = index.look()
+        listed, read = index.listed, index.read
+        assert listed == 1 + 30 * 2 + 1 and read == 1 and list(first) == [str(ws / "d3" / ".vscode" / "settings.json")]
+        assert index.look() == first and (index.listed, index.read) == (listed, read)
+        (ws / "d7" / "e" / "x.code-workspace").write_text("{}")
+        (ws / "d3" / ".vscode" / "settings.json").write_text('{"a": 1}\n')
+        now = index.look()
+        assert index.listed == listed + 1 and index.read == read + 2
+        assert now[str(ws / "d7" / "e" / "x.code-workspace")][0] == b"{}"
+    finally:
+        editor_config.RACY_NS = saved

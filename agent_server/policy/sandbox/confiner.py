@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.editor_config import PLACEHOLDERS, ConfigWatch, editor_config_paths
+from agent_server.policy.editor_config import PLACEHOLDERS, Change, ConfigIndex, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths
 
@@ -156,6 +156,9 @@ class ShellLaunch:
     reverted: Callable[[], list[str]] | None = None
     """After ``after``: the editor configuration below the roots the command created, changed or
     removed, put back (``editor_config.ConfigWatch``)."""
+    keep: Callable[[str | None], Awaitable[list[str]]] | None = None
+    """After ``reverted``: ``await keep(tool_call_id)`` asks the user whether to keep the command's
+    version of what was put back, makes it again if they say so, and returns the paths kept."""
 
 
 PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
@@ -306,6 +309,14 @@ class ShellConfiner:
         self.scanner = SecretScanner(settings.secret_patterns, since_ns)
         self.sweeper = SetuidSweeper()
         self._unmasked: list[str] = []
+        self.config_index = ConfigIndex(self.roots)
+        self.ask_keep: Callable[[str | None, list[Change]], Awaitable[bool]] | None = None
+        """Asks the user whether to keep editor configuration a confined command changed (set by
+        the session's policy; ``None``: nobody is asked, it stays put back)."""
+
+    def config_watch(self) -> ConfigWatch:
+        """A watch over the session's editor-configuration index."""
+        return ConfigWatch(self.config_index)
 
     def secret_overflow(self) -> str | None:
         """Why the masks cannot hide every secret file that existed before the session (more than
@@ -387,7 +398,7 @@ class ShellConfiner:
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
         held: list[str] = []
-        watch = ConfigWatch(self.roots) if mode != READ_ONLY and spec["ro_binds"] else None
+        watch = ConfigWatch(self.config_index) if mode != READ_ONLY and spec["ro_binds"] else None
         put_back: list[str] = []
 
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
@@ -421,8 +432,16 @@ class ShellConfiner:
                 put_back[:] = watch.restore()
             return self.sweeper(sweep_roots, skip)
 
+        async def keep(tool_call_id: str | None) -> list[str]:
+            if watch is None or not watch.changes or self.ask_keep is None:
+                return []
+            offered = [c for c in watch.changes if c.keepable]
+            if not offered or not await self.ask_keep(tool_call_id, list(watch.changes)):
+                return []
+            return await asyncio.to_thread(watch.reapply, offered)
+
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=after, spawn=spawn, reverted=lambda: list(put_back))
+                           after=after, spawn=spawn, reverted=lambda: list(put_back), keep=keep)
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
