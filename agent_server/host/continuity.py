@@ -77,6 +77,11 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
         # off the loop and before the user's prompt: each message encoded and counted once
         requests = RequestMemo(projection)
         requests.prepare(event_log.events, host.config.agent.chars_per_token)
+        # and the network layer the first request imports (httpx, anyio's backend): done on the loop
+        # after the answer, it held up a prompt sent at once by the whole import (bench/README.md)
+        from agent_server.llm import ChatClient
+
+        ChatClient.preload()
         return event_log, roots, requests, meta, closed
 
     host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result

@@ -160,20 +160,30 @@ class ChatClient:
         except Exception:  # noqa: BLE001 — httpx raises it again, as it did, on each request
             self._target = self.url
 
-    def warm(self) -> None:
-        """Load now what the first request would load on its way out: httpcore's async network
-        layer (anyio with its asyncio backend and socket streams, and the names httpcore reads
-        from it per call) and the two regular expressions ``urllib.parse`` compiles on first use
-        (httpx's cookie jar parses each response's URL with them). Call on the running loop, when
-        it is idle; nothing is sent and no connection is opened."""
+    @staticmethod
+    def preload() -> None:
+        """Import now what the first request would import on its way out, from any thread (no
+        loop needed): this module (httpx), httpcore's async network layer (anyio with its asyncio
+        backend and socket streams, and the names httpcore reads from it per call) and the two
+        regular expressions ``urllib.parse`` compiles on first use (httpx's cookie jar parses each
+        response's URL with them). A ``session/load`` calls it in its worker thread, so a prompt
+        sent right after the load's answer does not wait on the loop for these imports."""
         import anyio
+        import anyio._backends._asyncio  # noqa: F401 — the backend get_current_task picks on a running loop
         from urllib.request import Request
 
-        anyio.get_current_task()  # picks (imports) anyio's backend for the running loop
         for name in ("connect_tcp", "fail_after", "Lock", "Event", "Semaphore", "CancelScope", "sleep", "streams",
                      "abc", "BrokenResourceError", "ClosedResourceError", "EndOfStream"):
             getattr(anyio, name)  # anyio imports these names lazily, on first use
-        Request(self.url)  # urllib.parse's _splittype and _splithost compile their patterns once
+        Request("http://127.0.0.1/")  # urllib.parse's _splittype and _splithost compile their patterns once
+
+    def warm(self) -> None:
+        """``preload``, then what needs the running loop (anyio's backend chosen for it). Call on
+        the running loop, when it is idle; nothing is sent and no connection is opened."""
+        import anyio
+
+        self.preload()
+        anyio.get_current_task()  # picks (imports, unless preloaded) anyio's backend for the running loop
 
     async def aclose(self) -> None:
         """Close the pooled connections (a response's tail still being read is stopped first). The

@@ -51,3 +51,57 @@ async def test_the_first_prompt_after_a_load_encoded_and_weighed_the_whole_histo
             await server.aclose()
     sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
     assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
+
+
+LOAD_IN_A_FRESH_PROCESS = r"""
+import asyncio, json, os, sys
+from agent_server.config.load import load_config
+from agent_server.server.acp.server import AcpServer
+from agent_server.server.rpc.jsonrpc import RequestContext
+from agent_server.session import SessionStore
+NETWORK = ("agent_server.llm._client", "httpx", "anyio._backends._asyncio")
+base_url, state, sid, cwd = sys.argv[1:]
+async def main():
+    config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": base_url, "AGENT_SERVER_MODEL": "m",
+                                               "AGENT_SERVER_API_KEY": "k", "AGENT_SERVER_SANDBOX": "off"})
+    server = AcpServer(config, SessionStore(state))
+    server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
+    before = [m for m in NETWORK if m in sys.modules]
+    ctx = RequestContext(1, "session/load")
+    await server.request_handlers()["session/load"]({"sessionId": sid, "cwd": cwd, "mcpServers": []}, ctx)
+    answered = [m for m in NETWORK if m in sys.modules]  # the answer is out: the after-callbacks run next
+    await server.aclose()
+    print(json.dumps({"before": before, "answered": answered}))
+asyncio.run(main())
+"""
+
+
+async def test_a_prompt_sent_right_after_session_load_waited_for_the_network_layer_imports(tmp_path):
+    """Across the pipe, the step after loading a long (compacted) log reached the model 0.35–0.91 s
+    after its prompt against ~40 ms of its own work: the load's answer was followed, on the event
+    loop, by the warm-up importing httpx, httpcore and anyio's backend, and a prompt sent at once
+    waited for all of it (py-spy of the server). The load's worker thread imports them now, before
+    the answer. A fresh process (nothing imported yet: the control) loads a stored session."""
+    import subprocess
+    import sys
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with OfflineEndpoint([text_stream("hello")]) as endpoint:
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        store = SessionStore(tmp_path / "state")
+        first = AcpServer(config, store)
+        try:
+            sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+            assert (await answered(first, "session/prompt", prompt, 2))["stopReason"] == "end_turn"
+        finally:
+            await first.aclose()
+        out = subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, endpoint.base_url,
+                              str(tmp_path / "state"), sid, str(workspace)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen["before"] == [], seen  # the control: the server's own imports leave them to the first request
+    assert seen["answered"] == ["agent_server.llm._client", "httpx", "anyio._backends._asyncio"], seen

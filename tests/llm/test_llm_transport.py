@@ -152,6 +152,51 @@ print(json.dumps({"imported": imported, "compiled": compiled}))
     assert out == {"imported": [], "compiled": []}
 
 
+
+def test_a_client_preloaded_in_a_thread_leaves_its_warm_up_and_first_requests_nothing_to_import():
+    """``ChatClient.preload`` (a ``session/load``'s worker thread runs it, with no loop) does what
+    the warm-up on the loop would import and compile: the warm-up and two requests then import no
+    module and compile no pattern."""
+    probe = r"""
+import asyncio, json, sys, threading
+import re._compiler as rc
+import agent_server.llm
+thread = threading.Thread(target=lambda: agent_server.llm.ChatClient.preload())
+thread.start()
+thread.join()
+from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+imported, compiled = [], []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name not in sys.modules:
+            imported.append(name)
+        return None
+real = rc.compile
+def counting(p, flags=0):
+    compiled.append(str(p))
+    return real(p, flags)
+async def main():
+    endpoint = OfflineEndpoint([tool_call_stream([("c1", "read", '{"path": "a"}')]), text_stream("hi")])
+    await endpoint.start()
+    body = agent_server.llm.encode_body({"model": "m", "messages": [], "stream": True})  # (the server has it)
+    sys.meta_path.insert(0, Spy())
+    rc.compile = counting
+    try:
+        client = agent_server.llm.ChatClient(endpoint.base_url, "sk-test")
+        client.warm()
+        for _ in range(2):
+            [e async for e in client.stream(body)]
+    finally:
+        rc.compile = real
+        sys.meta_path.pop(0)
+        await client.aclose()
+        await endpoint.stop()
+asyncio.run(main())
+print(json.dumps({"imported": imported, "compiled": compiled}))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    assert out == {"imported": [], "compiled": []}
+
 async def _one_shot_server(answer: bytes, seen: list[bytes]):
     """A raw HTTP server on 127.0.0.1 that keeps each connection's first read and answers
     ``answer`` (then closes)."""
