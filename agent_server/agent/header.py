@@ -1,16 +1,13 @@
 """A stable head: the system text and tools a session keeps, and the notes that update them.
 
 Role: ``kept_header(events, roots, latest=…)`` returns the latest logged ``request/header`` whose
-system text the next request keeps — once a session has one, it keeps it (DESIGN.md §1b, "a stable
-head": each request starts with the whole previous one, so a provider's prefix cache serves it) —
-or ``None`` when the system text is rendered anew, a planned break: the session's first request,
-after a compaction (its checkpoint replaced the history the notes were in), or other workspace
-roots. ``header_note(header, context, model, records, latest=…)`` says what changed since the model
-was last told (the mode, the shell's sandbox, the ``AGENTS.md`` instructions, the model): the agent
-logs it as ``header/note`` right before the request's ``request/header`` — after every result of
-the previous step — and the projection makes it a user message there. What a header's system text
-and notes told the model is its ``context`` (``context_data``); a header logged before this existed
-has none, and what it told is then inferred from the events it was rendered from.
+system text the next request keeps (DESIGN.md §1b, "a stable head"), or ``None`` when it is
+rendered anew, a planned break: the first request, after a compaction, other workspace roots, or
+a client system prompt (``client/system_prompt``) changed with ``override`` involved.
+``header_note(header, context, model, records, latest=…)`` says what changed since the model was
+last told (mode, sandbox, ``AGENTS.md``, model, the client's ``append`` prompt): logged as
+``header/note`` right before the request's ``request/header``, projected as a user message. What
+a header's system text and notes told is its ``context`` (``context_data``; none in old logs).
 
 Must never: read anything but the events and its arguments (no clock, no environment), or ask for
 a system text to be rewritten while a kept one holds.
@@ -18,6 +15,7 @@ a system text to be rewritten while a kept one holds.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable, Sequence
 
 from agent_server.prompt import render_note
@@ -29,11 +27,22 @@ RENDER_INPUTS = frozenset({"mode/changed", "project/instructions", "sandbox/stat
 Latest = Callable[[str], "SessionEvent | None"]
 
 
-def context_data(mode: str | None, sandboxed: bool | None, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def context_data(mode: str | None, sandboxed: bool | None, records: Sequence[dict[str, Any]],
+                 client: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a system text (with its notes) tells the model of the session: ``request/header``'s
-    ``context``. Instructions by path and sha256 (their text is in the system text or the note)."""
-    return {"mode": mode, "sandboxed": sandboxed,
-            "instructions": [[r.get("path"), r.get("sha256")] for r in records]}
+    ``context``. Instructions by path and sha256 (their text is in the system text or the note);
+    ``client`` (only when the session has one): the client's system prompt by mode and sha256
+    (``client_told``), from its ``client/system_prompt`` data."""
+    data: dict[str, Any] = {"mode": mode, "sandboxed": sandboxed,
+                            "instructions": [[r.get("path"), r.get("sha256")] for r in records]}
+    if client is not None:
+        data["client"] = client_told(client)
+    return data
+
+
+def client_told(prompt: dict[str, Any]) -> list[Any]:
+    """``[mode, sha256 of the text]`` of a ``client/system_prompt``'s data: what a context records of it."""
+    return [prompt.get("mode"), hashlib.sha256(str(prompt.get("text")).encode("utf-8")).hexdigest()]
 
 
 def _walking(events: Sequence[SessionEvent]) -> Latest:
@@ -65,6 +74,11 @@ def kept_header(events: Sequence[SessionEvent], roots: Sequence[str], *, latest:
                 break
             if event.type == "compaction/end" and isinstance(event.data.get("message"), str):
                 return None
+    client = latest("client/system_prompt")
+    if client is not None and client.seq > found.seq:
+        told = (found.data.get("context") or {}).get("client")
+        if told != client_told(client.data) and "override" in (client.data.get("mode"), (told or [None])[0]):
+            return None  # the client's text replaces (or replaced) the agent's own: rendered anew
     return found
 
 
@@ -79,6 +93,10 @@ def header_note(header: SessionEvent, context: dict[str, Any], model: str, recor
         told = {} if stale else context  # unknown: everything is told again
     changes = [key for key in ("mode", "sandboxed", "instructions")
                if told.get(key, ...) != context[key] and (key == "instructions" or context[key] is not None)]
+    client = latest("client/system_prompt")
+    told_client = (header.data.get("context") or {}).get("client")  # none before clients could send one
+    if context.get("client") is not None and told_client != context["client"] and client is not None:
+        changes.append("client")  # an append-mode change (one involving override is rendered anew)
     before = header.data.get("model")
     if before != model:
         changes.append("model")
@@ -88,5 +106,6 @@ def header_note(header: SessionEvent, context: dict[str, Any], model: str, recor
         mode=context["mode"] if "mode" in changes else None,
         sandboxed=context["sandboxed"] if "sandboxed" in changes else None,
         model=(str(before), model) if "model" in changes else None,
-        instructions=tuple(records) if "instructions" in changes else None)
+        instructions=tuple(records) if "instructions" in changes else None,
+        client=str(client.data.get("text")) if "client" in changes and client is not None else None)
     return {"changes": changes, "text": text}

@@ -1,17 +1,13 @@
 """How much of each model request a provider's prefix cache can serve, and every break named.
 
 Role: ``prefix_report(events)`` compares each step's request (rebuilt from the log by
-``replay.iter_requests``, its first try: a retry re-sends the same bytes) with the step request
-before it, as a provider's cache reads a request — its tools, then its messages. A request
-*extends* the previous one when the tools are equal and the previous messages are its first
-messages; ``shared`` counts the bytes of the tools and messages it repeats from the start of the
-previous one. A request that does not extend the previous one is a *break*, named by what the log
-says happened in between (DESIGN.md §1b): the planned ones — ``compaction`` (a checkpoint replaced
-the history), ``model`` (a switch to a model with another request shape: its parameters or
-``reasoning_content``), ``tools`` (the tool list changed: an MCP server's list, a late server),
-``system`` (the system text changed: a session loaded with other roots, a client's system
-prompt), ``refusal`` (ACP drops a refused turn from the history) — or ``unplanned``, a bug. A
-compaction's summarising request is reported with its own share of the step request before it.
+``replay.iter_requests``, its first try) with the step request before it, as a provider's cache
+reads it — tools, then messages. A request *extends* the previous one when the tools are equal and
+the previous messages are its first; ``shared`` counts the bytes it repeats. Any other request is
+a *break*, named by what the log says happened in between (DESIGN.md §1b): ``compaction``,
+``model`` (another request shape), ``tools``, ``system`` (other roots), ``system_prompt`` (a
+client's system prompt changed with ``override`` involved), ``refusal`` — or ``unplanned``, a bug.
+A compaction's summarising request is reported with its own share of the step request before it.
 
 Must never: read anything but the events, or call a break planned that the log does not explain.
 """
@@ -26,7 +22,7 @@ from agent_server.agent.header import RENDER_INPUTS
 from agent_server.agent.replay import iter_requests
 from agent_server.session import SessionEvent
 
-PLANNED = ("compaction", "model", "tools", "system", "refusal")
+PLANNED = ("compaction", "model", "tools", "system", "system_prompt", "refusal")
 """The names of the planned breaks."""
 
 
@@ -127,6 +123,8 @@ def _name(events: Sequence[SessionEvent], by_seq: dict[int, SessionEvent], befor
         return "tools"
     if old.data.get("model") != new.get("model") and _header_shape(old.data) != _header_shape(new):
         return "model"
+    if old.data.get("system") != new.get("system") and any(e.type == "client/system_prompt" for e in between):
+        return "system_prompt"
     if old.data.get("system") != new.get("system") and not any(e.type in RENDER_INPUTS for e in between):
         return "system"  # not a mode, AGENTS.md or sandbox change rewritten into it: that is what notes are for
     return "unplanned"

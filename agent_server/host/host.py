@@ -201,11 +201,11 @@ class SessionHost:
             await gate.flush()
 
     async def create(self, cwd: str, additional_directories: Sequence[str] = (),
-                     mcp_servers: Sequence[str | None] = ()) -> str:
+                     mcp_servers: Sequence[str | None] = (), *, system_prompt: dict[str, str] | None = None) -> str:
         """Create a session's log and make it live; returns its id. ``cwd`` and
         ``additional_directories`` are absolute paths; ``mcp_servers``: the names the header records
-        (``start_mcp`` starts them after the front end has answered). ``HostError`` ``invalid`` when
-        a folder is missing."""
+        (``start_mcp`` starts them after the front end has answered); ``system_prompt``: the
+        client's (``set_system_prompt``). ``HostError`` ``invalid`` when a folder is missing."""
         roots = [cwd, *additional_directories]
         missing = [r for r in roots if not Path(r).is_dir()]
         if missing:
@@ -218,7 +218,29 @@ class SessionHost:
             error = log_write_failure(exc if isinstance(exc, LogWriteError) else LogWriteError(self.store.root, exc))
             raise HostError("internal", error["message"], error) from None
         self.open_session(session_id, event_log, roots)
+        self.set_system_prompt(session_id, system_prompt, "session/new")
         return session_id
+
+    def set_system_prompt(self, session_id: str, prompt: dict[str, str] | None, by: str) -> bool:
+        """Log the client's system prompt (``{"mode", "text", "source"}``) as ``client/system_prompt
+        {mode, text, source, by}`` when it differs from the session's last one; whether it did.
+        ``None`` (none sent) keeps what the session has. The next request's system text carries it
+        (``agent.header``: a change in ``append`` mode is a note, one involving ``override`` renders
+        the system text anew, a named break). ``HostError`` ``internal`` (``STORAGE``) when the log
+        cannot be written."""
+        if prompt is None:
+            return False
+        log = self.session(session_id).log
+        last = log.latest("client/system_prompt")
+        if last is not None and (last.data.get("mode"), last.data.get("text")) == (prompt["mode"], prompt["text"]):
+            return False
+        try:
+            log.append("client/system_prompt", {"mode": prompt["mode"], "text": prompt["text"],
+                                                "source": prompt.get("source", "systemPrompt"), "by": by})
+        except LogWriteError as exc:
+            error = log_write_failure(exc)
+            raise HostError("internal", error["message"], error) from None
+        return True
 
     def adopt(self, session_id: str, event_log: EventLog, roots: list[str]) -> AgentSession:
         """Make live a new session whose log was created before this host existed (the CLI's
@@ -330,7 +352,8 @@ class SessionHost:
         session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
         return session
 
-    async def load(self, session_id: str, cwd: str, additional_directories: Sequence[str] = ()) -> dict[str, Any] | None:
+    async def load(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (), *,
+                   system_prompt: dict[str, str] | None = None) -> dict[str, Any] | None:
         """Make a stored session live (or find it live) and replay its whole history as updates;
         returns the recovery ``_meta`` when a dead process's turn or queue was closed, else ``None``.
 
@@ -340,15 +363,17 @@ class SessionHost:
         and ``lifecycle.load_roots`` (``HostError``).
         """
         session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories)
+        self.set_system_prompt(session_id, system_prompt, "session/load")
         await continuity.replay(self, session, cwd)
         return meta
 
-    async def resume(self, session_id: str, cwd: str, additional_directories: Sequence[str] = ()
-                     ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    async def resume(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (), *,
+                     system_prompt: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """Make a stored session live (or find it live) without replaying it. Returns the recovery
         ``_meta`` (or ``None``) and the ``tool_call_update``\\s (``failed``) of the calls a dead
         process left running, for the front end to send after its answer. Errors as ``load``."""
         _, meta, closed = await continuity.attach(self, session_id, cwd, additional_directories)
+        self.set_system_prompt(session_id, system_prompt, "session/resume")
         return meta, closed
 
     async def close(self, session_id: str) -> None:
@@ -356,10 +381,13 @@ class SessionHost:
         await continuity.close(self, session_id)
 
     async def fork(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (),
-                   mcp_servers: Sequence[str | None] = (), turn: int | None = None) -> str:
+                   mcp_servers: Sequence[str | None] = (), turn: int | None = None, *,
+                   system_prompt: dict[str, str] | None = None) -> str:
         """A new live session whose history is ``session_id``'s up to a closed turn; its id
-        (``continuity.fork``)."""
-        return await continuity.fork(self, session_id, cwd, additional_directories, mcp_servers, turn)
+        (``continuity.fork``); ``system_prompt``: the client's, for the fork (``set_system_prompt``)."""
+        fork_id = await continuity.fork(self, session_id, cwd, additional_directories, mcp_servers, turn)
+        self.set_system_prompt(fork_id, system_prompt, "session/fork")
+        return fork_id
 
     def list(self, cwd: str | None = None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of the stored sessions as ACP ``SessionInfo``\\s, newest first, and the next
@@ -640,14 +668,16 @@ class SessionHost:
                         tools: dict[str, Any] | None = None) -> RequestHeader:
         """The next request's header (a stable head, ``agent.header``): the logged system text kept
         for the whole session, with a note of what changed since it (or the last note) was written;
-        rendered anew only for the first request, after a compaction, or for other roots. Tools: the
+        rendered anew only for the first request, after a compaction, for other roots, or for a client
+        system prompt whose change involves ``override``. Tools: the
         logged ones while the same tools are offered; the model and its quirks from the session's
         current model."""
         provider = self._provider(log) if log is not None else self.config.provider
         records = tuple(_latest(log, "project/instructions", {"files": []})["files"])
         mode = policy.modes.current if policy is not None else None
         sandboxed = policy.sandboxed if policy is not None else None
-        context = context_data(mode, sandboxed, records)
+        client = log.latest("client/system_prompt") if log is not None else None
+        context = context_data(mode, sandboxed, records, client.data if client is not None else None)
         tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
         kept = kept_header(log.events, roots, latest=log.latest) if log is not None else None
         if kept is not None:
@@ -670,6 +700,7 @@ class SessionHost:
             mode=mode,
             sandboxed=sandboxed,
             instructions=records,
+            client=(str(client.data.get("mode")), str(client.data.get("text"))) if client is not None else None,
         )
         return RequestHeader(
             system=render_system_prompt(env),

@@ -44,7 +44,10 @@ class PromptEnvironment:
     ``shell``: as shown to the model; ``date``: ISO date (YYYY-MM-DD); ``tool_names``: the tools
     this request offers; ``mode``: the session's sandbox mode (``None``: not stated);
     ``sandboxed``: whether shell commands run under an OS sandbox (``None``: not stated);
-    ``instructions``: the ``project/instructions`` records (``{"path", "sha256", "text"}``).
+    ``instructions``: the ``project/instructions`` records (``{"path", "sha256", "text"}``);
+    ``client``: the client's system prompt ``(mode, text)`` (ACP ``systemPrompt``): ``append`` adds
+    it at the end, ``override`` puts it in place of the persona and the tool guidance (the
+    environment, the tool names and the project instructions stay), ``None``: none.
     """
 
     roots: tuple[str, ...]
@@ -55,6 +58,11 @@ class PromptEnvironment:
     mode: str | None = None
     sandboxed: bool | None = None
     instructions: tuple[dict[str, Any], ...] = field(default=())
+    client: tuple[str, str] | None = None
+
+
+CLIENT_HEAD = "# Instructions from the client"
+"""The heading of a client's ``append`` system prompt (in the system text, or in a note)."""
 
 
 def mode_line(mode: str) -> str:
@@ -73,10 +81,11 @@ NOTE_HEAD = ("The session's settings changed. What follows supersedes what the s
 
 
 def render_note(*, mode: str | None = None, sandboxed: bool | None = None, model: tuple[str, str] | None = None,
-                instructions: tuple[dict[str, Any], ...] | None = None) -> str:
+                instructions: tuple[dict[str, Any], ...] | None = None, client: str | None = None) -> str:
     """The text of a ``header/note``: what changed since the system message (or the last note)
     was written, stated so that it supersedes it. ``None`` for what did not change; ``model`` is
-    ``(before, now)``; ``instructions`` the ``project/instructions`` records now (``()``: none)."""
+    ``(before, now)``; ``instructions`` the ``project/instructions`` records now (``()``: none);
+    ``client``: the client's ``append`` system prompt now (it replaces the earlier one)."""
     lines = [NOTE_HEAD]
     if mode is not None:
         lines.append(mode_line(mode))
@@ -91,14 +100,19 @@ def render_note(*, mode: str | None = None, sandboxed: bool | None = None, model
         else:
             lines.append("- Project instructions: there are none any more (the AGENTS.md files are gone); "
                          "disregard the system message's project instructions.")
+    if client is not None:
+        lines.append("- Instructions from the client: they changed; the ones below replace the earlier "
+                     "instructions from the client.")
     text = "\n".join(lines) + "\n"
     section = render_instructions(instructions or ())
-    return text + ("\n" + section if section else "")
+    text += "\n" + section if section else ""
+    return text + (f"\n{CLIENT_HEAD}\n{client}\n" if client is not None else "")
 
 
 def render_system_prompt(env: PromptEnvironment) -> str:
     """Render the system text for ``env`` (pure; same input, same bytes)."""
-    lines = [PERSONA, "", "# Environment"]
+    override = env.client is not None and env.client[0] == "override"
+    lines = [env.client[1] if override and env.client is not None else PERSONA, "", "# Environment"]
     lines.append(f"- Working directory (first workspace root): {env.roots[0]}" if env.roots else "- No workspace root")
     for root in env.roots[1:]:
         lines.append(f"- Additional workspace root: {root}")
@@ -113,11 +127,15 @@ def render_system_prompt(env: PromptEnvironment) -> str:
     if env.tool_names:
         lines.append("# Tools")
         lines.append("You can call these tools: " + ", ".join(env.tool_names) + ".")
-        lines.append("")
-        lines.append(TOOL_GUIDANCE)
+        if not override:
+            lines.append("")
+            lines.append(TOOL_GUIDANCE)
     else:
         lines.append("# Tools")
         lines.append("No tools are available in this session: answer from the conversation alone.")
     text = "\n".join(lines) + "\n"
     section = render_instructions(env.instructions)
-    return text + ("\n" + section if section else "")
+    text += "\n" + section if section else ""
+    if env.client is not None and not override:
+        text += f"\n{CLIENT_HEAD}\n{env.client[1]}\n"
+    return text

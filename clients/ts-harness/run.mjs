@@ -16,7 +16,10 @@ import { readFile, writeFile } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Readable } from "node:stream";
-import * as acp from "@agentclientprotocol/sdk";
+import * as stableAcp from "@agentclientprotocol/sdk";
+import * as unstableAcp from "@agentclientprotocol/sdk/unstable";
+
+let acp = stableAcp;
 
 const USAGE = `usage: node run.mjs --prompt TEXT [options] -- AGENT_COMMAND [ARGS...]
 
@@ -31,6 +34,11 @@ options:
   --agent-server-ext         add the agentServer extension block to clientCapabilities._meta
   --client-capabilities JSON exact clientCapabilities to send (overrides --fs/--agent-server-ext)
   --mcp-servers JSON         the session/new mcpServers (default [])
+  --session-params JSON      more params of the session request (systemPrompt, _meta ...)
+  --load ID | --resume ID    session/load or session/resume ID instead of session/new
+  --set-config JSON          [{configId, value, type?}]: session/set_config_option each, before the prompt
+  --prompt-blocks JSON       the prompt's content blocks (instead of one text block of --prompt)
+  --unstable                 the SDK's unstable client (@agentclientprotocol/sdk/unstable)
   --quiet                    do not print session/update lines
   --verbose                  copy the agent's stderr to this process's stderr
 `;
@@ -53,6 +61,12 @@ function parseArgs(argv) {
     agentServerExt: false,
     clientCapabilities: null,
     mcpServers: [],
+    sessionParams: {},
+    load: null,
+    resume: null,
+    setConfig: [],
+    promptBlocks: null,
+    unstable: false,
     quiet: false,
     verbose: false,
     command: [],
@@ -88,6 +102,24 @@ function parseArgs(argv) {
         break;
       case "--mcp-servers":
         opts.mcpServers = JSON.parse(needValue(i++, arg));
+        break;
+      case "--session-params":
+        opts.sessionParams = JSON.parse(needValue(i++, arg));
+        break;
+      case "--load":
+        opts.load = needValue(i++, arg);
+        break;
+      case "--resume":
+        opts.resume = needValue(i++, arg);
+        break;
+      case "--set-config":
+        opts.setConfig = JSON.parse(needValue(i++, arg));
+        break;
+      case "--prompt-blocks":
+        opts.promptBlocks = JSON.parse(needValue(i++, arg));
+        break;
+      case "--unstable":
+        opts.unstable = true;
         break;
       case "--fs":
         opts.fs = true;
@@ -267,6 +299,7 @@ async function main() {
     process.exit(2);
   }
 
+  if (opts.unstable) acp = unstableAcp;
   const transcript = new Transcript();
   const emit = (obj) => {
     if (!opts.quiet || obj.type !== "session/update") process.stdout.write(JSON.stringify(obj) + "\n");
@@ -287,6 +320,7 @@ async function main() {
     prompt: opts.prompt,
     initialize: null,
     sessionId: null,
+    responses: [],
     stopReason: null,
     error: null,
     agentExit: null,
@@ -314,11 +348,22 @@ async function main() {
           clientCapabilities: clientCapabilities(opts),
           clientInfo: { name: "agent-server-ts-harness", version: "0.1.0" },
         });
-        const session = await ctx.request(acp.methods.agent.session.new, { cwd: opts.cwd, mcpServers: opts.mcpServers });
-        doc.sessionId = session.sessionId;
+        const params = { cwd: opts.cwd, mcpServers: opts.mcpServers, ...opts.sessionParams };
+        let method = acp.methods.agent.session.new;
+        if (opts.load !== null || opts.resume !== null) {
+          params.sessionId = opts.load ?? opts.resume;
+          method = opts.load !== null ? acp.methods.agent.session.load : acp.methods.agent.session.resume;
+        }
+        const session = await ctx.request(method, params);
+        doc.sessionId = session.sessionId ?? params.sessionId;
+        doc.responses.push({ method: method, result: session });
+        for (const change of opts.setConfig) {
+          const result = await ctx.request(acp.methods.agent.session.setConfigOption, { sessionId: doc.sessionId, ...change });
+          doc.responses.push({ method: "session/set_config_option", result });
+        }
         return ctx.request(acp.methods.agent.session.prompt, {
-          sessionId: session.sessionId,
-          prompt: [{ type: "text", text: opts.prompt }],
+          sessionId: doc.sessionId,
+          prompt: opts.promptBlocks ?? [{ type: "text", text: opts.prompt }],
         });
       }),
       timeout,

@@ -15,7 +15,7 @@ The plain case:
 
 * the request: ``{"jsonrpc": "2.0", "id": int|str, "method": "session/new", "params": {"cwd": abs,
   "additionalDirectories"?: [abs], "mcpServers"?: [], "_meta"?: object}}``, every root an existing
-  directory;
+  directory, no client system prompt (``systemPrompt``, ``_meta.systemPrompt``);
 * the configuration (``config_plain``): no config file, or an empty one; an environment that
   resolves (``config.resolve.resolve_provider``) to an endpoint, a model and a key in memory (or a
   profile that needs none): no sign-in to offer, no keyring to open;
@@ -90,6 +90,8 @@ def plain_request(line: bytes) -> tuple[int | str, list[str]] | None:
         return None
     if params.get("_meta") is not None and not isinstance(params["_meta"], dict):
         return None
+    if params.get("systemPrompt") is not None or (params.get("_meta") or {}).get("systemPrompt") is not None:
+        return None  # the client's system prompt is checked and logged by the full server
     cwd, extra = params.get("cwd"), params.get("additionalDirectories", [])
     if not isinstance(extra, list):
         return None

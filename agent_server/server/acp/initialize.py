@@ -28,7 +28,8 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
     Capabilities switched on here are exactly those implemented: text and embedded-context
     prompts; ``session/load``, ``session/list`` (with pages), ``session/delete``,
     ``session/resume``, ``session/close`` and the unstable ``session/fork``; ``additionalDirectories``
-    (extra workspace roots, policy-checked like ``cwd``); the ``agentServer`` extension block
+    (extra workspace roots, policy-checked like ``cwd``); the unstable ``systemPrompt`` (``append``
+    and ``override``) on ``session/new|load|resume|fork``; the ``agentServer`` extension block
     (PROTOCOL.md "Extensions") when the client announced it, with the negotiated position encoding.
     ``authMethods``: the sign-in, ``auth_methods(params)``; ``auth.logout`` (the ``logout`` method).
     """
@@ -37,7 +38,8 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {},
-                                "resume": {}, "close": {}, "fork": {}},
+                                "resume": {}, "close": {}, "fork": {},
+                                "systemPrompt": {"mode": {"override": {}}}},
         "auth": {"logout": {}},
     }
     extension = _extension(params)

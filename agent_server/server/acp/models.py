@@ -189,6 +189,59 @@ class SetConfigOptionParams(_Open):
     type: str | None = None
 
 
+SYSTEM_PROMPT_MODES = ("append", "override")
+"""The ``systemPrompt.mode`` values agent-server applies (advertised in ``sessionCapabilities.systemPrompt``)."""
+
+
+class SystemPromptError(ValueError):
+    """A ``systemPrompt`` (or ``_meta.systemPrompt``) that cannot be applied: ``path`` names the field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def client_system_prompt(params: dict[str, Any]) -> dict[str, str] | None:
+    """The client's system prompt of a ``session/new|load|resume|fork``: ``{"mode", "text",
+    "source"}`` or ``None`` (none sent: the session keeps what it has).
+
+    ``systemPrompt`` (ACP unstable, 1.29.x ``SystemPrompt``): ``mode`` ``append`` or ``override``
+    and a non-empty ``content`` of ``text`` blocks (joined by a blank line); any other mode or
+    block type raises ``SystemPromptError`` (the schema: an agent errors rather than guess). Else
+    the older ``_meta.systemPrompt`` (claude-agent-acp's): a string replaces the instructions
+    (``override``), ``{"append": string}`` adds to them; ``""`` is none. ``systemPrompt`` wins."""
+    value = params.get("systemPrompt")
+    if value is not None:
+        if not isinstance(value, dict):
+            raise SystemPromptError("systemPrompt", "systemPrompt must be an object {mode, content}")
+        mode = value.get("mode")
+        if mode not in SYSTEM_PROMPT_MODES:
+            raise SystemPromptError("systemPrompt.mode", f"unsupported systemPrompt mode {mode!r}: agent-server "
+                                    "supports 'append' and 'override'")
+        content = value.get("content")
+        if not isinstance(content, list) or not content:
+            raise SystemPromptError("systemPrompt.content", "systemPrompt.content must be a non-empty array of "
+                                    "text content blocks")
+        texts = []
+        for index, block in enumerate(content):
+            if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+                raise SystemPromptError(f"systemPrompt.content.{index}", f"unsupported systemPrompt content block "
+                                        f"{kind!r}: only text blocks ({{type: 'text', text}}) are supported")
+            texts.append(block["text"])
+        return {"mode": mode, "text": "\n\n".join(texts), "source": "systemPrompt"}
+    meta = params.get("_meta")
+    legacy = meta.get("systemPrompt") if isinstance(meta, dict) else None
+    if legacy is None or legacy == "":
+        return None
+    if isinstance(legacy, str):
+        return {"mode": "override", "text": legacy, "source": "_meta.systemPrompt"}
+    if isinstance(legacy, dict) and isinstance(legacy.get("append"), str):
+        return {"mode": "append", "text": legacy["append"], "source": "_meta.systemPrompt"} if legacy["append"] else None
+    raise SystemPromptError("_meta.systemPrompt", "_meta.systemPrompt must be a string (it replaces the agent's "
+                            "instructions) or {append: string} (added to them)")
+
+
 def describe_validation_error(exc: ValidationError) -> dict[str, Any]:
     """JSON-RPC ``error.data`` for invalid params: ``{"errors": [{"path", "message"}]}``."""
     return {

@@ -66,6 +66,16 @@ def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
         raise JsonRpcError(INVALID_PARAMS, f"invalid params: {exc.error_count()} error(s)", m.describe_validation_error(exc)) from None
 
 
+def _system_prompt(params: dict[str, Any]) -> dict[str, str] | None:
+    """The client's system prompt of a session request (``models.client_system_prompt``); ``-32602``
+    for one that cannot be applied, before anything is created, loaded or forked."""
+    try:
+        return m.client_system_prompt(params)
+    except m.SystemPromptError as exc:
+        raise JsonRpcError(INVALID_PARAMS, f"invalid params: {exc}",
+                           {"errors": [{"path": exc.path, "message": str(exc)}]}) from None
+
+
 class AcpServer:
     """The agent side of one ACP connection, a front end over its own ``SessionHost``.
 
@@ -246,11 +256,12 @@ class AcpServer:
         ``-32000`` (auth required) when the configured model needs a key and has none; ``-32603``
         with ``data.code`` ``CONFIG_ERROR`` when the configuration cannot be read (file, line, column)."""
         p: m.NewSessionParams = _parse(m.NewSessionParams, params)
+        system_prompt = _system_prompt(params)
         with _wire_errors():
             self.host.check_config()
             await self.host.check_sign_in(self.client_runs_login)
             session_id = await self.host.create(p.cwd, p.additionalDirectories,
-                                                [s.get("name") for s in p.mcpServers])
+                                                [s.get("name") for s in p.mcpServers], system_prompt=system_prompt)
         self.host.prepare_mcp(session_id, p.mcpServers)
         ctx.after_response(self._after_new_session(session_id))
         return {"sessionId": session_id, **self.host.state(session_id)}
@@ -341,10 +352,11 @@ class AcpServer:
         and ``SESSION_BUSY`` when another agent-server process has the session open.
         """
         p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
+        system_prompt = _system_prompt(params)
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in(self.client_runs_login)
-            meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories)
+            meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories, system_prompt=system_prompt)
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
         emit = self.host.emitter(p.sessionId)
@@ -365,10 +377,12 @@ class AcpServer:
         (``failed``) for each call a dead process left running and the slash commands. Errors as
         ``session/load``."""
         p: m.ResumeSessionParams = _parse(m.ResumeSessionParams, params)
+        system_prompt = _system_prompt(params)
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in(self.client_runs_login)
-            meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories)
+            meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories,
+                                                  system_prompt=system_prompt)
             result = dict(self.host.state(p.sessionId))
         if meta:
             result["_meta"] = meta
@@ -403,10 +417,11 @@ class AcpServer:
         if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool)):
             raise JsonRpcError(INVALID_PARAMS, "_meta.agentServer.forkAtTurn must be a turn number",
                                {"forkAtTurn": turn})
+        system_prompt = _system_prompt(params)
         with _wire_errors():
             await self.host.check_sign_in(self.client_runs_login)
             session_id = await self.host.fork(p.sessionId, p.cwd, p.additionalDirectories,
-                                              [s.get("name") for s in p.mcpServers], turn)
+                                              [s.get("name") for s in p.mcpServers], turn, system_prompt=system_prompt)
         self.host.prepare_mcp(session_id, p.mcpServers)
         emit = self.host.emitter(session_id)
 
