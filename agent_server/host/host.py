@@ -460,6 +460,7 @@ class SessionHost:
                            call_timeout=self.config.agent.mcp_call_timeout, problems=problems,
                            max_tools=self.config.agent.max_tools,
                            notices=bool(getattr(self.frontend, "client_notices", False)),
+                           elicit=self.frontend.elicitor(session_id) if hasattr(self.frontend, "elicitor") else None,
                            wrap=self.checkpoints[session_id].shell if session_id in self.checkpoints else None)
         servers.gate = asyncio.Event()
         servers.start(servers.gate)

@@ -39,6 +39,8 @@ options:
   --set-config JSON          [{configId, value, type?}]: session/set_config_option each, before the prompt
   --prompt-blocks JSON       the prompt's content blocks (instead of one text block of --prompt)
   --unstable                 the SDK's unstable client (@agentclientprotocol/sdk/unstable)
+  --elicitation JSON         answer every elicitation/create with this (e.g. {"action":"decline"});
+                             each one asked is printed as {"type":"elicitation/create","params":...}
   --quiet                    do not print session/update lines
   --verbose                  copy the agent's stderr to this process's stderr
 `;
@@ -67,6 +69,7 @@ function parseArgs(argv) {
     setConfig: [],
     promptBlocks: null,
     unstable: false,
+    elicitation: null,
     quiet: false,
     verbose: false,
     command: [],
@@ -120,6 +123,9 @@ function parseArgs(argv) {
         break;
       case "--unstable":
         opts.unstable = true;
+        break;
+      case "--elicitation":
+        opts.elicitation = JSON.parse(needValue(i++, arg));
         break;
       case "--fs":
         opts.fs = true;
@@ -218,6 +224,12 @@ function buildClient(opts, emit) {
   app.onRequest(acp.methods.client.session.requestPermission, ({ params }) =>
     permissionAnswer(opts.permission, params),
   );
+  if (opts.elicitation) {
+    app.onRequest(acp.methods.client.elicitation.create, ({ params }) => {
+      emit({ type: "elicitation/create", params });
+      return opts.elicitation;
+    });
+  }
   if (opts.fs) {
     app.onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
       if (!isAbsolute(params.path)) throw acp.RequestError.invalidParams({ path: params.path });

@@ -128,3 +128,42 @@ def test_mcp_problems_are_notices_for_a_client_that_takes_them_through_the_types
         assert told == [] and "[agent-server] MCP server 'old': SSE transport is not supported" in chat
     report = validate_transcript(record["messages"], collect=True)
     assert not report.failures, report.failures
+
+
+ASKING_SERVER = ROOT / "tests" / "mcp" / "asking_server.py"
+
+
+@pytest.mark.parametrize("elicitation", [True, False])
+def test_an_mcp_servers_elicitation_was_declined_although_the_client_takes_elicitations(
+        ts_harness, tmp_path, workspace, agent_env, elicitation):
+    """Issue 31 item 12: an MCP server's elicitation (a real MCPServer in a subprocess, asking in the
+    SDK's resolver way, which works on every protocol version) reaches a client that advertises
+    ``clientCapabilities.elicitation.form`` as ACP 1.29's ``elicitation/create`` (session-scoped, the
+    message naming the server), and the user's answer goes back to the server. A client without the
+    capability is not offered it: the server's own error says so, and the model reads it. Validated
+    against 1.29.x."""
+    from agent_server.offline import tool_call_stream
+
+    caps = {"fs": {"readTextFile": False, "writeTextFile": False}, **({"elicitation": {"form": {}}} if elicitation else {})}
+    servers = [{"name": "asking", "command": sys.executable, "args": [str(ASKING_SERVER)], "env": []}]
+    script = [tool_call_stream([("c", "mcp__asking__ask_name", "{}")]), text_stream("done")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        lines, record = run_harness(ts_harness, workspace, env, tmp_path, "ask me", "--client-capabilities",
+                                    json.dumps(caps), "--mcp-servers", json.dumps(servers), "--permission",
+                                    "allow_once", "--elicitation",
+                                    json.dumps({"action": "accept", "content": {"name": "Ada"}}))
+        result = [m["content"] for m in ep.requests[-1].json()["messages"] if m["role"] == "tool"]
+    asked = [line["params"] for line in lines if line["type"] == "elicitation/create"]
+    assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
+    if elicitation:
+        (params,) = asked
+        assert params["mode"] == "form" and params["sessionId"] == record["sessionId"]
+        assert params["message"] == "MCP server 'asking' asks: Your name, please?"
+        assert list(params["requestedSchema"]["properties"]) == ["name"]
+        assert len(result) == 1 and result[0].startswith("hello Ada"), result
+    else:
+        assert asked == []
+        assert len(result) == 1 and "did not declare the form elicitation capability" in result[0], result
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures

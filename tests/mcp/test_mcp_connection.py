@@ -321,16 +321,47 @@ async def test_a_server_restarted_after_a_crash_kept_its_old_tool_list_offered(t
 async def test_a_servers_elicitation_and_sampling_requests_are_declined_at_once_never_left_hanging():
     """Issue 31 item 12 (the declining part): an MCP server's ``elicitation/create`` and
     ``sampling/createMessage`` are answered at once with an error that says so (we advertise neither
-    capability: the SDK's own decline); the tool call goes on. Forwarding an elicitation to an ACP
-    client that advertises ``elicitation`` is not built yet."""
+    capability: the SDK's own decline, for a connection given no ``elicit``); the tool call goes on.
+    Forwarding to a client that takes elicitations: tests/e2e/test_ts_sdk_client.py."""
     conn = McpConnection(stdio("asking", sys.executable, str(HERE / "asking_server.py")), env(), call_timeout=60)
     try:
-        assert {t["name"] for t in await conn.start()} == {"ask", "sample"}
+        assert {t["name"] for t in await conn.start()} == {"ask", "ask_name", "sample"}
         asked, _ = render_result(await conn.call("ask", {}))
         sampled, _ = render_result(await conn.call("sample", {}))
         # the SDK's words differ by protocol version ("Elicitation not supported"; on a 2026-07-28
         # connection "no back-channel for server-initiated requests"): refused at once, either way
         assert asked.startswith("refused:") and "licitation" in asked, asked
         assert sampled.startswith("refused:") and ("ampling" in sampled or "createMessage" in sampled), sampled
+    finally:
+        await conn.close()
+
+
+async def test_an_elicitation_the_user_never_answers_ends_with_the_call_timeout_never_hanging():
+    """Issue 31 item 12: an elicitation forwarded to a client that never answers is bounded by the
+    call timeout (the call fails and says so); one the user declines goes back as declined."""
+    asked: list[tuple[str, dict]] = []
+
+    async def never(server, params):
+        asked.append((server, params))
+        await asyncio.Event().wait()
+
+    async def decline(server, params):
+        return {"action": "decline"}
+
+    conn = McpConnection(stdio("asking", sys.executable, str(HERE / "asking_server.py")), env(), call_timeout=3,
+                         elicit=never)
+    try:
+        await conn.start()
+        with pytest.raises(McpError, match="timed out after 3 s"):
+            await conn.call("ask_name", {})
+        assert [(s, p["message"]) for s, p in asked] == [("asking", "Your name, please?")]
+    finally:
+        await conn.close()
+    conn = McpConnection(stdio("asking", sys.executable, str(HERE / "asking_server.py")), env(), call_timeout=30,
+                         elicit=decline)
+    try:
+        await conn.start()
+        text, _ = render_result(await conn.call("ask_name", {}))
+        assert text.startswith("no name: decline"), text
     finally:
         await conn.close()

@@ -97,6 +97,8 @@ class AcpServer:
         """Whether the client runs ``agent-server login`` itself (it was offered a terminal auth method)."""
         self.client_notices = False
         """Whether the client takes ``notice`` updates (ACP 1.25 ``clientCapabilities.session.notices``)."""
+        self.client_capabilities_json: dict[str, Any] = {}
+        """The client's ``clientCapabilities`` as sent (fields newer than our models: ``elicitation``)."""
 
     @property
     def sessions(self) -> dict[str, Any]:
@@ -176,6 +178,7 @@ class AcpServer:
         caps = (params or {}).get("clientCapabilities")
         session_caps = caps.get("session") if isinstance(caps, dict) else None
         self.client_notices = isinstance(session_caps, dict) and isinstance(session_caps.get("notices"), dict)
+        self.client_capabilities_json = caps if isinstance(caps, dict) else {}
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""
@@ -213,6 +216,14 @@ class AcpServer:
         """``session/request_permission`` on this connection."""
         return PermissionRequester(lambda: self.connection, session_id,
                                    lambda: self.host.config.policy.approval_timeout)
+
+    def elicitor(self, session_id: str) -> Any:
+        """An MCP server's elicitation asked through ``elicitation/create`` (ACP 1.29), or ``None``
+        when the client advertises no ``clientCapabilities.elicitation`` mode."""
+        from agent_server.server.acp.elicitation import elicitor_for
+
+        return elicitor_for(lambda: self.connection, session_id, self.client_capabilities_json,
+                            lambda: self.host.config.policy.approval_timeout)
 
     def edits_need_approval(self) -> bool:
         """Plain ACP (``fs/write_text_file``, no proposals): the permission question is the user's

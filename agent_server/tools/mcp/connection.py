@@ -72,6 +72,11 @@ def _jsonable(model: Any) -> dict[str, Any]:
 ToolsChanged = Callable[[str, list[dict[str, Any]]], Awaitable[None]]
 """``(server name, its new tool list)``: called after the server said its tools changed."""
 
+Elicit = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""``(server name, the MCP ``elicitation/create`` params as JSON)`` → the answer as JSON
+(``{"action", "content"?}``): the user's, through the client. Raises ``RuntimeError`` (its text: the
+reason) when it cannot be asked or answered; the server is then told that reason as an error."""
+
 
 class McpConnection:
     """A running MCP server. ``tools``: its tool list (JSON dicts: name, description, inputSchema,
@@ -79,8 +84,12 @@ class McpConnection:
     ``on_tools_changed``: told the new list after ``notifications/tools/list_changed``."""
 
     def __init__(self, spec: McpServerSpec, env: dict[str, str], *, start_timeout: float = 20.0,
-                 call_timeout: float = 120.0, on_tools_changed: ToolsChanged | None = None) -> None:
+                 call_timeout: float = 120.0, on_tools_changed: ToolsChanged | None = None,
+                 elicit: Elicit | None = None) -> None:
         self.spec = spec
+        self.elicit = elicit
+        """Asks the user a server's elicitation (the client takes them); ``None``: elicitation is
+        not advertised to the server, and the SDK declines one with an error."""
         self.env = env
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
@@ -110,18 +119,44 @@ class McpConnection:
     def _make_client(self) -> Any:
         from mcp import Client
 
+        # the server's own requests: an elicitation goes to the user when the client takes them (the
+        # SDK then advertises elicitation); sampling and roots are never advertised, and the SDK
+        # declines them at once ("Sampling not supported", "List roots not supported"), as any other
+        # method ("Method not found")
+        options: dict[str, Any] = {"mode": "auto", "message_handler": self._on_message}
+        if self.elicit is not None:
+            options["elicitation_callback"] = self._on_elicit
         if self.spec.transport == "http" and self.spec.headers:
             import httpx2  # the SDK's HTTP client; headers go through a configured client
             from mcp.client.streamable_http import streamable_http_client
 
             transport = streamable_http_client(self.spec.url, http_client=httpx2.AsyncClient(headers=self.spec.headers))
-            return Client(transport, mode="auto", message_handler=self._on_message)
+            return Client(transport, **options)
         if self.spec.transport == "http":
-            return Client(self._server_arg(), mode="auto", message_handler=self._on_message)
+            return Client(self._server_arg(), **options)
         from mcp.client.stdio import stdio_client
 
-        return Client(stdio_client(self._server_arg(), errlog=self._stderr.pipe()), mode="auto",
-                      message_handler=self._on_message)
+        return Client(stdio_client(self._server_arg(), errlog=self._stderr.pipe()), **options)
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """The SDK's elicitation callback (a standalone ``elicitation/create`` of a pre-2026
+        connection, or an input request of a 2026-07-28 call): the user's answer through
+        ``elicit``, within the call timeout; any failure is an error the server is told."""
+        from mcp import types
+
+        asked = _jsonable(params)
+        asked.pop("_meta", None)
+        try:
+            answer = await asyncio.wait_for(self.elicit(self.spec.name, asked), self.call_timeout)  # type: ignore[misc]
+            return types.ElicitResult.model_validate(answer)
+        except asyncio.TimeoutError:
+            reason = f"the user did not answer within {self.call_timeout:g} s"
+        except ValueError as exc:  # the client's answer is not an elicitation result
+            reason = f"the client's answer is not an elicitation result: {_reason(exc)}"
+        except RuntimeError as exc:
+            reason = str(exc)
+        log.info("MCP server %s: its elicitation was not answered: %s", self.spec.name, reason)
+        return types.ErrorData(code=types.INVALID_REQUEST, message=f"Elicitation not answered: {reason}")
 
     def stderr_tail(self, limit: int = 400) -> str:
         """The last ``limit`` characters a stdio server wrote to its stderr (``""`` for none / http)."""

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ConfigDict
 
 from agent_server.tools.base import Tool, ToolContext, ToolResult
-from agent_server.tools.mcp.connection import McpConnection, McpError
+from agent_server.tools.mcp.connection import Elicit, McpConnection, McpError
 from agent_server.tools.mcp.names import expose_names
 from agent_server.tools.mcp.results import render_result
 from agent_server.tools.mcp.spec import McpServerSpec
@@ -102,13 +102,15 @@ class McpTools:
     ``specs``: from ``specs_from_acp``; ``env``: the scrubbed environment servers start with;
     ``trusted``: server names the user's config trusts; ``table``: the session's tool table (name →
     tool), updated in place; ``log``: the session's ``EventLog``; ``emit``: its updates; ``wrap``:
-    applied to every tool not known to be read-only (the session's checkpoints snapshot around it).
+    applied to every tool not known to be read-only (the session's checkpoints snapshot around it);
+    ``elicit``: asks the user a server's elicitation through the client (``None``: the client takes
+    none, and servers are not offered elicitation).
     """
 
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
                  table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
                  wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None,
-                 max_tools: int = 128, notices: bool = False) -> None:
+                 max_tools: int = 128, notices: bool = False, elicit: Elicit | None = None) -> None:
         self.specs = specs
         self.wrap = wrap
         self.problems = list(problems or [])
@@ -128,8 +130,8 @@ class McpTools:
         self.table = table
         self.log = log
         self.emit = emit
-        self.connections = {s.name: McpConnection(s, env, call_timeout=call_timeout, on_tools_changed=self._changed)
-                            for s in specs}
+        self.connections = {s.name: McpConnection(s, env, call_timeout=call_timeout, on_tools_changed=self._changed,
+                                                  elicit=elicit) for s in specs}
         self.listed: dict[str, list[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
