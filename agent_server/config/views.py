@@ -56,8 +56,8 @@ MODES: dict[str, ModeInfo] = {
         "/dev/null; `.git` is read-only."),
     DANGER_FULL_ACCESS: ModeInfo(
         DANGER_FULL_ACCESS, "Full access (danger)",
-        "No sandbox: writes anywhere and an unconfined shell; a process a command detaches (setsid, a "
-        "daemon) is not stopped with it and may outlive the session. Destructive commands still ask.",
+        "No sandbox: writes anywhere and an unconfined shell (what a command starts, setsid daemons "
+        "included, ends with it). Destructive commands still ask.",
         "danger-full-access: you may write anywhere and the shell is not confined. Be careful: "
         "destructive commands and secret files still need the user's approval."),
 }

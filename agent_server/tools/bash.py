@@ -17,10 +17,12 @@ and supplies a hint that is added when a command's output shows a permission err
 
 Under the OS sandbox each command runs in its own PID namespace: when the shell exits, every
 process it started ends with it (``setsid``/``nohup`` daemons included), and the launch's ``after``
-hook (the setuid sweep) runs once all of them are gone. Without the sandbox, processes that escape
-the group on purpose are out of reach; background jobs that keep the output pipe open after the
-shell exits are stopped (the group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after
-the exit; a background job whose output is redirected (``cmd > log 2>&1 &``) keeps running.
+hook (the setuid sweep) runs once all of them are gone. Without the sandbox (``danger-full-access``,
+no Landlock) the command runs under ``tools/mcp/reaper.py`` as a child subreaper (Linux): when the
+shell exits, is stopped, or the server dies, every process it left — in its group or detached with
+``setsid``, ignoring SIGTERM or not — is killed (issue 32 §11). Elsewhere, processes that escape the
+group are out of reach, and background jobs that keep the output pipe open after the shell exits
+are stopped (the group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after the exit.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import asyncio
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Protocol
@@ -176,6 +179,19 @@ class OutputBuffer:
         return head + tail
 
 
+#: The MCP servers' launcher, run by path (standard library only): a subreaper that kills every
+#: process the command left behind when it ends, is stopped, or the server dies.
+REAPER = Path(__file__).with_name("mcp") / "reaper.py"
+
+
+def reaped(argv: list[str]) -> list[str]:
+    """``argv`` under ``REAPER`` as a child subreaper (Linux; elsewhere ``argv`` unchanged): the
+    command's status and death signal are kept."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--subreaper", "--same-signal", "--", *argv]
+
+
 def _shell(env: dict[str, str]) -> str:
     return shutil.which("bash", path=env.get("PATH")) or shutil.which("bash") or "/bin/sh"
 
@@ -229,6 +245,8 @@ class BashTool(Tool):
             argv, env = launch.argv, launch.env
         started = time.monotonic()
         spawn = getattr(launch, "spawn", None)
+        if spawn is None:  # unconfined: the whole tree ends with the command (setsid ones too)
+            argv = reaped(argv)
         try:
             if spawn is not None:  # the launcher starts it (same shape: group leader, one output pipe)
                 proc = await spawn(cwd, env)

@@ -116,7 +116,12 @@ async def test_bash_cancelled_kills_the_group_and_still_returns_a_result(ctx):
     assert await _wait_until(lambda: not _alive(marker)), _alive(marker)
 
 
-async def test_background_job_holding_the_pipe_is_stopped_but_redirected_one_survives(ctx, ws):
+async def test_without_the_reaper_a_job_holding_the_pipe_is_stopped_but_a_redirected_one_survives(ctx, ws,
+                                                                                                   monkeypatch):
+    """Where no subreaper can run (not Linux): the output pipe's drain is the only stop."""
+    from agent_server.tools import bash
+
+    monkeypatch.setattr(bash, "reaped", lambda argv: argv)
     held = f"{uuid.uuid4().int % 10**6 + 10**6}.125"
     res = await call(ctx, "bash", command=f"sleep {held} & echo bye", timeout_ms=10_000)
     assert res.meta["outcome"] == "exited" and res.text.startswith("bye\n")
@@ -130,6 +135,40 @@ async def test_background_job_holding_the_pipe_is_stopped_but_redirected_one_sur
     finally:
         for pid in _alive(free):
             os.kill(pid, 9)
+
+
+async def test_unconfined_shell_calls_let_a_setsid_child_that_ignores_sigterm_and_sighup_outlive_them(ctx):
+    """Issue 32 §11: without the sandbox a command was stopped by its process group only, so a child
+    detached with setsid (ignoring SIGTERM and SIGHUP) outlived the call and the session. Now the
+    command runs under a child subreaper that kills everything it left — when it exits, times out
+    or is cancelled."""
+    for how in ("exits", "timeout", "cancelled"):
+        marker = f"{uuid.uuid4().int % 10**6 + 10**6}.625"
+        command = (f"setsid bash -c \"trap '' TERM HUP; exec sleep {marker}\" > /dev/null 2>&1 < /dev/null & "
+                   f"nohup sleep {marker} > /dev/null 2>&1 & echo started")
+        if how == "exits":
+            res = await call(ctx, "bash", command=command)
+            assert res.meta["outcome"] == "exited" and "started" in res.text
+        elif how == "timeout":
+            res = await call(ctx, "bash", command=command + "; sleep 30", timeout_ms=1000)
+            assert res.meta["outcome"] == "timeout"
+        else:
+            task = asyncio.ensure_future(BashTool().run(BashArgs(command=command + "; sleep 30"), ctx))
+            assert await _wait_until(lambda: len(_alive(marker)) >= 2)
+            task.cancel()
+            assert (await task).meta["outcome"] == "cancelled"
+        try:
+            assert await _wait_until(lambda: not _alive(marker)), (how, _alive(marker))
+        finally:
+            for pid in _alive(marker):
+                os.kill(pid, 9)
+
+
+async def test_the_exit_status_and_death_signal_of_an_unconfined_command_are_its_own(ctx):
+    res = await call(ctx, "bash", command="exit 7")
+    assert res.meta["exit_code"] == 7
+    res = await call(ctx, "bash", command="kill -KILL $$")
+    assert res.meta["exit_code"] == -9 and "killed by SIGKILL" in res.text
 
 
 def test_timeout_and_title():

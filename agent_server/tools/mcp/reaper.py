@@ -1,6 +1,6 @@
 """The launcher of a stdio MCP server: the server's whole process tree ends with it and with us.
 
-    python -I -S reaper.py PARENT_PID [--subreaper] -- COMMAND [ARG …]
+    python -I -S reaper.py PARENT_PID [--subreaper] [--same-signal] -- COMMAND [ARG …]
 
 Must never: import anything but the standard library, or outlive its parent.
 
@@ -20,7 +20,9 @@ outlives the server's end, ``session/close``, our normal exit or our ``kill -9``
   left) before it exits.
 
 The command keeps the launcher's stdin, stdout and stderr (the MCP stdio pipes). The launcher exits
-with the command's status (``128 + signal`` for a signal). Servers that hand their work to a daemon
+with the command's status (``128 + signal`` for a signal; with ``--same-signal`` it ends by that
+signal itself, as the command did). The ``bash`` tool runs an unconfined shell command under it
+too (``--subreaper``: no user namespace, so ids and setuid programs behave as without it). Servers that hand their work to a daemon
 outside the tree (``docker run``: the container belongs to dockerd) are out of reach of both.
 """
 
@@ -146,7 +148,19 @@ def _kill_tree() -> None:
             return
 
 
-def _supervise(command: list[str]) -> int:
+def _end_as(sig: int | None, code: int) -> int:
+    """End by ``sig`` (the command's death, or the stop we were asked for), else return ``code``."""
+    if sig is not None:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: always their default
+            pass
+        sys.stdout.flush()
+        os.kill(os.getpid(), sig)
+    return code
+
+
+def _supervise(command: list[str], same_signal: bool = False) -> int:
     """The fallback: a child subreaper that kills the whole tree when the command ends or it is told
     to stop (``SIGTERM``, also sent when the agent dies)."""
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -162,7 +176,7 @@ def _supervise(command: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # catchable now: the tree is killed first
-    code = 1
+    code, died_by = 1, None
     try:
         while True:
             try:
@@ -171,20 +185,24 @@ def _supervise(command: list[str]) -> int:
                 break
             if pid == server:
                 code = _status_code(status)
+                died_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
                 break
     except KeyboardInterrupt:
-        code = 128 + stopping[0]
+        code, died_by = 128 + stopping[0], stopping[0]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     _kill_tree()
-    return code
+    return _end_as(died_by, code) if same_signal else code
 
 
 def main(argv: list[str]) -> int:
-    subreaper = len(argv) > 2 and argv[2] == "--subreaper"
-    rest = argv[3 if subreaper else 2:]
-    if len(rest) < 2 or rest[0] != "--" or not argv[1].isdigit():
-        sys.stderr.write("usage: reaper.py PARENT_PID [--subreaper] -- COMMAND [ARG …]\n")
+    rest = argv[2:]
+    flags = set()
+    while rest and rest[0] in ("--subreaper", "--same-signal"):
+        flags.add(rest.pop(0))
+    subreaper, same_signal = "--subreaper" in flags, "--same-signal" in flags
+    if len(rest) < 2 or rest[0] != "--" or len(argv) < 2 or not argv[1].isdigit():
+        sys.stderr.write("usage: reaper.py PARENT_PID [--subreaper] [--same-signal] -- COMMAND [ARG …]\n")
         return 2
     parent, command = int(argv[1]), rest[1:]
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -207,7 +225,7 @@ def main(argv: list[str]) -> int:
                 continue
             except ChildProcessError:
                 return 1
-    return _supervise(command)
+    return _supervise(command, same_signal)
 
 
 if __name__ == "__main__":
