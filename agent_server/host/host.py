@@ -485,11 +485,43 @@ class SessionHost:
             return TurnOutcome("cancelled", "cancelled")
         try:
             outcome = await session.prompt(blocks, ticket)
+            try:
+                await self._say_hook_runs(session)
+            except Exception:  # noqa: BLE001 - a summary never fails the turn it follows
+                log.exception("the end-of-turn hook summary failed")
             if outcome.error is None:
                 await self._announce_title(session)
         finally:
             await self.flush(session.id)  # every update of the turn leaves before its answer
         return outcome
+
+    async def _say_hook_runs(self, session: AgentSession) -> None:
+        """The turn's summary of files it changed that the repository's git hooks run or read
+        (issue 32 §1): outside the sandbox, on the user's next commit. Logged (``policy/hook_run``,
+        shown again on load) and said to the user, not to the model."""
+        policy = self.policies.policies.get(session.id)
+        events = session.log.events
+        start = next((i for i in range(len(events) - 1, -1, -1) if events[i].type == "turn/start"), None)
+        if policy is None or start is None:
+            return
+        changed = list(dict.fromkeys(str(e.data.get("path")) for e in events[start:]
+                                     if e.type == "checkpoint/file" and e.data.get("path")))
+        if not changed:
+            return
+        from agent_server.policy.git_hooks import hook_runs
+
+        runs = await asyncio.to_thread(hook_runs, policy.roots)
+        found = [] if runs is None else [{"path": p, "hook": why} for p in changed if (why := runs.why(p))]
+        if not found:
+            return
+        data = {"turn": events[start].data.get("turn"), "files": found}
+        try:
+            session.log.append("policy/hook_run", data)
+        except LogWriteError:
+            return
+        roots = [str(r) for r in policy.roots]
+        await self.emitter(session.id)({"sessionUpdate": "agent_message_chunk", "content": {
+            "type": "text", "text": lifecycle.hook_run_text(data, roots)}})
 
     async def _before_turn(self, session: AgentSession) -> None:
         servers = self.mcp.get(session.id)

@@ -265,6 +265,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             from agent_server.checkpoints.recorder import nested_off_text
 
             yield _chunk("agent_message_chunk", nested_off_text([str(n) for n in data.get("names") or []]))
+        elif kind == "policy/hook_run":
+            yield _chunk("agent_message_chunk", hook_run_text(data, roots))
         elif kind == "inbox/dropped":
             yield _chunk("agent_message_chunk",
                          "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
@@ -313,6 +315,15 @@ def _notice_for_user(data: dict[str, Any]) -> str | None:
     if reason == "max_turn_requests":
         return "Stopped at the turn's limit of model requests (max_steps_per_turn)."
     return None
+
+
+def hook_run_text(data: dict[str, Any], roots: Sequence[str]) -> str:
+    """The end-of-turn summary of a ``policy/hook_run`` event: which changed files the git hooks run."""
+    files = [f for f in data.get("files") or [] if isinstance(f, dict)]
+    shown = "; ".join(f"{_relative(str(f.get('path', '')), roots)} (through {_relative(str(f.get('hook', '')), roots)})"
+                      for f in files)
+    return ("\n\n[agent-server] This turn changed files that your git hooks run or read, outside the sandbox, on "
+            f"your next commit or push: {shown}. Review these changes before you commit.\n\n")
 
 
 def _relative(path: str, roots: Sequence[str]) -> str:

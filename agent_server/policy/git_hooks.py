@@ -27,6 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 from pathlib import Path
 
 #: Hook managers' files and folders at a repository's top (and at each root).
@@ -257,3 +258,116 @@ def hook_of(resolved: Path, lexical: Path, paths: Iterable[str]) -> str | None:
             if p == base or p.startswith(base.rstrip("/") + "/"):
                 return base
     return None
+
+
+# -- what the hooks run (the end-of-turn summary) ----------------------------------------------------
+
+#: Files the tools a hook typically starts read or run, by name at any depth (their words in the
+#: hook, or any word when a hook manager that runs such tools is set up: pre-commit, lefthook).
+_TOOL_FILES = {
+    "npm": ("package.json",), "npx": ("package.json",), "yarn": ("package.json",), "pnpm": ("package.json",),
+    "bun": ("package.json",), "node": ("package.json",),
+    "lint-staged": ("package.json", ".lintstagedrc*", "lint-staged.config.*"),
+    "eslint": (".eslintrc*", "eslint.config.*"), "prettier": (".prettierrc*", "prettier.config.*"),
+    "stylelint": (".stylelintrc*", "stylelint.config.*"), "commitlint": (".commitlintrc*", "commitlint.config.*"),
+    "make": ("Makefile", "makefile", "GNUmakefile", "*.mk"),
+    "ruff": ("pyproject.toml", "ruff.toml", ".ruff.toml"), "black": ("pyproject.toml",),
+    "flake8": ("setup.cfg", "tox.ini", ".flake8"), "mypy": ("pyproject.toml", "setup.cfg", "mypy.ini", ".mypy.ini"),
+    "pylint": ("pyproject.toml", ".pylintrc", "pylintrc"), "isort": ("pyproject.toml", ".isort.cfg"),
+    "pytest": ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py"), "tox": ("tox.ini",),
+    "cargo": ("Cargo.toml", "build.rs", "rustfmt.toml", ".rustfmt.toml", "clippy.toml"),
+    "golangci-lint": (".golangci.yml", ".golangci.yaml", ".golangci.toml"),
+}
+#: Hook managers whose configuration names tools by repository or id (any tool word then counts).
+_TOOL_CONFIGS = (".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
+                 "lefthook-local.yml", "lefthook-local.yaml")
+
+
+def hook_runs(roots: Iterable[Path | str]) -> "HookRuns | None":
+    """What the installed git hooks of the roots' repositories run or read (``None``: no hook is
+    installed, or the set cannot be told): the hook scripts and managers' files themselves, every
+    file of the tree they name, and the files the tools they start read (``_TOOL_FILES``; one level
+    into ``package.json`` scripts). An approximation that errs on naming too much: it only feeds
+    the end-of-turn summary, never a permission."""
+    import fnmatch  # deferred: off the start-up path
+    import re
+
+    roots = [Path(os.path.realpath(r)) for r in roots]
+    try:
+        protected = hook_paths(roots)
+    except Undeterminable:
+        return None
+    texts: dict[str, str] = {}
+    for root in roots:
+        top = _repo_top(root)
+        if top is None:
+            continue
+        try:
+            folders = [_git_dir(top) / "hooks"]
+        except (Undeterminable, OSError):
+            folders = []
+        folders += [Path(p) for p in protected if os.path.isdir(p)]
+        for folder in folders:
+            for dirpath, _dirs, files in os.walk(folder):
+                for name in files[:200]:
+                    if not name.endswith(".sample"):
+                        texts[os.path.join(dirpath, name)] = _head(os.path.join(dirpath, name))
+        for p in protected:
+            if os.path.isfile(p):
+                texts[p] = _head(p)
+    if not texts:
+        return None
+    tops = {t for t in (_repo_top(r) for r in roots) if t is not None} | set(roots)
+    named: dict[str, str] = {}
+    patterns: dict[str, str] = {}
+    words_seen: set[str] = set()
+    for hook, text in texts.items():
+        words = set(re.findall(r"[\w./@+-]+", text))
+        words_seen |= words
+        named.setdefault(os.path.realpath(hook), hook)
+        for word in words:
+            for top in tops:
+                if ("/" in word or "." in word) and not word.startswith(("http", "//")):
+                    candidate = os.path.realpath(top / word.lstrip("./") if word.startswith("./") else top / word)
+                    if os.path.isfile(candidate):
+                        named.setdefault(candidate, hook)
+        tools = [w for w in _TOOL_FILES if w in words or (os.path.basename(hook) in _TOOL_CONFIGS)]
+        for tool in tools:
+            for pattern in _TOOL_FILES[tool]:
+                patterns.setdefault(pattern, hook)
+    for top in tops:  # one level into package.json: `npm test` runs what "test" names, lint-staged its globs' tools
+        package = top / "package.json"
+        if "package.json" in patterns and package.is_file():
+            for word in set(re.findall(r"[\w./@+-]+", _head(str(package)))):
+                candidate = os.path.realpath(top / word)
+                if ("/" in word or "." in word) and os.path.isfile(candidate):
+                    named.setdefault(candidate, str(package))
+                for pattern in _TOOL_FILES.get(word, ()):
+                    patterns.setdefault(pattern, str(package))
+    return HookRuns(named, patterns, fnmatch)
+
+
+class HookRuns:
+    """``why(path)``: the hook file (or ``package.json``) through which a hook runs or reads
+    ``path``, else ``None``."""
+
+    def __init__(self, named: dict[str, str], patterns: dict[str, str], fnmatch: Any) -> None:
+        self.named, self.patterns, self._fnmatch = named, patterns, fnmatch
+
+    def why(self, path: str) -> str | None:
+        real = os.path.realpath(path)
+        if real in self.named:
+            return self.named[real]
+        name = os.path.basename(real)
+        for pattern, hook in self.patterns.items():
+            if self._fnmatch.fnmatchcase(name, pattern):
+                return hook
+        return None
+
+
+def _head(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(65536).decode("utf-8", "replace")
+    except OSError:
+        return ""
