@@ -6,7 +6,8 @@ reads it — tools, then messages. A request *extends* the previous one when the
 the previous messages are its first; ``shared`` counts the bytes it repeats. Any other request is
 a *break*, named by what the log says happened in between (DESIGN.md §1b): ``compaction``,
 ``model`` (another request shape), ``tools``, ``system`` (other roots), ``system_prompt`` (a
-client's system prompt changed with ``override`` involved), ``refusal`` — or ``unplanned``, a bug.
+client's system prompt changed with ``override`` involved), ``config_option`` (a model option
+changed the body's parameters: some providers' caches key on them), ``refusal`` — or ``unplanned``.
 A compaction's summarising request is reported with its own share of the step request before it.
 
 Must never: read anything but the events, or call a break planned that the log does not explain.
@@ -22,8 +23,11 @@ from agent_server.agent.header import RENDER_INPUTS
 from agent_server.agent.replay import iter_requests
 from agent_server.session import SessionEvent
 
-PLANNED = ("compaction", "model", "tools", "system", "system_prompt", "refusal")
+PLANNED = ("compaction", "model", "tools", "system", "system_prompt", "config_option", "refusal")
 """The names of the planned breaks."""
+
+
+_NOT_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 
 
 def _dumps(value: Any) -> str:
@@ -60,10 +64,12 @@ class PrefixReport:
         return sum(r["shared"] for r in self.requests) / total if total else 1.0
 
 
-def _parts(body: bytes) -> list[str]:
-    """The request as a provider's cache reads it: its tools, then each message, encoded."""
+def _parts(body: bytes) -> tuple[list[str], str]:
+    """The request as a provider's cache reads it — its tools, then each message, encoded — and
+    its parameters (``temperature``, ``reasoning_effort`` …), encoded."""
     data = json.loads(body)
-    return [_dumps(data.get("tools"))] + [_dumps(m) for m in data.get("messages") or []]
+    params = _dumps({k: v for k, v in data.items() if k not in _NOT_PARAMS})
+    return [_dumps(data.get("tools"))] + [_dumps(m) for m in data.get("messages") or []], params
 
 
 def _shared(before: list[str], after: list[str]) -> tuple[int, bool]:
@@ -84,13 +90,13 @@ def prefix_report(events: Sequence[SessionEvent]) -> PrefixReport:
     """The report of ``events`` (see the module docstring)."""
     report = PrefixReport()
     by_seq = {e.seq: e for e in events}
-    previous: tuple[int, list[str]] | None = None  # (step/start seq, parts)
+    previous: tuple[int, list[str], str] | None = None  # (step/start seq, parts, parameters)
     seen: set[tuple[str, int]] = set()
     for request in iter_requests(events):
         if (request.kind, request.seq) in seen:
             continue  # a retry: the same bytes again
         seen.add((request.kind, request.seq))
-        parts = _parts(request.body)
+        parts, params = _parts(request.body)
         size = sum(len(p.encode("utf-8")) for p in parts)
         if request.kind == "compaction":
             shared = _shared(previous[1], parts)[0] if previous is not None else 0
@@ -98,10 +104,11 @@ def prefix_report(events: Sequence[SessionEvent]) -> PrefixReport:
             continue
         if previous is not None:
             shared, extends = _shared(previous[1], parts)
+            extends = extends and params == previous[2]
             name = None if extends else _name(events, by_seq, previous[0], request.seq)
             report.requests.append({"seq": request.seq, "bytes": size, "shared": shared, "extends": extends,
                                     "break": name})
-        previous = (request.seq, parts)
+        previous = (request.seq, parts, params)
     return report
 
 
@@ -121,6 +128,8 @@ def _name(events: Sequence[SessionEvent], by_seq: dict[int, SessionEvent], befor
         return "unplanned"
     if old.data.get("tools") != new.get("tools"):
         return "tools"
+    if old.data.get("params") != new.get("params") and any(e.type == "config_option/changed" for e in between):
+        return "config_option"
     if old.data.get("model") != new.get("model") and _header_shape(old.data) != _header_shape(new):
         return "model"
     if old.data.get("system") != new.get("system") and any(e.type == "client/system_prompt" for e in between):

@@ -65,6 +65,20 @@ PROFILES: dict[str, Profile] = {name: Profile(**fields) for name, fields in BUIL
 """Built-in profiles. ``custom`` is any OpenAI-compatible endpoint given by ``base_url``."""
 
 
+class Switch(BaseModel):
+    """A model's on/off request parameter, offered as a boolean config option (``[models.switches.ID]``):
+    ``on`` / ``off`` are the request-body parameters each value sends; ``default`` the value a
+    session starts with; ``name`` / ``description`` what the editor shows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    description: str | None = None
+    on: dict[str, Any] = {}
+    off: dict[str, Any] = {}
+    default: bool = False
+
+
 class ProviderSettings(BaseModel):
     """The resolved provider for a session. ``api_key`` never appears in ``model_dump()``."""
 
@@ -84,6 +98,13 @@ class ProviderSettings(BaseModel):
     key_store: Literal["keyring"] | None = None
     """``"keyring"``: no key was found elsewhere but ``agent-server login`` put one in the system
     keyring; it is fetched (``credentials.keyring_get``) when first needed, not at start-up."""
+    reasoning_effort: tuple[str, ...] = ()
+    """The reasoning-effort levels the model takes (``[[models]] reasoning_effort``): offered as the
+    ``thought_level`` config option; ``()``: the model has no such parameter."""
+    reasoning_effort_param: str = "reasoning_effort"
+    """The request-body field a level goes to (OpenAI's chat completions: ``reasoning_effort``)."""
+    switches: dict[str, Switch] = {}
+    """The model's boolean config options by id (``[models.switches.ID]``)."""
 
 
 class Price(BaseModel):
@@ -224,7 +245,9 @@ class ModelEntry(BaseModel):
     ``id``: the model id sent to the endpoint; ``name``: the label shown in the editor (default
     ``id``); ``profile``: the provider it is served by (default: the configured profile, with its
     base URL and key); ``base_url`` / ``api_key_env``: override that profile's; ``context_window``
-    (tokens) and ``reasoning_content``: override the profile's; ``price``: per million tokens.
+    (tokens) and ``reasoning_content``: override the profile's; ``price``: per million tokens;
+    ``reasoning_effort`` (levels) and ``reasoning_effort_param`` (the body field), ``switches``
+    (boolean options): the model's config options (``host.options``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -238,6 +261,11 @@ class ModelEntry(BaseModel):
     context_window: int | None = Field(default=None, gt=0)
     reasoning_content: Literal["echo", "drop"] | None = None
     price: Price | None = None
+    reasoning_effort: list[str] | None = None
+    """Levels of the model's reasoning-effort parameter (``["low", "medium", "high"]``): the
+    session's ``thought_level`` config option; ``default`` (not sent) is always offered first."""
+    reasoning_effort_param: str = "reasoning_effort"
+    switches: dict[str, Switch] = {}
 
 
 class ModelChoice(BaseModel):
@@ -409,7 +437,7 @@ def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profil
             key = env.get(entry.api_key_env)
             base = base.model_copy(update={"api_key_env": entry.api_key_env, "api_key": key.strip() if key else None,
                                            "api_key_source": entry.api_key_env if key else None, "key_store": None})
-        update: dict[str, Any] = {}
+        update: dict[str, Any] = _option_settings(entry)
         if entry.context_window is not None:
             update["context_window"] = entry.context_window
         if entry.reasoning_content is not None:
@@ -421,6 +449,37 @@ def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profil
         else:
             choices.append(choice)
     return tuple(choices)
+
+
+OPTION_IDS = frozenset({"mode", "model", "thought_level"})
+"""Config option ids a switch may not take."""
+
+
+def _option_settings(entry: ModelEntry) -> dict[str, Any]:
+    """The ``ProviderSettings`` fields of ``entry``'s config options; ``ConfigError`` for levels
+    that are empty, repeated or named ``default``, a switch that takes a reserved id, or a body
+    parameter agent-server sets itself."""
+    where = f"model {entry.id!r}"
+    fields: dict[str, Any] = {}
+    if entry.reasoning_effort is not None:
+        levels = entry.reasoning_effort
+        if not levels or len(set(levels)) != len(levels) or "default" in levels or not all(levels):
+            raise ConfigError(f"{where}: reasoning_effort must list distinct levels (e.g. [\"low\", \"medium\", "
+                              f"\"high\"]), none of them empty or \"default\" (always offered: nothing is sent)")
+        fields["reasoning_effort"] = tuple(levels)
+    params = [entry.reasoning_effort_param] if entry.reasoning_effort is not None else []
+    for name, switch in entry.switches.items():
+        if name in OPTION_IDS or not name:
+            raise ConfigError(f"{where}: switch id {name!r} is taken; pick another (not {sorted(OPTION_IDS)})")
+        params += [*switch.on, *switch.off]
+    reserved = _RESERVED_PARAMS & set(params)
+    if reserved:
+        raise ConfigError(f"{where}: its options may not set {sorted(reserved)}: agent-server sets those itself")
+    if entry.reasoning_effort is not None:
+        fields["reasoning_effort_param"] = entry.reasoning_effort_param
+    if entry.switches:
+        fields["switches"] = dict(entry.switches)
+    return fields
 
 
 def _one_error(table: str, error: Mapping[str, Any]) -> str:

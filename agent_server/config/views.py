@@ -1,17 +1,12 @@
 """What a front end shows of a session's settings: its ``modes`` and ``configOptions`` (ACP-shaped).
 
 Role: the one builder of these views, standard library only, shared by the session host
-(``SessionHost.state``, ``ModeState``, ``host.models.model_option``) and the CLI's pre-asyncio
-``session/new`` fast path (``server/acp/fast_session.py``), so both answer the same bytes.
-
-* ``MODES``: the three modes (``ModeInfo``: id, name, description, the model's text);
-* ``modes_json(current)`` → ACP ``SessionModeState`` ``{"currentModeId", "availableModes": [...]}``;
-* ``mode_option(current)`` → the ``mode`` ``SessionConfigOption`` (a select);
-* ``model_option(choices, current)`` → the ``model`` option from ``(id, name, description)``
-  choices, or ``None`` when no model is configured;
-* ``session_state(mode, model)`` → ``{"modes", "configOptions"}`` of a ``session/new`` answer;
-* ``session_header(cwd, additional_directories, mcp_servers)`` → the data a new session's
-  ``session/header`` records (``SessionStore`` adds the id, ``EventLog`` the format version).
+(``SessionHost.state``, ``ModeState``, ``host.models``, ``host.options``) and the CLI's pre-asyncio
+``session/new`` fast path (``server/acp/fast_session.py``), so both answer the same bytes:
+``MODES`` and ``modes_json``; the ``mode``, ``model`` and ``thought_level`` options and a model's
+on/off switch (``type: "boolean"`` only for a client that takes it); ``session_state(mode, model,
+extra)``, a ``session/new`` answer's ``{"modes", "configOptions"}``; ``session_header``, the data a
+new session's ``session/header`` records (``SessionStore`` adds the id, ``EventLog`` the version).
 
 Must never: import anything but the standard library (the fast path runs before pydantic loads).
 """
@@ -27,6 +22,10 @@ DEFAULT_MODE = WORKSPACE_WRITE
 MODE_CONFIG_ID = "mode"
 MODEL_CONFIG_ID = "model"
 """The ``configId`` of the model option."""
+THOUGHT_LEVEL_CONFIG_ID = "thought_level"
+"""The ``configId`` of the reasoning-effort option (category ``thought_level``)."""
+DEFAULT_LEVEL = "default"
+"""The ``thought_level`` value that sends no reasoning effort (the provider's own default)."""
 
 
 class ModeInfo:
@@ -96,10 +95,36 @@ def model_option(choices: Sequence[tuple[str, str, str | None]], current: str | 
             "options": options}
 
 
-def session_state(mode: str, model: dict[str, Any] | None) -> dict[str, Any]:
+def thought_level_option(levels: Sequence[str], current: str | None) -> dict[str, Any] | None:
+    """The ``thought_level`` option (category ``thought_level``) of a model with reasoning-effort
+    ``levels``: ``default`` first, then each level; ``None`` when it has none."""
+    if not levels:
+        return None
+    options = [{"value": DEFAULT_LEVEL, "name": "Default",
+                "description": "The provider's own default: no reasoning effort is sent."}]
+    options += [{"value": level, "name": level[:1].upper() + level[1:]} for level in levels]
+    return {"id": THOUGHT_LEVEL_CONFIG_ID, "name": "Thought level", "category": THOUGHT_LEVEL_CONFIG_ID,
+            "type": "select", "description": "How much the model reasons before it answers (its reasoning effort).",
+            "currentValue": current if current in levels else DEFAULT_LEVEL, "options": options}
+
+
+def switch_option(option_id: str, name: str | None, description: str | None, value: bool,
+                  boolean: bool) -> dict[str, Any]:
+    """A model's on/off option (category ``model_config``): ``type: "boolean"`` for a client that
+    advertised ``session.configOptions.boolean``, else a select of ``on`` and ``off``."""
+    option: dict[str, Any] = {"id": option_id, "name": name or option_id, "category": "model_config"}
+    if description:
+        option["description"] = description
+    if boolean:
+        return {**option, "type": "boolean", "currentValue": value}
+    return {**option, "type": "select", "currentValue": "on" if value else "off",
+            "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]}
+
+
+def session_state(mode: str, model: dict[str, Any] | None, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """``{"modes", "configOptions"}``: the mode views for ``mode``, then the ``model`` option when
-    there is one (``model_option``)."""
-    return {"modes": modes_json(mode), "configOptions": [mode_option(mode), *([model] if model else [])]}
+    there is one (``model_option``), then the model's own options (``extra``)."""
+    return {"modes": modes_json(mode), "configOptions": [mode_option(mode), *([model] if model else []), *extra]}
 
 
 def session_header(cwd: str, additional_directories: Sequence[str], mcp_servers: Sequence[str | None]) -> dict[str, Any]:

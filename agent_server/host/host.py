@@ -30,7 +30,7 @@ from agent_server.agent.header import context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints.blobs import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs, prune_shadows, storage_text
-from agent_server.host import commands, continuity, lifecycle, models, signin
+from agent_server.host import commands, continuity, lifecycle, models, options, signin
 from agent_server.host.gate import UpdateGate
 from agent_server.host.undo import Restorer, checkpoints_report
 from agent_server.host.errors import HostError, unknown_session
@@ -112,6 +112,8 @@ class SessionHost:
         self.mcp: dict[str, Any] = {}  # session id → McpTools, only for sessions with MCP servers
         self.gates: dict[str, UpdateGate] = {}
         """Each live session's update gate (live updates wait while a load replays its history)."""
+        self.boolean_options = False
+        """Whether the front end's client takes ``type: "boolean"`` config options (else on/off selects)."""
         self.opening: dict[str, Any] = {}
         """Stored sessions being opened by a load or resume (``continuity.attach``): id → its task."""
 
@@ -608,11 +610,26 @@ class SessionHost:
     # -- modes --------------------------------------------------------------------------------
 
     def state(self, session_id: str) -> dict[str, Any]:
-        """``{"modes", "configOptions"}`` of a live session: the ``mode`` option, then the
-        ``model`` option when a model is configured."""
+        """``{"modes", "configOptions"}`` of a live session: the ``mode`` option, the ``model`` option
+        when a model is configured, then the current model's own options (``host.options``)."""
         mode = self.policies.get(session_id).modes.current
-        changed = self.session(session_id).log.latest("model/changed")  # it alone decides: no walk of the log
-        return session_state(mode, models.model_option(self.config, [changed] if changed is not None else []))
+        log = self.session(session_id).log
+        changed = log.latest("model/changed")  # it alone decides: no walk of the log
+        own = options.options_view(self._provider(log), options.option_values(log), self.boolean_options)
+        return session_state(mode, models.model_option(self.config, [changed] if changed is not None else []), own)
+
+    def set_option(self, session_id: str, option_id: str, value: Any, by: str) -> bool:
+        """Set one of the current model's own options (``thought_level``, a switch; ``host.options``),
+        logged with ``by``; whether it changed. ``HostError`` ``not_found`` / ``invalid``. Call
+        ``announce_config`` after the front end has answered."""
+        log = self.session(session_id).log
+        try:
+            return options.set_option(log, self._provider(log), option_id, value, by)
+        except options.OptionError as exc:
+            raise HostError("invalid", str(exc), {"configId": option_id, "value": value}) from None
+        except LogWriteError as exc:
+            error = log_write_failure(exc)
+            raise HostError("internal", error["message"], error) from None
 
     def set_model(self, session_id: str, model: str, by: str) -> bool:
         """Switch the session's model (logged, ``by`` who); whether it changed. ``HostError``
@@ -709,6 +726,8 @@ class SessionHost:
         records = tuple(_latest(log, "project/instructions", {"files": []})["files"])
         mode = policy.modes.current if policy is not None else None
         sandboxed = policy.sandboxed if policy is not None else None
+        params = options.request_params(self.config.agent.params, provider,
+                                        options.option_values(log) if log is not None else {})
         client = log.latest("client/system_prompt") if log is not None else None
         context = context_data(mode, sandboxed, records, client.data if client is not None else None)
         tool_names = list(tools) if tools is not None else [t.name for t in BUILTIN_TOOLS]
@@ -721,7 +740,7 @@ class SessionHost:
                 current = tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS)
                 offered = current if current != offered else offered
             return RequestHeader(system=kept.data["system"], model=provider.model or "",
-                                 params=dict(self.config.agent.params), tools=offered,
+                                 params=params, tools=offered,
                                  reasoning_content=provider.reasoning_content, context=context,
                                  note=header_note(kept, context, provider.model or "", records, latest=log.latest))
         env = PromptEnvironment(
@@ -738,7 +757,7 @@ class SessionHost:
         return RequestHeader(
             system=render_system_prompt(env),
             model=provider.model or "",
-            params=dict(self.config.agent.params),
+            params=params,
             tools=tool_schemas(tools.values() if tools is not None else BUILTIN_TOOLS),
             reasoning_content=provider.reasoning_content,
             context=context,

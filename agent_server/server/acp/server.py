@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from agent_server.config.load import Config
 from agent_server.host import HostError, SessionHost
 from agent_server.host import commands
+from agent_server.config.views import MODEL_CONFIG_ID
 from agent_server.policy.modes import MODE_CONFIG_ID
 from agent_server.server.acp import models as m
 from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
@@ -179,6 +180,8 @@ class AcpServer:
         session_caps = caps.get("session") if isinstance(caps, dict) else None
         self.client_notices = isinstance(session_caps, dict) and isinstance(session_caps.get("notices"), dict)
         self.client_capabilities_json = caps if isinstance(caps, dict) else {}
+        config_caps = session_caps.get("configOptions") if isinstance(session_caps, dict) else None
+        self.host.boolean_options = isinstance(config_caps, dict) and isinstance(config_caps.get("boolean"), dict)
 
     async def aclose(self) -> None:
         """Cancel running and queued turns, close logs and HTTP clients."""
@@ -469,8 +472,9 @@ class AcpServer:
         return {}
 
     async def set_config_option(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        """``session/set_config_option`` for ``mode`` or ``model``; answers ``{"configOptions"}``,
-        then announces the change (``config_option_update``)."""
+        """``session/set_config_option`` for ``mode``, ``model`` or one of the model's own options
+        (``thought_level``, a switch: ``true``/``false`` with ``type: "boolean"``, or ``on``/``off``);
+        answers ``{"configOptions"}``, then announces the change (``config_option_update``)."""
         p: m.SetConfigOptionParams = _parse(m.SetConfigOptionParams, params)
         with _wire_errors():
             options = self.host.state(p.sessionId)["configOptions"]  # unknown session first
@@ -478,16 +482,22 @@ class AcpServer:
         if p.configId not in known:
             raise JsonRpcError(INVALID_PARAMS, f"unknown config option {p.configId!r}; known: {', '.join(known)}",
                                {"configId": p.configId})
-        if not isinstance(p.value, str) or p.type == "boolean":
+        if p.configId in (MODE_CONFIG_ID, MODEL_CONFIG_ID) and (not isinstance(p.value, str) or p.type == "boolean"):
             raise JsonRpcError(INVALID_PARAMS, f"the {p.configId} option takes a value id (a string)",
+                               {"configId": p.configId})
+        if p.type == "boolean" and not isinstance(p.value, bool):
+            raise JsonRpcError(INVALID_PARAMS, f"type boolean takes a boolean value, got {p.value!r}",
                                {"configId": p.configId})
         if p.configId == MODE_CONFIG_ID:
             self._switch(p.sessionId, p.value, "session/set_config_option", ctx)
-        else:
-            with _wire_errors():
+            return {"configOptions": self.host.state(p.sessionId)["configOptions"]}
+        with _wire_errors():
+            if p.configId == MODEL_CONFIG_ID:
                 changed = self.host.set_model(p.sessionId, p.value, "session/set_config_option")
-            if changed:
-                ctx.after_response(lambda: self.host.announce_config(p.sessionId))
+            else:  # the model's own options: thought_level, its switches
+                changed = self.host.set_option(p.sessionId, p.configId, p.value, "session/set_config_option")
+        if changed:
+            ctx.after_response(lambda: self.host.announce_config(p.sessionId))
         return {"configOptions": self.host.state(p.sessionId)["configOptions"]}
 
     def _switch(self, session_id: str, mode: str, by: str, ctx: RequestContext) -> None:
