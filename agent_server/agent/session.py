@@ -39,7 +39,7 @@ from agent_server.agent.step import (
     log_request_inputs,
     stream_step,
 )
-from agent_server.agent.budget import CostMemo, usage_update
+from agent_server.agent.budget import CostMemo, body_chars, usage_update
 from agent_server.agent.compaction import COLD_EVENTS, Compactor
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
@@ -131,6 +131,9 @@ class AgentSession:
         running session replays it, so the editor misses nothing of the step."""
         self.before_turn: Callable[[list[dict[str, Any]]], None] | None = None
         """Called right after ``turn/start`` with the prompt blocks; may only append events."""
+        self.tool_owner: Callable[[str], str | None] = lambda name: None
+        """The MCP server that offers the tool of that name (``None``: a built-in tool): named
+        when the tool schemas do not fit the model's window."""
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._waiting: list[PromptTicket] = []
@@ -321,8 +324,53 @@ class AgentSession:
                 f"({window:,} tokens); it was not sent and is not kept in the session: send a shorter "
                 "prompt (attach less, or a part of the file)")})
 
+    def _check_head_fits(self, header: RequestHeader, text: str = "") -> None:
+        """A request whose system text, tool schemas and prompt ``text`` alone pass the compaction
+        limit (the threshold × the model's window) can never be sent: no compaction shrinks them.
+        It is refused before its ``request/header`` is logged (a server with thousands of tools
+        logged megabytes per failed prompt), naming the MCP servers whose tools take the room. A
+        prompt that alone passes the window is left to ``_check_prompt_fits``. Raises
+        ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``)."""
+        window = self.provider.context_window
+        if not window:
+            return
+        cpt = self.config.agent.chars_per_token
+        prompt = round(len(text) / cpt)
+        limit = int(self.config.agent.compact_threshold * window)
+        tools = round(body_chars({"tools": header.tools}) / cpt) if header.tools else 0
+        head = tools + round(len(header.system) / cpt)
+        if head + prompt <= limit or prompt > window:
+            return
+        servers: dict[str, list[int]] = {}
+        for schema in header.tools:
+            owner = self.tool_owner(str(schema.get("function", {}).get("name")))
+            if owner is not None:
+                share = servers.setdefault(owner, [0, 0])
+                share[0] += 1
+                share[1] += round(body_chars({"t": schema}) / cpt)
+        named = "; ".join(f"MCP server {name!r}: {count:,} tool{'s' if count != 1 else ''}, about {size:,} tokens"
+                          for name, (count, size) in sorted(servers.items(), key=lambda kv: -kv[1][1]))
+        tools_said = f"about {tools:,} tokens ({named or 'the built-in tools'})"
+        over = (f"more than the {limit:,} the model's context window ({window:,} tokens) allows: nothing was "
+                f"sent{' or kept' if text else ''}. To go on, ")
+        advice = ("remove the server from the editor's MCP settings, lower [agent] max_tools, or use a model with a "
+                  "larger window") if servers else "use a model with a larger window"
+        if head > limit:
+            message = (f"the tool schemas alone are {tools_said}; with the system prompt the request would be about "
+                       f"{head + prompt:,} tokens, {over}{advice}.")
+        else:
+            message = (f"the prompt is about {prompt:,} tokens; with the system prompt and the tool schemas "
+                       f"({tools_said}) the request would be about {head + prompt:,} tokens, {over}send a shorter "
+                       f"prompt, or {advice}.")
+        raise TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "retryable": False, "message": message,
+                          **({"servers": sorted(servers)} if servers else {})})
+
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
+        try:  # a request that can never fit is refused before anything of its turn is logged
+            self._check_head_fits(self._header_factory(), prompt_text(blocks))
+        except TurnFailed as exc:
+            return TurnOutcome("error", None, exc.error)
         try:
             self.log.append("turn/start", {"turn": turn})
             if self.before_turn is not None:
@@ -382,6 +430,7 @@ class AgentSession:
 
     async def _step(self, client: ModelClient, turn: int, step: int, partial: PartialMessage) -> None:
         header = self._header_factory()
+        self._check_head_fits(header)  # tools a server added during the turn may not fit either
         self._log_inputs(header)
         compacted = self.log.latest("compaction/end")
         estimate = await self.compactor.before_step(client, header, turn=turn, step=step)

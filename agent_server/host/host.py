@@ -352,6 +352,7 @@ class SessionHost:
             requests=requests,
         )
         session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
+        session.tool_owner = lambda name: getattr(getattr(tools.get(name), "mcp", None), "server", None)
         return session
 
     async def load(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (), *,

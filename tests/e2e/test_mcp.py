@@ -328,3 +328,61 @@ async def test_a_reloaded_session_showed_mcp_calls_by_their_internal_name_and_no
             assert replayed == []  # resume does not replay
         await other.request("session/close", {"sessionId": sid})
         await other.close()
+
+
+WIDE = Path(__file__).resolve().parents[1] / "mcp" / "wide_server.py"
+
+
+async def test_a_server_whose_tools_alone_overflow_the_window_logged_megabytes_per_failed_prompt(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Issue 31 item 9: a server whose tool schemas alone did not fit the model's window had every
+    prompt fail after its whole tool list was logged (a ~10 MB ``request/header`` per failed
+    prompt with 10,000 tools). Now the prompt is refused before anything is logged, with a clear
+    error naming the server; a session without it goes on as usual."""
+    servers = [stdio("wide", sys.executable, str(WIDE), "100", "200"), stdio("time", str(BIN / "mcp-server-time"))]
+    endpoint.push(text_stream("never"))
+    config = workspace.parent / "mcp-config.toml"
+    config.write_text("[agent]\nmcp_start_wait = 120\nmax_tools = 200\n")
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_CONFIG": str(config),
+                                       "AGENT_SERVER_CONTEXT_WINDOW": "32000"}, config=ClientConfig())
+    await h.initialize()
+    sid = (await h.new_session(str(workspace), mcp_servers=servers)).session_id
+    path = agent_state_dir / "sessions" / sid / "events.jsonl"
+    for attempt in range(2):
+        size = path.stat().st_size
+        with pytest.raises(Exception) as refused:
+            await h.prompt(sid, "hello")
+        error = refused.value
+        assert error.code == -32603 and error.data["code"] == "CONTEXT_WINDOW_EXCEEDED", error.data
+        details = error.data["message"]
+        assert "MCP server 'wide': 100 tools" in details and "'time'" in details, details
+        assert details.index("'wide'") < details.index("'time'")  # the largest first
+        assert "nothing was sent or kept" in details and "max_tools" in details
+        kinds = [e.type for e in read_events(path)]
+        assert "request/header" not in kinds and "user" not in kinds and "turn/start" not in kinds
+        assert attempt == 0 or path.stat().st_size == size  # a second refusal adds nothing either
+    assert endpoint.requests == []
+
+
+async def test_a_tool_list_change_broke_the_stable_head_uncounted_and_unsaid(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Issue 31 item 9: a ``tools/list_changed`` (or a server up late) changes the tools of the
+    very next request, so its start no longer repeats the previous request's — a break of the
+    stable head nobody was told of. Now it is counted in the log (``mcp/tools`` ``break``),
+    named by ``agent.prefix`` and said to the user; still applied at once."""
+    from agent_server.agent.prefix import prefix_report
+
+    servers = [stdio("changing", sys.executable, str(CHANGING), "modern")]
+    endpoint.push(call("g", "mcp__changing__grow"))
+    endpoint.push(call("e", "mcp__changing__extra", text="ab"))
+    endpoint.push(text_stream("done"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, policy='mcp_trusted = ["changing"]')
+    assert (await h.prompt(sid, "grow, then use the new tool")).stop_reason == "end_turn"
+    assert "mcp__changing__extra" in tool_names(endpoint, 1)  # applied at once
+    said = h.agent_text(sid)
+    assert "The MCP tools changed (1 added)" in said and "tool-list change 1 of this session" in said, said
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    assert [e.data.get("break") for e in events if e.type == "mcp/tools"] == [None, 1]
+    assert prefix_report(events).breaks == {"tools": 1}
+    await h.close()
+    assert assert_replay_matches(agent_state_dir, endpoint.requests) == 3

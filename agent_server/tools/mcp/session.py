@@ -5,8 +5,10 @@ wait); ``wait_ready(seconds)`` lets the first prompt wait a little for those sti
 tool of a server that is up becomes an ``McpTool`` in the session's tool table (a dict the tool
 runner reads), under a name from ``expose_names``; the map and every server that failed are logged
 (``mcp/tools``, ``mcp/failed``), and a failure is told to the user. A server that changes its tools
-(``notifications/tools/list_changed``), or is restarted after a crash with other tools, has them
-offered anew from the next request on, the new map logged. ``close()`` stops the servers.
+(``notifications/tools/list_changed``), starts late, or is restarted after a crash with other
+tools, has them offered anew from the next request on, the new map logged; once the session has
+made a model request, that change is a break of the requests' stable head: counted (``mcp/tools``
+``break``) and told to the user. ``close()`` stops the servers.
 
 Must never: fail the session because a server failed, or decide whether a call may run (the policy
 does, from ``McpTool.mcp``: server, tool, annotations, trusted).
@@ -126,6 +128,13 @@ class McpTools:
         self.max_tools = max_tools
         """Tools offered in all (built-in ones first): MCP tools past it are left out, and said so."""
         self._left_out: set[str] = set()
+        self._shown: dict[str, str] | None = _logged_offer(log)
+        """What the last publish offered (exposed name → its schema as sent, encoded; for a loaded
+        session, what its last request sent): a change of it after the session's first model request
+        is a break of the requests' stable head."""
+        of_type = getattr(log, "of_type", None)  # an EventLog (a loaded session's count goes on)
+        self.breaks = sum(1 for e in of_type("mcp/tools") if e.data.get("break")) if of_type is not None else 0
+        """Tool-list changes that broke the stable head in this session (counted in ``mcp/tools``)."""
         self.trusted = trusted
         self.table = table
         self.log = log
@@ -219,18 +228,56 @@ class McpTools:
             self.table.pop(name, None)
         self._offered = set(names)
         kinds: dict[str, str] = {}  # how each is shown (session/load shows it the same way)
+        offered: dict[str, McpTool] = {}
         for exposed, (server, tool) in names.items():
             spec = by_key[(server, tool)]
             info = McpInfo(server, tool, dict(spec.get("annotations") or {}), server in self.trusted)
-            tool = McpTool(exposed, spec, info, self.connections[server])
+            tool = offered[exposed] = McpTool(exposed, spec, info, self.connections[server])
             if tool.kind != "other":
                 kinds[exposed] = tool.kind
             self.table[exposed] = self.wrap(tool) if self.wrap is not None and not info.read_only else tool
-        self.log.append("mcp/tools", {"map": {n: [s, t] for n, (s, t) in names.items()},
-                                      "servers": [s.name for s in up], "kinds": kinds})
+        data: dict[str, Any] = {"map": {n: [s, t] for n, (s, t) in names.items()},
+                                "servers": [s.name for s in up], "kinds": kinds}
+        shown = {n: json.dumps(t.schema(), sort_keys=True) for n, t in offered.items()}
+        said = None
+        requested = getattr(self.log, "count", lambda kind: 0)("step/start")
+        before = self._shown or {}  # a server up only after the first request: its tools are a change too
+        if shown != before and requested:
+            # the tools offered change after a request was made: the next request cannot extend the
+            # previous one (a provider's prefix cache restarts there): counted, logged and said
+            self.breaks += 1
+            data["break"] = self.breaks
+            said = self._break_text(before, shown)
+        self._shown = shown
+        self.log.append("mcp/tools", data)
+        if said is not None:
+            await self._say(said)
+
+    def _break_text(self, before: dict[str, str], after: dict[str, str]) -> str:
+        """What a break of the stable head by a tool-list change tells the user."""
+        added = [n for n in after if n not in before]
+        removed = [n for n in before if n not in after]
+        changed = [n for n in after if n in before and after[n] != before[n]]
+        parts = [f"{len(names)} {what}" for names, what in ((added, "added"), (removed, "removed"),
+                                                              (changed, "described anew")) if names]
+        return (f"The MCP tools changed ({', '.join(parts)}): the model is offered the new list from its next "
+                f"request, whose start no longer repeats the previous request, so a provider's prompt cache "
+                f"starts anew there (tool-list change {self.breaks} of this session)")
 
     async def close(self) -> None:
         """Stop every server (their processes end with them)."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*(c.close() for c in self.connections.values()), return_exceptions=True)
+
+
+def _logged_offer(log: Any) -> dict[str, str] | None:
+    """The MCP tools the session's last logged request offered (``None``: no such request)."""
+    latest = getattr(log, "latest", None)
+    header = latest("request/header") if latest is not None else None
+    tools = latest("mcp/tools") if latest is not None else None
+    if header is None or tools is None:
+        return None
+    mapped = tools.data.get("map") or {}
+    return {t["function"]["name"]: json.dumps(t, sort_keys=True) for t in header.data.get("tools") or []
+            if isinstance(t, dict) and t.get("function", {}).get("name") in mapped}
