@@ -156,9 +156,15 @@ WATCH_MAX_TOTAL = 64 << 20
 #: (the kernel's timestamps are coarse: a change within the same tick would keep the identity).
 RACY_NS = 50_000_000
 
-State = "tuple[bytes, int] | None | str"
-"""What a path held: ``(bytes, mode)``; ``None``: something not kept (a link, a special file, a file
-over ``WATCH_MAX_BYTES`` or the total); ``MISSING``."""
+State = "tuple[bytes, int] | tuple[str, str] | tuple[str, tuple[int, ...]] | str"
+"""What a path held: ``(bytes, mode)`` (a regular file, kept); ``("link", target)``; ``("unkept",
+identity)`` (a special file, or a file over ``WATCH_MAX_BYTES`` or the total: known by its device,
+inode, size, ctime, mtime and mode only); ``MISSING``."""
+
+
+def kept(state: Any) -> bool:
+    """Whether ``state`` can be made again (``MISSING``, a kept file or a link)."""
+    return state == MISSING or (isinstance(state, tuple) and state[0] != "unkept")
 
 
 @dataclass(frozen=True)
@@ -170,11 +176,13 @@ class Change:
     before: Any
     after: Any
     put_back: bool
+    saved: str | None = None
+    """Where the ``before`` bytes were saved when they could not be put back (``rescue``)."""
 
     @property
     def keepable(self) -> bool:
         """Whether the command's version can be restored on the user's word (it was kept)."""
-        return self.put_back and (self.after == MISSING or isinstance(self.after, tuple))
+        return self.put_back and kept(self.after)
 
 
 class ConfigIndex:
@@ -211,9 +219,9 @@ class ConfigIndex:
                 if not stat.S_ISDIR(st.st_mode):
                     continue
                 ident = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
-                kept = self._dirs.get(folder)
-                if kept is not None and kept[0] == ident and kept[1]:
-                    subdirs, names = kept[2], kept[3]
+                known = self._dirs.get(folder)
+                if known is not None and known[0] == ident and known[1]:
+                    subdirs, names = known[2], known[3]
                 else:
                     subdirs, names = self._list(folder, root)
                 dirs[folder] = (ident, now - st.st_ctime_ns > RACY_NS, subdirs, names)
@@ -230,11 +238,11 @@ class ConfigIndex:
                 ident = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns, st.st_mode)
                 kept_file = self._files.get(path)
                 if kept_file is not None and kept_file[0] == ident and kept_file[1] and \
-                        (kept_file[2] is None or total + len(kept_file[2][0]) <= WATCH_MAX_TOTAL):
+                        (kept_file[2][0] in ("link", "unkept") or total + len(kept_file[2][0]) <= WATCH_MAX_TOTAL):
                     state = kept_file[2]
                 else:
-                    state = self._read(path, st, WATCH_MAX_TOTAL - total)
-                if isinstance(state, tuple):
+                    state = self._read(path, st, ident, WATCH_MAX_TOTAL - total)
+                if isinstance(state[0], bytes):
                     total += len(state[0])
                 files[path] = (ident, now - st.st_ctime_ns > RACY_NS, state)
             self._files = files
@@ -264,19 +272,25 @@ class ConfigIndex:
             pass
         return subdirs, names
 
-    def _read(self, path: str, st: os.stat_result, room: int) -> Any:
+    def _read(self, path: str, st: os.stat_result, ident: tuple[int, ...], room: int) -> Any:
         """A regular file's ``(bytes, mode)`` (opened without following a link or blocking on a
-        FIFO), else ``None``."""
+        FIFO), a link's ``("link", target)``, else ``("unkept", ident)``."""
+        unkept = ("unkept", ident)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                return "link", os.readlink(path)
+            except OSError:
+                return unkept
         if not stat.S_ISREG(st.st_mode) or st.st_size > min(WATCH_MAX_BYTES, room):
-            return None
+            return unkept
         self.read += 1
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError:
-            return None
+            return unkept
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
+                return unkept
             chunks, size = [], 0
             while size <= WATCH_MAX_BYTES:
                 chunk = os.read(fd, 1 << 16)
@@ -285,10 +299,10 @@ class ConfigIndex:
                 chunks.append(chunk)
                 size += len(chunk)
             if size > min(WATCH_MAX_BYTES, room):
-                return None
+                return unkept
             return b"".join(chunks), st.st_mode & 0o7777
         except OSError:
-            return None
+            return unkept
         finally:
             os.close(fd)
 
@@ -299,8 +313,11 @@ class ConfigWatch:
     returns those paths; ``changes`` holds what each was and became. Root-level ``EDITOR_CONFIG``
     names are left to the mounts."""
 
-    def __init__(self, index: "ConfigIndex | Iterable[Path | str]") -> None:
+    def __init__(self, index: "ConfigIndex | Iterable[Path | str]", rescue: Path | None = None) -> None:
         self.index = index if isinstance(index, ConfigIndex) else ConfigIndex(index)
+        self.rescue = rescue
+        """A folder the commands cannot see (the session's): a file's bytes that could not be put
+        back (a folder on its way swapped for a link) are saved there, never lost."""
         self.before: dict[str, Any] = {}
         self.changes: list[Change] = []
 
@@ -313,13 +330,25 @@ class ConfigWatch:
         changes: list[Change] = []
         for path in sorted(set(after) | set(self.before)):
             was, now = self.before.get(path, MISSING), after.get(path, MISSING)
-            if was == now and was is not None:
+            if was == now:
                 continue
-            if was is None and now is None:
-                continue  # not kept either time: the identity alone cannot tell (a link, a big file)
-            changes.append(Change(path, was, now, _set(path, was, self.index.roots)))
+            done = _set(path, was, self.index.roots)
+            saved = None if done else self._save(path, was)
+            changes.append(Change(path, was, now, done, saved))
         self.changes = changes
         return [c.path for c in changes]
+
+    def _save(self, path: str, state: Any) -> str | None:
+        if self.rescue is None or not (isinstance(state, tuple) and isinstance(state[0], bytes)):
+            return None
+        root = next((r for r in self.index.roots if path.startswith(r.rstrip("/") + "/")), "/")
+        target = self.rescue / time.strftime("%Y%m%d-%H%M%S") / os.path.relpath(path, root)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            target.write_bytes(state[0])
+            return str(target)
+        except OSError:
+            return None
 
     def reapply(self, changes: Iterable[Change]) -> list[str]:
         """Make each keepable change again (the user kept the command's version); the paths done."""
@@ -333,8 +362,8 @@ class ConfigWatch:
 def _set(path: str, state: Any, roots: list[str]) -> bool:
     """Make ``path`` hold ``state`` (``MISSING``: remove it), every folder on the way opened beneath
     its root without following a link (a folder the command swapped for a link is not followed out
-    of the tree); ``None`` cannot be set."""
-    if state is None:
+    of the tree); an ``unkept`` state cannot be set."""
+    if not kept(state):
         return False
     root = next((r for r in roots if path.startswith(r.rstrip("/") + "/")), None)
     if root is None:
@@ -366,6 +395,11 @@ def _set(path: str, state: Any, roots: list[str]) -> bool:
                 return False  # a folder now stands there: never removed wholesale
             os.unlink(name, dir_fd=fd)
         if state == MISSING:
+            return True
+        if state[0] == "link":
+            if st is not None and stat.S_ISREG(st.st_mode):
+                os.unlink(name, dir_fd=fd)
+            os.symlink(state[1], name, dir_fd=fd)
             return True
         data, mode = state
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)

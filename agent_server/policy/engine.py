@@ -226,42 +226,55 @@ class SessionPolicy:
     async def _keep_editor_config(self, tool_call_id: str | None, changes: list[Any]) -> bool:
         """A confined command created, changed or removed editor configuration below the roots
         (``editor_config.ConfigWatch``), which was put back: ask the user whether to keep the
-        command's version (``True``: they said so). Logged as ``policy/decision``."""
+        command's version (``True``: they said so). What could not be put back or kept is said in
+        the question, or — when nothing can be kept — in a notice to the user. Logged as
+        ``policy/decision`` (or ``policy/notice``)."""
         from agent_server.policy.editor_config import MISSING
 
         content: list[dict[str, Any]] = []
         for change in changes:
-            if change.keepable:
-                old = None if change.before == MISSING else _shown(change.before)
+            where = _plain(change.path, 500)
+            if change.keepable and isinstance(change.after, tuple) and change.after[0] == "link":
+                content.append(_text(f"{where}: the command made it a link to {_plain(change.after[1], 500)}."))
+            elif change.keepable:
+                old = _shown(change.before)
                 content.append({"type": "diff", "path": change.path, "oldText": old,
                                 "newText": "" if change.after == MISSING else _shown(change.after)})
                 if change.after == MISSING:
-                    content.append(_text(f"{change.path}: removed by the command."))
+                    content.append(_text(f"{where}: removed by the command."))
             else:
-                content.append(_text(f"{change.path}: changed by the command, and it cannot be shown or kept (a "
-                                     "link, a special file or a file too big to keep)"
-                                     + ("; it was put back." if change.put_back else "; it could NOT be put back: "
-                                        "look at it before your editor opens this folder.")))
-        names = ", ".join(c.path for c in changes)
+                content.append(_text(f"{where}: changed by the command, and it cannot be shown or kept (a special "
+                                     "file, or a file too big to keep)" + ("; it was put back." if change.put_back else
+                                     "; it could NOT be put back: look at it before your editor opens this folder.")))
+            if change.saved:
+                content.append(_text(f"{where} could not be put back (a folder on its way was replaced); your "
+                                     f"version is saved at {change.saved}."))
+        paths = [c.path for c in changes]
+        names = ", ".join(_plain(p, 500) for p in paths)
+        base = {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current, "rule": "editor-config-shell",
+                "paths": paths}
+        if not any(c.keepable for c in changes):
+            text = " ".join(c["content"]["text"] for c in content if c["type"] == "content")
+            self.log.append("policy/notice", {**base, "text": text})
+            await self.emit({"sessionUpdate": "agent_message_chunk",
+                             "content": {"type": "text", "text": f"\n[agent-server] A shell command changed editor "
+                                                                 f"configuration: {text}\n"}})
+            return False
         content.append(_text(f"agent-server asks because a shell command changed editor configuration ({names}), "
                              "which your editor runs or obeys outside the sandbox (a settings file can choose a "
                              "binary, a task, devcontainer or exrc file runs commands). It was put back; keep the "
                              "command's version only if you want it."))
         question = Ask(tool_call_id or "", "Keep the editor configuration this command changed?", "edit", content,
-                       {"paths": [c.path for c in changes]}, (ALLOW_ONCE, REJECT_ONCE),
+                       {"paths": paths}, (ALLOW_ONCE, REJECT_ONCE),
                        names=((ALLOW_ONCE, "Keep the command's version"), (REJECT_ONCE, "Leave it put back")),
-                       locations=[{"path": c.path} for c in changes])
+                       locations=[{"path": p} for p in paths])
         try:
             answer = await self.approver.ask(question)
         except asyncio.CancelledError:
-            self.log.append("policy/decision", {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current,
-                                                "rule": "editor-config-shell", "outcome": "deny",
-                                                "decided_by": "fail-closed:turn-cancelled",
-                                                "paths": [c.path for c in changes]})
+            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": "fail-closed:turn-cancelled"})
             raise
-        self.log.append("policy/decision", {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current,
-                                            "rule": "editor-config-shell", "outcome": "allow" if answer.allowed else "deny",
-                                            "decided_by": answer.decided_by, "paths": [c.path for c in changes],
+        self.log.append("policy/decision", {**base, "outcome": "allow" if answer.allowed else "deny",
+                                            "decided_by": answer.decided_by,
                                             "answer": {"kind": answer.kind, "option": answer.option,
                                                        "detail": answer.detail}})
         return answer.allowed
@@ -504,9 +517,10 @@ def _plain(text: str, limit: int = 200) -> str:
     return out if len(out) <= limit else out[:limit] + "…"
 
 
-def _shown(state: Any) -> str:
-    """A kept file's bytes as the question's text (invalid UTF-8 replaced)."""
-    return state[0].decode("utf-8", "replace")
+def _shown(state: Any) -> str | None:
+    """A kept file's bytes as the question's text (invalid UTF-8 replaced); ``None`` for anything
+    else (missing, a link)."""
+    return state[0].decode("utf-8", "replace") if isinstance(state, tuple) and isinstance(state[0], bytes) else None
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -307,38 +307,39 @@ def hook_runs(roots: Iterable[Path | str]) -> "HookRuns | None":
         except (Undeterminable, OSError):
             folders = []
         folders += [Path(p) for p in protected if os.path.isdir(p)]
-        for folder in folders:
-            for dirpath, _dirs, files in os.walk(folder):
-                for name in files[:200]:
-                    if not name.endswith(".sample"):
-                        texts[os.path.join(dirpath, name)] = _head(os.path.join(dirpath, name))
+        for folder in folders:  # a hooks folder and one level below it (husky's `_`), bounded
+            for sub in (folder, *_subfolders(folder)):
+                for name in _files(sub):
+                    if not name.endswith(".sample") and len(texts) < _MAX_HOOK_FILES:
+                        texts[os.path.join(sub, name)] = _head(os.path.join(sub, name))
         for p in protected:
-            if os.path.isfile(p):
+            if os.path.isfile(p) and len(texts) < _MAX_HOOK_FILES:
                 texts[p] = _head(p)
     if not texts:
         return None
     tops = {t for t in (_repo_top(r) for r in roots) if t is not None} | set(roots)
     named: dict[str, str] = {}
     patterns: dict[str, str] = {}
-    words_seen: set[str] = set()
+    path_words: dict[str, str] = {}
     for hook, text in texts.items():
-        words = set(re.findall(r"[\w./@+-]+", text))
-        words_seen |= words
+        words = set(re.findall(r"[\w./@+-]{1,255}", text))
         named.setdefault(os.path.realpath(hook), hook)
         for word in words:
-            for top in tops:
-                if ("/" in word or "." in word) and not word.startswith(("http", "//")):
-                    candidate = os.path.realpath(top / word.lstrip("./") if word.startswith("./") else top / word)
-                    if os.path.isfile(candidate):
-                        named.setdefault(candidate, hook)
+            if ("/" in word or "." in word) and not word.startswith(("http", "//")) and len(path_words) < _MAX_WORDS:
+                path_words.setdefault(word, hook)
         tools = [w for w in _TOOL_FILES if w in words or (os.path.basename(hook) in _TOOL_CONFIGS)]
         for tool in tools:
             for pattern in _TOOL_FILES[tool]:
                 patterns.setdefault(pattern, hook)
+    for word, hook in path_words.items():  # each word looked up once, in each top
+        for top in tops:
+            candidate = os.path.realpath(top / word)
+            if os.path.isfile(candidate):
+                named.setdefault(candidate, hook)
     for top in tops:  # one level into package.json: `npm test` runs what "test" names, lint-staged its globs' tools
         package = top / "package.json"
         if "package.json" in patterns and package.is_file():
-            for word in set(re.findall(r"[\w./@+-]+", _head(str(package)))):
+            for word in list(set(re.findall(r"[\w./@+-]{1,255}", _head(str(package)))))[:_MAX_WORDS]:
                 candidate = os.path.realpath(top / word)
                 if ("/" in word or "." in word) and os.path.isfile(candidate):
                     named.setdefault(candidate, str(package))
@@ -363,6 +364,25 @@ class HookRuns:
             if self._fnmatch.fnmatchcase(name, pattern):
                 return hook
         return None
+
+
+#: Most hook files read, and most path-like words looked up, for one summary.
+_MAX_HOOK_FILES = 200
+_MAX_WORDS = 2000
+
+
+def _subfolders(folder: Path) -> list[str]:
+    try:
+        return [e.path for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)][:20]
+    except OSError:
+        return []
+
+
+def _files(folder: Path | str) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)][:_MAX_HOOK_FILES]
+    except OSError:
+        return []
 
 
 def _head(path: str) -> str:

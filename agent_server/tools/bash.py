@@ -318,7 +318,7 @@ class BashTool(Tool):
             result.meta["editor_config_reverted"] = reverted
             result.text += ("\n[sandbox] this command created, changed or removed editor configuration: "
                             + ", ".join(reverted) + ". Editors run or obey these files outside the sandbox, so it was "
-                            "put back and the user was asked whether to keep the command's version")
+                            "put back (where it could be) and the user decides whether to keep the command's version")
             if kept:
                 result.meta["editor_config_kept"] = kept
                 result.text += ": the user kept " + ", ".join(kept)

@@ -499,7 +499,8 @@ async def test_git_hooks_in_the_working_tree_ran_unconfined_now_read_only_to_a_c
     assert "what git runs from the tree" in res.text  # the hint says why
 
 
-def as_normal_user(prepare, commands: list[str], mode: str = "workspace-write") -> tuple[Path, list[str]]:
+def as_normal_user(prepare, commands: list[str], mode: str = "workspace-write",
+                   keep: bool | None = None) -> tuple[Path, list[str]]:
     """Run ``commands`` one after the other in one confined session of user 65534 (nobody), in a
     workspace ``prepare(ws)`` filled before the session started; returns the workspace (removed at
     by the caller's ``finally``) and each command's output."""
@@ -530,8 +531,13 @@ def as_normal_user(prepare, commands: list[str], mode: str = "workspace-write") 
         "    d = ToolContext.on_disk(ws)\n"
         "    ctx = ToolContext(d.roots, d.files, d.reads, env={'PATH': os.environ['PATH'], 'HOME': str(base)},"
         " shell_launcher=launcher)\n"
+        "    asked = []\n"
+        "    async def ask_keep(call_id, changes):\n"
+        "        asked.append(sorted(os.path.relpath(c.path, ws) for c in changes))\n"
+        f"        return {keep!r}\n"
+        f"    if {keep!r} is not None: launcher.ask_keep = ask_keep\n"
         f"    outs = [(await BashTool().run(BashArgs(command=c), ctx)).text for c in {commands!r}]\n"
-        "    print(json.dumps(outs))\n"
+        f"    print(json.dumps(outs + [json.dumps(asked)] if {keep!r} is not None else outs))\n"
         "asyncio.run(main())\n")
     # the system's interpreter: the suite's may live under a folder a normal user cannot enter
     python = "/usr/bin/python3.11" if os.access("/usr/bin/python3.11", os.X_OK) else sys.executable
@@ -678,6 +684,31 @@ async def test_editor_rc_files_and_sub_folder_configuration_made_by_a_confined_c
     assert res.meta["editor_config_reverted"]
 
 
+@pytest.mark.parametrize("keep", [False, True])
+def test_editor_configuration_a_normal_users_confined_command_made_in_a_sub_folder_was_put_back_without_asking(keep):
+    def prepare(ws):
+        (ws / "app" / ".vscode").mkdir(parents=True)
+        (ws / "app" / ".vscode" / "settings.json").write_text('{"mine": 1}\n')
+
+    ws, (out, asked) = as_normal_user(prepare, ["""
+        mkdir -p sub/.vscode && echo '{"tasks": []}' > sub/.vscode/tasks.json
+        echo '{"folders": []}' > team.code-workspace
+        echo '{"theirs": 1}' > app/.vscode/settings.json
+    """], keep=keep)
+    try:
+        changed = ["app/.vscode/settings.json", "sub/.vscode/tasks.json", "team.code-workspace"]
+        assert json.loads(asked) == [changed], out
+        settings = (ws / "app" / ".vscode" / "settings.json").read_text()
+        if keep:
+            assert settings == '{"theirs": 1}\n' and (ws / "sub" / ".vscode" / "tasks.json").exists()
+            assert (ws / "team.code-workspace").read_text() == '{"folders": []}\n' and "the user kept" in out
+        else:
+            assert settings == '{"mine": 1}\n' and not (ws / "sub" / ".vscode" / "tasks.json").exists()
+            assert not (ws / "team.code-workspace").exists() and "stays put back" in out
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
+
+
 def test_decoy_files_pushed_real_secrets_out_of_the_masks_of_a_normal_user():
     def prepare(ws):
         (ws / ".env").write_text("API_TOKEN=real-secret\n")
@@ -805,3 +836,36 @@ async def test_the_editor_configuration_watch_lists_only_changed_folders_and_rea
         assert now[str(ws / "d7" / "e" / "x.code-workspace")][0] == b"{}"
     finally:
         editor_config.RACY_NS = saved
+
+
+async def test_putting_editor_configuration_back_never_follows_a_swapped_link_nor_hangs_on_a_fifo(box):
+    """Attacks on the put-back itself: a FIFO named like configuration (reading it would block the
+    server's thread for ever), a folder on the way swapped for a link out of the tree (putting back
+    through it would write outside), a user's configuration link re-pointed, a big file changed
+    (not kept: the user is told it could not be put back)."""
+    ws, home, *_ = box
+    (ws / "app" / ".vscode").mkdir(parents=True)
+    (ws / "app" / ".vscode" / "settings.json").write_text('{"mine": 1}\n')
+    (ws / "shared").mkdir()
+    (ws / "pkg").mkdir()
+    os.symlink("../shared", ws / "pkg" / ".vscode")
+    (ws / "big").mkdir()
+    (ws / "big" / "huge.code-workspace").write_bytes(b"{}" + b" " * (2 << 20))
+    ctx, asked, log = await _policy_session(box, "reject_once")
+    res = await asyncio.wait_for(BashTool().run(BashArgs(command=f"""
+        mkdir -p sub && mkfifo sub/.nvim.lua
+        mv app app.moved && ln -s {home} app
+        ln -sfn ../elsewhere pkg/.vscode
+        printf x >> big/huge.code-workspace
+        echo done
+    """), ctx), 60)
+    assert "done" in res.text
+    assert not os.path.lexists(ws / "sub" / ".nvim.lua")
+    assert not (home / ".vscode").exists(), "put back through a link, outside the tree"
+    assert os.readlink(ws / "pkg" / ".vscode") == "../shared"
+    (question,) = asked
+    said = " ".join(c["content"]["text"] for c in question.content if c["type"] == "content")
+    assert "big/huge.code-workspace: changed by the command" in said and "could NOT be put back" in said
+    assert "app/.vscode/settings.json could not be put back" in said  # its bytes are saved, not lost
+    saved = said.split("your version is saved at ")[1].split(" ")[0].rstrip(".")
+    assert Path(saved).read_text() == '{"mine": 1}\n' and str(ws) not in saved

@@ -398,7 +398,8 @@ class ShellConfiner:
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
         held: list[str] = []
-        watch = ConfigWatch(self.config_index) if mode != READ_ONLY and spec["ro_binds"] else None
+        watch = (ConfigWatch(self.config_index, self.tmpdir.parent / "put-back")
+                 if mode != READ_ONLY and spec["ro_binds"] else None)
         put_back: list[str] = []
 
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
@@ -436,7 +437,7 @@ class ShellConfiner:
             if watch is None or not watch.changes or self.ask_keep is None:
                 return []
             offered = [c for c in watch.changes if c.keepable]
-            if not offered or not await self.ask_keep(tool_call_id, list(watch.changes)):
+            if not await self.ask_keep(tool_call_id, list(watch.changes)) or not offered:
                 return []
             return await asyncio.to_thread(watch.reapply, offered)
 
