@@ -41,12 +41,18 @@ from typing import Any
 #: dev containers (``initializeCommand`` runs on the host) too (issue 32 §4).
 EDITOR_CONFIG = (".vscode", ".idea", ".zed", ".nvim.lua", ".nvimrc", ".exrc", ".vimrc", "_vimrc", ".gvimrc",
                  ".helix", ".devcontainer", ".devcontainer.json")
-#: Folders an editor obeys wherever they are (a sub-folder opened as a workspace, a multi-root one).
-CONFIG_FOLDERS = frozenset({".vscode", ".idea", ".zed", ".helix", ".devcontainer"})
-#: File names an editor obeys wherever they are; and ``*.code-workspace``.
+#: Folders an editor obeys wherever they are (a sub-folder opened as a workspace, a multi-root one);
+#: AI editors' project folders too (``.cursor/mcp.json`` starts MCP servers, ``.claude/settings.json``
+#: runs hooks) — these, like the names below that ``EDITOR_CONFIG`` lacks, are held at the root by
+#: the watch (put back, then asked), not by a mount.
+CONFIG_FOLDERS = frozenset({".vscode", ".idea", ".zed", ".helix", ".devcontainer", ".cursor", ".claude",
+                            ".windsurf"})
+#: File names an editor obeys wherever they are (Emacs's ``.dir-locals.el`` can set a
+#: ``compile-command``; ``.mcp.json`` names MCP servers to start); and ``WORKSPACE_SUFFIXES``.
 CONFIG_FILES = frozenset({".nvim.lua", ".nvimrc", ".exrc", ".vimrc", "_vimrc", ".gvimrc", ".devcontainer.json",
-                          "devcontainer.json"})
-WORKSPACE_SUFFIX = ".code-workspace"
+                          "devcontainer.json", ".dir-locals.el", ".dir-locals-2.el", ".mcp.json"})
+#: Project files an editor opens as a workspace (VS Code's tasks and settings, Sublime's build systems).
+WORKSPACE_SUFFIXES = (".code-workspace", ".sublime-project")
 #: Folders the watch does not enter (as the secret scan: dependencies, caches, ``.git``).
 WATCH_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox",
                         ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -68,13 +74,13 @@ def editor_config_paths(roots: Iterable[Path]) -> list[str]:
 
 def is_config_name(parts: Iterable[str]) -> bool:
     """Whether a path relative to a root (its ``parts``) is editor configuration at any depth: in a
-    ``CONFIG_FOLDERS`` folder, or named like ``CONFIG_FILES`` or ``*.code-workspace``."""
+    ``CONFIG_FOLDERS`` folder, or named like ``CONFIG_FILES`` or ``WORKSPACE_SUFFIXES``."""
     parts = list(parts)
     if not parts:
         return False
     name = parts[-1]
     return (any(p in CONFIG_FOLDERS for p in parts[:-1]) or name in CONFIG_FOLDERS or name in CONFIG_FILES
-            or name.endswith(WORKSPACE_SUFFIX))
+            or name.endswith(WORKSPACE_SUFFIXES))
 
 
 def editor_config_of(resolved: Path, lexical: Path, roots: Iterable[Path]) -> str | None:

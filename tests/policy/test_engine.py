@@ -301,7 +301,9 @@ async def test_file_tools_writing_editor_rc_files_and_sub_folder_configuration_a
     """Issue 32 §4: the write tool created .helix/config.toml without asking."""
     policy, approver, *_ = make(approver=FakeApprover(Answer("selected", "reject_once")))
     paths = (".helix/config.toml", ".vimrc", "_vimrc", ".gvimrc", ".devcontainer/devcontainer.json",
-             "sub/.vscode/settings.json", "sub/.nvim.lua", "team.code-workspace", "a/b/.devcontainer.json")
+             "sub/.vscode/settings.json", "sub/.nvim.lua", "team.code-workspace", "a/b/.devcontainer.json",
+             ".cursor/mcp.json", ".claude/settings.json", ".windsurf/rules.md", ".mcp.json", "lib/.dir-locals.el",
+             ".dir-locals-2.el", "x.sublime-project")
     for path in paths:
         assert await policy.guard(prepared("write", path=path, content="x")) is not None, path
     assert len(approver.asked) == len(paths) and all("editor configuration" in why(q) for q in approver.asked)

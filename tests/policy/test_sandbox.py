@@ -869,3 +869,23 @@ async def test_putting_editor_configuration_back_never_follows_a_swapped_link_no
     assert "app/.vscode/settings.json could not be put back" in said  # its bytes are saved, not lost
     saved = said.split("your version is saved at ")[1].split(" ")[0].rstrip(".")
     assert Path(saved).read_text() == '{"mine": 1}\n' and str(ws) not in saved
+
+
+async def test_ai_editors_and_emacs_configuration_made_by_a_confined_command_was_obeyed_outside_the_sandbox(box):
+    """The class of §4 beyond its list: Cursor's .cursor/mcp.json and a project .mcp.json start MCP
+    servers, Claude Code's .claude/settings.json runs hooks, Emacs's .dir-locals.el sets a
+    compile-command, a .sublime-project holds build systems — at the root too: put back, then asked."""
+    ws, *_ = box
+    ctx, asked, _ = await _policy_session(box, "reject_once")
+    res = await BashTool().run(BashArgs(command="""
+        mkdir -p .cursor .claude && echo '{"mcpServers": {"x": {"command": "id"}}}' > .cursor/mcp.json
+        echo '{"hooks": {}}' > .claude/settings.json
+        echo '{"mcpServers": {}}' > .mcp.json
+        mkdir -p lib && echo '((nil . ((compile-command . "id"))))' > lib/.dir-locals.el
+        echo '{"build_systems": []}' > x.sublime-project
+    """), ctx)
+    made = [".claude/settings.json", ".cursor/mcp.json", ".mcp.json", "lib/.dir-locals.el", "x.sublime-project"]
+    for rel in made:
+        assert not (ws / rel).exists(), (rel, res.text)
+    (question,) = asked
+    assert sorted(Path(c["path"]).relative_to(ws).as_posix() for c in question.content if c["type"] == "diff") == made
