@@ -239,8 +239,11 @@ def test_seccomp_filter_refuses_setuid_bits_and_unix_sockets_but_not_socketpair_
     assert not (tmp_path / "g").exists() and not (tmp_path / "d").exists()
 
 
-def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folders(tmp_path):
+def test_secret_scanner_finds_secret_named_files_and_relists_only_changed_folders(tmp_path, monkeypatch):
+    from agent_server.policy.sandbox import shell_masks
     from agent_server.policy.sandbox.shell_masks import SecretScanner
+
+    monkeypatch.setattr(shell_masks, "RACY_NS", -1)  # the test's folders are all "just changed"
 
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / ".venv-like" / ".env").mkdir(parents=True)  # a folder named like a secret is not hidden
@@ -559,6 +562,38 @@ def test_git_hooks_in_the_working_tree_are_read_only_to_a_confined_command_of_a_
 
 
 # -- issue 32 §2: decoys ---------------------------------------------------------------------------
+
+#: Renames the folder of a masked secret and sets its parent's mtime back, so a scan keyed by mtime
+#: kept the old listing and the next command read the secret unmasked.
+RENAME_AWAY = ['cd sub && m=$(stat -c %.9Y .) && mv certs c2 && touch -d "@$m" . && echo renamed',
+               "cat sub/c2/*; echo rc=$?"]
+
+
+def _secret_in_a_sub_folder(ws: Path) -> None:
+    (ws / "sub" / "certs").mkdir(parents=True)
+    (ws / "sub" / "certs" / "server.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+
+
+async def test_a_secret_folder_renamed_with_its_parents_mtime_set_back_went_unmasked(box):
+    ws, home, tmp, log = box
+    _secret_in_a_sub_folder(ws)
+    policy = PolicySettings()
+    launcher = ShellConfiner(ModeState(log, "workspace-write"), await probe_status(policy), [ws], tmp, policy)
+    disk = ToolContext.on_disk(ws)
+    ctx = ToolContext(disk.roots, disk.files, disk.reads, env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                      shell_launcher=launcher)
+    renamed, read = [(await BashTool().run(BashArgs(command=c), ctx)).text for c in RENAME_AWAY]
+    assert "renamed" in renamed
+    assert "PRIVATE KEY" not in read and "Permission denied" in read
+
+
+def test_a_secret_folder_renamed_with_its_parents_mtime_set_back_went_unmasked_for_a_normal_user():
+    ws, (renamed, read) = as_normal_user(_secret_in_a_sub_folder, RENAME_AWAY)
+    try:
+        assert "renamed" in renamed
+        assert "PRIVATE KEY" not in read and "Permission denied" in read
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
 
 
 async def test_decoy_files_pushed_real_secrets_out_of_the_masks(box):

@@ -81,6 +81,10 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     return out
 
 
+#: A folder whose ctime is this close to the look is listed again next time (coarse timestamps).
+RACY_NS = 50_000_000
+
+
 class SecretScanner:
     """Finds files named like a secret (the name patterns of ``patterns``) inside the roots.
 
@@ -90,23 +94,28 @@ class SecretScanner:
     change time, which no program can set back) first, then the newer ones — files the session made
     never push a real secret out of the masks (issue 32 §2: 1,001 decoys ``-0.pem`` … did). When the
     older ones alone pass the limit, ``overflow`` says how many stay visible (the policy asks then).
-    Folder listings are cached by the folder's ``st_mtime_ns``, so a repeated scan costs one
-    ``stat`` per folder.
+    Folder listings are cached by the folder's identity (device, inode, ctime, mtime; not one changed
+    within ``RACY_NS`` of the look), so a repeated scan costs one ``stat`` per folder.
     """
 
     def __init__(self, patterns: Sequence[str], since_ns: int | None = None) -> None:
         self.names = [p for p in patterns if "/" not in p]
         self.since_ns = time.time_ns() if since_ns is None else since_ns
         self.overflow = 0
-        self._cache: dict[str, tuple[int, list[tuple[str, int]], list[str]]] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], list[tuple[str, int]], list[str]]] = {}
 
     def _list(self, folder: str) -> tuple[list[tuple[str, int]], list[str]]:
+        now = time.time_ns()
         try:
-            mtime = os.stat(folder).st_mtime_ns
+            st = os.stat(folder)
         except OSError:
             return [], []
+        # by ctime too: a command can set a folder's mtime back after renaming a secret's folder
+        # away (then the next scan kept the old listing and the secret went unmasked); no
+        # program can set ctime back
+        ident = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
         cached = self._cache.get(folder)
-        if cached is not None and cached[0] == mtime:
+        if cached is not None and cached[0] == ident:
             return cached[1], cached[2]
         hits, subdirs = [], []
         try:
@@ -123,7 +132,8 @@ class SecretScanner:
                         continue
         except OSError:
             return [], []
-        self._cache[folder] = (mtime, hits, subdirs)
+        if now - st.st_ctime_ns > RACY_NS:  # a change in the same clock tick would keep the identity
+            self._cache[folder] = (ident, hits, subdirs)
         return hits, subdirs
 
     def scan(self, roots: Sequence[Path | str]) -> list[str]:
