@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.cli.allow import ALLOW_KINDS, no_terminal
+from agent_server.config.views import MODES
 from agent_server.server.rpc.jsonrpc import MAX_LINE_BYTES, Connection, JsonRpcError
 
 EXIT = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 3, "cancelled": 130, "refusal": 1}
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-server run", description="Run one prompt without an editor.")
     parser.add_argument("-p", "--prompt", required=True, help="the prompt ('-' reads it from stdin)")
     parser.add_argument("--cwd", default=os.getcwd(), help="workspace folder (default: the current one)")
-    parser.add_argument("--mode", choices=["read-only", "workspace-write", "danger-full-access"])
+    parser.add_argument("--mode", choices=list(MODES))
     parser.add_argument("--resume", metavar="SESSION_ID", help="continue a stored session")
     parser.add_argument("--json", action="store_true", help="print every session update as a JSON line")
     parser.add_argument("--allow", default="", help="kinds to allow without asking: shell,edit,read")

@@ -193,7 +193,7 @@ class PolicySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default_mode: Literal["read-only", "workspace-write", "danger-full-access"] = DEFAULT_MODE
+    default_mode: Literal["read-only", "workspace-write", "accept-edits", "danger-full-access"] = DEFAULT_MODE
     """The mode a new session starts in (the editor can switch it with ``session/set_mode``)."""
     approval_timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for the user's answer to a permission request before denying, or to an

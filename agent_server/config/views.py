@@ -18,6 +18,8 @@ from typing import Any, Sequence
 from agent_server import __version__
 
 READ_ONLY, WORKSPACE_WRITE, DANGER_FULL_ACCESS = "read-only", "workspace-write", "danger-full-access"
+ACCEPT_EDITS = "accept-edits"
+"""Workspace-write whose edits inside the roots are applied without review (still shown, undoable)."""
 DEFAULT_MODE = WORKSPACE_WRITE
 MODE_CONFIG_ID = "mode"
 MODEL_CONFIG_ID = "model"
@@ -53,6 +55,14 @@ MODES: dict[str, ModeInfo] = {
         "workspace-write: you may write and edit files inside the workspace roots only (writes outside "
         "are refused). The shell can write only inside the roots, its temp folder ($TMPDIR) and "
         "/dev/null; `.git` is read-only."),
+    ACCEPT_EDITS: ModeInfo(
+        ACCEPT_EDITS, "Accept edits",
+        "As workspace write, but the agent's edits inside the workspace are applied at once, without "
+        "review: each is still shown with its diff, and /undo takes it back. Shell commands, MCP tools and "
+        "writes outside the workspace are treated as in workspace write.",
+        "accept-edits: you may write and edit files inside the workspace roots only (writes outside are "
+        "refused); your edits are applied at once, without the user's review (the user can undo them). "
+        "The shell is confined as in workspace-write."),
     DANGER_FULL_ACCESS: ModeInfo(
         DANGER_FULL_ACCESS, "Full access (danger)",
         "No sandbox: writes anywhere and an unconfined shell (what a command starts, setsid daemons "
@@ -69,10 +79,11 @@ def modes_json(current: str) -> dict[str, Any]:
 
 
 def mode_option(current: str) -> dict[str, Any]:
-    """The ``mode`` ``SessionConfigOption``: a select of the three modes."""
+    """The ``mode`` ``SessionConfigOption``: a select of the four modes."""
     return {
         "id": MODE_CONFIG_ID, "name": "Mode", "category": "mode", "type": "select",
-        "description": "What the agent may change: read-only, the workspace, or everything.",
+        "description": "What the agent may change: read-only, the workspace (edits reviewed, or applied at once), or "
+                       "everything.",
         "currentValue": current,
         "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES.values()],
     }

@@ -26,7 +26,7 @@ from agent_server.session import EventLog, SessionEvent
 
 COMMANDS: list[dict[str, Any]] = [
     {"name": "mode", "description": "Switch this session's mode",
-     "input": {"hint": "read-only | workspace-write | danger-full-access"}},
+     "input": {"hint": "read-only | workspace-write | accept-edits | danger-full-access"}},
     {"name": "model", "description": "Use another model for this session", "input": {"hint": "model id"}},
     {"name": "usage", "description": "Show this session's token usage"},
     {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},

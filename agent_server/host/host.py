@@ -37,7 +37,7 @@ from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.models_pool import ClientPool
 from agent_server.host.policies import SessionPolicies
 from agent_server.policy.approvals import Approver
-from agent_server.policy.modes import DANGER_FULL_ACCESS, UnknownMode
+from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
@@ -313,6 +313,8 @@ class SessionHost:
         access = FileAccess(roots, protected=policy.protected.match, protected_paths=policy.protected.paths(),
                             write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS)
         inner = self.frontend.files(session_id, emit)
+        if hasattr(inner, "auto_apply"):  # accept-edits: the agent's edits applied without review
+            inner.auto_apply = lambda: policy.modes.current == ACCEPT_EDITS
         for backend in (inner, getattr(inner, "disk", None)):  # the disk backend, also behind the editor's
             if isinstance(backend, DiskFiles):
                 backend.access = access
@@ -323,7 +325,9 @@ class SessionHost:
                                   emit=emit, max_file_bytes=self.config.agent.checkpoint_max_file_bytes)
         files = checkpoints.files(inner)
         # restores go through the inner seam: an undo is not a change of the agent to record
-        self.restorers[session_id] = Restorer(event_log, inner, checkpoints.blobs, policy.approver, emit, roots)
+        # … and reviewed in every mode: a restore over the user's text is asked through its proposal
+        reviewed = inner.reviewed() if hasattr(inner, "reviewed") else inner
+        self.restorers[session_id] = Restorer(event_log, reviewed, checkpoints.blobs, policy.approver, emit, roots)
         tool_env, env_dropped = self._tool_env_split()
         context = ToolContext(tuple(Path(r) for r in roots), files, LoggedReadLedger.from_log(event_log),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,

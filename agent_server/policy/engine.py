@@ -28,7 +28,7 @@ from agent_server.policy.approvals import (
 from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
 from agent_server.policy.decision import CallView, Denial
-from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import CredentialStores, SecretMatcher, inside_roots, link_count, target
 from agent_server.policy.sandbox.confiner import SandboxStatus, ShellConfiner, probe_status
 # policy.shell (the command analysis) loads with the first shell command, in _shell
@@ -362,11 +362,11 @@ class SessionPolicy:
             roots = ", ".join(str(r) for r in self.roots)
             return Verdict("deny", "workspace-boundary", (
                 f"Refused: {path} resolves to {t.resolved}, which is outside the workspace ({roots}). In "
-                "workspace-write mode writes are only allowed inside the workspace roots; only the user can "
+                f"{mode} mode writes are only allowed inside the workspace roots; only the user can "
                 "allow more, by switching the session to danger-full-access."), facts=facts)
         if mode != DANGER_FULL_ACCESS and self._in_git_dir(t.resolved):
             return Verdict("deny", "git-read-only", (
-                f"Refused: {path} is inside a `.git` folder, which is read-only in workspace-write mode (hooks and "
+                f"Refused: {path} is inside a `.git` folder, which is read-only in {mode} mode (hooks and "
                 "refs there would run or rewrite history behind the user's back). Only the user can allow this, "
                 "by switching the session to danger-full-access."), facts=facts)
         secret = self.secrets.match(t.lexical, t.resolved)
@@ -384,8 +384,8 @@ class SessionPolicy:
                 title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
                 content=[_diff(t.lexical, tool, args)], rememberable=False, memory_allows=False,
                 facts={**facts, "editor_config": editor})
-        rule = "danger-full-access" if mode == DANGER_FULL_ACCESS else "workspace"
-        if secret is None and self.ask_edits:
+        rule = {DANGER_FULL_ACCESS: "danger-full-access", ACCEPT_EDITS: "accept-edits"}.get(mode, "workspace")
+        if secret is None and self.ask_edits and mode != ACCEPT_EDITS:  # accept-edits: no review, asked or not
             return Verdict("ask", "plain-acp-edit", "this editor cannot show the change as a proposal to "
                            "accept or reject, so this question (with the diff) is your review",
                            title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",

@@ -1,11 +1,11 @@
-"""Session modes: ``read-only``, ``workspace-write`` (default), ``danger-full-access``.
+"""Session modes: ``read-only``, ``workspace-write`` (default), ``accept-edits``, ``danger-full-access``.
 
 Role: ``ModeState`` holds a session's current mode, logs every change as ``mode/changed``
 (``{"from", "to", "by"}``) and renders the ACP views of it: the ``modes`` object
 (``SessionModeState``) and the ``mode`` config option (``SessionConfigOption``, a select).
 ``ModeState.from_events`` restores the mode of a stored session from its log.
 
-Must never: change the mode without logging it, or accept a mode id that is not one of the three.
+Must never: change the mode without logging it, or accept a mode id that is not one of the four.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 # the modes and their ACP views live in config/views.py (shared with the CLI's fast path)
 from agent_server.config.views import (  # noqa: F401
+    ACCEPT_EDITS,
     DANGER_FULL_ACCESS,
     DEFAULT_MODE,
     MODE_CONFIG_ID,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class UnknownMode(ValueError):
-    """A mode id that is not ``read-only``, ``workspace-write`` or ``danger-full-access``."""
+    """A mode id that is not ``read-only``, ``workspace-write``, ``accept-edits`` or ``danger-full-access``."""
 
 
 def check_mode(mode_id: Any) -> str:

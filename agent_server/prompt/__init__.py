@@ -32,6 +32,8 @@ TOOL_GUIDANCE = """# How to work
 MODE_TEXT = {
     "read-only": "read-only: you may read and search, but nothing may be written (edits and writing commands are refused).",
     "workspace-write": "workspace-write: you may change files inside the workspace roots; writes outside are refused.",
+    "accept-edits": ("accept-edits: you may change files inside the workspace roots; your edits are applied at "
+                     "once, without the user's review (the user can undo them); writes outside are refused."),
     "danger-full-access": "danger-full-access: no file-system restrictions; be careful.",
 }
 

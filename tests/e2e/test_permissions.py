@@ -78,7 +78,8 @@ async def test_session_new_reports_modes_and_mode_option_and_switching_is_logged
     new = await h.new_session(str(workspace))
     sid = new.session_id
     assert new.modes.current_mode_id == "workspace-write"
-    assert [m.id for m in new.modes.available_modes] == ["read-only", "workspace-write", "danger-full-access"]
+    assert [m.id for m in new.modes.available_modes] == ["read-only", "workspace-write", "accept-edits",
+                                                        "danger-full-access"]
     assert [o.id for o in new.config_options] == ["mode", "model"]
     option = new.config_options[0]
     assert option.id == "mode" and option.current_value == "workspace-write"

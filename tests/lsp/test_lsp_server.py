@@ -513,3 +513,22 @@ async def test_a_file_outside_the_workspace_never_makes_its_own_folder_a_root(ls
     assert str(workspace) in shell  # the session's root is the workspace folder
     assert not (home / "pwned.txt").exists()
     assert result["stopReason"] == "end_turn"
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+async def test_accept_edits_sends_the_edit_without_confirmation_and_asks_nothing(
+        lsp, endpoint, workspace, tmp_path, annotations):
+    path = two_hunk_file(workspace)
+    config = tmp_path / "accept-edits.toml"
+    config.write_text('[policy]\ndefault_mode = "accept-edits"\n')
+    endpoint.push(tool_call_stream([call("r", "read", path="calc.py")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="calc.py", old_string="a = 1", new_string="a = 10")]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp(annotations=annotations, env={"AGENT_SERVER_CONFIG": str(config)})
+    uri = editor.open(path, version=2)
+    assert (await ask(editor, uri, "scale a"))["stopReason"] == "end_turn"
+    assert editor.questions == []  # no question, and no hunk to confirm
+    (params,) = editor.applied
+    assert params.edit.change_annotations is None
+    assert all(getattr(e, "annotation_id", None) is None for e in params.edit.document_changes[0].edits)
+    assert editor.text(uri) == "a = 10\nb = 2\nc = 3\nd = 4\ne = 5\n"

@@ -82,6 +82,7 @@ class MemoryEditor:
     decide: Callable[[dict[str, Any], list[dict[str, Any]]], Any] = lambda params, hunks: list(range(len(hunks)))
     proposals: list[dict[str, Any]] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    writes: list[dict[str, Any]] = field(default_factory=list)
     before_apply: Callable[["MemoryEditor", str], None] | None = None
 
     # -- fs/read_text_file ------------------------------------------------------------------
@@ -91,11 +92,34 @@ class MemoryEditor:
         if path in self.buffers:
             b = self.buffers[path]
             return {"content": b.text, "_meta": {"agentServer": {"version": b.version, "dirty": b.dirty}}}
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        try:  # as a real client: the line breaks kept, the BOM (a property of the file) left out
+            text = Path(path).read_bytes().decode("utf-8").removeprefix("\ufeff")
         except FileNotFoundError:
             raise RequestError.resource_not_found(path) from None
         return {"content": text, "_meta": {"agentServer": {"version": None, "dirty": False}}}
+
+    # -- fs/write_text_file ---------------------------------------------------------------------
+
+    def write(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``fs/write_text_file``: an open buffer is changed (saved when it was clean), refused as
+        stale when ``_meta.agentServer {version, sha256}`` names a document it no longer holds;
+        a file not open is written on disk. ``before_apply`` runs first (a user's keystroke)."""
+        path, content = params["path"], params["content"]
+        self.writes.append(params)
+        if self.before_apply is not None:
+            self.before_apply(self, path)
+        guard = ((params.get("_meta") or {}).get("agentServer") or {})
+        if path in self.buffers:
+            b = self.buffers[path]
+            if guard and b.version != guard.get("version") and sha(b.text) != guard.get("sha256"):
+                raise RequestError(-32603, f"{path} changed in the editor since the agent read it",
+                                   {"agentServer": {"stale": True}})
+            b.text, b.version = content, b.version + 1
+            if not b.dirty:
+                Path(path).write_text(content, encoding="utf-8", newline="")
+            return {}
+        Path(path).write_text(content, encoding="utf-8", newline="")
+        return {}
 
     # -- _agent_server/apply_workspace_edit ---------------------------------------------------
 

@@ -14,7 +14,7 @@ Must never: report a protection as enforced that the probe did not see enforced,
 command unconfined in ``read-only`` mode (it refuses instead).
 
 ``ShellConfiner`` is the ``bash`` tool's launcher: in
-``workspace-write`` the command runs through ``sandbox_exec`` with write access only to the roots,
+``workspace-write`` (and ``accept-edits``) the command runs through ``sandbox_exec`` with write access only to the roots,
 the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in ``read-only`` only
 to the temp folder; in ``danger-full-access`` unconfined. Under the sandbox the shell does not see
 the config file, the state folder (but the session's own spill and temp folders), keyrings,
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
-from agent_server.policy.modes import DANGER_FULL_ACCESS, READ_ONLY, ModeState
+from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, WORKSPACE_WRITE, ModeState
 from agent_server.policy.editor_config import PLACEHOLDERS, Change, ConfigIndex, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths
@@ -379,6 +379,8 @@ class ShellConfiner:
 
     def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:
         mode = self.modes.current
+        if mode == ACCEPT_EDITS:  # only the file tools' review differs: the shell is workspace-write's
+            mode = WORKSPACE_WRITE
         command = argv[-1] if argv else ""
         secrets_visible = command in self._unmasked
         if secrets_visible:

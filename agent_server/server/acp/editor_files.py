@@ -6,7 +6,10 @@ advertised: reads go through ``fs/read_text_file`` (the user's unsaved buffer; w
 (a) ``_agent_server/apply_workspace_edit`` proposals the editor previews and applies itself,
 guarded by the buffer version / base hash, or (b) on plain ACP: permission (with the diff), a
 re-read compared with the base, then ``fs/write_text_file``; (c) anything not advertised falls
-back to the disk.
+back to the disk. In ``accept-edits`` (``auto_apply``) an extension client's edit is applied without
+review: re-read, compared with the base, then ``fs/write_text_file`` into its open buffer (a dirty one
+stays unsaved), or the guarded disk write for a file no buffer holds; ``reviewed()`` is the seam that
+always proposes (``/undo``'s restores).
 
 Must never: call a client method the client did not advertise, or write behind the user's back —
 a proposal the editor answers ``stale``/``rejected``/``cancelled`` changes nothing, and a plain-ACP
@@ -100,6 +103,8 @@ class EditorFiles:
     ``approval_timeout``: returns the seconds a proposal may wait for the user (``[policy]
     approval_timeout``, as a permission question; read per proposal). While a proposal or a
     question waits on the user, the calling tool's own timeout stands still (``awaiting_user``).
+    ``auto_apply``: returns whether an edit is applied without review (the session is in
+    ``accept-edits``; set by the host), for a client that takes proposals and writes its buffers.
     """
 
     def __init__(self, connection: Connection, session_id: str, caps: EditorCapabilities, *,
@@ -113,6 +118,16 @@ class EditorFiles:
         self.save = save
         self.approve_edit = approve_edit
         self.disk = disk or DiskFiles()
+        self.auto_apply: Callable[[], bool] = lambda: False
+
+    def reviewed(self) -> "EditorFiles":
+        """This seam with every edit proposed for review, whatever the mode (``/undo``'s restores:
+        a restore over the user's text is asked through its proposal)."""
+        import copy
+
+        seam = copy.copy(self)
+        seam.auto_apply = lambda: False
+        return seam
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -183,6 +198,8 @@ class EditorFiles:
             refusal = await self._encoding_refusal(path)  # again, right before the editor writes
             if refusal is not None:
                 return WriteOutcome("failed", f"{refusal.reason}; nothing was proposed or written")
+        if self.caps.apply_workspace_edit and self.caps.write_text and self.auto_apply():
+            return await self._apply_unreviewed(path, old, new, raw, base)
         if self.caps.apply_workspace_edit:
             return await self._propose(path, old, new, base)
         if self.caps.write_text or self.approve_edit is not None:
@@ -351,6 +368,52 @@ class EditorFiles:
         if not self.caps.read_text:  # the disk may not hold the editor's (unsaved) buffer: nothing to compare
             return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
         return await self._read_back(path, new)
+
+    async def _apply_unreviewed(self, path: Path, old: str | None, new: str, raw: bytes,
+                                base: FileSnapshot | None) -> WriteOutcome:
+        """``accept-edits``: the change applied without review, never over text the agent did not
+        read. The diff is shown on the tool call; the document is read again and compared with
+        ``base`` (``stale`` when it moved on); a file no editor buffer holds (``version: null``) gets
+        the guarded disk write (its BOM and line breaks kept byte for byte); an open buffer gets
+        ``fs/write_text_file`` with ``_meta.agentServer {version, sha256}`` of the text just read (our
+        clients refuse it as stale when the buffer moved on since: the proposal's stale rule), a dirty
+        one is left unsaved; then it is read back. A change too large for one message is proposed."""
+        await self._show_diff(path, old, new)
+        try:
+            current = await self.read(path)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            return WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
+        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
+            return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        if current is None or (self.caps.buffer_versions and current.version is None):
+            return await self._disk_write(path, raw, base)  # no buffer holds it
+        guard = {"agentServer": {"version": current.version, "sha256": current.sha256}}
+        try:
+            await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path),
+                                                                 "content": new, "_meta": guard})
+        except MessageTooLarge:  # the whole text cannot go in one message; the proposal carries hunks
+            return await self._propose(path, old, new, base)
+        except JsonRpcError as exc:
+            data = exc.data if isinstance(exc.data, dict) else {}
+            if isinstance(data.get("agentServer"), dict) and data["agentServer"].get("stale") is True:
+                return WriteOutcome("stale", f"{path.name} changed in the editor since it was read")
+            return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
+        except ConnectionClosed:
+            return WriteOutcome("failed", "the editor went away before writing")
+        outcome = await self._read_back(path, new)
+        if outcome.snapshot is not None:
+            outcome.saved = await self._on_disk(path, outcome.snapshot.raw)
+        return outcome
+
+    async def _on_disk(self, path: Path, raw: bytes) -> bool:
+        """Whether the file on disk holds ``raw`` (the editor's text; the file's BOM aside)."""
+        try:
+            disk = await self.disk.read(path)
+        except OSError:
+            return False
+        return disk.raw.removeprefix(_BOM) == raw.removeprefix(_BOM)
 
     async def _read_back(self, path: Path, sent: str) -> WriteOutcome:
         """After ``fs/write_text_file``: read the editor's buffer again (``fs/read_text_file``)

@@ -6,7 +6,7 @@ Role: ``SyncedDocuments`` wakes whoever waits for a document sync (``didOpen``/`
 text, no round trip), any other file from disk. An edit to an open document is sent as one
 ``workspace/applyEdit`` with a versioned ``TextDocumentEdit`` (one ``TextEdit`` per hunk, in the
 negotiated position encoding; with ``changeAnnotationSupport`` each hunk carries an annotation
-with ``needsConfirmation: true``). The answer is only true/false, so what landed is read from the
+with ``needsConfirmation: true``, except in ``accept-edits``: ``auto_apply``). The answer is only true/false, so what landed is read from the
 document sync that follows and matched against the hunks sent: all of them (``written``), some
 (``partial``, "1 of 2 hunks"), none (``rejected``), or text the user changed (``written`` with
 what landed). A document that changed since the agent read it is ``stale`` — before sending, or
@@ -106,6 +106,16 @@ class LspFiles:
         self._encoding = encoding
         self._annotations = annotations
         self.disk = disk or DiskFiles()
+        self.auto_apply: Callable[[], bool] = lambda: False
+        """Whether edits go without confirmation (``accept-edits``; set by the host)."""
+
+    def reviewed(self) -> "LspFiles":
+        """This seam with every hunk confirmed where the client can, whatever the mode (``/undo``)."""
+        import copy
+
+        seam = copy.copy(self)
+        seam.auto_apply = lambda: False
+        return seam
 
     async def read(self, path: Path) -> FileSnapshot:
         """The open document's synced text and version, else the file on disk."""
@@ -136,7 +146,7 @@ class LspFiles:
         if total == 0:
             return WriteOutcome("written", snapshot=base, saved=self._saved(path, old))
         sent = [dict(h) for h in hunks]
-        if self._annotations():
+        if self._annotations() and not self.auto_apply():
             annotations = {}
             for k, hunk in enumerate(hunks, 1):
                 hunk["annotationId"] = f"agent-server.hunk-{k}"

@@ -54,8 +54,13 @@ command("AgentMode", function(o)
 end, {
   nargs = "?",
   desc = "Switch the agent's mode",
-  complete = function()
-    return { "read-only", "workspace-write", "danger-full-access" }
+  complete = function() -- the server's modes once a session has them
+    local modes = ((package.loaded["agent_server.client"] or {}).state or {}).modes
+    local ids = {}
+    for _, m in ipairs(modes and modes.availableModes or {}) do
+      ids[#ids + 1] = m.id
+    end
+    return #ids > 0 and ids or { "read-only", "workspace-write", "accept-edits", "danger-full-access" }
   end,
 })
 

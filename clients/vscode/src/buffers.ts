@@ -14,6 +14,7 @@
 import * as vscode from "vscode";
 import type * as acp from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
+import { sha256 } from "./proposalModel";
 
 /** The open (not closed) text document of `uri`, if any. */
 export function openDocument(uri: vscode.Uri): vscode.TextDocument | undefined {
@@ -141,7 +142,9 @@ export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp
 
 /**
  * `fs/write_text_file`: an open document is changed through a `WorkspaceEdit` (a dirty one stays
- * unsaved, a clean one is saved); a file that is not open is written with `workspace.fs`.
+ * unsaved, a clean one is saved); a file that is not open is written with `workspace.fs`. With
+ * `_meta.agentServer {version, sha256}` (the server's `accept-edits` write, docs/protocol.md) a
+ * document whose version and text both moved on since the agent read it is refused as stale.
  */
 export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<acp.WriteTextFileResponse> {
   const uri = absoluteUri(params.path);
@@ -153,6 +156,10 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   const bad = await notUtf8(uri, doc);
   if (bad) throw notUtf8Error(params.path, bad); // saving would re-encode the whole file
   const wasDirty = doc.isDirty;
+  const guard = (params._meta as { agentServer?: { version?: unknown; sha256?: unknown } } | null | undefined)?.agentServer;
+  if (guard && typeof guard.sha256 === "string" && doc.version !== guard.version && sha256(doc.getText()) !== guard.sha256) {
+    throw new RequestError(-32603, `${params.path} changed in the editor since the agent read it; nothing was written`, { agentServer: { stale: true } });
+  }
   const edit = new vscode.WorkspaceEdit();
   const all = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
   edit.replace(uri, all, params.content);

@@ -29,7 +29,7 @@ export interface Settings {
 export const LAUNCH_KEYS = ["path", "args", "baseUrl", "model"] as const;
 
 /** Session modes from the strictest to the loosest (the server's default is `workspace-write`). */
-export const MODES = ["read-only", "workspace-write", "danger-full-access"] as const;
+export const MODES = ["read-only", "workspace-write", "accept-edits", "danger-full-access"] as const;
 
 type Inspected<T> = { defaultValue?: T; globalValue?: T; workspaceValue?: T; workspaceFolderValue?: T } | undefined;
 
@@ -44,7 +44,7 @@ const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x)
 
 /**
  * `agentServer.mode`: the user's value; a workspace or folder value is taken only when it is
- * stricter (`read-only` over `workspace-write` over `danger-full-access`; an empty user value counts
+ * stricter (`read-only` over `workspace-write` over `accept-edits` over `danger-full-access`; an empty user value counts
  * as the server's default, `workspace-write`). A workspace can ask for less, never for more.
  */
 export function effectiveMode(i: Inspected<string>): string {

@@ -213,8 +213,38 @@ function M.read_text_file(params)
   }
 end
 
+--- The stale error for a guarded `fs/write_text_file` (`_meta.agentServer {version, sha256}`: the
+--- document the agent read, docs/protocol.md) whose document moved on since — the proposal's stale
+--- rule: its version differs and so does the sha256 of its text —, or nil.
+local function write_guard_error(params, buf)
+  local meta = type(params._meta) == "table" and params._meta.agentServer or nil
+  if type(meta) ~= "table" or type(meta.sha256) ~= "string" then
+    return nil
+  end
+  local wire
+  if buf then
+    if type(meta.version) == "number" and vim.b[buf].changedtick == meta.version then
+      return nil
+    end
+    local doc = text.buffer_doc(buf)
+    wire = text.wire(doc.text, doc.eol)
+  else
+    local raw = M.read_disk(params.path)
+    wire = raw and (raw:sub(1, 3) == text.BOM and raw:sub(4) or raw) or nil
+  end
+  if wire ~= nil and text.sha256(wire) == meta.sha256 then
+    return nil
+  end
+  return {
+    code = -32603,
+    message = params.path .. " changed in the editor since the agent read it; nothing was written",
+    data = { agentServer = { stale = true }, path = params.path },
+  }
+end
+
 --- Answer `fs/write_text_file` params `{ path, content }`: through the loaded buffer (saved only if
---- it had no unsaved changes), else to disk.
+--- it had no unsaved changes), else to disk; refused as stale when `_meta.agentServer` names a
+--- document the buffer no longer holds (`write_guard_error`).
 ---@return table|nil result, table|nil jsonrpc_error
 function M.write_text_file(params)
   local path, content = params.path, params.content
@@ -225,6 +255,10 @@ function M.write_text_file(params)
   local bad = buf and M.buffer_encoding_error(buf, path)
   if bad then
     return nil, bad
+  end
+  local moved = write_guard_error(params, buf)
+  if moved then
+    return nil, moved
   end
   if buf then
     local was_dirty = vim.bo[buf].modified

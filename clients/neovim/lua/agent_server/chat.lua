@@ -209,9 +209,34 @@ local function tool_line(t)
   return s
 end
 
--- The tool's block: its line, then the last lines of its live output (indented, quoted as code).
+--- An edit applied without review (`accept-edits`) shows at most this many lines of its diff.
+M.DIFF_LINES = 40
+
+--- The unified diff of a `diff` content block (`oldText` nil for a new file), as lines.
+local function diff_lines(c)
+  local old = type(c.oldText) == "string" and c.oldText or ""
+  local new = type(c.newText) == "string" and c.newText or ""
+  local differ = (vim.text and vim.text.diff) or vim.diff
+  local ok, unified = pcall(differ, old, new, { result_type = "unified", ctxlen = 1 })
+  if not ok or type(unified) ~= "string" then
+    return {}
+  end
+  local out = vim.split(unified:gsub("\n$", ""), "\n", { plain = true })
+  if #out > M.DIFF_LINES then
+    local more = #out - M.DIFF_LINES
+    out = vim.list_slice(out, 1, M.DIFF_LINES)
+    out[#out + 1] = string.format("… %d more line%s", more, more == 1 and "" or "s")
+  end
+  return out
+end
+
+-- The tool's block: its line, then the diff of an edit applied without review, then the last lines
+-- of its live output (indented, quoted as code).
 local function tool_block(t)
   local lines = { tool_line(t) }
+  for _, l in ipairs(t.diff or {}) do
+    lines[#lines + 1] = "    │ " .. l:gsub("\r", "")
+  end
   if t.output and t.output ~= "" then
     local out = vim.split(t.output:gsub("\n$", ""), "\n", { plain = true })
     for i = math.max(1, #out - M.OUTPUT_LINES + 1), #out do
@@ -275,6 +300,19 @@ local function on_tool_call(u, session_id)
   S.tool_lines[#S.tool_lines + 1] = t
 end
 
+-- In `accept-edits` an edit lands without a proposal to review: its card shows the diff instead.
+local function take_diff(t, content)
+  if S.header.mode ~= "accept-edits" then
+    return
+  end
+  for _, c in ipairs(type(content) == "table" and content or {}) do
+    if type(c) == "table" and c.type == "diff" then
+      t.diff = diff_lines(c)
+      return
+    end
+  end
+end
+
 local function on_tool_update(u, session_id)
   local t = S.tools[tool_key(session_id, u.toolCallId)]
   if not t then
@@ -305,6 +343,7 @@ local function on_tool_update(u, session_id)
   if t.status == "failed" then
     t.note = first_text(u.content) or t.note
   end
+  take_diff(t, u.content)
   local out = meta.terminal_output or meta.terminal_output_delta
   if type(out) == "table" and type(out.data) == "string" then
     return on_output(t, out.data)

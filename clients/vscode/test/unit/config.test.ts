@@ -25,9 +25,13 @@ describe("effectiveMode: a workspace can make the mode stricter, never looser", 
     expect(m("danger-full-access", "workspace-write")).toBe("workspace-write");
     expect(m("", "read-only")).toBe("read-only");
     expect(m("workspace-write", undefined, "read-only")).toBe("read-only");
+    expect(m("accept-edits", "workspace-write")).toBe("workspace-write");
+    expect(m("danger-full-access", "accept-edits")).toBe("accept-edits");
   });
   it("ignores a looser, equal, empty or unknown one", () => {
     expect(m("", "danger-full-access")).toBe("");
+    expect(m("", "accept-edits")).toBe(""); // auto-applied edits are looser than the default
+    expect(m("workspace-write", "accept-edits")).toBe("workspace-write");
     expect(m("read-only", "workspace-write")).toBe("read-only");
     expect(m("", "workspace-write")).toBe("");
     expect(m("workspace-write", "", "yolo")).toBe("workspace-write");
