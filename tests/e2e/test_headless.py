@@ -210,3 +210,19 @@ def test_run_exit_3_for_max_tokens_says_on_stderr_the_answer_was_cut_off(agent_e
     sid = session_of(done.stderr)
     assert ("agent-server run: the answer was cut off at the model's output limit (stop reason max_tokens); "
             f'continue it with --resume {sid} -p "continue"') in done.stderr
+
+
+def test_run_mode_accept_edits_starts_the_session_in_it_and_edits_without_asking(agent_env, workspace, agent_state_dir):
+    (workspace / "a.txt").write_text("alpha\n")
+    script = [tool_call_stream([("r", "read", json.dumps({"path": "a.txt"}))]),
+              tool_call_stream([("e", "edit", json.dumps({"path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}))]),
+              text_stream("Shouted.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "shout", "--cwd", str(workspace),
+                   "--mode", "accept-edits")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.txt").read_text() == "ALPHA\n"
+    events = read_events(agent_state_dir / "sessions" / session_of(done.stderr) / "events.jsonl")
+    assert [e.data["to"] for e in events if e.type == "mode/changed"] == ["workspace-write", "accept-edits"]
+    (edit,) = [e.data for e in events if e.type == "policy/decision" and e.data["tool"] == "edit"]
+    assert (edit["mode"], edit["rule"], edit["outcome"]) == ("accept-edits", "accept-edits", "allow")
