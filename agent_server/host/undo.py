@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Answer, Ask
 from agent_server.tools import safe_fs
-from agent_server.tools.files import DiskFiles, FileSnapshot
+from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot
 
 _READ_LIMIT = 1 << 31
 
@@ -96,6 +96,7 @@ class Restorer:
 
     def __init__(self, log: Any, files: Any, blobs: BlobStore, approver: Any, emit: Emit, roots: list[str]) -> None:
         self.log, self.files, self.blobs, self.approver, self.emit, self.roots = log, files, blobs, approver, emit, roots
+        self._title = "Restore"  # "Undo turn 3" while a run restores: the editor's review is titled with it
 
     async def run(self, which: str) -> str:
         """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user."""
@@ -105,6 +106,7 @@ class Restorer:
         if plan is None:
             return "Nothing to undo: no agent turn changed files." if which == "undo" else "Nothing to redo."
         turn, restores = plan
+        self._title = f"{which.capitalize()} turn {turn}"
         call_id = f"{which}-{len(self.log.events) + 1}"
         await self.emit(restore_call(which, turn, call_id, [str(r.path) for r in restores]))
         outcomes = [await self._restore(r, call_id) for r in restores]
@@ -182,7 +184,12 @@ class Restorer:
         if bytes_only or not writes_editor or not _is_text(target_raw):
             return _said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
                                         "restored" if expect is not None else "brought back"))
-        outcome = await self.files.write(path, target_raw, base=current)
+        # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py"
+        label = PROPOSAL_LABEL.set(f"{self._title}: {path.name}")
+        try:
+            outcome = await self.files.write(path, target_raw, base=current)
+        finally:
+            PROPOSAL_LABEL.reset(label)
         if outcome.status == "rejected" and (restore.uncertain or not _holds(expect, current, mode)):
             return _said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
         if outcome.status not in ("written", "partial"):

@@ -26,6 +26,10 @@ CURRENT_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("
 """The editor's ``toolCallId`` of the call a backend is working for (set by the pipeline around a
 dispatch), so an editor backend can tie its requests (edit proposals) to that call."""
 
+PROPOSAL_LABEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("proposal_label", default=None)
+"""The title an editor backend gives the edit proposal of the write in progress instead of its own
+("Edit app.py"): ``/undo`` and ``/redo`` set it ("Undo turn 3: app.py") around their writes."""
+
 #: Files larger than this are not loaded by ``DiskFiles.read`` (``FileTooLargeError``).
 DEFAULT_MAX_READ_BYTES = 32 * 1024 * 1024
 
@@ -59,18 +63,20 @@ class FileSnapshot:
 
     ``path``: absolute path as asked for; ``raw``: every byte; ``sha256``: hex digest of ``raw``;
     ``version``: the editor buffer's version when the bytes came from an open buffer, ``None`` when
-    they came from disk.
+    they came from disk. ``disk_changed``: the buffer has unsaved changes and the editor says its
+    file changed on disk since it was loaded or saved (the disk holds other text).
     """
 
     path: Path
     raw: bytes
     sha256: str
     version: int | None = None
+    disk_changed: bool = False
 
     @classmethod
-    def of(cls, path: Path, raw: bytes, version: int | None = None) -> FileSnapshot:
+    def of(cls, path: Path, raw: bytes, version: int | None = None, *, disk_changed: bool = False) -> FileSnapshot:
         """A snapshot of ``raw`` with its digest computed."""
-        return cls(Path(path), raw, sha256_hex(raw), version)
+        return cls(Path(path), raw, sha256_hex(raw), version, disk_changed)
 
 
 @dataclass

@@ -100,6 +100,10 @@ class ReadTool(Tool):
             return not_text_result(shown, exc)
         ctx.reads.record(snapshot)
         result = render(view, path=path, shown=shown, offset=args.offset, limit=args.limit)
+        if snapshot.disk_changed and not result.is_error:
+            result.text += (f"\n[{shown} has unsaved changes in the editor, and the file on disk changed since the "
+                            "editor loaded it: you read the editor's text; the disk holds other text, which "
+                            "commands that read the file (tests, builds) see.]")
         result.locations = self.locations(args, ctx)
         return result
 

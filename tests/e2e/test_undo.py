@@ -179,6 +179,25 @@ async def test_undo_with_the_editor_extension_is_a_proposal_and_a_changed_buffer
     assert "stale" in logged[0].data["files"][0]["outcome"]
 
 
+async def test_undo_proposal_is_titled_as_an_undo(acp_harness_factory, endpoint, workspace):
+    """Issue 30, item 7: the editor's review of an /undo restore was titled "Edit a.txt", as if the
+    agent proposed a new change; now it says it is the undo of the turn."""
+    path = workspace / "a.txt"
+    path.write_text("alpha\n")
+    editor = MemoryEditor({str(path): Buffer("alpha\n", version=1)})
+    config = ClientConfig(permission="allow_once", read_text_file=editor.read,
+                          ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                          agent_server_extension=True)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config)
+    endpoint.push(call("r", "read", path="a.txt"))
+    endpoint.push(call("e", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shout")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert [p["label"] for p in editor.proposals] == ["Edit a.txt", "Undo turn 1: a.txt"]
+    assert editor.buffers[str(path)].text == "alpha\n"
+
+
 async def test_files_changed_outside_a_git_workspace_by_edits_are_still_undone(acp_harness_factory, endpoint, workspace):
     (workspace / "plain.txt").write_text("one\n")
     os.chmod(workspace / "plain.txt", 0o600)

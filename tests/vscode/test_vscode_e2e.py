@@ -55,12 +55,22 @@ def race_text(applied: set[int] = frozenset()) -> str:
     return "".join(f"v{i:02d} = {2 if i in applied else 1}\n" for i in range(RACE_TRIES))
 
 
+# issue 30 items 3 and 4: a second window on a multi-root workspace whose first folder is opened
+# through a symbolic link (dev -> share, opened as dev/proj), its second folder elsewhere
+LINKED = "def area(w, h):\n    return w * h\n"
+LINKED_TYPED = "# unsaved line"
+SECOND = "limit = 1\n"
+# format-on-save (files.trimTrailingWhitespace for [ini]): the proposal's trailing spaces go at save
+FMT = "[main]\nkey = 1\n"
+FMT_PROPOSED = "[main]\nkey = 2   \n"
+
 LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
 
 
-def script(names: list[str]) -> list[dict]:
-    """The model's answers for the scenarios ``names``, in order."""
+def script(names: list[str], second: str = "/nonexistent/second", linked: str = "/nonexistent/linked.py") -> list[dict]:
+    """The model's answers for the scenarios ``names``, in order (``second``: the multi-root
+    workspace's second folder; ``linked``: the real path of linked.py, behind the link)."""
     by_name = {
         "accept_in_unsaved_document": [
             tool_call_stream([call("r1", "read", path="app.py")]),
@@ -93,6 +103,25 @@ def script(names: list[str]) -> list[dict]:
         "server_killed_mid_turn": [
             tool_call_stream([call("b7", "bash", command=SLEEP2, description="Wait again")]),
             text_stream("Back again after the crash."),
+        ],
+        # by its real path (/…/share/proj/linked.py), as a model that ran `pwd -P` or read a
+        # resolved path from a tool's output names it; the window has it open as /…/dev/proj/linked.py
+        "symlinked_workspace_one_document": [
+            tool_call_stream([call("r9", "read", path=linked)]),
+            tool_call_stream([call("e9", "edit", path=linked, old_string="return w * h",
+                                   new_string="return w * h  # area")]),
+            text_stream("Commented the area."),
+        ],
+        "multi_root_edit_lands": [
+            tool_call_stream([call("r10", "read", path=f"{second}/second.py")]),
+            tool_call_stream([call("e10", "edit", path=f"{second}/second.py", old_string="limit = 1",
+                                   new_string="limit = 2")]),
+            text_stream("Raised the limit in the second folder."),
+        ],
+        "format_on_save_told_to_the_model": [
+            tool_call_stream([call("r11", "read", path="fmt.ini")]),
+            tool_call_stream([call("w11", "write", path="fmt.ini", content=FMT_PROPOSED)]),
+            text_stream("Set key to 2."),
         ],
         "latin1_refused": [
             tool_call_stream([call("r8", "read", path="latin1.txt")]),
@@ -139,6 +168,14 @@ SCENARIOS = [
      "file": RACE, "tries": RACE_TRIES, "typed": "zz", "answer": "Race done."},
     {"name": "long_answer_stays_bounded", "prompt": "Explain everything at length", "answer": LONG_END,
      "first": "Paragraph 0.0:"},
+    {"name": "format_on_save_told_to_the_model", "prompt": "Set key to 2 in fmt.ini", "file": "fmt.ini",
+     "answer": "Set key to 2."},
+    # the second window (a multi-root workspace, its first folder opened through a symlink)
+    {"name": "symlinked_workspace_one_document", "workspaceFile": "<set by the fixture>", "file": "linked.py",
+     "typed": LINKED_TYPED, "prompt": "Comment the area", "answer": "Commented the area.",
+     "expected": LINKED.replace("return w * h", "return w * h  # area") + LINKED_TYPED},
+    {"name": "multi_root_edit_lands", "workspaceFile": "<set by the fixture>", "file": "second.py",
+     "prompt": "Raise the limit in the second folder", "answer": "Raised the limit in the second folder."},
 ]
 
 
@@ -160,6 +197,17 @@ def run(tmp_path_factory):
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
     (workspace / RACE).write_text(race_text())
+    (workspace / "fmt.ini").write_text(FMT)
+    # the second window: dev -> share, the workspace's first folder is dev/proj (through the link)
+    share = (tmp / "share").resolve()
+    (share / "proj").mkdir(parents=True)
+    (share / "proj" / "linked.py").write_text(LINKED)
+    (tmp / "dev").symlink_to(share)
+    second = (tmp / "second").resolve()
+    second.mkdir()
+    (second / "second.py").write_text(SECOND)
+    multi = tmp / "multi.code-workspace"
+    multi.write_text(json.dumps({"folders": [{"path": str(tmp / "dev" / "proj")}, {"path": str(second)}]}))
     # A repository that ships .vscode/settings.json choosing the server binary (the trap leaves a
     # mark and then runs the real server, so only test_workspace_settings_… fails if it is obeyed)
     trap = tmp / "trap"
@@ -168,7 +216,9 @@ def run(tmp_path_factory):
                                  f"exec '{agent_server_command()[0]}' \"$@\"\n")
     (trap / "run.sh").chmod(0o755)
     (workspace / ".vscode").mkdir()
-    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"agentServer.path": str(trap / "run.sh")}))
+    # … and trims trailing whitespace of .ini files at save (a format-on-save the agent must be told of)
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({
+        "agentServer.path": str(trap / "run.sh"), "[ini]": {"files.trimTrailingWhitespace": True}}))
     # 50 tries of the keystroke race are 51 model requests in one turn
     (tmp / "config.toml").write_text("[agent]\nmax_steps_per_turn = 200\n")
     artifacts = EXTENSION / "test-artifacts"
@@ -177,7 +227,9 @@ def run(tmp_path_factory):
     other.mkdir()
     (other / "notes.txt").write_text("a folder whose window never shows the Agent panel\n")
     scenarios = [{**s, "otherFolder": str(other)} if "otherFolder" in s else s for s in chosen()]
-    for response in script([s["name"] for s in scenarios]):
+    scenarios = [{**s, "workspaceFile": str(multi), "folders": [str(tmp / "dev" / "proj"), str(second)]}
+                 if "workspaceFile" in s else s for s in scenarios]
+    for response in script([s["name"] for s in scenarios], str(second), str(share / "proj" / "linked.py")):
         endpoint.push(response)
     config = {
         "node": tools.node, "codeServerEntry": tools.code_server_entry, "chromium": tools.chromium,
@@ -200,11 +252,26 @@ def run(tmp_path_factory):
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
     TIMINGS.append(f"vscode e2e: the editor scenarios took {took:.0f} s (code-server + Chromium startup "
                    f"{results.get('timings', {}).get('startup_s', '?')} s)")
+    TIMINGS.append("vscode e2e: by scenario: " + ", ".join(
+        f"{name} {got.get('seconds', 0):.0f} s" for name, got in results.get("scenarios", {}).items()))
     if results.get("error") or not results:
         pytest.fail(f"the VS Code runner failed: {results.get('error')}\nstdout:\n{proc.stdout[-3000:]}\n"
                     f"stderr:\n{proc.stderr[-3000:]}\ncode-server:\n{results.get('codeServerLogTail', '')}")
     yield results, workspace, endpoint
     endpoint.stop()
+
+
+def model_requests_after(endpoint, text: str) -> list[list[dict]]:
+    """The messages of each model request whose last user message contains ``text``."""
+    out = []
+    for r in endpoint.requests:
+        if not r.path.endswith("/chat/completions"):
+            continue
+        messages = r.json()["messages"]
+        users = [m for m in messages if m["role"] == "user"]
+        if users and text in json.dumps(users[-1]["content"]):
+            out.append(messages)
+    return out
 
 
 def scenario(run, name):
@@ -280,6 +347,21 @@ def test_server_killed_mid_turn_is_reported_with_its_stderr_tail_and_the_next_pr
     scenario(run, "server_killed_mid_turn")
     results, _, _ = run
     assert results["scenarios"]["server_killed_mid_turn"]["stderrTail"].strip()
+
+
+def test_resume_after_kill_9_continues_the_session(run):
+    """Issue 30, item 6: after the server was killed (-9) mid-turn, the next prompt went to an empty
+    new session while the old transcript stayed on screen. Now the session is resumed: the model's
+    request for the next prompt holds the earlier prompt, the killed call is closed (not left
+    running), and the panel draws no new-session divider."""
+    scenario(run, "server_killed_mid_turn")
+    results, _, endpoint = run
+    got = results["scenarios"]["server_killed_mid_turn"]
+    requests = model_requests_after(endpoint, "Are you there?")
+    assert requests, "no model request for the prompt after the crash"
+    history = json.dumps(requests[0])
+    assert "Wait once more" in history, "the prompt after kill -9 went to a new session (the history is gone)"
+    assert got["dividers"] == 0 and got["runningCards"] == 0, got
 
 
 def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_u_fffd(run):
@@ -387,3 +469,36 @@ def test_stale_said_at_once_when_the_user_types_into_a_document_under_review(run
     scenario(run, "stale_proposal")
     results, _, _ = run
     assert results["scenarios"]["stale_proposal"]["staleAtOnce"] is True
+
+
+def test_symlinked_workspace_reads_the_unsaved_buffer_and_the_edit_lands_in_it(run):
+    """Issue 30, item 3: with dev -> share opened as dev/proj, the server names the real path
+    (share/proj/linked.py). The read returned the disk text, not the unsaved buffer, and the edit went
+    into a hidden second document that was saved. Now the read is the user's buffer, the edit lands in
+    it (still unsaved: the user's tab holds both texts) and the disk is untouched."""
+    scenario(run, "symlinked_workspace_one_document")
+    results, workspace, endpoint = run
+    assert LINKED_TYPED in tool_results(endpoint, "r9")[0], "the read did not see the unsaved buffer"
+    assert "linked.py" in tool_results(endpoint, "e9")[0]
+    assert (workspace.parent / "share" / "proj" / "linked.py").read_text() == LINKED, "written through a second document"
+
+
+def test_multi_root_edit_in_the_second_folder_is_reviewed_and_lands(run):
+    """Issue 30, item 4: only the first folder was sent and an edit to the second was refused as
+    outside the workspace. Now the edit is proposed, accepted in the diff and saved."""
+    scenario(run, "multi_root_edit_lands")
+    _, workspace, endpoint = run
+    assert (workspace.parent / "second" / "second.py").read_text() == SECOND.replace("limit = 1", "limit = 2")
+    told = tool_results(endpoint, "e10")[0]
+    assert "outside" not in told, told
+
+
+def test_format_on_save_is_told_to_the_model(run):
+    """Issue 30, item 8: a save participant (here files.trimTrailingWhitespace) changed the text at
+    save, after Accept, and the model was told the text it proposed. Now the tool result says the
+    editor changed it and shows the saved text (the trailing spaces gone, as on disk)."""
+    scenario(run, "format_on_save_told_to_the_model")
+    _, workspace, endpoint = run
+    assert (workspace / "fmt.ini").read_text() == FMT_PROPOSED.replace("   \n", "\n")
+    told = tool_results(endpoint, "w11")[0]
+    assert "The editor changed the text" in told and "+key = 2\n" in told, told

@@ -34,7 +34,14 @@ from agent_server.server.rpc.jsonrpc import RESOURCE_NOT_FOUND, Connection, Conn
 from agent_server.server.edits import apply_text_edits, file_uri, workspace_edit
 from agent_server.tools import safe_fs
 from agent_server.tools.diff_view import diff_content
-from agent_server.tools.files import CURRENT_TOOL_CALL, DiskFiles, FileSnapshot, NotTextFileError, WriteOutcome
+from agent_server.tools.files import (
+    CURRENT_TOOL_CALL,
+    PROPOSAL_LABEL,
+    DiskFiles,
+    FileSnapshot,
+    NotTextFileError,
+    WriteOutcome,
+)
 from agent_server.tools.text import NotTextError, decode_text, not_utf8
 from agent_server.tools.user_wait import awaiting_user
 
@@ -156,7 +163,8 @@ class EditorFiles:
             raise refusal
         meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
         version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
-        return FileSnapshot.of(path, result["content"].encode("utf-8"), version)
+        disk_changed = meta.get("diskChanged") is True and meta.get("dirty") is True
+        return FileSnapshot.of(path, result["content"].encode("utf-8"), version, disk_changed=disk_changed)
 
     async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
         """Why the editor's text of ``path`` cannot be used, or ``None``. The buffer is the truth
@@ -233,7 +241,7 @@ class EditorFiles:
         total = len(text_edit["edits"])
         await self._show_diff(path, old, new)
         params = {"sessionId": self.session_id, "toolCallId": CURRENT_TOOL_CALL.get() or "",
-                  "label": f"{'Create' if old is None else 'Edit'} {path.name}", "edit": edit,
+                  "label": PROPOSAL_LABEL.get() or f"{'Create' if old is None else 'Edit'} {path.name}", "edit": edit,
                   "baseHashes": {uri: _sha(old or "")}, "save": self.save}
         result = await self._request_proposal(params)
         if isinstance(result, WriteOutcome):

@@ -8,18 +8,66 @@
  * U+FFFD and would save U+FFFD back) — is refused with a JSON-RPC error carrying
  * `data.agentServer.notUtf8` (docs/protocol.md "Files that are not UTF-8"), never answered with text.
  *
- * Must not: decide anything about proposals, answer text decoded lossily.
+ * One document per file: a path is matched to the open documents by its real path (symlinks resolved
+ * both ways: a workspace opened through a link, the server naming the link's target), and a file
+ * that is not open is named as the workspace spells it, so VS Code never holds it twice.
+ *
+ * Must not: decide anything about proposals, answer text decoded lossily, write through a second
+ * document of a file that is open under another path.
  */
 
 import * as vscode from "vscode";
+import { realpathSync } from "node:fs";
+import * as nodePath from "node:path";
 import type * as acp from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
 import { sha256 } from "./proposalModel";
 
-/** The open (not closed) text document of `uri`, if any. */
+/**
+ * The real path of `p`: symlinks resolved; for a path that does not exist (yet), its nearest existing
+ * parent's real path joined with the rest.
+ */
+export function realPath(p: string): string {
+  try {
+    return realpathSync.native(p);
+  } catch {
+    const parent = nodePath.dirname(p);
+    return parent === p ? p : nodePath.join(realPath(parent), nodePath.basename(p));
+  }
+}
+
+/**
+ * The open (not closed) text document of `uri`, if any: the same URI, else a `file:` document whose
+ * real path is the same file (a dirty one first: the user's unsaved text is the file's text).
+ */
 export function openDocument(uri: vscode.Uri): vscode.TextDocument | undefined {
   const key = uri.toString();
-  return vscode.workspace.textDocuments.find((d) => !d.isClosed && d.uri.toString() === key);
+  const docs = vscode.workspace.textDocuments.filter((d) => !d.isClosed);
+  const same = docs.filter((d) => d.uri.toString() === key);
+  if (uri.scheme !== "file") return same[0];
+  const real = realPath(uri.fsPath);
+  const all = [...same, ...docs.filter((d) => d.uri.scheme === "file" && d.uri.toString() !== key && realPath(d.uri.fsPath) === real)];
+  return all.find((d) => d.isDirty) ?? all[0];
+}
+
+/**
+ * `uri` as the user's editor names it: the open document's URI when the file is open under another
+ * path, else the path under the workspace folder that holds it (a folder opened through a symlink:
+ * the server may name the link's target), else `uri` itself.
+ */
+export function editorUri(uri: vscode.Uri): vscode.Uri {
+  if (uri.scheme !== "file") return uri;
+  const doc = openDocument(uri);
+  if (doc) return doc.uri;
+  const real = realPath(uri.fsPath);
+  for (const folder of vscode.workspace.workspaceFolders ?? []) {
+    if (folder.uri.scheme !== "file") continue;
+    if (uri.fsPath === folder.uri.fsPath || uri.fsPath.startsWith(folder.uri.fsPath + nodePath.sep)) return uri;
+    const root = realPath(folder.uri.fsPath);
+    if (real === root) return folder.uri;
+    if (real.startsWith(root + nodePath.sep)) return vscode.Uri.joinPath(folder.uri, ...real.slice(root.length + 1).split(nodePath.sep));
+  }
+  return uri;
 }
 
 /** Lines `line` (1-based) .. `line + limit - 1` of `text`, line ends kept. */
@@ -118,13 +166,57 @@ export async function notUtf8(uri: vscode.Uri, doc?: vscode.TextDocument): Promi
   return "reason" in decoded ? { ...decoded, encoding: encoding ?? null } : undefined;
 }
 
-/** `fs/read_text_file`: the open document (unsaved text, version, dirty) or the disk (version null). */
+/**
+ * When each open document's file was last loaded or saved by the editor (its mtime then, by URI): a
+ * dirty document whose file has another mtime now was changed on disk under the user's unsaved text.
+ */
+const diskSeen = new Map<string, number>();
+
+async function noteDisk(doc: vscode.TextDocument): Promise<void> {
+  if (doc.uri.scheme !== "file" || doc.isDirty) return;
+  try {
+    diskSeen.set(doc.uri.toString(), (await vscode.workspace.fs.stat(doc.uri)).mtime);
+  } catch {
+    diskSeen.delete(doc.uri.toString());
+  }
+}
+
+/** Follows the documents' loads and saves (for `diskChanged`); the documents already open are noted now. */
+export function trackDiskChanges(): vscode.Disposable {
+  for (const doc of vscode.workspace.textDocuments) void noteDisk(doc);
+  return vscode.Disposable.from(
+    vscode.workspace.onDidOpenTextDocument((d) => void noteDisk(d)),
+    vscode.workspace.onDidSaveTextDocument((d) => void noteDisk(d)),
+    // a clean document reloaded from disk (the file changed while it had no unsaved text)
+    vscode.workspace.onDidChangeTextDocument((e) => void noteDisk(e.document)),
+    vscode.workspace.onDidCloseTextDocument((d) => void diskSeen.delete(d.uri.toString())),
+  );
+}
+
+/** Whether the file of `doc` (dirty) changed on disk since the editor loaded or saved it. */
+async function changedOnDisk(doc: vscode.TextDocument): Promise<boolean> {
+  const seen = diskSeen.get(doc.uri.toString());
+  if (seen === undefined || doc.uri.scheme !== "file") return false;
+  try {
+    return (await vscode.workspace.fs.stat(doc.uri)).mtime !== seen;
+  } catch {
+    return true; // gone from disk under the unsaved text
+  }
+}
+
+/**
+ * `fs/read_text_file`: the open document (unsaved text, version, dirty) or the disk (version null).
+ * A dirty document whose file changed on disk since the editor loaded or saved it adds
+ * `diskChanged: true` (docs/protocol.md "Buffer versions"): the agent reads the user's text, and is
+ * told the disk holds other text.
+ */
 export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp.ReadTextFileResponse> {
   const uri = absoluteUri(params.path);
   const doc = openDocument(uri);
   if (doc) {
     const bad = await notUtf8(uri, doc);
     if (bad) throw notUtf8Error(params.path, bad);
+    const diskChanged = doc.isDirty && (await changedOnDisk(doc)); // awaited before the text is taken
     const text = doc.getText();
     if (!doc.isDirty) {
       // A clean document whose file changed on disk may not be reloaded yet: the disk wins.
@@ -133,7 +225,7 @@ export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp
         return { content: sliceLines(disk.replace(/^\ufeff/, ""), params.line, params.limit), _meta: { agentServer: { version: null, dirty: false } } };
       }
     }
-    return { content: sliceLines(text, params.line, params.limit), _meta: { agentServer: { version: doc.version, dirty: doc.isDirty } } };
+    return { content: sliceLines(text, params.line, params.limit), _meta: { agentServer: { version: doc.version, dirty: doc.isDirty, ...(diskChanged ? { diskChanged: true } : {}) } } };
   }
   const disk = await readDisk(uri);
   if (disk === undefined) throw RequestError.resourceNotFound(uri.toString());

@@ -2,9 +2,10 @@
  * The ACP client on the official TypeScript SDK (2.x client API): `initialize` with our
  * `_meta.agentServer` block, sessions, prompts, cancel, config options; the server's requests routed
  * to the handlers given by `buffers`, `proposals` and `permissions`; one event stream for the UI.
- * Restarts the server when it dies (the next prompt gets a new session); a transport error (a message
- * over the SDK's size limit, a broken stream) with the process still running stops that process and
- * is reported once as the server's end: the next prompt or New starts a new one.
+ * Restarts the server when it dies and resumes the session that was open (`session/resume`; the
+ * panel keeps its transcript), as after Restart Server; when it cannot, `session-lost` says so and the
+ * next prompt starts a new session. A transport error (a message over the SDK's size limit, a broken
+ * stream) with the process still running stops that process and is reported once as the server's end.
  *
  * Must not: touch a buffer, a document or a window.
  */
@@ -51,6 +52,8 @@ export type ClientEvent =
   | { type: "turn-start"; sessionId: string; text: string }
   | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string }
   | { type: "server-exited"; message: string; stderrTail: string }
+  /** The session that was open could not be resumed after a restart: the next prompt starts a new one. */
+  | { type: "session-lost"; sessionId: string; reason: string }
   | { type: "server-started"; agentName: string; extension: boolean };
 
 export interface ClientOptions {
@@ -152,6 +155,9 @@ export class AgentClient {
   private running: Running | undefined;
   private starting: Promise<Running> | undefined;
   private sessionId: string | undefined;
+  /** The session open when the server went away (a crash, Restart Server): resumed when it is back. */
+  private resumable: string | undefined;
+  private resuming: Promise<void> | undefined;
   private cwd = "";
   private turns = 0;
   private disposed = false;
@@ -230,6 +236,7 @@ export class AgentClient {
     conn.close(new Error("the agent process exited"));
     if (this.running?.proc !== proc) return;
     this.running = undefined;
+    this.resumable = this.sessionId ?? this.resumable;
     this.sessionId = undefined;
     if (this.disposed) return;
     const message = `agent-server exited (${describeExit(status)})`;
@@ -238,7 +245,9 @@ export class AgentClient {
     const now = Date.now();
     this.crashes = this.crashes.filter((t) => now - t < 60_000).concat(now);
     if (this.crashes.length <= 3 && !status.error) {
-      this.start().catch((err) => this.opts.log(`restart failed: ${String(err)}`));
+      this.start()
+        .then(() => this.resumeLost())
+        .catch((err) => this.opts.log(`restart failed: ${String(err)}`));
     }
   }
 
@@ -256,6 +265,7 @@ export class AgentClient {
     const reason = conn.signal.reason === undefined ? "the stream closed" : errorText(conn.signal.reason);
     this.lost.set(proc, reason);
     this.running = undefined;
+    this.resumable = this.sessionId ?? this.resumable;
     this.sessionId = undefined;
     const message = `the connection to agent-server broke (${reason}); the server was stopped`;
     this.opts.log(message);
@@ -291,6 +301,45 @@ export class AgentClient {
   }
 
   /**
+   * Reattaches the session that was open when the server went away (`session/resume`: nothing is
+   * replayed, the panel still shows it; a turn the dead process left open is closed by the server).
+   * Once: a prompt and the restart share it. When the agent cannot resume, or refuses, `session-lost`
+   * is emitted and the next prompt starts a new session.
+   */
+  resumeLost(): Promise<void> {
+    const sessionId = this.resumable;
+    if (!sessionId || this.sessionId || this.disposed) return this.resuming ?? Promise.resolve();
+    this.resuming ??= (async () => {
+      try {
+        const r = await this.start();
+        if (this.resumable !== sessionId || this.sessionId) return; // New or a load meanwhile
+        if (!r.init.agentCapabilities?.sessionCapabilities?.resume) throw new Error("the agent cannot resume sessions (no sessionCapabilities.resume)");
+        const res = await r.conn.agent.request(acp.methods.agent.session.resume, { sessionId, ...this.sessionRoots(r), mcpServers: [] });
+        if (this.resumable !== sessionId || this.sessionId) return;
+        this.resumable = undefined;
+        this.sessionId = sessionId;
+        this.opts.log(`resumed session ${sessionId}`);
+        this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
+      } catch (err) {
+        if (this.resumable !== sessionId) return;
+        this.resumable = undefined;
+        this.opts.log(`could not resume session ${sessionId}: ${errorText(err)}`);
+        this.opts.onEvent({ type: "session-lost", sessionId, reason: errorText(err) });
+      }
+    })().finally(() => (this.resuming = undefined));
+    return this.resuming;
+  }
+
+  /** `session/delete` (when the agent announced `sessionCapabilities.delete`). */
+  async deleteSession(sessionId: string): Promise<void> {
+    const r = await this.start();
+    if (!r.init.agentCapabilities?.sessionCapabilities?.delete) throw new Error("the agent cannot delete sessions");
+    await r.conn.agent.request(acp.methods.agent.session.delete, { sessionId });
+    if (this.sessionId === sessionId) this.sessionId = undefined;
+    if (this.resumable === sessionId) this.resumable = undefined;
+  }
+
+  /**
    * `session/list` for this workspace, every page (`listAllSessions`; empty when the agent cannot
    * list). An early stop is logged; the sessions listed until then are returned.
    */
@@ -306,6 +355,7 @@ export class AgentClient {
   async loadSession(sessionId: string): Promise<void> {
     const r = await this.start();
     const previous = this.sessionId;
+    this.resumable = undefined;
     this.sessionId = sessionId; // the replay's updates are this session's
     let res: acp.LoadSessionResponse;
     try {
@@ -332,7 +382,9 @@ export class AgentClient {
     try {
       const r = await this.start();
       proc = r.proc;
+      if (!this.sessionId && this.resumable) await this.resumeLost();
       if (!this.sessionId) sessionId = await this.newSession();
+      else sessionId = this.sessionId;
       this.opts.onEvent({ type: "turn-start", sessionId, text: shownText });
       started = true;
       const died = r.proc.exited.then((s) => {
@@ -360,6 +412,7 @@ export class AgentClient {
 
   async setConfigOption(configId: string, value: string): Promise<acp.SessionConfigOption[] | undefined> {
     const r = await this.start();
+    if (!this.sessionId && this.resumable) await this.resumeLost();
     if (!this.sessionId) await this.newSession();
     const res = await r.conn.agent.request(acp.methods.agent.session.setConfigOption, {
       sessionId: this.sessionId!,
@@ -372,6 +425,7 @@ export class AgentClient {
   /** `session/set_mode` (for agents that expose modes but no config options). */
   async setMode(modeId: string): Promise<void> {
     const r = await this.start();
+    if (!this.sessionId && this.resumable) await this.resumeLost();
     if (!this.sessionId) await this.newSession();
     await r.conn.agent.request(acp.methods.agent.session.setMode, { sessionId: this.sessionId!, modeId });
   }
@@ -379,15 +433,18 @@ export class AgentClient {
   /** Forgets the current session: the next prompt starts a new one. */
   resetSession(): void {
     this.sessionId = undefined;
+    this.resumable = undefined;
   }
 
   /**
-   * Stops the server without reporting a crash (its settings or the API key changed): the next
-   * prompt starts a new one with the new settings, in a new session.
+   * Stops the server without reporting a crash: the next prompt (or `start`) starts a new one. With
+   * `resume` (Restart Server) the session that was open is resumed then; else (its settings or the
+   * API key changed) the next prompt starts a new session.
    */
-  async restart(): Promise<void> {
+  async restart(resume = false): Promise<void> {
     const r = this.running;
     this.running = undefined;
+    this.resumable = resume ? (this.sessionId ?? this.resumable) : undefined;
     this.sessionId = undefined;
     if (r) {
       r.conn.close();

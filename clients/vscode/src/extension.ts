@@ -10,7 +10,7 @@ import * as vscode from "vscode";
 import * as os from "node:os";
 import type * as acp from "@agentclientprotocol/sdk";
 import { AgentClient, type ClientEvent, errorText } from "./client";
-import { readTextFile, writeTextFile } from "./buffers";
+import { readTextFile, trackDiskChanges, writeTextFile } from "./buffers";
 import { ChatView, VIEW_ID } from "./chatView";
 import { DiffView, type ProposalPanel } from "./diff";
 import { Permissions } from "./permissions";
@@ -31,6 +31,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   let launched = readSettings();
   context.subscriptions.push(
     output,
+    trackDiskChanges(),
     context.secrets.onDidChange(async (e) => {
       if (e.key !== SECRET_KEY) return;
       apiKey = await context.secrets.get(SECRET_KEY);
@@ -114,12 +115,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    * start-up: a window that never shows the panel never starts a server. A failure is said once.
    */
   let prestarted: Promise<void> | undefined;
+  /** The session this window had open before a reload (VS Code restarted the extension host): loaded
+   * into the empty panel once, at the first start. */
+  let reopen: string | undefined = context.workspaceState.get<string>(SESSION_KEY);
   function prestart(): Promise<void> {
     prestarted ??= (async () => {
       if (!agent.serverUp) setStatus("starting");
       try {
         await agent.start();
         if (!agent.busy) setStatus("ready");
+        const previous = reopen;
+        reopen = undefined;
+        if (previous && !agent.currentSessionId && !agent.busy) await loadSession(previous, "reopen");
         await refreshSessions();
       } catch (err) {
         setStatus("stopped", errorText(err));
@@ -141,6 +148,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         // Not a reset: New, a load and a settings restart clear the panel themselves before their
         // session starts, and a session started by a prompt (the window's first, or the one after the
         // server died) keeps what is shown — that prompt among it.
+        reopen = undefined; // a session is open: nothing to reopen at the first start any more
+        void context.workspaceState.update(SESSION_KEY, e.sessionId);
         post({ kind: "session", sessionId: e.sessionId });
         post({ kind: "config", selects: selectsOf(e.configOptions, e.modes) });
         void refreshSessions();
@@ -163,6 +172,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         permissions.cancelAll();
         log(`--- stderr tail ---\n${e.stderrTail}`);
         post({ kind: "server-exited", message: e.message, stderrTail: e.stderrTail });
+        return;
+      case "session-lost":
+        void context.workspaceState.update(SESSION_KEY, undefined);
+        post({ kind: "notice", level: "divider", text: `Session ${e.sessionId.slice(0, 8)} could not be resumed (${e.reason}). A new session starts here: the agent does not see what is above.` });
+        void refreshSessions();
         return;
       case "server-started":
         setStatus(agent.busy ? "working" : "ready");
@@ -239,7 +253,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    * client on the session they had, and says so.
    */
   let loading: { sessionId: string; clear: () => void } | undefined;
-  async function loadSession(sessionId: string): Promise<void> {
+  async function loadSession(sessionId: string, why: "pick" | "reopen" = "pick"): Promise<void> {
     let cleared = false;
     const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId }); } } };
     loading = load;
@@ -248,6 +262,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       load.clear(); // a session with nothing to replay
     } catch (err) {
       if (cleared) agent.resetSession(); // part of it was shown: the panel is on no session now
+      if (why === "reopen") void context.workspaceState.update(SESSION_KEY, undefined);
       post({ kind: "load-refused", sessionId, error: errorText(err), current: agent.currentSessionId });
       void refreshSessions();
     } finally {
@@ -261,8 +276,63 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    */
   async function newSession(): Promise<void> {
     agent.resetSession();
+    reopen = undefined;
+    void context.workspaceState.update(SESSION_KEY, undefined);
     post({ kind: "reset" });
     void refreshSessions();
+  }
+
+  /**
+   * The session picker (a QuickPick): every session of this workspace with its title and when it was
+   * last used, searchable by both; the trash button deletes one (`session/delete`, after a confirm).
+   */
+  async function pickSession(): Promise<void> {
+    void prestart();
+    const qp = vscode.window.createQuickPick<vscode.QuickPickItem & { sessionId: string }>();
+    qp.title = "Agent: Open Session";
+    qp.placeholder = "Search sessions by title or date";
+    qp.matchOnDescription = true;
+    qp.busy = true;
+    const trash: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("trash"), tooltip: "Delete session" };
+    const fill = async () => {
+      qp.busy = true;
+      try {
+        const canDelete = Boolean(agent.agentCapabilities?.sessionCapabilities?.delete);
+        const sessions = await agent.listSessions();
+        qp.items = sessions.map((s) => ({
+          sessionId: s.sessionId,
+          label: s.title || s.sessionId.slice(0, 8),
+          description: sessionDate(s.updatedAt),
+          detail: s.sessionId === agent.currentSessionId ? "open in the panel" : undefined,
+          buttons: canDelete ? [trash] : [],
+        }));
+      } catch (err) {
+        qp.placeholder = `session/list failed: ${errorText(err)}`;
+      } finally {
+        qp.busy = false;
+      }
+    };
+    qp.onDidTriggerItemButton(async ({ item }) => {
+      const ok = await vscode.window.showWarningMessage(`Delete the session "${item.label}"? Its log is removed.`, { modal: true }, "Delete");
+      if (ok !== "Delete") return;
+      try {
+        const wasOpen = item.sessionId === agent.currentSessionId;
+        await agent.deleteSession(item.sessionId);
+        if (wasOpen) await newSession();
+      } catch (err) {
+        void vscode.window.showErrorMessage(`Agent: could not delete the session: ${errorText(err)}`);
+      }
+      await fill();
+      void refreshSessions();
+    });
+    qp.onDidAccept(() => {
+      const picked = qp.selectedItems[0];
+      qp.hide();
+      if (picked && picked.sessionId !== agent.currentSessionId) void chat.reveal().then(() => loadSession(picked.sessionId));
+    });
+    qp.onDidHide(() => qp.dispose());
+    qp.show();
+    await fill();
   }
 
   context.subscriptions.push(
@@ -304,17 +374,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       output.show();
     }),
     vscode.commands.registerCommand("agentServer.restartServer", async () => {
-      await agent.restart();
+      const had = agent.currentSessionId;
+      await agent.restart(true);
       permissions.cancelAll();
       setStatus("not started");
-      log("restarted on request: the next prompt starts the server again in a new session");
-      post({ kind: "notice", level: "info", text: "agent-server was restarted; the next prompt starts it again in a new session." });
+      log(`restarted on request${had ? `: session ${had} is resumed` : ""}`);
+      post({ kind: "notice", level: "info", text: had ? "agent-server was restarted; this session goes on." : "agent-server was restarted." });
       try {
         await agent.start();
+        await agent.resumeLost();
       } catch (err) {
         post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
       }
     }),
+    vscode.commands.registerCommand("agentServer.openSession", () => pickSession()),
     vscode.commands.registerCommand("agentServer.acceptProposal", (arg?: unknown) => {
       const id = diffView.activeProposalId(arg);
       return id ? proposals.decideAll(id, true) : undefined;
@@ -329,6 +402,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   );
   return { client: agent };
 }
+
+/** workspaceState: the session the window has open (reloaded into the panel after a window reload). */
+const SESSION_KEY = "agentServer.sessionId";
 
 export async function deactivate(): Promise<void> {
   await client?.dispose();
@@ -351,6 +427,21 @@ function proposalEvent(p: Proposal): ChatEvent {
     hunks,
     stale: p.stale,
   };
+}
+
+/** "today 14:05", "yesterday 09:30", "2026-11-30 17:02" (local time) for a session's `updatedAt`. */
+export function sessionDate(iso: string | null | undefined, now = new Date()): string {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const pad = (n: number) => String(n).padStart(2, "0");
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  const day = (x: Date) => `${x.getFullYear()}-${pad(x.getMonth() + 1)}-${pad(x.getDate())}`;
+  const yesterday = new Date(now);
+  yesterday.setDate(now.getDate() - 1);
+  if (day(d) === day(now)) return `today ${time}`;
+  if (day(d) === day(yesterday)) return `yesterday ${time}`;
+  return `${day(d)} ${time}`;
 }
 
 function hunkSummary(startLine: number, endLine: number, oldText: string, newText: string): string {

@@ -14,7 +14,7 @@
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
-import { notUtf8, openDocument } from "./buffers";
+import { editorUri, notUtf8, openDocument } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -31,7 +31,10 @@ import {
 
 /** One text document of a proposal. */
 export interface FileChange {
+  /** The file as the editor names it (its open document's URI: one document per file). */
   uri: vscode.Uri;
+  /** The URI the server sent (the answer's `applied` and `versions` are keyed by it). */
+  wireUri: string;
   /** The version the agent read (`null`: it read the disk). */
   version: number | null;
   baseHash: string | undefined;
@@ -187,12 +190,13 @@ export class ProposalManager {
     for (const change of changes) {
       if ("kind" in change) {
         if (change.kind === "create") created.add(vscode.Uri.parse(change.uri).toString());
-        else if (change.kind === "rename") ops.push({ kind: "rename", uri: vscode.Uri.parse(change.oldUri), newUri: vscode.Uri.parse(change.newUri), options: change.options });
-        else if (change.kind === "delete") ops.push({ kind: "delete", uri: vscode.Uri.parse(change.uri), options: change.options });
+        else if (change.kind === "rename") ops.push({ kind: "rename", uri: editorUri(vscode.Uri.parse(change.oldUri)), newUri: editorUri(vscode.Uri.parse(change.newUri)), options: change.options });
+        else if (change.kind === "delete") ops.push({ kind: "delete", uri: editorUri(vscode.Uri.parse(change.uri)), options: change.options });
         continue;
       }
-      const uri = vscode.Uri.parse(change.textDocument.uri);
-      const create = created.has(uri.toString());
+      const wireUri = vscode.Uri.parse(change.textDocument.uri);
+      const create = created.has(wireUri.toString());
+      const uri = editorUri(wireUri); // never a second document of a file open under another path
       let doc: vscode.TextDocument | undefined;
       if (!create) {
         try {
@@ -213,6 +217,7 @@ export class ProposalManager {
       const text = doc?.getText() ?? "";
       files.push({
         uri,
+        wireUri: change.textDocument.uri,
         version: create ? null : change.textDocument.version ?? null,
         baseHash: params.baseHashes?.[change.textDocument.uri],
         create,
@@ -417,9 +422,10 @@ export class ProposalManager {
       }
       for (const file of p.files) {
         const accepted = file.hunks.filter((h) => h.state === "accepted");
-        const key = file.uri.toString();
-        if (accepted.length === 0 && !p.createdApplied.has(key)) continue;
-        if (p.createdApplied.has(key)) result.applied.documentChanges.push({ kind: "create", uri: key, options: { overwrite: false, ignoreIfExists: false } });
+        const created = p.createdApplied.has(file.uri.toString());
+        const key = file.wireUri;
+        if (accepted.length === 0 && !created) continue;
+        if (created) result.applied.documentChanges.push({ kind: "create", uri: key, options: { overwrite: false, ignoreIfExists: false } });
         // Edited by the user: exactly what landed, as edits against the text the agent read.
         const edits = file.edited ? toWireEdits(file.base, lineEdits(file.base, file.expected), p.encoding) : accepted.map((h) => h.wire);
         result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });

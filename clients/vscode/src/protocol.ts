@@ -44,7 +44,8 @@ export type ChatEvent =
   | { kind: "turn-start"; text?: string }
   | { kind: "turn-end"; text?: string; stopReason?: string; error?: string }
   | { kind: "server-exited"; message: string; stderrTail: string }
-  | { kind: "notice"; level: "info" | "warning" | "error"; text: string }
+  /** `divider`: a new session starts here (the one above could not be resumed). */
+  | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string }
   /** `command`: a shell command the question is about, shown whole. */
   | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean; command?: string }
   | { kind: "permission-done"; id: string; outcome: string }

@@ -18,11 +18,12 @@ async function shot(page, name) {
   await page.screenshot({ path: join(config.artifacts, `${name}.png`) }).catch(() => {});
 }
 
-async function quickOpen(page, name) {
+/** Opens `name` with Quick Open (by `path`, absolute, when given: no search index needed). */
+async function quickOpen(page, name, path) {
   await page.keyboard.press("F1");
   const input = page.locator(".quick-input-widget input");
   await input.waitFor();
-  await input.fill(name);
+  await input.fill(path ?? name);
   await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 20_000 });
   await page.keyboard.press("Enter");
   await page.locator(`.editor-group-container.active .tab.active[aria-label^="${name}"]`).waitFor({ timeout: T });
@@ -80,7 +81,31 @@ function expectEqual(what, got, want) {
 }
 
 /** The running code-server and Chromium (for scenarios that open a second window). */
-const ctx = {};
+const ctx = { windows: new Map() };
+
+/**
+ * The window a scenario runs in: the first one, or (`s.workspaceFile`) a window of the same
+ * code-server and Chromium on that workspace file, opened at its first scenario and kept for the
+ * next ones (a launch shared across cases).
+ */
+async function pageFor(s) {
+  let page = ctx.ch.page;
+  if (s.workspaceFile) {
+    page = ctx.windows.get(s.workspaceFile);
+    if (!page) {
+      page = await ctx.ch.page.context().newPage();
+      await page.setViewportSize({ width: 1500, height: 950 });
+      const url = new URL(ctx.cs.url);
+      url.searchParams.delete("folder");
+      url.searchParams.set("workspace", s.workspaceFile);
+      ctx.windows.set(s.workspaceFile, page);
+      await openWorkbench(page, url.toString());
+      await focusPanel(page);
+    }
+  }
+  await page.bringToFront();
+  return page;
+}
 
 /** Waits until `check()` is true (a process appearing or going): polls /proc, at most `ms`. */
 async function until(check, ms) {
@@ -262,7 +287,7 @@ const scenarios = {
     await promptInPanel(page, s.prompt);
     await panel(page).locator(".permission").last().locator('button[data-option-id="allow_once"]').click({ timeout: T });
     await panel(page).locator(".tool.status-in_progress", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
-    const pids = agentServers(config.settings["agentServer.path"], config.workspace);
+    const pids = agentServers(config.settings["agentServer.path"], config.workspace, true);
     if (pids.length !== 1) throw new Error(`expected one agent-server for the workspace, found ${JSON.stringify(pids)}`);
     process.kill(-pids[0], "SIGKILL"); // the server and its shell command, as a crash of the machine would
     const notice = panel(page).locator(".notice.error", { hasText: "agent-server exited" }).last();
@@ -274,7 +299,11 @@ const scenarios = {
     await promptInPanel(page, s.next);
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
-    return { stderrTail: tail.slice(-300) };
+    await shot(page, "killed-resumed");
+    // resumed, not restarted empty: no new-session divider, and the killed call is not left running
+    const dividers = await panel(page).locator(".notice.divider").count();
+    const runningCards = await panel(page).locator(".tool.status-in_progress, .tool.status-pending", { hasText: s.toolTitle }).count();
+    return { stderrTail: tail.slice(-300), dividers, runningCards };
   },
 
   /** New session, then the session picker (session/list) loads the first one (session/load replays it). */
@@ -396,6 +425,55 @@ const scenarios = {
     return { lastShownAt, stopClickedAt, memory: { idle, after } };
   },
 
+  /** Issue 30, item 8: a file that is not open, a proposal with trailing spaces, Accept; the save
+   * (a clean document: saved) trims them (files.trimTrailingWhitespace for [ini] in the workspace's
+   * settings). The pytest side checks the disk and what the model was told. */
+  async format_on_save_told_to_the_model(page, s) {
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    await shot(page, "format-on-save-diff");
+    await titleAction(page, "Accept All");
+    await panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "format-on-save-panel");
+  },
+
+  /** Issue 30, item 3, in the second window (dev -> share, opened as dev/proj): the file open with an
+   * unsaved line, the agent reads and edits it by its real path (share/proj/linked.py); Accept from
+   * the diff's title. The user's tab holds both texts, still unsaved (one document: none hidden). */
+  async symlinked_workspace_one_document(page, s) {
+    await quickOpen(page, s.file, `${s.folders[0]}/${s.file}`);
+    await page.keyboard.press("Control+End");
+    await page.keyboard.type(s.typed);
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    await shot(page, "symlink-diff");
+    await titleAction(page, "Accept All");
+    await panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
+    await page.locator(`.editor-group-container.active .tab.active[aria-label^="${s.file}"]`).waitFor({ timeout: T });
+    await shot(page, "symlink-panel");
+    expectEqual("document text", await editorText(page), s.expected);
+    expectEqual("document still unsaved", await activeTabDirty(page), true);
+    expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+  },
+
+  /** Issue 30, item 4, in the second window: an edit to a file of the workspace's second folder is
+   * proposed, accepted from the diff's title, and saved (it was not open). */
+  async multi_root_edit_lands(page, s) {
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    await shot(page, "multi-root-diff");
+    await titleAction(page, "Accept All");
+    await panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "multi-root-panel");
+  },
+
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
   async panel_answers(page, s) {
     await promptInPanel(page, s.prompt);
@@ -424,13 +502,16 @@ function rendererMemory(pgid) {
   return out;
 }
 
-/** Pids of the agent-server processes started from `command` whose working folder is `cwd`. */
-function agentServers(command, cwd) {
+/** Pids of the agent-server processes started from `command` whose working folder is `cwd`
+ * (`leaders`: only those leading their process group — the servers, not a child forked from one). */
+function agentServers(command, cwd, leaders = false) {
   const out = [];
   for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {
       const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-      if (argv.includes(command) && realpathSync(`/proc/${pid}/cwd`) === realpathSync(cwd)) out.push(Number(pid));
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const leader = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === Number(pid);
+      if (argv.includes(command) && (leader || !leaders) && realpathSync(`/proc/${pid}/cwd`) === realpathSync(cwd)) out.push(Number(pid));
     } catch {
       // gone or not ours
     }
@@ -453,11 +534,13 @@ try {
   results.timings.startup_s = (Date.now() - t0) / 1000;
   for (const s of config.scenarios) {
     const started = Date.now();
+    let page = ch.page;
     try {
-      const extra = await scenarios[s.name](ch.page, s);
+      page = await pageFor(s);
+      const extra = await scenarios[s.name](page, s);
       results.scenarios[s.name] = { ok: true, seconds: (Date.now() - started) / 1000, ...(extra ?? {}) };
     } catch (err) {
-      await shot(ch.page, `${s.name}-failure`);
+      await shot(page, `${s.name}-failure`);
       results.scenarios[s.name] = { ok: false, seconds: (Date.now() - started) / 1000, error: String(err?.stack ?? err) };
       if (s.stopOnFailure !== false && config.stopOnFailure) break;
     }
@@ -469,10 +552,11 @@ try {
 } finally {
   results.timings.total_s = (Date.now() - t0) / 1000;
   if (cs) results.codeServerLogTail = cs.log.join("").slice(-4000);
+  for (const page of ctx.windows.values()) await page.close().catch(() => {});
   await ch?.browser.close().catch(() => {});
   results.groupsGone = await stopAll(ch?.child, cs?.child);
   // the window is gone: no server of ours is left for any of its folders (each ends at its stdin's end)
-  const folders = [config.workspace, ...config.scenarios.map((s) => s.otherFolder).filter(Boolean)];
+  const folders = [config.workspace, ...config.scenarios.flatMap((s) => [s.otherFolder, ...(s.folders ?? [])]).filter(Boolean)];
   const left = () => folders.flatMap((f) => agentServers(config.settings["agentServer.path"], f));
   await until(() => left().length === 0, 10_000);
   results.serversLeft = left();

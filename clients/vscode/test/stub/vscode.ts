@@ -112,6 +112,8 @@ export class FileSystemError extends Error {
 export const files = new Map<string, string>();
 /** The disk, for files whose bytes are not UTF-8: path → bytes (read before `files`). */
 export const rawFiles = new Map<string, Uint8Array>();
+/** Each file's mtime on disk (ms; 0 when not set). */
+export const mtimes = new Map<string, number>();
 /** Runs after each applied edit (a formatter or another extension changing the text). */
 export const hooks: { afterApply?: (doc: StubDocument) => void } = {};
 
@@ -129,9 +131,9 @@ export const workspace = {
     async writeFile(uri: Uri, data: Uint8Array): Promise<void> {
       files.set(uri.path, new TextDecoder().decode(data));
     },
-    async stat(uri: Uri): Promise<object> {
-      if (!files.has(uri.path)) throw new FileSystemError("FileNotFound");
-      return {};
+    async stat(uri: Uri): Promise<{ mtime: number }> {
+      if (!files.has(uri.path) && !rawFiles.has(uri.path)) throw new FileSystemError("FileNotFound");
+      return { mtime: mtimes.get(uri.path) ?? 0 };
     },
   },
   async openTextDocument(uri: Uri): Promise<StubDocument> {
@@ -197,6 +199,9 @@ export const workspace = {
     await Promise.all(workspace.configListeners.map((l) => l({ affectsConfiguration: (s: string) => full === s || full.startsWith(`${s}.`) })));
   },
   onDidChangeTextDocument: () => ({ dispose() {} }),
+  onDidOpenTextDocument: () => ({ dispose() {} }),
+  onDidSaveTextDocument: () => ({ dispose() {} }),
+  onDidCloseTextDocument: () => ({ dispose() {} }),
   folderListeners: [] as (() => unknown)[],
   onDidChangeWorkspaceFolders(l: () => unknown) {
     workspace.folderListeners.push(l);
@@ -210,7 +215,12 @@ export const commands = {
   async executeCommand(...args: unknown[]) {
     commands.executed.push(args);
   },
-  registerCommand: () => ({ dispose() {} }),
+  /** Commands registered by the extension, by id (tests run them as the palette would). */
+  registered: new Map<string, (...args: unknown[]) => unknown>(),
+  registerCommand(id: string, f: (...args: unknown[]) => unknown) {
+    commands.registered.set(id, f);
+    return { dispose() {} };
+  },
 };
 export const window = {
   tabGroups: { all: [], activeTabGroup: { activeTab: undefined }, close: async () => true, onDidChangeTabs: () => ({ dispose() {} }) },
@@ -249,6 +259,7 @@ export const languages = { registerCodeLensProvider: () => ({ dispose() {} }) };
 export function resetStub(): void {
   files.clear();
   rawFiles.clear();
+  mtimes.clear();
   workspace.textDocuments.length = 0;
   workspace.applyEditCalls = 0;
   hooks.afterApply = undefined;

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Uri, resetStub, window, workspace } from "../stub/vscode";
+import { Uri, commands, resetStub, window, workspace } from "../stub/vscode";
 import { activate, deactivate } from "../../src/extension";
 import type { ChatEvent, HostToWebview } from "../../src/protocol";
 import { type ChatState, fold, initialState } from "../../webview/state";
@@ -19,6 +19,13 @@ afterEach(async () => {
 
 const answer = (text: string) => [{ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } }];
 
+/** The window's workspaceState (kept across a "reload": a second activate). */
+const memento = (() => {
+  const values = new Map<string, unknown>();
+  return { get: (k: string) => values.get(k), update: async (k: string, v: unknown) => void (v === undefined ? values.delete(k) : values.set(k, v)), keys: () => [...values.keys()], clear: () => values.clear() };
+})();
+beforeEach(() => memento.clear());
+
 async function openPanel(script: object) {
   const log = join(mkdtempSync(join(tmpdir(), "panel-")), "methods.log");
   workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify({ ...script, log })] };
@@ -27,6 +34,7 @@ async function openPanel(script: object) {
     subscriptions: [] as unknown[],
     extensionUri: Uri.file("/extension"),
     secrets: { get: async () => undefined, onDidChange: () => ({ dispose() {} }), store: async () => {}, delete: async () => {} },
+    workspaceState: memento,
   };
   await activate(context as never);
   const provider = window.providers.get("agentServer.panel") as { resolveWebviewView(v: unknown): void };
@@ -193,5 +201,49 @@ describe("every workspace folder is a root of the session", () => {
     panel.send({ type: "prompt", text: "q2" });
     await panel.until("the second answer", panel.answered("second"));
     expect(news()[1]).toEqual({ cwd: "/ws/two", additionalDirectories: ["/ws/three"], mcpServers: [] });
+  });
+});
+
+describe("sessions survive restarts (issue 30, item 6)", () => {
+  const sessionOf = (log: string[]) => log.filter((l) => l.startsWith("session/"));
+
+  it("Restart Server resumes the session that was open: the next prompt goes to it, the transcript stays", async () => {
+    const panel = await openPanel({ resume: true, turns: [answer("first answer")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const mine = panel.state().currentSession;
+    await commands.registered.get("agentServer.restartServer")!();
+    expect(panel.agentLog()).toContain("session/resume");
+    panel.send({ type: "prompt", text: "after the restart" }); // the new process plays its first turn again
+    await panel.until("the answer", (s) => !s.busy && s.items.filter((i) => i.type === "agent").length === 2);
+    expect(panel.state().currentSession).toBe(mine);
+    expect(panel.users()).toEqual(["first question", "after the restart"]);
+    expect(sessionOf(panel.agentLog()).filter((m) => m === "session/new")).toHaveLength(1);
+    expect(panel.state().items.some((i) => i.type === "notice" && i.level === "divider")).toBe(false);
+  });
+
+  it("an agent that cannot resume: a divider says a new session starts, and the next prompt starts it", async () => {
+    const panel = await openPanel({ turns: [answer("first answer")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const first = panel.state().currentSession;
+    await commands.registered.get("agentServer.restartServer")!();
+    await panel.until("the divider", (s) => s.items.some((i) => i.type === "notice" && i.level === "divider"));
+    panel.send({ type: "prompt", text: "after the restart" });
+    await panel.until("the answer", (s) => !s.busy && s.items.filter((i) => i.type === "agent").length === 2);
+    expect(panel.state().currentSession).not.toBe(first);
+    expect(sessionOf(panel.agentLog()).filter((m) => m === "session/new")).toHaveLength(2);
+  });
+
+  it("a window reload reopens the session the window had open (session/load into the empty panel)", async () => {
+    const before = await openPanel({ loadable: true, turns: [answer("first answer")] });
+    before.send({ type: "prompt", text: "first question" });
+    await before.until("the first answer", before.answered("first answer"));
+    const mine = before.state().currentSession;
+    await deactivate(); // the window reloads: a new extension host, the same workspaceState
+    const after = await openPanel({ loadable: true, turns: [] });
+    await after.until("the reopened session", (s) => s.currentSession === mine && s.items.some((i) => i.type === "agent" && i.text === "replayed answer"));
+    expect(after.users()).toEqual(["replayed question"]);
+    expect(after.agentLog()).toContain("session/load");
   });
 });

@@ -20,7 +20,7 @@ describe("the chat fold", () => {
     expect(s.items.find((i) => i.type === "tool")).toMatchObject({ status: "unfinished" });
     const notice = s.items.find((i) => i.type === "notice" && i.detail);
     expect(notice).toMatchObject({ level: "error", detail: "Traceback: boom" });
-    expect((notice as { text: string }).text).toContain("The next prompt starts a new session");
+    expect((notice as { text: string }).text).toContain("The session is resumed when the server is back");
   });
 
   it("a server killed during a turn is reported by one error notice, not two", () => {
@@ -34,7 +34,7 @@ describe("the chat fold", () => {
       { kind: "turn-end", text: "again", error: "rate limited" },
     ]);
     expect(s.items.filter((i) => i.type === "notice").map((i) => (i as { text: string }).text)).toEqual([
-      "agent-server exited (killed by SIGKILL). The next prompt starts a new session.",
+      "agent-server exited (killed by SIGKILL). The session is resumed when the server is back.",
       "rate limited", // a later turn's own error is still shown
     ]);
   });
