@@ -22,9 +22,9 @@ import asyncio
 from typing import Any, Sequence
 
 from agent_server.agent.budget import body_chars, estimate_tokens
-from agent_server.agent.request_memo import RequestMemo, message_tokens
+from agent_server.agent.request_memo import RequestMemo, message_tokens, valid_cuts
 from agent_server.agent.exits import TurnFailed
-from agent_server.agent.request import compaction_body_of
+from agent_server.agent.request import RequestRebuildError, compaction_body_of
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
 from agent_server.config.load import AgentSettings
 from agent_server.llm import AssembledMessage, Finish, LLMError, encode_body
@@ -49,30 +49,12 @@ SUMMARY_OUTPUT_TOKENS = 2_000
 of the window)."""
 
 
-def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
-    """Indexes ``k`` (1 ≤ k < len) where the history may be cut into ``messages[:k]`` (replaced)
-    and ``messages[k:]`` (kept): every tool call before ``k`` has all its results before ``k``,
-    and ``messages[k]`` is a user message or an assistant message."""
-    cuts: list[int] = []
-    pending: set[Any] = set()
-    add, discard = pending.add, pending.discard
-    for k, message in enumerate(messages):
-        role = message["role"]
-        if role == "tool":
-            discard(message.get("tool_call_id"))
-            continue
-        if not pending and k > 0 and role in ("user", "assistant"):
-            cuts.append(k)
-        if role == "assistant":
-            for call in message.get("tool_calls") or ():
-                add(call["id"])
-    return cuts
-
-
-def choose_cut(messages: Sequence[dict[str, Any]], tokens: Sequence[float], keep_ratio: float) -> int | None:
+def choose_cut(messages: Sequence[dict[str, Any]], tokens: Sequence[float], keep_ratio: float,
+               cuts: Sequence[int] | None = None) -> int | None:
     """Where to cut: the latest valid cut whose tail holds at least ``keep_ratio`` of the tokens
-    (else the earliest valid cut: the biggest tail there is); ``None`` when there is no valid cut."""
-    cuts = valid_cuts(messages)
+    (else the earliest valid cut: the biggest tail there is); ``None`` when there is no valid cut.
+    ``cuts``: ``valid_cuts(messages)`` when known (``RequestMemo.history``)."""
+    cuts = valid_cuts(messages) if cuts is None else cuts
     if not cuts:
         return None
     total = sum(tokens)
@@ -155,9 +137,8 @@ class Compactor:
     def has_earlier_part(self) -> bool:
         """Whether there is anything to compact: a cut exists and the part it would replace holds
         more than the first request (which the checkpoint keeps verbatim anyway)."""
-        messages = [m for _, m in self._surface(self.log.events)]
-        tokens = self._weigh(messages)
-        cut = choose_cut(messages, tokens, self.settings.keep_ratio)
+        _, tokens, cuts = self._history(self.log.events)
+        cut = choose_cut((), tokens, self.settings.keep_ratio, cuts)
         return cut is not None and cut > 1
 
     async def compact(self, client: ModelClient, header: RequestHeader, *, turn: int, step: int, reason: str,
@@ -166,39 +147,23 @@ class Compactor:
         ``agent_message_chunk`` (``/compact`` answers by itself). Raises ``TurnFailed`` when there is nothing
         to compact, the kept tail alone does not fit, the summary request fails, or the compacted
         request is still over the limit; ``asyncio.CancelledError`` passes through (logged)."""
-        cpt = self.settings.chars_per_token
+        rendering = getattr(self.requests, "rendering", None)
+        if rendering is not None and not rendering.done():  # a load rendering this compaction's transcript
+            await asyncio.wait([rendering])
         events = self.log.events
         before = self.estimate()
-        pairs = self._surface(events)  # the memo's (read here, never changed)
-        messages = [m for _, m in pairs]
-        tokens = self._weigh(messages)
-        cut = choose_cut(messages, tokens, self.settings.keep_ratio)
-        if cut is None:
-            raise _fail("the conversation is too large for the model's context window and has no earlier "
-                        f"part that could be compacted (about {before} tokens, window {self.window})")
-        task, current = self._requests(events, pairs[cut][0] - 1)
-        overhead = body_chars({"s": header.system, "t": header.tools}) / cpt + (len(task) + len(current or "")) / cpt
-        reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
-        room = self.limit - overhead - reserve
-        if sum(tokens[cut:]) > room:  # the target tail is too big: keep the smallest tail there is
-            cut = valid_cuts(messages)[-1]
-            task, current = self._requests(events, pairs[cut][0] - 1)
-            if sum(tokens[cut:]) > room:
-                raise _fail(f"the most recent part of the conversation alone (about {round(sum(tokens[cut:]))} "
-                            f"tokens, kept verbatim) does not fit in the model's context window ({self.window} "
-                            "tokens) with the system prompt: it cannot be compacted enough. Start a new session "
-                            "or use a model with a larger window.")
+        pairs, tokens, cuts = self._history(events)  # the memo's (read here, never changed)
+        cut, task, current = self._plan(events, pairs, tokens, cuts, header.system, header.tools, before)
         first_seq, last_seq = pairs[0][0], pairs[cut][0] - 1
-        transcript_chars = int(max(2_000.0, (self.limit - reserve) * cpt - len(SUMMARY_SYSTEM) - 200))
         start = self.log.append("compaction/start", {
             "turn": turn, "step": step, "reason": reason, "estimate": before, "window": self.window,
-            "first_seq": first_seq, "last_seq": last_seq, "kept_messages": len(messages) - cut,
+            "first_seq": first_seq, "last_seq": last_seq, "kept_messages": len(pairs) - cut,
             "system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": header.model,
-            "params": header.params, "max_transcript_chars": transcript_chars,
+            "params": header.params, "max_transcript_chars": self.transcript_chars,
         })
         # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
         summary = await self._summarise(client, encode_body(compaction_body_of(
-            pairs, start, self.requests.transcript_blocks if self.requests is not None else None)), start, first_seq, last_seq)
+            pairs, start, self.requests.transcript if self.requests is not None else None)), start, first_seq, last_seq)
         self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
                                                "finish_reason": summary.finish_reason, "model": header.model})
         end = {"first_seq": first_seq, "last_seq": last_seq, "message": checkpoint_text(task, current, summary.content)}
@@ -214,29 +179,99 @@ class Compactor:
             raise _fail(f"the history was compacted but the next request is still too large (about {after} "
                         f"tokens, window {self.window}): start a new session or use a model with a larger window")
 
-    def _requests(self, events: Sequence[SessionEvent], last_seq: int) -> tuple[str, str | None]:
-        """The session's first request, and the current turn's when it is replaced too."""
-        users = [e for e in events if e.type == "user"]
-        task = users[0].data["content"] if users else ""
-        latest = users[-1] if users else None
+    @property
+    def transcript_chars(self) -> int:
+        """The summary request's transcript limit (``max_transcript_chars``)."""
+        reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
+        return int(max(2_000.0, (self.limit - reserve) * self.settings.chars_per_token - len(SUMMARY_SYSTEM) - 200))
+
+    def plan_summary(self) -> tuple[list[dict[str, Any]], int] | None:
+        """At a load (its worker thread, after ``RequestMemo.prepare``): when the history is over
+        the limit already, the first prompt's step will compact it first — the replaced messages
+        and transcript limit of that compaction, as if the prompt were a short user message after
+        the history (with the logged request header's system text and tools), for the load to
+        render ahead (``RequestMemo.transcript``, which the compaction renders again only if its
+        messages or limit turn out different); ``None`` when no compaction is due."""
+        memo, events = self.requests, self.log.events
+        if memo is None or memo.first_user is None:
+            return None
+        try:
+            if self.estimate() <= self.limit:
+                return None
+            pairs, tokens, cuts = self._history(events)
+        except RequestRebuildError:
+            return None
+        header = memo.header
+        if header is None or not pairs:
+            return None
+        prompt = len(pairs)  # the prompt's message: a cut when no tool call waits for a result
+        try:
+            cut, _, _ = self._plan(events, pairs, [*tokens, 0.0], [*cuts, prompt] if memo.no_calls_open else cuts,
+                                   header.data["system"], header.data.get("tools") or [], 0, prompt_after=True)
+        except TurnFailed:
+            return None
+        last = pairs[cut][0] - 1 if cut < prompt else None
+        return [m for seq, m in pairs if last is None or seq <= last], self.transcript_chars
+
+    def _plan(self, events: Sequence[SessionEvent], pairs: Sequence[tuple[int, dict[str, Any]]], tokens: Sequence[float],
+              cuts: Sequence[int], system: str, tools: Any, before: int, prompt_after: bool = False
+              ) -> tuple[int, str, str | None]:
+        """``(cut, first request, current request or None)`` of a compaction of ``pairs`` (see the
+        module docstring); ``prompt_after``: as if a user message followed the history (index
+        ``len(pairs)``, in ``tokens`` and ``cuts``). Raises ``TurnFailed``."""
+        cpt = self.settings.chars_per_token
+        cut = choose_cut((), tokens, self.settings.keep_ratio, cuts)
+        if cut is None:
+            raise _fail("the conversation is too large for the model's context window and has no earlier "
+                        f"part that could be compacted (about {before} tokens, window {self.window})")
+
+        def requests(cut: int) -> tuple[str, str | None]:
+            return self._requests(events, pairs[cut][0] - 1 if cut < len(pairs) else events[-1].seq + 1, prompt_after)
+
+        task, current = requests(cut)
+        overhead = body_chars({"s": system, "t": tools}) / cpt + (len(task) + len(current or "")) / cpt
+        reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
+        room = self.limit - overhead - reserve
+        if sum(tokens[cut:]) > room:  # the target tail is too big: keep the smallest tail there is
+            cut = cuts[-1]
+            task, current = requests(cut)
+            if sum(tokens[cut:]) > room:
+                raise _fail(f"the most recent part of the conversation alone (about {round(sum(tokens[cut:]))} "
+                            f"tokens, kept verbatim) does not fit in the model's context window ({self.window} "
+                            "tokens) with the system prompt: it cannot be compacted enough. Start a new session "
+                            "or use a model with a larger window.")
+        return cut, task, current
+
+    def _requests(self, events: Sequence[SessionEvent], last_seq: int, prompt_after: bool = False
+                  ) -> tuple[str, str | None]:
+        """The session's first request, and the current turn's when it is replaced too
+        (``prompt_after``: a prompt follows ``events``, the current request — never replaced)."""
+        memo = self.requests
+        if memo is not None and memo.behind(events) == 0:  # the memo took them in: its first and latest
+            first, latest = memo.first_user, memo.last_user
+        else:
+            users = [e for e in events if e.type == "user"]
+            first, latest = (users[0], users[-1]) if users else (None, None)
+        task = first.data["content"] if first is not None else ""
         current = None
-        if latest is not None and latest is not users[0] and latest.seq <= last_seq:
+        if not prompt_after and latest is not None and latest is not first and latest.seq <= last_seq:
             current = latest.data["content"]
         return task, current
 
-    def _weigh(self, messages: Sequence[dict[str, Any]]) -> list[float]:
-        """``message_tokens`` of each message: the request memo's, each message weighed once
-        (a load weighed the whole history already: ``RequestMemo.prepare``)."""
+    def _history(self, events: Sequence[SessionEvent]
+                 ) -> tuple[list[tuple[int, dict[str, Any]]], list[float], list[int]]:
+        """``(surface_messages(events), message_tokens of each, valid_cuts)``: the request memo's
+        when there is one (each message weighed once: a load weighed the whole history already),
+        to be read and not kept past the next request."""
         cpt = self.settings.chars_per_token
         if self.requests is not None:
-            return self.requests.message_tokens(messages, cpt)
-        return [message_tokens(m, cpt) for m in messages]
-
-    def _surface(self, events: Sequence[SessionEvent]) -> list[tuple[int, dict[str, Any]]]:
-        """``surface_messages(events)``: the request memo's when there is one (O(events it has
-        not seen): the request before this compaction has just taken the log in), to be read and
-        not kept past the next request."""
-        return self.requests.surface(events) if self.requests is not None else surface_messages(events)
+            try:
+                return self.requests.history(events, cpt)
+            except RequestRebuildError:
+                pass  # no request header yet (a /compact before any request): as without a memo
+        pairs = surface_messages(events)
+        messages = [m for _, m in pairs]
+        return pairs, [message_tokens(m, cpt) for m in messages], valid_cuts(messages)
 
     async def _summarise(self, client: ModelClient, body: bytes, start: SessionEvent, first_seq: int,
                          last_seq: int) -> AssembledMessage:

@@ -109,7 +109,7 @@ def iter_requests(events: Sequence[SessionEvent], *, inherited: bool = False,
             prefix.append(events[taken])
             taken += 1
         if kind == "compaction":
-            built = compaction_body_of(memo.surface(prefix), start, memo.transcript_blocks)
+            built = compaction_body_of(memo.surface(prefix), start, memo.transcript)
             body, problem = encode_body(built), request_problem(built)
         else:
             body = memo.request(prefix, start.seq)

@@ -89,30 +89,28 @@ def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str,
 
 
 def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent,
-                       blocks: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None) -> dict[str, Any]:
+                       transcript: Callable[[list[dict[str, Any]], int], str] | None = None) -> dict[str, Any]:
     """``compaction_body`` from ``surface``, the ``surface_messages`` of the events before the
-    ``compaction/start`` event ``start`` (read, not changed); ``blocks``: ``transcript_blocks``
-    memoised (``RequestMemo.transcript_blocks``), the same strings."""
+    ``compaction/start`` event ``start`` (read, not changed); ``transcript``: ``render_transcript``
+    memoised (``RequestMemo.transcript``), the same text."""
     data = start.data
     first, last = data["first_seq"], data["last_seq"]
     replaced = [m for seq, m in surface if first <= seq <= last]
-    transcript = render_transcript(replaced, data["max_transcript_chars"], blocks)
+    text = (transcript or render_transcript)(replaced, data["max_transcript_chars"])
     body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
         {"role": "system", "content": data["system"]},
-        {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + transcript + "\n</transcript>"},
+        {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + text + "\n</transcript>"},
     ]}
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return body
 
 
-def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int,
-                      blocks_of: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None) -> str:
+def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
     """The messages as plain text (``[user]``, ``[assistant]``, ``[assistant called …]``,
     ``[tool result …]`` headed blocks), at most about ``max_chars`` characters: when longer, the
-    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically.
-    ``blocks_of``: ``transcript_blocks`` or a memo of it."""
-    blocks = (blocks_of or transcript_blocks)(messages)
+    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically."""
+    blocks = transcript_blocks(messages)
     sizes = list(map(len, blocks))
     budget = max(0, max_chars - 2 * len(blocks))
     if sum(sizes) <= budget:

@@ -5,7 +5,9 @@ step_seq))`` and ``pending_chars``/``step_chars`` the characters of ``pending_bo
 (what the token estimate divides), without walking and encoding the whole log for every step: the
 projection is ``ProjectionMemo``'s (plain messages of the prefix already seen kept, compactions
 applied on top), each message is encoded once, and the latest ``request/header`` and the usage
-anchor are folded in as events arrive. It is only a cache of those pure functions: whenever the
+anchor are folded in as events arrive; with each message its weight and whether the history may
+be cut before it are kept (``history``: what a compaction reads), and the last compaction
+transcript rendered (``transcript``). It is only a cache of those pure functions: whenever the
 list it is given does not extend the one it saw last (a reloaded, repaired or forked log) or the
 projection starts again (a refused turn), it starts again too, and a body it cannot frame
 exactly falls back to the functions themselves.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from agent_server.agent.request import RequestRebuildError, pending_body, transcript_block
+from agent_server.agent.request import RequestRebuildError, pending_body, render_transcript
 from agent_server.session import ProjectionMemo, SessionEvent
 
 _MARK = "\x00agent-server:messages\x00"
@@ -42,6 +44,47 @@ def message_tokens(message: dict[str, Any], chars_per_token: float) -> float:
     return len(_JSON.encode(message)) / chars_per_token
 
 
+_NONE: frozenset[Any] = frozenset()
+
+
+def _separators(value: Any) -> int:
+    """How many characters longer ``json.dumps(value)`` (``", "`` and ``": "``) is than the compact
+    form: one per item after the first of each object or array, and one per key."""
+    if isinstance(value, dict):
+        n = 2 * len(value) - 1 if value else 0
+        for item in value.values():
+            if isinstance(item, (dict, list)):
+                n += _separators(item)
+        return n
+    if isinstance(value, list):
+        n = len(value) - 1 if value else 0
+        for item in value:
+            if isinstance(item, (dict, list)):
+                n += _separators(item)
+        return n
+    return 0
+
+
+def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Indexes ``k`` (1 ≤ k < len) where the history may be cut into ``messages[:k]`` (replaced)
+    and ``messages[k:]`` (kept): every tool call before ``k`` has all its results before ``k``,
+    and ``messages[k]`` is a user message or an assistant message."""
+    cuts: list[int] = []
+    pending: set[Any] = set()
+    add, discard = pending.add, pending.discard
+    for k, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            discard(message.get("tool_call_id"))
+            continue
+        if not pending and k > 0 and role in ("user", "assistant"):
+            cuts.append(k)
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                add(call["id"])
+    return cuts
+
+
 def _dumps(value: Any) -> str:
     """``encode_body``'s JSON text (compact, key order kept, UTF-8 as is)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -57,6 +100,9 @@ class RequestMemo:
     def __init__(self, projection: ProjectionMemo | None = None) -> None:
         """``projection``: a memo to start from (one that already saw the log: a load's), else a new one."""
         self._projection = projection if projection is not None else ProjectionMemo()
+        self.rendering: Any = None
+        """A load's ``asyncio`` future of the work it left to a worker thread (the transcript of the
+        first compaction among it): a compaction waits for it before it reads ``transcript``."""
         self._start()
 
     def _start(self) -> None:
@@ -70,12 +116,15 @@ class RequestMemo:
         compaction after it (``budget``'s usage anchor) for the events seen last."""
         self._generation = -1
         self._echo = False
-        self._parts: list[bytes] = []  # each history message of the last body, encoded (",{...}")
+        self._parts: list[bytes | None] = []  # each history message of the last body, encoded (",{...}"); None once joined
+        self._ends: list[int] = []  # where each of the first _joined_count parts ends in _joined
         self._sizes: list[int] = []  # their characters
         self._chars = 0  # the sum of _sizes
         self._joined = b""  # the first _joined_count parts, joined
         self._joined_count = 0
         self._frames: dict[bool, tuple[SessionEvent, tuple[bytes, bytes, int] | None]] = {}
+        self._frame_chars = 0  # the characters of the frame _update used last
+        self._whole: bytes | None = None  # the body _update made with the pure function, if it did
         self._step_chars: dict[int, int] = {}
         self._between: int | None = None  # the least ``kept`` of the projection calls since the last body
         self.messages: list[tuple[int, dict[str, Any]]] = []
@@ -83,17 +132,23 @@ class RequestMemo:
         not to be changed)."""
         self.messages_kept = 0
         """How many pairs at the start of ``messages`` are the same objects as in the body before."""
-        self._tokens: dict[int, tuple[dict[str, Any], float]] = {}  # id(message) → (message, tokens)
-        self._tokens_for: tuple[int, float] = (-1, 0.0)  # (projection generation, characters per token)
-        self._blocks: dict[int, tuple[dict[str, Any], str]] = {}  # id(message) → (message, transcript block)
-        self._blocks_for = -1  # projection generation
-        self.blocks_made = 0
-        """Transcript blocks rendered by this memo (each message's once while it is kept)."""
+        self._spaced: list[int] = []  # each message's characters as ``message_tokens`` counts them
+        self._weights: list[float] = []  # the first of them ÷ ``_weights_for`` (characters per token)
+        self._weights_for = 0.0
+        self._open: list[frozenset[Any]] = []  # the tool calls without a result before each message
+        self._pending: frozenset[Any] = _NONE  # … and after the last one
+        self._cuts: list[int] = []  # ``valid_cuts`` of the messages
+        self._transcript: tuple[list[dict[str, Any]], int, str] | None = None  # (messages, max_chars, text)
+        self.transcripts_made = 0
+        """Transcripts this memo rendered (``transcript``: the same messages and limit, once)."""
+        self.first_user: SessionEvent | None = None
+        """The first ``user`` event of the events seen last (``_fold``), and the latest one."""
+        self.last_user: SessionEvent | None = None
 
-    def prepare(self, events: Sequence[SessionEvent], chars_per_token: float) -> None:
+    def prepare(self, events: Sequence[SessionEvent]) -> None:
         """Take in ``events`` as the estimate before the next step will (the usage anchor's step,
-        then the whole list) and weigh each message as a compaction does: a load calls this in
-        its worker thread, so the first prompt after it finds that work done."""
+        then the whole list): each message encoded, weighed and its cuts found once. A load calls
+        this in its worker thread, so the first prompt after it finds that work done."""
         try:
             anchor = self.usage_anchor(events)
             if anchor is not None:
@@ -101,40 +156,47 @@ class RequestMemo:
             self.pending_chars(events)
         except RequestRebuildError:
             return  # no request/header yet: nothing to prepare
-        messages = [m for _, m in self.messages]
-        self.message_tokens(messages, chars_per_token)
-        self.transcript_blocks(messages)  # the compaction the first prompt may need renders no block again
 
-    def transcript_blocks(self, messages: Sequence[dict[str, Any]]) -> list[str]:
-        """``agent.request.transcript_blocks(messages)`` (this memo's messages, from ``surface``
-        or ``messages``), each message's block rendered once while the projection keeps its dicts."""
-        generation = self._projection.generation
-        if generation != self._blocks_for:
-            self._blocks, self._blocks_for = {}, generation
-        known = self._blocks
-        out = []
-        for message in messages:
-            hit = known.get(id(message))
-            if hit is None or hit[0] is not message:
-                hit = known[id(message)] = (message, transcript_block(message))
-                self.blocks_made += 1
-            out.append(hit[1])
-        return out
+    def history(self, events: Sequence[SessionEvent], chars_per_token: float
+                ) -> tuple[list[tuple[int, dict[str, Any]]], list[float], list[int]]:
+        """``(surface_messages(events), [message_tokens(m) for each], valid_cuts(messages))`` —
+        what a compaction weighs and cuts — from the memo's encodings, each message weighed and
+        its cut found once while it is kept. The three lists are the memo's (not to be changed).
+        Raises ``RequestRebuildError`` with no ``request/header``."""
+        self._update(events)
+        pairs = self.messages
+        spaced, weights = self._spaced, self._weights
+        if len(spaced) != len(pairs):  # a body framed by the pure function: nothing encoded here
+            messages = [m for _, m in pairs]
+            return pairs, [message_tokens(m, chars_per_token) for m in messages], valid_cuts(messages)
+        if chars_per_token != self._weights_for:
+            weights.clear()
+            self._weights_for = chars_per_token
+        weights += [size / chars_per_token for size in spaced[len(weights):]]
+        return pairs, weights, self._cuts
 
-    def message_tokens(self, messages: Sequence[dict[str, Any]], chars_per_token: float) -> list[float]:
-        """``message_tokens`` of each of ``messages`` (this memo's, from ``surface`` or
-        ``messages``), each message weighed once while the projection keeps its dicts."""
-        key = (self._projection.generation, chars_per_token)
-        if key != self._tokens_for:
-            self._tokens, self._tokens_for = {}, key
-        known = self._tokens
-        out = []
-        for message in messages:
-            hit = known.get(id(message))
-            if hit is None or hit[0] is not message:
-                hit = known[id(message)] = (message, message_tokens(message, chars_per_token))
-            out.append(hit[1])
-        return out
+    def transcript(self, messages: list[dict[str, Any]], max_chars: int) -> str:
+        """``agent.request.render_transcript(messages, max_chars)``, the last one kept: rendered
+        once for the same messages (equal ones: the text depends on nothing else) and limit — a
+        load renders the one the first prompt's compaction will send (``Compactor.plan_summary``)."""
+        known = self._transcript
+        if known is not None and known[1] == max_chars and known[0] == messages:
+            return known[2]
+        text = render_transcript(messages, max_chars)
+        self._transcript = (list(messages), max_chars, text)
+        self.transcripts_made += 1
+        return text
+
+    @property
+    def header(self) -> SessionEvent | None:
+        """The latest ``request/header`` of the events seen last."""
+        return self._header
+
+    @property
+    def no_calls_open(self) -> bool:
+        """Whether every tool call of the messages encoded last has its result (a user message
+        after them would be a valid cut)."""
+        return not self._pending
 
     # -- the pure functions, memoised ---------------------------------------------------------
 
@@ -143,13 +205,13 @@ class RequestMemo:
         prior = self._prior(events, step_seq)
         if not prior or prior[-1].type != "step/start":
             raise RequestRebuildError(f"event {step_seq} is not a step/start")
-        body, chars = self._body(prior)
+        chars = self._update(prior)
         self._step_chars[step_seq] = chars
-        return body
+        return self._bytes()
 
     def pending_chars(self, events: Sequence[SessionEvent]) -> int:
-        """Characters of ``pending_body(events)``."""
-        return self._body(events)[1]
+        """Characters of ``pending_body(events)`` (the body is not joined for it)."""
+        return self._update(events)
 
     def step_chars(self, events: Sequence[SessionEvent], step_seq: int) -> int:
         """Characters of ``request_body(events, step_seq)``: remembered from when that request was
@@ -161,7 +223,7 @@ class RequestMemo:
         prior = self._prior(events, step_seq)
         if not prior or prior[-1].type != "step/start":
             raise RequestRebuildError(f"event {step_seq} is not a step/start")
-        chars = self._step_chars[step_seq] = self._body(prior)[1]
+        chars = self._step_chars[step_seq] = self._update(prior)
         return chars
 
     def behind(self, events: Sequence[SessionEvent]) -> int:
@@ -214,11 +276,16 @@ class RequestMemo:
                     self.anchor = (self._anchor_step, prompt)
             elif kind == "compaction/end" and event.data.get("message"):
                 self.anchor = None
+            elif kind == "user":
+                self.last_user = event
+                if self.first_user is None:
+                    self.first_user = event
         if events:
             self._seen_first, self._seen_last, self._seen_count = events[0], events[-1], len(events)
 
-    def _body(self, events: Sequence[SessionEvent]) -> tuple[bytes, int]:
-        """``(encode_body(pending_body(events)), its characters)``."""
+    def _update(self, events: Sequence[SessionEvent]) -> int:
+        """Bring the encoded messages up to ``pending_body(events)``; its characters. The body's
+        bytes are then ``_bytes()``."""
         self._fold(events)
         header = self._header
         if header is None:
@@ -233,35 +300,72 @@ class RequestMemo:
         frame = self._frame(header, echo)
         if frame is None:  # a header this cannot frame exactly: the pure function
             self._generation = -1  # and the encoded messages are made again next time
+            for derived in (self._parts, self._ends, self._sizes, self._spaced, self._open, self._cuts, self._weights):
+                derived.clear()  # (none of them describes ``pairs``: ``history`` weighs them itself)
+            self._chars, self._joined, self._joined_count, self._pending = 0, b"", 0, _NONE
             self.messages, self.messages_kept = pairs, 0
             text = _dumps(pending_body(events))
-            return text.encode("utf-8"), len(text)
-        parts, sizes = self._parts, self._sizes
+            self._whole = text.encode("utf-8")
+            return len(text)
+        self._whole = None
+        parts, sizes, spaced, opened, cuts = self._parts, self._sizes, self._spaced, self._open, self._cuts
         kept = min(kept, len(parts))
         self._chars -= sum(sizes[kept:])
-        del parts[kept:], sizes[kept:]
-        if kept < self._joined_count:
-            self._joined, self._joined_count = b"", 0
-        for _, message in pairs[kept:]:  # each message is encoded once (as a whole body would show it)
-            shown = message if echo or "reasoning_content" not in message else {
-                k: v for k, v in message.items() if k != "reasoning_content"}
-            text = "," + _dumps(shown)
+        pending = opened[kept] if kept < len(opened) else self._pending
+        del parts[kept:], sizes[kept:], spaced[kept:], opened[kept:], self._weights[kept:]
+        while cuts and cuts[-1] >= kept:
+            cuts.pop()
+        if kept < self._joined_count:  # the joined bytes up to ``kept`` are its parts, as they were
+            self._joined = self._joined[:self._ends[kept - 1]] if kept else b""
+            self._joined_count = kept
+            del self._ends[kept:]
+        for k, (_, message) in enumerate(pairs[kept:], kept):  # each message is encoded once (as a whole body would show it)
+            if echo or "reasoning_content" not in message:
+                text = "," + _dumps(message)
+                spaced.append(len(text) - 1 + _separators(message))  # the same JSON, ", " and ": " apart
+            else:
+                text = "," + _dumps({k: v for k, v in message.items() if k != "reasoning_content"})
+                spaced.append(len(_JSON.encode(message)))
             parts.append(text.encode("utf-8"))
             sizes.append(len(text))
             self._chars += len(text)
+            opened.append(pending)  # valid_cuts, one message at a time
+            role = message["role"]
+            if role == "tool":
+                if pending:
+                    pending = pending - {message.get("tool_call_id")}
+                continue
+            if not pending and k > 0 and role in ("user", "assistant"):
+                cuts.append(k)
+            if role == "assistant" and message.get("tool_calls"):
+                pending = pending | {call["id"] for call in message["tool_calls"]}
+        self._pending = pending
         if len(parts) - self._joined_count > 2 * _JOIN_LAG:  # join the older parts once, not at every request
             upto = len(parts) - _JOIN_LAG
-            self._joined = b"".join([self._joined, *parts[self._joined_count:upto]])
+            joining, end, ends = parts[self._joined_count:upto], len(self._joined), self._ends
+            for part in joining:
+                end += len(part)  # type: ignore[arg-type]  # (not joined yet: bytes)
+                ends.append(end)
+            self._joined = b"".join([self._joined, *joining])  # type: ignore[list-item]
+            parts[self._joined_count:upto] = [None] * (upto - self._joined_count)  # held once, in _joined
             self._joined_count = upto
         self.messages, self.messages_kept = pairs, kept
-        head, tail, chars = frame
-        return b"".join([head, self._joined, *parts[self._joined_count:], tail]), chars + self._chars
+        return self._frame_chars + self._chars
+
+    def _bytes(self) -> bytes:
+        """The body ``_update`` brought the memo to."""
+        if self._whole is not None:
+            return self._whole
+        head, tail, _ = self._frames[self._echo][1]  # type: ignore[misc]  # framed: _update checked it
+        return b"".join([head, self._joined, *self._parts[self._joined_count:], tail])  # type: ignore[list-item]
 
     def _frame(self, header: SessionEvent, echo: bool) -> tuple[bytes, bytes, int] | None:
         """The body's bytes before the first history message (system message included) and after
         the last, and their characters; ``None`` if the marker does not split it exactly once."""
         known = self._frames.get(echo)
         if known is not None and known[0] is header:
+            if known[1] is not None:
+                self._frame_chars = known[1][2]
             return known[1]
         frame = None
         template = pending_body([header])  # the header's body with an empty history
@@ -274,7 +378,9 @@ class RequestMemo:
             tail = "]" + after
             frame = (head.encode("utf-8"), tail.encode("utf-8"), len(head) + len(tail))
         self._frames[echo] = (header, frame)  # the latest header's (a new one comes with its own event)
+        if frame is not None:
+            self._frame_chars = frame[2]
         return frame
 
 
-__all__ = ["RequestMemo", "message_tokens"]
+__all__ = ["RequestMemo", "message_tokens", "valid_cuts"]

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from typing import Any, Iterator, Sequence
 
 from agent_server import __version__
+from agent_server.agent.compaction import Compactor
 from agent_server.agent.recovery import waiting_prompts
+from agent_server.agent.step import RetryPolicy
 from agent_server.agent.session import AgentSession
 from agent_server.host import lifecycle
 from agent_server.host.errors import HostError, unknown_session
@@ -27,6 +30,9 @@ from agent_server.host.gate import without_waiting
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.session import EventLog, LogCorruptError, LogVersionError, ProjectionMemo, SessionEvent, read_events
 from agent_server.tools.procs import reap_orphans
+from agent_server.tools.registry import tool_schemas
+
+log = logging.getLogger(__name__)
 
 SessionHost = Any
 """The ``host.SessionHost`` these functions serve (not imported: it imports this module)."""
@@ -61,7 +67,7 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     the session's first turn (``ensure_status``) and its first shell call wait for its result, and
     it is logged then. Returns what ``attach`` returns."""
 
-    def work() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]]]:
+    def work() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]], Any]:
         roots: list[str] = []
         projection = ProjectionMemo()
 
@@ -74,19 +80,41 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
         event_log = lifecycle.open_log(host.store, session_id, check)
         meta, closed = lifecycle.recover(session_id, event_log)
         # what the first request's estimate (and a compaction) needs of the whole history, made here,
-        # off the loop and before the user's prompt: each message encoded and counted once
+        # off the loop and before the user's prompt: each message encoded, weighed and cut once
         requests = RequestMemo(projection)
-        requests.prepare(event_log.events, host.config.agent.chars_per_token)
-        # and the network layer the first request imports (httpx, anyio's backend): done on the loop
-        # after the answer, it held up a prompt sent at once by the whole import (bench/README.md)
+        requests.prepare(event_log.events)
+        # a history already over the limit: which transcript the first prompt's compaction will send
+        window = host._provider(event_log).context_window
+        summary = Compactor(event_log, _quiet, host.config.agent, window, RetryPolicy(), requests).plan_summary()
+        return event_log, roots, requests, meta, closed, summary
+
+    host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
+    event_log, roots, requests, meta, closed, summary = await asyncio.to_thread(work)
+    # the rest is not the answer's: made while the history is replayed, before a prompt sent at once needs it
+    requests.rendering = asyncio.get_running_loop().run_in_executor(None, _after_load, requests, summary)
+    return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
+
+
+def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], int] | None) -> None:
+    """In a worker thread after a load, while its history is replayed: what its first prompt
+    would otherwise do on the loop — import the network layer its first request needs (httpx,
+    anyio's backend: ``ChatClient.preload``; done by the warm-up after the answer, it held up a
+    prompt sent at once by the whole import, bench/README.md), build the builtin tools' schemas,
+    and render the transcript its compaction will send (``Compactor.plan_summary``; the
+    compaction waits for this before it looks)."""
+    try:
         from agent_server.llm import ChatClient
 
         ChatClient.preload()
-        return event_log, roots, requests, meta, closed
+        tool_schemas()
+        if summary is not None:
+            requests.transcript(*summary)
+    except Exception:  # noqa: BLE001 — only a head start: the first prompt meets any error itself
+        log.debug("preparing the first prompt after a load failed", exc_info=True)
 
-    host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
-    event_log, roots, requests, meta, closed = await asyncio.to_thread(work)
-    return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
+
+async def _quiet(update: dict[str, Any]) -> None:
+    """An emitter for a compactor that only prepares (``Compactor.plan_summary`` says nothing)."""
 
 
 async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:

@@ -240,13 +240,19 @@ def test_choose_cut_by_bisection_is_the_latest_fitting_cut_summed_as_before(toke
     assert choose_cut(messages, tokens, ratio) == (fitting[-1] if fitting else cuts[0] if cuts else None)
 
 
-def test_the_first_compaction_after_a_load_renders_no_transcript_block_again(tmp_path):
+@pytest.mark.parametrize("over", [1.3, 40.0])
+def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again(tmp_path, monkeypatch, over):
     """Issue 33 item 6: the first prompt after ``session/load`` of a long log is a compaction whose
-    transcript covers the whole replaced history; the load (``RequestMemo.prepare``, in its worker
-    thread) renders each message's block once, and the compaction renders none of them again —
-    while its body stays byte-equal to the pure ``compaction_body`` rebuilt from the log."""
+    transcript covers the whole replaced history; it took 478 ms against 24 ms to encode its body,
+    weighing every message, finding the cuts and scanning the log for the user's requests again,
+    then rendering the transcript. The load (``RequestMemo.prepare`` and
+    ``Compactor.plan_summary``, in its worker thread, then ``RequestMemo.transcript`` in another) does that work once — the transcript the
+    compaction will send included — and the compaction repeats none of it, while its body stays
+    byte-equal to the pure ``compaction_body`` rebuilt from the log. ``over``: the history a little
+    over the limit (the kept tail is ``keep_ratio`` of it) and far over it (the smallest tail)."""
     import asyncio
 
+    from agent_server.agent import compaction
     from agent_server.agent.compaction import Compactor
     from agent_server.agent.request_memo import RequestMemo
     from agent_server.agent.step import RequestHeader, RetryPolicy
@@ -254,10 +260,8 @@ def test_the_first_compaction_after_a_load_renders_no_transcript_block_again(tmp
 
     log = build_log(tmp_path, [(50, [(20, [300, 40]), (30, [])])] * 60)
     requests = RequestMemo()
-    requests.prepare(log.events, 4.0)
+    requests.prepare(log.events)
     messages = requests.surface(log.events)
-    assert requests.blocks_made == len(messages) > 200  # each message's block, once
-    made = requests.blocks_made
 
     sent: list[bytes] = []
 
@@ -269,13 +273,28 @@ def test_the_first_compaction_after_a_load_renders_no_transcript_block_again(tmp
     async def emit(update):
         pass
 
-    window = int(sum(len(json.dumps(m)) for _, m in messages) / 4 / 0.8 * 0.7)  # the history is past the limit
+    window = int(sum(len(json.dumps(m)) for _, m in messages) / 4 / 0.8 / over)  # the history is past the limit
+    loading = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
+    summary = loading.plan_summary()
+    assert summary is not None
+    requests.transcript(*summary)
+    assert requests.transcripts_made == 1
+
+    log.append("turn/start", {"turn": 61})  # the prompt after the load
+    log.append("user", {"turn": 61, "content": "go on"})
+    calls = []
+    for name in ("message_tokens", "valid_cuts", "render_transcript", "surface_messages"):
+        real = getattr(compaction, name, None)
+        if real is not None:
+            monkeypatch.setattr(compaction, name, lambda *a, _n=name, _f=real, **k: calls.append(_n) or _f(*a, **k))
     compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    header = RequestHeader(system=HEADER["system"], model="m", params={}, tools=HEADER.get("tools") or [],
+                           reasoning_content="drop")
     asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
 
-    assert requests.blocks_made == made  # the compaction rendered no block again
+    assert calls == [] and requests.transcripts_made == 1  # nothing weighed, cut or rendered again
     start = log.latest("compaction/start")
     assert start.data["last_seq"] > start.data["first_seq"]
     assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild
-    assert "[… " in json.loads(sent[0])["messages"][1]["content"]  # the transcript was cut to its budget
+    transcript = json.loads(sent[0])["messages"][1]["content"]
+    assert ("[… " in transcript) == (over > 2)  # far over the limit, the transcript was cut to its budget

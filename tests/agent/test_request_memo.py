@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from agent_server.agent.budget import CostMemo, body_chars, estimate_tokens, session_cost
 from agent_server.agent.request import pending_body, request_body
-from agent_server.agent.request_memo import RequestMemo
+from agent_server.agent.compaction import valid_cuts
+from agent_server.agent.request_memo import RequestMemo, message_tokens
 from agent_server.config.load import AgentSettings
 from agent_server.llm import encode_body
 from agent_server.session import ProjectionMemo, SessionEvent, surface_messages
@@ -86,6 +87,76 @@ def test_memo_equals_the_pure_request_functions_after_every_event(events):
         else:
             assert memo.pending_chars(prefix) == body_chars(pending_body(prefix))
             assert estimate_tokens(prefix, 3.5, memo) == estimate_tokens(prefix, 3.5)
+
+
+@settings(max_examples=120, deadline=None)
+@given(sessions())
+def test_memo_equals_the_pure_request_functions_with_its_older_messages_joined(events):
+    """The older encoded messages are joined into one block (and held only there): a projection
+    that changes below the join (a late tool result, a refusal, a compaction) cuts the block where
+    that message began. Joined at every request here (the real lag is 256 messages)."""
+    from unittest import mock
+
+    from agent_server.agent import request_memo
+
+    with mock.patch.object(request_memo, "_JOIN_LAG", 1):
+        test_memo_equals_the_pure_request_functions_after_every_event.hypothesis.inner_test(events)
+
+
+def test_a_late_tool_result_below_the_joined_messages_cuts_the_joined_block_where_it_goes():
+    from unittest import mock
+
+    from agent_server.agent import request_memo
+
+    events: list[SessionEvent] = []
+
+    def add(kind: str, data: dict) -> None:
+        events.append(_event(len(events) + 1, kind, data))
+
+    add("session/header", {"format_version": 1})
+    add("request/header", HEADERS[0])
+    add("turn/start", {"turn": 1})
+    add("user", {"turn": 1, "content": "read both"})
+    add("step/start", {"turn": 1, "step": 1})
+    add("assistant", {"turn": 1, "text": "", "tool_calls": [
+        {"id": "c1", "name": "read", "arguments": "{}"}, {"id": "c2", "name": "read", "arguments": "{}"}]})
+    add("tool/result", {"call_id": "c1", "content": "one"})
+    for n in range(6):  # messages after the call's group, joined below
+        add("notice", {"text": f"note {n}"})
+    add("tool/result", {"call_id": "c2", "content": "two, late"})  # goes right after c1's result
+    memo = RequestMemo()
+    with mock.patch.object(request_memo, "_JOIN_LAG", 1):
+        for n in range(2, len(events)):
+            assert memo.pending_chars(events[:n]) == body_chars(pending_body(events[:n]))
+        joined = memo._joined_count  # noqa: SLF001
+        add("step/start", {"turn": 1, "step": 2})
+        assert memo.request(events, len(events)) == encode_body(request_body(events, len(events)))
+    assert joined > 3  # the late result went below the joined block (after the second message)
+
+
+@settings(max_examples=120, deadline=None)
+@given(sessions(), st.integers(0, 3))
+def test_memo_history_equals_the_pure_projection_weights_and_cuts_after_every_event(events, every):
+    """What a compaction reads (issue 33 item 6: it weighed and cut the whole history again at each
+    compaction, 0.2 s of the first prompt after loading a 100k-event log): the memo's projection,
+    each message's ``message_tokens`` (from its encoding) and ``valid_cuts``, kept per message —
+    equal to the pure functions after every event, between requests and estimates."""
+    memo = RequestMemo()
+    for n in range(1, len(events) + 1):
+        prefix = tuple(events[:n])
+        if not any(e.type == "request/header" for e in prefix):
+            continue
+        if prefix[-1].type == "step/start":
+            memo.request(prefix, prefix[-1].seq)
+        elif every and n % every == 0:
+            memo.pending_chars(prefix)
+        pairs, tokens, cuts = memo.history(prefix, 3.5)
+        messages = [m for _, m in surface_messages(prefix)]
+        assert pairs == surface_messages(prefix)
+        assert tokens == [message_tokens(m, 3.5) for m in messages]
+        assert cuts == valid_cuts(messages)
+        users = [e for e in prefix if e.type == "user"]
+        assert (memo.first_user, memo.last_user) == ((users[0], users[-1]) if users else (None, None))
 
 
 @settings(max_examples=60, deadline=None)

@@ -370,6 +370,9 @@ class AcpServer:
         with _wire_errors():
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in(self.client_runs_login)
+            # built lazily (defer_build): here, before the answer — after it, it held up a prompt sent at
+            # once (bench/README.md)
+            m.PromptParams.model_rebuild()
             meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories, system_prompt=system_prompt)
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
@@ -379,7 +382,6 @@ class AcpServer:
             await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(p.sessionId)
             await self.host.warm(p.sessionId)  # as after session/new: the first prompt's client and schemas
-            m.PromptParams.model_rebuild()  # built lazily (defer_build): now, not on the first prompt
         ctx.after_response(after)
         if meta:
             result["_meta"] = meta
