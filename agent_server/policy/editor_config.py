@@ -202,17 +202,21 @@ class ConfigIndex:
     def __init__(self, roots: Iterable[Path | str]) -> None:
         self.roots = [os.path.realpath(r) for r in roots]
         self._lock = threading.Lock()
-        self._dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str]]] = {}
+        self._dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str], bool]] = {}
         self._files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
         self.listed = 0
         self.read = 0
+        self.nested_gits: list[str] = []
+        """The ``.git`` entries (folders or link files) of repositories nested below the roots, as
+        of the last look (git runs their hooks and obeys their config as it does the root's)."""
 
     def look(self) -> dict[str, Any]:
         """Every such path now, with its ``State``."""
         with self._lock:
             now = time.time_ns()
-            dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str]]] = {}
+            dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str], bool]] = {}
             paths: list[str] = []
+            gits: list[str] = []
             stack = [(r, r) for r in self.roots]
             while stack:
                 folder, root = stack.pop()
@@ -227,13 +231,16 @@ class ConfigIndex:
                 ident = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
                 known = self._dirs.get(folder)
                 if known is not None and known[0] == ident and known[1]:
-                    subdirs, names = known[2], known[3]
+                    subdirs, names, git = known[2], known[3], known[4]
                 else:
-                    subdirs, names = self._list(folder, root)
-                dirs[folder] = (ident, now - st.st_ctime_ns > RACY_NS, subdirs, names)
+                    subdirs, names, git = self._list(folder, root)
+                dirs[folder] = (ident, now - st.st_ctime_ns > RACY_NS, subdirs, names, git)
                 stack.extend((os.path.join(folder, d), root) for d in subdirs)
                 paths.extend(os.path.join(folder, n) for n in names)
+                if git:
+                    gits.append(os.path.join(folder, ".git"))
             self._dirs = dirs
+            self.nested_gits = sorted(gits)
             files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
             total = 0
             for path in paths:
@@ -254,17 +261,20 @@ class ConfigIndex:
             self._files = files
             return {p: v[2] for p, v in files.items()}
 
-    def _list(self, folder: str, root: str) -> tuple[list[str], list[str]]:
+    def _list(self, folder: str, root: str) -> tuple[list[str], list[str], bool]:
         self.listed += 1
         rel = os.path.relpath(folder, root)
         parts = [] if rel == "." else rel.split(os.sep)
         subdirs: list[str] = []
         names: list[str] = []
+        git = False
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
                     if not parts and entry.name in EDITOR_CONFIG:
                         continue  # mounted read-only
+                    if parts and entry.name == ".git":
+                        git = True  # a nested repository (the root's own .git is mounted read-only)
                     try:
                         is_dir = entry.is_dir(follow_symlinks=False)
                     except OSError:
@@ -276,7 +286,7 @@ class ConfigIndex:
                         names.append(entry.name)
         except OSError:
             pass
-        return subdirs, names
+        return subdirs, names, git
 
     def _read(self, path: str, st: os.stat_result, ident: tuple[int, ...], room: int) -> Any:
         """A regular file's ``(bytes, mode)`` (opened without following a link or blocking on a

@@ -407,16 +407,27 @@ class SessionPolicy:
     def _git_hook(self, t: Any) -> str | None:
         """The protected git hook path ``t`` is or lies in (``git_hooks``); when the set cannot be
         told, a path named like a hook manager's file still counts."""
-        try:
-            paths = hook_paths(self.roots, all_names=True)
-        except Undeterminable:
-            paths = [str(Path(os.path.realpath(r)) / n) for r in self.roots for n in HOOK_NAMES]
+        bases = list(self.roots)
+        nested = _nested_top(t.resolved, self.roots)
+        if nested is not None:  # a repository nested below a root: its own hooks count the same
+            bases.append(nested)
+        paths: list[str] = []
+        for base in bases:
+            try:
+                paths += hook_paths([base], all_names=True)
+            except Undeterminable:
+                paths += [str(Path(os.path.realpath(base)) / n) for n in HOOK_NAMES]
         return hook_of(t.resolved, t.lexical, paths)
 
     def _in_git_dir(self, resolved: Path) -> bool:
+        """``resolved`` is, or lies in, a ``.git`` of a root or of a repository nested below one
+        (any ``.git`` component inside the roots: git runs the hooks and obeys the config there)."""
         for root in self.roots:
             git = Path(os.path.realpath(root / ".git"))
             if resolved == git or git in resolved.parents:
+                return True
+            base = Path(os.path.realpath(root))
+            if base in resolved.parents and ".git" in resolved.relative_to(base).parts:
                 return True
         return False
 
@@ -487,6 +498,21 @@ class SessionPolicy:
         self.log.append("policy/notice", {"text": text, "sandbox": status.as_data()})
         await self.emit({"sessionUpdate": "agent_message_chunk",
                          "content": {"type": "text", "text": f"\n[agent-server] {text}\n"}})
+
+
+def _nested_top(resolved: Path, roots: Sequence[Path]) -> Path | None:
+    """The top of the repository nested below a root that ``resolved`` lies in (the nearest
+    folder above it holding a ``.git``, strictly below the root), else ``None``."""
+    for root in roots:
+        base = Path(os.path.realpath(root))
+        if base not in resolved.parents:
+            continue
+        for folder in resolved.parents:
+            if folder == base:
+                return None
+            if os.path.lexists(folder / ".git"):
+                return folder
+    return None
 
 
 async def _precondition(call: CallView) -> Any:

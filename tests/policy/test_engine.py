@@ -297,6 +297,20 @@ async def test_mcp_tool_name_with_a_newline_spoofed_the_question_title(make):
     assert "\n" not in why(question).split(", arguments:")[0]
 
 
+async def test_file_tools_writing_into_a_nested_repositorys_git_folder_are_refused(make):
+    """Issue 32 §1's class: only the root's .git was refused to the file tools."""
+    policy, approver, _, _, ws = make()
+    (ws / "lib" / ".git" / "hooks").mkdir(parents=True)
+    for path in ("lib/.git/hooks/pre-commit", "lib/.git/config", "a/b/.git/hooks/post-merge"):
+        denial = await policy.guard(prepared("write", path=path, content="x"))
+        assert denial is not None and "`.git` folder" in denial.reason, path
+    assert approver.asked == []
+    assert await policy.guard(prepared("write", path="lib/git/x.txt", content="x")) is None
+    (ws / "lib" / ".husky").mkdir()  # its own hook manager's files ask, as at the root
+    assert await policy.guard(prepared("write", path="lib/.husky/pre-commit", content="x")) is None  # allowed once asked
+    assert len(approver.asked) == 1 and "git" in why(approver.asked[0])
+
+
 async def test_file_tools_writing_editor_rc_files_and_sub_folder_configuration_ask(make):
     """Issue 32 §4: the write tool created .helix/config.toml without asking."""
     policy, approver, *_ = make(approver=FakeApprover(Answer("selected", "reject_once")))

