@@ -242,7 +242,11 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   const uri = absoluteUri(params.path);
   const doc = openDocument(uri);
   if (!doc) {
-    await vscode.workspace.fs.writeFile(uri, new TextEncoder().encode(params.content));
+    // The BOM is never text (docs/protocol.md): a file that had one keeps it.
+    const old = await vscode.workspace.fs.readFile(uri).then((b) => b, () => undefined);
+    const hadBom = old !== undefined && old[0] === 0xef && old[1] === 0xbb && old[2] === 0xbf;
+    const body = new TextEncoder().encode(params.content);
+    await vscode.workspace.fs.writeFile(uri, hadBom ? new Uint8Array([0xef, 0xbb, 0xbf, ...body]) : body);
     return {};
   }
   const bad = await notUtf8(uri, doc);

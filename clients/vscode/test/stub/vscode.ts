@@ -129,6 +129,7 @@ export const workspace = {
       return new TextEncoder().encode(t);
     },
     async writeFile(uri: Uri, data: Uint8Array): Promise<void> {
+      if (rawFiles.has(uri.path)) rawFiles.set(uri.path, data); // a test that set bytes reads bytes back
       files.set(uri.path, new TextDecoder().decode(data));
     },
     async stat(uri: Uri): Promise<{ mtime: number }> {

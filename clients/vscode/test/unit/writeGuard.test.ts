@@ -39,4 +39,14 @@ describe("fs/write_text_file guarded by the document the agent read", () => {
     await writeTextFile({ sessionId: "s", path: PATH, content: "TWO\n", _meta: { agentServer: { version, sha256: "other" } } });
     expect(doc.text).toBe("TWO\n");
   });
+
+  it("a file no editor holds keeps its BOM: writeTextFile dropped it", async () => {
+    const path = "/ws/bom.txt";
+    rawFiles.set(path, new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode("old\r\n")]));
+    await writeTextFile({ sessionId: "s", path, content: "new\r\n" });
+    expect(Array.from(rawFiles.get(path) ?? [])).toEqual([0xef, 0xbb, 0xbf, ...new TextEncoder().encode("new\r\n")]);
+    rawFiles.set(path, new TextEncoder().encode("plain\n"));
+    await writeTextFile({ sessionId: "s", path, content: "new\n" });  // nor is one added
+    expect(Array.from(rawFiles.get(path) ?? [])).toEqual(Array.from(new TextEncoder().encode("new\n")));
+  });
 });
