@@ -6,7 +6,9 @@
 #   bash scripts/try-vscode.sh          serve until Ctrl-C
 #   bash scripts/try-vscode.sh --check  start it, check in headless Chromium that the extension
 #                                       activates and, offline, that its panel runs the whole demo
-#                                       task (allow, accept the fix, final answer, fix on disk);
+#                                       task (allow, accept the fix, final answer, fix on disk) and
+#                                       that the screen showed the question, the diff and the answer
+#                                       (the sandbox is off: each shell command asks);
 #                                       with a real model only that it answers; stop, exit 0/1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,7 +85,10 @@ config = {
     "answerContains": "read the code",
     **({"finalContains": "Fixed:", "fixedFile": "calc.py", "fixedContains": "return a + b"} if $( $offline && echo True || echo False ) else {}),
     "settings": {"agentServer.path": os.path.abspath(".venv/bin/agent-server"), "agentServer.baseUrl": "$base_url"},
-    "env": {**json.loads('$env_json'), "AGENT_SERVER_STATE_DIR": "$run/state"},
+    # --check must see a permission question on every machine: with the sandbox off each of the demo's
+    # shell commands is asked about (a machine with a working sandbox runs them confined, unasked)
+    "env": {**json.loads('$env_json'), "AGENT_SERVER_STATE_DIR": "$run/state",
+            **({"AGENT_SERVER_SANDBOX": "off"} if $( $check && echo True || echo False ) else {})},
 }
 open(sys.argv[1], "w").write(json.dumps(config))
 PY

@@ -17,17 +17,34 @@ from support.procs import descendants, pid_alive, wait_gone
 from support.vscode_tools import REPO, find_tools
 
 
-def test_try_vscode_check_fails_unless_the_demo_task_runs_to_its_final_answer_with_the_fix_on_disk():
+@pytest.fixture(scope="module")
+def check_output():
+    """One run of ``try-vscode.sh --check`` (offline): its return code and output."""
     find_tools()
     env = {k: v for k, v in os.environ.items()
            if k not in ("AGENT_SERVER_BASE_URL", "AGENT_SERVER_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")}
     proc = subprocess.run(["bash", "scripts/try-vscode.sh", "--check"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-5000:]
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_try_vscode_check_fails_unless_the_demo_task_runs_to_its_final_answer_with_the_fix_on_disk(check_output):
+    code, out = check_output
+    assert code == 0, out[-5000:]
     assert "OFFLINE" in out  # said so
     assert "the extension activated" in out and "the panel answered" in out
     assert "the demo task ran to its end" in out  # a cancelled or half-done turn fails the check
+
+
+def test_try_vscode_check_looks_at_the_screen_not_only_the_disk(check_output):
+    """Issue 30 acceptance: the check passed on the disk alone; now it also fails unless the screen
+    showed the permission question (with its command), the diff of the fix, and the final answer
+    (a screenshot of each: clients/vscode/test-artifacts/try-vscode-check-*.png)."""
+    code, out = check_output
+    assert code == 0, out[-5000:]
+    assert "the screen showed the permission question" in out and "with its command" in out, out[-3000:]
+    assert "the screen showed the diff of the fix" in out, out[-3000:]
+    assert "the screen shows the final answer" in out, out[-3000:]
 
 
 # How a run of try-vscode.sh is stopped: the terminal closed (SIGHUP to its process group, the

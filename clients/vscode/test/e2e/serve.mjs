@@ -4,17 +4,21 @@
 // group; so does closing the terminal, SIGHUP). With "check": true in the config it instead opens the
 // workbench in Chromium, checks that the extension activated (its panel loads), then drives the
 // whole demo task as a user would — allows each shell command once, accepts the proposed fix — and
-// passes only when the turn ended with the final answer (not cancelled, no error) and the fix is
-// on disk; exits 0/1.
+// passes only when the screen showed the permission question (its command), the diff of the fix
+// (a diff editor) and the final answer, the turn ended with that answer (not cancelled, no error) and
+// the fix is on disk; exits 0/1. A screenshot of each of those steps goes to the artifacts.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { focusPanel, openWorkbench, panel, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
 
 /** Drive one demo turn to its end: answer every permission card "Allow once", accept every pending
  * proposal, until the answer containing `finalContains` shows and the panel is idle. Throws on a
- * stop that is not end_turn, an error notice, or after `timeoutMs`. */
-async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
+ * stop that is not end_turn, an error notice, or after `timeoutMs`. Returns what the screen showed
+ * on the way: `permission` (the first question's title and command, as shown), `diff` (the diff
+ * editor's tab title, while the first proposal waited). */
+async function driveDemoTurn(page, p, { finalContains, timeoutMs, shot }) {
   const deadline = Date.now() + timeoutMs;
+  const seen = { permission: null, diff: null };
   const final = p.locator(".agent", { hasText: finalContains });
   for (;;) {
     if (Date.now() > deadline) throw new Error(`no answer containing "${finalContains}" within ${timeoutMs / 1000} s`);
@@ -22,12 +26,36 @@ async function driveDemoTurn(page, p, { finalContains, timeoutMs }) {
     if ((await stopped.count()) > 0) throw new Error(`the turn ended early: ${await stopped.last().textContent()}`);
     const failed = p.locator(".notice.error");
     if ((await failed.count()) > 0) throw new Error(`the panel shows an error: ${await failed.last().textContent()}`);
-    if ((await final.count()) > 0 && (await p.locator('#app[data-state="idle"]').count()) > 0) return;
+    if ((await final.count()) > 0 && (await p.locator('#app[data-state="idle"]').count()) > 0) return seen;
     // A card may be drawn again (or the panel reloaded) while it is clicked: a short try, then look again.
     const allow = p.locator('.permission button[data-option-id="allow_once"]');
-    if ((await allow.count()) > 0) { await allow.first().click({ timeout: 5000 }).catch(() => {}); continue; }
+    if ((await allow.count()) > 0) {
+      const card = p.locator(".permission", { has: p.locator('button[data-option-id="allow_once"]') }).first();
+      if (!seen.permission && (await card.isVisible().catch(() => false))) {
+        const title = await card.locator(".card-title").textContent({ timeout: 5000 }).catch(() => null);
+        const command = await card.locator("pre.command").textContent({ timeout: 2000 }).catch(() => null);
+        if (title) {
+          seen.permission = { title, command };
+          await shot("try-vscode-check-permission");
+        }
+      }
+      await allow.first().click({ timeout: 5000 }).catch(() => {});
+      continue;
+    }
     const accept = p.locator('.proposal[data-outcome="pending"] button.accept-all');
-    if ((await accept.count()) > 0) { await accept.first().click({ timeout: 5000 }).catch(() => {}); continue; }
+    if ((await accept.count()) > 0) {
+      if (!seen.diff) {
+        // the proposal opens its diff editor in the workbench: seen before it is accepted
+        const diff = page.locator(".editor-group-container.active .monaco-diff-editor").first();
+        if (await diff.waitFor({ timeout: 15_000 }).then(() => true, () => false)) {
+          const tab = await page.locator(".editor-group-container.active .tab.active").getAttribute("aria-label", { timeout: 5000 }).catch(() => null);
+          seen.diff = tab ?? "a diff editor";
+          await shot("try-vscode-check-diff");
+        }
+      }
+      await accept.first().click({ timeout: 5000 }).catch(() => {});
+      continue;
+    }
     await page.waitForTimeout(250);
   }
 }
@@ -81,10 +109,20 @@ if (!config.check) {
     await p.locator(".agent", { hasText: config.answerContains }).first().waitFor({ timeout: 120_000 });
     console.log(`check: the panel answered ("${config.answerContains}")`);
     if (config.finalContains) {
-      await driveDemoTurn(ch.page, p, { finalContains: config.finalContains, timeoutMs: 180_000 });
+      const shot = async (name) => { if (config.artifacts) await ch.page.screenshot({ path: join(config.artifacts, `${name}.png`) }).catch(() => {}); };
+      const seen = await driveDemoTurn(ch.page, p, { finalContains: config.finalContains, timeoutMs: 180_000, shot });
       const fixed = readFileSync(join(config.workspace, config.fixedFile), "utf8");
       if (!fixed.includes(config.fixedContains)) throw new Error(`${config.fixedFile} on disk lacks "${config.fixedContains}" after the turn`);
       console.log(`check: the demo task ran to its end ("${config.finalContains}"), the fix is on disk`);
+      // what a user saw: the question (with its command), the diff, the final answer on screen
+      if (!seen.permission) throw new Error("the screen never showed a permission question");
+      console.log(`check: the screen showed the permission question "${seen.permission.title}"${seen.permission.command ? ` with its command ${JSON.stringify(seen.permission.command)}` : ""}`);
+      if (!seen.diff) throw new Error("the screen never showed the diff of the proposed fix");
+      console.log(`check: the screen showed the diff of the fix (${seen.diff})`);
+      const answer = p.locator(".agent", { hasText: config.finalContains }).last();
+      await answer.scrollIntoViewIfNeeded({ timeout: 10_000 });
+      if (!(await answer.isVisible())) throw new Error("the final answer is not on screen");
+      console.log(`check: the screen shows the final answer ("${config.finalContains}")`);
     } else {
       if ((await p.locator('#app[data-state="busy"]').count()) > 0) await p.locator("button.stop").click();
       await p.locator('#app[data-state="idle"]').waitFor({ timeout: 60_000 });
