@@ -85,6 +85,15 @@ def checkpoint_text(task: str, current: str | None, summary: str) -> str:
     return "\n\n".join(parts)
 
 
+def compaction_done(compaction_id: str, summary: str, before: int | None, after: int | None) -> dict[str, Any]:
+    """The ACP ``compaction_update`` of a finished compaction: ``completed``, the summary the model
+    goes on from, the estimates (the same update live and on ``session/load``). A front end sends
+    it only to a client that takes them (``session.compaction``)."""
+    tokens = {k: v for k, v in (("tokensBefore", before), ("tokensAfter", after)) if v is not None}
+    return {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "completed",
+            "summary": [{"type": "text", "text": summary}], "_meta": {"agentServer": tokens}}
+
+
 def _fail(message: str) -> TurnFailed:
     return TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "message": message, "retryable": False})
 
@@ -161,20 +170,34 @@ class Compactor:
             "system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": header.model,
             "params": header.params, "max_transcript_chars": self.transcript_chars,
         })
+        compaction_id = f"compaction-{start.seq}"  # from the log: a load names it the same
+        await self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "in_progress",
+                         "_meta": {"agentServer": {"reason": reason, "tokensBefore": before}}})
         # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
-        summary = await self._summarise(client, encode_body(compaction_body_of(
-            pairs, start, self.requests.transcript if self.requests is not None else None)), start, first_seq, last_seq)
+        try:
+            summary = await self._summarise(client, encode_body(compaction_body_of(
+                pairs, start, self.requests.transcript if self.requests is not None else None)), start,
+                first_seq, last_seq)
+        except asyncio.CancelledError:  # told without waiting: the turn is being cancelled
+            asyncio.ensure_future(self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id,
+                                             "status": "cancelled"}))
+            raise
+        except TurnFailed as exc:
+            await self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "failed",
+                             "error": str(exc.error.get("message") or exc.error.get("code"))})
+            raise
         self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
                                                "finish_reason": summary.finish_reason, "model": header.model})
         end = {"first_seq": first_seq, "last_seq": last_seq, "message": checkpoint_text(task, current, summary.content)}
         self.log.append("compaction/end", {**end, "estimate_before": before})
         after = self.estimate()
         self.last_change = (before, after)
+        await self.emit(compaction_done(compaction_id, summary.content, before, after))
         if announce:
             await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
                 f"\n\n[agent-server] The conversation history was compacted to fit the model's context window "
-                f"(about {before:,} → {after:,} tokens).\n\n")},
-                "_meta": {"agentServer": {"compaction": {"tokensBefore": before, "tokensAfter": after}}}})
+                f"(about {before:,} → {after:,} tokens).\n\n")}, "_meta": {"agentServer": {"compaction": {
+                    "tokensBefore": before, "tokensAfter": after, "compactionId": compaction_id}}}})
         if after > self.limit:
             raise _fail(f"the history was compacted but the next request is still too large (about {after} "
                         f"tokens, window {self.window}): start a new session or use a model with a larger window")

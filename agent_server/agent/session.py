@@ -470,7 +470,7 @@ class AgentSession:
         if message.dropped_tool_calls:
             await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
                 f"\n\n[agent-server] {message.dropped_tool_calls:,} tool calls of this answer were dropped unrun: "
-                f"at most {len(message.tool_calls)} per answer (max_tool_calls_per_step).")}})
+                f"at most {len(message.tool_calls)} per answer (max_tool_calls_per_step).")}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     def _notice_dropped_calls(self, turn: int, message: AssembledMessage) -> None:
         """Tell the model (a logged notice, seen in the next request) how many of its calls past
@@ -533,7 +533,7 @@ class AgentSession:
         self.log.append("notice", {"turn": turn, "reason": "max_turn_requests", "text": text})
         await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text":
                           f"\n\n[agent-server] Stopped after {budget} model requests in this turn "
-                          "(max_steps_per_turn). Send a message to let the agent continue."}})
+                          "(max_steps_per_turn). Send a message to let the agent continue."}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:
         """``usage_update`` after a step: ``used`` ≤ ``size``, ``cost`` when a price is configured."""

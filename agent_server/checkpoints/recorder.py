@@ -171,7 +171,8 @@ class Checkpoints:
         except Exception:  # noqa: BLE001 - the log reports its own failures
             return
         if self.emit is not None:
-            await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+            await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+                             "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _snapshot(self, repo: ShadowRepo | None) -> Snapshot | None:
         if repo is None:
@@ -231,7 +232,7 @@ class Checkpoints:
             return
         if self.emit is not None:
             await self.emit({"sessionUpdate": "agent_message_chunk",
-                             "content": {"type": "text", "text": nested_off_text(new)}})
+                             "content": {"type": "text", "text": nested_off_text(new)}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
 
 def prune_shadows(state_dir: Path) -> None:

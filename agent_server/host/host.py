@@ -466,7 +466,6 @@ class SessionHost:
                            self.tool_tables[session_id], session.log, self.emitter(session_id),
                            call_timeout=self.config.agent.mcp_call_timeout, problems=problems,
                            max_tools=self.config.agent.max_tools,
-                           notices=bool(getattr(self.frontend, "client_notices", False)),
                            elicit=self.frontend.elicitor(session_id) if hasattr(self.frontend, "elicitor") else None,
                            wrap=self.checkpoints[session_id].shell if session_id in self.checkpoints else None)
         servers.gate = asyncio.Event()
@@ -528,7 +527,7 @@ class SessionHost:
             return
         roots = [str(r) for r in policy.roots]
         await self.emitter(session.id)({"sessionUpdate": "agent_message_chunk", "content": {
-            "type": "text", "text": lifecycle.hook_run_text(data, roots)}})
+            "type": "text", "text": lifecycle.hook_run_text(data, roots)}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _before_turn(self, session: AgentSession) -> None:
         servers = self.mcp.get(session.id)

@@ -212,6 +212,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
     step_seq: int | None = None  # the step whose answer the next assistant event holds (its messageId)
+    compaction: int | None = None  # the compaction/start of the compaction being read, and its summary
+    summary = ""
     for event in events:
         kind, data = event.type, event.data
         if kind == "step/start":
@@ -233,6 +235,14 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             notice = retry_notice(event) if kind == "assistant/attempt" else None
             if notice is not None:
                 yield notice
+        elif kind == "compaction/start":
+            compaction, summary = event.seq, ""
+        elif kind == "compaction/summary":
+            summary = str(data.get("text") or "")
+        elif kind == "compaction/end" and isinstance(data.get("message"), str) and compaction is not None:
+            from agent_server.agent.compaction import compaction_done
+
+            yield compaction_done(f"compaction-{compaction}", summary, data.get("estimate_before"), None)
         elif kind == "tool/call":
             result = results.get(f"tc-{event.seq}")
             yield _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)
@@ -244,7 +254,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "notice":
             note = _notice_for_user(data)
             if note:
-                yield _chunk("agent_message_chunk", f"\n\n[agent-server] {note}\n\n")
+                yield _notice(f"\n\n[agent-server] {note}\n\n", "info")
         elif kind in ("checkpoint/undo", "checkpoint/redo") and data.get("call_id"):
             restore = event  # shown with its command, as it was live: the command, the call, the answer
         elif kind == "command" and data.get("name") in SHOWN_COMMANDS:
@@ -254,27 +264,25 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             files = "; ".join(f"{_relative(str(f.get('path', '')), roots)}: {f.get('outcome', '')}"
                               for f in data.get("files") or [] if isinstance(f, dict))
             verb = "Undid" if kind == "checkpoint/undo" else "Redid"
-            yield _chunk("agent_message_chunk",
-                         f"\n\n[agent-server] {verb} the file changes of turn {data.get('turn')}"
-                         f"{': ' + files if files else ''}.\n\n")
+            yield _notice(f"\n\n[agent-server] {verb} the file changes of turn {data.get('turn')}"
+                          f"{': ' + files if files else ''}.\n\n", "info")
         elif kind == "checkpoint/off":
             from agent_server.checkpoints.recorder import capture_off_text
 
-            yield _chunk("agent_message_chunk", capture_off_text(str(data.get("reason", ""))))
+            yield _notice(capture_off_text(str(data.get("reason", ""))))
         elif kind == "checkpoint/nested":
             from agent_server.checkpoints.recorder import nested_off_text
 
-            yield _chunk("agent_message_chunk", nested_off_text([str(n) for n in data.get("names") or []]))
+            yield _notice(nested_off_text([str(n) for n in data.get("names") or []]))
         elif kind == "policy/hook_run":
-            yield _chunk("agent_message_chunk", hook_run_text(data, roots))
+            yield _notice(hook_run_text(data, roots))
         elif kind == "inbox/dropped":
-            yield _chunk("agent_message_chunk",
-                         "\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
-                         "agent-server stopped first. Send it again to run it:\n\n"
-                         f"{data.get('content', '')}\n\n")
+            yield _notice("\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
+                          "agent-server stopped first. Send it again to run it:\n\n"
+                          f"{data.get('content', '')}\n\n")
         elif kind == "turn/end" and data.get("exit") == "error":
             message = (data.get("error") or {}).get("message", "the turn failed")
-            yield _chunk("agent_message_chunk", f"\n\n[agent-server] The turn failed: {message}\n\n")
+            yield _notice(f"\n\n[agent-server] The turn failed: {message}\n\n", "error")
 
 
 #: Commands a loaded session shows as they were shown live: what the user typed, then the answer.
@@ -332,6 +340,13 @@ def _relative(path: str, roots: Sequence[str]) -> str:
         if path.startswith(prefix):
             return path[len(prefix):]
     return path
+
+
+def _notice(text: str, severity: str = "warning") -> dict[str, Any]:
+    """A server notice in the chat (``[agent-server] …``), marked ``_meta.agentServer.notice`` as it
+    was live: the ACP front end sends it as an ACP ``notice`` to a client that takes them."""
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+            "_meta": {"agentServer": {"notice": {"severity": severity}}}}
 
 
 def _chunk(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:

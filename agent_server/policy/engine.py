@@ -497,7 +497,7 @@ class SessionPolicy:
         text = status.user_text()
         self.log.append("policy/notice", {"text": text, "sandbox": status.as_data()})
         await self.emit({"sessionUpdate": "agent_message_chunk",
-                         "content": {"type": "text", "text": f"\n[agent-server] {text}\n"}})
+                         "content": {"type": "text", "text": f"\n[agent-server] {text}\n"}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
 
 def _nested_top(resolved: Path, roots: Sequence[Path]) -> Path | None:

@@ -167,3 +167,46 @@ def test_an_mcp_servers_elicitation_was_declined_although_the_client_takes_elici
         assert len(result) == 1 and "did not declare the form elicitation capability" in result[0], result
     report = validate_transcript(record["messages"], collect=True)
     assert not report.failures, report.failures
+
+
+@pytest.mark.parametrize("takes", [True, False])
+def test_retry_and_compaction_notices_reached_a_notice_taking_client_only_as_chat_text(
+        ts_harness, tmp_path, workspace, agent_env, takes):
+    """Issue 31 item 14: only MCP problems were ``notice`` updates. Now every notice of the server
+    (here a retried request) is an ACP ``notice`` to a client that sets
+    ``clientCapabilities.session.notices``, and a compaction is a ``compaction_update`` pair
+    (``in_progress``, then ``completed`` with the summary) to one that sets ``session.compaction``
+    instead of its chat line; any other client gets the chat text, as before. Validated against
+    1.29.x."""
+    from agent_server.offline import tool_call_stream
+
+    summary = "Task: rename the helper. Files a–c read."
+    for name in "abc":
+        (workspace / f"{name}.txt").write_text(f"{name} line with the helper\n" * 60)
+    script = [{"kind": "error", "status": 429, "json": {"error": {"message": "slow down"}}},
+              *[tool_call_stream([(f"r{i}", "read", json.dumps({"path": f"{n}.txt"}))]) for i, n in enumerate("abc")],
+              text_stream(summary), text_stream("Renamed.")]
+    caps = {"fs": {"readTextFile": False, "writeTextFile": False},
+            **({"session": {"notices": {}, "compaction": {}}} if takes else {})}
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONTEXT_WINDOW": "4000"}
+        lines, record = run_harness(ts_harness, workspace, env, tmp_path, "rename the helper",
+                                    "--client-capabilities", json.dumps(caps))
+    assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
+    updates = [line["params"]["update"] for line in lines if line["type"] == "session/update"]
+    notices = [u for u in updates if u["sessionUpdate"] == "notice"]
+    compactions = [u for u in updates if u["sessionUpdate"] == "compaction_update"]
+    chat = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    if takes:
+        assert [(n["severity"], n["title"].startswith("The model request failed (rate limited, HTTP 429)"))
+                for n in notices] == [("warning", True)], notices
+        assert [c["status"] for c in compactions] == ["in_progress", "completed"]
+        assert compactions[0]["compactionId"] == compactions[1]["compactionId"]
+        assert compactions[1]["summary"] == [{"type": "text", "text": summary}]
+        assert "[agent-server]" not in chat and chat.endswith("Renamed.")
+    else:
+        assert notices == [] and compactions == []
+        assert "[agent-server] The model request failed (rate limited, HTTP 429)" in chat
+        assert "[agent-server] The conversation history was compacted" in chat
+    report = validate_transcript(record["messages"], collect=True)
+    assert not report.failures, report.failures

@@ -41,6 +41,7 @@ from agent_server.server.rpc.jsonrpc import (
     JsonRpcError,
     RequestContext,
 )
+from agent_server.server.acp.notices import shown_as
 from agent_server.server.acp.permissions import PermissionRequester
 from agent_server.session import SessionStore
 from agent_server.tools import DiskFiles
@@ -98,6 +99,8 @@ class AcpServer:
         """Whether the client runs ``agent-server login`` itself (it was offered a terminal auth method)."""
         self.client_notices = False
         """Whether the client takes ``notice`` updates (ACP 1.25 ``clientCapabilities.session.notices``)."""
+        self.client_compaction = False
+        """Whether the client takes ``compaction_update`` (ACP 1.25 ``clientCapabilities.session.compaction``)."""
         self.client_capabilities_json: dict[str, Any] = {}
         """The client's ``clientCapabilities`` as sent (fields newer than our models: ``elicitation``)."""
 
@@ -179,6 +182,7 @@ class AcpServer:
         caps = (params or {}).get("clientCapabilities")
         session_caps = caps.get("session") if isinstance(caps, dict) else None
         self.client_notices = isinstance(session_caps, dict) and isinstance(session_caps.get("notices"), dict)
+        self.client_compaction = isinstance(session_caps, dict) and isinstance(session_caps.get("compaction"), dict)
         self.client_capabilities_json = caps if isinstance(caps, dict) else {}
         config_caps = session_caps.get("configOptions") if isinstance(session_caps, dict) else None
         self.host.boolean_options = isinstance(config_caps, dict) and isinstance(config_caps.get("boolean"), dict)
@@ -189,10 +193,16 @@ class AcpServer:
 
     # -- the host's Frontend --------------------------------------------------------------------
 
+    def _shown(self, update: dict[str, Any]) -> dict[str, Any] | None:
+        """``update`` as this client takes it (``notices.shown_as``: a notice, a compaction's
+        progress, or the chat text)."""
+        return shown_as(update, notices=self.client_notices, compaction=self.client_compaction)
+
     def emitter(self, session_id: str):
         """``session/update`` notifications for ``session_id`` (dropped once disconnected)."""
         async def emit(update: dict[str, Any]) -> None:
-            if self.connection is not None and not self.connection.closed.is_set():
+            update = self._shown(update)
+            if update is not None and self.connection is not None and not self.connection.closed.is_set():
                 await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
 
         return emit
@@ -200,9 +210,10 @@ class AcpServer:
     def batch_emitter(self, session_id: str):
         """Several ``session/update`` notifications for ``session_id`` in one write (a replay)."""
         async def emit_many(updates: list[dict[str, Any]]) -> None:
-            if self.connection is not None and not self.connection.closed.is_set():
+            shown = [u for u in map(self._shown, updates) if u is not None]
+            if shown and self.connection is not None and not self.connection.closed.is_set():
                 await self.connection.notify_many("session/update",
-                                                  [{"sessionId": session_id, "update": u} for u in updates])
+                                                  [{"sessionId": session_id, "update": u} for u in shown])
 
         return emit_many
 

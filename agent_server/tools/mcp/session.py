@@ -112,7 +112,7 @@ class McpTools:
     def __init__(self, specs: list[McpServerSpec], env: dict[str, str], trusted: set[str],
                  table: dict[str, Tool], log: Any, emit: Emit, *, call_timeout: float = 120.0,
                  wrap: Callable[[Tool], Tool] | None = None, problems: list[str] | None = None,
-                 max_tools: int = 128, notices: bool = False, elicit: Elicit | None = None) -> None:
+                 max_tools: int = 128, elicit: Elicit | None = None) -> None:
         self.specs = specs
         self.wrap = wrap
         self.problems = list(problems or [])
@@ -123,8 +123,6 @@ class McpTools:
         self._told: set[tuple[str, str]] = set()
         self._offered: set[str] = set()
         """The names the MCP part of the table holds now."""
-        self.notices = notices
-        """Whether the client takes ACP ``notice`` updates (``session.notices``); else chat text."""
         self.max_tools = max_tools
         """Tools offered in all (built-in ones first): MCP tools past it are left out, and said so."""
         self._left_out: set[str] = set()
@@ -157,13 +155,12 @@ class McpTools:
         for problem in self.problems:
             await self._say(f"{problem}.")
 
-    async def _say(self, text: str) -> None:
-        """Tell the user: an ACP ``notice`` (warning) to a client that takes them, else a chat line."""
-        if self.notices:
-            await self.emit({"sessionUpdate": "notice", "severity": "warning", "title": f"{text.rstrip('.')}."})
-            return
+    async def _say(self, text: str, severity: str = "warning") -> None:
+        """Tell the user: a chat line marked as a notice (``_meta.agentServer.notice``), which the
+        ACP front end sends as an ACP ``notice`` to a client that takes them."""
         await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
-            "type": "text", "text": f"[agent-server] {text.rstrip('.')}.\n"}})
+            "type": "text", "text": f"[agent-server] {text.rstrip('.')}.\n"},
+            "_meta": {"agentServer": {"notice": {"severity": severity}}}})
 
     async def wait_ready(self, seconds: float) -> None:
         """Wait at most ``seconds`` for servers still starting (the first prompt calls this)."""
@@ -251,7 +248,7 @@ class McpTools:
         self._shown = shown
         self.log.append("mcp/tools", data)
         if said is not None:
-            await self._say(said)
+            await self._say(said, "info")
 
     def _break_text(self, before: dict[str, str], after: dict[str, str]) -> str:
         """What a break of the stable head by a tool-list change tells the user."""
