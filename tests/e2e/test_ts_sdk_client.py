@@ -147,8 +147,10 @@ def test_an_mcp_servers_elicitation_was_declined_although_the_client_takes_elici
     caps = {"fs": {"readTextFile": False, "writeTextFile": False}, **({"elicitation": {"form": {}}} if elicitation else {})}
     servers = [{"name": "asking", "command": sys.executable, "args": [str(ASKING_SERVER)], "env": []}]
     script = [tool_call_stream([("c", "mcp__asking__ask_name", "{}")]), text_stream("done")]
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nmcp_start_wait = 120\n")  # a loaded machine starts the server slowly
     with OfflineEndpoint.start_in_thread(script) as ep:
-        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)}
         lines, record = run_harness(ts_harness, workspace, env, tmp_path, "ask me", "--client-capabilities",
                                     json.dumps(caps), "--mcp-servers", json.dumps(servers), "--permission",
                                     "allow_once", "--elicitation",
