@@ -153,6 +153,16 @@ class Placeholders:
 PLACEHOLDERS = Placeholders()
 
 
+#: When the user's home folder lies in a root (a workspace opened on ~, or above it): what the user's
+#: shell, git, desktop session and editors run or read from it on their own — watched like editor
+#: configuration (put back after a confined command, then asked).
+HOME_STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+                      ".zprofile", ".zlogin", ".zlogout", ".xprofile", ".xsessionrc", ".xinitrc", ".pam_environment",
+                      ".gitconfig", ".config/git/config", ".config/fish/config.fish", ".vimrc", ".gvimrc",
+                      ".config/nvim/init.lua", ".config/nvim/init.vim", ".emacs", ".emacs.d/init.el",
+                      ".config/emacs/init.el", ".inputrc", ".tmux.conf", ".config/tmux/tmux.conf")
+HOME_STARTUP_FOLDERS = (".config/autostart", ".config/systemd/user", ".config/environment.d", ".local/bin", "bin")
+
 MISSING = "missing"
 """A path that did not exist (as ``Change.before`` / ``Change.after``)."""
 
@@ -199,8 +209,14 @@ class ConfigIndex:
     per configuration file. Shared by the confined commands of one session (a lock).
     ``listed``: folders listed so far; ``read``: files read so far."""
 
-    def __init__(self, roots: Iterable[Path | str]) -> None:
+    def __init__(self, roots: Iterable[Path | str], home: str | None = None) -> None:
         self.roots = [os.path.realpath(r) for r in roots]
+        home = os.path.realpath(home or os.path.expanduser("~"))
+        self.home_files: list[str] = []
+        self.home_folders: list[str] = []
+        if any(home == r or home.startswith(r.rstrip("/") + "/") for r in self.roots):
+            self.home_files = [os.path.join(home, n) for n in HOME_STARTUP_FILES]
+            self.home_folders = [os.path.join(home, n) for n in HOME_STARTUP_FOLDERS]
         self._lock = threading.Lock()
         self._dirs: dict[str, tuple[tuple[int, ...], bool, list[str], list[str], bool]] = {}
         self._files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
@@ -241,6 +257,13 @@ class ConfigIndex:
                     gits.append(os.path.join(folder, ".git"))
             self._dirs = dirs
             self.nested_gits = sorted(gits)
+            paths += [p for p in self.home_files if os.path.lexists(p)]  # the home folder is in a root
+            for folder in self.home_folders:
+                try:
+                    paths += [e.path for e in os.scandir(folder) if not e.is_dir(follow_symlinks=False)][:1000]
+                except OSError:
+                    pass
+            paths = list(dict.fromkeys(paths))
             files: dict[str, tuple[tuple[int, ...], bool, Any]] = {}
             total = 0
             for path in paths:

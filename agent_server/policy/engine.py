@@ -260,11 +260,11 @@ class SessionPolicy:
                              "content": {"type": "text", "text": f"\n[agent-server] A shell command changed editor "
                                                                  f"configuration: {text}\n"}})
             return False
-        content.append(_text(f"agent-server asks because a shell command changed editor configuration ({names}), "
-                             "which your editor runs or obeys outside the sandbox (a settings file can choose a "
-                             "binary, a task, devcontainer or exrc file runs commands). It was put back; keep the "
-                             "command's version only if you want it."))
-        question = Ask(tool_call_id or "", "Keep the editor configuration this command changed?", "edit", content,
+        content.append(_text(f"agent-server asks because a shell command changed editor or start-up configuration "
+                             f"({names}), which your editor, shell, git or desktop runs or obeys on its own, outside "
+                             "the sandbox (a settings file can choose a binary; a task, devcontainer, exrc or shell "
+                             "rc file runs commands). It was put back; keep the command's version only if you want it."))
+        question = Ask(tool_call_id or "", "Keep the configuration this command changed?", "edit", content,
                        {"paths": paths}, (ALLOW_ONCE, REJECT_ONCE),
                        names=((ALLOW_ONCE, "Keep the command's version"), (REJECT_ONCE, "Leave it put back")),
                        locations=[{"path": p} for p in paths])

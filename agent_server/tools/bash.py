@@ -316,8 +316,9 @@ class BashTool(Tool):
                     if task is not None:
                         task.uncancel()
             result.meta["editor_config_reverted"] = reverted
-            result.text += ("\n[sandbox] this command created, changed or removed editor configuration: "
-                            + ", ".join(reverted) + ". Editors run or obey these files outside the sandbox, so it was "
+            result.text += ("\n[sandbox] this command created, changed or removed editor or start-up configuration: "
+                            + ", ".join(reverted) + ". Editors (or the user's shell, git, desktop) run or obey these "
+                            "files outside the sandbox, so it was "
                             "put back (where it could be) and the user decides whether to keep the command's version")
             if kept:
                 result.meta["editor_config_kept"] = kept
