@@ -168,6 +168,8 @@ SCENARIOS = [
      "file": RACE, "tries": RACE_TRIES, "typed": "zz", "answer": "Race done."},
     {"name": "long_answer_stays_bounded", "prompt": "Explain everything at length", "answer": LONG_END,
      "first": "Paragraph 0.0:"},
+    # the sessions of this window: "Make greet say hi" (the first) and "Explain everything at length"
+    {"name": "session_quickpick_searches_and_deletes", "search": "greet", "title": "Make greet say hi"},
     {"name": "format_on_save_told_to_the_model", "prompt": "Set key to 2 in fmt.ini", "file": "fmt.ini",
      "answer": "Set key to 2."},
     # the second window (a multi-root workspace, its first folder opened through a symlink)
@@ -502,3 +504,16 @@ def test_format_on_save_is_told_to_the_model(run):
     assert (workspace / "fmt.ini").read_text() == FMT_PROPOSED.replace("   \n", "\n")
     told = tool_results(endpoint, "w11")[0]
     assert "The editor changed the text" in told and "+key = 2\n" in told, told
+
+
+def test_session_quickpick_lists_titles_and_dates_searches_and_deletes(run):
+    """Issue 30, item 6: the session picker was a plain <select>; now Agent: Open Session… is a
+    QuickPick with each session's title and when it was last used, narrowed by what is typed, and
+    its trash button deletes a session (session/delete) after a confirmation."""
+    scenario(run, "session_quickpick_searches_and_deletes")
+    results, _, _ = run
+    got = results["scenarios"]["session_quickpick_searches_and_deletes"]
+    assert any("Make greet say hi" in r for r in got["listed"]) and len(got["listed"]) >= 2, got
+    assert all("today" in r or "yesterday" in r or "-" in r for r in got["listed"]), got  # a date on each
+    assert got["found"] and all("greet" in r.lower() for r in got["found"]), got
+    assert not any("Make greet say hi" in r for r in got["after"]) and got["after"], got

@@ -292,6 +292,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     qp.title = "Agent: Open Session";
     qp.placeholder = "Search sessions by title or date";
     qp.matchOnDescription = true;
+    qp.ignoreFocusOut = true; // stays open under the delete confirmation
     qp.busy = true;
     const trash: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("trash"), tooltip: "Delete session" };
     const fill = async () => {

@@ -474,6 +474,36 @@ const scenarios = {
     await shot(page, "multi-root-panel");
   },
 
+  /** Issue 30, item 6: Agent: Open Session… lists the workspace's sessions (titles, dates), narrows
+   * them as the user types, and the row's trash button deletes one after a confirmation; opened
+   * again, the picker no longer lists it. */
+  async session_quickpick_searches_and_deletes(page, s) {
+    const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+    const open = async () => {
+      await runCommand(page, "Agent: Open Session");
+      await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
+      await page.locator(".quick-input-widget .quick-input-progress-bar.done, .quick-input-widget .monaco-progress-container.done").first().waitFor({ state: "attached", timeout: 5000 }).catch(() => {});
+      await rows.first().waitFor({ timeout: T });
+    };
+    await open();
+    const listed = await rows.allTextContents();
+    await page.locator(".quick-input-widget input").fill(s.search);
+    await rows.filter({ hasText: s.title }).first().waitFor({ timeout: T });
+    const found = await rows.allTextContents();
+    await shot(page, "session-quickpick");
+    const row = rows.filter({ hasText: s.title }).first();
+    await row.hover();
+    await row.locator('.action-label[aria-label^="Delete session"], .action-label[title^="Delete session"]').first().click();
+    await page.locator(".monaco-dialog-box .monaco-button", { hasText: "Delete" }).first().click({ timeout: T });
+    await rows.filter({ hasText: s.title }).first().waitFor({ state: "detached", timeout: T });
+    await page.keyboard.press("Escape");
+    await open();
+    const after = await rows.allTextContents();
+    await shot(page, "session-quickpick-after-delete");
+    await page.keyboard.press("Escape");
+    return { listed, found, after };
+  },
+
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
   async panel_answers(page, s) {
     await promptInPanel(page, s.prompt);
