@@ -328,8 +328,11 @@ def _notice_for_user(data: dict[str, Any]) -> str | None:
 def hook_run_text(data: dict[str, Any], roots: Sequence[str]) -> str:
     """The end-of-turn summary of a ``policy/hook_run`` event: which changed files the git hooks run."""
     files = [f for f in data.get("files") or [] if isinstance(f, dict)]
-    shown = "; ".join(f"{_relative(str(f.get('path', '')), roots)} (through {_relative(str(f.get('hook', '')), roots)})"
-                      for f in files)
+
+    def plain(path: object) -> str:  # a file name may hold a newline: it never forges a line of ours
+        return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in _relative(str(path), roots))
+
+    shown = "; ".join(f"{plain(f.get('path', ''))} (through {plain(f.get('hook', ''))})" for f in files)
     return ("\n\n[agent-server] This turn changed files that your git hooks run or read, outside the sandbox, on "
             f"your next commit or push: {shown}. Review these changes before you commit.\n\n")
 
