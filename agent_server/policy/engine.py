@@ -36,6 +36,8 @@ from agent_server.session import EventLog
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 _DIFF_LIMIT = 1_000_000
+#: Most changed configuration files one question shows (the rest are counted).
+_MAX_SHOWN_CHANGES = 50
 
 
 @dataclass
@@ -232,7 +234,8 @@ class SessionPolicy:
         from agent_server.policy.editor_config import MISSING
 
         content: list[dict[str, Any]] = []
-        for change in changes:
+        shown_changes = changes[:_MAX_SHOWN_CHANGES]  # thousands of planted files: one bounded question
+        for change in shown_changes:
             where = _plain(change.path, 500)
             if change.keepable and isinstance(change.after, tuple) and change.after[0] == "link":
                 content.append(_text(f"{where}: the command made it a link to {_plain(change.after[1], 500)}."))
@@ -250,9 +253,13 @@ class SessionPolicy:
                 content.append(_text(f"{where} could not be put back (a folder on its way was replaced); your "
                                      f"version is saved at {change.saved}."))
         paths = [c.path for c in changes]
-        names = ", ".join(_plain(p, 500) for p in paths)
+        names = ", ".join(_plain(p, 500) for p in paths[:_MAX_SHOWN_CHANGES])
+        if len(changes) > _MAX_SHOWN_CHANGES:
+            more = len(changes) - _MAX_SHOWN_CHANGES
+            names += f" and {more} more"
+            content.append(_text(f"… and {more} more files, not shown (each was put back where it could be)."))
         base = {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current, "rule": "editor-config-shell",
-                "paths": paths}
+                "paths": paths[:1000], "count": len(paths)}
         if not any(c.keepable for c in changes):
             text = " ".join(c["content"]["text"] for c in content if c["type"] == "content")
             self.log.append("policy/notice", {**base, "text": text})
@@ -265,9 +272,9 @@ class SessionPolicy:
                              "the sandbox (a settings file can choose a binary; a task, devcontainer, exrc or shell "
                              "rc file runs commands). It was put back; keep the command's version only if you want it."))
         question = Ask(tool_call_id or "", "Keep the configuration this command changed?", "edit", content,
-                       {"paths": paths}, (ALLOW_ONCE, REJECT_ONCE),
+                       {"paths": paths[:_MAX_SHOWN_CHANGES], "count": len(paths)}, (ALLOW_ONCE, REJECT_ONCE),
                        names=((ALLOW_ONCE, "Keep the command's version"), (REJECT_ONCE, "Leave it put back")),
-                       locations=[{"path": p} for p in paths])
+                       locations=[{"path": p} for p in paths[:_MAX_SHOWN_CHANGES]])
         try:
             answer = await self.approver.ask(question)
         except asyncio.CancelledError:

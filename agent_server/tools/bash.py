@@ -315,14 +315,15 @@ class BashTool(Tool):
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()
-            result.meta["editor_config_reverted"] = reverted
+            result.meta["editor_config_reverted"] = reverted[:1000]
+            listed = ", ".join(reverted[:50]) + (f" and {len(reverted) - 50} more" if len(reverted) > 50 else "")
             result.text += ("\n[sandbox] this command created, changed or removed editor or start-up configuration: "
-                            + ", ".join(reverted) + ". Editors (or the user's shell, git, desktop) run or obey these "
+                            + listed + ". Editors (or the user's shell, git, desktop) run or obey these "
                             "files outside the sandbox, so it was "
                             "put back (where it could be) and the user decides whether to keep the command's version")
             if kept:
-                result.meta["editor_config_kept"] = kept
-                result.text += ": the user kept " + ", ".join(kept)
+                result.meta["editor_config_kept"] = kept[:1000]
+                result.text += ": the user kept " + ", ".join(kept[:50]) + (f" and {len(kept) - 50} more" if len(kept) > 50 else "")
                 left = [p for p in reverted if p not in kept]
                 result.text += (" (the rest stays put back)." if left else ".")
             else:

@@ -998,3 +998,17 @@ async def test_a_workspace_holding_the_home_folder_let_a_confined_command_plant_
     (question,) = asked
     assert sorted(Path(c["path"]).relative_to(ws).as_posix() for c in question.content if c["type"] == "diff") == \
         [".bashrc", ".config/autostart/x.desktop", ".gitconfig", ".local/bin/git"]
+
+
+async def test_thousands_of_planted_configuration_files_made_one_unbounded_question(box):
+    ws, *_ = box
+    ctx, asked, log = await _policy_session(box, "reject_once")
+    res = await BashTool().run(BashArgs(command="mkdir d && cd d && for i in $(seq 1 3000); do : > $i.code-workspace; done"),
+                               ctx)
+    assert not list((ws / "d").iterdir()), res.text[-300:]
+    (question,) = asked
+    assert len([c for c in question.content if c["type"] == "diff"]) == 50
+    assert any("2950 more files" in c["content"]["text"] for c in question.content if c["type"] == "content")
+    decision = [e.data for e in log.events if e.type == "policy/decision"][-1]
+    assert decision["count"] == 3000 and len(decision["paths"]) == 1000
+    assert "and 2950 more" in res.text and len(res.meta["editor_config_reverted"]) == 1000
