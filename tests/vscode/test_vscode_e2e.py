@@ -118,6 +118,7 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
                                    new_string="limit = 2")]),
             text_stream("Raised the limit in the second folder."),
         ],
+        "restart_server_resumes_the_session": [text_stream("Still here after the restart.")],
         "format_on_save_told_to_the_model": [
             tool_call_stream([call("r11", "read", path="fmt.ini")]),
             tool_call_stream([call("w11", "write", path="fmt.ini", content=FMT_PROPOSED)]),
@@ -178,6 +179,10 @@ SCENARIOS = [
      "expected": LINKED.replace("return w * h", "return w * h  # area") + LINKED_TYPED},
     {"name": "multi_root_edit_lands", "workspaceFile": "<set by the fixture>", "file": "second.py",
      "prompt": "Raise the limit in the second folder", "answer": "Raised the limit in the second folder."},
+    {"name": "restart_server_resumes_the_session", "workspaceFile": "<set by the fixture>",
+     "prompt": "Still there after the restart?", "answer": "Still here after the restart."},
+    {"name": "window_reload_reopens_the_session", "workspaceFile": "<set by the fixture>",
+     "users": ["Comment the area", "Still there after the restart?"], "answer": "Still here after the restart."},
 ]
 
 
@@ -517,3 +522,22 @@ def test_session_quickpick_lists_titles_and_dates_searches_and_deletes(run):
     assert all("today" in r or "yesterday" in r or "-" in r for r in got["listed"]), got  # a date on each
     assert got["found"] and all("greet" in r.lower() for r in got["found"]), got
     assert not any("Make greet say hi" in r for r in got["after"]) and got["after"], got
+
+
+def test_restart_server_resumes_the_session(run):
+    """Issue 30, item 6: Agent: Restart Server continued in an empty new session while the old
+    transcript stayed on screen. Now the session is resumed: the model's request for the next prompt
+    holds the prompts before the restart, and no new-session divider is drawn."""
+    scenario(run, "restart_server_resumes_the_session")
+    results, _, endpoint = run
+    requests = model_requests_after(endpoint, "Still there after the restart?")
+    assert requests and "Comment the area" in json.dumps(requests[0]), "a new session after Restart Server"
+    assert results["scenarios"]["restart_server_resumes_the_session"]["dividers"] == 0
+
+
+def test_window_reload_reopens_the_session(run):
+    """Issue 30, item 6: after a window reload the panel was empty and the next prompt started a new
+    session. Now the session the window had open is loaded again: its prompts and answers are shown."""
+    scenario(run, "window_reload_reopens_the_session")
+    results, _, _ = run
+    assert results["scenarios"]["window_reload_reopens_the_session"]["dividers"] == 0

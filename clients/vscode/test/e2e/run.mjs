@@ -504,6 +504,32 @@ const scenarios = {
     return { listed, found, after };
   },
 
+  /** Issue 30, item 6, in the second window: Agent: Restart Server, then a prompt — answered in the
+   * same session (the pytest side checks the model saw the earlier prompts), no divider drawn. */
+  async restart_server_resumes_the_session(page, s) {
+    await runCommand(page, "Agent: Restart Server");
+    await panel(page).locator(".notice", { hasText: "this session goes on" }).waitFor({ timeout: T });
+    await page.locator('.statusbar [aria-label="Agent: ready"]').first().waitFor({ timeout: T });
+    await promptInPanel(page, s.prompt);
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "restart-resumed");
+    return { dividers: await panel(page).locator(".notice.divider").count() };
+  },
+
+  /** Issue 30, item 6, in the second window: a window reload (a new extension host, an empty panel)
+   * reopens the session the window had open: its prompts and answers are drawn again (session/load). */
+  async window_reload_reopens_the_session(page, s) {
+    await page.reload();
+    await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+    await focusPanel(page);
+    for (const text of s.users) await panel(page).locator(".item.user", { hasText: text }).first().waitFor({ timeout: T });
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "reload-reopened");
+    return { dividers: await panel(page).locator(".notice.divider").count() };
+  },
+
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
   async panel_answers(page, s) {
     await promptInPanel(page, s.prompt);
