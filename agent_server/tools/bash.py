@@ -17,12 +17,10 @@ and supplies a hint that is added when a command's output shows a permission err
 
 Under the OS sandbox each command runs in its own PID namespace: when the shell exits, every
 process it started ends with it (``setsid``/``nohup`` daemons included), and the launch's ``after``
-hook (the setuid sweep) runs once all of them are gone. Without the sandbox (``danger-full-access``,
-no Landlock) the command runs under ``tools/mcp/reaper.py`` as a child subreaper (Linux): when the
-shell exits, is stopped, or the server dies, every process it left — in its group or detached with
-``setsid``, ignoring SIGTERM or not — is killed (issue 32 §11). Elsewhere, processes that escape the
-group are out of reach, and background jobs that keep the output pipe open after the shell exits
-are stopped (the group is terminated) once the pipe stays open ``DRAIN_SECONDS`` after the exit.
+hook (the setuid sweep) runs once all of them are gone. Unconfined, it runs under a child subreaper
+(``procs.reaped``, Linux) that kills every process it left (``setsid`` ones too) when the shell
+exits, is stopped, or the server dies. Elsewhere a background job that keeps the output pipe open
+after the shell exits is stopped (its group) once the pipe stays open ``DRAIN_SECONDS``.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ import asyncio
 import os
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Protocol
@@ -44,7 +41,7 @@ from .files import CURRENT_TOOL_CALL
 from . import procs
 from .live import LIVE_OUTPUT
 from .output import SPILL_LIMIT_BYTES, open_spill_file, spill_room
-from .procs import KILL_GRACE_SECONDS, terminate_group, wait_exit
+from .procs import KILL_GRACE_SECONDS, reaped, terminate_group, wait_exit
 from .user_wait import awaiting_user
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -179,17 +176,8 @@ class OutputBuffer:
         return head + tail
 
 
-#: The MCP servers' launcher, run by path (standard library only): a subreaper that kills every
-#: process the command left behind when it ends, is stopped, or the server dies.
-REAPER = Path(__file__).with_name("mcp") / "reaper.py"
-
-
-def reaped(argv: list[str]) -> list[str]:
-    """``argv`` under ``REAPER`` as a child subreaper (Linux; elsewhere ``argv`` unchanged): the
-    command's status and death signal are kept."""
-    if not sys.platform.startswith("linux"):
-        return argv
-    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--subreaper", "--same-signal", "--", *argv]
+def _some(paths: list[str]) -> str:
+    return ", ".join(paths[:50]) + (f" and {len(paths) - 50} more" if len(paths) > 50 else "")
 
 
 def _shell(env: dict[str, str]) -> str:
@@ -304,28 +292,22 @@ class BashTool(Tool):
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)
         reverted = launch.reverted() if getattr(launch, "reverted", None) is not None else []
-        if reverted:  # editor configuration the editor would obey outside the sandbox: put back, then asked
+        if reverted:  # configuration an editor (shell, git) obeys outside the sandbox: put back, then asked
             kept: list[str] = []
-            keep = getattr(launch, "keep", None)
-            if keep is not None:
-                try:
-                    with awaiting_user():  # the user's time to decide is not the command's
-                        kept = await keep(CURRENT_TOOL_CALL.get())
-                except asyncio.CancelledError:  # the turn was cancelled meanwhile: it stays put back
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
+            try:
+                with awaiting_user():  # the user's time to decide is not the command's
+                    kept = await launch.keep(CURRENT_TOOL_CALL.get()) if getattr(launch, "keep", None) else []
+            except asyncio.CancelledError:  # the turn was cancelled meanwhile: it stays put back
+                if (task := asyncio.current_task()) is not None:
+                    task.uncancel()
             result.meta["editor_config_reverted"] = reverted[:1000]
-            listed = ", ".join(reverted[:50]) + (f" and {len(reverted) - 50} more" if len(reverted) > 50 else "")
             result.text += ("\n[sandbox] this command created, changed or removed editor or start-up configuration: "
-                            + listed + ". Editors (or the user's shell, git, desktop) run or obey these "
-                            "files outside the sandbox, so it was "
-                            "put back (where it could be) and the user decides whether to keep the command's version")
+                            f"{_some(reverted)}. Editors (or the user's shell, git, desktop) run or obey these files "
+                            "outside the sandbox, so it was put back (where it could be) and the user decides whether "
+                            "to keep the command's version")
             if kept:
                 result.meta["editor_config_kept"] = kept[:1000]
-                result.text += ": the user kept " + ", ".join(kept[:50]) + (f" and {len(kept) - 50} more" if len(kept) > 50 else "")
-                left = [p for p in reverted if p not in kept]
-                result.text += (" (the rest stays put back)." if left else ".")
+                result.text += f": the user kept {_some(kept)}" + (" (the rest stays put back)." if set(reverted) - set(kept) else ".")
             else:
                 result.text += (": it stays put back. Do not work around this; change such files with the write or "
                                 "edit tool, which shows the user the change and asks.")

@@ -17,12 +17,24 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 #: Seconds between SIGTERM and SIGKILL of the group.
 KILL_GRACE_SECONDS = 2.0
+#: The MCP servers' launcher, run by path (standard library only): a subreaper that kills every
+#: process a command left behind when it ends, is stopped, or the server dies.
+REAPER = Path(__file__).with_name("mcp") / "reaper.py"
+
+
+def reaped(argv: list[str]) -> list[str]:
+    """``argv`` under ``REAPER`` as a child subreaper (Linux; elsewhere ``argv`` unchanged): the
+    command's status and death signal are kept (issue 32 §11: an unconfined shell's whole tree)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--subreaper", "--same-signal", "--", *argv]
 
 
 def _start_time(pid: int) -> str | None:
