@@ -202,13 +202,13 @@ def add_compactions(path: Path, window_chars: int) -> int:
     return count
 
 
-def load_after(tmp: Path, events: int, runs: int, compactions: bool) -> dict[str, Any]:
+def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path: str | None = None) -> dict[str, Any]:
     """``session/load`` of a grown log and its first prompt, against their floors."""
     from agent_server.llm import encode_body
 
     template = _template(tmp)
     window = 128_000  # tokens: the log outgrows it many times over, as a long real session would
-    loads, parses, firsts, encodes, kinds = [], [], [], [], []
+    loads, parses, firsts, encodes, kinds, fsyncs = [], [], [], [], [], []
     made = size = 0
     averages = [os.getloadavg()[0]]
     for _ in range(runs):
@@ -225,7 +225,8 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool) -> dict[str
             [json.loads(line) for line in fh]
         parses.append((time.perf_counter() - start) * 1000)
         endpoint = Endpoint([_text("Summary: files were read."), _text("Go on.")], PY)
-        env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window)})
+        env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window),
+                                                         **({"PYTHONPATH": server_path} if server_path else {})})
         agent = AgentProcess(AGENT, env)
         try:
             agent.request("initialize", INIT)
@@ -251,9 +252,11 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool) -> dict[str
             encode_body(body)
             took.append((time.perf_counter() - start) * 1000)
         encodes.append(min(took))
+        fsyncs.append(_fsync_ms(state))
         shutil.rmtree(state, ignore_errors=True)
     load_ratios = [a / b for a, b in zip(loads, parses)]
     first_ratios = [a / max(b, 0.01) for a, b in zip(firsts, encodes)]
+    durable_ratios = [a / max(b + c, 0.01) for a, b, c in zip(firsts, encodes, fsyncs)]
     return {"events": events, "compactions_in_log": made, "megabytes": round(size / 1e6, 1),
             "load_ms": round(statistics.median(loads), 1), "parse_ms": round(statistics.median(parses), 1),
             "load_ratio": round(statistics.median(load_ratios), 2),
@@ -262,8 +265,25 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool) -> dict[str
             "encode_ms": round(statistics.median(encodes), 2),
             "first_request_ratio": round(statistics.median(first_ratios), 1),
             "first_request_ratio_range": [round(min(first_ratios), 1), round(max(first_ratios), 1)],
+            "fsync_ms": round(statistics.median(fsyncs), 2),
+            "first_request_ratio_with_fsync": round(statistics.median(durable_ratios), 1),
+            "first_request_ratio_with_fsync_range": [round(min(durable_ratios), 1), round(max(durable_ratios), 1)],
             "first_request_kind": kinds[0], "runs": runs,
             "load_average": [round(averages[0], 1), round(os.getloadavg()[0], 1)]}  # at the start, at the end
+
+
+def _fsync_ms(folder: Path) -> float:
+    """The best of three appends of a prompt-sized line to a file beside the log, each ``fsync``\ed:
+    what the server must do before any request a prompt makes (a ``user`` event is durable)."""
+    took = []
+    with (folder / "fsync-floor.jsonl").open("ab") as fh:
+        for _ in range(3):
+            start = time.perf_counter()
+            fh.write(b'{"type":"user","seq":1,"time":0.0,"data":{"turn":1,"content":"Go on."}}\n')
+            fh.flush()
+            os.fsync(fh.fileno())
+            took.append((time.perf_counter() - start) * 1000)
+    return min(took)
 
 
 def _on_disk(path: Path) -> None:
@@ -280,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--events", type=int, default=None, help="events of the grown log (default 100,000)")
+    parser.add_argument("--server-path", default=None,
+                        help="load: run the server from this source tree (e.g. `git archive <commit> agent_server`"
+                             " unpacked), to compare another commit at the same machine load")
     args = parser.parse_args(argv)
     compile_package()
     tmp = Path(tempfile.mkdtemp(prefix="agent-server-bench-cache-"))
@@ -290,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("load", "all"):
             events = args.events or (5_000 if args.quick else 100_000)
             runs = args.runs or (1 if args.quick else 3)
-            figures["load"] = load_after(tmp, events, runs, compactions=False)
-            figures["load_compacted"] = load_after(tmp, events, runs, compactions=True)
+            figures["load"] = load_after(tmp, events, runs, compactions=False, server_path=args.server_path)
+            figures["load_compacted"] = load_after(tmp, events, runs, compactions=True, server_path=args.server_path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {"python": sys.version.split()[0], "commit": subprocess.run(
