@@ -85,9 +85,9 @@ def valid_cuts(messages: Sequence[dict[str, Any]]) -> list[int]:
     return cuts
 
 
-def _dumps(value: Any) -> str:
-    """``encode_body``'s JSON text (compact, key order kept, UTF-8 as is)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""``encode_body``'s JSON text (compact, key order kept, UTF-8 as is): ``json.dumps`` with those
+arguments makes this encoder at every call (twice the time of a message's encoding)."""
 
 
 class RequestMemo:
