@@ -109,12 +109,12 @@ def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: Ses
 def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
     """The messages as plain text (``[user]``, ``[assistant]``, ``[assistant called …]``,
     ``[tool result …]`` headed blocks), at most about ``max_chars`` characters: when longer, the
-    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically."""
-    blocks = transcript_blocks(messages)
-    sizes = list(map(len, blocks))
-    budget = max(0, max_chars - 2 * len(blocks))
+    longest blocks are cut in the middle (the shorter ones are kept whole), deterministically.
+    A block is made only when some of its text is kept (its length is counted without it)."""
+    sizes = list(map(transcript_block_chars, messages))
+    budget = max(0, max_chars - 2 * len(sizes))
     if sum(sizes) <= budget:
-        return "\n\n".join(blocks)
+        return "\n\n".join(map(transcript_block, messages))
     cap, rest, left = 0, sorted(sizes), budget
     for i, size in enumerate(rest):  # water-filling: the largest cap that fits the budget
         share = left // (len(rest) - i)
@@ -127,22 +127,40 @@ def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str
     # each block longer than ``cap`` keeps its head (⅔) and tail around a marker of what was left out
     out = []
     append = out.append
-    for block, size in zip(blocks, sizes):
+    for message, size in zip(messages, sizes):
         if size <= cap:
-            append(block)
+            append(transcript_block(message))
             continue
         marker = f"\n[… {size - cap} characters left out …]\n"
         keep = cap - len(marker)
-        if keep < 0:
-            keep = 0
+        if keep <= 0:
+            append(marker)  # (the block's head is empty)
+            continue
         head = keep * 2 // 3
-        append(block[:head] + marker + block[size - (keep - head):] if keep - head else block[:head] + marker)
+        block = transcript_block(message)
+        append(block[:head] + marker + block[size - (keep - head):])  # keep - head ≥ 1
     return "\n\n".join(out)
 
 
 def transcript_blocks(messages: Sequence[dict[str, Any]]) -> list[str]:
     """Each message's block of the transcript, uncut."""
     return [transcript_block(m) for m in messages]
+
+
+def transcript_block_chars(message: dict[str, Any]) -> int:
+    """``len(transcript_block(message))``, without making the block."""
+    role = message["role"]
+    if role == "tool":
+        return len(f"[tool result for call {message.get('tool_call_id')}]\n") + len(f"{message.get('content') or ''}")
+    chars = lines = 0
+    content = message.get("content")
+    if content:
+        chars, lines = len(f"[{role}]\n") + len(f"{content}"), 1
+    for call in message.get("tool_calls") or []:
+        fn = call["function"]
+        chars += len(f"[{role} called {fn['name']} (call {call['id']}) with ") + len(f"{fn['arguments']}") + 1
+        lines += 1
+    return chars + lines - 1 if lines else len(f"[{role}]")
 
 
 def transcript_block(message: dict[str, Any]) -> str:

@@ -298,3 +298,59 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild
     transcript = json.loads(sent[0])["messages"][1]["content"]
     assert ("[… " in transcript) == (over > 2)  # far over the limit, the transcript was cut to its budget
+
+
+def _render_as_before(messages, max_chars):
+    """``render_transcript`` as it was written before it counted blocks without making them (the
+    text of every compaction logged since: a log's summary request must replay to the same bytes)."""
+    from agent_server.agent.request import transcript_block
+
+    blocks = [transcript_block(m) for m in messages]
+    sizes = list(map(len, blocks))
+    budget = max(0, max_chars - 2 * len(blocks))
+    if sum(sizes) <= budget:
+        return "\n\n".join(blocks)
+    cap, rest, left = 0, sorted(sizes), budget
+    for i, size in enumerate(rest):
+        share = left // (len(rest) - i)
+        if size > share:
+            cap = share
+            break
+        left -= size
+    else:
+        cap = max(rest)
+    out = []
+    for block, size in zip(blocks, sizes):
+        if size <= cap:
+            out.append(block)
+            continue
+        marker = f"\n[… {size - cap} characters left out …]\n"
+        keep = cap - len(marker)
+        if keep < 0:
+            keep = 0
+        head = keep * 2 // 3
+        out.append(block[:head] + marker + block[size - (keep - head):] if keep - head else block[:head] + marker)
+    return "\n\n".join(out)
+
+
+_texts = st.one_of(st.none(), st.just(""), st.text(max_size=300), st.text(alphabet="é😀\n ", max_size=40))
+_calls = st.lists(st.fixed_dictionaries({"id": st.text(max_size=8), "type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.text(max_size=8), "arguments": st.text(max_size=200)})}), max_size=3)
+_messages = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]), "content": _texts}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": _texts}, optional={"tool_calls": _calls}),
+    st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": st.one_of(st.none(), st.text(max_size=8)),
+                           "content": _texts}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=st.lists(_messages, max_size=30), max_chars=st.integers(0, 3_000))
+def test_the_transcript_counted_without_its_blocks_is_the_transcript_as_before(messages, max_chars):
+    """The transcript of a load's first compaction made every message's block (15 MB for a
+    100k-event log) to count them, and most were then cut down to their marker: blocks are now
+    counted without being made, and made only when some of their text is kept — the same text."""
+    from agent_server.agent.request import transcript_block, transcript_block_chars
+
+    assert [transcript_block_chars(m) for m in messages] == [len(transcript_block(m)) for m in messages]
+    assert render_transcript(messages, max_chars) == _render_as_before(messages, max_chars)
