@@ -384,7 +384,8 @@ class SessionPolicy:
                 title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
                 content=[_diff(t.lexical, tool, args)], rememberable=False, memory_allows=False,
                 facts={**facts, "git_hook": hook})
-        if secret is None and (editor := editor_config_of(t.resolved, t.lexical, self.roots)) is not None:
+        if secret is None and (editor := editor_config_of(t.resolved, t.lexical, self.roots)
+                               or self._home_startup(t.resolved)) is not None:
             return Verdict("ask", "editor-config", (
                 f"{editor} is editor configuration that your editor runs or obeys outside the sandbox (a "
                 "settings file can choose the agent's own server binary, a task or exrc file runs commands)"),
@@ -402,6 +403,15 @@ class SessionPolicy:
         return Verdict("ask", "secret-write", f"it may hold secrets (matches `{secret}`)",
                        title=f"{'Edit' if tool == 'edit' else 'Write'} {t.lexical}", what=f"writing {t.lexical}",
                        content=[_diff(t.lexical, tool, args)], facts={**facts, "secret_pattern": secret})
+
+    def _home_startup(self, resolved: Path) -> str | None:
+        """``resolved`` when it is a start-up file of the home folder (or in one of its start-up
+        folders) and the home folder lies in a root (``ConfigIndex.home_files``), else ``None``."""
+        index = self.shell_launcher.config_index
+        text = str(resolved)
+        if text in index.home_files or any(text.startswith(f + "/") for f in index.home_folders):
+            return text
+        return None
 
     def _protected(self, tool: str, path: str, t: Any) -> Verdict | None:
         reason = self.protected.match(t.lexical, t.resolved) if self.protected is not None else None

@@ -64,6 +64,7 @@ def make(tmp_path):
                                tmp_path / "tmp", status=status)
         return policy, approver, emitted, log, ws
 
+    factory.ws = ws
     return factory
 
 
@@ -323,3 +324,16 @@ async def test_file_tools_writing_editor_rc_files_and_sub_folder_configuration_a
     assert len(approver.asked) == len(paths) and all("editor configuration" in why(q) for q in approver.asked)
     assert await policy.guard(prepared("write", path="sub/vscode/settings.json", content="x")) is None  # only those
     assert len(approver.asked) == len(paths)
+
+
+async def test_file_tools_writing_shell_startup_files_of_a_home_folder_in_the_workspace_ask(make, monkeypatch):
+    """With the workspace opened on the home folder, ~/.bashrc and ~/.local/bin/git are what the
+    user's shell runs on its own: the file tools ask, as the shell's watch does."""
+    ws = make.ws
+    monkeypatch.setenv("HOME", str(ws))
+    policy, approver, _, _, ws = make(approver=FakeApprover(Answer("selected", "reject_once")))
+    for path in (".bashrc", ".local/bin/git", ".config/autostart/x.desktop", ".gitconfig"):
+        assert await policy.guard(prepared("write", path=path, content="x")) is not None, path
+    assert len(approver.asked) == 4
+    assert await policy.guard(prepared("write", path="notes.txt", content="x")) is None
+
