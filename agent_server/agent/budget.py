@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from agent_server.agent.request import RequestRebuildError, pending_body, request_body
-from agent_server.agent.request_memo import RequestMemo
+from agent_server.agent.request_memo import RequestMemo, message_images
 from agent_server.config.load import AgentSettings
 from agent_server.llm import cached_tokens, encode_body
 from agent_server.session import SessionEvent
@@ -30,36 +30,49 @@ def body_chars(body: dict[str, Any]) -> int:
     return len(encode_body(body).decode("utf-8"))
 
 
-def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float, memo: RequestMemo | None = None) -> int:
-    """Estimated prompt tokens of a step started after ``events`` (see the module docstring).
+def body_images(body: dict[str, Any]) -> int:
+    """Image parts in a request ``body``'s messages."""
+    return sum(message_images(m) for m in body.get("messages") or ())
+
+
+def estimate_tokens(events: Sequence[SessionEvent], chars_per_token: float, memo: RequestMemo | None = None,
+                    image_tokens: int = 0) -> int:
+    """Estimated prompt tokens of a step started after ``events`` (see the module docstring); each
+    image of the history counts ``image_tokens`` (its reference's characters aside).
 
     ``memo``: the session's ``RequestMemo`` (the same figure, without re-walking the log).
     Raises ``RequestRebuildError`` when there is no ``request/header`` yet.
     """
     then: int | None = None
+    then_images = 0
     if memo is not None:
         anchor = memo.usage_anchor(events)
         if anchor is not None:
             try:
                 then = memo.step_chars(events, anchor[0])  # before the whole list: the memo extends this prefix
+                then_images = memo.step_images(anchor[0])
             except RequestRebuildError:
                 then = None
         now = memo.pending_chars(events)
+        now_images = memo.images
     else:
-        now = body_chars(pending_body(events))
+        pending = pending_body(events)
+        now, now_images = body_chars(pending), body_images(pending)
         anchor = _usage_anchor(events)
         if anchor is not None:
             try:
-                then = body_chars(request_body(events, anchor[0]))
+                earlier = request_body(events, anchor[0])
+                then, then_images = body_chars(earlier), body_images(earlier)
             except RequestRebuildError:
                 then = None
-    by_chars = round(now / chars_per_token)
+    by_chars = round(now / chars_per_token) + now_images * image_tokens
     if anchor is not None:
         prompt_tokens = anchor[1]
         if then is not None and now >= then:
             # never below the character estimate: a provider that reports a tiny (or zero)
             # prompt_tokens must not let the history grow past the window
-            return max(prompt_tokens + round((now - then) / chars_per_token), by_chars)
+            return max(prompt_tokens + round((now - then) / chars_per_token)
+                       + (now_images - then_images) * image_tokens, by_chars)
     return by_chars
 
 

@@ -124,7 +124,8 @@ class Compactor:
 
     def estimate(self) -> int:
         """Estimated prompt tokens of a step started now."""
-        return estimate_tokens(self.log.events, self.settings.chars_per_token, self.requests)
+        return estimate_tokens(self.log.events, self.settings.chars_per_token, self.requests,
+                               self.settings.image_tokens)
 
     async def estimate_soon(self) -> int:
         """``estimate()``, made in a worker thread when the request memo has a long stretch of the
@@ -289,12 +290,12 @@ class Compactor:
         cpt = self.settings.chars_per_token
         if self.requests is not None:
             try:
-                return self.requests.history(events, cpt)
+                return self.requests.history(events, cpt, self.settings.image_tokens)
             except RequestRebuildError:
                 pass  # no request header yet (a /compact before any request): as without a memo
         pairs = surface_messages(events)
         messages = [m for _, m in pairs]
-        return pairs, [message_tokens(m, cpt) for m in messages], valid_cuts(messages)
+        return pairs, [message_tokens(m, cpt, self.settings.image_tokens) for m in messages], valid_cuts(messages)
 
     async def _summarise(self, client: ModelClient, body: bytes, start: SessionEvent, first_seq: int,
                          last_seq: int) -> AssembledMessage:

@@ -2,7 +2,8 @@
 
 Role: ``logged_requests(events)`` walks the log and yields one ``LoggedRequest`` per HTTP request
 the agent made (or may have made), each with the exact body ``encode_body(request_body(events,
-seq))`` — the same two functions the agent used to build what it sent. Retries re-send their
+seq))`` — the same two functions the agent used to build what it sent (image references resolved from the session folder when
+``images`` is given: ``session.images``). Retries re-send their
 step's body unchanged, so every attempt of a step has that body. The summarising request of a
 compaction (``compaction/start``) is listed too, in log order, rebuilt by ``compaction_body``.
 
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from agent_server.agent.request import compaction_body, compaction_body_of, request_body
+from agent_server.agent.request import RequestRebuildError, compaction_body, compaction_body_of, request_body
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.llm import encode_body
 from agent_server.session import SessionEvent
+from agent_server.session.images import ImageMissing
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ class LoggedRequest:
                 "valid": self.problem is None, "problem": self.problem, "body": self.body.decode("utf-8")}
 
 
-def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[LoggedRequest]:
+def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False,
+                    images: Callable[[bytes], bytes] | None = None) -> list[LoggedRequest]:
     """The requests of ``events`` (oldest first), in the order they were made, each body built by
     the pure functions (``request_body``, ``compaction_body``): the reference ``iter_requests``
     equals.
@@ -79,19 +82,30 @@ def logged_requests(events: Sequence[SessionEvent], *, inherited: bool = False) 
     that never ended, or was closed ``interrupted`` on load, adds one ``unknown`` request.
     In a fork's log (``session/header.forked_from.seq``), the requests of the history copied from
     the parent were made by the parent: they are left out unless ``inherited`` (``step_index``
-    still counts their steps). Raises ``RequestRebuildError`` for a ``step/start`` with no
-    ``request/header`` before it.
+    still counts their steps). ``images``: ``ImageStore.resolve`` of the session's folder, which
+    turns the image references of a body into the bytes sent (without it they stay references).
+    Raises ``RequestRebuildError`` for a ``step/start`` with no ``request/header`` before it, or
+    an image the folder does not hold as the log names it.
     """
     out: list[LoggedRequest] = []
     for unit in _requests(events, inherited):
         start, kind = unit[0], unit[1]
         built = compaction_body(events, start.seq) if kind == "compaction" else request_body(events, start.seq)
-        out += _made(unit, encode_body(built), request_problem(built))
+        out += _made(unit, _resolved(encode_body(built), images), request_problem(built))
     return out
 
 
+def _resolved(body: bytes, images: Callable[[bytes], bytes] | None) -> bytes:
+    if images is None:
+        return body
+    try:
+        return images(body)
+    except ImageMissing as exc:
+        raise RequestRebuildError(str(exc)) from None
+
+
 def iter_requests(events: Sequence[SessionEvent], *, inherited: bool = False,
-                  step: int | None = None) -> Iterator[LoggedRequest]:
+                  step: int | None = None, images: Callable[[bytes], bytes] | None = None) -> Iterator[LoggedRequest]:
     """``logged_requests(events, inherited=…)`` one request at a time, the bodies built by one
     ``RequestMemo`` over the growing prefix of ``events`` (cost: the log's messages encoded once,
     plus each body's bytes when it is yielded; memory: the memo plus one body). With ``step``, only
@@ -114,7 +128,7 @@ def iter_requests(events: Sequence[SessionEvent], *, inherited: bool = False,
         else:
             body = memo.request(prefix, start.seq)
             problem = problems.of(memo.messages, memo.messages_kept)
-        yield from _made(unit, body, problem)
+        yield from _made(unit, _resolved(body, images), problem)
 
 
 def request_steps(events: Sequence[SessionEvent], *, inherited: bool = False) -> list[int]:

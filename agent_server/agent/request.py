@@ -168,7 +168,11 @@ def transcript_block(message: dict[str, Any]) -> str:
     role = message["role"]
     if role == "tool":
         return f"[tool result for call {message.get('tool_call_id')}]\n{message.get('content') or ''}"
-    lines = [f"[{role}]\n{message.get('content') or ''}"] if message.get("content") else []
+    content = message.get("content")
+    if isinstance(content, list):  # text and image parts: the images by name only
+        content = "\n".join(p.get("text", "") if p.get("type") == "text" else "[an image the user attached]"
+                            for p in content)
+    lines = [f"[{role}]\n{content or ''}"] if content else []
     for call in message.get("tool_calls") or []:
         fn = call["function"]
         lines.append(f"[{role} called {fn['name']} (call {call['id']}) with {fn['arguments']}]")

@@ -38,10 +38,21 @@ _JSON = json.JSONEncoder(ensure_ascii=False)
 """``json.dumps(…, ensure_ascii=False)``, made once (``dumps`` makes an encoder per call)."""
 
 
-def message_tokens(message: dict[str, Any], chars_per_token: float) -> float:
-    """Estimated tokens of one chat message (its JSON characters ÷ ``chars_per_token``): what a
-    compaction weighs the history by."""
-    return len(_JSON.encode(message)) / chars_per_token
+IMAGE_MARK = '"url":"agent-server-image:'
+"""How an image reference (``session.images``) shows in an encoded message: each counts in the
+estimate by ``[agent] image_tokens``, never by its characters."""
+
+
+def message_images(message: dict[str, Any]) -> int:
+    """How many image parts ``message`` carries."""
+    content = message.get("content")
+    return sum(1 for p in content if p.get("type") == "image_url") if isinstance(content, list) else 0
+
+
+def message_tokens(message: dict[str, Any], chars_per_token: float, image_tokens: int = 0) -> float:
+    """Estimated tokens of one chat message (its JSON characters ÷ ``chars_per_token``, and
+    ``image_tokens`` per image part): what a compaction weighs the history by."""
+    return len(_JSON.encode(message)) / chars_per_token + message_images(message) * image_tokens
 
 
 _NONE: frozenset[Any] = frozenset()
@@ -120,6 +131,11 @@ class RequestMemo:
         self._ends: list[int] = []  # where each of the first _joined_count parts ends in _joined
         self._sizes: list[int] = []  # their characters
         self._chars = 0  # the sum of _sizes
+        self._images: list[int] = []  # image references in each part
+        self._image_count = 0  # the sum of _images
+        self._step_images: dict[int, int] = {}
+        self.images = 0
+        """Image references in the body brought up to last (``message_images`` of ``messages``)."""
         self._joined = b""  # the first _joined_count parts, joined
         self._joined_count = 0
         self._frames: dict[bool, tuple[SessionEvent, tuple[bytes, bytes, int] | None]] = {}
@@ -134,7 +150,7 @@ class RequestMemo:
         """How many pairs at the start of ``messages`` are the same objects as in the body before."""
         self._spaced: list[int] = []  # each message's characters as ``message_tokens`` counts them
         self._weights: list[float] = []  # the first of them ÷ ``_weights_for`` (characters per token)
-        self._weights_for = 0.0
+        self._weights_for: tuple[float, int] = (0.0, 0)  # (characters per token, image tokens)
         self._open: list[frozenset[Any]] = []  # the tool calls without a result before each message
         self._pending: frozenset[Any] = _NONE  # … and after the last one
         self._cuts: list[int] = []  # ``valid_cuts`` of the messages
@@ -157,7 +173,7 @@ class RequestMemo:
         except RequestRebuildError:
             return  # no request/header yet: nothing to prepare
 
-    def history(self, events: Sequence[SessionEvent], chars_per_token: float
+    def history(self, events: Sequence[SessionEvent], chars_per_token: float, image_tokens: int = 0
                 ) -> tuple[list[tuple[int, dict[str, Any]]], list[float], list[int]]:
         """``(surface_messages(events), [message_tokens(m) for each], valid_cuts(messages))`` —
         what a compaction weighs and cuts — from the memo's encodings, each message weighed and
@@ -165,14 +181,15 @@ class RequestMemo:
         Raises ``RequestRebuildError`` with no ``request/header``."""
         self._update(events)
         pairs = self.messages
-        spaced, weights = self._spaced, self._weights
+        spaced, weights, images = self._spaced, self._weights, self._images
         if len(spaced) != len(pairs):  # a body framed by the pure function: nothing encoded here
             messages = [m for _, m in pairs]
-            return pairs, [message_tokens(m, chars_per_token) for m in messages], valid_cuts(messages)
-        if chars_per_token != self._weights_for:
+            return pairs, [message_tokens(m, chars_per_token, image_tokens) for m in messages], valid_cuts(messages)
+        if (chars_per_token, image_tokens) != self._weights_for:
             weights.clear()
-            self._weights_for = chars_per_token
-        weights += [size / chars_per_token for size in spaced[len(weights):]]
+            self._weights_for = (chars_per_token, image_tokens)
+        weights += [size / chars_per_token + images[k] * image_tokens
+                    for k, size in enumerate(spaced[len(weights):], len(weights))]
         return pairs, weights, self._cuts
 
     def transcript(self, messages: list[dict[str, Any]], max_chars: int) -> str:
@@ -206,7 +223,7 @@ class RequestMemo:
         if not prior or prior[-1].type != "step/start":
             raise RequestRebuildError(f"event {step_seq} is not a step/start")
         chars = self._update(prior)
-        self._step_chars[step_seq] = chars
+        self._step_chars[step_seq], self._step_images[step_seq] = chars, self.images
         return self._bytes()
 
     def pending_chars(self, events: Sequence[SessionEvent]) -> int:
@@ -224,7 +241,12 @@ class RequestMemo:
         if not prior or prior[-1].type != "step/start":
             raise RequestRebuildError(f"event {step_seq} is not a step/start")
         chars = self._step_chars[step_seq] = self._update(prior)
+        self._step_images[step_seq] = self.images
         return chars
+
+    def step_images(self, step_seq: int) -> int:
+        """Image references in the body of ``step_seq`` (after ``step_chars`` of it)."""
+        return self._step_images.get(step_seq, 0)
 
     def behind(self, events: Sequence[SessionEvent]) -> int:
         """How many events of ``events`` this memo has yet to take in (all of them when it saw
@@ -300,19 +322,24 @@ class RequestMemo:
         frame = self._frame(header, echo)
         if frame is None:  # a header this cannot frame exactly: the pure function
             self._generation = -1  # and the encoded messages are made again next time
-            for derived in (self._parts, self._ends, self._sizes, self._spaced, self._open, self._cuts, self._weights):
+            for derived in (self._parts, self._ends, self._sizes, self._spaced, self._open, self._cuts, self._weights,
+                            self._images):
                 derived.clear()  # (none of them describes ``pairs``: ``history`` weighs them itself)
             self._chars, self._joined, self._joined_count, self._pending = 0, b"", 0, _NONE
+            self._image_count = 0
             self.messages, self.messages_kept = pairs, 0
+            self.images = sum(message_images(m) for _, m in pairs)
             text = _dumps(pending_body(events))
             self._whole = text.encode("utf-8")
             return len(text)
         self._whole = None
         parts, sizes, spaced, opened, cuts = self._parts, self._sizes, self._spaced, self._open, self._cuts
+        images = self._images
         kept = min(kept, len(parts))
         self._chars -= sum(sizes[kept:])
+        self._image_count -= sum(images[kept:])
         pending = opened[kept] if kept < len(opened) else self._pending
-        del parts[kept:], sizes[kept:], spaced[kept:], opened[kept:], self._weights[kept:]
+        del parts[kept:], sizes[kept:], spaced[kept:], opened[kept:], self._weights[kept:], images[kept:]
         while cuts and cuts[-1] >= kept:
             cuts.pop()
         if kept < self._joined_count:  # the joined bytes up to ``kept`` are its parts, as they were
@@ -329,6 +356,9 @@ class RequestMemo:
             parts.append(text.encode("utf-8"))
             sizes.append(len(text))
             self._chars += len(text)
+            found = text.count(IMAGE_MARK) if type(message.get("content")) is list else 0
+            images.append(found)
+            self._image_count += found
             opened.append(pending)  # valid_cuts, one message at a time
             role = message["role"]
             if role == "tool":
@@ -350,6 +380,7 @@ class RequestMemo:
             parts[self._joined_count:upto] = [None] * (upto - self._joined_count)  # held once, in _joined
             self._joined_count = upto
         self.messages, self.messages_kept = pairs, kept
+        self.images = self._image_count
         return self._frame_chars + self._chars
 
     def _bytes(self) -> bytes:
@@ -383,4 +414,4 @@ class RequestMemo:
         return frame
 
 
-__all__ = ["RequestMemo", "message_tokens", "valid_cuts"]
+__all__ = ["IMAGE_MARK", "RequestMemo", "message_images", "message_tokens", "valid_cuts"]

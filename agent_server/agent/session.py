@@ -47,6 +47,7 @@ from agent_server.agent.user_input import prompt_text
 from agent_server.config.load import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
 from agent_server.session import EventLog, LogWriteError, ProjectionMemo
+from agent_server.session.images import ImageStore
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.agent")
@@ -144,6 +145,8 @@ class AgentSession:
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
         self.requests = requests if requests is not None else RequestMemo(projection)
+        self.images = ImageStore(log.path.parent)
+        """The session's stored prompt images (``session.images``): references resolved before sending."""
         self.costs = CostMemo()
         """``session_cost`` memoised over this session's log (``budget``)."""
         """The request builder memoised over this session's log (``request_memo``)."""
@@ -312,12 +315,12 @@ class AgentSession:
     def _next_turn_number(self) -> int:
         return self.log.count("turn/start") + 1
 
-    def _check_prompt_fits(self, text: str) -> None:
+    def _check_prompt_fits(self, text: str, images: int = 0) -> None:
         """A prompt that alone exceeds the model's context window is refused before it enters the
         log: logged, it would be in every later request and no compaction could ever make the
         session fit again. Raises ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``)."""
         window = self.provider.context_window
-        tokens = round(len(text) / self.config.agent.chars_per_token)
+        tokens = round(len(text) / self.config.agent.chars_per_token) + images * self.config.agent.image_tokens
         if window and tokens > window:
             raise TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "retryable": False, "message": (
                 f"the prompt alone is about {tokens:,} tokens, more than the model's context window "
@@ -381,7 +384,7 @@ class AgentSession:
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
         try:
-            self._check_prompt_fits(prompt_text(blocks))
+            self._check_prompt_fits(prompt_text(blocks), sum(b.get("type") == "image" for b in blocks))
             header = self._header_factory()
             if header.note is not None:  # a change since the last request is told before the prompt it preceded
                 self._log_inputs(header)
@@ -438,7 +441,7 @@ class AgentSession:
             estimate = self._after_compaction()
         try:
             message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry, partial=partial,
-                                        requests=self.requests, flush=self._flush)
+                                        requests=self.requests, flush=self._flush, images=self.images.resolve)
         except TurnFailed as exc:  # the provider says it does not fit: compact once, retry the step once
             if exc.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                 raise
@@ -446,7 +449,8 @@ class AgentSession:
             estimate = self._after_compaction()
             try:
                 message = await stream_step(self.log, client, self._emit, turn=turn, step=step, retry=self.retry,
-                                            partial=partial, requests=self.requests, flush=self._flush)
+                                            partial=partial, requests=self.requests, flush=self._flush,
+                                            images=self.images.resolve)
             except TurnFailed as again:
                 if again.error.get("code") != "CONTEXT_WINDOW_EXCEEDED":
                     raise

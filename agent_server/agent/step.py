@@ -35,6 +35,7 @@ from agent_server.llm import (
     encode_body,
 )
 from agent_server.session import EventLog, SessionEvent
+from agent_server.session.images import ImageMissing
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one ACP ``SessionUpdate`` payload (the ``update`` of ``session/update``) to the editor."""
@@ -149,11 +150,13 @@ async def stream_step(
     partial: PartialMessage,
     requests: RequestMemo | None = None,
     flush: Flush | None = None,
+    images: Callable[[bytes], bytes] | None = None,
 ) -> AssembledMessage:
     """Run one step's request: log ``step/start``, stream with retries, return the message.
 
     ``requests``: the session's ``RequestMemo`` (the same bytes as ``encode_body(request_body(…))``
-    without re-walking the log). ``flush``: the session's gate flush — a failed try that showed
+    without re-walking the log); ``images``: ``ImageStore.resolve`` of the session's folder (the
+    bytes sent hold the stored images, the log their names). ``flush``: the session's gate flush — a failed try that showed
     text has it all sent before its ``assistant/attempt`` is logged. Before each retry the user is
     told (``retry_notice``, emitted after the failed try's text, before the wait).
 
@@ -164,6 +167,11 @@ async def stream_step(
     start = log.append("step/start", {"turn": turn, "step": step})
     events = log.events
     body = requests.request(events, start.seq) if requests is not None else encode_body(request_body(events, start.seq))
+    if images is not None:  # each image reference becomes the stored bytes' data: URL (session.images)
+        try:
+            body = images(body)
+        except ImageMissing as exc:
+            raise TurnFailed({"code": "STORAGE", "retryable": False, "message": str(exc)}) from None
     for attempt in range(1, retry.max_attempts + 1):
         partial.reset(step)
         try:

@@ -5,7 +5,8 @@ text as is, resource links as links, embedded resources (files, editor selection
 context with their path and, for a selection URI ``file:///abs/a.py#L10-L20``, the line range
 (PROTOCOL.md "Selections in prompts").
 
-Must never: drop a block silently — what cannot be shown to the model is replaced by a note.
+Must never: drop a block silently — what cannot be shown to the model is replaced by a note (a
+stored image, ``{"type": "image", "sha256"}``, goes to the message as an image part instead).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def prompt_text(blocks: list[dict[str, Any]]) -> str:
             parts.append(f"[{block.get('name') or block.get('uri')}]({block.get('uri')})")
         elif kind == "resource":
             parts.append(_embedded(block.get("resource") or {}))
+        elif kind == "image" and "sha256" in block:
+            continue  # a stored image: the user message carries it as an image part (session.images)
         else:
             parts.append(f"[{kind} content omitted: this agent accepts text and embedded text only]")
     return "\n\n".join(parts)

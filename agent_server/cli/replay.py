@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     path = _log_path(args.log)
     from agent_server.agent.replay import iter_requests, request_steps
     from agent_server.agent.request import RequestRebuildError
-    from agent_server.session import LogCorruptError, LogVersionError, read_events
+    from agent_server.session import ImageStore, LogCorruptError, LogVersionError, read_events
 
     try:
         events = read_events(path)
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
     invalid: list[tuple[int, int, int, str]] = []  # (request, step_index, seq, problem)
     written = 0
     try:
-        for request in iter_requests(events, step=args.step):
+        for request in iter_requests(events, step=args.step, images=ImageStore(path.parent).resolve):
             written += 1
             if request.problem is not None:
                 invalid.append((request.index, request.step_index, request.seq, request.problem))

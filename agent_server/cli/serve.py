@@ -46,8 +46,9 @@ def _read_first_line(fd: int, buffer: bytes = b"", limit: int = FAST_LINE_LIMIT)
     return b"", b"".join(pieces)
 
 
-def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
-    """Answer ``line`` at once if it is an ``initialize`` request; return its params, else None."""
+def _fast_initialize(line: bytes, out_fd: int, config_path: str | None = None) -> dict | None:
+    """Answer ``line`` at once if it is an ``initialize`` request; return its params, else None.
+    ``promptCapabilities.image`` from the config file alone (``config.resolve.vision_configured``)."""
     import json
 
     try:
@@ -60,11 +61,13 @@ def _fast_initialize(line: bytes, out_fd: int) -> dict | None:
     params = message.get("params")
     if params is not None and not isinstance(params, dict):
         return None
+    from agent_server.config.resolve import vision_configured
     from agent_server.server.acp.initialize import initialize_result
 
     from agent_server.server.rpc.wire import write_all
 
-    response = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result(params or {})}
+    image = vision_configured(config_path, os.environ)
+    response = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result(params or {}, image=image)}
     write_all(out_fd, (json.dumps(response, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
     return params or {}
 
@@ -159,7 +162,7 @@ def _serve(config_path: str | None) -> int:
     first, rest = _read_first_line(0)
     if not first and not rest:
         return 0  # end of input before any message: nothing to serve
-    answered = _fast_initialize(first, out_fd) if first else None
+    answered = _fast_initialize(first, out_fd, config_path) if first else None
     prefeed = rest if answered is not None else first + rest
     handed = None
     if answered is not None:

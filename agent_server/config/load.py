@@ -105,6 +105,9 @@ class ProviderSettings(BaseModel):
     """The request-body field a level goes to (OpenAI's chat completions: ``reasoning_effort``)."""
     switches: dict[str, Switch] = {}
     """The model's boolean config options by id (``[models.switches.ID]``)."""
+    vision: bool = Field(default=False, strict=True)
+    """Whether the model takes images in prompts (``vision = true`` at the top of the config file for
+    the default model, or on a ``[[models]]`` entry): ``promptCapabilities.image`` is advertised then."""
 
 
 class Price(BaseModel):
@@ -179,6 +182,12 @@ class AgentSettings(BaseModel):
     then carries the session's cumulative ``cost``. ``None``: no cost is reported."""
     model_prices: dict[str, Price] = {}
     """Model id → price, overriding ``price_per_million`` for that model."""
+    max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
+    """Bytes one prompt image may have (decoded); a larger one is refused with an error naming this
+    limit (images are not resized: no image library is a dependency)."""
+    image_tokens: int = Field(default=1_600, ge=0)
+    """Tokens one image counts for in the context estimate (its base64 length never does): about
+    what a provider charges for a picture of up to about 1.15 megapixels."""
 
     def price_for(self, model: str | None) -> Price | None:
         """The configured price of ``model`` (its own, else the default), or ``None``."""
@@ -266,6 +275,8 @@ class ModelEntry(BaseModel):
     session's ``thought_level`` config option; ``default`` (not sent) is always offered first."""
     reasoning_effort_param: str = "reasoning_effort"
     switches: dict[str, Switch] = {}
+    vision: bool | None = Field(default=None, strict=True)
+    """Whether the model takes images (default: false; the default model's entry: the top-level ``vision``)."""
 
 
 class ModelChoice(BaseModel):
@@ -298,6 +309,13 @@ class Config(BaseModel):
     profiles: dict[str, Profile] = Field(default_factory=lambda: dict(PROFILES))
     """Every profile known: the built-in ones and the config file's ``[profiles.NAME]``."""
 
+    @property
+    def accepts_images(self) -> bool:
+        """Whether a configured model takes images (``promptCapabilities.image``): the default
+        model or a ``[[models]]`` entry with ``vision = true`` (``config.resolve.vision_configured``
+        says the same from the file alone, for the fast ``initialize``)."""
+        return self.provider.vision or any(c.provider.vision for c in self.models)
+
     def model_choice(self, model_id: str | None) -> ModelChoice | None:
         """The listed model ``model_id``, or ``None`` when it is not listed."""
         return next((c for c in self.models if c.id == model_id), None)
@@ -316,7 +334,7 @@ class Config(BaseModel):
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 _FILE_KEYS = {"profile", "base_url", "model", "api_key", "api_key_env", "context_window",
-              "reasoning_content", "agent", "params", "profiles", "policy", "models", "acp"}
+              "reasoning_content", "agent", "params", "profiles", "policy", "models", "acp", "vision"}
 
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:
@@ -361,7 +379,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             table = f"[profiles.{name}]"
             profiles[name] = Profile(**raw)
         table = ""
-        provider = ProviderSettings(**resolve_provider(data, profiles, env, signin))
+        provider = ProviderSettings(**resolve_provider(data, profiles, env, signin), vision=data.get("vision", False))
         table = "[policy]"
         policy = PolicySettings(**{**data.get("policy", {}), **_policy_env(env)})
         table = "[[models]]"
@@ -438,6 +456,7 @@ def _resolve_models(entries: list[ModelEntry], default: ProviderSettings, profil
             base = base.model_copy(update={"api_key_env": entry.api_key_env, "api_key": key.strip() if key else None,
                                            "api_key_source": entry.api_key_env if key else None, "key_store": None})
         update: dict[str, Any] = _option_settings(entry)
+        update["vision"] = entry.vision if entry.vision is not None else (entry.id == default.model and default.vision)
         if entry.context_window is not None:
             update["context_window"] = entry.context_window
         if entry.reasoning_content is not None:

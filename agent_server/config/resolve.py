@@ -14,6 +14,7 @@ Must never: import anything of ours but ``credentials`` (standard library only),
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -44,6 +45,33 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
 }
 """Built-in profiles, every ``config.Profile`` field given. ``custom`` is any OpenAI-compatible
 endpoint given by ``base_url``."""
+
+
+def vision_configured(config_path: str | Path | None, env: Mapping[str, str]) -> bool:
+    """Whether the config file gives a model ``vision = true`` (at its top, for the default model,
+    or on a ``[[models]]`` entry): ``Config.accepts_images`` from the file alone, for the fast
+    ``initialize``. A file without the word is not parsed; one that cannot be read or parsed: ``False``."""
+    if config_path is None and not env.get("AGENT_SERVER_CONFIG") and sys.platform.startswith("linux"):
+        # platformdirs' folder on Linux, without importing it (8 ms) before the initialize answer
+        home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        config_path = Path(home) / "agent-server" / "config.toml"
+        if not config_path.is_file():
+            return False
+    try:
+        _, text = config_text(config_path, env)
+    except (ConfigError, OSError):
+        return False
+    if not text or "vision" not in text:
+        return False
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return False
+    models = data.get("models")
+    return data.get("vision") is True or (isinstance(models, list) and any(
+        isinstance(m, dict) and m.get("vision") is True for m in models))
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:

@@ -29,6 +29,7 @@ from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.session import EventLog, LogCorruptError, LogVersionError, ProjectionMemo, SessionEvent, read_events
+from agent_server.session.images import ImageMissing, ImageStore
 from agent_server.tools.procs import reap_orphans
 from agent_server.tools.registry import tool_schemas
 
@@ -135,7 +136,9 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
         coming = {u.get("toolCallId") for u in waiting if u.get("sessionUpdate") == "tool_call"}
         notices = [u for u in waiting if "_meta" in u and u.get("sessionUpdate") == "agent_message_chunk"]
         terminal = host.frontend is not None and bool(host.frontend.terminal_output())
-        history = (u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal)
+        store = getattr(session, "images", None)  # the session's stored prompt images (shown again with their data)
+        history = (u for u in lifecycle.history_updates(session.log.events, roots, terminal=terminal,
+                                                        images=store.base64 if store is not None else None)
                    if not (u["sessionUpdate"] == "tool_call" and u["toolCallId"] in coming)
                    and not ("_meta" in u and u in notices))
         streaming: list[dict[str, Any]] = []
@@ -148,6 +151,19 @@ async def replay(host: SessionHost, session: AgentSession, cwd: str) -> int:
         return itertools.chain(history, streaming)
 
     return await host.gates[session.id].replay(build)
+
+
+def _copy_images(parent: ImageStore, child: ImageStore, events: Sequence[SessionEvent]) -> None:
+    """The prompt images the copied history names, stored in the fork's folder too (its requests
+    resolve them there); one that is gone from the parent stays gone (its requests then fail as
+    the parent's would)."""
+    for event in events:
+        for block in event.data.get("blocks") or () if event.type in ("user", "inbox/queued") else ():
+            if isinstance(block, dict) and block.get("type") == "image" and isinstance(block.get("sha256"), str):
+                try:
+                    child.put(parent.read(block["sha256"]))
+                except ImageMissing:
+                    pass
 
 
 async def close(host: SessionHost, session_id: str) -> None:
@@ -216,5 +232,6 @@ async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directori
     }, point.history)
     for queued in waiting_prompts(event_log.events):
         event_log.append("inbox/cancelled", {"queued_seq": queued.seq, "reason": "forked"})
+    _copy_images(ImageStore(path.parent), ImageStore(event_log.path.parent), event_log.events)
     host.open_session(session_id, event_log, roots)
     return session_id

@@ -42,6 +42,7 @@ from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import instruction_paths, read_instructions
 from agent_server.session import EventLog, LogBusyError, LogWriteError, ProjectionMemo, SessionStore
+from agent_server.session.images import ImageError, ImageStore, check_image
 from agent_server.config.views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess
@@ -500,6 +501,44 @@ class SessionHost:
         finally:
             await self.flush(session.id)  # every update of the turn leaves before its answer
         return outcome
+
+    def store_images(self, session: AgentSession, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``blocks`` with each image block stored in the session folder (``session.images``) and
+        replaced by its reference ``{"type": "image", "mimeType", "sha256", "bytes"}``, so the log
+        names it and never holds its base64. ``HostError`` ``invalid`` — nothing stored or logged,
+        the prompt may be sent again — for an image the session's model does not take (no
+        ``vision``), an unsupported type, bad base64, bytes of another type, or one over ``[agent]
+        max_image_bytes``; ``internal`` ``STORAGE`` when it cannot be written."""
+        if not any(b.get("type") == "image" for b in blocks):
+            return blocks
+        provider = self._provider(session.log)
+        checked: list[tuple[int, bytes]] = []
+        errors = []
+        for index, block in enumerate(blocks):
+            if block.get("type") != "image":
+                continue
+            try:
+                checked.append((index, check_image(block.get("mimeType"), block.get("data"),
+                                                   self.config.agent.max_image_bytes)))
+            except ImageError as exc:
+                errors.append({"path": f"prompt.{index}", "message": str(exc)})
+        if not provider.vision:
+            vision = [c.id for c in self.config.models if c.provider.vision]
+            errors.insert(0, {"path": "prompt", "message": (
+                f"the model {provider.model} does not take images (no vision = true in its configuration); "
+                + (f"switch to {', '.join(vision)} to send images" if vision else "no configured model does"))})
+        if errors:
+            raise HostError("invalid", "; ".join(e["message"] for e in errors), {"errors": errors})
+        store = ImageStore(session.log.path.parent)
+        out = list(blocks)
+        try:
+            for index, raw in checked:
+                out[index] = {"type": "image", "mimeType": blocks[index]["mimeType"], "sha256": store.put(raw),
+                              "bytes": len(raw)}
+        except OSError as exc:
+            error = log_write_failure(LogWriteError(store.path, exc))
+            raise HostError("internal", error["message"], error) from None
+        return out
 
     async def _say_hook_runs(self, session: AgentSession) -> None:
         """The turn's summary of files it changed that the repository's git hooks run or read

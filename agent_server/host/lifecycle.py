@@ -25,6 +25,7 @@ from agent_server.agent.step import message_id, retry_notice
 from agent_server.host import paging
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
+from agent_server.session.images import ImageMissing
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
                                   SessionStore)
 from agent_server.session.index import TITLE_CHARS, session_title  # noqa: F401 - re-exported
@@ -185,7 +186,7 @@ def _iso(timestamp: float) -> str:
 
 
 def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
-                    terminal: bool = False) -> Iterator[dict[str, Any]]:
+                    terminal: bool = False, images: Callable[[str], str] | None = None) -> Iterator[dict[str, Any]]:
     """The ``session/update`` payloads that show ``events`` to an editor, in log order, made one at
     a time as they are taken (a long log is streamed, never held as a list of updates).
 
@@ -200,8 +201,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
     ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
     the terminal convention), a ``bash`` call still running gets its terminal as it did live
-    (``tools.live``), so the output that follows shows in it. ``events`` must not change while
-    this is consumed (pass a snapshot: ``EventLog.events`` is one).
+    (``tools.live``), so the output that follows shows in it. A stored prompt image comes back
+    with its data from ``images`` (``ImageStore.base64`` of the session folder; without it, or when
+    it is gone, a text block names it). ``events`` must not change while this is consumed (pass a
+    snapshot: ``EventLog.events`` is one).
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
@@ -225,6 +228,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             if data.get("content") == INIT_PROMPT:  # what the user typed, not the instructions it became
                 blocks = [{"type": "text", "text": "/init"}]
             for block in blocks:
+                if block.get("type") == "image" and "sha256" in block:
+                    block = _stored_image(block, images)
                 yield {"sessionUpdate": "user_message_chunk", "content": block,
                        "messageId": message_id(event.seq, "user_message_chunk")}
         elif kind in ("assistant", "assistant/attempt"):  # an attempt: what a failed try had shown
@@ -287,6 +292,17 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
 
 #: Commands a loaded session shows as they were shown live: what the user typed, then the answer.
 SHOWN_COMMANDS = ("undo", "redo", "checkpoints")
+
+
+def _stored_image(block: dict[str, Any], images: Callable[[str], str] | None) -> dict[str, Any]:
+    """An ACP image block of a prompt image the log names by its sha256 (data from ``images``),
+    or a text block naming it when its bytes are not to be had."""
+    if images is not None:
+        try:
+            return {"type": "image", "mimeType": block.get("mimeType"), "data": images(str(block["sha256"]))}
+        except ImageMissing:  # the load goes on, the image is named
+            pass
+    return {"type": "text", "text": f"[image {block.get('mimeType')}, {block.get('bytes')} bytes: no longer stored]"}
 
 
 def _command_turn(data: dict[str, Any], restore: SessionEvent | None,

@@ -22,6 +22,7 @@ _EXPORTS = {
     "ProjectionMemo": "projection", "derive_messages": "projection", "surface_messages": "projection",
     "SessionStore": "store", "default_state_dir": "store",
     "IndexEntry": "index", "SessionIndex": "index", "session_title": "index",
+    "ImageError": "images", "ImageMissing": "images", "ImageStore": "images", "check_image": "images",
 }
 
 __all__ = sorted(_EXPORTS)

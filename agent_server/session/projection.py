@@ -7,7 +7,10 @@ result is thrown away afterwards: history is a view of the log, never a second l
 Must never: keep state between calls, sort, or invent content that is not in an event.
 
 Rules (DESIGN.md §3):
-* ``user`` → ``{"role": "user", "content": data.content}``;
+* ``user`` → ``{"role": "user", "content": data.content}``; with images (``blocks`` of type
+  ``image`` naming a ``sha256``: stored in the session folder, ``session.images``) the content is a
+  list of parts, the text first (when there is any), then an OpenAI ``image_url`` part per image
+  holding a reference that ``ImageStore.resolve`` turns into its ``data:`` URL on the way out;
 * ``assistant`` with no text and no tool calls → nothing (invariant 10);
 * ``assistant`` → one assistant message with its ``tool_calls`` (arguments byte-exact as streamed)
   and, when the model sent reasoning, ``reasoning_content`` (the request builder decides whether
@@ -51,6 +54,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from agent_server.session.events import LogCorruptError, SessionEvent
+from agent_server.session.images import image_ref
 
 
 class EventShapeError(LogCorruptError):
@@ -261,6 +265,11 @@ def _message_of(event: SessionEvent) -> dict[str, Any] | None:
         content = data.get("content")
         if type(content) is not str:
             raise EventShapeError(event, _why("content", content, "a string"))
+        images = [b for b in data.get("blocks") or () if isinstance(b, dict) and b.get("type") == "image"
+                  and isinstance(b.get("sha256"), str)]
+        if images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+            return {"role": "user", "content": parts + [image_ref(str(b.get("mimeType")), b["sha256"]) for b in images]}
         return {"role": "user", "content": content}
     if kind == "assistant":
         try:

@@ -33,9 +33,10 @@ def replay_cli(log: Path, *extra: str) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     if not extra:
         from agent_server.agent.replay import logged_requests
-        from agent_server.session import read_events
+        from agent_server.session import ImageStore, read_events
 
-        assert lines == [r.as_json() for r in logged_requests(read_events(Path(log)))], f"{log}: memo ≠ functions"
+        functions = logged_requests(read_events(Path(log)), images=ImageStore(Path(log).parent).resolve)
+        assert lines == [r.as_json() for r in functions], f"{log}: memo ≠ functions"
     return lines
 
 

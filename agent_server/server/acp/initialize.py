@@ -21,12 +21,12 @@ LOGIN_METHOD_ID = "agent-server-login"
 """The one ``authMethods`` entry: ``agent-server login`` (provider, key, model; checked, then stored)."""
 
 
-def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
+def initialize_result(params: dict[str, Any] | None, *, image: bool = False) -> dict[str, Any]:
     """Return the ``InitializeResponse`` for ``params`` (the client's ``InitializeRequest``).
 
     Always ``protocolVersion: 1`` (the only version we speak, whatever the client asked).
     Capabilities switched on here are exactly those implemented: text and embedded-context
-    prompts; ``session/load``, ``session/list`` (with pages), ``session/delete``,
+    prompts, and images when a configured model takes them (``image``: ``Config.accepts_images``); ``session/load``, ``session/list`` (with pages), ``session/delete``,
     ``session/resume``, ``session/close`` and the unstable ``session/fork``; ``additionalDirectories``
     (extra workspace roots, policy-checked like ``cwd``); the unstable ``systemPrompt`` (``append``
     and ``override``) on ``session/new|load|resume|fork``; the ``agentServer`` extension block
@@ -35,7 +35,7 @@ def initialize_result(params: dict[str, Any] | None) -> dict[str, Any]:
     """
     capabilities: dict[str, Any] = {
         "loadSession": True,
-        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "promptCapabilities": {"image": image, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": {"list": {}, "delete": {}, "additionalDirectories": {},
                                 "resume": {}, "close": {}, "fork": {},

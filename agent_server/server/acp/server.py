@@ -254,7 +254,7 @@ class AcpServer:
     async def initialize(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``initialize``: record client capabilities, answer protocol version 1."""
         self.remember_initialize(params)
-        return initialize_result(params)
+        return initialize_result(params, image=self.config.accepts_images)
 
     async def authenticate(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``authenticate {methodId}``: ``{}`` when the configured model has a usable key (or needs
@@ -340,6 +340,8 @@ class AcpServer:
             if reply is not None:
                 return reply
             blocks = [{"type": "text", "text": commands.INIT_PROMPT}]
+        with _wire_errors():  # images stored beside the log, named in it; -32602 for one that cannot go
+            blocks = self.host.store_images(session, blocks)
         ticket = session.new_ticket()
         ctx.on_cancel = ticket.cancel
         if ctx.cancel_requested:  # $/cancel_request arrived before the handler ran
