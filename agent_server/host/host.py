@@ -555,7 +555,8 @@ class SessionHost:
             return
         from agent_server.policy.git_hooks import hook_runs
 
-        runs = await asyncio.to_thread(hook_runs, policy.roots)
+        nested = [os.path.dirname(g) for g in policy.shell_launcher.config_index.nested_gits]  # their hooks too
+        runs = await asyncio.to_thread(hook_runs, [*policy.roots, *nested])
         found = [] if runs is None else [{"path": p, "hook": why} for p in changed if (why := runs.why(p))]
         if not found:
             return
