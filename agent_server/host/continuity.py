@@ -85,8 +85,12 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
         requests = RequestMemo(projection)
         requests.prepare(event_log.events)
         # a history already over the limit: which transcript the first prompt's compaction will send
-        window = host._provider(event_log).context_window
-        summary = Compactor(event_log, _quiet, host.config.agent, window, RetryPolicy(), requests).plan_summary()
+        try:
+            window = host._provider(event_log).context_window
+            summary = Compactor(event_log, _quiet, host.config.agent, window, RetryPolicy(), requests).plan_summary()
+        except Exception:  # noqa: BLE001 — only a head start: the first prompt's compaction meets any error itself
+            log.debug("planning the first compaction after a load failed", exc_info=True)
+            summary = None
         return event_log, roots, requests, meta, closed, summary
 
     host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
