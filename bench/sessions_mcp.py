@@ -16,6 +16,12 @@ Figures (issue 31, items 7 and 11; goals in ``bench/README.md``):
   is starting meanwhile. Both processes first serve a warm-up ``session/new`` + ``session/set_mode``,
   so the figure is a served request, not the server's own start.
 
+Floors from the same run, so that a loaded machine's figures can be compared (``--json`` and the
+printed ratios): ``floor_rpc``, the round trip of a request the server answers at once (an unknown
+method, ``-32601``) in the same process just before each ``list_*`` figure; ``floor_stdlib``, the
+work no listing can skip done by this process with the standard library — ``listdir`` of the
+sessions folder, a ``stat`` of each log and ``json.loads`` of the index file — just after it.
+
 A benchmark measures; it does not pass or fail.
 """
 
@@ -71,6 +77,35 @@ def timed(agent: AgentProcess, method: str, params: dict[str, Any]) -> tuple[flo
     return (answered - sent) * 1000, result
 
 
+def floor_rpc(agent: AgentProcess) -> float:
+    """The best of three round trips of a request answered at once (an unknown method: its error)."""
+    best = float("inf")
+    for _ in range(3):
+        start = len(agent.lines)
+        request_id, sent = agent.send("_agent_server/bench_floor", {})
+        _, arrived, _ = agent.wait(lambda raw: json.loads(raw).get("id") == request_id, start)
+        best = min(best, arrived - sent)
+    return best * 1000
+
+
+def floor_stdlib(sessions: Path) -> float:
+    """Milliseconds of the listing's unavoidable work with the standard library: ``listdir``, a
+    ``stat`` of each log, ``json.loads`` of the index file."""
+    import os
+
+    began = time.perf_counter()
+    for name in os.listdir(sessions):
+        try:
+            os.stat(sessions / name / "events.jsonl")
+        except OSError:
+            pass
+    try:
+        json.loads((sessions / "index.json").read_bytes())
+    except (OSError, ValueError):
+        pass
+    return (time.perf_counter() - began) * 1000
+
+
 def all_pages(agent: AgentProcess, cwd: str | None) -> tuple[float, int]:
     total, pages, cursor = 0.0, 0, None
     while True:
@@ -86,17 +121,21 @@ def listing(tmp: Path, n: int, runs: int) -> dict[str, list[float]]:
     state, cwd = tmp / "state-list", tmp / "ws"
     cwd.mkdir(exist_ok=True)
     make_sessions(state, str(cwd), n)
-    out: dict[str, list[float]] = {"list_first_page_cold": [], "list_first_page": [], "list_all_pages": []}
+    out: dict[str, list[float]] = {"list_first_page_cold": [], "list_first_page": [], "list_all_pages": [],
+                                   "floor_rpc": [], "floor_stdlib": []}
     for _ in range(runs):
         (state / "sessions" / "index.json").unlink(missing_ok=True)
         agent = start(state, str(cwd))
         try:
+            out["floor_rpc"].append(floor_rpc(agent))
             out["list_first_page_cold"].append(timed(agent, "session/list", {})[0])
         finally:
             agent.close()
         agent = start(state, str(cwd))
         try:
+            out["floor_rpc"].append(floor_rpc(agent))
             out["list_first_page"].append(timed(agent, "session/list", {})[0])
+            out["floor_stdlib"].append(floor_stdlib(state / "sessions"))
             out["list_all_pages"].append(all_pages(agent, None)[0])
         finally:
             agent.close()
@@ -137,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
                    "values": [round(x, 1) for x in v]} for k, v in figures.items()}
     for key, entry in summary.items():
         print(f"{key}: median {entry['median_ms']} ms (min {entry['min_ms']}, max {entry['max_ms']})")
+    floors = {k: summary[k]["median_ms"] for k in ("floor_rpc", "floor_stdlib") if k in summary}
+    for key in ("list_first_page_cold", "list_first_page", "list_all_pages"):
+        if key in summary:
+            ratios = ", ".join(f"{summary[key]['median_ms'] / v:.1f} × {k}" for k, v in floors.items() if v > 0)
+            print(f"{key}: {ratios}")
     if args.json:
         Path(args.json).write_text(json.dumps({"sessions": args.sessions, "runs": args.runs, "figures": summary,
                                                "time": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}, indent=2) + "\n")

@@ -78,6 +78,18 @@ class Frontend(Protocol):
         (``terminal_output`` or ``terminal_output_delta``), or ``None`` for none."""
 
 
+def _warm_imports() -> None:
+    """In a worker thread: the network layer a first request imports, and the builtin tools'
+    schemas (both once per process; an error is left for the first prompt to meet)."""
+    try:
+        from agent_server.llm import ChatClient
+
+        ChatClient.preload()
+        tool_schemas()
+    except Exception:  # noqa: BLE001 — only a head start
+        log.debug("warming the first prompt's imports failed", exc_info=True)
+
+
 def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
     """Data of the newest ``kind`` event of ``log`` (``default`` when there is none / no log)."""
     if log is None:
@@ -280,14 +292,20 @@ class SessionHost:
         its endpoint with its network layer, the tools' JSON schemas (built once per process), and
         the loop's default executor with its first worker thread (the file tools read and write in
         it: made on the first call, its thread start and ``concurrent.futures.thread`` import would
-        delay the first tool call). Yields between steps, so a prompt already read goes ahead; a
-        session that cannot reach a model (no endpoint, no key) is left for its prompt to report."""
-        for step in ("client", "schemas", "executor"):
+        delay the first tool call). The imports (httpx, anyio's backend: ``ChatClient.preload``) and
+        the builtin tools' schemas are made in a worker thread: on the loop they held every request
+        read meanwhile — a ``session/list`` right after ``session/new`` waited 0.3–1.3 s for them
+        (bench/README.md, *sessions_mcp.py*). Yields between steps, so a prompt already read goes
+        ahead; a session that cannot reach a model (no endpoint, no key) is left for its prompt to
+        report."""
+        for step in ("imports", "client", "schemas", "executor"):
             await asyncio.sleep(0)
             session = self.sessions.get(session_id)
             if session is None:
                 return
-            if step == "client":
+            if step == "imports":
+                await asyncio.to_thread(_warm_imports)  # also starts the executor's first worker thread
+            elif step == "client":
                 try:
                     self._client(self._provider(session.log)).warm()
                 except TurnFailed:
@@ -397,10 +415,15 @@ class SessionHost:
         self.set_system_prompt(fork_id, system_prompt, "session/fork")
         return fork_id
 
-    def list(self, cwd: str | None = None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    def list(self, cwd: str | None = None, cursor: str | None = None,
+             defer_save: bool = False) -> tuple[list[dict[str, Any]], str | None]:
         """A page of the stored sessions as ACP ``SessionInfo``\\s, newest first, and the next
-        page's cursor (``lifecycle.list_sessions``)."""
-        return lifecycle.list_sessions(self.store, cwd, cursor)
+        page's cursor (``lifecycle.list_sessions``; ``defer_save``: call ``save_listing`` after)."""
+        return lifecycle.list_sessions(self.store, cwd, cursor, defer_save)
+
+    async def save_listing(self) -> None:
+        """Write the sessions' index file a deferred ``list`` left unsaved, in a worker thread."""
+        await asyncio.to_thread(self.store.save_listing)
 
     async def forget(self, session_id: str) -> AgentSession | None:
         """Drop what the host keeps for ``session_id`` — its policy, restorer, tool table, update

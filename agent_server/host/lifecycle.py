@@ -143,7 +143,8 @@ def recover(session_id: str, event_log: EventLog) -> tuple[dict[str, Any] | None
     return {"agentServer": {"recovered": describe(recovery)}}, closed
 
 
-def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = None,
+                  defer_save: bool = False) -> tuple[list[dict[str, Any]], str | None]:
     """One page of the stored sessions that had a prompt, as ACP ``SessionInfo`` objects, newest
     first, and the cursor of the next page (``None`` on the last; see ``paging``). ``HostError``
     ``invalid`` for a cursor this server did not make.
@@ -152,10 +153,11 @@ def list_sessions(store: SessionStore, cwd: str | None, cursor: str | None = Non
     the first prompt, at most ``TITLE_CHARS``; absent for a prompt without text) and ``updatedAt``
     (ISO 8601, the log's last write). ``cwd`` filters by folder (``/w``, ``/w/`` and ``/w/.`` are
     the same folder). Sessions never prompted and unreadable logs are left out. Read from the
-    store's index (``session.index``), not from every log.
+    store's index (``session.index``), not from every log; ``defer_save``: its file is written by
+    ``store.save_listing()``, later.
     """
     want = os.path.normpath(cwd) if isinstance(cwd, str) else None
-    found = [(e.updated, e.session_id, e) for e in store.listing()
+    found = [(e.updated, e.session_id, e) for e in store.listing(defer_save)
              if e.prompted and (want is None or e.cwd == want or os.path.normpath(e.cwd) == want)]
     try:
         chosen, next_cursor = paging.page(found, cursor)

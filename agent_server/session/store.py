@@ -30,12 +30,18 @@ class SessionStore:
         self.root = Path(state_dir) / "sessions"
         self._index: SessionIndex | None = None
 
-    def listing(self) -> list[IndexEntry]:
+    def listing(self, defer_save: bool = False) -> list[IndexEntry]:
         """Every readable stored session, from the index beside the logs (``session.index``),
-        refreshed from the logs that changed since it was written."""
+        refreshed from the logs that changed since it was written (``defer_save``: the index file
+        is written by ``save_listing()``)."""
         if self._index is None:
             self._index = SessionIndex(self.root, lambda name: bool(_ID_RE.fullmatch(name)))
-        return self._index.entries()
+        return self._index.entries(defer_save)
+
+    def save_listing(self) -> None:
+        """Write the index file a ``listing(defer_save=True)`` left unsaved."""
+        if self._index is not None:
+            self._index.save()
 
     def log_path(self, session_id: str) -> Path:
         """Path of the session's ``events.jsonl``. Raises ``ValueError`` for an id that is not a

@@ -105,3 +105,38 @@ def test_an_index_that_lies_is_corrected_by_the_logs_stamp(tmp_path):
     data["sessions"][sid]["stamp"][0] -= 1  # no longer the log's stamp
     index.write_text(json.dumps(data))
     assert walk(SessionStore(tmp_path / "state"), cwd)[0]["title"] == "real title"
+
+
+def test_the_first_session_list_after_a_new_session_encoded_the_whole_index_before_answering(tmp_path):
+    """Issue 31 item 7 (the cold first page): a listing that found a new session rewrote the
+    2,000-entry index file before the page was answered (a third of the page's time, with
+    ``json.dump``'s pure-Python encoder). With ``defer_save`` (what ``session/list`` passes) the page
+    is made first and the file written by ``save_listing()``, after the answer."""
+    store = SessionStore(tmp_path / "state")
+    first = make(store, str(tmp_path), "one")
+    assert [s["sessionId"] for s in list_sessions(store, None)[0]] == [first]
+    index = store.root / INDEX_NAME
+    before = index.read_bytes()
+    second = make(store, str(tmp_path), "two")
+    assert [s["sessionId"] for s in list_sessions(store, None, defer_save=True)[0]] == [second, first]
+    assert index.read_bytes() == before  # not yet
+    store.save_listing()
+    assert set(json.loads(index.read_bytes())["sessions"]) == {first, second}
+    store.save_listing()  # nothing left to write: a no-op
+
+
+def test_a_listing_rewrote_the_index_file_for_logs_only_appended_to(tmp_path):
+    """Issue 31 item 7: every session appended to after its first prompt made the next listing
+    rewrite the whole index file, though only its stamp changed. The stamp is refreshed in memory
+    (the list is right, ordered by the new time); the file is left as it is."""
+    store = SessionStore(tmp_path / "state")
+    old, new = make(store, str(tmp_path), "old"), make(store, str(tmp_path), "new")
+    list_sessions(store, None)
+    index = store.root / INDEX_NAME
+    written = index.stat().st_mtime_ns, index.read_bytes()
+    log = EventLog.open(store.log_path(old))
+    log.append("user", {"turn": 2, "content": "again", "blocks": [{"type": "text", "text": "again"}]})
+    log.close()
+    for fresh in (store, SessionStore(tmp_path / "state")):  # this process, and another
+        assert [s["sessionId"] for s in list_sessions(fresh, None)[0]] == [old, new]
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == written

@@ -466,7 +466,8 @@ class AcpServer:
         at a time (``SessionHost.list``). A cursor the server did not make is ``-32602``."""
         p: m.ListSessionsParams = _parse(m.ListSessionsParams, params)
         with _wire_errors():
-            sessions, cursor = self.host.list(p.cwd, p.cursor)
+            sessions, cursor = self.host.list(p.cwd, p.cursor, defer_save=True)
+        ctx.after_response(self.host.save_listing)  # the index file is written after the answer left
         return {"sessions": sessions, **({"nextCursor": cursor} if cursor else {})}
 
     async def delete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
