@@ -11,7 +11,7 @@ fi
 stamp=.venv/.agent-server-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import agent_server, acp, httpx_sse' 2>/dev/null; then
-  echo "setup: installing agent-server and its test dependencies into .venv …" >&2
+  echo "setup: installing agent-server and its test dependencies into .venv (a few minutes the first time; pip writes to .venv/pip-install.log) …" >&2
   .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
   if ! .venv/bin/python -m pip install --quiet -e '.[test]' > .venv/pip-install.log 2>&1; then
     cat .venv/pip-install.log >&2
