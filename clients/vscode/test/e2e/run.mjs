@@ -100,6 +100,21 @@ async function pageFor(s) {
       url.searchParams.set("workspace", s.workspaceFile);
       ctx.windows.set(s.workspaceFile, page);
       await openWorkbench(page, url.toString());
+      // Under load code-server once opened the workspace's window without its folders (the
+      // extension host then had none: the session's cwd was the home folder); only a window showing
+      // every folder in the Explorer is used, after one reload at most.
+      for (let attempt = 0; ; attempt++) {
+        await page.locator('.activitybar .action-item a[aria-label^="Explorer"]').first().click();
+        const rows = page.locator(".explorer-folders-view .monaco-list-row");
+        const shown = async () => {
+          for (const f of s.folders ?? []) await rows.filter({ hasText: f.split("/").pop() }).first().waitFor({ timeout: 30_000 });
+        };
+        if (await shown().then(() => true, () => false)) break;
+        if (attempt > 0) throw new Error(`the window of ${s.workspaceFile} does not show its folders`);
+        ctx.windowReloads = (ctx.windowReloads ?? 0) + 1;
+        await page.reload();
+        await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+      }
       await focusPanel(page);
     }
   }
@@ -616,6 +631,7 @@ try {
   const left = () => folders.flatMap((f) => agentServers(config.settings["agentServer.path"], f));
   await until(() => left().length === 0, 10_000);
   results.serversLeft = left();
+  results.windowReloads = ctx.windowReloads ?? 0;
   save();
 }
 const ok = !results.error && config.scenarios.every((s) => results.scenarios[s.name]?.ok);
