@@ -367,3 +367,20 @@ async def test_a_turn_that_changed_files_a_git_hook_runs_ended_without_saying_so
     await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
     replayed = "".join(u["content"]["text"] for u in h.updates(sid)[mark:] if u["sessionUpdate"] == "agent_message_chunk")
     assert "scripts/check.sh (through .husky/pre-commit)" in replayed
+
+
+async def test_editor_configuration_a_confined_command_made_was_put_back_and_the_user_asked_end_to_end(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Issue 32 §4 through the real server: the question reaches the client as a permission request
+    on the running bash call, and the model's result says what the user chose."""
+    script(endpoint, [call("s", "bash", command="mkdir -p sub/.vscode && echo '{\"tasks\": []}' > sub/.vscode/tasks.json")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace, permission="reject_once")
+    assert (await h.prompt(sid, "plant")).stop_reason == "end_turn"
+    assert not (workspace / "sub" / ".vscode" / "tasks.json").exists()
+    (question,) = asks(h)
+    assert question["toolCall"]["title"] == "Keep the configuration this command changed?"
+    assert question["toolCall"]["toolCallId"] == next(
+        f"tc-{e.seq}" for e in events(agent_state_dir, sid) if e.type == "tool/call")  # the running call's
+    diff = next(c for c in question["toolCall"]["content"] if c["type"] == "diff")
+    assert diff["path"].endswith("sub/.vscode/tasks.json") and diff["newText"] == '{"tasks": []}\n'
+    assert "it stays put back" in results(endpoint)["s"]
