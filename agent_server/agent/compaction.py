@@ -176,9 +176,11 @@ class Compactor:
                          "_meta": {"agentServer": {"reason": reason, "tokensBefore": before}}})
         # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
         try:
+            memo = self.requests
             summary = await self._summarise(client, encode_body(compaction_body_of(
-                pairs, start, self.requests.transcript if self.requests is not None else None)), start,
-                first_seq, last_seq)
+                pairs, start, memo.transcript if memo is not None else None,
+                memo.within(first_seq, last_seq) if memo is not None and pairs is memo.messages else None)),
+                start, first_seq, last_seq)
         except asyncio.CancelledError:  # told without waiting: the turn is being cancelled
             asyncio.ensure_future(self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id,
                                              "status": "cancelled"}))

@@ -89,13 +89,16 @@ def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str,
 
 
 def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent,
-                       transcript: Callable[[list[dict[str, Any]], int], str] | None = None) -> dict[str, Any]:
+                       transcript: Callable[[list[dict[str, Any]], int], str] | None = None,
+                       replaced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``compaction_body`` from ``surface``, the ``surface_messages`` of the events before the
     ``compaction/start`` event ``start`` (read, not changed); ``transcript``: ``render_transcript``
-    memoised (``RequestMemo.transcript``), the same text."""
+    memoised (``RequestMemo.transcript``), the same text; ``replaced``: the messages of ``surface``
+    within the event's range when the caller has them (``RequestMemo.within``), the same list."""
     data = start.data
     first, last = data["first_seq"], data["last_seq"]
-    replaced = [m for seq, m in surface if first <= seq <= last]
+    if replaced is None:
+        replaced = [m for seq, m in surface if first <= seq <= last]
     text = (transcript or render_transcript)(replaced, data["max_transcript_chars"])
     body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
         {"role": "system", "content": data["system"]},

@@ -20,6 +20,7 @@ request is built from without the log.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left, bisect_right
 from typing import Any, Sequence
 
 from agent_server.agent.request import RequestRebuildError, pending_body, render_transcript
@@ -154,6 +155,9 @@ class RequestMemo:
         self._open: list[frozenset[Any]] = []  # the tool calls without a result before each message
         self._pending: frozenset[Any] = _NONE  # … and after the last one
         self._cuts: list[int] = []  # ``valid_cuts`` of the messages
+        self._seqs: list[int] = []  # each message's seq …
+        self._bare: list[dict[str, Any]] = []  # … and the message (``messages`` without the seqs)
+        self._falls = -1  # the first index whose seq is not above the one before (-1: they rise)
         self._transcript: tuple[list[dict[str, Any]], int, str] | None = None  # (messages, max_chars, text)
         self.transcripts_made = 0
         """Transcripts this memo rendered (``transcript``: the same messages and limit, once)."""
@@ -191,6 +195,14 @@ class RequestMemo:
         weights += [size / chars_per_token + images[k] * image_tokens
                     for k, size in enumerate(spaced[len(weights):], len(weights))]
         return pairs, weights, self._cuts
+
+    def within(self, first: int, last: int) -> list[dict[str, Any]] | None:
+        """``[m for seq, m in messages if first <= seq <= last]`` of the pairs ``history`` (or a
+        body) was brought to last, as a slice — ``None`` when their seqs do not rise (a late tool
+        result put back after its call) or nothing was encoded here: then the caller filters."""
+        if self._falls >= 0 or len(self._seqs) != len(self.messages):
+            return None
+        return self._bare[bisect_left(self._seqs, first):bisect_right(self._seqs, last)]
 
     def transcript(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         """``agent.request.render_transcript(messages, max_chars)``, the last one kept: rendered
@@ -322,8 +334,9 @@ class RequestMemo:
         frame = self._frame(header, echo)
         if frame is None:  # a header this cannot frame exactly: the pure function
             self._generation = -1  # and the encoded messages are made again next time
+            self._falls = -1
             for derived in (self._parts, self._ends, self._sizes, self._spaced, self._open, self._cuts, self._weights,
-                            self._images):
+                            self._images, self._seqs, self._bare):
                 derived.clear()  # (none of them describes ``pairs``: ``history`` weighs them itself)
             self._chars, self._joined, self._joined_count, self._pending = 0, b"", 0, _NONE
             self._image_count = 0
@@ -340,13 +353,21 @@ class RequestMemo:
         self._image_count -= sum(images[kept:])
         pending = opened[kept] if kept < len(opened) else self._pending
         del parts[kept:], sizes[kept:], spaced[kept:], opened[kept:], self._weights[kept:], images[kept:]
+        seqs, bare = self._seqs, self._bare
+        del seqs[kept:], bare[kept:]
+        if self._falls >= kept:
+            self._falls = -1
         while cuts and cuts[-1] >= kept:
             cuts.pop()
         if kept < self._joined_count:  # the joined bytes up to ``kept`` are its parts, as they were
             self._joined = self._joined[:self._ends[kept - 1]] if kept else b""
             self._joined_count = kept
             del self._ends[kept:]
-        for k, (_, message) in enumerate(pairs[kept:], kept):  # each message is encoded once (as a whole body would show it)
+        for k, (seq, message) in enumerate(pairs[kept:], kept):  # each message is encoded once (as a whole body would show it)
+            if seqs and seq <= seqs[-1] and self._falls < 0:
+                self._falls = k
+            seqs.append(seq)
+            bare.append(message)
             if echo or "reasoning_content" not in message:
                 text = "," + _dumps(message)
                 spaced.append(len(text) - 1 + _separators(message))  # the same JSON, ", " and ": " apart

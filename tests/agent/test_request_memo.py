@@ -157,6 +157,12 @@ def test_memo_history_equals_the_pure_projection_weights_and_cuts_after_every_ev
         assert cuts == valid_cuts(messages)
         users = [e for e in prefix if e.type == "user"]
         assert (memo.first_user, memo.last_user) == ((users[0], users[-1]) if users else (None, None))
+        seqs = [seq for seq, _ in pairs]
+        for first, last in ((seqs[0], seqs[-1]), (seqs[0], seqs[len(seqs) // 2] - 1), (seqs[-1], seqs[-1] + 5)
+                            ) if seqs else ():
+            within = memo.within(first, last)
+            if within is not None or seqs == sorted(set(seqs)) and len(memo._seqs) == len(pairs):  # noqa: SLF001
+                assert within == [m for seq, m in pairs if first <= seq <= last]  # (rising seqs: never None)
 
 
 @settings(max_examples=60, deadline=None)
