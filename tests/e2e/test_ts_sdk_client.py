@@ -187,13 +187,19 @@ def test_retry_and_compaction_notices_reached_a_notice_taking_client_only_as_cha
         (workspace / f"{name}.txt").write_text(f"{name} line with the helper\n" * 60)
     script = [{"kind": "error", "status": 429, "json": {"error": {"message": "slow down"}}},
               *[tool_call_stream([(f"r{i}", "read", json.dumps({"path": f"{n}.txt"}))]) for i, n in enumerate("abc")],
-              text_stream(summary), text_stream("Renamed.")]
+              text_stream(summary), text_stream("Renamed."), text_stream("Again.")]
     caps = {"fs": {"readTextFile": False, "writeTextFile": False},
             **({"session": {"notices": {}, "compaction": {}}} if takes else {})}
     with OfflineEndpoint.start_in_thread(script) as ep:
         env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONTEXT_WINDOW": "4000"}
         lines, record = run_harness(ts_harness, workspace, env, tmp_path, "rename the helper",
                                     "--client-capabilities", json.dumps(caps))
+        # session/load replays them as they were shown live
+        (tmp_path / "load").mkdir()
+        loaded, load_record = run_harness(ts_harness, workspace, env, tmp_path / "load", "again",
+                                          "--client-capabilities", json.dumps(caps), "--load", record["sessionId"])
+    replayed = [line["params"]["update"] for line in loaded if line["type"] == "session/update"]
+    replayed_kinds = {k: [u for u in replayed if u["sessionUpdate"] == k] for k in ("notice", "compaction_update")}
     assert lines[-1] == {"type": "stop", "stopReason": "end_turn"}
     updates = [line["params"]["update"] for line in lines if line["type"] == "session/update"]
     notices = [u for u in updates if u["sessionUpdate"] == "notice"]
@@ -206,9 +212,14 @@ def test_retry_and_compaction_notices_reached_a_notice_taking_client_only_as_cha
         assert compactions[0]["compactionId"] == compactions[1]["compactionId"]
         assert compactions[1]["summary"] == [{"type": "text", "text": summary}]
         assert "[agent-server]" not in chat and chat.endswith("Renamed.")
+        assert [n["title"] for n in replayed_kinds["notice"]] == [n["title"] for n in notices]
+        assert [(c["compactionId"], c["status"], c["summary"]) for c in replayed_kinds["compaction_update"]] == [
+            (compactions[1]["compactionId"], "completed", compactions[1]["summary"])]
     else:
         assert notices == [] and compactions == []
         assert "[agent-server] The model request failed (rate limited, HTTP 429)" in chat
         assert "[agent-server] The conversation history was compacted" in chat
-    report = validate_transcript(record["messages"], collect=True)
-    assert not report.failures, report.failures
+        assert replayed_kinds == {"notice": [], "compaction_update": []}
+    for messages in (record["messages"], load_record["messages"]):
+        report = validate_transcript(messages, collect=True)
+        assert not report.failures, report.failures
