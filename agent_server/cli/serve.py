@@ -271,6 +271,17 @@ async def serve_stdio(
             loop.add_signal_handler(signum, stop, signum)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
+    releases: set[asyncio.Future] = set()
+
+    def release() -> None:  # another agent-server takes one of our sessions over (host/takeover.py)
+        task = asyncio.ensure_future(server.host.release_requested())
+        releases.add(task)
+        task.add_done_callback(releases.discard)
+
+    try:
+        loop.add_signal_handler(signal.SIGUSR1, release)
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass
     try:
         await serving
     except asyncio.CancelledError:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from agent_server import __version__
 from agent_server.agent.compaction import Compactor
 from agent_server.agent.recovery import waiting_prompts
 from agent_server.agent.step import RetryPolicy
 from agent_server.agent.session import AgentSession
-from agent_server.host import lifecycle
+from agent_server.host import lifecycle, takeover
 from agent_server.host.errors import HostError, unknown_session
 from agent_server.host.gate import without_waiting
 from agent_server.agent.request_memo import RequestMemo
@@ -34,16 +34,18 @@ from agent_server.tools.procs import reap_orphans
 from agent_server.tools.registry import tool_schemas
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 SessionHost = Any
 """The ``host.SessionHost`` these functions serve (not imported: it imports this module)."""
 
 
-async def attach(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str]
-                 ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+async def attach(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str],
+                 take_over: bool = False) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
     """The live session ``session_id`` — opened from its log when it is not live — with the
     recovery ``_meta`` and the ``tool_call_update``\\s of the calls recovery closed (both empty
-    when nothing was open or the session was live). Errors: ``lifecycle.open_log``,
+    when nothing was open or the session was live). ``take_over``: a session another process holds
+    is asked of it (``take_over``) instead of refused at once. Errors: ``lifecycle.open_log``,
     ``lifecycle.load_roots`` (``HostError``)."""
     session = host.sessions.get(session_id)
     if session is not None:
@@ -54,13 +56,14 @@ async def attach(host: SessionHost, session_id: str, cwd: str, additional_direct
         session = (await asyncio.shield(opening))[0]
         lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
         return session, None, []
-    opening = host.opening[session_id] = asyncio.ensure_future(_open(host, session_id, cwd, additional_directories))
+    opening = host.opening[session_id] = asyncio.ensure_future(
+        _open(host, session_id, cwd, additional_directories, take_over))
     opening.add_done_callback(lambda _: host.opening.pop(session_id, None))
     return await asyncio.shield(opening)
 
 
-async def _open(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str]
-                ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+async def _open(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str],
+                take_over: bool = False) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
     """Open the stored log, check the folders, close what a dead process left open — in a worker
     thread: a long log takes a while to read, and the event loop (other sessions) goes on — and
     make the session live, even when the load that asked went away meanwhile (nothing is left
@@ -94,7 +97,13 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
         return event_log, roots, requests, meta, closed, summary
 
     host.policies.start_probe()  # overlapped, as for session/new: the first turn waits for its result
-    event_log, roots, requests, meta, closed, summary = await asyncio.to_thread(work)
+    try:
+        opened = await asyncio.to_thread(work)
+    except HostError as exc:
+        if not take_over or (exc.data or {}).get("code") != "SESSION_BUSY":
+            raise
+        opened = await _take_over(host, session_id, exc, work)
+    event_log, roots, requests, meta, closed, summary = opened
     # the rest is not the answer's: made while the history is replayed, before a prompt sent at once needs it
     requests.rendering = asyncio.get_running_loop().run_in_executor(None, _after_load, requests, summary)
     return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
@@ -168,6 +177,51 @@ def _copy_images(parent: ImageStore, child: ImageStore, events: Sequence[Session
                     child.put(parent.read(block["sha256"]))
                 except ImageMissing:
                     pass
+
+
+async def _take_over(host: SessionHost, session_id: str, busy: HostError, work: Callable[[], _T]) -> _T:
+    """Ask the process holding ``session_id`` to release it (``takeover.request_release``), then open
+    it (``work``) once it has: ``SESSION_BUSY`` saying why when the holder cannot be asked or has not
+    released it within ``takeover.TAKE_OVER_WAIT`` s (its request withdrawn then)."""
+    path = host.store.log_path(session_id)
+    holder = (busy.data or {}).get("lockedBy")
+    if not holder or not holder.get("answersTakeOver"):
+        raise lifecycle.busy_error("load", session_id, path, "it cannot be taken over: "
+                                   + ("its holder is unknown" if not holder else
+                                      f"pid {holder['pid']} does not answer take-over requests"))
+    try:
+        takeover.request_release(path, holder)
+    except OSError as exc:
+        raise lifecycle.busy_error("load", session_id, path, f"the take-over request failed ({exc})") from None
+    log.warning("session %s: asked pid %s to release it (take-over)", session_id, holder["pid"])
+    deadline = asyncio.get_running_loop().time() + takeover.TAKE_OVER_WAIT
+    while True:
+        try:
+            return await asyncio.to_thread(work)
+        except HostError as exc:
+            if (exc.data or {}).get("code") != "SESSION_BUSY" or asyncio.get_running_loop().time() >= deadline:
+                takeover.withdraw_request(path)
+                if (exc.data or {}).get("code") != "SESSION_BUSY":
+                    raise
+                raise lifecycle.busy_error("load", session_id, path, f"pid {holder['pid']} did not release it "
+                                           f"within {takeover.TAKE_OVER_WAIT:g} s") from None
+        await asyncio.sleep(0.05)  # the lock has no wake-up to wait on: try again shortly
+
+
+async def release_requested(host: SessionHost) -> None:
+    """The holder's side of a take-over (``SIGUSR1``): each live session another process asked for
+    (``takeover.take_requests``) is closed as ``session/close`` closes it — its turn cancelled, its
+    pending permission requests and proposals withdrawn, its log closed — and the release logged."""
+    asked = takeover.take_requests((sid, host.store.log_path(sid).parent) for sid in list(host.sessions))
+    for session_id, pid in asked:
+        log.warning("releasing session %s: agent-server pid %s takes it over (session/load with takeOver); "
+                    "its turn is cancelled and its log closed here", session_id, pid)
+        try:
+            await close(host, session_id)
+        except Exception:  # noqa: BLE001 — the others are released all the same; the asker's wait says it failed
+            log.exception("releasing session %s failed", session_id)
+            continue
+        log.warning("released session %s to pid %s", session_id, pid)
 
 
 async def close(host: SessionHost, session_id: str) -> None:

@@ -379,28 +379,35 @@ class SessionHost:
         return session
 
     async def load(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (), *,
-                   system_prompt: dict[str, str] | None = None) -> dict[str, Any] | None:
+                   system_prompt: dict[str, str] | None = None, take_over: bool = False) -> dict[str, Any] | None:
         """Make a stored session live (or find it live) and replay its whole history as updates;
         returns the recovery ``_meta`` when a dead process's turn or queue was closed, else ``None``.
 
         A session already live in this process is not reopened: its history is replayed from
         memory (with what the request in flight streamed so far) while its live updates wait, so
         a running turn goes on with nothing interleaved or lost. Errors: see ``lifecycle.open_log``
-        and ``lifecycle.load_roots`` (``HostError``).
+        and ``lifecycle.load_roots`` (``HostError``). ``take_over``: a session another agent-server
+        process holds is asked of it (``continuity.attach``).
         """
-        session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories)
+        session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories, take_over)
         self.set_system_prompt(session_id, system_prompt, "session/load")
         await continuity.replay(self, session, cwd)
         return meta
 
     async def resume(self, session_id: str, cwd: str, additional_directories: Sequence[str] = (), *,
-                     system_prompt: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+                     system_prompt: dict[str, str] | None = None,
+                     take_over: bool = False) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """Make a stored session live (or find it live) without replaying it. Returns the recovery
         ``_meta`` (or ``None``) and the ``tool_call_update``\\s (``failed``) of the calls a dead
         process left running, for the front end to send after its answer. Errors as ``load``."""
-        _, meta, closed = await continuity.attach(self, session_id, cwd, additional_directories)
+        _, meta, closed = await continuity.attach(self, session_id, cwd, additional_directories, take_over)
         self.set_system_prompt(session_id, system_prompt, "session/resume")
         return meta, closed
+
+    async def release_requested(self) -> None:
+        """Release the live sessions another agent-server process asked to take over (on ``SIGUSR1``:
+        ``continuity.release_requested``)."""
+        await continuity.release_requested(self)
 
     async def close(self, session_id: str) -> None:
         """Cancel ``session_id``'s turn, stop its commands, free it; its log stays (``continuity.close``)."""

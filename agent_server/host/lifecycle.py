@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.agent.step import message_id, retry_notice
-from agent_server.host import paging
+from agent_server.host import paging, takeover
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
 from agent_server.session.images import ImageMissing
@@ -88,12 +88,18 @@ def open_log(store: SessionStore, session_id: str,
         raise busy_error("load", session_id, path) from None
 
 
-def busy_error(action: str, session_id: str, path: Path) -> HostError:
+def busy_error(action: str, session_id: str, path: Path, why: str | None = None) -> HostError:
     """``internal`` with ``data.code`` ``SESSION_BUSY``: another agent-server process holds the
-    log's one-writer lock, so ``action`` (``"load"``, ``"delete"``) cannot be done now (retryable)."""
+    log's one-writer lock, so ``action`` (``"load"``, ``"delete"``) cannot be done now (retryable).
+    ``data.lockedBy``: the holder (``takeover.lock_holder``: pid, alive, answersTakeOver) or
+    ``None``; ``why``: what a failed take-over adds to the message."""
+    holder = takeover.lock_holder(path)
+    who = f" (pid {holder['pid']})" if holder else ""
+    hint = ("close it there first, or take it over (_meta.agentServer.takeOver) or open a copy (session/fork)"
+            if action != "delete" else "close it there first")
     return HostError("internal", f"cannot {action} session {session_id}: it is open in another "
-                     "agent-server process (another editor window?); close it there first",
-                     {"code": "SESSION_BUSY", "path": str(path), "retryable": True})
+                     f"agent-server process{who} (another editor window?); {why + '; ' if why else ''}{hint}",
+                     {"code": "SESSION_BUSY", "path": str(path), "retryable": True, "lockedBy": holder})
 
 
 def check_cwd(session_id: str, header: dict[str, Any], cwd: str) -> None:

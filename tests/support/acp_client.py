@@ -133,6 +133,7 @@ class AcpHarness:
         self.conn: ClientSideConnection | None = None
         self._writer: _TeeWriter | None = None
         self._stderr = bytearray()
+        self._stderr_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stdout_eof = asyncio.Event()
         self._changed = asyncio.Event()
@@ -244,9 +245,22 @@ class AcpHarness:
     async def _pump_stderr(self, stderr: asyncio.StreamReader) -> None:
         while chunk := await stderr.read(65536):
             self._stderr.extend(chunk)
+            self._stderr_changed.set()
+        self._stderr_changed.set()
 
     def _notify(self) -> None:
         self._changed.set()
+
+    async def wait_for_stderr(self, text: str, timeout: float | None = None) -> str:
+        """Everything the agent wrote to stderr, once it holds ``text`` (``AssertionError`` on timeout)."""
+        async def arrived() -> str:
+            while text not in self.stderr_text():
+                self._stderr_changed.clear()
+                if text in self.stderr_text():
+                    break
+                await self._stderr_changed.wait()
+            return self.stderr_text()
+        return await self._await(f"{text!r} on stderr", arrived(), timeout)
 
     def stderr_text(self) -> str:
         """Everything the agent wrote to stderr so far."""

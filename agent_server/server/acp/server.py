@@ -78,6 +78,16 @@ def _system_prompt(params: dict[str, Any]) -> dict[str, str] | None:
                            {"errors": [{"path": exc.path, "message": str(exc)}]}) from None
 
 
+def _take_over(params: dict[str, Any]) -> bool:
+    """Whether a ``session/load``/``resume`` asks to take the session over from the agent-server
+    process holding it (``_meta.agentServer.takeOver``: ``true``); ``-32602`` for another value."""
+    meta = params.get("_meta")
+    value = (meta.get("agentServer") or {}).get("takeOver", False) if isinstance(meta, dict) else False
+    if not isinstance(value, bool):
+        raise JsonRpcError(INVALID_PARAMS, "_meta.agentServer.takeOver must be true or false", {"takeOver": value})
+    return value
+
+
 class AcpServer:
     """The agent side of one ACP connection, a front end over its own ``SessionHost``.
 
@@ -376,7 +386,9 @@ class AcpServer:
         Errors: ``-32002`` unknown session; ``-32602`` bad params, a ``cwd`` other than the
         session's, a missing directory; ``-32603`` with ``data.code`` ``LOG_CORRUPT`` (``data.line``
         is the bad line) or ``LOG_VERSION`` when the log cannot be read — it is then left as is —
-        and ``SESSION_BUSY`` when another agent-server process has the session open.
+        and ``SESSION_BUSY`` (``data.lockedBy``: the holder's pid …) when another agent-server process
+        has the session open — unless ``_meta.agentServer.takeOver`` is ``true``: the holder is then
+        asked to release it and the load waits a few seconds for that (``continuity._take_over``).
         """
         p: m.LoadSessionParams = _parse(m.LoadSessionParams, params)
         system_prompt = _system_prompt(params)
@@ -386,7 +398,8 @@ class AcpServer:
             # built lazily (defer_build): here, before the answer — after it, it held up a prompt sent at
             # once (bench/README.md)
             m.PromptParams.model_rebuild()
-            meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories, system_prompt=system_prompt)
+            meta = await self.host.load(p.sessionId, p.cwd, p.additionalDirectories, system_prompt=system_prompt,
+                                        take_over=_take_over(params))
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
         emit = self.host.emitter(p.sessionId)
@@ -411,7 +424,7 @@ class AcpServer:
             self.host.require_known(p.sessionId)  # a missing session is the first thing to report
             await self.host.check_sign_in(self.client_runs_login)
             meta, closed = await self.host.resume(p.sessionId, p.cwd, p.additionalDirectories,
-                                                  system_prompt=system_prompt)
+                                                  system_prompt=system_prompt, take_over=_take_over(params))
             result = dict(self.host.state(p.sessionId))
         if meta:
             result["_meta"] = meta

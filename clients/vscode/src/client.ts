@@ -13,6 +13,7 @@
 import * as acp from "@agentclientprotocol/sdk";
 import { AgentProcess, type ExitStatus, type SpawnOptions } from "./rpc";
 import { CLIENT_ENCODINGS, type PositionEncoding, parseEncoding } from "./positions";
+import type { SessionBusy } from "./protocol";
 
 /**
  * The extension method's name exactly as the 2.x SDK delivers it to `onRequest` (the 1.x SDK
@@ -351,21 +352,33 @@ export class AgentClient {
     return sessions;
   }
 
-  /** `session/load`: the history is replayed as updates before the answer. */
-  async loadSession(sessionId: string): Promise<void> {
+  /**
+   * `session/load`: the history is replayed as updates before the answer. `takeOver`: a session
+   * another agent-server process holds is asked of it (`_meta.agentServer.takeOver`).
+   */
+  async loadSession(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<void> {
     const r = await this.start();
     const previous = this.sessionId;
     this.resumable = undefined;
     this.sessionId = sessionId; // the replay's updates are this session's
     let res: acp.LoadSessionResponse;
     try {
-      res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, ...this.sessionRoots(r), mcpServers: [] });
+      const meta = opts.takeOver ? { _meta: { agentServer: { takeOver: true } } } : {};
+      res = await r.conn.agent.request(acp.methods.agent.session.load, { sessionId, ...this.sessionRoots(r), mcpServers: [], ...meta });
     } catch (err) {
       // refused (open in another agent-server process, a corrupt log): stay on the session we had
       if (this.sessionId === sessionId) this.sessionId = previous;
       throw err;
     }
     this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
+  }
+
+  /** `session/fork` of `sessionId` (a copy with its history: a session another window holds); the copy's id. */
+  async forkSession(sessionId: string): Promise<string> {
+    const r = await this.start();
+    // unstable in ACP: not among the SDK's stable method names
+    const res = await r.conn.agent.request<{ sessionId: string }>("session/fork", { sessionId, ...this.sessionRoots(r), mcpServers: [] });
+    return res.sessionId;
   }
 
   /**
@@ -479,6 +492,15 @@ export function describeExit(s: ExitStatus): string {
  * Human text of an error from the SDK (JSON-RPC errors carry `data.details`): the message, and the
  * details only when they say more (agent-server's `details` repeats the message: shown once).
  */
+/** What a `SESSION_BUSY` refusal says of the process holding the session (`data.lockedBy`), else undefined. */
+export function sessionBusy(err: unknown): SessionBusy | undefined {
+  if (!(err instanceof acp.RequestError)) return undefined;
+  const data = err.data as { code?: unknown; lockedBy?: { pid?: unknown; answersTakeOver?: unknown } | null } | undefined;
+  if (data?.code !== "SESSION_BUSY") return undefined;
+  const pid = typeof data.lockedBy?.pid === "number" ? data.lockedBy.pid : undefined;
+  return { ...(pid === undefined ? {} : { pid }), canTakeOver: data.lockedBy?.answersTakeOver === true };
+}
+
 export function errorText(err: unknown): string {
   if (err instanceof acp.RequestError) {
     const data = err.data as { details?: unknown; message?: unknown } | undefined;

@@ -9,7 +9,7 @@
 import * as vscode from "vscode";
 import * as os from "node:os";
 import type * as acp from "@agentclientprotocol/sdk";
-import { AgentClient, type ClientEvent, errorText } from "./client";
+import { AgentClient, type ClientEvent, errorText, sessionBusy } from "./client";
 import { readTextFile, trackDiskChanges, writeTextFile } from "./buffers";
 import { ChatView, VIEW_ID } from "./chatView";
 import { DiffView, type ProposalPanel } from "./diff";
@@ -200,7 +200,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         case "listSessions":
           return await refreshSessions();
         case "loadSession":
-          return await loadSession(m.sessionId);
+          return await loadSession(m.sessionId, "pick", m.how === "take-over" || m.how === "copy" ? m.how : undefined);
         case "setConfigOption": {
           const options = await setOption(m.configId, m.value);
           if (options) post({ kind: "config", selects: selectsOf(options, null) });
@@ -250,20 +250,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   /**
    * A load clears the panel only when it goes ahead (its first replayed update, or its answer): a
    * refused load (`SESSION_BUSY`: open in another window) leaves the panel, the picker and the
-   * client on the session they had, and says so.
+   * client on the session they had, and says so (with who holds it: the panel then offers `how`:
+   * `take-over`, the holder is asked to let it go; `copy`, a fork of it is opened instead).
    */
   let loading: { sessionId: string; clear: () => void } | undefined;
-  async function loadSession(sessionId: string, why: "pick" | "reopen" = "pick"): Promise<void> {
+  async function loadSession(sessionId: string, why: "pick" | "reopen" = "pick", how?: "take-over" | "copy"): Promise<void> {
     let cleared = false;
-    const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId }); } } };
+    const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId: load.sessionId }); } } };
     loading = load;
     try {
-      await agent.loadSession(sessionId);
+      if (how === "copy") load.sessionId = await agent.forkSession(sessionId);
+      await agent.loadSession(load.sessionId, { takeOver: how === "take-over" });
       load.clear(); // a session with nothing to replay
     } catch (err) {
       if (cleared) agent.resetSession(); // part of it was shown: the panel is on no session now
       if (why === "reopen") void context.workspaceState.update(SESSION_KEY, undefined);
-      post({ kind: "load-refused", sessionId, error: errorText(err), current: agent.currentSessionId });
+      const busy = sessionBusy(err);
+      post({ kind: "load-refused", sessionId, error: errorText(err), current: agent.currentSessionId, ...(busy ? { busy } : {}) });
       void refreshSessions();
     } finally {
       if (loading === load) loading = undefined;

@@ -32,12 +32,20 @@ export interface HunkView {
   summary: string;
 }
 
+/** Who holds a session another agent-server process has open (`data.lockedBy` of `SESSION_BUSY`). */
+export interface SessionBusy {
+  pid?: number;
+  canTakeOver: boolean;
+}
+
 export type ChatEvent =
   | { kind: "reset"; sessionId?: string }
   /** The panel's session is now `sessionId` (the transcript stays). */
   | { kind: "session"; sessionId: string }
-  /** A `session/load` was refused: the panel stays on `current` (none: the next prompt starts one). */
-  | { kind: "load-refused"; sessionId: string; error: string; current?: string }
+  /** A `session/load` was refused: the panel stays on `current` (none: the next prompt starts one).
+   * `busy`: another agent-server process holds the session (`SESSION_BUSY`: its pid, whether it
+   * can be asked to let it go); the panel then offers to take it over or open a copy. */
+  | { kind: "load-refused"; sessionId: string; error: string; current?: string; busy?: SessionBusy }
   | { kind: "user"; text: string }
   | { kind: "update"; update: WireUpdate }
   /** `text`: the prompt's (a slash command answered at once does not hold the turn order). */
@@ -63,7 +71,8 @@ export type WebviewToHost =
   | { type: "cancel" }
   | { type: "newSession" }
   | { type: "listSessions" }
-  | { type: "loadSession"; sessionId: string }
+  /** `how`: `take-over` asks the process holding it to let it go; `copy` opens a fork of it. */
+  | { type: "loadSession"; sessionId: string; how?: "take-over" | "copy" }
   | { type: "setConfigOption"; configId: string; value: string }
   | { type: "permission"; id: string; optionId: string | null }
   | { type: "proposal"; id: string; action: "accept" | "reject" | "show" | "again" }

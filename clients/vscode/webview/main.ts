@@ -152,6 +152,14 @@ function renderItem(item: Item): HTMLElement {
         const pre = el("pre", "stderr-tail", item.detail);
         node.append(pre);
       }
+      if (item.actions?.length) {
+        const row = el("div", "card-buttons");
+        for (const a of item.actions) {
+          // one choice per notice: the row goes once one is clicked (Cancel only removes it)
+          row.append(button(a.label, a.send ? "notice-action" : "notice-action cancel", () => { row.remove(); if (a.send) send(a.send); }));
+        }
+        node.append(row);
+      }
       return node;
     }
     case "permission": {

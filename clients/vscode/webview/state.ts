@@ -5,7 +5,13 @@
  * Must not: touch the DOM.
  */
 
-import type { ChatEvent, HunkView, PermissionOptionView, SelectView, WireUpdate } from "../src/protocol";
+import type { ChatEvent, HunkView, PermissionOptionView, SelectView, SessionBusy, WebviewToHost, WireUpdate } from "../src/protocol";
+
+/** A button of a notice: `send` goes to the host when clicked (none: it only dismisses the buttons). */
+export interface NoticeAction {
+  label: string;
+  send?: WebviewToHost;
+}
 
 export type Item =
   /** `queued`: sent while another prompt's turn runs; the server runs it when that turn ends, and
@@ -14,7 +20,9 @@ export type Item =
   | { type: "agent"; id: number; rev: number; text: string }
   | { type: "thought"; id: number; rev: number; text: string }
   | { type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
-  | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string }
+  /** `actions`: buttons under the text (a session another process holds: take over, copy, cancel);
+   * dropped once the panel moves on to a session. */
+  | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[] }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
   | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string };
 
@@ -170,6 +178,30 @@ export function toolReason(item: Extract<Item, { type: "tool" }>): string {
   return line.trim().slice(0, 200);
 }
 
+/** What the panel says when a session is open in another agent-server process (`SESSION_BUSY`). */
+export function busyText(sessionId: string, busy: SessionBusy, current?: string): string {
+  const who = busy.pid === undefined ? "another agent-server process" : `another agent-server process (pid ${busy.pid})`;
+  const choices = busy.canTakeOver
+    ? "Take it over here (that process lets it go: a turn running there is cancelled), open a copy with the same history, or cancel."
+    : "That process cannot be asked to let it go: open a copy with the same history, or close it there first.";
+  const stay = current ? ` The panel stays on session ${current}.` : "";
+  return `Session ${sessionId} is open in ${who}: another window, or a closed tab whose server is still running. ${choices}${stay}`;
+}
+
+/** The buttons under that notice: "Take over here" (when the holder can be asked), "Open a copy", "Cancel". */
+export function busyActions(sessionId: string, busy: SessionBusy): NoticeAction[] {
+  return [
+    ...(busy.canTakeOver ? [{ label: "Take over here", send: { type: "loadSession", sessionId, how: "take-over" } as WebviewToHost }] : []),
+    { label: "Open a copy", send: { type: "loadSession", sessionId, how: "copy" } },
+    { label: "Cancel" },
+  ];
+}
+
+/** Notices' buttons are for the moment they were shown: once the panel moves on, they go. */
+function dropActions(s: ChatState): void {
+  for (const i of s.items) if (i.type === "notice" && i.actions) { delete i.actions; i.rev++; }
+}
+
 /** What a permission card says once answered: the chosen option's name ("Allow once"), never its id. */
 export function permissionAnswer(item: Extract<Item, { type: "permission" }>): string {
   if (!item.outcome) return "";
@@ -198,6 +230,11 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     case "load-refused":
       s.currentSession = e.current;
+      dropActions(s);
+      if (e.busy) {
+        push(s, { type: "notice", level: "error", text: busyText(e.sessionId, e.busy, e.current), detail: e.error, actions: busyActions(e.sessionId, e.busy) });
+        return s;
+      }
       push(s, {
         type: "notice",
         level: "error",

@@ -112,6 +112,46 @@ describe("the agent panel", () => {
     expect(news()).toBe(2);
   });
 
+  it("a session a closed tab's server still held showed only a red notice: it offers Take over here, Open a copy, Cancel", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "panel-busy-")), "params.log");
+    const calls = () => (existsSync(paramsLog) ? readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { method: string; params: Record<string, unknown> }) : []);
+    const panel = await openPanel({ turns: [], loadable: true, busy: { pid: 4242, answersTakeOver: true }, paramsLog });
+    const held = "sess_0123456789abcdef0123456789abcdef";
+    const busyNotice = () => panel.state().items.find((i) => i.type === "notice" && i.actions) as Extract<ChatState["items"][number], { type: "notice" }> | undefined;
+    panel.send({ type: "loadSession", sessionId: held });
+    await panel.until("the refusal with its choices", () => busyNotice() !== undefined);
+    const notice = busyNotice()!;
+    expect(notice.text).toContain(`Session ${held} is open in another agent-server process (pid 4242)`);
+    expect(notice.actions!.map((a) => a.label)).toEqual(["Take over here", "Open a copy", "Cancel"]);
+    expect(notice.actions![2]!.send).toBeUndefined(); // Cancel only dismisses
+
+    panel.send(notice.actions![0]!.send); // Take over here, as the button sends it
+    await panel.until("the taken-over session", (s) => s.currentSession === held && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
+    const loads = calls().filter((c) => c.method === "session/load");
+    expect(loads.map((c) => c.params._meta ?? null)).toEqual([null, { agentServer: { takeOver: true } }]);
+    expect(panel.state().items.some((i) => i.type === "notice" && i.actions)).toBe(false); // the buttons went with the old transcript
+
+    panel.send({ type: "loadSession", sessionId: held });
+    await panel.until("the refusal again", () => busyNotice() !== undefined);
+    panel.send(busyNotice()!.actions![1]!.send); // Open a copy
+    await panel.until("the copy", (s) => s.currentSession === `copy-${held}` && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
+    expect(calls().filter((c) => c.method === "session/fork").map((c) => c.params.sessionId)).toEqual([held]);
+    expect(calls().filter((c) => c.method === "session/load").at(-1)!.params).toMatchObject({ sessionId: `copy-${held}` });
+  });
+
+  it("a holder that cannot be asked to let go offers only Open a copy and Cancel", () => {
+    const s = [
+      { kind: "session", sessionId: "sess_mine" },
+      { kind: "load-refused", sessionId: "sess_held", error: "cannot load session sess_held: it is open in another agent-server process", current: "sess_mine", busy: { pid: 7, canTakeOver: false } },
+    ].reduce((st, e) => fold(st, e as ChatEvent), initialState());
+    const notice = s.items[0] as Extract<ChatState["items"][number], { type: "notice" }>;
+    expect(notice.actions!.map((a) => a.label)).toEqual(["Open a copy", "Cancel"]);
+    expect(notice.actions![0]!.send).toEqual({ type: "loadSession", sessionId: "sess_held", how: "copy" });
+    expect(notice.text).toContain("cannot be asked to let it go");
+    expect(notice.text).toContain("The panel stays on session sess_mine");
+    expect(s.currentSession).toBe("sess_mine");
+  });
+
   it("a refused session load leaves the panel, the picker and the client on the session it had", async () => {
     // the scripted agent refuses every session/load, as agent-server refuses a session open in another window
     const panel = await openPanel({ turns: [answer("first answer"), answer("still here")] });
