@@ -5,7 +5,8 @@ the file's root: its folder is opened from the root with no link followed (``saf
 file is looked at, replaced (``renameat``), chmodded (through its own descriptor) or removed
 (``unlinkat``) inside that folder's descriptor — a path whose folder became a link is refused and
 said. With an editor seam, the user's buffer is what is compared and a text restore is sent through
-the seam (with our extension: an edit proposal, the editor's review).
+the seam (with our extension: an edit proposal, the editor's review; after a "Take the checkpoint"
+answer: written without a second review, ``unreviewed()``).
 
 Must never: overwrite a file the user changed, or an uncertain one, without an explicit "take the
 checkpoint"; follow a link on the way to a file it changes.
@@ -173,24 +174,31 @@ class Restorer:
                                "checkpoint size limit)")
         target_raw = self.blobs.get(target.blob) if target is not None else None
         bytes_only = target is not None and current is not None and current.raw == target_raw and not links
-        proposal_asks = writes_editor and target is not None and not bytes_only and _is_text(target_raw)
-        if restore.uncertain or not _holds(expect, current, mode):
-            if not proposal_asks:
-                answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain)
-                if not answer.allowed:
-                    return _said(path, _kept(restore.uncertain, answer))
+        # the user's file (changed since), or one nothing shows was the agent's: the question comes first,
+        # in every front end, before any proposal or write — an editor's review of a restore reads as a
+        # plain edit and never says that the text it replaces is the user's
+        asked = restore.uncertain or not _holds(expect, current, mode)
+        if asked:
+            answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain)
+            if not answer.allowed:
+                return _said(path, _kept(restore.uncertain, answer))
         if target is None:
             return _said(path, _remove(dirfd, name, disk))
         if bytes_only or not writes_editor or not _is_text(target_raw):
             return _said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
                                         "restored" if expect is not None else "brought back"))
-        # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py"
+        # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py";
+        # after an explicit "Take the checkpoint" it is written without a second review (still guarded by
+        # the text just read: a keystroke since makes it stale)
+        seam = self.files
+        if asked and hasattr(seam, "unreviewed"):
+            seam = seam.unreviewed()
         label = PROPOSAL_LABEL.set(f"{self._title}: {path.name}")
         try:
-            outcome = await self.files.write(path, target_raw, base=current)
+            outcome = await seam.write(path, target_raw, base=current)
         finally:
             PROPOSAL_LABEL.reset(label)
-        if outcome.status == "rejected" and (restore.uncertain or not _holds(expect, current, mode)):
+        if outcome.status == "rejected" and asked:
             return _said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
         if outcome.status not in ("written", "partial"):
             return _said(path, f"not restored ({outcome.status}: {outcome.message})")

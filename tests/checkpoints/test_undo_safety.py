@@ -403,11 +403,12 @@ async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
     assert "data.csv: cannot be taken back" in said(h, sid)
 
 
-async def test_with_the_editor_extension_the_question_about_the_users_save_is_the_editors_review(
+async def test_with_the_editor_extension_the_users_save_is_asked_about_before_any_proposal(
         acp_harness_factory, endpoint, workspace):
-    """The user's save over the agent's change, with our extension on: ``/undo`` proposes the
-    checkpoint as an edit in the editor (its review is the question); rejecting it keeps the user's
-    file. (A save *during* a command that a complete write record does not name is not the call's
+    """The user's save over the agent's change, with our extension on: ``/undo`` asks first (kind
+    other, "Take the checkpoint" / "Keep mine") — an editor's review of the restore read as a plain
+    edit and never said the text it replaced was the user's — and Keep mine sends no proposal.
+    (A save *during* a command that a complete write record does not name is not the call's
     change at all: test_the_users_save_during_a_command_is_kept_after_undo_with_one_question.)"""
     from support.client_impl import APPLY_WORKSPACE_EDIT
     from support.editor import MemoryEditor
@@ -416,9 +417,9 @@ async def test_with_the_editor_extension_the_question_about_the_users_save_is_th
     (workspace / ".gitignore").write_bytes(b"flags/\n")
     (workspace / "flags").mkdir()
     (workspace / "d.txt").write_bytes(b"delta\n")
-    editor = MemoryEditor(decide=lambda params, hunks: "reject")
+    editor = MemoryEditor()
     asked = []
-    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": "reject_once"}},
                           read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
                           agent_server_extension=True)
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
@@ -432,10 +433,11 @@ async def test_with_the_editor_extension_the_question_about_the_users_save_is_th
     asked.clear()
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert (workspace / "d.txt").read_bytes() == b"delta, saved by the user\n"
-    (proposal,) = editor.proposals
-    assert proposal["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/d.txt")
-    assert not asked  # no second question beside the editor's review
-    assert "d.txt: kept the user's version (the user rejected the checkpoint in the editor)" in said(h, sid)
+    assert editor.proposals == []
+    (question,) = asked
+    assert question["toolCall"]["title"] == "d.txt changed since the agent's edit"
+    assert question["toolCall"]["kind"] == "other"
+    assert "d.txt: kept the user's version (changed since the agent's edit)" in said(h, sid)
 
 
 async def test_symbolic_links_are_restored_as_links_never_followed(acp_harness_factory, endpoint, workspace, tmp_path):

@@ -117,8 +117,10 @@ async def test_undo_of_an_accepted_edit_keeps_the_users_later_save(acp_harness_f
     path.write_text(buffer.text)
 
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    (question,) = editor.proposals  # the restore over the user's text is asked, never applied unasked
-    assert question["edit"]["documentChanges"][-1]["edits"]
+    # the restore over the user's text is asked first (Keep mine), never proposed or applied unasked
+    (question,) = asks(h)
+    assert question["toolCall"]["title"] == "a.txt changed since the agent's edit"
+    assert editor.proposals == []
     assert buffer.text == "ALPHA\nmine\n" and path.read_text() == "ALPHA\nmine\n"
     assert "kept the user's version" in text_of(h, sid)
 

@@ -251,3 +251,82 @@ async def test_deleting_a_session_takes_its_checkpoints_and_keeps_blobs_another_
     left = blobs()
     assert b"only mine\n" not in left and b"changed\n" not in left  # only the deleted session had them
     assert {b"same start\n", b"same end\n"} <= left  # still referenced by the other session
+
+
+def extension_editor_config(editor: MemoryEditor, answer) -> ClientConfig:
+    """A client as our editors are: buffers read and written through it, proposals reviewed in it."""
+    return ClientConfig(permission=answer, read_text_file=editor.read, write_text_file=editor.write,
+                        ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                        agent_server_extension=True)
+
+
+async def shell_turn_then_the_user_saves_mine(h, sid, endpoint, workspace, editor) -> None:
+    """The newcomer's case: one shell call changes a.txt and mine.txt; after the turn the user opens
+    mine.txt in the editor, replaces its text and saves it."""
+    endpoint.push(call("s", "bash", command="echo agent >> a.txt; echo agent > mine.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "run the shell")).stop_reason == "end_turn"
+    assert (workspace / "mine.txt").read_text() == "agent\n"
+    (workspace / "mine.txt").write_text("MY SAVED WORK\n")
+    editor.buffers[str(workspace / "mine.txt")] = Buffer("MY SAVED WORK\n", version=3)
+
+
+@pytest.mark.parametrize("choice", ["reject_once", "no answer"])
+async def test_undo_in_an_editor_overwrote_a_file_the_user_saved_without_asking(
+        acp_harness_factory, endpoint, workspace, choice):
+    """The newcomer's report: with our extension, /undo sent a file the user had saved since the
+    agent's change as an ordinary proposal ("Edit mine.txt"), Accept put the checkpoint over the
+    user's text and nothing said the text was theirs. Now the question comes first, kind other,
+    "Take the checkpoint" / "Keep mine"; Keep mine or no answer keeps it, and no proposal is sent."""
+    (workspace / "a.txt").write_text("orig a\n")
+    (workspace / "mine.txt").write_text("orig mine\n")
+    editor = MemoryEditor()
+    asked = []
+
+    def answer(params):
+        asked.append(params)
+        if params["toolCall"]["title"].startswith("mine.txt"):
+            if choice == "no answer":
+                return {"outcome": {"outcome": "cancelled"}}
+            return {"outcome": {"outcome": "selected", "optionId": choice}}
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, extension_editor_config(editor, answer))
+    await shell_turn_then_the_user_saves_mine(h, sid, endpoint, workspace, editor)
+    asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    mine = [q for q in asked if q["toolCall"]["title"].startswith("mine.txt")]
+    assert [q["toolCall"]["title"] for q in mine] == ["mine.txt changed since the agent's edit"]
+    assert mine[0]["toolCall"]["kind"] == "other"
+    assert {o["name"] for o in mine[0]["options"]} == {"Take the checkpoint", "Keep mine"}
+    assert not any(p["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/mine.txt")
+                   for p in editor.proposals)
+    assert not any(w["path"].endswith("mine.txt") for w in editor.writes)
+    assert (workspace / "mine.txt").read_text() == "MY SAVED WORK\n"
+    assert editor.buffers[str(workspace / "mine.txt")].text == "MY SAVED WORK\n"
+    assert (workspace / "a.txt").read_text() == "orig a\n"  # the agent's own change is still taken back
+    assert "mine.txt: kept the user's version" in text_of(h, sid)
+
+
+async def test_undo_in_an_editor_takes_the_checkpoint_over_the_users_save_only_after_the_question(
+        acp_harness_factory, endpoint, workspace):
+    """Take the checkpoint: asked once, then written into the buffer without a second review."""
+    (workspace / "a.txt").write_text("orig a\n")
+    (workspace / "mine.txt").write_text("orig mine\n")
+    editor = MemoryEditor()
+    order = []
+
+    def answer(params):
+        order.append(("asked", params["toolCall"]["title"]))
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, extension_editor_config(editor, answer))
+    await shell_turn_then_the_user_saves_mine(h, sid, endpoint, workspace, editor)
+    order.clear()
+    editor.proposals.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert ("asked", "mine.txt changed since the agent's edit") in order
+    assert not any(p["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/mine.txt")
+                   for p in editor.proposals)
+    assert editor.buffers[str(workspace / "mine.txt")].text == "orig mine\n"
+    assert (workspace / "mine.txt").read_text() == "orig mine\n"

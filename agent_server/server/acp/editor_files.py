@@ -136,6 +136,17 @@ class EditorFiles:
         seam.auto_apply = lambda: False
         return seam
 
+    def unreviewed(self) -> "EditorFiles":
+        """This seam writing without review or question (``/undo``'s restore of a file the user has
+        just answered "Take the checkpoint" about): into the open buffer, else guarded on disk —
+        still after a re-read that must match the base."""
+        import copy
+
+        seam = copy.copy(self)
+        seam.auto_apply = lambda: True
+        seam.approve_edit = None
+        return seam
+
     # -- reads ------------------------------------------------------------------------------
 
     async def read(self, path: Path) -> FileSnapshot:

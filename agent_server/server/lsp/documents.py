@@ -117,6 +117,14 @@ class LspFiles:
         seam.auto_apply = lambda: False
         return seam
 
+    def unreviewed(self) -> "LspFiles":
+        """This seam applying without a confirmation per hunk (``/undo`` after "Take the checkpoint")."""
+        import copy
+
+        seam = copy.copy(self)
+        seam.auto_apply = lambda: True
+        return seam
+
     async def read(self, path: Path) -> FileSnapshot:
         """The open document's synced text and version, else the file on disk."""
         doc = self.documents.get(Path(path))
