@@ -211,7 +211,8 @@ async def _take_over(host: SessionHost, session_id: str, busy: HostError, work: 
 async def release_requested(host: SessionHost) -> None:
     """The holder's side of a take-over (``SIGUSR1``): each live session another process asked for
     (``takeover.take_requests``) is closed as ``session/close`` closes it — its turn cancelled, its
-    pending permission requests and proposals withdrawn, its log closed — and the release logged."""
+    pending permission requests and proposals withdrawn, its log closed — the release logged, and its
+    client (if one is still there) told in a notice."""
     asked = takeover.take_requests((sid, host.store.log_path(sid).parent) for sid in list(host.sessions))
     for session_id, pid in asked:
         log.warning("releasing session %s: agent-server pid %s takes it over (session/load with takeOver); "
@@ -222,6 +223,13 @@ async def release_requested(host: SessionHost) -> None:
             log.exception("releasing session %s failed", session_id)
             continue
         log.warning("released session %s to pid %s", session_id, pid)
+        text = (f"[agent-server] This session was taken over by another agent-server process (pid {pid}: "
+                "another window): it is closed here. Load it again to take it back.")
+        try:  # its client, if one is still there, learns why the session is gone
+            await host.emitter(session_id)({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+                                            "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+        except Exception:  # noqa: BLE001 — a client that went away: the log line above says it
+            log.debug("the release notice of session %s was not sent", session_id, exc_info=True)
 
 
 async def close(host: SessionHost, session_id: str) -> None:

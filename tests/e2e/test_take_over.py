@@ -3,10 +3,12 @@ over (``_meta.agentServer.takeOver``) or copied (``session/fork``), two real ser
 dir through the official ACP SDK."""
 
 import pytest
+from support.acp_client import ClientConfig
 from support.acp_schema import load_unstable_schema
-from support.sessions import events
+from support.client_impl import never_answer
+from support.sessions import call, events
 
-from agent_server.offline import text_stream
+from agent_server.offline import text_stream, tool_call_stream
 
 TAKE_OVER = {"agentServer": {"takeOver": True}}
 UNSTABLE = {"schema": load_unstable_schema()}  # session/fork is unstable
@@ -53,6 +55,8 @@ async def test_a_closed_code_server_tab_kept_its_server_holding_the_session_and_
     said = await first.wait_for_stderr(f"released session {sid}")
     assert f"releasing session {sid}: agent-server pid {second.pid} takes it over" in said
     assert f"asked pid {first.pid} to release it" in second.stderr_text()
+    await first.wait_for_update("agent_message_chunk", session_id=sid,
+                                predicate=lambda u: "taken over by another agent-server process" in u["content"]["text"])
     endpoint.push(text_stream("here now"))
     assert (await second.prompt(sid, "again")).stop_reason == "end_turn"
     assert [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "user"] == ["hello", "again"]
@@ -97,5 +101,32 @@ async def test_a_take_over_of_a_holder_that_cannot_be_asked_is_refused_clearly(
     finally:
         held.close()
     await load(second, sid, workspace)  # released: it loads
+    await second.close()
+    await first.close()
+
+
+async def test_a_tab_closed_while_a_permission_question_was_up_is_taken_over_its_turn_cancelled_and_question_withdrawn(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    endpoint.push(tool_call_stream([call("b1", "bash", command="echo asked")]))
+    first = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_SANDBOX": "off"},
+                                      config=ClientConfig(permission=never_answer), validate=UNSTABLE)
+    await first.initialize()
+    sid = (await first.new_session(str(workspace))).session_id
+    turn = first.start_prompt(sid, "run echo")  # unconfined: it asks, and nobody is left to answer
+    asked = await first.wait_for(lambda m: m.method == "session/request_permission" and m.kind == "request")
+    second = await harness(acp_harness_factory, endpoint)
+    await load(second, sid, workspace, _meta=TAKE_OVER)
+    assert (await turn).stop_reason == "cancelled"
+    assert any(m.message["params"]["requestId"] == asked.message["id"]
+               for m in first.transcript.notifications("$/cancel_request")), "the question was not withdrawn"
+    said = await first.wait_for_stderr(f"released session {sid}")
+    assert f"releasing session {sid}: agent-server pid {second.pid} takes it over" in said
+    log = events(agent_state_dir, sid)
+    (result,) = [e.data for e in log if e.type == "tool/result"]
+    assert result["status"] == "failed" and "asked" not in result["content"]
+    assert [e.data.get("exit") for e in log if e.type == "turn/end"] == ["cancelled"]
+    endpoint.push(text_stream("taken over"))
+    assert (await second.prompt(sid, "go on here")).stop_reason == "end_turn"
+    assert [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "user"] == ["run echo", "go on here"]
     await second.close()
     await first.close()
