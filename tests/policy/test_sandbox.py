@@ -931,9 +931,9 @@ async def test_putting_editor_configuration_back_never_follows_a_swapped_link_no
     ws, home, *_ = box
     (ws / "app" / ".vscode").mkdir(parents=True)
     (ws / "app" / ".vscode" / "settings.json").write_text('{"mine": 1}\n')
-    (ws / "shared").mkdir()
+    (ws / "common").mkdir()
     (ws / "pkg").mkdir()
-    os.symlink("../shared", ws / "pkg" / ".vscode")
+    os.symlink("../common", ws / "pkg" / ".vscode")
     (ws / "big").mkdir()
     (ws / "big" / "huge.code-workspace").write_bytes(b"{}" + b" " * (2 << 20))
     ctx, asked, log = await _policy_session(box, "reject_once")
@@ -947,7 +947,7 @@ async def test_putting_editor_configuration_back_never_follows_a_swapped_link_no
     assert "done" in res.text
     assert not os.path.lexists(ws / "sub" / ".nvim.lua")
     assert not (home / ".vscode").exists(), "put back through a link, outside the tree"
-    assert os.readlink(ws / "pkg" / ".vscode") == "../shared"
+    assert os.readlink(ws / "pkg" / ".vscode") == "../common"
     (question,) = asked
     said = " ".join(c["content"]["text"] for c in question.content if c["type"] == "content")
     assert "big/huge.code-workspace: changed by the command" in said and "could NOT be put back" in said
