@@ -7,7 +7,8 @@ that the working tree is snapshotted (``ShadowRepo``: a git workspace, or a plai
 budget) right before and right after each call and every file the call changed is recorded — as
 the agent's when the sandbox's record of the call's own writes names it (``sandbox_notify``), not
 the call's at all when a complete record does not name it (another process wrote it: the user's save),
-``uncertain`` without a record; a file that existed before the call (birth time) is never its creation.
+``uncertain`` without a record or when the record's stamp shows another process changed it during the
+call before the command wrote it; a file that existed before the call (birth time) is never its creation.
 Edits the user makes between calls are never attributed to the agent.
 
 Must never: fail a tool because a checkpoint could not be kept (the call's own result stands; the
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
-from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD, read_record
+from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD, read_record, read_stamps
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
@@ -195,13 +196,14 @@ class Checkpoints:
             self._failed("snapshot after a shell call", exc)
             return
         written = read_record(str(self.record_path))  # the call's own writes, or None: no evidence
+        stamps = read_stamps(str(self.record_path)) if written is not None else {}
         for change in changes:
             if change.before is None and _existed_before(change.path, started_ns):
                 continue  # not the call's creation: it was there, only hidden (ignored) before
             if _someone_elses(change.path, written):
                 continue  # the call's complete record does not name it: another process wrote it
             self.record(change.path, change.before, change.after, "shell",
-                        uncertain=not _named(change.path, written))
+                        uncertain=not _named(change.path, written) or _written_meanwhile(change.path, stamps, started_ns))
         for name in sorted(set(before.big) | set(after.big)):
             old, new = before.big.get(name), after.big.get(name)
             if old == new:
@@ -209,7 +211,8 @@ class Checkpoints:
             path = repo.root / name
             if old is None and _existed_before(path, started_ns) or _someone_elses(path, written):
                 continue
-            self.record(path, _big_state(old), _big_state(new), "shell", uncertain=not _named(path, written))
+            self.record(path, _big_state(old), _big_state(new), "shell",
+                        uncertain=not _named(path, written) or _written_meanwhile(path, stamps, started_ns))
         self.calls += 1
         if self.calls % PRUNE_EVERY == 0:
             await asyncio.to_thread(prune_shadows, self.state_dir)
@@ -272,6 +275,16 @@ def _someone_elses(path: Path, written: set[str] | None) -> bool:
     """Whether a complete write record (not ``None``) proves the call never wrote ``path``: its
     change is then another process's (the user's save, their editor's) and never the call's."""
     return written is not None and not _named(path, written)
+
+
+def _written_meanwhile(path: Path, stamps: dict[str, int], started_ns: int) -> bool:
+    """Whether someone changed ``path`` after the call started and before the command first asked to
+    change it (its status-change time then is later than the start): the user's save during the
+    command — the command's own write on top of it does not make the file the command's alone."""
+    for spelled in (os.path.normpath(path), os.path.realpath(path)):
+        if spelled in stamps:
+            return stamps[spelled] > started_ns
+    return False
 
 
 def _named(path: Path, written: set[str] | None) -> bool:

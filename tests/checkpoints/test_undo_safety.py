@@ -403,6 +403,54 @@ async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
     assert "data.csv: cannot be taken back" in said(h, sid)
 
 
+async def test_undo_silently_removed_what_the_user_saved_while_the_agents_command_ran(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The newcomer's second report: the user saved a line into ``a.txt`` while the agent's command
+    slept, then the command appended to it; the sandbox's record named ``a.txt`` (the command did
+    write it), so the change counted as the command's alone and ``/undo`` said "a.txt: restored" —
+    the user's line gone, no question. The record's stamp of ``a.txt`` at the command's first write
+    shows the change during the call: the file is uncertain, asked about, and no answer keeps it."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "a.txt").write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                           "echo agent >> a.txt"))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, "append"))
+    while not (workspace / "flags" / "started").exists():
+        await asyncio.sleep(0.01)
+    (workspace / "a.txt").write_bytes(b"orig\nMY WORK SAVED DURING THE COMMAND\n")
+    (workspace / "flags" / "go").touch()
+    assert (await prompt).stop_reason == "end_turn"
+    both = b"orig\nMY WORK SAVED DURING THE COMMAND\nagent\n"
+    assert (workspace / "a.txt").read_bytes() == both
+    questions.asked.clear()
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == both
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert "a.txt: kept the user's version" in said(h, sid)
+
+
+async def test_a_file_only_the_command_wrote_is_still_undone_without_a_question(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The other side of the rule: a file nobody else touched during the call, under a complete
+    record, is the command's — restored without a question."""
+    git_init(workspace)
+    (workspace / "a.txt").write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    await turn(h, sid, endpoint, call("s", "bash", command="echo agent >> a.txt; echo more >> a.txt"))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    if recorded_by_the_sandbox(agent_state_dir, sid):
+        assert questions.asked == [] and (workspace / "a.txt").read_bytes() == b"orig\n"
+    else:
+        assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+
+
 async def test_with_the_editor_extension_the_users_save_is_asked_about_before_any_proposal(
         acp_harness_factory, endpoint, workspace):
     """The user's save over the agent's change, with our extension on: ``/undo`` asks first (kind

@@ -15,7 +15,10 @@ own processes asked to change — not of who else wrote the workspace meanwhile.
 Must never: refuse or change a system call, or leave one unanswered (every notification is answered,
 whatever went wrong reading it).
 
-A record starts with ``LISTENING`` once the filter is in place; ``INCOMPLETE`` in it means one
+The first time the command names a path, its status-change time (``ctime``, before the kernel acts)
+follows as a ``CHANGED`` entry (``read_stamps``): a time after the call started shows another process
+changed the file during the call before the command did (``checkpoints.recorder`` then counts it
+uncertain). A record starts with ``LISTENING`` once the filter is in place; ``INCOMPLETE`` in it means one
 call's path could not be read (the record then proves nothing). The paths are what the processes
 named, read before the kernel acts (a process that rewrites its path buffer in that instant can make
 the record name another file: the record is evidence of intent, not a security boundary).
@@ -34,6 +37,9 @@ SHELL_RECORD: contextvars.ContextVar[str | None] = contextvars.ContextVar("shell
 call, e.g. ``checkpoints.recorder``; read by the confiner into the spec's ``evidence``)."""
 
 LISTENING, INCOMPLETE = b"\0LISTENING\0", b"\0INCOMPLETE\0"
+CHANGED = b"\0CHANGED\0"
+"""Marks a stamp entry, ``<ctime_ns>:<path>``: the path's status-change time when the command first
+asked to change it (what another writer did to it during the call before that shows there)."""
 RET_ALLOW, RET_USER_NOTIF = 0x7FFF0000, 0x7FC00000
 LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
@@ -159,6 +165,7 @@ def supervise(listener: int, out_fd: int) -> None:
     ``out_fd`` first. Returns when the listener is gone (no process left to notify)."""
     machine = _machine()
     calls = {nr: paths for nr, paths, _ in _ARCHES[machine][2].values()}
+    seen: set[bytes] = set()  # paths already stamped: only the command's first write-intent call counts
     libc = ctypes.CDLL(None, use_errno=True)
     notif = ctypes.create_string_buffer(80)
     while True:
@@ -181,7 +188,11 @@ def supervise(listener: int, out_fd: int) -> None:
                     if text is None or (base is None and not text.startswith("/")):
                         record += INCOMPLETE
                         continue
-                    record += os.fsencode(os.path.normpath(os.path.join(base or "/", text))) + b"\0"
+                    named = os.fsencode(os.path.normpath(os.path.join(base or "/", text)))
+                    record += named + b"\0"
+                    if named not in seen:
+                        seen.add(named)
+                        record += _stamp(named)
             finally:
                 os.close(mem)
         except OSError:
@@ -198,6 +209,15 @@ def supervise(listener: int, out_fd: int) -> None:
         libc.ioctl(listener, ctypes.c_ulong(NOTIF_SEND), ctypes.create_string_buffer(resp, 24))
 
 
+def _stamp(named: bytes) -> bytes:
+    """The ``CHANGED`` entry of ``named`` as it is before the kernel acts (nothing when it is absent)."""
+    try:
+        ctime = os.stat(named).st_ctime_ns
+    except OSError:
+        return b""
+    return CHANGED + str(ctime).encode() + b":" + named + b"\0"
+
+
 def read_record(path: str) -> set[str] | None:
     """The paths a record names, or ``None`` when it proves nothing (no record, the filter was not
     in place, or a path could not be read)."""
@@ -208,4 +228,23 @@ def read_record(path: str) -> set[str] | None:
         return None
     if not raw.startswith(LISTENING) or INCOMPLETE in raw:
         return None
-    return {os.fsdecode(p) for p in raw[len(LISTENING):].split(b"\0") if p}
+    tokens = raw[len(LISTENING):].split(b"\0")
+    skip = {i + 1 for i, t in enumerate(tokens) if t == CHANGED.strip(b"\0")}
+    return {os.fsdecode(t) for i, t in enumerate(tokens) if t and i not in skip and t != CHANGED.strip(b"\0")}
+
+
+def read_stamps(path: str) -> dict[str, int]:
+    """Each path's status-change time (ns) when the command first asked to change it, from the
+    record's ``CHANGED`` entries (``{}`` without a record)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    stamps: dict[str, int] = {}
+    for entry in raw.split(CHANGED)[1:]:
+        head, _, _rest = entry.partition(b"\0")
+        ctime, sep, named = head.partition(b":")
+        if sep and ctime.isdigit():
+            stamps.setdefault(os.fsdecode(named), int(ctime))
+    return stamps
