@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
-       agent-server --check-config [--config PATH]
+       agent-server --check-config [--json] [--config PATH]
        agent-server run -p PROMPT [--config PATH] [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
        agent-server sessions [--cwd DIR] [--json]
        agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
@@ -34,7 +34,9 @@ options:
   --config PATH   read this TOML config file instead of the default
   --version       print the version and exit
   --check-config  read the configuration (file and environment) as the server would; print where it
-                  came from and exit 0, or the error (file, line, column) and exit 1
+                  came from and exit 0, or the error (file, line, column) and exit 1; with --json one
+                  JSON object (source, profile, model, baseUrl, keyRequired, keySource, keyVariable;
+                  or error) — what an editor shows on its first-run page (never the key)
   -h, --help      show this help
 """
 
@@ -75,10 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         return lsp_main(args[1:])
     config_path = None
     check_config = False
+    as_json = False
     while args:
         arg = args.pop(0)
         if arg == "--check-config":
             check_config = True
+            continue
+        if arg == "--json":  # only with --check-config (checked below)
+            as_json = True
             continue
         if arg in ("-h", "--help"):
             sys.stdout.write(_USAGE)
@@ -101,22 +107,40 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2
+    if as_json and not check_config:
+        sys.stderr.write(f"agent-server: --json goes with --check-config\n\n{_USAGE}")
+        return 2
     if check_config:
-        return _check_config(config_path)
+        return _check_config(config_path, as_json=as_json)
     from agent_server.cli.serve import _serve
 
     return _serve(config_path)
 
 
-def _check_config(config_path: str | None) -> int:
-    """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went."""
+def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
+    """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went.
+
+    ``as_json``: one JSON object on stdout for an editor's first-run page — the endpoint and model in
+    use and where the key comes from (a variable or file name, ``keyring``, or ``null``), never the key.
+    """
+    import json
+
     from agent_server.config.load import ConfigError, load_config
 
     try:
         config = load_config(config_path)
     except ConfigError as exc:
+        if as_json:
+            sys.stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         sys.stderr.write(f"agent-server: configuration error: {exc}\n")
         return 1
+    if as_json:
+        p = config.provider
+        key_source = p.api_key_source or ("keyring" if p.key_store == "keyring" else None)
+        sys.stdout.write(json.dumps({
+            "ok": True, "source": config.source, "profile": p.profile, "model": p.model, "baseUrl": p.base_url,
+            "keyRequired": p.key_required, "keySource": key_source, "keyVariable": p.api_key_env}) + "\n")
+        return 0
     sys.stdout.write(f"configuration OK: {config.source or 'no config file (defaults and the environment)'}; "
                      f"profile {config.provider.profile!r}, model {config.provider.model or '(none)'!r}\n")
     return 0

@@ -72,3 +72,24 @@ def test_logout_all_forgets_every_stored_profile(env):
     data["profiles"]["deepseek"] = {"key_store": "keyring", "model": "deepseek-chat"}
     path.write_text(json.dumps(data))
     assert sorted(credentials.forget(None, env=env)) == ["deepseek", "openai"] and not path.exists()
+
+
+def test_check_config_json_names_the_endpoint_model_and_where_the_key_comes_from_never_the_key(env, tmp_path):
+    """Issue 30 item 9: the VS Code panel's first-run page shows the endpoint and model in use; it
+    reads them from `agent-server --check-config --json` (the key itself never appears)."""
+    run = lambda extra, args: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "agent_server", *args], capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", **env, **extra}, timeout=60)
+    got = run({"AGENT_SERVER_BASE_URL": "https://models.example/v1", "AGENT_SERVER_MODEL": "m-1",
+               "AGENT_SERVER_API_KEY": "sk-secret-123"}, ["--check-config", "--json"])
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout)
+    assert out["ok"] and out["baseUrl"] == "https://models.example/v1" and out["model"] == "m-1"
+    assert out["keySource"] == "AGENT_SERVER_API_KEY" and "sk-secret-123" not in got.stdout
+    nokey = json.loads(run({"AGENT_SERVER_BASE_URL": "https://models.example/v1"}, ["--json", "--check-config"]).stdout)
+    assert nokey["keySource"] is None and nokey["model"] is None
+    bad = tmp_path / "bad.toml"
+    bad.write_text("profile = [\n")
+    broken = run({}, ["--check-config", "--json", "--config", str(bad)])
+    assert broken.returncode == 1 and json.loads(broken.stdout)["ok"] is False and "bad.toml" in json.loads(broken.stdout)["error"]
+    assert run({}, ["--json"]).returncode == 2

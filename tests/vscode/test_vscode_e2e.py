@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -63,6 +64,13 @@ SECOND = "limit = 1\n"
 # format-on-save (files.trimTrailingWhitespace for [ini]): the proposal's trailing spaces go at save
 FMT = "[main]\nkey = 1\n"
 FMT_PROPOSED = "[main]\nkey = 2   \n"
+# outside the workspace: a file the runner writes there while the command runs would be /undo's question
+EXEC_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.flag")
+EXEC_COMMAND = f"printf 'live-%s\\n' one; while [ ! -e {EXEC_FLAG} ]; do sleep 0.1; done; echo finished"
+NEW_FILE = "notes.md"
+MENTION_ANSWER = "I see two.py."
+AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
+    "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
 LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
@@ -138,6 +146,14 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
                                      new_string=f"v{i:02d} = 2")], delay=0.02) for i in range(RACE_TRIES)),
             text_stream("Race done."),
         ],
+        "auth_error_offers_the_way_forward": [AUTH_401],
+        "execute_cards_and_daily_features": [
+            tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
+            tool_call_stream([call("x2", "read", path="app.py", offset=3),
+                              call("x3", "write", path=NEW_FILE, content="# Notes\n")]),
+            text_stream("Ran it, read it, wrote notes."),
+            text_stream(MENTION_ANSWER),
+        ],
         "long_answer_stays_bounded": [
             *(tool_call_stream([call(f"l{k}.{j}", "read", path=name) for j, name in enumerate(("app.py", "two.py", "rej.py"))],
                                text=long_answer_part(k, 10_000)) for k in range(LONG_STEPS)),
@@ -149,6 +165,7 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
 
 SCENARIOS = [
     {"name": "panel_prestarts_the_server", "otherFolder": "<set by the fixture>"},
+    {"name": "first_run_empty_state"},
     {"name": "accept_in_unsaved_document", "file": "app.py", "typed": "# unsaved note",
      "question": "Make greet say hi", "command": "/checkpoints", "commandAnswer": "No checkpoints yet",
      "tweakLine": 1, "tweak": "  # user tweak",
@@ -167,6 +184,11 @@ SCENARIOS = [
      "answer": "Left latin1.txt as it is."},
     {"name": "keystrokes_right_after_accept_never_garble", "prompt": "Set every value to 2",
      "file": RACE, "tries": RACE_TRIES, "typed": "zz", "answer": "Race done."},
+    {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?"},
+    {"name": "execute_cards_and_daily_features", "prompt": "Run it, read app.py and write notes",
+     "liveText": "live-one", "flag": EXEC_FLAG, "answer": "Ran it, read it, wrote notes.", "readFile": "app.py", "readLine": 3,
+     "newFile": NEW_FILE, "undoSays": "Undo turn", "mentionFile": "two.py", "mentionPrompt": "What is in it?",
+     "mentionAnswer": MENTION_ANSWER},
     {"name": "long_answer_stays_bounded", "prompt": "Explain everything at length", "answer": LONG_END,
      "first": "Paragraph 0.0:"},
     # the sessions of this window: "Make greet say hi" (the first) and "Explain everything at length"
@@ -197,6 +219,8 @@ def chosen() -> list[dict]:
 def run(tmp_path_factory):
     """Runs every scenario once; yields (results, workspace, endpoint)."""
     tools = find_tools()
+    if os.path.exists(EXEC_FLAG):
+        os.remove(EXEC_FLAG)
     tmp = tmp_path_factory.mktemp("vscode")
     workspace = (tmp / "workspace").resolve()
     workspace.mkdir()
@@ -266,6 +290,8 @@ def run(tmp_path_factory):
                     f"stderr:\n{proc.stderr[-3000:]}\ncode-server:\n{results.get('codeServerLogTail', '')}")
     yield results, workspace, endpoint
     endpoint.stop()
+    if os.path.exists(EXEC_FLAG):
+        os.remove(EXEC_FLAG)
 
 
 def model_requests_after(endpoint, text: str) -> list[list[dict]]:
@@ -288,6 +314,11 @@ def scenario(run, name):
     assert got["ok"], f"{name} failed in VS Code (screenshot in clients/vscode/test-artifacts/):\n{got.get('error')}"
 
 
+def chat_requests(endpoint):
+    """The model requests (the panel's first-run page also asks the endpoint's /models)."""
+    return [r for r in endpoint.requests if r.path.endswith("/chat/completions")]
+
+
 def tool_results(endpoint, call_id):
     return [m["content"] for r in endpoint.requests if r.path.endswith("/chat/completions")
             for m in r.json()["messages"] if m["role"] == "tool" and m.get("tool_call_id") == call_id]
@@ -297,7 +328,7 @@ def test_accept_in_unsaved_document_applies_exactly_and_leaves_it_unsaved(run):
     scenario(run, "accept_in_unsaved_document")
     _, workspace, endpoint = run
     assert (workspace / "app.py").read_text() == APP  # the disk keeps the saved text
-    first = endpoint.requests[0].json()["messages"]
+    first = chat_requests(endpoint)[0].json()["messages"]
     user = "\n".join(json.dumps(m["content"]) for m in first if m["role"] == "user")
     assert "app.py" in user and "1-2" in user  # the selection went out with its line range
     assert "unsaved note" in tool_results(endpoint, "r1")[0]  # the agent read the unsaved buffer
@@ -541,3 +572,82 @@ def test_window_reload_reopens_the_session(run):
     scenario(run, "window_reload_reopens_the_session")
     results, _, _ = run
     assert results["scenarios"]["window_reload_reopens_the_session"]["dividers"] == 0
+
+
+def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward(run):
+    """Issue 30, item 9 (acceptance): a first run showed an empty panel; messages pointed to
+    `agent-server login` and environment variables. Now the page says which endpoint and model the
+    server will use — here the offline endpoint, said to be a script, not a model — and offers Set
+    API Key, Sign in (agent-server login in a terminal), Open Settings and Show Server Log."""
+    scenario(run, "first_run_empty_state")
+    results, _, endpoint = run
+    got = results["scenarios"]["first_run_empty_state"]
+    assert got["facts"]["endpoint"] == endpoint.base_url, got
+    assert got["facts"]["offline"] is True and "offline script" in got["facts"]["model"], got
+    assert got["facts"]["buttons"] == ["Set API Key", "Sign in", "Open Settings", "Show Server Log"], got
+    assert (got["log"], got["settings"], got["keyBox"], got["terminal"]) == (True, True, True, True), got
+
+
+def test_401_from_the_endpoint_offers_set_api_key_and_sign_in_in_the_panel(run):
+    """Newcomer finding 2 / issue 30 item 9: a 401 showed only the provider's "Incorrect API key
+    provided" and no way forward in the panel; its error card now has the same buttons."""
+    scenario(run, "auth_error_offers_the_way_forward")
+    results, _, _ = run
+    got = results["scenarios"]["auth_error_offers_the_way_forward"]
+    assert got["shown"] and "agent-server login" in got["text"], got
+    assert got["buttons"] == ["Set API Key", "Sign in", "Open Settings", "Show Server Log"], got
+
+
+def test_execute_card_shows_the_command_its_live_output_and_elapsed_time(run):
+    """Issue 30, item 5: a card said only the model's own description ("Run the tests"). Now the
+    command (monospace), the output while the command runs (the terminal convention), the elapsed
+    time, and status words (Running, Done) instead of IN_PROGRESS."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, _, _ = run
+    got = results["scenarios"]["execute_cards_and_daily_features"]["execute"]
+    assert got["status"] == "in_progress" and got["statusWord"] == "Running" and got["elapsedRunning"], got
+    assert got["command"] == EXEC_COMMAND, got
+    assert "live-one" in got["terminal"] and "finished" in got["terminal"], got
+    assert got["elapsed"].endswith(" s") and got["statusDone"] == "Done", got
+
+
+def test_tool_card_opens_its_file_at_its_location(run):
+    """Issue 30, item 5: a read card of app.py from line 3 opens app.py with the cursor on line 3."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, _, _ = run
+    assert "Ln 3," in results["scenarios"]["execute_cards_and_daily_features"]["cursor"]
+
+
+def test_changes_view_slash_completion_undo_and_a_file_mention(run):
+    """Issue 30, item 10: the turn's changes per file with their diff and "Undo this turn" (/undo
+    removed the created file), slash-command completion from available_commands_update, the Undo
+    button, and an @-mentioned file sent to the model as an embedded resource."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["execute_cards_and_daily_features"]
+    assert NEW_FILE in got["changeRow"] and "+" in got["changeRow"] and got["diff"], got
+    assert "undo" in got["offered"] and got["completed"] == "/undo ", got
+    assert got["undoButton"] and got["chipsLeft"] == 0, got
+    assert not (workspace / NEW_FILE).exists()  # Undo this turn took the new file back
+    assert got["undoneShown"] == "true", got  # and the Changes box says so
+    last = chat_requests(endpoint)
+    sent = [m for r in last for m in r.json()["messages"] if m["role"] == "user" and "What is in it?" in json.dumps(m)]
+    assert sent and "two.py" in json.dumps(sent[-1]) and "c = 3" in json.dumps(sent[-1]), sent
+
+
+def test_a_created_file_opens_on_accept(run):
+    """Issue 30, item 11: accepting a proposal that creates a file left it unopened."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, _, _ = run
+    assert results["scenarios"]["execute_cards_and_daily_features"]["createdOpened"] is True
+
+
+def test_shortcuts_and_quickpick_pickers_with_full_access_confirmed(run):
+    """Issue 30, items 10 and 11: New Session (Ctrl+Alt+N) and Accept (Ctrl+Alt+Enter in the
+    proposal's diff) from the keyboard; the mode and model pickers are QuickPicks, and choosing full
+    access asks first (cancelled: the mode stays)."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, _, _ = run
+    got = results["scenarios"]["execute_cards_and_daily_features"]
+    assert got["shortcuts"] == {"newSession": True, "accept": True}, got
+    assert got["pickers"] == {"modelQuickPick": True, "fullAccessConfirm": True, "modeAfter": "workspace-write"}, got

@@ -43,6 +43,8 @@ export class ChatView implements vscode.WebviewViewProvider {
   private queue: ChatEvent[] = [];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private ready = false;
+  /** Facts that outlive a New session (the first-run page's, the agent's capabilities): the last of each kind. */
+  private sticky = new Map<string, ChatEvent>();
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -59,7 +61,7 @@ export class ChatView implements vscode.WebviewViewProvider {
       if (m.type === "ready") {
         this.ready = true;
         this.queue = [];
-        this.send([{ kind: "reset" }, ...this.history]);
+        this.send([{ kind: "reset" }, ...this.sticky.values(), ...this.history]);
       }
       this.onMessage(m);
     });
@@ -72,7 +74,9 @@ export class ChatView implements vscode.WebviewViewProvider {
   /** Records an event and sends it with the next batch. `reset` starts a new history. */
   post(event: ChatEvent): void {
     if (event.kind === "reset") this.history = [];
-    if (event.kind !== "sessions") appendEvent(this.history, event);
+    if (event.kind === "setup" || event.kind === "capabilities") this.sticky.set(event.kind, event);
+    // a mention belongs to the prompt area now, not to a replay of the transcript
+    else if (event.kind !== "sessions" && event.kind !== "mention") appendEvent(this.history, event);
     if (!this.view || !this.ready) return;
     appendEvent(this.queue, event);
     this.timer ??= setTimeout(() => this.flush(), 16);

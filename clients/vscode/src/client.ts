@@ -13,7 +13,7 @@
 import * as acp from "@agentclientprotocol/sdk";
 import { AgentProcess, type ExitStatus, type SpawnOptions } from "./rpc";
 import { CLIENT_ENCODINGS, type PositionEncoding, parseEncoding } from "./positions";
-import type { SessionBusy } from "./protocol";
+import type { ErrorKind, SessionBusy } from "./protocol";
 
 /**
  * The extension method's name exactly as the 2.x SDK delivers it to `onRequest` (the 1.x SDK
@@ -51,7 +51,7 @@ export type ClientEvent =
   | { type: "update"; sessionId: string; update: acp.SessionUpdate }
   | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean }
   | { type: "turn-start"; sessionId: string; text: string }
-  | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string }
+  | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string; errorKind?: ErrorKind }
   | { type: "server-exited"; message: string; stderrTail: string }
   /** The session that was open could not be resumed after a restart: the next prompt starts a new one. */
   | { type: "session-lost"; sessionId: string; reason: string }
@@ -215,7 +215,9 @@ export class AgentClient {
         clientCapabilities: {
           fs: { readTextFile: true, writeTextFile: true },
           terminal: false,
-          _meta: { agentServer: extensionCapabilities() },
+          // the terminal convention (docs/protocol.md "Live shell output"): a shell call's output
+          // while it runs, display only; the panel's execute cards show it
+          _meta: { agentServer: extensionCapabilities(), terminal_output_delta: true },
         },
         clientInfo: { name: "agent-server-vscode", version: "0.1.0" },
       }),
@@ -391,7 +393,7 @@ export class AgentClient {
     this.turns++;
     let proc: AgentProcess | undefined;
     let started = false;
-    let end: { stopReason?: string; error?: string };
+    let end: { stopReason?: string; error?: string; errorKind?: ErrorKind };
     try {
       const r = await this.start();
       proc = r.proc;
@@ -409,7 +411,7 @@ export class AgentClient {
       // A closed connection usually means the process is going away: let its exit be reported first.
       const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
       const lost = proc ? this.lost.get(proc) : undefined;
-      end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err) };
+      end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
     } finally {
       this.turns--;
     }
@@ -486,6 +488,22 @@ export function describeExit(s: ExitStatus): string {
   if (s.error) return `could not start: ${s.error}`;
   if (s.signal) return `killed by ${s.signal}`;
   return `exit code ${s.code}`;
+}
+
+/**
+ * What an error is about, so the panel offers the way forward: `auth` for "Authentication required"
+ * (`-32000`) and a prompt refused by the endpoint (`data.code` `AUTH`: a 401/403), `connection` for
+ * an endpoint that cannot be reached (`NETWORK`, `STREAM_IDLE`) or a server that could not start.
+ */
+export function errorKind(err: unknown): ErrorKind | undefined {
+  if (err instanceof acp.RequestError) {
+    const code = (err.data as { code?: unknown } | undefined)?.code;
+    if (err.code === -32000 || code === "AUTH") return "auth";
+    if (code === "NETWORK" || code === "STREAM_IDLE") return "connection";
+    return undefined;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return /could not start|ENOENT|EACCES|spawn/.test(message) ? "connection" : undefined;
 }
 
 /**

@@ -9,7 +9,7 @@
 import * as vscode from "vscode";
 import * as os from "node:os";
 import type * as acp from "@agentclientprotocol/sdk";
-import { AgentClient, type ClientEvent, errorText, sessionBusy } from "./client";
+import { AgentClient, type ClientEvent, errorKind, errorText, sessionBusy } from "./client";
 import { readTextFile, trackDiskChanges, writeTextFile } from "./buffers";
 import { ChatView, VIEW_ID } from "./chatView";
 import { DiffView, type ProposalPanel } from "./diff";
@@ -19,6 +19,10 @@ import { offsetAt } from "./proposalModel";
 import type { ChatEvent, HunkView, SelectView, WebviewToHost, WireUpdate } from "./protocol";
 import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serverEnv } from "./config";
 import { selectionBlock } from "./selection";
+import { checkConfig, isOfflineEndpoint, setupView } from "./setup";
+import { type ProblemLike, type ResourceBlock, fileMention, folderMention, problemsMention, terminalMention } from "./mentions";
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
 import { isSafeLink } from "../webview/render";
 
 let client: AgentClient | undefined;
@@ -58,15 +62,39 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     // Not a reset: the transcript so far stays (the commands that ran, their output); the notice
     // says what changed and that what follows is a new session.
     post({ kind: "notice", level: "info", text: `${why}; the next prompt starts the server again in a new session.` });
+    void refreshSetup();
+  }
+
+  /** The first-run page's facts: the endpoint, model and key source the server will use. */
+  async function refreshSetup(): Promise<void> {
+    const s = readSettings();
+    // not in the workspace folder: the configuration does not depend on it, and a process there is a server to whoever counts them
+    const check = await checkConfig(s.path, s.args, serverEnv(s, apiKey), os.tmpdir());
+    const offline = check.ok ? await isOfflineEndpoint(check.baseUrl) : false;
+    post({ kind: "setup", setup: setupView(check, Boolean(apiKey), offline) });
   }
 
   const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
   const post = (e: ChatEvent) => chat.post(e);
   const permissions = new Permissions(post);
+  // `agentServer.proposalPending`: the accept/reject shortcuts work while a proposal waits
+  const pendingContext = (finished?: Proposal) => void vscode.commands.executeCommand("setContext", "agentServer.proposalPending", proposals.all().some((x) => !x.done && x !== finished));
   const panel: ProposalPanel = {
-    proposalShown: (p) => post(proposalEvent(p)),
+    proposalShown: (p) => {
+      post(proposalEvent(p));
+      pendingContext();
+    },
     proposalChanged: (p) => post(proposalEvent(p)),
-    proposalFinished: (p, r) => post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message }),
+    proposalFinished: (p, r) => {
+      post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message });
+      pendingContext(p);
+      // a created file opens on accept (the focus stays where it is)
+      if (r.outcome === "applied" || r.outcome === "partial") {
+        for (const f of p.files) {
+          if (f.create) void vscode.window.showTextDocument(f.uri, { preview: false, preserveFocus: true }).then(undefined, () => undefined);
+        }
+      }
+    },
   };
   const diffView = new DiffView(panel);
   const proposals = new ProposalManager(diffView, log);
@@ -130,7 +158,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         await refreshSessions();
       } catch (err) {
         setStatus("stopped", errorText(err));
-        post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
+        post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}`, errorKind: "connection" });
       } finally {
         prestarted = undefined;
       }
@@ -142,7 +170,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     switch (e.type) {
       case "update":
         if (loading?.sessionId === e.sessionId) loading.clear();
-        if (e.sessionId === agent.currentSessionId) post({ kind: "update", update: e.update as unknown as WireUpdate });
+        // stamped when it arrived (a card's elapsed time); a load's replay is not live: no stamp
+        if (e.sessionId !== agent.currentSessionId) return;
+        {
+          const u = e.update as unknown as WireUpdate;
+          if (u.sessionUpdate === "config_option_update" && Array.isArray(u.configOptions)) selects = selectsOf(u.configOptions as acp.SessionConfigOption[], null);
+          if (u.sessionUpdate === "current_mode_update" && typeof u.currentModeId === "string") selects = selects.map((x) => (x.id === "mode" ? { ...x, currentValue: u.currentModeId as string } : x));
+          post({ kind: "update", update: u, ...(loading ? {} : { at: Date.now() }) });
+        }
         return;
       case "session":
         // Not a reset: New, a load and a settings restart clear the panel themselves before their
@@ -151,7 +186,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         reopen = undefined; // a session is open: nothing to reopen at the first start any more
         void context.workspaceState.update(SESSION_KEY, e.sessionId);
         post({ kind: "session", sessionId: e.sessionId });
-        post({ kind: "config", selects: selectsOf(e.configOptions, e.modes) });
+        postSelects(selectsOf(e.configOptions, e.modes));
         void refreshSessions();
         return;
       case "turn-start":
@@ -160,12 +195,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         return;
       case "turn-end":
         if (!e.started) {  // the server or the session could not start: no turn to end
-          post({ kind: "notice", level: "error", text: e.error ?? "the prompt could not be sent" });
+          post({ kind: "notice", level: "error", text: e.error ?? "the prompt could not be sent", errorKind: e.errorKind });
           return;
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
         if (e.last) setStatus(agent.serverUp ? "ready" : "stopped");
-        post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error });
+        post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error, errorKind: e.errorKind });
         return;
       case "server-exited":
         setStatus("stopped", e.message);
@@ -181,6 +216,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       case "server-started":
         setStatus(agent.busy ? "working" : "ready");
         log(`connected to ${e.agentName}${e.extension ? " (agent-server extensions on)" : " (plain ACP)"}`);
+        post({ kind: "capabilities", image: agent.agentCapabilities?.promptCapabilities?.image === true });
         return;
     }
   }
@@ -189,10 +225,38 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     try {
       switch (m.type) {
         case "ready": // the panel is shown: the server starts now, before the first prompt
+          void refreshSetup();
           return await prestart();
-        case "prompt":
-          post({ kind: "user", text: m.text });
-          return await agent.prompt([{ type: "text", text: m.text }], m.text);
+        case "prompt": {
+          const blocks: acp.ContentBlock[] = m.text ? [{ type: "text", text: m.text }] : [];
+          const labels: string[] = [];
+          for (const id of m.mentions ?? []) {
+            const mention = mentions.get(id);
+            mentions.delete(id);
+            if (!mention) continue;
+            blocks.push(mention.block as acp.ContentBlock);
+            labels.push(mention.label);
+          }
+          for (const img of m.images ?? []) {
+            if (typeof img?.data !== "string" || typeof img.mimeType !== "string" || !img.mimeType.startsWith("image/")) continue;
+            blocks.push({ type: "image", data: img.data, mimeType: img.mimeType });
+            labels.push(`[image${img.name ? ` ${img.name}` : ""}]`);
+          }
+          if (blocks.length === 0) return;
+          const shown = [m.text, ...labels].filter(Boolean).join("\n");
+          post({ kind: "user", text: shown });
+          return await agent.prompt(blocks, m.text || shown);
+        }
+        case "pickMention":
+          return await pickMention();
+        case "action":
+          return await runAction(m.action);
+        case "openLocation":
+          return await openLocation(m.path, m.line);
+        case "showChange":
+          return await showChange(m.path, m.oldText, m.newText);
+        case "pickOption":
+          return await pickOption(m.configId);
         case "cancel":
           return await agent.cancel();
         case "newSession":
@@ -203,7 +267,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return await loadSession(m.sessionId, "pick", m.how === "take-over" || m.how === "copy" ? m.how : undefined);
         case "setConfigOption": {
           const options = await setOption(m.configId, m.value);
-          if (options) post({ kind: "config", selects: selectsOf(options, null) });
+          if (options) postSelects(selectsOf(options, null));
           return;
         }
         case "permission":
@@ -339,6 +403,163 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     await fill();
   }
 
+  // ---- @ mentions: the host reads what is mentioned and keeps it until the prompt goes ----------
+  const mentions = new Map<string, { block: ResourceBlock; label: string }>();
+  let mentionSeq = 0;
+  const addMention = (m: { block: ResourceBlock; view: { kind: "file" | "folder" | "selection" | "problems" | "terminal"; label: string } }) => {
+    const id = `m${++mentionSeq}`;
+    mentions.set(id, { block: m.block, label: m.view.label });
+    chat.post({ kind: "mention", id, mention: m.view });
+  };
+
+  async function pickMention(): Promise<void> {
+    const kinds: (vscode.QuickPickItem & { what: string })[] = [
+      { what: "file", label: "$(file) File…", description: "a file of the workspace (its unsaved text when open)" },
+      { what: "folder", label: "$(folder) Folder…", description: "what a folder holds" },
+      { what: "selection", label: "$(selection) Selection", description: "the active editor's selection" },
+      { what: "problems", label: "$(warning) Problems", description: "the errors and warnings of the workspace" },
+      { what: "terminal", label: "$(terminal) Terminal output", description: "the last command run in a terminal, and its output" },
+    ];
+    const pick = await vscode.window.showQuickPick(kinds, { title: "Add context to the prompt (@)", placeHolder: "What should the agent see?" });
+    if (!pick) return;
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? folder();
+    if (pick.what === "file") {
+      const files = await vscode.workspace.findFiles("**/*", undefined, 5000);
+      const items = files.filter((u) => u.scheme === "file").map((u) => ({ label: vscode.workspace.asRelativePath(u), uri: u }));
+      items.sort((a, b) => a.label.localeCompare(b.label));
+      const file = await vscode.window.showQuickPick(items, { title: "Add a file (@)", matchOnDescription: true });
+      if (!file) return;
+      const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === file.uri.toString());
+      let text: string;
+      if (open) text = open.getText();
+      else {
+        const bytes = await fs.readFile(file.uri.fsPath);
+        if (bytes.includes(0)) return void vscode.window.showWarningMessage(`Agent: ${file.label} is not text; it was not added.`);
+        text = new TextDecoder("utf-8").decode(bytes);
+      }
+      return addMention(fileMention(file.uri.fsPath, file.label, text));
+    }
+    if (pick.what === "folder") {
+      const chosen = await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, canSelectMany: false, defaultUri: vscode.Uri.file(root), title: "Add a folder (@)" });
+      const dir = chosen?.[0];
+      if (!dir) return;
+      const entries = (await fs.readdir(dir.fsPath, { withFileTypes: true })).map((d) => (d.isDirectory() ? `${d.name}/` : d.name)).sort();
+      return addMention(folderMention(dir.fsPath, vscode.workspace.asRelativePath(dir, false) === dir.fsPath ? dir.fsPath : vscode.workspace.asRelativePath(dir, false), entries));
+    }
+    if (pick.what === "selection") {
+      const editor = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
+      if (!editor) return void vscode.window.showWarningMessage("Agent: no editor is open to take the selection from.");
+      const block = selectionBlock(editor.document, editor.selection);
+      const name = vscode.workspace.asRelativePath(editor.document.uri);
+      return addMention({ block: block.block, view: { kind: "selection", label: `@${name}:${block.lines}` } });
+    }
+    if (pick.what === "problems") {
+      const severity = ["error", "warning", "information", "hint"] as const;
+      const problems: ProblemLike[] = vscode.languages.getDiagnostics().flatMap(([uri, diags]) =>
+        diags.map((d) => ({ path: vscode.workspace.asRelativePath(uri), line: d.range.start.line + 1, character: d.range.start.character + 1, severity: severity[d.severity] ?? "error", message: d.message, source: d.source })),
+      );
+      return addMention(problemsMention(problems));
+    }
+    const last = terminalOutputs.at(-1);
+    if (!last) return void vscode.window.showWarningMessage("Agent: no terminal command's output was seen yet (it needs VS Code's shell integration, on by default for bash, zsh, fish and PowerShell).");
+    return addMention(terminalMention(last.name, last.command, last.output));
+  }
+
+  /** The last commands run in terminals and their output (shell integration), newest last. */
+  const terminalOutputs: { name: string; command: string; output: string }[] = [];
+  context.subscriptions.push(
+    vscode.window.onDidStartTerminalShellExecution(async (e) => {
+      let output = "";
+      for await (const piece of e.execution.read()) {
+        output += piece;
+        if (output.length > 512 * 1024) output = output.slice(-256 * 1024);
+      }
+      terminalOutputs.push({ name: e.terminal.name, command: e.execution.commandLine.value, output });
+      if (terminalOutputs.length > 5) terminalOutputs.shift();
+    }),
+  );
+
+  async function runAction(action: "setApiKey" | "signIn" | "openSettings" | "showLog"): Promise<void> {
+    switch (action) {
+      case "setApiKey":
+        return void (await vscode.commands.executeCommand("agentServer.setApiKey"));
+      case "signIn": {
+        const s = readSettings();
+        const env: Record<string, string> = {};
+        if (s.baseUrl) env.AGENT_SERVER_BASE_URL = s.baseUrl;
+        if (s.model) env.AGENT_SERVER_MODEL = s.model;
+        const terminal = vscode.window.createTerminal({ name: "agent-server login", shellPath: s.path, shellArgs: [...s.args, "login"], env, cwd: folder() });
+        terminal.show();
+        const done = vscode.window.onDidCloseTerminal((t) => {
+          if (t !== terminal) return;
+          done.dispose();
+          if (t.exitStatus?.code === 0) post({ kind: "notice", level: "info", text: "Signed in (agent-server login): the next prompt uses the stored key." });
+          void refreshSetup();
+        });
+        context.subscriptions.push(done);
+        return;
+      }
+      case "openSettings":
+        return void (await vscode.commands.executeCommand("workbench.action.openSettings", "agentServer"));
+      case "showLog":
+        return void (await vscode.commands.executeCommand("agentServer.showLog"));
+    }
+  }
+
+  /** The pickers' options as the panel shows them (kept here for the QuickPick). */
+  let selects: SelectView[] = [];
+  const postSelects = (next: SelectView[]) => {
+    selects = next;
+    post({ kind: "config", selects: next });
+  };
+
+  /** A mode or model picker as a QuickPick; full access (no sandbox) is confirmed first. */
+  async function pickOption(configId: string): Promise<void> {
+    const sel = selects.find((x) => x.id === configId);
+    if (!sel) return;
+    const items = sel.options.map((o) => ({ label: `${o.value === sel.currentValue ? "$(check) " : ""}${o.name}`, description: o.value === o.name ? undefined : o.value, value: o.value }));
+    const pick = await vscode.window.showQuickPick(items, { title: `Agent: ${sel.name}`, placeHolder: `Now: ${sel.options.find((o) => o.value === sel.currentValue)?.name ?? sel.currentValue}` });
+    if (!pick || pick.value === sel.currentValue) return;
+    if (configId === "mode" && pick.value === "danger-full-access") {
+      const ok = "Use Full Access";
+      const answer = await vscode.window.showWarningMessage(
+        "Full access: no sandbox — the agent's commands can write anywhere and reach the network; a process a command detaches may outlive the session. Destructive commands still ask.",
+        { modal: true },
+        ok,
+      );
+      if (answer !== ok) return;
+    }
+    const options = await setOption(configId, pick.value);
+    if (options) postSelects(selectsOf(options, null));
+    else postSelects(selects.map((x) => (x.id === configId ? { ...x, currentValue: pick.value } : x)));
+  }
+
+  /** A tool card's file at its location (an absolute path of a file that exists; 1-based line). */
+  async function openLocation(file: string, line?: number): Promise<void> {
+    if (typeof file !== "string" || !path.isAbsolute(file)) return;
+    const stat = await fs.stat(file).catch(() => undefined);
+    if (!stat?.isFile()) return void vscode.window.showWarningMessage(`Agent: ${file} is not there any more.`);
+    const at = typeof line === "number" && line >= 1 ? new vscode.Position(line - 1, 0) : undefined;
+    await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true, preserveFocus: false, ...(at ? { selection: new vscode.Range(at, at) } : {}) });
+  }
+
+  /** The Changes view's diff of one file: the text before the turn's first edit ↔ after its last (read-only). */
+  const changeTexts = new Map<string, string>();
+  let changeSeq = 0;
+  context.subscriptions.push(
+    vscode.workspace.registerTextDocumentContentProvider("agent-change", { provideTextDocumentContent: (uri) => changeTexts.get(uri.query) ?? "" }),
+  );
+  async function showChange(file: string, oldText: string | null, newText: string): Promise<void> {
+    if (typeof file !== "string" || typeof newText !== "string") return;
+    const name = path.basename(file);
+    const before = `b${++changeSeq}`;
+    const after = `a${changeSeq}`;
+    changeTexts.set(before, oldText ?? "");
+    changeTexts.set(after, newText);
+    const uri = (key: string) => vscode.Uri.from({ scheme: "agent-change", path: `/${name}`, query: key });
+    await vscode.commands.executeCommand("vscode.diff", uri(before), uri(after), `${name} (the turn's change)`, { preview: true });
+  }
+
   context.subscriptions.push(
     // every folder is a root of the session: a change of folders starts a new session (said so)
     vscode.workspace.onDidChangeWorkspaceFolders(() => {
@@ -361,7 +582,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           : await vscode.window.showInputBox({ title: "Ask the agent about the selection", prompt: `${vscode.workspace.asRelativePath(editor.document.uri)} lines ${block.lines}`, ignoreFocusOut: true });
       if (!text) return;
       await chat.reveal();
-      post({ kind: "user", text: `${text}\n[${vscode.workspace.asRelativePath(editor.document.uri)}#L${block.lines}]` });
+      post({ kind: "user", text: `${text}\n[${vscode.workspace.asRelativePath(editor.document.uri)}#${block.range}]` });
       await agent.prompt([{ type: "text", text }, block.block], text);
     }),
     vscode.commands.registerCommand("agentServer.newSession", async () => {
@@ -400,6 +621,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       const id = diffView.activeProposalId(arg);
       return id ? proposals.decideAll(id, false) : undefined;
     }),
+    vscode.commands.registerCommand("agentServer.nextHunk", () => vscode.commands.executeCommand("workbench.action.compareEditor.nextChange")),
+    vscode.commands.registerCommand("agentServer.previousHunk", () => vscode.commands.executeCommand("workbench.action.compareEditor.previousChange")),
     vscode.commands.registerCommand("agentServer.askAgain", (id: string) => proposals.askAgain(id)),
     vscode.commands.registerCommand("agentServer.acceptHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, true)),
     vscode.commands.registerCommand("agentServer.rejectHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, false)),
@@ -418,8 +641,9 @@ export async function deactivate(): Promise<void> {
 function proposalEvent(p: Proposal): ChatEvent {
   const hunks: HunkView[] = p.files.flatMap((f, fileIndex) =>
     f.hunks.map((h) => {
-      const old = h.state === "pending" ? f.expected.slice(offsetAt(f.expected, h.range.start), offsetAt(f.expected, h.range.end)) : "";
-      return { fileIndex, index: h.index, state: h.state, summary: hunkSummary(h.range.start.line, h.range.end.line, old, h.newText) };
+      const start = offsetAt(f.expected, h.range.start);
+      const end = offsetAt(f.expected, h.range.end);
+      return { fileIndex, index: h.index, state: h.state, summary: hunkSummary(f.expected, start, end, h.range.start.line, h.range.end.line, h.newText) };
     }),
   );
   return {
@@ -448,12 +672,27 @@ export function sessionDate(iso: string | null | undefined, now = new Date()): s
   return `${day(d)} ${time}`;
 }
 
-function hunkSummary(startLine: number, endLine: number, oldText: string, newText: string): string {
-  const show = (t: string) => JSON.stringify(t.length > 30 ? `${t.slice(0, 30)}…` : t);
+/**
+ * A hunk as the card lists it, in whole lines (a change inside a line shows that whole line, before
+ * and after): `line 3: "    return 'hello ' + name" → "    return 'hi ' + name"`, longer lines cut at
+ * 80 characters with `…`, more lines counted.
+ */
+export function hunkSummary(expected: string, start: number, end: number, startLine: number, endLine: number, newText: string): string {
+  const lineStart = expected.lastIndexOf("\n", start - 1) + 1;
+  let lineEnd = expected.indexOf("\n", end);
+  if (lineEnd < 0) lineEnd = expected.length;
+  const before = expected.slice(lineStart, lineEnd);
+  const after = expected.slice(lineStart, start) + newText + expected.slice(end, lineEnd);
+  const show = (t: string) => {
+    const lines = t.split("\n");
+    const first = lines[0]!.length > 80 ? `${lines[0]!.slice(0, 80)}…` : lines[0]!;
+    return `${JSON.stringify(first)}${lines.length > 1 ? ` (+${lines.length - 1} lines)` : ""}`;
+  };
   const where = `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}`;
-  if (!oldText) return `${where}: insert ${show(newText)}`;
-  if (!newText) return `${where}: delete ${show(oldText)}`;
-  return `${where}: ${show(oldText)} → ${show(newText)}`;
+  const oldText = expected.slice(start, end);
+  if (!oldText && start === lineStart && newText.endsWith("\n")) return `${where}: insert ${show(newText.slice(0, -1))}`;
+  if (!newText && start === lineStart && (end === lineEnd + 1 || oldText.endsWith("\n"))) return `${where}: delete ${show(oldText.replace(/\n$/, ""))}`;
+  return `${where}: ${show(before)} → ${show(after)}`;
 }
 
 function selectsOf(options: acp.SessionConfigOption[] | null | undefined, modes: acp.SessionModeState | null | undefined): SelectView[] {

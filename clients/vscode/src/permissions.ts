@@ -84,6 +84,9 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     p.resolve(known ? { outcome: { outcome: "selected", optionId: optionId! } } : { outcome: { outcome: "cancelled" } });
     this.post({ kind: "permission-done", id, outcome: known ? optionId! : "cancelled" });
     for (const key of [...this.texts.keys()]) if (key.startsWith(`/${id}/`)) this.texts.delete(key);
+    // the question's diff closes with its answer (it showed a change that is now decided)
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === PERMISSION_DIFF_SCHEME && t.input.modified.path.startsWith(`/${id}/`));
+    if (tabs.length > 0) void vscode.window.tabGroups.close(tabs);
   }
 
   /** Every open question is cancelled (the turn ended, the server died, the panel went away). */

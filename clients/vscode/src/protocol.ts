@@ -38,6 +38,37 @@ export interface SessionBusy {
   canTakeOver: boolean;
 }
 
+/** What an error was about, so its notice offers the way forward (Set API Key, Sign in, …). */
+export type ErrorKind = "auth" | "connection";
+
+/** The first-run page's facts: the endpoint and model the server will use (`--check-config --json`). */
+export interface SetupView {
+  endpoint?: string | null;
+  model?: string | null;
+  /** The endpoint is agent-server's offline endpoint (a script plays the model). */
+  offline?: boolean;
+  /** The endpoint needs a key and none is set anywhere the server reads. */
+  keyMissing?: boolean;
+  /** Where the key comes from (a variable or file name, `keyring`, `VS Code secret storage`), never the key. */
+  keySource?: string | null;
+  /** The configuration could not be read (or the server could not be run): why. */
+  error?: string;
+}
+
+/** A file, folder, selection, the problems or the terminal's output attached to a prompt (`@`). */
+export interface MentionView {
+  kind: "file" | "folder" | "selection" | "problems" | "terminal";
+  /** What the prompt area shows (`@src/app.py`, `@selection app.py:3-9`). */
+  label: string;
+}
+
+/** An image pasted or dropped into the prompt (base64, as ACP's image block). */
+export interface ImageView {
+  mimeType: string;
+  data: string;
+  name?: string;
+}
+
 export type ChatEvent =
   | { kind: "reset"; sessionId?: string }
   /** The panel's session is now `sessionId` (the transcript stays). */
@@ -47,13 +78,20 @@ export type ChatEvent =
    * can be asked to let it go); the panel then offers to take it over or open a copy. */
   | { kind: "load-refused"; sessionId: string; error: string; current?: string; busy?: SessionBusy }
   | { kind: "user"; text: string }
-  | { kind: "update"; update: WireUpdate }
+  /** `at`: when the host received it (ms since the epoch; none for a loaded session's replay). */
+  | { kind: "update"; update: WireUpdate; at?: number }
   /** `text`: the prompt's (a slash command answered at once does not hold the turn order). */
   | { kind: "turn-start"; text?: string }
-  | { kind: "turn-end"; text?: string; stopReason?: string; error?: string }
+  | { kind: "turn-end"; text?: string; stopReason?: string; error?: string; errorKind?: ErrorKind }
   | { kind: "server-exited"; message: string; stderrTail: string }
   /** `divider`: a new session starts here (the one above could not be resumed). */
-  | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string }
+  | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string; errorKind?: ErrorKind }
+  /** The first-run page's facts (sent when the panel loads and after a settings or key change). */
+  | { kind: "setup"; setup: SetupView }
+  /** Whether the agent takes image blocks in a prompt (`promptCapabilities.image`). */
+  | { kind: "capabilities"; image: boolean }
+  /** A mention the user picked (host QuickPick) goes into the prompt area. */
+  | { kind: "mention"; mention: MentionView; id: string }
   /** `command`: a shell command the question is about, shown whole. */
   | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean; command?: string }
   | { kind: "permission-done"; id: string; outcome: string }
@@ -67,7 +105,16 @@ export type HostToWebview = { type: "events"; events: ChatEvent[] };
 
 export type WebviewToHost =
   | { type: "ready" }
-  | { type: "prompt"; text: string }
+  /** `mentions`: ids of mentions the host made (it holds their content); `images` pasted or dropped. */
+  | { type: "prompt"; text: string; mentions?: string[]; images?: ImageView[] }
+  /** `@` typed or the attach button: the host asks what to attach (QuickPick). */
+  | { type: "pickMention"; kind?: MentionView["kind"] }
+  | { type: "action"; action: "setApiKey" | "signIn" | "openSettings" | "showLog" }
+  /** A mode or model picker: the host asks with a QuickPick (full access is confirmed first). */
+  | { type: "pickOption"; configId: string }
+  | { type: "openLocation"; path: string; line?: number }
+  /** The Changes view: a file the turn changed, shown as a diff (before the turn ↔ now). */
+  | { type: "showChange"; path: string; oldText: string | null; newText: string }
   | { type: "cancel" }
   | { type: "newSession" }
   | { type: "listSessions" }
@@ -83,5 +130,5 @@ export type WebviewToHost =
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "setConfigOption", "permission", "proposal", "hunk", "openLink"].includes(t);
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "setConfigOption", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption"].includes(t);
 }

@@ -31,8 +31,8 @@ export function selectionLines(sel: SelectionLike, lineCount: number): { first: 
   return { first: start + 1, last: end + 1 };
 }
 
-/** The `resource` content block of the selection (and its `L10-L20` text for the UI). */
-export function selectionBlock(doc: DocumentLike, sel: SelectionLike): { block: { type: "resource"; resource: { uri: string; text: string; mimeType: string } }; lines: string } {
+/** The `resource` content block of the selection, its lines for a label (`10-20`, `7`) and its URI fragment (`L10-L20`). */
+export function selectionBlock(doc: DocumentLike, sel: SelectionLike): { block: { type: "resource"; resource: { uri: string; text: string; mimeType: string } }; lines: string; range: string } {
   const { first, last } = selectionLines(sel, doc.lineCount);
   const lines: string[] = [];
   if (sel.isEmpty) {
@@ -47,5 +47,5 @@ export function selectionBlock(doc: DocumentLike, sel: SelectionLike): { block: 
   }
   const range = `L${first}-L${last}`;
   const uri = `${doc.uri.with({ fragment: "" }).toString()}#${range}`;
-  return { block: { type: "resource", resource: { uri, text: lines.join("\n"), mimeType: "text/plain" } }, lines: `${first}-L${last}` };
+  return { block: { type: "resource", resource: { uri, text: lines.join("\n"), mimeType: "text/plain" } }, lines: first === last ? `${first}` : `${first}-${last}`, range };
 }

@@ -9,11 +9,11 @@
  * is `textContent`), or talk to anything but the host.
  */
 
-import type { ChatEvent, HostToWebview, WebviewToHost } from "../src/protocol";
+import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
 import { BlockSplitter } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, fold, initialState, permissionAnswer, toolReason } from "./state";
+import { type ChatState, type Item, activity, completeCommand, fold, formatElapsed, initialState, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -48,19 +48,47 @@ const pickers = el("div", "pickers");
 header.append(sessionSelect, newButton, pickers);
 const transcript = el("div", "transcript");
 transcript.setAttribute("role", "log");
+/** The first-run page (an empty transcript): the endpoint and model in use, and the ways forward. */
+const emptyState = el("div", "empty-state");
+/** "Working…" before the first token and between steps, "Thinking…" while a thought streams. */
+const workingLine = el("div", "working");
+workingLine.setAttribute("aria-live", "polite");
 const planBox = el("div", "plan");
+/** The Changes view: what the newest turn that edited files changed, per file, and "Undo this turn". */
+const changesBox = el("div", "changes");
 const footer = el("div", "footer");
 const usageLine = el("div", "usage");
+/** Slash-command completion (from `available_commands_update`). */
+const completions = el("div", "completions");
+completions.setAttribute("role", "listbox");
+/** What goes with the prompt: `@` mentions and images. */
+const attachments = el("div", "attachments");
 const input = el("textarea", "input");
-input.placeholder = "Ask the agent (Enter to send, Shift+Enter for a new line)";
+input.placeholder = "Ask the agent (Enter to send, Shift+Enter for a new line, @ to add context, / for commands)";
 input.rows = 3;
 const sendButton = button("Send", "send", () => submit());
 const stopButton = button("Stop", "stop", () => send({ type: "cancel" }), "Agent: Cancel");
+const undoButton = button("Undo", "undo", () => sendPrompt("/undo"), "Take back the files the newest agent turn changed (/undo)");
+const mentionButton = button("@", "mention", () => send({ type: "pickMention" }), "Add context: a file, a folder, the selection, the problems or the terminal's output");
 const buttons = el("div", "buttons");
-buttons.append(sendButton, stopButton);
-footer.append(usageLine, input, buttons);
-app.append(header, transcript, planBox, footer);
+buttons.append(mentionButton, undoButton, sendButton, stopButton);
+footer.append(usageLine, completions, attachments, input, buttons);
+app.append(header, emptyState, transcript, workingLine, planBox, changesBox, footer);
 app.dataset.state = "idle";
+
+/** The buttons that lead out of a first run or an authentication or connection error. */
+function setupButtons(kind?: ErrorKind): HTMLElement {
+  const row = el("div", "card-buttons setup-actions");
+  const action = (a: "setApiKey" | "signIn" | "openSettings" | "showLog") => () => send({ type: "action", action: a });
+  row.append(
+    button("Set API Key", "set-api-key", action("setApiKey"), "Store a key in VS Code's secret storage (passed to the server as AGENT_SERVER_API_KEY)"),
+    button("Sign in", "sign-in", action("signIn"), "Run `agent-server login` in a terminal: provider, key and model, checked and stored"),
+    button("Open Settings", "open-settings", action("openSettings"), "The agentServer settings (server path, base URL, model)"),
+    button("Show Server Log", "show-log", action("showLog"), "The agent-server output channel"),
+  );
+  if (kind) row.dataset.errorKind = kind;
+  return row;
+}
 
 sessionSelect.addEventListener("focus", () => send({ type: "listSessions" }));
 sessionSelect.addEventListener("change", () => {
@@ -72,17 +100,153 @@ const saved = (vscode.getState() as { history?: string[] } | undefined) ?? {};
 const history: string[] = Array.isArray(saved.history) ? saved.history.slice(-100) : [];
 let historyPos = history.length;
 
-function submit(): void {
-  const text = input.value.trim();
-  if (!text) return;
-  history.push(text);
-  historyPos = history.length;
-  vscode.setState({ history: history.slice(-100) });
-  input.value = "";
+/** Mentions picked (the host holds their content: sent back by id) and images, until the prompt goes. */
+let pendingMentions: { id: string; mention: MentionView }[] = [];
+let pendingImages: ImageView[] = [];
+let completionIndex = 0;
+
+function sendPrompt(text: string): void {
   send({ type: "prompt", text });
 }
 
+function submit(): void {
+  const text = input.value.trim();
+  if (!text && pendingMentions.length === 0 && pendingImages.length === 0) return;
+  if (text) {
+    history.push(text);
+    historyPos = history.length;
+    vscode.setState({ history: history.slice(-100) });
+  }
+  input.value = "";
+  const mentions = pendingMentions.map((m) => m.id);
+  const images = pendingImages;
+  pendingMentions = [];
+  pendingImages = [];
+  paintAttachments();
+  paintCompletions();
+  send(mentions.length || images.length ? { type: "prompt", text, mentions, images } : { type: "prompt", text });
+}
+
+function paintAttachments(): void {
+  const chips: HTMLElement[] = [];
+  pendingMentions.forEach((m, i) => {
+    const chip = el("span", `chip chip-${m.mention.kind}`, m.mention.label);
+    chip.append(button("×", "chip-remove", () => { pendingMentions.splice(i, 1); paintAttachments(); }, "Remove"));
+    chips.push(chip);
+  });
+  pendingImages.forEach((img, i) => {
+    const chip = el("span", "chip chip-image", `🖼 ${img.name ?? "image"} (${Math.round((img.data.length * 3) / 4 / 1024)} KB)`);
+    chip.append(button("×", "chip-remove", () => { pendingImages.splice(i, 1); paintAttachments(); }, "Remove"));
+    chips.push(chip);
+  });
+  attachments.replaceChildren(...chips);
+  attachments.hidden = chips.length === 0;
+}
+
+function paintCompletions(): void {
+  const found = document.activeElement === input ? completeCommand(state.commands, input.value) : [];
+  completionIndex = Math.min(completionIndex, Math.max(0, found.length - 1));
+  completions.replaceChildren(
+    ...found.map((c, i) => {
+      const row = el("div", `completion${i === completionIndex ? " selected" : ""}`);
+      row.setAttribute("role", "option");
+      row.dataset.command = c.name;
+      row.append(el("span", "completion-name", `/${c.name}${c.hint ? ` ${c.hint}` : ""}`), el("span", "completion-description", c.description));
+      row.addEventListener("mousedown", (ev) => {
+        ev.preventDefault(); // the input keeps the focus
+        complete(c.name);
+      });
+      return row;
+    }),
+  );
+  completions.hidden = found.length === 0;
+}
+
+function complete(name: string): void {
+  input.value = `/${name} `;
+  input.setSelectionRange(input.value.length, input.value.length);
+  paintCompletions();
+}
+
+/** Images pasted or dropped: sent as image blocks when the agent takes them, else said so. */
+function addImages(files: File[]): void {
+  for (const file of files) {
+    if (!state.images) {
+      state = fold(state, { kind: "notice", level: "warning", text: `This agent does not take images in a prompt (promptCapabilities.image is off): ${file.name || "the image"} was not attached.` });
+      schedule();
+      continue;
+    }
+    const reader = new FileReader();
+    reader.onload = () => {
+      const url = String(reader.result);
+      const comma = url.indexOf(",");
+      pendingImages.push({ mimeType: file.type, data: url.slice(comma + 1), name: file.name || undefined });
+      paintAttachments();
+    };
+    reader.readAsDataURL(file);
+  }
+}
+
+function imageFiles(list: DataTransferItemList | FileList | null | undefined): File[] {
+  const out: File[] = [];
+  for (const entry of Array.from((list ?? []) as ArrayLike<DataTransferItem | File>)) {
+    const file = entry instanceof File ? entry : entry.kind === "file" ? entry.getAsFile() : null;
+    if (file && file.type.startsWith("image/")) out.push(file);
+  }
+  return out;
+}
+
+input.addEventListener("paste", (ev) => {
+  const files = imageFiles(ev.clipboardData?.items);
+  if (files.length === 0) return;
+  ev.preventDefault();
+  addImages(files);
+});
+input.addEventListener("dragover", (ev) => {
+  if (ev.dataTransfer?.types.includes("Files")) ev.preventDefault();
+});
+input.addEventListener("drop", (ev) => {
+  const files = imageFiles(ev.dataTransfer?.files);
+  if (files.length === 0) return;
+  ev.preventDefault();
+  addImages(files);
+});
+
+input.addEventListener("input", (ev) => {
+  paintCompletions();
+  // `@` typed at the start or after a space: the host asks what to attach (the `@` is then removed)
+  const e = ev as InputEvent;
+  const at = input.selectionStart - 1;
+  if (e.data === "@" && input.value[at] === "@" && (at === 0 || /\s/.test(input.value[at - 1]!))) {
+    input.value = input.value.slice(0, at) + input.value.slice(at + 1);
+    input.setSelectionRange(at, at);
+    send({ type: "pickMention" });
+  }
+});
+input.addEventListener("blur", () => paintCompletions());
+input.addEventListener("focus", () => paintCompletions());
+
 input.addEventListener("keydown", (ev) => {
+  const found = completeCommand(state.commands, input.value);
+  if (found.length > 0 && !ev.isComposing && (ev.key === "ArrowDown" || ev.key === "ArrowUp" || ev.key === "Tab" || ev.key === "Escape" || (ev.key === "Enter" && !ev.shiftKey))) {
+    if (ev.key === "Escape") {
+      input.value = "";
+      paintCompletions();
+      return;
+    }
+    ev.preventDefault();
+    if (ev.key === "ArrowDown") completionIndex = (completionIndex + 1) % found.length;
+    else if (ev.key === "ArrowUp") completionIndex = (completionIndex + found.length - 1) % found.length;
+    else {
+      const chosen = found[Math.min(completionIndex, found.length - 1)]!;
+      // Enter on a command that is already whole and takes no argument sends it
+      if (ev.key === "Enter" && input.value === `/${chosen.name}` && !chosen.hint) submit();
+      else complete(chosen.name);
+      return;
+    }
+    paintCompletions();
+    return;
+  }
   if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
     ev.preventDefault();
     submit();
@@ -130,16 +294,68 @@ function renderItem(item: Item): HTMLElement {
       return node;
     }
     case "tool": {
-      const node = el("div", `item tool status-${item.status}`);
+      const node = el("div", `item tool status-${item.status} kind-${item.kind}`);
       node.dataset.status = item.status;
       node.dataset.toolCallId = item.toolCallId;
       const head = el("div", "tool-head");
-      head.append(el("span", "tool-status", item.status), el("span", "tool-title", item.title || item.kind));
+      const status = el("span", "tool-status", statusWord(item.status));
+      status.title = item.status;
+      const where = item.locations[0];
+      const title = el(where ? "a" : "span", "tool-title", item.title || item.kind);
+      if (where) {
+        // opens the file at its location (the host checks the path)
+        title.setAttribute("role", "link");
+        title.tabIndex = 0;
+        title.title = `Open ${where.path}${where.line ? `:${where.line}` : ""}`;
+        title.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          ev.stopPropagation();
+          send({ type: "openLocation", path: where.path, line: where.line });
+        });
+      }
+      head.append(status, title);
+      if (item.startedAt !== undefined) {
+        const elapsed = el("span", "tool-elapsed", formatElapsed((item.endedAt ?? Date.now()) - item.startedAt));
+        elapsed.dataset.started = String(item.startedAt);
+        if (item.endedAt === undefined && (item.status === "pending" || item.status === "in_progress")) elapsed.dataset.running = "true";
+        head.append(elapsed);
+      }
       node.append(head);
+      if (item.command !== undefined) {
+        // a card asks nothing: a long command is shortened, whole in its tooltip (a question shows it whole)
+        const short = shortCommand(item.command);
+        const pre = commandBlock(short.text);
+        pre.classList.add("tool-command");
+        if (short.shortened) {
+          pre.title = item.command;
+          pre.dataset.shortened = "true";
+        }
+        node.append(pre);
+      }
       const reason = toolReason(item);
       if (reason) node.append(el("div", "tool-reason", reason));
-      if (item.diffs.length) node.append(el("div", "tool-diffs", `diff: ${item.diffs.map((d) => d.split("/").pop()).join(", ")}`));
-      if (item.output) {
+      if (item.diffs.length) {
+        const row = el("div", "tool-diffs", "diff: ");
+        item.diffs.forEach((d, i) => {
+          const a = el("a", "tool-diff-file", d.split("/").pop());
+          a.title = `Open ${d}`;
+          a.addEventListener("click", (ev) => {
+            ev.preventDefault();
+            send({ type: "openLocation", path: d, line: item.locations.find((l) => l.path === d)?.line });
+          });
+          row.append(...(i ? [document.createTextNode(", "), a] : [a]));
+        });
+        node.append(row);
+      }
+      if (item.terminal) {
+        const pre = el("pre", "tool-terminal", item.terminal.length > 20000 ? `…${item.terminal.slice(-20000)}` : item.terminal);
+        node.append(pre);
+        requestAnimationFrame(() => { pre.scrollTop = pre.scrollHeight; });
+      }
+      if (item.exitCode !== undefined && (item.exitCode !== 0 || item.signal)) {
+        node.append(el("div", "tool-exit", item.signal ? `killed by ${item.signal}` : `exit code ${item.exitCode}`));
+      }
+      if (item.output && item.output !== item.terminal) {
         const details = el("details", "tool-output");
         details.append(el("summary", "", "output"), el("pre", "", item.output.slice(0, 20000)));
         node.append(details);
@@ -148,6 +364,7 @@ function renderItem(item: Item): HTMLElement {
     }
     case "notice": {
       const node = el("div", `item notice ${item.level}`, item.text);
+      if (item.errorKind) node.dataset.errorKind = item.errorKind;
       if (item.detail) {
         const pre = el("pre", "stderr-tail", item.detail);
         node.append(pre);
@@ -160,6 +377,7 @@ function renderItem(item: Item): HTMLElement {
         }
         node.append(row);
       }
+      if (item.errorKind) node.append(setupButtons(item.errorKind));
       return node;
     }
     case "permission": {
@@ -196,6 +414,12 @@ function renderItem(item: Item): HTMLElement {
       for (const o of item.ops) node.append(el("div", "card-file", o));
       if (item.outcome) {
         node.append(el("div", `card-outcome outcome-${item.outcome}`, `${item.outcome}${item.message ? `: ${item.message}` : ""}`));
+        // a decided proposal lists what was accepted and what was rejected
+        if (item.hunks.length > 1 || item.outcome === "partial") {
+          const list = el("div", "hunks hunks-decided");
+          for (const h of item.hunks) list.append(el("div", `hunk hunk-${h.state}`, `${h.state === "accepted" ? "✓" : h.state === "rejected" ? "✗" : "·"} ${h.index + 1}. ${h.summary} (${h.state})`));
+          node.append(list);
+        }
         if (item.outcome === "rejected" && item.message?.includes("closed")) {
           // the diff was closed (a reject, answered at once): the change can be asked for again
           const row = el("div", "card-buttons");
@@ -437,9 +661,16 @@ function dropSlot(slot: Slot): void {
   slot.el.remove();
 }
 
+let following = true;
+transcript.addEventListener("scroll", () => {
+  following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+});
+
 function paint(): void {
   frame = 0;
-  const stick = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  // following the end unless the user scrolled away (a flag kept by scroll events: the boxes below
+  // the transcript — working line, Changes — change its height without the user scrolling)
+  const stick = following || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
   const alive = new Set<number>();
   let previous: HTMLElement | null = null;
   for (const item of state.items) {
@@ -461,7 +692,6 @@ function paint(): void {
       slots.delete(id);
     }
   }
-  if (stick) transcript.scrollTop = transcript.scrollHeight;
   app.dataset.mdBlocks = String(mdBlocks);
   app.dataset.mdRenders = String(mdRenders);
 
@@ -477,6 +707,95 @@ function paint(): void {
     usageLine.textContent = "";
   }
   paintPickers();
+  paintEmptyState();
+  paintChanges();
+  const now = activity(state);
+  workingLine.hidden = now === undefined;
+  workingLine.dataset.activity = now ?? "";
+  workingLine.textContent = now === "thinking" ? "Thinking…" : now === "working" ? "Working…" : "";
+  undoButton.hidden = !state.commands.some((c) => c.name === "undo");
+  paintCompletions();
+  tickElapsed();
+  if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height
+}
+
+let emptyKey = "";
+function paintEmptyState(): void {
+  const empty = state.items.length === 0;
+  emptyState.hidden = !empty;
+  app.dataset.empty = String(empty);
+  if (!empty) return;
+  const setup = state.setup;
+  const key = JSON.stringify(setup ?? null);
+  if (key === emptyKey) return;
+  emptyKey = key;
+  const facts = el("div", "setup-facts");
+  const fact = (label: string, value: string, cls: string) => {
+    const row = el("div", `setup-fact ${cls}`);
+    row.append(el("span", "setup-label", `${label}: `), el("span", "setup-value", value));
+    facts.append(row);
+  };
+  if (!setup) {
+    facts.append(el("div", "setup-fact", "Reading the server's configuration…"));
+  } else if (setup.error) {
+    facts.append(el("div", "setup-fact setup-error", setup.error));
+  } else {
+    if (setup.offline) {
+      fact("Model", "offline script — agent-server's offline endpoint plays a script of answers; it is not a model", "setup-model setup-offline");
+      fact("Endpoint", setup.endpoint ?? "", "setup-endpoint");
+    } else {
+      fact("Endpoint", setup.endpoint || "none configured", "setup-endpoint");
+      fact("Model", setup.model || "none configured", "setup-model");
+    }
+    if (setup.keyMissing) facts.append(el("div", "setup-fact setup-key-missing", "No API key is set: Set API Key, or Sign in (agent-server login)."));
+    else if (setup.keySource) fact("API key", `from ${setup.keySource}`, "setup-key");
+  }
+  emptyState.replaceChildren(el("div", "empty-title", "Ask the agent anything about this workspace."), facts, setupButtons());
+}
+
+let changesKey = "";
+function paintChanges(): void {
+  const found = turnChanges(state);
+  const key = JSON.stringify(found?.files.map((f) => [f.path, f.added, f.removed]) ?? null) + String(found?.turn) + String(found?.undone) + String(state.busy) + String(state.commands.length);
+  if (key === changesKey) return;
+  changesKey = key;
+  changesBox.hidden = !found;
+  if (!found) return changesBox.replaceChildren();
+  const head = el("div", "changes-head");
+  head.append(el("span", "changes-title", `Changes of the last turn: ${found.files.length} file${found.files.length === 1 ? "" : "s"}${found.undone ? " (undone: /undo)" : ""}`));
+  changesBox.dataset.undone = String(found.undone);
+  if (!found.undone) {
+    const undo = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), "Take back the files this turn changed (/undo; a file you changed since is asked about)");
+    undo.disabled = !state.commands.some((c) => c.name === "undo");
+    head.append(undo);
+  }
+  const list = el("div", "changes-files");
+  for (const f of found.files) {
+    const row = el("div", "change-file");
+    row.dataset.path = f.path;
+    const name = el("a", "change-name", f.path.split("/").pop());
+    name.title = `Show what the turn changed in ${f.path}`;
+    name.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      send({ type: "showChange", path: f.path, oldText: f.oldText, newText: f.newText });
+    });
+    row.append(name, el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
+    list.append(row);
+  }
+  changesBox.replaceChildren(head, list);
+}
+
+/** Running cards' elapsed time, once a second while any runs (only those spans change). */
+let ticker: ReturnType<typeof setTimeout> | undefined;
+function tickElapsed(): void {
+  const running = transcript.querySelectorAll<HTMLElement>('.tool-elapsed[data-running="true"]');
+  for (const span of Array.from(running)) span.textContent = formatElapsed(Date.now() - Number(span.dataset.started));
+  if (running.length > 0 && ticker === undefined) {
+    ticker = setTimeout(() => {
+      ticker = undefined;
+      tickElapsed();
+    }, 1000);
+  }
 }
 
 function paintPickers(): void {
@@ -496,20 +815,18 @@ function paintPickers(): void {
   }
   // the first option is the panel's session: a pick that did not load (refused) must not stay shown
   if (sessionSelect.value !== "" && document.activeElement !== sessionSelect) sessionSelect.value = "";
+  // VS Code-native: each picker is a button that opens a QuickPick in the host
+  const key2 = JSON.stringify(state.selects.map((sel) => [sel.id, sel.currentValue, sel.options.length]));
+  if (pickers.dataset.key === key2) return;
+  pickers.dataset.key = key2;
   const selects = state.selects.map((sel) => {
-    const node = el("select", `picker picker-${sel.id}`);
-    node.title = sel.name;
+    const current = sel.options.find((o) => o.value === sel.currentValue)?.name ?? sel.currentValue;
+    const node = button(`${current} ▾`, `picker picker-${sel.id}`, () => send({ type: "pickOption", configId: sel.id }), `${sel.name}: ${current} (click to choose)`);
     node.dataset.configId = sel.id;
-    for (const o of sel.options) {
-      const opt = el("option", "", o.name);
-      opt.value = o.value;
-      opt.selected = o.value === sel.currentValue;
-      node.append(opt);
-    }
-    node.addEventListener("change", () => send({ type: "setConfigOption", configId: sel.id, value: node.value }));
+    node.dataset.value = sel.currentValue;
     return node;
   });
-  if (!pickers.contains(document.activeElement)) pickers.replaceChildren(...selects);
+  pickers.replaceChildren(...selects);
 }
 
 function schedule(): void {
@@ -519,8 +836,17 @@ function schedule(): void {
 window.addEventListener("message", (ev: MessageEvent<HostToWebview>) => {
   const msg = ev.data;
   if (!msg || msg.type !== "events" || !Array.isArray(msg.events)) return;
-  for (const e of msg.events as ChatEvent[]) state = fold(state, e);
+  for (const e of msg.events as ChatEvent[]) {
+    if (e.kind === "mention") {
+      pendingMentions.push({ id: e.id, mention: e.mention });
+      paintAttachments();
+      input.focus();
+    }
+    state = fold(state, e);
+  }
   schedule();
 });
 
+paintAttachments();
+paintCompletions();
 send({ type: "ready" });

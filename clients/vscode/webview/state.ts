@@ -5,7 +5,7 @@
  * Must not: touch the DOM.
  */
 
-import type { ChatEvent, HunkView, PermissionOptionView, SelectView, SessionBusy, WebviewToHost, WireUpdate } from "../src/protocol";
+import type { ChatEvent, ErrorKind, HunkView, PermissionOptionView, SelectView, SessionBusy, SetupView, WebviewToHost, WireUpdate } from "../src/protocol";
 
 /** A button of a notice: `send` goes to the host when clicked (none: it only dismisses the buttons). */
 export interface NoticeAction {
@@ -13,16 +13,49 @@ export interface NoticeAction {
   send?: WebviewToHost;
 }
 
+/** An edit a tool call made (its `diff` content): the file, and the text before and after. */
+export interface Change {
+  path: string;
+  oldText: string | null;
+  newText: string;
+}
+
+/** A slash command the agent advertised (`available_commands_update`). */
+export interface SlashCommand {
+  name: string;
+  description: string;
+  hint?: string;
+}
+
+/** The live terminal output a card keeps (the server caps a call's at 512 KiB; the card shows the end). */
+export const TERMINAL_KEEP = 64 * 1024;
+
 export type Item =
   /** `queued`: sent while another prompt's turn runs; the server runs it when that turn ends, and
    * it stays below everything else (the running turn's steps land above it) until then. */
   | { type: "user"; id: number; rev: number; text: string; queued?: boolean }
   | { type: "agent"; id: number; rev: number; text: string }
   | { type: "thought"; id: number; rev: number; text: string }
-  | { type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[] }
+  | {
+      type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[];
+      /** The turn it ran in (the Changes view shows the newest turn's edits). */
+      turn: number;
+      /** A shell call's command (`rawInput.command`). */
+      command?: string;
+      /** Where it reads or edits (`locations`: absolute path, 1-based line). */
+      locations: { path: string; line?: number }[];
+      changes: Change[];
+      /** Live terminal output (the terminal convention: `_meta.terminal_output(_delta)` pieces). */
+      terminal: string;
+      exitCode?: number | null;
+      signal?: string | null;
+      /** When it started and ended (host clock, ms); none for a loaded session's calls. */
+      startedAt?: number;
+      endedAt?: number;
+    }
   /** `actions`: buttons under the text (a session another process holds: take over, copy, cancel);
    * dropped once the panel moves on to a session. */
-  | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[] }
+  | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[]; errorKind?: ErrorKind }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
   | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string };
 
@@ -46,10 +79,16 @@ export interface ChatState {
   currentSession?: string;
   title?: string;
   nextId: number;
+  /** Turns started in this transcript (tool cards carry the number of theirs). */
+  turn: number;
+  commands: SlashCommand[];
+  setup?: SetupView;
+  /** The agent takes images in a prompt (`promptCapabilities.image`). */
+  images: boolean;
 }
 
 export function initialState(): ChatState {
-  return { items: [], busy: false, running: 0, turnsOpen: 0, plan: [], selects: [], sessions: [], nextId: 1 };
+  return { items: [], busy: false, running: 0, turnsOpen: 0, plan: [], selects: [], sessions: [], nextId: 1, turn: 0, commands: [], images: false };
 }
 
 /**
@@ -76,14 +115,112 @@ function textOf(content: unknown): string {
   return "";
 }
 
-function toolOutput(content: unknown): { output: string; diffs: string[] } {
+function toolOutput(content: unknown): { output: string; diffs: string[]; changes: Change[] } {
   const out: string[] = [];
   const diffs: string[] = [];
-  for (const c of (Array.isArray(content) ? content : []) as { type?: string; content?: unknown; path?: string }[]) {
+  const changes: Change[] = [];
+  for (const c of (Array.isArray(content) ? content : []) as { type?: string; content?: unknown; path?: string; oldText?: unknown; newText?: unknown }[]) {
     if (c.type === "content") out.push(textOf(c.content));
-    else if (c.type === "diff") diffs.push(c.path ?? "");
+    else if (c.type === "diff") {
+      diffs.push(c.path ?? "");
+      if (typeof c.path === "string" && typeof c.newText === "string") changes.push({ path: c.path, oldText: typeof c.oldText === "string" ? c.oldText : null, newText: c.newText });
+    }
   }
-  return { output: out.join("\n"), diffs };
+  return { output: out.join("\n"), diffs, changes };
+}
+
+/** The next piece of a shell call's live output, under either key of the terminal convention. */
+function terminalPiece(meta: unknown): string | undefined {
+  const m = meta as Record<string, { data?: unknown } | undefined> | undefined;
+  const piece = m?.terminal_output_delta ?? m?.terminal_output;
+  return typeof piece?.data === "string" ? piece.data : undefined;
+}
+
+/** What the panel says while a turn runs and nothing streams: `working` before the first token (or
+ * between steps), `thinking` while a thought streams; nothing while the answer streams or when idle. */
+export function activity(s: ChatState): "working" | "thinking" | undefined {
+  if (!s.busy) return undefined;
+  const open = s.items.find((i) => i.id === s.openText);
+  if (open?.type === "thought") return "thinking";
+  if (open?.type === "agent") return undefined;
+  const running = s.items.some((i) => i.type === "tool" && i.status === "in_progress");
+  const asking = s.items.some((i) => (i.type === "permission" || i.type === "proposal") && !i.outcome);
+  return running || asking ? undefined : "working";
+}
+
+/** Status words instead of the wire's enum names (`in_progress` → "Running"). */
+export function statusWord(status: string): string {
+  return ({ pending: "Pending", in_progress: "Running", completed: "Done", failed: "Failed", unfinished: "Unfinished" } as Record<string, string>)[status] ?? status;
+}
+
+/** Elapsed time as a card shows it: `0.4 s`, `12 s`, `3 min 05 s`. */
+export function formatElapsed(ms: number): string {
+  if (!(ms >= 0)) return "";
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s} s`;
+  return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
+}
+
+/** A command as a card that asks nothing shows it: the first line, at most `max` characters, with `…`
+ * when anything was left out (the whole command is the card's tooltip, and a question shows it whole). */
+export function shortCommand(command: string, max = 120): { text: string; shortened: boolean } {
+  const first = command.split("\n", 1)[0]!;
+  const cut = first.length > max ? first.slice(0, max) : first;
+  return cut === command ? { text: command, shortened: false } : { text: `${cut}…`, shortened: true };
+}
+
+/**
+ * The Changes view: per file, what the newest turn that edited anything changed (the text before its
+ * first edit and after its last), from the edit cards' `diff` blocks.
+ */
+export function turnChanges(s: ChatState): { turn: number; undone: boolean; files: { path: string; oldText: string | null; newText: string; added: number; removed: number }[] } | undefined {
+  let turn = -1;
+  let last = -1;
+  s.items.forEach((i, at) => {
+    if (i.type === "tool" && i.changes.length > 0 && i.status !== "failed" && i.turn >= turn) {
+      turn = i.turn;
+      last = at;
+    }
+  });
+  if (turn < 0) return undefined;
+  // `/undo` sent after that turn's last edit: the box says so (the undo's own card tells the outcome)
+  const undone = s.items.slice(last + 1).some((i) => i.type === "user" && /^\/undo(\s|$)/.test(i.text.trim()));
+  const files = new Map<string, { oldText: string | null; newText: string }>();
+  for (const i of s.items) {
+    if (i.type !== "tool" || i.turn !== turn || i.status === "failed") continue;
+    for (const c of i.changes) {
+      const seen = files.get(c.path);
+      files.set(c.path, { oldText: seen ? seen.oldText : c.oldText, newText: c.newText });
+    }
+  }
+  return {
+    turn,
+    undone,
+    files: [...files].map(([path, f]) => ({ path, ...f, ...lineCounts(f.oldText ?? "", f.newText) })),
+  };
+}
+
+/** Lines added and removed between two texts (a multiset count of lines: cheap, close enough for a summary). */
+export function lineCounts(a: string, b: string): { added: number; removed: number } {
+  const count = new Map<string, number>();
+  for (const l of a.split("\n")) count.set(l, (count.get(l) ?? 0) + 1);
+  let added = 0;
+  for (const l of b.split("\n")) {
+    const n = count.get(l) ?? 0;
+    if (n > 0) count.set(l, n - 1);
+    else added++;
+  }
+  let removed = 0;
+  for (const n of count.values()) removed += n;
+  return { added, removed };
+}
+
+/** The advertised slash commands whose name starts with what follows `/` (the input is `/word`, no space yet). */
+export function completeCommand(commands: SlashCommand[], input: string): SlashCommand[] {
+  const m = /^\/([A-Za-z0-9_-]*)$/.exec(input);
+  if (!m) return [];
+  return commands.filter((c) => c.name.startsWith(m[1]!));
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -108,12 +245,25 @@ function appendText(s: ChatState, type: "agent" | "thought" | "user", text: stri
   }
 }
 
-function applyUpdate(s: ChatState, u: WireUpdate): void {
+function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
   switch (u.sessionUpdate) {
-    case "user_message_chunk":
-      return appendText(s, "user", textOf(u.content));
-    case "agent_message_chunk":
+    case "user_message_chunk": {
+      // a loaded session's replay: each prompt starts a turn (live turns count at turn-start)
+      const before = s.openText;
+      appendText(s, "user", textOf(u.content));
+      if (s.openText !== before) s.turn++;
+      return;
+    }
+    case "agent_message_chunk": {
+      // a retry notice is the server's word, not the answer: a notice apart (docs/protocol.md)
+      const retry = (u._meta as { agentServer?: { retry?: unknown } } | undefined)?.agentServer?.retry;
+      if (retry) {
+        push(s, { type: "notice", level: "warning", text: textOf(u.content).trim() });
+        s.openText = undefined;
+        return;
+      }
       return appendText(s, "agent", textOf(u.content));
+    }
     case "agent_thought_chunk":
       return appendText(s, "thought", textOf(u.content));
     case "tool_call":
@@ -123,11 +273,35 @@ function applyUpdate(s: ChatState, u: WireUpdate): void {
       const id = String(u.toolCallId ?? "");
       const sessionId = s.currentSession ?? "";
       let tool = s.items.find((i): i is Extract<Item, { type: "tool" }> => i.type === "tool" && i.toolCallId === id && i.sessionId === sessionId);
-      if (!tool) tool = push(s, { type: "tool", sessionId, toolCallId: id, title: "", kind: "other", status: "pending", output: "", diffs: [] }) as Extract<Item, { type: "tool" }>;
+      if (!tool) {
+        tool = push(s, { type: "tool", sessionId, toolCallId: id, title: "", kind: "other", status: "pending", output: "", diffs: [], turn: s.turn, locations: [], changes: [], terminal: "" }) as Extract<Item, { type: "tool" }>;
+        if (at !== undefined) tool.startedAt = at;
+      }
       if (typeof u.title === "string") tool.title = u.title;
       if (typeof u.kind === "string") tool.kind = u.kind;
       if (typeof u.status === "string") tool.status = u.status;
+      const raw = u.rawInput as { command?: unknown } | undefined;
+      if (typeof raw?.command === "string") tool.command = raw.command;
+      if (Array.isArray(u.locations)) {
+        tool.locations = (u.locations as { path?: unknown; line?: unknown }[])
+          .filter((l) => typeof l?.path === "string")
+          .map((l) => ({ path: l.path as string, line: typeof l.line === "number" ? l.line : undefined }));
+      }
       if (u.content !== undefined && u.content !== null) Object.assign(tool, toolOutput(u.content));
+      const piece = terminalPiece(u._meta);
+      if (piece !== undefined) {
+        tool.terminal += piece;
+        if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
+      }
+      const exit = (u._meta as { terminal_exit?: { exit_code?: number | null; signal?: string | null } } | undefined)?.terminal_exit;
+      if (exit) {
+        tool.exitCode = exit.exit_code ?? null;
+        tool.signal = exit.signal ?? null;
+      }
+      if (at !== undefined) {
+        if (tool.status === "in_progress" && tool.endedAt === undefined) tool.startedAt ??= at;
+        if ((tool.status === "completed" || tool.status === "failed") && tool.startedAt !== undefined) tool.endedAt ??= at;
+      }
       tool.rev++;
       return;
     }
@@ -145,6 +319,13 @@ function applyUpdate(s: ChatState, u: WireUpdate): void {
       return;
     case "config_option_update":
       if (Array.isArray(u.configOptions)) s.selects = toSelects(u.configOptions);
+      return;
+    case "available_commands_update":
+      if (Array.isArray(u.availableCommands)) {
+        s.commands = (u.availableCommands as { name?: unknown; description?: unknown; input?: { hint?: unknown } | null }[])
+          .filter((c) => typeof c?.name === "string")
+          .map((c) => ({ name: c.name as string, description: typeof c.description === "string" ? c.description : "", hint: typeof c.input?.hint === "string" ? c.input.hint : undefined }));
+      }
       return;
     default:
       return;
@@ -222,6 +403,10 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.running = s.running; // prompts still open in the host are answered later
       fresh.turnsOpen = s.turnsOpen;
       fresh.busy = s.busy;
+      fresh.turn = s.turn;
+      fresh.commands = s.commands;
+      fresh.setup = s.setup;
+      fresh.images = s.images;
       return fresh;
     }
     case "session":
@@ -246,11 +431,14 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       push(s, { type: "user", text: e.text, queued: s.turnsOpen > 0 && !isImmediateCommand(e.text) });
       return s;
     case "update":
-      applyUpdate(s, e.update);
+      applyUpdate(s, e.update, e.at);
       return s;
     case "turn-start":
       s.running++;
-      if (e.text === undefined || !isImmediateCommand(e.text)) s.turnsOpen++;
+      if (e.text === undefined || !isImmediateCommand(e.text)) {
+        s.turnsOpen++;
+        s.turn++;
+      }
       s.busy = true;
       return s;
     case "turn-end": {
@@ -270,7 +458,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       }
       // one notice for one event: a server that died under the turn was already reported (with
       // its stderr tail and what happens next), its prompts' error answers only repeat it
-      if (e.error && !s.exitShown) push(s, { type: "notice", level: "error", text: e.error });
+      if (e.error && !s.exitShown) push(s, { type: "notice", level: "error", text: e.error, errorKind: e.errorKind });
       else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
       s.openText = undefined; // the next turn's text starts its own message
       if (s.running === 0) s.exitShown = false;
@@ -290,7 +478,15 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       push(s, { type: "notice", level: "error", text: `${e.message}. The session is resumed when the server is back.`, detail: e.stderrTail });
       return s;
     case "notice":
-      push(s, { type: "notice", level: e.level, text: e.text });
+      push(s, { type: "notice", level: e.level, text: e.text, errorKind: e.errorKind });
+      return s;
+    case "setup":
+      s.setup = e.setup;
+      return s;
+    case "capabilities":
+      s.images = e.image;
+      return s;
+    case "mention": // the prompt area's, not the transcript's (main.ts)
       return s;
     case "permission":
       push(s, { type: "permission", permId: e.id, title: e.title, reason: e.reason, options: e.options, hasDiff: e.hasDiff, command: e.command });
@@ -309,6 +505,9 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (!found) found = push(s, { type: "proposal", proposalId: e.id, label: e.id, files: [], ops: [], hunks: [] }) as Extract<Item, { type: "proposal" }>;
       found.outcome = e.outcome;
       found.message = e.message;
+      // what was accepted and what was rejected: the changes still pending when it was decided
+      const rest = e.outcome === "applied" ? "accepted" : e.outcome === "partial" || e.outcome === "rejected" ? "rejected" : undefined;
+      if (rest) found.hunks = found.hunks.map((h) => (h.state === "pending" ? { ...h, state: rest } : h));
       found.rev++;
       return s;
     }

@@ -6,6 +6,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
+import { panelScenarios } from "./panel-scenarios.mjs";
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const results = { scenarios: {}, timings: {} };
@@ -553,6 +554,8 @@ const scenarios = {
     await shot(page, "check-panel");
   },
 };
+
+Object.assign(scenarios, panelScenarios({ config, shot, promptInPanel, waitIdle }));
 
 /** Private memory (kB: Private_Clean + Private_Dirty) of each Chromium renderer process of the
  * browser whose process group is `pgid`, by pid. */

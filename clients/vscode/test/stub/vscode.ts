@@ -234,6 +234,8 @@ export const window = {
   createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
   createStatusBarItem: () => ({ text: "", tooltip: "", name: "", command: "", accessibilityInformation: undefined, show() {}, hide() {}, dispose() {} }),
   activeTextEditor: undefined,
+  onDidStartTerminalShellExecution: () => ({ dispose() {} }),
+  onDidCloseTerminal: () => ({ dispose() {} }),
 };
 export const env = { openExternal: async () => true };
 export enum StatusBarAlignment {

@@ -242,6 +242,27 @@ describe("every workspace folder is a root of the session", () => {
     await panel.until("the second answer", panel.answered("second"));
     expect(news()[1]).toEqual({ cwd: "/ws/two", additionalDirectories: ["/ws/three"], mcpServers: [] });
   });
+
+  it("an image pasted into the prompt goes as an image block to an agent that advertises promptCapabilities.image", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "panel-")), "params.log");
+    const panel = await openPanel({ image: true, paramsLog, turns: [answer("I see a red dot")] });
+    await panel.until("the agent's capabilities", (s) => s.images);
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    panel.send({ type: "prompt", text: "what is this?", images: [{ mimeType: "image/png", data: png, name: "dot.png" }] });
+    await panel.until("the answer", panel.answered("I see a red dot"));
+    const prompts = readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((m) => m.method === "session/prompt");
+    expect(prompts[0].params.prompt).toEqual([{ type: "text", text: "what is this?" }, { type: "image", data: png, mimeType: "image/png" }]);
+    expect(panel.users()).toEqual(["what is this?\n[image dot.png]"]);
+  });
+
+  it("an agent without promptCapabilities.image is known not to take images (the panel says so instead of sending)", async () => {
+    const panel = await openPanel({ turns: [answer("ok")] });
+    panel.send({ type: "prompt", text: "hi" });
+    await panel.until("the answer", panel.answered("ok"));
+    expect(panel.state().images).toBe(false);
+    await panel.until("the first-run facts", (s) => s.setup !== undefined); // another agent: the check says it could not read them
+    expect(panel.state().setup?.error).toMatch(/configuration/);
+  });
 });
 
 describe("sessions survive restarts (issue 30, item 6)", () => {

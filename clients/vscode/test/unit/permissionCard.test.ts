@@ -2,7 +2,7 @@
 // when the agent gives no words for it; once answered it names the option chosen ("Allow once"), not
 // its id ("Answered: reject_once").
 import { beforeEach, describe, expect, it } from "vitest";
-import { resetStub } from "../stub/vscode";
+import { TabInputTextDiff, Uri, resetStub, window } from "../stub/vscode";
 import { Permissions } from "../../src/permissions";
 import type { ChatEvent } from "../../src/protocol";
 import { fold, initialState, permissionAnswer, type Item } from "../../webview/state";
@@ -51,5 +51,23 @@ describe("the permission card", () => {
     const { posted, permissions } = ask({ command: "ls" });
     permissions.cancelAll();
     expect(permissionAnswer(card(posted))).toBe("Not answered: denied");
+  });
+
+  it("the plain-ACP permission diff closes after the answer (it stayed open, showing a decided change)", () => {
+    const { posted, permissions } = ask({}, [{ type: "diff", path: "/ws/a.py", oldText: "x = 1\n", newText: "x = 2\n" }]);
+    const id = (posted[0] as { id: string }).id;
+    const mine = { input: new TabInputTextDiff(Uri.from({ scheme: "agent-permission", path: `/${id}/0/old/a.py` }), Uri.from({ scheme: "agent-permission", path: `/${id}/0/new/a.py` })) };
+    const other = { input: new TabInputTextDiff(Uri.file("/ws/b.py"), Uri.file("/ws/b.py")) };
+    const closed: unknown[] = [];
+    const groups = window.tabGroups as unknown as { all: unknown[]; close: (t: unknown[]) => Promise<boolean> };
+    const saved = { all: groups.all, close: groups.close };
+    groups.all = [{ tabs: [mine, other] }];
+    groups.close = async (tabs: unknown[]) => (closed.push(...tabs), true);
+    try {
+      permissions.answer(id, "allow_once");
+    } finally {
+      Object.assign(groups, saved);
+    }
+    expect(closed).toEqual([mine]);
   });
 });

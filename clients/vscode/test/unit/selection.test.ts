@@ -20,4 +20,9 @@ describe("a selection as an embedded resource", () => {
   it("sends the whole line for an empty selection", () => {
     expect(selectionBlock(doc("a\nbcd\n"), sel(1, 2, 1, 2)).block.resource).toMatchObject({ uri: "file:///ws/src/app.py#L2-L2", text: "bcd" });
   });
+  it("the lines 3-L6 label: a selection's label says lines 3-6 (one line: 3), its URI #L3-L6", () => {
+    const got = selectionBlock(doc("a\nb\nc\nd\ne\nf\ng"), sel(2, 0, 5, 1));
+    expect([got.lines, got.range]).toEqual(["3-6", "L3-L6"]);
+    expect(selectionBlock(doc("a\nb\nc"), sel(2, 0, 2, 1)).lines).toBe("3");
+  });
 });
