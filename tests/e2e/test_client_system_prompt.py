@@ -6,12 +6,11 @@ request byte for byte."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.ts_harness import NODE, harness_script
 from support.acp_schema import load_unstable_schema, validate_transcript
 
 from agent_server.agent.prefix import prefix_report
@@ -19,19 +18,11 @@ from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.prompt import PERSONA, TOOL_GUIDANCE
 from agent_server.session import read_events
 
-HARNESS = Path(__file__).resolve().parents[2] / "clients" / "ts-harness"
-NODE = shutil.which("node")
 
 
 @pytest.fixture(scope="module")
 def ts_harness():
-    if NODE is None:
-        pytest.fail("node is required for the TypeScript SDK test (scripts/setup.sh expects Node >= 20)")
-    if not (HARNESS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        done = subprocess.run(["npm", "ci", "--prefix", str(HARNESS), "--no-audit", "--no-fund"],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-    return HARNESS / "run.mjs"
+    return harness_script()
 
 
 def harness(ts_harness, workspace, env, tmp_path, *extra, prompt="hello", ok=True):

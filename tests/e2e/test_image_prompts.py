@@ -8,21 +8,18 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
+from support.ts_harness import NODE, harness_script
 from support.acp_schema import validate_transcript
 
 from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.session import read_events
 
-HARNESS = Path(__file__).resolve().parents[2] / "clients" / "ts-harness"
-NODE = shutil.which("node")
 
 
 def png(width=2, height=2, seed=0) -> bytes:
@@ -36,13 +33,7 @@ def png(width=2, height=2, seed=0) -> bytes:
 
 @pytest.fixture(scope="module")
 def ts_harness():
-    if NODE is None:
-        pytest.fail("node is required for the TypeScript SDK test (scripts/setup.sh expects Node >= 20)")
-    if not (HARNESS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        done = subprocess.run(["npm", "ci", "--prefix", str(HARNESS), "--no-audit", "--no-fund"],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-    return HARNESS / "run.mjs"
+    return harness_script()
 
 
 def env_with(agent_env, tmp_path, config):

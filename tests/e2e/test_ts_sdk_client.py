@@ -2,30 +2,22 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.ts_harness import NODE, harness_script
 from support.acp_schema import validate_transcript
 
 from agent_server.offline import OfflineEndpoint, text_stream
 
 ROOT = Path(__file__).resolve().parents[2]
-HARNESS = ROOT / "clients" / "ts-harness"
-NODE = shutil.which("node")
 
 
 @pytest.fixture(scope="module")
 def ts_harness():
-    if NODE is None:
-        pytest.fail("node is required for the TypeScript SDK test (scripts/setup.sh expects Node >= 20)")
-    if not (HARNESS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        done = subprocess.run(["npm", "ci", "--prefix", str(HARNESS), "--no-audit", "--no-fund"],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-    return HARNESS / "run.mjs"
+    return harness_script()
 
 
 def test_typescript_sdk_client_gets_streamed_answer_and_end_turn(ts_harness, tmp_path, workspace, agent_env):
