@@ -357,6 +357,19 @@ class EditorFiles:
         return WriteOutcome("timeout", f"no answer within {timeout:g} s, the approval timeout; the proposal "
                                        "was withdrawn")
 
+    async def _seen_again(self, path: Path, base: FileSnapshot | None) -> tuple[Any, WriteOutcome | None]:
+        """The document read again just before writing, or the outcome that stops the write: ``failed``
+        when it cannot be read, ``stale`` when it is no longer ``base``."""
+        try:
+            current = await self.read(path)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            return None, WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
+        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
+            return current, WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        return current, None
+
     async def _plain_write(self, path: Path, old: str | None, new: str, raw: bytes,
                            base: FileSnapshot | None) -> WriteOutcome:
         await self._show_diff(path, old, new)
@@ -365,14 +378,9 @@ class EditorFiles:
                 refusal = await self.approve_edit(path, old, new)
             if refusal is not None:
                 return WriteOutcome("rejected", refusal)
-        try:
-            current = await self.read(path)
-        except FileNotFoundError:
-            current = None
-        except OSError as exc:
-            return WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
-        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
-            return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        current, refused = await self._seen_again(path, base)
+        if refused is not None:
+            return refused
         if not self.caps.write_text:
             return await self._disk_write(path, raw, current if base is None else base)
         try:
@@ -398,14 +406,9 @@ class EditorFiles:
         clients refuse it as stale when the buffer moved on since: the proposal's stale rule), a dirty
         one is left unsaved; then it is read back. A change too large for one message is proposed."""
         await self._show_diff(path, old, new)
-        try:
-            current = await self.read(path)
-        except FileNotFoundError:
-            current = None
-        except OSError as exc:
-            return WriteOutcome("failed", f"cannot re-read {path} before writing: {exc}")
-        if (current is None) != (base is None) or (current and base and current.sha256 != base.sha256):
-            return WriteOutcome("stale", f"{path.name} changed since it was read (seen again just before writing)")
+        current, refused = await self._seen_again(path, base)
+        if refused is not None:
+            return refused
         if current is None or (self.caps.buffer_versions and current.version is None):
             return await self._disk_write(path, raw, base)  # no buffer holds it
         guard = {"agentServer": {"version": current.version, "sha256": current.sha256}}
