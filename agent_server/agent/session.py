@@ -61,6 +61,9 @@ class PromptTicket:
         self.cancelled = False
         self.task: asyncio.Task[TurnOutcome] | None = None
         self.waiter: asyncio.Future[Any] | None = None
+        # set by a front end that answers the prompt after the turn (ACP: done once the response is
+        # written): the next queued turn sends nothing before it, so no client draws it in this answer
+        self.answered: asyncio.Future[None] | None = None
 
     def cancel(self) -> None:
         """Cancel this prompt only: its turn if it runs, its place in the queue if it waits
@@ -136,6 +139,7 @@ class AgentSession:
         """The MCP server that offers the tool of that name (``None``: a built-in tool): named
         when the tool schemas do not fit the model's window."""
         self._turn_lock = asyncio.Lock()
+        self._answered: asyncio.Future[None] | None = None  # the last started turn's PromptTicket.answered
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._waiting: list[PromptTicket] = []
         self._preparing: list[PromptTicket] = []  # prompts waiting for what must be known before a turn
@@ -238,7 +242,7 @@ class AgentSession:
         cancelled or the session closed first."""
         if ticket.cancelled or self._closed:
             return False
-        ticket.waiter = asyncio.ensure_future(self._turn_lock.acquire())
+        ticket.waiter = asyncio.ensure_future(self._acquire_turn())
         try:
             await ticket.waiter
         except asyncio.CancelledError:
@@ -250,7 +254,19 @@ class AgentSession:
         if ticket.cancelled or self._closed:
             self._turn_lock.release()
             return False
+        self._answered = ticket.answered
         return True
+
+    async def _acquire_turn(self) -> None:
+        """The turn lock, then the previous turn's answer written (``PromptTicket.answered``)."""
+        await self._turn_lock.acquire()
+        try:
+            previous = self._answered
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)
+        except BaseException:
+            self._turn_lock.release()
+            raise
 
     def cancel(self) -> None:
         """``session/cancel``: stop the running turn, every prompt waiting behind it, and a

@@ -192,3 +192,38 @@ def test_folder_wide_grep_leaves_secret_files_out(raw_agent_factory, workspace):
         shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
     assert "app.py:1:" in shown and "abc123" not in shown
     assert "may hold secrets were left out (.env)" in shown
+
+
+def test_a_queued_prompts_answer_reached_the_client_before_the_response_to_the_turn_it_waited_for(
+        raw_agent_factory, workspace):
+    """Regression (CI, the Neovim transcript test): when a turn ended, the prompt queued behind it
+    started while the ended turn still did its end-of-turn work (the git-hook summary, a thread
+    running git; the title), so the queued turn's first chunks reached the client before the first
+    prompt's response, and a client drew them inside the first answer. A turn's response is now on
+    the wire before the next queued turn sends anything."""
+    import subprocess
+
+    from support.transcript import AGENT_TO_CLIENT
+
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", ".husky"], check=True)
+    (workspace / ".husky").mkdir()
+    (workspace / ".husky" / "pre-commit").write_text("#!/bin/sh\n./check.sh\n")
+    (workspace / "check.sh").write_text("#!/bin/sh\ntrue\n")
+    bash = ("sh", "bash", json.dumps({"command": "echo 'true # changed' > check.sh"}))
+    with OfflineEndpoint.start_in_thread([tool_call_stream([bash]), text_stream("A done"),
+                                          text_stream("B answer")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        first = agent.send_request("session/prompt", prompt_params(sid, "one"))
+        second = agent.send_request("session/prompt", prompt_params(sid, "two"))
+        assert agent.response(second, timeout=30)["result"]["stopReason"] == "end_turn"
+        assert agent.response(first, timeout=30)["result"]["stopReason"] == "end_turn"
+    sent = [r.message for r in agent.transcript.snapshot() if r.direction == AGENT_TO_CLIENT]
+    answered = next(i for i, m in enumerate(sent) if m.get("id") == first and "result" in m)
+    texts = [(i, m["params"]["update"]["content"]["text"]) for i, m in enumerate(sent)
+             if m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    assert any("changed files that your git hooks run" in t for i, t in texts if i < answered)  # A's own summary
+    b_first = min(i for i, t in texts if "B answer" in t)
+    assert answered < b_first, [m.get("id") or m["params"]["update"]["sessionUpdate"] for m in sent[answered - 5:]]

@@ -16,6 +16,7 @@ Must never: hold session state (the host does), or send a session's notification
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -353,6 +354,13 @@ class AcpServer:
         with _wire_errors():  # images stored beside the log, named in it; -32602 for one that cannot go
             blocks = self.host.store_images(session, blocks)
         ticket = session.new_ticket()
+        ticket.answered = answered = asyncio.get_running_loop().create_future()
+
+        async def written() -> None:  # the next queued turn starts sending only now
+            if not answered.done():
+                answered.set_result(None)
+
+        ctx.after_response(written)
         ctx.on_cancel = ticket.cancel
         if ctx.cancel_requested:  # $/cancel_request arrived before the handler ran
             ticket.cancel()
