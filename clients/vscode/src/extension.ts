@@ -191,7 +191,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         return;
       case "turn-start":
         setStatus("working");
-        post({ kind: "turn-start", text: e.text });
+        post({ kind: "turn-start", text: e.text, sessionId: e.sessionId });
         return;
       case "turn-end":
         if (!e.started) {  // the server or the session could not start: no turn to end
@@ -200,7 +200,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
         if (e.last) setStatus(agent.serverUp ? "ready" : "stopped");
-        post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error, errorKind: e.errorKind });
+        post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error, errorKind: e.errorKind, sessionId: e.sessionId });
         return;
       case "server-exited":
         setStatus("stopped", e.message);
@@ -326,6 +326,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       if (how === "copy") load.sessionId = await agent.forkSession(sessionId);
       await agent.loadSession(load.sessionId, { takeOver: how === "take-over" });
       load.clear(); // a session with nothing to replay
+      post({ kind: "loaded", sessionId: load.sessionId }); // the replay is history: nothing of it runs here
     } catch (err) {
       if (cleared) agent.resetSession(); // part of it was shown: the panel is on no session now
       if (why === "reopen") void context.workspaceState.update(SESSION_KEY, undefined);

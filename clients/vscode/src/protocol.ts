@@ -80,9 +80,12 @@ export type ChatEvent =
   | { kind: "user"; text: string }
   /** `at`: when the host received it (ms since the epoch; none for a loaded session's replay). */
   | { kind: "update"; update: WireUpdate; at?: number }
-  /** `text`: the prompt's (a slash command answered at once does not hold the turn order). */
-  | { kind: "turn-start"; text?: string }
-  | { kind: "turn-end"; text?: string; stopReason?: string; error?: string; errorKind?: ErrorKind }
+  /** `text`: the prompt's (a slash command answered at once does not hold the turn order); `sessionId`:
+   * the session it runs in (a turn of a session the panel left after New or a load is not shown live). */
+  | { kind: "turn-start"; text?: string; sessionId?: string }
+  | { kind: "turn-end"; text?: string; stopReason?: string; error?: string; errorKind?: ErrorKind; sessionId?: string }
+  /** A `session/load`'s replay is over: what it showed is history, nothing of it runs here. */
+  | { kind: "loaded"; sessionId: string }
   | { kind: "server-exited"; message: string; stderrTail: string }
   /** `divider`: a new session starts here (the one above could not be resumed). */
   | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string; errorKind?: ErrorKind }

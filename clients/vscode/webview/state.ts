@@ -68,6 +68,9 @@ export interface ChatState {
   /** Prompts that run a turn (not slash commands answered at once) sent and not answered yet: the
    * server runs them one after the other, so each answer ends the oldest. */
   turnsOpen: number;
+  /** Prompts still open that were sent before the panel was cleared (New, a load): another
+   * transcript's turns; their end changes nothing shown, and they do not make this one busy. */
+  elsewhere: number;
   /** The server's exit was reported while prompts were open: their error answers say it again. */
   exitShown?: boolean;
   /** The text item streaming now (chunks join it); a turn's end closes it. */
@@ -88,7 +91,7 @@ export interface ChatState {
 }
 
 export function initialState(): ChatState {
-  return { items: [], busy: false, running: 0, turnsOpen: 0, plan: [], selects: [], sessions: [], nextId: 1, turn: 0, commands: [], images: false };
+  return { items: [], busy: false, running: 0, turnsOpen: 0, elsewhere: 0, plan: [], selects: [], sessions: [], nextId: 1, turn: 0, commands: [], images: false };
 }
 
 /**
@@ -400,9 +403,10 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.sessions = s.sessions;
       fresh.currentSession = e.sessionId; // none after New or a restart: the next prompt makes one
       fresh.nextId = s.nextId;
-      fresh.running = s.running; // prompts still open in the host are answered later
+      fresh.running = s.running; // prompts still open in the host are answered later,
       fresh.turnsOpen = s.turnsOpen;
-      fresh.busy = s.busy;
+      fresh.elsewhere = s.running; // but they are the transcript's that was cleared: nothing here runs
+      fresh.busy = false;
       fresh.turn = s.turn;
       fresh.commands = s.commands;
       fresh.setup = s.setup;
@@ -434,6 +438,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       applyUpdate(s, e.update, e.at);
       return s;
     case "turn-start":
+      s.elsewhere = Math.min(s.elsewhere, s.running);
       s.running++;
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         s.turnsOpen++;
@@ -442,10 +447,20 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.busy = true;
       return s;
     case "turn-end": {
+      s.elsewhere = Math.min(s.elsewhere, s.running);
+      if (s.elsewhere > 0 && (e.sessionId === undefined || e.sessionId !== s.currentSession)) {
+        // a turn of the transcript the panel left (New, a load): nothing shown here is its
+        s.elsewhere--;
+        s.running = Math.max(0, s.running - 1);
+        if (e.text === undefined || !isImmediateCommand(e.text)) s.turnsOpen = Math.max(0, s.turnsOpen - 1);
+        s.busy = s.running > s.elsewhere;
+        return s;
+      }
       // Only the last open prompt's answer ends the work: an earlier answer (a slash command's)
       // must not mark the running turn's tool calls unfinished or its permission questions answered.
       s.running = Math.max(0, s.running - 1);
-      s.busy = s.running > 0;
+      s.elsewhere = Math.min(s.elsewhere, s.running);
+      s.busy = s.running > s.elsewhere;
       for (const i of s.busy ? [] : s.items) {
         if (i.type === "tool" && (i.status === "pending" || i.status === "in_progress")) {
           i.status = "unfinished";
@@ -473,6 +488,17 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       }
       return s;
     }
+    case "loaded":
+      // a replayed call has its final status; one replayed still open (its process died, or another
+      // agent replays a call that never ended) runs nowhere the panel can see or stop
+      for (const i of s.items) {
+        if (i.type === "tool" && i.sessionId === e.sessionId && i.startedAt === undefined && (i.status === "pending" || i.status === "in_progress")) {
+          i.status = "unfinished";
+          i.rev++;
+        }
+      }
+      s.openText = undefined;
+      return s;
     case "server-exited":
       if (s.running > 0) s.exitShown = true;
       push(s, { type: "notice", level: "error", text: `${e.message}. The session is resumed when the server is back.`, detail: e.stderrTail });

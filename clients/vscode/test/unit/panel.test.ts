@@ -307,4 +307,21 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     expect(after.users()).toEqual(["replayed question"]);
     expect(after.agentLog()).toContain("session/load");
   });
+
+  it("loaded sessions show chips as live: a call the replay left open is drawn unfinished, and a load during another session's turn is not busy", async () => {
+    const toolCall = { toolCallId: "c1", title: "Edit a.py", kind: "edit", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow", kind: "allow_once" }];
+    const panel = await openPanel({
+      loadable: true,
+      replay: [{ sessionUpdate: "tool_call", toolCallId: "tc-9", title: "Run the tests", kind: "execute", status: "in_progress", rawInput: { command: "pytest -q" } }],
+      turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }]],
+    });
+    panel.send({ type: "prompt", text: "a turn that waits" });
+    await panel.until("the question", (s) => s.busy && s.items.some((i) => i.type === "permission"));
+    panel.send({ type: "loadSession", sessionId: "s-old" });
+    await panel.until("the replay", (s) => s.currentSession === "s-old" && s.items.some((i) => i.type === "tool" && i.toolCallId === "tc-9" && i.status === "unfinished"));
+    const s = panel.state();
+    expect(s.busy).toBe(false); // no Stop, no "Working…" for a transcript where nothing runs
+    expect(s.items.map((i) => i.type)).toEqual(["user", "agent", "tool"]);
+  });
 });

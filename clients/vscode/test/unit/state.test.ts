@@ -3,7 +3,7 @@
 // same events (session/load) rebuilds the same chat.
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/protocol";
-import { fold, initialState, toolReason } from "../../webview/state";
+import { activity, fold, initialState, toolReason } from "../../webview/state";
 
 const run = (events: ChatEvent[]) => events.reduce(fold, initialState());
 
@@ -179,5 +179,43 @@ describe("the chat fold", () => {
     const [rejected, applied] = s.items.filter((i) => i.type === "tool") as Extract<(typeof s.items)[number], { type: "tool" }>[];
     expect(toolReason(rejected!)).toBe("Not written: the user rejected the change to calc.py.");
     expect(toolReason(applied!)).toBe("");
+  });
+  it("loaded sessions show chips as live: a call replayed still open is drawn unfinished once the replay is over", () => {
+    const s = run([
+      { kind: "reset", sessionId: "sess_old" },
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "run it" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-1", title: "Run tests", kind: "execute", status: "in_progress", rawInput: { command: "pytest" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-2", title: "Read a.py", kind: "read", status: "completed" } },
+      { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Running the tests" } } },
+      { kind: "loaded", sessionId: "sess_old" },
+    ]);
+    const tools = s.items.filter((i) => i.type === "tool") as Extract<(typeof s.items)[number], { type: "tool" }>[];
+    expect(tools.map((t) => t.status)).toEqual(["unfinished", "completed"]);
+    expect(s.busy).toBe(false);
+    expect(activity(s)).toBeUndefined();
+    expect(s.openText).toBeUndefined(); // the replayed answer is not streaming
+  });
+
+  it("a session loaded while another session's turn ran looked live (busy, Stop, Working…) and that turn's end marked nothing", () => {
+    const s = run([
+      { kind: "session", sessionId: "sess_a" },
+      { kind: "user", text: "long task" },
+      { kind: "turn-start", text: "long task", sessionId: "sess_a" },
+      { kind: "reset", sessionId: "sess_b" },
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "old question" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-1", title: "Edit b.py", kind: "edit", status: "completed" } },
+      { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "old answer" } } },
+      { kind: "loaded", sessionId: "sess_b" },
+    ]);
+    expect(s.busy).toBe(false);
+    expect(activity(s)).toBeUndefined();
+    fold(s, { kind: "turn-end", text: "long task", sessionId: "sess_a", stopReason: "cancelled" });
+    expect(s.busy).toBe(false);
+    expect(s.items.map((i) => i.type)).toEqual(["user", "tool", "agent"]); // no "Stopped: cancelled" of another session
+    fold(s, { kind: "user", text: "next" });
+    fold(s, { kind: "turn-start", text: "next", sessionId: "sess_b" });
+    expect(s.busy).toBe(true);
+    fold(s, { kind: "turn-end", text: "next", sessionId: "sess_b", stopReason: "end_turn" });
+    expect(s.busy).toBe(false);
   });
 });
