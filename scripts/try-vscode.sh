@@ -20,10 +20,19 @@ TOOLS=${AGENT_SERVER_TOOLS:-$HOME/.cache/agent-server-vscode}
 # shellcheck disable=SC1091
 . "$TOOLS/env.sh"
 VSIX="$PWD/clients/vscode/dist/agent-server-vscode.vsix"   # this checkout's, whoever ran the set-up last
-state=.demo-state
-mkdir -p "$state"
-run=$(mktemp -d "$PWD/$state/vscode-XXXXXX")
+# Each run's folder (the workspace copy, the server's state, code-server's data) is made fresh outside
+# the clone: a workspace inside it made VS Code's Git pop up "A git repository was found in the parent
+# folders" (the clone's). Under $XDG_CACHE_HOME (kept to look at later), or the temp folder when that
+# place is itself inside a Git work tree (a home folder kept in Git).
+runs=${XDG_CACHE_HOME:-$HOME/.cache}/agent-server/try-vscode
+mkdir -p "$runs" 2>/dev/null || true
+if [ ! -w "$runs" ] || git -C "$runs" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  runs=${TMPDIR:-/tmp}
+fi
+run=$(mktemp -d "$runs/vscode-XXXXXX")
+run=$(cd "$run" && pwd -P)
 workspace="$run/workspace"
+echo "This run's folder (workspace copy, state, logs): $run"
 # Every process this run starts inherits TRY_VSCODE_RUN=$run: code-server's group, but also what it
 # starts in a session of its own (setsid) — the extension's agent-server and its tools, the login
 # shell VS Code probes for its environment, terminals' shells, Chromium (--check) — and whatever was

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import unquote
 
 import pytest
 from support.procs import descendants, pid_alive, wait_gone
@@ -45,6 +44,21 @@ def test_try_vscode_check_looks_at_the_screen_not_only_the_disk(check_output):
     assert "the screen showed the permission question" in out and "with its command" in out, out[-3000:]
     assert "the screen showed the diff of the fix" in out, out[-3000:]
     assert "the screen shows the final answer" in out, out[-3000:]
+
+
+def test_try_vscode_workspace_was_inside_the_clone_and_vs_code_offered_the_parent_git_repository(check_output):
+    """Issue 30, item 11 (the newcomer hit it): the workspace copy was made under the clone's
+    .demo-state/, so VS Code's Git said "A git repository was found in the parent folders" (the
+    clone's). Now each run's folder is made fresh outside the clone and outside any Git work tree,
+    and the check fails on that notification."""
+    code, out = check_output
+    assert code == 0, out[-5000:]
+    run = _run_dir(out)
+    assert run is not None, out[-3000:]
+    assert not run.resolve().is_relative_to(REPO.resolve()), f"the run's folder {run} is inside the clone"
+    git = subprocess.run(["git", "-C", str(run), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    assert git.returncode != 0, f"{run} is inside the Git work tree {git.stdout.strip()}"
+    assert 'no "git repository in the parent folders" notification' in out, out[-3000:]
 
 
 # How a run of try-vscode.sh is stopped: the terminal closed (SIGHUP to its process group, the
@@ -106,9 +120,9 @@ def test_closing_the_terminal_of_try_vscode_left_code_server_running(how):
         proc.stdout.close()
 
 
-def _run_dir(line: str) -> Path | None:
-    """The run's folder (.demo-state/vscode-XXXXXX), from the OFFLINE notice or the URL."""
-    m = re.search(r"(/\S*?/\.demo-state/vscode-[A-Za-z0-9]+)/workspace", unquote(line))
+def _run_dir(text: str) -> Path | None:
+    """The run's folder (…/vscode-XXXXXX), as the script says it."""
+    m = re.search(r"This run's folder \(workspace copy, state, logs\): (/\S*/vscode-[A-Za-z0-9]+)$", text, re.M)
     return Path(m.group(1)) if m else None
 
 

@@ -127,6 +127,10 @@ if (!config.check) {
       if ((await p.locator('#app[data-state="busy"]').count()) > 0) await p.locator("button.stop").click();
       await p.locator('#app[data-state="idle"]').waitFor({ timeout: 60_000 });
     }
+    // the workspace is outside any Git work tree: VS Code's Git never asks about a parent folder's repository
+    const parentRepo = ch.page.locator(".notification-toast, .notifications-center .notification-list-item", { hasText: "parent folders" });
+    if ((await parentRepo.count()) > 0) throw new Error(`VS Code says: ${await parentRepo.first().textContent()}`);
+    console.log("check: no \"git repository in the parent folders\" notification");
     if (config.artifacts) await ch.page.screenshot({ path: join(config.artifacts, "try-vscode-check.png") });
     ok = true;
   } catch (err) {
