@@ -106,22 +106,25 @@ class Editor:
     def modified(self, path: Path) -> bool:
         return self.lua("return vim.bo[require('agent_server.buffers').find(...)].modified", str(path))
 
-    def choose(self, option_id: str | None) -> None:
-        """Make every ``vim.ui.select`` pick the item whose optionId/sessionId/id is ``option_id``
-        (None: dismiss); the prompts seen are kept in ``_G.selects``."""
+    def choose(self, *option_ids: str | None) -> None:
+        """Make every ``vim.ui.select`` pick the item whose optionId/sessionId/id is one of
+        ``option_ids`` (None alone: dismiss); the prompts and items seen are kept in ``_G.selects``."""
         self.lua("""
-            local want = ...
+            local want = {}
+            for _, id in ipairs(...) do want[id] = true end
             _G.selects = _G.selects or {}
             vim.ui.select = function(items, opts, on_choice)
-              table.insert(_G.selects, { prompt = opts.prompt, items = items })
+              local shown = {}
+              for i, it in ipairs(items) do shown[i] = opts.format_item and opts.format_item(it) or tostring(it) end
+              table.insert(_G.selects, { prompt = opts.prompt, items = items, shown = shown })
               for _, it in ipairs(items) do
-                if want ~= vim.NIL and (it.optionId == want or it.sessionId == want or it.id == want) then
+                if want[it.optionId or false] or want[it.sessionId or false] or want[it.id or false] then
                   return on_choice(it)
                 end
               end
               on_choice(nil)
             end
-        """, option_id)
+        """, [i for i in option_ids if i is not None])
 
 
 @pytest.fixture

@@ -536,9 +536,12 @@ function M.handle(ev)
         S.load_mark = nil
       end
       S.section = nil
-      M.say(string.format("could not load session %s: %s — %s", ev.id, ev.refused,
-        ev.current and ("this chat stays on session " .. ev.current) or "no session: the next prompt starts a new one"),
-        "error")
+      local stay = ev.current and ("this chat stays on session " .. ev.current)
+        or "no session: the next prompt starts a new one"
+      if ev.busy then -- the ways forward are offered (`init.load`)
+        stay = stay .. "; take it over here, open a copy, or cancel"
+      end
+      M.say(string.format("could not load session %s: %s — %s", ev.id, ev.refused, stay), "error")
     elseif ev.loading then
       S.tools, S.section = {}, nil
       S.header.session = ev.id

@@ -333,8 +333,22 @@ function M.list_sessions(cb)
   end)
 end
 
---- `session/load`: the server replays the history (as events) and then answers. `cb(err)`.
-function M.load_session(id, cb)
+--- What a `SESSION_BUSY` refusal says of the process holding the session (`data.lockedBy`):
+--- `{ pid = number|nil, can_take_over = boolean }`; nil for any other error.
+---@param e table a JSON-RPC error
+function M.session_busy(e)
+  local data = type(e) == "table" and type(e.data) == "table" and e.data or nil
+  if not data or data.code ~= "SESSION_BUSY" then
+    return nil
+  end
+  local by = type(data.lockedBy) == "table" and data.lockedBy or {}
+  return { pid = type(by.pid) == "number" and by.pid or nil, can_take_over = by.answersTakeOver == true }
+end
+
+--- `session/load`: the server replays the history (as events) and then answers. `cb(err, busy)`:
+--- `busy` (from `M.session_busy`) when another agent-server process holds the session.
+--- `opts.take_over`: ask that process to let it go (`_meta.agentServer.takeOver`).
+function M.load_session(id, cb, opts)
   cb = cb or function() end
   M.ensure_server(function(err)
     if err then
@@ -342,18 +356,42 @@ function M.load_session(id, cb)
     end
     state.loading = id
     emit({ type = "session", id = id, loading = true })
-    state.rpc:request("session/load", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
+    local params = { sessionId = id, cwd = cwd(), mcpServers = {} }
+    if opts and opts.take_over then
+      params._meta = { agentServer = { takeOver = true } }
+    end
+    state.rpc:request("session/load", params, function(e, result)
       state.loading = nil
       if e then
         -- refused (e.g. open in another agent-server process): the client stays on its session
         local msg = M.error_text(e)
-        emit({ type = "session", id = id, refused = msg, current = state.session_id })
-        return cb("session/load failed: " .. msg)
+        local busy = M.session_busy(e)
+        emit({ type = "session", id = id, refused = msg, busy = busy, current = state.session_id })
+        return cb("session/load failed: " .. msg, busy)
       end
       state.session_id = id
       after_session(result or {})
       emit({ type = "session", id = id, loaded = true, modes = state.modes, configOptions = state.config_options })
       cb(nil)
+    end)
+  end)
+end
+
+--- `session/fork` (ACP unstable): a copy of session `id` with its history up to its last closed
+--- turn, leaving whoever holds `id` alone. `cb(err, copy_id)`.
+function M.fork_session(id, cb)
+  M.ensure_server(function(err)
+    if err then
+      return cb(err)
+    end
+    state.rpc:request("session/fork", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
+      if e then
+        return cb("session/fork failed: " .. M.error_text(e))
+      end
+      if type(result) ~= "table" or type(result.sessionId) ~= "string" then
+        return cb("session/fork answered no sessionId")
+      end
+      cb(nil, result.sessionId)
     end)
   end)
 end

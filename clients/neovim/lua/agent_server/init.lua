@@ -298,12 +298,69 @@ function M.sessions()
       if not choice then
         return
       end
-      require("agent_server.chat").open(false)
-      client.load_session(choice.sessionId, function(e)
-        if e then
-          notify(e, vim.log.levels.ERROR)
-        end
+      M.load(choice.sessionId)
+    end)
+  end)
+end
+
+-- A session another agent-server process holds (`SESSION_BUSY`: a closed code-server tab whose server
+-- lives on, another Neovim): the ways forward, picked with `vim.ui.select` (any picker).
+local function offer_busy(id, busy)
+  local who = busy.pid and string.format("another agent-server process (pid %d)", busy.pid)
+    or "another agent-server process"
+  local choices = {}
+  if busy.can_take_over then
+    choices[#choices + 1] = { id = "take-over",
+      label = "Take over here (that process lets it go; a turn running there is cancelled)" }
+  end
+  choices[#choices + 1] = { id = "copy", label = "Open a copy with the same history (that process keeps it)" }
+  choices[#choices + 1] = { id = "cancel", label = "Cancel" }
+  vim.ui.select(choices, {
+    prompt = string.format("Session %s is open in %s:", id, who),
+    kind = "agent_server.session_busy",
+    format_item = function(c)
+      return c.label
+    end,
+  }, function(choice)
+    if choice and choice.id ~= "cancel" then
+      M.load(id, choice.id)
+    else
+      require("agent_server.chat").say(string.format("session %s was left where it is open", id))
+    end
+  end)
+end
+
+--- Load session `id` into the chat (its history replayed). When another agent-server process holds
+--- it, `vim.ui.select` offers *Take over here* (when that process can be asked), *Open a copy*
+--- (`session/fork`) and *Cancel*. `how`: `"take-over"` or `"copy"` does that at once.
+---@param id string
+---@param how string|nil
+function M.load(id, how)
+  wire()
+  local chat = require("agent_server.chat")
+  chat.open(false)
+  local function loaded(e, busy)
+    if busy then
+      return vim.schedule(function() -- after the chat drew the refusal
+        offer_busy(id, busy)
       end)
+    elseif e then
+      notify(e, vim.log.levels.ERROR)
+    end
+  end
+  if how ~= "copy" then
+    return client.load_session(id, loaded, { take_over = how == "take-over" })
+  end
+  client.fork_session(id, function(err, copy)
+    if err then
+      chat.say(err, "error")
+      return notify(err, vim.log.levels.ERROR)
+    end
+    chat.say(string.format("session %s is a copy of session %s (which stays where it is open)", copy, id))
+    client.load_session(copy, function(e)
+      if e then
+        notify(e, vim.log.levels.ERROR)
+      end
     end)
   end)
 end

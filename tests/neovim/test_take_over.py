@@ -1,0 +1,91 @@
+"""A session another agent-server process holds (``SESSION_BUSY``), loaded from Neovim: the chat
+offers *Take over here* / *Open a copy* / *Cancel* through ``vim.ui.select``, two real servers (two
+real Neovims) on one state dir."""
+
+from __future__ import annotations
+
+from support.nvim import quit_editor
+from support.sessions import events
+
+from agent_server.offline import text_stream
+
+LOADED = "return require('agent_server.chat').text():find('# Session ' .. ... .. ' (loaded)', 1, true) ~= nil"
+
+
+def holder(make_editor, endpoint):
+    """A Neovim whose server holds a session with one answered prompt, and that session's id."""
+    endpoint.push(text_stream("mine"))
+    one = make_editor()
+    one.cmd("AgentAsk hello")
+    one.idle()
+    return one, one.lua("return require('agent_server.client').state.session_id")
+
+
+def users(agent_state_dir, sid):
+    return [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "user"]
+
+
+def test_the_neovim_client_showed_only_the_text_of_session_busy_and_offered_no_way_to_take_the_session_over(
+        make_editor, endpoint, workspace, agent_state_dir):
+    one, sid = holder(make_editor, endpoint)
+    one_pid = one.lua("return require('agent_server.client').pid()")
+    two = make_editor()
+    two.choose(sid, "take-over")
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="the session taken over and loaded")
+    _, busy = two.lua("return _G.selects")
+    assert f"Session {sid} is open in another agent-server process (pid {one_pid})" in busy["prompt"], busy
+    assert [i["id"] for i in busy["items"]] == ["take-over", "copy", "cancel"], busy
+    assert busy["shown"][0].startswith("Take over here") and busy["shown"][1].startswith("Open a copy"), busy
+    chat = two.chat()
+    assert "take it over here, open a copy, or cancel" in chat, chat  # the refusal said the ways forward
+    assert "hello" in chat.split(f"# Session {sid} (loaded)")[1] and "mine" in chat, chat  # replayed
+    assert two.lua("return require('agent_server.client').state.session_id") == sid
+    # the holder was told, and lives on without it
+    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
+             " ~= nil", what="the holder's notice")
+    endpoint.push(text_stream("here now"))
+    two.cmd("AgentAsk again")
+    two.idle()
+    assert "here now" in two.chat() and two.chat().rstrip().endswith("_— stop: end_turn —_"), two.chat()
+    assert users(agent_state_dir, sid) == ["hello", "again"]
+
+
+def test_a_session_held_elsewhere_opens_as_a_copy_from_neovim_and_the_holder_keeps_it(
+        make_editor, endpoint, workspace, agent_state_dir):
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.choose(sid, "copy")
+    two.cmd("AgentSessions")
+    two.wait("local c = require('agent_server.client').state.session_id; return c ~= nil and c ~= ... and "
+             "require('agent_server.chat').text():find('replayed', 1, true) ~= nil", sid, what="the copy loaded")
+    copy = two.lua("return require('agent_server.client').state.session_id")
+    chat = two.chat()
+    assert f"session {copy} is a copy of session {sid}" in chat and f"# Session {copy} (loaded)" in chat, chat
+    assert "hello" in chat.split(f"# Session {copy} (loaded)")[1], chat
+    assert users(agent_state_dir, copy) == ["hello"]
+    endpoint.push(text_stream("mine still"))
+    one.cmd("AgentAsk more")  # the holder keeps its session
+    one.idle()
+    assert "mine still" in one.chat() and users(agent_state_dir, sid) == ["hello", "more"]
+
+
+def test_a_holder_that_cannot_be_asked_is_offered_only_a_copy_or_cancel(
+        make_editor, endpoint, workspace, agent_state_dir):
+    from agent_server.session import EventLog
+
+    one, sid = holder(make_editor, endpoint)
+    assert not quit_editor(one)  # its server gone, the log unlocked
+    held = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl")  # this process: no SIGUSR1 handler
+    try:
+        two = make_editor()
+        two.choose(sid)  # the session from the list; then the busy question is dismissed
+        two.cmd("AgentSessions")
+        two.wait("return #(_G.selects or {}) == 2 and "
+                 "require('agent_server.chat').text():find('left where it is open', 1, true) ~= nil",
+                 what="the question")
+        _, busy = two.lua("return _G.selects")
+        assert [i["id"] for i in busy["items"]] == ["copy", "cancel"], busy
+        assert two.lua("return require('agent_server.client').state.session_id") is None
+    finally:
+        held.close()
