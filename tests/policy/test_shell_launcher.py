@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from agent_server.policy.sandbox.confiner import ShellConfiner, probe_status
 from agent_server.session import EventLog
 from agent_server.tools import ToolContext
 from agent_server.tools.bash import BashArgs, BashTool
-from support.procs import pid_alive, wait_gone
+from support.procs import pid_alive, processes_naming, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,20 +111,26 @@ async def test_a_launched_command_inherits_no_socket_and_no_other_calls_pipe(she
 
 
 async def test_a_launcher_killed_mid_call_ends_that_command_and_the_next_call_restarts_it(shell, tmp_path):
-    marker = shell.ws / "late"
-    task = asyncio.ensure_future(shell(f"sleep 2; touch {marker}"))
-    deadline = time.monotonic() + 20
-    while not _children(shell_spawn.launcher_pid() or -1) and time.monotonic() < deadline:
+    # No race with the command's own time: it says it started (a file), then sleeps far longer than
+    # any wait here; the kill can only come while it runs, and only its death ends the call.
+    started, marker = shell.ws / "started", f"{uuid.uuid4().int % 10**6 + 10**6}.3125"
+    task = asyncio.ensure_future(shell(f"touch {started}; exec sleep {marker}"))
+    deadline = time.monotonic() + 60
+    while not (started.exists() and processes_naming(marker)) and not task.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
+    assert started.exists() and not task.done(), "the command never started"
+    command = processes_naming(marker)
     zygote = shell_spawn.launcher_pid()
-    assert zygote is not None
+    assert zygote is not None and command
     (leader,) = _children(zygote)
     os.kill(zygote, signal.SIGKILL)
-    res = await asyncio.wait_for(task, 30)
-    assert res.meta["exit_code"] == -signal.SIGKILL and res.is_error, res.text
-    assert wait_gone([leader])
-    await asyncio.sleep(2.5)
-    assert not marker.exists(), "the command ran on after its launcher died"
+    try:
+        res = await asyncio.wait_for(task, 60)
+        assert res.meta["exit_code"] == -signal.SIGKILL and res.is_error, res.text
+        assert wait_gone([leader, *command]), "the command ran on after its launcher died"
+    finally:
+        for pid in processes_naming(marker):
+            os.kill(pid, signal.SIGKILL)
     after = await shell("echo again")
     assert "again" in after.text and after.meta["exit_code"] == 0
     assert shell_spawn.launcher_pid() not in (None, zygote)
