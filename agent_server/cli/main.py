@@ -121,7 +121,8 @@ def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
     """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went.
 
     ``as_json``: one JSON object on stdout for an editor's first-run page — the endpoint and model in
-    use and where the key comes from (a variable or file name, ``keyring``, or ``null``), never the key.
+    use and where the key comes from (a variable or file name, ``keyring``, or ``null``), never the key —
+    and the ``configOptions`` a new session starts with (``mode``, ``model``: the pickers before the first prompt).
     """
     import json
 
@@ -137,9 +138,15 @@ def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
     if as_json:
         p = config.provider
         key_source = p.api_key_source or ("keyring" if p.key_store == "keyring" else None)
+        # what a new session will offer (its mode and model pickers), so an editor can show them before one exists
+        from agent_server.config.views import mode_option, model_option
+
+        offered = [mode_option(config.policy.default_mode),
+                   model_option([(c.id, c.name, c.description) for c in config.models], p.model)]
         sys.stdout.write(json.dumps({
             "ok": True, "source": config.source, "profile": p.profile, "model": p.model, "baseUrl": p.base_url,
-            "keyRequired": p.key_required, "keySource": key_source, "keyVariable": p.api_key_env}) + "\n")
+            "keyRequired": p.key_required, "keySource": key_source, "keyVariable": p.api_key_env,
+            "configOptions": [o for o in offered if o is not None]}) + "\n")
         return 0
     sys.stdout.write(f"configuration OK: {config.source or 'no config file (defaults and the environment)'}; "
                      f"profile {config.provider.profile!r}, model {config.provider.model or '(none)'!r}\n")

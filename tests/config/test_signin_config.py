@@ -86,6 +86,10 @@ def test_check_config_json_names_the_endpoint_model_and_where_the_key_comes_from
     out = json.loads(got.stdout)
     assert out["ok"] and out["baseUrl"] == "https://models.example/v1" and out["model"] == "m-1"
     assert out["keySource"] == "AGENT_SERVER_API_KEY" and "sk-secret-123" not in got.stdout
+    # the pickers before the first prompt: what a new session starts with
+    options = {o["id"]: o for o in out["configOptions"]}
+    assert options["mode"]["currentValue"] == "workspace-write" and "danger-full-access" in [o["value"] for o in options["mode"]["options"]]
+    assert options["model"]["currentValue"] == "m-1"
     nokey = json.loads(run({"AGENT_SERVER_BASE_URL": "https://models.example/v1"}, ["--json", "--check-config"]).stdout)
     assert nokey["keySource"] is None and nokey["model"] is None
     bad = tmp_path / "bad.toml"

@@ -294,13 +294,51 @@ export class AgentClient {
     const res = await r.conn.agent.request(acp.methods.agent.session.new, { ...this.sessionRoots(r), mcpServers: [] });
     this.sessionId = res.sessionId;
     let modes = res.modes;
-    const mode = this.opts.initialMode();
+    let configOptions = res.configOptions;
+    // what the user chose on the empty panel applies to this session, before its first prompt
+    const choices = new Map(this.choices);
+    this.choices.clear();
+    const mode = choices.get("mode") ?? this.opts.initialMode();
+    choices.delete("mode");
     if (mode && modes && modes.currentModeId !== mode && modes.availableModes.some((m) => m.id === mode)) {
       await r.conn.agent.request(acp.methods.agent.session.setMode, { sessionId: res.sessionId, modeId: mode });
       modes = { ...modes, currentModeId: mode };
+      configOptions = configOptions?.map((o) => (o.id === "mode" && o.type === "select" ? { ...o, currentValue: mode } : o));
+    } else if (mode && !modes && configOptions?.some((o) => o.id === "mode" && o.currentValue !== mode)) {
+      configOptions = (await r.conn.agent.request(acp.methods.agent.session.setConfigOption, { sessionId: res.sessionId, configId: "mode", value: mode })).configOptions ?? configOptions;
     }
-    this.opts.onEvent({ type: "session", sessionId: res.sessionId, modes, configOptions: res.configOptions, loaded: false });
+    for (const [configId, value] of choices) {
+      const option = configOptions?.find((o) => o.id === configId);
+      if (!option || option.currentValue === value) continue;
+      try {
+        configOptions = (await r.conn.agent.request(acp.methods.agent.session.setConfigOption, { sessionId: res.sessionId, configId, value })).configOptions ?? configOptions;
+      } catch (err) {
+        this.opts.log(`the ${configId} chosen before the session (${value}) was refused: ${errorText(err)}`);
+      }
+    }
+    this.opts.onEvent({ type: "session", sessionId: res.sessionId, modes, configOptions, loaded: false });
     return res.sessionId;
+  }
+
+  /** Mode and model choices made before a session exists (the empty panel's pickers). */
+  private choices = new Map<string, string>();
+
+  /** Whether no session is open or waiting to be resumed: a choice then waits for the next `session/new`. */
+  get sessionless(): boolean {
+    return !this.sessionId && !this.resumable;
+  }
+
+  /**
+   * A mode or model choice for the session the next prompt makes: sent right after its
+   * `session/new`, before the prompt (`session/set_mode` for the mode when the agent has modes,
+   * else `session/set_config_option`). Forgotten by New (`forgetChoices`).
+   */
+  choose(configId: string, value: string): void {
+    this.choices.set(configId, value);
+  }
+
+  forgetChoices(): void {
+    this.choices.clear();
   }
 
   /**

@@ -65,6 +65,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     void refreshSetup();
   }
 
+  /** The pickers a new session will have (`--check-config --json`), shown while none exists. */
+  let preview: SelectView[] = [];
   /** The first-run page's facts: the endpoint, model and key source the server will use. */
   async function refreshSetup(): Promise<void> {
     const s = readSettings();
@@ -72,6 +74,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     const check = await checkConfig(s.path, s.args, serverEnv(s, apiKey), os.tmpdir());
     const offline = check.ok ? await isOfflineEndpoint(check.baseUrl) : false;
     post({ kind: "setup", setup: setupView(check, Boolean(apiKey), offline) });
+    preview = check.ok && Array.isArray(check.configOptions) ? selectsOf(check.configOptions as acp.SessionConfigOption[], null) : [];
+    showPreview();
+  }
+
+  function showPreview(): void {
+    if (!agent.sessionless || preview.length === 0) return;
+    const mode = readSettings().mode;
+    postSelects(preview.map((x) => (x.id === "mode" && mode && x.options.some((o) => o.value === mode) ? { ...x, currentValue: mode } : x)));
   }
 
   const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
@@ -265,11 +275,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return await refreshSessions();
         case "loadSession":
           return await loadSession(m.sessionId, "pick", m.how === "take-over" || m.how === "copy" ? m.how : undefined);
-        case "setConfigOption": {
-          const options = await setOption(m.configId, m.value);
-          if (options) postSelects(selectsOf(options, null));
-          return;
-        }
+        case "setConfigOption":
+          return await choose(m.configId, m.value);
         case "permission":
           return permissions.answer(m.id, m.optionId);
         case "proposal": {
@@ -344,9 +351,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    */
   async function newSession(): Promise<void> {
     agent.resetSession();
+    agent.forgetChoices();
     reopen = undefined;
     void context.workspaceState.update(SESSION_KEY, undefined);
     post({ kind: "reset" });
+    showPreview(); // a new session's pickers, not the last one's values
     void refreshSessions();
   }
 
@@ -521,18 +530,35 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     const items = sel.options.map((o) => ({ label: `${o.value === sel.currentValue ? "$(check) " : ""}${o.name}`, description: o.value === o.name ? undefined : o.value, value: o.value }));
     const pick = await vscode.window.showQuickPick(items, { title: `Agent: ${sel.name}`, placeHolder: `Now: ${sel.options.find((o) => o.value === sel.currentValue)?.name ?? sel.currentValue}` });
     if (!pick || pick.value === sel.currentValue) return;
-    if (configId === "mode" && pick.value === "danger-full-access") {
-      const ok = "Use Full Access";
-      const answer = await vscode.window.showWarningMessage(
-        "Full access: no sandbox — the agent's commands can write anywhere and reach the network; a process a command detaches may outlive the session. Destructive commands still ask.",
-        { modal: true },
-        ok,
-      );
-      if (answer !== ok) return;
+    if (sel.category === "mode" || configId === "mode") {
+      const lifts = liftsSandbox(pick.value, pick.label);
+      if (lifts) {
+        const ok = "Use Full Access";
+        const answer = await vscode.window.showWarningMessage(
+          pick.value === "danger-full-access"
+            ? "Full access: no sandbox — the agent's commands can write anywhere and reach the network; a process a command detaches may outlive the session. Destructive commands still ask."
+            : `${pick.label.replace(/^\$\(check\) /, "")}: this mode lifts the agent's sandbox or its questions — what it runs and writes is no longer confined or asked about.`,
+          { modal: true },
+          ok,
+        );
+        if (answer !== ok) return; // the mode stays
+      }
     }
-    const options = await setOption(configId, pick.value);
+    await choose(configId, pick.value);
+  }
+
+  /**
+   * A mode or model choice: set on the session, or — no session yet (the empty panel, after New) —
+   * kept for the session the first prompt makes (set right after its `session/new`, before the prompt).
+   */
+  async function choose(configId: string, value: string): Promise<void> {
+    if (agent.sessionless) {
+      agent.choose(configId, value);
+      return postSelects(selects.map((x) => (x.id === configId ? { ...x, currentValue: value } : x)));
+    }
+    const options = await setOption(configId, value);
     if (options) postSelects(selectsOf(options, null));
-    else postSelects(selects.map((x) => (x.id === configId ? { ...x, currentValue: pick.value } : x)));
+    else postSelects(selects.map((x) => (x.id === configId ? { ...x, currentValue: value } : x)));
   }
 
   /** A tool card's file at its location (an absolute path of a file that exists; 1-based line). */
@@ -694,6 +720,12 @@ export function hunkSummary(expected: string, start: number, end: number, startL
   if (!oldText && start === lineStart && newText.endsWith("\n")) return `${where}: insert ${show(newText.slice(0, -1))}`;
   if (!newText && start === lineStart && (end === lineEnd + 1 || oldText.endsWith("\n"))) return `${where}: delete ${show(oldText.replace(/\n$/, ""))}`;
   return `${where}: ${show(before)} → ${show(after)}`;
+}
+
+/** A mode that lifts the sandbox (agent-server's `danger-full-access`; another agent's full-access or
+ * bypass-permissions mode by its id or name): chosen only after a confirmation. */
+export function liftsSandbox(value: string, name = ""): boolean {
+  return /danger|full[-_ ]?access|bypass|yolo|unrestricted|no[-_ ]?sandbox/i.test(`${value} ${name}`);
 }
 
 function selectsOf(options: acp.SessionConfigOption[] | null | undefined, modes: acp.SessionModeState | null | undefined): SelectView[] {

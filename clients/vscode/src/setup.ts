@@ -21,6 +21,8 @@ export interface CheckConfig {
   keyRequired?: boolean;
   keySource?: string | null;
   keyVariable?: string | null;
+  /** The config options a new session starts with (`mode`, `model`): the pickers before the first prompt. */
+  configOptions?: unknown[];
 }
 
 /** Parses the command's stdout (its last JSON line); an older server (no `--json`) or a failure says so. */

@@ -234,6 +234,19 @@ export const window = {
   createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
   createStatusBarItem: () => ({ text: "", tooltip: "", name: "", command: "", accessibilityInformation: undefined, show() {}, hide() {}, dispose() {} }),
   activeTextEditor: undefined,
+  /** What the tests answer to QuickPicks (an item's `value` or `label`) and to warnings (a button, or none: dismissed), in order. */
+  quickPickAnswers: [] as string[],
+  warningAnswers: [] as (string | undefined)[],
+  /** The warnings shown (their text). */
+  warnings: [] as string[],
+  async showQuickPick<T extends { label: string; value?: string }>(items: T[]): Promise<T | undefined> {
+    const want = window.quickPickAnswers.shift();
+    return items.find((i) => i.value === want || i.label === want);
+  },
+  async showWarningMessage(message: string): Promise<string | undefined> {
+    window.warnings.push(message);
+    return window.warningAnswers.shift();
+  },
   onDidStartTerminalShellExecution: () => ({ dispose() {} }),
   onDidCloseTerminal: () => ({ dispose() {} }),
 };
@@ -274,6 +287,9 @@ export function resetStub(): void {
   workspace.configListeners.length = 0;
   workspace.folderListeners.length = 0;
   window.providers.clear();
+  window.quickPickAnswers.length = 0;
+  window.warningAnswers.length = 0;
+  window.warnings.length = 0;
 }
 
 export { offsetAt };

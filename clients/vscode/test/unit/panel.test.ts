@@ -325,3 +325,34 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     expect(s.items.map((i) => i.type)).toEqual(["user", "agent", "tool"]);
   });
 });
+
+describe("mode and model pickers before the first prompt (issue 30, item 11)", () => {
+  const select = (id: string, name: string, currentValue: string, values: string[]) => ({ id, name, category: id, type: "select", currentValue, options: values.map((v) => ({ value: v, name: v })) });
+  const offered = [select("mode", "Mode", "workspace-write", ["read-only", "workspace-write", "danger-full-access"]), select("model", "Model", "m-1", ["m-1", "m-2"])];
+  const calls = (paramsLog: string) => (existsSync(paramsLog) ? readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { method: string; params: Record<string, unknown> }) : []);
+
+  it("mode/model pickers were usable only once a session existed: the empty panel offers them, and the choice is set after session/new, before the prompt", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "pick-")), "params.log");
+    const panel = await openPanel({ paramsLog, checkConfig: { ok: true, baseUrl: "http://127.0.0.1:9/v1", model: "m-1", configOptions: offered }, configOptions: offered, turns: [answer("answered")] });
+    await panel.until("the pickers on the empty panel", (s) => s.items.length === 0 && s.selects.map((x) => x.id).join() === "mode,model");
+    // full access asks first; cancelled, the mode stays
+    window.quickPickAnswers.push("danger-full-access");
+    window.warningAnswers.push(undefined);
+    await panel.send({ type: "pickOption", configId: "mode" });
+    await panel.until("the confirmation", () => window.warnings.length === 1);
+    expect(window.warnings[0]).toMatch(/no sandbox/i);
+    window.quickPickAnswers.push("read-only", "m-2");
+    await panel.send({ type: "pickOption", configId: "mode" });
+    await panel.send({ type: "pickOption", configId: "model" });
+    await panel.until("the choices shown", (s) => s.selects.find((x) => x.id === "mode")?.currentValue === "read-only" && s.selects.find((x) => x.id === "model")?.currentValue === "m-2");
+    expect(calls(paramsLog).map((c) => c.method)).not.toContain("session/new"); // no session made for a pick
+    panel.send({ type: "prompt", text: "go" });
+    await panel.until("the answer", panel.answered("answered"));
+    const sent = calls(paramsLog).filter((c) => c.method.startsWith("session/")).map((c) => (c.method === "session/set_config_option" ? `set ${c.params.configId}=${c.params.value}` : c.method));
+    expect(sent).toEqual(["session/new", "set mode=read-only", "set model=m-2", "session/prompt"]);
+    expect(panel.state().selects.map((x) => x.currentValue)).toEqual(["read-only", "m-2"]);
+    // New: the pickers show what a new session starts with, not the last one's values
+    panel.send({ type: "newSession" });
+    await panel.until("the new session's pickers", (s) => s.items.length === 0 && s.selects.map((x) => x.currentValue).join() === "workspace-write,m-1");
+  });
+});
