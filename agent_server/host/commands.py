@@ -18,6 +18,7 @@ model, or change the session without an event saying so.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from agent_server.agent.budget import CostMemo
@@ -65,6 +66,18 @@ def parse_command(blocks: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
     if not _NAME.fullmatch(name):
         return None
     return name, argument.strip()
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """What a prompt became (``SessionHost.dispatch``): a command's answer, or a turn's blocks."""
+
+    reply: dict[str, Any] | None = None
+    """The command's answer (``{"stopReason"}``): the prompt is answered with it, no turn runs."""
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    """The turn's prompt blocks when ``reply`` is ``None`` (``/init``: ``INIT_PROMPT`` alone)."""
+    command: str | None = None
+    """The slash command's name, when the prompt was one."""
 
 
 def is_known(name: str) -> bool:

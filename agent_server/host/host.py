@@ -605,6 +605,22 @@ class SessionHost:
             await servers.wait_ready(self.config.agent.mcp_start_wait)
         await self.policies.ensure_status(session.id)
 
+    async def dispatch(self, session: AgentSession, typed: list[dict[str, Any]],
+                       context: Sequence[dict[str, Any]] = ()) -> commands.Dispatched:
+        """What a prompt is, for every front end: ``typed`` — the blocks the user wrote (ACP: the whole
+        prompt; LSP: ``agentServer.ask``'s ``prompt``) — that is a slash command (``commands.parse_command``)
+        is run as one (``command``), whatever ``context`` the front end adds (the range's text, the
+        diagnostics): a command does not use it, so it is neither logged nor sent (``/init``'s turn is
+        ``commands.INIT_PROMPT`` alone). Any other prompt is a turn on ``typed`` then ``context``, images
+        stored (``store_images``). ``HostError`` as ``command`` and ``store_images``."""
+        command = commands.parse_command(typed)
+        if command is None:
+            return commands.Dispatched(blocks=self.store_images(session, [*typed, *context]))
+        reply = await self.command(session, *command)
+        if reply is not None:
+            return commands.Dispatched(reply=reply, command=command[0])
+        return commands.Dispatched(blocks=[{"type": "text", "text": commands.INIT_PROMPT}], command=command[0])
+
     async def command(self, session: AgentSession, name: str, argument: str) -> dict[str, Any] | None:
         """Run a slash command; returns the prompt's answer (``{"stopReason"}``), or ``None`` when
         it becomes a turn (``/init``: prompt with ``commands.INIT_PROMPT``). An unknown ``name`` is

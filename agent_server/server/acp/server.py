@@ -342,17 +342,14 @@ class AcpServer:
                                {"errors": [{"path": "prompt", "message": "at least one content block is required"}]})
         with _wire_errors():
             session = self.host.session(p.sessionId)
-        blocks = params["prompt"]
-        command = commands.parse_command(blocks)
-        if command is not None:
-            ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
-            with _wire_errors():  # /mode with an unknown mode: -32602
-                reply = await self.host.command(session, *command)
-            if reply is not None:
-                return reply
-            blocks = [{"type": "text", "text": commands.INIT_PROMPT}]
-        with _wire_errors():  # images stored beside the log, named in it; -32602 for one that cannot go
-            blocks = self.host.store_images(session, blocks)
+        ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
+        # a slash command runs here (/mode with an unknown mode: -32602); a turn's images are stored beside
+        # the log, named in it (-32602 for one that cannot go)
+        with _wire_errors():
+            dispatched = await self.host.dispatch(session, params["prompt"])
+        if dispatched.reply is not None:
+            return dispatched.reply
+        blocks = dispatched.blocks
         ticket = session.new_ticket()
         ticket.answered = answered = asyncio.get_running_loop().create_future()
 

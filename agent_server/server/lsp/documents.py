@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from agent_server.server.edits import apply_text_edits, file_uri, workspace_edit
-from agent_server.tools.files import DiskFiles, FileSnapshot, WriteOutcome
+from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot, WriteOutcome
 from agent_server.tools.user_wait import awaiting_user
 
 log = logging.getLogger("agent_server.lsp")
@@ -163,7 +163,7 @@ class LspFiles:
                                                      "description": f"{path.name}, line {hunk['range']['start']['line'] + 1}"}
             edit["changeAnnotations"] = annotations
         try:
-            applied, reason = await self._send(edit, f"Agent: edit {path.name}")
+            applied, reason = await self._send(edit, PROPOSAL_LABEL.get() or f"Agent: edit {path.name}")
         except ConnectionError as exc:
             return WriteOutcome("failed", f"the editor could not be asked to apply the edit ({exc})")
         except asyncio.TimeoutError:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -115,6 +115,21 @@ class _Protocol(LanguageServerProtocol):
         if self.on_cancel_request is not None:
             self.on_cancel_request(msg_id)
         super()._handle_cancel_notification(msg_id)
+
+
+class _AskTicket:
+    """What cancels one ``agentServer.ask``: its turn's ``PromptTicket`` (``turn``), and while a slash
+    command runs (``commanding``), the session's command (``/compact`` runs long)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.turn = session.new_ticket()
+        self.commanding = True
+
+    def cancel(self) -> None:
+        self.turn.cancel()
+        if self.commanding:
+            self.session.cancel()
 
 
 def uri_path(uri: str) -> Path:
@@ -355,9 +370,11 @@ class LspFrontend:
         if request_id is not None and request_id in self.withdrawn:
             self.withdrawn.discard(request_id)
             return {"sessionId": session_id, "stopReason": "cancelled"}
+        from agent_server.host import HostError
+
         session = self.host.session(session_id)
-        blocks = [{"type": "text", "text": prompt}, *self._selection(uri, path, arg.get("range")),
-                  *self._diagnostics(path, arg.get("diagnostics"))]
+        typed = [{"type": "text", "text": prompt}]  # what the user wrote: a slash command, or the turn's prompt
+        context = [*self._selection(uri, path, arg.get("range")), *self._diagnostics(path, arg.get("diagnostics"))]
         n = sum(1 for e in session.log.events if e.type == "turn/start") + 1
         transcript = session.log.path.parent / "transcript.md"  # one per session, a section per turn
         token = _WORK_DONE_TOKEN.get()
@@ -369,13 +386,24 @@ class LspFrontend:
                 log.warning("the editor refused a work-done progress token", exc_info=True)
                 token = None
         turn = self.turns[session_id] = TurnProgress(self.server, token, prompt, transcript, turn_number=n)
-        ticket = self.tickets[session_id] = session.new_ticket()
-        self.requests[request_id] = ticket
+        ticket = _AskTicket(session)
+        self.tickets[session_id] = self.requests[request_id] = ticket
         turn.begin("agent-server")
         cancelled = self.server.work_done_progress.tokens.get(token) if token is not None else None
         if cancelled is not None:
             cancelled.add_done_callback(lambda _f: ticket.cancel())
-        running = asyncio.ensure_future(self.host.turn(session, blocks, ticket))
+
+        async def run() -> Any:  # the host decides what the prompt is (host.dispatch), as ACP's prompt does
+            try:
+                dispatched = await self.host.dispatch(session, typed, context)
+            finally:
+                ticket.commanding = False
+            if dispatched.reply is not None:
+                turn.command = True
+                return dispatched.reply
+            return await self.host.turn(session, dispatched.blocks, ticket.turn)
+
+        running = asyncio.ensure_future(run())
         interrupted = False
         try:
             await asyncio.shield(running)
@@ -391,17 +419,23 @@ class LspFrontend:
                 self.server.work_done_progress.tokens.pop(token, None)
         failure = running.exception()
         outcome = running.result() if failure is None else None
-        stop = "failed" if outcome is None or outcome.error is not None else outcome.stop_reason
+        if isinstance(outcome, dict):  # a command's answer
+            stop, error = outcome["stopReason"], None
+        else:
+            stop = "failed" if outcome is None or outcome.error is not None else outcome.stop_reason
+            error = outcome.error if outcome is not None else None
         turn.end(stop)
         transcript_path = turn.write_transcript(stop)
         await self._show(transcript_path, turn)
         if interrupted:
             raise asyncio.CancelledError
+        if isinstance(failure, HostError):  # /mode with an unknown mode, an image it cannot take, a full disk
+            raise (JsonRpcInvalidParams if failure.kind == "invalid" else JsonRpcInternalError)(failure.message) from None
         if failure is not None:
             raise failure
-        if outcome.error is not None:
-            raise RuntimeError(outcome.error.get("message", "the turn failed"))
-        return {"sessionId": session_id, "stopReason": outcome.stop_reason, "transcript": str(transcript_path)}
+        if error is not None:
+            raise RuntimeError(error.get("message", "the turn failed"))
+        return {"sessionId": session_id, "stopReason": stop, "transcript": str(transcript_path)}
 
     async def answer(self, *arguments):
         """``agentServer.answer {id, action}``: answer a waiting permission question (its code

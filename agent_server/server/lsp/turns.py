@@ -47,6 +47,8 @@ class TurnProgress:
         self._new_step = False  # a tool step came after text: the next text starts a new paragraph
         self._ended = False
         self._last_tail = 0.0
+        self.command = False
+        """Whether the prompt was a slash command (its section is headed with it, not a turn number)."""
 
     def _send(self, value: Any) -> None:
         if self.token is None or self._ended:
@@ -100,7 +102,8 @@ class TurnProgress:
         """Append this turn to the session's markdown transcript (its title first, in a new one);
         returns its path."""
         steps = "\n".join(f"- {s}" for s in self.steps) or "_none_"
-        text = (f"## Turn {self.turn_number}: prompt\n\n{self.prompt}\n\n### Steps\n\n{steps}\n\n"
+        heading = f"## Command {_line(self.prompt)}" if self.command else f"## Turn {self.turn_number}: prompt"
+        text = (f"{heading}\n\n{self.prompt}\n\n### Steps\n\n{steps}\n\n"
                 f"### Answer\n\n{''.join(self.answer).strip() or '_no answer_'}\n\n---\n_{stop}_\n\n")
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
         with open(self.transcript, "a", encoding="utf-8") as fh:

@@ -1,0 +1,103 @@
+"""Slash commands over the LSP front end: ``agentServer.ask`` whose prompt is ``/undo``, ``/mode`` …
+is run as the command by the session host (``SessionHost.dispatch``), as an ACP prompt is, whatever
+context the front end adds (the range's text, the diagnostics)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lsprotocol import types
+from support.sessions import call, events
+
+from agent_server.offline import text_stream, tool_call_stream
+
+
+def _range(line_count: int = 1) -> dict:
+    return {"start": {"line": 0, "character": 0}, "end": {"line": line_count, "character": 0}}
+
+
+async def ask(editor, uri, prompt, diagnostics=None):
+    arg = {"uri": uri, "range": _range(), "prompt": prompt}
+    if diagnostics is not None:
+        arg["diagnostics"] = diagnostics
+    return await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.ask", arguments=[arg])), 90)
+
+
+async def test_undo_over_lsp_went_to_the_model_as_text_and_now_restores_the_buffer_byte_exact(
+        lsp, endpoint, workspace, agent_state_dir):
+    """``/undo`` typed into ``agentServer.ask``: the ask always adds the range's text, so the prompt
+    was never a single text block and ``/undo`` went to the model as a question. It is the command
+    now: the agent's edit is taken back through ``workspace/applyEdit`` — the unsaved buffer's bytes
+    exactly (CRLF, no final newline, non-ASCII) — and the model is not asked."""
+    path = workspace / "app.py"
+    path.write_bytes(b"on disk\n")
+    unsaved = "na\u00efve = 1\r\nb = 2\r\n# \U0001f389 end"  # CRLF, no final newline: the user's unsaved text
+    endpoint.push(tool_call_stream([call("r", "read", path="app.py")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="app.py", old_string="b = 2", new_string="b = 20")]))
+    endpoint.push(text_stream("Changed b."))
+    endpoint.push(text_stream("(the model was asked about /undo)"))  # what the old server did with it
+    editor = await lsp()
+    uri = editor.open(path, unsaved, version=4)
+    first = await ask(editor, uri, "set b to 20")
+    assert first["stopReason"] == "end_turn"
+    assert editor.text(uri) == unsaved.replace("b = 2", "b = 20")
+    requests = len(endpoint.requests)
+
+    undone = await ask(editor, uri, "/undo", diagnostics=[{"range": _range(), "message": "unused name", "severity": 2}])
+    assert undone["stopReason"] == "end_turn" and undone["sessionId"] == first["sessionId"]
+    assert len(endpoint.requests) == requests, "the /undo prompt reached the model"
+    assert editor.text(uri) == unsaved  # the buffer holds the user's text again, byte for byte
+    assert path.read_bytes() == b"on disk\n"  # the disk was never the agent's to change
+    restore = editor.applied[-1]
+    assert restore.label == "Undo turn 1: app.py"
+    assert all(a.needs_confirmation for a in (restore.edit.change_annotations or {}).values())
+    logged = events(agent_state_dir, first["sessionId"])
+    assert [e.data["name"] for e in logged if e.type == "command"] == ["undo"]
+    assert not any(e.type == "user" and "/undo" in str(e.data) for e in logged)  # never a user message
+    assert [e.data["turn"] for e in logged if e.type == "checkpoint/undo"] == [1]
+    transcript = Path(undone["transcript"]).read_text(encoding="utf-8")
+    assert "## Command /undo" in transcript and "Undo of turn 1: app.py: restored." in transcript
+
+    # the next turn's model is told of the undo (a logged notice), and /redo puts the agent's change back
+    endpoint.push(text_stream("ok"))
+    assert (await ask(editor, uri, "what changed?"))["stopReason"] == "end_turn"
+    assert "undid the file changes of turn 1" in endpoint.requests[-1].body.decode()
+    assert (await ask(editor, uri, "/redo"))["stopReason"] == "end_turn"
+    assert editor.text(uri) == unsaved.replace("b = 2", "b = 20")
+
+
+async def test_mode_usage_and_an_unknown_command_over_lsp_are_answered_by_the_server(
+        lsp, endpoint, workspace, agent_state_dir):
+    (workspace / "a.txt").write_text("alpha\n")
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    moded = await ask(editor, uri, "/mode read-only")
+    assert moded["stopReason"] == "end_turn"
+    assert "Mode: read-only." in Path(moded["transcript"]).read_text(encoding="utf-8")
+    assert (await ask(editor, uri, "/usage"))["stopReason"] == "end_turn"
+    unknown = await ask(editor, uri, "/frobnicate now")
+    assert "Unknown command /frobnicate" in Path(unknown["transcript"]).read_text(encoding="utf-8")
+    assert not endpoint.requests  # no command reached the model
+    logged = events(agent_state_dir, moded["sessionId"])
+    assert [e.data["name"] for e in logged if e.type == "command"] == ["mode", "usage", "frobnicate"]
+    assert [e.data["to"] for e in logged if e.type == "mode/changed"][-1] == "read-only"
+    # /mode with an unknown mode is invalid params, as ACP's -32602
+    try:
+        await ask(editor, uri, "/mode nonsense")
+    except Exception as exc:  # noqa: BLE001 — pygls raises the error response
+        assert "nonsense" in str(exc)
+    else:
+        raise AssertionError("/mode nonsense was accepted")
+
+
+async def test_a_path_prompt_over_lsp_is_still_a_turn_with_its_context(lsp, endpoint, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(text_stream("It is the hosts file."))
+    editor = await lsp()
+    uri = editor.open(workspace / "a.txt")
+    assert (await ask(editor, uri, "/etc/hosts: what is it?"))["stopReason"] == "end_turn"
+    (request,) = endpoint.requests
+    body = request.body.decode()
+    assert "/etc/hosts: what is it?" in body and "alpha" in body  # the prompt and the range's text
