@@ -38,7 +38,7 @@ STOP_NOTES = {
 }
 """Why ``run`` exits non-zero after a prompt that was answered (no error): one line on stderr,
 ``agent-server run: …`` like an error's (``{session}``: the session id). ``max_turn_requests``
-needs none: the server's own notice of the step budget ends the answer."""
+needs none: the server's own notice of the step budget is on stderr already."""
 
 
 class _Pipe:
@@ -84,13 +84,14 @@ def _plain_lines(texts: list[str]) -> list[str]:
     return lines
 
 
-def _is_retry_notice(update: dict[str, Any]) -> bool:
-    """Whether ``update`` is one of the server's notices about the turn, not the answer: a model
-    request being retried (``_meta.agentServer.retry``) or the history compacted
-    (``_meta.agentServer.compaction``). ``run`` prints them on stderr."""
+def _is_notice(update: dict[str, Any]) -> bool:
+    """Whether ``update`` is one of the server's notices, not the answer: any chunk the server marks
+    (``_meta.agentServer.notice``: an MCP server's problem, the step budget, dropped tool calls, a
+    hook that ran …; ``retry``: a model request being retried; ``compaction``: the history
+    compacted). ``run`` prints them on stderr, so stdout holds the answer alone."""
     meta = update.get("_meta")
     server = meta.get("agentServer") if isinstance(meta, dict) else None
-    return isinstance(server, dict) and ("retry" in server or "compaction" in server)
+    return isinstance(server, dict) and ("notice" in server or "retry" in server or "compaction" in server)
 
 
 ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}
@@ -101,8 +102,9 @@ class HeadlessClient:
 
     Text output: the answer on ``out`` (ending with a newline); thinking on ``err`` under a
     ``[thinking]`` line; tool calls on ``err`` as ``[tool] TITLE: completed`` / ``failed — why``;
-    a retry notice (``_meta.agentServer.retry``) on ``err``, on a line of its own — the text a
-    broken-off try had streamed stays on ``out`` (it was printed as it came), ended by a newline.
+    the server's notices (``_is_notice``: a retry, the step budget, an MCP server's problem …) on
+    ``err``, each on a line of its own — the text a broken-off try had streamed stays on ``out`` (it
+    was printed as it came), ended by a newline.
     """
 
     def __init__(self, *, as_json: bool, allow: set[str], out: Any = None, err: Any = None) -> None:
@@ -127,12 +129,12 @@ class HeadlessClient:
             self.out.flush()
             return
         kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk" and _is_retry_notice(update):
+        if kind == "agent_message_chunk" and _is_notice(update):
             self.end_answer()  # the retry's text starts on a line of its own
             if self.last_kind == "agent_thought_chunk":
                 self.err.write("\n")
             self.err.write(str(update.get("content", {}).get("text", "")).strip() + "\n")
-            kind = "retry_notice"
+            kind = "notice"
         elif kind == "agent_message_chunk":
             if self.last_kind == "agent_thought_chunk":
                 self.err.write("\n")

@@ -265,7 +265,8 @@ class SessionPolicy:
             self.log.append("policy/notice", {**base, "text": text})
             await self.emit({"sessionUpdate": "agent_message_chunk",
                              "content": {"type": "text", "text": f"\n[agent-server] A shell command changed editor "
-                                                                 f"configuration: {text}\n"}})
+                                                                 f"configuration: {text}\n"},
+                             "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
             return False
         content.append(_text(f"agent-server asks because a shell command changed editor or start-up configuration "
                              f"({names}), which your editor, shell, git or desktop runs or obeys on its own, outside "

@@ -80,7 +80,25 @@ def test_step_budget_exits_3(agent_env, workspace, tmp_path):
     with OfflineEndpoint.start_in_thread(script) as ep:
         done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)},
                    "-p", "loop", "--cwd", str(workspace))
-    assert done.returncode == 3 and "Stopped after 1 model requests" in done.stdout
+    assert done.returncode == 3 and "Stopped after 1 model requests" in done.stderr  # a notice: not the answer
+    assert done.stdout == ""
+
+
+def test_run_printed_a_server_notice_on_stdout_mixed_into_the_answer(agent_env, workspace, tmp_path):
+    """A script reads the answer from stdout: the server's notice of dropped tool calls (a non-retry
+    notice) was printed there, between the answer's words."""
+    (workspace / "a.txt").write_text("a\n")
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\nmax_tool_calls_per_step = 1\n")
+    script = [tool_call_stream([("c1", "read", json.dumps({"path": "a.txt"})),
+                                ("c2", "read", json.dumps({"path": "a.txt"}))]),
+              text_stream("The file holds a.")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)},
+                   "-p", "read it", "--cwd", str(workspace), "--allow", "read")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The file holds a.\n"
+    assert "[agent-server] 1 tool calls of this answer were dropped unrun" in done.stderr
 
 
 def test_without_a_terminal_permission_is_refused_unless_allowed(agent_env, workspace):
