@@ -137,3 +137,24 @@ def test_a_bom_file_that_is_not_open_is_read_without_its_bom_and_written_with_it
     ed.cmd(f"AgentAsk write {path} two\\r\\n")
     ed.idle()
     assert path.read_bytes() == BOM + b"two\r\n"
+
+
+@pytest.mark.parametrize("kind", ["no_final_newline", "mixed"])
+def test_the_help_says_nofixeol_keeps_a_missing_final_newline_through_the_agents_edit_and_your_own_save(
+        make_editor, endpoint, workspace, kind):
+    """`:help agent-server-eol`: the agent's accepted edit keeps the missing final newline exactly (BOM
+    and CRLF too); your own `:w` keeps it when 'fixeol' is off for the buffer, as the help says to do."""
+    raw = KINDS[kind]
+    path = workspace / f"{kind}.txt"
+    path.write_bytes(raw)
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("setlocal nofixeol")
+    ask_edit(ed, endpoint, path)
+    assert path.read_bytes() == edited(raw)
+    ed.lua("vim.api.nvim_buf_set_lines(0, -2, -1, false, { vim.api.nvim_buf_get_lines(0, -2, -1, false)[1] .. '!' })")
+    ed.cmd("write")
+    assert path.read_bytes() == edited(raw) + b"!"  # still no final newline, BOM and line breaks kept
+    assert ed.lua("return { vim.bo.eol, vim.bo.fixeol }") == [False, False]
+    help_text = (Path(__file__).resolve().parents[2] / "clients/neovim/doc/agent-server.txt").read_text()
+    assert "*agent-server-eol*" in help_text and ":setlocal nofixeol" in help_text

@@ -76,10 +76,9 @@ local function set_header()
   transcript.set_header(header_text())
 end
 
---- Fold level of line `lnum` in the chat window: thoughts (`> ` lines) fold.
+--- Fold level of line `lnum` in the chat window: thoughts fold (the model's own `> ` quotes do not).
 function M.foldexpr(lnum)
-  local line = vim.fn.getline(lnum or vim.v.lnum)
-  return line:sub(1, 1) == ">" and "1" or "0"
+  return transcript.is_thought((lnum or vim.v.lnum) - 1) and "1" or "0"
 end
 
 --- Open (or focus) the chat window. `focus=false` keeps the cursor where it is.
@@ -116,10 +115,103 @@ function M.open(focus)
   return win
 end
 
--- Append whole lines (ends any open text line); the 0-based row of the first one.
-local function add_lines(lines)
+-- Model text (and the user's) is drawn as buffer text, never as the chat's own structure. A line
+-- of it that would read as one of the chat's own lines — a "## You" / "## Agent" / "# Session"
+-- heading (also a setext one), a stop line ("_— stop: … —_"), "**error:**", "**Plan**", a tool line
+-- ("- ✓ …"), the prompt separator — gets a markdown backslash escape ("\## You": the same text
+-- once rendered, and copied as valid markdown), except inside a fenced code block, whose lines
+-- are code and stay byte for byte. The chat's own lines carry a sign (`transcript.mark_own`)
+-- that no text can make, and the chat finds its turns by those marks, never by text.
+local TOOL_SIGNS = { "⏳", "⚙", "✓", "✗", "⚠", "•" }
+
+local function own_heading(text)
+  local words = text:gsub("[%*_`]", ""):gsub("#+%s*$", "")
+  words = vim.trim(words):lower()
+  return words == "you" or words == "agent" or words:match("^session") ~= nil
+end
+
+--- Whether a line of model or user text would read as one of the chat's own lines; `prev`: the
+--- line before it (a setext heading's text), or nil.
+function M.looks_own(raw, prev)
+  local body = raw:gsub("^ ? ? ?", "", 1)
+  local heading = body:match("^#+(.*)$")
+  if heading and (heading == "" or heading:match("^%s")) and own_heading(heading) then
+    return true
+  end
+  if body:match("^[_%*]+%s*—") or body:match("^%*%*error:") or body:match("^%*%*agent%-server")
+      or body:match("^%*%*[Pp]lan%*%*") or body:match("^%*%*Permission needed") or vim.startswith(body, "───") then
+    return true
+  end
+  local item = body:match("^[-*+]%s+(.*)$")
+  if item then
+    for _, sign in ipairs(TOOL_SIGNS) do
+      if vim.startswith(item, sign) then
+        return true
+      end
+    end
+  end
+  if prev and body:match("^[=-]+%s*$") and own_heading(prev) then
+    return true
+  end
+  return false
+end
+
+--- A line filter for `transcript.stream`: escapes lines that look like the chat's own (`looks_own`)
+--- outside fenced code blocks; `fence` is the open fence's marker, else nil.
+function M.filter()
+  local f = { fence = nil, prev = nil }
+  function f.show(raw)
+    if f.fence or not M.looks_own(raw, f.prev) then
+      return raw
+    end
+    return (raw:gsub("^( ? ? ?)", "%1\\", 1))
+  end
+  function f.done(raw)
+    local marker = raw:match("^ ? ? ?(```+)") or raw:match("^ ? ? ?(~~~+)")
+    if f.fence then
+      if marker and marker:sub(1, 1) == f.fence:sub(1, 1) and #marker >= #f.fence and raw:match("^%s*[`~]+%s*$") then
+        f.fence = nil
+      end
+    elseif marker then
+      f.fence = marker
+    end
+    f.prev = (not f.fence and raw:match("%S")) and raw or nil
+  end
+  return f
+end
+
+local filters = { text = M.filter(), user = M.filter() }
+
+-- Lines of model or user text drawn whole (a prompt echoed): escaped as a stream is.
+local function escaped(lines)
+  local f = M.filter()
+  local out = {}
+  for i, l in ipairs(lines) do
+    out[i] = f.show(l)
+    f.done(l)
+  end
+  return out
+end
+
+-- Append whole lines (ends any open text line); the 0-based row of the first one. `own`: how many of
+-- them, from the first, are the chat's own (marked: `transcript.mark_own`); all when nil. A code
+-- block the model's text left open is closed first, so the chat's lines are never drawn as code.
+local function add_lines(lines, own)
   M.buffer()
-  return transcript.add_lines(lines)
+  transcript.finish_line()
+  local close = filters.text.fence or filters.user.fence
+  filters.text, filters.user = M.filter(), M.filter()
+  if close then
+    lines = vim.list_extend({ close }, lines)
+    own = own and own + 1
+  end
+  local row = transcript.add_lines(lines)
+  for i = 1, math.min(own or #lines, #lines) do
+    if lines[i] ~= "" then
+      transcript.mark_own(row + i - 1)
+    end
+  end
+  return close and row + 1 or row
 end
 
 local function ensure_section(kind)
@@ -147,7 +239,7 @@ function M.flush()
       i = i + 1
     end
     ensure_section(kind == "user" and "user" or "agent")
-    transcript.stream(kind, table.concat(parts))
+    transcript.stream(kind, table.concat(parts), filters[kind])
   end
 end
 
@@ -248,7 +340,7 @@ end
 
 local function redraw_tool(t)
   local lines = tool_block(t)
-  transcript.replace_at(t.mark, t.count or 1, lines)
+  transcript.replace_at(t.mark, t.count or 1, lines) -- its first line keeps its own mark
   t.count = #lines
 end
 
@@ -363,7 +455,7 @@ local function on_plan(u)
     S.plan.count = #lines
   else
     ensure_section("agent")
-    local row = add_lines(lines)
+    local row = add_lines(lines, 1)
     S.plan = { mark = transcript.place_mark(row), count = #lines, turn = S.turn }
   end
 end
@@ -440,7 +532,7 @@ end
 local function draw_prompt(blocks)
   S.section = nil
   ensure_section("user")
-  add_lines(prompt_lines(blocks))
+  add_lines(escaped(prompt_lines(blocks)), 0)
   S.section = nil
   ensure_section("agent")
 end
@@ -573,12 +665,14 @@ function M.handle(ev)
     local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
     local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one.", how,
       (ev.during_turn and " during a turn" or "") .. (ev.lost and (": the connection broke (" .. ev.lost .. "), so it was stopped") or "")) }
-    if ev.stderr and ev.stderr ~= "" then
-      lines[#lines + 1] = "```"
+    local own = #lines
+    if ev.stderr and ev.stderr ~= "" then -- its last words (an MCP server's, a model's in them): never the chat's
       local tail = vim.split(ev.stderr:gsub("%s+$", ""), "\n", { plain = true })
-      vim.list_extend(lines, vim.list_slice(tail, math.max(1, #tail - 14)))
-      lines[#lines + 1] = "```"
+      for _, l in ipairs(vim.list_slice(tail, math.max(1, #tail - 14))) do
+        lines[#lines + 1] = "    │ " .. l:gsub("\r", "")
+      end
     end
+    local notes = #lines
     if S.header.session then
       lines[#lines + 1] = string.format("_The next prompt starts a new session; `:AgentSessions` loads session %s again._",
         S.header.session)
@@ -598,7 +692,10 @@ function M.handle(ev)
       end)
     end
     close_open_tools() -- killed with the server: not still running
-    add_lines(lines)
+    local row = add_lines(lines, own)
+    for i = notes + 1, #lines do
+      transcript.mark_own(row + i - 1)
+    end
     S.section, S.running, S.turns_open = nil, 0, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
@@ -658,7 +755,7 @@ function M.jump_turn(dir)
     from, to, step = math.min(row - 1, #lines), 1, -1
   end
   for i = from, to, step do
-    if lines[i] == "## You" then
+    if lines[i] == "## You" and transcript.is_own(i - 1) then
       vim.api.nvim_win_set_cursor(0, { i, 0 })
       return true
     end

@@ -16,6 +16,13 @@
 local M = {}
 
 local ns = vim.api.nvim_create_namespace("agent_server_chat")
+-- the chat's own lines (a sign model text cannot make), and the rows of thoughts (folded)
+local ns_own = vim.api.nvim_create_namespace("agent_server_chat_own")
+local ns_thought = vim.api.nvim_create_namespace("agent_server_chat_thought")
+
+--- The sign of the chat's own lines (section headers, stop lines, tool lines, notes).
+M.OWN_SIGN = "▍"
+vim.api.nvim_set_hl(0, "AgentServerChatOwn", { default = true, link = "Special" })
 
 --- The separator line between the transcript and the prompt area.
 M.SEPARATOR = "─── your prompt ───"
@@ -23,6 +30,8 @@ M.SEPARATOR = "─── your prompt ───"
 local S = {
   buf = nil,
   open = nil, -- kind of the streamed line still open at the end: "text" | "thought" | "user" | nil
+  open_raw = "", -- that line's text as streamed (before its filter)
+  open_filter = nil, -- that line's filter, until it is told the line is complete
   sep = nil, -- extmark on the separator line
   writing = false, -- the plugin is changing the buffer (not the user)
   hint = nil, -- the separator's virtual text
@@ -173,7 +182,7 @@ function M.buffer(header)
   vim.bo[S.buf].swapfile = false
   pcall(vim.api.nvim_buf_set_name, S.buf, "agent-server://chat")
   vim.bo[S.buf].filetype = "markdown"
-  S.open = nil
+  S.open, S.open_raw, S.open_filter = nil, "", nil
   S.writing = true
   vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header, "", M.SEPARATOR, "" })
   S.sep = vim.api.nvim_buf_set_extmark(S.buf, ns, 2, 0, { right_gravity = true })
@@ -193,10 +202,20 @@ function M.set_header(header)
   end
 end
 
+--- Tell the open streamed line's filter that the line is complete (once); the line stays open.
+function M.finish_line()
+  local f = S.open_filter
+  S.open_filter = nil
+  if f and f.done then
+    f.done(S.open_raw)
+  end
+end
+
 --- Append whole lines (this ends the open streamed line); an empty last line is reused.
 ---@param lines string[]
 ---@return integer row 0-based row of the first added line
 function M.add_lines(lines)
+  M.finish_line()
   local n = M.sep_row()
   local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
   modify(function()
@@ -211,38 +230,72 @@ function M.add_lines(lines)
   return M.sep_row() - #lines
 end
 
+--- Mark 0-based `row` as the chat's own line: a sign in the sign column, which text cannot make.
+function M.mark_own(row)
+  vim.api.nvim_buf_set_extmark(S.buf, ns_own, row, 0, {
+    right_gravity = false,
+    sign_text = M.OWN_SIGN,
+    sign_hl_group = "AgentServerChatOwn",
+  })
+end
+
+--- Whether 0-based `row` is one of the chat's own lines (`mark_own`).
+function M.is_own(row)
+  return M.valid() and #vim.api.nvim_buf_get_extmarks(S.buf, ns_own, { row, 0 }, { row, -1 }, { limit = 1 }) > 0
+end
+
+--- Whether 0-based `row` is a line of a thought.
+function M.is_thought(row)
+  if S.thoughts and row >= S.thoughts[1] and row <= S.thoughts[2] then
+    return true
+  end
+  return M.valid() and #vim.api.nvim_buf_get_extmarks(S.buf, ns_thought, { row, 0 }, { row, -1 }, { limit = 1 }) > 0
+end
+
 --- Continue streamed text of `kind` (`"text"`, `"thought"`: lines quoted with `> `, `"user"`): on the
---- open line when it is of the same kind, else from a new line.
+--- open line when it is of the same kind, else from a new line. `filter` (optional):
+--- `{ show = fun(raw): string, done = fun(raw) }` — how a line of the stream is drawn (called again
+--- as an open line grows, with the whole line so far), and that a line is complete.
 ---@param kind string
 ---@param s string
-function M.stream(kind, s)
+---@param filter table|nil
+function M.stream(kind, s, filter)
   if s == "" then
     return
   end
   local n = M.sep_row()
   local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
-  local lines = vim.split(s, "\n", { plain = true })
-  if kind == "thought" then
-    for i = 2, #lines do
-      lines[i] = "> " .. lines[i]
+  local raws = vim.split(s, "\n", { plain = true })
+  local continued = S.open == kind
+  if continued then
+    raws[1] = S.open_raw .. raws[1]
+  else
+    M.finish_line() -- the line of another kind is complete
+  end
+  local lines = {}
+  for i, raw in ipairs(raws) do
+    local line = filter and filter.show(raw) or raw
+    lines[i] = kind == "thought" and ("> " .. line) or line
+    if i < #raws and filter and filter.done then
+      filter.done(raw)
     end
   end
+  local first = (continued or last == "") and n - 1 or n
+  if kind == "thought" then -- the fold expression runs as the lines change: before their marks exist
+    S.thoughts = { first, first + #lines - 1 }
+  end
   modify(function()
-    if S.open == kind then
-      lines[1] = last .. lines[1]
-      vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
-    else
-      if kind == "thought" then
-        lines[1] = "> " .. lines[1]
-      end
-      if last == "" then
-        vim.api.nvim_buf_set_lines(S.buf, n - 1, n, false, lines)
-      else
-        vim.api.nvim_buf_set_lines(S.buf, n, n, false, lines)
+    vim.api.nvim_buf_set_lines(S.buf, first, n, false, lines)
+  end)
+  if kind == "thought" then
+    for row = first, first + #lines - 1 do
+      if not (continued and row == first) then
+        vim.api.nvim_buf_set_extmark(S.buf, ns_thought, row, 0, { right_gravity = false })
       end
     end
-  end)
-  S.open = kind
+    S.thoughts = nil
+  end
+  S.open, S.open_raw, S.open_filter = kind, raws[#raws], filter
   follow(n)
 end
 
