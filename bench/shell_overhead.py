@@ -3,18 +3,25 @@
 call to result, against a bare ``bash -c`` of the same command.
 
 Role: show what the OS sandbox costs per shell call (issue 11: PID/mount/network namespaces,
-masks, seccomp, Landlock, the setuid sweep; issue 14 wants ≤ 15 ms over bare bash). Three
-figures, each the median/p10/p90 of ``--runs`` runs after ``--warmup`` unmeasured ones:
+masks, seccomp, Landlock, the setuid sweep; issue 14 wants ≤ 15 ms over bare bash). Five
+figures, each the median/p10/p90 of ``--runs`` runs after ``--warmup`` unmeasured ones (the
+variants alternate run by run), with its ratio to ``bare`` of the same run:
 
 * ``bare``: ``asyncio.create_subprocess_exec("bash", "-c", "cat small.txt")`` to its exit;
-* ``tool-unconfined``: ``BashTool().run`` with no launcher (the tool's own cost);
+* ``tool-unreaped``: ``BashTool().run`` with no launcher and no reaper (the tool's own cost: the
+  command is a plain ``asyncio`` child);
+* ``tool-unconfined``: ``BashTool().run`` with no launcher (on Linux the command runs under
+  ``tools/mcp/reaper.py``, a Python start per call: what an unconfined session call cost before
+  the launcher forked those too);
+* ``tool-full-access``: ``BashTool().run`` with the session's ``ShellConfiner`` in
+  danger-full-access (unconfined, as a session runs it: issue 32 §11's whole-tree reaping);
 * ``tool-confined``: ``BashTool().run`` with the session's ``ShellConfiner`` in workspace-write
   (the probe runs once, before the measured runs; the warm-up starts the shell launcher).
 
 Each variant also reports ``cpu``: CPU milliseconds per run of this process, its reaped children
 and the shell launcher with the children it reaped (robust on a loaded machine, unlike wall time).
 
-    .venv/bin/python bench/shell_overhead.py [--runs 30] [--warmup 3] [--json] [--files N]
+    .venv/bin/python bench/shell_overhead.py [--runs 30] [--warmup 3] [--json] [--files N] [--command true]
 
 ``--files N`` puts N extra files in the scratch workspace (the secret scan and setuid sweep walk
 it). This is a benchmark, not a test: it has no pass/fail threshold.
@@ -60,13 +67,27 @@ def _cpu_ms() -> float:
     return total
 
 
-async def _bare(ws: Path) -> None:
-    proc = await asyncio.create_subprocess_exec("bash", "-c", COMMAND, cwd=ws, stdout=asyncio.subprocess.PIPE,
+async def _launcher_idle() -> None:
+    """Wait (≤ 1 s) until the shell launcher has reaped every child it forked."""
+    from agent_server.policy.sandbox.shell_spawn import launcher_pid
+
+    pid = launcher_pid()
+    for _ in range(1000):
+        try:
+            if not Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+                return
+        except (OSError, TypeError):
+            return
+        await asyncio.sleep(0.001)
+
+
+async def _bare(ws: Path, command: str) -> None:
+    proc = await asyncio.create_subprocess_exec("bash", "-c", command, cwd=ws, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL)
     await proc.communicate()
 
 
-async def measure(runs: int, warmup: int, files: int) -> dict:
+async def measure(runs: int, warmup: int, files: int, command: str = COMMAND) -> dict:
     """Median/p10/p90 milliseconds of each variant (see the module docstring)."""
     base = Path(tempfile.mkdtemp(prefix="agent-server-bench-"))
     ws, tmp = base / "ws", base / "session" / "tmp"
@@ -83,31 +104,49 @@ async def measure(runs: int, warmup: int, files: int) -> dict:
     env = {"PATH": os.environ["PATH"], "HOME": str(base), "LANG": "C.UTF-8"}
     on_disk = ToolContext.on_disk(ws)
     plain = ToolContext(on_disk.roots, on_disk.files, on_disk.reads, env=env)
+    full = ToolContext(on_disk.roots, on_disk.files, on_disk.reads, env=env,
+                       shell_launcher=ShellConfiner(ModeState(log, "danger-full-access"), status, [ws], tmp, settings))
     confined = ToolContext(on_disk.roots, on_disk.files, on_disk.reads, env=env,
                            shell_launcher=ShellConfiner(ModeState(log, "workspace-write"), status, [ws], tmp, settings))
     tool = BashTool()
+    async def unreaped():
+        from agent_server.tools import bash
+
+        bash.reaped, saved = (lambda argv: argv), bash.reaped
+        try:
+            return await tool.run(BashArgs(command=command), plain)
+        finally:
+            bash.reaped = saved
+
     variants = {
-        "bare": lambda: _bare(ws),
-        "tool-unconfined": lambda: tool.run(BashArgs(command=COMMAND), plain),
-        "tool-confined": lambda: tool.run(BashArgs(command=COMMAND), confined),
+        "bare": lambda: _bare(ws, command),
+        "tool-unreaped": unreaped,
+        "tool-unconfined": lambda: tool.run(BashArgs(command=command), plain),
+        "tool-full-access": lambda: tool.run(BashArgs(command=command), full),
+        "tool-confined": lambda: tool.run(BashArgs(command=command), confined),
     }
-    out: dict = {"sandbox": status.as_data()["level"], "files": files, "runs": runs}
-    for name, make in variants.items():
-        times = []
-        for i in range(warmup + runs):
-            if i == warmup:
-                cpu = _cpu_ms()
+    out: dict = {"sandbox": status.as_data()["level"], "files": files, "runs": runs, "command": command}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    cpu = dict.fromkeys(variants, 0.0)
+    for i in range(warmup + runs):  # the variants alternate: a change of load hits each alike
+        for name, make in variants.items():
+            before = _cpu_ms()
             started = time.perf_counter()
             result = await make()
             elapsed = (time.perf_counter() - started) * 1000
-            if result is not None and "hello" not in result.text:
+            await _launcher_idle()  # its child reports before it exits: count its CPU in this run
+            spent = _cpu_ms() - before
+            if result is not None and (result.is_error or (command == COMMAND and "hello" not in result.text)):
                 raise SystemExit(f"{name}: unexpected result {result.text!r}")
             if i >= warmup:
-                times.append(elapsed)
-        cpu = (_cpu_ms() - cpu) / runs
-        times.sort()
-        out[name] = {"median": round(statistics.median(times), 1), "p10": round(times[len(times) // 10], 1),
-                     "p90": round(times[(len(times) * 9) // 10], 1), "cpu": round(cpu, 1)}
+                times[name].append(elapsed)
+                cpu[name] += spent
+    for name in variants:
+        ordered = sorted(times[name])
+        out[name] = {"median": round(statistics.median(ordered), 1), "p10": round(ordered[len(ordered) // 10], 1),
+                     "p90": round(ordered[(len(ordered) * 9) // 10], 1), "cpu": round(cpu[name] / runs, 1)}
+    for name in variants:
+        out[name]["ratio"] = round(out[name]["median"] / out["bare"]["median"], 2)
     out["confined_over_bare_ms"] = round(out["tool-confined"]["median"] - out["bare"]["median"], 1)
     out["confined_over_bare_cpu_ms"] = round(out["tool-confined"]["cpu"] - out["bare"]["cpu"], 1)
     return out
@@ -118,17 +157,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--files", type=int, default=0)
+    parser.add_argument("--command", default=COMMAND, help=f"the shell command (default: {COMMAND})")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.runs, args.warmup, args.files))
+    result = asyncio.run(measure(args.runs, args.warmup, args.files, args.command))
     if args.json:
         print(json.dumps(result))
         return
-    print(f"sandbox: {result['sandbox']}, workspace files: {result['files']}, runs: {result['runs']}")
-    for name in ("bare", "tool-unconfined", "tool-confined"):
+    print(f"sandbox: {result['sandbox']}, workspace files: {result['files']}, runs: {result['runs']}, "
+          f"command: {result['command']}")
+    for name in ("bare", "tool-unreaped", "tool-unconfined", "tool-full-access", "tool-confined"):
         r = result[name]
         print(f"{name:16} median {r['median']:7.1f} ms   p10 {r['p10']:7.1f}   p90 {r['p90']:7.1f}   "
-              f"CPU {r['cpu']:5.1f} ms/run")
+              f"CPU {r['cpu']:5.1f} ms/run   {r['ratio']:5.2f} x bare")
     print(f"confined over bare: {result['confined_over_bare_ms']:+.1f} ms (median), "
           f"{result['confined_over_bare_cpu_ms']:+.1f} ms CPU per run")
 

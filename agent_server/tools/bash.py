@@ -18,8 +18,8 @@ and supplies a hint that is added when a command's output shows a permission err
 Under the OS sandbox each command runs in its own PID namespace: when the shell exits, every
 process it started ends with it (``setsid``/``nohup`` daemons included), and the launch's ``after``
 hook (the setuid sweep) runs once all of them are gone. Unconfined, it runs under a child subreaper
-(``procs.reaped``, Linux) that kills every process it left (``setsid`` ones too) when the shell
-exits, is stopped, or the server dies. Elsewhere a background job that keeps the output pipe open
+(the launcher's, else ``procs.reaped``; Linux) that kills every process it left (``setsid`` ones
+too) when the shell exits, is stopped, or the server dies. Elsewhere a background job that keeps the output pipe open
 after the shell exits is stopped (its group) once the pipe stays open ``DRAIN_SECONDS``.
 """
 
@@ -233,14 +233,11 @@ class BashTool(Tool):
             argv, env = launch.argv, launch.env
         started = time.monotonic()
         spawn = getattr(launch, "spawn", None)
-        if spawn is None:  # unconfined: the whole tree ends with the command (setsid ones too)
-            argv = reaped(argv)
-        try:
-            if spawn is not None:  # the launcher starts it (same shape: group leader, one output pipe)
-                proc = await spawn(cwd, env)
-            else:
+        try:  # the launcher starts it (same shape: group leader, one output pipe)
+            proc = await spawn(cwd, env) if spawn is not None else None
+            if proc is None:  # unconfined, no launcher: the whole tree ends with the command (setsid ones too)
                 proc = await asyncio.create_subprocess_exec(
-                    *argv,
+                    *reaped(argv),
                     cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,

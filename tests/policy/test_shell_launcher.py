@@ -147,8 +147,13 @@ async def test_a_launcher_that_cannot_start_falls_back_to_the_confined_wrapper(s
     shell_spawn.stop_launcher()
 
 
-def test_the_launcher_and_its_command_end_when_the_server_is_killed(tmp_path):
-    ws = tmp_path / "ws"
+DETACHED = "setsid bash -c \"trap '' TERM HUP; exec sleep {0}\" > /dev/null 2>&1 < /dev/null & "
+"""A child that leaves the command's process group and ignores the polite stops."""
+
+
+@pytest.mark.parametrize("mode", ["workspace-write", "danger-full-access"])
+def test_the_launcher_and_its_command_end_when_the_server_is_killed(tmp_path, mode):
+    ws, started, marker = tmp_path / "ws", tmp_path / "ws" / "started", f"{uuid.uuid4().int % 10**6 + 10**6}.4375"
     (tmp_path / "session" / "tmp").mkdir(parents=True)
     ws.mkdir()
     holder = tmp_path / "holder.py"
@@ -166,25 +171,113 @@ def test_the_launcher_and_its_command_end_when_the_server_is_killed(tmp_path):
             ws, tmp = Path({str(ws)!r}), Path({str(tmp_path / "session" / "tmp")!r})
             log = EventLog.create(tmp.parent / "events.jsonl", {{"cwd": str(ws)}})
             settings = PolicySettings()
-            confiner = ShellConfiner(ModeState(log, "workspace-write"), await probe_status(settings), [ws], tmp,
-                                     settings)
-            launch = confiner(["bash", "-c", "sleep 3; touch late"], {{"PATH": os.environ["PATH"]}})
+            confiner = ShellConfiner(ModeState(log, {mode!r}), await probe_status(settings), [ws], tmp, settings)
+            command = {DETACHED.format(marker) + "touch started; exec sleep " + marker!r}
+            launch = confiner(["bash", "-c", command], {{"PATH": os.environ["PATH"]}})
             proc = await launch.spawn(ws, launch.env)
             print(shell_spawn.launcher_pid(), proc.pid, flush=True)
-            await asyncio.sleep(60)
+            await asyncio.sleep(600)
 
         asyncio.run(main())
     """))
     proc = subprocess.Popen([sys.executable, str(holder)], stdout=subprocess.PIPE, text=True)
     try:
         zygote, leader = map(int, proc.stdout.readline().split())
-        assert pid_alive(zygote) and pid_alive(leader)
+        assert _ppid(leader) == zygote, "the call is forked from the launcher"
+        deadline = time.monotonic() + 60  # the command says it started: both sleeps run
+        while not (started.exists() and len(processes_naming(marker)) >= 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        command = processes_naming(marker)
+        assert len(command) >= 2 and pid_alive(zygote) and pid_alive(leader), command
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert wait_gone([zygote, leader])
-        time.sleep(3.5)
-        assert not (ws / "late").exists(), "the command finished its work after the server was killed"
+        assert wait_gone([zygote, leader, *command]), "the command (or its detached child) outlived the server"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pid in processes_naming(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+async def full_access(tmp_path):
+    """``run(command, **args) -> ToolResult`` through a danger-full-access ``ShellConfiner``."""
+    ws, tmp = tmp_path / "ws", tmp_path / "session" / "tmp"
+    for folder in (ws, tmp):
+        folder.mkdir(parents=True)
+    log = EventLog.create(tmp_path / "session" / "events.jsonl", {"cwd": str(ws)})
+    settings = PolicySettings()
+    confiner = ShellConfiner(ModeState(log, "danger-full-access"), await probe_status(settings), [ws], tmp, settings)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    on_disk = ToolContext.on_disk(ws)
+    ctx = ToolContext(on_disk.roots, on_disk.files, on_disk.reads, env=env, shell_launcher=confiner)
+
+    def run(command: str, **args):
+        return BashTool().run(BashArgs(command=command, **args), ctx)
+
+    run.ws = ws  # type: ignore[attr-defined]
+    return run
+
+
+async def test_an_unconfined_call_started_a_python_reaper_per_call_now_it_forks_from_the_launcher(full_access):
+    """The unconfined reaper was a ``python -I -S reaper.py`` per call (bench/README.md: an unconfined
+    ``true`` 161-260 ms against 15 ms). Now the call's leader is a fork of the long-lived launcher,
+    as a confined call's is: no interpreter starts, and no reaper process is in the tree."""
+    started, marker = full_access.ws / "started", f"{uuid.uuid4().int % 10**6 + 10**6}.5625"
+    task = asyncio.ensure_future(full_access(f"touch {started}; exec sleep {marker}"))
+    deadline = time.monotonic() + 60
+    while not (started.exists() and processes_naming(marker)) and not task.done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    try:
+        (sleeper,) = processes_naming(marker)
+        leader = _ppid(sleeper)
+        zygote = shell_spawn.launcher_pid()
+        assert zygote is not None and _ppid(leader) == zygote, "the unconfined call is forked from the launcher"
+        assert Path(f"/proc/{leader}/cmdline").read_bytes() == Path(f"/proc/{zygote}/cmdline").read_bytes()
+        assert b"reaper.py" not in Path(f"/proc/{leader}/cmdline").read_bytes()
+        assert os.getpgid(leader) == leader == os.getpgid(sleeper), "the call leads its own process group"
+    finally:
+        task.cancel()
+        res = await task
+    assert res.meta["outcome"] == "cancelled" and wait_gone([sleeper, leader])
+
+
+async def test_an_unconfined_call_through_the_launcher_keeps_the_reapers_guarantees(full_access, monkeypatch):
+    res = await full_access("exit 7")
+    assert res.meta["exit_code"] == 7
+    res = await full_access("kill -KILL $$")
+    assert res.meta["exit_code"] == -9 and "killed by SIGKILL" in res.text
+    res = await full_access("echo out; echo err >&2; pwd")
+    assert res.text.splitlines()[:3] == ["out", "err", str(full_access.ws)], res.text
+    res = await full_access("head -c 3000000 /dev/zero | tr '\\0' x")
+    assert res.meta["output_bytes"] == 3_000_000 and "bytes of output omitted" in res.text
+    # the launcher's own environment never reaches the command: only the call's
+    shell_spawn.stop_launcher()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-server-environment")
+    res = await full_access("env")
+    assert "sk-from-the-server-environment" not in res.text and "OPENAI_API_KEY" not in res.text
+    assert f"HOME={full_access.ws.parent}" in res.text
+    for how in ("exits", "timeout", "cancelled"):  # a detached child ignoring TERM and HUP ends with the call
+        marker = f"{uuid.uuid4().int % 10**6 + 10**6}.6875"
+        command = DETACHED.format(marker) + f"nohup sleep {marker} > /dev/null 2>&1 & echo started"
+        if how == "exits":
+            res = await full_access(command)
+            assert res.meta["outcome"] == "exited" and "started" in res.text
+            seen = processes_naming(marker)
+        else:  # the three sleeps are seen running before the timeout or the cancel
+            task = asyncio.ensure_future(full_access(command + f"; sleep {marker}",
+                                                     timeout_ms=5000 if how == "timeout" else None))
+            deadline = time.monotonic() + 60
+            while len(seen := processes_naming(marker)) < 3 and not task.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert len(seen) == 3, seen
+            if how == "cancelled":
+                task.cancel()
+            res = await task
+            assert res.meta["outcome"] == ("timeout" if how == "timeout" else "cancelled")
+        try:
+            assert wait_gone(seen), (how, processes_naming(marker))
+        finally:
+            for pid in processes_naming(marker):
+                os.kill(pid, signal.SIGKILL)

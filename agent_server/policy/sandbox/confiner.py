@@ -141,8 +141,10 @@ class ShellLaunch:
     ``meta``: logged with the result (sandbox level, mode, network); ``after``: called (in a
     worker thread) once the command and everything it started have ended — returns the paths
     whose setuid/setgid bits it cleared; ``spawn``: ``await spawn(cwd, env)`` starts the command
-    (``argv`` confined, through the long-lived launcher, ``shell_spawn``) instead of executing
-    ``argv`` — same confinement, without a Python start-up per command.
+    through the long-lived launcher (``shell_spawn``) instead of executing ``argv`` — confined: the
+    same confinement, without a Python start-up per command; unconfined: its whole tree ended with
+    it, as under ``tools/mcp/reaper.py`` (``None``: the launcher is unavailable, ``bash`` runs
+    ``argv`` itself).
     """
 
     argv: list[str]
@@ -281,6 +283,16 @@ def _status_of(settings: PolicySettings, report: dict[str, Any]) -> SandboxStatu
     return status
 
 
+def _unconfined(argv: list[str]) -> Callable[[Path, dict[str, str]], Awaitable[Any]]:
+    """The ``spawn`` of an unconfined launch: through the long-lived launcher, whose child kills
+    whatever the command left when it ends (``None`` from it: the launcher is unavailable)."""
+    async def spawn(cwd: Path, env: dict[str, str]) -> Any:
+        from agent_server.policy.sandbox.shell_spawn import spawn_unconfined
+
+        return await spawn_unconfined(argv, env, str(cwd))
+    return spawn
+
+
 def session_tmpdir(session_dir: Path | None) -> Path:
     """The session's private temp folder (``<session>/tmp``, mode 0700), created if needed."""
     path = session_dir / "tmp" if session_dir is not None else Path(tempfile.mkdtemp(prefix="agent-server-tmp-"))
@@ -386,14 +398,15 @@ class ShellConfiner:
         if secrets_visible:
             self._unmasked.remove(command)
         if mode == DANGER_FULL_ACCESS:
-            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode})
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode}, spawn=_unconfined(argv))
         if not self.status.filesystem:
             if mode == READ_ONLY:
                 return ShellLaunch(argv, env, refuse=(
                     "Refused: the session is read-only and no OS sandbox can confine the shell to reading "
                     "here, so shell commands cannot run. Use read, grep and glob instead."),
                     meta={"sandbox": "none", "mode": mode})
-            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True})
+            return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True},
+                               spawn=_unconfined(argv))
         spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
         spec_arg = self._spec_arg(spec)

@@ -8,11 +8,14 @@ exactly what ``sandbox_exec --spec SPEC -- ARGV`` does as a fresh process: it le
 pipe as stdout and stderr, closes every other descriptor, enters its *own* new mount, PID (and
 network) namespaces, forks the namespace's PID 1, which mounts a fresh ``/proc`` and that call's
 masks, drops capabilities, applies Landlock and seccomp, and forks the command
-(``sandbox_exec.run_confined``). Nothing of one call's confinement is shared with another.
+(``sandbox_exec.run_confined``). Nothing of one call's confinement is shared with another. A
+request whose spec is ``None`` is an unconfined call: the child, a child subreaper, runs the
+command and kills whatever it left (``sandbox_reaper.run_reaped``).
 
 Must never: let a command inherit the control socket or another call's descriptors (a confined
-command holding the socket could ask for an unconfined one), or run a command whose confinement
-failed (``run_confined`` refuses with exit status 126).
+command holding the socket could ask for an unconfined one), run a command whose confinement
+failed (``run_confined`` refuses with exit status 126), or run one unconfined that its request did
+not say so of (``"spec": None``; a request without a spec is refused).
 
 A request is one message ``b"M" + marshal({"argv", "env", "cwd", "spec"})`` (or ``b"F"`` with the
 marshal bytes in a third descriptor, for a large spec) carrying two descriptors: the output pipe's
@@ -23,7 +26,8 @@ writing it (killed) — the child's own, written by the zygote when it reaps it.
 status counts.
 
 Ends when agent-server closes its end of the socket (its exit, even by ``kill -9``); every child
-then dies by its parent-death signal, and with it its namespace's PID 1 and the whole command.
+then dies by its parent-death signal, and with it its namespace's PID 1 and the whole command
+(an unconfined call's child gets ``SIGTERM``: it kills its command's tree, then exits).
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ import struct
 import sys
 
 if __package__:
-    from agent_server.policy.sandbox import sandbox_exec
-else:  # run as a script with -I -S: load the sibling module from this folder
+    from agent_server.policy.sandbox import sandbox_exec, sandbox_reaper
+else:  # run as a script with -I -S: load the sibling modules from this folder
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import sandbox_exec  # type: ignore[no-redef]
+    import sandbox_reaper  # type: ignore[no-redef]
 
 PR_SET_PDEATHSIG = 1
 MAX_MESSAGE = 64 * 1024
@@ -74,7 +79,9 @@ def _child(request: dict, out: int, status: int, zygote: int) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
-    sandbox_exec._libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    unconfined = request["spec"] is None
+    # an unconfined call's leader must kill its tree first: a catchable parent-death signal
+    sandbox_exec._libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM if unconfined else signal.SIGKILL, 0, 0, 0)
     if os.getppid() != zygote:  # the zygote died before the signal was set
         return sandbox_exec.EXIT_REFUSED
     os.setsid()
@@ -88,6 +95,8 @@ def _child(request: dict, out: int, status: int, zygote: int) -> int:
         os.chdir(request["cwd"])
     except OSError as exc:
         return sandbox_exec._refuse(OSError(f"cannot enter {request['cwd']}: {exc.strerror}"))
+    if unconfined:
+        return sandbox_reaper.run_reaped(request["argv"], request["env"], 3, sandbox_exec._libc().prctl)
     return sandbox_exec.run_confined(request["spec"], sandbox_exec._exec(request["argv"], request["env"]),
                                      report_fd=3)
 
@@ -102,6 +111,8 @@ def _spawn(data: bytes, fds: list[int], children: dict[int, int]) -> None:
         try:
             payload = _read_all(fds[2]) if data[:1] == b"F" and len(fds) > 2 else data[1:]
             request = marshal.loads(payload)
+            if not isinstance(request, dict) or "spec" not in request:
+                raise ValueError("no spec")
             if isinstance(request.get("spec"), str):
                 request["spec"] = sandbox_exec.decode_spec(request["spec"])
         except (ValueError, EOFError, TypeError, OSError, AttributeError) as exc:

@@ -1,7 +1,8 @@
-"""Starting confined shell commands through the long-lived launcher (``sandbox_zygote``).
+"""Starting shell commands through the long-lived launcher (``sandbox_zygote``).
 
 Role: ``spawn_confined(argv, env, cwd, spec, fallback_argv)`` starts one command confined by
-``spec`` and returns a ``ConfinedProcess`` (the parts of ``asyncio.subprocess.Process`` the
+``spec`` (``spawn_unconfined(argv, env, cwd)``: one unconfined, its whole tree reaped with it)
+and returns a ``ConfinedProcess`` (the parts of ``asyncio.subprocess.Process`` the
 ``bash`` tool uses: ``pid`` — the leader of the command's own process group —, ``returncode``,
 ``stdout`` — stdout and stderr combined —, ``wait()``, plus ``exited``, a future done at exit).
 The launcher, one per agent-server process, is started at first use (``python -I -S -B
@@ -234,22 +235,40 @@ async def _spawn_once(zyg: Zygote, request: bytes) -> ConfinedProcess:
     return ConfinedProcess(pid, stdout, out_transport, status_transport, reader.status)
 
 
+async def _launch(request: bytes, instead: str) -> ConfinedProcess | None:
+    """Send ``request`` to the launcher (restarted once if it died); ``None`` when it cannot be had."""
+    for attempt in range(2):
+        try:
+            zyg = _zygote(restart=attempt > 0)
+        except OSError as exc:
+            log.warning("the shell launcher cannot start (%s); %s", exc, instead)
+            return None
+        try:
+            return await _spawn_once(zyg, request)
+        except LauncherUnavailable as exc:
+            log.info("shell launcher unavailable (%s)%s", exc, "; restarting it" if attempt == 0 else "")
+    return None
+
+
+async def spawn_unconfined(argv: list[str], env: dict[str, str], cwd: str) -> ConfinedProcess | None:
+    """Start ``argv`` unconfined in ``cwd`` with exactly ``env``, its whole process tree ended with
+    it (``sandbox_reaper``); ``None`` when the launcher is unavailable (or not Linux): the caller
+    starts it its own way. Raises ``OSError`` when the command cannot be started at all."""
+    if not sys.platform.startswith("linux"):
+        return None
+    request = marshal.dumps({"argv": list(argv), "env": dict(env), "cwd": str(cwd), "spec": None})
+    return await _launch(request, "using the reaper")
+
+
 async def spawn_confined(argv: list[str], env: dict[str, str], cwd: str, spec: dict[str, Any],
                          fallback_argv: list[str]) -> Any:
     """Start ``argv`` confined by ``spec`` in ``cwd`` with exactly ``env``; returns a
     ``ConfinedProcess``, or (launcher unavailable) the ``asyncio`` process of ``fallback_argv``.
     Raises ``OSError`` when the command cannot be started at all."""
     request = marshal.dumps({"argv": list(argv), "env": dict(env), "cwd": str(cwd), "spec": spec})
-    for attempt in range(2):
-        try:
-            zyg = _zygote(restart=attempt > 0)
-        except OSError as exc:
-            log.warning("the shell launcher cannot start (%s); using the wrapper", exc)
-            break
-        try:
-            return await _spawn_once(zyg, request)
-        except LauncherUnavailable as exc:
-            log.info("shell launcher unavailable (%s)%s", exc, "; restarting it" if attempt == 0 else "")
+    proc = await _launch(request, "using the wrapper")
+    if proc is not None:
+        return proc
     return await asyncio.create_subprocess_exec(
         *fallback_argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
