@@ -230,7 +230,7 @@ async def test_an_unconfined_call_started_a_python_reaper_per_call_now_it_forks_
     while not (started.exists() and processes_naming(marker)) and not task.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     try:
-        (sleeper,) = processes_naming(marker)
+        (sleeper,) = [p for p in processes_naming(marker) if Path(f"/proc/{p}/comm").read_text() == "sleep\n"]
         leader = _ppid(sleeper)
         zygote = shell_spawn.launcher_pid()
         assert zygote is not None and _ppid(leader) == zygote, "the unconfined call is forked from the launcher"
@@ -271,7 +271,7 @@ async def test_an_unconfined_call_through_the_launcher_keeps_the_reapers_guarant
             deadline = time.monotonic() + 60
             while len(seen := processes_naming(marker)) < 3 and not task.done() and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            assert len(seen) == 3, seen
+            assert len(seen) >= 3, seen
             if how == "cancelled":
                 task.cancel()
             res = await task
