@@ -69,6 +69,7 @@ EXEC_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.ge
 EXEC_COMMAND = f"printf 'live-%s\\n' one; while [ ! -e {EXEC_FLAG} ]; do sleep 0.1; done; echo finished"
 NEW_FILE = "notes.md"
 MENTION_ANSWER = "I see two.py."
+LONG_TOKEN = "build/" + "x" * 400  # one word far wider than the panel
 AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
@@ -151,7 +152,7 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
             tool_call_stream([call("x2", "read", path="app.py", offset=3),
                               call("x3", "write", path=NEW_FILE, content="# Notes\n")]),
-            text_stream("Ran it, read it, wrote notes."),
+            text_stream("Ran it, read it, wrote notes. " + LONG_TOKEN),
             text_stream(MENTION_ANSWER),
         ],
         "long_answer_stays_bounded": [
@@ -588,6 +589,22 @@ def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward
     assert (got["log"], got["settings"], got["keyBox"], got["terminal"]) == (True, True, True, True), got
 
 
+def test_the_panel_drew_icons_as_characters_and_emoji_not_codicons(run):
+    """Issue 30, item 10 (VS Code-native widgets): the panel's buttons and cards drew ✓ ✗ ▾ × 🖼 as
+    icons. Now VS Code's codicons (@vscode/codicons, packaged in the .vsix): the font loaded in the
+    webview under its Content-Security-Policy, whose font-src is the extension's resource origin alone,
+    and the setup buttons' glyphs drawn with it."""
+    scenario(run, "first_run_empty_state")
+    results, _, _ = run
+    got = results["scenarios"]["first_run_empty_state"]["codicons"]
+    assert got["fontStatus"] == "loaded" and "codicon" in got["glyphFont"], got
+    assert got["glyphWidth"] > 0 and got["glyphContent"] not in ("", "none", "normal"), got
+    # font-src is the webview's resource origin (webview.cspSource, as style-src), nothing broader
+    assert got["fontSrc"] and got["fontSrc"] == got["styleSrc"] and got["cssFromExtension"], got
+    assert not {"*", "data:", "http:", "https:", "blob:"} & set(got["fontSrc"]), got
+    assert not got["emoji"], got
+
+
 def test_401_from_the_endpoint_offers_set_api_key_and_sign_in_in_the_panel(run):
     """Newcomer finding 2 / issue 30 item 9: a 401 showed only the provider's "Incorrect API key
     provided" and no way forward in the panel; its error card now has the same buttons."""
@@ -633,6 +650,14 @@ def test_changes_view_slash_completion_undo_and_a_file_mention(run):
     last = chat_requests(endpoint)
     sent = [m for r in last for m in r.json()["messages"] if m["role"] == "user" and "What is in it?" in json.dumps(m)]
     assert sent and "two.py" in json.dumps(sent[-1]) and "c = 3" in json.dumps(sent[-1]), sent
+
+
+def test_a_long_token_in_an_answer_ran_past_the_panel_edge(run):
+    """Issue 30, item 11 ("long tokens wrap"): a word wider than the panel (a path, a hash) must wrap,
+    not push the transcript into a horizontal scroll or run out of its card."""
+    scenario(run, "execute_cards_and_daily_features")
+    results, _, _ = run
+    assert results["scenarios"]["execute_cards_and_daily_features"]["overflow"] == {"transcript": 0, "items": 0}
 
 
 def test_a_created_file_opens_on_accept(run):

@@ -104,6 +104,9 @@ export class ChatView implements vscode.WebviewViewProvider {
     const nonce = randomBytes(16).toString("base64");
     const script = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "dist", "webview.js"));
     const style = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "media", "webview.css"));
+    // VS Code's icon font (@vscode/codicons, packaged in dist/codicons): its CSS and font come from the
+    // extension's own resource roots, the only origin style-src and font-src allow
+    const codicons = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "dist", "codicons", "codicon.css"));
     const csp = [
       "default-src 'none'",
       `style-src ${webview.cspSource}`,
@@ -119,6 +122,7 @@ export class ChatView implements vscode.WebviewViewProvider {
 <html lang="en"><head><meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${codicons}" id="codicons">
 <link rel="stylesheet" href="${style}">
 <title>Agent</title></head>
 <body><div id="app" data-state="loading"></div>

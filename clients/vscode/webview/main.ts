@@ -30,20 +30,40 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: 
   return node;
 }
 
-function button(label: string, cls: string, onClick: () => void, title?: string): HTMLButtonElement {
-  const b = el("button", cls, label);
+/** A VS Code codicon (the @vscode/codicons font, packaged with the extension): `name`, or `name~spin`. */
+function icon(name: string): HTMLElement {
+  const [glyph, modifier] = name.split("~");
+  const node = el("span", `codicon codicon-${glyph}${modifier ? ` codicon-modifier-${modifier}` : ""}`);
+  node.setAttribute("aria-hidden", "true");
+  return node;
+}
+
+/** A button with its codicon before the label (`label` empty: an icon button, named by its title). */
+function button(label: string, cls: string, onClick: () => void, title?: string, iconName?: string): HTMLButtonElement {
+  const b = el("button", cls);
   b.type = "button";
+  if (iconName) {
+    b.append(icon(iconName));
+    b.classList.add("has-icon");
+  }
+  if (label) b.append(iconName ? el("span", "label", label) : document.createTextNode(label));
+  else b.setAttribute("aria-label", title ?? "");
   if (title) b.title = title;
   b.addEventListener("click", onClick);
   return b;
 }
+
+/** Each tool kind's codicon (ACP `ToolKind`), and each status's (a spinner only while it runs). */
+const KIND_ICONS: Record<string, string> = { read: "file", edit: "edit", delete: "trash", move: "arrow-both", search: "search", execute: "terminal", think: "lightbulb", fetch: "globe", switch_mode: "settings-gear", other: "tools" };
+const STATUS_ICONS: Record<string, string> = { pending: "circle-large-outline", in_progress: "loading~spin", completed: "pass", failed: "error", unfinished: "circle-slash" };
+const NOTICE_ICONS: Record<string, string> = { error: "error", warning: "warning", info: "info" };
 
 // ---- layout -----------------------------------------------------------------------------------
 const app = document.getElementById("app")!;
 const header = el("div", "header");
 const sessionSelect = el("select", "session-picker");
 sessionSelect.title = "Sessions of this workspace";
-const newButton = button("New", "new-session", () => send({ type: "newSession" }), "Agent: New Session");
+const newButton = button("New", "new-session", () => send({ type: "newSession" }), "Agent: New Session", "add");
 const pickers = el("div", "pickers");
 header.append(sessionSelect, newButton, pickers);
 const transcript = el("div", "transcript");
@@ -66,10 +86,10 @@ const attachments = el("div", "attachments");
 const input = el("textarea", "input");
 input.placeholder = "Ask the agent (Enter to send, Shift+Enter for a new line, @ to add context, / for commands)";
 input.rows = 3;
-const sendButton = button("Send", "send", () => submit());
-const stopButton = button("Stop", "stop", () => send({ type: "cancel" }), "Agent: Cancel");
-const undoButton = button("Undo", "undo", () => sendPrompt("/undo"), "Take back the files the newest agent turn changed (/undo)");
-const mentionButton = button("@", "mention", () => send({ type: "pickMention" }), "Add context: a file, a folder, the selection, the problems or the terminal's output");
+const sendButton = button("Send", "send", () => submit(), "Send (Enter)", "send");
+const stopButton = button("Stop", "stop", () => send({ type: "cancel" }), "Agent: Cancel", "debug-stop");
+const undoButton = button("Undo", "undo", () => sendPrompt("/undo"), "Take back the files the newest agent turn changed (/undo)", "discard");
+const mentionButton = button("", "mention", () => send({ type: "pickMention" }), "Add context: a file, a folder, the selection, the problems or the terminal's output", "mention");
 const buttons = el("div", "buttons");
 buttons.append(mentionButton, undoButton, sendButton, stopButton);
 footer.append(usageLine, completions, attachments, input, buttons);
@@ -81,10 +101,10 @@ function setupButtons(kind?: ErrorKind): HTMLElement {
   const row = el("div", "card-buttons setup-actions");
   const action = (a: "setApiKey" | "signIn" | "openSettings" | "showLog") => () => send({ type: "action", action: a });
   row.append(
-    button("Set API Key", "set-api-key", action("setApiKey"), "Store a key in VS Code's secret storage (passed to the server as AGENT_SERVER_API_KEY)"),
-    button("Sign in", "sign-in", action("signIn"), "Run `agent-server login` in a terminal: provider, key and model, checked and stored"),
-    button("Open Settings", "open-settings", action("openSettings"), "The agentServer settings (server path, base URL, model)"),
-    button("Show Server Log", "show-log", action("showLog"), "The agent-server output channel"),
+    button("Set API Key", "set-api-key", action("setApiKey"), "Store a key in VS Code's secret storage (passed to the server as AGENT_SERVER_API_KEY)", "key"),
+    button("Sign in", "sign-in", action("signIn"), "Run `agent-server login` in a terminal: provider, key and model, checked and stored", "sign-in"),
+    button("Open Settings", "open-settings", action("openSettings"), "The agentServer settings (server path, base URL, model)", "settings-gear"),
+    button("Show Server Log", "show-log", action("showLog"), "The agent-server output channel", "output"),
   );
   if (kind) row.dataset.errorKind = kind;
   return row;
@@ -130,13 +150,15 @@ function submit(): void {
 function paintAttachments(): void {
   const chips: HTMLElement[] = [];
   pendingMentions.forEach((m, i) => {
-    const chip = el("span", `chip chip-${m.mention.kind}`, m.mention.label);
-    chip.append(button("×", "chip-remove", () => { pendingMentions.splice(i, 1); paintAttachments(); }, "Remove"));
+    const chip = el("span", `chip chip-${m.mention.kind}`);
+    chip.append(icon(({ file: "file", folder: "folder", selection: "selection", problems: "warning", terminal: "terminal" } as Record<string, string>)[m.mention.kind] ?? "mention"), document.createTextNode(m.mention.label));
+    chip.append(button("", "chip-remove", () => { pendingMentions.splice(i, 1); paintAttachments(); }, "Remove", "close"));
     chips.push(chip);
   });
   pendingImages.forEach((img, i) => {
-    const chip = el("span", "chip chip-image", `🖼 ${img.name ?? "image"} (${Math.round((img.data.length * 3) / 4 / 1024)} KB)`);
-    chip.append(button("×", "chip-remove", () => { pendingImages.splice(i, 1); paintAttachments(); }, "Remove"));
+    const chip = el("span", "chip chip-image");
+    chip.append(icon("file-media"), document.createTextNode(`${img.name ?? "image"} (${Math.round((img.data.length * 3) / 4 / 1024)} KB)`));
+    chip.append(button("", "chip-remove", () => { pendingImages.splice(i, 1); paintAttachments(); }, "Remove", "close"));
     chips.push(chip);
   });
   attachments.replaceChildren(...chips);
@@ -300,6 +322,11 @@ function renderItem(item: Item): HTMLElement {
       const head = el("div", "tool-head");
       const status = el("span", "tool-status", statusWord(item.status));
       status.title = item.status;
+      const statusIcon = icon(STATUS_ICONS[item.status] ?? "circle-large-outline");
+      statusIcon.classList.add("tool-status-icon");
+      const kindIcon = icon(KIND_ICONS[item.kind] ?? "tools");
+      kindIcon.classList.add("tool-kind-icon");
+      kindIcon.title = item.kind;
       const where = item.locations[0];
       const title = el(where ? "a" : "span", "tool-title", item.title || item.kind);
       if (where) {
@@ -313,7 +340,7 @@ function renderItem(item: Item): HTMLElement {
           send({ type: "openLocation", path: where.path, line: where.line });
         });
       }
-      head.append(status, title);
+      head.append(statusIcon, status, kindIcon, title);
       if (item.startedAt !== undefined) {
         const elapsed = el("span", "tool-elapsed", formatElapsed((item.endedAt ?? Date.now()) - item.startedAt));
         elapsed.dataset.started = String(item.startedAt);
@@ -364,6 +391,8 @@ function renderItem(item: Item): HTMLElement {
     }
     case "notice": {
       const node = el("div", `item notice ${item.level}`, item.text);
+      const noticeIcon = NOTICE_ICONS[item.level];
+      if (noticeIcon) node.prepend(icon(noticeIcon));
       if (item.errorKind) node.dataset.errorKind = item.errorKind;
       if (item.detail) {
         const pre = el("pre", "stderr-tail", item.detail);
@@ -373,7 +402,7 @@ function renderItem(item: Item): HTMLElement {
         const row = el("div", "card-buttons");
         for (const a of item.actions) {
           // one choice per notice: the row goes once one is clicked (Cancel only removes it)
-          row.append(button(a.label, a.send ? "notice-action" : "notice-action cancel", () => { row.remove(); if (a.send) send(a.send); }));
+          row.append(button(a.label, a.send ? "notice-action" : "notice-action cancel", () => { row.remove(); if (a.send) send(a.send); }, undefined, a.send ? undefined : "close"));
         }
         node.append(row);
       }
@@ -383,7 +412,9 @@ function renderItem(item: Item): HTMLElement {
     case "permission": {
       const node = el("div", "item permission");
       node.dataset.permissionId = item.permId;
-      node.append(el("div", "card-title", item.title));
+      const permTitle = el("div", "card-title");
+      permTitle.append(icon("shield"), document.createTextNode(item.title));
+      node.append(permTitle);
       if (item.command !== undefined) node.append(commandBlock(item.command));
       if (item.reason) {
         const reason = el("div", "card-reason markdown");
@@ -397,7 +428,7 @@ function renderItem(item: Item): HTMLElement {
       } else {
         const row = el("div", "card-buttons");
         for (const o of item.options) {
-          const b = button(o.name, `option ${o.kind}`, () => send({ type: "permission", id: item.permId, optionId: o.optionId }));
+          const b = button(o.name, `option ${o.kind}`, () => send({ type: "permission", id: item.permId, optionId: o.optionId }), undefined, o.kind.startsWith("allow") ? "check" : o.kind.startsWith("reject") ? "close" : undefined);
           b.dataset.optionId = o.optionId;
           row.append(b);
         }
@@ -417,25 +448,31 @@ function renderItem(item: Item): HTMLElement {
         // a decided proposal lists what was accepted and what was rejected
         if (item.hunks.length > 1 || item.outcome === "partial") {
           const list = el("div", "hunks hunks-decided");
-          for (const h of item.hunks) list.append(el("div", `hunk hunk-${h.state}`, `${h.state === "accepted" ? "✓" : h.state === "rejected" ? "✗" : "·"} ${h.index + 1}. ${h.summary} (${h.state})`));
+          for (const h of item.hunks) {
+            const row = el("div", `hunk hunk-${h.state}`);
+            row.append(icon(h.state === "accepted" ? "check" : h.state === "rejected" ? "close" : "circle-small"), document.createTextNode(` ${h.index + 1}. ${h.summary} (${h.state})`));
+            list.append(row);
+          }
           node.append(list);
         }
         if (item.outcome === "rejected" && item.message?.includes("closed")) {
           // the diff was closed (a reject, answered at once): the change can be asked for again
           const row = el("div", "card-buttons");
           const files = item.files.join(", ") || item.label;
-          row.append(button("Ask Again", "ask-again", () => send({ type: "prompt", text: `Please propose your change to ${files} again.` })));
+          row.append(button("Ask Again", "ask-again", () => send({ type: "prompt", text: `Please propose your change to ${files} again.` }), undefined, "refresh"));
           node.append(row);
         }
       } else if (item.stale) {
         // stale said at once: the document changed under the proposal; accepting is refused
         node.dataset.stale = "true";
-        node.append(el("div", "card-stale", `Stale: ${item.stale}. Accepting would apply the agent's change to text it has not seen.`));
+        const stale = el("div", "card-stale", `Stale: ${item.stale}. Accepting would apply the agent's change to text it has not seen.`);
+        stale.prepend(icon("warning"));
+        node.append(stale);
         const row = el("div", "card-buttons");
         row.append(
-          button("Ask the Agent Again", "ask-again", () => send({ type: "proposal", id: item.proposalId, action: "again" }), "The agent reads the current text and makes its change again"),
-          button("Reject", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" })),
-          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" })),
+          button("Ask the Agent Again", "ask-again", () => send({ type: "proposal", id: item.proposalId, action: "again" }), "The agent reads the current text and makes its change again", "refresh"),
+          button("Reject", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" }), undefined, "close-all"),
+          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" }), undefined, "diff"),
         );
         node.append(row);
       } else {
@@ -445,17 +482,17 @@ function renderItem(item: Item): HTMLElement {
           row.append(el("span", "", `${h.index + 1}. ${h.summary} (${h.state})`));
           if (h.state === "pending") {
             row.append(
-              button("Accept", "hunk-accept", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: true })),
-              button("Reject", "hunk-reject", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: false })),
+              button("Accept", "hunk-accept", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: true }), undefined, "check"),
+              button("Reject", "hunk-reject", () => send({ type: "hunk", id: item.proposalId, fileIndex: h.fileIndex, index: h.index, accept: false }), undefined, "close"),
             );
           }
           list.append(row);
         }
         const row = el("div", "card-buttons");
         row.append(
-          button("Accept All", "accept-all", () => send({ type: "proposal", id: item.proposalId, action: "accept" })),
-          button("Reject All", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" })),
-          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" })),
+          button("Accept All", "accept-all", () => send({ type: "proposal", id: item.proposalId, action: "accept" }), undefined, "check-all"),
+          button("Reject All", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" }), undefined, "close-all"),
+          button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" }), undefined, "diff"),
         );
         node.append(list, row);
       }
@@ -634,7 +671,9 @@ function thoughtNode(slot: Slot, item: Extract<Item, { type: "thought" }>): HTML
   const text = document.createTextNode(item.text);
   const body = el("div", "thought-text");
   body.append(text);
-  node.append(el("summary", "", "Thinking"), body);
+  const summary = el("summary", "", " Thinking");
+  summary.prepend(icon("lightbulb"));
+  node.append(summary, body);
   slot.thought = { text, shown: item.text.length };
   return node;
 }
@@ -697,7 +736,13 @@ function paint(): void {
 
   app.dataset.state = state.busy ? "busy" : "idle";
   stopButton.disabled = !state.busy;
-  planBox.replaceChildren(...state.plan.map((p) => el("div", `plan-entry plan-${p.status}`, `${p.status === "completed" ? "✓" : p.status === "in_progress" ? "▸" : "○"} ${p.content}`)));
+  planBox.replaceChildren(
+    ...state.plan.map((p) => {
+      const row = el("div", `plan-entry plan-${p.status}`);
+      row.append(icon(p.status === "completed" ? "pass" : p.status === "in_progress" ? "arrow-right" : "circle-large-outline"), document.createTextNode(` ${p.content}`));
+      return row;
+    }),
+  );
   planBox.hidden = state.plan.length === 0;
   if (state.usage) {
     const pct = state.usage.size ? Math.round((100 * state.usage.used) / state.usage.size) : 0;
@@ -712,7 +757,10 @@ function paint(): void {
   const now = activity(state);
   workingLine.hidden = now === undefined;
   workingLine.dataset.activity = now ?? "";
-  workingLine.textContent = now === "thinking" ? "Thinking…" : now === "working" ? "Working…" : "";
+  if (workingLine.dataset.shown !== (now ?? "")) {
+    workingLine.dataset.shown = now ?? "";
+    workingLine.replaceChildren(...(now ? [icon(now === "thinking" ? "lightbulb" : "loading~spin"), document.createTextNode(now === "thinking" ? " Thinking…" : " Working…")] : []));
+  }
   undoButton.hidden = !state.commands.some((c) => c.name === "undo");
   paintCompletions();
   tickElapsed();
@@ -765,7 +813,7 @@ function paintChanges(): void {
   head.append(el("span", "changes-title", `Changes of the last turn: ${found.files.length} file${found.files.length === 1 ? "" : "s"}${found.undone ? " (undone: /undo)" : ""}`));
   changesBox.dataset.undone = String(found.undone);
   if (!found.undone) {
-    const undo = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), "Take back the files this turn changed (/undo; a file you changed since is asked about)");
+    const undo = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
     undo.disabled = !state.commands.some((c) => c.name === "undo");
     head.append(undo);
   }
@@ -821,7 +869,8 @@ function paintPickers(): void {
   pickers.dataset.key = key2;
   const selects = state.selects.map((sel) => {
     const current = sel.options.find((o) => o.value === sel.currentValue)?.name ?? sel.currentValue;
-    const node = button(`${current} ▾`, `picker picker-${sel.id}`, () => send({ type: "pickOption", configId: sel.id }), `${sel.name}: ${current} (click to choose)`);
+    const node = button(current, `picker picker-${sel.id}`, () => send({ type: "pickOption", configId: sel.id }), `${sel.name}: ${current} (click to choose)`, sel.id === "model" ? "sparkle" : sel.id === "mode" ? "shield" : "settings-gear");
+    node.append(icon("chevron-down"));
     node.dataset.configId = sel.id;
     node.dataset.value = sel.currentValue;
     return node;

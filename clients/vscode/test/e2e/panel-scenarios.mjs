@@ -39,6 +39,29 @@ export function panelScenarios(h) {
         offline: (await empty.locator(".setup-offline").count()) > 0,
         buttons: await empty.locator(".setup-actions button").allTextContents(),
       };
+      // the icons are VS Code's codicons: the font (packaged in the .vsix) loaded under the webview's
+      // CSP, whose font-src names only the extension's resource origin, and a glyph drawn with it
+      const codicons = await p.locator("#app").evaluate(async () => {
+        await document.fonts.ready;
+        await document.fonts.load("16px codicon").catch(() => []);
+        const face = [...document.fonts].find((f) => f.family.replace(/["']/g, "") === "codicon");
+        const glyph = document.querySelector(".setup-actions .codicon");
+        const before = glyph ? getComputedStyle(glyph, "::before") : null;
+        const csp = document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute("content") ?? "";
+        const directive = (name) => (csp.split(";").map((d) => d.trim()).find((d) => d.startsWith(`${name} `)) ?? "").split(/\s+/).slice(1);
+        const fontSrc = directive("font-src");
+        const link = document.querySelector("link#codicons");
+        return {
+          fontStatus: face?.status ?? "none",
+          glyphFont: before?.fontFamily ?? "",
+          glyphWidth: glyph ? glyph.getBoundingClientRect().width : 0,
+          glyphContent: before?.content ?? "",
+          fontSrc,
+          styleSrc: directive("style-src"),
+          cssFromExtension: Boolean(link && new URL(link.href).pathname.endsWith("/dist/codicons/codicon.css")),
+          emoji: /[✓✗×▾▸○🖼]/u.test(document.body.innerText),
+        };
+      });
       // Show Server Log: the output channel is shown
       await empty.locator("button.show-log").click();
       const log = await page.locator('.part.panel .monaco-editor[data-uri^="output:"], .part.panel .output-view, .part.panel [id="workbench.panel.output"]').first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
@@ -55,7 +78,7 @@ export function panelScenarios(h) {
       const terminal = await page.locator('.part.panel [aria-label*="agent-server login"], .part.panel .terminal-tabs-entry:has-text("agent-server login"), .part.panel .title-label:has-text("agent-server login")').first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
       await runCommand(page, "Terminal: Kill the Active Terminal Instance").catch(() => {});
       await runCommand(page, "View: Close Panel").catch(() => {});
-      return { facts, log, settings, keyBox, terminal };
+      return { facts, log, settings, keyBox, terminal, codicons };
     },
 
     /** The endpoint refuses the key (HTTP 401): the error card offers the same ways forward. */
@@ -130,6 +153,11 @@ export function panelScenarios(h) {
       if (!shortcutAccept) await p.locator('.proposal[data-outcome="pending"] button.accept-all').last().click({ timeout: 5000 }).catch(() => {});
       await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
       await waitIdle(page);
+      // a long token (the answer ends with one) wraps: nothing runs past the panel's edge
+      const overflow = await p.locator(".transcript").evaluate((t) => ({
+        transcript: t.scrollWidth - t.clientWidth,
+        items: [...t.querySelectorAll(".item")].filter((i) => i.scrollWidth > i.clientWidth + 1).length,
+      }));
       // the created file opened on accept
       const createdOpened = await page.locator(`.tab[aria-label^="${s.newFile}"]`).first().waitFor({ timeout: 10_000 }).then(() => true, () => false);
       // the read card opens app.py at line 3
@@ -180,7 +208,7 @@ export function panelScenarios(h) {
       await waitIdle(page);
       const chipsLeft = await p.locator(".attachments .chip").count();
       await shot(page, "daily-features");
-      return { execute, createdOpened, cursor, changeRow, diff, offered, completed, undoButton, undoneShown, chipsLeft, pickers, shortcuts: { newSession: shortcutNew, accept: shortcutAccept } };
+      return { execute, createdOpened, cursor, changeRow, diff, offered, completed, undoButton, undoneShown, chipsLeft, pickers, overflow, shortcuts: { newSession: shortcutNew, accept: shortcutAccept } };
     },
   };
 }
