@@ -168,8 +168,7 @@ class Compactor:
         start = self.log.append("compaction/start", {
             "turn": turn, "step": step, "reason": reason, "estimate": before, "window": self.window,
             "first_seq": first_seq, "last_seq": last_seq, "kept_messages": len(pairs) - cut,
-            "system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": header.model,
-            "params": header.params, "max_transcript_chars": self.transcript_chars,
+            **self.summary_request(header.model, header.params),
         })
         compaction_id = f"compaction-{start.seq}"  # from the log: a load names it the same
         await self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "in_progress",
@@ -177,10 +176,14 @@ class Compactor:
         # its body is built at once, from ``pairs`` — surface_messages of the events before ``start``
         try:
             memo = self.requests
-            summary = await self._summarise(client, encode_body(compaction_body_of(
-                pairs, start, memo.transcript if memo is not None else None,
-                memo.within(first_seq, last_seq) if memo is not None and pairs is memo.messages else None)),
-                start, first_seq, last_seq)
+            if memo is None:
+                body = encode_body(compaction_body_of(pairs, start))
+            else:  # the memo's: a load made the body its first prompt's compaction sends
+                replaced = memo.within(first_seq, last_seq) if pairs is memo.messages else None
+                if replaced is None:
+                    replaced = [m for seq, m in pairs if first_seq <= seq <= last_seq]
+                body = memo.compaction_body(start.data, replaced)
+            summary = await self._summarise(client, body, start, first_seq, last_seq)
         except asyncio.CancelledError:  # told without waiting: the turn is being cancelled
             asyncio.ensure_future(self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id,
                                              "status": "cancelled"}))
@@ -211,13 +214,20 @@ class Compactor:
         reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
         return int(max(2_000.0, (self.limit - reserve) * self.settings.chars_per_token - len(SUMMARY_SYSTEM) - 200))
 
-    def plan_summary(self) -> tuple[list[dict[str, Any]], int] | None:
+    def summary_request(self, model: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The ``compaction/start`` data a summarising request is made of (``SUMMARY_FIELDS``)
+        for the session's ``model`` and request ``params``."""
+        return {"system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": model, "params": params,
+                "max_transcript_chars": self.transcript_chars}
+
+    def plan_summary(self) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
         """At a load (its worker thread, after ``RequestMemo.prepare``): when the history is over
         the limit already, the first prompt's step will compact it first — the replaced messages
-        and transcript limit of that compaction, as if the prompt were a short user message after
-        the history (with the logged request header's system text and tools), for the load to
-        render ahead (``RequestMemo.transcript``, which the compaction renders again only if its
-        messages or limit turn out different); ``None`` when no compaction is due."""
+        and ``summary_request`` of that compaction, as if the prompt were a short user message
+        after the history (with the logged request header's system text, tools, model and
+        parameters), for the load to encode ahead (``RequestMemo.compaction_body``, which the
+        compaction makes again only if its messages or request turn out different); ``None`` when
+        no compaction is due."""
         memo, events = self.requests, self.log.events
         if memo is None or memo.first_user is None:
             return None
@@ -237,7 +247,8 @@ class Compactor:
         except TurnFailed:
             return None
         last = pairs[cut][0] - 1 if cut < prompt else None
-        return [m for seq, m in pairs if last is None or seq <= last], self.transcript_chars
+        return ([m for seq, m in pairs if last is None or seq <= last],
+                self.summary_request(header.data.get("model", ""), header.data.get("params") or {}))
 
     def _plan(self, events: Sequence[SessionEvent], pairs: Sequence[tuple[int, dict[str, Any]]], tokens: Sequence[float],
               cuts: Sequence[int], system: str, tools: Any, before: int, prompt_after: bool = False

@@ -99,10 +99,20 @@ def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: Ses
     first, last = data["first_seq"], data["last_seq"]
     if replaced is None:
         replaced = [m for seq, m in surface if first <= seq <= last]
-    text = (transcript or render_transcript)(replaced, data["max_transcript_chars"])
+    return summary_body(data, (transcript or render_transcript)(replaced, data["max_transcript_chars"]))
+
+
+SUMMARY_FIELDS = ("system", "instruction", "model", "params", "max_transcript_chars")
+"""What a summarising request is made of besides its replaced messages: the ``compaction/start``
+data ``summary_body`` reads."""
+
+
+def summary_body(data: dict[str, Any], transcript: str) -> dict[str, Any]:
+    """The summarising request's body from ``compaction/start`` data ``data`` (its
+    ``SUMMARY_FIELDS``) and the transcript rendered from the messages it replaces."""
     body: dict[str, Any] = {"model": data["model"], **data.get("params", {}), "messages": [
         {"role": "system", "content": data["system"]},
-        {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + text + "\n</transcript>"},
+        {"role": "user", "content": data["instruction"] + "\n\n<transcript>\n" + transcript + "\n</transcript>"},
     ]}
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}

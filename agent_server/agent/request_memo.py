@@ -7,7 +7,7 @@ projection is ``ProjectionMemo``'s (plain messages of the prefix already seen ke
 applied on top), each message is encoded once, and the latest ``request/header`` and the usage
 anchor are folded in as events arrive; with each message its weight and whether the history may
 be cut before it are kept (``history``: what a compaction reads), and the last compaction
-transcript rendered (``transcript``). It is only a cache of those pure functions: whenever the
+transcript rendered (``transcript``) or summarising request encoded (``compaction_body``). It is only a cache of those pure functions: whenever the
 list it is given does not extend the one it saw last (a reloaded, repaired or forked log) or the
 projection starts again (a refused turn), it starts again too, and a body it cannot frame
 exactly falls back to the functions themselves.
@@ -23,7 +23,8 @@ import json
 from bisect import bisect_left, bisect_right
 from typing import Any, Sequence
 
-from agent_server.agent.request import RequestRebuildError, pending_body, render_transcript
+from agent_server.agent.request import SUMMARY_FIELDS, RequestRebuildError, pending_body, render_transcript, summary_body
+from agent_server.llm import encode_body
 from agent_server.session import ProjectionMemo, SessionEvent
 
 _MARK = "\x00agent-server:messages\x00"
@@ -113,8 +114,8 @@ class RequestMemo:
         """``projection``: a memo to start from (one that already saw the log: a load's), else a new one."""
         self._projection = projection if projection is not None else ProjectionMemo()
         self.rendering: Any = None
-        """A load's ``asyncio`` future of the work it left to a worker thread (the transcript of the
-        first compaction among it): a compaction waits for it before it reads ``transcript``."""
+        """A load's ``asyncio`` future of the work it left to a worker thread (the body of the first
+        compaction among it): a compaction waits for it before it reads ``compaction_body``."""
         self._start()
 
     def _start(self) -> None:
@@ -159,8 +160,10 @@ class RequestMemo:
         self._bare: list[dict[str, Any]] = []  # … and the message (``messages`` without the seqs)
         self._falls = -1  # the first index whose seq is not above the one before (-1: they rise)
         self._transcript: tuple[list[dict[str, Any]], int, str] | None = None  # (messages, max_chars, text)
+        self._summary: tuple[list[dict[str, Any]], list[Any], bytes] | None = None  # (messages, fields, body)
         self.transcripts_made = 0
-        """Transcripts this memo rendered (``transcript``: the same messages and limit, once)."""
+        """Transcripts this memo rendered (``transcript``, ``compaction_body``: the same messages and
+        limit, once)."""
         self.first_user: SessionEvent | None = None
         """The first ``user`` event of the events seen last (``_fold``), and the latest one."""
         self.last_user: SessionEvent | None = None
@@ -215,6 +218,21 @@ class RequestMemo:
         self._transcript = (list(messages), max_chars, text)
         self.transcripts_made += 1
         return text
+
+    def compaction_body(self, data: dict[str, Any], replaced: list[dict[str, Any]]) -> bytes:
+        """``encode_body(compaction_body_of(…))`` of a ``compaction/start`` with data ``data`` that
+        replaces the messages ``replaced``: the last one kept, made again only for other messages
+        (equal ones: the body depends on nothing else) or other ``SUMMARY_FIELDS`` — a load encodes
+        the one its first prompt's compaction will send (``Compactor.plan_summary``)."""
+        fields = [data.get(name) for name in SUMMARY_FIELDS]
+        known = self._summary
+        if known is not None and known[1] == fields and known[0] == replaced:
+            return known[2]
+        self._summary = None  # (the old body freed before the new one is made)
+        body = encode_body(summary_body(data, render_transcript(replaced, data["max_transcript_chars"])))
+        self.transcripts_made += 1
+        self._summary = (list(replaced), fields, body)
+        return body
 
     @property
     def header(self) -> SessionEvent | None:

@@ -109,20 +109,20 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
 
 
-def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], int] | None) -> None:
+def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict[str, Any]] | None) -> None:
     """In a worker thread after a load, while its history is replayed: what its first prompt
     would otherwise do on the loop — import the network layer its first request needs (httpx,
     anyio's backend: ``ChatClient.preload``; done by the warm-up after the answer, it held up a
     prompt sent at once by the whole import, bench/README.md), build the builtin tools' schemas,
-    and render the transcript its compaction will send (``Compactor.plan_summary``; the
-    compaction waits for this before it looks)."""
+    and encode the body its compaction will send (``Compactor.plan_summary``,
+    ``RequestMemo.compaction_body``; the compaction waits for this before it looks)."""
     try:
         from agent_server.llm import ChatClient
 
         ChatClient.preload()
         tool_schemas()
         if summary is not None:
-            requests.transcript(*summary)
+            requests.compaction_body(summary[1], summary[0])
     except Exception:  # noqa: BLE001 — only a head start: the first prompt meets any error itself
         log.debug("preparing the first prompt after a load failed", exc_info=True)
 

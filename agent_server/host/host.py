@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 from urllib.parse import urlsplit
 
+from agent_server import llm
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
 from agent_server.config import credentials
@@ -285,6 +286,27 @@ class SessionHost:
             self.unusable[session_id] = HostError(
                 "internal", f"session {session_id} could not be opened: {type(exc).__name__}: {exc}; load it again "
                 "(session/load)", {"code": "INTERNAL", "message": str(exc), "retryable": True})
+
+    def prepare_prompt(self, session_id: str) -> bool:
+        """Before a ``session/load`` is answered (its history replayed): make, on the loop, what its
+        first prompt would otherwise make on its way to the model — the HTTP client of its endpoint
+        (its first connection started: ``ChatClient.preconnect``) and the tools' JSON schemas —
+        when the load's worker thread has imported the network layer
+        by then (``llm.preloaded()``; nothing is imported here). ``True`` when done: no warm-up
+        follows the answer (on the loop it ran between a prompt sent at once and its request,
+        bench/README.md); ``False``: ``warm`` after the answer, as for ``session/new``."""
+        session = self.sessions.get(session_id)
+        if session is None or not llm.preloaded():
+            return False
+        try:
+            client = self._client(self._provider(session.log))
+        except TurnFailed:
+            pass  # no endpoint or no key: its prompt reports it
+        else:
+            client.warm()
+            client.preconnect()  # its first connection opened now (a plain-http endpoint): nothing is sent
+        tool_schemas(self.tool_tables.get(session_id, {}).values())
+        return True
 
     async def warm(self, session_id: str) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first

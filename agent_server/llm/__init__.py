@@ -37,7 +37,7 @@ _EXPORTS = {
 }
 """Each name this package offers → the module that defines it, imported on first use (PEP 562)."""
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "preloaded"])
 
 
 def __getattr__(name: str) -> Any:
@@ -47,6 +47,15 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
+
+
+def preloaded() -> bool:
+    """Whether ``ChatClient.preload()`` has finished in this process: the network layer is imported,
+    and making a ``ChatClient`` now imports nothing (never blocks on another thread's import)."""
+    import sys
+
+    client = sys.modules.get(f"{__name__}._client")
+    return client is not None and getattr(client, "_PRELOADED", False)
 
 
 def __dir__() -> list[str]:

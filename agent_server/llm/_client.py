@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ._transport import endpoint_transport  # first: keeps httpx's CLI module from loading
+from ._transport import PlainHTTPTransport, endpoint_transport  # first: keeps httpx's CLI module from loading
 
 import httpx  # noqa: E402  (after ._transport)
 from httpx_sse import aconnect_sse  # noqa: E402
@@ -54,6 +54,7 @@ _MAX_ERROR_BODY = 64 * 1024       # bytes of a non-2xx body read for the error m
 _MAX_JSON_BODY = 8 * 1024 * 1024  # bytes of a non-SSE 200 body read
 _TAIL_SECONDS = 5.0               # how long the body's end after [DONE] is read for (in the background)
 _TAIL_BYTES = 64 * 1024           # how much of it, at most
+_PRELOADED = False                # ChatClient.preload() has run in this process (llm.preloaded())
 
 
 def _redact_url(url: str) -> str:
@@ -151,9 +152,10 @@ class ChatClient:
             self._headers["Authorization"] = f"Bearer {api_key}"
         timeout = httpx.Timeout(connect=connect_timeout, read=stream_idle_timeout,
                                 write=stream_idle_timeout, pool=connect_timeout)
-        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False,
-                                         transport=transport or endpoint_transport(self.base_url))
-        self._tails: set[asyncio.Task[None]] = set()
+        self._connect_timeout = connect_timeout
+        self._transport = transport or endpoint_transport(self.base_url)
+        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, transport=self._transport)
+        self._tails: set[asyncio.Task[Any]] = set()
         self._client._cookies = _Cookies()  # type: ignore[assignment]  # (the setter would wrap it)
         try:  # parsed once, not per request (httpx takes a URL as it is); a bad one fails per request, as before
             self._target: httpx.URL | str = httpx.URL(self.url)
@@ -176,6 +178,8 @@ class ChatClient:
                      "abc", "BrokenResourceError", "ClosedResourceError", "EndOfStream"):
             getattr(anyio, name)  # anyio imports these names lazily, on first use
         Request("http://127.0.0.1/")  # urllib.parse's _splittype and _splithost compile their patterns once
+        global _PRELOADED
+        _PRELOADED = True
 
     def warm(self) -> None:
         """``preload``, then what needs the running loop (anyio's backend chosen for it). Call on
@@ -185,9 +189,25 @@ class ChatClient:
         self.preload()
         anyio.get_current_task()  # picks (imports, unless preloaded) anyio's backend for the running loop
 
+    def preconnect(self) -> bool:
+        """Start opening the connection the first request will use (a load's first prompt: its
+        set-up is then not on the way to the model), on the running loop; nothing is sent on it.
+        Only for a plain-http endpoint at an IP address whose pool has no connection yet
+        (``PlainHTTPTransport.open_spare``; an https endpoint's would need its TLS handshake, which
+        this does not do): ``False`` otherwise. A failure is left for the request to meet."""
+        transport = self._transport
+        if not isinstance(transport, PlainHTTPTransport) or not isinstance(self._target, httpx.URL):
+            return False
+        task = transport.open_spare(self._target, self._connect_timeout)
+        if task is None:
+            return False
+        self._tails.add(task)  # stopped by aclose as a tail is
+        task.add_done_callback(self._tails.discard)
+        return True
+
     async def aclose(self) -> None:
-        """Close the pooled connections (a response's tail still being read is stopped first). The
-        client cannot be used afterwards."""
+        """Close the pooled connections (a response's tail still being read, or a connection being
+        opened ahead, is stopped first). The client cannot be used afterwards."""
         tails = list(self._tails)
         for task in tails:
             task.cancel()

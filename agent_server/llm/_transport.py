@@ -5,13 +5,14 @@ Role: ``endpoint_transport(base_url)`` gives the transport ``ChatClient`` hands 
 ``https://`` endpoints and whenever the environment names a proxy; for a plain ``http://`` endpoint
 with no proxy, ``PlainHTTPTransport``, built without a TLS context (httpx's constructor loads the CA
 bundle even when no connection will use TLS), whose connections to an IP address go through
-``SocketBackend`` (the event loop's own socket calls instead of anyio's). Importing the module keeps
+``SocketBackend`` (the event loop's own socket calls instead of anyio's), which can open the first
+connection ahead of the first request (``ChatClient.preconnect``). Importing the module keeps
 httpx from importing its command-line client and marks a missing ``sniffio`` as missing. What each
 saves: bench/README.md, "Measurements moved out of the code".
 
-Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default — or open a
+Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default — open a
 TLS connection on the plain-http path (its client never asks an ``https://`` URL: redirects are
-not followed).
+not followed), or send anything on a connection opened ahead before a request takes it.
 
 Details: ``httpx._main`` pulls in click, pygments and rich when they happen to be installed, for a
 CLI this server never runs; httpx falls back to its own stub ``main``. httpcore runs ``import
@@ -30,6 +31,7 @@ import asyncio
 import ipaddress
 import socket
 import sys
+import time
 from importlib.util import find_spec
 from typing import Any, Iterable
 from urllib.parse import urlsplit
@@ -122,24 +124,98 @@ class SocketStream(httpcore.AsyncNetworkStream):
 class SocketBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend for the plain-http transport: a host that is an IP address gets
     a ``SocketStream`` (``loop.sock_connect``, ``TCP_NODELAY`` as asyncio sets it); a host name,
-    and a unix socket, go to anyio's backend as before."""
+    and a unix socket, go to anyio's backend as before.
 
-    def __init__(self) -> None:
+    ``open_spare`` connects one socket ahead of the first request (a load's first prompt: its
+    connection set-up is then not on the way to the model); ``connect_tcp`` takes it for the first
+    connection the pool opens to that address when it is younger than ``spare_expiry`` (the pool's
+    keep-alive expiry: an idle connection is not kept longer than one the pool kept) and the server
+    has not closed it (``is_socket_readable``, as the pool checks its idle connections); else it is
+    closed and a connection is opened as before. Nothing is ever sent on it before a request."""
+
+    def __init__(self, spare_expiry: float | None = 5.0) -> None:
         self._names = httpcore.AnyIOBackend()
+        self._spare_expiry = spare_expiry
+        self._spares: dict[tuple[str, int], tuple[socket.socket, float]] = {}
+        self.clock = time.monotonic
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+    @staticmethod
+    def _socket(host: str) -> socket.socket | None:
+        """A non-blocking ``TCP_NODELAY`` socket for an IP address ``host``; ``None`` for a host name."""
         try:
             version = ipaddress.ip_address(host).version if "%" not in host else None
         except ValueError:
             version = None
         if version is None:
-            return await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
+            return None
         sock = socket.socket(socket.AF_INET6 if version == 6 else socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    async def open_spare(self, host: str, port: int, timeout: float | None = None) -> bool:
+        """Connect one socket to ``host`` (an IP address) and ``port`` and keep it for
+        ``connect_tcp``; ``False`` (nothing kept) for a host name, when one is kept already, or
+        when the connection fails (the request meets that error itself)."""
+        if (host, port) in self._spares:
+            return False
+        sock = self._socket(host)
+        if sock is None:
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        except (OSError, TimeoutError):
+            sock.close()
+            return False
+        except BaseException:
+            sock.close()
+            raise
+        if (host, port) in self._spares:  # another one came first
+            sock.close()
+            return False
+        self._spares[(host, port)] = (sock, self.clock())
+        if self._spare_expiry is not None:
+            asyncio.get_running_loop().call_later(self._spare_expiry, self._expire, host, port, sock)
+        return True
+
+    def _expire(self, host: str, port: int, sock: socket.socket) -> None:
+        kept = self._spares.get((host, port))
+        if kept is not None and kept[0] is sock:
+            del self._spares[(host, port)]
+            sock.close()
+
+    def _take_spare(self, host: str, port: int) -> socket.socket | None:
+        kept = self._spares.pop((host, port), None)
+        if kept is None:
+            return None
+        sock, opened = kept
+        if (self._spare_expiry is not None and self.clock() - opened > self._spare_expiry) or is_socket_readable(sock):
+            sock.close()  # too old, or the server closed it (or sent something unasked): not used
+            return None
+        return sock
+
+    def close_spares(self) -> None:
+        """Close the sockets ``open_spare`` kept and no request took."""
+        spares, self._spares = self._spares, {}
+        for sock, _ in spares.values():
+            sock.close()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        if not local_address and not socket_options:
+            spare = self._take_spare(host, port)
+            if spare is not None:
+                return SocketStream(spare)
+        sock = self._socket(host)
+        if sock is None:
+            return await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
             for option in socket_options or ():
                 sock.setsockopt(*option)
             if local_address:
@@ -174,11 +250,24 @@ class PlainHTTPTransport(httpx.AsyncHTTPTransport):
         # not super().__init__(): that is what loads the CA bundle
         import httpcore
 
+        self.backend = SocketBackend(limits.keepalive_expiry)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=None, max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,
-            network_backend=SocketBackend())
+            network_backend=self.backend)
+
+    async def aclose(self) -> None:
+        self.backend.close_spares()
+        await super().aclose()
+
+    def open_spare(self, url: httpx.URL, timeout: float | None) -> "asyncio.Task[bool] | None":
+        """Start opening, on the running loop, the connection the first request to ``url`` will use
+        (``SocketBackend.open_spare``); ``None`` when the pool has a connection already."""
+        if self._pool.connections or not url.host:
+            return None
+        return asyncio.get_running_loop().create_task(
+            self.backend.open_spare(url.host, url.port or 80, timeout))
 
 
 def endpoint_transport(base_url: str) -> httpx.AsyncBaseTransport | None:

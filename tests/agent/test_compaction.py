@@ -277,7 +277,7 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     loading = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
     summary = loading.plan_summary()
     assert summary is not None
-    requests.transcript(*summary)
+    prepared = requests.compaction_body(summary[1], summary[0])
     assert requests.transcripts_made == 1
 
     log.append("turn/start", {"turn": 61})  # the prompt after the load
@@ -296,6 +296,7 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     start = log.latest("compaction/start")
     assert start.data["last_seq"] > start.data["first_seq"]
     assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild
+    assert sent[0] is prepared  # the body the load encoded, not another encoding of it
     transcript = json.loads(sent[0])["messages"][1]["content"]
     assert ("[… " in transcript) == (over > 2)  # far over the limit, the transcript was cut to its budget
 

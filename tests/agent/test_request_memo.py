@@ -201,3 +201,42 @@ def test_cost_memo_equals_the_session_cost_after_every_event(events):
         assert session_cost(events[:n], PRICED, memo) == session_cost(events[:n], PRICED)
     assert session_cost(events[: len(events) // 2], PRICED, memo) == session_cost(events[: len(events) // 2], PRICED)
     assert session_cost(events, AgentSettings(), memo) is None  # other settings: started again
+
+
+SUMMARY_REQUESTS = [
+    {"system": "Summarise.", "instruction": "Summarise this:", "model": "m", "params": {}, "max_transcript_chars": 2_000},
+    {"system": "Summarise.", "instruction": "Summarise this:", "model": "m", "params": {}, "max_transcript_chars": 60},
+    {"system": "Summarise é", "instruction": "Summarise this:", "model": "m2", "params": {"temperature": 0.5},
+     "max_transcript_chars": 2_000},
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(sessions(), st.lists(st.tuples(st.sampled_from(SUMMARY_REQUESTS), st.integers(0, 10_000), st.integers(0, 10_000)),
+                            min_size=1, max_size=4))
+def test_memo_compaction_body_equals_the_pure_compaction_body(events, compactions):
+    """``RequestMemo.compaction_body`` (a load encodes its first compaction's summarising request
+    ahead) gives ``encode_body(compaction_body(…))`` of a ``compaction/start`` with that request and
+    range, whether it is made anew or kept: the same request again is the same object, another
+    request or range is made again."""
+    from agent_server.agent.request import compaction_body
+
+    memo = RequestMemo()
+    pairs = surface_messages(events)
+    last_made = None
+    for request, a, b in compactions:
+        if not pairs:
+            return
+        first_seq, last_seq = sorted((pairs[a % len(pairs)][0], pairs[b % len(pairs)][0]))
+        start = _event(events[-1].seq + 1, "compaction/start", {
+            "turn": 1, "step": 1, "reason": "threshold", "estimate": 1, "window": 1, "first_seq": first_seq,
+            "last_seq": last_seq, "kept_messages": 0, **request})
+        replaced = [m for seq, m in pairs if first_seq <= seq <= last_seq]
+        made = memo.transcripts_made
+        body = memo.compaction_body(start.data, list(replaced))
+        assert body == encode_body(compaction_body([*events, start], start.seq))
+        if last_made is not None and last_made[0] == (request, replaced):
+            assert body is last_made[1] and memo.transcripts_made == made  # kept, not made again
+        else:
+            assert memo.transcripts_made == made + 1
+        last_made = ((request, replaced), body)

@@ -5,6 +5,7 @@ In process: the real ``AcpServer`` (no connection), the real offline endpoint.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -108,3 +109,115 @@ async def test_a_prompt_sent_right_after_session_load_waited_for_the_network_lay
     seen = json.loads(out.stdout)
     assert seen["before"] == [], seen  # the control: the server's own imports leave them to the first request
     assert seen["answered"] == ["agent_server.llm._client", "httpx", "anyio._backends._asyncio"], seen
+
+
+class _CountingEndpoint(OfflineEndpoint):
+    """The offline endpoint, counting the connections it accepted (``accepted``)."""
+
+    accepted = 0
+
+    async def _connection(self, reader, writer):
+        self.accepted += 1
+        await super()._connection(reader, writer)
+
+
+async def _served_session(endpoint, tmp_path, turns: int, size: int) -> tuple[SessionStore, str, object]:
+    """A stored session of ``turns`` turns, each a read of a ``size``-byte file and an answer."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("".join(f"line {i} of the file\n" for i in range(size // 20)))
+    config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                               "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                               "AGENT_SERVER_SANDBOX": "off"})
+    store = SessionStore(tmp_path / "state")
+    first = AcpServer(config, store)
+    try:
+        sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
+        for n in range(turns):
+            endpoint.push(tool_call_stream([(f"r{n}", "read", json.dumps({"path": "a.txt"}))]))
+            endpoint.push(text_stream(f"answer {n}"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"read it {n}"}]}
+            assert (await answered(first, "session/prompt", prompt, 2 + n))["stopReason"] == "end_turn"
+    finally:
+        await first.aclose()
+    return store, sid, workspace
+
+
+async def test_the_first_prompt_after_a_load_made_its_http_client_and_its_connection_on_its_way_to_the_model(tmp_path):
+    """Issue 33 item 6: after a load, the first prompt's request made the endpoint's HTTP client
+    (0.5–0.9 ms) and opened its connection (a cold pool) between the prompt and the request, and the
+    warm-up after the load's answer ran on the loop in between. Now the load, before its answer,
+    makes the client and opens the connection its first request goes out on — nothing is sent on
+    it before — and no warm-up follows the answer."""
+    from agent_server.llm import ChatClient
+    from agent_server.server.rpc.jsonrpc import RequestContext
+
+    ChatClient.preload()  # as the load's worker thread does (in a fresh process, during the replay)
+    async with _CountingEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 400)
+        served = endpoint.accepted
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        server = AcpServer(config, store)
+        try:
+            server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
+            ctx = RequestContext(9, "session/load")
+            await server.request_handlers()["session/load"]({"sessionId": sid, "cwd": str(workspace),
+                                                             "mcpServers": []}, ctx)
+            client = server.host.pool.get(endpoint.base_url, "k")
+            assert client._tails, "the client was not made, or opened no connection, before the load's answer"
+            await asyncio.gather(*client._tails)
+            while endpoint.accepted == served:  # the endpoint's accept runs on this loop after the connect
+                await asyncio.sleep(0)
+            assert len(endpoint.requests) == 2 * 2  # nothing sent on it
+            warmed: list[str] = []
+            server.host.warm = lambda session_id: warmed.append(session_id)  # type: ignore[method-assign]
+            for callback in ctx._after:  # the answer is out: what follows it
+                await callback()
+            assert warmed == []
+            endpoint.push(text_stream("done"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}
+            assert (await answered(server, "session/prompt", prompt, 10))["stopReason"] == "end_turn"
+        finally:
+            await server.aclose()
+    assert endpoint.accepted == served + 1  # the request went out on the connection opened ahead
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
+
+
+async def test_the_first_compaction_after_a_load_encoded_its_summary_request_on_its_way_to_the_model(tmp_path, monkeypatch):
+    """Issue 33 item 6: the first prompt after loading a history over the limit compacts it first;
+    its summarising request (the transcript of the whole replaced history: 1.2 MB for 100k events)
+    was encoded between the prompt and the request — 10–24 ms, as long as the floor itself. The
+    load encodes it in its worker thread now (``RequestMemo.compaction_body``), and the compaction
+    sends those bytes, equal to the log's rebuild."""
+    from agent_server.agent import compaction, request_memo
+    from agent_server.llm import encode_body
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 8_000)
+        before = len(endpoint.requests)
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off", "AGENT_SERVER_CONTEXT_WINDOW": "12000"})
+        server = AcpServer(config, store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            await asyncio.wait([server.host.sessions[sid].requests.rendering])  # the load's worker is done
+            encoded: list[int] = []
+            for module in (compaction, request_memo):
+                monkeypatch.setattr(module, "encode_body", lambda body: encoded.append(1) or encode_body(body),
+                                    raising=False)
+            endpoint.push(text_stream("Summary: the file was read."))
+            endpoint.push(text_stream("done"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}
+            assert (await answered(server, "session/prompt", prompt, 10))["stopReason"] == "end_turn"
+        finally:
+            await server.aclose()
+    sent = [r.body for r in endpoint.requests[before:]]
+    assert len(sent) == 2 and json.loads(sent[0])["messages"][0]["content"].startswith("You summarise")
+    assert encoded == []  # the summarising request was not encoded on the prompt's way to the model
+    events = read_events(store.log_path(sid))
+    assert [e.type for e in events].count("compaction/end") == 1
+    assert [r.body for r in logged_requests(events)][-2:] == sent  # what the model saw = the log's rebuild

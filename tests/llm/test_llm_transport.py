@@ -257,8 +257,8 @@ async def test_a_host_name_endpoint_keeps_anyio_backend(endpoint, body, monkeypa
     named: list[str] = []
     real = SocketBackend.__init__
 
-    def spying(self):
-        real(self)
+    def spying(self, *args):
+        real(self, *args)
         connect = self._names.connect_tcp
 
         async def recorded(host, *args, **kwargs):
@@ -330,3 +330,167 @@ async def test_a_base_url_httpx_cannot_parse_fails_each_request_as_before():
                 [e async for e in client.stream(b"{}")]
     finally:
         await client.aclose()
+
+
+async def _recording_server(answer: bytes, connections: list[dict], close_first: bool = False):
+    """A raw HTTP server on 127.0.0.1 recording, per accepted connection, every byte received
+    (``received``) and an event set when the client closed it or it was answered (``done``);
+    ``close_first``: the first connection is closed at once, unanswered."""
+    import asyncio
+
+    async def serve(reader, writer):
+        record = {"received": b"", "done": asyncio.Event()}
+        connections.append(record)
+        try:
+            if close_first and len(connections) == 1:
+                return
+            while True:
+                chunk = await reader.read(1 << 20)
+                if not chunk:
+                    return  # closed unused
+                record["received"] += chunk
+                head, _, rest = record["received"].partition(b"\r\n\r\n")
+                length = int(dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:]).get(b"Content-Length", b"-1"))
+                if 0 <= length <= len(rest):
+                    writer.write(answer)
+                    await writer.drain()
+                    return
+        finally:
+            writer.close()
+            record["done"].set()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+def _one_request(received: bytes, body: bytes) -> bool:
+    head, _, rest = received.partition(b"\r\n\r\n")
+    return head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and rest == body
+
+
+async def test_the_connection_opened_ahead_of_a_load_s_first_request_carries_it_and_nothing_before_it(tls_contexts):
+    """Issue 33 item 6: the first request after a load opened its connection on its way to the model
+    (a cold pool). ``ChatClient.preconnect`` opens it ahead; the first request goes out on it, and
+    the first bytes it carries are that request's."""
+    import asyncio
+
+    from agent_server.llm import encode_body
+
+    connections: list[dict] = []
+    server = await _recording_server(SSE_ANSWER, connections)
+    port = server.sockets[0].getsockname()[1]
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
+    try:
+        assert client.preconnect()
+        assert await asyncio.gather(*client._tails) == [True]  # connected
+        assert not client.preconnect() or await asyncio.gather(*client._tails) == [False]  # one is kept, not two
+        events = [e async for e in client.stream(body)]
+    finally:
+        await client.aclose()
+        server.close()
+    assert "".join(getattr(e, "text", "") for e in events) == "hi"
+    assert len(connections) == 1 and _one_request(connections[0]["received"], body)
+    assert tls_contexts == []
+
+
+async def test_a_connection_opened_ahead_that_the_server_closed_is_not_used(tls_contexts):
+    """A server may close an idle connection (its keep-alive timeout): the request then opens
+    another, as the pool does for its own idle connections, and is answered."""
+    import asyncio
+
+    from agent_server.llm import encode_body
+
+    connections: list[dict] = []
+    server = await _recording_server(SSE_ANSWER, connections, close_first=True)
+    port = server.sockets[0].getsockname()[1]
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
+    try:
+        client.preconnect()
+        await asyncio.gather(*client._tails)
+        await asyncio.wait_for(_first_connection_done(connections), 10)
+        (spare, _), = client._transport.backend._spares.values()
+        await asyncio.wait_for(_readable(spare), 10)  # the server's close arrived
+        events = [e async for e in client.stream(body)]
+    finally:
+        await client.aclose()
+        server.close()
+    assert "".join(getattr(e, "text", "") for e in events) == "hi"
+    assert [c["received"] for c in connections[:1]] == [b""] and len(connections) == 2
+    assert _one_request(connections[1]["received"], body) and spare.fileno() == -1  # closed, not leaked
+
+
+async def test_a_connection_opened_ahead_longer_ago_than_the_keep_alive_expiry_is_closed_not_used(tls_contexts):
+    import asyncio
+
+    from agent_server.llm import encode_body
+
+    connections: list[dict] = []
+    server = await _recording_server(SSE_ANSWER, connections)
+    port = server.sockets[0].getsockname()[1]
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
+    backend = client._transport.backend
+    try:
+        client.preconnect()
+        await asyncio.gather(*client._tails)
+        now = backend.clock()
+        backend.clock = lambda: now + 5.5  # the pool's keep-alive expiry is 5 s
+        events = [e async for e in client.stream(body)]
+        await connections[0]["done"].wait()  # the old one was closed by the client
+    finally:
+        await client.aclose()
+        server.close()
+    assert "".join(getattr(e, "text", "") for e in events) == "hi"
+    assert connections[0]["received"] == b"" and _one_request(connections[1]["received"], body)
+
+
+async def test_a_connection_opened_ahead_and_never_used_is_closed_with_the_client(tls_contexts):
+    import asyncio
+
+    connections: list[dict] = []
+    server = await _recording_server(SSE_ANSWER, connections)
+    port = server.sockets[0].getsockname()[1]
+    client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
+    try:
+        client.preconnect()
+        await asyncio.gather(*client._tails)
+    finally:
+        await client.aclose()
+    try:
+        await asyncio.wait_for(_first_connection_done(connections), 10)
+    finally:
+        server.close()
+    assert [c["received"] for c in connections] == [b""]
+
+
+async def _first_connection_done(connections: list[dict]) -> None:
+    import asyncio
+
+    while not connections:  # accepted after the client closed it: the server's accept runs later
+        await asyncio.sleep(0)
+    await connections[0]["done"].wait()
+
+
+async def test_nothing_is_opened_ahead_for_an_https_endpoint_or_a_host_name(tls_contexts):
+    from agent_server.llm._transport import SocketBackend
+
+    client = ChatClient("https://api.example.invalid/v1", "sk-test")
+    try:
+        assert client.preconnect() is False  # its connection needs a TLS handshake this does not do
+    finally:
+        await client.aclose()
+    backend = SocketBackend()
+    assert await backend.open_spare("localhost", 9) is False and backend._spares == {}
+
+
+async def _readable(sock) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())

@@ -408,11 +408,13 @@ class AcpServer:
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
         emit = self.host.emitter(p.sessionId)
+        prepared = self.host.prepare_prompt(p.sessionId)  # the first prompt's client, before the answer
 
         async def after() -> None:  # the slash commands, as after session/new
             await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
             self.host.start_mcp(p.sessionId)
-            await self.host.warm(p.sessionId)  # as after session/new: the first prompt's client and schemas
+            if not prepared:  # as after session/new: the first prompt's client and schemas
+                await self.host.warm(p.sessionId)
         ctx.after_response(after)
         if meta:
             result["_meta"] = meta
