@@ -205,8 +205,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
     announced → its own ``tool_call``; a ``notice`` (written for the model) → a short note for the
     user in plain words, or nothing (``_notice_for_user``: never the model's instructions);
-    ``checkpoint/undo|redo``, ``inbox/dropped`` and a failed turn → an ``agent_message_chunk``
-    marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
+    ``checkpoint/undo|redo``, ``inbox/dropped``, an MCP server's notice (``mcp/notice``), the policy's
+    (``policy/notice``) and a failed turn → an ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
     ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
     the terminal convention), a ``bash`` call still running gets its terminal as it did live
     (``tools.live``), so the output that follows shows in it. A stored prompt image comes back
@@ -289,6 +289,13 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             yield _notice(nested_off_text([str(n) for n in data.get("names") or []]))
         elif kind == "policy/hook_run":
             yield _notice(hook_run_text(data, roots))
+        elif kind == "mcp/notice":  # as tools.mcp.session.mcp_notice_update sent it live
+            yield _notice(f"[agent-server] {data.get('text', '')}\n", str(data.get("severity") or "warning"))
+        elif kind == "policy/notice" and isinstance(data.get("text"), str):  # as policy.engine sent it live
+            if data.get("rule") == "editor-config-shell":
+                yield _notice(f"\n[agent-server] A shell command changed editor configuration: {data['text']}\n")
+            else:
+                yield _notice(f"\n[agent-server] {data['text']}\n")
         elif kind == "inbox/dropped":
             yield _notice("\n\n[agent-server] A prompt that was waiting for its turn was not run, because "
                           "agent-server stopped first. Send it again to run it:\n\n"

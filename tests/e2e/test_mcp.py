@@ -386,3 +386,35 @@ async def test_a_tool_list_change_broke_the_stable_head_uncounted_and_unsaid(
     assert prefix_report(events).breaks == {"tools": 1}
     await h.close()
     assert assert_replay_matches(agent_state_dir, endpoint.requests) == 3
+
+
+async def test_a_loaded_session_lost_the_notices_its_mcp_servers_had_shown(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The notices an MCP connection sends live (a server that did not start, a tool-list change that
+    broke the stable head) were not log events: ``session/load`` showed neither. Now each is logged
+    (``mcp/notice``, never projected: the model's requests are as before, replay stays byte-exact) and
+    replayed on load as it was sent live, in its place."""
+    servers = [stdio("broken", "/bin/false"), stdio("changing", sys.executable, str(CHANGING), "modern")]
+    endpoint.push(call("g", "mcp__changing__grow"))
+    endpoint.push(text_stream("grown"))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, servers, policy='mcp_trusted = ["changing"]')
+    assert (await h.prompt(sid, "grow")).stop_reason == "end_turn"
+    live = [u for u in h.updates(sid, "agent_message_chunk") if "notice" in (u.get("_meta") or {}).get("agentServer", {})]
+    texts = [u["content"]["text"] for u in live]
+    assert any("'broken' did not start" in t for t in texts) and any("The MCP tools changed" in t for t in texts), texts
+    await h.request("session/close", {"sessionId": sid})
+    other = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url})
+    await other.initialize()
+    await other.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    replayed = [u for u in other.updates(sid, "agent_message_chunk")
+                if "notice" in (u.get("_meta") or {}).get("agentServer", {})]
+    for update in live:  # each as it was sent live
+        assert {k: update[k] for k in ("content", "_meta")} in [{k: r[k] for k in ("content", "_meta")} for r in replayed]
+    shown = [u["content"]["text"] for u in other.updates(sid, "agent_message_chunk")]
+    assert shown.index(next(t for t in shown if "The MCP tools changed" in t)) < shown.index("grown")  # in its place
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    assert [e.data["severity"] for e in events if e.type == "mcp/notice"] == ["warning", "info"]
+    await other.request("session/close", {"sessionId": sid})
+    await other.close()
+    await h.close()
+    assert assert_replay_matches(agent_state_dir, endpoint.requests) == 2

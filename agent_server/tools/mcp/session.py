@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_server.session import LogWriteError
 from agent_server.tools.base import Tool, ToolContext, ToolResult
 from agent_server.tools.mcp.connection import Elicit, McpConnection, McpError
 from agent_server.tools.mcp.names import expose_names
@@ -157,10 +158,15 @@ class McpTools:
 
     async def _say(self, text: str, severity: str = "warning") -> None:
         """Tell the user: a chat line marked as a notice (``_meta.agentServer.notice``), which the
-        ACP front end sends as an ACP ``notice`` to a client that takes them."""
-        await self.emit({"sessionUpdate": "agent_message_chunk", "content": {
-            "type": "text", "text": f"[agent-server] {text.rstrip('.')}.\n"},
-            "_meta": {"agentServer": {"notice": {"severity": severity}}}})
+        ACP front end sends as an ACP ``notice`` to a client that takes them. Logged first
+        (``mcp/notice {text, severity}``: never projected, the model is not told), so ``session/load``
+        shows it again (``mcp_notice_update``)."""
+        data = {"text": f"{text.rstrip('.')}.", "severity": severity}
+        try:
+            self.log.append("mcp/notice", data)
+        except LogWriteError:  # the user is told all the same; the log's own failure is the turn's to report
+            log.warning("the MCP notice %r could not be logged", data["text"])
+        await self.emit(mcp_notice_update(data))
 
     async def wait_ready(self, seconds: float) -> None:
         """Wait at most ``seconds`` for servers still starting (the first prompt calls this)."""
@@ -266,6 +272,12 @@ class McpTools:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*(c.close() for c in self.connections.values()), return_exceptions=True)
+
+
+def mcp_notice_update(data: dict[str, Any]) -> dict[str, Any]:
+    """The chat line of an ``mcp/notice`` event, as sent live and on ``session/load``."""
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"[agent-server] {data.get('text', '')}\n"},
+            "_meta": {"agentServer": {"notice": {"severity": data.get("severity") or "warning"}}}}
 
 
 def _logged_offer(log: Any) -> dict[str, str] | None:
