@@ -7,7 +7,8 @@ the previous messages are its first; ``shared`` counts the bytes it repeats. Any
 a *break*, named by what the log says happened in between (DESIGN.md §1b): ``compaction``,
 ``model`` (another request shape), ``tools``, ``system`` (other roots), ``system_prompt`` (a
 client's system prompt changed with ``override`` involved), ``config_option`` (a model option
-changed the body's parameters: some providers' caches key on them), ``refusal`` — or ``unplanned``.
+changed the body's parameters: some providers' caches key on them), ``params`` (the configuration's
+parameters edited since the last request: ``params/changed``), ``refusal`` — or ``unplanned``.
 A compaction's summarising request is reported with its own share of the step request before it.
 
 Must never: read anything but the events, or call a break planned that the log does not explain.
@@ -23,7 +24,7 @@ from agent_server.agent.header import RENDER_INPUTS
 from agent_server.agent.replay import iter_requests
 from agent_server.session import SessionEvent
 
-PLANNED = ("compaction", "model", "tools", "system", "system_prompt", "config_option", "refusal")
+PLANNED = ("compaction", "model", "tools", "system", "system_prompt", "config_option", "params", "refusal")
 """The names of the planned breaks."""
 
 
@@ -130,6 +131,8 @@ def _name(events: Sequence[SessionEvent], by_seq: dict[int, SessionEvent], befor
         return "tools"
     if old.data.get("params") != new.get("params") and any(e.type == "config_option/changed" for e in between):
         return "config_option"
+    if old.data.get("params") != new.get("params") and any(e.type == "params/changed" for e in between):
+        return "params"  # the configuration's parameters were edited since (between runs)
     if old.data.get("model") != new.get("model") and _header_shape(old.data) != _header_shape(new):
         return "model"
     if old.data.get("system") != new.get("system") and any(e.type == "client/system_prompt" for e in between):

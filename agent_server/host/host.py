@@ -543,6 +543,7 @@ class SessionHost:
             await self.flush(session.id)
             return TurnOutcome("cancelled", "cancelled")
         try:
+            await self._log_params_change(session)
             outcome = await session.prompt(blocks, ticket)
             try:
                 await self._say_hook_runs(session)
@@ -553,6 +554,28 @@ class SessionHost:
         finally:
             await self.flush(session.id)  # every update of the turn leaves before its answer
         return outcome
+
+    async def _log_params_change(self, session: AgentSession) -> None:
+        """Before a turn of an idle session: when the configuration's parameters for its next request
+        differ from those its last request was sent with (``[agent] params`` edited between runs, a
+        session loaded or resumed under another configuration), log ``params/changed`` — the break of
+        the stable head it causes is then a named, planned one (``agent.prefix``) — and tell the user
+        once. ``LogWriteError`` is the turn's to meet."""
+        if session.running:
+            return  # the running turn's requests already carry these parameters
+        log = session.log
+        provider = self._provider(log)
+        change = options.params_change(log, options.request_params(self.config.agent.params, provider,
+                                                                   options.option_values(log)))
+        if change is None:
+            return
+        try:
+            log.append(options.PARAMS_EVENT, change)
+        except LogWriteError:
+            return  # the turn's own first append meets the same failure and reports it
+        await self.emitter(session.id)({"sessionUpdate": "agent_message_chunk", "content": {
+            "type": "text", "text": options.params_change_text(change)},
+            "_meta": {"agentServer": {"notice": {"severity": "info"}}}})
 
     def store_images(self, session: AgentSession, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``blocks`` with each image block stored in the session folder (``session.images``) and

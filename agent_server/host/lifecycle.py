@@ -289,6 +289,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             yield _notice(nested_off_text([str(n) for n in data.get("names") or []]))
         elif kind == "policy/hook_run":
             yield _notice(hook_run_text(data, roots))
+        elif kind == "params/changed":
+            from agent_server.host.options import params_change_text
+
+            yield _notice(params_change_text(data), "info")
         elif kind == "mcp/notice":  # as tools.mcp.session.mcp_notice_update sent it live
             yield _notice(f"[agent-server] {data.get('text', '')}\n", str(data.get("severity") or "warning"))
         elif kind == "policy/notice" and isinstance(data.get("text"), str):  # as policy.engine sent it live

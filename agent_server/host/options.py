@@ -21,6 +21,9 @@ from agent_server.config.views import DEFAULT_LEVEL, THOUGHT_LEVEL_CONFIG_ID, sw
 from agent_server.session import EventLog
 
 EVENT = "config_option/changed"
+PARAMS_EVENT = "params/changed"
+"""The configured parameters (``[agent] params``, a model's switch parameters) differ from those the
+session's last request was sent with: ``{from, to}`` (``params_change``)."""
 
 
 class OptionError(ValueError):
@@ -89,3 +92,37 @@ def set_option(log: EventLog, provider: ProviderSettings, option_id: str, value:
     values[option_id] = new
     log.append(EVENT, {"id": option_id, "from": before, "to": new, "by": by, "values": values})
     return True
+
+
+def params_change(log: EventLog, params: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"from", "to"}`` when ``params`` — the parameters the configuration gives the session's next
+    request (``request_params``) — differ from those its last ``request/header`` logged and nothing the
+    session did since explains it (``model/changed``, ``config_option/changed``, an earlier
+    ``params/changed``): the configuration was edited since (between runs, or read again after a
+    sign-in). ``None`` otherwise, and before the session's first request."""
+    header = log.latest("request/header")
+    if header is None or header.data.get("params") == params:
+        return None
+    for kind in ("model/changed", EVENT, PARAMS_EVENT):
+        later = log.latest(kind)
+        if later is not None and later.seq > header.seq:
+            return None
+    return {"from": header.data.get("params"), "to": params}
+
+
+def params_change_text(data: dict[str, Any]) -> str:
+    """What the user is told of a ``params/changed`` (live, and again on ``session/load``)."""
+    old = data.get("from") if isinstance(data.get("from"), dict) else {}
+    new = data.get("to") if isinstance(data.get("to"), dict) else {}
+
+    def shown(value: Any) -> str:
+        import json
+
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:59] + "…"
+    changes = [f"{k} {shown(old[k])} → {shown(new[k])}" if k in old and k in new else
+               f"{k} {shown(new[k])} added" if k in new else f"{k} removed"
+               for k in sorted({*old, *new}) if old.get(k, ...) != new.get(k, ...)]
+    return ("\n\n[agent-server] The model parameters of the configuration changed since this session's last "
+            f"request ({'; '.join(changes[:10])}{'; …' if len(changes) > 10 else ''}): its next request is sent "
+            "with them, so a provider's prompt cache starts anew there.\n\n")

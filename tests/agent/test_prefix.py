@@ -55,3 +55,15 @@ def test_each_break_is_named_by_what_the_log_says_happened(tmp_path):
     report = prefix_report(log.events)
     assert [r["break"] for r in report.requests] == [None, "model", "tools", "unplanned", "system", "compaction"]
     assert report.unplanned == 1 and 0 < report.share < 1
+
+
+def test_a_params_change_is_named_only_when_the_log_says_the_configuration_changed(tmp_path):
+    log = new_log(tmp_path)
+    header(log, params={"temperature": 0.2})
+    turn(log, 1)
+    header(log, params={"temperature": 0.7})  # [agent] params edited, nothing logged: unexplained
+    turn(log, 2)
+    log.append("params/changed", {"from": {"temperature": 0.7}, "to": {"temperature": 0.9}})
+    header(log, params={"temperature": 0.9})
+    turn(log, 3)
+    assert [r["break"] for r in prefix_report(log.events).requests] == ["unplanned", "params"]

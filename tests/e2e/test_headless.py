@@ -244,3 +244,38 @@ def test_run_mode_accept_edits_starts_the_session_in_it_and_edits_without_asking
     assert [e.data["to"] for e in events if e.type == "mode/changed"] == ["workspace-write", "accept-edits"]
     (edit,) = [e.data for e in events if e.type == "policy/decision" and e.data["tool"] == "edit"]
     assert (edit["mode"], edit["rule"], edit["outcome"]) == ("accept-edits", "accept-edits", "allow")
+
+
+def test_editing_agent_params_between_runs_was_an_unplanned_break_nothing_in_the_log_explained(
+        agent_env, workspace, agent_state_dir, tmp_path):
+    """Issue 33's prefix accounting named the break after ``[agent] params`` was edited between two
+    runs of one session ``unplanned``: nothing in the log said the configuration changed. Now the
+    next turn logs ``params/changed`` (a named, planned break, ``params``), the user is told once, and
+    every request still replays byte-exact."""
+    from support.replay import assert_replay_matches
+
+    from agent_server.agent.prefix import prefix_report
+
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\nparams = { temperature = 0.2 }\n")
+    with OfflineEndpoint.start_in_thread([text_stream("one"), text_stream("two"), text_stream("three")]) as ep:
+        env = {**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)}
+        first = run(env, "-p", "first", "--cwd", str(workspace))
+        assert first.returncode == 0, first.stderr
+        sid = session_of(first.stderr)
+        config.write_text("[agent]\nparams = { temperature = 0.7, top_p = 0.9 }\n")  # edited between runs
+        second = run(env, "-p", "second", "--cwd", str(workspace), "--resume", sid)
+        third = run(env, "-p", "third", "--cwd", str(workspace), "--resume", sid)
+        requests = list(ep.requests)
+    assert (second.returncode, third.returncode) == (0, 0), second.stderr + third.stderr
+    assert (second.stdout, third.stdout) == ("two\n", "three\n")  # the notice is not the answer
+    said = ("[agent-server] The model parameters of the configuration changed since this session's last request "
+            "(temperature 0.2 → 0.7; top_p 0.9 added)")
+    assert said in second.stderr and "model parameters" not in third.stderr  # told once
+    assert [r.json()["temperature"] for r in requests] == [0.2, 0.7, 0.7]
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    (changed,) = [e.data for e in events if e.type == "params/changed"]
+    assert changed == {"from": {"temperature": 0.2}, "to": {"temperature": 0.7, "top_p": 0.9}}
+    report = prefix_report(events)
+    assert report.breaks == {"params": 1} and report.unplanned == 0
+    assert assert_replay_matches(agent_state_dir, requests) == 3
