@@ -13,7 +13,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockSplitter } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, completeCommand, fold, formatElapsed, initialState, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, completeCommand, fold, formatElapsed, initialState, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -444,7 +444,7 @@ function renderItem(item: Item): HTMLElement {
       for (const f of item.files) node.append(el("div", "card-file", f));
       for (const o of item.ops) node.append(el("div", "card-file", o));
       if (item.outcome) {
-        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${item.outcome}${item.message ? `: ${item.message}` : ""}`));
+        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome)}${item.message ? `: ${item.message}` : ""}`));
         // a decided proposal lists what was accepted and what was rejected
         if (item.hunks.length > 1 || item.outcome === "partial") {
           const list = el("div", "hunks hunks-decided");

@@ -156,6 +156,11 @@ export function statusWord(status: string): string {
   return ({ pending: "Pending", in_progress: "Running", completed: "Done", failed: "Failed", unfinished: "Unfinished" } as Record<string, string>)[status] ?? status;
 }
 
+/** What a decided proposal's card says (`partial` → "Partly applied"), never the wire's outcome name. */
+export function outcomeWord(outcome: string): string {
+  return ({ applied: "Applied", partial: "Partly applied", rejected: "Rejected", stale: "Not applied: the file changed", failed: "Failed", cancelled: "Cancelled" } as Record<string, string>)[outcome] ?? outcome;
+}
+
 /** Elapsed time as a card shows it: `0.4 s`, `12 s`, `3 min 05 s`. */
 export function formatElapsed(ms: number): string {
   if (!(ms >= 0)) return "";

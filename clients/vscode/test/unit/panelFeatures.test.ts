@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import * as acp from "@agentclientprotocol/sdk";
 import type { ChatEvent } from "../../src/protocol";
-import { activity, completeCommand, fold, formatElapsed, initialState, lineCounts, shortCommand, statusWord, turnChanges } from "../../webview/state";
+import { activity, completeCommand, fold, formatElapsed, initialState, lineCounts, outcomeWord, shortCommand, statusWord, turnChanges } from "../../webview/state";
 import { errorKind } from "../../src/client";
 import { hunkSummary } from "../../src/extension";
 import { isLoopback, parseCheckConfig, setupView } from "../../src/setup";
@@ -44,6 +44,8 @@ describe("execute cards", () => {
 
   it("status words, never the wire's enum names", () => {
     expect(["pending", "in_progress", "completed", "failed", "unfinished"].map(statusWord)).toEqual(["Pending", "Running", "Done", "Failed", "Unfinished"]);
+    // a decided proposal said "partial: …" and "stale: …", the wire's outcome names
+    expect(["applied", "partial", "rejected", "stale", "failed", "cancelled"].map(outcomeWord)).toEqual(["Applied", "Partly applied", "Rejected", "Not applied: the file changed", "Failed", "Cancelled"]);
     expect(formatElapsed(400)).toBe("0.4 s");
     expect(formatElapsed(42_000)).toBe("42 s");
     expect(formatElapsed(185_000)).toBe("3 min 05 s");
