@@ -137,11 +137,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const status = vscode.window.createStatusBarItem("agentServer.status", vscode.StatusBarAlignment.Right, 100);
   status.name = "Agent";
   status.command = `${VIEW_ID}.focus`;
-  const setStatus = (state: "not started" | "starting" | "ready" | "working" | "stopped", detail?: string) => {
+  type StatusState = "not started" | "starting" | "ready" | "working" | "stopped";
+  /** The session's context use (its last `usage_update`), shown after the state: "Agent: ready · 12%". */
+  let contextUse: { used: number; size: number } | undefined;
+  let shownStatus: { state: StatusState; detail?: string } = { state: "not started" };
+  const setStatus = (state: StatusState, detail?: string) => {
+    shownStatus = { state, detail };
     const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)" }[state];
-    status.text = state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`;
-    status.accessibilityInformation = { label: `Agent: ${state}` };
-    status.tooltip = detail ?? `agent-server: ${state} (click to open the Agent panel)`;
+    const use = contextUse && contextUse.size > 0 ? Math.round((100 * contextUse.used) / contextUse.size) : undefined;
+    status.text = `${state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`}${use === undefined ? "" : ` · ${use}%`}`;
+    status.accessibilityInformation = { label: `Agent: ${state}${use === undefined ? "" : `, context ${use}% used`}` };
+    const context = contextUse ? `\ncontext: ${contextUse.used.toLocaleString()} / ${contextUse.size.toLocaleString()} tokens` : "";
+    status.tooltip = (detail ?? `agent-server: ${state} (click to open the Agent panel)`) + context;
+  };
+  const setContextUse = (use: { used: number; size: number } | undefined) => {
+    contextUse = use;
+    setStatus(shownStatus.state, shownStatus.detail);
   };
   setStatus("not started");
   status.show();
@@ -186,6 +197,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           const u = e.update as unknown as WireUpdate;
           if (u.sessionUpdate === "config_option_update" && Array.isArray(u.configOptions)) selects = selectsOf(u.configOptions as acp.SessionConfigOption[], null);
           if (u.sessionUpdate === "current_mode_update" && typeof u.currentModeId === "string") selects = selects.map((x) => (x.id === "mode" ? { ...x, currentValue: u.currentModeId as string } : x));
+          if (u.sessionUpdate === "usage_update" && Number.isFinite(Number(u.used)) && Number.isFinite(Number(u.size))) setContextUse({ used: Number(u.used), size: Number(u.size) });
           post({ kind: "update", update: u, ...(loading ? {} : { at: Date.now() }) });
         }
         return;
@@ -194,6 +206,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         // session starts, and a session started by a prompt (the window's first, or the one after the
         // server died) keeps what is shown — that prompt among it.
         reopen = undefined; // a session is open: nothing to reopen at the first start any more
+        if (!e.loaded) setContextUse(undefined); // a new session has used nothing yet
         void context.workspaceState.update(SESSION_KEY, e.sessionId);
         post({ kind: "session", sessionId: e.sessionId });
         postSelects(selectsOf(e.configOptions, e.modes));
@@ -352,6 +365,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   async function newSession(): Promise<void> {
     agent.resetSession();
     agent.forgetChoices();
+    setContextUse(undefined);
     reopen = undefined;
     void context.workspaceState.update(SESSION_KEY, undefined);
     post({ kind: "reset" });

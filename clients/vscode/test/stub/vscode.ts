@@ -232,7 +232,13 @@ export const window = {
     return { dispose() {} };
   },
   createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
-  createStatusBarItem: () => ({ text: "", tooltip: "", name: "", command: "", accessibilityInformation: undefined, show() {}, hide() {}, dispose() {} }),
+  /** The status bar items made (the tests read their text). */
+  statusItems: [] as { text: string; tooltip: string }[],
+  createStatusBarItem: () => {
+    const item = { text: "", tooltip: "", name: "", command: "", accessibilityInformation: undefined, show() {}, hide() {}, dispose() {} };
+    window.statusItems.push(item);
+    return item;
+  },
   activeTextEditor: undefined,
   /** What the tests answer to QuickPicks (an item's `value` or `label`) and to warnings (a button, or none: dismissed), in order. */
   quickPickAnswers: [] as string[],
@@ -290,6 +296,7 @@ export function resetStub(): void {
   window.quickPickAnswers.length = 0;
   window.warningAnswers.length = 0;
   window.warnings.length = 0;
+  window.statusItems.length = 0;
 }
 
 export { offsetAt };

@@ -356,3 +356,18 @@ describe("mode and model pickers before the first prompt (issue 30, item 11)", (
     await panel.until("the new session's pickers", (s) => s.items.length === 0 && s.selects.map((x) => x.currentValue).join() === "workspace-write,m-1");
   });
 });
+
+describe("the status bar (issue 30, item 10)", () => {
+  it("the status bar showed the state but not the context use: it says how much of the context the session used", async () => {
+    const usage = { update: { sessionUpdate: "usage_update", used: 42_000, size: 100_000 } };
+    const panel = await openPanel({ turns: [[usage, ...answer("counted")]] });
+    panel.send({ type: "prompt", text: "how much?" });
+    await panel.until("the answer", panel.answered("counted"));
+    const item = window.statusItems[0]!;
+    await panel.until("the status bar's figure", () => item.text.includes("· 42%"));
+    expect(item.text).toMatch(/Agent: ready · 42%$/);
+    expect(item.tooltip).toContain("42,000 / 100,000 tokens");
+    panel.send({ type: "newSession" }); // a new session has used nothing yet
+    await panel.until("the figure gone", () => !item.text.includes("%"));
+  });
+});
