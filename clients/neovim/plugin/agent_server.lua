@@ -45,6 +45,18 @@ command("AgentRestart", function()
   api().restart()
 end, { desc = "Restart the agent server (the next prompt starts a new session)" })
 
+command("AgentLogin", function()
+  api().login()
+end, { desc = "Sign in: agent-server login in a terminal" })
+
+command("AgentSetKey", function()
+  api().set_key()
+end, { desc = "Give the agent server an API key for this Neovim (it restarts)" })
+
+command("AgentLog", function()
+  api().log()
+end, { desc = "Show the agent server's log (its stderr)" })
+
 command("AgentSessions", function()
   api().sessions()
 end, { desc = "Load an earlier agent session" })

@@ -56,7 +56,7 @@ local function header_text()
   if h.usage then
     parts[#parts + 1] = h.usage
   end
-  return "<!-- " .. table.concat(parts, " · ") .. " -->"
+  return ("<!-- " .. table.concat(parts, " · ") .. " -->"):gsub("[\r\n]", " ") -- one line, whatever the server sends
 end
 
 local set_keys -- below
@@ -260,16 +260,27 @@ local function queue(kind, s)
   end
 end
 
---- Write an info line (outside the stream, after what is pending).
+--- Write an info line (outside the stream, after what is pending). One line is emphasised; of
+--- several, the first is the chat's (a title) and the rest are the server's or the model's words
+--- (a question's reasons, a diff): drawn as a stream's text is (`M.filter`), never as the chat's own.
 function M.say(s, level)
   M.flush()
   M.buffer()
   local lines = vim.split(s, "\n", { plain = true })
-  if #lines == 1 then -- one line: emphasised; several: markdown as given
+  if #lines == 1 then
     local mark = level == "error" and "**" or "_"
-    lines[1] = mark .. lines[1] .. mark
+    return add_lines({ mark .. lines[1] .. mark })
   end
-  add_lines(lines)
+  local f = M.filter()
+  local out = { lines[1] }
+  for i = 2, #lines do
+    out[i] = f.show(lines[i])
+    f.done(lines[i])
+  end
+  if f.fence then -- a code block left open is closed: the chat's next line is never code
+    out[#out + 1] = f.fence
+  end
+  add_lines(out, 1)
 end
 
 --- Lines of a shell command's live output shown under its tool line (the last ones).
@@ -540,7 +551,7 @@ end
 -- A prompt's answer. Prompts overlap (a slash command typed while a turn waits for an edit
 -- proposal is answered at once; other prompts queue on the server): tool calls still open are
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
-local function finish_turn(stop, err, blocks)
+local function finish_turn(stop, err, blocks, kind)
   M.flush()
   S.running = math.max(0, S.running - 1)
   if S.running == 0 then
@@ -552,11 +563,15 @@ local function finish_turn(stop, err, blocks)
   elseif err then
     add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
     local low = err:lower()
-    if low:find("http 401", 1, true) or low:find("http 403", 1, true) or low:find("api key", 1, true)
-        or low:find("unauthorized", 1, true) then
-      add_lines({ "_The model endpoint refused the API key. Give it in `setup({ env = { AGENT_SERVER_API_KEY = "
-        .. "\"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`), or run `agent-server login` "
-        .. "in a terminal; then `:AgentRestart`. See `:help agent-server-config`._" })
+    if kind == "auth" or low:find("http 401", 1, true) or low:find("http 403", 1, true)
+        or low:find("api key", 1, true) or low:find("unauthorized", 1, true) then
+      add_lines({ "_The model endpoint refused the API key. `:AgentLogin` signs in (`agent-server login` in a "
+        .. "terminal), `:AgentSetKey` gives a key to this Neovim's server, or put it in `setup({ env = { "
+        .. "AGENT_SERVER_API_KEY = \"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`) and "
+        .. "`:AgentRestart`. See `:help agent-server-signin`._" })
+    elseif kind == "connection" then
+      add_lines({ "_The model endpoint could not be reached. `:AgentLog` shows the server's log, `:AgentRestart` "
+        .. "restarts it; `:checkhealth agent_server` checks the set-up._" })
     end
   else
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
@@ -608,7 +623,7 @@ function M.handle(ev)
     draw_prompt(ev.prompt)
     set_header()
   elseif ev.type == "turn_end" then
-    finish_turn(ev.stop_reason, ev.error, ev.prompt)
+    finish_turn(ev.stop_reason, ev.error, ev.prompt, ev.kind)
   elseif ev.type == "cancel" then
     M.say("cancelling …")
   elseif ev.type == "session" then

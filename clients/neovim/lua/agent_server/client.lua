@@ -7,6 +7,7 @@
 ---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
+---   { type = "failed", error, kind, prompt }           (a prompt failed: kind "auth" | "connection" | nil)
 --- Requests of the server are routed to `M.handlers[method](req)` (set by the plugin).
 ---
 --- Must never: touch a buffer or a window.
@@ -89,6 +90,7 @@ local function on_exit(r, code, signal, tail)
   end
   state.rpc = nil
   state.session_id = nil
+  state.last_log = r.stderr
   local was_running = state.turns > 0
   state.turns = 0
   if not r.stopping then
@@ -137,7 +139,7 @@ function M.new_session(cb)
     end
     state.rpc:request("session/new", { cwd = cwd(), mcpServers = {} }, function(e, result)
       if e then
-        return cb("session/new failed: " .. tostring(e.message))
+        return cb("session/new failed: " .. M.error_text(e), M.error_kind(e))
       end
       state.session_id = result.sessionId
       after_session(result)
@@ -215,7 +217,7 @@ function M.ensure(cb)
   end
   M.ensure_server(function(err)
     if err then
-      return cb(err)
+      return cb(err, "connection") -- it could not start, or died starting: its log says why
     end
     if state.session_id then
       return cb(nil)
@@ -230,10 +232,11 @@ end
 function M.prompt(blocks, cb)
   cb = cb or function() end
   state.turns = state.turns + 1 -- busy from now on, also while the server starts
-  M.ensure(function(err)
+  M.ensure(function(err, kind)
     if err then
       state.turns = math.max(0, state.turns - 1)
       emit({ type = "info", text = "agent-server: " .. err, level = "error" })
+      emit({ type = "failed", error = err, kind = kind, prompt = blocks })
       return cb(err)
     end
     local r = state.rpc
@@ -244,13 +247,30 @@ function M.prompt(blocks, cb)
       end
       if e then
         local msg = M.error_text(e)
-        emit({ type = "turn_end", error = msg, prompt = blocks })
+        emit({ type = "turn_end", error = msg, kind = M.error_kind(e), prompt = blocks })
+        emit({ type = "failed", error = msg, kind = M.error_kind(e), prompt = blocks })
         return cb(msg)
       end
       emit({ type = "turn_end", stop_reason = result.stopReason, prompt = blocks })
       cb(nil, result.stopReason)
     end)
   end)
+end
+
+--- What an error is about, so the chat can offer the way forward: `"auth"` for "Authentication
+--- required" (`-32000`) and a prompt the endpoint refused (`data.code` `AUTH`: a 401/403),
+--- `"connection"` for an endpoint that cannot be reached (`NETWORK`, `STREAM_IDLE`); else nil.
+---@param e table a JSON-RPC error
+function M.error_kind(e)
+  if type(e) ~= "table" then
+    return nil
+  end
+  local code = type(e.data) == "table" and e.data.code or nil
+  if e.code == -32000 or code == "AUTH" then
+    return "auth"
+  elseif code == "NETWORK" or code == "STREAM_IDLE" then
+    return "connection"
+  end
 end
 
 --- The human text of a JSON-RPC error: its message, and `data.details` only when that says more
@@ -467,6 +487,7 @@ end
 function M.stop(wait)
   local r = state.rpc
   state.rpc, state.session_id, state.initialized = nil, nil, false
+  state.last_log = r and r.stderr or state.last_log
   state.turns = 0
   if r then
     r:stop(wait)
@@ -476,6 +497,23 @@ end
 --- Whether a turn is running.
 function M.busy()
   return state.turns > 0
+end
+
+--- What the server wrote on stderr (its log: the last 8 KiB), of the running one or else the last
+--- one that ran; "" when none ran.
+function M.log()
+  return state.rpc and state.rpc.stderr or state.last_log or ""
+end
+
+--- The server's command with `login` after it (its `terminal` sign-in, docs/protocol.md), or nil
+--- and why not.
+function M.login_cmd()
+  local cmd, why = config.server_cmd()
+  if not cmd then
+    return nil, why
+  end
+  cmd[#cmd + 1] = "login"
+  return cmd
 end
 
 --- The running server's pid (process group id), or nil.

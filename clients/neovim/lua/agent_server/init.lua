@@ -54,6 +54,13 @@ local function wire()
   end
   client.on(chat.handle)
   client.on(function(ev)
+    if ev.type == "failed" and ev.kind then
+      vim.schedule(function() -- after the chat drew the error
+        M.way_forward(ev.kind, ev.prompt)
+      end)
+    end
+  end)
+  client.on(function(ev)
     if ev.type == "exit" then
       local tail = (ev.stderr or ""):gsub("%s+$", "")
       tail = tail:sub(-400)
@@ -263,6 +270,132 @@ function M.restart()
       notify(err, vim.log.levels.ERROR)
     else
       require("agent_server.chat").say("agent-server was restarted; the next prompt starts a new session.")
+    end
+  end)
+end
+
+--- Show the server's log (what it wrote on stderr: the last 8 KiB, of the running server or else the
+--- last one) in a scratch buffer, `agent-server://log`.
+function M.log()
+  local text = client.log()
+  local buf = vim.fn.bufnr("agent-server://log")
+  if buf == -1 then
+    buf = vim.api.nvim_create_buf(true, true)
+    vim.bo[buf].buftype = "nofile"
+    vim.bo[buf].bufhidden = "hide"
+    vim.bo[buf].swapfile = false
+    vim.api.nvim_buf_set_name(buf, "agent-server://log")
+  end
+  local lines = vim.split(text:gsub("%s+$", ""), "\n", { plain = true })
+  if text == "" then
+    lines = { "(the server wrote nothing on stderr; none has run yet?)" }
+  end
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.cmd("botright 15split")
+  vim.api.nvim_win_set_buf(0, buf)
+  vim.api.nvim_win_set_cursor(0, { #lines, 0 })
+  return buf
+end
+
+--- Sign in (`:AgentLogin`): the server's command with `login` in a terminal (it asks for the
+--- provider, the key — not echoed — and the model, and stores the key); when it succeeds the chat
+--- says so, and the running server finds the key at the next prompt.
+function M.login()
+  wire()
+  local cmd, why = client.login_cmd()
+  if not cmd then
+    return notify(why, vim.log.levels.ERROR)
+  end
+  local chat = require("agent_server.chat")
+  vim.cmd("botright 15new")
+  local on_exit = function(_, code)
+    vim.schedule(function()
+      if code == 0 then
+        chat.say("signed in: the next prompt uses the stored key")
+      else
+        chat.say(string.format("agent-server login ended with exit code %d: not signed in", code), "error")
+      end
+    end)
+  end
+  local cfg = require("agent_server.config").get()
+  local opts = { env = cfg.env, cwd = cfg.cwd, on_exit = on_exit }
+  local job = vim.fn.has("nvim-0.11") == 1 and vim.fn.jobstart(cmd, vim.tbl_extend("force", opts, { term = true }))
+    or vim.fn.termopen(cmd, opts)
+  vim.cmd("startinsert")
+  return job
+end
+
+--- Read a secret from the user (the API key); a function of its own so that a test can answer it.
+function M.read_secret(prompt)
+  local ok, key = pcall(vim.fn.inputsecret, prompt)
+  return ok and key or nil
+end
+
+--- Give an API key to this Neovim's server (`:AgentSetKey`): kept in memory only, as `variable`
+--- (default `AGENT_SERVER_API_KEY`) of the server's environment; the server is restarted with it.
+--- `agent-server login` (`:AgentLogin`) stores a key for good.
+function M.set_key(variable)
+  wire()
+  local key = M.read_secret("API key (kept for this Neovim only): ")
+  if not key or not key:match("%S") then
+    return notify("no key given")
+  end
+  local cfg = require("agent_server.config").get()
+  cfg.env = vim.tbl_extend("force", cfg.env or {}, { [variable or "AGENT_SERVER_API_KEY"] = vim.trim(key) })
+  client.restart(function(err)
+    if err then
+      return notify(err, vim.log.levels.ERROR)
+    end
+    require("agent_server.chat").say("the server was restarted with the key you gave; the next prompt starts a new session")
+  end)
+end
+
+--- The ways forward after a prompt failed (`kind`: `"auth"` — the key is missing or refused —
+--- or `"connection"` — the endpoint cannot be reached, or the server could not start), offered with
+--- `vim.ui.select`. The failed prompt is put back in the prompt area (when it is empty) to send again.
+function M.way_forward(kind, prompt)
+  local transcript = require("agent_server.transcript")
+  local first = type(prompt) == "table" and prompt[1] or nil
+  if first and first.type == "text" and transcript.prompt_text() == "" then
+    transcript.set_prompt(first.text)
+  end
+  local choices
+  if kind == "auth" then
+    choices = {
+      { id = "sign-in", label = "Sign in: run `agent-server login` in a terminal (stores the key)" },
+      { id = "api-key", label = "Give an API key for this Neovim (the server restarts with it)" },
+      { id = "log", label = "Show the server's log" },
+      { id = "cancel", label = "Cancel" },
+    }
+  else
+    choices = {
+      { id = "restart", label = "Restart the server" },
+      { id = "log", label = "Show the server's log" },
+      { id = "health", label = "Check the set-up (:checkhealth agent_server)" },
+      { id = "cancel", label = "Cancel" },
+    }
+  end
+  vim.ui.select(choices, {
+    prompt = kind == "auth" and "The model endpoint needs a valid API key:"
+      or "agent-server could not reach the model endpoint, or could not start:",
+    kind = "agent_server.way_forward",
+    format_item = function(c)
+      return c.label
+    end,
+  }, function(choice)
+    local id = choice and choice.id
+    if id == "sign-in" then
+      M.login()
+    elseif id == "api-key" then
+      M.set_key()
+    elseif id == "log" then
+      M.log()
+    elseif id == "restart" then
+      M.restart()
+    elseif id == "health" then
+      vim.cmd("checkhealth agent_server")
     end
   end)
 end

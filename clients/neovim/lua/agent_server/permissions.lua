@@ -19,7 +19,7 @@ local function unified(old, new, path, meta)
   local part = type(meta) == "table" and type(meta.agentServer) == "table" and meta.agentServer.diff or nil
   local shift_old = part and part.partial == true and tonumber(part.oldLine) and (tonumber(part.oldLine) - 1) or 0
   local shift_new = part and part.partial == true and tonumber(part.newLine) and (tonumber(part.newLine) - 1) or 0
-  local lines = { "```diff", "--- " .. tostring(path), "+++ " .. tostring(path) }
+  local lines = { "--- " .. tostring(path), "+++ " .. tostring(path) }
   for _, l in ipairs(vim.split((diff or ""):gsub("\n$", ""), "\n", { plain = true })) do
     if shift_old + shift_new > 0 then
       l = l:gsub("^@@ %-(%d+)(%S*) %+(%d+)", function(a, rest, b)
@@ -28,13 +28,23 @@ local function unified(old, new, path, meta)
     end
     lines[#lines + 1] = l
   end
-  lines[#lines + 1] = "```"
+  -- a fence longer than any run of backticks in the diff: the file's text cannot close it
+  local longest = 2
+  for _, l in ipairs(lines) do
+    for run in l:gmatch("`+") do
+      longest = math.max(longest, #run)
+    end
+  end
+  local fence = string.rep("`", longest + 1)
+  table.insert(lines, 1, fence .. "diff")
+  lines[#lines + 1] = fence
   return lines
 end
 
 --- Lines describing the question: title, reasons, diffs.
 function M.describe(tool_call)
-  local lines = { "**Permission needed:** " .. tostring(tool_call.title or tool_call.toolCallId or "a tool call") }
+  local title = tostring(tool_call.title or tool_call.toolCallId or "a tool call"):gsub("\r?\n", " ⏎ ")
+  local lines = { "**Permission needed:** " .. title }
   for _, c in ipairs(tool_call.content or {}) do
     if c.type == "diff" then
       vim.list_extend(lines, unified(c.oldText, c.newText, c.path, c._meta))

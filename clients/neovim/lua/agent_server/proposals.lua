@@ -475,7 +475,7 @@ function M.receive(req, encoding)
   local proposal = {
     id = next_id,
     req = req,
-    label = params.label or "Edit",
+    label = tostring(params.label or "Edit"):gsub("\r?\n", " ⏎ "), -- one line: a file name may hold a line break
     tool_call_id = params.toolCallId,
     session_id = params.sessionId,
     save = params.save == "never" and "never" or "if-clean",

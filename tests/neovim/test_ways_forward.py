@@ -1,0 +1,65 @@
+"""A failed prompt whose error has a way forward offers it (``vim.ui.select``), not only its text:
+an endpoint that refuses the key → sign in / give a key / the log; a server that cannot start →
+restart / the log / :checkhealth."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agent_server.offline import text_stream
+
+REFUSED = {"kind": "error", "status": 401, "json": {"error": {"message": "Incorrect API key provided"}}}
+
+
+def picked(ed) -> dict:
+    return ed.wait("local s = _G.selects or {}; return s[#s]", what="a question")
+
+
+def test_a_401_from_the_endpoint_showed_only_its_text_in_neovim_and_offered_no_way_to_give_a_key(
+        make_editor, endpoint, workspace):
+    endpoint.push(REFUSED)
+    ed = make_editor()
+    ed.choose("api-key")
+    ed.lua("require('agent_server').read_secret = function() return ' sk-given ' end")
+    ed.cmd("AgentChat")
+    ed.cmd("AgentAsk hello there")
+    question = picked(ed)
+    assert [i["id"] for i in question["items"]] == ["sign-in", "api-key", "log", "cancel"], question
+    assert "API key" in question["prompt"]
+    ed.wait("return require('agent_server.chat').text():find('restarted with the key you gave', 1, true) ~= nil",
+            what="the restart with the key")
+    chat = ed.chat()
+    assert "**error:**" in chat and ":AgentLogin" in chat, chat
+    assert ed.lua("return require('agent_server.transcript').prompt_text()") == "hello there"  # to send again
+    endpoint.push(text_stream("welcome"))
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    assert "welcome" in ed.chat()
+    assert endpoint.requests[-1].headers["authorization"] == "Bearer sk-given"
+
+
+def test_sign_in_runs_the_servers_login_in_a_terminal_and_says_when_it_did_not_sign_in(
+        make_editor, endpoint, workspace):
+    endpoint.push(REFUSED)
+    ed = make_editor()
+    ed.choose("sign-in")
+    ed.cmd("AgentAsk hello")
+    ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
+    pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"login" in argv, argv
+    ed.lua("vim.fn.jobstop(vim.b.terminal_job_id)")
+    ed.wait("return require('agent_server.chat').text():find('not signed in', 1, true) ~= nil",
+            what="the failed sign-in said")
+
+
+def test_a_server_that_cannot_start_offers_its_log_and_a_restart(make_editor, workspace):
+    dies = [sys.executable, "-c", "import sys; sys.stderr.write('boom: the config is broken\\n'); sys.exit(3)"]
+    ed = make_editor(server_cmd=dies)
+    ed.choose("log")
+    ed.cmd("AgentAsk hello")
+    question = picked(ed)
+    assert [i["id"] for i in question["items"]] == ["restart", "log", "health", "cancel"], question
+    ed.wait("return vim.api.nvim_buf_get_name(0):find('agent-server://log', 1, true) ~= nil", what="the log")
+    assert "boom: the config is broken" in "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
