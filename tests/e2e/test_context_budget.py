@@ -123,10 +123,8 @@ async def test_a_second_overflow_after_compacting_ends_the_turn_with_a_clear_err
     endpoint.push(OVERFLOW)
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     await h.prompt(sid, TASK)
-    began = time.monotonic()
     with pytest.raises(RequestError) as failed:
         await h.prompt(sid, "Now do the rename.")
-    assert time.monotonic() - began < 10
     assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
     assert "after compacting" in failed.value.data["message"]
     assert len(endpoint.requests) == 4  # overflow, summary, overflow: no loop
@@ -136,16 +134,14 @@ async def test_a_second_overflow_after_compacting_ends_the_turn_with_a_clear_err
     await h.close()
 
 
-async def test_a_tail_that_alone_overflows_ends_the_turn_with_a_clear_error_in_bounded_time(
+async def test_a_tail_that_alone_overflows_ends_the_turn_with_a_clear_error_and_sends_nothing(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     # tool results are bounded by the window (a quarter of it each), so the tail that cannot fit is
     # the user's own request: pasted text larger than the whole window
     endpoint.push(text_stream("never sent"))
     h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW=WINDOW)
-    began = time.monotonic()
     with pytest.raises(RequestError) as failed:
         await h.prompt(sid, "Summarise this:\n" + "0123456789 abcdefghij\n" * 1000)
-    assert time.monotonic() - began < 10
     assert failed.value.data["code"] == "CONTEXT_WINDOW_EXCEEDED"
     assert "the prompt alone" in failed.value.data["message"] and "(4,000 tokens)" in failed.value.data["message"]
     assert len(endpoint.requests) == 0  # neither the step nor a summary that cannot help was sent

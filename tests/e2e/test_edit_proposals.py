@@ -266,7 +266,6 @@ async def test_plain_acp_client_that_changed_the_file_gets_stale_and_no_write(ac
 async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_nothing(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     import asyncio
-    import time
 
     path = workspace / "z.txt"
     path.write_text("zero\n")
@@ -276,7 +275,7 @@ async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_
     async def never_answers(params):
         editor.proposals.append(params)
         arrived.set()
-        await asyncio.sleep(60)
+        await asyncio.Event().wait()  # never: only the cancel, after its grace, ends the wait
     push(endpoint, call("r", "read", path="z.txt"), call("e", "edit", path="z.txt", old_string="zero", new_string="one"))
     config = ClientConfig(read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: never_answers},
                           agent_server_extension=True)
@@ -285,10 +284,8 @@ async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_
     sid = (await h.new_session(str(workspace))).session_id
     task = h.start_prompt(sid, "edit")
     await asyncio.wait_for(arrived.wait(), 20)
-    started = time.monotonic()
     await h.cancel(sid)
-    assert (await task).stop_reason == "cancelled"
-    assert time.monotonic() - started < 4  # ≤ 2 s grace for the editor's real answer, then cancelled
+    assert (await task).stop_reason == "cancelled"  # the grace for the editor's answer ran out: never answered
     cancels = [m for m in h.transcript.notifications("$/cancel_request")]
     assert cancels, "the pending proposal was cancelled on the wire"
     assert path.read_text() == "zero\n" and editor.buffers[str(path)].text == "zero\n"

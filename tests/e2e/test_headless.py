@@ -7,9 +7,11 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import read_events
+from support.procs import processes_naming, wait_gone
 
 AGENT = [sys.executable, "-m", "agent_server"]
 
@@ -116,23 +118,26 @@ def test_without_a_terminal_permission_is_refused_unless_allowed(agent_env, work
 
 
 def test_sigint_during_a_slow_tool_exits_130_and_the_session_loads_cleanly(agent_env, workspace, agent_state_dir):
-    script = [tool_call_stream([("c1", "bash", json.dumps({"command": "sleep 30"}))]), text_stream("resumed fine")]
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.1875"  # a sleep only the interruption ends
+    script = [tool_call_stream([("c1", "bash", json.dumps({"command": f"sleep {marker}"}))]),
+              text_stream("resumed fine")]
     with OfflineEndpoint.start_in_thread(script) as ep:
         env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
         proc = subprocess.Popen([*AGENT, "run", "-p", "wait", "--cwd", str(workspace)], env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(
-                p.name == "events.jsonl" and '"tool/call"' in p.read_text() for p in agent_state_dir.rglob("events.jsonl")):
-            time.sleep(0.1)
-        time.sleep(0.5)
-        started = time.monotonic()
+        deadline = time.monotonic() + 60  # the command runs
+        while time.monotonic() < deadline and not (command := processes_naming(marker)):
+            time.sleep(0.05)
+        assert command, "the command never started"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
-        assert time.monotonic() - started < 10
+        assert wait_gone(command), "the interruption did not stop the command"
         sid = session_of(err)
         assert calls_without_results(agent_state_dir, sid) == set()
+        (result,) = [e.data for e in read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+                     if e.type == "tool/result"]
+        assert result["reason"] == "interrupted", result
         again = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "hi", "--cwd", str(workspace),
                     "--resume", sid)
     assert again.returncode == 0, again.stderr

@@ -84,12 +84,9 @@ def test_output_buffer_keeps_head_and_tail_only():
 async def test_bash_timeout_kills_process_group_with_grandchildren(ctx):
     marker = f"{uuid.uuid4().int % 10**6 + 10**6}.5"  # sleep accepts fractional seconds
     command = f"echo started; bash -c 'sleep {marker} & sleep {marker} & wait' & tail -f /dev/null"
-    started = time.monotonic()
     res = await call(ctx, "bash", command=command, timeout_ms=1000)
-    elapsed = time.monotonic() - started
     assert res.is_error and res.meta["outcome"] == "timeout"
     assert "timed out after 1 s" in res.text and "started" in res.text
-    assert elapsed < 5
     assert await _wait_until(lambda: not _alive(marker)), _alive(marker)
     assert not _alive("tail -f /dev/null " + marker)
 

@@ -18,19 +18,23 @@ async def test_a_call_that_runs_past_its_budget_is_timed_out():
 
 
 async def test_time_spent_awaiting_the_user_does_not_count_against_the_budget():
+    now = [0.0]  # the clock's own time: the machine's load cannot move it
+
     async def reviewed():
         with awaiting_user():
-            await asyncio.sleep(0.4)  # four budgets of the user's time
-        await asyncio.sleep(0.02)  # the call's own work
+            now[0] += 0.5  # five budgets of the user's time
+            await asyncio.sleep(0)
+        now[0] += 0.0625  # the call's own work
+        await asyncio.sleep(0)
         return "done"
-    clock = CallClock()
+    clock = CallClock(now=lambda: now[0])
     token = CALL_CLOCK.set(clock)
     try:
         task = asyncio.ensure_future(reviewed())
     finally:
         CALL_CLOCK.reset(token)
     assert await run_within(task, clock, 0.1) is True and task.result() == "done"
-    assert clock.elapsed() < 0.4 and not clock.paused
+    assert clock.elapsed() == 0.0625 and not clock.paused  # the user's 0.5 s left out
 
 
 def _lsp_files(send, timeout):
