@@ -409,8 +409,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.currentSession = e.sessionId; // none after New or a restart: the next prompt makes one
       fresh.nextId = s.nextId;
       fresh.running = s.running; // prompts still open in the host are answered later,
-      fresh.turnsOpen = s.turnsOpen;
-      fresh.elsewhere = s.running; // but they are the transcript's that was cleared: nothing here runs
+      fresh.elsewhere = s.running; // but they are the transcript's that was cleared: nothing here runs,
+      fresh.turnsOpen = 0; // and a prompt of this one does not wait for them (another session's turns)
       fresh.busy = false;
       fresh.turn = s.turn;
       fresh.commands = s.commands;
@@ -457,7 +457,6 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
         // a turn of the transcript the panel left (New, a load): nothing shown here is its
         s.elsewhere--;
         s.running = Math.max(0, s.running - 1);
-        if (e.text === undefined || !isImmediateCommand(e.text)) s.turnsOpen = Math.max(0, s.turnsOpen - 1);
         s.busy = s.running > s.elsewhere;
         return s;
       }

@@ -196,6 +196,24 @@ describe("the chat fold", () => {
     expect(s.openText).toBeUndefined(); // the replayed answer is not streaming
   });
 
+  it("a prompt after New while another session's turn ran was shown queued, its answer above it", () => {
+    const s = run([
+      { kind: "session", sessionId: "sess_a" },
+      { kind: "user", text: "long task" },
+      { kind: "turn-start", text: "long task", sessionId: "sess_a" },
+      { kind: "reset" },
+      { kind: "session", sessionId: "sess_c" },
+      { kind: "user", text: "meanwhile" },
+      { kind: "turn-start", text: "meanwhile", sessionId: "sess_c" },
+      { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "answered at once" } } },
+    ]);
+    expect(s.items.map((i) => (i.type === "user" ? `${i.text}${i.queued ? ":queued" : ""}` : i.type))).toEqual(["meanwhile", "agent"]);
+    fold(s, { kind: "turn-end", text: "long task", sessionId: "sess_a", stopReason: "end_turn" });
+    expect(s.busy).toBe(true); // this transcript's turn still runs
+    fold(s, { kind: "turn-end", text: "meanwhile", sessionId: "sess_c", stopReason: "end_turn" });
+    expect(s.busy).toBe(false);
+  });
+
   it("a session loaded while another session's turn ran looked live (busy, Stop, Working…) and that turn's end marked nothing", () => {
     const s = run([
       { kind: "session", sessionId: "sess_a" },
@@ -215,6 +233,8 @@ describe("the chat fold", () => {
     fold(s, { kind: "user", text: "next" });
     fold(s, { kind: "turn-start", text: "next", sessionId: "sess_b" });
     expect(s.busy).toBe(true);
+    fold(s, { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "next answer" } } });
+    expect(s.items.slice(-2).map((i) => i.type === "user" ? `${i.text}${i.queued ? ":queued" : ""}` : i.type)).toEqual(["next", "agent"]);
     fold(s, { kind: "turn-end", text: "next", sessionId: "sess_b", stopReason: "end_turn" });
     expect(s.busy).toBe(false);
   });
