@@ -36,6 +36,7 @@ from agent_server.agent.step import (
     PartialMessage,
     RequestHeader,
     RetryPolicy,
+    dropped_calls_text,
     log_request_inputs,
     stream_step,
 )
@@ -488,9 +489,8 @@ class AgentSession:
             if message.dropped_tool_calls:
                 self._notice_dropped_calls(turn, message)
         if message.dropped_tool_calls:
-            await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
-                f"\n\n[agent-server] {message.dropped_tool_calls:,} tool calls of this answer were dropped unrun: "
-                f"at most {len(message.tool_calls)} per answer (max_tool_calls_per_step).")}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+            await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": dropped_calls_text(
+                message.dropped_tool_calls, len(message.tool_calls))}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     def _notice_dropped_calls(self, turn: int, message: AssembledMessage) -> None:
         """Tell the model (a logged notice, seen in the next request) how many of its calls past

@@ -231,6 +231,13 @@ RETRY_CAUSES = {
 """The cause a retry notice names, by ``LLMError.code`` (retryable codes only)."""
 
 
+def dropped_calls_text(dropped: int, kept: int) -> str:
+    """What the user is told when ``dropped`` tool calls of an answer past the per-answer cap were not
+    run (``kept`` were): live, and again on ``session/load``."""
+    return (f"\n\n[agent-server] {dropped:,} tool calls of this answer were dropped unrun: at most {kept} per "
+            "answer (max_tool_calls_per_step).")
+
+
 def retry_notice_text(error: LLMError, delay: float, *, shown: bool, next_attempt: int, max_attempts: int) -> str:
     """The one-line notice shown before try ``next_attempt`` of ``max_attempts``, framed by blank
     lines (``"\\n\\n[agent-server] …\\n\\n"``): whether the failed try had shown text (``shown``:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
-from agent_server.agent.step import message_id, retry_notice
+from agent_server.agent.step import dropped_calls_text, message_id, retry_notice
 from agent_server.host import paging, takeover
 from agent_server.host.commands import INIT_PROMPT
 from agent_server.host.errors import HostError
@@ -223,6 +223,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
     step_seq: int | None = None  # the step whose answer the next assistant event holds (its messageId)
+    calls = 0  # tool calls of the last answer
     compaction: int | None = None  # the compaction/start of the compaction being read, and its summary
     summary = ""
     for event in events:
@@ -241,6 +242,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
                 yield {"sessionUpdate": "user_message_chunk", "content": block,
                        "messageId": message_id(event.seq, "user_message_chunk")}
         elif kind in ("assistant", "assistant/attempt"):  # an attempt: what a failed try had shown
+            if kind == "assistant":
+                calls = len(data.get("tool_calls") or [])  # the calls it kept (a dropped-calls notice names them)
             if data.get("reasoning"):
                 yield _chunk("agent_thought_chunk", data["reasoning"], _step_id(step_seq, "agent_thought_chunk"))
             if data.get("text"):
@@ -264,6 +267,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
                 yield plan
         elif kind == "tool/result" and data.get("tool_call_id") not in announced:
             yield _tool_call(str(data.get("tool_call_id")), {**data, "arguments": ""}, event, context, shown)
+        elif kind == "notice" and data.get("reason") == "tool_calls_dropped" and isinstance(data.get("dropped"), int):
+            yield _notice(dropped_calls_text(data["dropped"], calls), "warning")  # as it was sent live
         elif kind == "notice":
             note = _notice_for_user(data)
             if note:

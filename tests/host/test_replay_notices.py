@@ -64,3 +64,18 @@ def test_loaded_init_turn_shows_the_users_slash_command_not_the_instructions_sen
     log.append("user", {"turn": 1, "content": INIT_PROMPT, "blocks": [{"type": "text", "text": INIT_PROMPT}]})
     user, _ = _shown(log, str(tmp_path))
     assert user == ["/init"]
+
+
+def test_a_loaded_session_lost_the_notice_of_tool_calls_dropped_past_the_per_answer_cap(tmp_path):
+    """Live, the user read "[agent-server] 2 tool calls of this answer were dropped unrun …"; a load
+    showed nothing of it (the log's ``notice`` is written for the model, and no note was made of it)."""
+    from agent_server.agent.step import dropped_calls_text
+
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
+    _turn(log, 1, "run it")
+    log.append("tool/result", {"turn": 1, "call_id": "c1", "content": "done"})
+    log.append("notice", {"turn": 1, "reason": "tool_calls_dropped", "dropped": 2, "text": "Your last answer made 3 …"})
+    _, agent = _shown(log, str(tmp_path))
+    assert agent[-1] == dropped_calls_text(2, 1)
+    assert agent[-1] == ("\n\n[agent-server] 2 tool calls of this answer were dropped unrun: at most 1 per answer "
+                         "(max_tool_calls_per_step).")
