@@ -676,3 +676,34 @@ def test_shortcuts_and_quickpick_pickers_with_full_access_confirmed(run):
     got = results["scenarios"]["execute_cards_and_daily_features"]
     assert got["shortcuts"] == {"newSession": True, "accept": True}, got
     assert got["pickers"] == {"modelQuickPick": True, "fullAccessConfirm": True, "modeAfter": "workspace-write"}, got
+
+
+def test_the_diff_breadcrumb_showed_the_proposals_internal_uri(run):
+    """Issue 30, item 11: the proposal's diff showed its internal URI in the breadcrumb (p1 › 0 ›
+    new › app.py); now the file's workspace-relative path (with the folder's name in a multi-root
+    workspace) and a title naming the file."""
+    scenario(run, "accept_in_unsaved_document")
+    scenario(run, "multi_root_edit_lands")
+    results, _, _ = run
+    for name, path in (("accept_in_unsaved_document", ["app.py"]), ("multi_root_edit_lands", ["second", "second.py"])):
+        shown = results["scenarios"][name]["diffShown"]
+        assert shown["crumbs"][:len(path)] == path, (name, shown)
+        assert "(proposal)" in shown["tab"] and path[-1] in shown["tab"], (name, shown)
+
+
+def test_restart_and_kill_notices_said_what_actually_happened(run):
+    """Issue 30, item 11: after Restart Server the panel said "this session goes on" before the
+    resume was answered; after a kill -9 it said "the session is resumed when the server is back"
+    and never whether it was; a window reload said nothing. Now each says what happened, once it did."""
+    scenario(run, "server_killed_mid_turn")
+    scenario(run, "restart_server_resumes_the_session")
+    scenario(run, "window_reload_reopens_the_session")
+    results, _, _ = run
+    exited, resumed = results["scenarios"]["server_killed_mid_turn"]["said"]
+    assert exited.startswith("agent-server exited (killed by SIGKILL). It is being started again; session "), exited
+    assert exited.endswith(" is resumed once it is back."), exited
+    assert resumed.startswith("agent-server was started again after it exited: session ") and "resumed" in resumed, resumed
+    restarted = results["scenarios"]["restart_server_resumes_the_session"]["said"]
+    assert restarted.startswith("agent-server was restarted (Agent: Restart Server): session ") and " resumed" in restarted, restarted
+    reopened = results["scenarios"]["window_reload_reopens_the_session"]["said"]
+    assert reopened and reopened.startswith("The window was reloaded: session ") and "reopened" in reopened, reopened

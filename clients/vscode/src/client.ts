@@ -49,13 +49,19 @@ export interface ClientHandlers {
 
 export type ClientEvent =
   | { type: "update"; sessionId: string; update: acp.SessionUpdate }
-  | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean }
+  /** `resumed`: the session that was open when the server went away, reattached (`session/resume`). */
+  | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean; resumed?: boolean }
   | { type: "turn-start"; sessionId: string; text: string }
   | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string; errorKind?: ErrorKind }
-  | { type: "server-exited"; message: string; stderrTail: string }
-  /** The session that was open could not be resumed after a restart: the next prompt starts a new one. */
-  | { type: "session-lost"; sessionId: string; reason: string }
-  | { type: "server-started"; agentName: string; extension: boolean };
+  /** `restarting`: the server is started again at once (else at the next prompt: it exited too often,
+   * or could not start); `session`: the session open then, resumed when the server is back. */
+  | { type: "server-exited"; message: string; stderrTail: string; restarting: boolean; session?: string; why?: string }
+  /** The session that was open could not be resumed after a restart: the next prompt starts a new one.
+   * `busy`: another agent-server process holds it (`SESSION_BUSY`); it may be taken over or copied. */
+  | { type: "session-lost"; sessionId: string; reason: string; busy?: SessionBusy }
+  | { type: "server-started"; agentName: string; extension: boolean }
+  /** The server was restarted before a new session because its settings changed (`why`, from `staleLaunch`). */
+  | { type: "relaunched"; why: string };
 
 export interface ClientOptions {
   spawn: () => SpawnOptions;
@@ -63,6 +69,9 @@ export interface ClientOptions {
   onEvent: (event: ClientEvent) => void;
   /** Mode to set after a session starts ("" = the server's default). */
   initialMode: () => string;
+  /** Why the running server no longer matches its settings (they changed since it started), else
+   * undefined: asked before a new session is made; the server is restarted first when it says why. */
+  staleLaunch?: () => string | undefined;
   /** The workspace's folders (absolute paths), the first is the session's `cwd`; empty: the spawn's `cwd`. */
   roots?: () => string[];
   log: (line: string) => void;
@@ -244,10 +253,12 @@ export class AgentClient {
     if (this.disposed) return;
     const message = `agent-server exited (${describeExit(status)})`;
     this.opts.log(message);
-    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail() });
     const now = Date.now();
     this.crashes = this.crashes.filter((t) => now - t < 60_000).concat(now);
-    if (this.crashes.length <= 3 && !status.error) {
+    const restarting = this.crashes.length <= 3 && !status.error;
+    const why = status.error ? "it could not start" : restarting ? undefined : `it exited ${this.crashes.length} times within a minute`;
+    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail(), restarting, ...(this.resumable ? { session: this.resumable } : {}), ...(why ? { why } : {}) });
+    if (restarting) {
       this.start()
         .then(() => this.resumeLost())
         .catch((err) => this.opts.log(`restart failed: ${String(err)}`));
@@ -272,7 +283,7 @@ export class AgentClient {
     this.sessionId = undefined;
     const message = `the connection to agent-server broke (${reason}); the server was stopped`;
     this.opts.log(message);
-    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail() });
+    this.opts.onEvent({ type: "server-exited", message, stderrTail: proc.stderrTail(), restarting: false, ...(this.resumable ? { session: this.resumable } : {}), why: "the connection broke" });
     await proc.kill();
   }
 
@@ -286,6 +297,20 @@ export class AgentClient {
     const extra = rest.filter((d) => d !== cwd);
     const can = (r.init.agentCapabilities?.sessionCapabilities as { additionalDirectories?: unknown } | undefined)?.additionalDirectories;
     return can && extra.length > 0 ? { cwd, additionalDirectories: extra } : { cwd };
+  }
+
+  /**
+   * Before a new session (no session open, none to resume): a server started with settings that
+   * changed since is restarted quietly, so the new session runs with them. Never under a turn: with
+   * no session open, no turn of this window runs on that server.
+   */
+  private async relaunchIfStale(): Promise<void> {
+    if (this.sessionId || this.resumable || !this.running?.proc.alive) return;
+    const why = this.opts.staleLaunch?.();
+    if (!why) return;
+    this.opts.log(`restarting the server for a new session: ${why}`);
+    await this.restart(false);
+    this.opts.onEvent({ type: "relaunched", why });
   }
 
   /** Creates a new session in the workspace folder (replaces the current one). */
@@ -360,12 +385,13 @@ export class AgentClient {
         this.resumable = undefined;
         this.sessionId = sessionId;
         this.opts.log(`resumed session ${sessionId}`);
-        this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true });
+        this.opts.onEvent({ type: "session", sessionId, modes: res.modes, configOptions: res.configOptions, loaded: true, resumed: true });
       } catch (err) {
         if (this.resumable !== sessionId) return;
         this.resumable = undefined;
         this.opts.log(`could not resume session ${sessionId}: ${errorText(err)}`);
-        this.opts.onEvent({ type: "session-lost", sessionId, reason: errorText(err) });
+        const busy = sessionBusy(err);
+        this.opts.onEvent({ type: "session-lost", sessionId, reason: errorText(err), ...(busy ? { busy } : {}) });
       }
     })().finally(() => (this.resuming = undefined));
     return this.resuming;
@@ -433,6 +459,7 @@ export class AgentClient {
     let started = false;
     let end: { stopReason?: string; error?: string; errorKind?: ErrorKind };
     try {
+      await this.relaunchIfStale();
       const r = await this.start();
       proc = r.proc;
       if (!this.sessionId && this.resumable) await this.resumeLost();
@@ -464,6 +491,7 @@ export class AgentClient {
   }
 
   async setConfigOption(configId: string, value: string): Promise<acp.SessionConfigOption[] | undefined> {
+    await this.relaunchIfStale();
     const r = await this.start();
     if (!this.sessionId && this.resumable) await this.resumeLost();
     if (!this.sessionId) await this.newSession();
@@ -477,6 +505,7 @@ export class AgentClient {
 
   /** `session/set_mode` (for agents that expose modes but no config options). */
   async setMode(modeId: string): Promise<void> {
+    await this.relaunchIfStale();
     const r = await this.start();
     if (!this.sessionId && this.resumable) await this.resumeLost();
     if (!this.sessionId) await this.newSession();

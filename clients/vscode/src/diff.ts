@@ -1,6 +1,6 @@
 /**
  * The diff view of proposals: `vscode.diff` between the document and a virtual file
- * (`agent-proposal:` scheme, a file system provider) holding the proposed text, CodeLens per hunk
+ * (`agent-proposal:` scheme, a file system provider; its path reads as the file's) holding the proposed text, CodeLens per hunk
  * (Accept / Reject), Accept All / Reject All in the editor title, and "closing the diff without
  * choosing is a reject". The proposed side is editable (CLIENTS.md "Edited before accepting"): what
  * the user types there is handed to the manager, which recomputes the hunks, so accepting applies the
@@ -16,17 +16,36 @@ import { comparePositions, shiftPosition } from "./proposalModel";
 
 export const PROPOSAL_SCHEME = "agent-proposal";
 
-/** `agent-proposal:/<id>/<fileIndex>/<side>/<name>` */
+/**
+ * What the diff's breadcrumb and tooltip show of a file: its workspace-relative path (with the
+ * folder's name in a multi-root workspace; an absolute path outside the workspace), as a URI path.
+ */
+export function shownPath(uri: vscode.Uri): string {
+  const rel = vscode.workspace.asRelativePath(uri, (vscode.workspace.workspaceFolders?.length ?? 0) > 1).replace(/\\/g, "/");
+  return rel.startsWith("/") ? rel : `/${rel}`;
+}
+
+/**
+ * `agent-proposal:/<the file's workspace-relative path>?<id>/<fileIndex>/<side>`: the path is what
+ * the diff editor's breadcrumb shows, so it reads as the file's (the proposal's ids, in the query,
+ * never show).
+ */
 export function proposalUri(p: Proposal, fileIndex: number, side: "old" | "new"): vscode.Uri {
-  const name = p.files[fileIndex]!.uri.path.split("/").pop() ?? "file";
-  return vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: `/${p.id}/${fileIndex}/${side}/${name}` });
+  return vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: shownPath(p.files[fileIndex]!.uri), query: `${encodeURIComponent(p.id)}/${fileIndex}/${side}` });
 }
 
 export function parseProposalUri(uri: vscode.Uri): { id: string; fileIndex: number; side: string } | undefined {
   if (uri.scheme !== PROPOSAL_SCHEME) return undefined;
-  const [, id, index, side] = uri.path.split("/");
-  if (!id || index === undefined || !side) return undefined;
-  return { id, fileIndex: Number(index), side };
+  const [id, index, side] = uri.query.split("/");
+  if (!id || index === undefined || !/^\d+$/.test(index) || !side) return undefined;
+  return { id: decodeURIComponent(id), fileIndex: Number(index), side };
+}
+
+/** The diff's title: the proposal's label, and the file's workspace-relative path when the label does not name the file. */
+export function diffTitle(p: Proposal, fileIndex: number): string {
+  const shown = shownPath(p.files[fileIndex]!.uri).replace(/^\//, "");
+  const name = shown.split("/").pop()!;
+  return `${p.label}${p.label.includes(name) ? "" : `: ${shown}`} (proposal)`;
 }
 
 /** Where each pending hunk starts in the proposed (right-side) text. */
@@ -163,7 +182,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
       const left = file.create ? proposalUri(p, i, "old") : file.uri;
-      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), `${p.label} (proposal)`, { preview: false, preserveFocus: false });
+      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: false });
     }
   }
 

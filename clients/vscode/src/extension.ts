@@ -12,7 +12,7 @@ import type * as acp from "@agentclientprotocol/sdk";
 import { AgentClient, type ClientEvent, errorKind, errorText, sessionBusy } from "./client";
 import { readTextFile, trackDiskChanges, writeTextFile } from "./buffers";
 import { ChatView, VIEW_ID } from "./chatView";
-import { DiffView, type ProposalPanel } from "./diff";
+import { DiffView, type ProposalPanel, shownPath } from "./diff";
 import { Permissions } from "./permissions";
 import { type Proposal, ProposalManager } from "./proposals";
 import { offsetAt } from "./proposalModel";
@@ -31,38 +31,52 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const output = vscode.window.createOutputChannel("agent-server");
   const log = (line: string) => output.appendLine(line);
   let apiKey = await context.secrets.get(SECRET_KEY);
-  /** The settings the running (or next) server was started with. */
+  /** The settings and key the running (or next) server was started with, and those last said in a notice. */
   let launched = readSettings();
+  let launchedKey = apiKey;
+  let announced = { settings: launched, key: apiKey };
+  /** What differs between the running server's settings and key and the current ones (none: undefined). */
+  const launchChanges = (from: { settings: typeof launched; key: string | undefined }): string[] => [
+    ...changedLaunchSettings(from.settings, readSettings()).map((k) => `agentServer.${k}`),
+    ...(from.key !== apiKey ? ["the API key"] : []),
+  ];
   context.subscriptions.push(
     output,
     trackDiskChanges(),
     context.secrets.onDidChange(async (e) => {
       if (e.key !== SECRET_KEY) return;
       apiKey = await context.secrets.get(SECRET_KEY);
-      await restartForSettings("the API key changed");
+      settingsChanged();
     }),
-    vscode.workspace.onDidChangeConfiguration(async (e) => {
+    vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration("agentServer")) return;
       // Only the user's own values count (readSettings ignores a workspace's): a change written
       // into .vscode/settings.json (by a command the agent ran, or a pulled commit) changes nothing
       // here and restarts nothing.
-      const now = readSettings();
-      const changed = changedLaunchSettings(launched, now);
-      if (changed.length === 0) return;
-      launched = now;
-      await restartForSettings(`your agentServer settings changed (${changed.map((k) => `agentServer.${k}`).join(", ")}; the server command is now ${JSON.stringify([now.path, ...now.args].join(" "))})`);
+      settingsChanged();
     }),
   );
 
-  async function restartForSettings(why: string): Promise<void> {
-    if (!client) return;
-    await client.restart();
-    setStatus("not started");
-    log(`${why}: the server restarts with the next prompt (in a new session)`);
-    // Not a reset: the transcript so far stays (the commands that ran, their output); the notice
-    // says what changed and that what follows is a new session.
-    post({ kind: "notice", level: "info", text: `${why}; the next prompt starts the server again in a new session.` });
+  /**
+   * The user's launch settings or key changed: they apply from the next new session (the client
+   * restarts the server then, `staleLaunch`), never under a running turn nor in the session open now.
+   * Said once per change; the first-run page shows the new facts.
+   */
+  function settingsChanged(): void {
+    const changed = launchChanges(announced);
+    announced = { settings: readSettings(), key: apiKey };
     void refreshSetup();
+    if (changed.length === 0 || !client) return;
+    const now = announced.settings;
+    const what = `${changed.join(", ")} changed (the server command is now ${JSON.stringify([now.path, ...now.args].join(" "))})`;
+    const running = agent.serverUp && launchChanges({ settings: launched, key: launchedKey }).length > 0;
+    log(`${what}: ${running ? "the server is restarted with them at the next new session" : "the next server uses them"}`);
+    const open = agent.currentSessionId !== undefined;
+    post({
+      kind: "notice",
+      level: "info",
+      text: `${what}. They apply from the next new session${running ? " (agent-server is restarted with them then)" : ""}${open ? `: this session goes on as it was started — New starts one with them` : ": the next prompt starts it"}.`,
+    });
   }
 
   /** The pickers a new session will have (`--check-config --json`), shown while none exists. */
@@ -115,6 +129,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     spawn: () => {
       const s = readSettings();
       launched = s;
+      launchedKey = apiKey;
       return { command: s.path, args: s.args, cwd: folder(), env: serverEnv(s, apiKey), log };
     },
     handlers: {
@@ -128,6 +143,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     },
     onEvent: (e) => onClientEvent(e),
     initialMode: () => readSettings().mode,
+    staleLaunch: () => {
+      const changed = launchChanges({ settings: launched, key: launchedKey });
+      return changed.length > 0 ? changed.join(", ") : undefined;
+    },
     roots: () => (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath),
     log,
   });
@@ -175,7 +194,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         if (!agent.busy) setStatus("ready");
         const previous = reopen;
         reopen = undefined;
-        if (previous && !agent.currentSessionId && !agent.busy) await loadSession(previous, "reopen");
+        if (previous && !agent.currentSessionId && !agent.busy) {
+          await loadSession(previous, "reopen");
+          if (agent.currentSessionId === previous) post({ kind: "notice", level: "info", text: `The window was reloaded: session ${previous.slice(0, 8)} reopened (its history is above).` });
+        }
         await refreshSessions();
       } catch (err) {
         setStatus("stopped", errorText(err));
@@ -186,6 +208,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     })();
     return prestarted;
   }
+
+  /** Why the server went away last (for what the panel says once the session is resumed, or not). */
+  let wentAway: "crash" | "restart" | undefined;
+  const restartCause = (why: typeof wentAway) =>
+    why === "restart" ? "agent-server was restarted (Agent: Restart Server)" : why === "crash" ? "agent-server was started again after it exited" : "agent-server was started again";
 
   function onClientEvent(e: ClientEvent): void {
     switch (e.type) {
@@ -202,6 +229,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         }
         return;
       case "session":
+        if (e.resumed) {
+          // said once the server answered: resumed after a restart or a crash, never assumed before
+          const short = e.sessionId.slice(0, 8);
+          post({ kind: "notice", level: "info", text: `${restartCause(wentAway)}: session ${short} resumed — the agent still has everything above.` });
+          wentAway = undefined;
+        }
         // Not a reset: New, a load and a settings restart clear the panel themselves before their
         // session starts, and a session started by a prompt (the window's first, or the one after the
         // server died) keeps what is shown — that prompt among it.
@@ -225,16 +258,35 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         if (e.last) setStatus(agent.serverUp ? "ready" : "stopped");
         post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error, errorKind: e.errorKind, sessionId: e.sessionId });
         return;
-      case "server-exited":
+      case "server-exited": {
         setStatus("stopped", e.message);
         permissions.cancelAll();
         log(`--- stderr tail ---\n${e.stderrTail}`);
-        post({ kind: "server-exited", message: e.message, stderrTail: e.stderrTail });
+        wentAway = "crash";
+        const short = e.session?.slice(0, 8);
+        const next = e.restarting
+          ? `It is being started again${short ? `; session ${short} is resumed once it is back` : " (no session was open)"}.`
+          : `It is not started again now (${e.why ?? "it stopped"}): the next prompt starts it${short ? ` and resumes session ${short}` : ""}.`;
+        post({ kind: "server-exited", message: e.message, stderrTail: e.stderrTail, next });
         return;
-      case "session-lost":
+      }
+      case "session-lost": {
         void context.workspaceState.update(SESSION_KEY, undefined);
-        post({ kind: "notice", level: "divider", text: `Session ${e.sessionId.slice(0, 8)} could not be resumed (${e.reason}). A new session starts here: the agent does not see what is above.` });
+        const cause = restartCause(wentAway);
+        wentAway = undefined;
+        if (e.busy) {
+          // held by another agent-server process: the same choice as the session picker's (take it
+          // over, a copy, cancel); until then the next prompt starts a new session
+          post({ kind: "notice", level: "divider", text: `${cause}, but session ${e.sessionId.slice(0, 8)} was not resumed: another agent-server process holds it. Take it over or open a copy below; otherwise the next prompt starts a new session here and the agent does not see what is above.` });
+          post({ kind: "load-refused", sessionId: e.sessionId, error: e.reason, busy: e.busy });
+        } else {
+          post({ kind: "notice", level: "divider", text: `${cause}, but session ${e.sessionId.slice(0, 8)} could not be resumed (${e.reason}). A new session starts here: the agent does not see what is above.` });
+        }
         void refreshSessions();
+        return;
+      }
+      case "relaunched":
+        post({ kind: "notice", level: "info", text: `agent-server was restarted for this new session: ${e.why} changed since it started.` });
         return;
       case "server-started":
         setStatus(agent.busy ? "working" : "ready");
@@ -592,13 +644,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   );
   async function showChange(file: string, oldText: string | null, newText: string): Promise<void> {
     if (typeof file !== "string" || typeof newText !== "string") return;
-    const name = path.basename(file);
+    const shown = shownPath(vscode.Uri.file(file)); // the breadcrumb reads as the file's path
     const before = `b${++changeSeq}`;
     const after = `a${changeSeq}`;
     changeTexts.set(before, oldText ?? "");
     changeTexts.set(after, newText);
-    const uri = (key: string) => vscode.Uri.from({ scheme: "agent-change", path: `/${name}`, query: key });
-    await vscode.commands.executeCommand("vscode.diff", uri(before), uri(after), `${name} (the turn's change)`, { preview: true });
+    const uri = (key: string) => vscode.Uri.from({ scheme: "agent-change", path: shown, query: key });
+    await vscode.commands.executeCommand("vscode.diff", uri(before), uri(after), `${shown.slice(1)} (the turn's change)`, { preview: true });
   }
 
   context.subscriptions.push(
@@ -645,9 +697,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       permissions.cancelAll();
       setStatus("not started");
       log(`restarted on request${had ? `: session ${had} is resumed` : ""}`);
-      post({ kind: "notice", level: "info", text: had ? "agent-server was restarted; this session goes on." : "agent-server was restarted." });
+      wentAway = "restart";
       try {
         await agent.start();
+        // what happened is said when it is known: resumed (the session event), not (session-lost)
+        if (!had) post({ kind: "notice", level: "info", text: `${restartCause("restart")}; no session was open: the next prompt starts one.` });
         await agent.resumeLost();
       } catch (err) {
         post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });

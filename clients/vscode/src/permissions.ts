@@ -8,6 +8,7 @@
 import * as vscode from "vscode";
 import type * as acp from "@agentclientprotocol/sdk";
 import type { ChatEvent } from "./protocol";
+import { shownPath } from "./diff";
 
 export const PERMISSION_DIFF_SCHEME = "agent-permission";
 
@@ -28,7 +29,7 @@ export class Permissions implements vscode.TextDocumentContentProvider {
   }
 
   provideTextDocumentContent(uri: vscode.Uri): string {
-    return this.texts.get(uri.path) ?? "";
+    return this.texts.get(uri.query) ?? "";
   }
 
   /** Asks the user; resolves with `selected` only for an option the user clicked. */
@@ -60,17 +61,19 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     return result;
   }
 
+  /** The question's diff: `agent-permission:/<the file's workspace-relative path>?<id>/<i>/<side>` (the
+   * breadcrumb reads as the file's path; the ids ride in the query). */
   private async showDiff(id: string, i: number, d: acp.Diff): Promise<void> {
-    const name = d.path.split("/").pop() ?? "file";
-    const left = `/${id}/${i}/old/${name}`;
-    const right = `/${id}/${i}/new/${name}`;
+    const shown = shownPath(vscode.Uri.file(d.path));
+    const left = `${id}/${i}/old`;
+    const right = `${id}/${i}/new`;
     this.texts.set(left, d.oldText ?? "");
     this.texts.set(right, d.newText);
     await vscode.commands.executeCommand(
       "vscode.diff",
-      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: left }),
-      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: right }),
-      `${name}: change the agent asks to make${partialNote(d)}`,
+      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: shown, query: left }),
+      vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: shown, query: right }),
+      `${shown.slice(1)}: change the agent asks to make${partialNote(d)}`,
       { preview: true, preserveFocus: true },
     );
   }
@@ -83,9 +86,9 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     const known = optionId !== null && p.params.options.some((o) => o.optionId === optionId);
     p.resolve(known ? { outcome: { outcome: "selected", optionId: optionId! } } : { outcome: { outcome: "cancelled" } });
     this.post({ kind: "permission-done", id, outcome: known ? optionId! : "cancelled" });
-    for (const key of [...this.texts.keys()]) if (key.startsWith(`/${id}/`)) this.texts.delete(key);
+    for (const key of [...this.texts.keys()]) if (key.startsWith(`${id}/`)) this.texts.delete(key);
     // the question's diff closes with its answer (it showed a change that is now decided)
-    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === PERMISSION_DIFF_SCHEME && t.input.modified.path.startsWith(`/${id}/`));
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === PERMISSION_DIFF_SCHEME && t.input.modified.query.startsWith(`${id}/`));
     if (tabs.length > 0) void vscode.window.tabGroups.close(tabs);
   }
 

@@ -86,7 +86,8 @@ export type ChatEvent =
   | { kind: "turn-end"; text?: string; stopReason?: string; error?: string; errorKind?: ErrorKind; sessionId?: string }
   /** A `session/load`'s replay is over: what it showed is history, nothing of it runs here. */
   | { kind: "loaded"; sessionId: string }
-  | { kind: "server-exited"; message: string; stderrTail: string }
+  /** `next`: what happens now (started again, the session resumed or not), said after the exit. */
+  | { kind: "server-exited"; message: string; stderrTail: string; next?: string }
   /** `divider`: a new session starts here (the one above could not be resumed). */
   | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string; errorKind?: ErrorKind }
   /** The first-run page's facts (sent when the panel loads and after a settings or key change). */

@@ -505,7 +505,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     case "server-exited":
       if (s.running > 0) s.exitShown = true;
-      push(s, { type: "notice", level: "error", text: `${e.message}. The session is resumed when the server is back.`, detail: e.stderrTail });
+      push(s, { type: "notice", level: "error", text: `${e.message}. ${e.next ?? "The session is resumed when the server is back."}`, detail: e.stderrTail });
       return s;
     case "notice":
       push(s, { type: "notice", level: e.level, text: e.text, errorKind: e.errorKind });

@@ -51,6 +51,16 @@ async function waitDiff(page) {
   await page.waitForTimeout(500);
 }
 
+/** The active diff editor's breadcrumb (its file path segments and symbols) and its tab's label. */
+async function diffCrumbs(page) {
+  const group = page.locator(".editor-group-container.active");
+  await group.locator(".breadcrumbs-control .monaco-breadcrumb-item").first().waitFor({ timeout: 10_000 }).catch(() => {});
+  return {
+    crumbs: (await group.locator(".breadcrumbs-control .monaco-breadcrumb-item").allTextContents()).map((t) => t.trim()).filter(Boolean),
+    tab: (await group.locator(".tab.active").first().getAttribute("aria-label")) ?? "",
+  };
+}
+
 async function titleAction(page, label) {
   await page.locator(`.editor-group-container.active .editor-actions a.action-label[aria-label^="${label}"]`).first().click();
 }
@@ -174,6 +184,7 @@ const scenarios = {
     await askAboutSelection(page, s.question);
     await waitDiff(page);
     await shot(page, "accept-diff");
+    const diffShown = await diffCrumbs(page);
     const p = panel(page);
     await promptInPanel(page, s.command);
     await p.locator(".agent", { hasText: s.commandAnswer }).first().waitFor({ timeout: T });
@@ -200,7 +211,7 @@ const scenarios = {
     expectEqual("document text", await editorText(page), s.expected);
     expectEqual("document still unsaved", await activeTabDirty(page), true);
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
-    return { selectionUriFragment: "checked by the server's request", afterCommand };
+    return { selectionUriFragment: "checked by the server's request", afterCommand, diffShown };
   },
 
   /** The document changes after the agent read it and before the proposal is applied → stale, nothing applied. */
@@ -311,6 +322,12 @@ const scenarios = {
     const tail = (await notice.locator("pre.stderr-tail").textContent({ timeout: T })) ?? "";
     if (!tail.trim()) throw new Error("the exit notice has no stderr tail");
     await waitIdle(page);
+    // what the panel said: the exit and what happens next, then (once it did) the session resumed
+    await panel(page).locator(".notice", { hasText: "started again after it exited" }).first().waitFor({ timeout: T });
+    const said = [
+      await notice.evaluate((n) => [...n.childNodes].filter((c) => c.nodeName !== "PRE").map((c) => c.textContent).join("").trim()), // without the stderr tail
+      (await panel(page).locator(".notice", { hasText: "started again after it exited" }).last().textContent()) ?? "",
+    ];
     await shot(page, "killed-panel");
     await promptInPanel(page, s.next);
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
@@ -319,7 +336,7 @@ const scenarios = {
     // resumed, not restarted empty: no new-session divider, and the killed call is not left running
     const dividers = await panel(page).locator(".notice.divider").count();
     const runningCards = await panel(page).locator(".tool.status-in_progress, .tool.status-pending", { hasText: s.toolTitle }).count();
-    return { stderrTail: tail.slice(-300), dividers, runningCards };
+    return { stderrTail: tail.slice(-300), dividers, runningCards, said };
   },
 
   /** New session, then the session picker (session/list) loads the first one (session/load replays it). */
@@ -483,11 +500,13 @@ const scenarios = {
     await promptInPanel(page, s.prompt);
     await waitDiff(page);
     await shot(page, "multi-root-diff");
+    const diffShown = await diffCrumbs(page);
     await titleAction(page, "Accept All");
     await panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "multi-root-panel");
+    return { diffShown };
   },
 
   /** Issue 30, item 6: Agent: Open Session… lists the workspace's sessions (titles, dates), narrows
@@ -524,13 +543,15 @@ const scenarios = {
    * same session (the pytest side checks the model saw the earlier prompts), no divider drawn. */
   async restart_server_resumes_the_session(page, s) {
     await runCommand(page, "Agent: Restart Server");
-    await panel(page).locator(".notice", { hasText: "this session goes on" }).waitFor({ timeout: T });
+    const resumed = panel(page).locator(".notice", { hasText: "was restarted (Agent: Restart Server)" }).last();
+    await resumed.waitFor({ timeout: T });
+    const said = (await resumed.textContent()) ?? "";
     await page.locator('.statusbar [aria-label="Agent: ready"]').first().waitFor({ timeout: T });
     await promptInPanel(page, s.prompt);
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "restart-resumed");
-    return { dividers: await panel(page).locator(".notice.divider").count() };
+    return { dividers: await panel(page).locator(".notice.divider").count(), said };
   },
 
   /** Issue 30, item 6, in the second window: a window reload (a new extension host, an empty panel)
@@ -542,8 +563,10 @@ const scenarios = {
     for (const text of s.users) await panel(page).locator(".item.user", { hasText: text }).first().waitFor({ timeout: T });
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
+    const reopened = panel(page).locator(".notice", { hasText: "The window was reloaded" }).last();
+    const said = await reopened.waitFor({ timeout: 10_000 }).then(() => reopened.textContent(), () => null);
     await shot(page, "reload-reopened");
-    return { dividers: await panel(page).locator(".notice.divider").count() };
+    return { dividers: await panel(page).locator(".notice.divider").count(), said };
   },
 
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */

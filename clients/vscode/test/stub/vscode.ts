@@ -13,8 +13,8 @@ export class Uri {
     if (!m) throw new Error(`bad uri ${value}`);
     return new Uri(m[1]!, decodeURIComponent(m[2]!), m[4] ?? "", m[3] ?? "");
   }
-  static from(c: { scheme: string; path: string }): Uri {
-    return new Uri(c.scheme, c.path);
+  static from(c: { scheme: string; path: string; query?: string }): Uri {
+    return new Uri(c.scheme, c.path, "", c.query ?? "");
   }
   static joinPath(base: Uri, ...parts: string[]): Uri {
     return new Uri(base.scheme, [base.path, ...parts].join("/"));
@@ -26,7 +26,7 @@ export class Uri {
     return new Uri(this.scheme, this.path, c.fragment ?? this.fragment, this.query);
   }
   toString(): string {
-    const base = this.scheme === "file" ? `file://${encodeURI(this.path)}` : `${this.scheme}:${this.path}`;
+    const base = this.scheme === "file" ? `file://${encodeURI(this.path)}` : `${this.scheme}:${this.path}${this.query ? `?${this.query}` : ""}`;
     return this.fragment ? `${base}#${this.fragment}` : base;
   }
 }

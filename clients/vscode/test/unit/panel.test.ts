@@ -26,9 +26,9 @@ const memento = (() => {
 })();
 beforeEach(() => memento.clear());
 
-async function openPanel(script: object) {
+async function openPanel(script: object, settings: Record<string, unknown> = {}) {
   const log = join(mkdtempSync(join(tmpdir(), "panel-")), "methods.log");
-  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify({ ...script, log })] };
+  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify({ ...script, log })], ...settings };
   workspace.workspaceFolders = [{ uri: Uri.file(process.cwd()) }];
   const context = {
     subscriptions: [] as unknown[],
@@ -225,6 +225,47 @@ describe("settings written by the workspace (test_workspace_settings_cannot_choo
   });
 });
 
+describe("config changes picked up at the next session/new (issue 30, item 11)", () => {
+  it("a settings change during a turn killed the server under it; now the turn and its session go on and the next new session gets a server with the new settings", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "panel-config-"));
+    const envLog = join(dir, "env.log");
+    const servers = () => (existsSync(envLog) ? readFileSync(envLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { pid: number; baseUrl: string | null }) : []);
+    const toolCall = { toolCallId: "c1", title: "Edit a.py", kind: "edit", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow", kind: "allow_once" }];
+    const panel = await openPanel({ envLog, turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }, ...answer("first answer")], answer("second answer")] }, { baseUrl: "http://127.0.0.1:1/v1" });
+    panel.send({ type: "prompt", text: "a turn that waits" });
+    await panel.until("the question", (s) => s.busy && s.items.some((i) => i.type === "permission"));
+    const session = panel.state().currentSession;
+    // mid-turn, the user points the extension at another endpoint
+    workspace.settings = { ...workspace.settings, baseUrl: "http://127.0.0.1:2/v1", model: "other-model" };
+    await workspace.changed("baseUrl");
+    await workspace.changed("model");
+    await panel.until("the notice", (s) => s.items.some((i) => i.type === "notice"));
+    const permission = panel.state().items.find((i) => i.type === "permission") as { permId: string };
+    panel.send({ type: "permission", id: permission.permId, optionId: "allow" });
+    await panel.until("the first answer", panel.answered("first answer")); // the turn was not killed
+    panel.send({ type: "prompt", text: "same session" });
+    await panel.until("the second answer", panel.answered("second answer"));
+    expect(panel.state().currentSession).toBe(session);
+    expect(servers().map((x) => x.baseUrl)).toEqual(["http://127.0.0.1:1/v1"]); // one server so far
+    const notices = () => panel.state().items.flatMap((i) => (i.type === "notice" ? [i.text] : []));
+    expect(notices()).toHaveLength(1); // said once for the two keys
+    expect(notices()[0]).toContain("agentServer.baseUrl, agentServer.model changed");
+    expect(notices()[0]).toContain("this session goes on as it was started");
+    // New: the next session/new is on a server started with the new settings, and it says so
+    panel.send({ type: "newSession" });
+    panel.send({ type: "prompt", text: "new session" });
+    // a new process plays the script from its first turn (the question) again
+    await panel.until("the new server's question", (s) => s.items.some((i) => i.type === "permission" && !i.outcome));
+    const again = panel.state().items.find((i) => i.type === "permission" && !i.outcome) as { permId: string };
+    panel.send({ type: "permission", id: again.permId, optionId: "allow" });
+    await panel.until("the answer in the new session", panel.answered("first answer"));
+    expect(servers().map((x) => x.baseUrl)).toEqual(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]);
+    expect(panel.state().currentSession).not.toBe(session);
+    expect(notices().at(-1)).toBe("agent-server was restarted for this new session: agentServer.baseUrl, agentServer.model changed since it started.");
+  });
+});
+
 describe("every workspace folder is a root of the session", () => {
   it("sends the first folder as cwd and the others as additionalDirectories, and a folder change starts a new session, said so", async () => {
     const dir = mkdtempSync(join(tmpdir(), "roots-"));
@@ -296,6 +337,57 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     expect(sessionOf(panel.agentLog()).filter((m) => m === "session/new")).toHaveLength(2);
   });
 
+  const notices = (s: ChatState) => s.items.flatMap((i) => (i.type === "notice" ? [i.text] : []));
+
+  it("restart and kill notices said the session went on before anyone knew (Restart Server, a crash, no session open)", async () => {
+    // Restart Server with a session open: said once it was resumed, naming what happened
+    const panel = await openPanel({ resume: true, turns: [answer("first answer")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const short = panel.state().currentSession!.slice(0, 8);
+    await commands.registered.get("agentServer.restartServer")!();
+    await panel.until("the restart notice", (s) => notices(s).some((t) => t.includes("resumed")));
+    expect(notices(panel.state())).toEqual([`agent-server was restarted (Agent: Restart Server): session ${short} resumed — the agent still has everything above.`]);
+    // New, then Restart Server: no session was open, and it says so (not "this session goes on")
+    panel.send({ type: "newSession" });
+    await commands.registered.get("agentServer.restartServer")!();
+    await panel.until("the second restart notice", (s) => notices(s).some((t) => t.includes("no session was open")));
+    expect(notices(panel.state())).toEqual(["agent-server was restarted (Agent: Restart Server); no session was open: the next prompt starts one."]);
+  });
+
+  it("a crash mid-turn says the server is started again and, once it is, that the session was resumed", async () => {
+    const once = join(mkdtempSync(join(tmpdir(), "panel-crash-")), "died");
+    const panel = await openPanel({ resume: true, turns: [answer("first answer"), [{ die: "fatal: scripted crash", onceFile: once }]] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const short = panel.state().currentSession!.slice(0, 8);
+    panel.send({ type: "prompt", text: "this one crashes" });
+    await panel.until("the resumed notice", (s) => notices(s).some((t) => t.includes("started again after it exited")));
+    expect(notices(panel.state())).toEqual([
+      `agent-server exited (exit code 3). It is being started again; session ${short} is resumed once it is back.`,
+      `agent-server was started again after it exited: session ${short} resumed — the agent still has everything above.`,
+    ]);
+  });
+
+  it("the automatic resume of a session another agent-server process holds offers Take over here, Open a copy, Cancel", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "panel-busy-resume-")), "params.log");
+    const calls = () => (existsSync(paramsLog) ? readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { method: string; params: Record<string, unknown> }) : []);
+    const panel = await openPanel({ resume: true, busyResume: true, loadable: true, busy: { pid: 4242, answersTakeOver: true }, paramsLog, turns: [answer("first answer")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const mine = panel.state().currentSession!;
+    await commands.registered.get("agentServer.restartServer")!();
+    const choice = () => panel.state().items.find((i) => i.type === "notice" && i.actions) as Extract<ChatState["items"][number], { type: "notice" }> | undefined;
+    await panel.until("the choice", () => choice() !== undefined);
+    expect(choice()!.text).toContain(`Session ${mine} is open in another agent-server process (pid 4242)`);
+    expect(choice()!.actions!.map((a) => a.label)).toEqual(["Take over here", "Open a copy", "Cancel"]);
+    expect(notices(panel.state())[0]).toContain(`agent-server was restarted (Agent: Restart Server), but session ${mine.slice(0, 8)} was not resumed: another agent-server process holds it.`);
+    panel.send(choice()!.actions![0]!.send); // Take over here
+    await panel.until("the taken-over session", (s) => s.currentSession === mine && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
+    const asked = calls().filter((c) => c.method === "session/resume" || c.method === "session/load");
+    expect(asked.map((c) => [c.method, c.params._meta ?? null])).toEqual([["session/resume", null], ["session/load", { agentServer: { takeOver: true } }]]);
+  });
+
   it("a window reload reopens the session the window had open (session/load into the empty panel)", async () => {
     const before = await openPanel({ loadable: true, turns: [answer("first answer")] });
     before.send({ type: "prompt", text: "first question" });
@@ -306,6 +398,8 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     await after.until("the reopened session", (s) => s.currentSession === mine && s.items.some((i) => i.type === "agent" && i.text === "replayed answer"));
     expect(after.users()).toEqual(["replayed question"]);
     expect(after.agentLog()).toContain("session/load");
+    await after.until("the reopen notice", (s) => notices(s).length > 0);
+    expect(notices(after.state())).toEqual([`The window was reloaded: session ${mine!.slice(0, 8)} reopened (its history is above).`]);
   });
 
   it("loaded sessions show chips as live: a call the replay left open is drawn unfinished, and a load during another session's turn is not busy", async () => {

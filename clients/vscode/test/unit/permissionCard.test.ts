@@ -56,7 +56,7 @@ describe("the permission card", () => {
   it("the plain-ACP permission diff closes after the answer (it stayed open, showing a decided change)", () => {
     const { posted, permissions } = ask({}, [{ type: "diff", path: "/ws/a.py", oldText: "x = 1\n", newText: "x = 2\n" }]);
     const id = (posted[0] as { id: string }).id;
-    const mine = { input: new TabInputTextDiff(Uri.from({ scheme: "agent-permission", path: `/${id}/0/old/a.py` }), Uri.from({ scheme: "agent-permission", path: `/${id}/0/new/a.py` })) };
+    const mine = { input: new TabInputTextDiff(Uri.from({ scheme: "agent-permission", path: "/ws/a.py", query: `${id}/0/old` }), Uri.from({ scheme: "agent-permission", path: "/ws/a.py", query: `${id}/0/new` })) };
     const other = { input: new TabInputTextDiff(Uri.file("/ws/b.py"), Uri.file("/ws/b.py")) };
     const closed: unknown[] = [];
     const groups = window.tabGroups as unknown as { all: unknown[]; close: (t: unknown[]) => Promise<boolean> };
