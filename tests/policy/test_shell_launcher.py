@@ -267,7 +267,7 @@ async def test_an_unconfined_call_through_the_launcher_keeps_the_reapers_guarant
             seen = processes_naming(marker)
         else:  # the three sleeps are seen running before the timeout or the cancel
             task = asyncio.ensure_future(full_access(command + f"; sleep {marker}",
-                                                     timeout_ms=5000 if how == "timeout" else None))
+                                                     timeout_ms=8000 if how == "timeout" else None))
             deadline = time.monotonic() + 60
             while len(seen := processes_naming(marker)) < 3 and not task.done() and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)

@@ -152,7 +152,7 @@ def run_reaped(argv: list[str], env: dict[str, str], report_fd: int, prctl: "Cal
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for sig in STOPS:
         signal.signal(sig, _stop)
-    status = signal.SIGKILL  # a raw wait status: killed by SIGKILL (the fork failed)
+    status = signal.SIGKILL  # a raw wait status: killed by SIGKILL (the command was never seen to end)
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         command = os.fork()
@@ -174,6 +174,9 @@ def run_reaped(argv: list[str], env: dict[str, str], report_fd: int, prctl: "Cal
         status = stop.args[0]
     except ChildProcessError:
         pass
+    except OSError as exc:  # the fork failed (a process limit): nothing ran
+        os.write(2, f"agent-server: cannot start the command: {exc.strerror}\n".encode())
+        status = 127 << 8
     finally:
         for sig in STOPS:
             signal.signal(sig, signal.SIG_IGN)
