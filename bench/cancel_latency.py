@@ -16,7 +16,7 @@ fast. Scenarios, each ``--runs`` times in one agent (``stdin``: one agent per ru
 * ``stdin``: closing stdin while a prompt streams and another is queued → the process's exit.
 
 The floor is the round trip of a request the server answers at once (an unknown method's error),
-in the same agent. Median, p90 and max in ms.
+in the same agent, after each run. Median, p90 and max in ms.
 
     .venv/bin/python bench/cancel_latency.py [--runs 10] [--json]
 
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -93,78 +93,70 @@ def _cancel(agent: AgentProcess, sid: str, rid: int, start: int) -> float:
     return (answered - sent) * 1000
 
 
+def _measure(script: list[dict[str, Any]], state: Path, runs: int, one: Callable[[AgentProcess, str, int], float],
+             extra: dict[str, str] | None = None) -> tuple[list[float], list[float]]:
+    """``runs`` runs of ``one(agent, session, i)`` in one agent, each followed by a floor round trip."""
+    agent, endpoint, sid, _ = _start(script, state, extra)
+    times, floor = [], []
+    try:
+        for i in range(runs):
+            times.append(one(agent, sid, i))
+            floor.append(_floor(agent))
+    finally:
+        agent.close()
+        endpoint.finish()
+    return times, floor
+
+
+def _first_chunk(agent: AgentProcess, start: int) -> None:
+    agent.wait(lambda raw: b"agent_message_chunk" in raw, start)
+
+
 def shell(runs: int, state: Path) -> tuple[list[float], list[float]]:
     config = state / "full-access.toml"
     config.write_text('[policy]\ndefault_mode = "danger-full-access"\n')
     pid_files = [state / f"pids-{i}" for i in range(runs)]
-    agent, endpoint, sid, _ = _start([bash_call(f"b{i}", TREE.format(pids=p)) for i, p in enumerate(pid_files)],
-                                     state, {"AGENT_SERVER_CONFIG": str(config)})
-    times, floor = [], []
-    try:
-        for pids in pid_files:
-            floor.append(_floor(agent))
-            rid, start = _prompt(agent, sid, "run it")
-            deadline = time.monotonic() + 60
-            while not (pids.exists() and len(pids.read_text().split()) == 4):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the command's tree never came up")
-                time.sleep(0.01)
-            times.append(_cancel(agent, sid, rid, start))
-    finally:
-        agent.close()
-        endpoint.finish()
-    return times, floor
+
+    def one(agent: AgentProcess, sid: str, i: int) -> float:
+        rid, start = _prompt(agent, sid, "run it")
+        deadline = time.monotonic() + 60
+        while not (pid_files[i].exists() and len(pid_files[i].read_text().split()) == 4):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the command's tree never came up")
+            time.sleep(0.01)
+        return _cancel(agent, sid, rid, start)
+    script = [bash_call(f"b{i}", TREE.format(pids=p)) for i, p in enumerate(pid_files)]
+    return _measure(script, state, runs, one, {"AGENT_SERVER_CONFIG": str(config)})
 
 
 def stream(runs: int, state: Path) -> tuple[list[float], list[float]]:
-    agent, endpoint, sid, _ = _start([_slow_text() for _ in range(runs)], state)
-    times, floor = [], []
-    try:
-        for _ in range(runs):
-            floor.append(_floor(agent))
-            rid, start = _prompt(agent, sid, "explain")
-            agent.wait(lambda raw: b"agent_message_chunk" in raw, start)
-            times.append(_cancel(agent, sid, rid, start))
-    finally:
-        agent.close()
-        endpoint.finish()
-    return times, floor
+    def one(agent: AgentProcess, sid: str, i: int) -> float:
+        rid, start = _prompt(agent, sid, "explain")
+        _first_chunk(agent, start)
+        return _cancel(agent, sid, rid, start)
+    return _measure([_slow_text() for _ in range(runs)], state, runs, one)
 
 
 def permission(runs: int, state: Path) -> tuple[list[float], list[float]]:
-    agent, endpoint, sid, _ = _start([bash_call(f"b{i}", "echo asked") for i in range(runs)], state,
-                                     {"AGENT_SERVER_SANDBOX": "off"})
-    times, floor = [], []
-    try:
-        for _ in range(runs):
-            floor.append(_floor(agent))
-            rid, start = _prompt(agent, sid, "run echo")
-            agent.wait(_is("session/request_permission"), start)
-            times.append(_cancel(agent, sid, rid, start))
-    finally:
-        agent.close()
-        endpoint.finish()
-    return times, floor
+    def one(agent: AgentProcess, sid: str, i: int) -> float:
+        rid, start = _prompt(agent, sid, "run echo")
+        agent.wait(_is("session/request_permission"), start)
+        return _cancel(agent, sid, rid, start)
+    return _measure([bash_call(f"b{i}", "echo asked") for i in range(runs)], state, runs, one,
+                    {"AGENT_SERVER_SANDBOX": "off"})
 
 
 def queued(runs: int, state: Path) -> tuple[list[float], list[float]]:
-    agent, endpoint, sid, _ = _start([_slow_text() for _ in range(runs)], state)
-    times, floor = [], []
-    try:
-        for _ in range(runs):
-            floor.append(_floor(agent))
-            running, start = _prompt(agent, sid, "one")
-            agent.wait(lambda raw: b"agent_message_chunk" in raw, start)
-            waiting, start2 = _prompt(agent, sid, "two")
-            _, sent = agent.send("$/cancel_request", {"requestId": waiting}, notify=True)
-            _, answered, message = agent.response(waiting, start2)
-            assert message["result"]["stopReason"] == "cancelled", message
-            times.append((answered - sent) * 1000)
-            _cancel(agent, sid, running, start)
-    finally:
-        agent.close()
-        endpoint.finish()
-    return times, floor
+    def one(agent: AgentProcess, sid: str, i: int) -> float:
+        running, start = _prompt(agent, sid, "one")
+        _first_chunk(agent, start)
+        waiting, start2 = _prompt(agent, sid, "two")
+        _, sent = agent.send("$/cancel_request", {"requestId": waiting}, notify=True)
+        _, answered, message = agent.response(waiting, start2)
+        assert message["result"]["stopReason"] == "cancelled", message
+        _cancel(agent, sid, running, start)
+        return (answered - sent) * 1000
+    return _measure([_slow_text() for _ in range(runs)], state, runs, one)
 
 
 def stdin(runs: int, state: Path) -> tuple[list[float], list[float]]:
@@ -174,7 +166,7 @@ def stdin(runs: int, state: Path) -> tuple[list[float], list[float]]:
         try:
             _, start = _prompt(agent, sid, "one")
             _prompt(agent, sid, "two")
-            agent.wait(lambda raw: b"agent_message_chunk" in raw, start)
+            _first_chunk(agent, start)
             floor.append(_floor(agent))  # after the first answer: the imports are done
             closed = time.time()
             agent.proc.stdin.close()
