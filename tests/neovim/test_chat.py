@@ -188,3 +188,17 @@ def test_a_question_about_a_file_whose_name_and_text_hold_a_fence_and_a_you_head
     assert lines[0] == "**Permission needed:** Edit x ⏎ ## You", lines
     fence = lines[1].removesuffix("diff")
     assert fence == "````" and lines[-1] == fence and "+## You" in lines and "+```" in lines, lines
+
+
+def test_model_text_right_after_a_tool_line_or_a_thought_was_rendered_as_part_of_it(make_editor, endpoint, workspace):
+    # markdown's lazy continuation: "- ✓ Read a.txt\nIt says" renders the answer inside the tool line's item
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="a.txt")]))
+    endpoint.push(text_stream("It says alpha.", reasoning="One word."))
+    ed = make_editor()
+    ed.cmd("AgentAsk what is in a.txt?")
+    ed.idle()
+    lines = ed.chat().splitlines()
+    thought, answer = lines.index("> One word."), lines.index("It says alpha.")
+    assert lines[thought - 2:thought] == ["- ✓ Read a.txt", ""], lines
+    assert lines[answer - 2:answer] == ["> One word.", ""], lines

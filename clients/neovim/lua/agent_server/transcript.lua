@@ -281,17 +281,21 @@ function M.stream(kind, s, filter)
     end
   end
   local first = (continued or last == "") and n - 1 or n
+  local skip = continued and 1 or 0 -- rows at the start that are not new lines of this stream
+  if not continued and last ~= "" then
+    -- a paragraph of its own, never read (rendered) as the rest of the line above: a tool line, a note
+    table.insert(lines, 1, "")
+    skip = 1
+  end
   if kind == "thought" then -- the fold expression runs as the lines change: before their marks exist
-    S.thoughts = { first, first + #lines - 1 }
+    S.thoughts = { first + skip, first + #lines - 1 }
   end
   modify(function()
     vim.api.nvim_buf_set_lines(S.buf, first, n, false, lines)
   end)
   if kind == "thought" then
-    for row = first, first + #lines - 1 do
-      if not (continued and row == first) then
-        vim.api.nvim_buf_set_extmark(S.buf, ns_thought, row, 0, { right_gravity = false })
-      end
+    for row = first + skip, first + #lines - 1 do
+      vim.api.nvim_buf_set_extmark(S.buf, ns_thought, row, 0, { right_gravity = false })
     end
     S.thoughts = nil
   end
