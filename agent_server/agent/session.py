@@ -147,6 +147,7 @@ class AgentSession:
         self._compacting: asyncio.Task[Any] | None = None
         self._cancelling = False
         self._closed = False
+        self._tools_chars: tuple[list[dict[str, Any]], int] = ([], 0)  # the last tools weighed (_check_head_fits)
         settings = config.agent
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
         self.requests = requests if requests is not None else RequestMemo(projection)
@@ -357,7 +358,7 @@ class AgentSession:
         cpt = self.config.agent.chars_per_token
         prompt = round(len(text) / cpt)
         limit = int(self.config.agent.compact_threshold * window)
-        tools = round(body_chars({"tools": header.tools}) / cpt) if header.tools else 0
+        tools = round(self._tool_chars(header.tools) / cpt) if header.tools else 0
         head = tools + round(len(header.system) / cpt)
         if head + prompt <= limit or prompt > window:
             return
@@ -384,6 +385,16 @@ class AgentSession:
                        f"prompt, or {advice}.")
         raise TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "retryable": False, "message": message,
                           **({"servers": sorted(servers)} if servers else {})})
+
+    def _tool_chars(self, tools: list[dict[str, Any]]) -> int:
+        """``body_chars({"tools": tools})``, kept for the last list weighed: a header is made (and
+        checked) more than once a step, each time with equal schemas, and comparing them is a
+        fraction of encoding them."""
+        known, chars = self._tools_chars
+        if tools is not known and tools != known:
+            chars = body_chars({"tools": tools})
+            self._tools_chars = (tools, chars)
+        return chars
 
     async def _run_turn(self, blocks: list[dict[str, Any]]) -> TurnOutcome:
         turn = self._next_turn_number()
