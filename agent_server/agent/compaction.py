@@ -4,9 +4,9 @@ Role: ``Compactor.before_step`` estimates the next request and compacts when it 
 ``compact_threshold`` × window; ``Compactor.compact`` does one compaction: it chooses the range
 (``choose_cut``: keep the last ``keep_ratio`` of the history verbatim, never separate a tool call
 from its results), logs ``compaction/start`` (reason, range, estimate and everything the
-summarising request is built from: system prompt, instruction, model, params, transcript limit),
-streams that request through the session's client (retryable failures retried, each failed try
-logged as ``compaction/attempt``), logs ``compaction/summary`` (text, usage) and then
+summarising request is built from: system prompt, instruction, model, params, transcript limit and
+rule), streams that request through the session's client (retryable failures retried, each failed
+try logged as ``compaction/attempt``), logs ``compaction/summary`` (text, usage) and then
 ``compaction/end {first_seq, last_seq, message}`` — the replacement the projection applies. The
 checkpoint message starts with ``CHECKPOINT_MARKER`` and holds the session's first request (and
 the current turn's, when it was replaced) verbatim plus the summary.
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from agent_server.agent.budget import body_chars, estimate_tokens
 from agent_server.agent.request_memo import RequestMemo, message_tokens, valid_cuts
 from agent_server.agent.exits import TurnFailed
-from agent_server.agent.request import RequestRebuildError, compaction_body_of
+from agent_server.agent.request import TRANSCRIPT_RULE, RequestRebuildError, compaction_body_of
 from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
 from agent_server.config.load import AgentSettings
 from agent_server.llm import AssembledMessage, Finish, LLMError, encode_body
@@ -218,7 +218,7 @@ class Compactor:
         """The ``compaction/start`` data a summarising request is made of (``SUMMARY_FIELDS``)
         for the session's ``model`` and request ``params``."""
         return {"system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": model, "params": params,
-                "max_transcript_chars": self.transcript_chars}
+                "max_transcript_chars": self.transcript_chars, "transcript_rule": TRANSCRIPT_RULE}
 
     def plan_summary(self) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
         """At a load (its worker thread, after ``RequestMemo.prepare``): when the history is over

@@ -89,7 +89,7 @@ def compaction_body(events: Sequence[SessionEvent], start_seq: int) -> dict[str,
 
 
 def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: SessionEvent,
-                       transcript: Callable[[list[dict[str, Any]], int], str] | None = None,
+                       transcript: Callable[[list[dict[str, Any]], int, int], str] | None = None,
                        replaced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``compaction_body`` from ``surface``, the ``surface_messages`` of the events before the
     ``compaction/start`` event ``start`` (read, not changed); ``transcript``: ``render_transcript``
@@ -99,10 +99,11 @@ def compaction_body_of(surface: Sequence[tuple[int, dict[str, Any]]], start: Ses
     first, last = data["first_seq"], data["last_seq"]
     if replaced is None:
         replaced = [m for seq, m in surface if first <= seq <= last]
-    return summary_body(data, (transcript or render_transcript)(replaced, data["max_transcript_chars"]))
+    return summary_body(data, (transcript or render_transcript)(replaced, data["max_transcript_chars"],
+                                                                data.get("transcript_rule", 1)))
 
 
-SUMMARY_FIELDS = ("system", "instruction", "model", "params", "max_transcript_chars")
+SUMMARY_FIELDS = ("system", "instruction", "model", "params", "max_transcript_chars", "transcript_rule")
 """What a summarising request is made of besides its replaced messages: the ``compaction/start``
 data ``summary_body`` reads."""
 
@@ -119,11 +120,23 @@ def summary_body(data: dict[str, Any], transcript: str) -> dict[str, Any]:
     return body
 
 
-def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
+TRANSCRIPT_RULE = 2
+"""The transcript rule a compaction logs now (``compaction/start`` ``transcript_rule``): 2 counts the
+marker of each cut block and leaves blocks out whole when even their markers would not fit. A
+compaction logged without the field used rule 1 (markers not counted: far over the limit, where
+most blocks are cut to their marker, the transcript ran to ~3 × ``max_transcript_chars``) and
+replays with it."""
+
+
+def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int, rule: int = 1) -> str:
     """The messages as plain text (``[user]``, ``[assistant]``, ``[assistant called …]``,
     ``[tool result …]`` headed blocks), at most about ``max_chars`` characters: when longer, the
     longest blocks are cut in the middle (the shorter ones are kept whole), deterministically.
-    A block is made only when some of its text is kept (its length is counted without it)."""
+    A block is made only when some of its text is kept (its length is counted without it).
+    ``rule``: the ``compaction/start``'s ``transcript_rule`` (1 when it has none; see
+    ``TRANSCRIPT_RULE``); with rule 2 the text is at most ``max_chars`` characters."""
+    if rule >= 2:
+        return _render_counted(messages, max_chars)
     sizes = list(map(transcript_block_chars, messages))
     budget = max(0, max_chars - 2 * len(sizes))
     if sum(sizes) <= budget:
@@ -152,6 +165,59 @@ def render_transcript(messages: Sequence[dict[str, Any]], max_chars: int) -> str
         head = keep * 2 // 3
         block = transcript_block(message)
         append(block[:head] + marker + block[size - (keep - head):])  # keep - head ≥ 1
+    return "\n\n".join(out)
+
+
+def _cut_marker(left: int) -> str:
+    return f"\n[… {left} characters left out …]\n"
+
+
+def _water_cap(sizes: Sequence[int], budget: int) -> int:
+    """The largest ``cap`` with ``sum(min(size, cap))`` ≤ ``budget`` (all of the largest size when they fit)."""
+    rest, left = sorted(sizes), budget
+    for i, size in enumerate(rest):
+        share = left // (len(rest) - i)
+        if size > share:
+            return share
+        left -= size
+    return rest[-1] if rest else 0
+
+
+def _render_counted(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
+    """``render_transcript`` rule 2: every character counts — blocks, the ``"\n\n"`` between them,
+    each cut block's marker. When even one character and a marker per block would not fit, the
+    middle of the history is left out whole (one line says how many messages): a quarter of the
+    blocks that fit from the start, the rest from the end."""
+    sizes = list(map(transcript_block_chars, messages))
+    n = len(sizes)
+    if sum(sizes) + 2 * max(0, n - 1) <= max_chars:
+        return "\n\n".join(map(transcript_block, messages))
+    widest = len(_cut_marker(max(sizes)))  # no block's marker is longer
+    first, last, gap = n, 0, ""
+    if n * (widest + 3) > max_chars + 2:  # not every block fits, even cut to a character and its marker
+        gap = f"[… {n:,} messages left out …]"  # its final length is at most this one's
+        kept = max(0, (max_chars - len(gap)) // (widest + 3))
+        first = kept // 4
+        last = kept - first
+        gap = f"[… {n - kept:,} messages left out …]"
+    chosen = list(range(first)) + list(range(n - last, n)) if gap else list(range(n))
+    pieces = len(chosen) + (1 if gap else 0)
+    cap = _water_cap([sizes[i] for i in chosen], max_chars - 2 * max(0, pieces - 1) - len(gap))
+    out = []
+    append = out.append
+    for position, index in enumerate(chosen):
+        if gap and position == first:
+            append(gap)
+        size, message = sizes[index], messages[index]
+        if size <= cap:
+            append(transcript_block(message))
+            continue
+        keep = cap - len(_cut_marker(size))  # ≥ 1: cap ≥ widest + 1
+        head = keep * 2 // 3
+        block = transcript_block(message)
+        append(block[:head] + _cut_marker(size - keep) + block[size - (keep - head):])
+    if gap and first == len(chosen):
+        append(gap)
     return "\n\n".join(out)
 
 

@@ -159,7 +159,7 @@ class RequestMemo:
         self._seqs: list[int] = []  # each message's seq …
         self._bare: list[dict[str, Any]] = []  # … and the message (``messages`` without the seqs)
         self._falls = -1  # the first index whose seq is not above the one before (-1: they rise)
-        self._transcript: tuple[list[dict[str, Any]], int, str] | None = None  # (messages, max_chars, text)
+        self._transcript: tuple[list[dict[str, Any]], tuple[int, int], str] | None = None  # (messages, (max_chars, rule), text)
         self._summary: tuple[list[dict[str, Any]], list[Any], bytes] | None = None  # (messages, fields, body)
         self.transcripts_made = 0
         """Transcripts this memo rendered (``transcript``, ``compaction_body``: the same messages and
@@ -207,15 +207,15 @@ class RequestMemo:
             return None
         return self._bare[bisect_left(self._seqs, first):bisect_right(self._seqs, last)]
 
-    def transcript(self, messages: list[dict[str, Any]], max_chars: int) -> str:
-        """``agent.request.render_transcript(messages, max_chars)``, the last one kept: rendered
-        once for the same messages (equal ones: the text depends on nothing else) and limit — a
-        load renders the one the first prompt's compaction will send (``Compactor.plan_summary``)."""
+    def transcript(self, messages: list[dict[str, Any]], max_chars: int, rule: int = 1) -> str:
+        """``agent.request.render_transcript(messages, max_chars, rule)``, the last one kept:
+        rendered once for the same messages (equal ones: the text depends on nothing else), limit
+        and rule (a replay's compactions)."""
         known = self._transcript
-        if known is not None and known[1] == max_chars and known[0] == messages:
+        if known is not None and known[1] == (max_chars, rule) and known[0] == messages:
             return known[2]
-        text = render_transcript(messages, max_chars)
-        self._transcript = (list(messages), max_chars, text)
+        text = render_transcript(messages, max_chars, rule)
+        self._transcript = (list(messages), (max_chars, rule), text)
         self.transcripts_made += 1
         return text
 
@@ -229,7 +229,8 @@ class RequestMemo:
         if known is not None and known[1] == fields and known[0] == replaced:
             return known[2]
         self._summary = None  # (the old body freed before the new one is made)
-        body = encode_body(summary_body(data, render_transcript(replaced, data["max_transcript_chars"])))
+        body = encode_body(summary_body(data, render_transcript(replaced, data["max_transcript_chars"],
+                                                                data.get("transcript_rule", 1))))
         self.transcripts_made += 1
         self._summary = (list(replaced), fields, body)
         return body

@@ -355,3 +355,123 @@ def test_the_transcript_counted_without_its_blocks_is_the_transcript_as_before(m
 
     assert [transcript_block_chars(m) for m in messages] == [len(transcript_block(m)) for m in messages]
     assert render_transcript(messages, max_chars) == _render_as_before(messages, max_chars)
+
+
+def test_the_compaction_transcript_ran_to_three_times_its_limit_when_most_blocks_were_cut_to_their_marker(tmp_path):
+    """Far over the limit (the first compaction after loading a long log: 33,000 messages), most
+    blocks were cut to their marker and the markers were not counted: the transcript ran to ~3 ×
+    ``max_transcript_chars`` (1.2 MB against ~400,000). A compaction logs ``transcript_rule: 2``
+    now, which counts every character and leaves the middle of the history out whole when even the
+    markers would not fit; its body is still the log's rebuild."""
+    import asyncio
+
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.request import TRANSCRIPT_RULE
+    from agent_server.agent.request_memo import RequestMemo
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+
+    log = build_log(tmp_path, [(30, [(0, [200, 200, 200]), (40, [])])] * 60)
+    log.append("turn/start", {"turn": 61})
+    log.append("user", {"turn": 61, "content": "go on"})
+    sent: list[bytes] = []
+
+    class Client:
+        async def stream(self, body):
+            sent.append(body)
+            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
+
+    async def emit(update):
+        pass
+
+    compactor = Compactor(log, emit, AgentSettings(), 2_000, RetryPolicy(), RequestMemo())
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+    start = log.latest("compaction/start")
+    assert start.data["transcript_rule"] == TRANSCRIPT_RULE == 2
+    content = json.loads(sent[0])["messages"][1]["content"]
+    transcript = content.split("<transcript>\n", 1)[1].rsplit("\n</transcript>", 1)[0]
+    replaced = [m for seq, m in surface_messages([e for e in log.events if e.seq < start.seq])
+                if start.data["first_seq"] <= seq <= start.data["last_seq"]]
+    assert len(render_transcript(replaced, start.data["max_transcript_chars"])) > 2 * start.data["max_transcript_chars"]
+    assert len(transcript) <= start.data["max_transcript_chars"]  # rule 1 (above) ran far over it
+    assert "messages left out" in transcript and "characters left out" in transcript
+    assert sent == [encode_body(compaction_body(log.events, start.seq))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3_000), min_size=0, max_size=120), max_chars=st.integers(300, 40_000))
+def test_transcript_rule_2_is_never_longer_than_its_limit_and_keeps_a_history_that_fits_whole(sizes, max_chars):
+    messages = [{"role": ("user", "assistant")[i % 2], "content": f"{i}:" + "x" * size} for i, size in enumerate(sizes)]
+    text = render_transcript(messages, max_chars, 2)
+    whole = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+    if len(whole) <= max_chars:
+        assert text == whole  # whole, to the last character of the limit (rule 1 kept 2 per block spare)
+    else:
+        assert len(text) <= max_chars
+        assert text == render_transcript(messages, max_chars, 2)  # deterministic
+    if messages:
+        assert text.startswith("[") and (messages[-1]["content"][-1:] in text[-40:] or "left out" in text[-60:])
+
+
+def test_a_log_whose_compaction_used_transcript_rule_1_replays_byte_exact_and_compacts_with_rule_2(tmp_path):
+    """``tests/fixtures/logs/transcript-rule-1``: a compaction logged by the code before rule 2 (no
+    ``transcript_rule``: its transcript ran to 2.5 × its limit) replays to the very bytes its endpoint
+    received (their sha256, recorded then), and the same history compacted again now uses rule 2."""
+    import asyncio
+    import hashlib
+    import shutil
+
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.replay import logged_requests
+    from agent_server.agent.request_memo import RequestMemo
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+    from agent_server.session import read_events
+    from support.paths import FIXTURES
+
+    fixture = FIXTURES / "logs" / "transcript-rule-1"
+    recorded = json.loads((fixture / "requests.json").read_text())
+    events = read_events(fixture / "events.jsonl")
+    start = next(e for e in events if e.type == "compaction/start")
+    assert start.seq == recorded["compaction_start_seq"] and "transcript_rule" not in start.data
+    compactions = [r for r in logged_requests(events) if r.kind == "compaction"]
+    assert [hashlib.sha256(r.body).hexdigest() for r in compactions] == recorded["sha256"]  # as the endpoint got it
+    memo = RequestMemo()  # the live path: the memo's body for that compaction/start is the same bytes
+    replaced = [m for seq, m in surface_messages([e for e in events if e.seq < start.seq])
+                if start.data["first_seq"] <= seq <= start.data["last_seq"]]
+    assert hashlib.sha256(memo.compaction_body(start.data, replaced)).hexdigest() == recorded["sha256"][0]
+
+    copy = tmp_path / "s" / "events.jsonl"  # and it goes on: the same history, compacted now
+    copy.parent.mkdir()
+    shutil.copy(fixture / "events.jsonl", copy)
+    log = EventLog.open(copy)
+    try:
+        log.append("turn/end", {"turn": 61, "exit": "end_turn"})
+        for n in range(62, 120):
+            log.append("turn/start", {"turn": n})
+            log.append("user", {"turn": n, "content": f"prompt {n} " + "p" * 300})
+            log.append("step/start", {"turn": n, "step": 1})
+            log.append("assistant", {"turn": n, "step": 1, "text": "a" * 300, "tool_calls": [], "usage": None})
+            log.append("turn/end", {"turn": n, "exit": "end_turn"})
+        sent: list[bytes] = []
+
+        class Client:
+            async def stream(self, body):
+                sent.append(body)
+                yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
+
+        async def emit(update):
+            pass
+
+        compactor = Compactor(log, emit, AgentSettings(), 2_000, RetryPolicy(), RequestMemo())
+        header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+        asyncio.run(compactor.compact(Client(), header, turn=119, step=0, reason="command", announce=False))
+        again = log.latest("compaction/start")
+        assert again.seq > start.seq and again.data["transcript_rule"] == 2
+        content = json.loads(sent[0])["messages"][1]["content"]
+        assert len(content.split("<transcript>\n", 1)[1]) <= again.data["max_transcript_chars"] + len("\n</transcript>")
+        rebuilt = [r.body for r in logged_requests(log.events) if r.kind == "compaction"]
+        assert rebuilt == [compactions[0].body, *sent]  # each with its own rule
+    finally:
+        log.close()
