@@ -59,7 +59,7 @@ local function header_text()
   return ("<!-- " .. table.concat(parts, " · ") .. " -->"):gsub("[\r\n]", " ") -- one line, whatever the server sends
 end
 
-local set_keys -- below
+local set_keys, note -- below
 
 --- The chat buffer (created on first use; a new one starts without sections, tool lines or plan).
 function M.buffer()
@@ -118,7 +118,7 @@ end
 -- Model text (and the user's) is drawn as buffer text, never as the chat's own structure. A line
 -- of it that would read as one of the chat's own lines — a "## You" / "## Agent" / "# Session"
 -- heading (also a setext one), a stop line ("_— stop: … —_"), "**error:**", "**Plan**", a tool line
--- ("- ✓ …"), the prompt separator — gets a markdown backslash escape ("\## You": the same text
+-- ("- ✓ …"), a server notice ("[agent-server] …"), the prompt separator — gets a markdown backslash escape ("\## You": the same text
 -- once rendered, and copied as valid markdown), except inside a fenced code block, whose lines
 -- are code and stay byte for byte. The chat's own lines carry a sign (`transcript.mark_own`)
 -- that no text can make, and the chat finds its turns by those marks, never by text.
@@ -139,7 +139,8 @@ function M.looks_own(raw, prev)
     return true
   end
   if body:match("^[_%*]+%s*—") or body:match("^%*%*error:") or body:match("^%*%*agent%-server")
-      or body:match("^%*%*[Pp]lan%*%*") or body:match("^%*%*Permission needed") or vim.startswith(body, "───") then
+      or body:match("^%*%*[Pp]lan%*%*") or body:match("^%*%*Permission needed") or vim.startswith(body, "───")
+      or vim.startswith(body, "[agent-server]") then
     return true
   end
   local item = body:match("^[-*+]%s+(.*)$")
@@ -474,6 +475,10 @@ end
 local function on_update(u, session_id)
   local kind = u.sessionUpdate
   if kind == "agent_message_chunk" then
+    local meta = type(u._meta) == "table" and type(u._meta.agentServer) == "table" and u._meta.agentServer or {}
+    if meta.notice or meta.retry or meta.compaction then
+      return note(u.content and u.content.text)
+    end
     queue("text", u.content and u.content.text)
   elseif kind == "agent_thought_chunk" then
     queue("thought", u.content and u.content.text)
@@ -504,6 +509,29 @@ local function on_update(u, session_id)
   elseif kind == "available_commands_update" then
     S.commands = u.availableCommands or {}
   end
+end
+
+-- A notice of the server (an `agent_message_chunk` marked `_meta.agentServer.notice`, a retry, a
+-- compaction: never the model's text): its first line is the chat's own, the rest (an MCP
+-- server's words, a hook's output) drawn as model text is.
+function note(text)
+  if type(text) ~= "string" or not text:match("%S") then
+    return
+  end
+  M.flush()
+  ensure_section("agent")
+  local lines = vim.split(vim.trim(text), "\n", { plain = true })
+  local f = M.filter()
+  local out = { "", lines[1] }
+  for i = 2, #lines do
+    out[#out + 1] = f.show(lines[i])
+    f.done(lines[i])
+  end
+  if f.fence then
+    out[#out + 1] = f.fence
+  end
+  add_lines(out, 2)
+  add_lines({ "" }, 0) -- what follows is a paragraph of its own
 end
 
 local function prompt_lines(blocks)
@@ -678,7 +706,7 @@ function M.handle(ev)
     S.exit_shown = S.running > 0 -- the prompts' error answers would only repeat it
     M.buffer()
     local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
-    local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one.", how,
+    local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one (`:AgentLog` shows its log).", how,
       (ev.during_turn and " during a turn" or "") .. (ev.lost and (": the connection broke (" .. ev.lost .. "), so it was stopped") or "")) }
     local own = #lines
     if ev.stderr and ev.stderr ~= "" then -- its last words (an MCP server's, a model's in them): never the chat's
