@@ -707,3 +707,15 @@ def test_restart_and_kill_notices_said_what_actually_happened(run):
     assert restarted.startswith("agent-server was restarted (Agent: Restart Server): session ") and " resumed" in restarted, restarted
     reopened = results["scenarios"]["window_reload_reopens_the_session"]["said"]
     assert reopened and reopened.startswith("The window was reloaded: session ") and "reopened" in reopened, reopened
+
+
+def test_the_automatic_resume_of_a_session_another_process_holds_offers_the_take_over(run):
+    """After Restart Server (or a crash) the panel resumes the session by itself; when another
+    agent-server process held it (SESSION_BUSY), it said only that a new session starts. Now it offers
+    Take over here / Open a copy / Cancel as the picker does, and Take over here brings it back (the
+    other process released it) — the next scenario's reload shows the same session."""
+    scenario(run, "restart_server_resumes_the_session")
+    results, _, _ = run
+    got = results["scenarios"]["restart_server_resumes_the_session"]["takeOver"]
+    assert got["buttons"] == ["Take over here", "Open a copy", "Cancel"], got
+    assert got["released"] is True, got

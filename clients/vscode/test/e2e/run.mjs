@@ -3,8 +3,10 @@
 // its .vsix, a real agent-server, the model played by the offline endpoint (the pytest side scripts it
 // and checks disk and model requests). Usage: node run.mjs CONFIG.json  (see tests/vscode/).
 // Writes {scenarios: {name: {ok, error?, ...}}, timings} to config.results; exits 0 when all passed.
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
 import { panelScenarios } from "./panel-scenarios.mjs";
 
@@ -546,12 +548,36 @@ const scenarios = {
     const resumed = panel(page).locator(".notice", { hasText: "was restarted (Agent: Restart Server)" }).last();
     await resumed.waitFor({ timeout: T });
     const said = (await resumed.textContent()) ?? "";
-    await page.locator('.statusbar [aria-label="Agent: ready"]').first().waitFor({ timeout: T });
+    await page.locator('.statusbar [aria-label^="Agent: ready"]').first().waitFor({ timeout: T });
     await promptInPanel(page, s.prompt);
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "restart-resumed");
-    return { dividers: await panel(page).locator(".notice.divider").count(), said };
+    const dividers = await panel(page).locator(".notice.divider").count();
+    // Another agent-server process (a closed tab's server) takes the session over; the next
+    // automatic resume (Restart Server) is refused SESSION_BUSY: the panel offers the picker's choice,
+    // and Take over here brings the session back (that process lets it go).
+    const other = await otherServer(s.folders);
+    let takeOver;
+    try {
+      const [held] = (await other.request("session/list", { cwd: s.folders[0] })).sessions;
+      await other.request("session/load", { sessionId: held.sessionId, cwd: s.folders[0], additionalDirectories: s.folders.slice(1), mcpServers: [], _meta: { agentServer: { takeOver: true } } });
+      await runCommand(page, "Agent: Restart Server");
+      const choice = panel(page).locator(".notice", { has: panel(page).locator("button", { hasText: "Take over here" }) }).last();
+      await choice.waitFor({ timeout: T });
+      await shot(page, "restart-busy-choice");
+      const buttons = (await choice.locator("button").allTextContents()).map((t) => t.trim());
+      await choice.locator("button", { hasText: "Take over here" }).click();
+      // the load clears the panel (the refusal's notices go) and replays the session
+      await panel(page).locator(".notice", { hasText: "another agent-server process holds it" }).first().waitFor({ state: "detached", timeout: T });
+      await panel(page).locator(".item.user", { hasText: s.prompt }).first().waitFor({ timeout: T });
+      await waitIdle(page);
+      const released = await other.stderrHas(`released session ${held.sessionId}`, 10_000);
+      takeOver = { buttons, released, sameSession: true };
+    } finally {
+      await other.stop();
+    }
+    return { dividers, said, takeOver };
   },
 
   /** Issue 30, item 6, in the second window: a window reload (a new extension host, an empty panel)
@@ -579,6 +605,45 @@ const scenarios = {
 };
 
 Object.assign(scenarios, panelScenarios({ config, shot, promptInPanel, waitIdle }));
+
+/**
+ * Another agent-server process on the same state folder, driven over ACP (JSON lines on stdio), as
+ * a closed tab's server would be: `request(method, params)`, `stderrHas(text, ms)`, `stop()`.
+ */
+async function otherServer(folders) {
+  const env = { ...process.env, ...(config.env ?? {}), AGENT_SERVER_BASE_URL: config.settings["agentServer.baseUrl"] };
+  const child = spawn(config.settings["agentServer.path"], [], { cwd: folders[0], env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+  let stderr = "";
+  child.stderr.on("data", (d) => { stderr += d.toString(); });
+  const waiting = new Map();
+  let next = 1;
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    let m;
+    try { m = JSON.parse(line); } catch { return; }
+    if (m.id !== undefined && m.method) child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "not here" } }) + "\n");
+    else if (m.id !== undefined && waiting.has(m.id)) {
+      const { resolve, reject } = waiting.get(m.id);
+      waiting.delete(m.id);
+      if (m.error) reject(new Error(`${JSON.stringify(m.error)}\n${stderr.slice(-2000)}`));
+      else resolve(m.result);
+    }
+  });
+  const request = (method, params) => new Promise((resolve, reject) => {
+    const id = next++;
+    waiting.set(id, { resolve, reject });
+    child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+  });
+  await request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  return {
+    request,
+    stderrHas: async (text, ms) => until(() => stderr.includes(text), ms),
+    stop: async () => {
+      child.stdin.end();
+      const gone = await until(() => child.exitCode !== null || child.signalCode !== null, 5000);
+      if (!gone) try { process.kill(-child.pid, "SIGKILL"); } catch { /* gone */ }
+    },
+  };
+}
 
 /** Private memory (kB: Private_Clean + Private_Dirty) of each Chromium renderer process of the
  * browser whose process group is `pgid`, by pid. */

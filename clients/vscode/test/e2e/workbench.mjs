@@ -189,7 +189,14 @@ export async function runCommand(page, title) {
   await page.keyboard.press("Enter");
 }
 
+/** Shows the Agent panel. Its activity-bar icon toggles: a window (re)opened with the panel already
+ * restored is closed by a click, so the click is repeated until the panel shows (at most 3 times). */
 export async function focusPanel(page) {
-  await page.locator('.activitybar .action-item a[aria-label^="Agent"]').first().click();
-  await panel(page).locator("#app").waitFor({ timeout: 60_000 });
+  const app = panel(page).locator("#app");
+  for (let i = 0; i < 3; i++) {
+    if (await app.isVisible().catch(() => false)) return;
+    await page.locator('.activitybar .action-item a[aria-label^="Agent"]').first().click();
+    if (await app.waitFor({ timeout: 20_000 }).then(() => true, () => false)) return;
+  }
+  await app.waitFor({ timeout: 60_000 });
 }
