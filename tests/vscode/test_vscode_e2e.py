@@ -185,7 +185,7 @@ SCENARIOS = [
      "answer": "Left latin1.txt as it is."},
     {"name": "keystrokes_right_after_accept_never_garble", "prompt": "Set every value to 2",
      "file": RACE, "tries": RACE_TRIES, "typed": "zz", "answer": "Race done."},
-    {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?"},
+    {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?", "pickMode": "Read-only", "pickModeId": "read-only"},
     {"name": "execute_cards_and_daily_features", "prompt": "Run it, read app.py and write notes",
      "liveText": "live-one", "flag": EXEC_FLAG, "answer": "Ran it, read it, wrote notes.", "readFile": "app.py", "readLine": 3,
      "newFile": NEW_FILE, "undoSays": "Undo turn", "mentionFile": "two.py", "mentionPrompt": "What is in it?",
@@ -413,7 +413,13 @@ def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_
 
 
 def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(run):
+    """…and nothing of the replay looks live (issue 30 item 11, "loaded sessions show chips as live"):
+    no spinner, no running card or clock, no working line, no Stop."""
     scenario(run, "session_picker_loads_history")
+    results, _, _ = run
+    got = results["scenarios"]["session_picker_loads_history"]
+    assert {k: got[k] for k in ("state", "spinners", "running", "working", "stop")} == {
+        "state": "idle", "spinners": 0, "running": 0, "working": False, "stop": False}, got
 
 
 def test_workspace_settings_cannot_choose_the_server_binary(run):
@@ -587,6 +593,24 @@ def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward
     assert got["facts"]["offline"] is True and "offline script" in got["facts"]["model"], got
     assert got["facts"]["buttons"] == ["Set API Key", "Sign in", "Open Settings", "Show Server Log"], got
     assert (got["log"], got["settings"], got["keyBox"], got["terminal"]) == (True, True, True, True), got
+
+
+def test_mode_and_model_pickers_were_missing_before_the_first_prompt(run):
+    """Issue 30, item 11: the pickers came only with a session, so the mode and model could not be
+    chosen before the first prompt. The first-run page shows them (what a new session starts with);
+    a mode picked on the empty panel after New is the mode of the session the first prompt makes:
+    the model's request says it (the system prompt's "Mode: read-only")."""
+    scenario(run, "first_run_empty_state")
+    scenario(run, "auth_error_offers_the_way_forward")
+    results, _, endpoint = run
+    pickers = results["scenarios"]["first_run_empty_state"]["facts"]["pickers"]
+    assert "mode=workspace-write" in pickers and any(p.startswith("model=") for p in pickers), pickers
+    got = results["scenarios"]["auth_error_offers_the_way_forward"]
+    assert got["modeBeforePrompt"] and got["modeAfter"] == "read-only", got
+    asked = [r.json() for r in chat_requests(endpoint) if "Hello?" in json.dumps(r.json()["messages"])]
+    assert asked, "the prompt never reached the endpoint"
+    system = "".join(m["content"] for m in asked[0]["messages"] if m["role"] == "system" and isinstance(m["content"], str))
+    assert "- Mode: read-only" in system, system[-2000:]
 
 
 def test_the_panel_drew_icons_as_characters_and_emoji_not_codicons(run):

@@ -38,6 +38,8 @@ export function panelScenarios(h) {
         model: (await empty.locator(".setup-model .setup-value").textContent()) ?? "",
         offline: (await empty.locator(".setup-offline").count()) > 0,
         buttons: await empty.locator(".setup-actions button").allTextContents(),
+        // the mode and model pickers, there before any prompt (they came only with a session)
+        pickers: await p.locator("button.picker").evaluateAll((b) => b.map((x) => `${x.dataset.configId}=${x.dataset.value}`)),
       };
       // the icons are VS Code's codicons: the font (packaged in the .vsix) loaded under the webview's
       // CSP, whose font-src names only the extension's resource origin, and a glyph drawn with it
@@ -83,7 +85,14 @@ export function panelScenarios(h) {
 
     /** The endpoint refuses the key (HTTP 401): the error card offers the same ways forward. */
     async auth_error_offers_the_way_forward(page, s) {
-      await panel(page).locator("button.new-session").click(); // a session of its own
+      const p = panel(page);
+      await p.locator("button.new-session").click(); // a session of its own
+      await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+      // the mode picked on the empty panel, before the first prompt: the session that prompt makes has it
+      await p.locator('button.picker-mode[data-value="workspace-write"]').waitFor({ timeout: T });
+      await p.locator("button.picker-mode").click();
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: s.pickMode }).first().click({ timeout: 15_000 });
+      const modeBeforePrompt = await p.locator(`button.picker-mode[data-value="${s.pickModeId}"]`).waitFor({ timeout: T }).then(() => true, () => false);
       await promptInPanel(page, s.prompt);
       const notice = panel(page).locator('.notice[data-error-kind="auth"]').last();
       const shown = await notice.waitFor({ timeout: T }).then(() => true, () => false);
@@ -93,6 +102,8 @@ export function panelScenarios(h) {
         shown,
         text: shown ? (await notice.textContent()) ?? "" : "",
         buttons: shown ? await notice.locator(".setup-actions button").allTextContents() : [],
+        modeBeforePrompt,
+        modeAfter: await p.locator("button.picker-mode").getAttribute("data-value"),
       };
     },
 

@@ -352,6 +352,14 @@ const scenarios = {
     await p.locator(".agent", { hasText: s.expect }).first().waitFor({ timeout: T });
     await p.locator(".tool", { hasText: s.expectTool }).first().waitFor({ timeout: T });
     await shot(page, "sessions-panel");
+    // nothing of a replay looks live: no spinner, no running card, no working line, no Stop
+    return await p.locator("#app").evaluate((app) => ({
+      state: app.dataset.state,
+      spinners: app.querySelectorAll(".transcript .codicon-modifier-spin").length,
+      running: app.querySelectorAll('.tool[data-status="in_progress"], .tool[data-status="pending"], .tool-elapsed[data-running="true"]').length,
+      working: !app.querySelector(".working")?.hidden,
+      stop: getComputedStyle(app.querySelector("button.stop")).display !== "none",
+    }));
   },
 
   /** Accept from the panel while typing in the document: for each proposal (each changes its own line of
