@@ -35,8 +35,9 @@ options:
   --version       print the version and exit
   --check-config  read the configuration (file and environment) as the server would; print where it
                   came from and exit 0, or the error (file, line, column) and exit 1; with --json one
-                  JSON object (source, profile, model, baseUrl, keyRequired, keySource, keyVariable;
-                  or error) — what an editor shows on its first-run page (never the key)
+                  JSON object (source, profile, model, baseUrl, keyRequired, keySource, keyVariable,
+                  configOptions: a new session's mode and model; or error) — what an editor shows on
+                  its first-run page and pickers (never the key)
   -h, --help      show this help
 """
 
