@@ -165,7 +165,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)" }[state];
     const use = contextUse && contextUse.size > 0 ? Math.round((100 * contextUse.used) / contextUse.size) : undefined;
     status.text = `${state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`}${use === undefined ? "" : ` · ${use}%`}`;
-    status.accessibilityInformation = { label: `Agent: ${state}${use === undefined ? "" : `, context ${use}% used`}` };
+    status.accessibilityInformation = { label: `Agent: ${state}` }; // the context use is in the tooltip
     const context = contextUse ? `\ncontext: ${contextUse.used.toLocaleString()} / ${contextUse.size.toLocaleString()} tokens` : "";
     status.tooltip = (detail ?? `agent-server: ${state} (click to open the Agent panel)`) + context;
   };
