@@ -89,3 +89,29 @@ def test_a_holder_that_cannot_be_asked_is_offered_only_a_copy_or_cancel(
         assert two.lua("return require('agent_server.client').state.session_id") is None
     finally:
         held.close()
+
+
+def test_a_neovim_whose_session_was_taken_over_got_only_an_unknown_session_error_and_no_way_back(
+        make_editor, endpoint, workspace, agent_state_dir):
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.choose(sid, "take-over")
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="taken over")
+    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
+             " ~= nil", what="the holder's notice")
+    one.choose("take-back", "take-over")
+    one.cmd("AgentAsk am I still here?")
+    question = one.wait("local s = _G.selects or {}; return s[1]", what="the way back")
+    assert [i["id"] for i in question["items"]] == ["take-back", "new", "cancel"], question
+    assert f"Session {sid} is no longer open here" in question["prompt"]
+    one.wait("return require('agent_server.client').state.session_id == ...", sid, what="taken back")
+    assert "`:AgentSessions` loads it again" in one.chat()
+    assert one.lua("return require('agent_server.transcript').prompt_text()") == "am I still here?"
+    two.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
+             " ~= nil", what="the other Neovim told")
+    endpoint.push(text_stream("back here"))
+    one.lua("require('agent_server').send_typed()")
+    one.idle()
+    assert "back here" in one.chat()
+    assert users(agent_state_dir, sid) == ["hello", "am I still here?"]

@@ -597,6 +597,11 @@ local function finish_turn(stop, err, blocks, kind)
         .. "terminal), `:AgentSetKey` gives a key to this Neovim's server, or put it in `setup({ env = { "
         .. "AGENT_SERVER_API_KEY = \"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`) and "
         .. "`:AgentRestart`. See `:help agent-server-signin`._" })
+    elseif kind == "gone" then
+      add_lines({ string.format("_Session %s is no longer open in this server: another agent-server process took it "
+        .. "over. `:AgentSessions` loads it again (taking it back); the next prompt starts a new session._",
+        tostring(S.header.session)) })
+      S.header.session = nil
     elseif kind == "connection" then
       add_lines({ "_The model endpoint could not be reached. `:AgentLog` shows the server's log, `:AgentRestart` "
         .. "restarts it; `:checkhealth agent_server` checks the set-up._" })

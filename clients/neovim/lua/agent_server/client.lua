@@ -7,7 +7,8 @@
 ---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
----   { type = "failed", error, kind, prompt }           (a prompt failed: kind "auth" | "connection" | nil)
+---   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" |
+---                                                     "gone" — the server no longer has the session — | nil)
 --- Requests of the server are routed to `M.handlers[method](req)` (set by the plugin).
 ---
 --- Must never: touch a buffer or a window.
@@ -239,16 +240,21 @@ function M.prompt(blocks, cb)
       emit({ type = "failed", error = err, kind = kind, prompt = blocks })
       return cb(err)
     end
-    local r = state.rpc
+    local r, sid = state.rpc, state.session_id
     emit({ type = "turn_start", prompt = blocks })
-    r:request("session/prompt", { sessionId = state.session_id, prompt = blocks }, function(e, result)
+    r:request("session/prompt", { sessionId = sid, prompt = blocks }, function(e, result)
       if state.rpc == r then
         state.turns = math.max(0, state.turns - 1)
       end
       if e then
-        local msg = M.error_text(e)
-        emit({ type = "turn_end", error = msg, kind = M.error_kind(e), prompt = blocks })
-        emit({ type = "failed", error = msg, kind = M.error_kind(e), prompt = blocks })
+        local msg, kind = M.error_text(e), M.error_kind(e)
+        if e.code == -32002 and state.rpc == r and state.session_id == sid then
+          -- the server no longer has it (taken over by another agent-server process): not this
+          -- chat's session any more; the next prompt starts a new one unless it is taken back
+          state.session_id, kind = nil, "gone"
+        end
+        emit({ type = "turn_end", error = msg, kind = kind, prompt = blocks })
+        emit({ type = "failed", error = msg, kind = kind, prompt = blocks, session_id = sid })
         return cb(msg)
       end
       emit({ type = "turn_end", stop_reason = result.stopReason, prompt = blocks })

@@ -56,7 +56,7 @@ local function wire()
   client.on(function(ev)
     if ev.type == "failed" and ev.kind then
       vim.schedule(function() -- after the chat drew the error
-        M.way_forward(ev.kind, ev.prompt)
+        M.way_forward(ev.kind, ev.prompt, ev.session_id)
       end)
     end
   end)
@@ -352,10 +352,12 @@ function M.set_key(variable)
   end)
 end
 
---- The ways forward after a prompt failed (`kind`: `"auth"` — the key is missing or refused —
---- or `"connection"` — the endpoint cannot be reached, or the server could not start), offered with
---- `vim.ui.select`. The failed prompt is put back in the prompt area (when it is empty) to send again.
-function M.way_forward(kind, prompt)
+--- The ways forward after a prompt failed (`kind`: `"auth"` — the key is missing or refused —,
+--- `"connection"` — the endpoint cannot be reached, or the server could not start —, or `"gone"` —
+--- the server no longer has session `session_id`: another agent-server process took it over),
+--- offered with `vim.ui.select`. The failed prompt is put back in the prompt area (when it is
+--- empty) to send again.
+function M.way_forward(kind, prompt, session_id)
   local transcript = require("agent_server.transcript")
   local first = type(prompt) == "table" and prompt[1] or nil
   if first and first.type == "text" and transcript.prompt_text() == "" then
@@ -369,6 +371,12 @@ function M.way_forward(kind, prompt)
       { id = "log", label = "Show the server's log" },
       { id = "cancel", label = "Cancel" },
     }
+  elseif kind == "gone" then
+    choices = {
+      { id = "take-back", label = "Take it back here (the other process lets it go)" },
+      { id = "new", label = "Start a new session (the prompt is sent there when you send it again)" },
+      { id = "cancel", label = "Cancel" },
+    }
   else
     choices = {
       { id = "restart", label = "Restart the server" },
@@ -379,6 +387,8 @@ function M.way_forward(kind, prompt)
   end
   vim.ui.select(choices, {
     prompt = kind == "auth" and "The model endpoint needs a valid API key:"
+      or kind == "gone" and string.format("Session %s is no longer open here (taken over by another process):",
+        tostring(session_id))
       or "agent-server could not reach the model endpoint, or could not start:",
     kind = "agent_server.way_forward",
     format_item = function(c)
@@ -392,6 +402,12 @@ function M.way_forward(kind, prompt)
       M.set_key()
     elseif id == "log" then
       M.log()
+    elseif id == "take-back" and session_id then
+      M.load(session_id, "take-over")
+    elseif id == "new" then
+      client.forget_session()
+    elseif kind == "gone" then
+      require("agent_server.chat").say("the next prompt starts a new session")
     elseif id == "restart" then
       M.restart()
     elseif id == "health" then
