@@ -113,6 +113,9 @@ class RequestMemo:
     def __init__(self, projection: ProjectionMemo | None = None) -> None:
         """``projection``: a memo to start from (one that already saw the log: a load's), else a new one."""
         self._projection = projection if projection is not None else ProjectionMemo()
+        self.cut_hint: int | None = None
+        """The cut the last compaction planned over this memo's history chose (``choose_cut``'s
+        ``hint``: a load plans its first prompt's compaction, which checks that cut first)."""
         self.rendering: Any = None
         """A load's ``asyncio`` future of the work it left to a worker thread (the body of the first
         compaction among it): a compaction waits for it before it reads ``compaction_body``."""

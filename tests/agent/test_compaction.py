@@ -240,6 +240,19 @@ def test_choose_cut_by_bisection_is_the_latest_fitting_cut_summed_as_before(toke
     assert choose_cut(messages, tokens, ratio) == (fitting[-1] if fitting else cuts[0] if cuts else None)
 
 
+@settings(max_examples=300, deadline=None)
+@given(tokens=st.lists(st.one_of(st.floats(0, 1e6), st.floats(0, 1e-3), st.just(0.0)), min_size=2, max_size=60),
+       ratio=st.floats(0.0, 1.0), roles=st.data(), hint=st.integers(-1, 61))
+def test_choose_cut_with_a_hint_is_the_cut_without_it(tokens, ratio, roles, hint):
+    """A load's plan gives the first compaction a cut to check first (two sums, not a bisection):
+    right or wrong, the cut chosen is the one chosen without it."""
+    messages = [{"role": roles.draw(st.sampled_from(["user", "assistant"]))} for _ in tokens]
+    cuts = valid_cuts(messages)
+    expected = choose_cut(messages, tokens, ratio)
+    assert choose_cut(messages, tokens, ratio, cuts, hint) == expected
+    assert choose_cut(messages, tokens, ratio, cuts, expected) == expected
+
+
 @pytest.mark.parametrize("over", [1.3, 40.0])
 def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again(tmp_path, monkeypatch, over):
     """Issue 33 item 6: the first prompt after ``session/load`` of a long log is a compaction whose
