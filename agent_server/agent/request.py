@@ -199,7 +199,7 @@ def _render_counted(messages: Sequence[dict[str, Any]], max_chars: int) -> str:
         kept = max(0, (max_chars - len(gap)) // (widest + 3))
         first = kept // 4
         last = kept - first
-        gap = f"[… {n - kept:,} messages left out …]"
+        gap = f"[… {n - kept:,} message{'s' if n - kept != 1 else ''} left out …]"
     chosen = list(range(first)) + list(range(n - last, n)) if gap else list(range(n))
     pieces = len(chosen) + (1 if gap else 0)
     cap = _water_cap([sizes[i] for i in chosen], max_chars - 2 * max(0, pieces - 1) - len(gap))
