@@ -126,6 +126,9 @@ class EditorFiles:
         self.approve_edit = approve_edit
         self.disk = disk or DiskFiles()
         self.auto_apply: Callable[[], bool] = lambda: False
+        self._read_from_file: dict[Path, bool] = {}
+        """Whether a regular file was on disk at each path when it was last read through the editor:
+        an editor keeps the buffer of a file deleted since, and writing into it would create it again."""
 
     def reviewed(self) -> "EditorFiles":
         """This seam with every edit proposed for review, whatever the mode (``/undo``'s restores:
@@ -175,6 +178,7 @@ class EditorFiles:
         meta = ((result.get("_meta") or {}).get("agentServer") or {}) if isinstance(result.get("_meta"), dict) else {}
         version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
         disk_changed = meta.get("diskChanged") is True and meta.get("dirty") is True
+        self._read_from_file[path] = _regular_file(path)
         return FileSnapshot.of(path, result["content"].encode("utf-8"), version, disk_changed=disk_changed)
 
     async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
@@ -245,7 +249,21 @@ class EditorFiles:
             await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
                              "content": [diff_content(path, old, new)]})
 
+    def _gone_from_disk(self, path: Path, base: FileSnapshot | None) -> WriteOutcome | None:
+        """``stale`` when ``path`` was a regular file when the agent read it through the editor and
+        is not one now (deleted, replaced by a directory, unreadable): the editor may still hold its
+        buffer, and a write into it — saved — would create the file again behind the user's back."""
+        if base is None or not self._read_from_file.get(path) or _regular_file(path):
+            return None
+        what = ("was replaced by a directory" if path.is_dir() else "was deleted" if not os.path.lexists(path)
+                else "can no longer be read")
+        return WriteOutcome("stale", f"{path.name} {what} on disk since you read it; nothing was written "
+                                     "(it was not created again)")
+
     async def _propose(self, path: Path, old: str | None, new: str, base: FileSnapshot | None) -> WriteOutcome:
+        gone = self._gone_from_disk(path, base)
+        if gone is not None:
+            return gone
         uri = file_uri(path)
         edit = workspace_edit(path, old, new, version=base.version if base else None, encoding=self.caps.encoding)
         text_edit = edit["documentChanges"][-1]
@@ -284,6 +302,8 @@ class EditorFiles:
             status = "written" if outcome == "applied" else "partial"
             return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
         if outcome == "stale":
+            if "on disk" in message:  # the editor says the disk moved (changed, deleted), not the buffer
+                return WriteOutcome("stale", f"{path.name} changed since you read it: {message}")
             return WriteOutcome("stale", f"{path.name} changed in the editor since you read it")
         if outcome in ("rejected", "cancelled"):
             return WriteOutcome(outcome, message)
@@ -359,7 +379,10 @@ class EditorFiles:
 
     async def _seen_again(self, path: Path, base: FileSnapshot | None) -> tuple[Any, WriteOutcome | None]:
         """The document read again just before writing, or the outcome that stops the write: ``failed``
-        when it cannot be read, ``stale`` when it is no longer ``base``."""
+        when it cannot be read, ``stale`` when it is no longer ``base`` or left the disk."""
+        gone = self._gone_from_disk(path, base)
+        if gone is not None:
+            return None, gone
         try:
             current = await self.read(path)
         except FileNotFoundError:
@@ -486,6 +509,14 @@ def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, 
         if isinstance(change, dict) and "edits" in change and change["textDocument"]["uri"] == uri:
             edits.extend(change["edits"])
     return apply_text_edits(old, edits, encoding), len(edits)
+
+
+def _regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file this process can read (links followed)."""
+    try:
+        return path.is_file() and os.access(path, os.R_OK)
+    except OSError:
+        return False
 
 
 def _looks_binary(path: Path) -> bool:

@@ -219,8 +219,10 @@ export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp
     const diskChanged = doc.isDirty && (await changedOnDisk(doc)); // awaited before the text is taken
     const text = doc.getText();
     if (!doc.isDirty) {
-      // A clean document whose file changed on disk may not be reloaded yet: the disk wins.
+      // A clean document whose file changed on disk may not be reloaded yet: the disk wins — and a
+      // file deleted on disk is gone (VS Code keeps its tab, but a write into it would create it again).
       const disk = await readDisk(uri);
+      if (disk === undefined) throw RequestError.resourceNotFound(uri.toString());
       if (disk !== undefined && disk.replace(/^\ufeff/, "") !== text) {
         return { content: sliceLines(disk.replace(/^\ufeff/, ""), params.line, params.limit), _meta: { agentServer: { version: null, dirty: false } } };
       }
@@ -255,6 +257,15 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   const guard = (params._meta as { agentServer?: { version?: unknown; sha256?: unknown } } | null | undefined)?.agentServer;
   if (guard && typeof guard.sha256 === "string" && doc.version !== guard.version && sha256(doc.getText()) !== guard.sha256) {
     throw new RequestError(-32603, `${params.path} changed in the editor since the agent read it; nothing was written`, { agentServer: { stale: true } });
+  }
+  if (guard && !wasDirty && uri.scheme === "file") {
+    // the agent read a file: one deleted (or replaced) on disk since is not created again by saving
+    const bytes = await vscode.workspace.fs.readFile(uri).then((b) => b, (err: unknown) => err);
+    if (!(bytes instanceof Uint8Array)) {
+      const code = bytes instanceof vscode.FileSystemError ? bytes.code : String(bytes);
+      const what = code === "FileNotFound" ? "was deleted on disk" : code === "FileIsADirectory" ? "was replaced by a directory on disk" : "can no longer be read on disk";
+      throw new RequestError(-32603, `${params.path} ${what} since the agent read it; nothing was written (it was not created again)`, { agentServer: { stale: true } });
+    }
   }
   const edit = new vscode.WorkspaceEdit();
   const all = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));

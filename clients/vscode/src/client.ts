@@ -174,6 +174,8 @@ export class AgentClient {
   private crashes: number[] = [];
   /** Why the connection to a still-running process broke (a transport error), by process. */
   private readonly lost = new WeakMap<AgentProcess, string>();
+  /** Processes stopped on purpose (Restart Server, a relaunch for new settings): a turn they end was not a crash. */
+  private readonly stopped = new WeakSet<AgentProcess>();
 
   constructor(private readonly opts: ClientOptions) {}
 
@@ -476,7 +478,8 @@ export class AgentClient {
       // A closed connection usually means the process is going away: let its exit be reported first.
       const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
       const lost = proc ? this.lost.get(proc) : undefined;
-      end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
+      if (proc && this.stopped.has(proc)) end = { stopReason: "cancelled" }; // the user restarted it: said by the restart's own notice
+      else end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
     } finally {
       this.turns--;
     }
@@ -529,6 +532,7 @@ export class AgentClient {
     this.resumable = resume ? (this.sessionId ?? this.resumable) : undefined;
     this.sessionId = undefined;
     if (r) {
+      this.stopped.add(r.proc);
       r.conn.close();
       await r.proc.kill();
     }

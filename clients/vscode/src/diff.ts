@@ -66,6 +66,24 @@ export function proposedAnchors(file: FileChange): { index: number; line: number
   return out;
 }
 
+/** The schemes of our own virtual documents: a proposal's sides, a permission question's diff, the Changes view's diff. */
+export const OWN_SCHEMES = new Set([PROPOSAL_SCHEME, "agent-permission", "agent-change"]);
+
+/**
+ * Tabs showing one of our virtual documents that this extension host did not open: VS Code restores
+ * a window's tabs after a reload (and in a second window on the same folder), but their text lived in
+ * the extension host that is gone — its proposal was answered (cancelled) with it. Such a tab shows
+ * "could not be opened" and would suggest the proposal is still live; they are closed.
+ */
+export function leftoverTabs(tabs: readonly vscode.Tab[], known: (uri: vscode.Uri) => boolean = () => false): vscode.Tab[] {
+  const ours = (u: unknown): u is vscode.Uri => u instanceof vscode.Uri && OWN_SCHEMES.has(u.scheme);
+  return tabs.filter((t) => {
+    const input = t.input;
+    const uris = input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : input instanceof vscode.TabInputText ? [input.uri] : [];
+    return uris.some(ours) && !uris.some((u) => ours(u) && known(u));
+  });
+}
+
 /** Listener for the panel: a proposal was shown, changed, or answered. */
 export interface ProposalPanel {
   proposalShown(p: Proposal): void;
@@ -88,10 +106,19 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   constructor(private readonly panel: ProposalPanel) {}
 
   register(): vscode.Disposable {
+    // a proposal's file deleted or replaced on disk (a terminal's rm): its card turns stale at once
+    const disk = vscode.workspace.createFileSystemWatcher("**/*");
+    const onDisk = (uri: vscode.Uri) => void this.manager.diskChanged(uri);
     return vscode.Disposable.from(
+      disk,
+      disk.onDidDelete(onDisk),
+      disk.onDidCreate(onDisk),
       vscode.workspace.registerFileSystemProvider(PROPOSAL_SCHEME, this, { isCaseSensitive: true }),
       vscode.languages.registerCodeLensProvider({ scheme: PROPOSAL_SCHEME }, this),
-      vscode.window.tabGroups.onDidChangeTabs((e) => this.onTabsChanged(e.closed)),
+      vscode.window.tabGroups.onDidChangeTabs((e) => {
+        this.onTabsChanged(e.closed);
+        this.closeLeftovers(e.opened);
+      }),
       vscode.workspace.onDidChangeTextDocument((e) => this.onTyped(e.document)),
     );
   }
@@ -230,6 +257,21 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
       this.closing.delete(p.id);
       this.onScreen.delete(p.id);
     }
+  }
+
+  /**
+   * Closes the tabs of proposals this extension host never showed (`leftoverTabs`): at activation
+   * (a reload restored them) and whenever one opens (a window restoring its editors late). Only
+   * proposal tabs are judged when they open: the permission and Changes diffs are opened by others.
+   */
+  closeLeftovers(tabs: readonly vscode.Tab[] = vscode.window.tabGroups.all.flatMap((g) => g.tabs), atStart = false): void {
+    const known = (u: vscode.Uri) => {
+      if (u.scheme !== PROPOSAL_SCHEME) return !atStart;
+      const ref = parseProposalUri(u);
+      return Boolean(ref && (this.manager.get(ref.id) ?? this.onScreen.get(ref.id)));
+    };
+    const stale = leftoverTabs(tabs, known);
+    if (stale.length > 0) void Promise.resolve(vscode.window.tabGroups.close(stale, true)).then(undefined, () => false);
   }
 
   private onTabsChanged(closed: readonly vscode.Tab[]): void {

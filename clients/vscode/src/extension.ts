@@ -722,6 +722,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     vscode.commands.registerCommand("agentServer.acceptHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, true)),
     vscode.commands.registerCommand("agentServer.rejectHunk", (id: string, fileIndex: number, index: number) => proposals.decideHunk(id, fileIndex, index, false)),
   );
+  // tabs of proposals (and diffs) a reload left behind: their turn was cancelled with the old host
+  diffView.closeLeftovers(undefined, true);
   return { client: agent };
 }
 

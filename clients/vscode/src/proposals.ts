@@ -56,6 +56,51 @@ export interface FileChange {
   typedAfter?: boolean;
   /** Our own edit is being applied to the document (its change events are not the user's). */
   applying?: boolean;
+  /** What the disk held at the file's path when the proposal arrived (`diskState`). */
+  onDisk?: DiskState;
+}
+
+/** What the disk holds at a path: a file that can be read, nothing, a directory, or a file that cannot be read. */
+export type DiskState = "file" | "missing" | "directory" | "unreadable";
+
+/** The disk at `uri` (a `file:` URI; anything else is taken as a file: no disk to ask). */
+export async function diskState(uri: vscode.Uri): Promise<DiskState> {
+  if (uri.scheme !== "file") return "file";
+  const code = (err: unknown) => (err instanceof vscode.FileSystemError ? err.code : "");
+  try {
+    const stat = await vscode.workspace.fs.stat(uri);
+    if (stat.type & vscode.FileType.Directory) return "directory";
+  } catch (err) {
+    return code(err) === "FileNotFound" ? "missing" : "unreadable";
+  }
+  try {
+    await vscode.workspace.fs.readFile(uri);
+    return "file";
+  } catch (err) {
+    return code(err) === "FileNotFound" ? "missing" : code(err) === "FileIsADirectory" ? "directory" : "unreadable";
+  }
+}
+
+/**
+ * Why a proposal's file is stale on disk, or undefined: it was a file when the proposal arrived and
+ * is no longer one now — deleted, replaced by a directory, or made unreadable. Applying would write
+ * the agent's text into the document and saving would create the file again behind the user's back.
+ */
+export function goneFromDisk(file: FileChange, now: DiskState): string | undefined {
+  if (file.create || file.onDisk !== "file" || now === "file") return undefined;
+  const name = vscode.workspace.asRelativePath(file.uri);
+  if (now === "missing") return `${name} was deleted on disk since the agent read it`;
+  if (now === "directory") return `${name} was replaced by a directory on disk since the agent read it`;
+  return `${name} can no longer be read on disk since the agent read it`;
+}
+
+/**
+ * Where a document's text moved away from the proposal's: reloaded from disk (a document that had no
+ * unsaved changes when the proposal arrived and has none now: VS Code reloaded it because its file
+ * changed), else in the editor (typed, pasted, undone).
+ */
+export function changedWhere(file: Pick<FileChange, "wasDirty">, doc: { isDirty: boolean }): "on disk" | "in the editor" {
+  return !file.wasDirty && !doc.isDirty ? "on disk" : "in the editor";
 }
 
 /**
@@ -162,8 +207,18 @@ export class ProposalManager {
     }
     const stale = proposal.files.find((f) => f.doc && isStale({ version: f.doc.version, text: f.doc.getText() }, f.version, f.baseHash));
     this.live.set(proposal.id, proposal);
+    // a clean document whose file left the disk after the agent read it (the read would have failed before)
+    const gone = stale ? undefined : proposal.files.find((f) => f.doc && !f.doc.isDirty && f.onDisk !== undefined && f.onDisk !== "file");
+    if (gone) {
+      const result: ApplyWorkspaceEditResult = { outcome: "stale", message: `${goneFromDisk({ ...gone, onDisk: "file" }, gone.onDisk!)}; nothing was applied (it was not created again)` };
+      proposal.settle(result);
+      await this.view.finish(proposal, result);
+      this.live.delete(proposal.id);
+      return result;
+    }
     if (stale) {
-      const result: ApplyWorkspaceEditResult = { outcome: "stale", message: `${stale.uri.fsPath} changed in the editor since the agent read it` };
+      const where = stale.doc!.isDirty ? "in the editor" : "on disk";
+      const result: ApplyWorkspaceEditResult = { outcome: "stale", message: `${stale.uri.fsPath} changed ${where} since the agent read it` };
       proposal.settle(result);
       await this.view.finish(proposal, result);
       this.live.delete(proposal.id);
@@ -212,6 +267,7 @@ export class ProposalManager {
           // does not exist: good
         }
       }
+      const onDisk = create ? undefined : await diskState(uri);
       const bad = create ? undefined : await notUtf8(uri, doc);
       if (bad) return { outcome: "failed", message: `${uri.fsPath} is not UTF-8 text (${bad.reason}); nothing was applied` };
       const text = doc?.getText() ?? "";
@@ -227,6 +283,7 @@ export class ProposalManager {
         base: text,
         hunks: makeHunks(text, change.edits ?? [], encoding),
         edited: false,
+        onDisk,
       });
     }
     if (files.length === 0 && ops.length === 0) return { outcome: "applied", applied: { documentChanges: [] }, saved: true, versions: {} };
@@ -309,8 +366,26 @@ export class ProposalManager {
       if (p.done) continue;
       const file = p.files.find((f) => !f.create && f.uri.toString() === key);
       if (!file || file.applying) continue;
-      const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed in the editor since the agent read it` : undefined;
+      const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined;
       if (stale === p.stale) continue;
+      p.stale = stale;
+      this.view.refresh(p);
+    }
+  }
+
+  /**
+   * The disk changed at `uri` (a file deleted, created, replaced): a pending proposal on that file is
+   * marked stale at once when the file is gone from disk (`goneFromDisk`), and un-marked when it is
+   * back with the text the change was computed on.
+   */
+  async diskChanged(uri: vscode.Uri): Promise<void> {
+    for (const p of [...this.live.values()]) {
+      const file = p.files.find((f) => !f.create && f.uri.fsPath === uri.fsPath);
+      if (p.done || !file || file.applying) continue;
+      const gone = goneFromDisk(file, await diskState(file.uri));
+      const doc = file.doc && !file.doc.isClosed ? file.doc : undefined;
+      const stale = gone ?? (doc && doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined);
+      if (p.done || stale === p.stale) continue;
       p.stale = stale;
       this.view.refresh(p);
     }
@@ -321,7 +396,8 @@ export class ProposalManager {
     const p = this.live.get(id);
     if (!p || p.done) return undefined;
     const path = p.files.map((f) => f.uri.fsPath).join(", ");
-    return this.finish(p, p.anyApplied ? "partial" : "stale", `${path} changed in the editor during the review; the user asks you to read it again and make your change on its current text`);
+    const why = p.stale ?? `${path} changed during the review`;
+    return this.finish(p, p.anyApplied ? "partial" : "stale", `${why}; the user asks you to read it again and make your change on its current text`);
   }
 
   /** A view was closed without a choice: the rest is rejected, answered at once. */
@@ -345,12 +421,15 @@ export class ProposalManager {
     if (creating) {
       edit.createFile(file.uri, { overwrite: false, ignoreIfExists: false });
     } else {
-      // the slow check (a disk read) first: nothing may be awaited after the text check below
+      // the slow checks (disk reads) first: nothing may be awaited after the text check below
+      const gone = goneFromDisk(file, await diskState(file.uri));
+      if (gone) return { outcome: p.anyApplied ? "partial" : "stale", message: `${gone}; nothing more was applied (it was not created again)` };
       const bad = await notUtf8(file.uri, file.doc ?? openDocument(file.uri));
       if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
       doc = file.doc ?? openDocument(file.uri);
       if (!doc || doc.isClosed || doc.getText() !== file.expected) {
-        const message = `${file.uri.fsPath} changed in the editor during the review; nothing more was applied`;
+        const where = doc && !doc.isClosed ? changedWhere(file, doc) : "in the editor";
+        const message = `${file.uri.fsPath} changed ${where} during the review; nothing more was applied`;
         return { outcome: p.anyApplied ? "partial" : "stale", message };
       }
     }

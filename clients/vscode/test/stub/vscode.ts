@@ -112,6 +112,13 @@ export class FileSystemError extends Error {
 export const files = new Map<string, string>();
 /** The disk, for files whose bytes are not UTF-8: path → bytes (read before `files`). */
 export const rawFiles = new Map<string, Uint8Array>();
+/** Directories on disk (a path there is not a file), and files that cannot be read (`NoPermissions`). */
+export const dirs = new Set<string>();
+export const unreadable = new Set<string>();
+export enum FileType {
+  File = 1,
+  Directory = 2,
+}
 /** Each file's mtime on disk (ms; 0 when not set). */
 export const mtimes = new Map<string, number>();
 /** Runs after each applied edit (a formatter or another extension changing the text). */
@@ -122,6 +129,8 @@ export const workspace = {
   applyEditCalls: 0,
   fs: {
     async readFile(uri: Uri): Promise<Uint8Array> {
+      if (dirs.has(uri.path)) throw new FileSystemError("FileIsADirectory");
+      if (unreadable.has(uri.path)) throw new FileSystemError("NoPermissions");
       const raw = rawFiles.get(uri.path);
       if (raw !== undefined) return raw;
       const t = files.get(uri.path);
@@ -132,9 +141,10 @@ export const workspace = {
       if (rawFiles.has(uri.path)) rawFiles.set(uri.path, data); // a test that set bytes reads bytes back
       files.set(uri.path, new TextDecoder().decode(data));
     },
-    async stat(uri: Uri): Promise<{ mtime: number }> {
+    async stat(uri: Uri): Promise<{ mtime: number; type: FileType }> {
+      if (dirs.has(uri.path)) return { mtime: mtimes.get(uri.path) ?? 0, type: FileType.Directory };
       if (!files.has(uri.path) && !rawFiles.has(uri.path)) throw new FileSystemError("FileNotFound");
-      return { mtime: mtimes.get(uri.path) ?? 0 };
+      return { mtime: mtimes.get(uri.path) ?? 0, type: FileType.File };
     },
   },
   async openTextDocument(uri: Uri): Promise<StubDocument> {
@@ -209,6 +219,7 @@ export const workspace = {
     return { dispose() {} };
   },
   registerFileSystemProvider: () => ({ dispose() {} }),
+  createFileSystemWatcher: () => ({ onDidDelete: () => ({ dispose() {} }), onDidCreate: () => ({ dispose() {} }), onDidChange: () => ({ dispose() {} }), dispose() {} }),
 };
 
 export const commands = {
@@ -224,7 +235,14 @@ export const commands = {
   },
 };
 export const window = {
-  tabGroups: { all: [], activeTabGroup: { activeTab: undefined }, close: async () => true, onDidChangeTabs: () => ({ dispose() {} }) },
+  tabGroups: {
+    all: [] as { tabs: { input: unknown; label: string }[] }[],
+    activeTabGroup: { activeTab: undefined },
+    /** The tabs closed by the extension (in order). */
+    closed: [] as unknown[],
+    close: async (tabs: unknown) => (window.tabGroups.closed.push(...(Array.isArray(tabs) ? tabs : [tabs])), true),
+    onDidChangeTabs: () => ({ dispose() {} }),
+  },
   /** Webview view providers registered by id (the panel's tests resolve them with a fake view). */
   providers: new Map<string, unknown>(),
   registerWebviewViewProvider(id: string, provider: unknown) {
@@ -264,6 +282,9 @@ export enum StatusBarAlignment {
 export class TabInputTextDiff {
   constructor(readonly original: Uri, readonly modified: Uri) {}
 }
+export class TabInputText {
+  constructor(readonly uri: Uri) {}
+}
 export class EventEmitter<T> {
   private listeners: ((e: T) => void)[] = [];
   event = (l: (e: T) => void) => {
@@ -281,6 +302,8 @@ export const languages = { registerCodeLensProvider: () => ({ dispose() {} }) };
 export function resetStub(): void {
   files.clear();
   rawFiles.clear();
+  dirs.clear();
+  unreadable.clear();
   mtimes.clear();
   workspace.textDocuments.length = 0;
   workspace.applyEditCalls = 0;
@@ -297,6 +320,8 @@ export function resetStub(): void {
   window.warningAnswers.length = 0;
   window.warnings.length = 0;
   window.statusItems.length = 0;
+  window.tabGroups.all.length = 0;
+  window.tabGroups.closed.length = 0;
 }
 
 export { offsetAt };

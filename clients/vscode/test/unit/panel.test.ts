@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Uri, commands, resetStub, window, workspace } from "../stub/vscode";
+import { TabInputText, TabInputTextDiff, Uri, commands, resetStub, window, workspace } from "../stub/vscode";
 import { activate, deactivate } from "../../src/extension";
 import type { ChatEvent, HostToWebview } from "../../src/protocol";
 import { type ChatState, fold, initialState } from "../../webview/state";
@@ -355,6 +355,20 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     expect(notices(panel.state())).toEqual(["agent-server was restarted (Agent: Restart Server); no session was open: the next prompt starts one."]);
   });
 
+  it("Restart Server while a proposal waited said the server died during the turn (exit code 0)", async () => {
+    const toolCall = { toolCallId: "c1", title: "Edit a.py", kind: "edit", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow", kind: "allow_once" }];
+    const panel = await openPanel({ resume: true, turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }]] });
+    panel.send({ type: "prompt", text: "a turn that waits for the user" });
+    await panel.until("the question", (s) => s.busy && s.items.some((i) => i.type === "permission"));
+    await commands.registered.get("agentServer.restartServer")!();
+    await panel.until("the turn's end and the restart notice", (s) => !s.busy && notices(s).some((t) => t.includes("resumed")));
+    const said = notices(panel.state());
+    expect(said.filter((t) => /died|exit code/.test(t))).toEqual([]);
+    expect(said).toContain("Stopped: cancelled");
+    expect(said.at(-1)).toMatch(/^agent-server was restarted \(Agent: Restart Server\): session \S+ resumed/);
+  });
+
   it("a crash mid-turn says the server is started again and, once it is, that the session was resumed", async () => {
     const once = join(mkdtempSync(join(tmpdir(), "panel-crash-")), "died");
     const panel = await openPanel({ resume: true, turns: [answer("first answer"), [{ die: "fatal: scripted crash", onceFile: once }]] });
@@ -386,6 +400,16 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     await panel.until("the taken-over session", (s) => s.currentSession === mine && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
     const asked = calls().filter((c) => c.method === "session/resume" || c.method === "session/load");
     expect(asked.map((c) => [c.method, c.params._meta ?? null])).toEqual([["session/resume", null], ["session/load", { agentServer: { takeOver: true } }]]);
+  });
+
+  it("a window reload while a proposal waited restored its diff tab, which could not be opened", async () => {
+    // VS Code restores the window's tabs; the proposal's virtual file lived in the old extension host
+    const proposal = { input: new TabInputTextDiff(Uri.file("/ws/calc.py"), Uri.parse("agent-proposal:/calc.py?p1/0/new")), label: "Edit calc.py (proposal)" };
+    const change = { input: new TabInputTextDiff(Uri.parse("agent-change:/calc.py?b1"), Uri.parse("agent-change:/calc.py?a1")), label: "calc.py (the turn's change)" };
+    const file = { input: new TabInputText(Uri.file("/ws/calc.py")), label: "calc.py" };
+    window.tabGroups.all.push({ tabs: [proposal, file, change] });
+    await openPanel({ turns: [] });
+    expect(window.tabGroups.closed).toEqual([proposal, change]);
   });
 
   it("a window reload reopens the session the window had open (session/load into the empty panel)", async () => {

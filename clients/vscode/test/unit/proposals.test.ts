@@ -2,7 +2,7 @@
 // accepted one by one, the read-back after applying, save per `save`, close = reject, cancel.
 import { beforeEach, describe, expect, it } from "vitest";
 import * as vscode from "vscode";
-import { StubDocument, files, hooks, resetStub, workspace } from "./../stub/vscode";
+import { StubDocument, dirs, files, hooks, resetStub, unreadable, workspace } from "./../stub/vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "../../src/client";
 import { applyToText, sha256 } from "../../src/proposalModel";
 import { type Proposal, ProposalManager, type ProposalView, whatLanded } from "../../src/proposals";
@@ -185,6 +185,85 @@ describe("deciding", () => {
     expect(r.outcome).toBe("applied");
     expect(files.get("/ws/new.py")).toBe("print(1)\n");
     expect(r.applied?.documentChanges[0]).toMatchObject({ kind: "create", uri: "file:///ws/new.py" });
+  });
+});
+
+describe("a file gone from disk while its proposal waits (newcomer finding F7)", () => {
+  // The agent read and edited gone.txt (x -> y); `rm gone.txt` while the proposal waited; Accept All
+  // re-created it with y, no stale warning. Deleted, replaced by a directory or made unreadable, the
+  // file is stale: Accept is refused as for a content change (the model reads again), nothing created.
+  for (const [how, remove, says] of [
+    ["deleted", () => files.delete(PATH), "was deleted on disk since the agent read it"],
+    ["replaced by a directory", () => (files.delete(PATH), dirs.add(PATH)), "was replaced by a directory on disk"],
+    ["made unreadable", () => unreadable.add(PATH), "can no longer be read on disk"],
+  ] as const) {
+    it(`accepting a proposal for a file ${how} meanwhile re-created it without a stale warning`, async () => {
+      files.set(PATH, BASE);
+      const doc = openDoc(BASE, 3, false); // the document VS Code still holds (a tab, or the proposal's own)
+      const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+      const p = await shown();
+      remove();
+      await manager.diskChanged(doc.uri as never); // the file watcher: stale said at once
+      expect(p.stale).toContain(says);
+      await manager.decideAll(p.id, true);
+      const r = await pending;
+      expect(r.outcome).toBe("stale");
+      expect(r.message).toContain(says);
+      expect(workspace.applyEditCalls).toBe(0);
+      expect(doc.saves).toBe(0);
+      if (how !== "made unreadable") expect(files.has(PATH)).toBe(false);
+    });
+  }
+
+  it("a file deleted between the agent's read and the proposal's arrival is stale on arrival", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, false);
+    files.delete(PATH);
+    const r = await manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    expect(r.outcome).toBe("stale");
+    expect(r.message).toContain("was deleted on disk since the agent read it");
+    expect(view.shown).toHaveLength(0);
+    expect(doc.saves).toBe(0);
+    expect(files.has(PATH)).toBe(false);
+  });
+
+  it("a file back on disk with the text the change was computed on is no longer stale", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, false);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    files.delete(PATH);
+    await manager.diskChanged(doc.uri as never);
+    expect(p.stale).toBeDefined();
+    files.set(PATH, BASE);
+    await manager.diskChanged(doc.uri as never);
+    expect(p.stale).toBeUndefined();
+    await manager.decideAll(p.id, true);
+    expect((await pending).outcome).toBe("applied");
+  });
+
+  it("a stale file changed on disk (not in the editor) was described as changed in the editor", async () => {
+    files.set(PATH, BASE);
+    const doc = openDoc(BASE, 3, false);
+    const pending = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    const p = await shown();
+    // VS Code reloads a clean document whose file changed on disk
+    files.set(PATH, BASE + "from disk\n");
+    doc.text = BASE + "from disk\n";
+    doc.version++;
+    manager.documentChanged(doc as never);
+    expect(p.stale).toBe(`${PATH} changed on disk since the agent read it`);
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("stale");
+    expect(r.message).toContain("changed on disk during the review");
+    // typed into (unsaved): the editor
+    const typed = openDoc(BASE, 3, true);
+    typed.text += "typed";
+    typed.version++;
+    workspace.textDocuments.splice(0, workspace.textDocuments.length, typed);
+    const pending2 = manager.handle(proposal(3, TWO_HUNKS), new AbortController().signal, "utf-16");
+    expect((await pending2).message).toContain("changed in the editor since the agent read it");
   });
 });
 

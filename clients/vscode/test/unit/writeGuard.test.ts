@@ -3,8 +3,8 @@
 // user typed since (version and text moved on), and applied when only the version moved (a save).
 import { beforeEach, describe, expect, it } from "vitest";
 import * as vscode from "vscode";
-import { StubDocument, rawFiles, resetStub, workspace } from "./../stub/vscode";
-import { writeTextFile } from "../../src/buffers";
+import { StubDocument, dirs, rawFiles, resetStub, workspace } from "./../stub/vscode";
+import { readTextFile, writeTextFile } from "../../src/buffers";
 import { sha256 } from "../../src/proposalModel";
 
 const PATH = "/ws/guard.txt";
@@ -48,5 +48,25 @@ describe("fs/write_text_file guarded by the document the agent read", () => {
     rawFiles.set(path, new TextEncoder().encode("plain\n"));
     await writeTextFile({ sessionId: "s", path, content: "new\n" });  // nor is one added
     expect(Array.from(rawFiles.get(path) ?? [])).toEqual(Array.from(new TextEncoder().encode("new\n")));
+  });
+
+  it("a file deleted on disk while VS Code still held it clean was created again by the agent's write (F7, the server's guarded path)", async () => {
+    // the server re-reads before its guarded write: a clean document whose file is gone reads as gone
+    const doc = open("one\n", 4);
+    doc.isDirty = false;
+    rawFiles.delete(PATH);
+    const read = await readTextFile({ sessionId: "s", path: PATH }).then(() => undefined, (e: { code: number }) => e);
+    expect(read?.code).toBe(-32002);
+    const err = await writeTextFile({ sessionId: "s", path: PATH, content: "ONE\n", _meta: { agentServer: { version: 4, sha256: sha256("one\n") } } }).then(
+      () => undefined, (e: { code: number; data: unknown; message: string }) => e);
+    expect(err?.data).toEqual({ agentServer: { stale: true } });
+    expect(err?.message).toContain("was deleted on disk since the agent read it");
+    expect(rawFiles.has(PATH)).toBe(false);
+    expect(doc.saves).toBe(0);
+    dirs.add(PATH); // replaced by a directory
+    const err2 = await writeTextFile({ sessionId: "s", path: PATH, content: "ONE\n", _meta: { agentServer: { version: 4, sha256: sha256("one\n") } } }).then(
+      () => undefined, (e: { message: string }) => e);
+    expect(err2?.message).toContain("replaced by a directory");
+    expect(doc.text).toBe("one\n");
   });
 });

@@ -1,0 +1,108 @@
+"""Newcomer finding F7 on the server's side: a file the agent read through the editor and that was
+deleted (or replaced by a directory) before the write is ``stale`` on every guarded write path — the
+editor may still hold its buffer, and writing into it (then saving) created the file again. And the
+editor's own reason for a ``stale`` proposal (changed on disk, deleted) reaches the model instead of
+"changed in the editor"."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
+
+
+class BufferEditor:
+    """An editor holding ``text`` in a buffer whatever the disk says (as Neovim and VS Code keep the
+    buffer of a file deleted under them): it answers reads with it, takes writes into it (saving:
+    the file is written) and answers proposals with ``answer``."""
+
+    def __init__(self, path: Path, text: str, answer: dict[str, Any] | None = None) -> None:
+        self.path, self.text, self.answer = path, text, answer or {"outcome": "rejected"}
+        self.writes: list[str] = []
+        self.proposals: list[dict[str, Any]] = []
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "fs/read_text_file":
+            return {"content": self.text, "_meta": {"agentServer": {"version": 3, "dirty": False}}}
+        assert method == "fs/write_text_file", method
+        self.writes.append(params["content"])
+        self.path.write_text(params["content"])  # the buffer saved: the file is back
+        return {}
+
+    async def begin_request(self, method: str, params: dict[str, Any]):
+        self.proposals.append(params)
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(self.answer)
+        return 1, future
+
+    def forget(self, request_id: int) -> None:
+        pass
+
+    def cancel_outgoing(self, request_id: int) -> None:
+        pass
+
+
+async def _emit(update: dict[str, Any]) -> None:
+    pass
+
+
+CAPS = {
+    "plain ACP write": dict(read_text=True, write_text=True),
+    "accept-edits write": dict(read_text=True, write_text=True, apply_workspace_edit=True, buffer_versions=True),
+    "proposal": dict(read_text=True, apply_workspace_edit=True, buffer_versions=True),
+}
+
+
+def _write_after(tmp_path: Path, kind: str, remove) -> tuple[Any, BufferEditor, Path]:
+    path = tmp_path / "gone.txt"
+    path.write_text("x\n")
+    editor = BufferEditor(path, "x\n")
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS[kind]), emit=_emit)
+    files.auto_apply = lambda: kind == "accept-edits write"
+
+    async def go():
+        base = await files.read(path)
+        remove(path)
+        return await files.write(path, b"y\n", base=base)
+
+    return asyncio.run(go()), editor, path
+
+
+def test_a_file_deleted_after_the_agent_read_it_through_the_editor_was_created_again_by_the_guarded_write(tmp_path):
+    for kind in CAPS:
+        folder = tmp_path / kind.replace(" ", "-")
+        folder.mkdir()
+        outcome, editor, path = _write_after(folder, kind, Path.unlink)
+        assert outcome.status == "stale", (kind, outcome)
+        assert "was deleted on disk since you read it" in outcome.message, (kind, outcome.message)
+        assert not path.exists() and editor.writes == [] and editor.proposals == [], kind
+
+
+def test_a_file_replaced_by_a_directory_after_the_read_is_stale_too(tmp_path):
+    def to_dir(path: Path) -> None:
+        path.unlink()
+        path.mkdir()
+
+    outcome, editor, path = _write_after(tmp_path, "accept-edits write", to_dir)
+    assert outcome.status == "stale" and "replaced by a directory" in outcome.message, outcome
+    assert path.is_dir() and editor.writes == []
+
+
+def test_a_stale_file_changed_on_disk_was_described_to_the_model_as_changed_in_the_editor(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("x\n")
+    said = f"{path} changed on disk during the review; nothing more was applied"
+    editor = BufferEditor(path, "x\n", {"outcome": "stale", "message": said})
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["proposal"]), emit=_emit)
+
+    async def go():
+        return await files.write(path, b"y\n", base=await files.read(path))
+
+    outcome = asyncio.run(go())
+    assert outcome.status == "stale"
+    assert "in the editor" not in outcome.message and said in outcome.message, outcome.message
+    # an editor that says "in the editor" (or nothing) keeps the words the model knows
+    editor.answer = {"outcome": "stale", "message": "the file changed in the editor since the agent read it"}
+    assert asyncio.run(go()).message == "a.txt changed in the editor since you read it"
