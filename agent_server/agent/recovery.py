@@ -1,14 +1,16 @@
 """Closing a turn that did not finish: cancelled in this process, or left open by a dead one.
 
 Role: make the log's history valid and honest again before the next request. For the turn being
-closed it (1) gives every tool call of the latest assistant message that has no ``tool/result`` a
-synthetic one (``reason: "aborted"`` — it never ran — or ``"interrupted"`` — it may have run), (2)
-appends one interruption ``notice`` that tells the model the turn was cut short and which calls
-did not run or may have half-run, and, on load after a crash, (3) appends ``turn/end {exit:
-"interrupted"}`` and marks every prompt still waiting in the inbox as ``inbox/dropped``.
+closed it (0) logs what its open step had streamed before the process died (the stream journal,
+``session.journal``) as the interrupted ``assistant`` event a cancel logs, (1) gives every tool call
+of the latest assistant message that has no ``tool/result`` a synthetic one (``reason: "aborted"``
+— it never ran — or ``"interrupted"`` — it may have run), (2) appends one interruption ``notice``
+that tells the model the turn was cut short and which calls did not run or may have half-run, and,
+on load after a crash, (3) appends ``turn/end {exit: "interrupted"}`` and marks every prompt still
+waiting in the inbox as ``inbox/dropped``.
 
 Must never: truncate or rewrite an event (everything here is appended), run a tool, or invent
-model output — a reply lost in a crash is said to be lost, not reconstructed.
+model output — only journaled text (what the user was shown) is logged; a reply lost is said lost.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from agent_server.session import EventLog, SessionEvent
+from agent_server.session.journal import journal_path, read_journal, remove
 from agent_server.tools.pipeline import ABORTED_BEFORE_DISPATCH
 
 NOT_RUN_CANCELLED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run because the turn was cancelled "
@@ -65,9 +68,10 @@ class OpenCall:
 @dataclass
 class Recovery:
     """What ``close_open_turn`` did: the ``turn`` it closed (``None``: none was open), the
-    synthetic ``tool/result`` events, the ``notice`` event, and the ``inbox/dropped`` events."""
+    interrupted ``assistant`` event of the journaled text (``streamed``), the synthetic ``tool/result`` events, the ``notice`` event, and the ``inbox/dropped`` events."""
 
     turn: int | None = None
+    streamed: SessionEvent | None = None
     results: list[SessionEvent] = field(default_factory=list)
     notice: SessionEvent | None = None
     dropped: list[SessionEvent] = field(default_factory=list)
@@ -207,7 +211,8 @@ def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
     """On load (``cause=CRASH``), or after a failed append once the log is writable again
     (``cause=LOG_FAILED``): close what was left open; append only, in this order.
 
-    A turn with ``turn/start`` and no ``turn/end`` gets synthetic results for its open calls,
+    A turn with ``turn/start`` and no ``turn/end`` gets the text its open step streamed, when the
+    stream journal holds it (``log_streamed_text``), synthetic results for its open calls,
     the interruption notice and ``turn/end {exit: "interrupted"}`` (with ``cause`` when it is
     not a crash). A closed turn whose last assistant message still has calls without results (a
     log written before failed appends stopped the turn: its ``turn/end`` was written after a lost
@@ -215,6 +220,7 @@ def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
     still queued are marked ``inbox/dropped`` (``reason: "process_ended"``, on load only): they
     are kept in the log and reported to the editor, but not run — whoever sent them is gone, and
     a prompt must not start work nobody is watching. A log with nothing open is left untouched.
+    The stream journal is removed in every case (used, or stale: an older step's).
     """
     recovery = Recovery()
     turn = open_turn(log.events)
@@ -225,12 +231,14 @@ def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
         recovery.notice = interruption_notice(log, turn, crashed=True, cause=LOG_FAILED)
     elif turn is not None:
         recovery.turn = turn
+        recovery.streamed = log_streamed_text(log, turn)
         recovery.results = settle_open_calls(log, turn, crashed=True, cause=cause)
         recovery.notice = interruption_notice(log, turn, crashed=True, cause=cause)
         end: dict[str, Any] = {"turn": turn, "exit": "interrupted"}
         if cause != CRASH:
             end["cause"] = cause
         log.append("turn/end", end)
+    remove(journal_path(log.path))  # logged above, or not this open step's: never to be read again
     if cause != CRASH:
         return recovery
     for queued in waiting_prompts(log.events):
@@ -238,6 +246,33 @@ def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
             "queued_seq": queued.seq, "reason": "process_ended", "content": queued.data.get("content", ""),
         }))
     return recovery
+
+
+def log_streamed_text(log: EventLog, turn: int) -> SessionEvent | None:
+    """If the stream journal holds what the open step of ``turn`` streamed before the process
+    died, append the interrupted ``assistant`` event a cancel at that point logs
+    (``AgentSession._commit_interrupted``: the same data) and return it; else ``None``.
+
+    The journal is used only when it names the latest ``step/start`` of the log, that step has no
+    ``assistant`` event, no ``assistant/attempt`` logged that attempt (or a later one) already,
+    and it holds some text or reasoning. Its removal is the caller's.
+    """
+    journaled = read_journal(journal_path(log.path))
+    if journaled is None or not (journaled.text or journaled.reasoning):
+        return None
+    events = _turn_events(log.events, turn)
+    start = next((i for i in range(len(events) - 1, -1, -1) if events[i].type == "step/start"), None)
+    if start is None or events[start].seq != journaled.step_seq or journaled.turn != turn:
+        return None
+    for event in events[start + 1:]:
+        if event.type == "assistant":
+            return None
+        if event.type == "assistant/attempt" and int(event.data.get("attempt") or 0) >= journaled.attempt:
+            return None
+    return log.append("assistant", {
+        "turn": turn, "step": journaled.step, "text": journaled.text, "reasoning": journaled.reasoning,
+        "tool_calls": [], "finish_reason": None, "usage": None, "interrupted": True,
+    })
 
 
 def _assistant_turn(events: Sequence[SessionEvent]) -> int:

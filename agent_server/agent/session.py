@@ -49,6 +49,7 @@ from agent_server.config.load import Config, ProviderSettings, redact_url
 from agent_server.llm import AssembledMessage
 from agent_server.session import EventLog, LogWriteError, ProjectionMemo
 from agent_server.session.images import ImageStore
+from agent_server.session.journal import StreamJournal, journal_path
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.agent")
@@ -152,6 +153,8 @@ class AgentSession:
         self.retry = RetryPolicy(settings.max_attempts, settings.retry_base_delay, settings.retry_max_delay)
         self.requests = requests if requests is not None else RequestMemo(projection)
         self.images = ImageStore(log.path.parent)
+        self.journal = StreamJournal(journal_path(log.path))
+        """The stream journal of this session's steps (``session.journal``; read by crash recovery)."""
         """The session's stored prompt images (``session.images``): references resolved before sending."""
         self.costs = CostMemo()
         """``session_cost`` memoised over this session's log (``budget``)."""
@@ -408,7 +411,7 @@ class AgentSession:
                 self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
         except LogWriteError as exc:
             return TurnOutcome("error", None, log_write_failure(exc))
-        partial = self.partial = PartialMessage()
+        partial = self.partial = PartialMessage(journal=self.journal)
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
         try:
@@ -449,6 +452,7 @@ class AgentSession:
                 if outcome.error:
                     end["error"] = outcome.error
                 self.log.append("turn/end", end)
+                self.journal.end()  # a turn cancelled before its step's text was logged: nothing left to recover
             except LogWriteError as exc:  # no turn/end: the turn stays open until the log recovers
                 settled = []
                 outcome = TurnOutcome("error", None, log_write_failure(exc))
@@ -543,6 +547,7 @@ class AgentSession:
         if message.dropped_tool_calls:
             data["dropped_tool_calls"] = message.dropped_tool_calls
         self.log.append("assistant", data)
+        self.journal.end()  # what the step streamed is in the log now
         self.log.append("step/end", {"turn": turn, "step": step, "finish_reason": message.finish_reason})
 
     def _commit_interrupted(self, turn: int, partial: PartialMessage) -> None:
@@ -554,6 +559,7 @@ class AgentSession:
                 {"turn": turn, "step": partial.step, "text": partial.text, "reasoning": partial.reasoning, "tool_calls": [],
                  "finish_reason": None, "usage": None, "interrupted": True},
             )
+            self.journal.end()
 
     async def _announce_budget(self, turn: int, budget: int) -> None:
         """Tell the model (a logged notice it sees in later requests) and the user that the step

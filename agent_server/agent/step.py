@@ -3,7 +3,8 @@
 Role: log what enters the request (``request/header``, ``request/context`` when they change, then
 ``step/start``), rebuild the body from the log, stream it (forwarding deltas to the editor as they
 arrive), retry retryable failures with backoff (each failed attempt logged as ``assistant/attempt``,
-nothing of it committed), and commit the final ``assistant`` event.
+nothing of it committed), and commit the final ``assistant`` event. Each text and reasoning delta
+goes to the stream journal (``session.journal``) before the editor, for crash recovery.
 
 A failed attempt may already have shown text to the user (ACP cannot take a chunk back). Its
 ``assistant/attempt`` event keeps that text (``text``, ``reasoning``: what the user saw, never
@@ -36,6 +37,7 @@ from agent_server.llm import (
 )
 from agent_server.session import EventLog, SessionEvent
 from agent_server.session.images import ImageMissing
+from agent_server.session.journal import StreamJournal
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one ACP ``SessionUpdate`` payload (the ``update`` of ``session/update``) to the editor."""
@@ -82,6 +84,9 @@ class PartialMessage:
     reasoning_parts: list[str] = field(default_factory=list)
     step: int | None = None
     """The step whose request is in flight (``None`` between requests)."""
+    journal: StreamJournal | None = None
+    """The session's stream journal (``session.journal``): each delta is written to it before it
+    is sent, so crash recovery can log what a killed process had streamed."""
 
     @property
     def text(self) -> str:
@@ -174,6 +179,8 @@ async def stream_step(
             raise TurnFailed({"code": "STORAGE", "retryable": False, "message": str(exc)}) from None
     for attempt in range(1, retry.max_attempts + 1):
         partial.reset(step)
+        if partial.journal is not None:
+            partial.journal.begin(step_seq=start.seq, turn=turn, step=step, attempt=attempt)
         try:
             message = await _stream_once(client, body, emit, partial, start.seq)
             partial.step = None
@@ -217,6 +224,8 @@ def _log_failed(log: EventLog, partial: PartialMessage, data: dict[str, Any]) ->
         data["reasoning"] = reasoning
     event = log.append("assistant/attempt", data)
     partial.step = None
+    if partial.journal is not None:  # what it streamed is in the log now
+        partial.journal.end()
     return event
 
 
@@ -283,9 +292,13 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
         async for event in stream:
             if isinstance(event, TextDelta):
                 partial.text_parts.append(event.text)
+                if partial.journal is not None:  # on disk before the editor can have it
+                    partial.journal.text(event.text)
                 await emit(_chunk("agent_message_chunk", event.text, message_id(step_seq, "agent_message_chunk")))
             elif isinstance(event, ReasoningDelta):
                 partial.reasoning_parts.append(event.text)
+                if partial.journal is not None:
+                    partial.journal.reasoning(event.text)
                 await emit(_chunk("agent_thought_chunk", event.text, message_id(step_seq, "agent_thought_chunk")))
             elif isinstance(event, Finish):
                 return event.message

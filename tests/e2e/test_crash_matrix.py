@@ -4,7 +4,8 @@
 For every point: the load answers; no committed event is lost (the log before the kill is a prefix
 of the log after); no call is left without a result; the next request's messages equal the
 projection of the log as the kill left it, plus the interruption marker (a synthetic result for each
-open call and one ``[agent-server notice]``) when a turn was open, plus the new prompt — checked by
+open call and one ``[agent-server notice]``) when a turn was open, after the text the open step had
+streamed (from the stream journal, as an interrupted answer) when it had, plus the new prompt — checked by
 an endpoint that refuses dangling calls with a 400 as providers do; and ``agent-server replay``
 rebuilds every request either endpoint received.
 
@@ -268,13 +269,23 @@ def check(run: Run, before, after, next_body: bytes) -> None:
     expected = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in derive_messages(before)]
     pending = open_calls(before)
     was_open = open_turn(before) is not None
+    recovered = after[len(before):]
+    recovered = recovered[: next((i for i, e in enumerate(recovered) if e.type == "turn/start"), len(recovered))]
+    kept = [e for e in recovered if e.type == "assistant"]  # the open step's streamed text (stream journal)
+    if kept:
+        run.categories.add("streamed text kept")
     tail = messages[len(expected):]
     if messages[: len(expected)] != expected:
         problems.append("the next request does not start with the projection from before the kill")
-    wanted_tail = len(pending) + (1 if was_open else 0) + 1
+    wanted_tail = len(kept) + len(pending) + (1 if was_open else 0) + 1
     if len(tail) != wanted_tail:
         problems.append(f"after the projection: {len(tail)} messages, expected {wanted_tail}: {tail}")
         return
+    for event in kept:
+        if not (event.data.get("interrupted") and event.data["text"]) or tail[0] != {
+                "role": "assistant", "content": event.data["text"]}:
+            problems.append(f"the streamed text is not the interrupted answer: {event.data} {tail[0]}")
+        tail = tail[1:]
     for message, missing in zip(tail, pending):
         if message.get("role") != "tool" or message.get("tool_call_id") != missing.call_id or not (
                 message["content"].startswith("Interrupted") or message["content"].startswith("ABORTED_BEFORE_DISPATCH")):
@@ -306,4 +317,4 @@ def test_crash_matrix_sigkill_at_twenty_points_then_load_and_prompt(tmp_path, ra
     assert len(landings) >= 20, sorted(landings)
     covered = set().union(*(r.categories for r in runs))
     assert {"streaming", "between tool/call and tool/result", "permission wait", "torn write", "no turn open",
-            "queued prompt", "during a write"} <= covered, covered
+            "queued prompt", "during a write", "streamed text kept"} <= covered, covered

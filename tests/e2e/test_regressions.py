@@ -4,7 +4,7 @@ import json
 import signal
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-from agent_server.session import EventLog
+from agent_server.session import EventLog, read_events
 
 
 def init(agent):
@@ -226,3 +226,66 @@ def test_a_queued_prompts_answer_reached_the_client_before_the_response_to_the_t
     assert any("changed files that your git hooks run" in t for i, t in texts if i < answered)  # A's own summary
     b_first = min(i for i, t in texts if "B answer" in t)
     assert answered < b_first, [m.get("id") or m["params"]["update"]["sessionUpdate"] for m in sent[answered - 5:]]
+
+
+def chunk_text(message, kind="agent_message_chunk"):
+    """The text of a ``session/update`` of ``kind``, else ``None``."""
+    if message.get("method") != "session/update" or message["params"]["update"]["sessionUpdate"] != kind:
+        return None
+    return message["params"]["update"]["content"]["text"]
+
+
+def test_sigkill_mid_answer_then_load_replays_the_streamed_text_and_the_next_request_holds_it(
+        raw_agent_factory, workspace, agent_state_dir):
+    """Regression (newcomer finding F3): the answer was streaming ("slow word 0…39" in the panel),
+    the server got SIGKILL; after a reload the turn showed only "[agent-server] The turn was
+    interrupted…" — the text the user had read was gone and the log held none of it (a SIGTERM logs
+    it as an interrupted ``assistant`` event; a kill left nothing). The stream journal keeps it:
+    the load replays it as the turn's answer and the next request holds it as a SIGTERM leaves it."""
+    answer = "".join(f"slow word {i}. " for i in range(40))
+    stream = text_stream(answer, chunk_size=6, reasoning="Thinking it over first.", delay=0.05)
+    with OfflineEndpoint.start_in_thread([stream]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        agent.send_request("session/prompt", prompt_params(sid))
+        received = ""
+        while "slow word 5." not in received:  # synchronised on what the client has, not on time
+            received += chunk_text(agent.recv(timeout=10)) or ""
+        agent.process.send_signal(signal.SIGKILL)
+        assert agent.wait_exit(timeout=10) == -signal.SIGKILL
+    with OfflineEndpoint.start_in_thread([text_stream("continuing")]) as ep2:
+        again = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep2.base_url})
+        init(again)
+        rid = again.send_request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        replayed: dict[str, str] = {}
+        thought = ""
+        while True:
+            message = again.recv(timeout=20)
+            if message.get("id") == rid:
+                assert "result" in message, message
+                break
+            text = chunk_text(message)
+            if text is not None:
+                key = message["params"]["update"].get("messageId") or "notice"
+                replayed[key] = replayed.get(key, "") + text
+            thought += chunk_text(message, "agent_thought_chunk") or ""
+        assert again.request("session/prompt", prompt_params(sid, "continue"), timeout=20)["result"]["stopReason"] \
+            == "end_turn"
+        sent = ep2.requests[0].json()["messages"]
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    kept = [e for e in events if e.type == "assistant" and e.data.get("interrupted")]
+    assert len(kept) == 1
+    text = kept[0].data["text"]
+    assert text.startswith(received) and answer.startswith(text)  # all the user saw; nothing invented
+    assert kept[0].data["reasoning"] == "Thinking it over first."
+    step = next(e for e in events if e.type == "step/start")
+    assert replayed[f"msg-{step.seq}"] == text and thought == "Thinking it over first."
+    assert "interrupted" in replayed.get("notice", "")
+    # the next request: the prompt, the streamed text as the assistant's message (as a SIGTERM leaves
+    # it: ``_commit_interrupted``'s event, projected), the crash notice, the new prompt
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user", "user"]
+    assert sent[2]["content"] == text
+    assert "Your last reply was cut off where it ends above." in sent[3]["content"]
+    assert "was lost" not in sent[3]["content"]
+    assert not (agent_state_dir / "sessions" / sid / "stream.journal").exists()
