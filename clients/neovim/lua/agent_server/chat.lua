@@ -14,7 +14,7 @@
 --- `transcript`'s.
 ---
 --- Must never: hold state the event stream cannot rebuild (replaying `session/load` through the
---- same fold draws the same chat), or render model text as anything but buffer text.
+--- same fold draws the same chat), or draw model or server text as the chat's own lines (`M.filter`).
 local config = require("agent_server.config")
 local transcript = require("agent_server.transcript")
 
