@@ -340,8 +340,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return await refreshSessions();
         case "loadSession":
           return await loadSession(m.sessionId, "pick", m.how === "take-over" || m.how === "copy" ? m.how : undefined);
-        case "setConfigOption":
-          return await choose(m.configId, m.value);
         case "permission":
           return permissions.answer(m.id, m.optionId);
         case "proposal": {

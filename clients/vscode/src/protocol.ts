@@ -124,7 +124,6 @@ export type WebviewToHost =
   | { type: "listSessions" }
   /** `how`: `take-over` asks the process holding it to let it go; `copy` opens a fork of it. */
   | { type: "loadSession"; sessionId: string; how?: "take-over" | "copy" }
-  | { type: "setConfigOption"; configId: string; value: string }
   | { type: "permission"; id: string; optionId: string | null }
   | { type: "proposal"; id: string; action: "accept" | "reject" | "show" | "again" }
   | { type: "hunk"; id: string; fileIndex: number; index: number; accept: boolean }
@@ -134,5 +133,5 @@ export type WebviewToHost =
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "setConfigOption", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption"].includes(t);
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption"].includes(t);
 }

@@ -473,6 +473,17 @@ describe("mode and model pickers before the first prompt (issue 30, item 11)", (
     panel.send({ type: "newSession" });
     await panel.until("the new session's pickers", (s) => s.items.length === 0 && s.selects.map((x) => x.currentValue).join() === "workspace-write,m-1");
   });
+
+  it("a setConfigOption message from the webview chose full access without the confirmation: only a picker's choice sets an option", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "pick-")), "params.log");
+    const panel = await openPanel({ paramsLog, checkConfig: { ok: true, configOptions: offered }, configOptions: offered, turns: [answer("answered")] });
+    await panel.until("the pickers on the empty panel", (s) => s.selects.length === 2);
+    panel.send({ type: "setConfigOption", configId: "mode", value: "danger-full-access" });
+    panel.send({ type: "prompt", text: "go" });
+    await panel.until("the answer", panel.answered("answered"));
+    expect(calls(paramsLog).map((c) => c.method)).not.toContain("session/set_config_option");
+    expect(panel.state().selects.find((x) => x.id === "mode")?.currentValue).toBe("workspace-write");
+  });
 });
 
 describe("the status bar (issue 30, item 10)", () => {
