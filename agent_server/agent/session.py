@@ -491,6 +491,7 @@ class AgentSession:
         if self._flush is not None:  # the step's text is all out before its tool calls run
             await self._flush()
         self._commit_assistant(turn, step, message)
+        partial.step = None  # committed: a cancel from here on keeps nothing of it twice
         await self._emit_usage(message, estimate)
         if message.finish_reason == "length":
             raise MaxTokens()

@@ -165,7 +165,9 @@ async def stream_step(
     text has it all sent before its ``assistant/attempt`` is logged. Before each retry the user is
     told (``retry_notice``, emitted after the failed try's text, before the wait).
 
-    The caller commits the ``assistant`` event. Raises ``TurnFailed`` when the error is not
+    The caller commits the ``assistant`` event and then sets ``partial.step`` to ``None``: until
+    then a cancel keeps what was streamed (the end of the step's text may still be on its way to the
+    editor: ``flush``). Raises ``TurnFailed`` when the error is not
     retryable or the attempts are used up; ``asyncio.CancelledError`` passes through (``partial``
     then holds what was streamed).
     """
@@ -182,9 +184,7 @@ async def stream_step(
         if partial.journal is not None:
             partial.journal.begin(step_seq=start.seq, turn=turn, step=step, attempt=attempt)
         try:
-            message = await _stream_once(client, body, emit, partial, start.seq)
-            partial.step = None
-            return message
+            return await _stream_once(client, body, emit, partial, start.seq)  # partial.step: cleared on commit
         except LLMError as error:
             final = not error.retryable or attempt == retry.max_attempts
             delay = None if final else retry.delay(attempt, error)

@@ -201,3 +201,33 @@ def test_a_log_written_before_the_journal_recovers_and_projects_as_it_did(tmp_pa
     assert recovery.streamed is None and recovery.notice.data["reply_lost"] is True
     assert log.path.read_bytes().startswith(before)
     assert [e.type for e in log.events[-2:]] == ["notice", "turn/end"]
+
+
+async def test_a_cancel_while_the_finished_answer_is_flushed_to_the_editor_keeps_its_text(tmp_path, endpoint):
+    """The rest of F3's class: a cancel (SIGTERM) after the stream ended but before its ``assistant``
+    event was committed — while the editor was sent the last held-back text — logged nothing of an
+    answer the user had been shown whole (and a kill there left the journal, which a cancel then
+    removed). It is kept as the interrupted answer, as a cancel a moment earlier keeps it."""
+    endpoint.push(tool_call_stream([("c1", "glob", '{"pattern": "*"}')], text="Let me look."))
+    endpoint.push(text_stream("ok"))
+    editor = Editor(stall_on=None)
+    flushing = asyncio.Event()
+
+    async def flush():
+        flushing.set()
+        await asyncio.Event().wait()
+
+    session = make_session(tmp_path / "live", endpoint, editor)
+    session._flush = flush
+    task = asyncio.ensure_future(session.prompt([{"type": "text", "text": "go"}]))
+    await asyncio.wait_for(flushing.wait(), 10)
+    killed = killed_copy(session, tmp_path / "killed")
+    session.cancel()
+    assert (await asyncio.wait_for(task, 5)).exit == "cancelled"
+    kept = [e for e in session.log.events if e.type == "assistant"]
+    assert [(e.data["text"], e.data["tool_calls"], e.data.get("interrupted")) for e in kept] == [
+        ("Let me look.", [], True)]  # its call never ran: it is not kept (as for a cancel mid-stream)
+    assert not any(e.type == "tool/call" for e in session.log.events)
+    log = EventLog.open(killed)
+    assert stripped(close_open_turn(log).streamed) == stripped(kept[0])  # a kill there: the same event
+    log.close()
