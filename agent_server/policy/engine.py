@@ -17,6 +17,7 @@ import asyncio
 import json
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
@@ -459,7 +460,7 @@ class SessionPolicy:
         prefix = command_prefix(command)
         facts: dict[str, Any] = {"command": command, "sandbox": status.level}
         base = dict(title=f"Run `{_one_line(command)}`", what="this command",
-                    content=[_text(f"```sh\n{command}\n```")], facts=facts)
+                    content=[_text(_fenced(command, "sh"))], facts=facts)
         rememberable = prefix is not None and secret is None
         if mode != DANGER_FULL_ACCESS and status.filesystem and \
                 (overflow := await asyncio.to_thread(self.shell_launcher.secret_overflow)):
@@ -569,6 +570,14 @@ def _shown(state: Any) -> str | None:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _fenced(code: str, info: str = "") -> str:
+    """``code`` in a markdown code block whose fence is longer than any backtick run inside it (a
+    line of three backticks in a command must not end the block)."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{code}\n{fence}"
 
 
 def _one_line(command: str, limit: int = 100) -> str:

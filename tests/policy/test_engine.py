@@ -337,3 +337,17 @@ async def test_file_tools_writing_shell_startup_files_of_a_home_folder_in_the_wo
     assert len(approver.asked) == 4
     assert await policy.guard(prepared("write", path="notes.txt", content="x")) is None
 
+
+
+async def test_a_command_with_a_line_of_three_backticks_ended_the_questions_code_block_early(make):
+    """The question showed the command in a fixed three-backtick fence: a command holding a line of
+    three backticks (a heredoc writing markdown) closed the block early in every client, the rest
+    drawn as markdown. The fence is longer than any backtick run in the command."""
+    policy, approver, *_ = make()
+    command = "cat > notes.md <<'EOF'\n```\nrm -rf /\n````\nEOF\nrm -rf build"
+    assert await policy.guard(prepared("bash", command=command)) is None
+    text = approver.asked[0].content[0]["content"]["text"]
+    first, *body, last = text.split("\n")
+    fence = first.removesuffix("sh")
+    assert set(fence) == {"`"} and len(fence) > 4 and last == fence and "\n".join(body) == command
+    assert not any(line.strip().startswith(fence) for line in body)  # nothing inside closes it
