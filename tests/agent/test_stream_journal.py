@@ -231,3 +231,31 @@ async def test_a_cancel_while_the_finished_answer_is_flushed_to_the_editor_keeps
     log = EventLog.open(killed)
     assert stripped(close_open_turn(log).streamed) == stripped(kept[0])  # a kill there: the same event
     log.close()
+
+
+async def test_an_answer_whose_event_could_not_be_logged_is_kept_once_the_log_takes_writes(tmp_path, endpoint):
+    """A failed append (disk full) of the streamed answer's ``assistant`` event stops the turn
+    (``STORAGE``); once the log takes writes, the next prompt closes that turn as after a crash —
+    with the text the user was shown, from the journal."""
+    endpoint.push(text_stream("shown to the user", chunk_size=4))
+    endpoint.push(text_stream("next"))
+    editor = Editor(stall_on=None)
+    session = make_session(tmp_path / "live", endpoint, editor)
+    write = session.log._write
+
+    def full(line):
+        if b'"type":"assistant"' in line:
+            raise OSError(28, "No space left on device")
+        write(line)
+
+    session.log._write = full
+    outcome = await session.prompt([{"type": "text", "text": "go"}])
+    assert outcome.exit == "error" and outcome.error["code"] == "STORAGE"
+    assert journal_path(session.log.path).exists()
+    session.log._write = write
+    assert (await session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"
+    kept = [e for e in session.log.events if e.type == "assistant"][0]
+    assert (kept.data["text"], kept.data["interrupted"]) == ("shown to the user", True)
+    ends = [e.data for e in session.log.events if e.type == "turn/end"]
+    assert ends[0] == {"turn": 1, "exit": "interrupted", "cause": "log_write_failed"}
+    assert not journal_path(session.log.path).exists()
