@@ -28,7 +28,8 @@ from agent_server.checkpoints.blobs import FileState
 @dataclass(frozen=True)
 class FileChange:
     """A file's change over one turn: ``before`` the turn's first change, ``after`` its last;
-    ``uncertain`` when any of its changes may not have been the agent's."""
+    ``uncertain`` when any of its changes may not have been the agent's, or when one change does not
+    start where the previous ended (someone else wrote it between two calls)."""
 
     path: Path
     before: FileState | None
@@ -72,7 +73,10 @@ def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], l
             uncertain = data.get("uncertain") is True
             if path in entry.files:
                 first = entry.files[path]
-                entry.files[path] = FileChange(path, first.before, after, first.uncertain or uncertain)
+                # a change that does not start where the previous one ended: someone else wrote the
+                # file between the two calls (the user's save), and the turn's change spans it
+                entry.files[path] = FileChange(path, first.before, after,
+                                               first.uncertain or uncertain or first.after != before)
             else:
                 entry.files[path] = FileChange(path, before, after, uncertain)
         elif event.type == "checkpoint/undo":

@@ -7,8 +7,9 @@ that the working tree is snapshotted (``ShadowRepo``: a git workspace, or a plai
 budget) right before and right after each call and every file the call changed is recorded — as
 the agent's when the sandbox's record of the call's own writes names it (``sandbox_notify``), not
 the call's at all when a complete record does not name it (another process wrote it: the user's save),
-``uncertain`` without a record or when the record's stamp shows another process changed it during the
-call before the command wrote it; a file that existed before the call (birth time) is never its creation.
+``uncertain`` without a record or when the record shows another process changed it during the call
+(before the command wrote it, after the command let go of it, or since the command ended); a file that
+existed before the call (birth time) is never its creation.
 Edits the user makes between calls are never attributed to the agent.
 
 Must never: fail a tool because a checkpoint could not be kept (the call's own result stands; the
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
-from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD, read_record, read_stamps
+from agent_server.policy.sandbox.sandbox_notify import LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
@@ -196,7 +197,7 @@ class Checkpoints:
             self._failed("snapshot after a shell call", exc)
             return
         written = read_record(str(self.record_path))  # the call's own writes, or None: no evidence
-        stamps = read_stamps(str(self.record_path)) if written is not None else {}
+        stamps = _Stamps(str(self.record_path)) if written is not None else _Stamps(None)
         for change in changes:
             if change.before is None and _existed_before(change.path, started_ns):
                 continue  # not the call's creation: it was there, only hidden (ignored) before
@@ -277,13 +278,35 @@ def _someone_elses(path: Path, written: set[str] | None) -> bool:
     return written is not None and not _named(path, written)
 
 
-def _written_meanwhile(path: Path, stamps: dict[str, int], started_ns: int) -> bool:
-    """Whether someone changed ``path`` after the call started and before the command first asked to
-    change it (its status-change time then is later than the start): the user's save during the
-    command — the command's own write on top of it does not make the file the command's alone."""
-    for spelled in (os.path.normpath(path), os.path.realpath(path)):
-        if spelled in stamps:
-            return stamps[spelled] > started_ns
+class _Stamps:
+    """What the record says of other writers: the ``CHANGED`` stamps (before the command's first
+    write), the ``FOREIGN`` paths (changed after the command let go of them) and the ``LEFT`` stamps
+    (each path's status-change time when the command ended)."""
+
+    def __init__(self, record: str | None) -> None:
+        self.first = read_stamps(record) if record else {}
+        self.foreign = read_foreign(record) if record else set()
+        self.left = read_stamps(record, LEFT) if record else {}
+
+
+def _written_meanwhile(path: Path, stamps: _Stamps, started_ns: int) -> bool:
+    """Whether someone else changed ``path`` during the call too: before the command first asked to
+    change it (its status-change time then is later than the start), after the command let go of it
+    (the watch saw it), or after the command ended (its status-change time is not the one it left).
+    The user's save during the command — the command's own write does not make the file its alone."""
+    spellings = (os.path.normpath(path), os.path.realpath(path))
+    if any(spelled in stamps.foreign for spelled in spellings):
+        return True
+    left = next((stamps.left[s] for s in spellings if s in stamps.left), None)
+    if left is not None:
+        try:
+            if os.stat(path).st_ctime_ns != left:
+                return True
+        except OSError:
+            return True
+    for spelled in spellings:
+        if spelled in stamps.first:
+            return stamps.first[spelled] > started_ns
     return False
 
 

@@ -5,7 +5,9 @@ another process is never in it."""
 from __future__ import annotations
 
 import subprocess
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,64 @@ def test_a_record_without_its_header_or_with_an_unreadable_path_proves_nothing(t
     assert sandbox_notify.read_record(str(record)) is None
     record.write_bytes(sandbox_notify.LISTENING + b"/w/a.txt\0/w/b.txt\0")
     assert sandbox_notify.read_record(str(record)) == {"/w/a.txt", "/w/b.txt"}
+
+
+WATCHED = SCRIPT.replace("listener = n.listen()", "watch = n.Watch()\nlistener = n.listen()").replace(
+    "(listener, record))", "(listener, record, watch))").replace(
+    "_, status = os.waitpid(child, 0)", "_, status = os.waitpid(child, 0)\nos.write(record, watch.finish())")
+
+
+def run_watched(tmp_path: Path, work: Path, command: str) -> subprocess.Popen:
+    folder = str(Path(sandbox_notify.__file__).parent)
+    return subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
+                             str(work), command])
+
+
+def wait_for(flag: Path, proc: subprocess.Popen) -> None:
+    while not flag.exists():
+        assert proc.poll() is None, "the command ended before its signal"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_a_save_by_another_process_after_the_command_let_go_of_the_file_is_named_foreign(tmp_path):
+    """The command wrote ``a.txt`` and went on running; another process saved ``a.txt`` meanwhile
+    (in place, and ``b.txt`` by an editor's atomic rename): both are ``FOREIGN`` in the record."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("orig\n")
+    (work / "b.txt").write_text("orig\n")
+    proc = run_watched(tmp_path, work, "echo agent >> a.txt; echo agent >> b.txt; touch wrote; "
+                                       "while [ ! -e go ]; do sleep 0.02; done")
+    wait_for(work / "wrote", proc)
+    (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
+    (work / ".b.txt.swp").write_text("orig\nagent\nthe user's save\n")
+    os.replace(work / ".b.txt.swp", work / "b.txt")
+    (work / "go").touch()
+    assert proc.wait(timeout=60) == 0
+    record = str(tmp_path / "record")
+    assert sandbox_notify.read_foreign(record) == {str(work / "a.txt"), str(work / "b.txt")}
+    assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_record(record)
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_a_commands_own_writes_of_every_kind_are_never_named_foreign(tmp_path):
+    """Appends, rewrites, ``sed -i`` (a temporary file renamed over), moves, modes, truncation,
+    copies, a background process, a pipeline: only the command wrote, nothing is foreign, and the
+    state it left is stamped (``LEFT``). (Two of its processes writing one file through two opens
+    at once may be named foreign: which of them the last change was, the events do not say.)"""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_text("a\n")
+    command = ("echo b >> f.txt; echo c >> f.txt; sed -i s/a/A/ f.txt; echo d > g.txt; mv g.txt h.txt; "
+               "chmod +x h.txt; truncate -s 1 h.txt; cp f.txt i.txt; mkdir -p d/e; echo x > d/e/j.txt; "
+               "(for i in 1 2 3; do echo $i >> k.txt; done) & wait; seq 100 | cat > k.txt; "
+               "touch k.txt; rm i.txt")
+    proc = run_watched(tmp_path, work, command)
+    assert proc.wait(timeout=60) == 0
+    record = str(tmp_path / "record")
+    assert sandbox_notify.read_foreign(record) == set()
+    left = sandbox_notify.read_stamps(record, sandbox_notify.LEFT)
+    for name in ("f.txt", "h.txt", "d/e/j.txt", "k.txt"):
+        assert left[str(work / name)] == (work / name).stat().st_ctime_ns, name
+    assert str(work / "i.txt") not in left

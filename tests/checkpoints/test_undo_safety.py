@@ -451,6 +451,79 @@ async def test_a_file_only_the_command_wrote_is_still_undone_without_a_question(
         assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
 
 
+async def wait_for(flag: Path) -> None:
+    """Until ``flag`` exists (the command's own signal that it reached a point)."""
+    while not flag.exists():
+        await asyncio.sleep(0.01)
+
+
+async def test_undo_silently_removed_what_the_user_saved_after_the_command_wrote_the_file_while_it_still_ran(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The gap left by the previous fix (its stamp is taken at the command's first write only): the
+    command wrote ``a.txt`` and went on running (a formatter, a watcher); the user saved ``a.txt`` in
+    the editor meanwhile; the command ended. The record names ``a.txt`` and its stamp is from before
+    the user's save, so it counted as the command's alone: ``/undo`` restored the checkpoint without
+    a question and the user's save was gone. Now a change to a file after the command let go of it
+    is seen, the file is uncertain, asked about, and no answer keeps it."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "a.txt").write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    endpoint.push(call("s", "bash", command="echo agent >> a.txt; touch flags/wrote; "
+                                           "while [ ! -e flags/go ]; do sleep 0.02; done"))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, "format"))
+    await wait_for(workspace / "flags" / "wrote")
+    saved = b"orig\nagent\nMY WORK SAVED AFTER THE COMMAND WROTE\n"
+    (workspace / "a.txt").write_bytes(saved)
+    (workspace / "flags" / "go").touch()
+    assert (await prompt).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == saved
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+    questions.asked.clear()
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == saved
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert "a.txt: kept the user's version" in said(h, sid)
+
+
+async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of_one_turn(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Two commands of one turn wrote ``a.txt``; between them (while a third, which never touched
+    it, ran) the user saved it. Each call alone is the command's, but the turn's change runs from
+    before the first to after the last, across the user's save: ``/undo`` put back the turn's
+    first state without a question. A turn whose changes of a file do not chain (one call's after
+    is not the next one's before) is someone else's too: asked about, no answer keeps it."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "a.txt").write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    endpoint.push(tool_call_stream([
+        ("s1", "bash", json.dumps({"command": "echo one >> a.txt"})),
+        ("s2", "bash", json.dumps({"command": "touch flags/waiting; while [ ! -e flags/go ]; do sleep 0.02; done"})),
+        ("s3", "bash", json.dumps({"command": "echo two >> a.txt"}))]))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, "twice"))
+    await wait_for(workspace / "flags" / "waiting")
+    (workspace / "a.txt").write_bytes(b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\n")
+    (workspace / "flags" / "go").touch()
+    assert (await prompt).stop_reason == "end_turn"
+    both = b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\ntwo\n"
+    assert (workspace / "a.txt").read_bytes() == both
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the calls must run under the write record"
+    questions.asked.clear()
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == both
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert "a.txt: kept the user's version" in said(h, sid)
+
+
 async def test_with_the_editor_extension_the_users_save_is_asked_about_before_any_proposal(
         acp_harness_factory, endpoint, workspace):
     """The user's save over the agent's change, with our extension on: ``/undo`` asks first (kind

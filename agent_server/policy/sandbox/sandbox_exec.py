@@ -275,9 +275,8 @@ def run_confined(spec: dict, body: "Callable[[], int]", report_fd: int | None = 
             confine_self(spec)
         except _CONFINE_ERRORS as exc:
             os._exit(_refuse(exc))
-        if record is not None:
-            _record_writes(record)
-        _init(body, status_w)
+        watch = _record_writes(record) if record is not None else None
+        _init(body, status_w, None if watch is None else lambda: _finish_record(watch, record))
     if record is not None:
         os.close(record)
     os.close(status_w)
@@ -312,23 +311,38 @@ def _open_record(path: "str | None") -> "int | None":
         return None
 
 
-def _record_writes(record: int) -> None:
+def _record_writes(record: int) -> "notify.Watch | None":
     """PID 1: hand the command's write-intent system calls to a supervisor thread that writes the
-    paths they name to ``record`` (``sandbox_notify``). Without it the record stays empty: the
-    command runs all the same, its changes then count as uncertain."""
+    paths they name to ``record`` (``sandbox_notify``), and watch those paths for other writers
+    (``sandbox_notify.Watch``, returned). Without it the record stays empty: the command runs all
+    the same, its changes then count as uncertain."""
     import _thread
 
     try:
+        watch = notify.Watch()
         listener = notify.listen()
         os.write(record, notify.LISTENING)
     except (notify.NotifyError, OSError):
-        return
-    _thread.start_new_thread(notify.supervise, (listener, record))
+        return None
+    _thread.start_new_thread(notify.supervise, (listener, record, watch))
+    return watch
 
 
-def _init(body: "Callable[[], int]", status_w: int) -> None:
+def _finish_record(watch: "notify.Watch", record: int) -> None:
+    """PID 1, once the command ended: the watch's last word (other writers, the state it left)."""
+    try:
+        entries = watch.finish()
+    except Exception:  # noqa: BLE001 - the record then proves nothing; the command's end must be reported
+        entries = notify.INCOMPLETE
+    try:
+        os.write(record, entries)
+    except OSError:
+        pass
+
+
+def _init(body: "Callable[[], int]", status_w: int, at_end: "Callable[[], None] | None" = None) -> None:
     """PID 1: fork ``body``, reap every process re-parented to us, and exit when ``body``'s ends
-    (after writing its wait status to ``status_w``). Never returns."""
+    (after ``at_end`` and writing its wait status to ``status_w``). Never returns."""
     try:
         child = os.fork()
         if child == 0:
@@ -339,6 +353,8 @@ def _init(body: "Callable[[], int]", status_w: int) -> None:
         while True:
             pid, status = os.waitpid(-1, 0)
             if pid == child:
+                if at_end is not None:
+                    at_end()
                 os.write(status_w, struct.pack("=i", status))
                 os._exit(0)
     except BaseException as exc:  # noqa: BLE001 - PID 1 must end, which ends the namespace

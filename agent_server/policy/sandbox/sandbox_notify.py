@@ -15,6 +15,9 @@ own processes asked to change — not of who else wrote the workspace meanwhile.
 Must never: refuse or change a system call, or leave one unanswered (every notification is answered,
 whatever went wrong reading it).
 
+``Watch`` sees who else wrote a path after the command let go of it (inotify on its folder, read
+in order with the notifications): such a path follows as a ``FOREIGN`` entry, and every path's
+status-change time when the command ended as a ``LEFT`` entry (``read_foreign``, ``read_stamps``).
 The first time the command names a path, its status-change time (``ctime``, before the kernel acts)
 follows as a ``CHANGED`` entry (``read_stamps``): a time after the call started shows another process
 changed the file during the call before the command did (``checkpoints.recorder`` then counts it
@@ -31,6 +34,7 @@ import ctypes
 import errno
 import os
 import struct
+import threading
 
 SHELL_RECORD: contextvars.ContextVar[str | None] = contextvars.ContextVar("shell_record", default=None)
 """Where the confined command about to be launched records its writes (set by the caller around one
@@ -40,6 +44,13 @@ LISTENING, INCOMPLETE = b"\0LISTENING\0", b"\0INCOMPLETE\0"
 CHANGED = b"\0CHANGED\0"
 """Marks a stamp entry, ``<ctime_ns>:<path>``: the path's status-change time when the command first
 asked to change it (what another writer did to it during the call before that shows there)."""
+FOREIGN = b"\0FOREIGN\0"
+"""Marks a path another process changed after the command let go of it (``Watch``): the file's
+state at the end is not (only) what the command left."""
+LEFT = b"\0LEFT\0"
+"""Marks a ``<ctime_ns>:<path>`` entry: the path's status-change time when the command ended (what a
+writer did between then and the after-snapshot shows as a different time)."""
+_ENTRY_MARKS = (CHANGED, FOREIGN, LEFT)
 RET_ALLOW, RET_USER_NOTIF = 0x7FFF0000, 0x7FC00000
 LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
@@ -160,10 +171,12 @@ def _base(pid: int, dirfd: int | None) -> str | None:
         return None
 
 
-def supervise(listener: int, out_fd: int) -> None:
+def supervise(listener: int, out_fd: int, watch: "Watch | None" = None) -> None:
     """Answer every notification of ``listener`` with "continue", writing the paths each names to
-    ``out_fd`` first. Returns when the listener is gone (no process left to notify)."""
+    ``out_fd`` first (and arming ``watch`` on them, after it took in what happened before this
+    call). Returns when the listener is gone (no process left to notify)."""
     machine = _machine()
+    opens = {nr for nr, _paths, flags in _ARCHES[machine][2].values() if flags is not None}
     calls = {nr: paths for nr, paths, _ in _ARCHES[machine][2].values()}
     seen: set[bytes] = set()  # paths already stamped: only the command's first write-intent call counts
     libc = ctypes.CDLL(None, use_errno=True)
@@ -178,6 +191,7 @@ def supervise(listener: int, out_fd: int) -> None:
         notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("=QIIiIQ", notif.raw, 0)
         args = struct.unpack_from("=6Q", notif.raw, 32)
         record = b""
+        named_now: list[bytes] = []
         try:
             mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -190,6 +204,7 @@ def supervise(listener: int, out_fd: int) -> None:
                         continue
                     named = os.fsencode(os.path.normpath(os.path.join(base or "/", text)))
                     record += named + b"\0"
+                    named_now.append(named)
                     if named not in seen:
                         seen.add(named)
                         record += _stamp(named)
@@ -200,6 +215,11 @@ def supervise(listener: int, out_fd: int) -> None:
         id_buf = ctypes.c_uint64(notif_id)
         if libc.ioctl(listener, ctypes.c_ulong(NOTIF_ID_VALID), ctypes.byref(id_buf)) != 0:
             record = b""  # the process is gone: nothing was changed by this call
+        elif watch is not None and named_now:
+            try:
+                record += watch.arm(named_now, pid, nr in opens)
+            except Exception:  # noqa: BLE001 - answer the call whatever the watch did; the record then proves nothing
+                record += INCOMPLETE
         if record:
             try:
                 os.write(out_fd, record)
@@ -229,22 +249,217 @@ def read_record(path: str) -> set[str] | None:
     if not raw.startswith(LISTENING) or INCOMPLETE in raw:
         return None
     tokens = raw[len(LISTENING):].split(b"\0")
-    skip = {i + 1 for i, t in enumerate(tokens) if t == CHANGED.strip(b"\0")}
-    return {os.fsdecode(t) for i, t in enumerate(tokens) if t and i not in skip and t != CHANGED.strip(b"\0")}
+    marks = {m.strip(b"\0") for m in _ENTRY_MARKS}
+    skip = {i + 1 for i, t in enumerate(tokens) if t in marks}
+    return {os.fsdecode(t) for i, t in enumerate(tokens) if t and i not in skip and t not in marks}
 
 
-def read_stamps(path: str) -> dict[str, int]:
+def read_stamps(path: str, mark: bytes = CHANGED) -> dict[str, int]:
     """Each path's status-change time (ns) when the command first asked to change it, from the
-    record's ``CHANGED`` entries (``{}`` without a record)."""
+    record's ``CHANGED`` entries (``{}`` without a record); with ``mark=LEFT``, when it ended."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
     except OSError:
         return {}
     stamps: dict[str, int] = {}
-    for entry in raw.split(CHANGED)[1:]:
+    for entry in raw.split(mark)[1:]:
         head, _, _rest = entry.partition(b"\0")
         ctime, sep, named = head.partition(b":")
         if sep and ctime.isdigit():
             stamps.setdefault(os.fsdecode(named), int(ctime))
     return stamps
+
+
+def read_foreign(path: str) -> set[str]:
+    """The paths another process changed after the command let go of them (``FOREIGN`` entries)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return set()
+    return {os.fsdecode(entry.partition(b"\0")[0]) for entry in raw.split(FOREIGN)[1:]}
+
+
+IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
+IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
+IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR = 0x4000, 0x8000, 0x1000000
+_CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
+_WATCH_MASK = _CHANGES | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+_HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
+
+
+class Watch:
+    """Who wrote a file after the command's first write to it: inotify on the folders of the paths
+    the command named, read in order with its notifications (``drain`` before each is answered).
+
+    A path is *held* from the command's open for writing until a close-after-write event of it (an
+    event of a path call — rename, unlink, chmod, truncate… — ends that call), then *let go*. An
+    event of a let-go path while no process of the command holds it open for writing (a descriptor
+    or a shared writable mapping, from ``/proc`` of the sandbox's own PID namespace) is another
+    process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved, or the
+    event queue overflowed) makes its paths blind: foreign if they exist at the end. What cannot be
+    seen: another writer while the command holds the file open for writing."""
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.lock = threading.Lock()
+        self.dirs: dict[int, set[bytes]] = {}  # watch descriptor -> the folder's spellings
+        self.wd_of: dict[bytes, int] = {}
+        self.state: dict[bytes, tuple[int, int]] = {}  # path -> (state, pid of a path call)
+        self.foreign: set[bytes] = set()
+        self.blind: set[bytes] = set()
+        self.real: dict[bytes, bytes] = {}  # a path (or folder) as named -> resolved (both are followed)
+        self.calls: dict[bytes, int] = {}  # paths of a path call in flight -> the calling process
+
+    def arm(self, paths: list[bytes], pid: int, is_open: bool) -> bytes:
+        """Before the command's call on ``paths`` goes ahead: take in the events so far, then mark
+        them held. Returns the record entries to write (``FOREIGN`` ones)."""
+        with self.lock:
+            out = self._drain(pid)
+            for named in paths:
+                for spelled in self._spellings(named):
+                    self._track(spelled)
+                    self.state[spelled] = (_HELD, 0) if is_open else (_OP, pid)
+                    if is_open:
+                        self.calls.pop(spelled, None)
+                    else:
+                        self.calls[spelled] = pid
+            return out
+
+    def _spellings(self, named: bytes) -> tuple[bytes, ...]:
+        """``named`` and, if different, its resolved path (events name the folder they happen in)."""
+        real = self.real.get(named)
+        if real is None:
+            folder, base = os.path.split(named)
+            real_folder = self.real.get(folder)
+            if real_folder is None:
+                real_folder = self.real[folder] = os.fsencode(os.path.realpath(folder))
+            real = os.path.join(real_folder, base)
+            if os.path.islink(real):
+                real = os.fsencode(os.path.realpath(real))
+            self.real[named] = real
+        return (named,) if real == named else (named, real)
+
+    def finish(self) -> bytes:
+        """When the command has ended: the last events, blind paths that exist, and a ``LEFT``
+        stamp of every path followed (the recorder compares it with the file at its snapshot)."""
+        with self.lock:
+            out = self._drain(0, ended=True)
+            for named in sorted(self.state):
+                try:
+                    ctime = os.stat(named).st_ctime_ns
+                except OSError:
+                    continue
+                if named in self.blind and named not in self.foreign:
+                    self.foreign.add(named)
+                    out += FOREIGN + named + b"\0"
+                out += LEFT + str(ctime).encode() + b":" + named + b"\0"
+            return out
+
+    def _track(self, named: bytes) -> None:
+        folder = os.path.dirname(named)
+        if self.fd < 0:
+            self.blind.add(named)
+            return
+        if folder in self.wd_of:
+            return
+        wd = self.libc.inotify_add_watch(self.fd, folder, _WATCH_MASK)
+        if wd < 0:
+            self.blind.add(named)  # the folder is not there (yet) or no watch is left: not seen
+            return
+        self.wd_of[folder] = wd
+        self.dirs.setdefault(wd, set()).add(folder)
+
+    def _drain(self, pid: int, ended: bool = False) -> bytes:
+        events: list[tuple[bytes, int]] = []
+        while self.fd >= 0:
+            try:
+                raw = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._lose_all()
+                break
+            at = 0
+            while at + 16 <= len(raw):
+                wd, mask, _cookie, size = struct.unpack_from("=iIII", raw, at)
+                name = raw[at + 16:at + 16 + size].rstrip(b"\0")
+                at += 16 + size
+                if mask & IN_Q_OVERFLOW:
+                    self._lose_all()
+                elif mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
+                    self._lose(wd)
+                elif name and mask & _CHANGES:
+                    events.extend((os.path.join(folder, name), mask) for folder in self.dirs.get(wd, ()))
+        out, suspects = b"", []
+        for named, mask in events:
+            state = self.state.get(named)
+            if state is None or named in self.foreign:
+                continue
+            if state[0] == _HELD:
+                if mask & IN_CLOSE_WRITE:
+                    self.state[named] = (_LET_GO, 0)
+            elif state[0] == _OP:
+                self.state[named] = (_LET_GO, 0)  # the path call's own event: it is done
+                self.calls.pop(named, None)
+            else:
+                suspects.append(named)
+        if suspects:
+            held = set() if ended else _held_for_writing(set(suspects))
+            for named in dict.fromkeys(suspects):
+                if named not in held:
+                    self.foreign.add(named)
+                    out += FOREIGN + named + b"\0"
+        for named, caller in list(self.calls.items()):
+            if ended or caller == pid:
+                self.state[named] = (_LET_GO, 0)  # that process made another call: its path call is done
+                del self.calls[named]
+        return out
+
+    def _lose(self, wd: int) -> None:
+        for folder in self.dirs.pop(wd, ()):
+            self.wd_of.pop(folder, None)
+            self.blind.update(p for p in self.state if os.path.dirname(p) == folder)
+
+    def _lose_all(self) -> None:
+        for wd in list(self.dirs):
+            self._lose(wd)
+
+
+def _held_for_writing(paths: set[bytes]) -> set[bytes]:
+    """Which of ``paths`` a process of this PID namespace (but this one) holds open for writing: a
+    descriptor opened for writing, or a shared writable mapping."""
+    wanted = {os.fsencode(os.path.realpath(p)): p for p in paths}
+    held: set[bytes] = set()
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.fsencode(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                if target not in wanted:
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as fh:
+                    flags = next((int(line.split()[1], 8) for line in fh if line.startswith(b"flags:")), 0)
+            except (OSError, ValueError):
+                continue
+            if flags & 0o3:
+                held.add(wanted[target])
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as fh:
+                for line in fh:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and parts[1][1:2] == b"w" and parts[1][3:4] == b"s":
+                        target = parts[5].rstrip(b"\n")
+                        if target in wanted:
+                            held.add(wanted[target])
+        except OSError:
+            continue
+    return held
