@@ -73,6 +73,7 @@ LONG_TOKEN = "build/" + "x" * 400  # one word far wider than the panel
 AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
+RELOAD_PROMPT = "Raise the limit once more"
 LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
 
@@ -128,6 +129,12 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             text_stream("Raised the limit in the second folder."),
         ],
         "restart_server_resumes_the_session": [text_stream("Still here after the restart.")],
+        # a proposal waits when the window reloads (newcomer finding F4)
+        "window_reload_reopens_the_session": [
+            tool_call_stream([call("r12", "read", path=f"{second}/second.py")]),
+            tool_call_stream([call("e12", "edit", path=f"{second}/second.py", old_string="limit = 2",
+                                   new_string="limit = 3")]),
+        ],
         "format_on_save_told_to_the_model": [
             tool_call_stream([call("r11", "read", path="fmt.ini")]),
             tool_call_stream([call("w11", "write", path="fmt.ini", content=FMT_PROPOSED)]),
@@ -205,7 +212,8 @@ SCENARIOS = [
     {"name": "restart_server_resumes_the_session", "workspaceFile": "<set by the fixture>",
      "prompt": "Still there after the restart?", "answer": "Still here after the restart."},
     {"name": "window_reload_reopens_the_session", "workspaceFile": "<set by the fixture>",
-     "users": ["Comment the area", "Still there after the restart?"], "answer": "Still here after the restart."},
+     "proposalPrompt": RELOAD_PROMPT,
+     "users": ["Comment the area", "Still there after the restart?", RELOAD_PROMPT], "answer": "Still here after the restart."},
 ]
 
 
@@ -579,6 +587,42 @@ def test_window_reload_reopens_the_session(run):
     scenario(run, "window_reload_reopens_the_session")
     results, _, _ = run
     assert results["scenarios"]["window_reload_reopens_the_session"]["dividers"] == 0
+
+
+def test_a_window_reload_while_a_proposal_waited_restored_a_diff_tab_that_could_not_be_opened(run):
+    """Newcomer finding F4: a window reloaded while a proposal waited (its turn is cancelled with the
+    old extension host) came back with an "Edit second.py (proposal)" tab that VS Code could not open
+    (its virtual file lived in the old host) — and kept it across reloads and in a second window. Now
+    no proposal tab is left and no editor says it could not be opened; nothing was applied."""
+    scenario(run, "window_reload_reopens_the_session")
+    results, workspace, _ = run
+    got = results["scenarios"]["window_reload_reopens_the_session"]
+    assert got["proposalTabsBefore"] == 1, got  # the proposal was on screen when the window reloaded
+    assert got["proposalTabs"] == 0 and got["brokenEditors"] == 0, got
+    assert (workspace.parent / "second" / "second.py").read_text() == SECOND.replace("limit = 1", "limit = 2")
+
+
+def test_open_settings_opened_the_workspace_tab_where_the_endpoint_setting_is_not(run):
+    """Newcomer finding F8: the first-run page's Open Settings opened the Workspace tab filtered to
+    "agentServer", where only Mode appears (path, baseUrl and model are machine-scoped: user settings
+    only). Now it opens the user's settings (the Remote tab in a remote window) filtered to the
+    extension (@ext:), and the endpoint setting is there with the value the server uses."""
+    scenario(run, "first_run_empty_state")
+    results, _, endpoint = run
+    got = results["scenarios"]["first_run_empty_state"]["settingsShown"]
+    assert got["endpointShown"] and got["endpointValue"] == endpoint.base_url, got
+    assert "@ext:agent-server.agent-server-vscode" in got["query"], got
+
+
+def test_sign_in_then_ctrl_c_in_the_login_terminal_gave_an_error_toast(run):
+    """Newcomer finding F11: Sign in, then Ctrl-C in the login terminal: VS Code showed the error toast
+    "The terminal process … terminated with exit code: 1". Now no toast; the panel says nothing was
+    signed in."""
+    scenario(run, "first_run_empty_state")
+    results, _, _ = run
+    got = results["scenarios"]["first_run_empty_state"]["loginCancelled"]
+    assert got["loginRan"] and got["exitToasts"] == 0, got
+    assert got["said"] and "Not signed in" in got["said"] and "nothing was stored" in got["said"], got
 
 
 def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward(run):

@@ -553,28 +553,39 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }),
   );
 
+  let loginSeq = 0;
   async function runAction(action: "setApiKey" | "signIn" | "openSettings" | "showLog"): Promise<void> {
     switch (action) {
       case "setApiKey":
         return void (await vscode.commands.executeCommand("agentServer.setApiKey"));
       case "signIn": {
         const s = readSettings();
-        const env: Record<string, string> = {};
+        // the login's exit status goes to a file and the terminal's shell always exits 0: VS Code
+        // shows its own error toast ("terminated with exit code: 1") for a terminal that exits
+        // otherwise after the user typed — Ctrl-C included; the panel says what happened instead
+        const statusFile = path.join(os.tmpdir(), `agent-server-login-${process.pid}-${++loginSeq}.status`);
+        const env: Record<string, string> = { AGENT_SERVER_LOGIN_STATUS: statusFile };
         if (s.baseUrl) env.AGENT_SERVER_BASE_URL = s.baseUrl;
         if (s.model) env.AGENT_SERVER_MODEL = s.model;
-        const terminal = vscode.window.createTerminal({ name: "agent-server login", shellPath: s.path, shellArgs: [...s.args, "login"], env, cwd: folder() });
+        const script = 'trap : INT; "$@"; printf %s "$?" > "$AGENT_SERVER_LOGIN_STATUS"; exit 0';
+        const terminal = vscode.window.createTerminal({ name: "agent-server login", shellPath: "/bin/sh", shellArgs: ["-c", script, "agent-server-login", s.path, ...s.args, "login"], env, cwd: folder() });
         terminal.show();
-        const done = vscode.window.onDidCloseTerminal((t) => {
+        const done = vscode.window.onDidCloseTerminal(async (t) => {
           if (t !== terminal) return;
           done.dispose();
-          if (t.exitStatus?.code === 0) post({ kind: "notice", level: "info", text: "Signed in (agent-server login): the next prompt uses the stored key." });
+          const status = await fs.readFile(statusFile, "utf8").then((x) => x.trim(), () => "");
+          void fs.rm(statusFile, { force: true });
+          if (status === "0") post({ kind: "notice", level: "info", text: "Signed in (agent-server login): the next prompt uses the stored key." });
+          else post({ kind: "notice", level: "info", text: `Not signed in: ${status ? `agent-server login ended with status ${status}` : "the login terminal was closed"} — nothing was stored.` });
           void refreshSetup();
         });
         context.subscriptions.push(done);
         return;
       }
       case "openSettings":
-        return void (await vscode.commands.executeCommand("workbench.action.openSettings", "agentServer"));
+        // the user's settings, where path, baseUrl and model live (machine-scoped: a workspace's are
+        // ignored) — the Remote tab in a remote window — filtered to this extension's
+        return void (await vscode.commands.executeCommand(vscode.env.remoteName ? "workbench.action.openRemoteSettings" : "workbench.action.openGlobalSettings", { query: `@ext:${context.extension?.id ?? EXTENSION_ID}` }));
       case "showLog":
         return void (await vscode.commands.executeCommand("agentServer.showLog"));
     }
@@ -724,6 +735,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   diffView.closeLeftovers(undefined, true);
   return { client: agent };
 }
+
+/** publisher.name in package.json (`@ext:` filters the settings editor to this extension's settings). */
+const EXTENSION_ID = "agent-server.agent-server-vscode";
 
 /** workspaceState: the session the window has open (reloaded into the panel after a window reload). */
 const SESSION_KEY = "agentServer.sessionId";

@@ -2,7 +2,7 @@
 // error's buttons, execute cards (command, live output, elapsed time), a tool card opening its file,
 // slash-command completion and the Undo button, an `@` mention, the Changes view and "Undo this turn".
 // Several checks share one scenario (one code-server run for all: the suite's time budget).
-import { writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { panel, runCommand } from "./workbench.mjs";
 
@@ -15,6 +15,29 @@ async function closeSettings(page) {
   if ((await modal.count()) > 0) await modal.locator(".codicon-close, .codicon-chrome-close").first().click().catch(() => {});
   await modal.waitFor({ state: "detached", timeout: 5000 }).catch(() => {});
   if ((await page.locator(".editor-group-container.active .tab.active[aria-label^='Settings']").count()) > 0) await runCommand(page, "View: Close Editor").catch(() => {});
+}
+
+/** Whether an `agent-server login` started from `command` runs (not the shell that started it). */
+function loginRunning(command) {
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (argv.includes(command) && argv.includes("login") && !/(^|\/)(ba|da)?sh$/.test(argv[0])) return true;
+    } catch {
+      // gone
+    }
+  }
+  return false;
+}
+
+/** Waits until `check()` is true (a process appearing: polls /proc), at most `ms`. */
+async function until(check, ms) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
 }
 
 /** `h`: the runner's helpers ({config, shot, promptInPanel, waitIdle}). */
@@ -70,6 +93,16 @@ export function panelScenarios(h) {
       // Open Settings: the settings editor, on our settings
       await empty.locator("button.open-settings").click();
       const settings = await page.locator(".settings-editor").first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      // newcomer finding F8: where path, baseUrl and model live (the user's settings), the endpoint shown
+      const baseUrlRow = page.locator('.settings-editor [data-key="agentServer.baseUrl"]').first();
+      const endpointShown = await baseUrlRow.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const settingsShown = {
+        endpointShown,
+        endpointValue: endpointShown ? await baseUrlRow.locator("input").first().inputValue({ timeout: 5000 }).catch(() => null) : null,
+        tab: ((await page.locator(".settings-editor .settings-tabs-widget .action-label.checked").first().textContent({ timeout: 5000 }).catch(() => "")) ?? "").trim(),
+        query: ((await page.locator(".settings-editor .settings-header .monaco-editor .view-lines").first().textContent({ timeout: 5000 }).catch(() => "")) ?? "").replace(/\u00a0/g, " "),
+      };
+      await shot(page, "open-settings");
       await closeSettings(page);
       // Set API Key: the hidden input box (dismissed: nothing stored)
       await empty.locator("button.set-api-key").click();
@@ -78,9 +111,17 @@ export function panelScenarios(h) {
       // Sign in: `agent-server login` in a terminal (closed again: nothing signed in)
       await empty.locator("button.sign-in").click();
       const terminal = await page.locator('.part.panel [aria-label*="agent-server login"], .part.panel .terminal-tabs-entry:has-text("agent-server login"), .part.panel .title-label:has-text("agent-server login")').first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
-      await runCommand(page, "Terminal: Kill the Active Terminal Instance").catch(() => {});
+      // newcomer finding F11: Ctrl-C in the login terminal once the login runs — no error toast, the panel says so
+      const loginRan = await until(() => loginRunning(config.settings["agentServer.path"]), 30_000);
+      await page.locator(".part.panel .xterm").first().click();
+      await page.keyboard.press("Control+c");
+      const notSigned = p.locator(".notice", { hasText: "Not signed in" }).last();
+      const said = await notSigned.waitFor({ timeout: 15_000 }).then(() => notSigned.textContent(), () => null);
+      const exitToasts = await page.locator(".notifications-toasts .notification-toast", { hasText: "terminated with exit code" }).count();
+      await shot(page, "login-cancelled");
+      if (loginRunning(config.settings["agentServer.path"])) await runCommand(page, "Terminal: Kill the Active Terminal Instance").catch(() => {});
       await runCommand(page, "View: Close Panel").catch(() => {});
-      return { facts, log, settings, keyBox, terminal, codicons };
+      return { facts, log, settings, settingsShown, keyBox, terminal, codicons, loginCancelled: { loginRan, said, exitToasts } };
     },
 
     /** The endpoint refuses the key (HTTP 401): the error card offers the same ways forward. */

@@ -591,7 +591,16 @@ const scenarios = {
   /** Issue 30, item 6, in the second window: a window reload (a new extension host, an empty panel)
    * reopens the session the window had open: its prompts and answers are drawn again (session/load). */
   async window_reload_reopens_the_session(page, s) {
-    await page.reload();
+    // newcomer finding F4: a proposal waits when the window reloads (its turn ends with the old host)
+    const proposalTab = page.locator('.tab[aria-label*="(proposal)"]');
+    let proposalTabsBefore = 0;
+    if (s.proposalPrompt) {
+      await promptInPanel(page, s.proposalPrompt);
+      await waitDiff(page);
+      proposalTabsBefore = await proposalTab.count();
+    }
+    // as a user reloads (the command stores the window's editors first; a browser refresh may not)
+    await Promise.all([page.waitForEvent("load", { timeout: 120_000 }), runCommand(page, "Developer: Reload Window")]);
     await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
     await focusPanel(page);
     for (const text of s.users) await panel(page).locator(".item.user", { hasText: text }).first().waitFor({ timeout: T });
@@ -600,7 +609,9 @@ const scenarios = {
     const reopened = panel(page).locator(".notice", { hasText: "The window was reloaded" }).last();
     const said = await reopened.waitFor({ timeout: 10_000 }).then(() => reopened.textContent(), () => null);
     await shot(page, "reload-reopened");
-    return { dividers: await panel(page).locator(".notice.divider").count(), said };
+    const proposalTabs = await proposalTab.count();
+    const brokenEditors = await page.locator(".editor-group-container", { hasText: "could not be opened" }).count();
+    return { dividers: await panel(page).locator(".notice.divider").count(), said, proposalTabsBefore, proposalTabs, brokenEditors };
   },
 
   /** try-vscode.sh --check: the extension activates and the panel answers a prompt. */
