@@ -134,3 +134,21 @@ def test_a_commands_own_writes_of_every_kind_are_never_named_foreign(tmp_path):
     for name in ("f.txt", "h.txt", "d/e/j.txt", "k.txt"):
         assert left[str(work / name)] == (work / name).stat().st_ctime_ns, name
     assert str(work / "i.txt") not in left
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_an_editors_atomic_save_while_the_command_holds_the_file_open_is_named_foreign(tmp_path):
+    """The command keeps ``a.txt`` open for writing (a log, a formatter's output) while an editor
+    saves it the atomic way (a temporary file renamed over it): that rename is no call of the
+    command's, so ``a.txt`` is ``FOREIGN``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("orig\n")
+    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; touch wrote; "
+                                       "while [ ! -e go ]; do sleep 0.02; done; echo more >&3")
+    wait_for(work / "wrote", proc)
+    (work / ".a.txt.swp").write_text("orig\nagent\nthe user's save\n")
+    os.replace(work / ".a.txt.swp", work / "a.txt")
+    (work / "go").touch()
+    assert proc.wait(timeout=60) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}

@@ -524,6 +524,26 @@ async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of
     assert "a.txt: kept the user's version" in said(h, sid)
 
 
+async def test_redo_over_what_the_user_saved_after_the_undo_asks_and_no_answer_keeps_it(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The same rule for ``/redo``: the command's change was undone without a question (only the
+    command wrote it), then the user saved the file; ``/redo`` must not put the command's version
+    over that save without asking."""
+    git_init(workspace)
+    (workspace / "a.txt").write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    await turn(h, sid, endpoint, call("s", "bash", command="echo agent >> a.txt"))
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.asked == [] and (workspace / "a.txt").read_bytes() == b"orig\n"
+    (workspace / "a.txt").write_bytes(b"orig\nMY WORK SAVED AFTER THE UNDO\n")
+
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == b"orig\nMY WORK SAVED AFTER THE UNDO\n"
+    assert len(questions.asked) == 1 and "a.txt" in questions.titles()[0]
+
+
 async def test_with_the_editor_extension_the_users_save_is_asked_about_before_any_proposal(
         acp_harness_factory, endpoint, workspace):
     """The user's save over the agent's change, with our extension on: ``/undo`` asks first (kind

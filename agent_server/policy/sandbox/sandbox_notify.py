@@ -298,8 +298,10 @@ class Watch:
     event of a let-go path while no process of the command holds it open for writing (a descriptor
     or a shared writable mapping, from ``/proc`` of the sandbox's own PID namespace) is another
     process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved, or the
-    event queue overflowed) makes its paths blind: foreign if they exist at the end. What cannot be
-    seen: another writer while the command holds the file open for writing."""
+    event queue overflowed) makes its paths blind: foreign if they exist at the end. While the
+    command holds a path, a rename or removal of it that is not the command's path call is another
+    process's too (an editor's atomic save). What cannot be seen: another process writing in place
+    into a file the command holds open for writing."""
 
     def __init__(self) -> None:
         self.libc = ctypes.CDLL(None, use_errno=True)
@@ -399,7 +401,12 @@ class Watch:
             if state is None or named in self.foreign:
                 continue
             if state[0] == _HELD:
-                if mask & IN_CLOSE_WRITE:
+                if mask & (IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE):
+                    # a rename or removal of the name is a path call, which the command's own would have
+                    # made a call in flight: another process replaced the file (an editor's atomic save)
+                    self.foreign.add(named)
+                    out += FOREIGN + named + b"\0"
+                elif mask & IN_CLOSE_WRITE:
                     self.state[named] = (_LET_GO, 0)
             elif state[0] == _OP:
                 self.state[named] = (_LET_GO, 0)  # the path call's own event: it is done
