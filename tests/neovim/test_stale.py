@@ -4,7 +4,7 @@ and offers "ask the agent again on the current text"; accept is refused as befor
 
 from __future__ import annotations
 
-from support.nvim import editor_with_pending_edit, push, tool_messages
+from support.nvim import call, editor_with_pending_edit, push, tool_messages
 
 from agent_server.offline import text_stream
 
@@ -21,9 +21,7 @@ def test_typing_in_a_file_with_a_pending_proposal_marks_it_stale_at_once_and_acc
     type_in_file(ed, path)
     ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
     assert "stale — you changed w.py" in ed.chat()  # before any accept
-    marks = ed.lua("local p = require('agent_server.proposals').latest(); local v = p.docs[1].view; "
-                   "return #vim.api.nvim_buf_get_extmarks(v.prop_buf, -1, 0, -1, {details = true, type = 'virt_lines'})")
-    assert marks >= 1  # the diff view says it too
+    assert "stale" in view_state(ed)["prop"]  # the diff view says it too
     ed.cmd("AgentAccept")
     ed.idle()
     assert "Edit w.py: not applied — stale" in ed.chat()
@@ -60,3 +58,69 @@ def test_ask_again_answers_the_stale_proposal_with_a_request_to_redo_it_on_the_c
     ed.idle()
     last_user = [m for m in endpoint.requests[-1].json()["messages"] if m["role"] == "user"][-1]["content"]
     assert "Read a.py again and redo your change to it on its current text" in str(last_user)
+
+
+def view_state(ed):
+    return ed.lua("local v = require('agent_server.proposals').latest().docs[1].view; "
+                  "return {cur = vim.wo[v.cur_win].winbar, prop = vim.wo[v.prop_win].winbar, "
+                  "lines = vim.api.nvim_buf_get_lines(v.cur_buf, 0, -1, false)}")
+
+
+def test_the_stale_line_the_help_promised_was_not_shown_and_the_current_pane_kept_the_old_text(
+        make_editor, endpoint, workspace):
+    """F10: the stale line sat above the proposed buffer's first line (a virtual line there shows only
+    once scrolled up: the user saw none, the winbar empty) and the "current" pane kept the text the
+    agent read. Both panes' winbar says stale at once; the current pane shows the current text."""
+    path = workspace / "s.py"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "s = 1", "s = 2", text_stream("ok"))
+    assert view_state(ed) == {"cur": "", "prop": "", "lines": ["s = 1"]}
+    type_in_file(ed, path)
+    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
+    state = view_state(ed)
+    assert "stale" in state["cur"] and "you changed s.py" in state["prop"] and ":AgentAskAgain" in state["prop"], state
+    assert state["lines"] == ["# typed while the proposal waited", "s = 1"]
+    ed.lua("local b = require('agent_server.buffers').find(...); vim.api.nvim_buf_set_lines(b, -1, -1, false, {'t = 3'})",
+           str(path))
+    ed.wait("return #require('agent_server.proposals').latest().docs[1].view and "
+            "vim.api.nvim_buf_line_count(require('agent_server.proposals').latest().docs[1].view.cur_buf) == 3",
+            what="the current pane follows further typing")
+    # typed back to what the agent read: not stale, the winbars are cleared, the pane shows that text
+    ed.lua("local b = require('agent_server.buffers').find(...); vim.api.nvim_buf_set_lines(b, 0, -1, false, {'s = 1'})",
+           str(path))
+    ed.wait("return require('agent_server.proposals').latest().stale == false", what="no longer stale")
+    assert view_state(ed) == {"cur": "", "prop": "", "lines": ["s = 1"]}
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "s = 2\n"
+
+
+def test_accepting_a_proposal_for_a_file_deleted_meanwhile_re_created_it(make_editor, endpoint, workspace):
+    """F7 in Neovim: the file (loaded in a buffer) is removed on disk while its proposal waits; Accept
+    applied to the buffer and saved it, re-creating the file. It is stale: refused, with the ask-again
+    path, and the file stays gone."""
+    path = workspace / "gone.txt"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "x", "y", text_stream("ok"))
+    path.unlink()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert not path.exists()
+    chat = ed.chat()
+    assert "Edit gone.txt: not applied — stale" in chat and "deleted on disk" in chat, chat
+    assert ed.buffer_text(path) == "x\n"  # the buffer the user has is not touched either
+    result = tool_messages(endpoint, 2)[-1]["content"]
+    assert "Read it again" in result, result
+
+
+def test_accepting_a_proposal_for_an_unopened_file_deleted_meanwhile_is_refused_as_stale(
+        make_editor, endpoint, workspace):
+    path = workspace / "closed.txt"
+    path.write_text("x\n")
+    push(endpoint, call("r", "read", path="closed.txt"), call("e", "edit", path="closed.txt", old_string="x",
+                                                              new_string="y"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    path.unlink()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert not path.exists() and "Edit closed.txt: not applied — stale" in ed.chat(), ed.chat()

@@ -213,22 +213,45 @@ function M.show(proposal)
   end
 end
 
---- Stale said at once (`proposals.hooks.stale`): the proposed side of each view of `proposal` gets a
---- line on top saying so (or loses it when the text is back to what the agent read), and the echo
---- area says it.
+local function winbar(win, s)
+  if vim.api.nvim_win_is_valid(win) then
+    vim.wo[win].winbar = s and ("%#WarningMsg#" .. s:gsub("%%", "%%%%")) or ""
+  end
+end
+
+--- While `doc` is stale its view's current pane shows the text it holds now (the user's), not the
+--- text the agent read; `proposals` calls this on every change of a stale document.
+function M.current(proposal, doc)
+  local view = doc.view
+  if view and doc.stale and vim.api.nvim_buf_is_valid(view.cur_buf) then
+    local now = proposals.current_text(doc)
+    if now then
+      set_lines_of(view.cur_buf, now)
+      for _, win in ipairs({ view.cur_win, view.prop_win }) do
+        if vim.api.nvim_win_is_valid(win) then
+          vim.api.nvim_win_call(win, function()
+            vim.cmd("diffupdate")
+          end)
+        end
+      end
+    end
+  end
+end
+
+--- Stale said at once (`proposals.hooks.stale`): both panes of each view of `proposal` get a
+--- winbar saying so and the current pane shows the document's current text (or, when the text is
+--- back to what the agent read, the winbars are cleared and the pane shows that text again); the
+--- echo area says it.
 function M.stale(proposal, doc, stale)
   local view = doc.view
-  if view and vim.api.nvim_buf_is_valid(view.prop_buf) then
-    if view.stale_mark then
-      pcall(vim.api.nvim_buf_del_extmark, view.prop_buf, ns, view.stale_mark)
-      view.stale_mark = nil
-    end
+  if view then
+    winbar(view.prop_win, stale and ("⚠ stale: you changed " .. doc.name .. " — accepting is refused. "
+      .. ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text"))
+    winbar(view.cur_win, stale and ("⚠ stale: " .. doc.name .. " as it is now (you changed it)"))
     if stale then
-      view.stale_mark = vim.api.nvim_buf_set_extmark(view.prop_buf, ns, 0, 0, {
-        virt_lines = { { { "⚠ stale: you changed " .. doc.name .. " — accepting is refused. "
-          .. ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text", "WarningMsg" } } },
-        virt_lines_above = true,
-      })
+      M.current(proposal, doc)
+    else
+      refresh(view)
     end
   end
   pcall(vim.api.nvim_echo, { { "agent-server: " .. (stale and ("stale: you changed " .. doc.name

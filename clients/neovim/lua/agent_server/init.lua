@@ -39,6 +39,7 @@ local function wire()
   proposals.hooks.say = function(s)
     chat.say(s)
   end
+  proposals.hooks.current = diff.current
   proposals.hooks.stale = function(p, doc, stale)
     diff.stale(p, doc, stale)
     chat.say(stale and string.format("%s: stale — you changed %s while it waited; accepting is refused "

@@ -30,6 +30,7 @@ M.hooks = {
   close = function() end,
   say = function() end,
   stale = function() end, -- stale(proposal, doc, is_stale): said at once, while the proposal is shown
+  current = function() end, -- current(proposal, doc): a stale document changed again
 }
 
 --- The last proposal answered (for "ask the agent again" after it was closed).
@@ -56,16 +57,28 @@ local function current(doc)
 end
 
 --- Whether `doc` changed since it was read (or since our last application to it).
+--- The reason says where it changed: in the editor (a buffer holds it) or on disk.
 function M.is_stale(doc)
+  if doc.existed and (not doc.create or doc.created) and not vim.uv.fs_stat(doc.path) then
+    -- deleted on disk while a buffer still holds it: applying and saving would re-create it
+    return true, doc.name .. " was deleted on disk since the agent read it"
+  end
   local cur = current(doc)
   if not cur then
-    return not doc.create or doc.created, "the file no longer exists"
+    return not doc.create or doc.created, doc.name .. " was deleted on disk since the agent read it"
   end
   local version_differs = doc.expect_version == nil or cur.version ~= doc.expect_version
   if version_differs and text.sha256(cur.wire) ~= doc.expect_hash then
-    return true, "the file changed in the editor since the agent read it"
+    return true, cur.buf and "the file changed in the editor since the agent read it"
+      or "the file changed on disk since the agent read it"
   end
   return false
+end
+
+--- The text `doc` holds now (its buffer's, else the file's), nil when it is gone.
+function M.current_text(doc)
+  local cur = current(doc)
+  return cur and cur.text
 end
 
 local function parse_doc(change, params, encoding)
@@ -106,6 +119,7 @@ local function init_doc(doc, create)
   if not cur then
     return false, "cannot read " .. doc.name
   end
+  doc.existed = vim.uv.fs_stat(doc.path) ~= nil -- a file deleted meanwhile is stale, even when a buffer holds it
   doc.expect_version = doc.version
   doc.expect_hash = doc.base_hash or text.sha256(cur.wire)
   if not doc.create then
@@ -238,6 +252,7 @@ function M.sync(proposal, doc, undo)
     return give_up("failed", err)
   end
   doc.created = doc.created or doc.create
+  doc.existed = doc.existed or vim.uv.fs_stat(doc.path) ~= nil
   doc.touched = true
   if M.pending_count(proposal) == 0 then
     M.finish(proposal)
@@ -426,6 +441,8 @@ local function watch(proposal)
                 return d.stale == true
               end)
               M.hooks.stale(proposal, doc, stale)
+            elseif stale then
+              M.hooks.current(proposal, doc) -- the view shows the text as it is now
             end
           end)
         end,
