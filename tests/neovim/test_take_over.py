@@ -115,3 +115,57 @@ def test_a_neovim_whose_session_was_taken_over_got_only_an_unknown_session_error
     one.idle()
     assert "back here" in one.chat()
     assert users(agent_state_dir, sid) == ["hello", "am I still here?"]
+
+
+SCREEN = """local win = vim.fn.win_findbuf(require('agent_server.chat').buffer())[1]
+if not win then return '' end
+local top, left = unpack(vim.fn.win_screenpos(win))
+local rows = {}
+for r = top, top + vim.api.nvim_win_get_height(win) - 1 do
+  local s = ''
+  for c = left, left + vim.api.nvim_win_get_width(win) - 1 do s = s .. vim.fn.screenstring(r, c) end
+  rows[#rows + 1] = s
+end
+return table.concat(rows, ' ')"""
+
+
+def shown(screen: str) -> str:
+    """The chat window's text as drawn, its wrapped lines joined (runs of blanks as one)."""
+    return " ".join(screen.split())
+
+
+def test_the_chat_heading_stayed_loading_until_enter_after_a_refused_load(
+        make_editor, endpoint, workspace, agent_state_dir):
+    """F9: the refused load's heading was changed in the buffer, but the screen was not drawn before
+    the question (a blocking picker, or the error's hit-enter prompt): the user saw "(loading …)"
+    until Enter. What the screen shows when the question is asked says "(not loaded)"."""
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.lua("""
+        local screen = loadstring(...)
+        _G.screens = {}
+        vim.ui.select = function(items, opts, on_choice)
+          table.insert(_G.screens, screen())
+          local pick = items[1].sessionId and items[1] or nil
+          on_choice(pick) -- the session, then Cancel (dismissed) on the busy question
+        end
+        local notify = vim.notify
+        vim.notify = function(...)
+          table.insert(_G.screens, screen())
+          return notify(...)
+        end
+    """, SCREEN)
+    two.cmd("AgentSessions")
+    two.wait("return require('agent_server.chat').text():find('left where it is open', 1, true) ~= nil",
+             what="the busy question dismissed")
+    screens = two.lua("return _G.screens")
+    assert len(screens) == 2, screens
+    asked = shown(screens[1])
+    assert f"# Session {sid} (not loaded)" in asked and "(loading" not in asked, asked
+    two.cmd("redraw")
+    assert "(loading" not in shown(two.lua(SCREEN)) and "(loading" not in two.chat()
+    # a load refused for another reason (no such session): its error is drawn over the chat saying so
+    two.lua("_G.screens = {}; require('agent_server').load('no-such-session')")
+    two.wait("return #_G.screens > 0", what="the error said")
+    said = shown(two.lua("return _G.screens")[0])
+    assert "# Session no-such-session (not loaded)" in said and "(loading" not in said, said

@@ -490,6 +490,11 @@ function M.load(id, how)
   local chat = require("agent_server.chat")
   chat.open(false)
   local function loaded(e, busy)
+    if busy or e then
+      -- the chat's heading now says "(not loaded)": draw it before a picker or a hit-enter prompt
+      -- holds the screen (else "(loading …)" stays on it until Enter)
+      pcall(vim.cmd.redraw)
+    end
     if busy then
       return vim.schedule(function() -- after the chat drew the refusal
         offer_busy(id, busy)
@@ -509,6 +514,7 @@ function M.load(id, how)
     chat.say(string.format("session %s is a copy of session %s (which stays where it is open)", copy, id))
     client.load_session(copy, function(e)
       if e then
+        pcall(vim.cmd.redraw)
         notify(e, vim.log.levels.ERROR)
       end
     end)
