@@ -200,8 +200,11 @@ class Restorer:
             PROPOSAL_LABEL.reset(label)
         if outcome.status == "rejected" and asked:
             return _said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
+        if outcome.status == "rejected":  # the editor's review of the restore, declined
+            return _said(path, "not restored (the user rejected the restore in the editor"
+                         + (f": {outcome.message})" if outcome.message else ")"))
         if outcome.status not in ("written", "partial"):
-            return _said(path, f"not restored ({outcome.status}: {outcome.message})")
+            return _said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target.mode)
         return _said(path, "restored" if expect is not None else "brought back")
@@ -210,14 +213,10 @@ class Restorer:
                                call_id: str, uncertain: bool) -> Answer:
         """Ask about one file (never one answer for several): "Take the checkpoint" or "Keep mine";
         only an explicit allow takes the checkpoint (silence, a headless run: the user's file stays)."""
-        import difflib
-
         from agent_server.tools.diff_view import diff_content
 
         def text(raw: bytes | None) -> str:
             return "" if raw is None else raw.decode("utf-8", errors="replace")
-        diff = "".join(difflib.unified_diff(text(current.raw if current else None).splitlines(True),
-                                            text(target).splitlines(True), "yours", "checkpoint"))
         shown = _show(path, self.roots)
         if uncertain:
             title = f"{shown}: keep yours or take the checkpoint?"
@@ -229,7 +228,7 @@ class Restorer:
         ask = Ask(call_id, title, "other", [
             {"type": "content", "content": {"type": "text", "text": (
                 f"{why} Allow: take the checkpoint (the file as it is now is replaced). Reject: keep your "
-                f"version.\n\n{diff[:4000]}")}},
+                "version. Its diff goes from yours to the checkpoint.")}},  # the diff once: its own block
             diff_content(path, text(current.raw if current else None), text(target))], {"path": str(path)},
             options=(ALLOW_ONCE, REJECT_ONCE), names=((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, "Keep mine")),
             locations=[{"path": str(path)}])

@@ -14,13 +14,25 @@ local open = {}
 
 -- A big file's diff carries only its changed region (`_meta.agentServer.diff {partial, oldLine,
 -- newLine}`, docs/protocol.md): the hunk headers are shifted to the file's own line numbers.
+-- Line endings: a CRLF file on both sides is diffed on its lines and said once in the header; any
+-- other carriage return shows as "␍", never raw.
+local function crlf_only(s)
+  return s:find("\r\n", 1, true) ~= nil and not s:gsub("\r\n", ""):find("[\r\n]")
+end
+
 local function unified(old, new, path, meta)
-  local diff = require("agent_server.text").diff(old or "", new or "", { result_type = "unified", ctxlen = 3 })
+  old, new = old or "", new or ""
+  local note = ""
+  if (crlf_only(old) or old == "") and (crlf_only(new) or new == "") and (old ~= "" or new ~= "") then
+    old, new, note = old:gsub("\r\n", "\n"), new:gsub("\r\n", "\n"), " (CRLF line endings)"
+  end
+  local diff = require("agent_server.text").diff(old, new, { result_type = "unified", ctxlen = 3 })
   local part = type(meta) == "table" and type(meta.agentServer) == "table" and meta.agentServer.diff or nil
   local shift_old = part and part.partial == true and tonumber(part.oldLine) and (tonumber(part.oldLine) - 1) or 0
   local shift_new = part and part.partial == true and tonumber(part.newLine) and (tonumber(part.newLine) - 1) or 0
-  local lines = { "--- " .. tostring(path), "+++ " .. tostring(path) }
+  local lines = { "--- " .. tostring(path) .. note, "+++ " .. tostring(path) .. note }
   for _, l in ipairs(vim.split((diff or ""):gsub("\n$", ""), "\n", { plain = true })) do
+    l = l:gsub("\r", "␍")
     if shift_old + shift_new > 0 then
       l = l:gsub("^@@ %-(%d+)(%S*) %+(%d+)", function(a, rest, b)
         return string.format("@@ -%d%s +%d", tonumber(a) + shift_old, rest, tonumber(b) + shift_new)
