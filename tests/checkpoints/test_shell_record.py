@@ -152,3 +152,20 @@ def test_an_editors_atomic_save_while_the_command_holds_the_file_open_is_named_f
     (work / "go").touch()
     assert proc.wait(timeout=60) == 0
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_an_in_place_save_while_the_command_holds_the_file_open_is_named_foreign(tmp_path):
+    """The command keeps ``a.txt`` open for writing while another process saves it in place (opens,
+    writes, closes): that close is not the command's — its descriptor is still open — so ``a.txt`` is
+    ``FOREIGN``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("orig\n")
+    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; touch wrote; "
+                                       "while [ ! -e go ]; do sleep 0.02; done; echo more >&3")
+    wait_for(work / "wrote", proc)
+    (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
+    (work / "go").touch()
+    assert proc.wait(timeout=60) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}

@@ -300,8 +300,10 @@ class Watch:
     process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved, or the
     event queue overflowed) makes its paths blind: foreign if they exist at the end. While the
     command holds a path, a rename or removal of it that is not the command's path call is another
-    process's too (an editor's atomic save). What cannot be seen: another process writing in place
-    into a file the command holds open for writing."""
+    process's too (an editor's atomic save). Another process's in-place save while the command holds
+    the path ends the hold early (its close), so the command's own later close is seen as a change of
+    a let-go path: foreign too. What cannot be seen: such a save whose close lands right before the
+    command's own close with nothing between them in the queue (the kernel merges the two events)."""
 
     def __init__(self) -> None:
         self.libc = ctypes.CDLL(None, use_errno=True)
