@@ -227,7 +227,8 @@ async def release_requested(host: SessionHost) -> None:
                 "another window): it is closed here. Load it again to take it back.")
         try:  # its client, if one is still there, learns why the session is gone
             await host.emitter(session_id)({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
-                                            "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+                                            "_meta": {"agentServer": {"notice": {"severity": "warning",
+                                                                                        "takenOver": {"pid": pid}}}}})
         except Exception:  # noqa: BLE001 — a client that went away: the log line above says it
             log.debug("the release notice of session %s was not sent", session_id, exc_info=True)
 

@@ -55,8 +55,11 @@ async def test_a_closed_code_server_tab_kept_its_server_holding_the_session_and_
     said = await first.wait_for_stderr(f"released session {sid}")
     assert f"releasing session {sid}: agent-server pid {second.pid} takes it over" in said
     assert f"asked pid {first.pid} to release it" in second.stderr_text()
-    await first.wait_for_update("agent_message_chunk", session_id=sid,
-                                predicate=lambda u: "taken over by another agent-server process" in u["content"]["text"])
+    notice = await first.wait_for_update("agent_message_chunk", session_id=sid,
+                                         predicate=lambda u: "taken over by another agent-server process" in u["content"]["text"])
+    # said in structure too (newcomer finding F5: a client's status bar says so without reading text)
+    update = notice.message["params"]["update"]
+    assert update["_meta"]["agentServer"]["notice"] == {"severity": "warning", "takenOver": {"pid": second.pid}}
     endpoint.push(text_stream("here now"))
     assert (await second.prompt(sid, "again")).stop_reason == "end_turn"
     assert [e.data["content"] for e in events(agent_state_dir, sid) if e.type == "user"] == ["hello", "again"]

@@ -52,7 +52,8 @@ export type ClientEvent =
   /** `resumed`: the session that was open when the server went away, reattached (`session/resume`). */
   | { type: "session"; sessionId: string; modes?: acp.SessionModeState | null; configOptions?: acp.SessionConfigOption[] | null; loaded: boolean; resumed?: boolean }
   | { type: "turn-start"; sessionId: string; text: string }
-  | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string; errorKind?: ErrorKind }
+  /** `gone`: the server no longer knows the session (`-32002`: taken over by another window, closed): forgotten here. */
+  | { type: "turn-end"; sessionId: string; text: string; started: boolean; last: boolean; stopReason?: string; error?: string; errorKind?: ErrorKind; gone?: boolean }
   /** `restarting`: the server is started again at once (else at the next prompt: it exited too often,
    * or could not start); `session`: the session open then, resumed when the server is back. */
   | { type: "server-exited"; message: string; stderrTail: string; restarting: boolean; session?: string; why?: string }
@@ -454,12 +455,12 @@ export class AgentClient {
    * overlap (a slash command sent while a turn waits is answered at once): `turn-end` says whether its
    * `turn-start` was emitted (`started`) and whether no other prompt is still open (`last`).
    */
-  async prompt(blocks: acp.ContentBlock[], shownText: string): Promise<void> {
+  async prompt(blocks: acp.ContentBlock[], shownText: string): Promise<"gone" | undefined> {
     let sessionId = this.sessionId ?? "";
     this.turns++;
     let proc: AgentProcess | undefined;
     let started = false;
-    let end: { stopReason?: string; error?: string; errorKind?: ErrorKind };
+    let end: { stopReason?: string; error?: string; errorKind?: ErrorKind; gone?: boolean };
     try {
       await this.relaunchIfStale();
       const r = await this.start();
@@ -479,11 +480,16 @@ export class AgentClient {
       const exit = proc ? await Promise.race([proc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]) : undefined;
       const lost = proc ? this.lost.get(proc) : undefined;
       if (proc && this.stopped.has(proc)) end = { stopReason: "cancelled" }; // the user restarted it: said by the restart's own notice
-      else end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
+      else if (err instanceof acp.RequestError && err.code === -32002 && sessionId && (err.data as { sessionId?: unknown } | undefined)?.sessionId === sessionId) {
+        // the server no longer has the session (another window took it over, or it was closed)
+        if (this.sessionId === sessionId) this.sessionId = undefined;
+        end = { gone: true, error: errorText(err) };
+      } else end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
     } finally {
       this.turns--;
     }
     this.opts.onEvent({ type: "turn-end", sessionId, text: shownText, started, last: this.turns === 0, ...end });
+    return end.gone ? "gone" : undefined;
   }
 
   /** `session/cancel` for the running turn. */

@@ -156,13 +156,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const status = vscode.window.createStatusBarItem("agentServer.status", vscode.StatusBarAlignment.Right, 100);
   status.name = "Agent";
   status.command = `${VIEW_ID}.focus`;
-  type StatusState = "not started" | "starting" | "ready" | "working" | "stopped";
+  type StatusState = "not started" | "starting" | "ready" | "working" | "stopped" | "session taken over";
   /** The session's context use (its last `usage_update`), shown after the state: "Agent: ready · 12%". */
   let contextUse: { used: number; size: number } | undefined;
   let shownStatus: { state: StatusState; detail?: string } = { state: "not started" };
   const setStatus = (state: StatusState, detail?: string) => {
     shownStatus = { state, detail };
-    const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)" }[state];
+    const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)", "session taken over": "$(debug-disconnect)" }[state];
     const use = contextUse && contextUse.size > 0 ? Math.round((100 * contextUse.used) / contextUse.size) : undefined;
     status.text = `${state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`}${use === undefined ? "" : ` · ${use}%`}`;
     status.accessibilityInformation = { label: `Agent: ${state}` }; // the context use is in the tooltip
@@ -226,6 +226,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           if (u.sessionUpdate === "current_mode_update" && typeof u.currentModeId === "string") selects = selects.map((x) => (x.id === "mode" ? { ...x, currentValue: u.currentModeId as string } : x));
           if (u.sessionUpdate === "usage_update" && Number.isFinite(Number(u.used)) && Number.isFinite(Number(u.size))) setContextUse({ used: Number(u.used), size: Number(u.size) });
           post({ kind: "update", update: u, ...(loading ? {} : { at: Date.now() }) });
+          const taken = ((u._meta as { agentServer?: { notice?: { takenOver?: { pid?: unknown } } } } | undefined)?.agentServer?.notice?.takenOver);
+          if (taken && !loading) sessionGone(e.sessionId, typeof taken.pid === "number" ? taken.pid : undefined);
         }
         return;
       case "session":
@@ -239,6 +241,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         // session starts, and a session started by a prompt (the window's first, or the one after the
         // server died) keeps what is shown — that prompt among it.
         reopen = undefined; // a session is open: nothing to reopen at the first start any more
+        if (takenOver) {
+          takenOver = undefined;
+          if (shownStatus.state === "session taken over") setStatus(agent.busy ? "working" : "ready");
+        }
         if (!e.loaded) setContextUse(undefined); // a new session has used nothing yet
         void context.workspaceState.update(SESSION_KEY, e.sessionId);
         post({ kind: "session", sessionId: e.sessionId });
@@ -255,7 +261,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return;
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
-        if (e.last) setStatus(agent.serverUp ? "ready" : "stopped");
+        if (e.last) setStatus(takenOver ? "session taken over" : agent.serverUp ? "ready" : "stopped");
+        if (e.gone) return void post({ kind: "turn-end", text: e.text, sessionId: e.sessionId }); // offered by sendPrompt
         post({ kind: "turn-end", text: e.text, stopReason: e.stopReason, error: e.error, errorKind: e.errorKind, sessionId: e.sessionId });
         return;
       case "server-exited": {
@@ -320,8 +327,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           if (blocks.length === 0) return;
           const shown = [m.text, ...labels].filter(Boolean).join("\n");
           post({ kind: "user", text: shown });
-          return await agent.prompt(blocks, m.text || shown);
+          return await sendPrompt(blocks, m.text || shown, shown);
         }
+        case "takenOverChoice":
+          return await afterTakeOver(m.how);
         case "pickMention":
           return await pickMention();
         case "action":
@@ -358,6 +367,72 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     } catch (err) {
       post({ kind: "notice", level: "error", text: errorText(err) });
     }
+  }
+
+  /**
+   * The session this window had open was taken over by another agent-server process (another
+   * window; its release notice says so, or a prompt was answered `-32002`): it is forgotten here, the
+   * status bar says so, and the next prompt is held and offered a way forward (`sendPrompt`) instead
+   * of starting a new session behind the user's back or failing with "unknown session".
+   */
+  let takenOver: { sessionId: string; pid?: number } | undefined;
+  /** The prompt typed after the take-over, sent once the user chose where (`afterTakeOver`). */
+  let held: { blocks: acp.ContentBlock[]; text: string; shown: string } | undefined;
+  function sessionGone(sessionId: string, pid?: number): void {
+    takenOver = { sessionId, ...(pid === undefined ? {} : { pid }) };
+    if (agent.currentSessionId === sessionId) agent.resetSession();
+    void context.workspaceState.update(SESSION_KEY, undefined);
+    setStatus("session taken over", `Session ${sessionId.slice(0, 8)} was taken over by ${pid === undefined ? "another agent-server process" : `another agent-server process (pid ${pid})`}: the next prompt offers to take it back or to start a new session.`);
+    void refreshSessions();
+  }
+
+  function offerWayForward(): void {
+    if (!takenOver) return;
+    const who = takenOver.pid === undefined ? "another agent-server process" : `another agent-server process (pid ${takenOver.pid}, another window)`;
+    post({
+      kind: "notice",
+      level: "warning",
+      text: `This prompt was not sent: session ${takenOver.sessionId.slice(0, 8)} was taken over by ${who}. Take it back here (it closes there, a turn running there is cancelled) or start a new session; the prompt goes to the one you choose.`,
+      actions: [
+        { label: "Take it back", send: { type: "takenOverChoice", how: "take-back" } },
+        { label: "New session", send: { type: "takenOverChoice", how: "new" } },
+        { label: "Cancel" },
+      ],
+    });
+  }
+
+  /** A prompt to the open session (or a new one); after a take-over it is held and the way forward offered. */
+  async function sendPrompt(blocks: acp.ContentBlock[], text: string, shown: string): Promise<void> {
+    if (takenOver && !agent.currentSessionId) {
+      held = { blocks, text, shown };
+      return offerWayForward();
+    }
+    const before = agent.currentSessionId;
+    if ((await agent.prompt(blocks, text)) === "gone" && before) {
+      sessionGone(before, takenOver?.sessionId === before ? takenOver.pid : undefined);
+      held = { blocks, text, shown };
+      offerWayForward();
+    }
+  }
+
+  /** The choice after a take-over: take the session back (a load with takeOver) or start a new one; then the held prompt goes. */
+  async function afterTakeOver(how: "take-back" | "new"): Promise<void> {
+    const lost = takenOver;
+    const prompt = held;
+    if (!lost) return;
+    held = undefined;
+    if (how === "take-back") {
+      await loadSession(lost.sessionId, "pick", "take-over");
+      if (agent.currentSessionId !== lost.sessionId) {
+        held = prompt; // refused (its notice says why): the prompt waits for another choice
+        return;
+      }
+    } else {
+      await newSession();
+    }
+    if (!prompt) return;
+    post({ kind: "user", text: prompt.shown });
+    await sendPrompt(prompt.blocks, prompt.text, prompt.shown);
   }
 
   /** `session/list` (every page) into the panel's session picker, whole (after each session change and on focus). */
@@ -413,6 +488,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    * model pick), so clicking New leaves no empty session behind in the picker.
    */
   async function newSession(): Promise<void> {
+    if (takenOver) {
+      takenOver = undefined;
+      held = undefined;
+      if (shownStatus.state === "session taken over") setStatus(agent.busy ? "working" : "ready");
+    }
     agent.resetSession();
     agent.forgetChoices();
     setContextUse(undefined);
@@ -684,8 +764,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           : await vscode.window.showInputBox({ title: "Ask the agent about the selection", prompt: `${vscode.workspace.asRelativePath(editor.document.uri)} lines ${block.lines}`, ignoreFocusOut: true });
       if (!text) return;
       await chat.reveal();
-      post({ kind: "user", text: `${text}\n[${vscode.workspace.asRelativePath(editor.document.uri)}#${block.range}]` });
-      await agent.prompt([{ type: "text", text }, block.block], text);
+      const shown = `${text}\n[${vscode.workspace.asRelativePath(editor.document.uri)}#${block.range}]`;
+      post({ kind: "user", text: shown });
+      await sendPrompt([{ type: "text", text }, block.block], text, shown);
     }),
     vscode.commands.registerCommand("agentServer.newSession", async () => {
       void prestart();

@@ -89,7 +89,8 @@ export type ChatEvent =
   /** `next`: what happens now (started again, the session resumed or not), said after the exit. */
   | { kind: "server-exited"; message: string; stderrTail: string; next?: string }
   /** `divider`: a new session starts here (the one above could not be resumed). */
-  | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string; errorKind?: ErrorKind }
+  /** `actions`: buttons under the text (their `send` goes back to the host when clicked). */
+  | { kind: "notice"; level: "info" | "warning" | "error" | "divider"; text: string; errorKind?: ErrorKind; actions?: { label: string; send?: WebviewToHost }[] }
   /** The first-run page's facts (sent when the panel loads and after a settings or key change). */
   | { kind: "setup"; setup: SetupView }
   /** Whether the agent takes image blocks in a prompt (`promptCapabilities.image`). */
@@ -127,11 +128,14 @@ export type WebviewToHost =
   | { type: "permission"; id: string; optionId: string | null }
   | { type: "proposal"; id: string; action: "accept" | "reject" | "show" | "again" }
   | { type: "hunk"; id: string; fileIndex: number; index: number; accept: boolean }
-  | { type: "openLink"; href: string };
+  | { type: "openLink"; href: string }
+  /** The session was taken over by another window: take it back here, or start a new session; the
+   * prompt held meanwhile is sent to the one chosen. */
+  | { type: "takenOverChoice"; how: "take-back" | "new" };
 
 /** Narrows an unknown message from the webview (the host trusts nothing it did not check). */
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption"].includes(t);
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption", "takenOverChoice"].includes(t);
 }

@@ -508,7 +508,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       push(s, { type: "notice", level: "error", text: `${e.message}. ${e.next ?? "The session is resumed when the server is back."}`, detail: e.stderrTail });
       return s;
     case "notice":
-      push(s, { type: "notice", level: e.level, text: e.text, errorKind: e.errorKind });
+      if (e.actions) dropActions(s); // the choice offered now replaces an older one
+      push(s, { type: "notice", level: e.level, text: e.text, errorKind: e.errorKind, ...(e.actions ? { actions: e.actions } : {}) });
       return s;
     case "setup":
       s.setup = e.setup;

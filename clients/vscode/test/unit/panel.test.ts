@@ -412,6 +412,53 @@ describe("sessions survive restarts (issue 30, item 6)", () => {
     expect(window.tabGroups.closed).toEqual([proposal, change]);
   });
 
+  it("after a take-over the old window was stuck: its next prompt got a raw unknown session error, the prompt was lost, the status bar still said ready (newcomer finding F5)", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "panel-taken-")), "params.log");
+    const calls = () => (existsSync(paramsLog) ? readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { method: string; params: Record<string, unknown> }) : []);
+    const released = {
+      sessionUpdate: "agent_message_chunk",
+      content: { type: "text", text: "[agent-server] This session was taken over by another agent-server process (pid 4242: another window): it is closed here. Load it again to take it back." },
+      _meta: { agentServer: { notice: { severity: "warning", takenOver: { pid: 4242 } } } },
+    };
+    const panel = await openPanel({ loadable: true, busy: { pid: 4242, answersTakeOver: true }, paramsLog, turns: [[{ update: released }], answer("answered after taking it back")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the take-over notice", (s) => !s.busy && s.items.some((i) => i.type === "agent" && i.text.includes("taken over")));
+    const mine = calls().find((c) => c.method === "session/prompt")!.params.sessionId;
+    await panel.until("the status bar", () => window.statusItems[0]!.text.includes("session taken over"));
+    panel.send({ type: "prompt", text: "the prompt after the take-over" });
+    const choice = () => panel.state().items.find((i) => i.type === "notice" && i.actions) as Extract<ChatState["items"][number], { type: "notice" }> | undefined;
+    await panel.until("the way forward", () => choice() !== undefined);
+    expect(choice()!.actions!.map((a) => a.label)).toEqual(["Take it back", "New session", "Cancel"]);
+    expect(choice()!.text).toContain("This prompt was not sent");
+    expect(calls().filter((c) => c.method === "session/prompt")).toHaveLength(1); // not sent to a session the server no longer has
+    expect(panel.state().items.some((i) => i.type === "notice" && /unknown session/.test(i.text))).toBe(false);
+    panel.send(choice()!.actions![0]!.send); // Take it back
+    await panel.until("the prompt answered in the session taken back", panel.answered("answered after taking it back"));
+    expect(panel.state().currentSession).toBe(mine);
+    const asked = calls().filter((c) => c.method === "session/load" || c.method === "session/prompt");
+    expect(asked.map((c) => [c.method, c.params._meta ?? null])).toEqual([["session/prompt", null], ["session/load", { agentServer: { takeOver: true } }], ["session/prompt", null]]);
+    expect(JSON.stringify(asked[2]!.params.prompt)).toContain("the prompt after the take-over");
+    expect(panel.users().at(-1)).toBe("the prompt after the take-over");
+    expect(window.statusItems[0]!.text).toContain("Agent: ready");
+  });
+
+  it("a prompt answered unknown session (-32002) for the open session offers the same way forward, the prompt kept", async () => {
+    const gone = { fail: { code: -32002, message: "unknown session: {sessionId}", data: { sessionId: "{sessionId}" } } };
+    const panel = await openPanel({ turns: [answer("first answer"), [gone], answer("answered in a new session")] });
+    panel.send({ type: "prompt", text: "first question" });
+    await panel.until("the first answer", panel.answered("first answer"));
+    const first = panel.state().currentSession;
+    panel.send({ type: "prompt", text: "kept prompt" });
+    const choice = () => panel.state().items.find((i) => i.type === "notice" && i.actions) as Extract<ChatState["items"][number], { type: "notice" }> | undefined;
+    await panel.until("the way forward", (s) => !s.busy && choice() !== undefined);
+    expect(panel.state().items.some((i) => i.type === "notice" && /unknown session/.test(i.text))).toBe(false);
+    expect(window.statusItems[0]!.text).toContain("session taken over");
+    panel.send(choice()!.actions![1]!.send); // New session
+    await panel.until("the kept prompt answered", panel.answered("answered in a new session"));
+    expect(panel.state().currentSession).not.toBe(first);
+    expect(panel.users()).toEqual(["kept prompt"]);
+  });
+
   it("a window reload reopens the session the window had open (session/load into the empty panel)", async () => {
     const before = await openPanel({ loadable: true, turns: [answer("first answer")] });
     before.send({ type: "prompt", text: "first question" });
