@@ -89,17 +89,28 @@ class Checkpoints:
     # -- recording ------------------------------------------------------------------------------
 
     def record(self, path: Path, before: FileState | None, after: FileState | None, source: str,
-               uncertain: bool = False) -> None:
-        """Append one ``checkpoint/file`` event (nothing when nothing changed); ``uncertain``: nothing
-        shows that the agent's own call wrote it."""
+               uncertain: bool = False) -> bool:
+        """Append one ``checkpoint/file`` event (nothing when nothing changed: ``False``); ``uncertain``:
+        nothing shows that the agent's own call wrote it."""
         if before == after:
-            return
+            return False
         data = {"turn": current_turn(self.log.events), "call_id": CURRENT_TOOL_CALL.get(), "path": str(path),
                 "before": before.to_json() if before else None, "after": after.to_json() if after else None,
                 "source": source}
         if uncertain:
             data["uncertain"] = True
         self.log.append("checkpoint/file", data)
+        return True
+
+    async def say_changed(self, paths: list[Path]) -> None:
+        """Tell the client which files the running call changed, as recorded for ``/undo``: a
+        ``tool_call_update`` of that call with ``_meta.agentServer.changedFiles`` (the VS Code panel's
+        Changes box names the turn ``/undo`` takes back from it — a shell call's changes carry no diff)."""
+        call_id = CURRENT_TOOL_CALL.get()
+        if not paths or not call_id or self.emit is None:
+            return
+        await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                         "_meta": {"agentServer": {"changedFiles": [str(p) for p in dict.fromkeys(paths)]}}})
 
     def _failed(self, what: str, exc: BaseException) -> None:
         log.warning("checkpoint not kept (%s): %s", what, exc)
@@ -198,13 +209,15 @@ class Checkpoints:
             return
         written = read_record(str(self.record_path))  # the call's own writes, or None: no evidence
         stamps = _Stamps(str(self.record_path)) if written is not None else _Stamps(None)
+        recorded: list[Path] = []
         for change in changes:
             if change.before is None and _existed_before(change.path, started_ns):
                 continue  # not the call's creation: it was there, only hidden (ignored) before
             if _someone_elses(change.path, written):
                 continue  # the call's complete record does not name it: another process wrote it
-            self.record(change.path, change.before, change.after, "shell",
-                        uncertain=not _named(change.path, written) or _written_meanwhile(change.path, stamps, started_ns))
+            if self.record(change.path, change.before, change.after, "shell",
+                           uncertain=not _named(change.path, written) or _written_meanwhile(change.path, stamps, started_ns)):
+                recorded.append(Path(change.path))
         for name in sorted(set(before.big) | set(after.big)):
             old, new = before.big.get(name), after.big.get(name)
             if old == new:
@@ -212,8 +225,10 @@ class Checkpoints:
             path = repo.root / name
             if old is None and _existed_before(path, started_ns) or _someone_elses(path, written):
                 continue
-            self.record(path, _big_state(old), _big_state(new), "shell",
-                        uncertain=not _named(path, written) or _written_meanwhile(path, stamps, started_ns))
+            if self.record(path, _big_state(old), _big_state(new), "shell",
+                           uncertain=not _named(path, written) or _written_meanwhile(path, stamps, started_ns)):
+                recorded.append(path)
+        await self.say_changed(recorded)
         self.calls += 1
         if self.calls % PRUNE_EVERY == 0:
             await asyncio.to_thread(prune_shadows, self.state_dir)
@@ -415,9 +430,12 @@ class CheckpointedFiles:
                           if base is not None else None)
                 after = cp.blobs.keep(outcome.snapshot.raw, _mode(path) or mode_before or 0o644, secret=secret,
                                       limit=cp.max_file_bytes)
-                cp.record(Path(path), before, after, "edit")
+                recorded = cp.record(Path(path), before, after, "edit")
             except OSError as exc:
                 self.checkpoints._failed(f"write of {path}", exc)
+            else:
+                if recorded:
+                    await cp.say_changed([Path(path)])
         return outcome
 
 

@@ -109,6 +109,29 @@ async def test_undo_restores_the_last_turn_then_the_one_before_and_redo_reapplie
     assert all(b"hunter2" not in p.read_bytes() for p in (agent_state_dir / "blobs").rglob("*") if p.is_file())
 
 
+async def test_a_shell_call_that_changed_files_said_nothing_so_the_panel_named_an_older_turn_for_undo(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer finding F1e: after a turn whose shell command changed a file, the VS Code Changes box
+    still offered "Undo this turn" for an earlier turn's edit — /undo then took back the shell's
+    change, which the box never showed. Each call that changed files says which, as recorded for
+    /undo (``_meta.agentServer.changedFiles`` on a ``tool_call_update`` of that call): an edit, and a
+    shell call's file (which has no diff); a call that changed nothing says nothing."""
+    git_workspace(workspace)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    await two_turns(h, sid, endpoint, workspace)
+    endpoint.push(call("s3", "bash", command="cat a.txt"))
+    endpoint.push(text_stream("read it"))
+    assert (await h.prompt(sid, "show a")).stop_reason == "end_turn"
+    said = {}
+    titles = {u["toolCallId"]: u.get("title") for u in h.updates(sid, "tool_call")}
+    for u in h.updates(sid, "tool_call_update"):
+        files = ((u.get("_meta") or {}).get("agentServer") or {}).get("changedFiles")
+        if files is not None:
+            said.setdefault(titles[u["toolCallId"]], []).extend(files)
+    assert said == {"Edit a.txt": [str(workspace / "a.txt")], "Edit b.txt": [str(workspace / "b.txt")],
+                    "Run `printf 'CHARLIE\\n' > c.txt`": [str(workspace / "c.txt")]}, said
+
+
 async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     git_workspace(workspace)

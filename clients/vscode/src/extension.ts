@@ -828,12 +828,21 @@ export async function deactivate(): Promise<void> {
   client = undefined;
 }
 
-function proposalEvent(p: Proposal): ChatEvent {
+/** Each hunk's summary as it read while pending: once a hunk is accepted its range no longer
+ * addresses the file's text (the label read `"L1" → "L1"`), so a decided hunk keeps its summary. */
+const hunkSummaries = new WeakMap<object, string>();
+
+export function proposalEvent(p: Proposal): ChatEvent {
   const hunks: HunkView[] = p.files.flatMap((f, fileIndex) =>
     f.hunks.map((h) => {
-      const start = offsetAt(f.expected, h.range.start);
-      const end = offsetAt(f.expected, h.range.end);
-      return { fileIndex, index: h.index, state: h.state, summary: hunkSummary(f.expected, start, end, h.range.start.line, h.range.end.line, h.newText) };
+      let summary = h.state === "pending" ? undefined : hunkSummaries.get(h);
+      if (summary === undefined) {
+        const start = offsetAt(f.expected, h.range.start);
+        const end = offsetAt(f.expected, h.range.end);
+        summary = hunkSummary(f.expected, start, end, h.range.start.line, h.range.end.line, h.newText);
+        hunkSummaries.set(h, summary);
+      }
+      return { fileIndex, index: h.index, state: h.state, summary };
     }),
   );
   return {
@@ -874,7 +883,7 @@ export function hunkSummary(expected: string, start: number, end: number, startL
   const before = expected.slice(lineStart, lineEnd);
   const after = expected.slice(lineStart, start) + newText + expected.slice(end, lineEnd);
   const show = (t: string) => {
-    const lines = t.split("\n");
+    const lines = t.split("\n").map((l) => l.replace(/\r$/, "")); // a CRLF line's ending is not its text
     const first = lines[0]!.length > 80 ? `${lines[0]!.slice(0, 80)}…` : lines[0]!;
     return `${JSON.stringify(first)}${lines.length > 1 ? ` (+${lines.length - 1} lines)` : ""}`;
   };

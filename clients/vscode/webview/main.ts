@@ -13,7 +13,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockSplitter } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, completeCommand, fold, formatElapsed, initialState, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -379,9 +379,8 @@ function renderItem(item: Item): HTMLElement {
         node.append(pre);
         requestAnimationFrame(() => { pre.scrollTop = pre.scrollHeight; });
       }
-      if (item.exitCode !== undefined && (item.exitCode !== 0 || item.signal)) {
-        node.append(el("div", "tool-exit", item.signal ? `killed by ${item.signal}` : `exit code ${item.exitCode}`));
-      }
+      const exit = exitText(item);
+      if (exit) node.append(el("div", "tool-exit", exit));
       if (item.output && item.output !== item.terminal) {
         const details = el("details", "tool-output");
         details.append(el("summary", "", "output"), el("pre", "", item.output.slice(0, 20000)));
@@ -804,33 +803,46 @@ function paintEmptyState(): void {
 let changesKey = "";
 function paintChanges(): void {
   const found = turnChanges(state);
-  const key = JSON.stringify(found?.files.map((f) => [f.path, f.added, f.removed]) ?? null) + String(found?.turn) + String(found?.undone) + String(state.busy) + String(state.commands.length);
+  const canUndo = state.commands.some((c) => c.name === "undo");
+  const key = JSON.stringify([found ?? null, state.busy, canUndo]);
   if (key === changesKey) return;
   changesKey = key;
   changesBox.hidden = !found;
   if (!found) return changesBox.replaceChildren();
   const head = el("div", "changes-head");
-  head.append(el("span", "changes-title", `Changes of the last turn: ${found.files.length} file${found.files.length === 1 ? "" : "s"}${found.undone ? " (undone: /undo)" : ""}`));
+  const count = `${found.files.length} file${found.files.length === 1 ? "" : "s"}`;
+  const from = found.prompt ? ` (“${found.prompt.length > 60 ? `${found.prompt.slice(0, 60)}…` : found.prompt}”)` : "";
+  // what became of /undo is what the server reported, never the /undo typed (refused while a turn runs)
+  const undo = found.undo === "undone" ? " — undone" : found.undo === "running" ? " — undoing…" : found.undo === "nothing" ? " — /undo restored nothing" : "";
+  head.append(el("span", "changes-title", `Changes of the last turn that changed files${from}: ${count}${undo}`));
   changesBox.dataset.undone = String(found.undone);
-  if (!found.undone) {
-    const undo = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
-    undo.disabled = !state.commands.some((c) => c.name === "undo");
-    head.append(undo);
+  changesBox.dataset.undo = found.undo ?? "";
+  changesBox.dataset.turn = String(found.turn);
+  if (found.undo === undefined) {
+    const undoTurn = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), state.busy ? "A turn is running: /undo once it has ended" : "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
+    undoTurn.disabled = !canUndo || state.busy;
+    head.append(undoTurn);
   }
+  const parts: HTMLElement[] = [head];
+  if (found.undo === "nothing" && found.undoSummary) parts.push(el("div", "changes-undo-summary", `${found.undoSummary} The next /undo takes back the turn before it.`));
   const list = el("div", "changes-files");
   for (const f of found.files) {
     const row = el("div", "change-file");
     row.dataset.path = f.path;
     const name = el("a", "change-name", f.path.split("/").pop());
-    name.title = `Show what the turn changed in ${f.path}`;
+    const { oldText, newText } = f;
+    name.title = newText === null ? `Open ${f.path}` : `Show what the turn changed in ${f.path}`;
     name.addEventListener("click", (ev) => {
       ev.preventDefault();
-      send({ type: "showChange", path: f.path, oldText: f.oldText, newText: f.newText });
+      send(newText === null ? { type: "openLocation", path: f.path } : { type: "showChange", path: f.path, oldText, newText });
     });
-    row.append(name, el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
+    row.append(name);
+    if (newText === null) row.append(el("span", "change-how", "changed"));
+    else row.append(el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
     list.append(row);
   }
-  changesBox.replaceChildren(head, list);
+  parts.push(list);
+  changesBox.replaceChildren(...parts);
 }
 
 /** Running cards' elapsed time, once a second while any runs (only those spans change). */

@@ -45,6 +45,8 @@ export type Item =
       /** Where it reads or edits (`locations`: absolute path, 1-based line). */
       locations: { path: string; line?: number }[];
       changes: Change[];
+      /** The files the server's checkpoint recorded for this call (`_meta.agentServer.changedFiles`). */
+      changedFiles?: string[];
       /** Live terminal output (the terminal convention: `_meta.terminal_output(_delta)` pieces). */
       terminal: string;
       exitCode?: number | null;
@@ -178,35 +180,97 @@ export function shortCommand(command: string, max = 120): { text: string; shorte
   return cut === command ? { text: command, shortened: false } : { text: `${cut}…`, shortened: true };
 }
 
+/** One file in the Changes view: the text before the turn's first edit and after its last (none
+ * known: a file only the server's checkpoint names — a shell call's, an edit applied in part). */
+export interface ChangedFile {
+  path: string;
+  oldText: string | null;
+  newText: string | null;
+  added: number;
+  removed: number;
+}
+
 /**
- * The Changes view: per file, what the newest turn that edited anything changed (the text before its
- * first edit and after its last), from the edit cards' `diff` blocks.
+ * The Changes view: the newest turn whose file changes were confirmed — an edit card that completed
+ * (its proposal applied, not one still waiting, rejected, stopped or cut off by a restart), or a call
+ * the server says changed files (`_meta.agentServer.changedFiles`: its checkpoint, what `/undo` takes
+ * back) — per file, and what became of `/undo`. The server's `/undo` takes back the newest turn that
+ * changed files and was not undone yet, so `undo` follows the restores the server reported ("Undo turn
+ * N" cards), never the `/undo` typed: `running` while one runs; `undone` once a restore was applied;
+ * `nothing` when it ended with no file restored (rejected, kept: `undoSummary` says how) — the server
+ * counts that turn as undone all the same, so "Undo this turn" is offered only for `undo: undefined`.
+ * Undefined when no turn of this transcript changed files (a loaded session's edits carry no diff).
  */
-export function turnChanges(s: ChatState): { turn: number; undone: boolean; files: { path: string; oldText: string | null; newText: string; added: number; removed: number }[] } | undefined {
-  let turn = -1;
-  let last = -1;
-  s.items.forEach((i, at) => {
-    if (i.type === "tool" && i.changes.length > 0 && i.status !== "failed" && i.turn >= turn) {
-      turn = i.turn;
-      last = at;
-    }
-  });
-  if (turn < 0) return undefined;
-  // `/undo` sent after that turn's last edit: the box says so (the undo's own card tells the outcome)
-  const undone = s.items.slice(last + 1).some((i) => i.type === "user" && /^\/undo(\s|$)/.test(i.text.trim()));
-  const files = new Map<string, { oldText: string | null; newText: string }>();
+export function turnChanges(s: ChatState): { turn: number; prompt?: string; undone: boolean; undo?: "running" | "undone" | "nothing"; undoSummary?: string; files: ChangedFile[] } | undefined {
+  /** Turns with confirmed changes, oldest first, and what the server's restores made of each. */
+  const turns: { turn: number; prompt?: string; undo?: "running" | "undone" | "nothing"; undoSummary?: string }[] = [];
+  const undoneStack: number[] = [];
+  let prompt: string | undefined;
   for (const i of s.items) {
-    if (i.type !== "tool" || i.turn !== turn || i.status === "failed") continue;
+    if (i.type === "user" && !i.queued) prompt = i.text;
+    if (i.type !== "tool") continue;
+    const restore = restoreOf(i);
+    if (restore) {
+      // the server's undo takes the newest turn not undone yet; a redo the last one undone
+      const target = restore === "undo" ? [...turns].reverse().find((t) => t.undo !== "undone" && t.undo !== "nothing") : turns.find((t) => t.turn === undoneStack[undoneStack.length - 1]);
+      if (!target) continue;
+      if (i.status === "pending" || i.status === "in_progress") {
+        if (restore === "undo") target.undo = "running";
+      } else if (i.status === "completed") {
+        if (restore === "undo") {
+          target.undo = restoredSome(i.output) ? "undone" : "nothing";
+          target.undoSummary = i.output.trim();
+          undoneStack.push(target.turn);
+        } else {
+          undoneStack.pop();
+          target.undo = undefined;
+          target.undoSummary = undefined;
+        }
+      } else if (target.undo === "running") {
+        target.undo = undefined; // failed or cut off: the server never reported a restore
+      }
+      continue;
+    }
+    if (!confirmedChange(i)) continue;
+    undoneStack.length = 0; // the agent changed files again: what was undone stays undone, no redo
+    if (turns[turns.length - 1]?.turn !== i.turn) turns.push({ turn: i.turn, prompt });
+  }
+  const last = turns[turns.length - 1];
+  if (!last) return undefined;
+  const files = new Map<string, { oldText: string | null; newText: string | null }>();
+  for (const i of s.items) {
+    if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
     for (const c of i.changes) {
       const seen = files.get(c.path);
       files.set(c.path, { oldText: seen ? seen.oldText : c.oldText, newText: c.newText });
     }
+    for (const path of i.changedFiles ?? []) if (!files.has(path)) files.set(path, { oldText: null, newText: null });
   }
   return {
-    turn,
-    undone,
-    files: [...files].map(([path, f]) => ({ path, ...f, ...lineCounts(f.oldText ?? "", f.newText) })),
+    turn: last.turn,
+    prompt: last.prompt,
+    undone: last.undo === "undone",
+    undo: last.undo,
+    undoSummary: last.undoSummary,
+    files: [...files].map(([path, f]) => ({ path, ...f, ...(f.newText === null ? { added: 0, removed: 0 } : lineCounts(f.oldText ?? "", f.newText)) })),
   };
+}
+
+/** `undo` or `redo` for the card of a server restore (`/undo`'s "Undo turn N" call), else undefined. */
+function restoreOf(i: Extract<Item, { type: "tool" }>): "undo" | "redo" | undefined {
+  const m = /^(undo|redo)-\d+$/.exec(i.toolCallId) ?? (/^(Undo|Redo) turn \d+$/.test(i.title) ? [i.title, i.title.slice(0, 4).toLowerCase()] : null);
+  return m ? (m[1] === "undo" ? "undo" : "redo") : undefined;
+}
+
+/** Whether a restore's summary (`path: outcome; …`) has a file put back: restored, brought back or
+ * removed — not "not restored (…)", "kept the user's version (…)", "already as it was". */
+function restoredSome(summary: string): boolean {
+  return /(^|; )[^;]*: (restored|brought back|removed \(the agent had created it\))/.test(summary.trim());
+}
+
+/** A call whose file changes happened: it completed, and carries a diff or the server's word. */
+function confirmedChange(i: Extract<Item, { type: "tool" }>): boolean {
+  return i.status === "completed" && (i.changes.length > 0 || (i.changedFiles?.length ?? 0) > 0);
 }
 
 /** Lines added and removed between two texts (a multiset count of lines: cheap, close enough for a summary). */
@@ -237,8 +301,12 @@ type NewItem = DistributiveOmit<Item, "id" | "rev">;
 /** Adds an item above the queued prompts (the running turn's steps come before them). */
 function push(s: ChatState, item: NewItem): Item {
   const full = { ...item, id: s.nextId++, rev: 0 } as Item;
-  if (full.type === "user" && full.queued) s.items.push(full);
-  else s.items.splice(tail(s), 0, full);
+  if (full.type === "user" && full.queued) {
+    // drawn after the running turn: the text streaming there goes on in its own message
+    s.items.push(full);
+    return full;
+  }
+  s.items.splice(tail(s), 0, full);
   s.openText = full.type === "agent" || full.type === "thought" || full.type === "user" ? full.id : undefined;
   return full;
 }
@@ -301,6 +369,8 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
         tool.terminal += piece;
         if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
       }
+      const changed = (u._meta as { agentServer?: { changedFiles?: unknown } } | undefined)?.agentServer?.changedFiles;
+      if (Array.isArray(changed)) tool.changedFiles = [...new Set([...(tool.changedFiles ?? []), ...changed.filter((p): p is string => typeof p === "string")])];
       const exit = (u._meta as { terminal_exit?: { exit_code?: number | null; signal?: string | null } } | undefined)?.terminal_exit;
       if (exit) {
         tool.exitCode = exit.exit_code ?? null;
@@ -365,6 +435,14 @@ export function toolReason(item: Extract<Item, { type: "tool" }>): string {
   if (item.status !== "failed") return "";
   const line = item.output.split("\n").find((l) => l.trim() !== "") ?? "";
   return line.trim().slice(0, 200);
+}
+
+/** What a shell card says of how its command ended: an exit code other than 0, or the signal that
+ * killed it; nothing when no code came back (a command that never ran — rejected — said "exit code null"). */
+export function exitText(item: Extract<Item, { type: "tool" }>): string | undefined {
+  if (item.signal) return `killed by ${item.signal}`;
+  if (typeof item.exitCode === "number" && item.exitCode !== 0) return `exit code ${item.exitCode}`;
+  return undefined;
 }
 
 /** What the panel says when a session is open in another agent-server process (`SESSION_BUSY`). */
@@ -446,8 +524,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.elsewhere = Math.min(s.elsewhere, s.running);
       s.running++;
       if (e.text === undefined || !isImmediateCommand(e.text)) {
+        if (s.turnsOpen === 0) s.turn++; // a queued prompt's turn starts when it runs (turn-end)
         s.turnsOpen++;
-        s.turn++;
       }
       s.busy = true;
       return s;
@@ -483,6 +561,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (s.running === 0) s.exitShown = false;
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         s.turnsOpen = Math.max(0, s.turnsOpen - 1);
+        if (s.turnsOpen > 0) s.turn++; // the next queued prompt's turn runs now
         // that turn is over: the oldest queued prompt runs now, below it
         const next = s.items[tail(s)];
         if (next && next.type === "user" && next.queued) {

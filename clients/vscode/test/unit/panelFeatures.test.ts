@@ -4,9 +4,11 @@
 import { describe, expect, it } from "vitest";
 import * as acp from "@agentclientprotocol/sdk";
 import type { ChatEvent } from "../../src/protocol";
-import { activity, completeCommand, fold, formatElapsed, initialState, lineCounts, outcomeWord, shortCommand, statusWord, turnChanges } from "../../webview/state";
+import { activity, completeCommand, exitText, fold, formatElapsed, initialState, lineCounts, outcomeWord, shortCommand, statusWord, turnChanges } from "../../webview/state";
 import { errorKind } from "../../src/client";
-import { hunkSummary } from "../../src/extension";
+import { hunkSummary, proposalEvent } from "../../src/extension";
+import { applyToText, makeHunks, shiftPending } from "../../src/proposalModel";
+import type { Proposal } from "../../src/proposals";
 import { isLoopback, parseCheckConfig, setupView } from "../../src/setup";
 import { fileMention, folderMention, problemsMention, stripAnsi, terminalMention } from "../../src/mentions";
 
@@ -32,6 +34,18 @@ describe("execute cards", () => {
     const s = run([{ kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "r1", title: "Read a.py", kind: "read", status: "completed", locations: [{ path: "/ws/a.py", line: 3 }] } }]);
     expect(tool(s, "r1").startedAt).toBeUndefined();
     expect(tool(s, "r1").locations).toEqual([{ path: "/ws/a.py", line: 3 }]);
+  });
+
+  it("a rejected command showed \"exit code null\" in red (newcomer finding F11)", () => {
+    const s = run([
+      { kind: "turn-start", text: "go" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "b2", title: "Run `rm -rf build`", kind: "execute", status: "pending", rawInput: { command: "rm -rf build" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "b2", status: "failed", content: [{ type: "content", content: { type: "text", text: "Not run: the user rejected the command." } }], _meta: { terminal_exit: { terminal_id: "b2", exit_code: null, signal: null } } } },
+    ]);
+    expect(exitText(tool(s, "b2"))).toBeUndefined();
+    expect(exitText({ ...tool(s, "b2"), exitCode: 2 })).toBe("exit code 2");
+    expect(exitText({ ...tool(s, "b2"), exitCode: null, signal: "SIGKILL" })).toBe("killed by SIGKILL");
+    expect(exitText({ ...tool(s, "b2"), exitCode: 0 })).toBeUndefined();
   });
 
   it("shorten a long command on a card that asks nothing, and say so", () => {
@@ -78,11 +92,97 @@ describe("the Changes view", () => {
     ]);
     expect(lineCounts("a\nb\n", "a\nc\n")).toEqual({ added: 1, removed: 1 });
     expect(changes.undone).toBe(false);
-    fold(s, { kind: "user", text: "/undo" });
-    expect(turnChanges(s)!.undone).toBe(true);
   });
   it("is empty before any edit", () => {
     expect(turnChanges(run([{ kind: "turn-start", text: "hi" }]))).toBeUndefined();
+  });
+});
+
+// Newcomer findings F1 a–e: the box showed what had not happened, and offered to undo a turn that
+// changed nothing (the server's /undo then took back an older turn the user could not see). As the
+// server sends them: the card, the diff shown while the proposal waits (`_show_diff`), the result.
+describe("the Changes box shows only what the server says happened", () => {
+  const card = (id: string, title: string, kind = "edit"): ChatEvent => ({ kind: "update", update: { sessionUpdate: "tool_call", toolCallId: id, title, kind, status: "pending" } });
+  const upd = (id: string, fields: Record<string, unknown>): ChatEvent => ({ kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: id, ...fields } });
+  const text = (t: string) => ({ type: "content", content: { type: "text", text: t } });
+  const diff = (path: string, oldText: string, newText: string) => ({ type: "diff", path, oldText, newText });
+  /** Turn 1 (the prompt "fix multi"): an edit of multi.txt applied. */
+  const applied: ChatEvent[] = [
+    { kind: "user", text: "fix multi" },
+    { kind: "turn-start", text: "fix multi" },
+    card("tc-1", "Edit multi.txt"),
+    upd("tc-1", { status: "in_progress" }),
+    upd("tc-1", { content: [diff("/ws/multi.txt", "L5\n", "l5\n")] }),
+    upd("tc-1", { status: "completed", content: [text("Edited multi.txt."), diff("/ws/multi.txt", "L5\n", "l5\n")] }),
+    { kind: "turn-end", text: "fix multi", stopReason: "end_turn" },
+  ];
+  /** Turn 2: an edit of calc.py whose proposal is shown and waits. */
+  const waiting: ChatEvent[] = [
+    { kind: "user", text: "fix calc" },
+    { kind: "turn-start", text: "fix calc" },
+    card("tc-9", "Edit calc.py"),
+    upd("tc-9", { status: "in_progress" }),
+    upd("tc-9", { content: [diff("/ws/calc.py", "x = 1\n", "x = 2\n")] }),
+  ];
+  const paths = (s: ReturnType<typeof run>) => turnChanges(s)?.files.map((f) => f.path);
+
+  it("a file was shown changed while its proposal still waited (F1a)", () => {
+    const s = run(waiting);
+    expect(turnChanges(s)).toBeUndefined();
+    fold(s, upd("tc-9", { status: "completed", content: [text("Edited calc.py."), diff("/ws/calc.py", "x = 1\n", "x = 2\n")] }));
+    expect(paths(s)).toEqual(["/ws/calc.py"]);
+  });
+
+  it("Stop or Restart Server while a proposal waited left it in the box with Undo this turn, which undid an older turn (F1b)", () => {
+    // Restart Server: no result ever comes, the turn ends with the card unfinished
+    const restarted = run([...applied, ...waiting, { kind: "turn-end", text: "fix calc", error: "the server exited" }]);
+    // Stop: the proposal is cancelled, the card fails
+    const stopped = run([...applied, ...waiting, upd("tc-9", { status: "failed", content: [text("Not written: the proposal for calc.py was cancelled before the user answered; nothing was applied.")] }), { kind: "turn-end", text: "fix calc", stopReason: "cancelled" }]);
+    for (const s of [restarted, stopped]) {
+      // the box names what /undo will take back: turn 1's multi.txt, and the prompt of that turn
+      expect(paths(s)).toEqual(["/ws/multi.txt"]);
+      expect(turnChanges(s)).toMatchObject({ turn: 1, prompt: "fix multi", undone: false, undo: undefined });
+    }
+  });
+
+  const undoCard = (id: string, turn: number): ChatEvent => ({ kind: "update", update: { sessionUpdate: "tool_call", toolCallId: id, title: `Undo turn ${turn}`, kind: "edit", status: "in_progress", locations: [{ path: "/ws/multi.txt" }] } });
+
+  it("a /undo refused while a turn ran said undone (F1c)", () => {
+    const s = run([...applied, ...waiting, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" },
+      { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "A turn is running: /undo once it has ended (or cancel it first)." } } },
+      { kind: "turn-end", text: "/undo", stopReason: "end_turn" }]);
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: undefined });
+    // after Accept All the change is applied: the box shows it, not undone
+    fold(s, upd("tc-9", { status: "completed", content: [text("Edited calc.py."), diff("/ws/calc.py", "x = 1\n", "x = 2\n")] }));
+    fold(s, { kind: "turn-end", text: "fix calc", stopReason: "end_turn" });
+    expect(turnChanges(s)).toMatchObject({ turn: 2, undone: false, undo: undefined });
+  });
+
+  it("an undo whose proposal was rejected said undone (F1d)", () => {
+    const s = run([...applied, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" }, undoCard("undo-40", 13)]);
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "running" });
+    fold(s, upd("undo-40", { status: "completed", content: [text("multi.txt: not restored (rejected: the user rejected the change)")] }));
+    fold(s, { kind: "turn-end", text: "/undo", stopReason: "end_turn" });
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "nothing" });
+    expect(turnChanges(s)!.undoSummary).toContain("not restored");
+    // an applied one: undone
+    const t = run([...applied, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" }, undoCard("undo-40", 13),
+      upd("undo-40", { status: "completed", content: [text("multi.txt: restored")] }), { kind: "turn-end", text: "/undo", stopReason: "end_turn" }]);
+    expect(turnChanges(t)).toMatchObject({ turn: 1, undone: true, undo: "undone" });
+    // /redo brings it back: it can be undone again
+    fold(t, { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "redo-44", title: "Redo turn 13", kind: "edit", status: "in_progress" } });
+    fold(t, upd("redo-44", { status: "completed", content: [text("multi.txt: restored")] }));
+    expect(turnChanges(t)).toMatchObject({ turn: 1, undone: false, undo: undefined });
+  });
+
+  it("a turn whose shell command changed a file left the box on an earlier turn's edit (F1e)", () => {
+    const s = run([...applied, { kind: "user", text: "run the script" }, { kind: "turn-start", text: "run the script" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-20", title: "Run it", kind: "execute", status: "pending", rawInput: { command: "./fix.sh" } } },
+      upd("tc-20", { status: "in_progress" }),
+      upd("tc-20", { _meta: { agentServer: { changedFiles: ["/ws/shared.txt"] } } }),
+      upd("tc-20", { status: "completed", content: [text("exit 0")] }),
+      { kind: "turn-end", text: "run the script", stopReason: "end_turn" }]);
+    expect(turnChanges(s)).toMatchObject({ turn: 2, prompt: "run the script", files: [{ path: "/ws/shared.txt", oldText: null, newText: null }] });
   });
 });
 
@@ -181,5 +281,23 @@ describe("the smaller findings (issue 30 item 11)", () => {
     expect(hunkSummary(text, start, start + 5, 1, 1, "hi")).toBe(`line 2: "    return 'hello ' + name" → "    return 'hi ' + name"`);
     expect(hunkSummary(text, 0, 0, 0, 0, "import os\n")).toBe('line 1: insert "import os"');
     expect(hunkSummary(text, 0, text.indexOf("\n") + 1, 0, 1, "")).toBe('line 1-2: delete "def greet(name):"');
+  });
+
+  it("hunk labels of a CRLF file showed a raw \\r, and after Accept hunk 1 read \"L1\\r\" → \"L1\\r\" (newcomer finding F11)", () => {
+    const base = "L1\r\nbeta\r\ngamma\r\n";
+    const hunks = makeHunks(base, [
+      { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 2 } }, newText: "LINE1" },
+      { range: { start: { line: 1, character: 0 }, end: { line: 1, character: 4 } }, newText: "BETA" },
+    ], "utf-16");
+    const file = { uri: { path: "/ws/crlf.txt", fsPath: "/ws/crlf.txt" }, create: false, expected: base, base, hunks, edited: false };
+    const proposal = { id: "p1", label: "Edit crlf.txt", files: [file], ops: [], stale: undefined } as unknown as Proposal;
+    const summaries = () => (proposalEvent(proposal) as Extract<ChatEvent, { kind: "proposal" }>).hunks.map((h) => `${h.summary} (${h.state})`);
+    const before = ['line 1: "L1" → "LINE1" (pending)', 'line 2: "beta" → "BETA" (pending)'];
+    expect(summaries()).toEqual(before);
+    // Accept hunk 1, as ProposalManager.apply does: the text moves on, the later hunk is shifted
+    file.expected = applyToText(file.expected, [hunks[0]!]);
+    hunks[0]!.state = "accepted";
+    shiftPending(hunks, hunks[0]!);
+    expect(summaries()).toEqual(['line 1: "L1" → "LINE1" (accepted)', 'line 2: "beta" → "BETA" (pending)']);
   });
 });

@@ -144,6 +144,31 @@ describe("the chat fold", () => {
     expect(s.busy).toBe(false);
   });
 
+  it("a prompt queued while an answer streamed split the answer mid-word (newcomer finding F2)", () => {
+    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
+    const s = run([
+      { kind: "user", text: "count" },
+      { kind: "turn-start", text: "count" },
+      chunk("word0 word1 "),
+      chunk("word24 wor"),
+      { kind: "user", text: "and then?" },
+      { kind: "turn-start", text: "and then?" },
+    ]);
+    const open = s.openText;
+    fold(s, chunk("d25 word26"));
+    expect(s.openText).toBe(open); // still streaming: the panel draws it as one open message
+    // a call of the running turn after the prompt was queued is still that turn's (the Changes box)
+    fold(s, { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t9", title: "Read a.py", kind: "read", status: "completed" } });
+    fold(s, chunk(" word27"));
+    fold(s, { kind: "turn-end", text: "count", stopReason: "end_turn" });
+    fold(s, chunk("Then more."));
+    fold(s, { kind: "turn-end", text: "and then?", stopReason: "end_turn" });
+    expect(s.items.map((i) => (i.type === "user" ? `user:${i.text}${i.queued ? ":queued" : ""}` : `${i.type}:${(i as { text: string }).text}`))).toEqual([
+      "user:count", "agent:word0 word1 word24 word25 word26", "tool:undefined", "agent: word27", "user:and then?", "agent:Then more.",
+    ]);
+    expect(s.items.find((i) => i.type === "tool")).toMatchObject({ turn: 1 });
+  });
+
   it("a slash command sent while a turn runs is answered in place, not queued", () => {
     const s = run([
       { kind: "user", text: "A" },
