@@ -124,3 +124,31 @@ def test_accepting_a_proposal_for_an_unopened_file_deleted_meanwhile_is_refused_
     ed.cmd("AgentAccept")
     ed.idle()
     assert not path.exists() and "Edit closed.txt: not applied — stale" in ed.chat(), ed.chat()
+
+
+def test_a_file_changed_on_disk_while_its_proposal_waited_was_said_changed_in_the_editor(
+        make_editor, endpoint, workspace):
+    """F11: a file another program changed on disk (not in the editor) while its proposal waited was
+    refused as "changed in the editor". It says on disk — for a file not open, and for one a buffer
+    holds (whose Accept would otherwise have saved over the other program's text)."""
+    opened = workspace / "open.txt"
+    ed = editor_with_pending_edit(make_editor, endpoint, opened, "x", "y", text_stream("ok"))
+    opened.write_text("another program's\n")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert opened.read_text() == "another program's\n"
+    chat = ed.chat()
+    assert "Edit open.txt: not applied — stale: the file changed on disk" in chat, chat
+    assert "changed on disk" in tool_messages(endpoint, 2)[-1]["content"]
+
+    closed = workspace / "closed.txt"
+    closed.write_text("x\n")
+    push(endpoint, call("r2", "read", path="closed.txt"),
+         call("e2", "edit", path="closed.txt", old_string="x", new_string="y"), text_stream("ok"))
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    closed.write_text("changed on disk\n")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert closed.read_text() == "changed on disk\n"
+    assert "Edit closed.txt: not applied — stale: the file changed on disk" in ed.chat(), ed.chat()

@@ -57,8 +57,9 @@ local function current(doc)
 end
 
 --- Whether `doc` changed since it was read (or since our last application to it).
---- The reason says where it changed: in the editor (a buffer holds it) or on disk.
-function M.is_stale(doc)
+--- The reason says where it changed: in the editor (a buffer holds it) or on disk. `on_disk`: also
+--- the file under a buffer that holds it (read from disk: right before applying, not per keystroke).
+function M.is_stale(doc, on_disk)
   if doc.existed and (not doc.create or doc.created) and not vim.uv.fs_stat(doc.path) then
     -- deleted on disk while a buffer still holds it: applying and saving would re-create it
     return true, doc.name .. " was deleted on disk since the agent read it"
@@ -71,6 +72,13 @@ function M.is_stale(doc)
   if version_differs and text.sha256(cur.wire) ~= doc.expect_hash then
     return true, cur.buf and "the file changed in the editor since the agent read it"
       or "the file changed on disk since the agent read it"
+  end
+  if on_disk and cur.buf and doc.disk_hash then
+    -- another program wrote the file under the buffer: saving the buffer would write over it
+    local raw = buffers.read_disk(doc.path)
+    if raw and text.sha256(raw) ~= doc.disk_hash then
+      return true, "the file changed on disk since the agent read it (the editor's buffer still holds the old text)"
+    end
   end
   return false
 end
@@ -120,6 +128,8 @@ local function init_doc(doc, create)
     return false, "cannot read " .. doc.name
   end
   doc.existed = vim.uv.fs_stat(doc.path) ~= nil -- a file deleted meanwhile is stale, even when a buffer holds it
+  local raw = doc.existed and buffers.find(doc.path) and buffers.read_disk(doc.path)
+  doc.disk_hash = raw and text.sha256(raw) or nil -- the file under its buffer, as the agent's proposal found it
   doc.expect_version = doc.version
   doc.expect_hash = doc.base_hash or text.sha256(cur.wire)
   if not doc.create then
@@ -238,7 +248,7 @@ function M.sync(proposal, doc, undo)
     M.finish(proposal, outcome, why)
     return false
   end
-  local stale, why = M.is_stale(doc)
+  local stale, why = M.is_stale(doc, true)
   if doc.create and not doc.created then
     local cur = current(doc)
     stale = cur ~= nil and cur.wire ~= ""
