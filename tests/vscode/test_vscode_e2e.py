@@ -74,6 +74,7 @@ AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
 RELOAD_PROMPT = "Raise the limit once more"
+GONE_ANSWER = "gone.txt is gone; nothing to change."
 LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
 
@@ -93,6 +94,10 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("r2", "read", path="stale.py")]),
             tool_call_stream([call("e2", "edit", path="stale.py", old_string="x = 1", new_string="x = 10")]),
             text_stream("The file changed; I will read it again later."),
+            # newcomer finding F7: gone.txt is deleted while this proposal waits
+            tool_call_stream([call("r13", "read", path="gone.txt")]),
+            tool_call_stream([call("e13", "edit", path="gone.txt", old_string="x", new_string="y")]),
+            text_stream(GONE_ANSWER),
         ],
         "accept_one_hunk_of_two": [
             tool_call_stream([call("r3", "read", path="two.py")]),
@@ -179,7 +184,8 @@ SCENARIOS = [
      "tweakLine": 1, "tweak": "  # user tweak",
      "expected": APP.replace("'hello ' + name", "'hi ' + name  # user tweak") + "# unsaved note"},
     {"name": "stale_proposal", "file": "stale.py", "question": "Rename x", "readTitle": "stale.py",
-     "typed": "# typed", "expected": STALE + "# typed"},
+     "typed": "# typed", "expected": STALE + "# typed",
+     "goneFile": "gone.txt", "gonePrompt": "Change x to y in gone.txt", "goneAnswer": GONE_ANSWER},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
     {"name": "shell_permission_allow_once", "prompt": "Write perm.txt with the shell", "toolTitle": "Write perm.txt"},
@@ -233,7 +239,7 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("vscode")
     workspace = (tmp / "workspace").resolve()
     workspace.mkdir()
-    for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ}.items():
+    for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ, "gone.txt": "x\n"}.items():
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
     (workspace / RACE).write_text(race_text())
@@ -362,6 +368,19 @@ def test_document_changed_after_the_read_is_stale_when_accepted_and_nothing_is_a
     _, workspace, endpoint = run
     assert (workspace / "stale.py").read_text() == STALE
     assert any("read it again" in t or "changed" in t for t in tool_results(endpoint, "e2"))
+
+
+def test_accepting_a_proposal_for_a_file_deleted_meanwhile_re_created_it_without_a_stale_warning(run):
+    """Newcomer finding F7: the agent read and edited gone.txt (x -> y); `rm gone.txt` while the
+    proposal waited; Accept All re-created it with y. Now the card turns stale at once, Accept is
+    answered stale (the model is told the file was deleted on disk) and the file stays gone."""
+    scenario(run, "stale_proposal")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["stale_proposal"]["gone"]
+    assert got == {"staleAtOnce": True, "recreated": False}, got
+    assert not (workspace / "gone.txt").exists()
+    told = tool_results(endpoint, "e13")[0]
+    assert "deleted on disk" in told, told
 
 
 def test_accepting_one_hunk_of_two_applies_only_that_hunk(run):

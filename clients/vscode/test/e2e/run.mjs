@@ -4,7 +4,7 @@
 // and checks disk and model requests). Usage: node run.mjs CONFIG.json  (see tests/vscode/).
 // Writes {scenarios: {name: {ok, error?, ...}}, timings} to config.results; exits 0 when all passed.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
@@ -238,7 +238,23 @@ const scenarios = {
     await shot(page, "stale-panel");
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
     expectEqual("document text", await editorText(page), s.expected);
-    return { staleAtOnce };
+    // newcomer finding F7: a file deleted (a terminal's rm) while its proposal waits is stale at once,
+    // and Accept All is refused as stale — the file is not created again
+    let gone;
+    if (s.goneFile) {
+      await promptInPanel(page, s.gonePrompt);
+      await waitDiff(page);
+      unlinkSync(join(config.workspace, s.goneFile));
+      const goneCard = panel(page).locator('.proposal[data-stale="true"]', { hasText: s.goneFile }).last();
+      const goneStaleAtOnce = await goneCard.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      await shot(page, "deleted-file-stale");
+      await titleAction(page, "Accept All");
+      await panel(page).locator('.proposal[data-outcome="stale"]', { hasText: s.goneFile }).first().waitFor({ timeout: T });
+      await panel(page).locator(".agent", { hasText: s.goneAnswer }).first().waitFor({ timeout: T });
+      await waitIdle(page);
+      gone = { staleAtOnce: goneStaleAtOnce, recreated: existsSync(join(config.workspace, s.goneFile)) };
+    }
+    return { staleAtOnce, gone };
   },
 
   /** Two hunks: accept the first by its CodeLens, reject the second → partial, saved (file was not open). */
