@@ -121,6 +121,11 @@ class _CountingEndpoint(OfflineEndpoint):
         await super()._connection(reader, writer)
 
 
+async def _accepted(endpoint: _CountingEndpoint, count: int) -> None:
+    while endpoint.accepted < count:
+        await asyncio.sleep(0)  # a yield: the endpoint's accept callback is on this loop
+
+
 async def _served_session(endpoint, tmp_path, turns: int, size: int) -> tuple[SessionStore, str, object]:
     """A stored session of ``turns`` turns, each a read of a ``size``-byte file and an answer."""
     workspace = tmp_path / "ws"
@@ -168,8 +173,7 @@ async def test_the_first_prompt_after_a_load_made_its_http_client_and_its_connec
             client = server.host.pool.get(endpoint.base_url, "k")
             assert client._tails, "the client was not made, or opened no connection, before the load's answer"
             await asyncio.gather(*client._tails)
-            while endpoint.accepted == served:  # the endpoint's accept runs on this loop after the connect
-                await asyncio.sleep(0)
+            await asyncio.wait_for(_accepted(endpoint, served + 1), 10)  # its accept runs on this loop, after the connect
             assert len(endpoint.requests) == 2 * 2  # nothing sent on it
             warmed: list[str] = []
             server.host.warm = lambda session_id: warmed.append(session_id)  # type: ignore[method-assign]
