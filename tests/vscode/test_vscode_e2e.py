@@ -730,6 +730,8 @@ def test_changes_view_slash_completion_undo_and_a_file_mention(run):
     results, workspace, endpoint = run
     got = results["scenarios"]["execute_cards_and_daily_features"]
     assert NEW_FILE in got["changeRow"] and "+" in got["changeRow"] and got["diff"], got
+    # newcomer F1a: the box listed the file while its proposal still waited (nothing had changed)
+    assert got["rowWhilePending"] == 0, got
     assert "undo" in got["offered"] and got["completed"] == "/undo ", got
     assert got["undoButton"] and got["chipsLeft"] == 0, got
     assert not (workspace / NEW_FILE).exists()  # Undo this turn took the new file back

@@ -199,6 +199,8 @@ export function panelScenarios(h) {
       // the new file's proposal: accepted with the shortcut (Ctrl+Alt+Enter) in its diff
       await p.locator('.proposal[data-outcome="pending"]').last().waitFor({ timeout: T });
       await page.locator(".editor-group-container.active .monaco-diff-editor").waitFor({ timeout: T });
+      // newcomer F1a: while the proposal waits nothing changed: the Changes box does not list the file
+      const rowWhilePending = await p.locator(`.changes .change-file[data-path$="${s.newFile}"]`).count();
       await page.locator(".editor-group-container.active .monaco-diff-editor .modified-in-monaco-diff-editor .view-lines").first().click();
       await page.keyboard.press("Control+Alt+Enter");
       const shortcutAccept = await p.locator('.proposal[data-outcome="applied"]').last().waitFor({ timeout: T }).then(() => true, () => false);
@@ -260,7 +262,7 @@ export function panelScenarios(h) {
       await waitIdle(page);
       const chipsLeft = await p.locator(".attachments .chip").count();
       await shot(page, "daily-features");
-      return { execute, createdOpened, cursor, changeRow, diff, offered, completed, undoButton, undoneShown, chipsLeft, pickers, overflow, shortcuts: { newSession: shortcutNew, accept: shortcutAccept } };
+      return { execute, createdOpened, cursor, rowWhilePending, changeRow, diff, offered, completed, undoButton, undoneShown, chipsLeft, pickers, overflow, shortcuts: { newSession: shortcutNew, accept: shortcutAccept } };
     },
   };
 }
