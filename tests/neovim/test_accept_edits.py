@@ -87,3 +87,22 @@ def test_a_guarded_write_to_a_buffer_typed_in_since_the_read_is_refused_as_stale
     answer = ed.lua(WRITE, {"path": str(path), "content": "ONE\n", "_meta": meta})
     assert answer == {"result": {}}
     assert ed.buffer_text(path) == "ONE\n"
+
+
+def test_a_guarded_write_to_a_file_changed_on_disk_said_it_changed_in_the_editor(make_editor, workspace):
+    """F11 on the guarded-write path: a file no buffer holds, changed or deleted on disk since the
+    agent read it, was refused as "changed in the editor"; the refusal says which is true."""
+    path = workspace / "d.txt"
+    path.write_text("one\n")
+    ed = make_editor()
+    read = ed.lua("return require('agent_server.buffers').read_text_file({path = ...})", str(path))
+    meta = {"agentServer": {"version": None,
+                            "sha256": ed.lua("return require('agent_server.text').sha256(...)", read["content"])}}
+    path.write_text("another program's\n")
+    answer = ed.lua(WRITE, {"path": str(path), "content": "ONE\n", "_meta": meta})
+    assert answer["err"]["data"]["agentServer"]["stale"] is True
+    assert "changed on disk since the agent read it" in answer["err"]["message"], answer
+    path.unlink()
+    answer = ed.lua(WRITE, {"path": str(path), "content": "ONE\n", "_meta": meta})
+    assert "was deleted on disk since the agent read it" in answer["err"]["message"], answer
+    assert not path.exists()

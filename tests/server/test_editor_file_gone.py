@@ -106,3 +106,33 @@ def test_a_stale_file_changed_on_disk_was_described_to_the_model_as_changed_in_t
     # an editor that says "in the editor" (or nothing) keeps the words the model knows
     editor.answer = {"outcome": "stale", "message": "the file changed in the editor since the agent read it"}
     assert asyncio.run(go()).message == "a.txt changed in the editor since you read it"
+
+
+def test_a_guarded_write_refused_as_changed_on_disk_was_told_to_the_model_as_changed_in_the_editor(tmp_path):
+    """The same for ``fs/write_text_file``'s stale error: its message (changed on disk, deleted) was
+    replaced by "changed in the editor"."""
+    from agent_server.server.rpc.jsonrpc import JsonRpcError
+
+    path = tmp_path / "w.txt"
+    path.write_text("x\n")
+
+    class Refusing(BufferEditor):
+        message = f"{path} changed on disk since the agent read it; nothing was written"
+
+        async def request(self, method, params):
+            if method == "fs/write_text_file":
+                raise JsonRpcError(-32603, self.message, {"agentServer": {"stale": True}})
+            return await super().request(method, params)
+
+    editor = Refusing(path, "x\n")
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["accept-edits write"]), emit=_emit)
+    files.auto_apply = lambda: True
+
+    async def go():
+        return await files.write(path, b"y\n", base=await files.read(path))
+
+    outcome = asyncio.run(go())
+    assert outcome.status == "stale" and "in the editor" not in outcome.message, outcome
+    assert Refusing.message in outcome.message, outcome.message
+    Refusing.message = f"{path} changed in the editor since the agent read it; nothing was written"
+    assert asyncio.run(go()).message == "w.txt changed in the editor since it was read"

@@ -443,6 +443,8 @@ class EditorFiles:
         except JsonRpcError as exc:
             data = exc.data if isinstance(exc.data, dict) else {}
             if isinstance(data.get("agentServer"), dict) and data["agentServer"].get("stale") is True:
+                if "on disk" in str(exc.message):  # the editor says the disk moved (changed, deleted)
+                    return WriteOutcome("stale", f"{path.name} changed since it was read: {exc.message}")
                 return WriteOutcome("stale", f"{path.name} changed in the editor since it was read")
             return WriteOutcome("failed", f"the editor could not write {path.name}: {exc.message}")
         except ConnectionClosed:

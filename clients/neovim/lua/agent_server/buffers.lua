@@ -235,9 +235,11 @@ local function write_guard_error(params, buf)
   if wire ~= nil and text.sha256(wire) == meta.sha256 then
     return nil
   end
+  local where = buf and "changed in the editor" -- say which is true (the server tells the model)
+    or (wire == nil and "was deleted on disk" or "changed on disk")
   return {
     code = -32603,
-    message = params.path .. " changed in the editor since the agent read it; nothing was written",
+    message = params.path .. " " .. where .. " since the agent read it; nothing was written",
     data = { agentServer = { stale = true }, path = params.path },
   }
 end
