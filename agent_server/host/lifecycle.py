@@ -202,7 +202,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     ``agent_thought_chunk`` (reasoning) and an ``agent_message_chunk`` (text), each only when not
     empty; ``assistant/attempt`` (a failed try) → the same for what it had streamed, then its
     retry notice when a retry followed (``agent.step.retry_notice``: the update sent live); ``tool/call`` → one ``tool_call`` with the final status and content of its
-    ``tool/result`` (``pending`` while it still runs); a synthetic result whose call was never
+    ``tool/result`` (``pending`` while it still runs; the files it changed, from its ``checkpoint/file``
+    events, in ``_meta.agentServer.changedFiles``); a synthetic result whose call was never
     announced → its own ``tool_call``; a ``notice`` (written for the model) → a short note for the
     user in plain words, or nothing (``_notice_for_user``: never the model's instructions);
     ``checkpoint/undo|redo``, ``inbox/dropped``, an MCP server's notice (``mcp/notice``), the policy's
@@ -216,9 +217,14 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
+    changed: dict[str, list[str]] = {}  # the files each call changed, as recorded for /undo
     for event in events:
         if event.type == "tool/result":
             results.setdefault(str(event.data.get("tool_call_id")), event)
+        elif event.type == "checkpoint/file" and event.data.get("call_id"):
+            paths = changed.setdefault(str(event.data["call_id"]), [])
+            if str(event.data.get("path")) not in paths:
+                paths.append(str(event.data.get("path")))
     announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
@@ -261,7 +267,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             yield compaction_done(f"compaction-{compaction}", summary, data.get("estimate_before"), None)
         elif kind == "tool/call":
             result = results.get(f"tc-{event.seq}")
-            yield _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)
+            update = _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)
+            if result is not None and changed.get(f"tc-{event.seq}"):  # as said live (Checkpoints.say_changed)
+                update["_meta"] = {"agentServer": {"changedFiles": changed[f"tc-{event.seq}"]}}
+            yield update
             plan = _plan(data, result)
             if plan is not None:
                 yield plan

@@ -110,7 +110,7 @@ async def test_undo_restores_the_last_turn_then_the_one_before_and_redo_reapplie
 
 
 async def test_a_shell_call_that_changed_files_said_nothing_so_the_panel_named_an_older_turn_for_undo(
-        acp_harness_factory, endpoint, workspace):
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
     """Newcomer finding F1e: after a turn whose shell command changed a file, the VS Code Changes box
     still offered "Undo this turn" for an earlier turn's edit — /undo then took back the shell's
     change, which the box never showed. Each call that changed files says which, as recorded for
@@ -130,6 +130,13 @@ async def test_a_shell_call_that_changed_files_said_nothing_so_the_panel_named_a
             said.setdefault(titles[u["toolCallId"]], []).extend(files)
     assert said == {"Edit a.txt": [str(workspace / "a.txt")], "Edit b.txt": [str(workspace / "b.txt")],
                     "Run `printf 'CHARLIE\\n' > c.txt`": [str(workspace / "c.txt")]}, said
+    # session/load shows the same (the replayed tool_call carries it, from the log's checkpoint/file events)
+    from agent_server.host.lifecycle import history_updates
+
+    replayed = {u["title"]: u["_meta"]["agentServer"]["changedFiles"]
+                for u in history_updates(read_events(agent_state_dir / "sessions" / sid / "events.jsonl"), [str(workspace)])
+                if u["sessionUpdate"] == "tool_call" and "changedFiles" in (u.get("_meta") or {}).get("agentServer", {})}
+    assert replayed == said, replayed
 
 
 async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
