@@ -152,3 +152,33 @@ def test_a_file_changed_on_disk_while_its_proposal_waited_was_said_changed_in_th
     ed.idle()
     assert closed.read_text() == "changed on disk\n"
     assert "Edit closed.txt: not applied — stale: the file changed on disk" in ed.chat(), ed.chat()
+
+
+def test_a_file_changed_or_deleted_on_disk_while_its_proposal_waited_was_said_stale_only_on_accept(
+        make_editor, endpoint, workspace):
+    """F10's class: a change on disk (another program) marked nothing until Accept was refused. A
+    watcher on the file's folder says it at once in the diff view and the chat, with where it changed."""
+    path = workspace / "disk.txt"
+    path.write_text("x\n")
+    push(endpoint, call("r", "read", path="disk.txt"), call("e", "edit", path="disk.txt", old_string="x",
+                                                            new_string="y"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    path.write_text("another program's\n")
+    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
+    state = view_state(ed)
+    assert "disk.txt changed on disk" in state["prop"] and ":AgentAskAgain" in state["prop"], state
+    assert state["lines"] == ["another program's"]  # the current pane shows the file as it is now
+    assert "stale — disk.txt changed on disk while it waited" in ed.chat(), ed.chat()
+    path.write_text("x\n")  # back to what the agent read
+    ed.wait("return require('agent_server.proposals').latest().stale == false", what="no longer stale")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "y\n"
+
+    gone = workspace / "gone.txt"
+    ed2 = editor_with_pending_edit(make_editor, endpoint, gone, "a", "b", text_stream("ok"))
+    gone.unlink()
+    ed2.wait("return require('agent_server.proposals').latest().stale == true", what="deleted: stale at once")
+    assert "gone.txt was deleted on disk" in view_state(ed2)["prop"], view_state(ed2)

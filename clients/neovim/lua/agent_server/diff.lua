@@ -213,6 +213,16 @@ function M.show(proposal)
   end
 end
 
+--- What made `doc` stale, in words: "you changed a.py" (in the editor), else the rule's reason with
+--- the file's name ("a.py changed on disk", "a.py was deleted on disk").
+function M.stale_what(doc, why)
+  if not why or why:find("in the editor", 1, true) then
+    return "you changed " .. doc.name
+  end
+  why = why:gsub("^the file ", ""):gsub(" since the agent read it.*$", "")
+  return why:sub(1, #doc.name) == doc.name and why or (doc.name .. " " .. why)
+end
+
 local function winbar(win, s)
   if vim.api.nvim_win_is_valid(win) then
     vim.wo[win].winbar = s and ("%#WarningMsg#" .. s:gsub("%%", "%%%%")) or ""
@@ -242,19 +252,20 @@ end
 --- winbar saying so and the current pane shows the document's current text (or, when the text is
 --- back to what the agent read, the winbars are cleared and the pane shows that text again); the
 --- echo area says it.
-function M.stale(proposal, doc, stale)
+function M.stale(proposal, doc, stale, why)
   local view = doc.view
+  local what = M.stale_what(doc, why)
   if view then
-    winbar(view.prop_win, stale and ("⚠ stale: you changed " .. doc.name .. " — accepting is refused. "
+    winbar(view.prop_win, stale and ("⚠ stale: " .. what .. " — accepting is refused. "
       .. ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text"))
-    winbar(view.cur_win, stale and ("⚠ stale: " .. doc.name .. " as it is now (you changed it)"))
+    winbar(view.cur_win, stale and ("⚠ stale: " .. doc.name .. " as it is now (" .. what .. ")"))
     if stale then
       M.current(proposal, doc)
     else
       refresh(view)
     end
   end
-  pcall(vim.api.nvim_echo, { { "agent-server: " .. (stale and ("stale: you changed " .. doc.name
+  pcall(vim.api.nvim_echo, { { "agent-server: " .. (stale and ("stale: " .. what
     .. " while its proposal waited — :AgentAskAgain asks the agent to redo it on the current text")
     or (doc.name .. " holds the text the agent read again: the proposal can be accepted")),
     stale and "WarningMsg" or "MoreMsg" } }, true, {})

@@ -40,10 +40,11 @@ local function wire()
     chat.say(s)
   end
   proposals.hooks.current = diff.current
-  proposals.hooks.stale = function(p, doc, stale)
-    diff.stale(p, doc, stale)
-    chat.say(stale and string.format("%s: stale — you changed %s while it waited; accepting is refused "
-      .. "(:AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it)", p.label, doc.name)
+  proposals.hooks.stale = function(p, doc, stale, why)
+    diff.stale(p, doc, stale, why)
+    chat.say(stale and string.format("%s: stale — %s while it waited; accepting is refused "
+      .. "(:AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it)", p.label,
+      diff.stale_what(doc, why))
       or string.format("%s: %s holds the text the agent read again; it can be accepted", p.label, doc.name))
   end
   permissions.hooks.say = function(s)

@@ -22,6 +22,7 @@ local M = {}
 ---@type table<integer, table> open proposals by local id
 M.open = {}
 local next_id = 1
+local unwatch -- below: stops a proposal's file watchers
 
 --- Hooks set by the plugin: `show(proposal)` opens the view, `close(proposal)` closes it,
 --- `say(text)` writes to the chat.
@@ -29,7 +30,7 @@ M.hooks = {
   show = function() end,
   close = function() end,
   say = function() end,
-  stale = function() end, -- stale(proposal, doc, is_stale): said at once, while the proposal is shown
+  stale = function() end, -- stale(proposal, doc, is_stale, why): said at once, while the proposal is shown
   current = function() end, -- current(proposal, doc): a stale document changed again
 }
 
@@ -353,6 +354,7 @@ function M.finish(proposal, reason, message)
     return
   end
   proposal.answered = true
+  unwatch(proposal)
   M.open[proposal.id] = nil
   M.last_answered = proposal
   local accepted, total = 0, 0
@@ -429,9 +431,27 @@ function M.finish(proposal, reason, message)
   M.hooks.close(proposal, line) -- the echo area says the outcome, not the proposal's hint any more
 end
 
--- Stale said at once: a change to a loaded document of a shown proposal is checked with the stale
+-- Stale said at once: a change to a loaded document of a shown proposal, or to its file on disk (a
+-- watcher on its folder: written, replaced or deleted by another program), is checked with the stale
 -- rule on the next tick; a change of verdict is told to the views (`hooks.stale`).
+local function recheck(proposal, doc, on_disk)
+  if proposal.answered then
+    return
+  end
+  local stale, why = M.is_stale(doc, on_disk or doc.stale == true)
+  if stale ~= (doc.stale == true) then
+    doc.stale = stale
+    proposal.stale = vim.iter(proposal.docs):any(function(d)
+      return d.stale == true
+    end)
+    M.hooks.stale(proposal, doc, stale, why)
+  elseif stale then
+    M.hooks.current(proposal, doc) -- the view shows the text as it is now
+  end
+end
+
 local function watch(proposal)
+  proposal.watchers = {}
   for _, doc in ipairs(proposal.docs) do
     local buf = buffers.find(doc.path)
     if buf then
@@ -441,24 +461,33 @@ local function watch(proposal)
             return true -- detach
           end
           vim.schedule(function()
-            if proposal.answered then
-              return
-            end
-            local stale = M.is_stale(doc)
-            if stale ~= (doc.stale == true) then
-              doc.stale = stale
-              proposal.stale = vim.iter(proposal.docs):any(function(d)
-                return d.stale == true
-              end)
-              M.hooks.stale(proposal, doc, stale)
-            elseif stale then
-              M.hooks.current(proposal, doc) -- the view shows the text as it is now
-            end
+            recheck(proposal, doc, false)
           end)
         end,
       })
     end
+    local watcher = vim.uv.new_fs_event()
+    local name = vim.fn.fnamemodify(doc.path, ":t")
+    if watcher and watcher:start(vim.fn.fnamemodify(doc.path, ":h"), {}, function(_, fname)
+      if fname == nil or fname == name then
+        vim.schedule(function()
+          recheck(proposal, doc, true)
+        end)
+      end
+    end) then
+      proposal.watchers[#proposal.watchers + 1] = watcher
+    elseif watcher then
+      watcher:close()
+    end
   end
+end
+
+function unwatch(proposal)
+  for _, w in ipairs(proposal.watchers or {}) do
+    pcall(w.stop, w)
+    pcall(w.close, w)
+  end
+  proposal.watchers = nil
 end
 
 --- "Ask the agent again on the current text": a proposal still open (its turn waits for it) is
