@@ -4,7 +4,7 @@ real Neovims) on one state dir."""
 
 from __future__ import annotations
 
-from support.nvim import quit_editor
+from support.nvim import SCREEN, quit_editor, shown
 from support.sessions import events
 
 from agent_server.offline import text_stream
@@ -115,23 +115,6 @@ def test_a_neovim_whose_session_was_taken_over_got_only_an_unknown_session_error
     one.idle()
     assert "back here" in one.chat()
     assert users(agent_state_dir, sid) == ["hello", "am I still here?"]
-
-
-SCREEN = """local win = vim.fn.win_findbuf(require('agent_server.chat').buffer())[1]
-if not win then return '' end
-local top, left = unpack(vim.fn.win_screenpos(win))
-local rows = {}
-for r = top, top + vim.api.nvim_win_get_height(win) - 1 do
-  local s = ''
-  for c = left, left + vim.api.nvim_win_get_width(win) - 1 do s = s .. vim.fn.screenstring(r, c) end
-  rows[#rows + 1] = s
-end
-return table.concat(rows, ' ')"""
-
-
-def shown(screen: str) -> str:
-    """The chat window's text as drawn, its wrapped lines joined (runs of blanks as one)."""
-    return " ".join(screen.split())
 
 
 def test_the_chat_heading_stayed_loading_until_enter_after_a_refused_load(

@@ -63,3 +63,25 @@ def test_a_server_that_cannot_start_offers_its_log_and_a_restart(make_editor, wo
     assert [i["id"] for i in question["items"]] == ["restart", "log", "health", "cancel"], question
     ed.wait("return vim.api.nvim_buf_get_name(0):find('agent-server://log', 1, true) ~= nil", what="the log")
     assert "boom: the config is broken" in "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+
+
+def test_the_ways_forward_were_asked_over_a_chat_not_yet_drawn_with_the_error(make_editor, endpoint, workspace):
+    """F9's class: a picker (the default is inputlist(), which blocks) opened before the screen was
+    drawn, so the chat behind the question did not show the error it answers."""
+    from support.nvim import SCREEN, shown
+
+    endpoint.push(REFUSED)
+    ed = make_editor()
+    ed.lua("""
+        local screen = loadstring(...)
+        _G.screens = {}
+        vim.ui.select = function(items, opts, on_choice)
+          table.insert(_G.screens, screen())
+          on_choice(nil)
+        end
+    """, SCREEN)
+    ed.cmd("AgentChat")
+    ed.cmd("AgentAsk hello there")
+    ed.wait("return #_G.screens > 0", what="the question")
+    drawn = shown(ed.lua("return _G.screens")[0])
+    assert "error:" in drawn and "Incorrect API key" in drawn, drawn

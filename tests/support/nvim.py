@@ -239,3 +239,22 @@ def editor_with_pending_edit(make_editor, endpoint, path, old: str, new: str, *a
     ed.cmd("AgentAsk change it")
     ed.proposal_open()
     return ed
+
+
+# What the screen shows in the chat window (Lua returning its rows joined; '' when no chat window):
+# read inside a stubbed picker, it is what the user sees behind the question.
+SCREEN = """local win = vim.fn.win_findbuf(require('agent_server.chat').buffer())[1]
+if not win then return '' end
+local top, left = unpack(vim.fn.win_screenpos(win))
+local rows = {}
+for r = top, top + vim.api.nvim_win_get_height(win) - 1 do
+  local s = ''
+  for c = left, left + vim.api.nvim_win_get_width(win) - 1 do s = s .. vim.fn.screenstring(r, c) end
+  rows[#rows + 1] = s
+end
+return table.concat(rows, ' ')"""
+
+
+def shown(screen: str) -> str:
+    """The chat window's text as drawn, its wrapped lines joined (runs of blanks as one)."""
+    return " ".join(screen.split())

@@ -387,6 +387,7 @@ function M.way_forward(kind, prompt, session_id)
       { id = "cancel", label = "Cancel" },
     }
   end
+  pcall(vim.cmd.redraw) -- the chat's error on screen before a picker (inputlist() blocks) asks about it
   vim.ui.select(choices, {
     prompt = kind == "auth" and "The model endpoint needs a valid API key:"
       or kind == "gone" and string.format("Session %s is no longer open here (taken over by another process):",
@@ -466,6 +467,7 @@ local function offer_busy(id, busy)
   end
   choices[#choices + 1] = { id = "copy", label = "Open a copy with the same history (that process keeps it)" }
   choices[#choices + 1] = { id = "cancel", label = "Cancel" }
+  pcall(vim.cmd.redraw) -- the chat's "(not loaded)" on screen before a picker (inputlist() blocks)
   vim.ui.select(choices, {
     prompt = string.format("Session %s is open in %s:", id, who),
     kind = "agent_server.session_busy",
