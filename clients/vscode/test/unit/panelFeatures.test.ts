@@ -184,6 +184,17 @@ describe("the Changes box shows only what the server says happened", () => {
       { kind: "turn-end", text: "run the script", stopReason: "end_turn" }]);
     expect(turnChanges(s)).toMatchObject({ turn: 2, prompt: "run the script", files: [{ path: "/ws/shared.txt", oldText: null, newText: null }] });
   });
+
+  it("after a window reload (session/load) the box names what the replay says changed, and the undo's outcome", () => {
+    const s = run([
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "fix multi" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-3", title: "Edit multi.txt", kind: "edit", status: "completed", content: [text("Edited multi.txt.")], _meta: { agentServer: { changedFiles: ["/ws/multi.txt"] } } } },
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "/undo" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "undo-9", title: "Undo turn 1", kind: "edit", status: "completed", content: [text("multi.txt: kept the user's version (changed since the agent's edit)")] } },
+      { kind: "loaded", sessionId: "s1" },
+    ]);
+    expect(turnChanges(s)).toMatchObject({ prompt: "fix multi", undo: "nothing", files: [{ path: "/ws/multi.txt" }] });
+  });
 });
 
 describe("slash-command completion", () => {
