@@ -182,3 +182,25 @@ def test_a_file_changed_or_deleted_on_disk_while_its_proposal_waited_was_said_st
     gone.unlink()
     ed2.wait("return require('agent_server.proposals').latest().stale == true", what="deleted: stale at once")
     assert "gone.txt was deleted on disk" in view_state(ed2)["prop"], view_state(ed2)
+
+
+def test_a_proposal_for_a_file_deleted_before_it_arrived_failed_as_unreadable_instead_of_stale(make_editor, workspace):
+    """F7's class on arrival: the file the agent read was deleted before its proposal arrived; the
+    answer was "failed: cannot read", which does not tell the model to read again. It is stale."""
+    path = workspace / "early.txt"
+    ed = make_editor()
+    reply = ed.lua("""
+        local path = ...
+        local uri = vim.uri_from_fname(path)
+        local answer
+        require('agent_server.proposals').receive({
+          params = { label = 'Edit early.txt', edit = { documentChanges = { {
+            textDocument = { uri = uri, version = vim.NIL },
+            edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 1 } },
+                        newText = 'y' } } } } },
+            baseHashes = { [uri] = require('agent_server.text').sha256('x\\n') } },
+          reply = function(r) answer = r end,
+        }, 'utf-16')
+        return answer""", str(path))
+    assert reply["outcome"] == "stale" and "early.txt was deleted on disk" in reply["message"], reply
+    assert not path.exists()

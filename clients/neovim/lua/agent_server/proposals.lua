@@ -125,7 +125,9 @@ local function init_doc(doc, create)
   elseif doc.create and cur then
     return false, doc.name .. " already exists"
   end
-  if not cur then
+  if not cur and not vim.uv.fs_stat(doc.path) then -- the agent read it: it left the disk since
+    return false, doc.name .. " was deleted on disk since the agent read it", "stale"
+  elseif not cur then
     return false, "cannot read " .. doc.name
   end
   doc.existed = vim.uv.fs_stat(doc.path) ~= nil -- a file deleted meanwhile is stale, even when a buffer holds it
