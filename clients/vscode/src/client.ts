@@ -481,8 +481,8 @@ export class AgentClient {
       const lost = proc ? this.lost.get(proc) : undefined;
       if (proc && this.stopped.has(proc)) end = { stopReason: "cancelled" }; // the user restarted it: said by the restart's own notice
       else if (err instanceof acp.RequestError && err.code === -32002 && sessionId && (err.data as { sessionId?: unknown } | undefined)?.sessionId === sessionId) {
-        // the server no longer has the session (another window took it over, or it was closed)
-        if (this.sessionId === sessionId) this.sessionId = undefined;
+        // the server no longer has the session (another window took it over, or it was closed): the
+        // extension offers to take it back or start a new one
         end = { gone: true, error: errorText(err) };
       } else end = { error: lost ? "the turn ended: the connection to the server broke" : exit ? `the server died during the turn (${describeExit(exit)})` : errorText(err), errorKind: lost || exit ? undefined : errorKind(err) };
     } finally {

@@ -296,7 +296,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         post({ kind: "notice", level: "info", text: `agent-server was restarted for this new session: ${e.why} changed since it started.` });
         return;
       case "server-started":
-        setStatus(agent.busy ? "working" : "ready");
+        setStatus(agent.busy ? "working" : takenOver ? "session taken over" : "ready");
         log(`connected to ${e.agentName}${e.extension ? " (agent-server extensions on)" : " (plain ACP)"}`);
         post({ kind: "capabilities", image: agent.agentCapabilities?.promptCapabilities?.image === true });
         return;
@@ -379,8 +379,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   /** The prompt typed after the take-over, sent once the user chose where (`afterTakeOver`). */
   let held: { blocks: acp.ContentBlock[]; text: string; shown: string } | undefined;
   function sessionGone(sessionId: string, pid?: number): void {
+    // the client keeps the session as the window's: Restart Server still tries to resume it (and is
+    // offered the take-over when another process holds it), Take it back loads it with takeOver
     takenOver = { sessionId, ...(pid === undefined ? {} : { pid }) };
-    if (agent.currentSessionId === sessionId) agent.resetSession();
     void context.workspaceState.update(SESSION_KEY, undefined);
     setStatus("session taken over", `Session ${sessionId.slice(0, 8)} was taken over by ${pid === undefined ? "another agent-server process" : `another agent-server process (pid ${pid})`}: the next prompt offers to take it back or to start a new session.`);
     void refreshSessions();
@@ -403,13 +404,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
 
   /** A prompt to the open session (or a new one); after a take-over it is held and the way forward offered. */
   async function sendPrompt(blocks: acp.ContentBlock[], text: string, shown: string): Promise<void> {
-    if (takenOver && !agent.currentSessionId) {
+    if (takenOver) {
       held = { blocks, text, shown };
       return offerWayForward();
     }
     const before = agent.currentSessionId;
     if ((await agent.prompt(blocks, text)) === "gone" && before) {
-      sessionGone(before, takenOver?.sessionId === before ? takenOver.pid : undefined);
+      const said = takenOver as { sessionId: string; pid?: number } | undefined; // set meanwhile by the release notice
+      sessionGone(before, said?.sessionId === before ? said.pid : undefined);
       held = { blocks, text, shown };
       offerWayForward();
     }
@@ -423,7 +425,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     held = undefined;
     if (how === "take-back") {
       await loadSession(lost.sessionId, "pick", "take-over");
-      if (agent.currentSessionId !== lost.sessionId) {
+      if (takenOver) { // the load's session event clears it: refused
         held = prompt; // refused (its notice says why): the prompt waits for another choice
         return;
       }
