@@ -804,7 +804,8 @@ let changesKey = "";
 function paintChanges(): void {
   const found = turnChanges(state);
   const canUndo = state.commands.some((c) => c.name === "undo");
-  const key = JSON.stringify([found ?? null, state.busy, canUndo]);
+  // the key leaves the texts out (a big file's would be stringified every frame)
+  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null]) }, state.busy, canUndo]);
   if (key === changesKey) return;
   changesKey = key;
   changesBox.hidden = !found;
@@ -830,14 +831,15 @@ function paintChanges(): void {
     const row = el("div", "change-file");
     row.dataset.path = f.path;
     const name = el("a", "change-name", f.path.split("/").pop());
-    const { oldText, newText } = f;
-    name.title = newText === null ? `Open ${f.path}` : `Show what the turn changed in ${f.path}`;
+    name.title = f.newText === null ? `Open ${f.path}` : `Show what the turn changed in ${f.path}`;
     name.addEventListener("click", (ev) => {
       ev.preventDefault();
-      send(newText === null ? { type: "openLocation", path: f.path } : { type: "showChange", path: f.path, oldText, newText });
+      // the texts as they are now (the box is repainted only when its summary changes)
+      const now = turnChanges(state)?.files.find((x) => x.path === f.path) ?? f;
+      send(now.newText === null ? { type: "openLocation", path: f.path } : { type: "showChange", path: f.path, oldText: now.oldText, newText: now.newText });
     });
     row.append(name);
-    if (newText === null) row.append(el("span", "change-how", "changed"));
+    if (f.newText === null) row.append(el("span", "change-how", "changed"));
     else row.append(el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
     list.append(row);
   }
