@@ -1,19 +1,19 @@
 """``/undo`` and ``/redo`` planned from the log alone.
 
-Role: the log holds one ``checkpoint/file`` event per file the agent changed —
-``{turn, call_id, path, before, after, source}`` with ``before``/``after`` a ``FileState`` JSON or
-``null`` (absent), and ``uncertain: true`` when nothing shows that the agent's own call wrote it (a
-shell call's change: the user or another program may have written it meanwhile) — and one ``checkpoint/undo`` / ``checkpoint/redo`` event per restore that ran
-(``{turn, files: [{path, outcome}]}``). From these, ``changed_turns`` lists the turns that changed
-files, ``plan_undo`` says which turn ``/undo`` takes back now and how each file must be restored,
-``plan_redo`` the same for ``/redo``. A restore is guarded: it may only replace a file that still
-holds ``expect`` (what the agent left, or what the undo put back).
-
-Rules: ``/undo`` takes back the newest turn with changes that is not undone yet; ``/undo`` again
-steps one more turn back. ``/redo`` re-applies the turn the last ``/undo`` took back. An agent change
-made after an undo clears what could be redone (as in every editor).
+Role: from the log's ``checkpoint/file`` events (one per file the agent changed: ``{turn, call_id,
+path, before, after, source}``, ``before``/``after`` a ``FileState`` JSON or ``null``: absent;
+``uncertain: true`` when nothing shows the agent's own call wrote it) and its ``checkpoint/undo`` /
+``checkpoint/redo`` events (``{turn, files: [{path, outcome, replaced?}]}``), ``changed_turns`` lists
+the turns that changed files, ``plan_undo`` / ``plan_redo`` say which turn ``/undo`` / ``/redo``
+takes back now and how each file must be restored (guarded: only a file that still holds ``expect``).
 
 Must never: read anything but the events (no disk, no clock): executing a plan is the caller's.
+
+Rules: ``/undo`` takes back the newest turn with changes that is not undone yet; ``/undo`` again
+steps one more turn back. ``/redo`` re-applies the turn the last ``/undo`` took back: each file as it
+was just before that undo — ``replaced`` (the undo's outcome names it where the user took the
+checkpoint over their own change: the ``FileState`` it held then, ``null`` absent), else what the
+agent left. An agent change made after an undo clears what could be redone (as in every editor).
 """
 
 from __future__ import annotations
@@ -57,11 +57,16 @@ class Restore:
     uncertain: bool = False
 
 
-def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], list[int]]:
-    """``(turns with changes, the undone turns, the redo stack)`` — newest last on the stack."""
+_Replaced = dict[int, dict[Path, FileState | None]]
+
+
+def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], list[int], _Replaced]:
+    """``(turns with changes, the undone turns, the redo stack, what each turn's last undo replaced
+    that was not the agent's)`` — newest last on the stack."""
     turns: dict[int, TurnChanges] = {}
     undone: set[int] = set()
     redo: list[int] = []
+    replaced: _Replaced = {}
     for event in events:
         data = event.data
         if event.type == "checkpoint/file":
@@ -82,6 +87,8 @@ def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], l
         elif event.type == "checkpoint/undo":
             undone.add(int(data["turn"]))
             redo.append(int(data["turn"]))
+            replaced[int(data["turn"])] = {Path(f["path"]): FileState.from_json(f["replaced"])
+                                           for f in data.get("files") or [] if isinstance(f, dict) and "replaced" in f}
         elif event.type == "checkpoint/redo":
             undone.discard(int(data["turn"]))
             if redo and redo[-1] == int(data["turn"]):
@@ -89,7 +96,7 @@ def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], l
     for entry in turns.values():  # a file put back exactly as it was is no change
         entry.files = {p: c for p, c in entry.files.items() if c.before != c.after}
     ordered = [turns[t] for t in sorted(turns) if turns[t].files]
-    return ordered, undone, redo
+    return ordered, undone, redo, replaced
 
 
 def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
@@ -99,7 +106,7 @@ def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
 
 def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     """``(turn, restores)`` for the next ``/undo``, or ``None`` when there is nothing to undo."""
-    turns, undone, _ = _turn_changes(events)
+    turns, undone, _, _ = _turn_changes(events)
     candidates = [t for t in turns if t.turn not in undone]
     if not candidates:
         return None
@@ -109,11 +116,12 @@ def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
 
 def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     """``(turn, restores)`` for the next ``/redo``, or ``None`` when nothing can be redone."""
-    turns, _, redo = _turn_changes(events)
+    turns, _, redo, replaced = _turn_changes(events)
     if not redo:
         return None
     by_turn = {t.turn: t for t in turns}
     entry = by_turn.get(redo[-1])
     if entry is None:
         return None
-    return entry.turn, [Restore(c.path, c.before, c.after, c.uncertain) for c in entry.files.values()]
+    took = replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
+    return entry.turn, [Restore(c.path, c.before, took.get(c.path, c.after), c.uncertain) for c in entry.files.values()]

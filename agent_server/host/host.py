@@ -368,7 +368,8 @@ class SessionHost:
         # restores go through the inner seam: an undo is not a change of the agent to record
         # … and reviewed in every mode: a restore over the user's text is asked through its proposal
         reviewed = inner.reviewed() if hasattr(inner, "reviewed") else inner
-        self.restorers[session_id] = Restorer(event_log, reviewed, checkpoints.blobs, policy.approver, emit, roots)
+        self.restorers[session_id] = Restorer(event_log, reviewed, checkpoints.blobs, policy.approver, emit, roots,
+                                              is_secret=checkpoints.is_secret)
         tool_env, env_dropped = self._tool_env_split()
         context = ToolContext(tuple(Path(r) for r in roots), files, LoggedReadLedger.from_log(event_log),
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,

@@ -17,7 +17,8 @@ put back); a file the user changed since, or one a shell call changed without ev
 wrote it (``uncertain``), is asked about one file at a time with its diff — "Take the checkpoint"
 (allow) or "Keep mine" (reject; silence and a headless run keep it too, and say so). A file the
 agent created is removed, one it deleted comes back; a state whose bytes were not kept (a secret, a
-big file) says it cannot be taken back. The run is logged (``checkpoint/undo`` or
+big file) says it cannot be taken back. After "Take the checkpoint" the file as it was is kept first
+(``replaced`` in its outcome): ``/redo`` brings the user's bytes back, not the agent's. The run is logged (``checkpoint/undo`` or
 ``checkpoint/redo`` with each file's outcome) and told to the model in a ``notice``, so its picture
 of the files matches the disk and replay stays byte-exact.
 """
@@ -95,8 +96,10 @@ class Restorer:
     """Runs ``/undo`` and ``/redo`` for one session: ``log``, ``files`` (its seam), ``blobs``,
     ``approver`` (asks the user), ``emit`` (its updates), ``roots``."""
 
-    def __init__(self, log: Any, files: Any, blobs: BlobStore, approver: Any, emit: Emit, roots: list[str]) -> None:
+    def __init__(self, log: Any, files: Any, blobs: BlobStore, approver: Any, emit: Emit, roots: list[str],
+                 is_secret: Callable[[Path], object] = lambda _path: None) -> None:
         self.log, self.files, self.blobs, self.approver, self.emit, self.roots = log, files, blobs, approver, emit, roots
+        self.is_secret = is_secret
         self._title = "Restore"  # "Undo turn 3" while a run restores: the editor's review is titled with it
 
     async def run(self, which: str) -> str:
@@ -178,15 +181,26 @@ class Restorer:
         # in every front end, before any proposal or write — an editor's review of a restore reads as a
         # plain edit and never says that the text it replaces is the user's
         asked = restore.uncertain or not _holds(expect, current, mode)
+        said = _said
         if asked:
             answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain)
             if not answer.allowed:
                 return _said(path, _kept(restore.uncertain, answer))
+            # what the checkpoint replaces is kept first (never the size limit: the user's bytes), so a
+            # /redo brings it back — the file as it was just before this run, not the agent's state
+            try:
+                replaced = self._keep(path, current, mode)
+            except OSError as exc:
+                return _said(path, f"not restored (the file as it is now could not be kept first: "
+                                   f"{exc.strerror or exc})")
+
+            def said(path: Path, outcome: str) -> dict[str, Any]:
+                return {**_said(path, outcome), "replaced": replaced.to_json() if replaced else None}
         if target is None:
-            return _said(path, _remove(dirfd, name, disk))
+            return said(path, _remove(dirfd, name, disk))
         if bytes_only or not writes_editor or not _is_text(target_raw):
-            return _said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
-                                        "restored" if expect is not None else "brought back"))
+            return said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
+                                       "restored" if expect is not None else "brought back"))
         # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py";
         # after an explicit "Take the checkpoint" it is written without a second review (still guarded by
         # the text just read: a keystroke since makes it stale)
@@ -199,15 +213,22 @@ class Restorer:
         finally:
             PROPOSAL_LABEL.reset(label)
         if outcome.status == "rejected" and asked:
-            return _said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
+            return said(path, "kept the user's version (the user rejected the checkpoint in the editor)")
         if outcome.status == "rejected":  # the editor's review of the restore, declined
-            return _said(path, "not restored (the user rejected the restore in the editor"
+            return said(path, "not restored (the user rejected the restore in the editor"
                          + (f": {outcome.message})" if outcome.message else ")"))
         if outcome.status not in ("written", "partial"):
-            return _said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
+            return said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target.mode)
-        return _said(path, "restored" if expect is not None else "brought back")
+        return said(path, "restored" if expect is not None else "brought back")
+
+    def _keep(self, path: Path, current: FileSnapshot | None, mode: int | None) -> FileState | None:
+        """The state of the file as it is now (``current``, ``mode`` on disk), its bytes kept in the
+        store (a secret's never: then named only); ``None`` when it is absent."""
+        if current is None:
+            return None
+        return self.blobs.keep(current.raw, 0o644 if mode is None else mode, secret=self.is_secret(path) is not None)
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
                                call_id: str, uncertain: bool) -> Answer:

@@ -360,3 +360,46 @@ async def test_undo_in_an_editor_takes_the_checkpoint_over_the_users_save_only_a
                    for p in editor.proposals)
     assert editor.buffers[str(workspace / "mine.txt")].text == "orig mine\n"
     assert (workspace / "mine.txt").read_text() == "orig mine\n"
+
+
+@pytest.mark.parametrize("front", ["editor", "disk"])
+async def test_redo_after_taking_the_checkpoint_lost_the_line_the_user_had_saved(
+        acp_harness_factory, endpoint, workspace, front):
+    """A fresh user's report (data loss): the agent's shell call appended to shared.txt, the user
+    added a line and saved, ``/undo`` asked and the user took the checkpoint; ``/redo`` then put
+    back the agent's post-turn state and the saved line was gone for good. ``/redo`` undoes the
+    undo: it brings back the file as it was just before the undo replaced it, byte-exact (on disk:
+    BOM, CRLF and no final newline too)."""
+    (workspace / "shared.txt").write_bytes(b"shared\n")
+    editor = MemoryEditor()
+    asked = []
+
+    def answer(params):
+        asked.append(params["toolCall"]["title"])
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    config = extension_editor_config(editor, answer) if front == "editor" else ClientConfig(permission=answer)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config)
+    endpoint.push(call("s", "bash", command="printf 'agent-shell\\n' >> shared.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "run the shell")).stop_reason == "end_turn"
+    assert (workspace / "shared.txt").read_bytes() == b"shared\nagent-shell\n"
+    saved = (b"shared\nagent-shell\nuser-line\n" if front == "editor"
+             else b"\xef\xbb\xbfshared\r\nagent-shell\r\nuser-line")
+    (workspace / "shared.txt").write_bytes(saved)
+    if front == "editor":
+        editor.buffers[str(workspace / "shared.txt")] = Buffer(saved.decode(), version=3)
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert "shared.txt changed since the agent's edit" in asked
+    assert (workspace / "shared.txt").read_bytes() == b"shared\n"
+    asked.clear()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert (workspace / "shared.txt").read_bytes() == saved
+    if front == "editor":
+        assert editor.buffers[str(workspace / "shared.txt")].text == saved.decode()
+    assert asked == []  # the file held what the undo put back: nothing of the user's is replaced
+    # /undo again: the file holds the user's bytes, not the agent's, so it is asked about again
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert "shared.txt changed since the agent's edit" in asked
+    assert (workspace / "shared.txt").read_bytes() == b"shared\n"
