@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,22 @@ def find_tools() -> Tools:
         if not path or not Path(path).exists():
             pytest.fail(f"{name} ({path!r}) is missing: run `bash scripts/setup-vscode.sh`")
     return tools
+
+
+#: The source hash ``scripts/setup-vscode.sh`` stamps into ``dist/.agent-server-built`` when it builds the
+#: .vsix (the same pipeline, run in clients/vscode; test_vscode_unit checks the script still has it).
+SOURCE_HASH = ("find src webview media scripts package.json tsconfig.json README.md .vscodeignore -type f | sort "
+               "| xargs sha256sum | sha256sum | cut -d' ' -f1")
+
+
+def check_vsix_current() -> None:
+    """Fails the test when the .vsix was built from other sources than this checkout's extension
+    (changed since the last ``setup-vscode.sh``): the scenarios would test the old extension."""
+    now = subprocess.run(["bash", "-c", SOURCE_HASH], cwd=EXTENSION, capture_output=True, text=True).stdout.strip()
+    stamp = EXTENSION / "dist" / ".agent-server-built"
+    if not stamp.is_file() or stamp.read_text().strip() != now:
+        pytest.fail("clients/vscode changed since its .vsix was built: run `bash scripts/setup-vscode.sh` "
+                    "(it rebuilds the .vsix when the sources changed; scripts/test.sh does)")
 
 
 #: Lines for the end-of-run summary (tests/vscode/conftest.py prints them): how long the scenarios took.

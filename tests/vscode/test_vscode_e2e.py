@@ -16,7 +16,7 @@ import time
 
 import pytest
 from support.fixtures import agent_server_command
-from support.vscode_tools import EXTENSION, REPO, TIMINGS, find_tools
+from support.vscode_tools import EXTENSION, REPO, TIMINGS, check_vsix_current, find_tools
 
 from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream
 
@@ -234,6 +234,7 @@ def chosen() -> list[dict]:
 def run(tmp_path_factory):
     """Runs every scenario once; yields (results, workspace, endpoint)."""
     tools = find_tools()
+    check_vsix_current()
     if os.path.exists(EXEC_FLAG):
         os.remove(EXEC_FLAG)
     tmp = tmp_path_factory.mktemp("vscode")

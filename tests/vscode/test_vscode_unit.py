@@ -44,3 +44,14 @@ def test_settings_that_choose_the_server_or_the_key_s_destination_cannot_come_fr
     code, out = npx(find_tools(), "vitest", "run", "--reporter=dot", "-t", "settings written by the workspace|readSettings|effectiveMode")
     assert code == 0, out[-6000:]
     assert " passed" in out and "failed" not in out.split("Tests")[-1], out[-2000:]
+
+
+def test_a_stale_vsix_was_installed_by_the_end_to_end_scenarios_without_a_word():
+    """The e2e scenarios install clients/vscode/dist's .vsix, which scripts/setup-vscode.sh builds when
+    the sources changed; run without it after a change, they tested the old extension against new
+    scenarios (a helper read main as broken). The fixture now compares the stamp with the sources'
+    hash — the same pipeline as the script's."""
+    from support.vscode_tools import SOURCE_HASH
+
+    script = (EXTENSION.parents[1] / "scripts" / "setup-vscode.sh").read_text()
+    assert f"src_hash=$(cd \"$EXT\" && {SOURCE_HASH})" in script
