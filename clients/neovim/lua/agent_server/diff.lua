@@ -113,10 +113,7 @@ local function forget_mark(view, h)
   end
 end
 
-local function refresh(view)
-  if vim.api.nvim_buf_is_valid(view.cur_buf) then
-    set_lines_of(view.cur_buf, proposals.accepted_text(view.doc))
-  end
+local function diffupdate(view)
   for _, win in ipairs({ view.cur_win, view.prop_win }) do
     if vim.api.nvim_win_is_valid(win) then
       vim.api.nvim_win_call(win, function()
@@ -124,6 +121,13 @@ local function refresh(view)
       end)
     end
   end
+end
+
+local function refresh(view)
+  if vim.api.nvim_buf_is_valid(view.cur_buf) then
+    set_lines_of(view.cur_buf, proposals.accepted_text(view.doc))
+  end
+  diffupdate(view)
 end
 
 local function set_keymaps(view, buf)
@@ -237,13 +241,7 @@ function M.current(proposal, doc)
     local now = proposals.current_text(doc)
     if now then
       set_lines_of(view.cur_buf, now)
-      for _, win in ipairs({ view.cur_win, view.prop_win }) do
-        if vim.api.nvim_win_is_valid(win) then
-          vim.api.nvim_win_call(win, function()
-            vim.cmd("diffupdate")
-          end)
-        end
-      end
+      diffupdate(view)
     end
   end
 end
