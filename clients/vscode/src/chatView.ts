@@ -16,25 +16,29 @@ const TEXT_CHUNKS = new Set(["agent_message_chunk", "agent_thought_chunk"]);
 
 function chunkText(e: ChatEvent): string | undefined {
   if (e.kind !== "update" || !TEXT_CHUNKS.has(e.update.sessionUpdate)) return undefined;
+  // only a plain chunk: `sessionUpdate`, `content` and its `messageId` (a `_meta` — a retry notice — stays apart)
+  if (Object.keys(e.update).some((k) => k !== "sessionUpdate" && k !== "content" && k !== "messageId")) return undefined;
   const c = e.update.content as { type?: string; text?: unknown } | undefined;
   return c?.type === "text" && typeof c.text === "string" && Object.keys(c).length === 2 ? c.text : undefined;
 }
 
 /**
- * Appends `e` to `events`, joining a text chunk to a text chunk of the same kind just before it (the
- * panel's fold appends them to the same message either way): a long answer in small deltas is a few
- * events in the replayed history and one per batch on the wire, not one per delta.
+ * Appends `e` to `events`, joining a text chunk to a text chunk of the same kind and message
+ * (`messageId`) just before it (the panel's fold appends them to the same message either way): a long
+ * answer in small deltas is a few events in the replayed history and one per batch on the wire, not
+ * one per delta.
  */
 export function appendEvent(events: ChatEvent[], e: ChatEvent): void {
   const text = chunkText(e);
   const last = events[events.length - 1];
   const before = last === undefined || text === undefined ? undefined : chunkText(last);
-  if (before === undefined || last?.kind !== "update" || e.kind !== "update" || last.update.sessionUpdate !== e.update.sessionUpdate) {
+  if (before === undefined || last?.kind !== "update" || e.kind !== "update" || last.update.sessionUpdate !== e.update.sessionUpdate || last.update.messageId !== e.update.messageId) {
     events.push(e);
     return;
   }
   // a new event object: the one replaced may also sit in the other list (history and queue share them)
-  events[events.length - 1] = { kind: "update", update: { sessionUpdate: e.update.sessionUpdate, content: { type: "text", text: before + text } } };
+  const messageId = e.update.messageId === undefined ? {} : { messageId: e.update.messageId };
+  events[events.length - 1] = { kind: "update", update: { sessionUpdate: e.update.sessionUpdate, content: { type: "text", text: before + text }, ...messageId } };
 }
 
 export class ChatView implements vscode.WebviewViewProvider {

@@ -13,7 +13,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockSplitter } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, isStreaming, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -527,6 +527,8 @@ interface AgentView {
   tailFrom: number;
   tailTo: number;
   open: boolean;
+  /** The text's length when the message was closed (its last block rendered). */
+  closedAt: number;
 }
 
 interface Slot extends Unit {
@@ -613,13 +615,27 @@ function addBlocks(view: AgentView, blocks: string[]): void {
 
 /** Brings an agent message's view up to its text: new closed blocks rendered, the tail extended. */
 function updateAgent(view: AgentView, text: string, open: boolean): void {
+  if (!view.open && (open || text.length !== view.closedAt)) {
+    // a closed message grew (text of it after a tool card or a retry): drawn again as one message,
+    // never its rest as a block of its own
+    for (const c of view.chunks) {
+      unwatch(c.el);
+      c.el.remove();
+    }
+    view.chunks = [];
+    view.splitter = new BlockSplitter();
+    view.open = true;
+  }
   if (!open) {
+    if (!view.open) return;
     addBlocks(view, view.splitter.finish(text));
     (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
     view.tail = undefined;
     view.open = false;
+    view.closedAt = text.length;
     return;
   }
+  view.open = true;
   addBlocks(view, view.splitter.feed(text));
   if (!view.tail) {
     const box = el("div", "md-tail");
@@ -639,7 +655,7 @@ function updateAgent(view: AgentView, text: string, open: boolean): void {
 }
 
 function isOpen(item: Item): boolean {
-  return state.openText === item.id && state.busy;
+  return isStreaming(state, item);
 }
 
 function makeSlot(item: Item): Slot {
@@ -652,7 +668,7 @@ function makeSlot(item: Item): Slot {
   };
   if (item.type === "agent") {
     const node = el("div", "item agent markdown");
-    slot.agent = { node, splitter: new BlockSplitter(), chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true };
+    slot.agent = { node, splitter: new BlockSplitter(), chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
     slot.el.append(node);
     updateAgent(slot.agent, item.text, isOpen(item));
   } else if (item.type === "thought") {

@@ -34,8 +34,10 @@ export type Item =
   /** `queued`: sent while another prompt's turn runs; the server runs it when that turn ends, and
    * it stays below everything else (the running turn's steps land above it) until then. */
   | { type: "user"; id: number; rev: number; text: string; queued?: boolean }
-  | { type: "agent"; id: number; rev: number; text: string }
-  | { type: "thought"; id: number; rev: number; text: string }
+  /** `messageId`: the ACP message its chunks carry (`<session>/<messageId>`): each message has its own
+   * block, whatever arrives between its chunks (a slash command's answer, a notice). */
+  | { type: "agent"; id: number; rev: number; text: string; messageId?: string }
+  | { type: "thought"; id: number; rev: number; text: string; messageId?: string }
   | {
       type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[];
       /** The turn it ran in (the Changes view shows the newest turn's edits). */
@@ -75,8 +77,13 @@ export interface ChatState {
   elsewhere: number;
   /** The server's exit was reported while prompts were open: their error answers say it again. */
   exitShown?: boolean;
-  /** The text item streaming now (chunks join it); a turn's end closes it. */
+  /** The text item chunks without a `messageId` join now (an agent that sends none, our notes, a
+   * command's answer); a turn's end closes it. */
   openText?: number;
+  /** The message streaming now (chunks with a `messageId`): a chunk of another message, the agent's
+   * next card or its turn's end closes it; a slash command answered meanwhile, a notice or a queued
+   * prompt does not. */
+  streamingMessage?: number;
   plan: { content: string; status: string }[];
   usage?: { used: number; size: number; cost?: { amount: number; currency: string } | null };
   selects: SelectView[];
@@ -145,7 +152,7 @@ function terminalPiece(meta: unknown): string | undefined {
  * between steps), `thinking` while a thought streams; nothing while the answer streams or when idle. */
 export function activity(s: ChatState): "working" | "thinking" | undefined {
   if (!s.busy) return undefined;
-  const open = s.items.find((i) => i.id === s.openText);
+  const open = s.items.find((i) => i.id === (s.streamingMessage ?? s.openText));
   if (open?.type === "thought") return "thinking";
   if (open?.type === "agent") return undefined;
   const running = s.items.some((i) => i.type === "tool" && i.status === "in_progress");
@@ -308,17 +315,56 @@ function push(s: ChatState, item: NewItem): Item {
   }
   s.items.splice(tail(s), 0, full);
   s.openText = full.type === "agent" || full.type === "thought" || full.type === "user" ? full.id : undefined;
+  // the agent's next card ends the message it streamed (text after it in the same message reopens it)
+  if (full.type === "tool" || full.type === "permission" || full.type === "proposal") s.streamingMessage = undefined;
   return full;
 }
 
-function appendText(s: ChatState, type: "agent" | "thought" | "user", text: string): void {
+/** Whether a text item is still streaming (the panel draws it as an open message: its last block plain). */
+export function isStreaming(s: ChatState, item: Item): boolean {
+  if (!s.busy) return false;
+  if (item.id === s.streamingMessage) return true;
+  return item.id === s.openText && (item.type === "user" || ((item.type === "agent" || item.type === "thought") && item.messageId === undefined));
+}
+
+/**
+ * A chunk of the message `messageId` (ACP `ContentChunk.messageId`): it joins that message's block
+ * wherever it is, else starts one (above queued prompts). The last blocks are searched first.
+ */
+function appendMessage(s: ChatState, type: "agent" | "thought", text: string, messageId: string): void {
+  const key = `${s.currentSession ?? ""}/${messageId}`;
+  let item = s.items.find((i) => i.id === s.streamingMessage);
+  if (!item || item.type !== type || item.messageId !== key) {
+    item = undefined;
+    for (let k = s.items.length - 1; k >= 0; k--) {
+      const i = s.items[k]!;
+      if (i.type === type && i.messageId === key) { item = i; break; }
+    }
+  }
+  if (item) {
+    (item as { text: string }).text += text;
+    item.rev++;
+  } else {
+    const openText = s.openText;
+    item = push(s, { type, text, messageId: key });
+    s.openText = openText; // chunks without an id go on where they were
+  }
+  s.streamingMessage = item.id;
+}
+
+function appendText(s: ChatState, type: "agent" | "thought" | "user", text: string, messageId?: string): void {
+  if (type !== "user" && messageId !== undefined) return appendMessage(s, type, text, messageId);
   const last = s.items[tail(s) - 1];
-  if (last && last.type === type && last.id === s.openText) {
+  if (last && last.type === type && last.id === s.openText && (last.type === "user" || last.messageId === undefined)) {
     last.text += text;
     last.rev++;
   } else {
     push(s, { type, text });
   }
+}
+
+function messageIdOf(u: WireUpdate): string | undefined {
+  return typeof u.messageId === "string" && u.messageId !== "" ? u.messageId : undefined;
 }
 
 function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
@@ -336,12 +382,16 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
       if (retry) {
         push(s, { type: "notice", level: "warning", text: textOf(u.content).trim() });
         s.openText = undefined;
+        // the retried request keeps its step's ids, and its answer follows the notice: the failed
+        // try's text (which ACP cannot take back) stays above it, a message of its own
+        for (const i of s.items) if ((i.type === "agent" || i.type === "thought") && i.messageId !== undefined) delete i.messageId;
+        s.streamingMessage = undefined;
         return;
       }
-      return appendText(s, "agent", textOf(u.content));
+      return appendText(s, "agent", textOf(u.content), messageIdOf(u));
     }
     case "agent_thought_chunk":
-      return appendText(s, "thought", textOf(u.content));
+      return appendText(s, "thought", textOf(u.content), messageIdOf(u));
     case "tool_call":
     case "tool_call_update": {
       // Ids (`tc-<seq>`) restart in each session: a card is its session's call, never an earlier
@@ -560,6 +610,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.openText = undefined; // the next turn's text starts its own message
       if (s.running === 0) s.exitShown = false;
       if (e.text === undefined || !isImmediateCommand(e.text)) {
+        s.streamingMessage = undefined; // a command answered meanwhile leaves the turn's message open
         s.turnsOpen = Math.max(0, s.turnsOpen - 1);
         if (s.turnsOpen > 0) s.turn++; // the next queued prompt's turn runs now
         // that turn is over: the oldest queued prompt runs now, below it
@@ -581,6 +632,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
         }
       }
       s.openText = undefined;
+      s.streamingMessage = undefined;
       return s;
     case "server-exited":
       if (s.running > 0) s.exitShown = true;

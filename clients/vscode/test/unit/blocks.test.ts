@@ -85,6 +85,16 @@ describe("appendEvent", () => {
     expect(first).toEqual(chunk("agent_message_chunk", "a")); // shared with the other list: never changed in place
   });
 
+  it("joins chunks of one message only, and keeps their messageId (a slash command's answer between them split the answer)", () => {
+    const events: ChatEvent[] = [];
+    const of = (text: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text }, ...(messageId ? { messageId } : {}) } });
+    for (const e of [of("a", "msg-1"), of("b", "msg-1"), of("Mode: x."), of("c", "msg-1"), of("d", "msg-2")]) appendEvent(events, e);
+    expect(events).toEqual([of("ab", "msg-1"), of("Mode: x."), of("c", "msg-1"), of("d", "msg-2")]);
+    // a retry notice (its _meta) is never joined into the text before it
+    appendEvent(events, { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "retrying" }, _meta: { agentServer: { retry: {} } } } });
+    expect(events).toHaveLength(5);
+  });
+
   it("leaves a chunk with annotations or a non-text block as it is", () => {
     const events: ChatEvent[] = [];
     appendEvent(events, chunk("agent_message_chunk", "a"));

@@ -82,6 +82,23 @@ describe("the agent panel", () => {
     expect(panel.users()).toEqual(["first question", "second question"]);
   });
 
+  it("a slash command answered at once while an answer streamed split the answer mid-word (/mode during a stream)", async () => {
+    const chunk = (text: string, messageId?: string) => ({ update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text }, ...(messageId ? { messageId } : {}) } });
+    const thought = { update: { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "let me count" }, messageId: "thought-7" } };
+    const panel = await openPanel({
+      turns: [
+        [thought, chunk("word0 word1 ", "msg-7"), chunk("word24 wor", "msg-7"), { awaitPrompt: true }, chunk("d25 word26", "msg-7"), chunk("\n\nword27", "msg-7")],
+        [chunk("Mode: read-only.")], // agent-server answers a slash command at once, with no messageId
+      ],
+    });
+    panel.send({ type: "prompt", text: "count" });
+    await panel.until("the stream", (s) => s.items.some((i) => i.type === "agent" && i.text.includes("wor")));
+    panel.send({ type: "prompt", text: "/mode read-only" });
+    await panel.until("both answers", (s) => !s.busy && s.items.some((i) => i.type === "agent" && i.text.includes("word27")));
+    const shown = panel.state().items.map((i) => `${i.type}:${(i as { text?: string }).text ?? ""}`);
+    expect(shown).toEqual(["user:count", "thought:let me count", "agent:word0 word1 word24 word25 word26\n\nword27", "user:/mode read-only", "agent:Mode: read-only."]);
+  });
+
   it("New clears the transcript and the next prompt shows in the new session", async () => {
     const panel = await openPanel({ turns: [answer("first answer"), answer("in the new session")] });
     panel.send({ type: "prompt", text: "first question" });

@@ -3,7 +3,7 @@
 // same events (session/load) rebuilds the same chat.
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/protocol";
-import { activity, fold, initialState, toolReason } from "../../webview/state";
+import { activity, fold, initialState, isStreaming, toolReason } from "../../webview/state";
 
 const run = (events: ChatEvent[]) => events.reduce(fold, initialState());
 
@@ -167,6 +167,50 @@ describe("the chat fold", () => {
       "user:count", "agent:word0 word1 word24 word25 word26", "tool:undefined", "agent: word27", "user:and then?", "agent:Then more.",
     ]);
     expect(s.items.find((i) => i.type === "tool")).toMatchObject({ turn: 1 });
+  });
+
+  it("a slash command answered at once while an answer streamed split the answer mid-word: the message stays one open block", () => {
+    const chunk = (t: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(messageId ? { messageId } : {}) } });
+    const s = run([
+      { kind: "session", sessionId: "s1" },
+      { kind: "user", text: "count" },
+      { kind: "turn-start", text: "count" },
+      chunk("word0 word24 wor", "msg-7"),
+      { kind: "user", text: "/mode read-only" },
+      { kind: "turn-start", text: "/mode read-only" },
+      chunk("Mode: read-only."),
+      chunk("d25", "msg-7"), // before the command's answer
+      { kind: "turn-end", text: "/mode read-only", stopReason: "end_turn" },
+      chunk(" word26", "msg-7"),
+    ]);
+    const [answer, mode] = s.items.filter((i) => i.type === "agent");
+    expect(answer).toMatchObject({ text: "word0 word24 word25 word26" });
+    expect(mode).toMatchObject({ text: "Mode: read-only." });
+    expect(isStreaming(s, answer!)).toBe(true); // drawn as one open message: its tail plain, never closed mid-word
+    expect(isStreaming(s, mode!)).toBe(false);
+    expect(activity(s)).toBeUndefined(); // the answer streams: no "Working…"
+    fold(s, { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Read a.py", kind: "read", status: "pending" } });
+    expect(isStreaming(s, answer!)).toBe(false); // the agent's next card ends the message
+    fold(s, chunk("Next step.", "msg-9"));
+    fold(s, { kind: "turn-end", text: "count", stopReason: "end_turn" });
+    expect(s.items.map((i) => (i.type === "tool" ? "tool" : `${i.type}:${(i as { text: string }).text}`))).toEqual([
+      "user:count", "agent:word0 word24 word25 word26", "user:/mode read-only", "agent:Mode: read-only.", "tool", "agent:Next step.",
+    ]);
+    expect(s.items.some((i) => isStreaming(s, i))).toBe(false);
+  });
+
+  it("a retried request keeps its step's messageId: its answer follows the retry notice, not glued to the failed try's text", () => {
+    const chunk = (t: string, meta?: object): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(meta ? { _meta: meta } : { messageId: "msg-3" }) } });
+    const s = run([
+      { kind: "user", text: "go" },
+      { kind: "turn-start", text: "go" },
+      chunk("Hel"),
+      chunk("\n\n[agent-server] The model's answer broke off; retrying in 3 s (attempt 2 of 4)…\n\n", { agentServer: { retry: { seq: 4, attempt: 1, code: "STREAM_CLOSED", delaySeconds: 3 } } }),
+      chunk("Hello!"),
+    ]);
+    expect(s.items.map((i) => `${i.type}:${(i as { text: string }).text}`)).toEqual([
+      "user:go", "agent:Hel", "notice:[agent-server] The model's answer broke off; retrying in 3 s (attempt 2 of 4)…", "agent:Hello!",
+    ]);
   });
 
   it("a slash command sent while a turn runs is answered in place, not queued", () => {
