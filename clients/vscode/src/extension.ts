@@ -27,6 +27,28 @@ import { isSafeLink } from "../webview/render";
 
 let client: AgentClient | undefined;
 
+/** The status bar's context use: `12%` (rounded down: `100%` only when full), `<1%` for a tiny use
+ * (it said `0%`), nothing when none is used or the window's size is unknown. */
+export function contextUseText(used: number, size: number): string | undefined {
+  if (!(size > 0) || !(used > 0)) return undefined;
+  const percent = (100 * used) / size;
+  return percent < 1 ? "<1%" : `${Math.floor(percent)}%`;
+}
+
+/**
+ * What the panel answers itself when a slash command that needs a session is sent and none is open
+ * (an empty panel, after New): a session made only to say "Nothing to undo" stayed in the picker
+ * (N3). Undefined for a prompt that is not such a command (`/init` runs a turn: it starts a session).
+ */
+export function noSessionAnswer(text: string): string | undefined {
+  const m = /^\/([A-Za-z][A-Za-z0-9_-]*)(\s|$)/.exec(text.trim());
+  if (!m || m[1] === "init") return undefined;
+  const name = m[1]!;
+  if (name === "undo" || name === "redo") return `Nothing to ${name}: no session is open here, so no agent turn has changed files yet.`;
+  if (name === "mode" || name === "model") return `No session is open yet: choose the ${name} with the picker above the prompt; it applies to the session your first prompt starts.`;
+  return `No session is open yet: /${name} needs one. Your first prompt starts a session (or open one: Agent: Open Session…).`;
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<{ client: AgentClient }> {
   const output = vscode.window.createOutputChannel("agent-server");
   const log = (line: string) => output.appendLine(line);
@@ -163,8 +185,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const setStatus = (state: StatusState, detail?: string) => {
     shownStatus = { state, detail };
     const icon = { "not started": "$(hubot)", starting: "$(sync~spin)", ready: "$(hubot)", working: "$(sync~spin)", stopped: "$(debug-disconnect)", "session taken over": "$(debug-disconnect)" }[state];
-    const use = contextUse && contextUse.size > 0 ? Math.round((100 * contextUse.used) / contextUse.size) : undefined;
-    status.text = `${state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`}${use === undefined ? "" : ` · ${use}%`}`;
+    const use = contextUse && contextUseText(contextUse.used, contextUse.size);
+    status.text = `${state === "not started" ? `${icon} Agent` : `${icon} Agent: ${state}`}${use ? ` · ${use}` : ""}`;
     status.accessibilityInformation = { label: `Agent: ${state}` }; // the context use is in the tooltip
     const context = contextUse ? `\ncontext: ${contextUse.used.toLocaleString()} / ${contextUse.size.toLocaleString()} tokens` : "";
     status.tooltip = (detail ?? `agent-server: ${state} (click to open the Agent panel)`) + context;
@@ -325,6 +347,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
             labels.push(`[image${img.name ? ` ${img.name}` : ""}]`);
           }
           if (blocks.length === 0) return;
+          const without = blocks.length === 1 && !agent.currentSessionId && !loading ? noSessionAnswer(m.text) : undefined;
+          if (without) return post({ kind: "notice", level: "info", text: without }); // no session made for it (N3)
           const shown = [m.text, ...labels].filter(Boolean).join("\n");
           post({ kind: "user", text: shown });
           return await sendPrompt(blocks, m.text || shown, shown);

@@ -777,6 +777,9 @@ function paint(): void {
     workingLine.replaceChildren(...(now ? [icon(now === "thinking" ? "lightbulb" : "loading~spin"), document.createTextNode(now === "thinking" ? " Thinking…" : " Working…")] : []));
   }
   undoButton.hidden = !state.commands.some((c) => c.name === "undo");
+  // an empty panel has nothing to undo, and must not make a session to say so (N3)
+  undoButton.disabled = !state.currentSession;
+  undoButton.title = state.currentSession ? "Take back the files the newest agent turn changed (/undo)" : "Nothing to undo: no session is open";
   paintCompletions();
   tickElapsed();
   if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height

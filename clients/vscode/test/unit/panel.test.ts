@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TabInputText, TabInputTextDiff, Uri, commands, resetStub, window, workspace } from "../stub/vscode";
-import { activate, deactivate } from "../../src/extension";
+import { activate, contextUseText, deactivate } from "../../src/extension";
 import type { ChatEvent, HostToWebview } from "../../src/protocol";
 import { type ChatState, fold, initialState } from "../../webview/state";
 
@@ -97,6 +97,25 @@ describe("the agent panel", () => {
     await panel.until("both answers", (s) => !s.busy && s.items.some((i) => i.type === "agent" && i.text.includes("word27")));
     const shown = panel.state().items.map((i) => `${i.type}:${(i as { text?: string }).text ?? ""}`);
     expect(shown).toEqual(["user:count", "thought:let me count", "agent:word0 word1 word24 word25 word26\n\nword27", "user:/mode read-only", "agent:Mode: read-only."]);
+  });
+
+  it("Undo on an empty panel created a session holding only '/undo — Nothing to undo' (N3)", async () => {
+    const panel = await openPanel({ turns: [answer("first answer")] });
+    panel.send({ type: "prompt", text: "/undo" }); // the Undo button's message
+    await panel.until("the answer", (s) => s.items.some((i) => i.type === "notice"));
+    expect(panel.state().items).toMatchObject([{ type: "notice", level: "info", text: expect.stringMatching(/^Nothing to undo: no session is open/) }]);
+    panel.send({ type: "prompt", text: "/mode read-only" }); // any command that needs a session
+    panel.send({ type: "prompt", text: "/usage" });
+    await panel.until("the answers", (s) => s.items.length === 3);
+    expect(panel.state().items.map((i) => (i as { text: string }).text)).toEqual([
+      expect.stringMatching(/^Nothing to undo/), expect.stringMatching(/choose the mode with the picker/), expect.stringMatching(/\/usage needs one/),
+    ]);
+    expect(panel.state().currentSession).toBeUndefined();
+    expect(panel.agentLog()).not.toContain("session/new");
+    expect(panel.agentLog()).not.toContain("session/prompt");
+    panel.send({ type: "prompt", text: "a question" }); // a prompt still starts the session
+    await panel.until("the first answer", panel.answered("first answer"));
+    expect(panel.agentLog().filter((m) => m === "session/new")).toHaveLength(1);
   });
 
   it("New clears the transcript and the next prompt shows in the new session", async () => {
@@ -562,5 +581,26 @@ describe("the status bar (issue 30, item 10)", () => {
     expect(item.tooltip).toContain("42,000 / 100,000 tokens");
     panel.send({ type: "newSession" }); // a new session has used nothing yet
     await panel.until("the figure gone", () => !item.text.includes("%"));
+  });
+
+  it("the status bar showed 'Agent: ready · 0%' for a tiny context use: it says <1%", async () => {
+    const usage = { update: { sessionUpdate: "usage_update", used: 900, size: 200_000 } };
+    const panel = await openPanel({ turns: [[usage, ...answer("counted")]] });
+    panel.send({ type: "prompt", text: "hi" });
+    await panel.until("the answer", panel.answered("counted"));
+    const item = window.statusItems[0]!;
+    await panel.until("the status bar's figure", () => item.text.includes("%"));
+    expect(item.text).toMatch(/Agent: ready · <1%$/);
+    expect(item.tooltip).toContain("900 / 200,000 tokens");
+  });
+
+  it("the context use's figure: rounded down, <1% under one percent, nothing when none is used", () => {
+    expect(contextUseText(1, 200_000)).toBe("<1%");
+    expect(contextUseText(1_999, 200_000)).toBe("<1%");
+    expect(contextUseText(2_000, 200_000)).toBe("1%");
+    expect(contextUseText(199_999, 200_000)).toBe("99%"); // 100% only when full
+    expect(contextUseText(200_000, 200_000)).toBe("100%");
+    expect(contextUseText(0, 200_000)).toBeUndefined();
+    expect(contextUseText(5, 0)).toBeUndefined();
   });
 });
