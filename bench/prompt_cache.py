@@ -39,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._logs import grow_log  # noqa: E402
+from bench._trace import TRACE_ENV, stages  # noqa: E402
 from bench._peer import ROOT, AgentProcess, Endpoint, agent_env, compile_package  # noqa: E402
 
 PY = sys.executable
@@ -202,13 +203,16 @@ def add_compactions(path: Path, window_chars: int) -> int:
     return count
 
 
-def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path: str | None = None) -> dict[str, Any]:
-    """``session/load`` of a grown log and its first prompt, against their floors."""
+def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path: str | None = None,
+               trace: bool = False) -> dict[str, Any]:
+    """``session/load`` of a grown log and its first prompt, against their floors; ``trace``: the
+    server run by ``bench/_trace.py``, the first prompt's stages timed (``stages``: the median CPU
+    and wall time of each over the runs)."""
     from agent_server.llm import encode_body
 
     template = _template(tmp)
     window = 128_000  # tokens: the log outgrows it many times over, as a long real session would
-    loads, parses, firsts, encodes, kinds, fsyncs = [], [], [], [], [], []
+    loads, parses, firsts, encodes, kinds, fsyncs, traces = [], [], [], [], [], [], []
     made = size = 0
     averages = [os.getloadavg()[0]]
     for _ in range(runs):
@@ -225,9 +229,11 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
             [json.loads(line) for line in fh]
         parses.append((time.perf_counter() - start) * 1000)
         endpoint = Endpoint([_text("Summary: files were read."), _text("Go on.")], PY)
+        traced = state / "trace.jsonl"
         env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window),
-                                                         **({"PYTHONPATH": server_path} if server_path else {})})
-        agent = AgentProcess(AGENT, env)
+                                                         **({"PYTHONPATH": server_path} if server_path else {}),
+                                                         **({TRACE_ENV: str(traced)} if trace else {})})
+        agent = AgentProcess([PY, str(ROOT / "bench" / "_trace.py")] if trace else AGENT, env)
         try:
             agent.request("initialize", INIT)
             sent, answered, _ = agent.request("session/load", {"sessionId": sid, "cwd": str(ws), "mcpServers": []},
@@ -242,6 +248,8 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
             report = endpoint.finish()
         first = report["requests"][0]
         firsts.append((first["time"] - prompted) * 1000)
+        if trace and traced.exists():
+            traces.append(stages(traced, prompted, first["time"]))
         body = json.loads(first["body"])
         kinds.append("compaction" if body["messages"][0]["content"].startswith("You summarise") else "step")
         del report, first
@@ -272,7 +280,24 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
             "first_request_ratio_with_fsync": round(statistics.median(durable_ratios), 1),
             "first_request_ratio_with_fsync_range": [round(min(durable_ratios), 1), round(max(durable_ratios), 1)],
             "first_request_kind": kinds[0], "runs": runs,
+            **({"stages": _median_stages(traces)} if trace else {}),
             "load_average": [round(averages[0], 1), round(os.getloadavg()[0], 1)]}  # at the start, at the end
+
+
+def _median_stages(traces: list[list[dict[str, Any]]]) -> list[list[Any]]:
+    """``[stage, median CPU ms, median wall ms]`` over the runs' traces (a stage by its name and
+    its occurrence among the stamps of that name)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for trace in traces:
+        seen: dict[str, int] = {}
+        for row in trace:
+            n = seen[row["stage"]] = seen.get(row["stage"], 0) + 1
+            rows.setdefault(row["stage"] + (f" #{n}" if n > 1 else ""), []).append(row)
+
+    def median(values: list[Any]) -> Any:
+        values = [v for v in values if v is not None]
+        return round(statistics.median(values), 3) if values else None
+    return [[name, median([r["cpu_ms"] for r in got]), median([r["wall_ms"] for r in got])] for name, got in rows.items()]
 
 
 def _fsync_ms(folder: Path) -> float:
@@ -306,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-path", default=None,
                         help="load: run the server from this source tree (e.g. `git archive <commit> agent_server`"
                              " unpacked), to compare another commit at the same machine load")
+    parser.add_argument("--trace", action="store_true",
+                        help="load: time the first prompt's stages in the server (bench/_trace.py)")
+    parser.add_argument("--step-only", action="store_true",
+                        help="load: only the log with compactions (its first request is a step)")
     args = parser.parse_args(argv)
     compile_package()
     tmp = Path(tempfile.mkdtemp(prefix="agent-server-bench-cache-"))
@@ -316,8 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("load", "all"):
             events = args.events or (5_000 if args.quick else 100_000)
             runs = args.runs or (1 if args.quick else 3)
-            figures["load"] = load_after(tmp, events, runs, compactions=False, server_path=args.server_path)
-            figures["load_compacted"] = load_after(tmp, events, runs, compactions=True, server_path=args.server_path)
+            if not args.step_only:
+                figures["load"] = load_after(tmp, events, runs, compactions=False, server_path=args.server_path,
+                                             trace=args.trace)
+            figures["load_compacted"] = load_after(tmp, events, runs, compactions=True, server_path=args.server_path,
+                                                   trace=args.trace)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {"python": sys.version.split()[0], "commit": subprocess.run(

@@ -25,3 +25,16 @@ def test_bench_prompt_cache_quick_runs_and_its_session_has_no_unplanned_break():
     for key in ("load", "load_compacted"):
         assert report[key]["load_ms"] > 0 and report[key]["parse_ms"] > 0 and report[key]["encode_ms"] > 0
     assert report["load_compacted"]["compactions_in_log"] >= 1
+
+
+def test_bench_prompt_cache_traces_the_first_prompts_stages_in_order():
+    """``load --trace``: the server run by ``bench/_trace.py`` reports the first prompt's stages, the
+    ``user`` event's append before the request's first ``sendmsg``, each stage with its CPU time."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_cache.py"), "load", "--quick", "--trace",
+                           "--step-only"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = json.loads(proc.stdout)["load_compacted"]["stages"]
+    names = [name for name, _, _ in stages]
+    assert "prompt written → line read" in names and "→ endpoint has the request" in names, names
+    assert names.index("append user<") < names.index("sendmsg>") < names.index("sendmsg<"), names
+    assert all(cpu is None or cpu >= 0 for _, cpu, _ in stages)
