@@ -34,14 +34,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ._transport import PlainHTTPTransport, endpoint_transport  # first: keeps httpx's CLI module from loading
+from ._transport import HeldBody, PlainHTTPTransport, endpoint_transport  # first: keeps httpx's CLI module from loading
 
 import httpx  # noqa: E402  (after ._transport)
-from httpx_sse import aconnect_sse  # noqa: E402
 
 from ._assembler import StreamAssembler
 from ._errors import LLMError, error_from_payload, error_from_response
@@ -147,6 +146,7 @@ class ChatClient:
         self._headers: dict[str, str] = dict(headers or {})
         self._headers["Content-Type"] = "application/json"
         self._headers["Accept"] = "text/event-stream"
+        self._headers["Cache-Control"] = "no-store"  # (as httpx-sse's ``aconnect_sse`` asks for a stream)
         self._api_key = api_key or None
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -161,6 +161,8 @@ class ChatClient:
             self._target: httpx.URL | str = httpx.URL(self.url)
         except Exception:  # noqa: BLE001 — httpx raises it again, as it did, on each request
             self._target = self.url
+        self._timeouts = timeout.as_dict()
+        self._head: httpx.Headers | None = None  # every request's head but its Content-Length (``_request``)
 
     @staticmethod
     def preload() -> None:
@@ -250,11 +252,18 @@ class ChatClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def stream(self, body: bytes) -> AsyncIterator[StreamEvent]:
+    async def stream(self, body: bytes, *, ready: Awaitable[Any] | None = None) -> AsyncIterator[StreamEvent]:
         """POST ``body`` (already encoded with :func:`encode_body`, containing ``"stream": true``)
         and yield the stream's events: ReasoningDelta / TextDelta / ToolCallStarted /
         ToolCallDelta in wire order, then ``Usage`` (if the provider sent usage), then exactly
         one ``Finish``; nothing after it.
+
+        ``ready``: an awaitable (a future or task: it is awaited at most once, and not at all when
+        the request fails before its body) that must finish before the endpoint can hold the whole
+        request — the connection is taken and all but the body's last byte written, then ``ready``
+        is awaited, then the last byte is sent (``HeldBody``). If it raises, that exception leaves
+        here unchanged and the connection is closed, never pooled: the endpoint never got a whole
+        request.
 
         If you stop iterating early, close the generator (``contextlib.aclosing``) so the
         connection is released at once.
@@ -278,11 +287,10 @@ class ChatClient:
             async with contextlib.AsyncExitStack() as stack:
                 try:
                     async with asyncio.timeout_at(deadline):
-                        source = await stack.enter_async_context(aconnect_sse(
-                            self._client, "POST", self._target, content=bytes(body), headers=dict(self._headers)))
+                        response = await self._client.send(self._request(body, ready), stream=True)
                 except TimeoutError:
                     raise self._deadline_error("waiting for the response headers") from None
-                response = source.response
+                stack.push_async_callback(response.aclose)
                 got_headers = True
                 if not 200 <= response.status_code < 300:
                     raw = await _read_capped(response, _MAX_ERROR_BODY)
@@ -362,6 +370,24 @@ class ChatClient:
             raise LLMError("SERVER", f"undecodable response body: {exc}") from None
         except httpx.TransportError as exc:  # connect errors/timeouts, write errors, proxies …
             raise self._network_error(exc) from None
+
+    def _request(self, body: bytes, ready: Awaitable[Any] | None) -> httpx.Request:
+        """The ``httpx.Request`` that POSTs ``body``: what ``build_request`` makes (the client's
+        headers merged with ours, the cookie jar's ``Cookie``), its head but ``Content-Length``
+        merged once; with ``ready``, its body a ``HeldBody`` (the head is the same)."""
+        if self._head is None:
+            if not isinstance(self._target, httpx.URL):  # raises httpx's error, as on every request before
+                return self._client.build_request("POST", self._target, content=bytes(body), headers=self._headers)
+            made = self._client.build_request("POST", self._target, headers=self._headers)
+            made.headers.pop("Content-Length", None)
+            self._head = made.headers
+        request = httpx.Request("POST", self._target, headers=self._head, content=bytes(body),
+                                extensions={"timeout": self._timeouts})
+        if self._client._cookies:  # (an empty jar adds nothing: ``build_request`` skips it too)
+            self._client._cookies.set_cookie_header(request)
+        if ready is not None:
+            request.stream = HeldBody(request.content, ready, self.stream_idle_timeout)
+        return request
 
     def _deadline_error(self, where: str) -> LLMError:
         return LLMError("NETWORK", f"the request to {_redact_url(self.url)} did not finish within "

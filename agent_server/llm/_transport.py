@@ -28,12 +28,13 @@ backend (its name resolution and address fallback).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ipaddress
 import socket
 import sys
 import time
 from importlib.util import find_spec
-from typing import Any, Iterable
+from typing import Any, Awaitable, Iterable
 from urllib.parse import urlsplit
 
 sys.modules.setdefault("httpx._main", None)  # before the first ``import httpx`` of the process
@@ -43,6 +44,34 @@ if "sniffio" not in sys.modules and find_spec("sniffio") is None:
 import httpcore  # noqa: E402
 import httpx  # noqa: E402
 from httpcore._utils import is_socket_readable  # noqa: E402
+
+
+_HOLDING: contextvars.ContextVar["SocketStream | None"] = contextvars.ContextVar("_HOLDING", default=None)
+"""The ``SocketStream`` that last kept bytes unsent in this task (``HeldBody`` sends them before it waits)."""
+
+
+class HeldBody(httpx.AsyncByteStream):
+    """A request body (httpx ``content``) whose last byte waits for ``ready``: everything before it
+    — the connection taken, the head and ``body[:-1]`` written (``SocketStream``'s kept bytes sent
+    first) — is done, then ``ready`` is awaited (once), then the last byte is written. If ``ready``
+    raises, its exception leaves as it is: httpcore closes a connection whose request was not
+    written whole (never back to the pool), so the endpoint never has a complete request. Sent with
+    the request's own head (its ``Content-Length``): the head a request without ``ready`` gets."""
+
+    def __init__(self, body: bytes, ready: Awaitable[Any], write_timeout: float | None) -> None:
+        self._body = body
+        self._ready = ready
+        self._write_timeout = write_timeout
+
+    async def __aiter__(self) -> Any:
+        body = self._body
+        if len(body) > 1:
+            yield body[:-1]
+        stream = _HOLDING.get()
+        if stream is not None and stream._unsent:
+            await stream.send_kept(self._write_timeout)
+        await self._ready
+        yield body[-1:]
 
 
 class SocketStream(httpcore.AsyncNetworkStream):
@@ -65,7 +94,19 @@ class SocketStream(httpcore.AsyncNetworkStream):
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if buffer:
+            if not self._unsent:
+                _HOLDING.set(self)
             self._unsent.append(bytes(buffer))
+
+    async def send_kept(self, timeout: float | None) -> None:
+        """Send what ``write`` kept, now (a ``HeldBody`` about to wait), as ``read`` would: a
+        timeout raises ``WriteTimeout``, another error is left for the first read to meet."""
+        try:
+            await self._send_unsent(timeout)
+        except TimeoutError:
+            raise httpcore.WriteTimeout("timed out sending the request") from None
+        except OSError:
+            pass
 
     async def _send_unsent(self, timeout: float | None) -> None:
         unsent, self._unsent = self._unsent, []
