@@ -10,16 +10,15 @@
 #                                       that the screen showed the question, the diff and the answer
 #                                       (the sandbox is off: each shell command asks);
 #                                       with a real model only that it answers; stop, exit 0/1
+#   bash scripts/try-vscode.sh --clean  remove the earlier runs' folders (not one still in use), exit
+# Each run keeps its folder to look at later; a new run removes those older than the last
+# $TRY_VSCODE_KEEP (3), never one still in use (scripts/prune_try_runs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=false
+clean=false
 [ "${1:-}" = "--check" ] && check=true
-bash scripts/setup.sh
-bash scripts/setup-vscode.sh
-TOOLS=${AGENT_SERVER_TOOLS:-$HOME/.cache/agent-server-vscode}
-# shellcheck disable=SC1091
-. "$TOOLS/env.sh"
-VSIX="$PWD/clients/vscode/dist/agent-server-vscode.vsix"   # this checkout's, whoever ran the set-up last
+[ "${1:-}" = "--clean" ] && clean=true
 # Each run's folder (the workspace copy, the server's state, code-server's data) is made fresh outside
 # the clone: a workspace inside it made VS Code's Git pop up "A git repository was found in the parent
 # folders" (the clone's). Under $XDG_CACHE_HOME (kept to look at later), or the temp folder when that
@@ -29,8 +28,18 @@ mkdir -p "$runs" 2>/dev/null || true
 if [ ! -w "$runs" ] || git -C "$runs" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   runs=${TMPDIR:-/tmp}
 fi
+if $clean; then
+  exec python3 scripts/prune_try_runs.py "$runs" --keep 0
+fi
+bash scripts/setup.sh
+bash scripts/setup-vscode.sh
+TOOLS=${AGENT_SERVER_TOOLS:-$HOME/.cache/agent-server-vscode}
+# shellcheck disable=SC1091
+. "$TOOLS/env.sh"
+VSIX="$PWD/clients/vscode/dist/agent-server-vscode.vsix"   # this checkout's, whoever ran the set-up last
 run=$(mktemp -d "$runs/vscode-XXXXXX")
 run=$(cd "$run" && pwd -P)
+.venv/bin/python scripts/prune_try_runs.py "$runs" --keep "${TRY_VSCODE_KEEP:-3}" --except "$run" || true
 workspace="$run/workspace"
 echo "This run's folder (workspace copy, state, logs): $run"
 # Every process this run starts inherits TRY_VSCODE_RUN=$run: code-server's group, but also what it

@@ -4,10 +4,12 @@ fix on disk (offline endpoint, no model configured)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,18 +19,45 @@ from support.vscode_tools import REPO, find_tools
 
 
 @pytest.fixture(scope="module")
-def check_output():
-    """One run of ``try-vscode.sh --check`` (offline): its return code and output."""
+def check_output(tmp_path_factory):
+    """One run of ``try-vscode.sh --check`` (offline): its return code and output. Its runs' folder
+    (under ``XDG_CACHE_HOME``) holds three earlier runs' folders, the newest two of them kept."""
     find_tools()
+    cache = tmp_path_factory.mktemp("cache")
+    runs = cache / "agent-server" / "try-vscode"
+    earlier = [_fake_run(runs, f"vscode-early{k}", age=100 - k) for k in range(3)]
     env = {k: v for k, v in os.environ.items()
            if k not in ("AGENT_SERVER_BASE_URL", "AGENT_SERVER_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")}
+    env |= {"XDG_CACHE_HOME": str(cache), "TRY_VSCODE_KEEP": "2"}
     proc = subprocess.run(["bash", "scripts/try-vscode.sh", "--check"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
-    return proc.returncode, proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout + proc.stderr, earlier
+
+
+def _fake_run(runs: Path, name: str, age: float) -> Path:
+    """A folder as an earlier run of try-vscode.sh left it, last changed ``age`` seconds ago."""
+    run = runs / name
+    (run / "workspace").mkdir(parents=True)
+    (run / "workspace" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (run / "config.json").write_text(json.dumps({"codeServerEntry": "/x/code-server", "workspace": str(run / "workspace")}))
+    then = time.time() - age
+    os.utime(run, (then, then))
+    return run
+
+
+def test_try_vscode_runs_folders_piled_up_under_the_cache(check_output):
+    """Each run of try-vscode.sh left its folder (a workspace copy, the server's state, code-server's
+    user data) under ~/.cache/agent-server/try-vscode/ for ever; a run now removes the earlier ones but
+    the last few ($TRY_VSCODE_KEEP, 3 by default) — and keeps its own."""
+    code, out, earlier = check_output
+    assert code == 0, out[-5000:]
+    assert [run.exists() for run in earlier] == [False, True, True], out[-3000:]
+    assert _run_dir(out).is_dir()
+    assert "Removed 1 earlier run folder(s)" in out
 
 
 def test_try_vscode_check_fails_unless_the_demo_task_runs_to_its_final_answer_with_the_fix_on_disk(check_output):
-    code, out = check_output
+    code, out, _ = check_output
     assert code == 0, out[-5000:]
     assert "OFFLINE" in out  # said so
     assert "the extension activated" in out and "the panel answered" in out
@@ -39,7 +68,7 @@ def test_try_vscode_check_looks_at_the_screen_not_only_the_disk(check_output):
     """Issue 30 acceptance: the check passed on the disk alone; now it also fails unless the screen
     showed the permission question (with its command), the diff of the fix, and the final answer
     (a screenshot of each: clients/vscode/test-artifacts/try-vscode-check-*.png)."""
-    code, out = check_output
+    code, out, _ = check_output
     assert code == 0, out[-5000:]
     assert "the screen showed the permission question" in out and "with its command" in out, out[-3000:]
     assert "the screen showed the diff of the fix" in out, out[-3000:]
@@ -51,7 +80,7 @@ def test_try_vscode_workspace_was_inside_the_clone_and_vs_code_offered_the_paren
     .demo-state/, so VS Code's Git said "A git repository was found in the parent folders" (the
     clone's). Now each run's folder is made fresh outside the clone and outside any Git work tree,
     and the check fails on that notification."""
-    code, out = check_output
+    code, out, _ = check_output
     assert code == 0, out[-5000:]
     run = _run_dir(out)
     assert run is not None, out[-3000:]
@@ -155,3 +184,57 @@ def _cmdline(pid: int) -> str:
         return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_pruning_try_vscode_runs_keeps_the_last_few_and_every_folder_still_in_use(tmp_path):
+    """scripts/prune_try_runs.py: of eight run folders, the one starting now (--except) and the newest
+    three others are kept; of the older ones, those still in use are kept — a live process of that run
+    (TRY_VSCODE_RUN), a shell whose working directory is inside, an editor holding a file of it open —
+    and only the unused one goes (a read-only folder in it included). What is not a run's folder (no
+    config.json of a run, another name, a link to a folder elsewhere) is never touched."""
+    runs = tmp_path / "cache" / "agent-server" / "try-vscode"
+    run = [_fake_run(runs, f"vscode-run00{k}", age=100 - k) for k in range(8)]
+    locked = run[0] / "state" / "gomodcache"
+    locked.mkdir(parents=True)
+    (locked / "mod.go").write_text("package m\n")
+    locked.chmod(0o555)  # Go's module cache is read-only
+    os.utime(run[0], (time.time() - 100, time.time() - 100))  # as old as it was
+    (runs / "vscode-notrun").mkdir()
+    (runs / "vscode-notrun" / "notes.txt").write_text("mine\n")
+    (runs / "unrelated").mkdir()
+    (runs / "unrelated" / "config.json").write_text('{"codeServerEntry": "/x"}')
+    elsewhere = _fake_run(tmp_path / "elsewhere", "vscode-target", age=500)
+    (runs / "vscode-linked").symlink_to(elsewhere)
+    (run[3] / "workspace" / "open.txt").write_text("open in an editor\n")
+    wait = "import sys; f = open(sys.argv[1]) if len(sys.argv) > 1 else None; print('ready', flush=True); sys.stdin.read()"
+    holders = [
+        subprocess.Popen([sys.executable, "-c", wait], env={**os.environ, "TRY_VSCODE_RUN": str(run[1])},
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([sys.executable, "-c", wait], cwd=run[2] / "workspace",
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([sys.executable, "-c", wait, str(run[3] / "workspace" / "open.txt")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
+    ]
+    try:
+        for holder in holders:
+            assert holder.stdout.readline().strip() == "ready"
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "prune_try_runs.py"), str(runs), "--keep", "3",
+                               "--except", str(run[7])], capture_output=True, text=True, timeout=120)
+    finally:
+        for holder in holders:
+            holder.stdin.close()
+            holder.wait(timeout=60)
+            holder.stdout.close()
+    assert proc.returncode == 0, proc.stderr
+    assert [r.exists() for r in run] == [False, True, True, True, True, True, True, True], proc.stdout + proc.stderr
+    assert "Removed 1 earlier run folder(s)" in proc.stdout
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("Kept")) == sorted(
+        f"Kept {r}: still in use." for r in run[1:4])
+    assert (runs / "vscode-notrun" / "notes.txt").exists() and (runs / "unrelated" / "config.json").exists()
+    assert (runs / "vscode-linked").is_symlink() and (elsewhere / "workspace" / "calc.py").exists()
+    # once nothing holds them, --clean (keep none) removes every earlier run's folder, through the script
+    clean = subprocess.run(["bash", "scripts/try-vscode.sh", "--clean"], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert clean.returncode == 0, clean.stderr
+    left = sorted(p.name for p in runs.iterdir())
+    assert left == ["unrelated", "vscode-linked", "vscode-notrun"], clean.stdout

@@ -391,6 +391,16 @@ def test_accepting_one_hunk_of_two_applies_only_that_hunk(run):
     assert any("1 of 2" in t for t in tool_results(endpoint, "w3"))
 
 
+def test_the_changes_box_stays_after_a_partly_applied_turn(run):
+    """N2 (re-checked): the "Changes of the last turn" box was said to vanish after some hunks were
+    accepted and some rejected; it is drawn from what the server says (`_meta.agentServer.changedFiles`
+    of the call that wrote the accepted hunk), and names the file."""
+    scenario(run, "accept_one_hunk_of_two")
+    got = run[0]["scenarios"]["accept_one_hunk_of_two"]
+    assert got["changesShown"], got
+    assert "two.py" in got["changes"], got
+
+
 def test_reject_tells_the_model(run):
     scenario(run, "reject_tells_the_model")
     _, workspace, endpoint = run
@@ -448,6 +458,18 @@ def test_session_picker_lists_the_sessions_and_loading_one_replays_its_history(r
     got = results["scenarios"]["session_picker_loads_history"]
     assert {k: got[k] for k in ("state", "spinners", "running", "working", "stop")} == {
         "state": "idle", "spinners": 0, "running": 0, "working": False, "stop": False}, got
+
+
+def test_the_panel_s_session_list_was_a_select_beside_the_searchable_quickpick(run):
+    """The panel offered two ways to pick a session (an HTML <select>, and Agent: Open Session…): now
+    one, its session button opening the QuickPick — by keyboard (focus, Enter, type, Enter) — with the
+    sessions' titles and when each was last used; the button then names the session loaded."""
+    scenario(run, "session_picker_loads_history")
+    got = run[0]["scenarios"]["session_picker_loads_history"]
+    assert got["selects"] == 0, got
+    assert any("Make greet say hi" in r for r in got["listed"]), got
+    assert all("today" in r or "yesterday" in r or "-" in r for r in got["listed"]), got  # a date on each
+    assert "Make greet say hi" in got["sessionButton"], got
 
 
 def test_workspace_settings_cannot_choose_the_server_binary(run):

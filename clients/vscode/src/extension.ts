@@ -371,6 +371,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           return await newSession();
         case "listSessions":
           return await refreshSessions();
+        case "pickSession":
+          return await pickSession();
         case "loadSession":
           return await loadSession(m.sessionId, "pick", m.how === "take-over" || m.how === "copy" ? m.how : undefined);
         case "permission":

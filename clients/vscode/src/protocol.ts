@@ -123,6 +123,8 @@ export type WebviewToHost =
   | { type: "cancel" }
   | { type: "newSession" }
   | { type: "listSessions" }
+  /** The session button: the host's searchable session QuickPick (Agent: Open Session…). */
+  | { type: "pickSession" }
   /** `how`: `take-over` asks the process holding it to let it go; `copy` opens a fork of it. */
   | { type: "loadSession"; sessionId: string; how?: "take-over" | "copy" }
   | { type: "permission"; id: string; optionId: string | null }
@@ -137,5 +139,5 @@ export type WebviewToHost =
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption", "takenOverChoice"].includes(t);
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "pickSession", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption", "takenOverChoice"].includes(t);
 }

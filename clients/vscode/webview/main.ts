@@ -61,11 +61,12 @@ const NOTICE_ICONS: Record<string, string> = { error: "error", warning: "warning
 // ---- layout -----------------------------------------------------------------------------------
 const app = document.getElementById("app")!;
 const header = el("div", "header");
-const sessionSelect = el("select", "session-picker");
-sessionSelect.title = "Sessions of this workspace";
+// one way to pick a session: the searchable QuickPick (titles, when each was last used; Agent: Open Session…)
+const sessionButton = button("New session", "picker session-picker", () => send({ type: "pickSession" }), "Sessions of this workspace (click or Enter: search and open one)", "history");
+sessionButton.append(icon("chevron-down"));
 const newButton = button("New", "new-session", () => send({ type: "newSession" }), "Agent: New Session", "add");
 const pickers = el("div", "pickers");
-header.append(sessionSelect, newButton, pickers);
+header.append(sessionButton, newButton, pickers);
 const transcript = el("div", "transcript");
 transcript.setAttribute("role", "log");
 /** The first-run page (an empty transcript): the endpoint and model in use, and the ways forward. */
@@ -110,10 +111,6 @@ function setupButtons(kind?: ErrorKind): HTMLElement {
   return row;
 }
 
-sessionSelect.addEventListener("focus", () => send({ type: "listSessions" }));
-sessionSelect.addEventListener("change", () => {
-  if (sessionSelect.value) send({ type: "loadSession", sessionId: sessionSelect.value });
-});
 
 // ---- input with history -------------------------------------------------------------------------
 const saved = (vscode.getState() as { history?: string[] } | undefined) ?? {};
@@ -881,21 +878,15 @@ function tickElapsed(): void {
 
 function paintPickers(): void {
   const current = state.currentSession ?? "";
-  const options = [el("option", "", state.title || (current ? `Session ${current.slice(0, 8)}` : "New session"))];
-  options[0]!.value = "";
-  for (const s of state.sessions) {
-    if (s.sessionId === current) continue;
-    const o = el("option", "", s.title || s.sessionId.slice(0, 8));
-    o.value = s.sessionId;
-    options.push(o);
+  // its title: said by the agent (session_info_update), else as session/list has it
+  const listed = current ? state.sessions.find((x) => x.sessionId === current)?.title : undefined;
+  const title = state.title || listed || (current ? `Session ${current.slice(0, 8)}` : "New session");
+  const label = sessionButton.querySelector(".label");
+  if (label && label.textContent !== title) {
+    label.textContent = title;
+    sessionButton.title = `${title} — the sessions of this workspace (click or Enter: search and open one)`;
+    sessionButton.setAttribute("aria-label", `Session: ${title}. Open another session`);
   }
-  const key = JSON.stringify(options.map((o) => [o.value, o.textContent]));
-  if (sessionSelect.dataset.key !== key) {
-    sessionSelect.dataset.key = key;
-    sessionSelect.replaceChildren(...options);
-  }
-  // the first option is the panel's session: a pick that did not load (refused) must not stay shown
-  if (sessionSelect.value !== "" && document.activeElement !== sessionSelect) sessionSelect.value = "";
   // VS Code-native: each picker is a button that opens a QuickPick in the host
   const key2 = JSON.stringify(state.selects.map((sel) => [sel.id, sel.currentValue, sel.options.length]));
   if (pickers.dataset.key === key2) return;

@@ -270,6 +270,9 @@ const scenarios = {
     await panel(page).locator('.proposal[data-outcome="partial"]').waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "hunk-panel");
+    // N2: the Changes box of a partly applied turn (it vanished)
+    const box = panel(page).locator(".changes");
+    return { changesShown: !(await box.evaluate((b) => b.hidden)), changes: ((await box.textContent()) ?? "").trim() };
   },
 
   /** A latin1 file open in VS Code (shown with U+FFFD): the agent's read and edit are refused, no diff
@@ -362,20 +365,30 @@ const scenarios = {
     const p = panel(page);
     await p.locator("button.new-session").click();
     await p.locator(".transcript .item").first().waitFor({ state: "detached", timeout: T });
-    await p.locator("select.session-picker option", { hasText: s.title }).first().waitFor({ state: "attached", timeout: T });
-    const label = await p.locator("select.session-picker option", { hasText: s.title }).first().textContent();
-    await p.locator("select.session-picker").selectOption({ label });
+    // the panel's one way to pick a session: its session button opens the searchable QuickPick, by keyboard
+    const selects = await p.locator("select").count();
+    await p.locator("button.session-picker").focus();
+    await p.locator("button.session-picker").press("Enter");
+    const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+    await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
+    await rows.filter({ hasText: s.title }).first().waitFor({ timeout: T });
+    const listed = await rows.allTextContents();
+    await page.keyboard.type(s.title);
+    await rows.first().filter({ hasText: s.title }).waitFor({ timeout: T });
+    await page.keyboard.press("Enter");
     await p.locator(".agent", { hasText: s.expect }).first().waitFor({ timeout: T });
     await p.locator(".tool", { hasText: s.expectTool }).first().waitFor({ timeout: T });
     await shot(page, "sessions-panel");
     // nothing of a replay looks live: no spinner, no running card, no working line, no Stop
-    return await p.locator("#app").evaluate((app) => ({
+    const shown = await p.locator("#app").evaluate((app) => ({
       state: app.dataset.state,
       spinners: app.querySelectorAll(".transcript .codicon-modifier-spin").length,
       running: app.querySelectorAll('.tool[data-status="in_progress"], .tool[data-status="pending"], .tool-elapsed[data-running="true"]').length,
       working: !app.querySelector(".working")?.hidden,
       stop: getComputedStyle(app.querySelector("button.stop")).display !== "none",
+      sessionButton: app.querySelector("button.session-picker")?.textContent ?? "",
     }));
+    return { ...shown, selects, listed };
   },
 
   /** Accept from the panel while typing in the document: for each proposal (each changes its own line of

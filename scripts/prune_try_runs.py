@@ -1,0 +1,138 @@
+"""Removes the folders of earlier scripts/try-vscode.sh runs but the last few (each run left a workspace
+copy, the server's state and code-server's user data under ~/.cache/agent-server/try-vscode/).
+
+    prune_try_runs.py RUNS_DIR [--keep N] [--except PATH]
+
+Role: a run's folder is one try-vscode.sh made (`vscode-XXXXXX` holding the run's `config.json`),
+not a symbolic link; the newest N of them (by modification time; `--except`, the run starting now, is
+never counted nor touched) are kept, and any older one is removed unless it is in use.
+Must never: remove a folder still in use — a live process of that run (`TRY_VSCODE_RUN=<folder>` in its
+environment: code-server, the extension's agent-server, a terminal's shell), or any process whose
+working directory, root, executable or an open file is inside it (an editor or shell the user opened
+there) —, anything that is not a run's folder, or anything outside RUNS_DIR (links are not followed).
+Linux /proc only; processes this user may not inspect (kernel threads, a non-dumpable process) are
+not looked at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+RUN_NAME = re.compile(r"^vscode-[A-Za-z0-9]{6}$")
+
+
+def run_folders(runs: Path) -> list[Path]:
+    """The run folders under ``runs``, newest first."""
+    found = []
+    for entry in runs.iterdir():
+        if not RUN_NAME.match(entry.name) or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            config = (entry / "config.json").read_text(errors="replace")
+        except OSError:
+            continue  # not (yet) a run's: a run writes it before it starts code-server
+        if '"codeServerEntry"' not in config:
+            continue
+        found.append(entry)
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _inside(path: str, folders: list[str]) -> str | None:
+    for folder in folders:
+        if path == folder or path.startswith(folder + "/"):
+            return folder
+    return None
+
+
+def folders_in_use(folders: list[Path]) -> set[str]:
+    """Which of ``folders`` a live process uses (marked with its run, or its cwd/root/exe/open files
+    inside it)."""
+    names = [str(f) for f in folders]
+    marks = {f"TRY_VSCODE_RUN={name}".encode(): name for name in names}
+    used: set[str] = set()
+    me, uid = os.getpid(), os.getuid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        base = f"/proc/{pid}"
+        try:
+            if os.stat(base).st_uid != uid and uid != 0:
+                continue  # another user's process cannot hold our folders open
+            env = Path(f"{base}/environ").read_bytes().split(b"\0")
+            fds = os.listdir(f"{base}/fd")
+        except OSError:
+            # ended meanwhile; a kernel thread (ESRCH); a process this user may not inspect (EACCES:
+            # not dumpable, an init of another namespace): none is a user's editor or shell
+            continue
+        used.update(name for mark, name in marks.items() if mark in env)
+        for link in ["cwd", "root", "exe", *(f"fd/{fd}" for fd in fds)]:
+            try:
+                target = os.readlink(f"{base}/{link}")
+            except OSError:
+                continue  # a kernel thread's exe, a descriptor closed meanwhile
+            hit = _inside(target.removesuffix(" (deleted)"), names)
+            if hit:
+                used.add(hit)
+    return used
+
+
+def _remove(path: Path) -> None:
+    def writable_and_retry(func, name, _exc):  # a read-only folder (a module cache) is still ours
+        parent = os.path.dirname(name)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+        if os.path.isdir(name) and not os.path.islink(name):
+            os.chmod(name, os.stat(name).st_mode | stat.S_IWUSR | stat.S_IXUSR | stat.S_IRUSR)
+        func(name)
+
+    shutil.rmtree(path, onerror=writable_and_retry)
+
+
+def prune(runs: Path, keep: int, current: Path | None = None) -> tuple[list[Path], list[Path]]:
+    """Removes the run folders past the newest ``keep`` that are not in use; returns (removed, kept in use)."""
+    skip = current.resolve() if current is not None else None
+    folders = [f for f in run_folders(runs) if skip is None or f.resolve() != skip]
+    old = folders[keep:]
+    if not old:
+        return [], []
+    used = folders_in_use(old)
+    removed, busy = [], []
+    for folder in old:
+        if str(folder) in used:
+            busy.append(folder)
+            continue
+        try:
+            _remove(folder)
+        except OSError as exc:
+            print(f"try-vscode: could not remove {folder}: {exc}", file=sys.stderr)
+            continue
+        removed.append(folder)
+    return removed, busy
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path)
+    parser.add_argument("--keep", type=int, default=3)
+    parser.add_argument("--except", dest="current", type=Path)
+    args = parser.parse_args(argv)
+    if args.keep < 0:
+        parser.error("--keep must be 0 or more")
+    if not args.runs.is_dir():
+        return 0
+    removed, busy = prune(args.runs.resolve(), args.keep, args.current)
+    if removed:
+        kept = f" (the last {args.keep} are kept)" if args.keep else ""
+        print(f"Removed {len(removed)} earlier run folder(s) under {args.runs}{kept}.")
+    for folder in busy:
+        print(f"Kept {folder}: still in use.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
