@@ -311,7 +311,7 @@ class SessionHost:
     async def warm(self, session_id: str) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first
         prompt of ``session_id`` would otherwise build on its way to the model: the HTTP client of
-        its endpoint with its network layer, the tools' JSON schemas (built once per process), and
+        its endpoint with its network layer and its first connection (``ChatClient.preconnect``), the tools' JSON schemas (built once per process), and
         the loop's default executor with its first worker thread (the file tools read and write in
         it: made on the first call, its thread start and ``concurrent.futures.thread`` import would
         delay the first tool call). The imports (httpx, anyio's backend: ``ChatClient.preload``) and
@@ -329,9 +329,12 @@ class SessionHost:
                 await asyncio.to_thread(_warm_imports)  # also starts the executor's first worker thread
             elif step == "client":
                 try:
-                    self._client(self._provider(session.log)).warm()
+                    client = self._client(self._provider(session.log))
                 except TurnFailed:
                     pass
+                else:
+                    client.warm()
+                    client.preconnect()  # its first connection (TLS included) opened in a task: nothing is sent
             elif step == "schemas":
                 tool_schemas(self.tool_tables.get(session_id, {}).values())
             else:

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ._transport import HeldBody, PlainHTTPTransport, endpoint_transport  # first: keeps httpx's CLI module from loading
+from ._transport import EndpointTransport, HeldBody, endpoint_transport  # first: keeps httpx's CLI module from loading
 
 import httpx  # noqa: E402  (after ._transport)
 
@@ -192,13 +192,13 @@ class ChatClient:
         anyio.get_current_task()  # picks (imports, unless preloaded) anyio's backend for the running loop
 
     def preconnect(self) -> bool:
-        """Start opening the connection the first request will use (a load's first prompt: its
-        set-up is then not on the way to the model), on the running loop; nothing is sent on it.
-        Only for a plain-http endpoint at an IP address whose pool has no connection yet
-        (``PlainHTTPTransport.open_spare``; an https endpoint's would need its TLS handshake, which
-        this does not do): ``False`` otherwise. A failure is left for the request to meet."""
+        """Start opening the connection the first request will use (after ``session/new`` or a
+        load: its name resolution, connect and TLS handshake are then not on the way to the model),
+        in a task on the running loop; nothing is sent on it. Only when the pool has no connection
+        yet and the client has its own transport (``EndpointTransport.open_spare``: no proxy is
+        named): ``False`` otherwise. A failure is silent: the request then connects as before."""
         transport = self._transport
-        if not isinstance(transport, PlainHTTPTransport) or not isinstance(self._target, httpx.URL):
+        if not isinstance(transport, EndpointTransport) or not isinstance(self._target, httpx.URL):
             return False
         task = transport.open_spare(self._target, self._connect_timeout)
         if task is None:

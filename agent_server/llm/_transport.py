@@ -1,28 +1,30 @@
-"""The HTTP transport of a model endpoint: httpx's, without what a plain-http endpoint never uses.
+"""The HTTP transport of a model endpoint: httpx's, with its first connection opened ahead.
 
 Role: ``endpoint_transport(base_url)`` gives the transport ``ChatClient`` hands to
-``httpx.AsyncClient``: httpx's default (its verified TLS context, the environment's proxies) for
-``https://`` endpoints and whenever the environment names a proxy; for a plain ``http://`` endpoint
-with no proxy, ``PlainHTTPTransport``, built without a TLS context (httpx's constructor loads the CA
-bundle even when no connection will use TLS), whose connections to an IP address go through
-``SocketBackend`` (the event loop's own socket calls instead of anyio's), which can open the first
-connection ahead of the first request (``ChatClient.preconnect``). Importing the module keeps
-httpx from importing its command-line client and marks a missing ``sniffio`` as missing. What each
-saves: bench/README.md, "Measurements moved out of the code".
+``httpx.AsyncClient`` when the environment names no proxy: ``TLSTransport`` for ``https://``
+(httpx's verified TLS context, made as httpx makes it), ``PlainHTTPTransport`` for ``http://``
+(no TLS context: httpx's constructor loads the CA bundle even when no connection uses TLS; its
+connections to an IP address are ``SocketBackend``'s own sockets); with a proxy, ``None``: httpx's
+default and its proxy handling. Both open one connection ahead of the first request
+(``ChatClient.preconnect``: name, connect, TLS handshake). ``HeldBody`` holds a body's last byte
+until the caller's ``ready``. Importing the module keeps httpx from importing its command-line
+client and marks a missing ``sniffio`` as missing. What each saves: bench/README.md.
 
-Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified default — open a
-TLS connection on the plain-http path (its client never asks an ``https://`` URL: redirects are
-not followed), or send anything on a connection opened ahead before a request takes it.
+Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified context, and a
+connection opened ahead is handshaken with that context and the URL's host name —, open a TLS
+connection on the plain-http path, open a connection ahead around a proxy, or send anything on a
+connection opened ahead before a request takes it.
 
 Details: ``httpx._main`` pulls in click, pygments and rich when they happen to be installed, for a
 CLI this server never runs; httpx falls back to its own stub ``main``. httpcore runs ``import
 sniffio`` on every lock and event it sets up, and a failed import searches every ``sys.path`` entry
 again; a name marked ``None`` fails at once with the same ``ImportError`` (anyio ≥ 4.12 no longer
 needs sniffio). ``SocketBackend`` is the socket layer only — httpcore and h11 still speak HTTP, httpx
-is still the client; it skips anyio's per-request task group, event, transport and cancel scopes,
-and sends what httpcore writes for one request (head, then body) with one ``sendmsg``, so the
-endpoint gets the request in one segment as other clients send it. A host name keeps anyio's
-backend (its name resolution and address fallback).
+is still the client; for an IP address on the plain-http path it skips anyio's per-request task
+group, event, transport and cancel scopes, and sends what httpcore writes for one request (head,
+then body) with one ``sendmsg``, so the endpoint gets the request in one segment as other clients
+send it. A host name and every https connection keep anyio's backend (its name resolution, address
+fallback and TLS).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ class SocketStream(httpcore.AsyncNetworkStream):
     async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:
         """Refused: this backend serves the plain-http transport only, whose client never asks an
-        ``https://`` URL (redirects are not followed); TLS is httpx's default transport's."""
+        ``https://`` URL (redirects are not followed); TLS is ``TLSTransport``'s (anyio's streams)."""
         raise httpcore.ConnectError("the plain-http transport opens no TLS connection")
 
     def get_extra_info(self, info: str) -> Any:
@@ -162,27 +164,67 @@ class SocketStream(httpcore.AsyncNetworkStream):
         return None
 
 
+class _Handshaken(httpcore.AsyncNetworkStream):
+    """A spare connection whose TLS handshake is done, as ``connect_tcp`` hands it to the pool:
+    httpcore's ``start_tls`` (its next call) gets the TLS stream when it asks for the context and
+    server name the handshake used, else the spare is closed and a new connection made for it."""
+
+    def __init__(self, tls: httpcore.AsyncNetworkStream, context: Any, name: str,
+                 reconnect: Any) -> None:
+        self._tls, self._context, self._name, self._reconnect = tls, context, name, reconnect
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        if ssl_context is self._context and server_hostname == self._name:
+            return self._tls
+        await self._tls.aclose()
+        plain = await self._reconnect(timeout)
+        return await plain.start_tls(ssl_context, server_hostname, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._tls.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._tls.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._tls.aclose()
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._tls.get_extra_info(info)
+
+
 class SocketBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend for the plain-http transport: a host that is an IP address gets
-    a ``SocketStream`` (``loop.sock_connect``, ``TCP_NODELAY`` as asyncio sets it); a host name,
-    and a unix socket, go to anyio's backend as before.
+    """httpcore's network backend for the model endpoint's transport. On the plain-http transport
+    (``sockets``) a host that is an IP address gets a ``SocketStream`` (``loop.sock_connect``,
+    ``TCP_NODELAY`` as asyncio sets it); a host name, a unix socket and every connection of the
+    https transport go to anyio's backend as before (its name resolution, address fallback, TLS).
 
-    ``open_spare`` connects one socket ahead of the first request (a load's first prompt: its
-    connection set-up is then not on the way to the model); ``connect_tcp`` takes it for the first
-    connection the pool opens to that address when it is younger than ``spare_expiry`` (the pool's
-    keep-alive expiry: an idle connection is not kept longer than one the pool kept) and the server
-    has not closed it (``is_socket_readable``, as the pool checks its idle connections); else it is
-    closed and a connection is opened as before. Nothing is ever sent on it before a request."""
+    ``open_spare`` opens one connection ahead of the first request (after ``session/new`` or a
+    load: its set-up — name resolution, connect and, for https, the TLS handshake — is then not on
+    the way to the model); ``connect_tcp`` takes it for the first connection the pool opens to that
+    address when it is younger than ``spare_expiry`` (the pool's keep-alive expiry: an idle
+    connection is not kept longer than one the pool kept) and the server has not closed it; else it
+    is closed and a connection is opened as before. Nothing is ever sent on it before a request. A
+    raw socket is checked as the pool checks its idle connections (``is_socket_readable``); an
+    anyio stream is watched by a task reading it (a TLS 1.3 server sends its session tickets after
+    the handshake, which makes the socket readable: the watch reads them; a close, or any byte an
+    HTTP/1.1 server sends before a request, drops the spare)."""
 
-    def __init__(self, spare_expiry: float | None = 5.0) -> None:
+    def __init__(self, spare_expiry: float | None = 5.0, *, sockets: bool = True) -> None:
         self._names = httpcore.AnyIOBackend()
+        self._sockets = sockets
         self._spare_expiry = spare_expiry
-        self._spares: dict[tuple[str, int], tuple[socket.socket, float]] = {}
+        self._spares: dict[tuple[str, int], tuple[Any, float]] = {}
+        self._watches: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self.clock = time.monotonic
 
-    @staticmethod
-    def _socket(host: str) -> socket.socket | None:
-        """A non-blocking ``TCP_NODELAY`` socket for an IP address ``host``; ``None`` for a host name."""
+    def _socket(self, host: str) -> socket.socket | None:
+        """A non-blocking ``TCP_NODELAY`` socket for an IP address ``host``; ``None`` for a host
+        name, or when this backend leaves every connection to anyio's (``sockets=False``)."""
+        if not self._sockets:
+            return None
         try:
             version = ipaddress.ip_address(host).version if "%" not in host else None
         except ValueError:
@@ -198,61 +240,122 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
             raise
         return sock
 
-    async def open_spare(self, host: str, port: int, timeout: float | None = None) -> bool:
-        """Connect one socket to ``host`` (an IP address) and ``port`` and keep it for
-        ``connect_tcp``; ``False`` (nothing kept) for a host name, when one is kept already, or
-        when the connection fails (the request meets that error itself)."""
-        if (host, port) in self._spares:
+    async def open_spare(self, host: str, port: int, timeout: float | None = None,
+                         tls: tuple[Any, str] | None = None) -> bool:
+        """Open one connection to ``host`` and ``port`` and keep it for ``connect_tcp``; ``tls``:
+        the SSL context and server name to do its TLS handshake with (the pool's own). ``False``
+        (nothing kept) when one is kept already or the connection fails (the request meets that
+        error itself)."""
+        key = (host, port)
+        if key in self._spares:
             return False
-        sock = self._socket(host)
-        if sock is None:
-            return False
+        sock = None if tls is not None else self._socket(host)
+        spare: Any
         try:
-            async with asyncio.timeout(timeout):
-                await asyncio.get_running_loop().sock_connect(sock, (host, port))
-        except (OSError, TimeoutError):
-            sock.close()
+            if sock is not None:
+                async with asyncio.timeout(timeout):
+                    await asyncio.get_running_loop().sock_connect(sock, (host, port))
+                spare = sock
+            else:
+                spare = await self._names.connect_tcp(host, port, timeout)
+                if tls is not None:
+                    plain = spare
+                    try:
+                        spare = await plain.start_tls(tls[0], tls[1], timeout)
+                    except BaseException:
+                        await plain.aclose()  # (httpcore closes it on an error, not on a cancellation)
+                        raise
+        except (OSError, TimeoutError, httpcore.ConnectError, httpcore.ConnectTimeout):
+            if sock is not None:
+                sock.close()
             return False
         except BaseException:
-            sock.close()
+            if sock is not None:
+                sock.close()
             raise
-        if (host, port) in self._spares:  # another one came first
-            sock.close()
+        if key in self._spares:  # another one came first
+            await self._close(spare)
             return False
-        self._spares[(host, port)] = (sock, self.clock())
+        if not isinstance(spare, socket.socket):
+            self._watches[key] = asyncio.get_running_loop().create_task(self._watch(key, spare))
+            if tls is not None:
+                spare = _Handshaken(spare, tls[0], tls[1], lambda t: self._names.connect_tcp(host, port, t))
+        self._spares[key] = (spare, self.clock())
         if self._spare_expiry is not None:
-            asyncio.get_running_loop().call_later(self._spare_expiry, self._expire, host, port, sock)
+            asyncio.get_running_loop().call_later(self._spare_expiry, self._expire, key, spare)
         return True
 
-    def _expire(self, host: str, port: int, sock: socket.socket) -> None:
-        kept = self._spares.get((host, port))
-        if kept is not None and kept[0] is sock:
-            del self._spares[(host, port)]
-            sock.close()
+    async def _watch(self, key: tuple[str, int], stream: httpcore.AsyncNetworkStream) -> None:
+        """Read the kept ``stream`` until it is taken (this task is then cancelled): whatever
+        comes (bytes, the end, an error) means the server closed it or it is of no use."""
+        try:
+            await stream.read(1)
+        except asyncio.CancelledError:
+            raise  # taken, or expired: no longer ours to close
+        except Exception:  # noqa: BLE001 — a broken connection: dropped as a closed one
+            pass
+        kept = self._spares.get(key)
+        if kept is not None and self._watches.get(key) is asyncio.current_task():
+            del self._spares[key]
+            del self._watches[key]
+            await self._close(kept[0])
 
-    def _take_spare(self, host: str, port: int) -> socket.socket | None:
+    @staticmethod
+    async def _close(spare: Any) -> None:
+        if isinstance(spare, socket.socket):
+            spare.close()
+        else:
+            await spare.aclose()
+
+    def _expire(self, key: tuple[str, int], spare: Any) -> None:
+        kept = self._spares.get(key)
+        if kept is None or kept[0] is not spare:
+            return
+        if isinstance(spare, socket.socket):
+            del self._spares[key]
+            spare.close()
+        else:
+            task = asyncio.get_running_loop().create_task(self._close_spare(key))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _close_spare(self, key: tuple[str, int]) -> None:
+        spare = await self._take_spare(*key)
+        if spare is not None:
+            await self._close(spare)
+
+    async def _take_spare(self, host: str, port: int) -> Any:
         kept = self._spares.pop((host, port), None)
+        watch = self._watches.pop((host, port), None)
+        if watch is not None:
+            watch.cancel()
+            await asyncio.wait([watch])
+            if not watch.cancelled():  # it ended by itself: the spare is closed
+                return None
         if kept is None:
             return None
-        sock, opened = kept
-        if (self._spare_expiry is not None and self.clock() - opened > self._spare_expiry) or is_socket_readable(sock):
-            sock.close()  # too old, or the server closed it (or sent something unasked): not used
+        spare, opened = kept
+        expired = self._spare_expiry is not None and self.clock() - opened > self._spare_expiry
+        if expired or (isinstance(spare, socket.socket) and is_socket_readable(spare)):
+            await self._close(spare)  # too old, or the server closed it (or sent something unasked): not used
             return None
-        return sock
+        return spare
 
-    def close_spares(self) -> None:
-        """Close the sockets ``open_spare`` kept and no request took."""
-        spares, self._spares = self._spares, {}
-        for sock, _ in spares.values():
-            sock.close()
+    async def close_spares(self) -> None:
+        """Close the connections ``open_spare`` kept and no request took."""
+        for key in list(self._spares):
+            await self._close_spare(key)
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
                           socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        if not local_address and not socket_options:
-            spare = self._take_spare(host, port)
-            if spare is not None:
+        if not local_address and not socket_options and (host, port) in self._spares:
+            spare = await self._take_spare(host, port)
+            if isinstance(spare, socket.socket):
                 return SocketStream(spare)
+            if spare is not None:
+                return spare
         sock = self._socket(host)
         if sock is None:
             return await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
@@ -282,42 +385,72 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-class PlainHTTPTransport(httpx.AsyncHTTPTransport):
-    """``httpx.AsyncHTTPTransport`` for ``http://`` URLs, made without a TLS context, its
-    connections made by ``SocketBackend`` (which opens no TLS connection: ``https://`` endpoints get
-    httpx's default transport, see ``endpoint_transport``)."""
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's defaults
 
-    def __init__(self, limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)) -> None:
-        # not super().__init__(): that is what loads the CA bundle
-        import httpcore
 
-        self.backend = SocketBackend(limits.keepalive_expiry)
+class EndpointTransport(httpx.AsyncHTTPTransport):
+    """``httpx.AsyncHTTPTransport`` as httpx's client makes it when no proxy is named (its pool,
+    limits, HTTP/1.1), its connections made by ``SocketBackend``, which can open the first one
+    ahead (``open_spare``)."""
+
+    def __init__(self, ssl_context: Any, limits: httpx.Limits = _LIMITS) -> None:
+        # not super().__init__(): the context is given (none for plain http: that is what loads the CA bundle)
+        self._ssl_context = ssl_context
+        self.backend = SocketBackend(limits.keepalive_expiry, sockets=ssl_context is None)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=None, max_connections=limits.max_connections,
+            ssl_context=ssl_context, max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,
             network_backend=self.backend)
 
     async def aclose(self) -> None:
-        self.backend.close_spares()
+        await self.backend.close_spares()
         await super().aclose()
 
     def open_spare(self, url: httpx.URL, timeout: float | None) -> "asyncio.Task[bool] | None":
         """Start opening, on the running loop, the connection the first request to ``url`` will use
-        (``SocketBackend.open_spare``); ``None`` when the pool has a connection already."""
+        (``SocketBackend.open_spare``; for an ``https://`` URL with the TLS handshake the pool's
+        connection would do: its context, ``http/1.1`` offered by ALPN as httpcore offers it, the
+        URL's host as the server name); ``None`` when the pool has a connection already."""
         if self._pool.connections or not url.host:
             return None
-        return asyncio.get_running_loop().create_task(
-            self.backend.open_spare(url.host, url.port or 80, timeout))
+        tls = None
+        if url.scheme == "https":
+            if self._ssl_context is None:
+                return None
+            self._ssl_context.set_alpn_protocols(["http/1.1"])  # as httpcore sets it before each handshake
+            tls = (self._ssl_context, url.host)
+        port = url.port or (443 if tls else 80)
+        return asyncio.get_running_loop().create_task(self.backend.open_spare(url.host, port, timeout, tls))
+
+
+class PlainHTTPTransport(EndpointTransport):
+    """The transport for ``http://`` URLs, made without a TLS context, its connections to an IP
+    address made by ``SocketBackend`` itself (which opens no TLS connection: ``https://``
+    endpoints get ``TLSTransport``, see ``endpoint_transport``)."""
+
+    def __init__(self, limits: httpx.Limits = _LIMITS) -> None:
+        super().__init__(None, limits)
+
+
+class TLSTransport(EndpointTransport):
+    """The transport for ``https://`` URLs: httpx's verified TLS context, made as httpx's client
+    makes it (``create_ssl_context``: certifi's CA bundle, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``
+    from the environment), every connection through anyio's backend."""
+
+    def __init__(self, limits: httpx.Limits = _LIMITS) -> None:
+        super().__init__(httpx.create_ssl_context(verify=True, trust_env=True), limits)
 
 
 def endpoint_transport(base_url: str) -> httpx.AsyncBaseTransport | None:
-    """The transport for requests to ``base_url``: a ``PlainHTTPTransport`` for an ``http://`` URL
-    when the environment names no proxy, else ``None`` (httpx's default transport and proxies)."""
-    if urlsplit(base_url).scheme.lower() != "http":
+    """The transport for requests to ``base_url`` when the environment names no proxy: a
+    ``PlainHTTPTransport`` for an ``http://`` URL, a ``TLSTransport`` for an ``https://`` one;
+    else ``None`` (httpx's default transport and its proxies; nothing is opened ahead)."""
+    scheme = urlsplit(base_url).scheme.lower()
+    if scheme not in ("http", "https"):
         return None
     from urllib.request import getproxies
 
-    if any(scheme != "no" for scheme in getproxies()):  # a proxy (NO_PROXY alone names none):
+    if any(name != "no" for name in getproxies()):  # a proxy (NO_PROXY alone names none):
         return None  # keep httpx's own proxy handling, which a custom transport would turn off
-    return PlainHTTPTransport()
+    return PlainHTTPTransport() if scheme == "http" else TLSTransport()

@@ -39,3 +39,38 @@ async def test_a_session_list_right_after_session_new_waited_for_the_warm_ups_im
         assert preloaded and preloaded[0] is not loop_thread, preloaded
     finally:
         await server.aclose()
+
+
+async def test_the_first_prompt_to_an_https_endpoint_opened_its_connection_after_the_user_pressed_enter(
+        tmp_path, monkeypatch):
+    """A remote provider's first request resolved its name, connected and did its TLS handshake
+    after the prompt was sent (tens to hundreds of ms): ``session/new``'s warm-up opened a spare
+    only for a plain-http endpoint at an IP address. Now it opens the https endpoint's (a real TLS
+    endpoint, its CA trusted as httpx reads the environment), and the first prompt's request goes
+    out on it, the first bytes it carries."""
+    import asyncio
+
+    from support.tls import TLSEndpoint
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = TLSEndpoint(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(endpoint.ca_file))
+    async with endpoint:
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.url(),
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        server = AcpServer(config, SessionStore(tmp_path / "state"))
+        try:
+            # (the answer, then what follows it: the warm-up)
+            sid = (await answered(server, "session/new", {"cwd": str(tmp_path), "mcpServers": []}, 10))["sessionId"]
+            client = server.host.pool.get(endpoint.url(), "k")
+            assert await asyncio.wait_for(asyncio.gather(*client._tails), 10) == [True]
+            await endpoint.wait_connections(1)
+            assert endpoint.connections[0]["received"] == b""  # nothing sent on it
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}
+            assert (await answered(server, "session/prompt", prompt, 10))["stopReason"] == "end_turn"
+        finally:
+            await server.aclose()
+    assert len(endpoint.connections) == 1
+    assert endpoint.connections[0]["received"].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")

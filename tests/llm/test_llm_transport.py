@@ -257,8 +257,8 @@ async def test_a_host_name_endpoint_keeps_anyio_backend(endpoint, body, monkeypa
     named: list[str] = []
     real = SocketBackend.__init__
 
-    def spying(self, *args):
-        real(self, *args)
+    def spying(self, *args, **kwargs):
+        real(self, *args, **kwargs)
         connect = self._names.connect_tcp
 
         async def recorded(host, *args, **kwargs):
@@ -470,18 +470,6 @@ async def _first_connection_done(connections: list[dict]) -> None:
     while not connections:  # accepted after the client closed it: the server's accept runs later
         await asyncio.sleep(0)
     await connections[0]["done"].wait()
-
-
-async def test_nothing_is_opened_ahead_for_an_https_endpoint_or_a_host_name(tls_contexts):
-    from agent_server.llm._transport import SocketBackend
-
-    client = ChatClient("https://api.example.invalid/v1", "sk-test")
-    try:
-        assert client.preconnect() is False  # its connection needs a TLS handshake this does not do
-    finally:
-        await client.aclose()
-    backend = SocketBackend()
-    assert await backend.open_spare("localhost", 9) is False and backend._spares == {}
 
 
 async def _readable(sock) -> None:
