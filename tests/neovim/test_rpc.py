@@ -124,3 +124,27 @@ def test_no_server_process_is_left_after_qa(make_editor, tmp_path):
     assert pid_alive(pid)
     assert quit_editor(ed) == []
     assert not pid_alive(pid)
+
+
+def test_agent_restart_during_a_turn_wrote_the_server_exited_as_an_error_into_the_chat(make_editor, workspace):
+    """The class of N4: ``:AgentRestart`` while a turn waits for a proposal drew the prompt's JSON-RPC
+    error, ``**error:** the server exited``, as if something had failed. The user stopped it: the
+    chat says so in its words (and the stopped server's proposal is closed)."""
+    path = workspace / "p.txt"
+    path.write_text("text\n")
+    ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd(f"edit {path}")
+    ed.cmd(f"AgentAsk propose 0 ok {path}")
+    ed.proposal_open()
+    ed.cmd("AgentRestart")
+    ed.wait("return require('agent_server.chat').text():find('was restarted', 1, true) ~= nil", what="the restart")
+    ed.idle()
+    chat = ed.chat()
+    assert "**error:**" not in chat and "the server exited" not in chat, chat
+    assert "_— stopped: the server was restarted before it answered —_" in chat, chat
+    assert ed.lua("return require('agent_server.proposals').latest() == nil")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1  # its diff view closed
+    assert ed.buffer_text(path) == "text\n"
+    ed.cmd("AgentAsk two")
+    ed.idle()
+    assert "echo: two" in ed.chat()

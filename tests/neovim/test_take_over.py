@@ -152,3 +152,79 @@ def test_the_chat_heading_stayed_loading_until_enter_after_a_refused_load(
     two.wait("return #_G.screens > 0", what="the error said")
     said = shown(two.lua("return _G.screens")[0])
     assert "# Session no-such-session (not loaded)" in said and "(loading" not in said, said
+
+
+def test_neovim_wrote_the_raw_unknown_session_error_into_the_chat_before_the_take_back_dialog(
+        make_editor, endpoint, workspace, agent_state_dir):
+    """N4: after a take-over, a prompt typed in the Neovim that lost the session drew
+    ``**error:** unknown session: sess_…`` (the JSON-RPC error's text) above the chat's own words
+    and the take-back / new-session dialog. The chat says it in its words only, before the dialog
+    is asked, and the prompt waits in the prompt area."""
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.choose(sid, "take-over")
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="taken over")
+    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
+             " ~= nil", what="the holder's notice")
+    one.lua("""
+        local screen = loadstring(...)
+        _G.screens = {}
+        vim.ui.select = function(items, opts, on_choice)
+          table.insert(_G.screens, { prompt = opts.prompt, screen = screen(), chat = require('agent_server.chat').text(),
+                                     typed = require('agent_server.transcript').prompt_text() })
+          on_choice(nil)
+        end
+    """, SCREEN)
+    one.cmd("AgentChat")
+    one.lua("require('agent_server.transcript').set_prompt('am I still here?')")
+    one.lua("require('agent_server').send_typed()")
+    asked = one.wait("return _G.screens[1]", what="the way back")
+    assert f"Session {sid} is no longer open here" in asked["prompt"], asked
+    for seen in (asked["chat"], shown(asked["screen"]), one.chat()):
+        assert "unknown session" not in seen and "**error:**" not in seen, seen
+    assert "another agent-server process took it over" in asked["chat"], asked["chat"]
+    assert asked["typed"] == "am I still here?"  # kept for sending again
+    assert one.lua("return require('agent_server.transcript').prompt_text()") == "am I still here?"
+
+
+def test_a_refused_load_wrote_the_protocol_words_of_session_busy_into_the_neovim_chat(
+        make_editor, endpoint, workspace, agent_state_dir):
+    """F9's rest: the chat drew SESSION_BUSY's message whole — "…or take it over
+    (_meta.agentServer.takeOver) or open a copy (session/fork)" — beside its own ways forward.
+    It says who holds the session in its words; the picker offers the ways."""
+    one, sid = holder(make_editor, endpoint)
+    one_pid = one.lua("return require('agent_server.client').pid()")
+    two = make_editor()
+    two.choose(sid)  # the session from the list; the busy question dismissed
+    two.cmd("AgentSessions")
+    two.wait("return require('agent_server.chat').text():find('left where it is open', 1, true) ~= nil",
+             what="the question dismissed")
+    chat = two.chat()
+    assert "_meta" not in chat and "session/fork" not in chat and "takeOver" not in chat, chat
+    assert (f"could not load session {sid}: it is open in another agent-server process (pid {one_pid})"
+            in chat), chat
+    assert "take it over here, open a copy, or cancel" in chat, chat
+
+
+def test_agent_mode_after_a_take_over_said_only_the_raw_unknown_session_error(
+        make_editor, endpoint, workspace, agent_state_dir):
+    """The class of N4: ``:AgentMode`` in the Neovim whose session was taken over said
+    ``unknown session: sess_…`` (the JSON-RPC error's text) and offered nothing. It says what
+    happened and offers the way back, as a prompt does."""
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.choose(sid, "take-over")
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="taken over")
+    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
+             " ~= nil", what="the holder's notice")
+    one.lua("_G.notes = {}; vim.notify = function(msg) table.insert(_G.notes, msg) end")
+    one.choose()  # the way back dismissed
+    one.cmd("AgentMode read-only")
+    question = one.wait("local s = _G.selects or {}; return s[1]", what="the way back")
+    assert [i["id"] for i in question["items"]] == ["take-back", "new", "cancel"], question
+    notes = one.wait("return #_G.notes > 0 and _G.notes", what="the mode's failure said")
+    assert not any("unknown session" in n for n in notes), notes
+    assert any(f"session {sid} is no longer open here" in n for n in notes), notes
+    assert one.lua("return require('agent_server.client').state.session_id") is None

@@ -588,6 +588,14 @@ local function finish_turn(stop, err, blocks, kind)
   end
   if err and S.exit_shown then
     -- one report for one event: the server's exit was drawn (with its stderr tail) just above
+  elseif kind == "gone" then
+    -- the chat knows what the JSON-RPC error ("unknown session: sess_…") means: said in its words only
+    add_lines({ "", string.format("_Not sent: session %s is no longer open in this server — another agent-server "
+      .. "process took it over. `:AgentSessions` loads it again (taking it back); the next prompt starts a new "
+      .. "session._", tostring(S.header.session)) })
+    S.header.session = nil
+  elseif kind == "stopped" then
+    add_lines({ "", "_— stopped: the server was restarted before it answered —_" })
   elseif err then
     add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
     local low = err:lower()
@@ -597,11 +605,6 @@ local function finish_turn(stop, err, blocks, kind)
         .. "terminal), `:AgentSetKey` gives a key to this Neovim's server, or put it in `setup({ env = { "
         .. "AGENT_SERVER_API_KEY = \"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`) and "
         .. "`:AgentRestart`. See `:help agent-server-signin`._" })
-    elseif kind == "gone" then
-      add_lines({ string.format("_Session %s is no longer open in this server: another agent-server process took it "
-        .. "over. `:AgentSessions` loads it again (taking it back); the next prompt starts a new session._",
-        tostring(S.header.session)) })
-      S.header.session = nil
     elseif kind == "connection" then
       add_lines({ "_The model endpoint could not be reached. `:AgentLog` shows the server's log, `:AgentRestart` "
         .. "restarts it; `:checkhealth agent_server` checks the set-up._" })
@@ -621,6 +624,19 @@ local function finish_turn(stop, err, blocks, kind)
     end
   end
   set_header()
+end
+
+--- Why a load was refused with `SESSION_BUSY` (`busy`: `client.session_busy`), in the chat's words:
+--- who holds the session, and why a take-over did not succeed (the part of the server's `message`
+--- between its "(another editor window?); " and its protocol hint), never the hint's method names.
+function M.busy_text(busy, message)
+  local text = "it is open in another agent-server process"
+    .. (busy.pid and string.format(" (pid %d)", busy.pid) or "")
+  local why = type(message) == "string" and message:match("%(another editor window%?%); (.-); close it there first")
+  if why and why ~= "" then
+    text = text .. "; " .. why
+  end
+  return text
 end
 
 --- Fold one client event into the chat.
@@ -678,10 +694,12 @@ function M.handle(ev)
       S.section = nil
       local stay = ev.current and ("this chat stays on session " .. ev.current)
         or "no session: the next prompt starts a new one"
-      if ev.busy then -- the ways forward are offered (`init.load`)
+      local why = ev.refused
+      if ev.busy then -- the ways forward are offered (`init.load`): said in the chat's words, not the protocol's
         stay = stay .. "; take it over here, open a copy, or cancel"
+        why = M.busy_text(ev.busy, ev.refused)
       end
-      M.say(string.format("could not load session %s: %s — %s", ev.id, ev.refused, stay), "error")
+      M.say(string.format("could not load session %s: %s — %s", ev.id, why, stay), "error")
     elseif ev.loading then
       S.tools, S.section = {}, nil
       S.header.session = ev.id

@@ -8,7 +8,9 @@
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
 ---   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" |
----                                                     "gone" — the server no longer has the session — | nil)
+---                                                     "gone" — the server no longer has the session (also
+---                                                     after `:AgentMode`/`:AgentModel`: no prompt) — |
+---                                                     "stopped" — this Neovim stopped the server — | nil)
 --- Requests of the server are routed to `M.handlers[method](req)` (set by the plugin).
 ---
 --- Must never: touch a buffer or a window.
@@ -227,6 +229,24 @@ function M.ensure(cb)
   end)
 end
 
+-- Whether error `e` of a request about session `sid` on server `r` says the server no longer has
+-- that session (`-32002`: taken over by another agent-server process) while it is still this chat's:
+-- then it is not any more, and the next prompt starts a new session unless it is taken back.
+local function gone(e, r, sid)
+  if type(e) == "table" and e.code == -32002 and state.rpc == r and sid ~= nil and state.session_id == sid then
+    state.session_id = nil
+    return true
+  end
+  return false
+end
+
+-- What a request on a session that is gone says, in the chat's words (the JSON-RPC error's text is
+-- "unknown session: sess_…").
+local function gone_text(sid)
+  return string.format("session %s is no longer open here: another agent-server process took it over "
+    .. "(:AgentSessions loads it again)", tostring(sid))
+end
+
 --- Send a prompt (a list of ACP content blocks) in the current session.
 ---@param blocks table[]
 ---@param cb fun(err: string|nil, stop_reason: string|nil)|nil
@@ -248,10 +268,10 @@ function M.prompt(blocks, cb)
       end
       if e then
         local msg, kind = M.error_text(e), M.error_kind(e)
-        if e.code == -32002 and state.rpc == r and state.session_id == sid then
-          -- the server no longer has it (taken over by another agent-server process): not this
-          -- chat's session any more; the next prompt starts a new one unless it is taken back
-          state.session_id, kind = nil, "gone"
+        if gone(e, r, sid) then
+          kind = "gone"
+        elseif e.code == -32099 and r.stopping then
+          kind = "stopped" -- this Neovim stopped it (`:AgentRestart`, `:AgentSetKey`): not a failure to report
         end
         emit({ type = "turn_end", error = msg, kind = kind, prompt = blocks })
         emit({ type = "failed", error = msg, kind = kind, prompt = blocks, session_id = sid })
@@ -429,9 +449,13 @@ function M.set_mode(mode, cb)
     if err then
       return cb(err)
     end
-    state.rpc:request("session/set_mode", { sessionId = state.session_id, modeId = mode }, function(e)
-      if e then
-        return cb(tostring(e.message))
+    local r, sid = state.rpc, state.session_id
+    r:request("session/set_mode", { sessionId = sid, modeId = mode }, function(e)
+      if gone(e, r, sid) then
+        emit({ type = "failed", error = gone_text(sid), kind = "gone", session_id = sid })
+        return cb(gone_text(sid))
+      elseif e then
+        return cb(M.error_text(e))
       end
       if state.modes then
         state.modes.currentModeId = mode
@@ -452,12 +476,16 @@ function M.set_model(model, cb)
     end
     for _, opt in ipairs(state.config_options or {}) do
       if opt.category == "model" or opt.id == "model" then
-        state.rpc:request(
+        local r, sid = state.rpc, state.session_id
+        r:request(
           "session/set_config_option",
-          { sessionId = state.session_id, configId = opt.id, value = model },
+          { sessionId = sid, configId = opt.id, value = model },
           function(e, result)
-            if e then
-              return cb(tostring(e.message))
+            if gone(e, r, sid) then
+              emit({ type = "failed", error = gone_text(sid), kind = "gone", session_id = sid })
+              return cb(gone_text(sid))
+            elseif e then
+              return cb(M.error_text(e))
             end
             state.config_options = result.configOptions or state.config_options
             emit({ type = "info", text = "model: " .. model })

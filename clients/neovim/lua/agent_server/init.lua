@@ -56,7 +56,7 @@ local function wire()
   end
   client.on(chat.handle)
   client.on(function(ev)
-    if ev.type == "failed" and ev.kind then
+    if ev.type == "failed" and (ev.kind == "auth" or ev.kind == "connection" or ev.kind == "gone") then
       vim.schedule(function() -- after the chat drew the error
         M.way_forward(ev.kind, ev.prompt, ev.session_id)
       end)
