@@ -101,3 +101,28 @@ async def test_a_path_prompt_over_lsp_is_still_a_turn_with_its_context(lsp, endp
     (request,) = endpoint.requests
     body = request.body.decode()
     assert "/etc/hosts: what is it?" in body and "alpha" in body  # the prompt and the range's text
+
+
+async def test_the_lsp_front_end_offered_no_completion_for_the_slash_commands_agent_server_ask_runs(
+        lsp, endpoint, workspace, agent_state_dir):
+    """An LSP editor's user typed ``/undo`` into ``agentServer.ask`` blind: nothing listed the slash
+    commands (ACP clients complete them from ``available_commands_update``). ``agentServer.commands``
+    is advertised and answers that same list — names, descriptions, argument hints, in its order —
+    for the editor to complete the prompt with; each name it lists is run as a command by the ask."""
+    from agent_server.host import commands
+
+    (workspace / "a.txt").write_text("alpha\n")
+    editor = await lsp()
+    assert "agentServer.commands" in editor.init.capabilities.execute_command_provider.commands
+    listed = await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="agentServer.commands", arguments=[])), 60)
+    assert listed == {"commands": commands.COMMANDS}  # the list ACP's available_commands_update sends
+    names = [c["name"] for c in listed["commands"]]
+    assert {"undo", "redo", "mode", "model", "usage", "compact", "checkpoints", "init"} <= set(names), names
+    assert next(c for c in listed["commands"] if c["name"] == "mode")["input"]["hint"].startswith("read-only")
+    assert not endpoint.requests  # listing them asks nothing of the model and makes no session
+    assert not (agent_state_dir / "sessions").exists() or not any((agent_state_dir / "sessions").iterdir())
+    uri = editor.open(workspace / "a.txt")
+    used = await ask(editor, uri, "/usage")
+    assert used["stopReason"] == "end_turn" and not endpoint.requests  # a listed name is a command
+    assert "## Command /usage" in Path(used["transcript"]).read_text(encoding="utf-8")

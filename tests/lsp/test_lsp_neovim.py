@@ -90,3 +90,46 @@ async def test_neovim_offers_fix_this_problem_on_a_plain_line_and_reuses_one_tra
     assert result["errors"] == [], result
     assert "Agent: fix this problem" in result["titles"]
     assert result["turns"] == 3 and result["windows"] == [2, 2, 2], result  # the file and one transcript
+
+
+def readme_neovim_snippet() -> str:
+    section = (Path(__file__).resolve().parents[2] / "README.md").read_text().split(
+        "* **Neovim** (0.11, built-in client)", 1)[1]
+    return section.split("```lua\n", 1)[1].split("```", 1)[0]
+
+
+async def test_neovim_with_the_readmes_keymap_completed_no_slash_command_in_its_prompt(
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path):
+    """An LSP user typed ``/undo`` blind in the README keymap's ``vim.fn.input``: nothing listed the
+    slash commands. The keymap fetches them (``agentServer.commands``) and <Tab> completes them —
+    the README's snippet as it stands, in a real Neovim — and the prompt it sends runs the command."""
+    from agent_server.host import commands
+
+    (workspace / ".git").mkdir()  # the snippet's root marker
+    path = workspace / "app.py"
+    path.write_text("print(1)\n")
+    snippet = tmp_path / "init.lua"
+    snippet.write_text(readme_neovim_snippet())
+    result_file = tmp_path / "nvim-result.json"
+    bindir = str(Path(agent_server_command()[0]).parent)
+    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
+           "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),  # the README's { 'agent-server', 'lsp' }
+           "NVIM_SNIPPET": str(snippet), "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
+                                                str(SCRIPT.with_name("nvim_readme_ask.lua")), env=env,
+                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 150)
+    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
+    result = json.loads(result_file.read_text())
+    assert result["errors"] == [], (result, err.decode()[-2000:])
+    assert result["prompt"] == "Ask the agent: "
+    every = ["/" + c["name"] for c in commands.COMMANDS]
+    assert result["completions"]["/"] == every
+    assert result["completions"]["/u"] == [c for c in every if c.startswith("/u")] == ["/usage", "/undo"]
+    assert result["completions"]["/mo"] == ["/mode", "/model"]
+    assert result["completions"]["fix /u"] == []  # a command is the prompt's first word only
+    assert "## Command /usage" in result["transcript"]
+    assert not endpoint.requests  # the command never reached the model

@@ -26,7 +26,8 @@ async def test_initialize_advertises_incremental_sync_code_actions_and_the_comma
     assert caps.text_document_sync.open_close is True
     assert caps.code_action_provider.resolve_provider is True
     assert sorted(caps.execute_command_provider.commands) == ["agentServer.answer", "agentServer.ask",
-                                                              "agentServer.cancel", "agentServer.newSession"]
+                                                              "agentServer.cancel", "agentServer.commands",
+                                                              "agentServer.newSession"]
 
 
 def tool_results(endpoint, index=-1):

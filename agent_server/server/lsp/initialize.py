@@ -24,8 +24,8 @@ from typing import Any
 from agent_server import __version__
 
 ASK, NEW_SESSION, CANCEL = "agentServer.ask", "agentServer.newSession", "agentServer.cancel"
-ANSWER = "agentServer.answer"
-COMMANDS = [ASK, NEW_SESSION, CANCEL, ANSWER]
+ANSWER, SLASH_COMMANDS = "agentServer.answer", "agentServer.commands"
+COMMANDS = [ASK, NEW_SESSION, CANCEL, ANSWER, SLASH_COMMANDS]
 CODE_ACTION_KINDS = ["quickfix", ""]
 """``CodeActionKind.QuickFix`` (fix this diagnostic) and ``CodeActionKind.Empty`` (explain, add tests)."""
 ENCODINGS = ("utf-8", "utf-16", "utf-32")

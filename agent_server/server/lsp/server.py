@@ -6,7 +6,8 @@ Role: ``LspFrontend`` is the host's ``Frontend`` in an LSP editor and builds the
 code actions on a range or a diagnostic ("Agent: fix this diagnostic", "Agent: explain", "Agent:
 add tests for this", resolved lazily when the client can), and the commands
 ``agentServer.ask {uri, range, prompt}`` (one turn in the workspace folder's session, answered when
-it ends), ``agentServer.newSession`` and ``agentServer.cancel``. One session per workspace folder.
+it ends), ``agentServer.newSession``, ``agentServer.cancel`` and ``agentServer.commands`` (the slash
+commands, to complete a prompt). One session per workspace folder.
 
 Must never: keep session state beyond which session serves which folder (the host owns the
 sessions), or answer ``agentServer.ask`` before the turn has ended.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import itertools
 import logging
 import os
@@ -33,7 +35,15 @@ from pygls.protocol.language_server import lsp_method
 
 from agent_server import __version__
 from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
-from agent_server.server.lsp.initialize import ANSWER, ASK, CANCEL, CODE_ACTION_KINDS, COMMANDS, NEW_SESSION
+from agent_server.server.lsp.initialize import (
+    ANSWER,
+    ASK,
+    CANCEL,
+    CODE_ACTION_KINDS,
+    COMMANDS,
+    NEW_SESSION,
+    SLASH_COMMANDS,
+)
 from agent_server.server.lsp.questions import MessageRequestApprover, Waiting
 from agent_server.server.lsp.turns import TurnProgress
 
@@ -279,7 +289,8 @@ class LspFrontend:
         on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
         on(types.SHUTDOWN, self.shutdown)
         on(types.INITIALIZED, self.initialized)
-        handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel, ANSWER: self.answer}
+        handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel, ANSWER: self.answer,
+                    SLASH_COMMANDS: self.slash_commands}
         for name in COMMANDS:
             server.command(name)(_command(handlers[name]))
 
@@ -448,6 +459,16 @@ class LspFrontend:
             raise JsonRpcInvalidParams(f"agentServer.answer: the action must be one of {waiting.offered}")
         waiting.answer.set_result(arg["action"])
         return {"answered": True}
+
+    async def slash_commands(self, *arguments):
+        """``agentServer.commands``: the slash commands ``agentServer.ask`` runs, for an editor to
+        complete its prompt with — ``{"commands": [{name, description, input?: {hint}}]}``, the list
+        ACP's ``available_commands_update`` sends (``host.commands.COMMANDS``), in its order."""
+        if self._preloaded is not None:  # the imports' thread first: never two threads on one module
+            await asyncio.to_thread(self._preloaded.wait)
+        from agent_server.host import commands
+
+        return {"commands": copy.deepcopy(commands.COMMANDS)}
 
     async def new_session(self, *arguments):
         """``agentServer.newSession [{uri}]``: a fresh session for the folder of ``uri`` (default:
