@@ -171,3 +171,69 @@ def test_enter_on_a_tool_line_opens_its_file_and_ctrl_c_cancels_the_turn(make_ed
     typed(ed, "<C-c>")
     ed.idle()
     assert "_— cancelled —_" in ed.chat() and path.read_text() == "c = 1\n"
+
+
+def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_text_in_the_chat(
+        make_editor, endpoint, workspace):
+    """VS Code's F2 in Neovim: ``/usage`` sent while the answer streams is answered at once; its
+    prompt and answer were drawn at the end of the chat, ending the streamed line, so the rest of
+    the answer went on below them: ``… word9 wo`` ⏎ (the command) ⏎ ``rd10 …``. Chunks are routed by
+    their ``messageId``: the answer stays one text, the command's exchange drawn after it."""
+    words = " ".join(f"word{i}" for i in range(80))
+    endpoint.push(text_stream(words, chunk_size=3, delay=0.03))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('tell me')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('word12', 1, true) ~= nil", what="the answer streaming")
+    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    chat = ed.chat()
+    assert words in chat, chat  # one text, never split by the command
+    assert "word79" in chat and chat.index(words) < chat.index("/usage"), chat
+    answer = chat.split("## You\n/usage\n\n## Agent\n", 1)[1].split("\n\n_— stop: end_turn —_", 1)[0]
+    assert answer.strip() and "word" not in answer, chat  # the command's answer, after its prompt, alone
+    assert chat.rstrip().endswith("_— stop: end_turn —_\n\n_— stop: end_turn —_"), chat  # the command's, the turn's
+
+
+def test_every_advertised_slash_command_completes_in_the_prompt_and_only_as_its_first_word(
+        make_editor, endpoint, workspace):
+    """Item 3 of the round: each command of ``available_commands_update`` completes in the chat's
+    prompt area (<C-x><C-o>), in the server's order; a ``/`` on a later line of a prompt is no
+    command (the server reads one only at the prompt's start) and completes nothing; before any
+    session (the server lists them with one) completion says how to get them instead of nothing."""
+    from agent_server.host import commands
+
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("_G.echoed = {}; vim.api.nvim_echo = function(chunks) table.insert(_G.echoed, chunks[1][1]) end")
+
+    def complete(*lines: str) -> list[str]:
+        return ed.lua("""
+            local lines = ...
+            local transcript = require('agent_server.transcript')
+            transcript.set_prompt(table.concat(lines, '\\n'))
+            vim.wo.virtualedit = 'onemore'  -- the cursor after the last character, as in insert mode
+            vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), #lines[#lines] })
+            local chat = require('agent_server.chat')
+            local start = chat.complete(1, '')
+            if start < 0 then return {} end
+            local words = {}
+            local line = vim.api.nvim_get_current_line()
+            for _, c in ipairs(chat.complete(0, line:sub(start + 1))) do words[#words + 1] = c.word end
+            return words""", list(lines))
+
+    assert complete("/") == []
+    assert "sending /help shows them" in ed.lua("return _G.echoed[#_G.echoed]")
+    ed.lua("require('agent_server.transcript').set_prompt('/help')")  # an unknown command: answered with the list
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    ed.wait("return require('agent_server.chat').state.commands ~= nil", what="available_commands_update")
+    every = ["/" + c["name"] for c in commands.COMMANDS]
+    assert complete("/") == every
+    for name in every:
+        assert name in complete(name[:3]), name
+    assert complete("  /und") == ["/undo"]
+    assert complete("fix this", "/un") == [] and complete("", "/un") == ["/undo"]
+    assert not endpoint.requests  # nothing reached the model

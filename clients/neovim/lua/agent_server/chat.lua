@@ -59,7 +59,7 @@ local function header_text()
   return ("<!-- " .. table.concat(parts, " · ") .. " -->"):gsub("[\r\n]", " ") -- one line, whatever the server sends
 end
 
-local set_keys, note -- below
+local set_keys, note, first_line -- below
 
 --- The chat buffer (created on first use; a new one starts without sections, tool lines or plan).
 function M.buffer()
@@ -233,26 +233,30 @@ function M.flush()
   S.pending = {}
   local i = 1
   while i <= #pending do
-    local kind = pending[i].kind
+    local kind, key = pending[i].kind, pending[i].key
     local parts = {}
-    while i <= #pending and pending[i].kind == kind do
+    while i <= #pending and pending[i].kind == kind and pending[i].key == key do
       parts[#parts + 1] = pending[i].text
       i = i + 1
     end
-    ensure_section(kind == "user" and "user" or "agent")
-    transcript.stream(kind, table.concat(parts), filters[kind])
+    if not transcript.holds(key) then -- a held stream goes on where it was, in its section
+      ensure_section(kind == "user" and "user" or "agent")
+    end
+    transcript.stream(kind, table.concat(parts), filters[kind], key)
   end
 end
 
-local function queue(kind, s)
+-- Streamed text of `kind`; `key`: its chunks' `messageId` (routed by it: `transcript.hold`), or nil.
+local function queue(kind, s, key)
   if type(s) ~= "string" or s == "" then
     return
   end
+  key = type(key) == "string" and key or nil
   local last = S.pending[#S.pending]
-  if last and last.kind == kind and #last.text < 4096 then
+  if last and last.kind == kind and last.key == key and #last.text < 4096 then
     last.text = last.text .. s
   else
-    S.pending[#S.pending + 1] = { kind = kind, text = s }
+    S.pending[#S.pending + 1] = { kind = kind, text = s, key = key }
   end
   if not S.flush_scheduled then
     S.flush_scheduled = true
@@ -386,6 +390,7 @@ end
 
 local function on_tool_call(u, session_id)
   M.flush()
+  transcript.release() -- the turn's text before it is complete
   ensure_section("agent")
   local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
   local raw = type(u.rawInput) == "table" and u.rawInput or {}
@@ -457,6 +462,7 @@ end
 
 local function on_plan(u)
   M.flush()
+  transcript.release()
   local lines = { "**Plan**" }
   for _, e in ipairs(u.entries or {}) do
     local box = e.status == "completed" and "[x]" or (e.status == "in_progress" and "[~]" or "[ ]")
@@ -479,15 +485,15 @@ local function on_update(u, session_id)
     if meta.notice or meta.retry or meta.compaction then
       return note(u.content and u.content.text)
     end
-    queue("text", u.content and u.content.text)
+    queue("text", u.content and u.content.text, u.messageId)
   elseif kind == "agent_thought_chunk" then
-    queue("thought", u.content and u.content.text)
+    queue("thought", u.content and u.content.text, u.messageId)
   elseif kind == "user_message_chunk" then
     local c = u.content or {}
     if c.type == "resource" and c.resource then
-      queue("user", "\n`" .. tostring(c.resource.uri) .. "`\n")
+      queue("user", "\n`" .. tostring(c.resource.uri) .. "`\n", u.messageId)
     else
-      queue("user", c.text)
+      queue("user", c.text, u.messageId)
     end
   elseif kind == "tool_call" then
     on_tool_call(u, session_id)
@@ -519,6 +525,7 @@ function note(text)
     return
   end
   M.flush()
+  transcript.release() -- a retry's answer (the same messageId) starts below its notice
   ensure_section("agent")
   local lines = vim.split(vim.trim(text), "\n", { plain = true })
   local f = M.filter()
@@ -615,6 +622,7 @@ local function finish_turn(stop, err, blocks, kind)
   S.section = nil
   if blocks == nil or not M.immediate(blocks) then
     -- that turn is over: the server runs the oldest queued prompt now, drawn below it
+    transcript.release()
     S.turns_open = math.max(0, S.turns_open - 1)
     local nxt = table.remove(S.queued, 1)
     if nxt then
@@ -668,6 +676,10 @@ function M.handle(ev)
     end
     if not immediate then
       S.turns_open = S.turns_open + 1
+    elseif S.turns_open > 0 then
+      -- a command answered at once while the turn's answer streams: drawn below it, and the answer
+      -- goes on where it was (routed by its `messageId`), never split by the command's exchange
+      transcript.hold()
     end
     draw_prompt(ev.prompt)
     set_header()
@@ -678,6 +690,7 @@ function M.handle(ev)
   elseif ev.type == "session" then
     M.flush()
     M.buffer()
+    transcript.release()
     if not ev.refused then
       S.header.session = ev.id
     end
@@ -758,6 +771,7 @@ function M.handle(ev)
       end)
     end
     close_open_tools() -- killed with the server: not still running
+    transcript.release()
     local row = add_lines(lines, own)
     for i = notes + 1, #lines do
       transcript.mark_own(row + i - 1)
@@ -884,6 +898,22 @@ function set_keys(buf)
     keys.send_insert and keys.send and (" (" .. keys.send_insert .. " in insert mode)") or ""))
 end
 
+-- Whether the cursor is on the prompt area's first line with text (or before any): where a slash
+-- command can start (the server reads a prompt as one only when it starts with `/name`).
+function first_line()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local sep = transcript.sep_row()
+  if row <= sep then
+    return false
+  end
+  for _, l in ipairs(vim.api.nvim_buf_get_lines(0, sep + 1, row, false)) do
+    if l:match("%S") then
+      return false
+    end
+  end
+  return true
+end
+
 --- 'omnifunc' of the chat (<C-x><C-o>): slash commands at the start of the prompt (from the
 --- server's `available_commands_update`), `#buffer`, `#file:` (with a path), `#selection`,
 --- `#diagnostics`.
@@ -897,8 +927,14 @@ function M.complete(findstart, base)
       return -3
     end
     local ch = before:sub(start, start)
-    if ch == "/" and (start ~= 1 and not before:sub(1, start - 1):match("^%s*$")) then
+    if ch == "/" and (start ~= 1 and not before:sub(1, start - 1):match("^%s*$") or not first_line()) then
       return -3 -- a slash command is the prompt's first word
+    end
+    if ch == "/" and S.commands == nil then
+      -- the server lists them with a session (`available_commands_update`): none is open yet
+      pcall(vim.api.nvim_echo, { { "agent-server: the slash commands are listed once a session is open "
+        .. "(after the first prompt); sending /help shows them" } }, false, {})
+      return -3
     end
     return start - 1
   end

@@ -29,9 +29,12 @@ M.SEPARATOR = "─── your prompt ───"
 
 local S = {
   buf = nil,
-  open = nil, -- kind of the streamed line still open at the end: "text" | "thought" | "user" | nil
+  open = nil, -- kind of the streamed line still open at the end: "text" | "thought" | "user" | nil;
+  -- "held" when it was held (`M.hold`): lines appended after it never reuse it
   open_raw = "", -- that line's text as streamed (before its filter)
   open_filter = nil, -- that line's filter, until it is told the line is complete
+  open_key = nil, -- that stream's key (the chunks' `messageId`), or nil
+  held = {}, -- key -> { kind, raw, filter, mark }: streams that go on where they were (`M.hold`)
   sep = nil, -- extmark on the separator line
   writing = false, -- the plugin is changing the buffer (not the user)
   hint = nil, -- the separator's virtual text
@@ -182,7 +185,7 @@ function M.buffer(header)
   vim.bo[S.buf].swapfile = false
   pcall(vim.api.nvim_buf_set_name, S.buf, "agent-server://chat")
   vim.bo[S.buf].filetype = "markdown"
-  S.open, S.open_raw, S.open_filter = nil, "", nil
+  S.open, S.open_raw, S.open_filter, S.open_key, S.held = nil, "", nil, nil, {}
   S.writing = true
   vim.api.nvim_buf_set_lines(S.buf, 0, -1, false, { header, "", M.SEPARATOR, "" })
   S.sep = vim.api.nvim_buf_set_extmark(S.buf, ns, 2, 0, { right_gravity = true })
@@ -252,26 +255,8 @@ function M.is_thought(row)
   return M.valid() and #vim.api.nvim_buf_get_extmarks(S.buf, ns_thought, { row, 0 }, { row, -1 }, { limit = 1 }) > 0
 end
 
---- Continue streamed text of `kind` (`"text"`, `"thought"`: lines quoted with `> `, `"user"`): on the
---- open line when it is of the same kind, else from a new line. `filter` (optional):
---- `{ show = fun(raw): string, done = fun(raw) }` — how a line of the stream is drawn (called again
---- as an open line grows, with the whole line so far), and that a line is complete.
----@param kind string
----@param s string
----@param filter table|nil
-function M.stream(kind, s, filter)
-  if s == "" then
-    return
-  end
-  local n = M.sep_row()
-  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
-  local raws = vim.split(s, "\n", { plain = true })
-  local continued = S.open == kind
-  if continued then
-    raws[1] = S.open_raw .. raws[1]
-  else
-    M.finish_line() -- the line of another kind is complete
-  end
+-- The rows of `raws` (a stream's lines, the first one continuing its open line) as drawn.
+local function drawn(kind, raws, filter)
   local lines = {}
   for i, raw in ipairs(raws) do
     local line = filter and filter.show(raw) or raw
@@ -280,7 +265,96 @@ function M.stream(kind, s, filter)
       filter.done(raw)
     end
   end
-  local first = (continued or last == "") and n - 1 or n
+  return lines
+end
+
+--- Hold the open streamed line when its stream has a key (lines drawn next — a slash command's
+--- exchange while the answer streams — go below it, and the stream goes on where it was, never split
+--- by them: `stream` with that key); nothing for a stream without a key, or one inside a code block
+--- (the chat closes the block before its own lines).
+function M.hold()
+  if not M.valid() or S.open == nil or S.open == "held" or S.open_key == nil
+      or (S.open_filter and S.open_filter.fence) then
+    return
+  end
+  S.held[S.open_key] = { kind = S.open, raw = S.open_raw, filter = S.open_filter, mark = M.place_mark(M.sep_row() - 1) }
+  S.open, S.open_filter = "held", nil
+end
+
+--- Whether the stream of `key` is held (`M.hold`).
+function M.holds(key)
+  return key ~= nil and S.held[key] ~= nil
+end
+
+--- Let the held streams go: their text, if more comes, starts at the end again.
+function M.release()
+  for _, h in pairs(S.held) do
+    if M.valid() then
+      pcall(vim.api.nvim_buf_del_extmark, S.buf, ns, h.mark)
+    end
+  end
+  S.held = {}
+end
+
+-- Continue held stream `h` of `key` on its own line, above what was drawn after it.
+local function continue_held(key, h, s)
+  local row = M.mark_row(h.mark)
+  if not row then
+    S.held[key] = nil
+    return false
+  end
+  local raws = vim.split(s, "\n", { plain = true })
+  raws[1] = h.raw .. raws[1]
+  local lines = drawn(h.kind, raws, h.filter)
+  local n = M.sep_row()
+  if h.kind == "thought" then
+    S.thoughts = { row, row + #lines - 1 }
+  end
+  modify(function()
+    vim.api.nvim_buf_set_lines(S.buf, row, row + 1, false, lines)
+  end)
+  if h.kind == "thought" then
+    for r = row, row + #lines - 1 do
+      vim.api.nvim_buf_set_extmark(S.buf, ns_thought, r, 0, { right_gravity = false })
+    end
+    S.thoughts = nil
+  end
+  h.raw = raws[#raws]
+  vim.api.nvim_buf_del_extmark(S.buf, ns, h.mark)
+  h.mark = M.place_mark(row + #lines - 1)
+  follow(n)
+  return true
+end
+
+--- Continue streamed text of `kind` (`"text"`, `"thought"`: lines quoted with `> `, `"user"`): on the
+--- open line when it is of the same kind and key, on its own line when its stream is held
+--- (`M.hold`), else from a new line. `filter` (optional):
+--- `{ show = fun(raw): string, done = fun(raw) }` — how a line of the stream is drawn (called again
+--- as an open line grows, with the whole line so far), and that a line is complete. `key`
+--- (optional): the stream's key, the chunks' `messageId`.
+---@param kind string
+---@param s string
+---@param filter table|nil
+---@param key string|nil
+function M.stream(kind, s, filter, key)
+  if s == "" then
+    return
+  end
+  local h = key and S.held[key]
+  if h and h.kind == kind and continue_held(key, h, s) then
+    return
+  end
+  local n = M.sep_row()
+  local last = vim.api.nvim_buf_get_lines(S.buf, n - 1, n, false)[1]
+  local raws = vim.split(s, "\n", { plain = true })
+  local continued = S.open == kind and S.open_key == key
+  if continued then
+    raws[1] = S.open_raw .. raws[1]
+  else
+    M.finish_line() -- the line of another kind is complete
+  end
+  local lines = drawn(kind, raws, filter)
+  local first = (continued or (last == "" and S.open ~= "held")) and n - 1 or n
   local skip = continued and 1 or 0 -- rows at the start that are not new lines of this stream
   if not continued and last ~= "" then
     -- a paragraph of its own, never read (rendered) as the rest of the line above: a tool line, a note
@@ -299,7 +373,7 @@ function M.stream(kind, s, filter)
     end
     S.thoughts = nil
   end
-  S.open, S.open_raw, S.open_filter = kind, raws[#raws], filter
+  S.open, S.open_raw, S.open_filter, S.open_key = kind, raws[#raws], filter, key
   follow(n)
 end
 
