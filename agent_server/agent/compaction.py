@@ -165,7 +165,7 @@ class Compactor:
         to compact, the kept tail alone does not fit, the summary request fails, or the compacted
         request is still over the limit; ``asyncio.CancelledError`` passes through (logged)."""
         rendering = getattr(self.requests, "rendering", None)
-        if rendering is not None and not rendering.done():  # a load rendering this compaction's transcript
+        if rendering is not None and not rendering.done():  # a prompt sent before its load answered: the load encodes this body
             await asyncio.wait([rendering])
         events = self.log.events
         before = self.estimate()

@@ -15,6 +15,8 @@ parent of a fork.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import itertools
 import logging
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -72,6 +74,10 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
     it is logged then. Returns what ``attach`` returns."""
 
     def work() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]], Any]:
+        with collector_paused():
+            return take_in()
+
+    def take_in() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]], Any]:
         roots: list[str] = []
         projection = ProjectionMemo()
 
@@ -104,9 +110,20 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
             raise
         opened = await _take_over(host, session_id, exc, work)
     event_log, roots, requests, meta, closed, summary = opened
-    # the rest is not the answer's: made while the history is replayed, before a prompt sent at once needs it
+    # the rest is made while the history is replayed (``session/load`` answers once it is done:
+    # ``prepared``), before a prompt sent at once needs it
     requests.rendering = asyncio.get_running_loop().run_in_executor(None, _after_load, requests, summary)
     return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
+
+
+async def prepared(session: AgentSession) -> None:
+    """Wait for the work a load of ``session`` left to its worker thread (``_after_load``), if any
+    is still running: ``session/load`` answers after it, so a prompt sent as soon as the answer
+    arrives never waits for it (it ran on while the answer was out and held up such a prompt's
+    compaction by up to its whole length: bench/README.md)."""
+    rendering = getattr(getattr(session, "requests", None), "rendering", None)
+    if rendering is not None and not rendering.done():
+        await asyncio.wait([rendering])
 
 
 def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict[str, Any]] | None) -> None:
@@ -115,16 +132,37 @@ def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict
     anyio's backend: ``ChatClient.preload``; done by the warm-up after the answer, it held up a
     prompt sent at once by the whole import, bench/README.md), build the builtin tools' schemas,
     and encode the body its compaction will send (``Compactor.plan_summary``,
-    ``RequestMemo.compaction_body``; the compaction waits for this before it looks)."""
+    ``RequestMemo.compaction_body``). ``session/load`` answers after this (``prepared``); a
+    compaction that starts before it is done (a prompt sent before the load's answer) waits for it."""
     try:
-        from agent_server.llm import ChatClient
+        with collector_paused():
+            from agent_server.llm import ChatClient
 
-        ChatClient.preload()
-        tool_schemas()
-        if summary is not None:
-            requests.compaction_body(summary[1], summary[0])
+            ChatClient.preload()
+            tool_schemas()
+            if summary is not None:
+                requests.compaction_body(summary[1], summary[0])
     except Exception:  # noqa: BLE001 — only a head start: the first prompt meets any error itself
         log.debug("preparing the first prompt after a load failed", exc_info=True)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector paused while a load takes a log in, and what it tracks frozen after
+    (``gc.freeze``), as the parse does for the events alone (``session._parse``): the projection's
+    messages, the request memo and the imports a load makes live as long as the session, hold no
+    cycles, and were otherwise walked by every collection meanwhile (the young generations again
+    and again) and by every later full one — which, on the event loop, held up whatever request
+    it fell in (bench/README.md). Only when the collector was on (nested or concurrent loads: the
+    first one switches it back on)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.enable()
 
 
 async def _quiet(update: dict[str, Any]) -> None:

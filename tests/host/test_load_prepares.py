@@ -225,3 +225,100 @@ async def test_the_first_compaction_after_a_load_encoded_its_summary_request_on_
     events = read_events(store.log_path(sid))
     assert [e.type for e in events].count("compaction/end") == 1
     assert [r.body for r in logged_requests(events)][-2:] == sent  # what the model saw = the log's rebuild
+
+
+async def test_a_prompt_sent_right_after_the_load_answered_waited_for_the_loads_worker(tmp_path, monkeypatch):
+    """Issue 33 item 6: a load answered once its history was replayed, while its worker thread
+    (``continuity._after_load``: the network layer's imports, the tools' schemas, the body of the
+    compaction the first prompt makes) could still be at work; a prompt sent as soon as the answer
+    arrived then waited for it in its compaction (``Compactor.compact`` waits for the load's body),
+    by up to the worker's whole length (the bench's first request ranged 17–114 ms). Now the
+    answer waits for the worker: here it is held until the history has been replayed, and the load
+    must not answer before it is let go."""
+    import threading
+
+    from agent_server.agent import compaction
+    from agent_server.host import continuity
+    from agent_server.server.rpc.jsonrpc import RequestContext
+
+    release = threading.Event()
+    replayed = asyncio.Event()
+    real_after, real_replay = continuity._after_load, continuity.replay
+
+    def after_load(requests, summary):
+        release.wait(30)  # still at work when the history has been replayed
+        real_after(requests, summary)
+
+    async def replay(host, session, cwd):
+        sent = await real_replay(host, session, cwd)
+        replayed.set()
+        return sent
+
+    monkeypatch.setattr(continuity, "_after_load", after_load)
+    monkeypatch.setattr(continuity, "replay", replay)
+    waited: list[bool] = []
+    real_compact = compaction.Compactor.compact
+
+    async def compact(self, *args, **kwargs):
+        waited.append(not self.requests.rendering.done())  # the compaction would wait for the load's worker
+        return await real_compact(self, *args, **kwargs)
+
+    monkeypatch.setattr(compaction.Compactor, "compact", compact)
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 8_000)
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off", "AGENT_SERVER_CONTEXT_WINDOW": "12000"})
+        server = AcpServer(config, store)
+        try:
+            server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
+            ctx = RequestContext(9, "session/load")
+            load = asyncio.ensure_future(server.request_handlers()["session/load"](
+                {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, ctx))
+            await asyncio.wait_for(replayed.wait(), 30)
+            await asyncio.sleep(0)  # what follows the replay (before: the answer itself) runs first
+            answered_early = load.done()
+            release.set()
+            await asyncio.wait_for(load, 30)
+            assert not answered_early, "the load answered while its worker thread was still at work"
+            for callback in ctx._after:
+                await callback()
+            endpoint.push(text_stream("Summary: the file was read."))
+            endpoint.push(text_stream("done"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}
+            assert (await answered(server, "session/prompt", prompt, 10))["stopReason"] == "end_turn"
+        finally:
+            release.set()
+            await server.aclose()
+    assert waited == [False]  # the prompt compacted first, and found the load's work done
+    events = read_events(store.log_path(sid))
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(events)] == sent
+
+
+async def test_every_full_collection_after_a_load_walked_the_loaded_history_again(tmp_path):
+    """Issue 33 item 6: the parse froze the loaded events (``gc.freeze``), but what the load built
+    from them next — the projection's messages, the request memo — stayed in the collector's
+    generations: a full collection after loading the bench's 100k-event log walked ~84,000 objects
+    (21 ms of CPU in process, more across the pipe), on the event loop, in whatever request it
+    fell — the first prompt's among them. The load's work is done with the collector paused and
+    frozen after, as the parse is."""
+    import gc
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 4, 400)
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        server = AcpServer(config, store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            memo = server.host.sessions[sid].requests
+            built = [o for o in (memo.messages, *(m for _, m in memo.messages), memo._bare, memo._cuts)  # noqa: SLF001
+                     if gc.is_tracked(o)]  # (a dict of strings alone is not tracked: CPython leaves it out)
+            assert len(built) > 4  # the lists, and each assistant message with its tool calls
+            walked = {id(o) for o in gc.get_objects()}  # what a collection walks (the frozen ones are not)
+            assert [o for o in built if id(o) in walked] == []
+            assert gc.isenabled()
+        finally:
+            await server.aclose()
