@@ -22,7 +22,7 @@ from typing import Any
 _EXPORTS = {
     "BlobStore": "blobs", "FileState": "blobs",
     "FileChange": "plan", "Restore": "plan", "TurnChanges": "plan", "changed_turns": "plan",
-    "plan_redo": "plan", "plan_undo": "plan",
+    "History": "plan", "Run": "plan", "history": "plan", "plan_redo": "plan", "plan_undo": "plan",
     "ShadowError": "shadow", "ShadowRepo": "shadow",
 }
 

@@ -3,17 +3,24 @@
 Role: from the log's ``checkpoint/file`` events (one per file the agent changed: ``{turn, call_id,
 path, before, after, source}``, ``before``/``after`` a ``FileState`` JSON or ``null``: absent;
 ``uncertain: true`` when nothing shows the agent's own call wrote it) and its ``checkpoint/undo`` /
-``checkpoint/redo`` events (``{turn, files: [{path, outcome, replaced?}]}``), ``changed_turns`` lists
-the turns that changed files, ``plan_undo`` / ``plan_redo`` say which turn ``/undo`` / ``/redo``
-takes back now and how each file must be restored (guarded: only a file that still holds ``expect``).
+``checkpoint/redo`` events (``{turn, files: [{path, outcome, changed, replaced?}], done}``),
+``history`` says which turns changed files, which are undone and what can be redone; ``plan_undo`` /
+``plan_redo`` say which turn ``/undo`` / ``/redo`` takes back now and how each file must be restored
+(guarded: only a file that still holds ``expect``).
 
 Must never: read anything but the events (no disk, no clock): executing a plan is the caller's.
 
-Rules: ``/undo`` takes back the newest turn with changes that is not undone yet; ``/undo`` again
-steps one more turn back. ``/redo`` re-applies the turn the last ``/undo`` took back: each file as it
-was just before that undo — ``replaced`` (the undo's outcome names it where the user took the
-checkpoint over their own change: the ``FileState`` it held then, ``null`` absent), else what the
-agent left. An agent change made after an undo clears what could be redone (as in every editor).
+Rules: ``/undo`` takes back the newest turn with changes that is not undone yet. A run *counts*
+(``done``) when it changed a file or the user declined none of its restores; one that changed no
+file because the user said no (Keep mine, a rejected proposal, no answer) is no undo: the turn stays
+the next ``/undo``'s. A counted undo makes the turn undone — for the files it changed; the others
+keep what they hold, and ``/undo`` again steps one more turn back. The files an undo changed
+accumulate over the runs of that turn (a run cut off by a crash counts as not done, its restores
+kept: ``checkpoint/restored``). ``/redo`` re-applies the turn the last counted ``/undo`` that changed
+files took back, only the files the undo changed — each as it was just before that undo:
+``replaced`` (where the user took the checkpoint over their own change: the ``FileState`` it held
+then, ``null`` absent), else what the agent left; a file the undo did not change is left alone. A
+redo counts by the same rule. An agent change made after an undo clears what could be redone.
 """
 
 from __future__ import annotations
@@ -23,6 +30,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_server.checkpoints.blobs import FileState
+
+#: What a restore's outcome starts with when it changed the file (``/undo`` and ``/redo`` alike).
+CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created it)")
+#: … and when the user said no to it (Keep mine, a rejected proposal, an unanswered question).
+DECLINED_OUTCOMES = ("kept the user's version", "not restored (the user rejected the restore in the editor")
+#: The outcome of a file ``/redo`` leaves alone because the undo it redoes did not change it.
+LEFT_OUTCOME = "left as it is (the /undo did not change it)"
 
 
 @dataclass(frozen=True)
@@ -49,29 +63,76 @@ class TurnChanges:
 class Restore:
     """One guarded restore: replace ``path`` only if it holds ``expect``; make it ``target``
     (``None``: remove it; ``expect`` ``None``: it must not exist). ``uncertain``: the change may be
-    someone else's, so it is asked about even when the file still holds ``expect``."""
+    someone else's, so it is asked about even when the file still holds ``expect``. ``leave``: the
+    file is not touched (``/redo`` of a file its undo did not change)."""
 
     path: Path
     expect: FileState | None
     target: FileState | None
     uncertain: bool = False
+    leave: bool = False
 
 
-_Replaced = dict[int, dict[Path, FileState | None]]
+@dataclass(frozen=True)
+class Run:
+    """One ``/undo`` or ``/redo`` as logged: its turn, whether it counted, whether it changed a file."""
+
+    which: str
+    turn: int
+    done: bool
+    changed: bool
 
 
-def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], list[int], _Replaced]:
-    """``(turns with changes, the undone turns, the redo stack, what each turn's last undo replaced
-    that was not the agent's)`` — newest last on the stack."""
+@dataclass
+class History:
+    """What the log says about the checkpoints: ``turns`` with changes (oldest first), the ``undone``
+    turns, the ``redo`` stack (newest last), per turn the files its undos changed and not redone
+    (``undone_files``) and what they replaced that was not the agent's (``replaced``), and the last
+    run of each kind since the agent last changed a file (``last``)."""
+
+    turns: list[TurnChanges]
+    undone: set[int]
+    redo: list[int]
+    undone_files: dict[int, set[Path]]
+    replaced: dict[int, dict[Path, FileState | None]]
+    last: dict[str, Run]
+
+
+def file_changed(entry: dict[str, Any]) -> bool:
+    """Whether a run changed this file (``changed``; a log written before it: from the outcome)."""
+    if isinstance(entry.get("changed"), bool):
+        return entry["changed"]
+    return str(entry.get("outcome", "")).startswith(CHANGED_OUTCOMES)
+
+
+def file_declined(entry: dict[str, Any]) -> bool:
+    """Whether the user said no to this file's restore (Keep mine, rejected, no answer)."""
+    return str(entry.get("outcome", "")).startswith(DECLINED_OUTCOMES)
+
+
+def run_counts(files: Sequence[dict[str, Any]]) -> bool:
+    """A run counts unless it changed no file because the user said no to a restore."""
+    return any(file_changed(f) for f in files) or not any(file_declined(f) for f in files)
+
+
+def _files(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in data.get("files") or [] if isinstance(f, dict) and "path" in f]
+
+
+def history(events: Sequence[Any]) -> History:
+    """Read the ``checkpoint/*`` events of a log (see the module's rules)."""
     turns: dict[int, TurnChanges] = {}
     undone: set[int] = set()
     redo: list[int] = []
-    replaced: _Replaced = {}
+    undone_files: dict[int, set[Path]] = {}
+    replaced: dict[int, dict[Path, FileState | None]] = {}
+    last: dict[str, Run] = {}
     for event in events:
         data = event.data
         if event.type == "checkpoint/file":
             turn = int(data["turn"])
             redo.clear()  # the agent changed files again: what was undone stays undone
+            last.clear()
             entry = turns.setdefault(turn, TurnChanges(turn))
             path = Path(data["path"])
             before, after = FileState.from_json(data.get("before")), FileState.from_json(data.get("after"))
@@ -84,30 +145,45 @@ def _turn_changes(events: Sequence[Any]) -> tuple[list[TurnChanges], set[int], l
                                                first.uncertain or uncertain or first.after != before)
             else:
                 entry.files[path] = FileChange(path, before, after, uncertain)
-        elif event.type == "checkpoint/undo":
-            undone.add(int(data["turn"]))
-            redo.append(int(data["turn"]))
-            replaced[int(data["turn"])] = {Path(f["path"]): FileState.from_json(f["replaced"])
-                                           for f in data.get("files") or [] if isinstance(f, dict) and "replaced" in f}
-        elif event.type == "checkpoint/redo":
-            undone.discard(int(data["turn"]))
-            if redo and redo[-1] == int(data["turn"]):
-                redo.pop()
+        elif event.type in ("checkpoint/undo", "checkpoint/redo"):
+            which, turn, files = event.type.split("/")[1], int(data["turn"]), _files(data)
+            done = data["done"] if isinstance(data.get("done"), bool) else run_counts(files)
+            changed = {Path(f["path"]) for f in files if file_changed(f)}
+            last[which] = Run(which, turn, done, bool(changed))
+            if which == "undo":
+                undone_files.setdefault(turn, set()).update(changed)
+                took = replaced.setdefault(turn, {})
+                for f in files:
+                    if "replaced" in f and Path(f["path"]) in changed:
+                        took[Path(f["path"])] = FileState.from_json(f["replaced"])
+                if done:
+                    undone.add(turn)
+                    if undone_files[turn] and turn not in redo:
+                        redo.append(turn)
+            else:
+                if turn in undone_files:
+                    undone_files[turn] -= changed
+                    for path in changed:
+                        replaced.get(turn, {}).pop(path, None)
+                if done:
+                    undone.discard(turn)
+                    if redo and redo[-1] == turn:
+                        redo.pop()
     for entry in turns.values():  # a file put back exactly as it was is no change
         entry.files = {p: c for p, c in entry.files.items() if c.before != c.after}
     ordered = [turns[t] for t in sorted(turns) if turns[t].files]
-    return ordered, undone, redo, replaced
+    return History(ordered, undone, redo, undone_files, replaced, last)
 
 
 def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
     """The turns that changed files, oldest first (for ``/checkpoints``, shown newest first)."""
-    return _turn_changes(events)[0]
+    return history(events).turns
 
 
 def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     """``(turn, restores)`` for the next ``/undo``, or ``None`` when there is nothing to undo."""
-    turns, undone, _, _ = _turn_changes(events)
-    candidates = [t for t in turns if t.turn not in undone]
+    past = history(events)
+    candidates = [t for t in past.turns if t.turn not in past.undone]
     if not candidates:
         return None
     last = candidates[-1]
@@ -115,13 +191,16 @@ def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
 
 
 def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
-    """``(turn, restores)`` for the next ``/redo``, or ``None`` when nothing can be redone."""
-    turns, _, redo, replaced = _turn_changes(events)
-    if not redo:
+    """``(turn, restores)`` for the next ``/redo``, or ``None`` when nothing can be redone: the
+    files the turn's undo changed are restored, the others are ``leave`` (not touched)."""
+    past = history(events)
+    if not past.redo:
         return None
-    by_turn = {t.turn: t for t in turns}
-    entry = by_turn.get(redo[-1])
+    by_turn = {t.turn: t for t in past.turns}
+    entry = by_turn.get(past.redo[-1])
     if entry is None:
         return None
-    took = replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
-    return entry.turn, [Restore(c.path, c.before, took.get(c.path, c.after), c.uncertain) for c in entry.files.values()]
+    took = past.replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
+    undid = past.undone_files.get(entry.turn, set())
+    return entry.turn, [Restore(c.path, c.before, took.get(c.path, c.after), c.uncertain, leave=c.path not in undid)
+                        for c in entry.files.values()]

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
-from agent_server.policy.sandbox.sandbox_notify import LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps
+from agent_server.policy.sandbox.sandbox_notify import (LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps,
+                                                        read_unwatched)
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
@@ -187,6 +188,21 @@ class Checkpoints:
             await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
                              "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
+    async def _say_unwatched(self, reason: str) -> None:
+        """Tell the user at once, in the turn, once a session, that the sandbox could not watch for
+        other writers (``reason``: ``EMFILE``, ``ENOSPC``, ``OVERFLOW``), so /undo asks about every file a
+        shell command changes: logged ``checkpoint/unwatched``, replayed on load."""
+        if any(e.type == "checkpoint/unwatched" for e in self.log.events):
+            return
+        try:
+            self.log.append("checkpoint/unwatched", {"turn": current_turn(self.log.events), "reason": reason})
+        except Exception:  # noqa: BLE001 - the log reports its own failures
+            return
+        if self.emit is not None:
+            await self.emit({"sessionUpdate": "agent_message_chunk",
+                             "content": {"type": "text", "text": unwatched_text(reason)},
+                             "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+
     async def _snapshot(self, repo: ShadowRepo | None) -> Snapshot | None:
         if repo is None:
             return None
@@ -229,6 +245,10 @@ class Checkpoints:
                            uncertain=not _named(path, written) or _written_meanwhile(path, stamps, started_ns)):
                 recorded.append(path)
         await self.say_changed(recorded)
+        if written is not None and recorded:
+            unwatched = read_unwatched(str(self.record_path))
+            if unwatched is not None:
+                await self._say_unwatched(unwatched)
         self.calls += 1
         if self.calls % PRUNE_EVERY == 0:
             await asyncio.to_thread(prune_shadows, self.state_dir)
@@ -337,6 +357,22 @@ def nested_off_text(names: list[str]) -> str:
     return (f"\n\n[agent-server] Changes inside the nested repositor{'ies' if len(names) > 1 else 'y'} "
             f"{', '.join(n.rstrip('/') for n in names)} may not be captured for /undo (too many files to "
             "snapshot at once); changes elsewhere are.\n\n")
+
+
+def unwatched_text(reason: str) -> str:
+    """What the user reads when a shell command ran without a watch for other writers (``reason``)."""
+    why = {
+        "ENOSPC": ("the system's limit of watched folders is reached (fs.inotify.max_user_watches); raise it, "
+                   "e.g. `sudo sysctl fs.inotify.max_user_watches=524288`, or close some file watchers"),
+        "OVERFLOW": ("a command changed files faster than the system could report them (the inotify event "
+                     "queue overflowed)"),
+    }.get(reason, ("no inotify instance is left for your user (Linux allows 128 by default, and editors, "
+                   "file watchers and dev servers use them up); raise the limit, e.g. "
+                   "`sudo sysctl fs.inotify.max_user_instances=512`, or close some of them"))
+    return ("\n\n[agent-server] agent-server cannot watch your files for changes while shell commands run: "
+            f"{why}. So it cannot tell your own saves from the command's writes, and /undo will ask you about "
+            "every file a shell command changes instead of taking it back on its own (nothing of yours is "
+            "replaced without your answer).\n\n")
 
 
 def capture_off_text(reason: str) -> str:

@@ -137,6 +137,10 @@ def recover(session_id: str, event_log: EventLog) -> tuple[dict[str, Any] | None
         if reaped:
             event_log.append("tool/reaped", {"process_groups": reaped})
         recovery = close_open_turn(event_log)
+        from agent_server.host.undo import recover_restore
+
+        if recover_restore(event_log):  # an /undo or /redo the dead process was running
+            log.info("session %s: closed the /undo or /redo a dead process left open", session_id)
     except LogWriteError as exc:
         event_log.close()
         raise storage_error(session_id, exc) from None
@@ -297,6 +301,10 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             from agent_server.checkpoints.recorder import capture_off_text
 
             yield _notice(capture_off_text(str(data.get("reason", ""))))
+        elif kind == "checkpoint/unwatched":
+            from agent_server.checkpoints.recorder import unwatched_text
+
+            yield _notice(unwatched_text(str(data.get("reason", ""))))
         elif kind == "checkpoint/nested":
             from agent_server.checkpoints.recorder import nested_off_text
 
@@ -342,16 +350,18 @@ def _command_turn(data: dict[str, Any], restore: SessionEvent | None,
                   roots: Sequence[str]) -> Iterator[dict[str, Any]]:
     """A ``/undo``, ``/redo`` or ``/checkpoints`` as it was shown live: the user's command, the
     restore's tool call (finished, with each file's outcome), the text the user was answered."""
-    from agent_server.host.undo import restore_call, restore_content, restore_summary
+    from agent_server.host.undo import restore_call, restore_content, restore_meta, restore_summary
 
     typed = f"/{data.get('name')}" + (f" {data['argument']}" if data.get("argument") else "")
     yield {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}}
     if restore is not None:
         files = [f for f in restore.data.get("files") or [] if isinstance(f, dict)]
         which = "undo" if restore.type == "checkpoint/undo" else "redo"
-        call = restore_call(which, int(restore.data.get("turn") or 0), str(restore.data["call_id"]),
-                            [str(f.get("path", "")) for f in files])
-        yield {**call, "status": "completed", "content": restore_content(restore_summary(files, list(roots)))}
+        turn = int(restore.data.get("turn") or 0)
+        call = restore_call(which, turn, str(restore.data["call_id"]), [str(f.get("path", "")) for f in files])
+        done = restore.data.get("done") if isinstance(restore.data.get("done"), bool) else None
+        yield {**call, "status": "completed", "content": restore_content(restore_summary(files, list(roots))),
+               "_meta": restore_meta(which, turn, files, done)}
     yield _chunk("agent_message_chunk", str(data.get("outcome", "")))
 
 

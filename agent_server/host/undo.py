@@ -45,20 +45,22 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 def checkpoints_report(events: list[Any], roots: list[str]) -> str:
     """``/checkpoints``: the turns that changed files, newest first, with the files and how."""
-    from agent_server.checkpoints.plan import changed_turns, plan_redo, plan_undo
+    from agent_server.checkpoints.plan import history, plan_redo, plan_undo
 
-    turns = changed_turns(events)
-    if not turns:
+    past = history(events)
+    if not past.turns:
         return "No checkpoints yet: the agent has not changed any file in this session."
     plan = plan_undo(events)
     redo = plan_redo(events)
-    undone = {e.data["turn"] for e in events if e.type == "checkpoint/undo"} - {
-        e.data["turn"] for e in events if e.type == "checkpoint/redo"}
     lines = ["Turns that changed files (newest first):"]
-    for entry in reversed(turns):
-        marks = [m for m, on in (("undone", entry.turn in undone), ("next /undo", plan and plan[0] == entry.turn),
+    for entry in reversed(past.turns):
+        undid = past.undone_files.get(entry.turn, set())
+        partly = entry.turn in past.undone and bool(undid) and not set(entry.files) <= undid
+        marks = [m for m, on in (("partly undone" if partly else "undone", entry.turn in past.undone),
+                                 ("next /undo", plan and plan[0] == entry.turn),
                                  ("next /redo", redo and redo[0] == entry.turn)) if on]
-        files = ", ".join(f"{_show(c.path, roots)} ({_how(c.before, c.after)})" for c in entry.files.values())
+        files = ", ".join(f"{_show(c.path, roots)} ({_how(c.before, c.after)}"
+                          f"{', kept' if partly and c.path not in undid else ''})" for c in entry.files.values())
         lines.append(f"- turn {entry.turn}{' [' + ', '.join(marks) + ']' if marks else ''}: {files}")
     return "\n".join(lines)
 
@@ -77,6 +79,97 @@ def restore_summary(outcomes: list[dict[str, Any]], roots: list[str]) -> str:
 def restore_content(summary: str) -> list[dict[str, Any]]:
     """The ``content`` of a finished restore's tool call."""
     return [{"type": "content", "content": {"type": "text", "text": summary}}]
+
+
+def restore_meta(which: str, turn: int, outcomes: list[dict[str, Any]], done: bool | None) -> dict[str, Any]:
+    """The finished restore's ``_meta``: ``agentServer.restore {which, turn, done, changed}`` — whether
+    the run counts (an undo whose restores the user all declined does not: the turn is still the next
+    ``/undo``'s) and the files it changed (live and on load; ``done`` ``None``: from the outcomes)."""
+    from agent_server.checkpoints.plan import file_changed, run_counts
+
+    files = [o for o in outcomes if isinstance(o, dict) and "path" in o]
+    return {"agentServer": {"restore": {
+        "which": which, "turn": turn, "done": run_counts(files) if done is None else done,
+        "changed": [str(o["path"]) for o in files if file_changed(o)]}}}
+
+
+def restore_text(which: str, turn: int, summary: str, outcomes: list[dict[str, Any]], done: bool,
+                 again: bool = False) -> str:
+    """What the user is answered after a run: what became of each file, and what ``/undo`` and
+    ``/redo`` do next when the run did not take the whole turn back."""
+    from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed
+
+    name = which.capitalize()
+    head = f"{name} of turn {turn}" + (f" again (the last /{which} of it changed no file)" if again else "")
+    if not done:
+        nothing = "Nothing was undone" if which == "undo" else "Nothing was redone"
+        next_step = (f"turn {turn} is still the one /undo takes back (/undo asks about it again)" if which == "undo"
+                     else f"turn {turn} stays undone (/redo offers it again)")
+        return f"{head}: {summary}. {nothing}: {next_step}."
+    changed = [o for o in outcomes if file_changed(o)]
+    kept = [o for o in outcomes if not file_changed(o) and o.get("outcome") != LEFT_OUTCOME]
+    text = f"{head}: {summary}."
+    if which == "undo" and changed and kept:
+        text += (f" Turn {turn} is undone for the files restored: /redo re-applies only those, and /undo "
+                 "again takes back the turn before it.")
+    return text
+
+
+def nothing_text(which: str, events: list[Any]) -> str:
+    """The answer when there is nothing to undo or redo, saying why."""
+    from agent_server.checkpoints.plan import history
+
+    past = history(events)
+    if which == "undo":
+        if past.turns:
+            return ("Nothing to undo: every agent turn that changed files is undone"
+                    + (" (/redo re-applies the last one)." if past.redo else "."))
+        return "Nothing to undo: no agent turn changed files."
+    last = past.last.get("undo")
+    if last is not None and not last.changed:
+        return f"Nothing to redo: the last /undo (turn {last.turn}) changed no file."
+    return "Nothing to redo."
+
+
+def _notice(which: str, turn: int, summary: str) -> dict[str, Any]:
+    verb = "undid" if which == "undo" else "redid"
+    return {"reason": f"checkpoint_{which}", "text": (
+        f"The user {verb} the file changes of turn {turn}: {summary}. The files on disk and in the editor "
+        "may differ from what you last read: read a file again before you change it.")}
+
+
+def recover_restore(log: Any) -> bool:
+    """Close an ``/undo`` or ``/redo`` a dead process left open: its files restored before it died
+    (``checkpoint/restored``) are logged as that run (``done: false``, ``interrupted: true``: the user
+    had not answered about every file — the next ``/undo`` asks about that turn again, and a file
+    already put back is taken as it is), the model is told, and the command is shown as interrupted.
+    Reads the log's tail only; ``False`` when nothing was open."""
+    restored: list[Any] = []
+    for event in reversed(log.events):
+        if event.type == "checkpoint/restored":
+            if restored and event.data.get("call_id") != restored[0].data.get("call_id"):
+                break
+            restored.append(event)
+        elif event.type in ("checkpoint/undo", "checkpoint/redo", "command", "turn/start", "turn/end", "user",
+                            "checkpoint/file"):
+            break
+    if not restored:
+        return False
+    first = restored[-1].data
+    which, turn, call_id = str(first.get("which")), int(first.get("turn") or 0), str(first.get("call_id"))
+    files = [{k: v for k, v in e.data.items() if k not in ("call_id", "which", "turn")} for e in reversed(restored)]
+    header = log.events[0].data if log.events and log.events[0].type == "session/header" else {}
+    roots = [str(r) for r in [header.get("cwd") or "/", *(header.get("additional_directories") or [])]]
+    summary = restore_summary(files, roots)
+    log.append(f"checkpoint/{which}", {"turn": turn, "files": files, "call_id": call_id, "done": False,
+                                       "interrupted": True})
+    log.append("notice", _notice(which, turn, summary))
+    rest = (f"/undo asks about the rest of turn {turn} again" if which == "undo"
+            else f"/redo re-applies the rest of turn {turn}")
+    log.append("command", {"name": which, "argument": "", "outcome": (
+        f"{which.capitalize()} of turn {turn} was interrupted (agent-server stopped before it ended): {summary}. "
+        f"{rest}.")})
+    return True
 
 
 def _how(before: FileState | None, after: FileState | None) -> str:
@@ -104,25 +197,33 @@ class Restorer:
 
     async def run(self, which: str) -> str:
         """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user."""
-        from agent_server.checkpoints.plan import plan_redo, plan_undo
+        from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed, history, plan_redo, plan_undo, run_counts
 
-        plan = plan_undo(self.log.events) if which == "undo" else plan_redo(self.log.events)
+        events = self.log.events
+        plan = plan_undo(events) if which == "undo" else plan_redo(events)
         if plan is None:
-            return "Nothing to undo: no agent turn changed files." if which == "undo" else "Nothing to redo."
+            return nothing_text(which, events)
         turn, restores = plan
+        last = history(events).last.get(which)
+        again = last is not None and last.turn == turn and not last.done
         self._title = f"{which.capitalize()} turn {turn}"
         call_id = f"{which}-{len(self.log.events) + 1}"
         await self.emit(restore_call(which, turn, call_id, [str(r.path) for r in restores]))
-        outcomes = [await self._restore(r, call_id) for r in restores]
-        self.log.append(f"checkpoint/{which}", {"turn": turn, "files": outcomes, "call_id": call_id})
+        outcomes = []
+        for restore in restores:
+            outcome = _said(restore.path, LEFT_OUTCOME) if restore.leave else await self._restore(restore, call_id)
+            outcome["changed"] = file_changed(outcome)
+            if outcome["changed"]:  # kept at once: a crash before the run's end loses no restore (recover_restore)
+                self.log.append("checkpoint/restored", {"call_id": call_id, "which": which, "turn": turn, **outcome})
+            outcomes.append(outcome)
+        done = run_counts(outcomes)
+        self.log.append(f"checkpoint/{which}", {"turn": turn, "files": outcomes, "call_id": call_id, "done": done})
         summary = restore_summary(outcomes, self.roots)
-        verb = "undid" if which == "undo" else "redid"
-        self.log.append("notice", {"reason": f"checkpoint_{which}", "text": (
-            f"The user {verb} the file changes of turn {turn}: {summary}. The files on disk and in the editor "
-            "may differ from what you last read: read a file again before you change it.")})
+        if any(o["changed"] for o in outcomes):  # the model is told only of files that changed
+            self.log.append("notice", _notice(which, turn, summary))
         await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed",
-                         "content": restore_content(summary)})
-        return f"{which.capitalize()} of turn {turn}: {summary}."
+                         "content": restore_content(summary), "_meta": restore_meta(which, turn, outcomes, done)})
+        return restore_text(which, turn, summary, outcomes, done, again)
 
     def _editor(self) -> tuple[bool, bool]:
         """``(reads buffers, writes through the editor)`` of the session's seam: the disk backend

@@ -25,6 +25,10 @@ def change(turn: int, path: str, before: FileState | None, after: FileState | No
 A0, A1, B0, B1, C1 = (FileState(c * 64, 0o644) for c in "abcde")
 
 
+def restored(path: str, outcome: str = "restored") -> dict:
+    return {"path": path, "outcome": outcome}
+
+
 def test_blob_store_keeps_bytes_once_private_and_collects_unreferenced(tmp_path):
     store = BlobStore(tmp_path / "blobs")
     sha = store.put(b"one\n")
@@ -58,14 +62,14 @@ def test_undo_takes_back_the_newest_turn_then_the_one_before_and_redo_reapplies(
     turn, restores = plan_undo(events)
     assert turn == 2
     assert {(str(r.path), r.expect, r.target) for r in restores} == {("/w/b.txt", B1, B0), ("/w/c.txt", C1, None)}
-    events.append(ev("checkpoint/undo", turn=2, files=[]))
+    events.append(ev("checkpoint/undo", turn=2, files=[restored("/w/b.txt"), restored("/w/c.txt", "removed (the agent had created it)")]))
     turn, restores = plan_undo(events)
     assert turn == 1 and [(r.expect, r.target) for r in restores] == [(A1, A0)]
-    events.append(ev("checkpoint/undo", turn=1, files=[]))
+    events.append(ev("checkpoint/undo", turn=1, files=[restored("/w/a.txt")]))
     assert plan_undo(events) is None
     turn, restores = plan_redo(events)
     assert turn == 1 and [(r.expect, r.target) for r in restores] == [(A0, A1)]
-    events.append(ev("checkpoint/redo", turn=1, files=[]))
+    events.append(ev("checkpoint/redo", turn=1, files=[restored("/w/a.txt")]))
     assert plan_redo(events)[0] == 2
     assert plan_undo(events)[0] == 1
 
@@ -82,11 +86,12 @@ def test_a_change_put_back_within_the_turn_is_no_change():
 
 
 def test_new_agent_change_after_undo_clears_redo_but_keeps_the_undone_turn_undone():
-    events = [change(1, "/w/a.txt", A0, A1), ev("checkpoint/undo", turn=1, files=[]), change(2, "/w/b.txt", B0, B1)]
+    events = [change(1, "/w/a.txt", A0, A1), ev("checkpoint/undo", turn=1, files=[restored("/w/a.txt")]),
+              change(2, "/w/b.txt", B0, B1)]
     assert plan_redo(events) is None
     turn, _ = plan_undo(events)
     assert turn == 2
-    events.append(ev("checkpoint/undo", turn=2, files=[]))
+    events.append(ev("checkpoint/undo", turn=2, files=[restored("/w/b.txt")]))
     assert plan_undo(events) is None
 
 
@@ -267,3 +272,33 @@ async def test_a_plain_folder_past_the_budget_turns_capture_off_and_says_so_at_o
     within = Checkpoints(log, BlobStore(tmp_path / "state" / "blobs"), [root], tmp_path / "state",
                          is_secret=lambda p: None, name_patterns=(), plain_budget_files=10)
     assert within.shadow() is not None
+
+
+def test_an_undo_the_user_declined_throughout_is_no_undo_and_redo_takes_only_what_an_undo_changed():
+    """The rules of ``plan.history`` on logs of every age: an undo written before ``done``/``changed``
+    (read from its outcome words), a declined one, a partly accepted one, an interrupted one."""
+    from agent_server.checkpoints import history
+
+    base = [change(1, "/w/a.txt", A0, A1), change(2, "/w/b.txt", B0, B1), change(2, "/w/c.txt", None, C1)]
+    kept = {"path": "/w/b.txt", "outcome": "kept the user's version (changed since the agent's edit)"}
+    rejected = {"path": "/w/c.txt", "outcome": "not restored (the user rejected the restore in the editor)"}
+    declined = [*base, ev("checkpoint/undo", turn=2, files=[kept, rejected])]  # an old log: no done, no changed
+    assert plan_undo(declined)[0] == 2 and plan_redo(declined) is None
+    # partly accepted: turn 2 undone for c.txt; redo leaves b.txt alone
+    partly = [*base, ev("checkpoint/undo", turn=2, files=[kept, restored("/w/c.txt", "removed (the agent had created it)")])]
+    assert plan_undo(partly)[0] == 1
+    turn, restores = plan_redo(partly)
+    assert turn == 2 and [(str(r.path), r.leave) for r in restores] == [("/w/b.txt", True), ("/w/c.txt", False)]
+    # nothing changed, nothing declined (each file already as it was): counts, nothing to redo
+    as_was = [*base, ev("checkpoint/undo", turn=2, files=[restored("/w/b.txt", "already as it was"),
+                                                          restored("/w/c.txt", "already gone")])]
+    assert plan_undo(as_was)[0] == 1 and plan_redo(as_was) is None
+    assert history(as_was).last["undo"].changed is False
+    # interrupted (done false): the turn again; what it restored adds to the next run's
+    cut = [*base, ev("checkpoint/undo", turn=2, files=[{**restored("/w/b.txt"), "changed": True}], done=False,
+                     interrupted=True)]
+    assert plan_undo(cut)[0] == 2 and plan_redo(cut) is None
+    cut.append(ev("checkpoint/undo", turn=2, files=[restored("/w/b.txt", "already as it was"),
+                                                    restored("/w/c.txt", "removed (the agent had created it)")], done=True))
+    turn, restores = plan_redo(cut)
+    assert turn == 2 and not any(r.leave for r in restores)

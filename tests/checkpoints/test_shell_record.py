@@ -169,3 +169,27 @@ def test_an_in_place_save_while_the_command_holds_the_file_open_is_named_foreign
     (work / "go").touch()
     assert proc.wait(timeout=60) == 0
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+@pytest.mark.parametrize("limit, reason", [("max_inotify_instances", "EMFILE"), ("max_inotify_watches", "ENOSPC")])
+def test_a_watch_left_without_inotify_said_nothing_of_why_every_file_became_foreign(tmp_path, limit, reason):
+    """No inotify instance (or no watch) left for the user: the watch is blind, so every file the
+    command wrote is ``FOREIGN`` at the end (asked about at /undo: the safe side) — and the record now
+    says why, once (``UNWATCHED``), so the user can be told. The command's writes are still recorded."""
+    work = tmp_path / "work"
+    work.mkdir()
+    folder = str(Path(sandbox_notify.__file__).parent)
+    limited = ["unshare", "-Ur", "sh", "-c", f'echo 0 > /proc/sys/user/{limit} && exec "$@"', "sh"]
+    subprocess.run([*limited, sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
+                    str(work), "echo a > a.txt; echo b > b.txt; echo c >> a.txt"], check=True, timeout=60)
+    record = str(tmp_path / "record")
+    assert sandbox_notify.read_unwatched(record) == reason
+    assert (tmp_path / "record").read_bytes().count(sandbox_notify.UNWATCHED) == 1
+    assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_foreign(record)
+    assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_record(record)
+    # with inotify, none of it
+    subprocess.run([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, record, str(work), "echo d >> a.txt"],
+                   check=True, timeout=60)
+    assert sandbox_notify.read_unwatched(record) is None
+    assert str(work / "a.txt") not in sandbox_notify.read_foreign(record)

@@ -594,3 +594,48 @@ async def test_symbolic_links_are_restored_as_links_never_followed(acp_harness_f
     assert os.readlink(workspace / "link") == "a.txt"
     assert not (workspace / "out").is_symlink() and not (workspace / "out").exists()
     assert outside.read_bytes() == b"outside\n" and (workspace / "a.txt").read_bytes() == b"alpha\n"
+
+
+def without_inotify(command: list[str]) -> list[str]:
+    """``command`` in a user namespace of its own whose inotify instance limit is 0: every
+    ``inotify_init1`` fails with EMFILE, as for a user whose 128 instances are taken (the machine's
+    limit and everyone else's watchers are untouched)."""
+    return ["unshare", "-Ur", "sh", "-c", 'echo 0 > /proc/sys/user/max_inotify_instances && exec "$@"', "sh", *command]
+
+
+async def test_without_an_inotify_instance_every_shell_change_was_asked_about_at_undo_without_a_word(
+        acp_harness_factory, agent_command, endpoint, workspace, agent_state_dir):
+    """No inotify instance left (Linux allows 128 per user by default): the shell's attribution
+    cannot see who saved a file while the command ran, so every file a shell call changed is asked
+    about at /undo — with no word why. It is said once a session, in the turn (logged
+    ``checkpoint/unwatched``, replayed on load), and the fallback stays safe: asked, never restored
+    over the user's file without a Take the checkpoint."""
+    git_init(workspace)
+    (workspace / "a.txt").write_bytes(b"\xef\xbb\xbfone\r\ntwo")
+    questions = Questions("reject_once")
+    config = ClientConfig(permission=questions)
+    h = await acp_harness_factory(without_inotify(agent_command), env={"AGENT_SERVER_BASE_URL": endpoint.base_url},
+                                  config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    await turn(h, sid, endpoint, call("s", "bash", command="printf 'three\\r\\n' >> a.txt"))
+    assert recorded_by_the_sandbox(agent_state_dir, sid)  # the command's own writes are still recorded
+    await turn(h, sid, endpoint, call("s2", "bash", command="printf 'four\\r\\n' >> a.txt"))
+    warned = [u for u in h.updates(sid, "agent_message_chunk") if "inotify" in u["content"]["text"]]
+    assert len(warned) == 1, warned  # once a session
+    assert "/undo will ask you about every file a shell command changes" in warned[0]["content"]["text"]
+    assert warned[0]["_meta"]["agentServer"]["notice"]["severity"] == "warning"
+    events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+    assert [e.data["reason"] for e in events if e.type == "checkpoint/unwatched"] == ["EMFILE"]
+
+    # nothing shows whose write it was: asked (even though the file holds what the command left), kept
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert (workspace / "a.txt").read_bytes() == b"\xef\xbb\xbfone\r\ntwothree\r\nfour\r\n"
+
+    from agent_server.host.lifecycle import history_updates
+
+    replayed = [u for u in history_updates(events, [str(workspace)])
+                if u["sessionUpdate"] == "agent_message_chunk" and "inotify" in u["content"]["text"]]
+    assert [u["content"]["text"] for u in replayed] == [warned[0]["content"]["text"]]

@@ -403,3 +403,224 @@ async def test_redo_after_taking_the_checkpoint_lost_the_line_the_user_had_saved
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert "shared.txt changed since the agent's edit" in asked
     assert (workspace / "shared.txt").read_bytes() == b"shared\n"
+
+
+def restore_cards(h, sid) -> list[dict]:
+    """The finished restore cards (``tool_call_update`` of an ``undo-``/``redo-`` call) in order."""
+    return [u for u in h.updates(sid, "tool_call_update")
+            if str(u.get("toolCallId", "")).startswith(("undo-", "redo-")) and u.get("status") == "completed"]
+
+
+def logged(state_dir: Path, sid: str, kind: str) -> list:
+    return [e for e in read_events(state_dir / "sessions" / sid / "events.jsonl") if e.type == kind]
+
+
+# the user's bytes: CRLF, no final newline (the editor's buffers hold them as text)
+BOM_CRLF = b"one\r\ntwo\r\nthree"
+
+
+async def two_edit_turns(h, sid, endpoint, workspace, editor=None) -> None:
+    """Turn 1 edits a.txt; turn 2 edits b.txt and c.txt (CRLF, no final newline; c.txt 0640), all
+    three open in ``editor``."""
+    (workspace / "a.txt").write_bytes(b"alpha\n")
+    for name in ("b.txt", "c.txt"):
+        (workspace / name).write_bytes(BOM_CRLF)
+    (workspace / "c.txt").chmod(0o640)
+    if editor is not None:
+        for name in ("a.txt", "b.txt", "c.txt"):
+            editor.buffers[str(workspace / name)] = Buffer((workspace / name).read_bytes().decode(), version=1)
+    endpoint.push(call("r1", "read", path="a.txt"))
+    endpoint.push(call("e1", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(text_stream("turn 1 done"))
+    assert (await h.prompt(sid, "shout alpha")).stop_reason == "end_turn"
+    endpoint.push(call("r2", "read", path="b.txt"))
+    endpoint.push(call("e2", "edit", path="b.txt", old_string="two", new_string="TWO"))
+    endpoint.push(call("r3", "read", path="c.txt"))
+    endpoint.push(call("e3", "edit", path="c.txt", old_string="three", new_string="THREE"))
+    endpoint.push(text_stream("turn 2 done"))
+    assert (await h.prompt(sid, "shout two and three")).stop_reason == "end_turn"
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF.replace(b"two", b"TWO")
+    assert (workspace / "c.txt").read_bytes() == BOM_CRLF.replace(b"three", b"THREE")
+
+
+def proposal_file(params) -> str:
+    return Path(params["edit"]["documentChanges"][-1]["textDocument"]["uri"]).name
+
+
+async def test_a_fully_rejected_undo_counted_as_undone_and_the_next_undo_went_a_turn_further_back(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The second newcomer's N5: /undo, the editor showed the restores as proposals, the user
+    rejected all of them — nothing was restored, yet the server counted turn 2 as undone: the next
+    /undo took back turn 1, and /redo offered to redo what never was undone. An undo whose restores
+    were all declined is no undo: the next /undo asks about the same turn again and says so."""
+    decisions: list[str] = []
+    editor = MemoryEditor(decide=lambda params, hunks: decisions.pop(0) if decisions else list(range(len(hunks))))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, extension_editor_config(editor, "allow_once"))
+    await two_edit_turns(h, sid, endpoint, workspace, editor)
+    editor.proposals.clear()
+
+    decisions[:] = ["reject", "reject"]
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert [p["label"] for p in editor.proposals] == ["Undo turn 2: b.txt", "Undo turn 2: c.txt"]
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF.replace(b"two", b"TWO")
+    assert "Nothing was undone: turn 2 is still the one /undo takes back" in text_of(h, sid)
+    assert restore_cards(h, sid)[-1]["_meta"]["agentServer"]["restore"] == {
+        "which": "undo", "turn": 2, "done": False, "changed": []}
+
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"  # nothing was undone: nothing to redo
+    assert text_of(h, sid).endswith("Nothing to redo: the last /undo (turn 2) changed no file.")
+    assert (await h.prompt(sid, "/checkpoints")).stop_reason == "end_turn"
+    assert "turn 2 [next /undo]" in text_of(h, sid) and "turn 1: a.txt (changed)" in text_of(h, sid)
+
+    editor.proposals.clear()
+    decisions[:] = [[0], [0]]
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert [p["label"] for p in editor.proposals] == ["Undo turn 2: b.txt", "Undo turn 2: c.txt"]
+    assert "Undo of turn 2 again (the last /undo of it changed no file)" in text_of(h, sid)
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF and (workspace / "c.txt").read_bytes() == BOM_CRLF
+    assert (workspace / "a.txt").read_bytes() == b"ALPHA\n"  # turn 1 untouched
+    assert (workspace / "c.txt").stat().st_mode & 0o777 == 0o640
+    # the model is told only of the undo that changed files
+    notices = [e.data["text"] for e in logged(agent_state_dir, sid, "notice") if e.data.get("reason") == "checkpoint_undo"]
+    assert len(notices) == 1 and "b.txt: restored" in notices[0]
+
+
+async def test_a_partly_accepted_undo_is_the_turns_undo_for_the_files_restored_and_redo_redoes_only_those(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """A partly accepted undo: b.txt restored, c.txt's restore rejected. Turn 2 counts as undone for
+    b.txt: the next /undo takes back turn 1; /redo re-applies b.txt only (c.txt, which the undo did
+    not change, gets no proposal and keeps its bytes); both replay on load as they were shown."""
+    decisions: list = []
+    editor = MemoryEditor(decide=lambda params, hunks: decisions.pop(0) if decisions else list(range(len(hunks))))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, extension_editor_config(editor, "allow_once"))
+    await two_edit_turns(h, sid, endpoint, workspace, editor)
+
+    decisions[:] = [[0], "reject"]
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF
+    assert (workspace / "c.txt").read_bytes() == BOM_CRLF.replace(b"three", b"THREE")
+    assert "Turn 2 is undone for the files restored: /redo re-applies only those" in text_of(h, sid)
+    assert restore_cards(h, sid)[-1]["_meta"]["agentServer"]["restore"] == {
+        "which": "undo", "turn": 2, "done": True, "changed": [str(workspace / "b.txt")]}
+    assert (await h.prompt(sid, "/checkpoints")).stop_reason == "end_turn"
+    assert ("turn 2 [partly undone, next /redo]: b.txt (changed), c.txt (changed, kept)") in text_of(h, sid)
+
+    editor.proposals.clear()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert [p["label"] for p in editor.proposals] == ["Redo turn 2: b.txt"]  # nothing aimed at c.txt
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF.replace(b"two", b"TWO")
+    assert (workspace / "c.txt").read_bytes() == BOM_CRLF.replace(b"three", b"THREE")
+    assert "c.txt: left as it is (the /undo did not change it)" in text_of(h, sid)
+
+    decisions[:] = [[0], [0]]  # turn 2 again, now all of it; then turn 1
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF and (workspace / "c.txt").read_bytes() == BOM_CRLF
+    decisions[:] = [[0]]
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_bytes() == b"alpha\n"
+    assert "Undo of turn 1: a.txt: restored." in text_of(h, sid)
+
+    # session/load shows each run as it was shown live: the cards with their outcome and _meta, the answers
+    live = [(u["toolCallId"], u["content"], u["_meta"]) for u in restore_cards(h, sid)]
+    answers = [u["content"]["text"] for u in h.updates(sid, "agent_message_chunk")
+               if u["content"]["text"].startswith(("Undo of", "Redo of"))]
+    assert len(answers) == 4
+    from agent_server.host.lifecycle import history_updates
+
+    replay = list(history_updates(read_events(agent_state_dir / "sessions" / sid / "events.jsonl"), [str(workspace)]))
+    assert [(u["toolCallId"], u["content"], u["_meta"]) for u in replay if u["sessionUpdate"] == "tool_call"
+            and u["toolCallId"].startswith(("undo-", "redo-"))] == live
+    assert [u["content"]["text"] for u in replay if u["sessionUpdate"] == "agent_message_chunk"
+            and u["content"]["text"].startswith(("Undo of", "Redo of"))] == answers
+
+
+async def test_redo_of_a_file_answered_keep_mine_aimed_at_the_agents_version(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """At /undo the user answered Keep mine for c.txt (they had changed it after the agent): it was
+    not restored. /redo then still aimed at the agent's version of c.txt (it asked first). /redo
+    redoes only what the undo changed: c.txt is left alone, asked about nothing, byte-exact."""
+    asked: list[str] = []
+
+    def answer(params):
+        asked.append(params["toolCall"]["title"])
+        keep = params["toolCall"]["title"].startswith("c.txt")
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once" if keep else "allow_once"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, ClientConfig(permission=answer))
+    await two_edit_turns(h, sid, endpoint, workspace)
+    mine = b"\xef\xbb\xbfone\r\ntwo\r\nTHREE\r\nthe user's line"  # BOM, CRLF, no final newline
+    (workspace / "c.txt").write_bytes(mine)
+    (workspace / "c.txt").chmod(0o600)
+    asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert asked == ["c.txt changed since the agent's edit"]
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF
+    asked.clear()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert asked == []
+    assert (workspace / "c.txt").read_bytes() == mine and (workspace / "c.txt").stat().st_mode & 0o777 == 0o600
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF.replace(b"two", b"TWO")
+    assert text_of(h, sid).endswith("Redo of turn 2: b.txt: restored; c.txt: left as it is (the /undo did not change it).")
+    redo = logged(agent_state_dir, sid, "checkpoint/redo")[-1].data
+    assert [(Path(f["path"]).name, f["changed"]) for f in redo["files"]] == [("b.txt", True), ("c.txt", False)]
+
+
+async def test_a_crash_between_the_undos_proposals_and_the_answers_lost_what_was_already_restored(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """kill -9 of the server while the undo's second proposal waits for the user: b.txt was already
+    restored, c.txt not. The load closes that undo as interrupted (b.txt logged as restored, the
+    model told, the command shown); the turn is not undone (the user never answered about c.txt):
+    the next /undo takes turn 2 again — b.txt as it is, c.txt proposed — and /redo then re-applies
+    both, byte-exact."""
+    import signal
+
+    decisions: list = []
+    waiting = asyncio.Event()
+
+    editor = MemoryEditor(decide=lambda params, hunks: decisions.pop(0) if decisions else list(range(len(hunks))))
+
+    async def apply(params):
+        if proposal_file(params) == "c.txt" and params["label"].startswith("Undo") and not decisions:
+            waiting.set()
+            await asyncio.Event().wait()  # the user has not answered yet
+        return editor.apply_workspace_edit(params)
+
+    config = extension_editor_config(editor, "allow_once")
+    config = ClientConfig(**{**config.__dict__, "ext_methods": {APPLY_WORKSPACE_EDIT: apply}})
+    first = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config, validate=False)
+    await first.initialize(config.capabilities())
+    sid = (await first.new_session(str(workspace))).session_id
+    await two_edit_turns(first, sid, endpoint, workspace, editor)
+    undo = first.start_prompt(sid, "/undo")
+    await asyncio.wait_for(waiting.wait(), 30)
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF  # restored before the crash
+    os.killpg(first.pid, signal.SIGKILL)
+    await first.wait_exit(10)
+    with pytest.raises(Exception):
+        await undo
+
+    second = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await second.initialize(config.capabilities())
+    await second.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    undone = logged(agent_state_dir, sid, "checkpoint/undo")
+    assert len(undone) == 1 and undone[0].data["done"] is False and undone[0].data["interrupted"] is True
+    assert [(Path(f["path"]).name, f["outcome"]) for f in undone[0].data["files"]] == [("b.txt", "restored")]
+    shown = "".join(u["content"]["text"] for u in second.updates(sid, "agent_message_chunk"))
+    assert "Undo of turn 2 was interrupted (agent-server stopped before it ended): b.txt: restored." in shown
+    assert [u["content"]["text"] for u in second.updates(sid, "user_message_chunk")][-1] == "/undo"
+
+    editor.proposals.clear()
+    decisions[:] = [[0]]
+    assert (await second.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert [p["label"] for p in editor.proposals] == ["Undo turn 2: c.txt"]  # b.txt already as it was
+    assert (workspace / "c.txt").read_bytes() == BOM_CRLF and (workspace / "a.txt").read_bytes() == b"ALPHA\n"
+    editor.proposals.clear()
+    assert (await second.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert sorted(p["label"] for p in editor.proposals) == ["Redo turn 2: b.txt", "Redo turn 2: c.txt"]
+    assert (workspace / "b.txt").read_bytes() == BOM_CRLF.replace(b"two", b"TWO")
+    assert (workspace / "c.txt").read_bytes() == BOM_CRLF.replace(b"three", b"THREE")
+    # the model was told of the interrupted undo's restore in the next request after the load
+    endpoint.push(text_stream("noted"))
+    assert (await second.prompt(sid, "what changed?")).stop_reason == "end_turn"
+    users = [m["content"] for m in endpoint.requests[-1].json()["messages"] if m["role"] == "user"]
+    assert sum("undid the file changes of turn 2: b.txt: restored" in str(u) for u in users) == 1

@@ -50,7 +50,11 @@ state at the end is not (only) what the command left."""
 LEFT = b"\0LEFT\0"
 """Marks a ``<ctime_ns>:<path>`` entry: the path's status-change time when the command ended (what a
 writer did between then and the after-snapshot shows as a different time)."""
-_ENTRY_MARKS = (CHANGED, FOREIGN, LEFT)
+UNWATCHED = b"\0UNWATCHED\0"
+"""Marks why the watch is blind (``EMFILE``: no inotify instance; ``ENOSPC``: no watch left;
+``OVERFLOW``: its event queue overflowed), once a record: the paths it could not follow are
+``FOREIGN`` at the end, so their changes are asked about (``read_unwatched``)."""
+_ENTRY_MARKS = (CHANGED, FOREIGN, LEFT, UNWATCHED)
 RET_ALLOW, RET_USER_NOTIF = 0x7FFF0000, 0x7FC00000
 LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
@@ -271,6 +275,17 @@ def read_stamps(path: str, mark: bytes = CHANGED) -> dict[str, int]:
     return stamps
 
 
+def read_unwatched(path: str) -> str | None:
+    """Why the record's watch was blind (``UNWATCHED``: ``EMFILE``, ``ENOSPC``, ``OVERFLOW``), or ``None``."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    _, found, rest = raw.partition(UNWATCHED)
+    return (os.fsdecode(rest.partition(b"\0")[0]) or "EMFILE") if found else None
+
+
 def read_foreign(path: str) -> set[str]:
     """The paths another process changed after the command let go of them (``FOREIGN`` entries)."""
     try:
@@ -308,6 +323,10 @@ class Watch:
     def __init__(self) -> None:
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.unwatched = b""  # why the watch is blind, said once in the record (``UNWATCHED``)
+        self.pending = b""
+        if self.fd < 0:
+            self._blind_because(errno.errorcode.get(ctypes.get_errno(), "EMFILE"))
         self.lock = threading.Lock()
         self.dirs: dict[int, set[bytes]] = {}  # watch descriptor -> the folder's spellings
         self.wd_of: dict[bytes, int] = {}
@@ -330,7 +349,13 @@ class Watch:
                         self.calls.pop(spelled, None)
                     else:
                         self.calls[spelled] = pid
+            out, self.pending = out + self.pending, b""
             return out
+
+    def _blind_because(self, reason: str) -> None:
+        if not self.unwatched:
+            self.unwatched = reason.encode()
+            self.pending += UNWATCHED + self.unwatched + b"\0"
 
     def _spellings(self, named: bytes) -> tuple[bytes, ...]:
         """``named`` and, if different, its resolved path (events name the folder they happen in)."""
@@ -360,6 +385,7 @@ class Watch:
                     self.foreign.add(named)
                     out += FOREIGN + named + b"\0"
                 out += LEFT + str(ctime).encode() + b":" + named + b"\0"
+            out, self.pending = out + self.pending, b""
             return out
 
     def _track(self, named: bytes) -> None:
@@ -371,6 +397,8 @@ class Watch:
             return
         wd = self.libc.inotify_add_watch(self.fd, folder, _WATCH_MASK)
         if wd < 0:
+            if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):  # no watch left (fs.inotify.max_user_watches)
+                self._blind_because("ENOSPC")
             self.blind.add(named)  # the folder is not there (yet) or no watch is left: not seen
             return
         self.wd_of[folder] = wd
@@ -392,6 +420,7 @@ class Watch:
                 name = raw[at + 16:at + 16 + size].rstrip(b"\0")
                 at += 16 + size
                 if mask & IN_Q_OVERFLOW:
+                    self._blind_because("OVERFLOW")
                     self._lose_all()
                 elif mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
                     self._lose(wd)

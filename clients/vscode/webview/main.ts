@@ -830,18 +830,19 @@ function paintChanges(): void {
   const count = `${found.files.length} file${found.files.length === 1 ? "" : "s"}`;
   const from = found.prompt ? ` (“${found.prompt.length > 60 ? `${found.prompt.slice(0, 60)}…` : found.prompt}”)` : "";
   // what became of /undo is what the server reported, never the /undo typed (refused while a turn runs)
-  const undo = found.undo === "undone" ? " — undone" : found.undo === "running" ? " — undoing…" : found.undo === "nothing" ? " — /undo restored nothing" : "";
+  const undo = found.undo === "undone" ? " — undone" : found.undo === "running" ? " — undoing…" : found.undo === "nothing" ? " — /undo restored nothing" : found.undo === "declined" ? " — /undo changed nothing" : "";
   head.append(el("span", "changes-title", `Changes of the last turn that changed files${from}: ${count}${undo}`));
   changesBox.dataset.undone = String(found.undone);
   changesBox.dataset.undo = found.undo ?? "";
   changesBox.dataset.turn = String(found.turn);
-  if (found.undo === undefined) {
+  if (found.undo === undefined || found.undo === "declined") {
     const undoTurn = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), state.busy ? "A turn is running: /undo once it has ended" : "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
     undoTurn.disabled = !canUndo || state.busy;
     head.append(undoTurn);
   }
   const parts: HTMLElement[] = [head];
   if (found.undo === "nothing" && found.undoSummary) parts.push(el("div", "changes-undo-summary", `${found.undoSummary} The next /undo takes back the turn before it.`));
+  if (found.undo === "declined" && found.undoSummary) parts.push(el("div", "changes-undo-summary", `${found.undoSummary} Nothing was undone: the next /undo asks about this turn again.`));
   const list = el("div", "changes-files");
   for (const f of found.files) {
     const row = el("div", "change-file");

@@ -49,6 +49,8 @@ export type Item =
       changes: Change[];
       /** The files the server's checkpoint recorded for this call (`_meta.agentServer.changedFiles`). */
       changedFiles?: string[];
+      /** An `/undo` or `/redo` card: whether the run counted (`_meta.agentServer.restore.done`). */
+      restoreDone?: boolean;
       /** Live terminal output (the terminal convention: `_meta.terminal_output(_delta)` pieces). */
       terminal: string;
       exitCode?: number | null;
@@ -203,14 +205,17 @@ export interface ChangedFile {
  * the server says changed files (`_meta.agentServer.changedFiles`: its checkpoint, what `/undo` takes
  * back) — per file, and what became of `/undo`. The server's `/undo` takes back the newest turn that
  * changed files and was not undone yet, so `undo` follows the restores the server reported ("Undo turn
- * N" cards), never the `/undo` typed: `running` while one runs; `undone` once a restore was applied;
- * `nothing` when it ended with no file restored (rejected, kept: `undoSummary` says how) — the server
- * counts that turn as undone all the same, so "Undo this turn" is offered only for `undo: undefined`.
+ * N" cards, `_meta.agentServer.restore {done}`), never the `/undo` typed: `running` while one runs;
+ * `undone` once a restore was applied; `nothing` when it counted with no file restored (each already
+ * as it was, or one that cannot be taken back: the next /undo takes the turn before); `declined` when
+ * the user said no to every restore (Keep mine, rejected): no undo — the server's next /undo asks
+ * about this turn again, so "Undo this turn" is offered for `undefined` and `declined`
+ * (`undoSummary` says how).
  * Undefined when no turn of this transcript changed files (a loaded session's edits carry no diff).
  */
-export function turnChanges(s: ChatState): { turn: number; prompt?: string; undone: boolean; undo?: "running" | "undone" | "nothing"; undoSummary?: string; files: ChangedFile[] } | undefined {
+export function turnChanges(s: ChatState): { turn: number; prompt?: string; undone: boolean; undo?: UndoState; undoSummary?: string; files: ChangedFile[] } | undefined {
   /** Turns with confirmed changes, oldest first, and what the server's restores made of each. */
-  const turns: { turn: number; prompt?: string; undo?: "running" | "undone" | "nothing"; undoSummary?: string }[] = [];
+  const turns: { turn: number; prompt?: string; undo?: UndoState; undoSummary?: string }[] = [];
   const undoneStack: number[] = [];
   let prompt: string | undefined;
   for (const i of s.items) {
@@ -224,11 +229,12 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
       if (i.status === "pending" || i.status === "in_progress") {
         if (restore === "undo") target.undo = "running";
       } else if (i.status === "completed") {
+        const done = i.restoreDone ?? (restoredSome(i.output) || !/kept the user's version|rejected/.test(i.output));
         if (restore === "undo") {
-          target.undo = restoredSome(i.output) ? "undone" : "nothing";
+          target.undo = !done ? "declined" : restoredSome(i.output) ? "undone" : "nothing";
           target.undoSummary = i.output.trim();
-          undoneStack.push(target.turn);
-        } else {
+          if (done) undoneStack.push(target.turn);
+        } else if (done) {
           undoneStack.pop();
           target.undo = undefined;
           target.undoSummary = undefined;
@@ -262,6 +268,9 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     files: [...files].map(([path, f]) => ({ path, ...f, ...(f.newText === null ? { added: 0, removed: 0 } : lineCounts(f.oldText ?? "", f.newText)) })),
   };
 }
+
+/** What became of a turn's `/undo` (see `turnChanges`). */
+export type UndoState = "running" | "undone" | "nothing" | "declined";
 
 /** `undo` or `redo` for the card of a server restore (`/undo`'s "Undo turn N" call), else undefined. */
 function restoreOf(i: Extract<Item, { type: "tool" }>): "undo" | "redo" | undefined {
@@ -420,6 +429,8 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
         if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
       }
       const changed = (u._meta as { agentServer?: { changedFiles?: unknown } } | undefined)?.agentServer?.changedFiles;
+      const restored = (u._meta as { agentServer?: { restore?: { done?: unknown } } } | undefined)?.agentServer?.restore;
+      if (typeof restored?.done === "boolean") tool.restoreDone = restored.done;
       if (Array.isArray(changed)) tool.changedFiles = [...new Set([...(tool.changedFiles ?? []), ...changed.filter((p): p is string => typeof p === "string")])];
       const exit = (u._meta as { terminal_exit?: { exit_code?: number | null; signal?: string | null } } | undefined)?.terminal_exit;
       if (exit) {

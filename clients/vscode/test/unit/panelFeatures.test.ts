@@ -163,7 +163,7 @@ describe("the Changes box shows only what the server says happened", () => {
     expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "running" });
     fold(s, upd("undo-40", { status: "completed", content: [text("multi.txt: not restored (rejected: the user rejected the change)")] }));
     fold(s, { kind: "turn-end", text: "/undo", stopReason: "end_turn" });
-    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "nothing" });
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "declined" });
     expect(turnChanges(s)!.undoSummary).toContain("not restored");
     // an applied one: undone
     const t = run([...applied, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" }, undoCard("undo-40", 13),
@@ -193,7 +193,26 @@ describe("the Changes box shows only what the server says happened", () => {
       { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "undo-9", title: "Undo turn 1", kind: "edit", status: "completed", content: [text("multi.txt: kept the user's version (changed since the agent's edit)")] } },
       { kind: "loaded", sessionId: "s1" },
     ]);
-    expect(turnChanges(s)).toMatchObject({ prompt: "fix multi", undo: "nothing", files: [{ path: "/ws/multi.txt" }] });
+    expect(turnChanges(s)).toMatchObject({ prompt: "fix multi", undo: "declined", files: [{ path: "/ws/multi.txt" }] });
+  });
+
+  it("an undo whose restores were all rejected counted as undone: the box and the next /undo went a turn further back (N5)", () => {
+    // the server: done false — no undo; the next /undo asks about the same turn again
+    const s = run([...applied, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" }, undoCard("undo-40", 1),
+      upd("undo-40", { status: "completed", content: [text("multi.txt: not restored (the user rejected the restore in the editor)")],
+        _meta: { agentServer: { restore: { which: "undo", turn: 1, done: false, changed: [] } } } }),
+      { kind: "turn-end", text: "/undo", stopReason: "end_turn" }]);
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: false, undo: "declined" });
+    // the next /undo takes the same turn: now accepted, it is undone (it was the target again)
+    fold(s, undoCard("undo-50", 1));
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undo: "running" });
+    fold(s, upd("undo-50", { status: "completed", content: [text("multi.txt: restored")],
+      _meta: { agentServer: { restore: { which: "undo", turn: 1, done: true, changed: ["/ws/multi.txt"] } } } }));
+    expect(turnChanges(s)).toMatchObject({ turn: 1, undone: true, undo: "undone" });
+    // a run that counted with nothing restored (each file already as it was): the turn before is next
+    const t = run([...applied, undoCard("undo-60", 1), upd("undo-60", { status: "completed", content: [text("multi.txt: already as it was")],
+      _meta: { agentServer: { restore: { which: "undo", turn: 1, done: true, changed: [] } } } })]);
+    expect(turnChanges(t)).toMatchObject({ turn: 1, undo: "nothing" });
   });
 });
 
