@@ -79,6 +79,9 @@ LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
 
 
+STREAMED = " ".join(f"word{k}" for k in range(150))
+
+
 def script(names: list[str], second: str = "/nonexistent/second", linked: str = "/nonexistent/linked.py") -> list[dict]:
     """The model's answers for the scenarios ``names``, in order (``second``: the multi-root
     workspace's second folder; ``linked``: the real path of linked.py, behind the link)."""
@@ -109,6 +112,8 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("e4", "edit", path="rej.py", old_string="value = 1", new_string="value = 2")]),
             text_stream("Understood, left as is."),
         ],
+        # one paragraph streamed slowly (about 5 s), /mode typed meanwhile
+        "slash_command_during_a_stream": [text_stream(STREAMED, delay=0.04)],
         "shell_permission_allow_once": [
             tool_call_stream([call("b5", "bash", command=PERM_COMMAND, description="Write perm.txt")]),
             text_stream("Wrote perm.txt."),
@@ -188,6 +193,7 @@ SCENARIOS = [
      "goneFile": "gone.txt", "gonePrompt": "Change x to y in gone.txt", "goneAnswer": GONE_ANSWER},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
+    {"name": "slash_command_during_a_stream", "prompt": "Stream the words", "command": "/mode"},
     {"name": "shell_permission_allow_once", "prompt": "Write perm.txt with the shell", "toolTitle": "Write perm.txt"},
     {"name": "stop_during_slow_tool", "prompt": "Wait a while", "toolTitle": "Wait"},
     {"name": "session_picker_loads_history", "title": "Make greet say hi", "expect": "Changed the greeting.",
@@ -399,6 +405,19 @@ def test_the_changes_box_stays_after_a_partly_applied_turn(run):
     got = run[0]["scenarios"]["accept_one_hunk_of_two"]
     assert got["changesShown"], got
     assert "two.py" in got["changes"], got
+
+
+def test_a_slash_command_answered_while_an_answer_streamed_split_the_answer_mid_word(run):
+    """/mode typed while the model streams a long answer: the panel broke the answer mid-word (the
+    command's answer landed inside the streaming message, the rest went on as a new block). The
+    chunks carry ACP's messageId: the answer is one message, the command's answer apart below it."""
+    scenario(run, "slash_command_during_a_stream")
+    got = run[0]["scenarios"]["slash_command_during_a_stream"]
+    assert "word149" not in got["streamedWhenAnswered"], got  # /mode was answered mid-stream
+    kinds = [kind for kind, _ in got["after"]]
+    assert kinds == ["agent", "user", "agent"], got
+    assert got["after"][0][1] == STREAMED, got
+    assert got["after"][1][1] == "/mode" and got["after"][2][1].startswith("Mode:"), got
 
 
 def test_reject_tells_the_model(run):

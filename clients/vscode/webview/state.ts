@@ -342,13 +342,10 @@ export function isStreaming(s: ChatState, item: Item): boolean {
  */
 function appendMessage(s: ChatState, type: "agent" | "thought", text: string, messageId: string): void {
   const key = `${s.currentSession ?? ""}/${messageId}`;
-  let item = s.items.find((i) => i.id === s.streamingMessage);
-  if (!item || item.type !== type || item.messageId !== key) {
-    item = undefined;
-    for (let k = s.items.length - 1; k >= 0; k--) {
-      const i = s.items[k]!;
-      if (i.type === type && i.messageId === key) { item = i; break; }
-    }
+  let item: Item | undefined;
+  for (let k = s.items.length - 1; k >= 0; k--) { // the streaming message is one of the last items
+    const i = s.items[k]!;
+    if (i.type === type && i.messageId === key) { item = i; break; }
   }
   if (item) {
     (item as { text: string }).text += text;

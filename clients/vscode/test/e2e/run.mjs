@@ -275,6 +275,28 @@ const scenarios = {
     return { changesShown: !(await box.evaluate((b) => b.hidden)), changes: ((await box.textContent()) ?? "").trim() };
   },
 
+  /** A slash command answered at once while an answer streams (`/mode`): the answer stays one message,
+   * never broken mid-word around the command's answer (routed by ACP's messageId). */
+  async slash_command_during_a_stream(page, s) {
+    const p = panel(page);
+    await promptInPanel(page, s.prompt);
+    await p.locator(".agent", { hasText: "word3 " }).last().waitFor({ timeout: T });
+    await promptInPanel(page, s.command);
+    await p.locator(".item.user", { hasText: s.command }).last().waitFor({ timeout: T });
+    await p.locator(".agent", { hasText: "Mode:" }).last().waitFor({ timeout: T });
+    // what the panel showed of the answer when the command's answer came (its end not yet: else nothing was tested)
+    const streamed = await p.locator(".agent", { hasText: "word0 " }).last().textContent();
+    await waitIdle(page);
+    await shot(page, "slash-during-stream");
+    // the items after the prompt: [kind, text]
+    const after = await p.locator(".transcript").evaluate((t, prompt) => {
+      const items = Array.from(t.querySelectorAll(".item"));
+      const from = items.findLastIndex((i) => i.classList.contains("user") && i.textContent === prompt);
+      return items.slice(from + 1).map((i) => [i.classList.contains("user") ? "user" : i.classList.contains("agent") ? "agent" : "other", i.textContent.trim()]);
+    }, s.prompt);
+    return { streamedWhenAnswered: streamed, after };
+  },
+
   /** A latin1 file open in VS Code (shown with U+FFFD): the agent's read and edit are refused, no diff
    * opens, the document is not changed (the pytest side checks the bytes and what the model was told). */
   async latin1_refused(page, s) {
