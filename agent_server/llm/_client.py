@@ -146,10 +146,10 @@ class ChatClient:
         self._headers: dict[str, str] = dict(headers or {})
         self._headers["Content-Type"] = "application/json"
         self._headers["Accept"] = "text/event-stream"
-        self._headers["Cache-Control"] = "no-store"  # (as httpx-sse's ``aconnect_sse`` asks for a stream)
         self._api_key = api_key or None
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        self._headers["Cache-Control"] = "no-store"  # last, as httpx-sse's ``aconnect_sse`` adds it
         timeout = httpx.Timeout(connect=connect_timeout, read=stream_idle_timeout,
                                 write=stream_idle_timeout, pool=connect_timeout)
         self._connect_timeout = connect_timeout
@@ -373,20 +373,23 @@ class ChatClient:
 
     def _request(self, body: bytes, ready: Awaitable[Any] | None) -> httpx.Request:
         """The ``httpx.Request`` that POSTs ``body``: what ``build_request`` makes (the client's
-        headers merged with ours, the cookie jar's ``Cookie``), its head but ``Content-Length``
-        merged once; with ``ready``, its body a ``HeldBody`` (the head is the same)."""
+        headers merged with ours, ``Host``, the cookie jar's ``Cookie``, ``Content-Length`` last),
+        its head but ``Content-Length`` merged once and the body given as its stream (not read
+        into the request again); with ``ready``, that stream is a ``HeldBody`` (the same head)."""
         if self._head is None:
             if not isinstance(self._target, httpx.URL):  # raises httpx's error, as on every request before
                 return self._client.build_request("POST", self._target, content=bytes(body), headers=self._headers)
             made = self._client.build_request("POST", self._target, headers=self._headers)
             made.headers.pop("Content-Length", None)
             self._head = made.headers
-        request = httpx.Request("POST", self._target, headers=self._head, content=bytes(body),
+        headers = httpx.Headers(self._head)
+        headers["Content-Length"] = str(len(body))  # last, where httpx puts it
+        body = bytes(body)
+        stream = httpx.ByteStream(body) if ready is None else HeldBody(body, ready, self.stream_idle_timeout)
+        request = httpx.Request("POST", self._target, headers=headers, stream=stream,
                                 extensions={"timeout": self._timeouts})
         if self._client._cookies:  # (an empty jar adds nothing: ``build_request`` skips it too)
             self._client._cookies.set_cookie_header(request)
-        if ready is not None:
-            request.stream = HeldBody(request.content, ready, self.stream_idle_timeout)
         return request
 
     def _deadline_error(self, where: str) -> LLMError:

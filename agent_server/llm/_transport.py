@@ -47,6 +47,12 @@ import httpcore  # noqa: E402
 import httpx  # noqa: E402
 from httpcore._utils import is_socket_readable  # noqa: E402
 
+try:  # h11's own header list and its validation (``ValidatingPool``); without them h11 validates per request
+    import h11._headers as _h11_headers  # noqa: E402
+    _H11Headers: Any = _h11_headers.Headers
+except (ImportError, AttributeError):  # pragma: no cover — another h11
+    _H11Headers = None
+
 
 _HOLDING: contextvars.ContextVar["SocketStream | None"] = contextvars.ContextVar("_HOLDING", default=None)
 """The ``SocketStream`` that last kept bytes unsent in this task (``HeldBody`` sends them before it waits)."""
@@ -385,6 +391,39 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+class ValidatingPool(httpcore.AsyncConnectionPool):
+    """httpcore's connection pool, handing h11 a request head it has validated once: h11 checks
+    every header name and value against its grammar for each request it sends, and a model
+    request's head is the same each time but for its ``Content-Length`` (last, as httpx puts it).
+    The head before it is validated by h11's own ``normalize_and_validate`` when it differs from the
+    last one; the ``Content-Length`` is taken when it is digits only (what h11 accepts), and h11
+    gets both as its own ``Headers``, which it takes as validated. Anything else (no
+    ``Content-Length`` last, a head h11 refuses) goes to h11 as it came: it refuses it as before."""
+
+    _head: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes]]] | None = None
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        request.headers = self._validated(request.headers)
+        return await super().handle_async_request(request)
+
+    def _validated(self, headers: Any) -> Any:
+        if _H11Headers is None or not headers:
+            return headers
+        name, value = headers[-1]
+        if name.lower() != b"content-length" or not value.isdigit() or len(value) > 20:
+            return headers
+        fixed = headers[:-1]
+        if self._head is None or self._head[0] != fixed:
+            try:
+                items = _h11_headers.normalize_and_validate(fixed)._full_items
+            except Exception:  # noqa: BLE001 — h11 says so again, in its place, as before
+                return headers
+            if any(lower in (b"content-length", b"transfer-encoding") for _, lower, _ in items):
+                return headers
+            self._head = (fixed, items)
+        return _H11Headers([*self._head[1], (name, b"content-length", value)])
+
+
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's defaults
 
 
@@ -397,7 +436,7 @@ class EndpointTransport(httpx.AsyncHTTPTransport):
         # not super().__init__(): the context is given (none for plain http: that is what loads the CA bundle)
         self._ssl_context = ssl_context
         self.backend = SocketBackend(limits.keepalive_expiry, sockets=ssl_context is None)
-        self._pool = httpcore.AsyncConnectionPool(
+        self._pool = ValidatingPool(
             ssl_context=ssl_context, max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,
