@@ -55,6 +55,47 @@ from agent_server.tools.pipeline import ToolRunner
 log = logging.getLogger("agent_server.agent")
 
 
+async def _synced(log: EventLog) -> None:
+    """``fsync`` what ``log`` left unsynced (``EventLog.append(…, sync_later=True)``) in a worker
+    thread; ``LogWriteError`` when it failed (the events from the first unsynced one on are cut off)."""
+    token = log.unsynced
+    if token is None:
+        return
+    try:
+        await asyncio.to_thread(log.sync)
+    except OSError as exc:
+        log.synced(token, exc)
+    else:
+        log.synced(token)
+
+
+class _Settled:
+    """An awaitable of ``durable`` that a cancelled waiter does not cancel (a shield made when awaited)."""
+
+    def __init__(self, durable: "asyncio.Future[None]") -> None:
+        self._durable = durable
+
+    def __await__(self) -> Any:
+        return asyncio.shield(self._durable).__await__()
+
+
+class AfterSync:
+    """A turn's model client whose requests complete only once the turn's ``user`` event is on disk:
+    while its ``fsync`` runs (``durable``), each request is made and sent but for its last bytes
+    (``ModelClient.stream``'s ``ready``); once it failed, no request starts (its ``LogWriteError``)."""
+
+    def __init__(self, client: ModelClient, durable: "asyncio.Future[None]") -> None:
+        self._client = client
+        self._durable = durable
+
+    def stream(self, body: bytes) -> Any:
+        durable = self._durable
+        if not durable.done():
+            return self._client.stream(body, ready=_Settled(durable))
+        durable.result()  # raises the fsync's LogWriteError: nothing is sent
+        return self._client.stream(body)
+
+
 class PromptTicket:
     """One prompt's place in its session: ``cancel()`` stops it running or waiting."""
 
@@ -414,13 +455,16 @@ class AgentSession:
         partial = self.partial = PartialMessage(journal=self.journal)
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
+        durable: asyncio.Future[None] | None = None
         try:
             self._check_prompt_fits(prompt_text(blocks), sum(b.get("type") == "image" for b in blocks))
             header = self._header_factory()
             if header.note is not None:  # a change since the last request is told before the prompt it preceded
                 self._log_inputs(header)
-            self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks})
-            client = self._client_factory()
+            # durable, its fsync in a worker thread while the request is made: the request's last bytes wait for it
+            self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks}, sync_later=True)
+            durable = asyncio.ensure_future(_synced(self.log))
+            client = AfterSync(self._client_factory(), durable)
             budget = self.config.agent.max_steps_per_turn
             for step in range(1, budget + 1):
                 await self._step(client, turn, step, partial)
@@ -445,6 +489,11 @@ class AgentSession:
             if outcome is None:
                 outcome = TurnOutcome("cancelled", "cancelled")
             self.partial = None
+            if durable is not None:  # the user event's fsync settled before anything else is written
+                try:
+                    await asyncio.shield(durable)
+                except LogWriteError as exc:
+                    outcome = TurnOutcome("error", None, log_write_failure(exc))
             try:
                 if outcome.exit == "cancelled":  # no dangling call, and the model is told (recovery.py)
                     settled = close_cancelled_turn(self.log, turn)

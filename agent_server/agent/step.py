@@ -47,9 +47,10 @@ Flush = Callable[[], Awaitable[None]]
 
 
 class ModelClient(Protocol):
-    """What a step needs from the LLM layer: stream a request body, yield ``StreamEvent``\\s."""
+    """What a step needs from the LLM layer: stream a request body, yield ``StreamEvent``\\s;
+    ``ready``: awaited before the request's last bytes are sent (``ChatClient.stream``)."""
 
-    def stream(self, body: bytes) -> AsyncIterator[Any]: ...
+    def stream(self, body: bytes, *, ready: Awaitable[None] | None = None) -> AsyncIterator[Any]: ...
 
 
 @dataclass

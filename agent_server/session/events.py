@@ -2,14 +2,16 @@
 
 Role: one ``SessionEvent(type, seq, time, data)`` per line of ``events.jsonl``; ``append`` validates
 the event, gives it the next contiguous ``seq``, writes and flushes it at once (and ``fsync``\\s the
-durable types); ``EventLog.open`` loads a log, cuts a torn last line (and logs the cut), and fails
-loudly, with the line number, on anything else it cannot read. An open log holds an exclusive
-``flock``: a second writer (another agent-server serving the same session) is refused.
-``read_events``/``read_head`` read without the lock and without changing anything.
+durable types, or leaves that to the caller's ``sync`` in a worker thread: ``sync_later``);
+``EventLog.open`` loads a log, cuts a torn last line (and logs the cut), and fails loudly, with the
+line number, on anything else it cannot read. An open log holds an exclusive ``flock``: a second
+writer (another agent-server serving the same session) is refused. ``read_events``/``read_head``
+read without the lock and without changing anything.
 
 Must never: rewrite or drop an event that was written whole. The only bytes ever removed are those
 of a torn last line, and even those are kept inside the ``log/repaired`` event that records the cut,
-and those of an append that failed (disk full): it is cut off at once and never became an event.
+and those of an append that failed (disk full), or whose ``fsync`` failed with those written after
+it: they are cut off at once and never became events.
 After a failed append the log writes nothing more until ``recover()``.
 """
 
@@ -110,6 +112,9 @@ class EventLog:
         """Bytes of the file that hold ``_events`` (what a failed append is cut back to)."""
         self.failed: LogWriteError | None = None
         """Set when an append failed: appends are refused until ``recover()``."""
+        self._unsynced: tuple[int, int] | None = None
+        """``(bytes, events)`` before the first durable event written but not yet ``fsync``\\ed
+        (``append(…, sync_later=True)``), or ``None``: what a failed ``fsync`` is cut back to."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -249,11 +254,15 @@ class EventLog:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, type: str, data: dict[str, Any], *, durable: bool | None = None) -> SessionEvent:
+    def append(self, type: str, data: dict[str, Any], *, durable: bool | None = None,
+               sync_later: bool = False) -> SessionEvent:
         """Validate and append one event; return it.
 
         The line is written with one ``write`` and flushed; types in ``DURABLE_TYPES`` (or
-        ``durable=True``) are also ``fsync``\\ed. Text UTF-8 cannot carry (lone surrogates) becomes
+        ``durable=True``) are also ``fsync``\\ed — with ``sync_later``, not here: the caller calls
+        ``sync`` (in a worker thread) and then ``synced``, and nothing that depends on the event
+        being on disk may happen before; a durable append without it ``fsync``\\s the events left
+        unsynced with its own. Text UTF-8 cannot carry (lone surrogates) becomes
         U+FFFD and non-finite numbers become ``null`` (see ``strict_json``), so what is appended
         is what any JSON reader reads back. Raises ``pydantic.ValidationError`` for a bad type
         name, ``TypeError`` for data that is not JSON, ``ValueError`` when closed.
@@ -276,15 +285,59 @@ class EventLog:
         try:
             self._write(line)
             if durable or (durable is None and type in DURABLE_TYPES):
-                os.fsync(self._file.fileno())
+                if not sync_later:
+                    os.fsync(self._file.fileno())
+                    self._unsynced = None
+                elif self._unsynced is None:
+                    self._unsynced = (self._size, len(self._events))
         except OSError as exc:
-            self.failed = LogWriteError(self.path, exc)
-            self._cut_back()
-            raise self.failed from exc
+            raise self._fail(exc) from exc
         self._size += len(line)
         self._events.append(event)
         self._index(event)
         return event
+
+    @property
+    def unsynced(self) -> tuple[int, int] | None:
+        """What ``append(…, sync_later=True)`` left to ``fsync`` (a token for ``synced``), or ``None``."""
+        return self._unsynced
+
+    def sync(self) -> None:
+        """``fsync`` the file, from any thread (blocking); changes nothing here. Raises ``OSError``."""
+        os.fsync(self._file.fileno())
+
+    def synced(self, token: tuple[int, int], error: OSError | None = None) -> None:
+        """On the log's own thread, after ``sync`` of ``token`` (``unsynced`` before it): the events
+        it covered are durable — or, with ``error``, they are cut off as a failed append's are
+        (the file cut back, the events from the first unsynced one on dropped from memory, appends
+        refused until ``recover()``) and ``LogWriteError`` is raised. Nothing when a later ``fsync``
+        covered ``token`` already (or the log is closed)."""
+        if self._unsynced is not token or self._file.closed:
+            return
+        if error is None:
+            self._unsynced = None
+            return
+        raise self._fail(error) from error
+
+    def _fail(self, exc: OSError) -> LogWriteError:
+        """An append or ``fsync`` failed: refuse appends from now on and cut the file back to the
+        events in memory — those from the first unsynced durable one on are dropped first."""
+        self.failed = LogWriteError(self.path, exc)
+        pending, self._unsynced = self._unsynced, None
+        if pending is not None:
+            self._size, count = pending
+            dropped = self._events[count:]
+            self._events = self._events[:count]  # a new list: earlier snapshots (``events``) stay as they were
+            for event in dropped:
+                self._counts[event.type] -= 1
+            for kind in {event.type for event in dropped}:
+                before = next((e for e in reversed(self._events) if e.type == kind), None)
+                if before is None:
+                    self._latest.pop(kind, None)
+                else:
+                    self._latest[kind] = before
+        self._cut_back()
+        return self.failed
 
     def _write(self, line: bytes) -> None:
         view = memoryview(line)

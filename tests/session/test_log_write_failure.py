@@ -62,3 +62,45 @@ def test_failed_append_leaves_memory_equal_to_disk_writes_nothing_more_and_recov
     assert out["recovered"] is True
     assert out["disk_types"] == out["memory_types"] == ["session/header", "user", "turn/end"]
     assert out["reopened"] == 3  # loads whole: no torn line, nothing repaired
+
+
+def test_a_failed_deferred_fsync_cuts_off_its_event_and_those_written_after_it(tmp_path):
+    """``append(…, sync_later=True)`` then ``sync`` in a worker thread: when that ``fsync`` fails,
+    ``synced`` cuts the file and memory back to before the unsynced event (the events written after
+    it go too), ``latest``/``count`` forget them, earlier snapshots stay as they were, and appends
+    are refused until ``recover()``."""
+    import errno
+
+    import pytest
+
+    from agent_server.session import EventLog, LogWriteError, read_events
+
+    path = tmp_path / "events.jsonl"
+    log = EventLog.create(path, {"cwd": "/"})
+    log.append("step/start", {"turn": 0, "step": 1})
+    size, kept = path.stat().st_size, [e.type for e in log.events]
+    log.append("user", {"turn": 1, "content": "x"}, sync_later=True)
+    token = log.unsynced
+    assert token is not None
+    log.append("step/start", {"turn": 1, "step": 1})
+    snapshot = log.events
+    with pytest.raises(LogWriteError):
+        log.synced(token, OSError(errno.EIO, "Input/output error"))
+    assert [e.type for e in log.events] == kept == [e.type for e in read_events(path)]
+    assert path.stat().st_size == size and len(snapshot) == len(kept) + 2
+    assert log.latest("user") is None and log.count("step/start") == 1 and log.latest("step/start").data["turn"] == 0
+    with pytest.raises(LogWriteError):
+        log.append("turn/end", {"turn": 1, "exit": "error"})
+    assert log.recover() and log.append("turn/end", {"turn": 1, "exit": "error"}).seq == len(kept) + 1
+    # a deferred fsync that succeeded, or that a later durable append covered, changes nothing
+    log.append("user", {"turn": 2, "content": "y"}, sync_later=True)
+    token = log.unsynced
+    log.sync()
+    log.synced(token)
+    assert log.unsynced is None
+    log.append("user", {"turn": 3, "content": "z"}, sync_later=True)
+    token = log.unsynced
+    log.append("turn/end", {"turn": 3, "exit": "end_turn"})  # durable: its fsync covers the user event
+    log.synced(token, OSError(errno.EIO, "late"))
+    assert log.failed is None and log.latest("user").data["content"] == "z"
+    log.close()

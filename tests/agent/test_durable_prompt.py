@@ -1,0 +1,155 @@
+"""A turn's ``user`` event is durable before the model can have a request that carries it — and its
+``fsync`` no longer holds up the making of that request (issue 33 item 6).
+
+In process, over real HTTP to the offline endpoint; ``os.fsync`` is wrapped so the test decides
+when the ``user`` event's ``fsync`` returns (or that it fails), and the model client reports when
+its request waits for it (``ready``). Structure and order only, no timing."""
+
+import asyncio
+import errno
+import json
+import os
+import threading
+
+import pytest
+
+from agent_server.agent import AgentSession, RequestHeader, attempt_steps, request_body
+from agent_server.config.load import AgentSettings, Config, ProviderSettings
+from agent_server.llm import ChatClient, encode_body
+from agent_server.offline import OfflineEndpoint, text_stream
+from agent_server.session import EventLog
+from agent_server.tools.base import ToolContext
+from agent_server.tools.pipeline import ToolRunner
+
+HEADER = RequestHeader(system="SYSTEM", model="m", params={}, tools=[], reasoning_content="drop")
+
+
+class WatchedClient(ChatClient):
+    """A ``ChatClient`` that says when a request waits for its ``ready`` (``waiting``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.waiting = asyncio.Event()
+        self.readies = []
+
+    def stream(self, body, *, ready=None):
+        self.readies.append(ready is not None)
+        if ready is None:
+            return super().stream(body)
+
+        async def watched():
+            self.waiting.set()
+            await ready
+        return super().stream(body, ready=watched())
+
+
+def session_over(log, client, updates):
+    provider = ProviderSettings(profile="custom", base_url="http://unused", model="m", context_window=100_000,
+                                reasoning_content="drop", key_required=False)
+    config = Config(provider=provider, agent=AgentSettings(retry_base_delay=0.0))
+
+    async def emit(update):
+        updates.append(update)
+    runner = ToolRunner(log, ToolContext.on_disk(log.path.parent.parent, session_dir=log.path.parent), emit, tools={})
+    return AgentSession("s1", log, config, header_factory=lambda: HEADER, client_factory=lambda: client,
+                        emit=emit, runner=runner)
+
+
+@pytest.fixture
+async def endpoint():
+    async with OfflineEndpoint() as ep:
+        yield ep
+
+
+async def loaded_session(tmp_path, endpoint):
+    """A session with one turn behind it, closed and loaded again (``EventLog.open``)."""
+    endpoint.push(text_stream("first answer"))
+    path = tmp_path / "s" / "events.jsonl"
+    log = EventLog.create(path, {"cwd": str(tmp_path)})
+    client = ChatClient(endpoint.base_url, None)
+    assert (await session_over(log, client, []).prompt([{"type": "text", "text": "one"}])).exit == "end_turn"
+    await client.aclose()
+    log.close()
+    log = EventLog.open(path)
+    client = WatchedClient(endpoint.base_url, None)
+    return log, client, session_over(log, client, [])
+
+
+def assert_log_explains_every_request(log, endpoint):
+    rebuilt = [encode_body(request_body(log.events, seq)) for seq in attempt_steps(log.events)]
+    assert rebuilt == [r.body for r in endpoint.requests]
+
+
+async def test_the_first_prompt_after_a_load_waited_for_the_user_events_fsync_before_building_its_request(
+        tmp_path, endpoint, monkeypatch):
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("second answer"))
+    loop_thread = threading.get_ident()
+    entered, release = threading.Event(), threading.Event()
+    calls = []  # (thread, requests the endpoint had when the fsync returned)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if calls or fd != log._file.fileno():
+            return real_fsync(fd)
+        calls.append(threading.get_ident())
+        entered.set()
+        if threading.get_ident() != loop_thread:  # on the loop (the old code) it is not held: no deadlock
+            release.wait(timeout=60)
+        real_fsync(fd)
+        calls.append(len(endpoint.requests))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}]))
+    assert await asyncio.to_thread(entered.wait, 60)
+    assert calls[0] != loop_thread, "the user event was fsynced on the event loop: the request waited for it"
+    await asyncio.wait_for(client.waiting.wait(), 60)  # the request is made; it waits for the fsync
+    types = [e.type for e in log.events]
+    assert types[types.index("user", 9):] == ["user", "step/start"]  # (the header is logged once: kept)
+    assert endpoint.requests[1:] == [] and not turn.done()  # the model has nothing while the fsync runs
+    release.set()
+    outcome = await turn
+    assert outcome.exit == "end_turn"
+    assert calls[1] == 1  # the endpoint had only the first turn's request when the fsync returned
+    assert len(endpoint.requests) == 2 and client.readies == [True]
+    assert json.loads(endpoint.requests[1].body)["messages"][-1] == {"role": "user", "content": "two"}
+    assert_log_explains_every_request(log, endpoint)
+    await client.aclose()
+    log.close()
+
+
+async def test_a_user_event_whose_fsync_failed_while_its_request_was_made_reached_no_model_and_was_cut_off(
+        tmp_path, endpoint, monkeypatch):
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("never sent"))
+    endpoint.push(text_stream("after the disk came back"))
+    before = [e.type for e in log.events]
+    size = log.path.stat().st_size
+    real_fsync = os.fsync
+    failing = [True]
+    held = threading.Event()
+
+    def fsync(fd):
+        if failing and fd == log._file.fileno():
+            failing.clear()
+            held.wait(timeout=60)  # until the request waits for it
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "lost"}]))
+    await asyncio.wait_for(client.waiting.wait(), 60)
+    held.set()
+    outcome = await turn
+    assert outcome.exit == "error" and outcome.error["code"] == "STORAGE" and outcome.error["retryable"]
+    assert len(endpoint.requests) == 1  # the first turn's only: the failed one never reached the model
+    # the user event and what followed it are cut off, in memory and on disk: only turn/start stayed
+    assert [e.type for e in log.events] == [*before, "turn/start"]
+    assert log.path.stat().st_size > size and b'"lost"' not in log.path.read_bytes()
+    # the disk is back: the next prompt closes the interrupted turn and goes on, every request replayed
+    outcome = await session.prompt([{"type": "text", "text": "again"}])
+    assert outcome.exit == "end_turn"
+    assert len(endpoint.requests) == 2 and b'"lost"' not in endpoint.requests[1].body
+    assert_log_explains_every_request(log, endpoint)
+    await client.aclose()
+    log.close()
