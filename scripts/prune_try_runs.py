@@ -8,8 +8,9 @@ not a symbolic link; the newest N of them (by modification time; `--except`, the
 never counted nor touched) are kept, and any older one is removed unless it is in use.
 Must never: remove a folder still in use — a live process of that run (`TRY_VSCODE_RUN=<folder>` in its
 environment: code-server, the extension's agent-server, a terminal's shell), or any process whose
-working directory, root, executable or an open file is inside it (an editor or shell the user opened
-there) —, anything that is not a run's folder, or anything outside RUNS_DIR (links are not followed).
+working directory, root, executable, an open file or a path on its command line is inside it (an
+editor or shell the user opened there) —, anything that is not a run's folder, or anything outside
+RUNS_DIR (links are not followed).
 Linux /proc only; processes this user may not inspect (kernel threads, a non-dumpable process) are
 not looked at.
 """
@@ -65,18 +66,27 @@ def folders_in_use(folders: list[Path]) -> set[str]:
             if os.stat(base).st_uid != uid and uid != 0:
                 continue  # another user's process cannot hold our folders open
             env = Path(f"{base}/environ").read_bytes().split(b"\0")
+            argv = Path(f"{base}/cmdline").read_bytes().split(b"\0")
             fds = os.listdir(f"{base}/fd")
         except OSError:
             # ended meanwhile; a kernel thread (ESRCH); a process this user may not inspect (EACCES:
             # not dumpable, an init of another namespace): none is a user's editor or shell
             continue
         used.update(name for mark, name in marks.items() if mark in env)
+        targets = []
         for link in ["cwd", "root", "exe", *(f"fd/{fd}" for fd in fds)]:
             try:
-                target = os.readlink(f"{base}/{link}")
+                targets.append(os.readlink(f"{base}/{link}").removesuffix(" (deleted)"))
             except OSError:
                 continue  # a kernel thread's exe, a descriptor closed meanwhile
-            hit = _inside(target.removesuffix(" (deleted)"), names)
+        # a file named on its command line (an editor that read it and holds nothing open: vim, nano)
+        try:
+            cwd = os.readlink(f"{base}/cwd")
+        except OSError:
+            cwd = "/"
+        targets += [os.path.normpath(os.path.join(cwd, os.fsdecode(arg))) for arg in argv if arg]
+        for target in targets:
+            hit = _inside(target, names)
             if hit:
                 used.add(hit)
     return used

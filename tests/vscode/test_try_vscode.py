@@ -187,13 +187,14 @@ def _cmdline(pid: int) -> str:
 
 
 def test_pruning_try_vscode_runs_keeps_the_last_few_and_every_folder_still_in_use(tmp_path):
-    """scripts/prune_try_runs.py: of eight run folders, the one starting now (--except) and the newest
+    """scripts/prune_try_runs.py: of nine run folders, the one starting now (--except) and the newest
     three others are kept; of the older ones, those still in use are kept — a live process of that run
-    (TRY_VSCODE_RUN), a shell whose working directory is inside, an editor holding a file of it open —
-    and only the unused one goes (a read-only folder in it included). What is not a run's folder (no
-    config.json of a run, another name, a link to a folder elsewhere) is never touched."""
+    (TRY_VSCODE_RUN), a shell whose working directory is inside, an editor holding a file of it open,
+    an editor given a file of it on its command line (that read it and holds nothing open) — and only
+    the unused one goes (a read-only folder in it included). What is not a run's folder (no config.json
+    of a run, another name, a link to a folder elsewhere) is never touched."""
     runs = tmp_path / "cache" / "agent-server" / "try-vscode"
-    run = [_fake_run(runs, f"vscode-run00{k}", age=100 - k) for k in range(8)]
+    run = [_fake_run(runs, f"vscode-run00{k}", age=100 - k) for k in range(9)]
     locked = run[0] / "state" / "gomodcache"
     locked.mkdir(parents=True)
     (locked / "mod.go").write_text("package m\n")
@@ -206,30 +207,32 @@ def test_pruning_try_vscode_runs_keeps_the_last_few_and_every_folder_still_in_us
     elsewhere = _fake_run(tmp_path / "elsewhere", "vscode-target", age=500)
     (runs / "vscode-linked").symlink_to(elsewhere)
     (run[3] / "workspace" / "open.txt").write_text("open in an editor\n")
-    wait = "import sys; f = open(sys.argv[1]) if len(sys.argv) > 1 else None; print('ready', flush=True); sys.stdin.read()"
+    wait = "import os, sys; f = open(os.environ['OPEN']) if 'OPEN' in os.environ else None; print('ready', flush=True); sys.stdin.read()"
     holders = [
         subprocess.Popen([sys.executable, "-c", wait], env={**os.environ, "TRY_VSCODE_RUN": str(run[1])},
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
         subprocess.Popen([sys.executable, "-c", wait], cwd=run[2] / "workspace",
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
-        subprocess.Popen([sys.executable, "-c", wait, str(run[3] / "workspace" / "open.txt")],
+        subprocess.Popen([sys.executable, "-c", wait], env={**os.environ, "OPEN": str(run[3] / "workspace" / "open.txt")},
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([sys.executable, "-c", wait, f"{run[4].name}/workspace/calc.py"], cwd=runs,  # relative
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True),
     ]
     try:
         for holder in holders:
             assert holder.stdout.readline().strip() == "ready"
         proc = subprocess.run([sys.executable, str(REPO / "scripts" / "prune_try_runs.py"), str(runs), "--keep", "3",
-                               "--except", str(run[7])], capture_output=True, text=True, timeout=120)
+                               "--except", str(run[8])], capture_output=True, text=True, timeout=120)
     finally:
         for holder in holders:
             holder.stdin.close()
             holder.wait(timeout=60)
             holder.stdout.close()
     assert proc.returncode == 0, proc.stderr
-    assert [r.exists() for r in run] == [False, True, True, True, True, True, True, True], proc.stdout + proc.stderr
+    assert [r.exists() for r in run] == [False, *[True] * 8], proc.stdout + proc.stderr
     assert "Removed 1 earlier run folder(s)" in proc.stdout
     assert sorted(line for line in proc.stdout.splitlines() if line.startswith("Kept")) == sorted(
-        f"Kept {r}: still in use." for r in run[1:4])
+        f"Kept {r}: still in use." for r in run[1:5])
     assert (runs / "vscode-notrun" / "notes.txt").exists() and (runs / "unrelated" / "config.json").exists()
     assert (runs / "vscode-linked").is_symlink() and (elsewhere / "workspace" / "calc.py").exists()
     # once nothing holds them, --clean (keep none) removes every earlier run's folder, through the script
