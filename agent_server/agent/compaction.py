@@ -105,6 +105,22 @@ def _fail(message: str) -> TurnFailed:
     return TurnFailed({"code": "CONTEXT_WINDOW_EXCEEDED", "message": message, "retryable": False})
 
 
+_tools_chars: tuple[Any, int] = (None, 0)  # the last tool list ``head_chars`` weighed, and its share
+
+
+def head_chars(system: str, tools: Any) -> int:
+    """``body_chars({"s": system, "t": tools})``: what a compaction's plan weighs the request's head
+    by. The tools' share is kept for the last list weighed — a load plans its first prompt's
+    compaction with the logged schemas, the compaction then with equal ones, and comparing them is
+    a fraction of encoding them; ``{"s":S,"t":T}`` is ``{"s":S}`` and ``{"t":T}`` less one brace."""
+    global _tools_chars
+    known, chars = _tools_chars
+    if tools is not known and tools != known:
+        chars = body_chars({"t": tools})
+        _tools_chars = (tools, chars)
+    return body_chars({"s": system}) + chars - 1
+
+
 COLD_EVENTS = 2_000
 """Events the request memo may take in on the event loop; more go to a worker thread."""
 
@@ -186,10 +202,7 @@ class Compactor:
             if memo is None:
                 body = encode_body(compaction_body_of(pairs, start))
             else:  # the memo's: a load made the body its first prompt's compaction sends
-                replaced = memo.within(first_seq, last_seq) if pairs is memo.messages else None
-                if replaced is None:
-                    replaced = [m for seq, m in pairs if first_seq <= seq <= last_seq]
-                body = memo.compaction_body(start.data, replaced)
+                body = memo.compaction_body_within(start.data, first_seq, last_seq, pairs)
             summary = await self._summarise(client, body, start, first_seq, last_seq)
         except asyncio.CancelledError:  # told without waiting: the turn is being cancelled
             asyncio.ensure_future(self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id,
@@ -227,14 +240,14 @@ class Compactor:
         return {"system": SUMMARY_SYSTEM, "instruction": SUMMARY_INSTRUCTION, "model": model, "params": params,
                 "max_transcript_chars": self.transcript_chars, "transcript_rule": TRANSCRIPT_RULE}
 
-    def plan_summary(self) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    def plan_summary(self) -> tuple[list[dict[str, Any]], dict[str, Any], Any] | None:
         """At a load (its worker thread, after ``RequestMemo.prepare``): when the history is over
-        the limit already, the first prompt's step will compact it first — the replaced messages
-        and ``summary_request`` of that compaction, as if the prompt were a short user message
-        after the history (with the logged request header's system text, tools, model and
-        parameters), for the load to encode ahead (``RequestMemo.compaction_body``, which the
-        compaction makes again only if its messages or request turn out different); ``None`` when
-        no compaction is due."""
+        the limit already, the first prompt's step will compact it first — the replaced messages,
+        ``summary_request`` and ``RequestMemo.span`` of that compaction, as if the prompt were
+        a short user message after the history (with the logged request header's system text,
+        tools, model and parameters), for the load to encode ahead
+        (``RequestMemo.compaction_body_within``, which the compaction makes again only if its
+        messages or request turn out different); ``None`` when no compaction is due."""
         memo, events = self.requests, self.log.events
         if memo is None or memo.first_user is None:
             return None
@@ -253,9 +266,10 @@ class Compactor:
                                    header.data["system"], header.data.get("tools") or [], 0, prompt_after=True)
         except TurnFailed:
             return None
-        last = pairs[cut][0] - 1 if cut < prompt else None
-        return ([m for seq, m in pairs if last is None or seq <= last],
-                self.summary_request(header.data.get("model", ""), header.data.get("params") or {}))
+        last = pairs[cut][0] - 1 if cut < prompt else pairs[-1][0]
+        return ([m for seq, m in pairs if seq <= last],
+                self.summary_request(header.data.get("model", ""), header.data.get("params") or {}),
+                memo.span(pairs[0][0], last) if pairs is memo.messages else None)
 
     def _plan(self, events: Sequence[SessionEvent], pairs: Sequence[tuple[int, dict[str, Any]]], tokens: Sequence[float],
               cuts: Sequence[int], system: str, tools: Any, before: int, prompt_after: bool = False
@@ -276,7 +290,7 @@ class Compactor:
             return self._requests(events, pairs[cut][0] - 1 if cut < len(pairs) else events[-1].seq + 1, prompt_after)
 
         task, current = requests(cut)
-        overhead = body_chars({"s": system, "t": tools}) / cpt + (len(task) + len(current or "")) / cpt
+        overhead = head_chars(system, tools) / cpt + (len(task) + len(current or "")) / cpt
         reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
         room = self.limit - overhead - reserve
         if sum(tokens[cut:]) > room:  # the target tail is too big: keep the smallest tail there is

@@ -163,7 +163,8 @@ class RequestMemo:
         self._bare: list[dict[str, Any]] = []  # … and the message (``messages`` without the seqs)
         self._falls = -1  # the first index whose seq is not above the one before (-1: they rise)
         self._transcript: tuple[list[dict[str, Any]], tuple[int, int], str] | None = None  # (messages, (max_chars, rule), text)
-        self._summary: tuple[list[dict[str, Any]], list[Any], bytes] | None = None  # (messages, fields, body)
+        self._summary: tuple[list[dict[str, Any]], list[Any], bytes, Any] | None = None  # (messages, fields, body, span)
+        self._bare_version = 0  # changed whenever messages of ``_bare`` are dropped (not when some are added)
         self.transcripts_made = 0
         """Transcripts this memo rendered (``transcript``, ``compaction_body``: the same messages and
         limit, once)."""
@@ -206,9 +207,8 @@ class RequestMemo:
         """``[m for seq, m in messages if first <= seq <= last]`` of the pairs ``history`` (or a
         body) was brought to last, as a slice — ``None`` when their seqs do not rise (a late tool
         result put back after its call) or nothing was encoded here: then the caller filters."""
-        if self._falls >= 0 or len(self._seqs) != len(self.messages):
-            return None
-        return self._bare[bisect_left(self._seqs, first):bisect_right(self._seqs, last)]
+        span = self.span(first, last)
+        return self._bare[span[0][0]:span[0][1]] if span is not None else None
 
     def transcript(self, messages: list[dict[str, Any]], max_chars: int, rule: int = 1) -> str:
         """``agent.request.render_transcript(messages, max_chars, rule)``, the last one kept:
@@ -222,21 +222,51 @@ class RequestMemo:
         self.transcripts_made += 1
         return text
 
-    def compaction_body(self, data: dict[str, Any], replaced: list[dict[str, Any]]) -> bytes:
+    def compaction_body(self, data: dict[str, Any], replaced: list[dict[str, Any]], span: Any = None) -> bytes:
         """``encode_body(compaction_body_of(…))`` of a ``compaction/start`` with data ``data`` that
         replaces the messages ``replaced``: the last one kept, made again only for other messages
         (equal ones: the body depends on nothing else) or other ``SUMMARY_FIELDS`` — a load encodes
-        the one its first prompt's compaction will send (``Compactor.plan_summary``)."""
+        the one its first prompt's compaction will send (``Compactor.plan_summary``). ``span``:
+        ``span(…)`` of those messages, when they are a stretch of the memo's (kept with the body,
+        for ``compaction_body_within``)."""
         fields = [data.get(name) for name in SUMMARY_FIELDS]
         known = self._summary
         if known is not None and known[1] == fields and known[0] == replaced:
+            if span is not None:
+                self._summary = (*known[:3], span)
             return known[2]
         self._summary = None  # (the old body freed before the new one is made)
         body = encode_body(summary_body(data, render_transcript(replaced, data["max_transcript_chars"],
                                                                 data.get("transcript_rule", 1))))
         self.transcripts_made += 1
-        self._summary = (list(replaced), fields, body)
+        self._summary = (list(replaced), fields, body, span)
         return body
+
+    def compaction_body_within(self, data: dict[str, Any], first: int, last: int,
+                               pairs: Sequence[tuple[int, dict[str, Any]]]) -> bytes:
+        """``compaction_body(data, [m for seq, m in pairs if first <= seq <= last])``. When ``pairs``
+        are the memo's messages (``history``) and the kept body was made for the same stretch of
+        them (``span``), none dropped since, it is returned without listing and comparing the
+        messages again (the first prompt after a load: 33k of them, 0.4 ms)."""
+        span = self.span(first, last) if pairs is self.messages else None
+        known = self._summary
+        if (span is not None and known is not None and known[3] is not None and known[3][0] == span[0]
+                and known[3][1] is span[1] and known[3][2] == span[2]
+                and known[1] == [data.get(name) for name in SUMMARY_FIELDS]):
+            return known[2]
+        if span is not None:
+            replaced = span[1][span[0][0]:span[0][1]]
+        else:
+            replaced = [m for seq, m in pairs if first <= seq <= last]
+        return self.compaction_body(data, replaced, span)
+
+    def span(self, first: int, last: int) -> tuple[tuple[int, int], list[dict[str, Any]], int] | None:
+        """Where the messages with ``first <= seq <= last`` are among those ``history`` (or a body)
+        was brought to last — ``((start, end), the memo's list of them, its version)`` — or
+        ``None`` when their seqs do not rise or nothing was encoded here."""
+        if self._falls >= 0 or len(self._seqs) != len(self.messages):
+            return None
+        return (bisect_left(self._seqs, first), bisect_right(self._seqs, last)), self._bare, self._bare_version
 
     @property
     def header(self) -> SessionEvent | None:
@@ -357,6 +387,7 @@ class RequestMemo:
         if frame is None:  # a header this cannot frame exactly: the pure function
             self._generation = -1  # and the encoded messages are made again next time
             self._falls = -1
+            self._bare_version += 1
             for derived in (self._parts, self._ends, self._sizes, self._spaced, self._open, self._cuts, self._weights,
                             self._images, self._seqs, self._bare):
                 derived.clear()  # (none of them describes ``pairs``: ``history`` weighs them itself)
@@ -376,6 +407,8 @@ class RequestMemo:
         pending = opened[kept] if kept < len(opened) else self._pending
         del parts[kept:], sizes[kept:], spaced[kept:], opened[kept:], self._weights[kept:], images[kept:]
         seqs, bare = self._seqs, self._bare
+        if kept < len(bare):
+            self._bare_version += 1
         del seqs[kept:], bare[kept:]
         if self._falls >= kept:
             self._falls = -1

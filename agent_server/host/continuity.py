@@ -126,7 +126,7 @@ async def prepared(session: AgentSession) -> None:
         await asyncio.wait([rendering])
 
 
-def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict[str, Any]] | None) -> None:
+def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict[str, Any], Any] | None) -> None:
     """In a worker thread after a load, while its history is replayed: what its first prompt
     would otherwise do on the loop — import the network layer its first request needs (httpx,
     anyio's backend: ``ChatClient.preload``; done by the warm-up after the answer, it held up a
@@ -141,7 +141,7 @@ def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict
             ChatClient.preload()
             tool_schemas()
             if summary is not None:
-                requests.compaction_body(summary[1], summary[0])
+                requests.compaction_body(summary[1], summary[0], summary[2])
     except Exception:  # noqa: BLE001 — only a head start: the first prompt meets any error itself
         log.debug("preparing the first prompt after a load failed", exc_info=True)
 

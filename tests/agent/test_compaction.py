@@ -314,6 +314,72 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     assert ("[… " in transcript) == (over > 2)  # far over the limit, the transcript was cut to its budget
 
 
+def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_encoded_the_tools_again(tmp_path, monkeypatch):
+    """Issue 33 item 6: the compaction a load planned still listed the messages it replaces (a
+    slice of the memo's 33k, 0.3 ms), compared them with the load's list (0.1 ms) and encoded the
+    request's tool schemas again to weigh its head (0.17 ms) — most of its own 1.2 ms of CPU before
+    its request. It now finds the load's body by the stretch of the memo's messages it covers (none
+    dropped since) and weighs equal schemas by their kept size; the body is the same bytes."""
+    import asyncio
+
+    from agent_server.agent import compaction
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.request_memo import RequestMemo
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+
+    class Listed(list):
+        """The memo's list of messages, counting the slices taken of it."""
+
+        slices = 0
+
+        def __getitem__(self, index):
+            if isinstance(index, slice):
+                Listed.slices += 1
+            return super().__getitem__(index)
+
+    log = build_log(tmp_path, [(50, [(20, [300, 40]), (30, [])])] * 60)
+    requests = RequestMemo()
+    requests.prepare(log.events)
+    requests._bare = Listed(requests._bare)  # noqa: SLF001 — the list the memo keeps its messages in
+    messages = requests.surface(log.events)
+    sent: list[bytes] = []
+
+    class Client:
+        async def stream(self, body):
+            sent.append(body)
+            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
+
+    async def emit(update):
+        pass
+
+    encoded: list[object] = []
+    real_chars = compaction.body_chars
+    monkeypatch.setattr(compaction, "body_chars", lambda body: encoded.extend(body) or real_chars(body))
+    window = int(sum(len(json.dumps(m)) for _, m in messages) / 4 / 0.8 / 4)  # far past the limit
+    tools = [{"type": "function", "function": {"name": f"t{n}", "description": "d" * 40, "parameters": {}}}
+             for n in range(8)]
+    requests._header = requests.header.model_copy(update={"data": {**requests.header.data, "tools": tools}})  # noqa: SLF001
+    summary = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests).plan_summary()
+    assert summary is not None
+    prepared = requests.compaction_body(summary[1], summary[0], *summary[2:])  # as the load's worker does
+    assert encoded.count("t") == 1  # the load weighed the tools once
+    log.append("turn/start", {"turn": 61})  # the prompt after the load
+    log.append("user", {"turn": 61, "content": "go on"})
+    Listed.slices = 0
+    compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
+    header = RequestHeader(system=HEADER["system"], model="m", params={}, tools=json.loads(json.dumps(tools)),
+                           reasoning_content="drop")  # equal schemas, as the session makes them again
+    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+
+    assert Listed.slices == 0  # the replaced messages were not listed again
+    assert encoded.count("t") == 1  # nor the equal tool schemas encoded again
+    assert requests.transcripts_made == 1
+    start = log.latest("compaction/start")
+    assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild
+    assert sent[0] is prepared
+
+
 def _render_as_before(messages, max_chars):
     """``render_transcript`` as it was written before it counted blocks without making them (the
     text of every compaction logged since: a log's summary request must replay to the same bytes)."""

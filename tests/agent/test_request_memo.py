@@ -240,3 +240,42 @@ def test_memo_compaction_body_equals_the_pure_compaction_body(events, compaction
         else:
             assert memo.transcripts_made == made + 1
         last_made = ((request, replaced), body)
+
+
+@settings(max_examples=120, deadline=None)
+@given(sessions(), st.lists(st.tuples(st.sampled_from(SUMMARY_REQUESTS), st.integers(0, 10_000), st.integers(0, 10_000),
+                                      st.booleans()), min_size=1, max_size=4))
+def test_memo_compaction_body_within_a_stretch_equals_the_pure_compaction_body(events, compactions):
+    """``RequestMemo.compaction_body_within`` (the compaction after a load finds the load's body by
+    the stretch of the memo's messages it replaces, without listing them) gives the pure body for
+    every range, whether kept or made again — also after the memo took in more events (``grow``)."""
+    from agent_server.agent.request import compaction_body
+
+    memo = RequestMemo()
+    if not any(e.type == "request/header" for e in events):
+        return
+    for request, a, b, grow in compactions:
+        seen = events if grow else events[: max(1, len(events) // 2)]
+        if not any(e.type == "request/header" for e in seen):
+            seen = events
+        pairs, _, _ = memo.history(seen, 3.5)
+        if not pairs:
+            return
+        first_seq, last_seq = sorted((pairs[a % len(pairs)][0], pairs[b % len(pairs)][0]))
+        start = _event(seen[-1].seq + 1, "compaction/start", {
+            "turn": 1, "step": 1, "reason": "threshold", "estimate": 1, "window": 1, "first_seq": first_seq,
+            "last_seq": last_seq, "kept_messages": 0, **request})
+        body = memo.compaction_body_within(start.data, first_seq, last_seq, pairs)
+        assert body == encode_body(compaction_body([*seen, start], start.seq))
+        assert memo.compaction_body_within(start.data, first_seq, last_seq, pairs) is body  # kept
+
+
+def test_the_compaction_weighs_the_request_head_as_the_whole_encoding_does():
+    """``compaction.head_chars`` (the tools' share kept for the last list) equals ``body_chars`` of
+    system and tools together, for equal lists made anew and for another list."""
+    from agent_server.agent.compaction import head_chars
+
+    tools = [{"type": "function", "function": {"name": "é", "description": "a \"quoted\" ✓ line\n", "parameters": {}}}]
+    for system, listed in (("Sys ✓", tools), ("Other \u2028 system", [dict(t) for t in tools]), ("", []),
+                           ("x", [*tools, {"type": "function", "function": {"name": "b"}}]), ("y", tools)):
+        assert head_chars(system, listed) == body_chars({"s": system, "t": listed})
