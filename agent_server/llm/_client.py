@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ._transport import EndpointTransport, HeldBody, endpoint_transport  # first: keeps httpx's CLI module from loading
+from ._transport import EndpointTransport, HeldBody, ValidatingPool, endpoint_transport  # first: keeps httpx's CLI module from loading
 
 import httpx  # noqa: E402  (after ._transport)
 
@@ -184,12 +184,19 @@ class ChatClient:
         _PRELOADED = True
 
     def warm(self) -> None:
-        """``preload``, then what needs the running loop (anyio's backend chosen for it). Call on
-        the running loop, when it is idle; nothing is sent and no connection is opened."""
+        """``preload``, then what needs the running loop (anyio's backend chosen for it), and the
+        requests' head: merged (``_request``) and validated by h11 (``ValidatingPool.prepare``)
+        now rather than by the first request. Call on the running loop, when it is idle; nothing
+        is sent and no connection is opened."""
         import anyio
 
         self.preload()
         anyio.get_current_task()  # picks (imports, unless preloaded) anyio's backend for the running loop
+        if isinstance(self._target, httpx.URL):
+            head = self._request(b"", None).headers.raw
+            pool = getattr(self._transport, "_pool", None)
+            if isinstance(pool, ValidatingPool):
+                pool.prepare(head)
 
     def preconnect(self) -> bool:
         """Start opening the connection the first request will use (after ``session/new`` or a

@@ -406,6 +406,10 @@ class ValidatingPool(httpcore.AsyncConnectionPool):
         request.headers = self._validated(request.headers)
         return await super().handle_async_request(request)
 
+    def prepare(self, headers: list[tuple[bytes, bytes]]) -> None:
+        """Validate now the head ``headers`` (with its ``Content-Length``) starts with."""
+        self._validated(headers)
+
     def _validated(self, headers: Any) -> Any:
         if _H11Headers is None or not headers:
             return headers

@@ -110,3 +110,28 @@ async def test_a_content_length_is_never_taken_from_the_head_validated_once():
             await client.aclose()
     assert [(r.headers["content-length"], r.body) for r in endpoint.requests] == [
         (str(len(BODY)), BODY), (str(len(other)), other)]
+
+
+async def test_the_first_request_after_a_load_merged_and_validated_its_head_on_its_way_to_the_model(monkeypatch):
+    """``warm`` (before a load's answer, after ``session/new``) makes the head: the first request
+    merges nothing with httpx's ``build_request`` and has h11 validate nothing."""
+    async with OfflineEndpoint([text_stream("hi")]) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            client.warm()
+            built: list[str] = []
+            validated: list[int] = []
+            real_build, real_validate = client._client.build_request, h11._headers.normalize_and_validate
+            monkeypatch.setattr(client._client, "build_request", lambda *a, **k: built.append(a[0]) or real_build(*a, **k))
+
+            def counting(headers, _parsed=False):
+                if not _parsed:
+                    validated.append(len(headers))
+                return real_validate(headers, _parsed)
+            monkeypatch.setattr(h11._headers, "normalize_and_validate", counting)
+            monkeypatch.setattr(h11._events, "normalize_and_validate", counting)
+            assert "".join([getattr(e, "text", "") async for e in client.stream(BODY)]) == "hi"
+        finally:
+            await client.aclose()
+    assert (built, validated) == ([], [])
+    assert endpoint.requests[0].body == BODY

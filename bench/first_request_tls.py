@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""The first request to an https endpoint with and without the connection opened ahead.
+
+Role: a TLS endpoint on 127.0.0.1 in a process of its own (a CA made for the run with ``trustme``,
+trusted through ``SSL_CERT_FILE`` as httpx reads it) stamps the moment each request is whole.
+``client``: a fresh ``ChatClient`` (a new pool), with ``preconnect`` done (and 0.1 s left for the
+server's session tickets) or not, then one request, timed from ``stream()`` to the endpoint's stamp.
+``session``: the real ``AcpServer`` in this process — ``session/new`` and what follows its answer
+(the warm-up, which opens the spare), then one ``session/prompt``, timed from the prompt to the
+endpoint's stamp; "without" turns ``ChatClient.preconnect`` off. Runs alternate with/without.
+Local figures: a handshake on 127.0.0.1 costs CPU, not the round trips a remote provider adds.
+
+Must never: report a figure without the machine it was taken on (``bench/README.md`` keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+              b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+def serve(cert_file: str) -> None:
+    """The endpoint (``--serve``): prints its port, then one JSON line per whole request."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file)
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = b""
+        try:
+            while chunk := await reader.read(1 << 20):
+                data += chunk
+                head, _, rest = data.partition(b"\r\n\r\n")
+                fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
+                if 0 <= int(fields.get(b"Content-Length", b"-1")) <= len(rest):
+                    print(json.dumps({"t": time.time(), "bytes": len(rest)}), flush=True)
+                    writer.write(SSE_ANSWER)
+                    await writer.drain()
+                    return
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(connection, "127.0.0.1", 0, ssl=context)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+class Endpoint:
+    def __init__(self, directory: Path) -> None:
+        import trustme
+
+        ca = trustme.CA()
+        self.ca_file = directory / "ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        cert_file = directory / "server.pem"
+        ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file)],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def url(self) -> str:
+        return f"https://localhost:{self.port}/v1"
+
+    def stamp(self) -> float:
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())["t"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+async def client_run(endpoint: Endpoint, body: bytes, ahead: bool) -> float:
+    from agent_server.llm import ChatClient
+
+    client = ChatClient(endpoint.url(), "sk-bench")
+    try:
+        client.warm()
+        if ahead:
+            assert client.preconnect()
+            assert await asyncio.gather(*client._tails) == [True]
+        await asyncio.sleep(0.1)  # a person's pause (the server's session tickets arrive meanwhile)
+        start = time.time()
+        async for _ in client.stream(body):
+            pass
+    finally:
+        await client.aclose()
+    return endpoint.stamp() - start
+
+
+async def session_run(endpoint: Endpoint, directory: Path, ahead: bool) -> float:
+    from agent_server.config.load import load_config
+    from agent_server.llm import ChatClient
+    from agent_server.server.acp.server import AcpServer
+    from agent_server.server.rpc.jsonrpc import RequestContext
+    from agent_server.session import SessionStore
+
+    real = ChatClient.preconnect
+    if not ahead:
+        ChatClient.preconnect = lambda self: False  # type: ignore[method-assign]
+    config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.url(), "AGENT_SERVER_MODEL": "m",
+                                               "AGENT_SERVER_API_KEY": "k", "AGENT_SERVER_SANDBOX": "off"})
+    server = AcpServer(config, SessionStore(directory / "state"))
+    server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
+
+    async def call(method: str, params: dict) -> dict:
+        ctx = RequestContext(1, method)
+        result = await server.request_handlers()[method](params, ctx)
+        for callback in ctx._after:
+            await callback()
+        return result
+
+    try:
+        sid = (await call("session/new", {"cwd": str(directory), "mcpServers": []}))["sessionId"]
+        client = server.host.pool.get(endpoint.url(), "k")
+        await asyncio.gather(*client._tails)
+        await asyncio.sleep(0.1)
+        start = time.time()
+        await call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]})
+    finally:
+        await server.aclose()
+        ChatClient.preconnect = real  # type: ignore[method-assign]
+    return endpoint.stamp() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs of each kind (alternated)")
+    parser.add_argument("--serve", metavar="CERT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    from agent_server.llm import encode_body
+
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "x" * 20000}], "stream": True})
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        endpoint = Endpoint(directory)
+        os.environ["SSL_CERT_FILE"] = str(endpoint.ca_file)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            os.environ.pop(name, None)
+        load = [os.getloadavg()[0]]
+        figures: dict[str, list[float]] = {k: [] for k in ("client_ahead", "client_cold", "session_ahead", "session_cold")}
+        try:
+            for i in range(args.runs):
+                for ahead in ((True, False) if i % 2 == 0 else (False, True)):
+                    kind = "ahead" if ahead else "cold"
+                    figures[f"client_{kind}"].append(asyncio.run(client_run(endpoint, body, ahead)))
+                    run_dir = directory / f"s{i}{kind}"
+                    run_dir.mkdir()
+                    figures[f"session_{kind}"].append(asyncio.run(session_run(endpoint, run_dir, ahead)))
+        finally:
+            endpoint.stop()
+        load.append(os.getloadavg()[0])
+    out = {"machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+           "load": [round(x, 1) for x in load], "runs": args.runs}
+    for level in ("client", "session"):
+        ahead, cold = figures[f"{level}_ahead"], figures[f"{level}_cold"]
+        out[level] = {"ahead_ms": round(statistics.median(ahead) * 1e3, 2),
+                      "cold_ms": round(statistics.median(cold) * 1e3, 2),
+                      "ahead_range_ms": [round(min(ahead) * 1e3, 2), round(max(ahead) * 1e3, 2)],
+                      "cold_range_ms": [round(min(cold) * 1e3, 2), round(max(cold) * 1e3, 2)],
+                      "cold_over_ahead": round(statistics.median(cold) / statistics.median(ahead), 2)}
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
