@@ -18,6 +18,7 @@ from support.acp_client import (
     never_answer,
 )
 from support.procs import pid_alive
+from support.timeouts import HANG
 
 
 async def start_session(h: AcpHarness, workspace, **init_kwargs) -> str:
@@ -186,8 +187,8 @@ async def test_stderr_is_captured(acp_harness, workspace):
 async def test_agent_death_is_reported_with_stderr(acp_harness, workspace):
     sid = await start_session(acp_harness, workspace)
     with pytest.raises(AgentExited, match="exiting on request"):
-        await acp_harness.prompt(sid, "/exit", timeout=10)
-    assert await acp_harness.wait_exit(5) == 3
+        await acp_harness.prompt(sid, "/exit")
+    assert await acp_harness.wait_exit() == 3
 
 
 async def test_raw_send_is_recorded(acp_harness_factory, workspace):
@@ -240,7 +241,7 @@ async def test_close_does_not_hang_on_a_pending_client_handler(acp_harness_facto
     sid = await start_session(h, workspace)
     task = h.start_prompt(sid, "/permission")
     await h.wait_for(lambda r: r.method == "session/request_permission")
-    await asyncio.wait_for(h.close(), timeout=10)
+    await asyncio.wait_for(h.close(), timeout=HANG)
     with pytest.raises(AssertionError):  # the prompt can no longer complete
         await task
     assert h.group_members() == []

@@ -15,6 +15,7 @@ from agent_server.offline._validate import history_problem
 from agent_server.session import EventLog, derive_messages
 from agent_server.tools import BUILTIN_TOOLS, ToolContext
 from agent_server.tools.pipeline import ToolRunner
+from support.timeouts import HANG
 
 CALLS = [("c1", "read", '{"path": "a.txt"}'), ("c2", "glob", '{"pattern": "*"}'), ("c3", "read", '{"path": "b"}')]
 
@@ -56,9 +57,9 @@ def make_session(tmp_path, endpoint, editor):
 
 async def cancel_when_stalled(session, editor, text="go"):
     task = asyncio.ensure_future(session.prompt([{"type": "text", "text": text}]))
-    await asyncio.wait_for(editor.stalled.wait(), 10)
+    await asyncio.wait_for(editor.stalled.wait(), HANG)
     session.cancel()
-    return await asyncio.wait_for(task, 5)
+    return await asyncio.wait_for(task, HANG)
 
 
 def results(log):
@@ -107,9 +108,10 @@ async def test_waiting_prompt_is_logged_in_the_inbox_and_its_cancel_does_not_tou
     ticket = session.new_ticket()
     waiting = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}], ticket))
     third = asyncio.ensure_future(session.prompt([{"type": "text", "text": "three"}]))
-    await asyncio.sleep(0.05)
+    while sum(e.type == "inbox/queued" for e in session.log.events) < 2:  # both wait in the inbox
+        await asyncio.sleep(0.005)
     ticket.cancel()
-    assert (await asyncio.wait_for(waiting, 1)).exit == "cancelled"
+    assert (await asyncio.wait_for(waiting, HANG)).exit == "cancelled"
     assert not running.done()
     assert (await running).exit == "end_turn" and (await third).exit == "end_turn"
     inbox = [(e.type, e.data.get("content") or e.data.get("queued_seq")) for e in session.log.events
@@ -131,7 +133,7 @@ async def test_cancel_while_a_tool_call_is_half_streamed_drops_the_call_and_keep
         await asyncio.sleep(0.005)
     await asyncio.sleep(0.1)  # argument fragments are arriving
     session.cancel()
-    assert (await asyncio.wait_for(task, 5)).exit == "cancelled"
+    assert (await asyncio.wait_for(task, HANG)).exit == "cancelled"
     (assistant,) = [e.data for e in session.log.events if e.type == "assistant"]
     assert assistant["interrupted"] and assistant["tool_calls"] == [] and assistant["text"] == "I will write it."
     assert not [e for e in session.log.events if e.type in ("tool/call", "tool/result")]

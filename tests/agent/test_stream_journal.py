@@ -20,6 +20,7 @@ from agent_server.session import EventLog, derive_messages
 from agent_server.session.journal import StreamJournal, journal_path
 from agent_server.tools import BUILTIN_TOOLS, ToolContext
 from agent_server.tools.pipeline import ToolRunner
+from support.timeouts import HANG
 
 
 class Editor:
@@ -69,7 +70,7 @@ def stripped(event):
 
 async def stall(session, editor, text="go"):
     task = asyncio.ensure_future(session.prompt([{"type": "text", "text": text}]))
-    await asyncio.wait_for(editor.stalled.wait(), 10)
+    await asyncio.wait_for(editor.stalled.wait(), HANG)
     return task
 
 
@@ -83,7 +84,7 @@ async def test_kill_mid_answer_recovers_the_interrupted_assistant_event_a_sigter
     killed = killed_copy(session, tmp_path / "killed")
     assert journal_path(killed).exists()
     session.cancel()  # what SIGTERM does
-    assert (await asyncio.wait_for(task, 5)).exit == "cancelled"
+    assert (await asyncio.wait_for(task, HANG)).exit == "cancelled"
     cancelled = next(e for e in session.log.events if e.type == "assistant")
     assert cancelled.data["text"] == "slow word 0. slow wo" and cancelled.data["interrupted"]
     assert not journal_path(session.log.path).exists()  # logged: removed
@@ -112,7 +113,7 @@ async def test_a_kill_before_any_text_streamed_recovers_as_before(tmp_path, endp
     killed = killed_copy(session, tmp_path / "killed")
     assert not journal_path(killed).exists()
     session.cancel()
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(task, HANG)
     log = EventLog.open(killed)
     recovery = close_open_turn(log)
     assert recovery.streamed is None and [e.data["call_id"] for e in recovery.results] == ["c1"]
@@ -131,7 +132,7 @@ async def test_a_failed_attempt_already_logged_is_not_logged_again(tmp_path, end
     assert attempt.data["text"] == "broke off"
     killed = killed_copy(session, tmp_path / "killed")
     session.cancel()
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(task, HANG)
     log = EventLog.open(killed)
     recovery = close_open_turn(log)
     assert recovery.streamed is not None and recovery.streamed.data["text"] == "sec"  # the second try only
@@ -220,10 +221,10 @@ async def test_a_cancel_while_the_finished_answer_is_flushed_to_the_editor_keeps
     session = make_session(tmp_path / "live", endpoint, editor)
     session._flush = flush
     task = asyncio.ensure_future(session.prompt([{"type": "text", "text": "go"}]))
-    await asyncio.wait_for(flushing.wait(), 10)
+    await asyncio.wait_for(flushing.wait(), HANG)
     killed = killed_copy(session, tmp_path / "killed")
     session.cancel()
-    assert (await asyncio.wait_for(task, 5)).exit == "cancelled"
+    assert (await asyncio.wait_for(task, HANG)).exit == "cancelled"
     kept = [e for e in session.log.events if e.type == "assistant"]
     assert [(e.data["text"], e.data["tool_calls"], e.data.get("interrupted")) for e in kept] == [
         ("Let me look.", [], True)]  # its call never ran: it is not kept (as for a cancel mid-stream)

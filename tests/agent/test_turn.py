@@ -14,6 +14,7 @@ from agent_server.tools.base import ToolContext
 from agent_server.tools.pipeline import ToolRunner
 
 from support.paths import SSE_DIR as SSE
+from support.timeouts import HANG
 
 
 def config(**agent):
@@ -208,7 +209,7 @@ async def test_cancel_mid_stream_keeps_streamed_text_as_interrupted_and_next_pro
     while len(h.updates) < 3:
         await asyncio.sleep(0.01)
     h.session.cancel()
-    outcome = await asyncio.wait_for(task, 2)
+    outcome = await asyncio.wait_for(task, HANG)
     assert (outcome.exit, outcome.stop_reason) == ("cancelled", "cancelled")
     interrupted = next(e for e in h.log.events if e.type == "assistant")
     assert interrupted.data["interrupted"] is True and interrupted.data["text"].startswith("word word")

@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 
 from support.fixtures import agent_server_command
-
-HANG = 30  # seconds: far above an answer's time; only detects the deaf server
+from support.timeouts import HANG  # only detects the deaf server
 
 
 def cold_start(agent, workspace: Path) -> str:

@@ -29,7 +29,7 @@ def agent(raw_agent_factory):
 
 def test_non_json_line_is_parse_error_with_null_id(agent):
     agent.send_line("this is not json {")
-    error = agent.recv(timeout=5)
+    error = agent.recv()
     assert error["id"] is None and error["error"]["code"] == -32700
     still_serving(agent)
     assert_only_protocol_on_stdout(agent)
@@ -37,7 +37,7 @@ def test_non_json_line_is_parse_error_with_null_id(agent):
 
 def test_batch_is_invalid_request(agent):
     agent.send_line('[{"jsonrpc":"2.0","id":9,"method":"initialize","params":{}}]')
-    error = agent.recv(timeout=5)
+    error = agent.recv()
     assert error["id"] is None and error["error"]["code"] == -32600
     still_serving(agent)
 
@@ -51,9 +51,9 @@ def test_unknown_method_is_method_not_found_and_unknown_notification_is_ignored(
 
 def test_request_without_params_is_answered(agent):
     rid = agent.send_request("initialize")
-    assert agent.response(rid, timeout=5)["result"]["protocolVersion"] == 1
+    assert agent.response(rid)["result"]["protocolVersion"] == 1
     rid = agent.send_request("session/new")
-    error = agent.response(rid, timeout=5)["error"]
+    error = agent.response(rid)["error"]
     assert error["code"] == -32602 and error["data"]["errors"][0]["path"] == "cwd"
     still_serving(agent)
 
@@ -76,7 +76,7 @@ def _prompt_once(raw_agent_factory, env, workspace):
     agent = raw_agent_factory(env=env)
     agent.request("initialize", {"protocolVersion": 1})
     sid = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
-    answer = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}, timeout=30)
+    answer = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
     return agent, answer
 
 
@@ -139,7 +139,7 @@ def test_toad_showed_failed_to_initialize_agent_and_nothing_after_it_for_the_no_
                    agent.request("session/prompt", {"sessionId": "sess_nope", "prompt": []})):
         assert answer["error"]["data"]["details"], answer
     agent.send_line("this is not json")
-    assert agent.response(None, timeout=30)["error"]["data"]["details"]
+    assert agent.response(None)["error"]["data"]["details"]
     still_serving(agent)
     terminal = raw_agent_factory(env=env)  # a client that runs the sign-in itself is told so
     terminal.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}})
@@ -151,5 +151,5 @@ def test_stdin_closing_ends_the_server_cleanly(raw_agent_factory):
     agent = raw_agent_factory()
     agent.request("initialize", {"protocolVersion": 1})
     agent.close_stdin()
-    assert agent.wait_exit(timeout=10) == 0
+    assert agent.wait_exit() == 0
     assert "Traceback" not in agent.stderr_text()

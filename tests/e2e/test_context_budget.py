@@ -14,6 +14,7 @@ from agent_server.agent.compaction import CHECKPOINT_MARKER, SUMMARY_SYSTEM
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import derive_messages, read_events
 from support.replay import replay_cli
+from support.timeouts import HANG
 
 WINDOW = "4000"  # the system prompt and tool schemas alone are ≈ 1 900 tokens
 TASK = "Rename the helper in the three data files. Constraint: never touch the tests folder."
@@ -234,7 +235,7 @@ async def test_cancel_during_compact_answers_cancelled_and_replaces_nothing(
     await h.prompt(sid, TASK)
     await h.prompt(sid, "Go on.")
     task = h.start_prompt(sid, "/compact")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG
     while len(endpoint.requests) < 3 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.2)

@@ -35,6 +35,7 @@ from support.fixtures import agent_server_command
 from support.raw_agent import RawAgentProcess
 from support.replay import assert_replay_matches
 from support.sessions import assert_valid_history, call, log_path, one_result_per_call
+from support.timeouts import HANG
 
 from agent_server.agent.recovery import open_calls, open_turn
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
@@ -140,7 +141,7 @@ def drive_until_kill(agent: RawAgentProcess, sid: str, path: Path, point: Point)
     first = agent.send_request("session/prompt", prompt(sid, "look around"))
     second = third = None
     send_second_at: float | None = None
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         types = types_on_disk(path)
         hit = (point.kind == "start"
@@ -177,7 +178,7 @@ def drive_until_kill(agent: RawAgentProcess, sid: str, path: Path, point: Point)
     else:
         raise AssertionError(f"{point}: the session did not reach the point\n{agent.diagnostics()}")
     os.killpg(agent.pid, signal.SIGKILL)
-    agent.process.wait(10)
+    agent.process.wait(HANG)
 
 
 def cut_last_line(path: Path) -> float:
@@ -215,12 +216,11 @@ def one_point(point: Point, base: Path, factory) -> Run:
 
         again = factory(env={**env, "AGENT_SERVER_BASE_URL": second_ep.base_url})
         assert again.request("initialize", {"protocolVersion": 1})["result"]
-        loaded = again.request("session/load", {"sessionId": run.session_id, "cwd": str(workspace), "mcpServers": []},
-                               timeout=20)
+        loaded = again.request("session/load", {"sessionId": run.session_id, "cwd": str(workspace), "mcpServers": []})
         if "result" not in loaded:
             run.problems.append(f"load failed: {loaded}")
             return run
-        answer = again.request("session/prompt", prompt(run.session_id, "continue"), timeout=20)
+        answer = again.request("session/prompt", prompt(run.session_id, "continue"))
         if answer.get("result", {}).get("stopReason") != "end_turn":
             run.problems.append(f"prompt after load: {answer}")
             return run

@@ -8,6 +8,7 @@ import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig, MemoryFs
 from support.editor import Buffer, MemoryEditor
 from support.sessions import events
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import EventLog
@@ -283,7 +284,7 @@ async def test_cancel_while_a_proposal_is_pending_answers_cancelled_and_applies_
     await h.initialize(config.capabilities())
     sid = (await h.new_session(str(workspace))).session_id
     task = h.start_prompt(sid, "edit")
-    await asyncio.wait_for(arrived.wait(), 20)
+    await asyncio.wait_for(arrived.wait(), HANG)
     await h.cancel(sid)
     assert (await task).stop_reason == "cancelled"  # the grace for the editor's answer ran out: never answered
     cancels = [m for m in h.transcript.notifications("$/cancel_request")]

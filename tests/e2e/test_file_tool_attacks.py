@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
+from support.timeouts import HANG
 
 KEY = "sk-ATTACKERWANTSTHIS0123456789"
 
@@ -115,7 +116,7 @@ def _race(raw_agent_factory, tmp_path, workspace, mode, tool, rounds=200, per_st
         results, _, _ = run_calls(raw_agent_factory, workspace, steps, env={"AGENT_SERVER_CONTEXT_WINDOW": "1000000"})
     finally:
         stop.write_text("")
-        flipper.wait(timeout=10)
+        flipper.wait(timeout=HANG)
     changed = [r for cid, r in results.items() if cid.endswith(tuple(f"_{i}" for i in range(1, 2 * per_step, 2)))]
     reached_the_tool = sum(1 for r in changed if not r.startswith("Refused"))  # past the policy's check
     after = (outside / "target.txt").stat()
@@ -264,9 +265,9 @@ def test_read_dev_stdin_keeps_server_listening(raw_agent_factory, workspace):
         agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
         init(agent)
         sid = new_session(agent, workspace)
-        assert prompt(agent, sid, timeout=30) == "end_turn"
+        assert prompt(agent, sid) == "end_turn"
         results = {m["tool_call_id"]: m["content"] for m in ep.requests[1].json()["messages"] if m["role"] == "tool"}
-        assert prompt(agent, sid, "again", timeout=30) == "end_turn"
+        assert prompt(agent, sid, "again") == "end_turn"
     for i in range(len(calls)):
         assert results[f"c{i}"].startswith("Refused"), (i, results[f"c{i}"])
     assert "FIFO" in results["c3"] and "character device" in results["c5"]

@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 from support.sessions import call, events, one_result_per_call
+from support import timeouts
 
 from agent_server.offline import text_stream, tool_call_stream
 
-HANG = 120  # seconds: far above the few seconds the search takes, even on a loaded machine
+HANG = 2 * timeouts.HANG  # far above the few seconds the search takes
 
 
 @pytest.fixture

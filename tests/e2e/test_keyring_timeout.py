@@ -27,7 +27,7 @@ async def test_a_blocking_keyring_left_session_new_unanswered(agent_command, end
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), AGENT_SERVER_STATE_DIR=str(tmp_path / "state"),
                PYTHON_KEYRING_BACKEND="support.blocking_keyring.Keyring", PYTHONPATH=str(TESTS),
                AGENT_SERVER_KEYRING_TIMEOUT="1", AGENT_SERVER_NO_FAST_SESSION="")
-    async with AcpHarness(agent_command, env=env, inherit_env=False, timeout=20) as h:
+    async with AcpHarness(agent_command, env=env, inherit_env=False) as h:
         await h.initialize()
         try:
             await h.new_session(str(workspace))

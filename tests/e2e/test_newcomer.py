@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from support.sessions import call
+from support.timeouts import HANG
 
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.offline.demo_task import DEMO_TASK_PROMPT, write_project
@@ -25,12 +26,12 @@ AGENT = [sys.executable, "-m", "agent_server"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(env, *args, timeout=60, **kw):
+def run(env, *args, timeout=HANG, **kw):
     return subprocess.run([*AGENT, "run", *args], env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=timeout, stdin=kw.pop("stdin", subprocess.DEVNULL), **kw)
 
 
-def agent(env, *args, timeout=60):
+def agent(env, *args, timeout=HANG):
     return subprocess.run([*AGENT, *args], env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -49,7 +50,7 @@ class Terminal:
         os.close(slave)
         self.seen = ""
 
-    def read_until(self, pattern, timeout=30):
+    def read_until(self, pattern, timeout=HANG):
         deadline = time.monotonic() + timeout
         while not re.search(pattern, self.seen):
             left = deadline - time.monotonic()
@@ -66,7 +67,7 @@ class Terminal:
     def type(self, text):
         os.write(self.master, text.encode())
 
-    def finish(self, timeout=30):
+    def finish(self, timeout=HANG):
         out, _ = self.proc.communicate(timeout=timeout)
         try:
             while select.select([self.master], [], [], 0.2)[0]:
@@ -171,7 +172,7 @@ def test_offline_try_out_endpoint_serves_the_demo_task_only_once(agent_env, tmp_
             assert "Fixed: `add` in calc.py" in done.stdout
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG)
 
 
 def test_offline_project_into_a_folder_with_files_is_refused_and_overwrites_nothing(tmp_path):
@@ -233,7 +234,7 @@ def test_server_started_on_a_terminal_waits_without_a_word(agent_env):
         seen = term.read_until(r"run -p")
         assert "waiting for an ACP client" in seen
         term.type("\x04")  # end of input: the server exits
-        term.finish(timeout=20)
+        term.finish()
     finally:
         term.kill()
 
@@ -324,12 +325,12 @@ def test_cancelled_run_has_no_closing_line(agent_env, workspace, agent_state_dir
         proc = subprocess.Popen([*AGENT, "run", "-p", "wait", "--cwd", str(workspace)], text=True,
                                 env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not ep.requests:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        ready, _, _ = select.select([proc.stdout], [], [], HANG)  # the answer is streaming: the turn runs
+        assert ready, "the answer never began on stdout"
+        first = os.read(proc.stdout.fileno(), 1).decode()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=HANG)
+        out = first + out
     assert proc.returncode == 130
     assert out.endswith("\n") and err.rstrip("\n").splitlines()[-1] == "[cancelled]"
 

@@ -13,6 +13,7 @@ from acp import RequestError
 from support.acp_client import AGENT_TO_CLIENT, ClientConfig
 from support.client_impl import never_answer, select_permission
 from support.sessions import call, config_env, events
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -226,7 +227,7 @@ async def test_client_that_never_answers_times_out_to_a_denial_and_the_request_i
     script(endpoint, [call("b", "bash", command="echo hi")], final="gave up")
     h, sid = await start(acp_harness_factory, endpoint, workspace, {**NO_SANDBOX, "AGENT_SERVER_APPROVAL_TIMEOUT": "0.5"},
                          config=ClientConfig(permission=never_answer))
-    response = await h.prompt(sid, "run", timeout=15)
+    response = await h.prompt(sid, "run")
     assert response.stop_reason == "end_turn"
     assert tool_results(endpoint)["b"].startswith("Timed out") and "0.5 s" in tool_results(endpoint)["b"]
     (request,) = h.transcript.requests("session/request_permission", AGENT_TO_CLIENT)
@@ -243,7 +244,7 @@ async def test_session_cancel_while_a_permission_request_is_pending_ends_cancell
     task = h.start_prompt(sid, "run")
     pending = await h.wait_for(lambda m: m.method == "session/request_permission" and m.kind == "request")
     await h.cancel(sid)
-    assert (await asyncio.wait_for(task, 5)).stop_reason == "cancelled"
+    assert (await asyncio.wait_for(task, HANG)).stop_reason == "cancelled"
     await h.wait_for(lambda m: m.method == "$/cancel_request" and m.direction == AGENT_TO_CLIENT
                      and m.message["params"]["requestId"] == pending.message["id"])
     (result,) = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"]
@@ -272,7 +273,7 @@ async def test_unknown_option_malformed_outcome_and_error_response_all_deny_with
     script(endpoint, [call(f"b{i}", "bash", command=f"echo {i}") for i in range(4)])
     h, sid = await start(acp_harness_factory, endpoint, workspace, NO_SANDBOX, config=ClientConfig(permission=handler),
                          validate={"check": {AGENT_TO_CLIENT}})  # the client's bad answers are the point
-    assert (await h.prompt(sid, "run", timeout=15)).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "run")).stop_reason == "end_turn"
     results = tool_results(endpoint)
     assert all(r.startswith("Approval failed") for r in results.values()), results
     assert "allow_everything" in results["b0"] and "dialog crashed" in results["b3"]

@@ -23,21 +23,21 @@ def test_deeply_nested_json_is_a_parse_error_not_a_crash(raw_agent_factory):
     deep = "[" * 200_000 + "]" * 200_000
     first = raw_agent_factory()
     first.send_line(deep)  # as the very first line: the start-up fast path must survive it too
-    assert first.recv(timeout=10)["error"]["code"] == -32700
+    assert first.recv()["error"]["code"] == -32700
     init(first)
     later = raw_agent_factory()
     init(later)
     later.send_line(deep)
-    assert later.recv(timeout=10)["error"]["code"] == -32700
+    assert later.recv()["error"]["code"] == -32700
     init(later)
 
 
 def test_lone_surrogate_in_request_id_is_answered_not_a_crash(raw_agent_factory):
     agent = raw_agent_factory()
     agent.send_line('{"jsonrpc":"2.0","id":"\\ud800","method":"initialize","params":{}}')
-    assert agent.recv(timeout=10)["result"]["protocolVersion"] == 1
+    assert agent.recv()["result"]["protocolVersion"] == 1
     agent.send_line('{"jsonrpc":"2.0","id":"\\udc80x","method":"nope"}')
-    assert agent.recv(timeout=10)["error"]["code"] == -32601
+    assert agent.recv()["error"]["code"] == -32601
     init(agent)
 
 
@@ -45,7 +45,7 @@ def test_nan_is_not_accepted_as_json(raw_agent_factory):
     agent = raw_agent_factory()
     init(agent)
     agent.send_line('{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"x":NaN}}')
-    assert agent.recv(timeout=10)["error"]["code"] == -32700
+    assert agent.recv()["error"]["code"] == -32700
 
 
 def test_unknown_log_level_falls_back_instead_of_dying_after_initialize(raw_agent_factory, workspace):
@@ -71,7 +71,7 @@ def test_lone_surrogate_in_prompt_text_still_closes_the_turn(raw_agent_factory, 
         sid = new_session(agent, workspace)
         agent.send_line(json.dumps({"jsonrpc": "2.0", "id": 77, "method": "session/prompt",
                                     "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "bad \udc80"}]}}))
-        assert agent.response(77, timeout=20)["result"]["stopReason"] == "end_turn"
+        assert agent.response(77)["result"]["stopReason"] == "end_turn"
         body = ep.requests[0].json()
     assert body["messages"][-1]["content"] == "bad \ufffd"
     agent.close()
@@ -96,10 +96,10 @@ def test_cancel_request_on_a_queued_prompt_cancels_only_that_prompt(raw_agent_fa
         sid = new_session(agent, workspace)
         running = agent.send_request("session/prompt", prompt_params(sid, "one"))
         queued = agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(streaming, timeout=10)
+        agent.recv_until(streaming)
         agent.notify("$/cancel_request", {"requestId": queued})
-        assert agent.response(queued, timeout=10)["result"]["stopReason"] == "cancelled"
-        assert agent.response(running, timeout=30)["result"]["stopReason"] == "end_turn"
+        assert agent.response(queued)["result"]["stopReason"] == "cancelled"
+        assert agent.response(running)["result"]["stopReason"] == "end_turn"
         assert len(ep.requests) == 1  # the cancelled prompt never reached the model
 
 
@@ -110,12 +110,12 @@ def test_session_cancel_also_cancels_queued_prompts(raw_agent_factory, workspace
         sid = new_session(agent, workspace)
         first = agent.send_request("session/prompt", prompt_params(sid, "one"))
         second = agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(streaming, timeout=10)
+        agent.recv_until(streaming)
         agent.notify("session/cancel", {"sessionId": sid})
-        assert agent.response(first, timeout=10)["result"]["stopReason"] == "cancelled"
-        assert agent.response(second, timeout=10)["result"]["stopReason"] == "cancelled"
+        assert agent.response(first)["result"]["stopReason"] == "cancelled"
+        assert agent.response(second)["result"]["stopReason"] == "cancelled"
         assert len(ep.requests) == 1
-        after = agent.request("session/prompt", prompt_params(sid, "three"), timeout=20)
+        after = agent.request("session/prompt", prompt_params(sid, "three"))
         assert after["result"]["stopReason"] == "end_turn"
 
 
@@ -128,9 +128,9 @@ def test_closing_stdin_cancels_queued_prompts_and_exits(raw_agent_factory, works
         sid = new_session(agent, workspace)
         agent.send_request("session/prompt", prompt_params(sid, "one"))
         agent.send_request("session/prompt", prompt_params(sid, "two"))
-        agent.recv_until(streaming, timeout=10)
+        agent.recv_until(streaming)
         agent.close_stdin()
-        assert agent.wait_exit(timeout=60) == 0
+        assert agent.wait_exit() == 0
         assert len(ep.requests) == 1
     events = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl").events
     assert [e.data["exit"] for e in events if e.type == "turn/end"] == ["cancelled"]
@@ -142,10 +142,10 @@ def test_sigterm_mid_prompt_closes_the_turn_in_the_log_and_answers_the_prompt(ra
         init(agent)
         sid = new_session(agent, workspace)
         rid = agent.send_request("session/prompt", prompt_params(sid))
-        agent.recv_until(streaming, timeout=10)
+        agent.recv_until(streaming)
         agent.process.send_signal(signal.SIGTERM)
-        assert agent.response(rid, timeout=10)["result"]["stopReason"] == "cancelled"
-        assert agent.wait_exit(timeout=10) == 0
+        assert agent.response(rid)["result"]["stopReason"] == "cancelled"
+        assert agent.wait_exit() == 0
     events = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl").events
     assert events[-1].type == "turn/end" and events[-1].data["exit"] == "cancelled"
     streamed = [e for e in events if e.type == "assistant"]
@@ -160,8 +160,8 @@ def test_prompt_and_its_cancel_request_in_one_write_is_answered_cancelled(raw_ag
         both = (json.dumps({"jsonrpc": "2.0", "id": 100, "method": "session/prompt", "params": prompt_params(sid)}) + "\n"
                 + json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 100}}))
         agent.send_line(both)
-        assert agent.response(100, timeout=10)["result"]["stopReason"] == "cancelled"
-        after = agent.request("session/prompt", prompt_params(sid, "again"), timeout=20)
+        assert agent.response(100)["result"]["stopReason"] == "cancelled"
+        after = agent.request("session/prompt", prompt_params(sid, "again"))
         assert after["result"]["stopReason"] == "end_turn"
 
 
@@ -172,7 +172,7 @@ def test_shell_commands_cannot_see_the_api_key(raw_agent_factory, workspace, age
                                        "OTHER_VAR_WITH_KEY": "Bearer sk-SECRETKEY123"})
         init(agent)
         sid = new_session(agent, workspace)
-        assert agent.request("session/prompt", prompt_params(sid), timeout=30)["result"]["stopReason"] == "end_turn"
+        assert agent.request("session/prompt", prompt_params(sid))["result"]["stopReason"] == "end_turn"
         shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
     assert "done" in shown and "PATH=" in shown
     assert "sk-SECRETKEY123" not in shown
@@ -187,7 +187,7 @@ def test_folder_wide_grep_leaves_secret_files_out(raw_agent_factory, workspace):
         agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
         init(agent)
         sid = new_session(agent, workspace)
-        assert agent.request("session/prompt", prompt_params(sid), timeout=30)["result"]["stopReason"] == "end_turn"
+        assert agent.request("session/prompt", prompt_params(sid))["result"]["stopReason"] == "end_turn"
         shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
     assert "app.py:1:" in shown and "abc123" not in shown
     assert "may hold secrets were left out (.env)" in shown
@@ -217,8 +217,8 @@ def test_a_queued_prompts_answer_reached_the_client_before_the_response_to_the_t
         sid = new_session(agent, workspace)
         first = agent.send_request("session/prompt", prompt_params(sid, "one"))
         second = agent.send_request("session/prompt", prompt_params(sid, "two"))
-        assert agent.response(second, timeout=30)["result"]["stopReason"] == "end_turn"
-        assert agent.response(first, timeout=30)["result"]["stopReason"] == "end_turn"
+        assert agent.response(second)["result"]["stopReason"] == "end_turn"
+        assert agent.response(first)["result"]["stopReason"] == "end_turn"
     sent = [r.message for r in agent.transcript.snapshot() if r.direction == AGENT_TO_CLIENT]
     answered = next(i for i, m in enumerate(sent) if m.get("id") == first and "result" in m)
     texts = [(i, m["params"]["update"]["content"]["text"]) for i, m in enumerate(sent)
@@ -251,9 +251,9 @@ def test_sigkill_mid_answer_then_load_replays_the_streamed_text_and_the_next_req
         agent.send_request("session/prompt", prompt_params(sid))
         received = ""
         while "slow word 5." not in received:  # synchronised on what the client has, not on time
-            received += chunk_text(agent.recv(timeout=10)) or ""
+            received += chunk_text(agent.recv()) or ""
         agent.process.send_signal(signal.SIGKILL)
-        assert agent.wait_exit(timeout=10) == -signal.SIGKILL
+        assert agent.wait_exit() == -signal.SIGKILL
     with OfflineEndpoint.start_in_thread([text_stream("continuing")]) as ep2:
         again = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep2.base_url})
         init(again)
@@ -261,7 +261,7 @@ def test_sigkill_mid_answer_then_load_replays_the_streamed_text_and_the_next_req
         replayed: dict[str, str] = {}
         thought = ""
         while True:
-            message = again.recv(timeout=20)
+            message = again.recv()
             if message.get("id") == rid:
                 assert "result" in message, message
                 break
@@ -270,7 +270,7 @@ def test_sigkill_mid_answer_then_load_replays_the_streamed_text_and_the_next_req
                 key = message["params"]["update"].get("messageId") or "notice"
                 replayed[key] = replayed.get(key, "") + text
             thought += chunk_text(message, "agent_thought_chunk") or ""
-        assert again.request("session/prompt", prompt_params(sid, "continue"), timeout=20)["result"]["stopReason"] \
+        assert again.request("session/prompt", prompt_params(sid, "continue"))["result"]["stopReason"] \
             == "end_turn"
         sent = ep2.requests[0].json()["messages"]
     events = read_events(agent_state_dir / "sessions" / sid / "events.jsonl")

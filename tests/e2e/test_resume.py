@@ -25,6 +25,7 @@ from support.sessions import (
 from support.fixtures import agent_server_command
 from support.procs import processes_naming, wait_gone
 from support.replay import assert_replay_matches
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import FORMAT_VERSION, derive_messages
@@ -175,7 +176,7 @@ async def test_sigkill_mid_tool_then_load_closes_the_turn_interrupted_without_a_
     first.start_prompt(sid, "run")
     await first.wait_for_update("tool_call_update", session_id=sid, predicate=lambda u: u.get("status") == "in_progress")
     os.killpg(first.pid, signal.SIGKILL)
-    await first.wait_exit(10)
+    await first.wait_exit()
     size = log_path(agent_state_dir, sid).stat().st_size
     second = await harness(acp_harness_factory, endpoint, env)
     result = await load(second, sid, workspace)
@@ -204,12 +205,12 @@ async def test_prompt_queued_when_the_process_was_killed_is_reported_on_load_and
     first.start_prompt(sid, "one")
     await first.wait_for_update("agent_message_chunk", session_id=sid)
     first.start_prompt(sid, "two: please do not lose me")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while not any(e.type == "inbox/queued" for e in events(agent_state_dir, sid)):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.02)
     os.killpg(first.pid, signal.SIGKILL)
-    await first.wait_exit(10)
+    await first.wait_exit()
     second = await harness(acp_harness_factory, endpoint)
     result = await load(second, sid, workspace)
     assert result["_meta"]["agentServer"]["recovered"]["droppedPrompts"]
@@ -417,13 +418,13 @@ async def test_sigkill_of_the_server_takes_its_running_command_along_and_load_cl
     sid = (await first.new_session(str(workspace))).session_id
     first.start_prompt(sid, "run")
     await first.wait_for_update("tool_call_update", session_id=sid, predicate=lambda u: u.get("status") == "in_progress")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while not (workspace / "pid.txt").exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     pid = int((workspace / "pid.txt").read_text())
     os.kill(first.pid, signal.SIGKILL)  # the server only
-    await first.wait_exit(10)
-    deadline = time.monotonic() + 10
+    await first.wait_exit()
+    deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)

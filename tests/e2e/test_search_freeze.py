@@ -6,10 +6,9 @@ below only detect such a hang (the matching takes milliseconds)."""
 import asyncio
 
 from support.sessions import call, events, one_result_per_call
+from support.timeouts import HANG  # far above what the searches take
 
 from agent_server.offline import text_stream, tool_call_stream
-
-HANG = 60  # seconds: far above what the searches take, even on a loaded machine
 
 
 async def test_one_glob_froze_every_session(acp_harness_factory, endpoint, workspace, agent_state_dir):

@@ -15,6 +15,7 @@ from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.server.acp.server import AcpServer
 from agent_server.session import SessionStore, read_events
 from support.probe import answered
+from support.timeouts import HANG
 
 
 async def test_the_first_prompt_after_a_load_encoded_and_weighed_the_whole_history_again(tmp_path):
@@ -173,7 +174,7 @@ async def test_the_first_prompt_after_a_load_made_its_http_client_and_its_connec
             client = server.host.pool.get(endpoint.base_url, "k")
             assert client._tails, "the client was not made, or opened no connection, before the load's answer"
             await asyncio.gather(*client._tails)
-            await asyncio.wait_for(_accepted(endpoint, served + 1), 10)  # its accept runs on this loop, after the connect
+            await asyncio.wait_for(_accepted(endpoint, served + 1), HANG)  # its accept runs on this loop, after the connect
             assert len(endpoint.requests) == 2 * 2  # nothing sent on it
             warmed: list[str] = []
             server.host.warm = lambda session_id: warmed.append(session_id)  # type: ignore[method-assign]

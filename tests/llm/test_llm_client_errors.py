@@ -12,6 +12,7 @@ import pytest
 
 from agent_server.llm import ChatClient, LLMError, TextDelta, encode_body
 from agent_server.offline import text_stream
+from support.timeouts import HANG
 
 
 def error(status: int, payload, headers=None) -> dict:
@@ -224,7 +225,7 @@ def test_encode_body_is_compact_utf8_in_key_order():
         body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-async def _until(predicate, timeout: float = 5.0) -> None:
+async def _until(predicate, timeout: float = HANG) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():

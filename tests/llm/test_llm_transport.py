@@ -14,6 +14,7 @@ import pytest
 from agent_server.llm import ChatClient
 from agent_server.llm._transport import PlainHTTPTransport
 from agent_server.offline import text_stream
+from support.timeouts import HANG
 
 
 @pytest.fixture
@@ -408,9 +409,9 @@ async def test_a_connection_opened_ahead_that_the_server_closed_is_not_used(tls_
     try:
         client.preconnect()
         await asyncio.gather(*client._tails)
-        await asyncio.wait_for(_first_connection_done(connections), 10)
+        await asyncio.wait_for(_first_connection_done(connections), HANG)
         (spare, _), = client._transport.backend._spares.values()
-        await asyncio.wait_for(_readable(spare), 10)  # the server's close arrived
+        await asyncio.wait_for(_readable(spare), HANG)  # the server's close arrived
         events = [e async for e in client.stream(body)]
     finally:
         await client.aclose()
@@ -458,7 +459,7 @@ async def test_a_connection_opened_ahead_and_never_used_is_closed_with_the_clien
     finally:
         await client.aclose()
     try:
-        await asyncio.wait_for(_first_connection_done(connections), 10)
+        await asyncio.wait_for(_first_connection_done(connections), HANG)
     finally:
         server.close()
     assert [c["received"] for c in connections] == [b""]

@@ -19,6 +19,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from support.editor import reference_apply
 from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches, chat_bodies
+from support.timeouts import HANG
 
 from agent_server.offline import OfflineEndpoint
 
@@ -189,9 +190,9 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
     yield start
     for client in started:
         try:
-            await asyncio.wait_for(client.shutdown_session(), 20)
+            await asyncio.wait_for(client.shutdown_session(), HANG)
         finally:
-            await asyncio.wait_for(client.stop(), 20)
+            await asyncio.wait_for(client.stop(), HANG)
     outcome = getattr(request.node, "rep_call", None)
     if chat_bodies(endpoint.requests) and not (outcome is not None and outcome.failed):
         assert_replay_matches(agent_state_dir, endpoint.requests)

@@ -12,6 +12,7 @@ import pytest
 from lsprotocol import types
 
 from agent_server.offline import text_stream, tool_call_stream
+from support.timeouts import HANG
 
 
 def call(cid, name, **args):
@@ -222,7 +223,7 @@ async def test_a_burst_of_one_character_deltas_reaches_the_transcript_whole_in_f
     assert len(values) < len(answer) // 100  # not one report per delta
 
 
-async def wait_until(predicate, timeout=15.0):
+async def wait_until(predicate, timeout=HANG):
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
@@ -260,7 +261,7 @@ async def assert_cut_and_next_turn_runs(editor, uri, endpoint):
 async def test_cancel_through_the_progress_token_ends_the_turn_cancelled(lsp, endpoint, workspace):
     editor, uri, running = await start_slow_turn(lsp, endpoint, workspace, token="tok-cancel")
     editor.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token="tok-cancel"))
-    result = await asyncio.wait_for(running, 10)
+    result = await asyncio.wait_for(running, HANG)
     assert result["stopReason"] == "cancelled"
     values = editor.client.progress_reports["tok-cancel"]
     assert values[-1].kind == "end" and values[-1].message == "cancelled"
@@ -272,7 +273,7 @@ async def test_agent_server_cancel_command_ends_the_running_turn(lsp, endpoint, 
     answer = await editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
         command="agentServer.cancel", arguments=[{"uri": uri}]))
     assert answer == {"cancelled": 1}
-    assert (await asyncio.wait_for(running, 10))["stopReason"] == "cancelled"
+    assert (await asyncio.wait_for(running, HANG))["stopReason"] == "cancelled"
     await assert_cut_and_next_turn_runs(editor, uri, endpoint)
 
 
@@ -280,7 +281,7 @@ async def test_cancel_request_on_the_ask_command_cancels_the_turn(lsp, endpoint,
     editor, uri, running = await start_slow_turn(lsp, endpoint, workspace, msg_id="ask-9")
     editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="ask-9"))
     with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(running, 10)
+        await asyncio.wait_for(running, HANG)
     await assert_cut_and_next_turn_runs(editor, uri, endpoint)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from support.nvim import call, quit_editor, tool_messages
 from support.procs import group_members, pid_alive
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -37,7 +38,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def wait_for_shell(ed, timeout: float = 20.0) -> list[int]:
+def wait_for_shell(ed, timeout: float = HANG) -> list[int]:
     """Wait until the server has a child process (its shell command runs); returns the processes."""
     deadline = time.monotonic() + timeout
     ed.note_server()
@@ -139,7 +140,7 @@ def test_quit_while_a_tool_runs_leaves_no_process(make_editor, endpoint, workspa
     shell = wait_for_shell(ed)
     (pid,) = ed.server_pids
     assert quit_editor(ed) == []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG
     while any(pid_alive(p) for p in [pid, *shell]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(pid) and not group_members(pid)

@@ -296,7 +296,7 @@ def test_latin1_buffer_read_and_edit_are_refused_at_once_not_after_a_30s_read_ti
     ed.cmd(f"edit {path}")
     assert ed.lua("return vim.bo.fileencoding") == "latin1"
     ed.cmd("AgentAsk shout the second line")
-    ed.idle(timeout=25)
+    ed.idle()
     read, edit = tool_messages(endpoint, 1)[0]["content"], tool_messages(endpoint, 2)[-1]["content"]
     assert read.startswith("Cannot read latin1.txt: the file is not UTF-8 text (2 invalid bytes, first at offset 3).")
     assert edit.startswith("Cannot edit latin1.txt: the file is not UTF-8 text (2 invalid bytes")

@@ -21,6 +21,7 @@ from agent_server.llm import (
     encode_body,
 )
 from agent_server.offline import DEMO_SCRIPT, load_script
+from support.timeouts import HANG
 
 DEMO_PROMPT = "Say hello and tell me what you are."
 
@@ -106,7 +107,7 @@ def test_cli_refuses_a_bad_script(tmp_path: Path):
     bad = tmp_path / "bad.json"
     bad.write_text('[{"kind": "nope"}]')
     done = subprocess.run([sys.executable, "-m", "agent_server.offline", "--script", str(bad)],
-                          capture_output=True, text=True, timeout=20)
+                          capture_output=True, text=True, timeout=HANG)
     assert done.returncode == 2
     assert done.stdout == ""
     assert "kind" in done.stderr

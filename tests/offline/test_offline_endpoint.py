@@ -17,16 +17,17 @@ from agent_server.offline import (
     text_stream,
     tool_call_stream,
 )
+from support.timeouts import HANG
 
 
 async def post(ep: OfflineEndpoint, body: bytes = b'{"model":"m"}', **kw) -> httpx.Response:
-    async with httpx.AsyncClient(timeout=5) as client:
+    async with httpx.AsyncClient(timeout=HANG) as client:
         return await client.post(ep.base_url + "/chat/completions", content=body, **kw)
 
 
 async def raw_body(ep: OfflineEndpoint) -> tuple[httpx.Response, list[bytes]]:
     pieces = []
-    async with httpx.AsyncClient(timeout=5) as client:
+    async with httpx.AsyncClient(timeout=HANG) as client:
         async with client.stream("POST", ep.base_url + "/chat/completions",
                                  content=b"{}") as response:
             async for piece in response.aiter_raw():
@@ -202,7 +203,7 @@ def test_thread_handle_serves_sync_clients_and_records():
     try:
         assert handle.base_url.startswith("http://127.0.0.1:")
         handle.push(text_stream("second"))
-        with httpx.Client(timeout=5) as client:
+        with httpx.Client(timeout=HANG) as client:
             got = [client.post(handle.base_url + "/chat/completions", content=b'{"i":%d}' % i)
                    for i in range(2)]
         assert [b'"content":"first"' in got[0].content, b'"content":"second"' in got[1].content]\

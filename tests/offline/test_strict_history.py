@@ -8,6 +8,7 @@ import pytest
 
 from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.offline._validate import history_problem
+from support.timeouts import HANG
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
 
@@ -38,7 +39,7 @@ def test_valid_history_with_results_in_order_passes():
 
 async def test_strict_endpoint_answers_400_and_keeps_its_scripted_answer_for_a_valid_request():
     async with OfflineEndpoint([text_stream("hi")], reject_invalid_history=True) as ep:
-        async with httpx.AsyncClient(timeout=5) as client:
+        async with httpx.AsyncClient(timeout=HANG) as client:
             bad = await client.post(ep.base_url + "/chat/completions", content=body(
                 {"role": "assistant", "content": None, "tool_calls": [CALL]}))
             good = await client.post(ep.base_url + "/chat/completions", content=body({"role": "user", "content": "a"}))
@@ -49,7 +50,7 @@ async def test_strict_endpoint_answers_400_and_keeps_its_scripted_answer_for_a_v
 
 async def test_lenient_by_default():
     async with OfflineEndpoint([text_stream("hi")]) as ep:
-        async with httpx.AsyncClient(timeout=5) as client:
+        async with httpx.AsyncClient(timeout=HANG) as client:
             response = await client.post(ep.base_url + "/chat/completions", content=body(
                 {"role": "assistant", "content": None, "tool_calls": [CALL]}))
     assert response.status_code == 200

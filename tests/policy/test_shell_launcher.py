@@ -25,6 +25,7 @@ from agent_server.session import EventLog
 from agent_server.tools import ToolContext
 from agent_server.tools.bash import BashArgs, BashTool
 from support.procs import pid_alive, processes_naming, wait_gone
+from support.timeouts import HANG
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +74,7 @@ async def test_concurrent_launcher_calls_each_get_their_own_pid_namespace_and_fr
     command = "echo pid=$$; sleep 0.5; ls /proc | grep -cE '^[0-9]+$'"
     first = asyncio.ensure_future(shell(command))
     second = asyncio.ensure_future(shell(command))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG
     while len(_children(shell_spawn.launcher_pid() or -1)) < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     zygote = shell_spawn.launcher_pid()

@@ -17,6 +17,7 @@ import pytest
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.server.acp.fast_session import FAST_NOTE, SLOW_PATH_ENV
 from agent_server.session import read_events
+from support.timeouts import HANG
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}}
 
@@ -41,8 +42,8 @@ def fast(agent) -> bool:
     """Whether the fast path answered (it says so on stderr before its answer; the process is
     ended first, so its whole stderr has been read)."""
     agent.close_stdin()
-    agent.wait_exit(timeout=30)
-    agent._threads[1].join(timeout=10)  # the stderr reader, at end of input
+    agent.wait_exit()
+    agent._threads[1].join(timeout=HANG)  # the stderr reader, at end of input
     return FAST_NOTE in agent.stderr_text()
 
 

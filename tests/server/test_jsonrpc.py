@@ -6,6 +6,7 @@ import json
 import pytest
 
 from agent_server.server.rpc.jsonrpc import Connection, ConnectionClosed, JsonRpcError
+from support.timeouts import HANG
 
 
 class Captured:
@@ -23,7 +24,7 @@ class Captured:
     async def drain(self):
         pass
 
-    async def wait_for(self, n, timeout=2):
+    async def wait_for(self, n, timeout=HANG):
         async def wait():
             while len(self.lines) < n:
                 self.changed.clear()
@@ -270,7 +271,7 @@ async def test_answer_that_is_not_utf8_fails_its_request_at_once_instead_of_wait
     (sent,) = await out.wait_for(1)
     reader.feed_data(b'{"jsonrpc":"2.0","id":%d,"result":{"content":"caf\xe9 na\xefve\\n"}}\n' % sent["id"])
     with pytest.raises(JsonRpcError) as err:
-        await asyncio.wait_for(pending, 1)
+        await asyncio.wait_for(pending, HANG)
     assert err.value.data == {"agentServer": {"notUtf8": True}}
     reader.feed_data(b'{"jsonrpc":"2.0","id":99,"method":"x","params":{"t":"\xe9"}}\n')  # not an answer: -32700 as before
     lines = await out.wait_for(2)

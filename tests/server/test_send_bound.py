@@ -11,6 +11,7 @@ import pytest
 from agent_server.server.rpc.bounds import fit_line
 from agent_server.server.rpc.jsonrpc import Connection, MessageTooLarge
 from agent_server.server.rpc.wire import encode_message
+from support.timeouts import HANG
 
 LIMIT = 4096
 
@@ -104,9 +105,9 @@ async def test_a_too_long_answer_fails_its_request_at_once_and_a_too_long_reques
     out.data = b""
     reader.feed_data(b'{"jsonrpc":"2.0","id":%d,"result":{"content":"' % request_id + b"a" * 5000 + b'"}}\n')
     with pytest.raises(MessageTooLarge):
-        await asyncio.wait_for(future, 2)
+        await asyncio.wait_for(future, HANG)
     reader.feed_data(b'{"jsonrpc":"2.0","id":"r9","method":"x","params":{"p":"' + b"a" * 5000 + b'"}}\n')
     reader.feed_eof()
-    await asyncio.wait_for(task, 2)
+    await asyncio.wait_for(task, HANG)
     (answer,) = [json.loads(line) for line in out.data.splitlines()]
     assert answer["id"] == "r9" and answer["error"]["code"] == -32600

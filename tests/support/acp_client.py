@@ -51,6 +51,7 @@ from .client_impl import (
     select_permission,
 )
 from .procs import child_env, group_members, kill_group, tail
+from .timeouts import HANG
 from .raw_agent import RawAgentProcess
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, Transcript, WireMessage
 
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 STREAM_LIMIT = 64 * 1024 * 1024
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = HANG  # every awaited operation's hang guard (support/timeouts.py)
 
 
 class AgentExited(AssertionError):

@@ -23,6 +23,7 @@ import pynvim
 import pytest
 from .fixtures import agent_server_command
 from .procs import group_members, kill_group, pid_alive
+from .timeouts import HANG
 
 from agent_server.offline import OfflineEndpoint
 
@@ -71,7 +72,7 @@ class Editor:
         """Type ``keys`` (``<Esc>`` notation) as the user would, without mappings, to the end."""
         self.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(..., true, false, true), 'nx', false)", keys)
 
-    def wait(self, code: str, *args: Any, timeout: float = 20.0, what: str = "") -> Any:
+    def wait(self, code: str, *args: Any, timeout: float = HANG, what: str = "") -> Any:
         """Poll the Lua expression ``code`` (a chunk returning a value) until it is truthy."""
         deadline = time.monotonic() + timeout
         while True:
@@ -91,12 +92,12 @@ class Editor:
     def chat(self) -> str:
         return self.lua("return require('agent_server.chat').text()")
 
-    def idle(self, timeout: float = 30.0) -> None:
+    def idle(self, timeout: float = HANG) -> None:
         """Wait until no turn runs and the chat shows the end of the last one."""
         self.wait("return not require('agent_server.client').busy() and "
                   "require('agent_server.chat').state.header.state ~= 'working'", timeout=timeout, what="idle")
 
-    def proposal_open(self, timeout: float = 20.0) -> None:
+    def proposal_open(self, timeout: float = HANG) -> None:
         self.wait("return require('agent_server.proposals').latest() ~= nil", timeout=timeout, what="a proposal")
 
     def buffer_text(self, path: Path) -> str:
@@ -165,7 +166,7 @@ def start_editor(tmp_path: Path, cwd: Path, *, binary: Path, server_cmd: list[st
 
 
 def quit_editor(editor: Editor) -> list[int]:
-    """``:qa!`` the editor; returns server pids (process groups) still alive shortly after."""
+    """``:qa!`` the editor; returns server pids (process groups) still alive ``HANG`` s after."""
     try:
         editor.note_server()
     except Exception:  # noqa: BLE001 - Neovim may already be gone
@@ -178,7 +179,7 @@ def quit_editor(editor: Editor) -> list[int]:
         editor.nvim.close()
     except Exception:  # noqa: BLE001
         pass
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + HANG
     left: list[int] = []
     while time.monotonic() < deadline:
         left = [p for p in editor.server_pids if pid_alive(p) or group_members(p)]

@@ -11,6 +11,8 @@ from agent_server.policy.sandbox import confiner as sandbox
 from agent_server.server.acp.server import AcpServer
 from agent_server.server.rpc.jsonrpc import RequestContext
 
+from .timeouts import HANG
+
 
 @pytest.fixture
 def held_probe(monkeypatch):
@@ -41,7 +43,7 @@ async def answered(server: AcpServer, method: str, params: dict, request_id: int
     if not server.initialized:  # as the client's initialize request would (nothing is served before it)
         server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
     ctx = RequestContext(request_id, method)
-    result = await asyncio.wait_for(server.request_handlers()[method](params, ctx), timeout=30)
+    result = await asyncio.wait_for(server.request_handlers()[method](params, ctx), timeout=HANG)
     for callback in ctx._after:
         await callback()
     return result

@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from .timeouts import HANG
+
 STDERR_TAIL_CHARS = 4000
 
 
@@ -97,7 +99,7 @@ def processes_naming(text: str) -> list[int]:
     return found
 
 
-def wait_gone(pids: list[int], within: float = 10.0) -> bool:
+def wait_gone(pids: list[int], within: float = HANG) -> bool:
     """True once none of ``pids`` is alive (gone, or a zombie waiting to be reaped), within ``within`` s."""
     deadline = time.monotonic() + within
     while any(pid_alive(p) for p in pids):

@@ -9,7 +9,7 @@ It is synchronous (threads, no asyncio) so it can be used from plain ``def`` tes
 
     with RawAgentProcess(cmd, env=env) as agent:
         agent.send_line("this is not json")
-        error = agent.recv(timeout=5)
+        error = agent.recv()
         assert error["error"]["code"] == -32700 and error["id"] is None
 """
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .procs import child_env, group_members, kill_group, signal_group, tail
+from .timeouts import HANG
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, Transcript, WireMessage
 
 
@@ -55,7 +56,7 @@ class RawAgentProcess:
         env: dict[str, str] | None = None,
         inherit_env: bool = True,
         cwd: str | Path | None = None,
-        timeout: float = 30.0,
+        timeout: float = HANG,
     ) -> None:
         self.command = [str(c) for c in command]
         self.timeout = timeout
@@ -223,7 +224,7 @@ class RawAgentProcess:
 
     # -- receiving -----------------------------------------------------------------------------
 
-    def _next_record(self, deadline: float) -> WireMessage:
+    def _next_record(self, deadline: float, what: str = "a message") -> WireMessage:
         if self._held:
             return self._held.popleft()
         if self._eof:
@@ -232,7 +233,7 @@ class RawAgentProcess:
         try:
             item = self._inbox.get(timeout=max(remaining, 0.0))
         except queue.Empty:
-            raise TimeoutError(f"no message from the agent within the timeout\n{self.diagnostics()}") from None
+            raise TimeoutError(f"timed out waiting for {what} from the agent\n{self.diagnostics()}") from None
         if item is _EOF:
             self._eof = True
             raise EOFError(f"agent closed stdout\n{self.diagnostics()}")
@@ -252,13 +253,14 @@ class RawAgentProcess:
             raise AssertionError(f"agent wrote a non-JSON line: {record.raw!r}\n{self.diagnostics()}")
         return record.message
 
-    def recv_until(self, predicate: Callable[[Any], bool], timeout: float | None = None) -> Any:
+    def recv_until(self, predicate: Callable[[Any], bool], timeout: float | None = None,
+                   what: str = "a matching message") -> Any:
         """Read until a message matches ``predicate``; the others are kept for later ``recv()``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         skipped: list[WireMessage] = []
         try:
             while True:
-                record = self._next_record(deadline)
+                record = self._next_record(deadline, what)
                 if record.is_json and predicate(record.message):
                     return record.message
                 skipped.append(record)
@@ -277,7 +279,7 @@ class RawAgentProcess:
                 and msg["id"] == request_id
             )
 
-        return self.recv_until(match, timeout)
+        return self.recv_until(match, timeout, f"the response to request {request_id!r}")
 
     def request(self, method: str, params: Any = _OMIT, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request and return the whole response message (``result`` or ``error``)."""

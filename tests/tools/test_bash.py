@@ -13,6 +13,7 @@ import pytest
 from tooltest_helpers import call
 
 from agent_server.tools.bash import HEAD_BYTES, TAIL_BYTES, BashArgs, BashTool, OutputBuffer
+from support.timeouts import HANG
 
 
 def _alive(marker: str) -> list[int]:
@@ -31,7 +32,7 @@ def _alive(marker: str) -> list[int]:
     return pids
 
 
-async def _wait_until(predicate, timeout: float = 5.0) -> bool:
+async def _wait_until(predicate, timeout: float = HANG) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

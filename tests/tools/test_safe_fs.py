@@ -25,6 +25,7 @@ from agent_server.tools.files import DiskFiles, ReadLedger
 from agent_server.tools.read import ReadTool
 from agent_server.tools.search import GlobTool, GrepTool
 from agent_server.tools.write_edit import EditTool, WriteTool
+from support.timeouts import HANG
 
 ROUNDS = 200
 
@@ -119,7 +120,7 @@ def _race(tmp_path: Path, mode: str, tool: str, hold: float = 0.0) -> tuple[int,
         landed = asyncio.run(rounds())
     finally:
         stop.write_text("")
-        flipper.wait(timeout=10)
+        flipper.wait(timeout=HANG)
     after = os.stat(outside / "target.txt")
     assert (outside / "target.txt").read_text() == "same\n"
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
@@ -226,21 +227,21 @@ def _within(seconds: float, work):
 def test_open_regular_refuses_a_fifo_without_blocking(tmp_path, resolver):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    box = _within(5, lambda: safe_fs.open_regular(str(fifo)))
+    box = _within(HANG, lambda: safe_fs.open_regular(str(fifo)))
     assert isinstance(box.get("error"), safe_fs.NotRegularFileError)
 
 
 def test_open_regular_refuses_devices_and_the_servers_own_fds():
-    assert isinstance(_within(5, lambda: safe_fs.open_regular("/dev/zero")).get("error"), safe_fs.NotRegularFileError)
+    assert isinstance(_within(HANG, lambda: safe_fs.open_regular("/dev/zero")).get("error"), safe_fs.NotRegularFileError)
     for path in ("/dev/stdin", "/proc/self/fd/0"):
-        box = _within(5, lambda: safe_fs.open_regular(safe_fs.resolve_once(path)))
+        box = _within(HANG, lambda: safe_fs.open_regular(safe_fs.resolve_once(path)))
         assert isinstance(box.get("error"), (safe_fs.PathRefused, safe_fs.NotRegularFileError)), path
 
 
 async def test_read_tool_on_a_fifo_answers_not_regular(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     ctx = ToolContext.on_disk(tmp_path)
-    result = await asyncio.wait_for(ReadTool().run(validate_args(ReadTool(), '{"path": "pipe"}'), ctx), 5)
+    result = await asyncio.wait_for(ReadTool().run(validate_args(ReadTool(), '{"path": "pipe"}'), ctx), HANG)
     assert result.is_error and "FIFO" in result.text
 
 
@@ -249,7 +250,7 @@ async def test_grep_on_a_fifo_or_dev_is_refused(tmp_path):
     ctx = ToolContext.on_disk(tmp_path)
     for args in ('{"pattern": "x", "path": "pipe"}', '{"pattern": "x", "path": "/dev"}',
                  '{"pattern": "x", "path": "/dev/stdin"}'):
-        result = await asyncio.wait_for(GrepTool().run(validate_args(GrepTool(), args), ctx), 10)
+        result = await asyncio.wait_for(GrepTool().run(validate_args(GrepTool(), args), ctx), HANG)
         assert result.is_error and result.text.startswith("Refused"), (args, result.text)
 
 
