@@ -5,59 +5,24 @@ Also: a prompt that waits for the turn is logged in the inbox and cancelled alon
 
 import asyncio
 
-import pytest
-
-from agent_server.agent import AgentSession, RequestHeader
-from agent_server.config.load import AgentSettings, Config, ProviderSettings
-from agent_server.llm import ChatClient
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-from agent_server.offline._validate import history_problem
-from agent_server.session import EventLog, derive_messages
-from agent_server.tools import BUILTIN_TOOLS, ToolContext
-from agent_server.tools.pipeline import ToolRunner
+from support import stalling
+from support.stalling import StallingEditor, stall, strict_endpoint  # noqa: F401 - the `endpoint` fixture
 from support.timeouts import HANG
+
+from agent_server.offline import text_stream, tool_call_stream
+from agent_server.offline._validate import history_problem
+from agent_server.session import derive_messages
 
 CALLS = [("c1", "read", '{"path": "a.txt"}'), ("c2", "glob", '{"pattern": "*"}'), ("c3", "read", '{"path": "b"}')]
 
 
-class Blocking:
-    """An editor connection that stalls on the update ``stall_on`` (the ``n``-th of that kind)."""
-
-    def __init__(self, stall_on=None, n=1):
-        self.updates, self.stall_on, self.n, self.seen = [], stall_on, n, 0
-        self.stalled = asyncio.Event()
-
-    async def emit(self, update):
-        self.updates.append(update)
-        if update["sessionUpdate"] == self.stall_on:
-            self.seen += 1
-            if self.seen == self.n:
-                self.stalled.set()
-                await asyncio.Event().wait()
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint(reject_invalid_history=True) as ep:
-        yield ep
-
-
 def make_session(tmp_path, endpoint, editor):
     (tmp_path / "a.txt").write_text("a\n")
-    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
-    provider = ProviderSettings(profile="custom", base_url=endpoint.base_url, model="m", context_window=1000,
-                                reasoning_content="drop", key_required=False)
-    config = Config(provider=provider, agent=AgentSettings(retry_base_delay=0.0, max_attempts=1))
-    client = ChatClient(endpoint.base_url, None)
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
-    runner = ToolRunner(log, ToolContext.on_disk(tmp_path), editor.emit, {t.name: t for t in BUILTIN_TOOLS})
-    return AgentSession("s", log, config, header_factory=lambda: header, client_factory=lambda: client,
-                        emit=editor.emit, runner=runner)
+    return stalling.make_session(tmp_path, endpoint, editor, context_window=1000, reasoning_content="drop")
 
 
 async def cancel_when_stalled(session, editor, text="go"):
-    task = asyncio.ensure_future(session.prompt([{"type": "text", "text": text}]))
-    await asyncio.wait_for(editor.stalled.wait(), HANG)
+    task = await stall(session, editor, text)
     session.cancel()
     return await asyncio.wait_for(task, HANG)
 
@@ -69,7 +34,7 @@ def results(log):
 async def test_cancel_after_the_calls_are_committed_but_before_they_run_leaves_no_dangling_call(tmp_path, endpoint):
     endpoint.push(tool_call_stream(CALLS))
     endpoint.push(text_stream("ok"))
-    editor = Blocking(stall_on="usage_update")
+    editor = StallingEditor(stall_on="usage_update")
     session = make_session(tmp_path, endpoint, editor)
     assert (await cancel_when_stalled(session, editor)).exit == "cancelled"
     assert results(session.log) == [("c1", "aborted"), ("c2", "aborted"), ("c3", "aborted")]
@@ -83,7 +48,7 @@ async def test_cancel_after_the_calls_are_committed_but_before_they_run_leaves_n
 async def test_cancel_while_the_calls_are_being_announced_gives_each_call_one_result(tmp_path, endpoint):
     endpoint.push(tool_call_stream(CALLS))
     endpoint.push(text_stream("ok"))
-    editor = Blocking(stall_on="tool_call", n=2)
+    editor = StallingEditor(stall_on="tool_call", n=2)
     session = make_session(tmp_path, endpoint, editor)
     assert (await cancel_when_stalled(session, editor)).exit == "cancelled"
     assert sorted(results(session.log)) == [("c1", "aborted"), ("c2", "aborted"), ("c3", "aborted")]
@@ -100,7 +65,7 @@ async def test_cancel_while_the_calls_are_being_announced_gives_each_call_one_re
 async def test_waiting_prompt_is_logged_in_the_inbox_and_its_cancel_does_not_touch_the_running_turn(tmp_path, endpoint):
     endpoint.push(text_stream("slow " * 100, chunk_size=5, delay=0.01))
     endpoint.push(text_stream("third"))
-    editor = Blocking()
+    editor = StallingEditor()
     session = make_session(tmp_path, endpoint, editor)
     running = asyncio.ensure_future(session.prompt([{"type": "text", "text": "one"}]))
     while not editor.updates:
@@ -126,7 +91,7 @@ async def test_cancel_while_a_tool_call_is_half_streamed_drops_the_call_and_keep
     endpoint.push(tool_call_stream([("c9", "write", '{"path": "x.txt", "content": "' + "y" * 400 + '"}')],
                                    text="I will write it.", args_chunk_size=8, delay=0.01))
     endpoint.push(text_stream("ok"))
-    editor = Blocking()
+    editor = StallingEditor()
     session = make_session(tmp_path, endpoint, editor)
     task = asyncio.ensure_future(session.prompt([{"type": "text", "text": "write"}]))
     while not editor.updates:

@@ -10,52 +10,19 @@ import asyncio
 import shutil
 
 import pytest
-
-from agent_server.agent import AgentSession, RequestHeader
-from agent_server.agent.recovery import close_open_turn
-from agent_server.config.load import AgentSettings, Config, ProviderSettings
-from agent_server.llm import ChatClient
-from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
-from agent_server.session import EventLog, derive_messages
-from agent_server.session.journal import StreamJournal, journal_path
-from agent_server.tools import BUILTIN_TOOLS, ToolContext
-from agent_server.tools.pipeline import ToolRunner
+from support import stalling
+from support.stalling import StallingEditor, stall, strict_endpoint  # noqa: F401 - the `endpoint` fixture
 from support.timeouts import HANG
 
-
-class Editor:
-    """An editor connection that stalls on the ``n``-th update of kind ``stall_on``."""
-
-    def __init__(self, stall_on="agent_message_chunk", n=4):
-        self.updates, self.stall_on, self.n, self.seen = [], stall_on, n, 0
-        self.stalled = asyncio.Event()
-
-    async def emit(self, update):
-        self.updates.append(update)
-        if update["sessionUpdate"] == self.stall_on:
-            self.seen += 1
-            if self.seen == self.n:
-                self.stalled.set()
-                await asyncio.Event().wait()
-
-
-@pytest.fixture
-async def endpoint():
-    async with OfflineEndpoint(reject_invalid_history=True) as ep:
-        yield ep
+from agent_server.agent.recovery import close_open_turn
+from agent_server.offline import text_stream, tool_call_stream
+from agent_server.session import EventLog, derive_messages
+from agent_server.session.journal import StreamJournal, journal_path
 
 
 def make_session(folder, endpoint, editor, max_attempts=1):
-    folder.mkdir(parents=True, exist_ok=True)
-    log = EventLog.create(folder / "s" / "events.jsonl", {"cwd": str(folder)})
-    provider = ProviderSettings(profile="custom", base_url=endpoint.base_url, model="m", context_window=100_000,
-                                reasoning_content="echo", key_required=False)
-    config = Config(provider=provider, agent=AgentSettings(retry_base_delay=0.0, max_attempts=max_attempts))
-    client = ChatClient(endpoint.base_url, None)
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="echo")
-    runner = ToolRunner(log, ToolContext.on_disk(folder), editor.emit, {t.name: t for t in BUILTIN_TOOLS})
-    return AgentSession("s", log, config, header_factory=lambda: header, client_factory=lambda: client,
-                        emit=editor.emit, runner=runner)
+    return stalling.make_session(folder, endpoint, editor, context_window=100_000, reasoning_content="echo",
+                                 max_attempts=max_attempts)
 
 
 def killed_copy(session, to):
@@ -68,17 +35,11 @@ def stripped(event):
     return event.type, event.data
 
 
-async def stall(session, editor, text="go"):
-    task = asyncio.ensure_future(session.prompt([{"type": "text", "text": text}]))
-    await asyncio.wait_for(editor.stalled.wait(), HANG)
-    return task
-
-
 async def test_kill_mid_answer_recovers_the_interrupted_assistant_event_a_sigterm_logs(tmp_path, endpoint):
     endpoint.push(text_stream("slow word 0. slow word 1. slow word 2. slow word 3.", chunk_size=5,
                               reasoning="Thinking first.", delay=0.01))
     endpoint.push(text_stream("after the kill"))
-    editor = Editor(n=4)
+    editor = StallingEditor("agent_message_chunk", 4)
     session = make_session(tmp_path / "live", endpoint, editor)
     task = await stall(session, editor)
     killed = killed_copy(session, tmp_path / "killed")
@@ -107,7 +68,7 @@ async def test_kill_mid_answer_recovers_the_interrupted_assistant_event_a_sigter
 async def test_a_kill_before_any_text_streamed_recovers_as_before(tmp_path, endpoint):
     endpoint.push(tool_call_stream([("c1", "glob", '{"pattern": "*"}')]))
     endpoint.push(text_stream("ok"))
-    editor = Editor(stall_on="tool_call", n=1)  # the calls' step streamed no text: nothing journaled
+    editor = StallingEditor("tool_call")  # the calls' step streamed no text: nothing journaled
     session = make_session(tmp_path / "live", endpoint, editor)
     task = await stall(session, editor)
     killed = killed_copy(session, tmp_path / "killed")
@@ -125,7 +86,7 @@ async def test_a_failed_attempt_already_logged_is_not_logged_again(tmp_path, end
         {"choices": [{"index": 0, "delta": {"content": "broke "}}]},
         {"choices": [{"index": 0, "delta": {"content": "off"}}]}], "done": False})  # closes mid-answer
     endpoint.push(text_stream("second try, slowly", chunk_size=3, delay=0.01))
-    editor = Editor(n=4)  # "broke ", "off", the retry notice, then the second try's first chunk
+    editor = StallingEditor("agent_message_chunk", 4)  # "broke ", "off", the retry notice, then the second try's first chunk
     session = make_session(tmp_path / "live", endpoint, editor, max_attempts=2)
     task = await stall(session, editor)
     attempt = next(e for e in session.log.events if e.type == "assistant/attempt")
@@ -211,7 +172,7 @@ async def test_a_cancel_while_the_finished_answer_is_flushed_to_the_editor_keeps
     removed). It is kept as the interrupted answer, as a cancel a moment earlier keeps it."""
     endpoint.push(tool_call_stream([("c1", "glob", '{"pattern": "*"}')], text="Let me look."))
     endpoint.push(text_stream("ok"))
-    editor = Editor(stall_on=None)
+    editor = StallingEditor()
     flushing = asyncio.Event()
 
     async def flush():
@@ -240,7 +201,7 @@ async def test_an_answer_whose_event_could_not_be_logged_is_kept_once_the_log_ta
     with the text the user was shown, from the journal."""
     endpoint.push(text_stream("shown to the user", chunk_size=4))
     endpoint.push(text_stream("next"))
-    editor = Editor(stall_on=None)
+    editor = StallingEditor()
     session = make_session(tmp_path / "live", endpoint, editor)
     write = session.log._write
 
