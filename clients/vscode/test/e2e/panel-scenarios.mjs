@@ -6,7 +6,7 @@ import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { panel, runCommand } from "./workbench.mjs";
 
-const T = 60_000;
+const T = 60_000 * Number(process.env.AGENT_SERVER_TEST_HANG_SCALE || 1); // a hang guard: tests/support/timeouts.py
 
 /** Closes the settings editor (a modal editor in this VS Code: Escape, else its close button). */
 async function closeSettings(page) {

@@ -15,7 +15,7 @@ const results = { scenarios: {}, timings: {} };
 const save = () => writeFileSync(config.results, JSON.stringify(results, null, 1));
 mkdirSync(config.artifacts, { recursive: true });
 
-const T = 60_000;
+const T = 60_000 * Number(process.env.AGENT_SERVER_TEST_HANG_SCALE || 1); // a hang guard: tests/support/timeouts.py
 
 async function shot(page, name) {
   await page.screenshot({ path: join(config.artifacts, `${name}.png`) }).catch(() => {});
