@@ -61,14 +61,16 @@ def _is(method: str, session: str | None = None):
     return check
 
 
-def _start(script: list[dict[str, Any]], state: Path, extra: dict[str, str] | None = None
-           ) -> tuple[AgentProcess, Endpoint, str, Path]:
+def _start(script: list[dict[str, Any]], state: Path, extra: dict[str, str] | None = None,
+           init: dict[str, Any] = INIT) -> tuple[AgentProcess, Endpoint, str, Path]:
+    """An agent on ``script``'s endpoint, initialized with ``init``, and a session in a fresh
+    workspace: ``(agent, endpoint, session id, workspace)``."""
     state.mkdir(parents=True, exist_ok=True)
     endpoint = Endpoint(script)
     env = agent_env(str(state), endpoint.base_url, extra)
     ws = Path(tempfile.mkdtemp(prefix="ws-", dir=state))
     agent = AgentProcess(AGENT, env, cwd=str(ws))
-    agent.request("initialize", INIT)
+    agent.request("initialize", init)
     _, _, result = agent.request("session/new", {"cwd": str(ws), "mcpServers": []})
     return agent, endpoint, result["sessionId"], ws
 
