@@ -5,8 +5,9 @@ The official ACP Python SDK client, the real server, scripted model streams, a r
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -67,6 +68,41 @@ def recorded_by_the_sandbox(state_dir: Path, sid: str) -> bool:
 def undo_outcomes(state_dir: Path, sid: str) -> list[dict]:
     return [f for e in read_events(state_dir / "sessions" / sid / "events.jsonl") if e.type == "checkpoint/undo"
             for f in e.data["files"]]
+
+
+def git_with_flags(workspace: Path) -> Path:
+    """A git workspace whose ignored ``flags/`` folder carries a command's signals to the test
+    (and back); returns ``flags/``."""
+    git_init(workspace)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    return workspace / "flags"
+
+
+@contextlib.asynccontextmanager
+async def while_the_command_waits(h, sid, endpoint, step: dict, reached: Path, go: Path, text: str = "go"):
+    """A turn whose ``step`` (the model's tool calls) runs a command that creates ``reached`` and
+    then waits for ``go``: the body runs while it waits; then ``go`` is created and the turn must end."""
+    endpoint.push(step)
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, text))
+    while not reached.exists():
+        assert not prompt.done(), f"the turn ended before its command created {reached.name}: {prompt.result()}"
+        await asyncio.sleep(0.01)
+    try:
+        yield
+    finally:
+        go.touch()
+    assert (await prompt).stop_reason == "end_turn"
+
+
+async def assert_undo_kept_the_users_save(h, sid, questions, path: Path, saved: bytes) -> None:
+    """``/undo`` asked about ``path`` once, got no answer (``reject_once``), and kept ``saved``."""
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert path.read_bytes() == saved
+    assert questions.titles() == [f"{path.name}: keep yours or take the checkpoint?"]
+    assert f"{path.name}: kept the user's version" in said(h, sid)
 
 
 async def test_outside_file_survives_a_swapped_link(acp_harness_factory, endpoint, workspace, tmp_path, agent_state_dir):
@@ -174,9 +210,7 @@ async def test_the_users_save_during_a_command_is_kept_after_undo_with_one_quest
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     """Regression: the user saved ``d.txt`` (a plain disk write by another process, a plain ACP
     client) while the agent's command ran; ``/undo`` silently put ``d.txt`` back to its old text."""
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    flags = git_with_flags(workspace)
     (workspace / "c.txt").write_bytes(b"charlie\n")
     (workspace / "d.txt").write_bytes(b"delta\n")
     asked = []
@@ -188,15 +222,10 @@ async def test_the_users_save_during_a_command_is_kept_after_undo_with_one_quest
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
     h, sid = await start(acp_harness_factory, endpoint, workspace, answer)
-    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
-                                           "printf 'CHARLIE\\n' > c.txt"))
-    endpoint.push(text_stream("done"))
-    prompt = asyncio.create_task(h.prompt(sid, "shout charlie"))
-    while not (workspace / "flags" / "started").exists():
-        await asyncio.sleep(0.01)
-    (workspace / "d.txt").write_bytes(b"delta, saved by the user during the command\n")
-    (workspace / "flags" / "go").touch()
-    assert (await prompt).stop_reason == "end_turn"
+    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                     "printf 'CHARLIE\\n' > c.txt")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "shout charlie"):
+        (workspace / "d.txt").write_bytes(b"delta, saved by the user during the command\n")
     asked.clear()
 
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
@@ -314,9 +343,7 @@ async def test_two_servers_on_one_folder_keep_their_own_changes_apart(
     own shell changes — its ``/undo`` took them back silently."""
     from agent_server.offline import OfflineEndpoint
 
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    flags = git_with_flags(workspace)
     for name in ("a.txt", "x.txt"):
         (workspace / name).write_bytes(name.encode() + b" before\n")
     questions: list[str] = []
@@ -330,18 +357,13 @@ async def test_two_servers_on_one_folder_keep_their_own_changes_apart(
     async with OfflineEndpoint() as ep_a, OfflineEndpoint() as ep_b:
         a, sid_a = await start(acp_harness_factory, ep_a, workspace, answer_a)
         b, sid_b = await start(acp_harness_factory, ep_b, workspace)
-        ep_a.push(call("s", "bash", command="touch flags/a-started; while [ ! -e flags/a-go ]; do sleep 0.02; done; "
-                                            "printf 'a after\\n' > a.txt"))
-        ep_a.push(text_stream("done"))
-        running = asyncio.create_task(a.prompt(sid_a, "change a"))
-        while not (workspace / "flags" / "a-started").exists():
-            await asyncio.sleep(0.01)
-        # server B's agent edits x.txt and runs a shell call while A's command still runs
-        await turn(b, sid_b, ep_b, call("r", "read", path="x.txt"),
-                   call("e", "edit", path="x.txt", old_string="before", new_string="after, by B"),
-                   call("s", "bash", command="printf 'y by B\\n' > y.txt"))
-        (workspace / "flags" / "a-go").touch()
-        assert (await running).stop_reason == "end_turn"
+        step = call("s", "bash", command="touch flags/a-started; while [ ! -e flags/a-go ]; do sleep 0.02; done; "
+                                         "printf 'a after\\n' > a.txt")
+        async with while_the_command_waits(a, sid_a, ep_a, step, flags / "a-started", flags / "a-go", "change a"):
+            # server B's agent edits x.txt and runs a shell call while A's command still runs
+            await turn(b, sid_b, ep_b, call("r", "read", path="x.txt"),
+                       call("e", "edit", path="x.txt", old_string="before", new_string="after, by B"),
+                       call("s", "bash", command="printf 'y by B\\n' > y.txt"))
 
         assert (await a.prompt(sid_a, "/undo")).stop_reason == "end_turn"
         assert (workspace / "a.txt").read_bytes() == b"a.txt before\n"  # A's own change, taken back
@@ -410,29 +432,18 @@ async def test_undo_silently_removed_what_the_user_saved_while_the_agents_comman
     write it), so the change counted as the command's alone and ``/undo`` said "a.txt: restored" —
     the user's line gone, no question. The record's stamp of ``a.txt`` at the command's first write
     shows the change during the call: the file is uncertain, asked about, and no answer keeps it."""
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    flags = git_with_flags(workspace)
     (workspace / "a.txt").write_bytes(b"orig\n")
     questions = Questions("reject_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    endpoint.push(call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
-                                           "echo agent >> a.txt"))
-    endpoint.push(text_stream("done"))
-    prompt = asyncio.create_task(h.prompt(sid, "append"))
-    while not (workspace / "flags" / "started").exists():
-        await asyncio.sleep(0.01)
-    (workspace / "a.txt").write_bytes(b"orig\nMY WORK SAVED DURING THE COMMAND\n")
-    (workspace / "flags" / "go").touch()
-    assert (await prompt).stop_reason == "end_turn"
+    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                     "echo agent >> a.txt")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
+        (workspace / "a.txt").write_bytes(b"orig\nMY WORK SAVED DURING THE COMMAND\n")
     both = b"orig\nMY WORK SAVED DURING THE COMMAND\nagent\n"
     assert (workspace / "a.txt").read_bytes() == both
-    questions.asked.clear()
 
-    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    assert (workspace / "a.txt").read_bytes() == both
-    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
-    assert "a.txt: kept the user's version" in said(h, sid)
+    await assert_undo_kept_the_users_save(h, sid, questions, workspace / "a.txt", both)
 
 
 async def test_a_file_only_the_command_wrote_is_still_undone_without_a_question(
@@ -451,12 +462,6 @@ async def test_a_file_only_the_command_wrote_is_still_undone_without_a_question(
         assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
 
 
-async def wait_for(flag: Path) -> None:
-    """Until ``flag`` exists (the command's own signal that it reached a point)."""
-    while not flag.exists():
-        await asyncio.sleep(0.01)
-
-
 async def test_undo_silently_removed_what_the_user_saved_after_the_command_wrote_the_file_while_it_still_ran(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     """The gap left by the previous fix (its stamp is taken at the command's first write only): the
@@ -465,29 +470,18 @@ async def test_undo_silently_removed_what_the_user_saved_after_the_command_wrote
     the user's save, so it counted as the command's alone: ``/undo`` restored the checkpoint without
     a question and the user's save was gone. Now a change to a file after the command let go of it
     is seen, the file is uncertain, asked about, and no answer keeps it."""
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    flags = git_with_flags(workspace)
     (workspace / "a.txt").write_bytes(b"orig\n")
     questions = Questions("reject_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    endpoint.push(call("s", "bash", command="echo agent >> a.txt; touch flags/wrote; "
-                                           "while [ ! -e flags/go ]; do sleep 0.02; done"))
-    endpoint.push(text_stream("done"))
-    prompt = asyncio.create_task(h.prompt(sid, "format"))
-    await wait_for(workspace / "flags" / "wrote")
     saved = b"orig\nagent\nMY WORK SAVED AFTER THE COMMAND WROTE\n"
-    (workspace / "a.txt").write_bytes(saved)
-    (workspace / "flags" / "go").touch()
-    assert (await prompt).stop_reason == "end_turn"
+    step = call("s", "bash", command="echo agent >> a.txt; touch flags/wrote; while [ ! -e flags/go ]; do sleep 0.02; done")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "wrote", flags / "go", "format"):
+        (workspace / "a.txt").write_bytes(saved)
     assert (workspace / "a.txt").read_bytes() == saved
     assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
-    questions.asked.clear()
 
-    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    assert (workspace / "a.txt").read_bytes() == saved
-    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
-    assert "a.txt: kept the user's version" in said(h, sid)
+    await assert_undo_kept_the_users_save(h, sid, questions, workspace / "a.txt", saved)
 
 
 async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of_one_turn(
@@ -497,31 +491,21 @@ async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of
     before the first to after the last, across the user's save: ``/undo`` put back the turn's
     first state without a question. A turn whose changes of a file do not chain (one call's after
     is not the next one's before) is someone else's too: asked about, no answer keeps it."""
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    flags = git_with_flags(workspace)
     (workspace / "a.txt").write_bytes(b"orig\n")
     questions = Questions("reject_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    endpoint.push(tool_call_stream([
+    step = tool_call_stream([
         ("s1", "bash", json.dumps({"command": "echo one >> a.txt"})),
         ("s2", "bash", json.dumps({"command": "touch flags/waiting; while [ ! -e flags/go ]; do sleep 0.02; done"})),
-        ("s3", "bash", json.dumps({"command": "echo two >> a.txt"}))]))
-    endpoint.push(text_stream("done"))
-    prompt = asyncio.create_task(h.prompt(sid, "twice"))
-    await wait_for(workspace / "flags" / "waiting")
-    (workspace / "a.txt").write_bytes(b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\n")
-    (workspace / "flags" / "go").touch()
-    assert (await prompt).stop_reason == "end_turn"
+        ("s3", "bash", json.dumps({"command": "echo two >> a.txt"}))])
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "waiting", flags / "go", "twice"):
+        (workspace / "a.txt").write_bytes(b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\n")
     both = b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\ntwo\n"
     assert (workspace / "a.txt").read_bytes() == both
     assert recorded_by_the_sandbox(agent_state_dir, sid), "the calls must run under the write record"
-    questions.asked.clear()
 
-    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    assert (workspace / "a.txt").read_bytes() == both
-    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
-    assert "a.txt: kept the user's version" in said(h, sid)
+    await assert_undo_kept_the_users_save(h, sid, questions, workspace / "a.txt", both)
 
 
 async def test_redo_over_what_the_user_saved_after_the_undo_asks_and_no_answer_keeps_it(
@@ -554,9 +538,7 @@ async def test_with_the_editor_extension_the_users_save_is_asked_about_before_an
     from support.client_impl import APPLY_WORKSPACE_EDIT
     from support.editor import MemoryEditor
 
-    git_init(workspace)
-    (workspace / ".gitignore").write_bytes(b"flags/\n")
-    (workspace / "flags").mkdir()
+    git_with_flags(workspace)
     (workspace / "d.txt").write_bytes(b"delta\n")
     editor = MemoryEditor()
     asked = []
