@@ -18,26 +18,16 @@ from support.probe import answered
 from support.timeouts import HANG
 
 
+def _config(base_url: str, **env: str):
+    """The configuration of the servers of these tests: the endpoint at ``base_url``, no sandbox."""
+    return load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": base_url, "AGENT_SERVER_MODEL": "m",
+                                             "AGENT_SERVER_API_KEY": "k", "AGENT_SERVER_SANDBOX": "off", **env})
+
+
 async def test_the_first_prompt_after_a_load_encoded_and_weighed_the_whole_history_again(tmp_path):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "a.txt").write_text("alpha\n" * 50)
     async with OfflineEndpoint() as endpoint:
-        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
-                                                   "AGENT_SERVER_SANDBOX": "off"})
-        store = SessionStore(tmp_path / "state")
-        first = AcpServer(config, store)
-        try:
-            sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
-            for n in range(3):
-                endpoint.push(tool_call_stream([(f"r{n}", "read", json.dumps({"path": "a.txt"}))]))
-                endpoint.push(text_stream(f"answer {n}"))
-                prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"read it {n}"}]}
-                assert (await answered(first, "session/prompt", prompt, 2 + n))["stopReason"] == "end_turn"
-        finally:
-            await first.aclose()
-        server = AcpServer(config, store)
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 3, 300)
+        server = AcpServer(_config(endpoint.base_url), store)
         try:
             await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
             session = server.host.sessions[sid]
@@ -93,11 +83,8 @@ async def test_a_prompt_sent_right_after_session_load_waited_for_the_network_lay
     workspace = tmp_path / "ws"
     workspace.mkdir()
     async with OfflineEndpoint([text_stream("hello")]) as endpoint:
-        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
-                                                   "AGENT_SERVER_SANDBOX": "off"})
         store = SessionStore(tmp_path / "state")
-        first = AcpServer(config, store)
+        first = AcpServer(_config(endpoint.base_url), store)
         try:
             sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
             prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
@@ -132,11 +119,8 @@ async def _served_session(endpoint, tmp_path, turns: int, size: int) -> tuple[Se
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "a.txt").write_text("".join(f"line {i} of the file\n" for i in range(size // 20)))
-    config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                               "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
-                                               "AGENT_SERVER_SANDBOX": "off"})
     store = SessionStore(tmp_path / "state")
-    first = AcpServer(config, store)
+    first = AcpServer(_config(endpoint.base_url), store)
     try:
         sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
         for n in range(turns):
@@ -162,10 +146,7 @@ async def test_the_first_prompt_after_a_load_made_its_http_client_and_its_connec
     async with _CountingEndpoint() as endpoint:
         store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 400)
         served = endpoint.accepted
-        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
-                                                   "AGENT_SERVER_SANDBOX": "off"})
-        server = AcpServer(config, store)
+        server = AcpServer(_config(endpoint.base_url), store)
         try:
             server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
             ctx = RequestContext(9, "session/load")
@@ -203,10 +184,7 @@ async def test_the_first_compaction_after_a_load_encoded_its_summary_request_on_
     async with OfflineEndpoint() as endpoint:
         store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 8_000)
         before = len(endpoint.requests)
-        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
-                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
-                                                   "AGENT_SERVER_SANDBOX": "off", "AGENT_SERVER_CONTEXT_WINDOW": "12000"})
-        server = AcpServer(config, store)
+        server = AcpServer(_config(endpoint.base_url, AGENT_SERVER_CONTEXT_WINDOW="12000"), store)
         try:
             await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
             await asyncio.wait([server.host.sessions[sid].requests.rendering])  # the load's worker is done
