@@ -4,7 +4,7 @@
 // Several checks share one scenario (one code-server run for all: the suite's time budget).
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { panel, runCommand } from "./workbench.mjs";
+import { panel, runCommand, until } from "./workbench.mjs";
 
 const T = 60_000 * Number(process.env.AGENT_SERVER_TEST_HANG_SCALE || 1); // a hang guard: tests/support/timeouts.py
 
@@ -28,16 +28,6 @@ function loginRunning(command) {
     }
   }
   return false;
-}
-
-/** Waits until `check()` is true (a process appearing: polls /proc), at most `ms`. */
-async function until(check, ms) {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return true;
 }
 
 /** `h`: the runner's helpers ({config, shot, promptInPanel, waitIdle}). */

@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll } from "./workbench.mjs";
+import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll, until } from "./workbench.mjs";
 import { panelScenarios } from "./panel-scenarios.mjs";
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -133,16 +133,6 @@ async function pageFor(s) {
   }
   await page.bringToFront();
   return page;
-}
-
-/** Waits until `check()` is true (a process appearing or going): polls /proc, at most `ms`. */
-async function until(check, ms) {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return true;
 }
 
 const scenarios = {

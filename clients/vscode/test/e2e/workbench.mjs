@@ -167,6 +167,16 @@ export async function stopAll(...children) {
   return (await Promise.all(children.map((c) => stopGroup(c)))).every(Boolean);
 }
 
+/** Waits until `check()` is true (a process appearing or going: polls /proc), at most `ms`; false if not. */
+export async function until(check, ms) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
+}
+
 /** The panel's webview document (two nested iframes in the workbench). */
 export function panel(page) {
   return page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame");
