@@ -324,7 +324,7 @@ function push(s: ChatState, item: NewItem): Item {
   }
   s.items.splice(tail(s), 0, full);
   s.openText = full.type === "agent" || full.type === "thought" || full.type === "user" ? full.id : undefined;
-  // the agent's next card ends the message it streamed (text after it in the same message reopens it)
+  // the agent's next card ends the message it streamed (text after it in the same message goes below it)
   if (full.type === "tool" || full.type === "permission" || full.type === "proposal") s.streamingMessage = undefined;
   return full;
 }
@@ -338,7 +338,10 @@ export function isStreaming(s: ChatState, item: Item): boolean {
 
 /**
  * A chunk of the message `messageId` (ACP `ContentChunk.messageId`): it joins that message's block
- * wherever it is, else starts one (above queued prompts). The last blocks are searched first.
+ * whatever was drawn below it meanwhile — a slash command's answer, a notice, a prompt —, else starts
+ * one (above queued prompts). An agent's card drawn after the block (a tool call, a question, a
+ * proposal: an agent that interleaves them in one message) ends it: the message goes on below the card,
+ * in reading order. The last items are searched first.
  */
 function appendMessage(s: ChatState, type: "agent" | "thought", text: string, messageId: string): void {
   const key = `${s.currentSession ?? ""}/${messageId}`;
@@ -346,6 +349,7 @@ function appendMessage(s: ChatState, type: "agent" | "thought", text: string, me
   for (let k = s.items.length - 1; k >= 0; k--) { // the streaming message is one of the last items
     const i = s.items[k]!;
     if (i.type === type && i.messageId === key) { item = i; break; }
+    if (i.type === "tool" || i.type === "permission" || i.type === "proposal") break;
   }
   if (item) {
     (item as { text: string }).text += text;

@@ -199,6 +199,23 @@ describe("the chat fold", () => {
     expect(s.items.some((i) => isStreaming(s, i))).toBe(false);
   });
 
+  it("an agent that interleaves text and tool calls in one message: the text after a card goes below it, in reading order", () => {
+    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, messageId: "m1" } });
+    const s = run([
+      { kind: "user", text: "go" },
+      { kind: "turn-start", text: "go" },
+      chunk("I'll read a.py."),
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "t1", title: "Read a.py", kind: "read", status: "completed" } },
+      chunk("It says "),
+      { kind: "notice", level: "info", text: "a notice of the panel" },
+      chunk("x = 1."),
+    ]);
+    expect(s.items.map((i) => (i.type === "tool" ? "tool" : `${i.type}:${(i as { text: string }).text}`))).toEqual([
+      "user:go", "agent:I'll read a.py.", "tool", "agent:It says x = 1.", "notice:a notice of the panel",
+    ]);
+    expect(isStreaming(s, s.items[3]!)).toBe(true);
+  });
+
   it("a retried request keeps its step's messageId: its answer follows the retry notice, not glued to the failed try's text", () => {
     const chunk = (t: string, meta?: object): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(meta ? { _meta: meta } : { messageId: "msg-3" }) } });
     const s = run([
