@@ -45,7 +45,7 @@ export function noSessionAnswer(text: string): string | undefined {
   if (!m || m[1] === "init") return undefined;
   const name = m[1]!;
   if (name === "undo" || name === "redo") return `Nothing to ${name}: no session is open here, so no agent turn has changed files yet.`;
-  if (name === "mode" || name === "model") return `No session is open yet: choose the ${name} with the picker above the prompt; it applies to the session your first prompt starts.`;
+  if (name === "mode" || name === "model") return `No session is open yet: choose the ${name} with its picker at the top of the panel; it applies to the session your first prompt starts.`;
   return `No session is open yet: /${name} needs one. Your first prompt starts a session (or open one: Agent: Open Session…).`;
 }
 

@@ -108,7 +108,7 @@ describe("the agent panel", () => {
     panel.send({ type: "prompt", text: "/usage" });
     await panel.until("the answers", (s) => s.items.length === 3);
     expect(panel.state().items.map((i) => (i as { text: string }).text)).toEqual([
-      expect.stringMatching(/^Nothing to undo/), expect.stringMatching(/choose the mode with the picker/), expect.stringMatching(/\/usage needs one/),
+      expect.stringMatching(/^Nothing to undo/), expect.stringMatching(/choose the mode with its picker at the top of the panel/), expect.stringMatching(/\/usage needs one/),
     ]);
     expect(panel.state().currentSession).toBeUndefined();
     expect(panel.agentLog()).not.toContain("session/new");
