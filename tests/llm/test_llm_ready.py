@@ -209,3 +209,39 @@ async def test_a_request_that_cannot_connect_never_awaits_ready():
         assert raised.value.code == "NETWORK" and held.count == 0
     finally:
         await client.aclose()
+
+
+async def test_over_tls_the_request_waited_for_the_prompt_s_fsync_before_its_first_byte_left(tmp_path, monkeypatch):
+    """The same over an https endpoint (a real TLS endpoint on 127.0.0.1): while ``ready`` is held
+    the server has decrypted the head and all of the body but its last byte; a ``ready`` that
+    raises leaves it no whole request."""
+    from support.tls import TLSEndpoint
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = TLSEndpoint(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(endpoint.ca_file))
+    async with endpoint:
+        client = ChatClient(endpoint.url(), "sk-test")
+        try:
+            for outcome in ("released", "failed"):
+                held = Held()
+                task = asyncio.create_task(_drain(client, BODY, ready=held))
+                await asyncio.wait_for(held.awaited.wait(), 10)
+                record = endpoint.connections[-1] if endpoint.connections else None
+                while record is None or record["received"].partition(b"\r\n\r\n")[2] != BODY[:-1]:
+                    endpoint.arrived.clear()
+                    await asyncio.wait_for(endpoint.arrived.wait(), 10)
+                    record = endpoint.connections[-1]
+                if outcome == "released":
+                    held.release()
+                    assert _text(await asyncio.wait_for(task, 10)) == "hi"
+                    assert record["received"].partition(b"\r\n\r\n")[2] == BODY
+                else:
+                    held.fail(DiskFull("no space left on device"))
+                    with pytest.raises(DiskFull):
+                        await asyncio.wait_for(task, 10)
+                    await asyncio.wait_for(record["done"].wait(), 10)  # closed by the client
+                    assert record["received"].partition(b"\r\n\r\n")[2] == BODY[:-1]
+        finally:
+            await client.aclose()

@@ -32,6 +32,7 @@ class TLSEndpoint:
         self.close_first = close_first
         self.connections: list[dict[str, Any]] = []
         self.accepted = asyncio.Event()
+        self.arrived = asyncio.Event()  # set at each chunk received, on any connection
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
 
@@ -65,6 +66,7 @@ class TLSEndpoint:
                 if not chunk:
                     return
                 record["received"] += chunk
+                self.arrived.set()
                 head, _, rest = record["received"].partition(b"\r\n\r\n")
                 fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
                 if 0 <= int(fields.get(b"Content-Length", b"-1")) <= len(rest):
