@@ -431,9 +431,15 @@ async def test_editor_configuration_in_the_workspace_is_read_only_to_a_confined_
 
 async def test_two_commands_at_once_share_a_placeholder_and_the_last_removes_it(box):
     ws, *_ = box
-    slow = asyncio.ensure_future(run(box, "sleep 1.5; mkdir .zed; echo zed=$?"))
-    await asyncio.sleep(0.5)
-    fast = await run(box, "test -d .zed && echo held")
+    slow = asyncio.ensure_future(run(box, "touch started; while [ ! -e go ]; do sleep 0.02; done; mkdir .zed; "
+                                          "echo zed=$?"))
+    while not (ws / "started").exists():  # the slow one runs (its placeholders are made before it starts)
+        assert not slow.done(), slow.result().text
+        await asyncio.sleep(0.01)
+    try:
+        fast = await run(box, "test -d .zed && echo held")
+    finally:
+        (ws / "go").touch()
     assert "held" in fast.text  # the placeholder, seen read-only while the slow one runs
     res = await slow
     assert "zed=0" not in res.text, res.text
