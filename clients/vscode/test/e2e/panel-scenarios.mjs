@@ -79,13 +79,13 @@ export function panelScenarios(h) {
       });
       // Show Server Log: the output channel is shown
       await empty.locator("button.show-log").click();
-      const log = await page.locator('.part.panel .monaco-editor[data-uri^="output:"], .part.panel .output-view, .part.panel [id="workbench.panel.output"]').first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const log = await page.locator('.part.panel .monaco-editor[data-uri^="output:"], .part.panel .output-view, .part.panel [id="workbench.panel.output"]').first().waitFor({ timeout: T }).then(() => true, () => false);
       // Open Settings: the settings editor, on our settings
       await empty.locator("button.open-settings").click();
-      const settings = await page.locator(".settings-editor").first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const settings = await page.locator(".settings-editor").first().waitFor({ timeout: T }).then(() => true, () => false);
       // newcomer finding F8: where path, baseUrl and model live (the user's settings), the endpoint shown
       const baseUrlRow = page.locator('.settings-editor [data-key="agentServer.baseUrl"]').first();
-      const endpointShown = await baseUrlRow.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const endpointShown = await baseUrlRow.waitFor({ timeout: T }).then(() => true, () => false);
       const settingsShown = {
         endpointShown,
         endpointValue: endpointShown ? await baseUrlRow.locator("input").first().inputValue({ timeout: 5000 }).catch(() => null) : null,
@@ -96,17 +96,17 @@ export function panelScenarios(h) {
       await closeSettings(page);
       // Set API Key: the hidden input box (dismissed: nothing stored)
       await empty.locator("button.set-api-key").click();
-      const keyBox = await page.locator('.quick-input-widget input[type="password"]').waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const keyBox = await page.locator('.quick-input-widget input[type="password"]').waitFor({ timeout: T }).then(() => true, () => false);
       await page.keyboard.press("Escape");
       // Sign in: `agent-server login` in a terminal (closed again: nothing signed in)
       await empty.locator("button.sign-in").click();
-      const terminal = await page.locator('.part.panel [aria-label*="agent-server login"], .part.panel .terminal-tabs-entry:has-text("agent-server login"), .part.panel .title-label:has-text("agent-server login")').first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const terminal = await page.locator('.part.panel [aria-label*="agent-server login"], .part.panel .terminal-tabs-entry:has-text("agent-server login"), .part.panel .title-label:has-text("agent-server login")').first().waitFor({ timeout: T }).then(() => true, () => false);
       // newcomer finding F11: Ctrl-C in the login terminal once the login runs — no error toast, the panel says so
-      const loginRan = await until(() => loginRunning(config.settings["agentServer.path"]), 30_000);
+      const loginRan = await until(() => loginRunning(config.settings["agentServer.path"]), T);
       await page.locator(".part.panel .xterm").first().click();
       await page.keyboard.press("Control+c");
       const notSigned = p.locator(".notice", { hasText: "Not signed in" }).last();
-      const said = await notSigned.waitFor({ timeout: 15_000 }).then(() => notSigned.textContent(), () => null);
+      const said = await notSigned.waitFor({ timeout: T }).then(() => notSigned.textContent(), () => null);
       const exitToasts = await page.locator(".notifications-toasts .notification-toast", { hasText: "terminated with exit code" }).count();
       await shot(page, "login-cancelled");
       if (loginRunning(config.settings["agentServer.path"])) await runCommand(page, "Terminal: Kill the Active Terminal Instance").catch(() => {});
@@ -122,7 +122,7 @@ export function panelScenarios(h) {
       // the mode picked on the empty panel, before the first prompt: the session that prompt makes has it
       await p.locator('button.picker-mode[data-value="workspace-write"]').waitFor({ timeout: T });
       await p.locator("button.picker-mode").click();
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: s.pickMode }).first().click({ timeout: 15_000 });
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: s.pickMode }).first().click({ timeout: T });
       const modeBeforePrompt = await p.locator(`button.picker-mode[data-value="${s.pickModeId}"]`).waitFor({ timeout: T }).then(() => true, () => false);
       await promptInPanel(page, s.prompt);
       const notice = panel(page).locator('.notice[data-error-kind="auth"]').last();
@@ -147,20 +147,20 @@ export function panelScenarios(h) {
       // the New Session shortcut (Ctrl+Alt+N) from the editor area
       await page.locator(".part.editor").click({ position: { x: 200, y: 200 } });
       await page.keyboard.press("Control+Alt+N");
-      const shortcutNew = await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: 10_000 }).then(() => true, () => false);
+      const shortcutNew = await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).then(() => true, () => false);
       if (!shortcutNew) await p.locator("button.new-session").click();
       // the mode and model pickers are QuickPicks; full access is confirmed first (cancelled here)
       await p.locator("button.picker-model").waitFor({ timeout: T }).catch(() => {});
       let modelQuickPick = false;
       if ((await p.locator("button.picker-model").count()) > 0) {
         await p.locator("button.picker-model").click();
-        modelQuickPick = await page.locator(".quick-input-list .monaco-list-row", { hasText: "offline-model" }).first().waitFor({ timeout: 15_000 }).then(() => true, () => false);
+        modelQuickPick = await page.locator(".quick-input-list .monaco-list-row", { hasText: "offline-model" }).first().waitFor({ timeout: T }).then(() => true, () => false);
         await page.keyboard.press("Escape");
       }
       await p.locator("button.picker-mode").click();
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: "Full access" }).first().click({ timeout: 15_000 });
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "Full access" }).first().click({ timeout: T });
       const dialog = page.locator(".monaco-dialog-box", { hasText: "no sandbox" });
-      const fullAccessConfirm = await dialog.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const fullAccessConfirm = await dialog.waitFor({ timeout: T }).then(() => true, () => false);
       if (fullAccessConfirm) await dialog.locator(".monaco-button", { hasText: "Cancel" }).click();
       const modeAfter = await p.locator("button.picker-mode").getAttribute("data-value");
       const pickers = { modelQuickPick, fullAccessConfirm, modeAfter };
@@ -203,7 +203,7 @@ export function panelScenarios(h) {
         items: [...t.querySelectorAll(".item")].filter((i) => i.scrollWidth > i.clientWidth + 1).length,
       }));
       // the created file opened on accept
-      const createdOpened = await page.locator(`.tab[aria-label^="${s.newFile}"]`).first().waitFor({ timeout: 10_000 }).then(() => true, () => false);
+      const createdOpened = await page.locator(`.tab[aria-label^="${s.newFile}"]`).first().waitFor({ timeout: T }).then(() => true, () => false);
       // the read card opens app.py at line 3
       await p.locator(".tool.kind-read a.tool-title").last().click();
       await page.locator(`.editor-group-container.active .tab.active[aria-label^="${s.readFile}"]`).waitFor({ timeout: T });

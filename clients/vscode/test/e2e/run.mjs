@@ -27,7 +27,7 @@ async function quickOpen(page, name, path) {
   const input = page.locator(".quick-input-widget input");
   await input.waitFor();
   await input.fill(path ?? name);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 20_000 });
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: T });
   await page.keyboard.press("Enter");
   await page.locator(`.editor-group-container.active .tab.active[aria-label^="${name}"]`).waitFor({ timeout: T });
   await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
@@ -219,7 +219,7 @@ const scenarios = {
     await page.keyboard.type(s.typed);
     // stale said at once: the card says so before anything is clicked, and asks the agent again
     const staleCard = panel(page).locator('.proposal[data-stale="true"]').last();
-    const staleAtOnce = await staleCard.waitFor({ timeout: 10_000 }).then(() => true, () => false);
+    const staleAtOnce = await staleCard.waitFor({ timeout: T }).then(() => true, () => false);
     await shot(page, "stale-at-once");
     if (staleAtOnce) await staleCard.locator("button.ask-again").click();
     else await panel(page).locator(".proposal button.accept-all").last().click(); // as before: Accept is answered stale
@@ -236,7 +236,7 @@ const scenarios = {
       await waitDiff(page);
       unlinkSync(join(config.workspace, s.goneFile));
       const goneCard = panel(page).locator('.proposal[data-stale="true"]', { hasText: s.goneFile }).last();
-      const goneStaleAtOnce = await goneCard.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+      const goneStaleAtOnce = await goneCard.waitFor({ timeout: T }).then(() => true, () => false);
       await shot(page, "deleted-file-stale");
       await titleAction(page, "Accept All");
       await panel(page).locator('.proposal[data-outcome="stale"]', { hasText: s.goneFile }).first().waitFor({ timeout: T });
@@ -477,7 +477,7 @@ const scenarios = {
     const lastShown = await p.locator(".agent", { hasText: s.answer }).count() > 0;
     await transcript.evaluate((t) => { t.scrollTop = 0; });
     const first = p.locator(".agent", { hasText: s.first }).first();
-    const firstShownAfterScroll = await first.waitFor({ timeout: 10_000 }).then(() => true, () => false);
+    const firstShownAfterScroll = await first.waitFor({ timeout: T }).then(() => true, () => false);
     const scrolled = await measure();
     await transcript.evaluate((t) => { t.scrollTop = t.scrollHeight; });
     return { ...after, toolCards, lastShown, firstShownAfterScroll, mdRendersAfterScroll: scrolled.mdRenders };
@@ -621,7 +621,7 @@ const scenarios = {
       await panel(page).locator(".notice", { hasText: "another agent-server process holds it" }).first().waitFor({ state: "detached", timeout: T });
       await panel(page).locator(".item.user", { hasText: s.prompt }).first().waitFor({ timeout: T });
       await waitIdle(page);
-      const released = await other.stderrHas(`released session ${held.sessionId}`, 10_000);
+      const released = await other.stderrHas(`released session ${held.sessionId}`, T);
       takeOver = { buttons, released, sameSession: true };
     } finally {
       await other.stop();
@@ -648,7 +648,7 @@ const scenarios = {
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
     const reopened = panel(page).locator(".notice", { hasText: "The window was reloaded" }).last();
-    const said = await reopened.waitFor({ timeout: 10_000 }).then(() => reopened.textContent(), () => null);
+    const said = await reopened.waitFor({ timeout: T }).then(() => reopened.textContent(), () => null);
     await shot(page, "reload-reopened");
     const proposalTabs = await proposalTab.count();
     const brokenEditors = await page.locator(".editor-group-container", { hasText: "could not be opened" }).count();
