@@ -214,6 +214,24 @@ def test_checkhealth_is_ok_with_the_server_installed(make_editor):
     assert "ERROR" not in report
 
 
+def test_checkhealth_said_configuration_ok_on_a_first_run_with_no_model_set_up(make_editor, endpoint):
+    """The first-run path: with nothing configured ``:checkhealth agent_server`` showed "OK
+    configuration OK: … model '(none)'" and no error, while the first prompt could not be sent. It
+    says what is missing and how to set it up here; with a model it names the model, the endpoint
+    and where the key comes from (never the key)."""
+    ed = make_editor(env={"AGENT_SERVER_BASE_URL": "", "AGENT_SERVER_API_KEY": "", "AGENT_SERVER_MODEL": ""})
+    ed.cmd("checkhealth agent_server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "ERROR no model endpoint is set up (profile 'custom' has no base URL): a prompt cannot be sent yet" in report
+    assert ":AgentLogin signs in" in report and "AGENT_SERVER_BASE_URL" in report, report
+    assert "configuration OK" not in report and "'(none)'" not in report, report
+    set_up = make_editor()
+    set_up.cmd("checkhealth agent_server")
+    report = "\n".join(set_up.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert f"OK model test-model at {endpoint.base_url}; API key: from AGENT_SERVER_API_KEY" in report, report
+    assert "test-key" not in report and "ERROR" not in report, report
+
+
 def test_checkhealth_reports_an_error_without_the_server(make_editor, tmp_path):
     ed = make_editor(server_cmd=[str(tmp_path / "no-such-agent-server")])
     ed.cmd("checkhealth agent_server")

@@ -85,3 +85,27 @@ def test_the_ways_forward_were_asked_over_a_chat_not_yet_drawn_with_the_error(ma
     ed.wait("return #_G.screens > 0", what="the question")
     drawn = shown(ed.lua("return _G.screens")[0])
     assert "error:" in drawn and "Incorrect API key" in drawn, drawn
+
+
+def test_a_first_run_without_a_model_said_session_new_failed_authentication_required_in_the_chat(
+        make_editor, endpoint, workspace):
+    """The first-run path (nothing configured): the chat's one line read "agent-server: session/new
+    failed: Authentication required: no model endpoint configured … Sign in with `agent-server
+    login` (run it in a terminal, then sign in again or start a new session) …" — a method name,
+    the JSON-RPC code's name, and a way that is not this editor's. It says that the prompt was not
+    sent and why, names the editor's sign-in (the plugin runs the login: ``auth.terminal``) and the
+    ways to set a model up here; the prompt waits in the prompt area, the sign-in is offered."""
+    ed = make_editor(env={"AGENT_SERVER_BASE_URL": "", "AGENT_SERVER_API_KEY": "", "AGENT_SERVER_MODEL": ""})
+    ed.choose()  # the way forward dismissed
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('hello')")
+    ed.lua("require('agent_server').send_typed()")
+    question = picked(ed)
+    assert [i["id"] for i in question["items"]] == ["sign-in", "api-key", "log", "cancel"], question
+    chat = ed.chat()
+    assert "session/new" not in chat and "Authentication required" not in chat, chat
+    assert "run it in a terminal, then" not in chat and "(the editor's sign-in runs it)" in chat, chat
+    assert "Not sent: could not start a session: no model endpoint configured" in chat, chat
+    assert "No model is set up for this Neovim's server yet" in chat and ":AgentLogin" in chat, chat
+    assert ed.lua("return require('agent_server.transcript').prompt_text()") == "hello"
+    assert not endpoint.requests

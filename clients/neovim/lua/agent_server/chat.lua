@@ -583,6 +583,11 @@ local function draw_prompt(blocks)
   ensure_section("agent")
 end
 
+local SIGN_IN = "`:AgentLogin` signs in (`agent-server login` in a "
+  .. "terminal), `:AgentSetKey` gives a key to this Neovim's server, or put it in `setup({ env = { "
+  .. "AGENT_SERVER_API_KEY = \"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`) and "
+  .. "`:AgentRestart`. See `:help agent-server-signin`._"
+
 -- A prompt's answer. Prompts overlap (a slash command typed while a turn waits for an edit
 -- proposal is answered at once; other prompts queue on the server): tool calls still open are
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
@@ -608,10 +613,7 @@ local function finish_turn(stop, err, blocks, kind)
     local low = err:lower()
     if kind == "auth" or low:find("http 401", 1, true) or low:find("http 403", 1, true)
         or low:find("api key", 1, true) or low:find("unauthorized", 1, true) then
-      add_lines({ "_The model endpoint refused the API key. `:AgentLogin` signs in (`agent-server login` in a "
-        .. "terminal), `:AgentSetKey` gives a key to this Neovim's server, or put it in `setup({ env = { "
-        .. "AGENT_SERVER_API_KEY = \"…\" } })` (or the provider's own variable, e.g. `DEEPSEEK_API_KEY`) and "
-        .. "`:AgentRestart`. See `:help agent-server-signin`._" })
+      add_lines({ "_The model endpoint refused the API key. " .. SIGN_IN })
     elseif kind == "connection" then
       add_lines({ "_The model endpoint could not be reached. `:AgentLog` shows the server's log, `:AgentRestart` "
         .. "restarts it; `:checkhealth agent_server` checks the set-up._" })
@@ -781,6 +783,9 @@ function M.handle(ev)
     set_header()
   elseif ev.type == "info" then
     M.say(ev.text, ev.level)
+  elseif ev.type == "failed" and ev.before_turn and ev.kind == "auth" then
+    -- no session could start (no key, no endpoint, no model: a first run): the ways to set it up here
+    add_lines({ "_No model is set up for this Neovim's server yet (your prompt waits below). " .. SIGN_IN })
   end
 end
 

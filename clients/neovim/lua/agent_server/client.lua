@@ -142,7 +142,13 @@ function M.new_session(cb)
     end
     state.rpc:request("session/new", { cwd = cwd(), mcpServers = {} }, function(e, result)
       if e then
-        return cb("session/new failed: " .. M.error_text(e), M.error_kind(e))
+        -- in words: no method name, and not the code's name ("Authentication required: "), which the
+        -- way forward (sign in) says better
+        local msg = M.error_text(e)
+        if e.code == -32000 then
+          msg = msg:gsub("^Authentication required: ", "")
+        end
+        return cb("could not start a session: " .. msg, M.error_kind(e))
       end
       state.session_id = result.sessionId
       after_session(result)
@@ -187,6 +193,9 @@ function M.ensure_server(cb)
     clientCapabilities = {
       fs = { readTextFile = true, writeTextFile = true },
       terminal = false,
+      -- the sign-in runs `<cmd> login` in a terminal (`:AgentLogin`, the way forward): the server's
+      -- words then name the editor's sign-in, not "run it in a terminal"
+      auth = { terminal = true },
       _meta = {
         terminal_output = true, -- a shell command's live output (display only: docs/protocol.md)
         agentServer = {
@@ -256,8 +265,8 @@ function M.prompt(blocks, cb)
   M.ensure(function(err, kind)
     if err then
       state.turns = math.max(0, state.turns - 1)
-      emit({ type = "info", text = "agent-server: " .. err, level = "error" })
-      emit({ type = "failed", error = err, kind = kind, prompt = blocks })
+      emit({ type = "info", text = "Not sent: " .. err, level = "error" })
+      emit({ type = "failed", error = err, kind = kind, prompt = blocks, before_turn = true })
       return cb(err)
     end
     local r, sid = state.rpc, state.session_id

@@ -58,12 +58,18 @@ function M.check()
   if cmd then
     -- the configuration as the server reads it (its file and environment): an error is shown here
     -- rather than at the first prompt
-    local argv = vim.list_extend(vim.deepcopy(cmd), { "--check-config" })
+    local argv = vim.list_extend(vim.deepcopy(cmd), { "--check-config", "--json" })
     local ok, res = pcall(function()
       return vim.system(argv, { text = true, env = config.get().env }):wait(20000)
     end)
+    local parsed, read = false, nil
+    if ok and res.code == 0 then
+      parsed, read = pcall(vim.json.decode, res.stdout or "", { luanil = { object = true, array = true } })
+    end
     if not ok then
       health.error("'" .. table.concat(argv, " ") .. "' could not run: " .. tostring(res))
+    elseif res.code == 0 and parsed and type(read) == "table" then
+      M.model_setup(health, read)
     elseif res.code == 0 then
       health.ok(vim.trim(res.stdout or ""))
     elseif (res.stderr or ""):match("unknown argument") then
@@ -83,8 +89,37 @@ function M.check()
       health.warn(string.format("%d line(s) from the server were not JSON and were skipped", st.bad_lines))
     end
   else
-    health.info("no server running (it starts with the first :AgentAsk)")
+    health.info("no server running (it starts when the chat opens, or with any :Agent command)")
   end
+end
+
+local SET_UP = {
+  ":AgentLogin signs in: `agent-server login` asks for the provider, the API key and the model, and keeps them",
+  "or give them to this Neovim's server: require('agent_server').setup({ env = { AGENT_SERVER_BASE_URL = "
+    .. "\"https://…\", AGENT_SERVER_MODEL = \"…\", AGENT_SERVER_API_KEY = \"…\" } }) (:AgentSetKey for the key alone)",
+}
+
+--- What `--check-config --json` says of the model set-up (`read`), as a first prompt needs it: an
+--- endpoint, a model, a key where the profile needs one (its source named, never its value).
+function M.model_setup(health, read)
+  local profile = tostring(read.profile or "?")
+  local where = type(read.source) == "string" and ("config file " .. read.source)
+    or "no config file (defaults and the environment)"
+  health.ok(string.format("configuration read: %s; profile '%s'", where, profile))
+  local missing
+  if type(read.baseUrl) ~= "string" or read.baseUrl == "" then
+    missing = string.format("no model endpoint is set up (profile '%s' has no base URL)", profile)
+  elseif type(read.model) ~= "string" or read.model == "" then
+    missing = string.format("no model is set up for profile '%s'", profile)
+  elseif read.keyRequired == true and type(read.keySource) ~= "string" then
+    missing = string.format("profile '%s' needs an API key and none is set (%s)", profile,
+      tostring(read.keyVariable or "AGENT_SERVER_API_KEY"))
+  end
+  if missing then
+    return health.error(missing .. ": a prompt cannot be sent yet", SET_UP)
+  end
+  health.ok(string.format("model %s at %s; API key: %s", read.model, read.baseUrl,
+    type(read.keySource) == "string" and ("from " .. read.keySource) or "none needed"))
 end
 
 return M
