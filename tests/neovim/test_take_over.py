@@ -228,3 +228,21 @@ def test_agent_mode_after_a_take_over_said_only_the_raw_unknown_session_error(
     assert not any("unknown session" in n for n in notes), notes
     assert any(f"session {sid} is no longer open here" in n for n in notes), notes
     assert one.lua("return require('agent_server.client').state.session_id") is None
+
+
+def test_a_load_or_a_copy_that_failed_said_its_acp_method_name_in_neovim(make_editor, endpoint, workspace):
+    """The class of N4: a load or a copy that failed for another reason than a holder (no such
+    session) said "session/load failed: …" / "session/fork failed: …" — the wire's method names.
+    They say what could not be done, in words."""
+    ed = make_editor()
+    ed.lua("_G.notes = {}; vim.notify = function(msg) table.insert(_G.notes, msg) end")
+    ed.lua("require('agent_server').load('no-such-session')")
+    ed.wait("return #_G.notes > 0", what="the load's failure said")
+    ed.lua("require('agent_server').load('no-such-session', 'copy')")
+    ed.wait("return #_G.notes > 1", what="the copy's failure said")
+    notes, chat = ed.lua("return _G.notes"), ed.chat()
+    for said in (*notes, chat):
+        assert "session/load" not in said and "session/fork" not in said, said
+    assert notes[0].startswith("agent-server: could not load session no-such-session: "), notes
+    assert notes[1].startswith("agent-server: could not open a copy of session no-such-session: "), notes
+    assert "could not open a copy of session no-such-session" in chat, chat

@@ -422,7 +422,7 @@ function M.load_session(id, cb, opts)
         local msg = M.error_text(e)
         local busy = M.session_busy(e)
         emit({ type = "session", id = id, refused = msg, busy = busy, current = state.session_id })
-        return cb("session/load failed: " .. msg, busy)
+        return cb(string.format("could not load session %s: %s", id, msg), busy)
       end
       state.session_id = id
       after_session(result or {})
@@ -441,10 +441,10 @@ function M.fork_session(id, cb)
     end
     state.rpc:request("session/fork", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
       if e then
-        return cb("session/fork failed: " .. M.error_text(e))
+        return cb(string.format("could not open a copy of session %s: %s", id, M.error_text(e)))
       end
       if type(result) ~= "table" or type(result.sessionId) ~= "string" then
-        return cb("session/fork answered no sessionId")
+        return cb(string.format("could not open a copy of session %s: the server answered no session id", id))
       end
       cb(nil, result.sessionId)
     end)
