@@ -71,14 +71,17 @@ def _children(pid: int) -> list[int]:
 
 
 async def test_concurrent_launcher_calls_each_get_their_own_pid_namespace_and_fresh_proc(shell):
-    command = "echo pid=$$; sleep 0.5; ls /proc | grep -cE '^[0-9]+$'"
+    command = "echo pid=$$; while [ ! -e go ]; do sleep 0.02; done; ls /proc | grep -cE '^[0-9]+$'"  # both at once
     first = asyncio.ensure_future(shell(command))
     second = asyncio.ensure_future(shell(command))
     deadline = time.monotonic() + HANG
-    while len(_children(shell_spawn.launcher_pid() or -1)) < 2 and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    zygote = shell_spawn.launcher_pid()
-    assert zygote is not None and len(_children(zygote)) == 2, "both calls run as children of the launcher"
+    try:
+        while len(_children(shell_spawn.launcher_pid() or -1)) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        zygote = shell_spawn.launcher_pid()
+        assert zygote is not None and len(_children(zygote)) == 2, "both calls run as children of the launcher"
+    finally:
+        (shell.ws / "go").touch()
     results = await asyncio.gather(first, second)
     for res in results:
         assert res.meta["exit_code"] == 0, res.text
@@ -101,9 +104,14 @@ async def test_masks_are_applied_per_call_and_the_exact_allowed_command_alone_se
 
 
 async def test_a_launched_command_inherits_no_socket_and_no_other_calls_pipe(shell):
-    other = asyncio.ensure_future(shell("sleep 1"))  # its status and output pipes are open in the launcher
-    await asyncio.sleep(0.2)
-    res = await shell("find /proc/$$/fd -mindepth 1 -printf '%f %l\\n'; true")  # the shell's own
+    other = asyncio.ensure_future(shell("touch started; while [ ! -e go ]; do sleep 0.02; done"))
+    while not (shell.ws / "started").exists():  # it runs: its status and output pipes are open in the launcher
+        assert not other.done(), other.result().text
+        await asyncio.sleep(0.01)
+    try:
+        res = await shell("find /proc/$$/fd -mindepth 1 -printf '%f %l\\n'; true")  # the shell's own
+    finally:
+        (shell.ws / "go").touch()
     await other
     fds = dict(line.split(" ", 1) for line in res.text.splitlines()[:-1] if " " in line)
     assert "socket:" not in res.text, res.text
