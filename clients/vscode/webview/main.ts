@@ -62,7 +62,7 @@ const NOTICE_ICONS: Record<string, string> = { error: "error", warning: "warning
 const app = document.getElementById("app")!;
 const header = el("div", "header");
 // one way to pick a session: the searchable QuickPick (titles, when each was last used; Agent: Open Session…)
-const sessionButton = button("New session", "picker session-picker", () => send({ type: "pickSession" }), "Sessions of this workspace (click or Enter: search and open one)", "history");
+const sessionButton = button("New session", "session-picker", () => send({ type: "pickSession" }), "Sessions of this workspace (click or Enter: search and open one)", "history");
 sessionButton.append(icon("chevron-down"));
 const newButton = button("New", "new-session", () => send({ type: "newSession" }), "Agent: New Session", "add");
 const pickers = el("div", "pickers");
