@@ -25,11 +25,20 @@
 ;; the user picks "Allow once" in eglot's prompt for window/showMessageRequest
 (advice-add 'completing-read :around
             (lambda (orig prompt collection &rest args)
-              (if (not (string-match-p "\\[eglot\\] Server reports" prompt))
-                  (apply orig prompt collection args)
+              (cond
+               ((string-prefix-p "Ask the agent" prompt)
+                ;; what TAB offers after "/", "/u", "/mo" (the README's `agent-server-ask')
+                (push `(completions . ((slash . ,(vconcat (all-completions "/" collection)))
+                                       (u . ,(vconcat (all-completions "/u" collection)))
+                                       (mo . ,(vconcat (all-completions "/mo" collection)))))
+                      drv-result)
+                "/usage")
+               ((not (string-match-p "\\[eglot\\] Server reports" prompt))
+                (apply orig prompt collection args))
+               (t
                 (push `((prompt . ,(substring-no-properties prompt)) (items . ,(vconcat collection)))
                       drv-questions)
-                "Allow once")))
+                "Allow once"))))
 (advice-add 'message :after
             (lambda (fmt &rest args)
               (when (and fmt (string-prefix-p "agent-server" fmt))
@@ -62,6 +71,16 @@
           (push `(buffer . ,(buffer-string)) drv-result)
           (save-buffer))
         (push '(saved . t) drv-result)
+        ;; M-x agent-server-ask: the prompt completes the slash commands; /usage runs as the command
+        (with-current-buffer file
+          (let ((ended (length (seq-filter (lambda (m) (string-match-p "turn ended" m)) drv-messages))))
+            (call-interactively #'agent-server-ask)
+            (push `(command_ended . ,(and (drv-wait (lambda () (> (length (seq-filter (lambda (m) (string-match-p "turn ended" m))
+                                                                                       drv-messages))
+                                                                   ended))
+                                                    30)
+                                          t))
+                  drv-result)))
         ;; the user stops the server from the file's buffer (M-x eglot-shutdown); it exits cleanly
         (with-current-buffer file
           (let ((server (eglot-current-server)))

@@ -40,7 +40,8 @@ def readme_eglot_snippet() -> str:
 async def test_eglot_in_real_emacs_answers_the_permission_questions_and_saves_the_agents_edit(
         endpoint, workspace, agent_env, agent_state_dir, tmp_path):
     """Issue 29: eglot could not edit or approve anything (questions were gated on a capability eglot
-    does not send), and the README's ``agent-server-ask`` failed outside an eglot buffer."""
+    does not send), and the README's ``agent-server-ask`` failed outside an eglot buffer. And
+    ``agent-server-ask``'s prompt completed no slash command (they are listed by ``agentServer.commands``)."""
     binary = emacs()
     path = workspace / "app.py"
     path.write_bytes("# 🎉 greet\nprint(mgs)\n".encode())
@@ -81,3 +82,8 @@ async def test_eglot_in_real_emacs_answers_the_permission_questions_and_saves_th
     assert path.read_bytes() == expect.encode()  # saved by Emacs: the exact bytes
     assert result["server_exited"] is True
     assert assert_replay_matches(agent_state_dir, endpoint.requests) == 4
+    # M-x agent-server-ask: TAB completes the slash commands (agentServer.commands); /usage runs as one
+    from agent_server.host import commands
+    every = ["/" + c["name"] for c in commands.COMMANDS]
+    assert result["completions"] == {"slash": every, "u": ["/usage", "/undo"], "mo": ["/mode", "/model"]}, result
+    assert result["command_ended"] is True and len(endpoint.requests) == 4  # the command never reached the model
