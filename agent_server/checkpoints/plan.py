@@ -11,9 +11,10 @@ path, before, after, source}``, ``before``/``after`` a ``FileState`` JSON or ``n
 Must never: read anything but the events (no disk, no clock): executing a plan is the caller's.
 
 Rules: ``/undo`` takes back the newest turn with changes that is not undone yet. A run *counts*
-(``done``) when it changed a file or the user declined none of its restores; one that changed no
-file because the user said no (Keep mine, a rejected proposal, no answer) is no undo: the turn stays
-the next ``/undo``'s. A counted undo makes the turn undone — for the files it changed; the others
+(``done``) when it changed a file or the user held back none of its restores; one that changed no
+file because the user said no (Keep mine, a rejected proposal, no answer) or changed the file while
+it ran (a keystroke during the review: stale; a save just before the write) is no undo: the turn
+stays the next ``/undo``'s. A counted undo makes the turn undone — for the files it changed; the others
 keep what they hold, and ``/undo`` again steps one more turn back. The files an undo changed
 accumulate over the runs of that turn (a run cut off by a crash counts as not done, its restores
 kept: ``checkpoint/restored``). ``/redo`` re-applies the turn the last counted ``/undo`` that changed
@@ -33,8 +34,11 @@ from agent_server.checkpoints.blobs import FileState
 
 #: What a restore's outcome starts with when it changed the file (``/undo`` and ``/redo`` alike).
 CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created it)")
-#: … and when the user said no to it (Keep mine, a rejected proposal, an unanswered question).
-DECLINED_OUTCOMES = ("kept the user's version", "not restored (the user rejected the restore in the editor")
+#: … and when the user held it back: said no (Keep mine, a rejected proposal, an unanswered
+#: question) or changed the file while the run ran (a keystroke during the review, a save).
+HELD_BACK_OUTCOMES = ("kept the user's version", "not restored (the user rejected the restore in the editor",
+                      "not restored (stale", "not restored (it changed on disk just now)",
+                      "not removed (it changed on disk just now)")
 #: The outcome of a file ``/redo`` leaves alone because the undo it redoes did not change it.
 LEFT_OUTCOME = "left as it is (the /undo did not change it)"
 
@@ -105,14 +109,14 @@ def file_changed(entry: dict[str, Any]) -> bool:
     return str(entry.get("outcome", "")).startswith(CHANGED_OUTCOMES)
 
 
-def file_declined(entry: dict[str, Any]) -> bool:
-    """Whether the user said no to this file's restore (Keep mine, rejected, no answer)."""
-    return str(entry.get("outcome", "")).startswith(DECLINED_OUTCOMES)
+def file_held_back(entry: dict[str, Any]) -> bool:
+    """Whether the user held this file's restore back (Keep mine, rejected, no answer, stale)."""
+    return str(entry.get("outcome", "")).startswith(HELD_BACK_OUTCOMES)
 
 
 def run_counts(files: Sequence[dict[str, Any]]) -> bool:
-    """A run counts unless it changed no file because the user said no to a restore."""
-    return any(file_changed(f) for f in files) or not any(file_declined(f) for f in files)
+    """A run counts unless it changed no file because the user held a restore back."""
+    return any(file_changed(f) for f in files) or not any(file_held_back(f) for f in files)
 
 
 def _files(data: dict[str, Any]) -> list[dict[str, Any]]:

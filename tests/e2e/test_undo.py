@@ -624,3 +624,38 @@ async def test_a_crash_between_the_undos_proposals_and_the_answers_lost_what_was
     assert (await second.prompt(sid, "what changed?")).stop_reason == "end_turn"
     users = [m["content"] for m in endpoint.requests[-1].json()["messages"] if m["role"] == "user"]
     assert sum("undid the file changes of turn 2: b.txt: restored" in str(u) for u in users) == 1
+
+
+async def test_an_undo_whose_restore_went_stale_counted_as_undone(acp_harness_factory, endpoint, workspace):
+    """The rest of the class of the fully rejected undo: the user typed into the buffer while the
+    undo's proposal was shown, the editor answered stale and nothing was restored — yet the turn
+    counted as undone and the next /undo said there was nothing left. Now it is no undo: /undo
+    again takes the same turn (the typed text makes it a question first)."""
+    path = workspace / "a.txt"
+    path.write_text("alpha\n")
+    editor = MemoryEditor({str(path): Buffer("alpha\n", version=1)})
+    asked = []
+
+    def answer(params):
+        asked.append(params["toolCall"]["title"])
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+    config = ClientConfig(permission=answer, read_text_file=editor.read,
+                          ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit}, agent_server_extension=True)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config)
+    endpoint.push(call("r", "read", path="a.txt"))
+    endpoint.push(call("e", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shout")).stop_reason == "end_turn"
+
+    def keystroke(ed, p):
+        buffer = ed.buffers[p]
+        buffer.text, buffer.version, buffer.dirty = "ALPHA, typed\n", buffer.version + 1, True
+        ed.before_apply = None
+
+    editor.before_apply = keystroke
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert "Nothing was undone: turn 1 is still the one /undo takes back" in text_of(h, sid)
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert asked == ["a.txt changed since the agent's edit"]  # the same turn, the typed text asked about
+    assert editor.buffers[str(path)].text == "ALPHA, typed\n"
