@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agent_server.checkpoints.blobs import BlobStore, FileState
 from agent_server.policy.sandbox.sandbox_notify import (LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps,
-                                                        read_unwatched)
+                                                        read_unlistened, read_unwatched)
 from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
@@ -188,19 +188,21 @@ class Checkpoints:
             await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
                              "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
-    async def _say_unwatched(self, reason: str) -> None:
+    async def _say_unwatched(self, reason: str, detail: str = "") -> None:
         """Tell the user at once, in the turn, once a session, that the sandbox could not watch for
-        other writers (``reason``: ``EMFILE``, ``ENOSPC``, ``OVERFLOW``), so /undo asks about every file a
-        shell command changes: logged ``checkpoint/unwatched``, replayed on load."""
+        other writers (``reason``: ``EMFILE``, ``ENOSPC``, ``OVERFLOW``) or record the command's own
+        writes at all (``UNLISTENED``, ``detail`` the error), so /undo asks about every file a shell
+        command changes: logged ``checkpoint/unwatched``, replayed on load."""
         if any(e.type == "checkpoint/unwatched" for e in self.log.events):
             return
+        data = {"turn": current_turn(self.log.events), "reason": reason, **({"detail": detail} if detail else {})}
         try:
-            self.log.append("checkpoint/unwatched", {"turn": current_turn(self.log.events), "reason": reason})
+            self.log.append("checkpoint/unwatched", data)
         except Exception:  # noqa: BLE001 - the log reports its own failures
             return
         if self.emit is not None:
             await self.emit({"sessionUpdate": "agent_message_chunk",
-                             "content": {"type": "text", "text": unwatched_text(reason)},
+                             "content": {"type": "text", "text": unwatched_text(reason, detail)},
                              "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _snapshot(self, repo: ShadowRepo | None) -> Snapshot | None:
@@ -245,10 +247,15 @@ class Checkpoints:
                            uncertain=not _named(path, written) or _written_meanwhile(path, stamps, started_ns)):
                 recorded.append(path)
         await self.say_changed(recorded)
-        if written is not None and recorded:
-            unwatched = read_unwatched(str(self.record_path))
-            if unwatched is not None:
-                await self._say_unwatched(unwatched)
+        if recorded:  # a blind watch, or no record at all although the command ran confined: said once
+            if written is not None:
+                unwatched = read_unwatched(str(self.record_path))
+                if unwatched is not None:
+                    await self._say_unwatched(unwatched)
+            else:
+                unlistened = read_unlistened(str(self.record_path))
+                if unlistened is not None:
+                    await self._say_unwatched("UNLISTENED", unlistened)
         self.calls += 1
         if self.calls % PRUNE_EVERY == 0:
             await asyncio.to_thread(prune_shadows, self.state_dir)
@@ -359,8 +366,16 @@ def nested_off_text(names: list[str]) -> str:
             "snapshot at once); changes elsewhere are.\n\n")
 
 
-def unwatched_text(reason: str) -> str:
-    """What the user reads when a shell command ran without a watch for other writers (``reason``)."""
+def unwatched_text(reason: str, detail: str = "") -> str:
+    """What the user reads when a shell command ran without a watch for other writers (``reason``),
+    or without a record of its own writes (``UNLISTENED``: ``detail`` says why)."""
+    if reason == "UNLISTENED":
+        return ("\n\n[agent-server] agent-server cannot record which files a shell command writes itself (the "
+                f"system refused the sandbox's seccomp listener: {detail or 'unknown'}; this happens inside another "
+                "sandbox or container that uses one, or on a Linux kernel older than 5.0). So it cannot tell your "
+                "own saves from the command's writes, and /undo will ask you about every file a shell command "
+                "changes instead of taking it back on its own (nothing of yours is replaced without your "
+                "answer).\n\n")
     why = {
         "ENOSPC": ("the system's limit of watched folders is reached (fs.inotify.max_user_watches); raise it, "
                    "e.g. `sudo sysctl fs.inotify.max_user_watches=524288`, or close some file watchers"),

@@ -304,7 +304,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "checkpoint/unwatched":
             from agent_server.checkpoints.recorder import unwatched_text
 
-            yield _notice(unwatched_text(str(data.get("reason", ""))))
+            yield _notice(unwatched_text(str(data.get("reason", "")), str(data.get("detail") or "")))
         elif kind == "checkpoint/nested":
             from agent_server.checkpoints.recorder import nested_off_text
 

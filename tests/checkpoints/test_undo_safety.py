@@ -9,8 +9,10 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from support.client_impl import ClientConfig
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -621,3 +623,49 @@ async def test_without_an_inotify_instance_every_shell_change_was_asked_about_at
     replayed = [u for u in history_updates(events, [str(workspace)])
                 if u["sessionUpdate"] == "agent_message_chunk" and "inotify" in u["content"]["text"]]
     assert [u["content"]["text"] for u in replayed] == [warned[0]["content"]["text"]]
+
+
+# A seccomp filter with a listener of its own on the server (inherited by its commands), as inside
+# another sandbox or container that uses one: the sandbox's own listener is refused (EBUSY).
+OTHER_LISTENER = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
+prog = [(0x20, 0, 0, 0), (0x15, 0, 1, 163), (0x06, 0, 0, 0x7FC00000), (0x06, 0, 0, 0x7FFF0000)]  # acct: notify
+raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+buf = ctypes.create_string_buffer(raw, len(raw))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+libc.syscall.restype = ctypes.c_long
+fd = libc.syscall(ctypes.c_long(317), ctypes.c_long(1), ctypes.c_long(1 << 3), ctypes.byref(fprog))
+assert fd >= 0, ctypes.get_errno()
+os.set_inheritable(fd, True)  # the listener stays open while the server runs
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the other listener's filter is written for x86_64")
+async def test_without_a_seccomp_listener_every_shell_change_was_asked_about_at_undo_without_a_word(
+        acp_harness_factory, agent_command, endpoint, workspace, agent_state_dir):
+    """The rest of the no-inotify class: the sandbox's seccomp listener refused (another one is in
+    place — a container's), so the command ran without a record of its own writes and every file it
+    changed was asked about at /undo, silently. Said once a session, with the error."""
+    git_init(workspace)
+    (workspace / "a.txt").write_bytes(b"one\n")
+    questions = Questions("reject_once")
+    config = ClientConfig(permission=questions)
+    h = await acp_harness_factory([sys.executable, "-c", OTHER_LISTENER, *agent_command],
+                                  env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    await turn(h, sid, endpoint, call("s", "bash", command="echo two >> a.txt"))
+    await turn(h, sid, endpoint, call("s2", "bash", command="echo three >> a.txt"))
+    assert not recorded_by_the_sandbox(agent_state_dir, sid)
+    warned = [u["content"]["text"] for u in h.updates(sid, "agent_message_chunk") if "seccomp listener" in u["content"]["text"]]
+    assert len(warned) == 1 and "EBUSY" in warned[0], warned
+    assert "/undo will ask you about every file a shell command changes" in warned[0]
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert (workspace / "a.txt").read_bytes() == b"one\ntwo\nthree\n"

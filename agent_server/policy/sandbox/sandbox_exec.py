@@ -322,7 +322,11 @@ def _record_writes(record: int) -> "notify.Watch | None":
         watch = notify.Watch()
         listener = notify.listen()
         os.write(record, notify.LISTENING)
-    except (notify.NotifyError, OSError):
+    except (notify.NotifyError, OSError) as exc:
+        try:  # why, for the user (the record proves nothing without LISTENING)
+            os.write(record, notify.UNLISTENED + str(exc).encode("utf-8", "replace")[:300] + b"\0")
+        except OSError:
+            pass
         return None
     _thread.start_new_thread(notify.supervise, (listener, record, watch))
     return watch

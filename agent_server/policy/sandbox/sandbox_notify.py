@@ -54,6 +54,9 @@ UNWATCHED = b"\0UNWATCHED\0"
 """Marks why the watch is blind (``EMFILE``: no inotify instance; ``ENOSPC``: no watch left;
 ``OVERFLOW``: its event queue overflowed), once a record: the paths it could not follow are
 ``FOREIGN`` at the end, so their changes are asked about (``read_unwatched``)."""
+UNLISTENED = b"\0UNLISTENED\0"
+"""Starts a record whose filter could not be loaded, followed by why (``read_unlistened``): the
+command ran without a record, so every file it changed is uncertain (asked about at /undo)."""
 _ENTRY_MARKS = (CHANGED, FOREIGN, LEFT, UNWATCHED)
 RET_ALLOW, RET_USER_NOTIF = 0x7FFF0000, 0x7FC00000
 LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
@@ -284,6 +287,18 @@ def read_unwatched(path: str) -> str | None:
         return None
     _, found, rest = raw.partition(UNWATCHED)
     return (os.fsdecode(rest.partition(b"\0")[0]) or "EMFILE") if found else None
+
+
+def read_unlistened(path: str) -> str | None:
+    """Why the record's filter could not be loaded (``UNLISTENED``), or ``None``."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(4096)
+    except OSError:
+        return None
+    if not raw.startswith(UNLISTENED):
+        return None
+    return raw[len(UNLISTENED):].partition(b"\0")[0].decode("utf-8", "replace") or "unknown"
 
 
 def read_foreign(path: str) -> set[str]:
