@@ -17,6 +17,7 @@ from agent_server.policy.sandbox.sandbox_exec import decode_spec
 from agent_server.session import EventLog
 from agent_server.tools import get_tool, validate_args
 from agent_server.tools.pipeline import PreparedCall
+from support.timeouts import HANG
 
 FULL = SandboxStatus("auto", 7, True, True, True, None, pid_namespace=True, masks=True, setuid_blocked=True)
 PARTIAL = SandboxStatus("auto", 7, True, False, True, None, ("`.git` cannot be made read-only",), pid_namespace=True,
@@ -125,7 +126,12 @@ async def test_every_failure_to_get_an_answer_denies(make):
 async def test_a_cancelled_turn_while_asking_is_logged_and_propagates(make):
     policy, approver, _, log, _ = make(status=NONE, approver=FakeApprover("hang"))
     task = asyncio.ensure_future(policy.guard(prepared("bash", command="ls")))
-    await asyncio.sleep(0.05)
+
+    async def asked() -> None:
+        while not approver.asked:
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.005)
+    await asyncio.wait_for(asked(), HANG)  # the question waits for its answer
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
