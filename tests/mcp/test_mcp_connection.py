@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.procs import descendants, wait_gone
+from support.timeouts import HANG
 
 from agent_server.tools.mcp import McpServerSpec, expose_names, render_result, specs_from_acp
 from agent_server.tools.mcp.connection import McpConnection, McpError
@@ -280,8 +281,10 @@ async def test_a_server_logging_to_stderr_grew_its_capture_file_without_bound():
         assert not is_error, text
         captured = os.stat(f"/proc/{outer_pid(int(text))}/fd/2")
         assert stat.S_ISFIFO(captured.st_mode), "the server's stderr is a file on disk"
-        await asyncio.sleep(0.2)  # the loop reads the pipe as it fills
-        assert conn.stderr_tail(100).endswith("LAST-LINE")
+        async def read_to_the_end() -> None:  # the loop reads the pipe as it fills
+            while not conn.stderr_tail(100).endswith("LAST-LINE"):
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(read_to_the_end(), HANG)
         with pytest.raises(McpError) as raised:
             await conn.call("crash", {})
         said = str(raised.value)
