@@ -343,3 +343,24 @@ def test_a_permission_question_never_cuts_or_hides_the_command(make_editor, endp
     (question,) = ed.lua("return _G.selects")
     assert "echo harmless⟨300 spaces⟩; echo hidden tail > tail.txt" + "x" * 200 in question["prompt"], question["prompt"]
     assert not (workspace / "tail.txt").exists()
+
+
+def test_agent_log_of_a_quiet_running_server_asked_whether_none_had_run_yet(make_editor, endpoint):
+    """The first-run path's "Show the server's log" (:AgentLog) on a server that ran and wrote nothing
+    (quiet at the default log level) said "(the server wrote nothing on stderr; none has run yet?)".
+    It says which server, why it is quiet and how to make it say more; before any server, that none
+    has run."""
+    endpoint.push(text_stream("hi"))
+    ed = make_editor()
+    ed.cmd("AgentLog")
+    log = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert log == "(no server has run yet in this Neovim: it starts when the chat opens, or with any :Agent command)"
+    ed.cmd("close")
+    ed.cmd("AgentAsk hello")
+    ed.idle()
+    pid = ed.lua("return require('agent_server.client').pid()")
+    ed.cmd("AgentLog")
+    log = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "none has run yet" not in log, log
+    assert f"(the server, pid {pid}, has written nothing on stderr: it is quiet at the default log level" in log, log
+    assert "AGENT_SERVER_LOG_LEVEL" in log, log

@@ -290,7 +290,15 @@ function M.log()
   end
   local lines = vim.split(text:gsub("%s+$", ""), "\n", { plain = true })
   if text == "" then
-    lines = { "(the server wrote nothing on stderr; none has run yet?)" }
+    local quiet = "it is quiet at the default log level: AGENT_SERVER_LOG_LEVEL = \"DEBUG\" in "
+      .. "require('agent_server').setup({ env = { … } }) and :AgentRestart make it say more"
+    if client.pid() then
+      lines = { string.format("(the server, pid %d, has written nothing on stderr: %s)", client.pid(), quiet) }
+    elseif client.state.last_log ~= nil then
+      lines = { "(the last server wrote nothing on stderr: " .. quiet .. ")" }
+    else
+      lines = { "(no server has run yet in this Neovim: it starts when the chat opens, or with any :Agent command)" }
+    end
   end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
