@@ -43,12 +43,15 @@ SessionHost = Any
 
 
 async def attach(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str],
-                 take_over: bool = False) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+                 take_over: bool = False, first_prompt_now: bool = False
+                 ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
     """The live session ``session_id`` — opened from its log when it is not live — with the
     recovery ``_meta`` and the ``tool_call_update``\\s of the calls recovery closed (both empty
     when nothing was open or the session was live). ``take_over``: a session another process holds
-    is asked of it (``take_over``) instead of refused at once. Errors: ``lifecycle.open_log``,
-    ``lifecycle.load_roots`` (``HostError``)."""
+    is asked of it (``take_over``) instead of refused at once. ``first_prompt_now``: what its first
+    prompt needs (``_after_load``) is made before it returns, in the thread that read the log
+    (``session/load``: its replay would compete with a worker for the interpreter), not in a worker
+    left running. Errors: ``lifecycle.open_log``, ``lifecycle.load_roots`` (``HostError``)."""
     session = host.sessions.get(session_id)
     if session is not None:
         lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
@@ -59,13 +62,14 @@ async def attach(host: SessionHost, session_id: str, cwd: str, additional_direct
         lifecycle.check_cwd(session_id, session.log.events[0].data, cwd)
         return session, None, []
     opening = host.opening[session_id] = asyncio.ensure_future(
-        _open(host, session_id, cwd, additional_directories, take_over))
+        _open(host, session_id, cwd, additional_directories, take_over, first_prompt_now))
     opening.add_done_callback(lambda _: host.opening.pop(session_id, None))
     return await asyncio.shield(opening)
 
 
 async def _open(host: SessionHost, session_id: str, cwd: str, additional_directories: Sequence[str],
-                take_over: bool = False) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
+                take_over: bool = False, first_prompt_now: bool = False
+                ) -> tuple[AgentSession, dict[str, Any] | None, list[dict[str, Any]]]:
     """Open the stored log, check the folders, close what a dead process left open — in a worker
     thread: a long log takes a while to read, and the event loop (other sessions) goes on — and
     make the session live, even when the load that asked went away meanwhile (nothing is left
@@ -75,7 +79,11 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
 
     def work() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]], Any]:
         with collector_paused():
-            return take_in()
+            opened = take_in()
+            if first_prompt_now:
+                _after_load(opened[2], opened[5])
+                return (*opened[:5], _PREPARED)
+            return opened
 
     def take_in() -> tuple[EventLog, list[str], RequestMemo, dict[str, Any] | None, list[dict[str, Any]], Any]:
         roots: list[str] = []
@@ -110,16 +118,20 @@ async def _open(host: SessionHost, session_id: str, cwd: str, additional_directo
             raise
         opened = await _take_over(host, session_id, exc, work)
     event_log, roots, requests, meta, closed, summary = opened
-    # the rest is made while the history is replayed (``session/load`` answers once it is done:
-    # ``prepared``), before a prompt sent at once needs it
-    requests.rendering = asyncio.get_running_loop().run_in_executor(None, _after_load, requests, summary)
+    if summary is not _PREPARED:  # the rest in a worker, before a prompt needs it (a compaction waits for it)
+        requests.rendering = asyncio.get_running_loop().run_in_executor(None, _after_load, requests, summary)
     return host.open_session(session_id, event_log, roots, requests=requests), meta, closed
 
 
+_PREPARED: Any = object()
+"""``work``'s summary when it made what the first prompt needs already (``first_prompt_now``)."""
+
+
 async def prepared(session: AgentSession) -> None:
-    """Wait for the work a load of ``session`` left to its worker thread (``_after_load``), if any
-    is still running: ``session/load`` answers after it, so a prompt sent as soon as the answer
-    arrives never waits for it (it ran on while the answer was out and held up such a prompt's
+    """Wait for the work an opening of ``session`` left to a worker thread (``_after_load``: a
+    ``session/resume``'s, when a load found the session being opened by it), if any is still
+    running: ``session/load`` answers after it, so a prompt sent as soon as the answer arrives
+    never waits for it (it ran on while the answer was out and held up such a prompt's
     compaction by up to its whole length: bench/README.md)."""
     rendering = getattr(getattr(session, "requests", None), "rendering", None)
     if rendering is not None and not rendering.done():
@@ -127,13 +139,13 @@ async def prepared(session: AgentSession) -> None:
 
 
 def _after_load(requests: RequestMemo, summary: tuple[list[dict[str, Any]], dict[str, Any], Any] | None) -> None:
-    """In a worker thread after a load, while its history is replayed: what its first prompt
+    """After a log is taken in (for ``session/load`` in the same thread, before its history is
+    replayed; for ``session/resume`` in a worker thread after its answer): what its first prompt
     would otherwise do on the loop — import the network layer its first request needs (httpx,
     anyio's backend: ``ChatClient.preload``; done by the warm-up after the answer, it held up a
     prompt sent at once by the whole import, bench/README.md), build the builtin tools' schemas,
     and encode the body its compaction will send (``Compactor.plan_summary``,
-    ``RequestMemo.compaction_body``). ``session/load`` answers after this (``prepared``); a
-    compaction that starts before it is done (a prompt sent before the load's answer) waits for it."""
+    ``RequestMemo.compaction_body``). A compaction that starts before a worker's is done waits for it."""
     try:
         with collector_paused():
             from agent_server.llm import ChatClient

@@ -411,12 +411,14 @@ class SessionHost:
 
         A session already live in this process is not reopened: its history is replayed from
         memory (with what the request in flight streamed so far) while its live updates wait, so
-        a running turn goes on with nothing interleaved or lost. It returns once the load's worker
-        thread has made what the first prompt needs (``continuity.prepared``). Errors: see ``lifecycle.open_log``
+        a running turn goes on with nothing interleaved or lost. What the first prompt needs is made
+        before the replay (``continuity.attach``'s ``first_prompt_now``) and the answer waits for it
+        (``continuity.prepared``). Errors: see ``lifecycle.open_log``
         and ``lifecycle.load_roots`` (``HostError``). ``take_over``: a session another agent-server
         process holds is asked of it (``continuity.attach``).
         """
-        session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories, take_over)
+        session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories, take_over,
+                                                   first_prompt_now=True)
         self.set_system_prompt(session_id, system_prompt, "session/load")
         await continuity.replay(self, session, cwd)
         await continuity.prepared(session)  # what the load's worker makes for the first prompt: done before the answer
