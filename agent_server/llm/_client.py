@@ -291,11 +291,14 @@ class ChatClient:
         loop = asyncio.get_running_loop()
         deadline = None if self.attempt_timeout is None else loop.time() + self.attempt_timeout
         try:
+            request = self._request(body, ready)
             async with contextlib.AsyncExitStack() as stack:
                 try:
                     async with asyncio.timeout_at(deadline):
-                        response = await self._client.send(self._request(body, ready), stream=True)
-                except TimeoutError:
+                        response = await self._client.send(request, stream=True)
+                except TimeoutError as exc:
+                    if isinstance(request.stream, HeldBody) and request.stream.failed is exc:
+                        raise  # ``ready``'s own error, unchanged
                     raise self._deadline_error("waiting for the response headers") from None
                 stack.push_async_callback(response.aclose)
                 got_headers = True

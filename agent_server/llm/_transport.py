@@ -70,6 +70,7 @@ class HeldBody(httpx.AsyncByteStream):
         self._body = body
         self._ready = ready
         self._write_timeout = write_timeout
+        self.failed: BaseException | None = None  # what ``ready`` raised (never mapped to a network error)
 
     async def __aiter__(self) -> Any:
         body = self._body
@@ -78,7 +79,11 @@ class HeldBody(httpx.AsyncByteStream):
         stream = _HOLDING.get()
         if stream is not None and stream._unsent:
             await stream.send_kept(self._write_timeout)
-        await self._ready
+        try:
+            await self._ready
+        except BaseException as exc:
+            self.failed = exc
+            raise
         yield body[-1:]
 
 

@@ -75,7 +75,9 @@ async def test_the_endpoint_had_a_whole_request_before_the_prompt_was_durable(ho
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-async def test_a_request_whose_prompt_failed_to_be_durable_reached_the_endpoint_whole(host):
+@pytest.mark.parametrize("error", [DiskFull("no space left on device"), TimeoutError("the fsync took too long")],
+                         ids=["DiskFull", "TimeoutError"])
+async def test_a_request_whose_prompt_failed_to_be_durable_reached_the_endpoint_whole(host, error):
     """``ready`` raises: that same exception leaves ``stream`` (not an ``LLMError``: it is not a
     network failure to retry), the endpoint records no request, the connection is closed at once
     and the pool keeps nothing."""
@@ -86,9 +88,8 @@ async def test_a_request_whose_prompt_failed_to_be_durable_reached_the_endpoint_
             task = asyncio.create_task(_drain(client, BODY, ready=held))
             await asyncio.wait_for(held.awaited.wait(), 10)
             served = set(endpoint._tasks)  # the endpoint's side of the connection
-            error = DiskFull("no space left on device")
             held.fail(error)
-            with pytest.raises(DiskFull) as raised:
+            with pytest.raises(type(error)) as raised:
                 await asyncio.wait_for(task, 10)
             assert raised.value is error
             await asyncio.wait_for(asyncio.gather(*served), 10)  # the endpoint saw the connection close
