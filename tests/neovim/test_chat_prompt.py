@@ -237,3 +237,36 @@ def test_every_advertised_slash_command_completes_in_the_prompt_and_only_as_its_
     assert complete("  /und") == ["/undo"]
     assert complete("fix this", "/un") == [] and complete("", "/un") == ["/undo"]
     assert not endpoint.requests  # nothing reached the model
+
+
+def test_the_values_of_mode_and_model_did_not_complete_in_the_prompt(make_editor, endpoint, workspace, tmp_path):
+    """``/mode <Tab>`` completed nothing though the session lists its modes (and the server its
+    models, the ``model`` option): the command's hint was all there was. They complete now."""
+    config = tmp_path / "models.toml"
+    config.write_text('[[models]]\nid = "other-model"\n')
+    ed = make_editor(env={"AGENT_SERVER_CONFIG": str(config)})
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+
+    def complete(line: str) -> list[str]:
+        return ed.lua("""
+            local line = ...
+            require('agent_server.transcript').set_prompt(line)
+            vim.wo.virtualedit = 'onemore'
+            vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), #line })
+            local chat = require('agent_server.chat')
+            local start = chat.complete(1, '')
+            if start < 0 then return {} end
+            local words = {}
+            for _, c in ipairs(chat.complete(0, line:sub(start + 1))) do words[#words + 1] = c.word end
+            return words""", line)
+
+    modes = ed.lua("return vim.tbl_map(function(m) return m.id end, require('agent_server.client').state.modes.availableModes)")
+    assert "accept-edits" in modes and complete("/mode ") == modes
+    assert complete("/mode acc") == ["accept-edits"]
+    models = ed.lua("return vim.tbl_map(function(o) return o.value end, (require('agent_server.client').models()))")
+    assert "other-model" in models and complete("/model ") == models, models
+    assert complete("/model oth") == ["other-model"]
+    assert complete("/usage ") == [] and complete("/mode read-only x") == []

@@ -919,14 +919,38 @@ function first_line()
   return true
 end
 
+-- The values `/mode` and `/model` take (the session's modes, the server's model option), as
+-- completion items; nil when the server has not said them.
+local function argument_items(name)
+  local client = require("agent_server.client")
+  local items = {}
+  if name == "mode" then
+    for _, m in ipairs(((client.state.modes or {}).availableModes) or {}) do
+      items[#items + 1] = { word = tostring(m.id), menu = m.name }
+    end
+  else
+    for _, o in ipairs(client.models() or {}) do
+      items[#items + 1] = { word = tostring(o.value), menu = o.name }
+    end
+  end
+  return #items > 0 and items or nil
+end
+
 --- 'omnifunc' of the chat (<C-x><C-o>): slash commands at the start of the prompt (from the
---- server's `available_commands_update`), `#buffer`, `#file:` (with a path), `#selection`,
+--- server's `available_commands_update`) and the values of `/mode` and `/model` (the session's
+--- modes, the server's model option), `#buffer`, `#file:` (with a path), `#selection`,
 --- `#diagnostics`.
 function M.complete(findstart, base)
   if findstart == 1 then
     local line = vim.api.nvim_get_current_line()
     local col = vim.api.nvim_win_get_cursor(0)[2]
     local before = line:sub(1, col)
+    local name, arg = before:match("^%s*/(%a+)%s+(%S*)$")
+    S.argument_of = nil
+    if (name == "mode" or name == "model") and first_line() and argument_items(name) then
+      S.argument_of = name -- `/mode <id>`, `/model <id>`: its values
+      return col - #arg
+    end
     local start = before:find("[#/][^%s]*$")
     if not start then
       return -3
@@ -944,7 +968,15 @@ function M.complete(findstart, base)
     return start - 1
   end
   local out = {}
-  if base:sub(1, 1) == "/" then
+  local of = S.argument_of
+  S.argument_of = nil
+  if of then
+    for _, item in ipairs(argument_items(of) or {}) do
+      if vim.startswith(item.word, base) then
+        out[#out + 1] = item
+      end
+    end
+  elseif base:sub(1, 1) == "/" then
     for _, c in ipairs(S.commands or {}) do
       local word = "/" .. tostring(c.name)
       if vim.startswith(word, base) then
