@@ -35,8 +35,44 @@ SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection
               b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
 
 
-def serve(cert_file: str) -> None:
-    """The endpoint (``--serve``): prints its port, then one JSON line per whole request."""
+async def _relay(listen_port_out: list[int], target: int, delay: float) -> asyncio.base_events.Server:
+    """A TCP relay to ``target`` that holds each chunk ``delay`` s before passing it on (either
+    way, in order): a one-way latency, so the handshake's round trips cost what a remote one does."""
+    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def later() -> None:
+            while True:
+                due, chunk = await queue.get()
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                if not chunk:
+                    writer.close()
+                    return
+                writer.write(chunk)
+
+        sender = asyncio.create_task(later())
+        try:
+            while True:
+                chunk = await reader.read(1 << 16)
+                queue.put_nowait((time.monotonic() + delay, chunk))
+                if not chunk:
+                    break
+            await sender
+        except (ConnectionError, asyncio.CancelledError):
+            sender.cancel()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer), return_exceptions=True)
+
+    server = await asyncio.start_server(connection, "127.0.0.1", 0)
+    listen_port_out.append(server.sockets[0].getsockname()[1])
+    return server
+
+
+def serve(cert_file: str, delay: float = 0.0) -> None:
+    """The endpoint (``--serve``): prints its port (a relay's with ``delay``), then one JSON line
+    per whole request."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file)
 
@@ -59,14 +95,19 @@ def serve(cert_file: str) -> None:
 
     async def main() -> None:
         server = await asyncio.start_server(connection, "127.0.0.1", 0, ssl=context)
-        print(server.sockets[0].getsockname()[1], flush=True)
+        port = server.sockets[0].getsockname()[1]
+        if delay:
+            ports: list[int] = []
+            relay = await _relay(ports, port, delay)  # noqa: F841 — kept open
+            port = ports[0]
+        print(port, flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(main())
 
 
 class Endpoint:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, latency_ms: float = 0.0) -> None:
         import trustme
 
         ca = trustme.CA()
@@ -74,7 +115,7 @@ class Endpoint:
         ca.cert_pem.write_to_path(str(self.ca_file))
         cert_file = directory / "server.pem"
         ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file)],
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file), "--latency-ms", str(latency_ms)],
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
@@ -147,17 +188,19 @@ async def session_run(endpoint: Endpoint, directory: Path, ahead: bool) -> float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each kind (alternated)")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="one-way latency a relay in front of the endpoint adds (a remote provider's)")
     parser.add_argument("--serve", metavar="CERT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.latency_ms / 1000)
         return
     from agent_server.llm import encode_body
 
     body = encode_body({"model": "m", "messages": [{"role": "user", "content": "x" * 20000}], "stream": True})
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        endpoint = Endpoint(directory)
+        endpoint = Endpoint(directory, args.latency_ms)
         os.environ["SSL_CERT_FILE"] = str(endpoint.ca_file)
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             os.environ.pop(name, None)
@@ -175,7 +218,7 @@ def main() -> None:
             endpoint.stop()
         load.append(os.getloadavg()[0])
     out = {"machine": f"{os.cpu_count()} cores, {platform.python_version()}",
-           "load": [round(x, 1) for x in load], "runs": args.runs}
+           "load": [round(x, 1) for x in load], "runs": args.runs, "latency_ms": args.latency_ms}
     for level in ("client", "session"):
         ahead, cold = figures[f"{level}_ahead"], figures[f"{level}_cold"]
         out[level] = {"ahead_ms": round(statistics.median(ahead) * 1e3, 2),
