@@ -34,6 +34,10 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
     ``repeat_from``: the first turn repeated (the turns before it are kept once, as the head: a
     first turn that logged the ``request/header`` a session logs once).
 
+    ``cwd``: the grown session's folder, named instead of the template's wherever the template named
+    it (the header, the system text of its ``request/header``, tool results), as a session started
+    there would name it.
+
     Returns ``(session id, path)``. Raises ``ValueError`` when ``template`` has no closed turn.
     """
     lines = template.read_text(encoding="utf-8").splitlines()
@@ -47,7 +51,11 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
     id_pattern = re.compile("|".join(re.escape(f'"{i}"') for i in ids)) if ids else None
     session_id = f"sess_{uuid.uuid4().hex}"
     header = dict(head[0], data=dict(head[0]["data"], session_id=session_id))
+    moved: tuple[str, str] | None = None
     if cwd:
+        before = header["data"].get("cwd")
+        if isinstance(before, str) and before and before != cwd:  # the system text and results name it too
+            moved = (json.dumps(before, ensure_ascii=False)[1:-1], json.dumps(cwd, ensure_ascii=False)[1:-1])
         header["data"]["cwd"] = cwd
     folder = out_dir / "sessions" / session_id
     folder.mkdir(parents=True, mode=0o700)
@@ -58,6 +66,8 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
         for event in [header, *head[1:]]:
             seq += 1
             line = json.dumps(dict(event, seq=seq), ensure_ascii=False, separators=(",", ":"))
+            if moved is not None:
+                line = line.replace(*moved)
             fh.write(line + "\n")
             written += len(line) + 1
         while (events is None or seq < events) and (size is None or written < size):
@@ -74,6 +84,8 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
                 line = json.dumps(dict(event, seq=seq, data=data), ensure_ascii=False, separators=(",", ":"))
                 if id_pattern is not None:
                     line = id_pattern.sub(lambda m: m.group(0)[:-1] + f'-{copy}"', line)
+                if moved is not None:
+                    line = line.replace(*moved)
                 fh.write(line + "\n")
                 written += len(line) + 1
                 if events is not None and seq >= events and event["type"] == "turn/end":

@@ -132,9 +132,21 @@ def install(path: str) -> None:
     _wrap(host.SessionHost, "_request_header", "header", enter=False)
     _wrap(host.SessionHost, "_refresh_instructions", "AGENTS.md checked", enter=False)
     _wrap(host.SessionHost, "_client", "client", enter=False)
+    if hasattr(agent_session, "_sync_soon"):
+        _wrap(agent_session, "_sync_soon", "user fsync handed to a thread", enter=False)
+    import concurrent.futures.thread as pool
+
+    _wrap(pool.ThreadPoolExecutor, "_adjust_thread_count", "executor threads checked")
     _wrap(agent_session.AgentSession, "_step", "step", leave=False)
     _wrap(compaction.Compactor, "before_step", "estimate", enter=False)
     _wrap(RequestMemo, "request", "body", enter=False)
+    if os.environ.get("BENCH_TRACE_FINE"):  # the estimate's parts
+        from agent_server.session.projection import ProjectionMemo
+
+        _wrap(RequestMemo, "_fold", "memo: events folded")
+        _wrap(RequestMemo, "_frame", "memo: frame")
+        _wrap(RequestMemo, "step_chars", "memo: anchor's step")
+        _wrap(ProjectionMemo, "shared", "projection")
     _wrap(_client.ChatClient, "stream", "stream")
     _wrap(step, "log_request_inputs", "inputs logged", enter=False)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -55,18 +56,55 @@ from agent_server.tools.pipeline import ToolRunner
 log = logging.getLogger("agent_server.agent")
 
 
-async def _synced(log: EventLog) -> None:
-    """``fsync`` what ``log`` left unsynced (``EventLog.append(…, sync_later=True)``) in a worker
-    thread; ``LogWriteError`` when it failed (the events from the first unsynced one on are cut off)."""
+SYNC_SWITCH_INTERVAL = 0.0001
+"""The interpreter's switch interval (s) while a deferred ``fsync``'s worker thread waits to start."""
+
+
+def _sync_soon(log: EventLog) -> "asyncio.Future[None]":
+    """Start ``fsync``\\ing what ``log`` left unsynced (``EventLog.append(…, sync_later=True)``) in a
+    worker thread now; the future settles it on the loop (``EventLog.synced``) and raises its
+    ``LogWriteError`` when it failed (the events from the first unsynced one on are cut off).
+
+    A thread that wants the interpreter while the loop computes gets it only at the loop's next
+    wait or after the interpreter's switch interval (5 ms): the ``fsync`` would start once the
+    request was made, not while. So the interval is ``SYNC_SWITCH_INTERVAL`` until the worker has
+    started (it puts the interval back, and lets go of the interpreter in ``os.fsync``)."""
+    loop = asyncio.get_running_loop()
     token = log.unsynced
     if token is None:
-        return
+        done = loop.create_future()
+        done.set_result(None)
+        return done
+    interval = sys.getswitchinterval()
+    lowered = [interval > SYNC_SWITCH_INTERVAL]
+
+    def restore() -> None:
+        if lowered[0]:
+            lowered[0] = False
+            sys.setswitchinterval(interval)
+
+    def sync() -> None:
+        restore()
+        log.sync()
+
+    if lowered[0]:
+        sys.setswitchinterval(SYNC_SWITCH_INTERVAL)
     try:
-        await asyncio.to_thread(log.sync)
-    except OSError as exc:
-        log.synced(token, exc)
-    else:
-        log.synced(token)
+        running = loop.run_in_executor(None, sync)
+    except BaseException:
+        restore()
+        raise
+
+    async def settle() -> None:
+        try:
+            await running
+        except OSError as exc:
+            log.synced(token, exc)
+        else:
+            log.synced(token)
+        finally:
+            restore()  # (the worker did, unless it never ran)
+    return asyncio.ensure_future(settle())
 
 
 class _Settled:
@@ -214,19 +252,30 @@ class AgentSession:
         """Whether a turn is running now."""
         return self._turn_task is not None and not self._turn_task.done()
 
+    def prepare_turn(self) -> None:
+        """Make now what the next turn's first step would make on its way to the model: its request
+        header (the header factory keeps it while nothing it is made of changes) and the head's
+        size check. A load calls this before its answer; an error is left for the turn to meet."""
+        try:
+            self._check_head_fits(self._header_factory())
+        except Exception:  # noqa: BLE001 — only a head start
+            log.debug("preparing the next turn of %s failed", self.id, exc_info=True)
+
     def new_ticket(self) -> "PromptTicket":
         """A handle for one prompt, made before it is queued, so it can be cancelled by itself
         (``$/cancel_request`` on that prompt) whether it is running or still waiting."""
         return PromptTicket(self)
 
-    async def wait_ready(self, ticket: "PromptTicket", ready: "asyncio.Future[Any]") -> bool:
+    async def wait_ready(self, ticket: "PromptTicket", ready: "asyncio.Future[Any] | None") -> bool:
         """Wait, on behalf of ``ticket``, for ``ready`` — what must be known before a turn may start
-        (the sandbox status, MCP servers still starting) — before ``prompt`` queues it. Returns
-        ``False`` when the ticket is cancelled (``session/cancel``, ``$/cancel_request``) or the
-        session closes meanwhile; ``ready`` itself is shielded (a shared probe goes on for others).
-        Nothing is logged: a prompt cancelled here never started a turn."""
+        (the sandbox status, MCP servers still starting; ``None``: nothing) — before ``prompt``
+        queues it. Returns ``False`` when the ticket is cancelled (``session/cancel``,
+        ``$/cancel_request``) or the session closes meanwhile; ``ready`` itself is shielded (a shared
+        probe goes on for others). Nothing is logged: a prompt cancelled here never started a turn."""
         if ticket.cancelled or self._closed:
             return False
+        if ready is None:
+            return True
         self._preparing.append(ticket)
         # once the ticket stops waiting, nobody else reads ready's outcome: retrieve it here
         ready.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -288,15 +337,19 @@ class AgentSession:
         cancelled or the session closed first."""
         if ticket.cancelled or self._closed:
             return False
-        ticket.waiter = asyncio.ensure_future(self._acquire_turn())
-        try:
-            await ticket.waiter
-        except asyncio.CancelledError:
-            if not ticket.cancelled:
-                raise
-            return False
-        finally:
-            ticket.waiter = None
+        previous = self._answered
+        if not self._turn_lock.locked() and (previous is None or previous.done()):
+            await self._turn_lock.acquire()  # free, the turn before answered: taken at once
+        else:
+            ticket.waiter = asyncio.ensure_future(self._acquire_turn())
+            try:
+                await ticket.waiter
+            except asyncio.CancelledError:
+                if not ticket.cancelled:
+                    raise
+                return False
+            finally:
+                ticket.waiter = None
         if ticket.cancelled or self._closed:
             self._turn_lock.release()
             return False
@@ -463,7 +516,7 @@ class AgentSession:
                 self._log_inputs(header)
             # durable, its fsync in a worker thread while the request is made: the request's last bytes wait for it
             self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks}, sync_later=True)
-            durable = asyncio.ensure_future(_synced(self.log))
+            durable = _sync_soon(self.log)
             client = AfterSync(self._client_factory(), durable)
             budget = self.config.agent.max_steps_per_turn
             for step in range(1, budget + 1):

@@ -27,7 +27,7 @@ from agent_server.agent import AgentSession, RequestHeader, TurnFailed
 from agent_server.agent.session import PromptTicket, TurnOutcome, log_write_failure
 from agent_server.config import credentials
 from agent_server.config.load import Config, ProviderSettings, default_config_path
-from agent_server.agent.header import context_data, header_note, kept_header
+from agent_server.agent.header import RENDER_INPUTS, context_data, header_note, kept_header
 from agent_server.agent.ledger import LoggedReadLedger
 from agent_server.checkpoints.blobs import BlobStore
 from agent_server.checkpoints.recorder import Checkpoints, collect_blobs, prune_shadows, storage_text
@@ -89,6 +89,11 @@ def _warm_imports() -> None:
         tool_schemas()
     except Exception:  # noqa: BLE001 — only a head start
         log.debug("warming the first prompt's imports failed", exc_info=True)
+
+
+HEADER_INPUTS = ("request/header", "compaction/end", "model/changed", options.EVENT, "client/system_prompt",
+                 *sorted(RENDER_INPUTS))
+"""The event types whose newest one ``_request_header`` reads (``agent.header``, ``options``)."""
 
 
 def _latest(log: Any, kind: str, default: dict[str, Any]) -> dict[str, Any]:
@@ -289,14 +294,18 @@ class SessionHost:
 
     def prepare_prompt(self, session_id: str) -> bool:
         """Before a ``session/load`` is answered (its history replayed): make, on the loop, what its
-        first prompt would otherwise make on its way to the model — the HTTP client of its endpoint
-        (its first connection started: ``ChatClient.preconnect``) and the tools' JSON schemas —
+        first prompt would otherwise make on its way to the model — its request header, checked
+        (``AgentSession.prepare_turn``), the HTTP client of its endpoint (its first connection
+        started: ``ChatClient.preconnect``) and the tools' JSON schemas —
         when the load's worker thread has imported the network layer
         by then (``llm.preloaded()``; nothing is imported here). ``True`` when done: no warm-up
         follows the answer (on the loop it ran between a prompt sent at once and its request,
         bench/README.md); ``False``: ``warm`` after the answer, as for ``session/new``."""
         session = self.sessions.get(session_id)
-        if session is None or not llm.preloaded():
+        if session is None:
+            return False
+        session.prepare_turn()
+        if not llm.preloaded():
             return False
         try:
             client = self._client(self._provider(session.log))
@@ -391,7 +400,7 @@ class SessionHost:
             session_id,
             event_log,
             self.config,
-            header_factory=lambda: self._request_header(roots, policy, event_log, tools),
+            header_factory=self._header_factory(roots, policy, event_log, tools),
             client_factory=lambda: self._client(self._provider(event_log)),
             emit=emit,
             flush=gate.flush,
@@ -547,7 +556,8 @@ class SessionHost:
         update of the turn has left (held streamed text flushed) when this returns."""
         # MCP servers still starting, the sandbox status (known and logged before the system text
         # says it or a tool runs): waited for cancellably — a Stop right after the first prompt counts
-        if not await session.wait_ready(ticket, asyncio.ensure_future(self._before_turn(session))):
+        waits = session.id in self.mcp or not self.policies.status_known(session.id)
+        if not await session.wait_ready(ticket, asyncio.ensure_future(self._before_turn(session)) if waits else None):
             await self.flush(session.id)
             return TurnOutcome("cancelled", "cancelled")
         try:
@@ -856,6 +866,23 @@ class SessionHost:
         """Where the requests of the session of ``log`` go: the provider of its current model."""
         changed = log.latest("model/changed")  # as commands.current_model, without a walk of the log
         return self.config.provider_for(changed.data["to"] if changed is not None else self.config.provider.model)
+
+    def _header_factory(self, roots: list[str], policy: Any, log: EventLog,
+                        tools: dict[str, Any]) -> Callable[[], RequestHeader]:
+        """The session's ``_request_header``, made again only when something it is made of changed:
+        the events it reads (the newest of each type in ``HEADER_INPUTS``), the mode, the sandbox,
+        the tools offered, the configuration or the date; a step makes it more than once, and a
+        turn's first step three times."""
+        memo: list[Any] = [None, None]
+
+        def header() -> RequestHeader:
+            key = (self.config, policy.modes.current, policy.sandboxed, tuple(tools.items()), datetime.date.today(),
+                   *map(log.latest, HEADER_INPUTS))
+            if memo[0] != key:
+                memo[1] = self._request_header(roots, policy, log, tools)
+                memo[0] = key
+            return memo[1]
+        return header
 
     def _request_header(self, roots: list[str], policy: Any = None, log: Any = None,
                         tools: dict[str, Any] | None = None) -> RequestHeader:

@@ -39,6 +39,11 @@ class SessionPolicies:
         session opened before it ends gets its status from ``ensure_status`` before its first turn."""
         start_probe(self._settings())
 
+    def status_known(self, session_id: str) -> bool:
+        """Whether ``ensure_status`` of ``session_id`` has nothing to wait for."""
+        policy = self.policies.get(session_id)
+        return policy is None or policy.status is not None
+
     async def ensure_status(self, session_id: str) -> None:
         """Wait for the sandbox status of a live session (probed, never assumed) and log it, if not
         known yet: before a turn renders its first request or runs a tool."""

@@ -304,3 +304,54 @@ async def test_every_full_collection_after_a_load_walked_the_loaded_history_agai
             assert gc.isenabled()
         finally:
             await server.aclose()
+
+
+async def test_the_first_prompt_after_a_load_made_its_request_header_three_times_on_its_way_to_the_model(
+        tmp_path, monkeypatch):
+    """The header of the first request after a load is made (and its size checked) before the load
+    is answered, and made again only when something it is made of changed: a mode switch is still
+    told to the model, in the next request."""
+    from agent_server.host.host import SessionHost
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with OfflineEndpoint() as endpoint:
+        config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": endpoint.base_url,
+                                                   "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+                                                   "AGENT_SERVER_SANDBOX": "off"})
+        store = SessionStore(tmp_path / "state")
+        first = AcpServer(config, store)
+        try:
+            sid = (await answered(first, "session/new", {"cwd": str(workspace), "mcpServers": []}, 1))["sessionId"]
+            endpoint.push(text_stream("one"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "first"}]}
+            assert (await answered(first, "session/prompt", prompt, 2))["stopReason"] == "end_turn"
+        finally:
+            await first.aclose()
+        made = []
+        original = SessionHost._request_header
+
+        def counted(self, *args, **kwargs):
+            made.append(kwargs)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(SessionHost, "_request_header", counted)
+        server = AcpServer(config, store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 3)
+            at_load = len(made)
+            endpoint.push(text_stream("two"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "second"}]}
+            assert (await answered(server, "session/prompt", prompt, 4))["stopReason"] == "end_turn"
+            assert at_load == 1 and len(made) == 1, made  # made by the load, kept for the prompt's three looks
+            await answered(server, "session/set_mode", {"sessionId": sid, "modeId": "read-only"}, 5)
+            endpoint.push(text_stream("three"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "third"}]}
+            assert (await answered(server, "session/prompt", prompt, 6))["stopReason"] == "end_turn"
+            assert len(made) > 1  # the mode changed: made again
+        finally:
+            await server.aclose()
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
+    last = json.loads(sent[-1])["messages"]
+    assert any("read-only" in str(m.get("content")) for m in last[2:]), last  # the switch, told in a note

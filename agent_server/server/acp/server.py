@@ -69,6 +69,22 @@ def _parse(model: type[m._Open], params: dict[str, Any]) -> Any:
         raise JsonRpcError(INVALID_PARAMS, f"invalid params: {exc.error_count()} error(s)", m.describe_validation_error(exc)) from None
 
 
+def _plain_prompt(params: dict[str, Any]) -> str | None:
+    """The ``sessionId`` of ``session/prompt`` params that ``models.PromptParams`` accepts as they
+    are — a string id and one or more text blocks of only ``type`` and ``text`` (and an object or
+    null ``_meta``) — without building the model; ``None`` for anything else (the model decides)."""
+    session_id, blocks = params.get("sessionId"), params.get("prompt")
+    if type(session_id) is not str or type(blocks) is not list or not blocks:
+        return None
+    for key, value in params.items():
+        if key not in ("sessionId", "prompt") and (key != "_meta" or (value is not None and type(value) is not dict)):
+            return None
+    for block in blocks:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text" or type(block.get("text")) is not str:
+            return None
+    return session_id
+
+
 def _system_prompt(params: dict[str, Any]) -> dict[str, str] | None:
     """The client's system prompt of a session request (``models.client_system_prompt``); ``-32602``
     for one that cannot be applied, before anything is created, loaded or forked."""
@@ -336,12 +352,15 @@ class AcpServer:
 
     async def prompt(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """``session/prompt``: run one turn; every update is written before this returns."""
-        p: m.PromptParams = _parse(m.PromptParams, params)
-        if not p.prompt:
-            raise JsonRpcError(INVALID_PARAMS, "invalid params: the prompt is empty",
-                               {"errors": [{"path": "prompt", "message": "at least one content block is required"}]})
+        session_id = _plain_prompt(params)
+        if session_id is None:  # anything but plain text blocks: the schema's models check it
+            p: m.PromptParams = _parse(m.PromptParams, params)
+            if not p.prompt:
+                raise JsonRpcError(INVALID_PARAMS, "invalid params: the prompt is empty", {"errors": [
+                    {"path": "prompt", "message": "at least one content block is required"}]})
+            session_id = p.sessionId
         with _wire_errors():
-            session = self.host.session(p.sessionId)
+            session = self.host.session(session_id)
         ctx.on_cancel = session.cancel  # $/cancel_request on a command prompt (/compact runs long)
         # a slash command runs here (/mode with an unknown mode: -32602); a turn's images are stored beside
         # the log, named in it (-32602 for one that cannot go)
@@ -367,7 +386,7 @@ class AcpServer:
             # data.details repeats the human message (the TypeScript SDK's convention; Toad shows only it)
             raise JsonRpcError(INTERNAL_ERROR, message, {**outcome.error, "message": message, "details": message})
         reply: dict[str, Any] = {"stopReason": outcome.stop_reason}
-        usage = self.host.prompt_usage(p.sessionId)
+        usage = self.host.prompt_usage(session_id)
         if usage is not None:
             reply["usage"] = usage  # ACP's unstable PromptResponse.usage: the session's totals
         return reply
