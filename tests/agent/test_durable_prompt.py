@@ -20,6 +20,7 @@ from agent_server.offline import OfflineEndpoint, text_stream
 from agent_server.session import EventLog
 from agent_server.tools.base import ToolContext
 from agent_server.tools.pipeline import ToolRunner
+from support.timeouts import HANG
 
 HEADER = RequestHeader(system="SYSTEM", model="m", params={}, tools=[], reasoning_content="drop")
 
@@ -95,7 +96,7 @@ async def test_the_first_prompt_after_a_load_waited_for_the_user_events_fsync_be
         calls.append(threading.get_ident())
         entered.set()
         if threading.get_ident() != loop_thread:  # on the loop (the old code) it is not held: no deadlock
-            release.wait(timeout=60)
+            release.wait(timeout=HANG)
         real_fsync(fd)
         calls.append(len(endpoint.requests))
 
@@ -103,7 +104,7 @@ async def test_the_first_prompt_after_a_load_waited_for_the_user_events_fsync_be
     turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}]))
     assert await asyncio.to_thread(entered.wait, 60)
     assert calls[0] != loop_thread, "the user event was fsynced on the event loop: the request waited for it"
-    await asyncio.wait_for(client.waiting.wait(), 60)  # the request is made; it waits for the fsync
+    await asyncio.wait_for(client.waiting.wait(), HANG)  # the request is made; it waits for the fsync
     types = [e.type for e in log.events]
     assert types[types.index("user", 9):] == ["user", "step/start"]  # (the header is logged once: kept)
     assert endpoint.requests[1:] == [] and not turn.done()  # the model has nothing while the fsync runs
@@ -132,13 +133,13 @@ async def test_a_user_event_whose_fsync_failed_while_its_request_was_made_reache
     def fsync(fd):
         if failing and fd == log._file.fileno():
             failing.clear()
-            held.wait(timeout=60)  # until the request waits for it
+            held.wait(timeout=HANG)  # until the request waits for it
             raise OSError(errno.EIO, "Input/output error")
         return real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
     turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "lost"}]))
-    await asyncio.wait_for(client.waiting.wait(), 60)
+    await asyncio.wait_for(client.waiting.wait(), HANG)
     held.set()
     outcome = await turn
     assert outcome.exit == "error" and outcome.error["code"] == "STORAGE" and outcome.error["retryable"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_server.policy.sandbox import sandbox_notify
+from support.timeouts import HANG
 
 SCRIPT = r"""
 import ctypes, os, sys, _thread
@@ -107,7 +108,7 @@ def test_a_save_by_another_process_after_the_command_let_go_of_the_file_is_named
     (work / ".b.txt.swp").write_text("orig\nagent\nthe user's save\n")
     os.replace(work / ".b.txt.swp", work / "b.txt")
     (work / "go").touch()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG) == 0
     record = str(tmp_path / "record")
     assert sandbox_notify.read_foreign(record) == {str(work / "a.txt"), str(work / "b.txt")}
     assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_record(record)
@@ -127,7 +128,7 @@ def test_a_commands_own_writes_of_every_kind_are_never_named_foreign(tmp_path):
                "(for i in 1 2 3; do echo $i >> k.txt; done) & wait; seq 100 | cat > k.txt; "
                "touch k.txt; rm i.txt")
     proc = run_watched(tmp_path, work, command)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG) == 0
     record = str(tmp_path / "record")
     assert sandbox_notify.read_foreign(record) == set()
     left = sandbox_notify.read_stamps(record, sandbox_notify.LEFT)
@@ -150,7 +151,7 @@ def test_an_editors_atomic_save_while_the_command_holds_the_file_open_is_named_f
     (work / ".a.txt.swp").write_text("orig\nagent\nthe user's save\n")
     os.replace(work / ".a.txt.swp", work / "a.txt")
     (work / "go").touch()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG) == 0
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
 
 
@@ -167,7 +168,7 @@ def test_an_in_place_save_while_the_command_holds_the_file_open_is_named_foreign
     wait_for(work / "wrote", proc)
     (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
     (work / "go").touch()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG) == 0
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from support.client_impl import ClientConfig
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream
 
@@ -31,11 +32,11 @@ async def test_session_cancel_right_after_the_first_prompt_was_lost_and_the_turn
         acp_harness_factory, endpoint, workspace):
     endpoint.push(text_stream("this turn must not run"))
     h, sid = await start(acp_harness_factory, endpoint, workspace)
-    first = h.start_prompt(sid, "first", timeout=60)
-    second = h.start_prompt(sid, "second, sent before the first started", timeout=60)
+    first = h.start_prompt(sid, "first", timeout=HANG)
+    second = h.start_prompt(sid, "second, sent before the first started", timeout=HANG)
     await asyncio.sleep(0.3)  # both prompts have reached the agent and wait for the MCP server
     await h.cancel(sid)
-    answers = await asyncio.wait_for(asyncio.gather(first, second), 60)
+    answers = await asyncio.wait_for(asyncio.gather(first, second), HANG)
     assert [a.stop_reason for a in answers] == ["cancelled", "cancelled"]
     assert endpoint.requests == []  # no model request was made for either prompt
 
@@ -50,11 +51,11 @@ async def test_session_cancel_sent_as_a_request_was_method_not_found_and_the_tur
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=client, validate=False)
     await h.initialize(client.capabilities())
     sid = (await h.new_session(str(workspace))).session_id
-    task = h.start_prompt(sid, "hello", timeout=60)
+    task = h.start_prompt(sid, "hello", timeout=HANG)
     for _ in range(600):  # the model request is under way (the endpoint hangs on it)
         if endpoint.requests:
             break
         await asyncio.sleep(0.05)
     assert endpoint.requests, "the prompt never reached the endpoint"
-    assert await h.request("session/cancel", {"sessionId": sid}, timeout=30) in (None, {})  # no error
-    assert (await asyncio.wait_for(task, 60)).stop_reason == "cancelled"
+    assert await h.request("session/cancel", {"sessionId": sid}, timeout=HANG) in (None, {})  # no error
+    assert (await asyncio.wait_for(task, HANG)).stop_reason == "cancelled"

@@ -18,6 +18,7 @@ import pytest
 from support.client_impl import ClientConfig
 from support.procs import descendants, processes_naming, wait_gone
 from support.replay import assert_replay_matches
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -170,7 +171,7 @@ async def test_cancel_of_a_hanging_mcp_call_ends_the_turn_and_the_next_call_is_a
                             predicate=lambda u: u.get("toolCallId") and u.get("status") == "in_progress",
                             timeout=120)
     await h.cancel(sid)
-    assert (await asyncio.wait_for(task, 60)).stop_reason == "cancelled"
+    assert (await asyncio.wait_for(task, HANG)).stop_reason == "cancelled"
     ends = [u for u in h.updates(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
     assert ends and ends[-1]["status"] == "failed"  # the hanging call is closed, not left running
     assert (await h.prompt(sid, "add", timeout=120)).stop_reason == "end_turn"

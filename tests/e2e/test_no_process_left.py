@@ -12,6 +12,7 @@ from pathlib import Path
 from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream
 from support.fixtures import agent_server_command
 from support.raw_agent import RawAgentProcess
+from support.timeouts import HANG
 
 SUBREAPER = Path(__file__).resolve().parents[1] / "support" / "subreaper.py"
 INIT = {"protocolVersion": 1, "clientCapabilities": {}}
@@ -40,7 +41,7 @@ def serve_one_session(endpoint, tmp_path: Path, run: int, close: str) -> list[di
             agent.close_stdin()
         else:
             agent.process.send_signal(signal.SIGTERM)  # the subreaper passes it on to the server
-        assert agent.wait_exit(timeout=60) == 0, agent.diagnostics()
+        assert agent.wait_exit(timeout=HANG) == 0, agent.diagnostics()
     finally:
         agent.close()
     return json.loads(report.read_text())

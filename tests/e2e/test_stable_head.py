@@ -22,6 +22,7 @@ from support.acp_client import ClientConfig
 from support.paths import FIXTURES
 from support.replay import replay_cli
 from support.sessions import call, config_env, events
+from support.timeouts import HANG
 
 from agent_server.agent.prefix import prefix_report
 from agent_server.offline import text_stream, tool_call_stream
@@ -83,10 +84,10 @@ async def run_scenario(factory, endpoint, workspace: Path, tmp_path: Path) -> tu
     assert (await h.prompt(sid, "Which model are you?")).stop_reason == "end_turn"
     await h.conn.set_session_mode(session_id=sid, mode_id="workspace-write")
     running = h.start_prompt(sid, "Run echo hi.")
-    await asyncio.wait_for(asked.wait(), 30)  # the bash call is logged and waits for its permission
+    await asyncio.wait_for(asked.wait(), HANG)  # the bash call is logged and waits for its permission
     await h.conn.set_session_mode(session_id=sid, mode_id="danger-full-access")
     answer.set()
-    assert (await asyncio.wait_for(running, 30)).stop_reason == "end_turn"
+    assert (await asyncio.wait_for(running, HANG)).stop_reason == "end_turn"
     return h, sid
 
 

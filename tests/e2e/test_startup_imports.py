@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from agent_server.offline import OfflineEndpoint, text_stream
+from support.timeouts import HANG
 
 SCRIPTED = Path(__file__).resolve().parents[1] / "mcp" / "scripted_server.py"
 
@@ -34,7 +35,7 @@ def run_session(raw_agent_factory, workspace, mcp_servers: list) -> set[str]:
                                timeout=120)
         assert answer["result"]["stopReason"] == "end_turn", answer
         agent.close_stdin()
-        assert agent.wait_exit(timeout=30) == 0
+        assert agent.wait_exit(timeout=HANG) == 0
         return imported(agent.stderr_text())
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
 from support.editor import Buffer, MemoryEditor
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -592,7 +593,7 @@ async def test_a_crash_between_the_undos_proposals_and_the_answers_lost_what_was
     sid = (await first.new_session(str(workspace))).session_id
     await two_edit_turns(first, sid, endpoint, workspace, editor)
     undo = first.start_prompt(sid, "/undo")
-    await asyncio.wait_for(waiting.wait(), 30)
+    await asyncio.wait_for(waiting.wait(), HANG)
     assert (workspace / "b.txt").read_bytes() == BOM_CRLF  # restored before the crash
     os.killpg(first.pid, signal.SIGKILL)
     await first.wait_exit(10)

@@ -12,6 +12,7 @@ import copy
 import json
 
 import pytest
+from support.timeouts import HANG
 
 WRONG = [None, True, 7, 1.5, "text", [], [1, "x"], {}, {"k": {"deep": [1]}}]
 
@@ -82,7 +83,7 @@ def agent(raw_agent_factory):
 
 
 def _still_serving(agent, workspace):
-    answer = agent.request("session/new", {"cwd": str(workspace)}, timeout=30)
+    answer = agent.request("session/new", {"cwd": str(workspace)}, timeout=HANG)
     assert "sessionId" in answer.get("result", {}), answer
     assert agent.returncode is None
 
@@ -101,10 +102,10 @@ def test_wrong_types_in_every_field_of_every_method_are_answered_and_serving_goe
     for method, params in _templates(workspace, sid).items():
         for value in WRONG:  # params itself of the wrong type
             rid = agent.send_request(method, value)
-            answers.append((method, "params", value, agent.response(rid, timeout=30)))
+            answers.append((method, "params", value, agent.response(rid, timeout=HANG)))
         for path, bad in _variants(params):
             rid = agent.send_request(method, bad)
-            answers.append((method, path, bad, agent.response(rid, timeout=30)))
+            answers.append((method, path, bad, agent.response(rid, timeout=HANG)))
     for method, path, bad, answer in answers:
         error = answer.get("error")
         if error is not None:  # answered; a wrong type is the client's fault, never an internal failure

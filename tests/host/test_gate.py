@@ -3,6 +3,7 @@
 import asyncio
 
 from agent_server.host.gate import UpdateGate, without_waiting
+from support.timeouts import HANG
 
 
 def chunk(text):
@@ -161,7 +162,7 @@ async def test_held_text_leaves_by_the_clock_without_another_update():
     gate = UpdateGate(send, interval=0.001)
     for ch in "abcdef":
         await gate.emit(chunk(ch))
-    await asyncio.wait_for(_until(lambda: "".join(u["content"]["text"] for u in sent) == "abcdef"), 30)
+    await asyncio.wait_for(_until(lambda: "".join(u["content"]["text"] for u in sent) == "abcdef"), HANG)
 
 
 async def _until(predicate):

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 from support.asyncgen import finalised_async_generators
+from support.timeouts import HANG
 
 from agent_server.llm import ChatClient, Finish, encode_body
 
@@ -78,7 +79,7 @@ async def test_finish_is_not_held_for_a_body_that_ends_late_or_never():
     port = server.sockets[0].getsockname()[1]
     client = ChatClient(f"http://127.0.0.1:{port}/v1", "sk-test")
     try:
-        events = await asyncio.wait_for(_events(client), 60)  # a hang guard: the body never ends
+        events = await asyncio.wait_for(_events(client), HANG)  # a hang guard: the body never ends
         assert isinstance(events[-1], Finish)
         # Finish came while the body's end was still being read (a Finish held for it would come
         # only once that read ended: the server's close, or the tail's own time limit)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lsprotocol import types
 from support.sessions import call, events
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -115,7 +116,7 @@ async def test_the_lsp_front_end_offered_no_completion_for_the_slash_commands_ag
     editor = await lsp()
     assert "agentServer.commands" in editor.init.capabilities.execute_command_provider.commands
     listed = await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="agentServer.commands", arguments=[])), 60)
+        command="agentServer.commands", arguments=[])), HANG)
     assert listed == {"commands": commands.COMMANDS}  # the list ACP's available_commands_update sends
     names = [c["name"] for c in listed["commands"]]
     assert {"undo", "redo", "mode", "model", "usage", "compact", "checkpoints", "init"} <= set(names), names

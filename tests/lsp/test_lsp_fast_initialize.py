@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 from support.fixtures import agent_server_command
+from support.timeouts import HANG
 
 from agent_server.config import load_config
 from agent_server.host import SessionHost
@@ -230,11 +231,11 @@ async def stop(proc, release, next_id):
         if proc.returncode is None:
             release()
             proc.stdin.write(frame({"jsonrpc": "2.0", "id": next_id, "method": "shutdown"}))
-            while (answer := await asyncio.wait_for(read_frame(proc.stdout), 30)).get("id") != next_id \
+            while (answer := await asyncio.wait_for(read_frame(proc.stdout), HANG)).get("id") != next_id \
                     or "method" in answer:
                 pass
             proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
-            assert await asyncio.wait_for(proc.wait(), 30) == 0
+            assert await asyncio.wait_for(proc.wait(), HANG) == 0
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -267,10 +268,10 @@ async def test_lsp_initialize_is_answered_while_pygls_is_still_loading(agent_env
     try:
         proc.stdin.write(opening_messages(workspace, path))
         await proc.stdin.drain()
-        answer = await asyncio.wait_for(read_frame(proc.stdout), 30)  # liveness only: held, it never comes
+        answer = await asyncio.wait_for(read_frame(proc.stdout), HANG)  # liveness only: held, it never comes
         assert answer["id"] == 1 and answer["result"]["capabilities"]["positionEncoding"] == "utf-8"
         release()  # now pygls may load
-        actions = await asyncio.wait_for(read_frame(proc.stdout), 60)
+        actions = await asyncio.wait_for(read_frame(proc.stdout), HANG)
         assert actions["id"] == 2, actions  # pygls' own answer to initialize never reached the editor
         assert [a["title"] for a in actions["result"]] == ["Agent: fix this problem", "Agent: explain",
                                                           "Agent: add tests for this"]
@@ -290,11 +291,11 @@ async def test_code_actions_are_answered_while_the_host_is_still_loading(agent_e
     try:
         proc.stdin.write(opening_messages(workspace, path))
         await proc.stdin.drain()
-        assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 1
-        actions = await asyncio.wait_for(read_frame(proc.stdout), 60)  # held, the host's import never ends
+        assert (await asyncio.wait_for(read_frame(proc.stdout), HANG))["id"] == 1
+        actions = await asyncio.wait_for(read_frame(proc.stdout), HANG)  # held, the host's import never ends
         assert [a["title"] for a in actions["result"]] == ["Agent: fix this problem", "Agent: explain",
                                                           "Agent: add tests for this"]
-        await asyncio.wait_for(asyncio.to_thread(release), 30)  # the idle server began importing the host itself
+        await asyncio.wait_for(asyncio.to_thread(release), HANG)  # the idle server began importing the host itself
         proc.stdin.write(frame({"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": {
             "command": "agentServer.ask", "arguments": [{"uri": path.as_uri(), "prompt": "What does it print?"}]}}))
         await proc.stdin.drain()
@@ -381,17 +382,17 @@ async def test_an_answered_initialize_that_pygls_cannot_read_still_sets_up_the_w
                 "context": {"diagnostics": []}}},
             {"jsonrpc": "2.0", "id": 3, "method": "shutdown"}]))
         await proc.stdin.drain()
-        answer = await asyncio.wait_for(read_frame(proc.stdout), 60)
+        answer = await asyncio.wait_for(read_frame(proc.stdout), HANG)
         assert answer["id"] == 1 and answer["result"]["capabilities"]["positionEncoding"] == "utf-8"
-        while "id" not in (actions := await asyncio.wait_for(read_frame(proc.stdout), 60)):
+        while "id" not in (actions := await asyncio.wait_for(read_frame(proc.stdout), HANG)):
             pass  # pygls' own "Error in server: Invalid Params" message (window/showMessage)
         assert actions["id"] == 2, actions
         (explain,) = [a for a in actions["result"] if a["title"] == "Agent: explain"]
         # no resolve support was read: the command comes with the action
         assert explain["command"]["arguments"][0]["prompt"].startswith("Explain the code in app.py line 2")
-        assert (await asyncio.wait_for(read_frame(proc.stdout), 30))["id"] == 3
+        assert (await asyncio.wait_for(read_frame(proc.stdout), HANG))["id"] == 3
         proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
-        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert await asyncio.wait_for(proc.wait(), HANG) == 0
         assert b"pygls could not read the editor's initialize params" in await proc.stderr.read()
     finally:
         if proc.returncode is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.procs import processes_naming, wait_gone
+from support.timeouts import HANG
 
 from agent_server.tools.mcp import McpServerSpec
 from agent_server.tools.mcp import connection as connection_module
@@ -109,7 +110,7 @@ def test_the_real_server_behind_sh_survived_the_agents_end(tmp_path, mode, how):
         else:
             proc.stdin.write("exit\n")
             proc.stdin.flush()
-        proc.wait(30)
+        proc.wait(HANG)
         assert wait_gone(tree), [p for p in tree if Path(f"/proc/{p}").exists()]
     finally:
         if proc.poll() is None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from support.procs import pid_alive
+from support.timeouts import HANG
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED = [sys.executable, str(HERE / "scripted_agent.py")]
@@ -79,7 +80,7 @@ def test_a_line_over_the_typescript_sdks_32_mib_arrives_whole_and_the_next_ask_w
     ed = make_editor(server_cmd=SCRIPTED)
     size = 33 * 1024 * 1024
     ed.cmd(f"AgentAsk huge {size}")
-    ed.idle(timeout=60)
+    ed.idle(timeout=HANG)
     assert ed.lua("local t = require('agent_server.chat').text() return #t") > size
     assert "_— stop: end_turn —_" in ed.chat()[-200:]
     ed.cmd("AgentAsk after")

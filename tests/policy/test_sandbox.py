@@ -27,6 +27,7 @@ from agent_server.policy.sandbox.sandbox_exec import landlock_abi
 from agent_server.session import EventLog
 from agent_server.tools import ToolContext
 from agent_server.tools.bash import BashArgs, BashTool
+from support.timeouts import HANG
 
 
 def _raw_abi() -> int:
@@ -949,7 +950,7 @@ async def test_putting_editor_configuration_back_never_follows_a_swapped_link_no
         ln -sfn ../elsewhere pkg/.vscode
         printf x >> big/huge.code-workspace
         echo done
-    """), ctx), 60)
+    """), ctx), HANG)
     assert "done" in res.text
     assert not os.path.lexists(ws / "sub" / ".nvim.lua")
     assert not (home / ".vscode").exists(), "put back through a link, outside the tree"

@@ -134,7 +134,7 @@ async def test_a_launcher_killed_mid_call_ends_that_command_and_the_next_call_re
     (leader,) = _children(zygote)
     os.kill(zygote, signal.SIGKILL)
     try:
-        res = await asyncio.wait_for(task, 60)
+        res = await asyncio.wait_for(task, HANG)
         assert res.meta["exit_code"] == -signal.SIGKILL and res.is_error, res.text
         assert wait_gone([leader, *command]), "the command ran on after its launcher died"
     finally:

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from agent_server.server.acp.fast_session import SLOW_PATH_ENV
+from support.timeouts import HANG
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}}}
 
@@ -53,5 +54,5 @@ def test_a_session_new_pipelined_behind_initialize_before_its_answer_is_served(
     agent.send_line(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
                     + line({"jsonrpc": "2.0", "id": 2, "method": "session/new",
                             "params": {"cwd": str(workspace), "mcpServers": servers}}), newline=False)
-    assert agent.response(1, timeout=30)["result"]["protocolVersion"] == 1
-    assert agent.response(2, timeout=30)["result"]["sessionId"]
+    assert agent.response(1, timeout=HANG)["result"]["protocolVersion"] == 1
+    assert agent.response(2, timeout=HANG)["result"]["sessionId"]

@@ -95,12 +95,12 @@ def test_requests_sent_in_the_same_write_as_session_new_are_served_in_order_afte
              {"jsonrpc": "2.0", "id": 52, "method": "session/prompt",
               "params": {"sessionId": "sess_unknown", "prompt": [{"type": "text", "text": "hi"}]}}]
     agent.send_line(b"".join(json.dumps(m).encode() + b"\n" for m in lines), newline=False)
-    session_id = agent.response(50, timeout=30)["result"]["sessionId"]
+    session_id = agent.response(50, timeout=HANG)["result"]["sessionId"]
     # the request read with it, in the bytes handed to the full server, is answered after it
     # (the new session had no prompt yet: session/list leaves it out)
-    assert agent.response(51, timeout=30)["result"]["sessions"] == []
+    assert agent.response(51, timeout=HANG)["result"]["sessions"] == []
     assert session_id
-    assert agent.response(52, timeout=30)["error"]["code"] == -32002
+    assert agent.response(52, timeout=HANG)["error"]["code"] == -32002
     assert fast(agent)
 
 
@@ -112,7 +112,7 @@ def test_a_prompt_right_behind_the_fast_session_new_is_served_in_order(raw_agent
         session_id = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
         agent.send_request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
                            id=99)
-        answer = agent.response(99, timeout=60)
+        answer = agent.response(99, timeout=HANG)
         assert answer["result"]["stopReason"] == "end_turn", answer
         seen = [m for m in agent.transcript.snapshot() if m.direction == "agent->client"]
         updates = [m.message["params"]["update"]["sessionUpdate"] for m in seen
@@ -167,7 +167,7 @@ def test_the_sandbox_probe_result_is_logged_before_the_first_tool_call_of_a_fast
         agent.send_request("session/prompt", {"sessionId": session_id,
                                               "prompt": [{"type": "text", "text": "run it"}]}, id=7)
         while True:  # answer any permission question (an unconfined shell asks) with allow
-            message = agent.recv(timeout=60)
+            message = agent.recv(timeout=HANG)
             if message.get("method") == "session/request_permission":
                 agent.respond(message["id"], {"outcome": {"outcome": "selected", "optionId": "allow_once"}})
             elif message.get("id") == 7:

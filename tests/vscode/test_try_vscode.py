@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.procs import descendants, pid_alive, wait_gone
+from support.timeouts import HANG
 from support.vscode_tools import REPO, find_tools
 
 
@@ -226,7 +227,7 @@ def test_pruning_try_vscode_runs_keeps_the_last_few_and_every_folder_still_in_us
     finally:
         for holder in holders:
             holder.stdin.close()
-            holder.wait(timeout=60)
+            holder.wait(timeout=HANG)
             holder.stdout.close()
     assert proc.returncode == 0, proc.stderr
     assert [r.exists() for r in run] == [False, *[True] * 8], proc.stdout + proc.stderr
