@@ -15,6 +15,7 @@ from agent_server.llm import ChatClient
 from agent_server.server.acp.server import AcpServer
 from agent_server.session import SessionStore
 from support.probe import answered
+from support.timeouts import HANG
 
 
 async def test_a_session_list_right_after_session_new_waited_for_the_warm_ups_imports_on_the_loop(
@@ -65,7 +66,7 @@ async def test_the_first_prompt_to_an_https_endpoint_opened_its_connection_after
             # (the answer, then what follows it: the warm-up)
             sid = (await answered(server, "session/new", {"cwd": str(tmp_path), "mcpServers": []}, 10))["sessionId"]
             client = server.host.pool.get(endpoint.url(), "k")
-            assert await asyncio.wait_for(asyncio.gather(*client._tails), 10) == [True]
+            assert await asyncio.wait_for(asyncio.gather(*client._tails), HANG) == [True]
             await endpoint.wait_connections(1)
             assert endpoint.connections[0]["received"] == b""  # nothing sent on it
             prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}

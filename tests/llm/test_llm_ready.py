@@ -13,6 +13,7 @@ import pytest
 
 from agent_server.llm import ChatClient, encode_body
 from agent_server.offline import OfflineEndpoint, text_stream
+from support.timeouts import HANG
 
 
 class Held:
@@ -61,10 +62,10 @@ async def test_the_endpoint_had_a_whole_request_before_the_prompt_was_durable(ho
         try:
             held = Held()
             task = asyncio.create_task(_drain(client, BODY, ready=held))
-            await asyncio.wait_for(held.awaited.wait(), 10)
+            await asyncio.wait_for(held.awaited.wait(), HANG)
             assert endpoint.requests == [] and endpoint.open_connections == 1
             held.release()
-            assert _text(await asyncio.wait_for(task, 10)) == "hi"
+            assert _text(await asyncio.wait_for(task, HANG)) == "hi"
             assert _text(await _drain(client, BODY)) == "hi"  # the same request, without ready
         finally:
             await client.aclose()
@@ -86,13 +87,13 @@ async def test_a_request_whose_prompt_failed_to_be_durable_reached_the_endpoint_
         try:
             held = Held()
             task = asyncio.create_task(_drain(client, BODY, ready=held))
-            await asyncio.wait_for(held.awaited.wait(), 10)
+            await asyncio.wait_for(held.awaited.wait(), HANG)
             served = set(endpoint._tasks)  # the endpoint's side of the connection
             held.fail(error)
             with pytest.raises(type(error)) as raised:
-                await asyncio.wait_for(task, 10)
+                await asyncio.wait_for(task, HANG)
             assert raised.value is error
-            await asyncio.wait_for(asyncio.gather(*served), 10)  # the endpoint saw the connection close
+            await asyncio.wait_for(asyncio.gather(*served), HANG)  # the endpoint saw the connection close
             assert client._client._transport._pool.connections == []
         finally:
             await client.aclose()
@@ -105,12 +106,12 @@ async def test_a_turn_cancelled_while_its_prompt_was_made_durable_left_a_whole_r
         try:
             held = Held()
             task = asyncio.create_task(_drain(client, BODY, ready=held))
-            await asyncio.wait_for(held.awaited.wait(), 10)
+            await asyncio.wait_for(held.awaited.wait(), HANG)
             served = set(endpoint._tasks)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            await asyncio.wait_for(asyncio.gather(*served), 10)
+            await asyncio.wait_for(asyncio.gather(*served), HANG)
             assert client._client._transport._pool.connections == []
         finally:
             await client.aclose()
@@ -160,13 +161,13 @@ async def test_the_request_waited_for_the_prompt_s_fsync_before_its_first_byte_l
     try:
         held = Held()
         task = asyncio.create_task(_drain(client, BODY, ready=held))
-        await asyncio.wait_for(held.awaited.wait(), 10)
+        await asyncio.wait_for(held.awaited.wait(), HANG)
         while b"".join(received).partition(b"\r\n\r\n")[2] != BODY[:-1]:
             arrived.clear()
-            await asyncio.wait_for(arrived.wait(), 10)
+            await asyncio.wait_for(arrived.wait(), HANG)
         head = b"".join(received).partition(b"\r\n\r\n")[0]
         held.release()
-        assert _text(await asyncio.wait_for(task, 10)) == "hi"
+        assert _text(await asyncio.wait_for(task, HANG)) == "hi"
     finally:
         await client.aclose()
         server.close()
@@ -183,11 +184,11 @@ async def test_a_one_byte_body_waits_for_ready_whole():
     try:
         held = Held()
         task = asyncio.create_task(_drain(client, b"{", ready=held))
-        await asyncio.wait_for(held.awaited.wait(), 10)
-        await asyncio.wait_for(arrived.wait(), 10)
+        await asyncio.wait_for(held.awaited.wait(), HANG)
+        await asyncio.wait_for(arrived.wait(), HANG)
         assert b"".join(received).endswith(b"\r\n\r\n")  # the head only
         held.release()
-        assert _text(await asyncio.wait_for(task, 10)) == "hi"
+        assert _text(await asyncio.wait_for(task, HANG)) == "hi"
     finally:
         await client.aclose()
         server.close()
@@ -228,21 +229,21 @@ async def test_over_tls_the_request_waited_for_the_prompt_s_fsync_before_its_fir
             for outcome in ("released", "failed"):
                 held = Held()
                 task = asyncio.create_task(_drain(client, BODY, ready=held))
-                await asyncio.wait_for(held.awaited.wait(), 10)
+                await asyncio.wait_for(held.awaited.wait(), HANG)
                 record = endpoint.connections[-1] if endpoint.connections else None
                 while record is None or record["received"].partition(b"\r\n\r\n")[2] != BODY[:-1]:
                     endpoint.arrived.clear()
-                    await asyncio.wait_for(endpoint.arrived.wait(), 10)
+                    await asyncio.wait_for(endpoint.arrived.wait(), HANG)
                     record = endpoint.connections[-1]
                 if outcome == "released":
                     held.release()
-                    assert _text(await asyncio.wait_for(task, 10)) == "hi"
+                    assert _text(await asyncio.wait_for(task, HANG)) == "hi"
                     assert record["received"].partition(b"\r\n\r\n")[2] == BODY
                 else:
                     held.fail(DiskFull("no space left on device"))
                     with pytest.raises(DiskFull):
-                        await asyncio.wait_for(task, 10)
-                    await asyncio.wait_for(record["done"].wait(), 10)  # closed by the client
+                        await asyncio.wait_for(task, HANG)
+                    await asyncio.wait_for(record["done"].wait(), HANG)  # closed by the client
                     assert record["received"].partition(b"\r\n\r\n")[2] == BODY[:-1]
         finally:
             await client.aclose()

@@ -16,6 +16,7 @@ from httpx_sse import aconnect_sse
 
 from agent_server.llm import ChatClient, LLMError, encode_body
 from agent_server.offline import OfflineEndpoint, text_stream
+from support.timeouts import HANG
 
 BODY = encode_body({"model": "m", "messages": [{"role": "user", "content": "héllo"}], "stream": True})
 
@@ -73,7 +74,7 @@ async def test_every_request_had_its_unchanging_head_merged_by_httpx_and_validat
     assert len(validated) == 1  # the first request's head, once
 
     async def before(url: str) -> None:  # what ChatClient.stream did: httpx-sse's call on httpx's client
-        async with httpx.AsyncClient(timeout=5, follow_redirects=False) as client:
+        async with httpx.AsyncClient(timeout=HANG, follow_redirects=False) as client:
             headers = {"HTTP-Referer": "https://example.org", "Content-Type": "application/json",
                        "Accept": "text/event-stream", "Authorization": "Bearer sk-test"}
             async with aconnect_sse(client, "POST", url + "/chat/completions", content=BODY, headers=headers) as source:

@@ -14,6 +14,7 @@ import pytest
 from agent_server.llm import ChatClient, LLMError, encode_body
 from agent_server.llm._transport import EndpointTransport, TLSTransport
 from agent_server.offline import OfflineEndpoint, text_stream
+from support.timeouts import HANG
 from support.tls import TLSEndpoint, one_request
 
 BODY = encode_body({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
@@ -35,7 +36,7 @@ def _text(events: list) -> str:
 
 
 async def _opened(client: ChatClient) -> list[bool]:
-    return await asyncio.wait_for(asyncio.gather(*client._tails), 10)
+    return await asyncio.wait_for(asyncio.gather(*client._tails), HANG)
 
 
 async def _tickets_read(client: ChatClient) -> None:
@@ -80,7 +81,7 @@ async def test_an_https_connection_opened_ahead_that_the_server_closed_is_not_us
             client.preconnect()
             assert await _opened(client) == [True]
             watch, = client._transport.backend._watches.values()
-            await asyncio.wait_for(watch, 10)  # it read the server's close: the spare is dropped
+            await asyncio.wait_for(watch, HANG)  # it read the server's close: the spare is dropped
             assert client._transport.backend._spares == {}
             assert _text([e async for e in client.stream(BODY)]) == "hi"
         finally:
@@ -99,7 +100,7 @@ async def test_an_https_connection_opened_ahead_longer_ago_than_the_keep_alive_e
             now = backend.clock()
             backend.clock = lambda: now + 5.5  # the pool's keep-alive expiry is 5 s
             assert _text([e async for e in client.stream(BODY)]) == "hi"
-            await asyncio.wait_for(endpoint.connections[0]["done"].wait(), 10)  # closed by the client
+            await asyncio.wait_for(endpoint.connections[0]["done"].wait(), HANG)  # closed by the client
         finally:
             await client.aclose()
     assert len(endpoint.connections) == 2 and endpoint.connections[0]["received"] == b""
@@ -153,7 +154,7 @@ async def test_an_https_connection_opened_ahead_and_never_used_is_closed_with_th
         finally:
             await client.aclose()
         await endpoint.wait_connections(1)
-        await asyncio.wait_for(endpoint.connections[0]["done"].wait(), 10)
+        await asyncio.wait_for(endpoint.connections[0]["done"].wait(), HANG)
     assert [c["received"] for c in endpoint.connections] == [b""]
 
 

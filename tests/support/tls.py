@@ -17,6 +17,8 @@ from typing import Any
 
 import trustme
 
+from .timeouts import HANG
+
 SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
               b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
               b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
@@ -52,7 +54,7 @@ class TLSEndpoint:
     async def wait_connections(self, n: int) -> None:
         while len(self.connections) < n:
             self.accepted.clear()
-            await asyncio.wait_for(self.accepted.wait(), 10)
+            await asyncio.wait_for(self.accepted.wait(), HANG)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         record: dict[str, Any] = {"received": b"", "done": asyncio.Event()}
