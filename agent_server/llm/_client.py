@@ -392,14 +392,13 @@ class ChatClient:
             made = self._client.build_request("POST", self._target, headers=self._headers)
             made.headers.pop("Content-Length", None)
             self._head = made.headers
-        headers = httpx.Headers(self._head)
-        headers["Content-Length"] = str(len(body))  # last, where httpx puts it
         body = bytes(body)
         stream = httpx.ByteStream(body) if ready is None else HeldBody(body, ready, self.stream_idle_timeout)
-        request = httpx.Request("POST", self._target, headers=headers, stream=stream,
+        request = httpx.Request("POST", self._target, headers=self._head, stream=stream,
                                 extensions={"timeout": self._timeouts})
         if self._client._cookies:  # (an empty jar adds nothing: ``build_request`` skips it too)
             self._client._cookies.set_cookie_header(request)
+        request.headers["Content-Length"] = str(len(body))  # last, where httpx puts it
         return request
 
     def _deadline_error(self, where: str) -> LLMError:

@@ -136,3 +136,18 @@ async def test_the_first_request_after_a_load_merged_and_validated_its_head_on_i
             await client.aclose()
     assert (built, validated) == ([], [])
     assert endpoint.requests[0].body == BODY
+
+
+async def test_a_cookie_goes_where_httpx_put_it_in_the_head():
+    """A jar with a cookie: the ``Cookie`` header before ``Content-Length``, as ``build_request``
+    puts it (the head merged once must not move it)."""
+    async with OfflineEndpoint([text_stream("hi")]) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        client._client.cookies.set("__cf_bm", "abc")
+        try:
+            expected = client._client.build_request("POST", client.url, content=BODY, headers=client._headers)
+            [e async for e in client.stream(BODY)]
+        finally:
+            await client.aclose()
+    assert list(endpoint.requests[0].headers) == [k.lower() for k in expected.headers.keys()]
+    assert endpoint.requests[0].headers["cookie"] == "__cf_bm=abc"
