@@ -125,7 +125,7 @@ async def test_trusted_read_only_tool_runs_without_asking_over_http_and_allow_al
         if h is not None:  # the agent first: it holds a subscriptions/listen stream the server would wait for
             await h.close()
         web.terminate()
-        web.wait(10)
+        web.wait(HANG)
 
 
 async def test_untrusted_server_asks_even_in_danger_full_access_and_a_rejection_tells_the_model(

@@ -11,12 +11,15 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from support.acp_client import ClientConfig
+from support.procs import processes_naming, wait_gone
 from support.sessions import call, config_env, events
+from support.timeouts import HANG
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -322,20 +325,20 @@ async def test_kill_9_of_the_server_stops_its_confined_shell_command(
         acp_harness_factory, endpoint, workspace):
     """Regression (newcomer): after ``kill -9`` of agent-server the confined command went on and
     finished its side effects (re-parented to PID 1, no timeout any more)."""
-    endpoint.push(tool_call_stream([call("slow", "bash", command="echo start > started.txt; sleep 3; echo done > done.txt")]))
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.625"  # a sleep only the server's death can end
+    endpoint.push(tool_call_stream([call("slow", "bash", command=f"echo start > started.txt; sleep {marker}; "
+                                                                 "echo done > done.txt")]))
     h, sid = await start(acp_harness_factory, endpoint, workspace)
-    h.start_prompt(sid, "run it")
-    for _ in range(200):
-        if (workspace / "started.txt").exists():
-            break
+    task = h.start_prompt(sid, "run it")
+    deadline = time.monotonic() + HANG
+    while not (command := processes_naming(marker)):
+        assert time.monotonic() < deadline and not task.done(), "the command never started"
         await asyncio.sleep(0.05)
     assert (workspace / "started.txt").exists()
     os.kill(h.pid, 9)
-    await h.wait_exit(10)
-    await asyncio.sleep(5)
+    await h.wait_exit()
+    assert wait_gone(command), "the confined command outlived the server's kill -9"
     assert not (workspace / "done.txt").exists()
-    left = subprocess.run(["pgrep", "-f", "sleep 3; echo done"], capture_output=True, text=True).stdout
-    assert left.strip() == ""
 
 
 async def test_a_turn_that_changed_files_a_git_hook_runs_ended_without_saying_so(

@@ -95,7 +95,7 @@ async def test_resume_of_a_session_killed_mid_tool_shows_the_interrupted_call_as
                                           predicate=lambda u: u.get("status") == "in_progress")
     tool_call_id = running.message["params"]["update"]["toolCallId"]
     os.killpg(first.pid, signal.SIGKILL)
-    await first.wait_exit(10)
+    await first.wait_exit()
 
     second = await harness(acp_harness_factory, endpoint, env)
     result = await second.request("session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})

@@ -596,7 +596,7 @@ async def test_a_crash_between_the_undos_proposals_and_the_answers_lost_what_was
     await asyncio.wait_for(waiting.wait(), HANG)
     assert (workspace / "b.txt").read_bytes() == BOM_CRLF  # restored before the crash
     os.killpg(first.pid, signal.SIGKILL)
-    await first.wait_exit(10)
+    await first.wait_exit()
     with pytest.raises(Exception):
         await undo
 

@@ -82,7 +82,7 @@ async def test_http_server_built_with_the_sdk_answers_with_structured_content():
             await conn.close()
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(HANG)
 
 
 async def test_server_that_exits_mid_call_gives_a_clear_error_and_restarts_on_the_next_call():

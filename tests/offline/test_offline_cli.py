@@ -44,7 +44,7 @@ def spawn() -> Iterator:
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(5)
+        proc.wait(HANG)
         proc.stdout.close()
         proc.stderr.close()
 
@@ -87,7 +87,7 @@ async def test_cli_serves_the_demo_and_records_requests(spawn, tmp_path: Path):
     assert first["headers"]["authorization"] == "<redacted>"
     assert "sk-secret-123" not in record.read_text(encoding="utf-8")
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(5) == 0
+    assert proc.wait(HANG) == 0
 
 
 async def test_cli_serves_a_script_file_then_the_default(spawn, tmp_path: Path, sse_dir):
