@@ -190,7 +190,7 @@ class AcpHarness:
         self._closed = True
         if self.conn is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), timeout=2)
+                await asyncio.wait_for(self.conn.close(), timeout=2)  # a grace, then killed: not a hang guard
         if self._writer is not None:
             self._writer.flush_partial()
             with contextlib.suppress(Exception):
@@ -203,7 +203,7 @@ class AcpHarness:
         await self.process.wait()
         for task in self._tasks:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=2)
+                await asyncio.wait_for(task, timeout=2)  # a grace, then killed: not a hang guard
 
     def group_members(self) -> list[int]:
         """Live processes still in the agent's process group (empty after ``close()``)."""

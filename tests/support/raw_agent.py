@@ -119,7 +119,7 @@ class RawAgentProcess:
         """Wait for the agent to exit; returns its exit status (raises ``subprocess.TimeoutExpired``).
         Also waits (briefly) for the stderr reader to reach EOF, so ``stderr_text()`` is complete."""
         status = self.process.wait(timeout=timeout or self.timeout)
-        self._threads[1].join(timeout=2)
+        self._threads[1].join(timeout=2)  # a grace: not a hang guard
         return status
 
     def close(self, grace: float = 2.0) -> None:
@@ -136,7 +136,7 @@ class RawAgentProcess:
         signal_group(self.process.pid, signal.SIGKILL)  # sweep the group
         self.process.wait()
         for thread in self._threads:
-            thread.join(timeout=2)
+            thread.join(timeout=2)  # a grace: not a hang guard
 
     def group_members(self) -> list[int]:
         """Live processes still in the agent's process group."""
