@@ -4,6 +4,7 @@ another process is never in it."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import os
 import sys
@@ -194,3 +195,58 @@ def test_a_watch_left_without_inotify_said_nothing_of_why_every_file_became_fore
                    check=True, timeout=60)
     assert sandbox_notify.read_unwatched(record) is None
     assert str(work / "a.txt") not in sandbox_notify.read_foreign(record)
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_an_in_place_save_whose_close_the_kernel_merged_with_the_commands_own_close_counted_as_the_commands(tmp_path):
+    """The known gap: the command holds ``a.txt`` open for writing; another process saves it in
+    place (open, write, close) and the command then closes it with no other event of the folder and
+    no drain between — inotify merges the two equal close events into one, so the save looked like
+    the command's own close. The other process's open is seen (``IN_OPEN``) and no write-open of the
+    command's nor a read that closed explains it: ``FOREIGN``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("orig\n")
+    # the command and the test speak through its stdin and stdout (no path, no event between the closes)
+    folder = str(Path(sandbox_notify.__file__).parent)
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
+                             str(work), "exec 3>>a.txt; echo agent >&3; echo wrote; read go; exec 3>&-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"wrote\n"
+    with open(work / "a.txt", "a") as fh:  # the user's in-place save
+        fh.write("the user's save\n")
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+@pytest.mark.parametrize("late_reader", [False, True])
+def test_another_process_reading_a_file_the_command_writes_is_never_named_foreign(tmp_path, late_reader):
+    """The other side of counting a written file's opens: an editor reloading the file the command
+    writes (a read, two readers at once) writes nothing, so the command's writes stay its own (no
+    question at /undo). The price, on the safe side: a reader still holding the file open when the
+    command ends (``tail -f``) cannot be told from a writer whose close the kernel merged: asked."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("orig\n")
+    folder = str(Path(sandbox_notify.__file__).parent)
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
+                             str(work), "exec 3>>a.txt; echo agent >&3; echo wrote; read go; echo more >&3; "
+                                        "echo again; read go; exec 3>&-; cat a.txt > /dev/null; echo b >> a.txt"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"wrote\n"
+    assert (work / "a.txt").read_text() == "orig\nagent\n"
+    with open(work / "a.txt") as one, open(work / "a.txt") as two:
+        one.read(), two.read()
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"again\n"
+    with contextlib.ExitStack() as stack:
+        if late_reader:  # still open when the command ends
+            stack.enter_context(open(work / "a.txt"))
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == ({str(work / "a.txt")} if late_reader else set())

@@ -314,8 +314,12 @@ def read_foreign(path: str) -> set[str]:
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
 IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
 IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR = 0x4000, 0x8000, 0x1000000
+IN_CLOSE_NOWRITE, IN_OPEN, IN_DONT_FOLLOW = 0x10, 0x20, 0x2000000
 _CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
 _WATCH_MASK = _CHANGES | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+# a file the command opened for writing is watched itself for its opens and the reads that closed
+# (its folder's watch would carry every read of every file there: a full queue)
+_FILE_MASK = IN_OPEN | IN_CLOSE_NOWRITE | IN_DONT_FOLLOW
 _HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
 
 
@@ -350,6 +354,12 @@ class Watch:
         self.blind: set[bytes] = set()
         self.real: dict[bytes, bytes] = {}  # a path (or folder) as named -> resolved (both are followed)
         self.calls: dict[bytes, int] = {}  # paths of a path call in flight -> the calling process
+        # per file the command opened for writing: its opens seen (its own inode's watch), less the
+        # command's write-opens and the reads that closed; above 0 at the end, an open nobody of the
+        # command made that no read explains: another process's write (``finish``)
+        self.opens: dict[bytes, int] = {}
+        self.files: dict[int, tuple[bytes, ...]] = {}  # a file's watch descriptor -> its spellings
+        self.file_wd: dict[bytes, int] = {}
 
     def arm(self, paths: list[bytes], pid: int, is_open: bool) -> bytes:
         """Before the command's call on ``paths`` goes ahead: take in the events so far, then mark
@@ -357,11 +367,15 @@ class Watch:
         with self.lock:
             out = self._drain(pid)
             for named in paths:
-                for spelled in self._spellings(named):
+                spellings = self._spellings(named)
+                watched = is_open and self._watch_file(spellings)
+                for spelled in spellings:
                     self._track(spelled)
                     self.state[spelled] = (_HELD, 0) if is_open else (_OP, pid)
                     if is_open:
                         self.calls.pop(spelled, None)
+                        if watched:  # its own open, to come
+                            self.opens[spelled] = self.opens.get(spelled, 0) - 1
                     else:
                         self.calls[spelled] = pid
             out, self.pending = out + self.pending, b""
@@ -396,12 +410,29 @@ class Watch:
                     ctime = os.stat(named).st_ctime_ns
                 except OSError:
                     continue
-                if named in self.blind and named not in self.foreign:
+                # blind, or opened by a process that is no write-open of the command's and closed no read:
+                # another process's write (an in-place save whose close the kernel merged with the
+                # command's own, or a reader still open now: asked about, the safe side)
+                if (named in self.blind or self.opens.get(named, 0) > 0) and named not in self.foreign:
                     self.foreign.add(named)
                     out += FOREIGN + named + b"\0"
                 out += LEFT + str(ctime).encode() + b":" + named + b"\0"
             out, self.pending = out + self.pending, b""
             return out
+
+    def _watch_file(self, spellings: tuple[bytes, ...]) -> bool:
+        """Watch the file itself (its opens, ``_FILE_MASK``); ``False`` when it is not there (yet)."""
+        if self.fd < 0:
+            return False
+        if spellings[-1] in self.file_wd:
+            return True
+        wd = self.libc.inotify_add_watch(self.fd, spellings[-1], _FILE_MASK)
+        if wd < 0:
+            return False
+        self.files[wd] = tuple(dict.fromkeys((*self.files.get(wd, ()), *spellings)))
+        for spelled in spellings:
+            self.file_wd[spelled] = wd
+        return True
 
     def _track(self, named: bytes) -> None:
         folder = os.path.dirname(named)
@@ -437,6 +468,15 @@ class Watch:
                 if mask & IN_Q_OVERFLOW:
                     self._blind_because("OVERFLOW")
                     self._lose_all()
+                elif wd in self.files:  # a file's own watch: its opens and the reads that closed
+                    if mask & IN_IGNORED:  # the inode is gone (replaced, removed): what it saw goes with it
+                        for spelled in self.files.pop(wd):
+                            self.file_wd.pop(spelled, None)
+                            self.opens.pop(spelled, None)
+                    elif mask & (IN_OPEN | IN_CLOSE_NOWRITE):
+                        for spelled in self.files[wd]:
+                            if spelled not in self.foreign:
+                                self.opens[spelled] = self.opens.get(spelled, 0) + (1 if mask & IN_OPEN else -1)
                 elif mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
                     self._lose(wd)
                 elif name and mask & _CHANGES:
@@ -446,6 +486,8 @@ class Watch:
             state = self.state.get(named)
             if state is None or named in self.foreign:
                 continue
+            if state[0] == _HELD and named not in self.file_wd:  # created by the command's open: watched from now
+                self._watch_file(self._spellings(named))
             if state[0] == _HELD:
                 if mask & (IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE):
                     # a rename or removal of the name is a path call, which the command's own would have
