@@ -2,6 +2,9 @@
 -- counts and prints a failure; `done(name)` prints the summary and exits 1 on any failure.
 local M = { failures = 0 }
 
+--- Milliseconds a wait for an event may take before it is a hang (tests/support/timeouts.py's HANG).
+M.HANG = 60000 * (tonumber(os.getenv("AGENT_SERVER_TEST_HANG_SCALE")) or 1)
+
 function M.eq(got, want, what)
   if not vim.deep_equal(got, want) then
     M.failures = M.failures + 1

@@ -40,7 +40,7 @@ local function list()
   client.list_sessions(function(err, sessions, note)
     got = { err = err, sessions = sessions, note = note }
   end)
-  assert(vim.wait(2000, function()
+  assert(vim.wait(check.HANG, function()
     return got ~= nil
   end), "list_sessions never answered")
   return got
@@ -126,7 +126,7 @@ serve(function(params)
     { sessions = ids(1, 50), nextCursor = "after-50" }
 end)
 require("agent_server").sessions()
-assert(vim.wait(2000, function()
+assert(vim.wait(check.HANG, function()
   return shown ~= nil
 end), "the picker never opened")
 eq(session_ids(shown), session_ids(ids(1, 63)), "the picker offers all 63")
