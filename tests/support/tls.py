@@ -15,7 +15,11 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-import trustme
+try:
+    import trustme
+except ImportError as exc:  # a venv made before pyproject's test extras named it
+    raise ImportError("trustme is not installed in this venv: re-run `bash scripts/setup.sh` "
+                      "(pyproject's test extras name it)") from exc
 
 from .timeouts import HANG
 
