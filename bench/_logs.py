@@ -28,7 +28,7 @@ def _ids(events: list[dict[str, Any]]) -> set[str]:
 
 
 def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: int | None = None,
-             cwd: str | None = None, repeat_from: int = 1) -> tuple[str, Path]:
+             cwd: str | None = None, repeat_from: int = 1, replace: dict[str, str] | None = None) -> tuple[str, Path]:
     """Write ``out_dir/sessions/<new id>/events.jsonl``: the header of ``template`` (new session
     id, ``cwd`` if given) and copies of its turns until ``events`` events or ``size`` bytes.
     ``repeat_from``: the first turn repeated (the turns before it are kept once, as the head: a
@@ -36,7 +36,8 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
 
     ``cwd``: the grown session's folder, named instead of the template's wherever the template named
     it (the header, the system text of its ``request/header``, tool results), as a session started
-    there would name it.
+    there would name it. ``replace``: other strings of the template named otherwise (an endpoint's
+    URL: the session as it would be loaded against the endpoint it talked to).
 
     Returns ``(session id, path)``. Raises ``ValueError`` when ``template`` has no closed turn.
     """
@@ -51,12 +52,14 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
     id_pattern = re.compile("|".join(re.escape(f'"{i}"') for i in ids)) if ids else None
     session_id = f"sess_{uuid.uuid4().hex}"
     header = dict(head[0], data=dict(head[0]["data"], session_id=session_id))
-    moved: tuple[str, str] | None = None
+    renames = dict(replace or {})
     if cwd:
         before = header["data"].get("cwd")
-        if isinstance(before, str) and before and before != cwd:  # the system text and results name it too
-            moved = (json.dumps(before, ensure_ascii=False)[1:-1], json.dumps(cwd, ensure_ascii=False)[1:-1])
+        if isinstance(before, str) and before:  # the system text and results name it too
+            renames[before] = cwd
         header["data"]["cwd"] = cwd
+    moves = [(json.dumps(a, ensure_ascii=False)[1:-1], json.dumps(b, ensure_ascii=False)[1:-1])
+             for a, b in renames.items() if a and a != b]
     folder = out_dir / "sessions" / session_id
     folder.mkdir(parents=True, mode=0o700)
     path = folder / "events.jsonl"
@@ -66,7 +69,7 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
         for event in [header, *head[1:]]:
             seq += 1
             line = json.dumps(dict(event, seq=seq), ensure_ascii=False, separators=(",", ":"))
-            if moved is not None:
+            for moved in moves:
                 line = line.replace(*moved)
             fh.write(line + "\n")
             written += len(line) + 1
@@ -84,7 +87,7 @@ def grow_log(template: Path, out_dir: Path, *, events: int | None = None, size: 
                 line = json.dumps(dict(event, seq=seq, data=data), ensure_ascii=False, separators=(",", ":"))
                 if id_pattern is not None:
                     line = id_pattern.sub(lambda m: m.group(0)[:-1] + f'-{copy}"', line)
-                if moved is not None:
+                for moved in moves:
                     line = line.replace(*moved)
                 fh.write(line + "\n")
                 written += len(line) + 1

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TRACE_ENV = "AGENT_SERVER_BENCH_TRACE"
 
@@ -147,7 +146,15 @@ def install(path: str) -> None:
         _wrap(RequestMemo, "_frame", "memo: frame")
         _wrap(RequestMemo, "step_chars", "memo: anchor's step")
         _wrap(ProjectionMemo, "shared", "projection")
-    _wrap(_client.ChatClient, "stream", "stream")
+    original_stream = _client.ChatClient.stream
+
+    def stream(self: Any, body: bytes, **kwargs: Any) -> Any:
+        stamp("stream>")
+        if _state["on"]:
+            _state["held"] = kwargs.get("ready") is not None  # the request's last byte: a send of its own
+        return original_stream(self, body, **kwargs)
+
+    _client.ChatClient.stream = stream
     _wrap(step, "log_request_inputs", "inputs logged", enter=False)
 
     original_append = events.EventLog.append
@@ -179,7 +186,8 @@ def install(path: str) -> None:
                 return await _original(self, timeout)
             finally:
                 stamp("sendmsg<")
-                if _state["on"]:
+                _state["sends"] = _state.get("sends", 0) + 1
+                if _state["on"] and (_state["sends"] >= 2 or not _state.get("held")):
                     _state["on"], _state["done"] = False, True
 
         setattr(_transport.SocketStream, name, send)

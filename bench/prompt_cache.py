@@ -148,14 +148,25 @@ def scripted_session(tmp: Path, turns: int = 50) -> dict[str, Any]:
             "input_megabytes": round(sum(r["bytes"] for r in prefix.requests) / 1e6, 2)}
 
 
-def _template(tmp: Path) -> Path:
+def _endpoint_of(log: Path) -> str:
+    """The redacted base URL of the first ``request/context`` of ``log``."""
+    with log.open(encoding="utf-8") as fh:
+        for line in fh:
+            event = json.loads(line)
+            if event["type"] == "request/context":
+                return str(event["data"].get("base_url") or "")
+    return ""
+
+
+def _template(tmp: Path, window: int | None = None) -> Path:
     """A real log of one small turn (a read and an answer), written by the server."""
     ws = Path(tempfile.mkdtemp(dir=tmp, prefix="ws-"))
     (ws / "notes.txt").write_text("".join(f"line {i}: the quick brown fox\n" for i in range(40)))
     state = Path(tempfile.mkdtemp(dir=tmp, prefix="state-"))
     answer = [_call("call_1", "read", path="notes.txt"), _text("The file has 40 lines.")]
     endpoint = Endpoint(answer + answer, PY)
-    agent = AgentProcess(AGENT, agent_env(str(state), endpoint.base_url))
+    agent = AgentProcess(AGENT, agent_env(str(state), endpoint.base_url,
+                                          {"AGENT_SERVER_CONTEXT_WINDOW": str(window)} if window else None))
     try:
         agent.request("initialize", INIT)
         sid = agent.request("session/new", {"cwd": str(ws), "mcpServers": []})[2]["sessionId"]
@@ -210,8 +221,8 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
     and wall time of each over the runs)."""
     from agent_server.llm import encode_body
 
-    template = _template(tmp)
     window = 128_000  # tokens: the log outgrows it many times over, as a long real session would
+    template = _template(tmp, window)
     loads, parses, firsts, encodes, kinds, fsyncs, traces = [], [], [], [], [], [], []
     made = size = 0
     averages = [os.getloadavg()[0]]
@@ -219,7 +230,10 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         ws = Path(tempfile.mkdtemp(dir=tmp, prefix="ws-"))
         (ws / "notes.txt").write_text("x\n")
         state = Path(tempfile.mkdtemp(dir=tmp, prefix="state-"))
-        sid, path = grow_log(template, state, events=events, cwd=str(ws), repeat_from=2)
+        endpoint = Endpoint([_text("Summary: files were read."), _text("Go on.")], PY)
+        # the session as loaded against the endpoint it talked to
+        sid, path = grow_log(template, state, events=events, cwd=str(ws), repeat_from=2,
+                             replace={_endpoint_of(template): endpoint.base_url})
         size = path.stat().st_size
         if compactions:
             made = add_compactions(path, window * 4)
@@ -228,7 +242,6 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         with path.open("rb") as fh:
             [json.loads(line) for line in fh]
         parses.append((time.perf_counter() - start) * 1000)
-        endpoint = Endpoint([_text("Summary: files were read."), _text("Go on.")], PY)
         traced = state / "trace.jsonl"
         env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window),
                                                          **({"PYTHONPATH": server_path} if server_path else {}),
