@@ -7,7 +7,7 @@ import asyncio
 
 from support import stalling
 from support.stalling import StallingEditor, stall, strict_endpoint  # noqa: F401 - the `endpoint` fixture
-from support.timeouts import HANG
+from support.timeouts import HANG, until
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.offline._validate import history_problem
@@ -68,13 +68,11 @@ async def test_waiting_prompt_is_logged_in_the_inbox_and_its_cancel_does_not_tou
     editor = StallingEditor()
     session = make_session(tmp_path, endpoint, editor)
     running = asyncio.ensure_future(session.prompt([{"type": "text", "text": "one"}]))
-    while not editor.updates:
-        await asyncio.sleep(0.01)
+    await until(lambda: editor.updates, "the first update")
     ticket = session.new_ticket()
     waiting = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}], ticket))
     third = asyncio.ensure_future(session.prompt([{"type": "text", "text": "three"}]))
-    while sum(e.type == "inbox/queued" for e in session.log.events) < 2:  # both wait in the inbox
-        await asyncio.sleep(0.005)
+    await until(lambda: sum(e.type == "inbox/queued" for e in session.log.events) == 2, "both prompts in the inbox")
     ticket.cancel()
     assert (await asyncio.wait_for(waiting, HANG)).exit == "cancelled"
     assert not running.done()
@@ -94,8 +92,7 @@ async def test_cancel_while_a_tool_call_is_half_streamed_drops_the_call_and_keep
     editor = StallingEditor()
     session = make_session(tmp_path, endpoint, editor)
     task = asyncio.ensure_future(session.prompt([{"type": "text", "text": "write"}]))
-    while not editor.updates:
-        await asyncio.sleep(0.005)
+    await until(lambda: editor.updates, "the first update")
     await asyncio.sleep(0.1)  # argument fragments are arriving
     session.cancel()
     assert (await asyncio.wait_for(task, HANG)).exit == "cancelled"

@@ -14,7 +14,7 @@ from agent_server.tools.base import ToolContext
 from agent_server.tools.pipeline import ToolRunner
 
 from support.paths import SSE_DIR as SSE
-from support.timeouts import HANG
+from support.timeouts import HANG, until
 
 
 def config(**agent):
@@ -206,8 +206,7 @@ async def test_cancel_mid_stream_keeps_streamed_text_as_interrupted_and_next_pro
     endpoint.push(text_stream("back"))
     h = Harness(tmp_path, endpoint)
     task = asyncio.ensure_future(h.session.prompt([{"type": "text", "text": "long"}]))
-    while len(h.updates) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(h.updates) >= 3, "three updates")
     h.session.cancel()
     outcome = await asyncio.wait_for(task, HANG)
     assert (outcome.exit, outcome.stop_reason) == ("cancelled", "cancelled")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.client_impl import ClientConfig
+from support.timeouts import until
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -88,9 +89,8 @@ async def while_the_command_waits(h, sid, endpoint, step: dict, reached: Path, g
     endpoint.push(step)
     endpoint.push(text_stream("done"))
     prompt = asyncio.create_task(h.prompt(sid, text))
-    while not reached.exists():
-        assert not prompt.done(), f"the turn ended before its command created {reached.name}: {prompt.result()}"
-        await asyncio.sleep(0.01)
+    await until(lambda: reached.exists() or prompt.done(), f"the command to create {reached.name}")
+    assert not prompt.done(), f"the turn ended before its command created {reached.name}: {prompt.result()}"
     try:
         yield
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
 from support.editor import Buffer, MemoryEditor
-from support.timeouts import HANG
+from support.timeouts import HANG, until
 
 from agent_server.offline import text_stream, tool_call_stream
 from agent_server.session import read_events
@@ -59,8 +59,7 @@ async def two_turns(h, sid, endpoint, workspace, *, hand_edit_between_calls: boo
     endpoint.push(text_stream("turn 2 done"))
     prompt = asyncio.create_task(h.prompt(sid, "shout bravo and charlie"))
     if hand_edit_between_calls:
-        while len(endpoint.requests) < 6:  # the request after the edit of b.txt went out
-            await asyncio.sleep(0.01)
+        await until(lambda: len(endpoint.requests) >= 6, "the request after the edit of b.txt")
         (workspace / "d.txt").write_text("delta, by hand\n")
     assert (await prompt).stop_reason == "end_turn"
     assert (workspace / "a.txt").read_text() == "ALPHA\n"

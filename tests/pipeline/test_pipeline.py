@@ -12,6 +12,7 @@ from agent_server.session import EventLog
 from agent_server.tools.base import Tool, ToolArgs, ToolContext, ToolResult
 from agent_server.tools import pipeline
 from agent_server.tools.pipeline import POOL_LIMIT, ToolRunner
+from support.timeouts import until
 
 
 class SleepArgs(ToolArgs):
@@ -138,8 +139,7 @@ async def test_cancel_mid_parallel_batch_gives_every_call_exactly_one_result(set
     log, probe, updates, runner = setup
     calls = [call("nap", "done"), call("nap", "running", seconds=-1), call("chore", "later")]
     task = asyncio.ensure_future(runner.run_batch(1, calls))
-    while ("start", "running") not in probe.events or not results(log):
-        await asyncio.sleep(0.01)
+    await until(lambda: ("start", "running") in probe.events and results(log), "the running call and a result")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -11,7 +11,9 @@ assert), nor bound a wait the test expects to run out (an absence check keeps it
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable
 
 
 def _scale() -> float:
@@ -27,3 +29,16 @@ def _scale() -> float:
 
 SCALE = _scale()
 HANG = 60.0 * SCALE
+
+
+async def until(predicate: Callable[[], object], what: str, *, timeout: float | None = None,
+                every: float = 0.005) -> None:
+    """Poll ``predicate()`` every ``every`` s until it is true; ``AssertionError`` naming ``what``
+    after ``timeout`` s (``HANG``): for a state no event announces (a file, a log's events)."""
+    loop = asyncio.get_running_loop()
+    limit = HANG if timeout is None else timeout
+    deadline = loop.time() + limit
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {limit:g} s waiting for {what}")
+        await asyncio.sleep(every)
