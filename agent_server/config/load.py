@@ -222,9 +222,9 @@ class PolicySettings(BaseModel):
     sandbox_writable: list[str] = []
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
     shell_env_allow: list[str] = []
-    """Variables the shell, ``rg`` and MCP servers keep although their names say they hold a key
-    (``*_API_KEY``, ``*_SECRET``, ``OPENAI_API_KEY`` …; ``tools.child_env``). The model's own key
-    never reaches them."""
+    """Variables the shell, ``rg`` and MCP servers keep although their name or value says they hold a
+    credential (``*_API_KEY``, ``*SECRET*``, ``*_TOKEN``, ``PGPASSWORD``, a URL with ``user:password@`` …;
+    ``tools.child_env``). The model's own key never reaches them."""
 
 
 class AcpSettings(BaseModel):

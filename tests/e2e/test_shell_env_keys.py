@@ -38,16 +38,38 @@ async def test_env_showed_deepseek_api_key_to_the_model_and_the_log(
     for shown in (first, second):
         assert FIELD_KEY not in shown and "DEEPSEEK_API_KEY" not in shown.split("\n[agent-server")[0]
         assert "s3cr3t-value-123" not in shown
-        assert "GITHUB_TOKEN=ghp_kept_for_gh" in shown and "NPM_TOKEN=npm_kept_for_npm" in shown
+        assert "ghp_kept_for_gh" not in shown and "npm_kept_for_npm" not in shown  # tokens too (finding 19)
         assert "HARMLESS=visible" in shown
     # the first call names what it left out and how to keep it; the second does not repeat it
-    assert "DEEPSEEK_API_KEY, MY_SERVICE_SECRET" in first and "`shell_env_allow`" in first and "[policy]" in first
+    assert "DEEPSEEK_API_KEY, GITHUB_TOKEN, MY_SERVICE_SECRET, NPM_TOKEN" in first and "`shell_env_allow`" in first and "[policy]" in first
     assert "shell_env_allow" not in second
     log = (agent_state_dir / "sessions" / sid / "events.jsonl").read_text()
     assert FIELD_KEY not in log and "s3cr3t-value-123" not in log
     # the user sees the same notice in the tool's output
     shown_to_user = str(h.updates(sid, "tool_call_update"))
     assert "shell_env_allow" in shown_to_user and FIELD_KEY not in shown_to_user
+
+
+async def test_the_shells_environment_kept_aws_secret_access_key_pgpassword_and_a_database_url_with_its_password(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Newcomer finding 19: only ``STRIPE_SECRET_KEY`` was left out of ``env``; the AWS keys, the
+    Postgres password and a database URL carrying its password reached the model."""
+    secrets = {"AWS_SECRET_ACCESS_KEY": "awsfake-secret-0001", "AWS_SESSION_TOKEN": "awstok-0002",
+               "AWS_ACCESS_KEY_ID": "AKIAFAKE0003", "PGPASSWORD": "pgfake-0004", "MYSQL_PWD": "mysqlfake-0005",
+               "DATABASE_URL": "postgres://u:dbpass-0006@db.example/app", "MY_DB_PASSWORD": "mydbpass-0007",
+               "AZURE_CLIENT_SECRET": "azfake-0008", "REDIS_URL": "redis://:redispass-0009@cache.example:6379",
+               "STRIPE_SECRET_KEY": "sk_fake-0010"}
+    kept = {"AWS_REGION": "eu-west-1", "LANG": "C.UTF-8",
+            "CACHE_URL": "redis://cache.example:6379/0"}
+    h, sid, (first, second) = await run_env_twice(acp_harness_factory, endpoint, workspace, {**secrets, **kept})
+    log = (agent_state_dir / "sessions" / sid / "events.jsonl").read_text()
+    for value in secrets.values():
+        for seen in (first, second, log):
+            assert value not in seen
+    for name, value in kept.items():  # what builds need stays
+        assert f"{name}={value}" in first
+    notice = first.split("\n[agent-server")[1]
+    assert all(name in notice for name in secrets) and "shell_env_allow" in notice
 
 
 async def test_a_variable_named_in_shell_env_allow_reaches_the_shell(

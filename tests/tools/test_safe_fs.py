@@ -356,10 +356,25 @@ def test_provider_keys_by_name_are_left_out_and_named_unless_allowed():
     env = {"PATH": "/bin", "DEEPSEEK_API_KEY": "sk-a", "zhipuai_api_key": "k", "MY_SECRET": "s", "HF_TOKEN": "h",
            "STRIPE_SECRET_KEY": "x", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n", "AGENT_SERVER_MODEL": "m"}
     kept, dropped = split_environ(env)
-    assert kept == {"PATH": "/bin", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n"}
-    assert dropped == ["DEEPSEEK_API_KEY", "HF_TOKEN", "MY_SECRET", "STRIPE_SECRET_KEY", "zhipuai_api_key"]
+    assert kept == {"PATH": "/bin"}
+    assert dropped == ["DEEPSEEK_API_KEY", "GITHUB_TOKEN", "HF_TOKEN", "MY_SECRET", "NPM_TOKEN", "STRIPE_SECRET_KEY",
+                       "zhipuai_api_key"]
     kept, dropped = split_environ(env, allow=["DEEPSEEK_API_KEY"], drop=["HF_TOKEN"])
     assert kept["DEEPSEEK_API_KEY"] == "sk-a" and "HF_TOKEN" not in kept and "DEEPSEEK_API_KEY" not in dropped
+    # finding 19: credentials by name and by value; what builds need stays
+    env = {"AWS_SECRET_ACCESS_KEY": "a", "AWS_SESSION_TOKEN": "b", "AWS_ACCESS_KEY_ID": "c", "PGPASSWORD": "d",
+           "MYSQL_PWD": "e", "MY_DB_PASSWORD": "f", "DB_PASSWD": "g", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json",
+           "AZURE_CLIENT_SECRET": "h", "GPG_PASSPHRASE": "i", "SIGNING_PRIVATE_KEY": "j", "GH_TOKEN": "k",
+           "DATABASE_URL": "postgres://u:pw@h/db", "REDIS_URL": "redis://:pw@h:6379", "HTTPS_PROXY": "http://u:p@proxy:3128",
+           "AZURE_STORAGE": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=bm90;",
+           "PEM": "-----BEGIN RSA PRIVATE KEY-----\nMII", "PATH": "/bin", "HOME": "/h", "LANG": "C", "PWD": "/w",
+           "OLDPWD": "/v", "AWS_REGION": "eu", "http_proxy": "http://proxy:3128", "CACHE_URL": "redis://h:6379/0",
+           "GIT_ASKPASS": "/a", "SSH_AUTH_SOCK": "/s", "TOKENIZERS_PARALLELISM": "false", "REPO": "ssh://git@h:22/r"}
+    kept, dropped = split_environ(env)
+    assert sorted(kept) == ["AWS_REGION", "CACHE_URL", "GIT_ASKPASS", "HOME", "LANG", "OLDPWD", "PATH", "PWD", "REPO",
+                            "SSH_AUTH_SOCK", "TOKENIZERS_PARALLELISM", "http_proxy"]
+    kept, _ = split_environ(env, allow=["DATABASE_URL", "PGPASSWORD"])
+    assert kept["DATABASE_URL"] == "postgres://u:pw@h/db" and kept["PGPASSWORD"] == "d"
     # the model's own key never passes, allowed or not
     kept, _ = split_environ({"OPENAI_API_KEY": "sk-0123456789"}, secrets=["sk-0123456789"], allow=["OPENAI_API_KEY"])
     assert kept == {}
