@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agent_server.agent.budget import body_chars, estimate_tokens
 from agent_server.agent.request_memo import RequestMemo, message_tokens, valid_cuts
@@ -51,29 +51,34 @@ of the window)."""
 
 
 def choose_cut(messages: Sequence[dict[str, Any]], tokens: Sequence[float], keep_ratio: float,
-               cuts: Sequence[int] | None = None, hint: int | None = None) -> int | None:
+               cuts: Sequence[int] | None = None, hint: int | None = None,
+               tail: Callable[[int], float] | None = None) -> int | None:
     """Where to cut: the latest valid cut whose tail holds at least ``keep_ratio`` of the tokens
     (else the earliest valid cut: the biggest tail there is); ``None`` when there is no valid cut.
     ``cuts``: ``valid_cuts(messages)`` when known (``RequestMemo.history``); ``hint``: a cut this
     may well return (a load planned the compaction its first prompt makes), checked with two sums
-    instead of a bisection's dozen — the answer is the same either way."""
+    instead of a bisection's dozen — the answer is the same either way. ``tail``: ``k`` →
+    ``sum(tokens[k:])`` (``RequestMemo.tail_sum``, the same sums carried on)."""
     cuts = valid_cuts(messages) if cuts is None else cuts
     if not cuts:
         return None
-    total = sum(tokens)
+    if tail is None:
+        def tail(k: int) -> float:
+            return sum(tokens[k:])
+    total = tail(0)
     # ``sum(tokens[k:])`` (summed left to right, as before) never grows with ``k`` for tokens ≥ 0 —
     # rounding is monotonic, so each partial sum of a longer tail is ≥ the shorter one's — so the
     # cuts whose tail fits are a prefix of ``cuts``: its last one is found by bisection, O(n log n)
     # instead of one sum per cut (O(n²): 4.4 s for a 3000-turn log before its first compaction).
     need = keep_ratio * total
     at = bisect_left(cuts, hint) if hint is not None else len(cuts)
-    if at < len(cuts) and cuts[at] == hint and sum(tokens[hint:]) >= need and (
-            at + 1 == len(cuts) or sum(tokens[cuts[at + 1]:]) < need):
+    if at < len(cuts) and cuts[at] == hint and tail(hint) >= need and (
+            at + 1 == len(cuts) or tail(cuts[at + 1]) < need):
         return hint  # the last cut that fits: what the bisection finds
     low, high = 0, len(cuts)  # cuts[:low] fit, cuts[high:] do not
     while low < high:
         middle = (low + high) // 2
-        if sum(tokens[cuts[middle]:]) >= need:
+        if tail(cuts[middle]) >= need:
             low = middle + 1
         else:
             high = middle
@@ -262,8 +267,15 @@ class Compactor:
             return None
         prompt = len(pairs)  # the prompt's message: a cut when no tool call waits for a result
         try:
-            cut, _, _ = self._plan(events, pairs, [*tokens, 0.0], [*cuts, prompt] if memo.no_calls_open else cuts,
-                                   header.data["system"], header.data.get("tools") or [], 0, prompt_after=True)
+            with_prompt = [*tokens, 0.0]
+            tail = self._tail(tokens)
+
+            def prompt_tail(k: int) -> float:  # ``sum(with_prompt[k:])``: the prompt weighs 0
+                return tail(k) if k < prompt else sum(with_prompt[k:])
+
+            cut, _, _ = self._plan(events, pairs, with_prompt, [*cuts, prompt] if memo.no_calls_open else cuts,
+                                   header.data["system"], header.data.get("tools") or [], 0, prompt_after=True,
+                                   tail=prompt_tail)
         except TurnFailed:
             return None
         last = pairs[cut][0] - 1 if cut < prompt else pairs[-1][0]
@@ -272,14 +284,16 @@ class Compactor:
                 memo.span(pairs[0][0], last) if pairs is memo.messages else None)
 
     def _plan(self, events: Sequence[SessionEvent], pairs: Sequence[tuple[int, dict[str, Any]]], tokens: Sequence[float],
-              cuts: Sequence[int], system: str, tools: Any, before: int, prompt_after: bool = False
-              ) -> tuple[int, str, str | None]:
+              cuts: Sequence[int], system: str, tools: Any, before: int, prompt_after: bool = False,
+              tail: Callable[[int], float] | None = None) -> tuple[int, str, str | None]:
         """``(cut, first request, current request or None)`` of a compaction of ``pairs`` (see the
         module docstring); ``prompt_after``: as if a user message followed the history (index
-        ``len(pairs)``, in ``tokens`` and ``cuts``). Raises ``TurnFailed``."""
+        ``len(pairs)``, in ``tokens`` and ``cuts``); ``tail``: ``k`` → ``sum(tokens[k:])``.
+        Raises ``TurnFailed``."""
         cpt = self.settings.chars_per_token
         memo = self.requests
-        cut = choose_cut((), tokens, self.settings.keep_ratio, cuts, memo.cut_hint if memo is not None else None)
+        tail = tail or self._tail(tokens)
+        cut = choose_cut((), tokens, self.settings.keep_ratio, cuts, memo.cut_hint if memo is not None else None, tail)
         if memo is not None:
             memo.cut_hint = cut
         if cut is None:
@@ -293,15 +307,21 @@ class Compactor:
         overhead = head_chars(system, tools) / cpt + (len(task) + len(current or "")) / cpt
         reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
         room = self.limit - overhead - reserve
-        if sum(tokens[cut:]) > room:  # the target tail is too big: keep the smallest tail there is
+        if tail(cut) > room:  # the target tail is too big: keep the smallest tail there is
             cut = cuts[-1]
             task, current = requests(cut)
-            if sum(tokens[cut:]) > room:
-                raise _fail(f"the most recent part of the conversation alone (about {round(sum(tokens[cut:]))} "
+            if tail(cut) > room:
+                raise _fail(f"the most recent part of the conversation alone (about {round(tail(cut))} "
                             f"tokens, kept verbatim) does not fit in the model's context window ({self.window} "
                             "tokens) with the system prompt: it cannot be compacted enough. Start a new session "
                             "or use a model with a larger window.")
         return cut, task, current
+
+    def _tail(self, tokens: Sequence[float]) -> Callable[[int], float]:
+        """``k`` → ``sum(tokens[k:])``: the request memo's, carried on, when ``tokens`` are its weights."""
+        if self.requests is not None and self.requests.weighs(tokens):
+            return self.requests.tail_sum
+        return lambda k: sum(tokens[k:])
 
     def _requests(self, events: Sequence[SessionEvent], last_seq: int, prompt_after: bool = False
                   ) -> tuple[str, str | None]:

@@ -314,15 +314,16 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     assert ("[… " in transcript) == (over > 2)  # far over the limit, the transcript was cut to its budget
 
 
-def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_encoded_the_tools_again(tmp_path, monkeypatch):
+def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_weighed_them_and_the_tools_again(tmp_path, monkeypatch):
     """Issue 33 item 6: the compaction a load planned still listed the messages it replaces (a
-    slice of the memo's 33k, 0.3 ms), compared them with the load's list (0.1 ms) and encoded the
-    request's tool schemas again to weigh its head (0.17 ms) — most of its own 1.2 ms of CPU before
-    its request. It now finds the load's body by the stretch of the memo's messages it covers (none
-    dropped since) and weighs equal schemas by their kept size; the body is the same bytes."""
+    slice of the memo's 33k, 0.3 ms), compared them with the load's list (0.1 ms), encoded the
+    request's tool schemas again to weigh its head (0.17 ms) and summed the 33k weights again to
+    find its cut (0.3 ms) — most of its own 1.2 ms of CPU before its request. It now finds the
+    load's body by the stretch of the memo's messages it covers (none dropped since), weighs equal
+    schemas by their kept size and carries the load's sums on; the body is the same bytes."""
     import asyncio
 
-    from agent_server.agent import compaction
+    from agent_server.agent import compaction, request_memo
     from agent_server.agent.compaction import Compactor
     from agent_server.agent.request_memo import RequestMemo
     from agent_server.agent.step import RequestHeader, RetryPolicy
@@ -367,6 +368,7 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_enco
     log.append("turn/start", {"turn": 61})  # the prompt after the load
     log.append("user", {"turn": 61, "content": "go on"})
     Listed.slices = 0
+    summed = requests.tail_sums_made
     compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
     header = RequestHeader(system=HEADER["system"], model="m", params={}, tools=json.loads(json.dumps(tools)),
                            reasoning_content="drop")  # equal schemas, as the session makes them again
@@ -374,6 +376,8 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_enco
 
     assert Listed.slices == 0  # the replaced messages were not listed again
     assert encoded.count("t") == 1  # nor the equal tool schemas encoded again
+    if request_memo._PLAIN_SUM:  # (CPython < 3.12: the load's sums of the weights carried on)
+        assert requests.tail_sums_made == summed  # nor the 33k weights summed again
     assert requests.transcripts_made == 1
     start = log.latest("compaction/start")
     assert sent == [encode_body(compaction_body(log.events, start.seq))]  # what the model saw = the log's rebuild

@@ -154,6 +154,8 @@ def test_memo_history_equals_the_pure_projection_weights_and_cuts_after_every_ev
         messages = [m for _, m in surface_messages(prefix)]
         assert pairs == surface_messages(prefix)
         assert tokens == [message_tokens(m, 3.5) for m in messages]
+        for k in {0, len(tokens) // 3, len(tokens) // 2, len(tokens)}:  # carried on from the last request
+            assert memo.tail_sum(k) == sum(tokens[k:]) and memo.weighs(tokens)
         assert cuts == valid_cuts(messages)
         users = [e for e in prefix if e.type == "user"]
         assert (memo.first_user, memo.last_user) == ((users[0], users[-1]) if users else (None, None))
