@@ -124,7 +124,9 @@ async def _commit(
         text = (f"Only {what} of your change to {shown} were applied (the user rejected the rest). "
                 f"Difference between the text before and what landed:\n"
                 f"{_unified(base.raw if base else b'', landed_raw, shown)}")
-        return ToolResult(" ".join([text, *notes]), meta={"outcome": "partial"}), []
+        # the editor's card and Changes view show what landed (not what was proposed)
+        diff = _diff(path, _model_text(base.raw) if base else None, _model_text(landed_raw))
+        return ToolResult(" ".join([text, *notes]), content=[diff], meta={"outcome": "partial"}), []
     if outcome.status == "stale":
         return ToolResult.error(
             f"Not written: {outcome.message or f'{shown} changed since it was read'}. Read it again "

@@ -111,6 +111,23 @@ async def test_partial_accept_tells_the_model_exactly_which_text_landed(acp_harn
     # the agent's memory of the file is what landed: a second edit needs no re-read
 
 
+async def test_finding_1_a_partly_applied_edit_sent_the_editor_no_diff_of_what_landed(acp_harness_factory, endpoint, workspace):
+    # the VS Code Changes box showed "multi.txt changed" without +/- counts: the card had no diff
+    path = workspace / "m.txt"
+    original = "".join(f"row {i}\n" for i in range(1, 31))
+    path.write_text(original)
+    editor = MemoryEditor({str(path): Buffer(original, version=1)}, decide=lambda params, hunks: [0, 2])
+    new = original.replace("row 2\n", "ROW 2\n").replace("row 15\n", "ROW 15\n").replace("row 29\n", "ROW 29\n")
+    push(endpoint, call("r", "read", path="m.txt"), call("w", "write", path="m.txt", content=new), text_stream("ok"))
+    h, sid, _ = await start(acp_harness_factory, endpoint, workspace, editor)
+    assert (await h.prompt(sid, "caps")).stop_reason == "end_turn"
+    landed = original.replace("row 2\n", "ROW 2\n").replace("row 29\n", "ROW 29\n")
+    diffs = [c for u in h.updates(sid, "tool_call_update") for c in (u.get("content") or []) if c["type"] == "diff"]
+    # the proposal's diff came with the call; its result's says what landed (the card shows the last)
+    assert (diffs[-1]["path"], diffs[-1]["oldText"], diffs[-1]["newText"]) == (str(path), original, landed)
+    await h.close()
+
+
 async def test_user_adjusted_proposal_is_reported_as_what_landed(acp_harness_factory, endpoint, workspace):
     path = workspace / "c.py"
     path.write_text("a = 1\n")

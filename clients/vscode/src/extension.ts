@@ -132,6 +132,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     },
     proposalChanged: (p) => post(proposalEvent(p)),
     proposalFinished: (p, r) => {
+      // the hunks as decided first: the one decided last finishes the proposal without a refresh of its own
+      post(proposalEvent(p));
       post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message });
       pendingContext(p);
       // a created file opens on accept (the focus stays where it is)

@@ -115,6 +115,11 @@ export const rawFiles = new Map<string, Uint8Array>();
 /** Directories on disk (a path there is not a file), and files that cannot be read (`NoPermissions`). */
 export const dirs = new Set<string>();
 export const unreadable = new Set<string>();
+export enum FileChangeType {
+  Changed = 1,
+  Created = 2,
+  Deleted = 3,
+}
 export enum FileType {
   File = 1,
   Directory = 2,
