@@ -65,6 +65,11 @@ def test_accepted_proposal_on_a_clean_buffer_is_saved(make_editor, endpoint, wor
     assert "saved" in tool_messages(endpoint, 2)[-1]["content"].lower() or path.read_text().endswith("(x + 1)\n")
 
 
+def press(ed, keys: str) -> None:
+    """Type ``keys`` with the buffer's mappings (``]h``, ``[h`` of a proposal's view)."""
+    ed.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(..., true, false, true), 'mx', false)", keys)
+
+
 def prompts_seen(ed) -> list:
     return ed.lua("return _G.prompts_seen or {}")
 
@@ -128,7 +133,8 @@ def test_two_hunks_far_apart_accepted_one_by_one_land_at_their_anchors(make_edit
     assert ed.lua("return vim.api.nvim_win_get_cursor(0)[1]") == 3  # on the first hunk
     ed.cmd("AgentAcceptHunk")
     assert ed.buffer_text(path) == original.replace("line 3\n", "line 3a\nline 3b\nline 3c\n")
-    ed.cmd("AgentAcceptHunk")  # the cursor moved on to the second hunk
+    press(ed, "]h")  # the cursor stays on the accepted hunk: ]h to the second one
+    ed.cmd("AgentAcceptHunk")
     ed.idle()
     assert ed.buffer_text(path) == new
     assert path.read_text() == new  # it was clean: saved
@@ -153,6 +159,7 @@ def test_two_hunks_one_accepted_one_rejected_is_partial_with_exactly_that_hunk(m
     ed.cmd("AgentAsk caps")
     ed.proposal_open()
     ed.cmd("AgentAcceptHunk")
+    press(ed, "]h")
     ed.cmd("AgentRejectHunk")
     ed.idle()
     landed = original.replace("line 2\n", "LINE 2\n")
@@ -165,6 +172,42 @@ def test_two_hunks_one_accepted_one_rejected_is_partial_with_exactly_that_hunk(m
                              "newText": "LINE"}]
     told = tool_messages(endpoint, 2)[-1]["content"]
     assert "Only 1 of 2 hunks" in told and "+LINE 2" in told and "LINE 11" not in told
+
+
+def test_accept_hunk_moved_the_cursor_to_the_next_hunk_so_the_suggested_bracket_h_skipped_one(
+        make_editor, endpoint, workspace, agent_state_dir):
+    """Newcomer 3, finding 16: after ``:AgentAcceptHunk`` the cursor jumped to the next pending hunk
+    by itself, so the ``]h`` the hint suggests went one further: the user meaning to reject hunk 2
+    rejected hunk 3. As gitsigns' stage_hunk, deciding a hunk leaves the cursor where it is (a
+    rejected hunk's first line), and ``]h`` / ``[h`` move: accept 1, ``]h``, reject 2, ``]h``,
+    accept 3 changes rows 2 and 29 only."""
+    path = workspace / "multi.txt"
+    original = "".join(f"row {i}\n" for i in range(1, 31))
+    new = original.replace("row 2\n", "ROW 2\n").replace("row 15\n", "ROW 15\n").replace("row 29\n", "ROW 29\n")
+    path.write_text(original)
+    push(endpoint, call("r", "read", path="multi.txt"), call("w", "write", path="multi.txt", content=new),
+         text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk three rows")
+    ed.proposal_open()
+    row = "return vim.api.nvim_win_get_cursor(0)[1]"
+    assert ed.lua(row) == 2  # on hunk 1
+    ed.lua("_G.echoed = {}; vim.api.nvim_echo = function(chunks) table.insert(_G.echoed, chunks[1][1]) end")
+    ed.cmd("AgentAcceptHunk")
+    assert ed.lua(row) == 2  # it stays there
+    assert "hunk accepted — 2 pending; ]h" in ed.lua("return _G.echoed[#_G.echoed]")
+    press(ed, "]h")
+    assert ed.lua(row) == 15
+    ed.cmd("AgentRejectHunk")
+    assert ed.lua(row) == 15
+    press(ed, "gg]h")
+    assert ed.lua(row) == 29
+    ed.cmd("AgentAcceptHunk")
+    ed.idle()
+    landed = original.replace("row 2\n", "ROW 2\n").replace("row 29\n", "ROW 29\n")
+    assert ed.buffer_text(path) == landed and path.read_text() == landed
+    assert "Only 2 of 3 hunks" in tool_messages(endpoint, 2)[-1]["content"]
 
 
 def test_typing_after_the_agent_read_is_never_overwritten_and_stale_is_said_in_the_chat(

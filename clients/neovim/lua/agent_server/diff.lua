@@ -380,7 +380,15 @@ function M.reject_all(proposal)
   return true
 end
 
---- Accept the hunk under the cursor.
+-- A hunk was decided and others wait: the cursor stays where it is (as gitsigns' stage_hunk leaves
+-- it), so `]h` goes to the next pending hunk; the echo area says how many are left.
+local function decided(view, how)
+  local left = #pending(view)
+  pcall(vim.api.nvim_echo, { { string.format("agent-server: hunk %s — %d pending; ]h [h move to the next / "
+    .. "previous one", how, left), "MoreMsg" } }, false, {})
+end
+
+--- Accept the hunk under the cursor (the cursor does not move).
 function M.accept_hunk()
   local view, in_view = current_view()
   if not view then
@@ -395,12 +403,13 @@ function M.accept_hunk()
   if proposals.accept_hunks(proposal, view.doc, { [h] = t }) and not proposal.answered then
     forget_mark(view, h)
     refresh(view)
-    M.jump(1, true)
+    decided(view, "accepted")
   end
   return true
 end
 
---- Reject the hunk under the cursor (its original text comes back on the right).
+--- Reject the hunk under the cursor (its original text comes back on the right; the cursor stays
+--- on it).
 function M.reject_hunk()
   local view, in_view = current_view()
   if not view then
@@ -419,17 +428,22 @@ function M.reject_hunk()
     old = old:sub(2)
   end
   forget_mark(view, h)
+  local cursor = vim.api.nvim_win_is_valid(view.prop_win) and vim.api.nvim_win_get_cursor(view.prop_win)
   pcall(vim.api.nvim_buf_set_text, view.prop_buf, m[1], m[2], m[3].end_row, m[3].end_col, vim.split(old, "\n", { plain = true }))
+  if cursor and cursor[1] - 1 >= m[1] and cursor[1] - 1 <= m[3].end_row then
+    -- the cursor was in the hunk: it stays on it (its text, now the original, may be shorter)
+    pcall(vim.api.nvim_win_set_cursor, view.prop_win, { m[1] + 1, 0 })
+  end
   proposals.reject(view.proposal, view.doc, h)
   if not view.proposal.answered then
     refresh(view)
-    M.jump(1, true)
+    decided(view, "rejected")
   end
   return true
 end
 
 --- Move the cursor to the next (`dir` 1) or previous (-1) pending hunk of the view.
-function M.jump(dir, include_current)
+function M.jump(dir)
   local view = views[vim.api.nvim_get_current_buf()]
   if not view or vim.api.nvim_get_current_buf() ~= view.prop_buf then
     view = current_view()
@@ -449,7 +463,7 @@ function M.jump(dir, include_current)
   local target
   if dir > 0 then
     for _, r in ipairs(rows) do
-      if r > row or (include_current and r == row) then
+      if r > row then
         target = r
         break
       end
