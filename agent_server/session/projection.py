@@ -224,8 +224,10 @@ class ProjectionMemo:
             plain = self._plain = _build_plain(events)
             new = [e for e in events if e.type == "compaction/end"]
         else:
+            add = plain.add
             for event in new:
-                plain.add(event)
+                if event.type in _PROJECTED:  # (the others project to nothing: not even looked at)
+                    add(event)
         self._compactions += [(e.data["first_seq"], e.data["last_seq"], {"role": "user", "content": e.data["message"]})
                               for e in new if e.type == "compaction/end" and isinstance(e.data.get("message"), str)]
         self._seen = (events[0], events[-1], len(events)) if events else (None, None, 0)
@@ -254,6 +256,10 @@ class ProjectionMemo:
             self.kept = 0
         self._applied_for = (len(plain.pairs), len(self._compactions))
         return self._applied
+
+
+_PROJECTED = frozenset({"user", "assistant", "tool/result", "tool/call", "notice", "header/note", "compaction/end"})
+"""The event types ``_message_of`` looks at (a message, or a shape it checks); every other one projects to nothing."""
 
 
 def _message_of(event: SessionEvent) -> dict[str, Any] | None:
