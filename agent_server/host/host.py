@@ -719,8 +719,9 @@ class SessionHost:
             if argument and policy.modes.current == argument:
                 await emit({"sessionUpdate": "current_mode_update", "currentModeId": policy.modes.current})
                 if self.config.acp.sends_config_option_update:  # [acp] for clients that reject it (Toad)
+                    # the whole set (mode and model): a client replaces its pickers with it
                     await emit({"sessionUpdate": "config_option_update",
-                                "configOptions": policy.modes.config_options_json()})
+                                "configOptions": self.state(session.id)["configOptions"]})
         elif name == "model":
             text, changed = models.model_command(session.log, self.config, argument)
             if changed:

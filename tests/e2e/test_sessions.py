@@ -313,6 +313,19 @@ async def test_slash_model_accepts_only_a_listed_model_and_says_how_to_add_one(
     assert model_option(update["configOptions"])["currentValue"] == "big"
 
 
+async def test_finding_2_slash_mode_announced_only_the_mode_option_and_the_model_picker_vanished(
+        acp_harness_factory, endpoint, workspace, tmp_path):
+    # config_option_update carries the session's whole set of options: a client replaces its pickers with it
+    h = await harness(acp_harness_factory, endpoint, models_env(tmp_path))
+    new = await h.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+    sid = new["sessionId"]
+    await h.prompt(sid, "/mode read-only")
+    update = h.updates(sid, "config_option_update")[-1]
+    assert [o["id"] for o in update["configOptions"]] == [o["id"] for o in new["configOptions"]]
+    assert model_option(update["configOptions"])["currentValue"] == "small"
+    assert next(o for o in update["configOptions"] if o["id"] == "mode")["currentValue"] == "read-only"
+
+
 # -- session/fork -------------------------------------------------------------------------------
 
 
