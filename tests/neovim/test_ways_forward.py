@@ -1,6 +1,7 @@
 """A failed prompt whose error has a way forward offers it (``vim.ui.select``), not only its text:
-an endpoint that refuses the key → sign in / give a key / the log; a server that cannot start →
-restart / the log / :checkhealth."""
+an endpoint that refuses the key → sign in / give a key / the log; an endpoint that cannot be
+reached → its settings / the log / login / restart; a server that cannot start → the log /
+:checkhealth / start it again."""
 
 from __future__ import annotations
 
@@ -60,9 +61,44 @@ def test_a_server_that_cannot_start_offers_its_log_and_a_restart(make_editor, wo
     ed.choose("log")
     ed.cmd("AgentAsk hello")
     question = picked(ed)
-    assert [i["id"] for i in question["items"]] == ["restart", "log", "health", "cancel"], question
+    assert [i["id"] for i in question["items"]] == ["log", "health", "restart", "cancel"], question
+    assert question["prompt"] == "agent-server could not start:", question
     ed.wait("return vim.api.nvim_buf_get_name(0):find('agent-server://log', 1, true) ~= nil", what="the log")
     assert "boom: the config is broken" in "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+
+
+def test_an_unreachable_endpoint_offered_restart_the_server_first_although_the_server_was_fine(
+        make_editor, tmp_path, workspace):
+    """Newcomer 3 (Neovim): a prompt whose model endpoint could not be reached (``NETWORK``; the
+    server ran and answered) was asked about as "could not reach the model endpoint, or could not
+    start" with *Restart the server* first — which does not fix an endpoint. The question says the
+    endpoint failed and the server runs, and offers first what fixes it: the endpoint and model the
+    server uses (:checkhealth), the request's error (the log), the endpoint's set-up (login); a
+    restart comes last. The chat's line says the same, and the server is the same process after."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "nvim-home" / "config" / "agent-server"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("[agent]\nmax_attempts = 1\n")  # no retries to wait through
+    ed = make_editor(env={"AGENT_SERVER_BASE_URL": f"http://127.0.0.1:{port}/v1"})
+    ed.choose("health")
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('hello')")
+    ed.lua("require('agent_server').send_typed()")
+    question = picked(ed)
+    assert [i["id"] for i in question["items"]] == ["health", "log", "sign-in", "restart", "cancel"], question
+    assert question["prompt"] == "The model endpoint could not be reached (the server itself runs):", question
+    ed.wait("return vim.bo.filetype == 'checkhealth'", what=":checkhealth")
+    health = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert f"http://127.0.0.1:{port}/v1" in health, health  # the endpoint it could not reach, named
+    chat = ed.chat()
+    assert "The model endpoint could not be reached (the server itself runs)" in chat, chat
+    assert "`:AgentRestart`" not in chat, chat
+    assert ed.lua("return require('agent_server.client').pid()") is not None  # it ran all along
+    assert ed.lua("return require('agent_server.transcript').prompt_text()") == "hello"
 
 
 def test_the_ways_forward_were_asked_over_a_chat_not_yet_drawn_with_the_error(make_editor, endpoint, workspace):

@@ -615,8 +615,9 @@ local function finish_turn(stop, err, blocks, kind)
         or low:find("api key", 1, true) or low:find("unauthorized", 1, true) then
       add_lines({ "_The model endpoint refused the API key. " .. SIGN_IN })
     elseif kind == "connection" then
-      add_lines({ "_The model endpoint could not be reached. `:AgentLog` shows the server's log, `:AgentRestart` "
-        .. "restarts it; `:checkhealth agent_server` checks the set-up._" })
+      add_lines({ "_The model endpoint could not be reached (the server itself runs): `:checkhealth agent_server` "
+        .. "shows the endpoint and model it uses, `:AgentLog` the request's error in full; `:AgentLogin` sets "
+        .. "the endpoint up again._" })
     end
   else
     add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })

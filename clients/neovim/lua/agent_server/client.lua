@@ -7,7 +7,7 @@
 ---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
----   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" |
+---   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" | "start" |
 ---                                                     "gone" — the server no longer has the session (also
 ---                                                     after `:AgentMode`/`:AgentModel`: no prompt) — |
 ---                                                     "stopped" — this Neovim stopped the server — | nil)
@@ -229,7 +229,7 @@ function M.ensure(cb)
   end
   M.ensure_server(function(err)
     if err then
-      return cb(err, "connection") -- it could not start, or died starting: its log says why
+      return cb(err, "start") -- it could not start, or died starting: its log says why
     end
     if state.session_id then
       return cb(nil)

@@ -56,7 +56,8 @@ local function wire()
   end
   client.on(chat.handle)
   client.on(function(ev)
-    if ev.type == "failed" and (ev.kind == "auth" or ev.kind == "connection" or ev.kind == "gone") then
+    if ev.type == "failed" and (ev.kind == "auth" or ev.kind == "connection" or ev.kind == "start"
+        or ev.kind == "gone") then
       vim.schedule(function() -- after the chat drew the error
         M.way_forward(ev.kind, ev.prompt, ev.session_id)
       end)
@@ -363,10 +364,11 @@ function M.set_key(variable)
 end
 
 --- The ways forward after a prompt failed (`kind`: `"auth"` — the key is missing or refused —,
---- `"connection"` — the endpoint cannot be reached, or the server could not start —, or `"gone"` —
---- the server no longer has session `session_id`: another agent-server process took it over),
---- offered with `vim.ui.select`. The failed prompt is put back in the prompt area (when it is
---- empty) to send again.
+--- `"connection"` — the model endpoint cannot be reached (the server runs: restarting it is the last
+--- way, the endpoint's settings and the log come first) —, `"start"` — the server could not start:
+--- its log says why —, or `"gone"` — the server no longer has session `session_id`: another
+--- agent-server process took it over), offered with `vim.ui.select`, the way that fixes the problem
+--- first. The failed prompt is put back in the prompt area (when it is empty) to send again.
 function M.way_forward(kind, prompt, session_id)
   local transcript = require("agent_server.transcript")
   local first = type(prompt) == "table" and prompt[1] or nil
@@ -387,11 +389,19 @@ function M.way_forward(kind, prompt, session_id)
       { id = "new", label = "Start a new session (the prompt is sent there when you send it again)" },
       { id = "cancel", label = "Cancel" },
     }
+  elseif kind == "connection" then
+    choices = {
+      { id = "health", label = "Check the endpoint and model the server uses (:checkhealth agent_server)" },
+      { id = "log", label = "Show the server's log (the request's error in full)" },
+      { id = "sign-in", label = "Set the endpoint up again: run `agent-server login` in a terminal (checks it answers)" },
+      { id = "restart", label = "Restart the server (it runs: only if the endpoint is fine again)" },
+      { id = "cancel", label = "Cancel" },
+    }
   else
     choices = {
-      { id = "restart", label = "Restart the server" },
-      { id = "log", label = "Show the server's log" },
+      { id = "log", label = "Show the server's log (why it did not start)" },
       { id = "health", label = "Check the set-up (:checkhealth agent_server)" },
+      { id = "restart", label = "Start the server again" },
       { id = "cancel", label = "Cancel" },
     }
   end
@@ -400,7 +410,8 @@ function M.way_forward(kind, prompt, session_id)
     prompt = kind == "auth" and "The model endpoint needs a valid API key:"
       or kind == "gone" and string.format("Session %s is no longer open here (taken over by another process):",
         tostring(session_id))
-      or "agent-server could not reach the model endpoint, or could not start:",
+      or kind == "connection" and "The model endpoint could not be reached (the server itself runs):"
+      or "agent-server could not start:",
     kind = "agent_server.way_forward",
     format_item = function(c)
       return c.label
