@@ -6,7 +6,8 @@ folder, its sub-folders and its parents (up to the enclosing git repository) hon
 included, ``.git`` skipped, binary files skipped by ``grep`` — so the tools behave the same either
 way (except the regex dialect: Python ``re`` instead of Rust ``regex``). ``python -I _walk.py
 files`` writes ``rg --files --null``'s output, ``python -I _walk.py grep [-i] -e REGEX [-- -]``
-``rg --json``'s ``match`` records: the tools run it through ``_rg.run_rg`` like ``rg`` itself.
+``rg --json``'s ``match`` records (``-x REL``: a file or folder never searched, as ``rg --glob=!/REL``):
+the tools run it through ``_rg.run_rg`` like ``rg`` itself.
 
 Must never: run in the server's process — the model's regex and a cloned repository's
 ``.gitignore`` patterns go to backtracking ``re`` (``(a+)+$`` runs for ages); as a child it is
@@ -82,9 +83,10 @@ def _ignored(rel: str, is_dir: bool, stack: list[_Ignore], parents: list[tuple[P
     return False
 
 
-def walk_files(root: Path, stop: threading.Event | None = None) -> Iterator[str]:
+def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozenset[str] = frozenset()) -> Iterator[str]:
     """Relative posix paths of the files under ``root`` that ``.gitignore`` does not exclude,
-    in sorted order (folders depth first). Stops early when ``stop`` is set."""
+    in sorted order (folders depth first). Stops early when ``stop`` is set. ``exclude``: relative
+    paths (files or folders) never listed nor entered, whatever the ignore files say."""
     parents = _parent_ignores(root)
     stack: list[_Ignore] = []
 
@@ -103,6 +105,8 @@ def walk_files(root: Path, stop: threading.Event | None = None) -> Iterator[str]
             if entry.name == ".git":
                 continue
             child = f"{rel}/{entry.name}" if rel else entry.name
+            if child in exclude:
+                continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 is_file = entry.is_file()
@@ -202,13 +206,33 @@ def _match_record(match: LineMatch, path: dict[str, str]) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+def _split_excluded(args: list[str]) -> tuple[list[str], frozenset[str]]:
+    """``args`` without its ``-x REL`` pairs, and those relative paths (files and folders the tools
+    must not search); read left to right, so a pattern or path spelled ``-x``/``-e`` stays one."""
+    rest: list[str] = []
+    excluded: set[str] = set()
+    i = 0
+    while i < len(args):
+        if args[i] == "-x" and i + 1 < len(args):
+            excluded.add(args[i + 1])
+            i += 2
+        elif args[i] == "-e" and i + 1 < len(args):
+            rest += args[i:i + 2]
+            i += 2
+        else:
+            rest.append(args[i])
+            i += 1
+    return rest, frozenset(excluded)
+
+
 def main(argv: list[str]) -> int:
     """The child's entry (see the module): 0 found, 1 nothing found, 2 error — as ``rg``."""
     out = sys.stdout.buffer
     root = Path(os.getcwd())
+    argv, excluded = _split_excluded(argv)
     if argv[:1] == ["files"]:
         found = False
-        for rel in walk_files(root):
+        for rel in walk_files(root, exclude=excluded):
             out.write(os.fsencode(rel) + b"\0")
             found = True
         out.flush()
@@ -227,7 +251,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"invalid regular expression: {exc}\n")
         return 2
     stdin = args[-2:] == ["--", "-"]
-    files = iter(["<stdin>"]) if stdin else walk_files(root)
+    files = iter(["<stdin>"]) if stdin else walk_files(root, exclude=excluded)
     opened = {"<stdin>": sys.stdin.fileno()} if stdin else None
     found = False
     for match in grep_files(root, files, regex, opened=opened):

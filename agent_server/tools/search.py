@@ -27,7 +27,8 @@ from pydantic import Field
 from . import _walk
 from ._globmatch import compile_glob
 from ._rg import RECORD_LIMIT, RG_COMMON, find_rg, run_rg
-from ._scope import LeftOut, open_folder, search_target
+from ._scope import MAX_EXCLUDED, LeftOut, Unsearched, exclusion_args, open_folder, search_target
+from ._scope import unsearched as find_unsearched
 from .read import file_error as read_file_error
 from . import safe_fs
 from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
@@ -219,7 +220,6 @@ class GrepTool(Tool):
         rows: list[str] = []
         total = 0
         capped = False
-        hidden: set[str] = set()
 
         selected = compile_glob(_relative_pattern(args.glob, folder)) if args.glob else None
         try:  # a single file is opened here (regular, no link followed) and given to rg as stdin
@@ -228,6 +228,15 @@ class GrepTool(Tool):
         except OSError as exc:
             return read_file_error(exc, target, ctx, "grep")
         left_out = LeftOut(ctx, real) if name is None else None
+        rg = _pick_backend(self.backend)
+        unsearched = Unsearched()
+        if name is None:
+            try:
+                listing = (rg, [*RG_COMMON, "--files", "--null"]) if rg else _fallback("files")
+                unsearched = await find_unsearched(listing, dirfd, ctx, folder, left_out, selected)
+            except OSError as exc:
+                os.close(dirfd)
+                return ToolResult.error(f"grep failed: {exc.strerror or exc}")
 
         def add(rel: str, line_no: int, text: Callable[[], str], first: int, count: int) -> bool:
             nonlocal total, capped
@@ -235,10 +244,9 @@ class GrepTool(Tool):
                 rel = name
             elif selected is not None and not selected(rel):
                 return True
-            elif left_out is not None and left_out(rel):
+            elif left_out is not None and left_out(rel):  # (excluded already: a file made since the listing)
                 return True
             if name is None and ctx.is_secret is not None and ctx.is_secret(folder / rel):
-                hidden.add(rel)
                 return True
             total += 1
             if len(rows) < MAX_MATCHES:
@@ -249,12 +257,20 @@ class GrepTool(Tool):
 
         note = ""
         dropped = 0
-        rg = _pick_backend(self.backend)
         try:
+            if len(unsearched.excluded) > MAX_EXCLUDED:
+                return ToolResult.error(
+                    f"Refused: {len(unsearched.excluded):,} files or folders below {display_path(folder, ctx.roots)} "
+                    "may hold secrets or are protected, too many to leave out of one search; search a narrower "
+                    "`path`.", refused="too_many_secrets")
+            if unsearched.searchable == 0:  # nothing left to search (``rg`` would call that an error)
+                return ToolResult(f"No matches for `{args.pattern}` in {display_path(target, ctx.roots)}."
+                                  f"{unsearched.note(folder, ctx)}", meta={"count": 0})
             argv = [*RG_COMMON, "--json", "--sort=path"] if rg else []
             if args.ignore_case:
                 argv.append("--ignore-case" if rg else "-i")
             argv += ["-e", args.pattern]
+            argv += exclusion_args(unsearched.excluded, rg is not None)
             if name is not None:
                 argv += ["--", "-"]
             program, argv = (rg, argv) if rg else _fallback("grep", *argv)
@@ -277,12 +293,7 @@ class GrepTool(Tool):
                 if open_fd is not None and open_fd >= 0:
                     os.close(open_fd)
         where = display_path(target, ctx.roots)
-        if left_out is not None:
-            note += left_out.note()
-        if hidden:
-            listed = ", ".join(sorted(display_path(folder / h, ctx.roots) for h in hidden)[:5])
-            note += (f"\n[matches in {len(hidden)} file(s) that may hold secrets were left out ({listed}); "
-                     "to search one, name it as `path` — that asks the user first]")
+        note += unsearched.note(folder, ctx)
         if total == 0 and not dropped:
             return ToolResult(f"No matches for `{args.pattern}` in {where}.{note}", meta={"count": 0})
         text = "\n".join(rows) if rows else f"No line shown for `{args.pattern}` in {where}."

@@ -222,12 +222,45 @@ def test_config_state_and_credential_files_are_refused_to_file_tools(raw_agent_f
     for i in (0, 2, 3, 4, 5, 6, 7, 8):  # named directly: refused
         assert results[f"c0_{i}"].startswith("Refused"), (i, results[f"c0_{i}"])
     for i in (1, 9, 10):  # folder-wide: what lies in a protected place is left out, and said so
-        assert "left out" in results[f"c0_{i}"], (i, results[f"c0_{i}"])
+        assert "left out" in results[f"c0_{i}"] or "not searched" in results[f"c0_{i}"], (i, results[f"c0_{i}"])
     for cid, text in results.items():
         assert "MATERIAL" not in text.replace("`MATERIAL`", ""), (cid, text)
         assert KEY not in text
     assert "id_ed25519" not in results["c0_10"] and "hosts.yml" not in results["c0_10"]
     assert not (home / ".ssh" / "authorized_keys").exists()
+
+
+def test_grep_said_whether_a_hidden_secret_matched_the_pattern(raw_agent_factory, tmp_path, workspace,
+                                                              agent_state_dir):
+    """Newcomer finding 13: the note about left-out matches appeared only when the pattern matched
+    inside the hidden file, so ``sk-live-abc1`` / ``sk-live-abd`` read a key out a character at a
+    time, with no question, from ``server.pem``, ``.env``, ``~/.ssh`` and other sessions' logs.
+    Each pair below differs only in whether the hidden text matches: the results must be equal
+    (the pattern's own text aside)."""
+    (workspace / ".env").write_text("SECRET=topsecret123\n")
+    (workspace / "server.pem").write_text('api_key = "sk-live-abc123"\n')
+    (workspace / "app.py").write_text("print('hello')\n")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_test").write_text("PRIVATEKEYDATA-xyz\n")
+    other = agent_state_dir / "sessions" / "other-session"
+    other.mkdir(parents=True)
+    (other / "notes.jsonl").write_text('{"text": "SAVED THIS"}\n')
+    pairs = [({"pattern": "sk-live-abc1"}, {"pattern": "sk-live-abd"}),
+             ({"pattern": "SECRET=top"}, {"pattern": "SECRET=tox"}),
+             ({"pattern": "sk-live-[a-m]", "glob": "*.pem"}, {"pattern": "sk-live-[n-z]", "glob": "*.pem"}),
+             ({"pattern": "PRIVATEKEYDATA-x", "path": str(home)}, {"pattern": "PRIVATEKEYDATA-q", "path": str(home)}),
+             ({"pattern": "SAVED TH[I]S", "path": str(agent_state_dir.parent), "glob": "*.jsonl"},
+              {"pattern": "SAVED TH[X]S", "path": str(agent_state_dir.parent), "glob": "*.jsonl"})]
+    calls = [("grep", args) for pair in pairs for args in pair]
+    results, _, _ = run_calls(raw_agent_factory, workspace, [calls], env={"HOME": str(home)})
+    for n, (hit, miss) in enumerate(pairs):
+        seen_hit, seen_miss = results[f"c0_{2 * n}"], results[f"c0_{2 * n + 1}"]
+        assert seen_hit.replace(hit["pattern"], "P") == seen_miss.replace(miss["pattern"], "P"), (seen_hit, seen_miss)
+        assert "not searched" in seen_hit, seen_hit  # and the user's model is told what it did not search
+    for text in results.values():
+        for material in ("topsecret123", "sk-live-abc123", "PRIVATEKEYDATA-xyz"):
+            assert material not in text
 
 
 def test_the_session_spill_folder_stays_readable(raw_agent_factory, workspace, agent_state_dir):

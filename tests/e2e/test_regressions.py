@@ -190,7 +190,7 @@ def test_folder_wide_grep_leaves_secret_files_out(raw_agent_factory, workspace):
         assert agent.request("session/prompt", prompt_params(sid))["result"]["stopReason"] == "end_turn"
         shown = [m for m in ep.requests[1].json()["messages"] if m["role"] == "tool"][0]["content"]
     assert "app.py:1:" in shown and "abc123" not in shown
-    assert "may hold secrets were left out (.env)" in shown
+    assert "not searched: 1 file(s) that may hold secrets (.env)" in shown
 
 
 def test_a_queued_prompts_answer_reached_the_client_before_the_response_to_the_turn_it_waited_for(

@@ -278,3 +278,27 @@ async def test_grep_where_rg_wrote_a_record_over_the_limit_failed_the_whole_sear
     lines = res.text.splitlines()
     assert lines[0] == "b.txt:1: one needle" and res.meta["count"] == 1
     assert "1 matching line(s) too long to read were left out" in res.text
+
+
+async def test_grep_said_whether_a_hidden_secret_matched_the_pattern_either_backend(tmp_path, backend):
+    """Finding 13 (both backends): a secret-named file is not searched at all — also when a cloned
+    repository's ``.gitignore`` un-ignores it or names it ``*.pem`` in a folder — and the note is the same
+    whether the pattern would match inside it or not."""
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "server.pem").write_text('api_key = "sk-live-abc123"\n')
+    (tmp_path / "weird [x]*.pem").write_text('api_key = "sk-live-abc123"\n')
+    (tmp_path / ".gitignore").write_text("!*.pem\n")
+    (tmp_path / "app.py").write_text("x = 1\n")
+    ctx = ToolContext.on_disk(tmp_path)
+    ctx.is_secret = lambda p: p.name.endswith(".pem")
+    shown = []
+    for pattern in ("sk-live-abc1", "sk-live-abd"):
+        res = await GrepTool(backend).run(validate_args(GrepTool(), json.dumps({"pattern": pattern})), ctx)
+        shown.append(res.text.replace(pattern, "P"))
+    assert shown[0] == shown[1], shown
+    assert "not searched: 2 file(s) that may hold secrets" in shown[0] and "sk-live-abc123" not in shown[0]
+    # nothing else to search: the same answer, no ripgrep error
+    (tmp_path / "app.py").unlink()
+    (tmp_path / ".gitignore").unlink()
+    res = await GrepTool(backend).run(validate_args(GrepTool(), '{"pattern": "sk-live"}'), ctx)
+    assert not res.is_error and res.text.startswith("No matches") and "not searched" in res.text, res.text
