@@ -131,8 +131,8 @@ def install(path: str) -> None:
     _wrap(host.SessionHost, "_request_header", "header", enter=False)
     _wrap(host.SessionHost, "_refresh_instructions", "AGENTS.md checked", enter=False)
     _wrap(host.SessionHost, "_client", "client", enter=False)
-    if hasattr(agent_session, "_sync_soon"):
-        _wrap(agent_session, "_sync_soon", "user fsync handed to a thread", enter=False)
+    if hasattr(agent_session, "DurableSync"):
+        _wrap(agent_session.DurableSync, "start", "user fsync handed to a thread", enter=False)
     import concurrent.futures.thread as pool
 
     _wrap(pool.ThreadPoolExecutor, "_adjust_thread_count", "executor threads checked")

@@ -60,51 +60,90 @@ SYNC_SWITCH_INTERVAL = 0.0001
 """The interpreter's switch interval (s) while a deferred ``fsync``'s worker thread waits to start."""
 
 
-def _sync_soon(log: EventLog) -> "asyncio.Future[None]":
-    """Start ``fsync``\\ing what ``log`` left unsynced (``EventLog.append(…, sync_later=True)``) in a
-    worker thread now; the future settles it on the loop (``EventLog.synced``) and raises its
-    ``LogWriteError`` when it failed (the events from the first unsynced one on are cut off).
+class DurableSync:
+    """The ``fsync`` of what a log left unsynced (``EventLog.append(…, sync_later=True)``), started
+    in a worker thread by ``start``: ``future`` settles it on the loop (``EventLog.synced``) and
+    raises its ``LogWriteError`` when it failed (the events from the first unsynced one on are cut
+    off); ``settled_now()`` settles it at once when the worker is done but the loop has not yet run
+    its callback (a request made meanwhile then goes without waiting).
 
     A thread that wants the interpreter while the loop computes gets it only at the loop's next
     wait or after the interpreter's switch interval (5 ms): the ``fsync`` would start once the
     request was made, not while. So the interval is ``SYNC_SWITCH_INTERVAL`` until the worker has
     started (it puts the interval back, and lets go of the interpreter in ``os.fsync``)."""
-    loop = asyncio.get_running_loop()
-    token = log.unsynced
-    if token is None:
-        done = loop.create_future()
-        done.set_result(None)
-        return done
-    interval = sys.getswitchinterval()
-    lowered = [interval > SYNC_SWITCH_INTERVAL]
 
-    def restore() -> None:
-        if lowered[0]:
-            lowered[0] = False
-            sys.setswitchinterval(interval)
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+        self._token = log.unsynced
+        self._interval = sys.getswitchinterval()
+        self._lowered = False
+        self._synced = self._token is None  # the worker's fsync returned (or there was none to do)
+        self._error: OSError | None = None
+        self._settled = False
+        self._failure: LogWriteError | None = None
+        self.future: asyncio.Future[None]
 
-    def sync() -> None:
-        restore()
-        log.sync()
-
-    if lowered[0]:
-        sys.setswitchinterval(SYNC_SWITCH_INTERVAL)
-    try:
-        running = loop.run_in_executor(None, sync)
-    except BaseException:
-        restore()
-        raise
-
-    async def settle() -> None:
+    @classmethod
+    def start(cls, log: EventLog) -> "DurableSync":
+        sync = cls(log)
+        loop = asyncio.get_running_loop()
+        if sync._synced:
+            sync.future = loop.create_future()
+            sync.future.set_result(None)
+            return sync
+        if sync._interval > SYNC_SWITCH_INTERVAL:
+            sync._lowered = True
+            sys.setswitchinterval(SYNC_SWITCH_INTERVAL)
         try:
-            await running
+            running = loop.run_in_executor(None, sync._run)
+        except BaseException:
+            sync._restore()
+            raise
+
+        async def settle() -> None:
+            try:
+                await running
+            finally:
+                sync._restore()  # (the worker did, unless it never ran)
+            sync._settle()
+        sync.future = asyncio.ensure_future(settle())
+        return sync
+
+    def _restore(self) -> None:
+        if self._lowered:
+            self._lowered = False
+            sys.setswitchinterval(self._interval)
+
+    def _run(self) -> None:  # the worker thread
+        self._restore()
+        try:
+            self._log.sync()
         except OSError as exc:
-            log.synced(token, exc)
-        else:
-            log.synced(token)
+            self._error = exc
         finally:
-            restore()  # (the worker did, unless it never ran)
-    return asyncio.ensure_future(settle())
+            self._synced = True
+
+    def _settle(self) -> None:
+        """On the loop, once the worker is done (idempotent): ``EventLog.synced``; raises its ``LogWriteError``."""
+        if not self._settled:
+            self._settled = True
+            try:
+                self._log.synced(self._token, self._error)  # type: ignore[arg-type]
+            except LogWriteError as exc:
+                self._failure = exc
+        if self._failure is not None:
+            raise self._failure
+
+    def settled_now(self) -> bool:
+        """Whether the ``fsync`` is done and settled (``True``), or still running (``False``);
+        raises its ``LogWriteError`` when it failed."""
+        if self.future.done():
+            self.future.result()
+            return True
+        if not self._synced:
+            return False
+        self._settle()
+        return True
 
 
 class _Settled:
@@ -122,15 +161,13 @@ class AfterSync:
     while its ``fsync`` runs (``durable``), each request is made and sent but for its last bytes
     (``ModelClient.stream``'s ``ready``); once it failed, no request starts (its ``LogWriteError``)."""
 
-    def __init__(self, client: ModelClient, durable: "asyncio.Future[None]") -> None:
+    def __init__(self, client: ModelClient, durable: DurableSync) -> None:
         self._client = client
         self._durable = durable
 
     def stream(self, body: bytes) -> Any:
-        durable = self._durable
-        if not durable.done():
-            return self._client.stream(body, ready=_Settled(durable))
-        durable.result()  # raises the fsync's LogWriteError: nothing is sent
+        if not self._durable.settled_now():  # (raises the fsync's LogWriteError: nothing is sent)
+            return self._client.stream(body, ready=_Settled(self._durable.future))
         return self._client.stream(body)
 
 
@@ -508,7 +545,7 @@ class AgentSession:
         partial = self.partial = PartialMessage(journal=self.journal)
         outcome: TurnOutcome | None = None
         settled: list[Any] = []
-        durable: asyncio.Future[None] | None = None
+        durable: DurableSync | None = None
         try:
             self._check_prompt_fits(prompt_text(blocks), sum(b.get("type") == "image" for b in blocks))
             header = self._header_factory()
@@ -516,7 +553,7 @@ class AgentSession:
                 self._log_inputs(header)
             # durable, its fsync in a worker thread while the request is made: the request's last bytes wait for it
             self.log.append("user", {"turn": turn, "content": prompt_text(blocks), "blocks": blocks}, sync_later=True)
-            durable = _sync_soon(self.log)
+            durable = DurableSync.start(self.log)
             client = AfterSync(self._client_factory(), durable)
             budget = self.config.agent.max_steps_per_turn
             for step in range(1, budget + 1):
@@ -544,7 +581,7 @@ class AgentSession:
             self.partial = None
             if durable is not None:  # the user event's fsync settled before anything else is written
                 try:
-                    await asyncio.shield(durable)
+                    await asyncio.shield(durable.future)
                 except LogWriteError as exc:
                     outcome = TurnOutcome("error", None, log_write_failure(exc))
             try:

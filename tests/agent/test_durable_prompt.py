@@ -154,3 +154,29 @@ async def test_a_user_event_whose_fsync_failed_while_its_request_was_made_reache
     assert_log_explains_every_request(log, endpoint)
     await client.aclose()
     log.close()
+
+
+async def test_a_request_made_after_the_user_events_fsync_returned_waited_for_the_loop_to_hear_of_it(
+        tmp_path, endpoint, monkeypatch):
+    """The worker's ``fsync`` returned while the loop was still making the request (the loop had
+    not run the worker's callback yet): the request goes whole at once, not in two sends with a turn
+    of the loop between them."""
+    from agent_server.agent import session as agent_session
+
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("second answer"))
+    returned = threading.Event()
+    original = agent_session.DurableSync._run
+
+    def run(self):
+        original(self)
+        returned.set()
+
+    monkeypatch.setattr(agent_session.DurableSync, "_run", run)
+    session._client_factory = lambda: (returned.wait(60), client)[1]  # the loop busy until the fsync returned
+    outcome = await session.prompt([{"type": "text", "text": "two"}])
+    assert outcome.exit == "end_turn" and returned.is_set()
+    assert client.readies == [False] and len(endpoint.requests) == 2
+    assert_log_explains_every_request(log, endpoint)
+    await client.aclose()
+    log.close()
