@@ -9,9 +9,12 @@ import sys
 import time
 import uuid
 
+import pytest
+
 from agent_server.offline import OfflineEndpoint, text_stream, tool_call_stream
 from agent_server.session import read_events
 from support.procs import processes_naming, wait_gone
+from support.timeouts import HANG
 
 AGENT = [sys.executable, "-m", "agent_server"]
 
@@ -284,3 +287,52 @@ def test_editing_agent_params_between_runs_was_an_unplanned_break_nothing_in_the
     report = prefix_report(events)
     assert report.breaks == {"params": 1} and report.unplanned == 0
     assert assert_replay_matches(agent_state_dir, requests) == 3
+
+
+def _race_during_a_command(agent_env, workspace, mode, change):
+    """``READ a.txt ;; BASH <waits> ;; WRITE|EDIT a.txt``: while the command waits, another process
+    (this test) appends a line to a.txt — the user's save while the agent's tests run."""
+    path = workspace / "a.txt"
+    path.write_bytes(b"hello\nworld\n")
+    command = "touch started; while [ ! -e go ]; do sleep 0.02; done; echo tests pass"
+    script = [tool_call_stream([("c1", "read", json.dumps({"path": "a.txt"}))]),
+              tool_call_stream([("c2", "bash", json.dumps({"command": command}))]),
+              tool_call_stream([("c3", change[0], json.dumps({"path": "a.txt", **change[1]}))]),
+              text_stream("done")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}
+        proc = subprocess.Popen([*AGENT, "run", "-p", "race", "--cwd", str(workspace), "--mode", mode,
+                                 "--allow", "shell"], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + HANG
+            while time.monotonic() < deadline and not (workspace / "started").exists() and proc.poll() is None:
+                time.sleep(0.02)
+            assert (workspace / "started").exists(), "the command never started"
+            with open(path, "ab") as f:  # the user's save, while the command runs
+                f.write(b"USER SAVED THIS\n")
+            (workspace / "go").write_bytes(b"")
+            out, err = proc.communicate(timeout=HANG)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(HANG)
+        results = [m["content"] for m in ep.requests[-1].json()["messages"] if m["role"] == "tool"]
+    return proc.returncode, err, results
+
+
+@pytest.mark.parametrize("change", [("write", {"content": "HELLO\nworld\n"}),
+                                    ("edit", {"old_string": "hello", "new_string": "HELLO"})], ids=["write", "edit"])
+@pytest.mark.parametrize("mode", ["accept-edits", "workspace-write"])
+def test_accept_edits_overwrote_a_line_the_user_saved_while_the_agents_command_ran(agent_env, workspace, mode, change):
+    """Finding 17 (reported on 6e87086): a line another process appended while the agent's command
+    ran was overwritten by the agent's next write. The report's own session logs show the append
+    landed before the agent's ``read`` (the model was shown the line and wrote content without
+    it); with the change made while the command provably runs, the write or edit after it is
+    refused as stale in both modes and the line stays (a shell call never refreshes the read
+    ledger: what the model read is the only base a write is checked against)."""
+    code, err, results = _race_during_a_command(agent_env, workspace, mode, change)
+    assert code == 0, err
+    assert (workspace / "a.txt").read_bytes() == b"hello\nworld\nUSER SAVED THIS\n"
+    assert "has changed since you last read it" in results[-1], results
+    assert "a.txt: failed" in err
