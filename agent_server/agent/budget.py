@@ -6,7 +6,7 @@ characters added since ÷ ``chars_per_token``, and all the body's characters ÷ 
 (the provider's count is trusted upwards only: one that reports tiny or zero counts must not let
 the history grow past the window); before any usage is known (or after a compaction changed the
 history), the character estimate alone. ``usage_update(...)`` — the ACP
-``usage_update`` after a step (``used`` ≤ ``size``, ``cost`` when a price is configured, the
+``usage_update`` after a step (``used``: what the next request carries, ≤ ``size``; ``cost`` when a price is configured, the
 provider's prefix-cache figures under ``_meta.agentServer.cache`` when its usage reports them);
 ``session_cost`` sums the logged usage of every model request at its model's price, the tokens its
 cache served (``llm.cached_tokens``) at the ``cached_input`` price.
@@ -177,16 +177,22 @@ class CostMemo:
 
 
 def usage_update(events: Sequence[SessionEvent], usage: dict[str, Any] | None, estimate: int | None,
-                 size: int, settings: AgentSettings, costs: CostMemo | None = None) -> dict[str, Any] | None:
+                 size: int, settings: AgentSettings, costs: CostMemo | None = None,
+                 carried: int | None = None) -> dict[str, Any] | None:
     """The ``usage_update`` after a step whose provider ``usage`` is given (``estimate``: the
     request's estimated prompt tokens, used when the provider did not count the prompt), or
-    ``None`` when nothing is known. ``used`` is clamped to ``size``."""
+    ``None`` when nothing is known. ``carried``: ``estimate_tokens`` after the step's answer was
+    logged — what the next request carries; ``used`` is never below it (a provider that reports
+    no completion, or no usage at all, must not leave the answer out of the meter). ``used`` is
+    clamped to ``size``."""
     usage = usage or {}
     prompt = usage.get("prompt_tokens") or 0
     completion = usage.get("completion_tokens") or 0
     if not prompt and estimate:
         prompt = estimate
     used = (usage.get("total_tokens") or prompt + completion) if usage.get("prompt_tokens") else prompt + completion
+    if carried is not None and isinstance(used, int):
+        used = max(used, carried)
     if not isinstance(used, int) or used <= 0:
         return None
     update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": min(used, size), "size": size}

@@ -12,8 +12,11 @@ checkpoint message starts with ``CHECKPOINT_MARKER`` and holds the session's fir
 the current turn's, when it was replaced) verbatim plus the summary.
 
 Must never: change or drop an event (the replaced events stay on disk), show the summary to the
-user as the agent's answer, or loop — one compaction per call; when the kept tail alone is too big,
-or the result still does not fit, it raises ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``).
+user as the agent's answer, loop — one compaction per call —, or log as done a compaction whose
+request would not fit (``aborted: "no_fit"``; a summary longer than its room is cut to it first).
+When even the smallest tail does not fit, the whole history is replaced (no call left open; the
+current request verbatim in the checkpoint); when that does not fit either, or the result still
+does not, it raises ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ SUMMARY_SYSTEM = (
     "anything; do not address the user."
 )
 SUMMARY_INSTRUCTION = "Summarise this transcript of the conversation so far:"
+SUMMARY_CUT = "\n[agent-server: the summary was cut here; it ran past the room set aside for it]"
+"""The end of a summary cut to its room (``Compactor._within_budget``)."""
 SUMMARY_OUTPUT_TOKENS = 2_000
 """Tokens set aside for the summary when sizing the transcript and the checkpoint (at most a tenth
 of the window)."""
@@ -192,7 +197,7 @@ class Compactor:
         before = self.estimate()
         pairs, tokens, cuts = self._history(events)  # the memo's (read here, never changed)
         cut, task, current = self._plan(events, pairs, tokens, cuts, header.system, header.tools, before)
-        first_seq, last_seq = pairs[0][0], pairs[cut][0] - 1
+        first_seq, last_seq = pairs[0][0], pairs[cut][0] - 1 if cut < len(pairs) else pairs[-1][0]
         start = self.log.append("compaction/start", {
             "turn": turn, "step": step, "reason": reason, "estimate": before, "window": self.window,
             "first_seq": first_seq, "last_seq": last_seq, "kept_messages": len(pairs) - cut,
@@ -219,7 +224,21 @@ class Compactor:
             raise
         self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
                                                "finish_reason": summary.finish_reason, "model": header.model})
-        end = {"first_seq": first_seq, "last_seq": last_seq, "message": checkpoint_text(task, current, summary.content)}
+        message = checkpoint_text(task, current, self._within_budget(summary.content))
+        cpt, tail = self.settings.chars_per_token, self._tail(tokens)
+        kept = tail(cut) if cut < len(pairs) else 0.0
+        replaced, checkpoint = round(tail(0) - kept), round(len(message) / cpt)
+        predicted = round(head_chars(header.system, header.tools) / cpt + kept + checkpoint)
+        if predicted > self.limit:  # no use: never logged as done
+            self.log.append("compaction/end", {"first_seq": first_seq, "last_seq": last_seq, "aborted": "no_fit"})
+            error = _fail(f"compacting the history would not make the next request fit: it replaces about "
+                          f"{replaced:,} tokens with a checkpoint of about {checkpoint:,} (the first request "
+                          f"verbatim and the summary), and the request would still be about {predicted:,} tokens "
+                          f"(window {self.window:,}): start a new session or use a model with a larger window")
+            await self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "failed",
+                             "error": error.error["message"]})
+            raise error
+        end = {"first_seq": first_seq, "last_seq": last_seq, "message": message}
         self.log.append("compaction/end", {**end, "estimate_before": before})
         after = self.estimate()
         self.last_change = (before, after)
@@ -232,6 +251,13 @@ class Compactor:
         if after > self.limit:
             raise _fail(f"the history was compacted but the next request is still too large (about {after} "
                         f"tokens, window {self.window}): start a new session or use a model with a larger window")
+
+    def _within_budget(self, summary: str) -> str:
+        """``summary``, cut to the tokens set aside for it (``SUMMARY_OUTPUT_TOKENS``, at most a
+        tenth of the window) when the model wrote more: the plan made room for that much only."""
+        reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
+        most = int(reserve * self.settings.chars_per_token) - len(SUMMARY_CUT)
+        return summary if len(summary) <= most + len(SUMMARY_CUT) else summary[:max(most, 0)] + SUMMARY_CUT
 
     @property
     def transcript_chars(self) -> int:
@@ -310,8 +336,17 @@ class Compactor:
         if tail(cut) > room:  # the target tail is too big: keep the smallest tail there is
             cut = cuts[-1]
             task, current = requests(cut)
-            if tail(cut) > room:
-                raise _fail(f"the most recent part of the conversation alone (about {round(tail(cut))} "
+            whole = len(pairs)
+            if tail(cut) > room and not prompt_after and cut < whole and self._nothing_open(pairs):
+                # even that does not fit (one huge answer): the summary stands for all of it, the
+                # current request kept verbatim in the checkpoint
+                cut = whole
+                task, current = requests(cut)
+                overhead = head_chars(system, tools) / cpt + (len(task) + len(current or "")) / cpt
+                room = self.limit - overhead - reserve
+            kept = tail(cut) if cut < whole else 0.0
+            if kept > room:
+                raise _fail(f"the most recent part of the conversation alone (about {round(kept)} "
                             f"tokens, kept verbatim) does not fit in the model's context window ({self.window} "
                             "tokens) with the system prompt: it cannot be compacted enough. Start a new session "
                             "or use a model with a larger window.")
@@ -322,6 +357,18 @@ class Compactor:
         if self.requests is not None and self.requests.weighs(tokens):
             return self.requests.tail_sum
         return lambda k: sum(tokens[k:])
+
+    @staticmethod
+    def _nothing_open(pairs: Sequence[tuple[int, dict[str, Any]]]) -> bool:
+        """Whether every tool call of the history has its result (a cut after all of it is valid)."""
+        pending: set[Any] = set()
+        for _, message in reversed(pairs):  # the last assistant message's calls are the only open ones
+            if message["role"] == "tool":
+                pending.add(message.get("tool_call_id"))
+            else:
+                return message["role"] != "assistant" or all(
+                    c["id"] in pending for c in message.get("tool_calls") or ())
+        return True
 
     def _requests(self, events: Sequence[SessionEvent], last_seq: int, prompt_after: bool = False
                   ) -> tuple[str, str | None]:

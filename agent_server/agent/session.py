@@ -42,6 +42,7 @@ from agent_server.agent.step import (
     stream_step,
 )
 from agent_server.agent.budget import CostMemo, body_chars, usage_update
+from agent_server.agent.request import RequestRebuildError
 from agent_server.agent.compaction import COLD_EVENTS, Compactor
 from agent_server.agent.request_memo import RequestMemo
 from agent_server.agent.recovery import LOG_FAILED, close_cancelled_turn, close_open_turn
@@ -717,7 +718,11 @@ class AgentSession:
         events = self.log.events
         if self.costs.behind(events) > COLD_EVENTS:  # the first cost of a long loaded log: off the loop
             await asyncio.to_thread(self.costs.cost, events, self.config.agent)
+        try:  # what the next request carries: the answer is part of it
+            carried: int | None = self.compactor.estimate()
+        except RequestRebuildError:
+            carried = None
         update = usage_update(events, message.usage, estimate, self.provider.context_window,
-                              self.config.agent, self.costs)
+                              self.config.agent, self.costs, carried)
         if update is not None:
             await self._emit(update)

@@ -208,7 +208,9 @@ async def test_usage_update_after_each_step_has_used_at_most_size_and_cost_when_
     updates = h.updates(sid, "usage_update")
     assert len(updates) == 2  # one per step
     assert all(u["used"] <= u["size"] == 8000 for u in updates)
-    assert [u["used"] for u in updates] == [3020, 8000]
+    # the first: the provider's 3,000 prompt tokens plus the answer as the next request carries it
+    # (its tool call as JSON, about 144 characters ÷ 4), above its 20 completion tokens
+    assert [u["used"] for u in updates] == [3036, 8000]
     assert updates[0]["cost"] == {"amount": pytest.approx(0.00304), "currency": "EUR"}
     assert updates[1]["cost"] == {"amount": pytest.approx(0.00304 + 0.011), "currency": "EUR"}
     await h.close()
@@ -248,3 +250,88 @@ async def test_cancel_during_compact_answers_cancelled_and_replaces_nothing(
     log = events(agent_state_dir, sid)
     ends = [e.data for e in log if e.type == "compaction/end"]
     assert len(ends) == 1 and ends[0].get("aborted") and "message" not in ends[0]
+
+
+def long_answer(paragraphs=5000):
+    """A markdown answer of ≈ 375 KB (≈ 91k tokens at 4 characters a token): finding 3's ``LONG 5000``."""
+    parts = []
+    for i in range(paragraphs):
+        if i % 50 == 0:
+            parts.append(f"\n## Section {i // 50}\n\n")
+        parts.append(f"Line {i}: some *markdown* text with `code` and more words ünïcödé.\n\n")
+    return "".join(parts)
+
+
+async def test_the_context_meter_said_6_percent_after_an_answer_that_filled_the_window(
+        acp_harness_factory, endpoint, workspace):
+    """Finding 3: after a 375 KB answer in a 32,768-token window (a provider that reports no usage)
+    the meter read ``used`` 1,952: the request's estimate, without the answer it carried back."""
+    endpoint.push(text_stream(long_answer(), chunk_size=4096, include_usage=False))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW="32768")
+    assert (await h.prompt(sid, "LONG 5000")).stop_reason == "end_turn"
+    (update,) = h.updates(sid, "usage_update")
+    assert update["size"] == 32768 and update["used"] == 32768  # the next request carries the answer: full
+    await h.close()
+
+
+async def test_the_context_meter_counts_what_the_answer_added_to_the_providers_prompt_count(
+        acp_harness_factory, endpoint, workspace):
+    """The same with a provider that counts its prompt but reports no completion: the answer's
+    characters are added to its count."""
+    endpoint.push(text_stream("x" * 40_000, chunk_size=4096, usage={"prompt_tokens": 2000}))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW="32768")
+    assert (await h.prompt(sid, "write a lot")).stop_reason == "end_turn"
+    (update,) = h.updates(sid, "usage_update")
+    assert 2000 + 40_000 / 4 <= update["used"] < 2000 + 40_000 / 4 + 100
+    await h.close()
+
+
+async def test_one_huge_answer_made_every_later_prompt_fail_because_the_compaction_grew_the_history(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Finding 3: after a 375 KB answer, the next prompt's compaction got a summary as long as the
+    answer (a model that ignores the summary's budget; the report's echoed the transcript) and
+    logged the compaction done although it made the history larger (about 90,916 → 90,976
+    tokens); that prompt and every later one then failed "still too large"."""
+    answer = long_answer()
+    endpoint.push(text_stream(answer, chunk_size=4096, include_usage=False))
+    endpoint.push(text_stream(answer, chunk_size=4096, include_usage=False))  # the "summary"
+    endpoint.push(text_stream("Second answer."))
+    endpoint.push(text_stream("Third answer."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW="32768")
+    assert (await h.prompt(sid, "LONG 5000")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "SLOW 100 0.1")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "and now?")).stop_reason == "end_turn"
+    log = events(agent_state_dir, sid)
+    (start_event,) = [e for e in log if e.type == "compaction/start"]
+    (end,) = [e for e in log if e.type == "compaction/end"]
+    assert len(end.data["message"]) < 0.1 * 32768 * 4 + 1000  # the summary cut to its budget
+    announced = [u["_meta"]["agentServer"]["compaction"] for u in h.updates(sid, "agent_message_chunk")
+                 if "compaction" in (u.get("_meta") or {}).get("agentServer", {})]
+    (change,) = announced
+    assert change["tokensAfter"] < change["tokensBefore"] and change["tokensAfter"] < 0.8 * 32768
+    sent = endpoint.requests[2].json()["messages"]
+    assert sent[1]["content"].startswith(CHECKPOINT_MARKER) and sent[-1] == {"role": "user", "content": "SLOW 100 0.1"}
+    assert len(endpoint.requests) == 4
+    await h.close()
+
+
+async def test_an_answer_larger_than_the_window_in_the_middle_of_a_turn_is_compacted_whole(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The class of finding 3 within a turn: the newest answer (≈ 15k tokens, a call at its end)
+    alone does not fit an 8,000-token window; the compaction replaces all of it — its transcript
+    cuts it, the summary stands for it — instead of ending the turn "the most recent part of the
+    conversation alone does not fit"."""
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(tool_call_stream([("r0", "read", json.dumps({"path": "a.txt"}))], text="word " * 12_000))
+    endpoint.push(text_stream(SUMMARY))
+    endpoint.push(text_stream("Done."))
+    h, sid = await start(acp_harness_factory, endpoint, workspace, AGENT_SERVER_CONTEXT_WINDOW="8000")
+    assert (await h.prompt(sid, TASK)).stop_reason == "end_turn"
+    log = events(agent_state_dir, sid)
+    (start_event,) = [e for e in log if e.type == "compaction/start"]
+    assert start_event.data["kept_messages"] == 0
+    system, checkpoint = endpoint.requests[2].json()["messages"]
+    assert checkpoint["role"] == "user" and checkpoint["content"].startswith(CHECKPOINT_MARKER)
+    assert TASK in checkpoint["content"] and SUMMARY in checkpoint["content"]
+    assert h.agent_text(sid).endswith("Done.")
+    await h.close()
