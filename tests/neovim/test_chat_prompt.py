@@ -270,3 +270,21 @@ def test_the_values_of_mode_and_model_did_not_complete_in_the_prompt(make_editor
     assert "other-model" in models and complete("/model ") == models, models
     assert complete("/model oth") == ["other-model"]
     assert complete("/usage ") == [] and complete("/mode read-only x") == []
+
+
+def test_ctrl_c_on_a_turn_that_had_already_failed_left_cancelling_in_the_chat_for_ever(make_editor, endpoint, workspace):
+    """Finding 12 (newcomer 3): a prompt whose turn failed at once, then <C-c> in the chat: the chat
+    ended in "_cancelling …_" and no turn end ever came to close it (no turn was running)."""
+    endpoint.push({"kind": "error", "status": 400, "json": {"error": {"message": "bad request: the model refused it"}}})
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('do it')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    assert "**error:**" in ed.chat(), ed.chat()
+    typed(ed, "<C-c>")
+    ed.idle()
+    chat = ed.chat()
+    assert "cancelling" not in chat, chat
+    assert chat.rstrip().endswith("_nothing to cancel: no turn is running_"), chat
+    assert ed.lua("return require('agent_server').status()") == "idle"

@@ -688,6 +688,8 @@ function M.handle(ev)
     set_header()
   elseif ev.type == "turn_end" then
     finish_turn(ev.stop_reason, ev.error, ev.prompt, ev.kind)
+  elseif ev.type == "cancel" and ev.idle then
+    M.say("nothing to cancel: no turn is running")
   elseif ev.type == "cancel" then
     M.say("cancelling …")
   elseif ev.type == "session" then

@@ -327,6 +327,12 @@ end
 --- Cancel the running turn (`session/cancel`).
 function M.cancel()
   if state.rpc and state.session_id then
+    if state.turns == 0 then
+      -- no prompt waits for its answer (the last one ended, or failed at once): no turn end will
+      -- come to close a "cancelling …", so none is said
+      emit({ type = "cancel", idle = true })
+      return true
+    end
     state.rpc:notify("session/cancel", { sessionId = state.session_id })
     emit({ type = "cancel" })
     return true

@@ -75,7 +75,7 @@ local function wire()
         diff.close(p)
       end
       proposals.open = {}
-    elseif ev.type == "cancel" then
+    elseif ev.type == "cancel" and not ev.idle then
       proposals.user_cancelled()
       permissions.cancel_all()
     end
