@@ -197,6 +197,46 @@ def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_
     assert chat.rstrip().endswith("_— stop: end_turn —_\n\n_— stop: end_turn —_"), chat  # the command's, the turn's
 
 
+def test_slash_commands_sent_while_the_answer_streamed_had_their_answers_drawn_under_later_commands(
+        make_editor, endpoint, workspace):
+    """Newcomer 3, finding 21 in Neovim: ``/compact`` sent while the answer streams is answered when
+    the turn ends, so its answer was drawn at the end of the chat — under the prompt of the last
+    command sent meanwhile (``/bogus``), as if it answered that one. A command's answer goes under
+    its own prompt, above the prompts sent after it; the model's answer stays one text, and
+    ``/model``'s TOML and ``/bogus``'s list keep their line breaks."""
+    words = " ".join(f"chunk{i}." for i in range(150))
+    endpoint.push(text_stream(words, chunk_size=8, delay=0.05))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+
+    def send(text: str, answer: str | None = None) -> None:
+        ed.lua("require('agent_server.transcript').set_prompt(...)", text)
+        ed.lua("require('agent_server').send_typed()")
+        if answer:
+            ed.wait("return require('agent_server.chat').text():find(..., 1, true) ~= nil", answer, what=answer)
+
+    send("tell me", "chunk12.")
+    send("/compact")  # answered once the turn has ended
+    send("/usage", "No model usage recorded yet")
+    send("/model fake-2", 'id = "fake-2"')
+    send("/bogus", "Unknown command /bogus")
+    assert "chunk149." not in ed.chat()  # all of it while the answer streamed
+    ed.idle()
+    chat = ed.chat()
+    assert words in chat, chat  # one text
+    sections = chat.split("\n## You\n")
+    replies = {s.split("\n", 1)[0]: s.split("\n## Agent\n", 1)[1] for s in sections[2:]}
+    assert list(replies) == ["/compact", "/usage", "/model fake-2", "/bogus"], chat
+    assert replies["/compact"].startswith("Nothing to compact yet"), chat
+    assert replies["/usage"].startswith("No model usage recorded yet"), chat
+    assert '\n\n[[models]]\nid = "fake-2"\nname = "fake-2"  # optional' in replies["/model fake-2"], chat
+    assert "Unknown command" not in replies["/model fake-2"], chat
+    assert replies["/bogus"].startswith("Unknown command /bogus. The commands are:\n  /mode <"), chat
+    assert "\n  /undo — " in replies["/bogus"] and "Nothing to compact" not in replies["/bogus"], chat
+    for name in ("/compact", "/usage", "/model fake-2"):
+        assert replies[name].rstrip().endswith("_— stop: end_turn —_"), (name, chat)
+
+
 def test_every_advertised_slash_command_completes_in_the_prompt_and_only_as_its_first_word(
         make_editor, endpoint, workspace):
     """Item 3 of the round: each command of ``available_commands_update`` completes in the chat's

@@ -38,6 +38,9 @@ local S = {
   running = 0, -- prompts sent and not answered yet (they overlap: see finish_turn)
   turns_open = 0, -- of those, the ones that run a turn (not commands answered at once): in order
   queued = {}, -- prompts sent while a turn ran: drawn when the turn before them ends
+  answering = {}, -- slash commands answered at once, not answered yet: their prompt's blocks ->
+  -- { before = the mark of the "## You" line of the next prompt drawn after them, or nil }
+  command_text = {}, -- the text of their answers (chunks without `messageId`) until one is answered
   header = { state = "idle" },
   timer = nil,
   flush_scheduled = false,
@@ -485,6 +488,12 @@ local function on_update(u, session_id)
     if meta.notice or meta.retry or meta.compaction then
       return note(u.content and u.content.text)
     end
+    if u.messageId == nil and next(S.answering) ~= nil and type(u.content) == "table"
+        and type(u.content.text) == "string" then
+      -- a command's answer (the model's text carries its step's `messageId`): drawn with its command
+      S.command_text[#S.command_text + 1] = u.content.text
+      return
+    end
     queue("text", u.content and u.content.text, u.messageId)
   elseif kind == "agent_thought_chunk" then
     queue("thought", u.content and u.content.text, u.messageId)
@@ -578,6 +587,9 @@ end
 local function draw_prompt(blocks)
   S.section = nil
   ensure_section("user")
+  for _, c in pairs(S.answering) do -- commands not answered yet: their answers go above this prompt
+    c.before = c.before or transcript.place_mark(transcript.sep_row() - 2)
+  end
   add_lines(escaped(prompt_lines(blocks)), 0)
   S.section = nil
   ensure_section("agent")
@@ -592,6 +604,49 @@ local SIGN_IN = "`:AgentLogin` signs in (`agent-server login` in a "
 -- proposal is answered at once; other prompts queue on the server): tool calls still open are
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
 local function finish_turn(stop, err, blocks, kind)
+  local slot = blocks and S.answering[blocks]
+  local answer = ""
+  if slot then
+    S.answering[blocks] = nil
+    answer = table.concat(S.command_text)
+    S.command_text = {}
+  end
+  local before = slot and slot.before and transcript.mark_row(slot.before)
+  if before and not S.exit_shown and kind ~= "gone" and kind ~= "stopped" then
+    -- another prompt was drawn below the command since it was sent: its answer goes under its own
+    -- prompt, above the next one, never under the prompts that came after it
+    local lines = answer ~= "" and escaped(vim.split((answer:gsub("\n+$", "")), "\n", { plain = true })) or {}
+    local f = M.filter()
+    for _, l in ipairs(lines) do
+      f.done(l)
+    end
+    if f.fence then
+      lines[#lines + 1] = f.fence
+    end
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = err and ("**error:** " .. err:gsub("\n", " "))
+      or string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop)))
+    local at = before - 1 -- the blank line above that "## You"
+    local above = vim.api.nvim_buf_get_lines(transcript.buf(), at - 1, at, false)[1]
+    if above ~= "" and above ~= "## Agent" then
+      table.insert(lines, 1, "") -- a paragraph of its own below the command's tool lines
+    end
+    transcript.insert_lines(at, lines)
+    transcript.mark_own(at + #lines - 1)
+    transcript.forget_mark(slot.before)
+    S.running = math.max(0, S.running - 1)
+    if S.running == 0 then
+      close_open_tools()
+      S.header.state = "idle"
+    end
+    set_header()
+    return
+  elseif slot then
+    transcript.forget_mark(slot.before)
+    if answer ~= "" then
+      queue("text", answer, nil) -- drawn below its prompt: nothing was drawn after it
+    end
+  end
   M.flush()
   S.running = math.max(0, S.running - 1)
   if S.running == 0 then
@@ -685,6 +740,9 @@ function M.handle(ev)
       transcript.hold()
     end
     draw_prompt(ev.prompt)
+    if immediate then -- its answer goes below it (`finish_turn`), whatever is drawn after it meanwhile
+      S.answering[ev.prompt] = {}
+    end
     set_header()
   elseif ev.type == "turn_end" then
     finish_turn(ev.stop_reason, ev.error, ev.prompt, ev.kind)
@@ -777,6 +835,7 @@ function M.handle(ev)
     end
     close_open_tools() -- killed with the server: not still running
     transcript.release()
+    S.answering, S.command_text = {}, {}
     local row = add_lines(lines, own)
     for i = notes + 1, #lines do
       transcript.mark_own(row + i - 1)

@@ -406,6 +406,20 @@ function M.replace_at(mark, count, lines)
   end)
 end
 
+--- Insert `lines` above 0-based `row` of the transcript (what was drawn from there moves down).
+function M.insert_lines(row, lines)
+  modify(function()
+    vim.api.nvim_buf_set_lines(S.buf, row, row, false, lines)
+  end)
+end
+
+--- Forget `mark` (a block that is done).
+function M.forget_mark(mark)
+  if mark and M.valid() then
+    pcall(vim.api.nvim_buf_del_extmark, S.buf, ns, mark)
+  end
+end
+
 --- The transcript's text, without the prompt area ("" when there is no buffer).
 function M.text()
   if not M.valid() then
