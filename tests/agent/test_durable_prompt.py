@@ -180,3 +180,44 @@ async def test_a_request_made_after_the_user_events_fsync_returned_waited_for_th
     assert_log_explains_every_request(log, endpoint)
     await client.aclose()
     log.close()
+
+
+async def test_a_turn_cancelled_while_its_request_waited_for_the_user_events_fsync_ended_cancelled_with_nothing_sent(
+        tmp_path, endpoint, monkeypatch):
+    """A cancel while the request waits for the ``fsync`` (its last byte held): the turn ends
+    ``cancelled`` once the ``fsync`` has settled (the user event stays: it is on disk), the endpoint
+    never held that request, and the next turn goes on with every request replayed."""
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("never read"))
+    endpoint.push(text_stream("third answer"))
+    release = threading.Event()
+    real_fsync = os.fsync
+    held = []
+
+    def fsync(fd):
+        if not held and fd == log._file.fileno():
+            held.append(threading.get_ident())
+            release.wait(timeout=60)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    ticket = session.new_ticket()
+    turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "two"}], ticket))
+    await asyncio.wait_for(client.waiting.wait(), 60)
+    session.cancel()
+    await asyncio.sleep(0)  # the cancel reaches the request; the turn's end waits for the fsync
+    assert not turn.done()
+    release.set()
+    outcome = await turn
+    assert outcome.exit == "cancelled"
+    assert len(endpoint.requests) == 1  # the first turn's only
+    types = [e.type for e in log.events]
+    assert types[-1] == "turn/end" and "user" in types[types.index("turn/start", 9):]
+    outcome = await session.prompt([{"type": "text", "text": "three"}])
+    assert outcome.exit == "end_turn" and len(endpoint.requests) == 2
+    assert json.loads(endpoint.requests[1].body)["messages"][-1] == {"role": "user", "content": "three"}
+    # the log explains every request: the cancelled step's never reached the endpoint whole
+    rebuilt = [encode_body(request_body(log.events, seq)) for seq in attempt_steps(log.events)]
+    assert len(rebuilt) == 3 and [rebuilt[0], rebuilt[2]] == [r.body for r in endpoint.requests]
+    await client.aclose()
+    log.close()
