@@ -330,7 +330,7 @@ class Compactor:
             return self._requests(events, pairs[cut][0] - 1 if cut < len(pairs) else events[-1].seq + 1, prompt_after)
 
         task, current = requests(cut)
-        overhead = head_chars(system, tools) / cpt + (len(task) + len(current or "")) / cpt
+        overhead = (head_chars(system, tools) + len(checkpoint_text(task, current, ""))) / cpt  # all but the summary
         reserve = min(SUMMARY_OUTPUT_TOKENS, self.window // 10)
         room = self.limit - overhead - reserve
         if tail(cut) > room:  # the target tail is too big: keep the smallest tail there is
@@ -342,9 +342,15 @@ class Compactor:
                 # current request kept verbatim in the checkpoint
                 cut = whole
                 task, current = requests(cut)
-                overhead = head_chars(system, tools) / cpt + (len(task) + len(current or "")) / cpt
+                overhead = (head_chars(system, tools) + len(checkpoint_text(task, current, ""))) / cpt  # all but the summary
                 room = self.limit - overhead - reserve
             kept = tail(cut) if cut < whole else 0.0
+            if cut == whole and kept > room:
+                verbatim = round(len(task) / cpt + len(current or "") / cpt)
+                raise _fail(f"the requests a checkpoint keeps verbatim (the session's first request and the "
+                            f"current one, about {verbatim} tokens) leave no room for a summary in the model's "
+                            f"context window ({self.window} tokens) with the system prompt: it cannot be "
+                            "compacted enough. Start a new session or use a model with a larger window.")
             if kept > room:
                 raise _fail(f"the most recent part of the conversation alone (about {round(kept)} "
                             f"tokens, kept verbatim) does not fit in the model's context window ({self.window} "

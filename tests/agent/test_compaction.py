@@ -558,3 +558,95 @@ def test_a_log_whose_compaction_used_transcript_rule_1_replays_byte_exact_and_co
         assert rebuilt == [compactions[0].body, *sent]  # each with its own rule
     finally:
         log.close()
+
+
+def test_a_compaction_whose_request_would_not_fit_is_never_logged_as_done(tmp_path, monkeypatch):
+    """Finding 3's guard: a checkpoint that would leave the next request over the limit (here a
+    summary let through uncut) is not applied — ``compaction/end`` ``aborted: "no_fit"``, no message,
+    the history as it was — and the error says the sizes; before, it was logged done (the history
+    grew: "about 90,916 → 90,976 tokens") and every later prompt failed."""
+    import asyncio
+
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.exits import TurnFailed
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+
+    log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(2000, [])]), (20, [])])
+    before = derive_messages(log.events)
+
+    class Client:
+        async def stream(self, body):
+            yield Finish(AssembledMessage(content="s" * 40_000, reasoning=""))
+
+    updates = []
+
+    async def emit(update):
+        updates.append(update)
+
+    monkeypatch.setattr(Compactor, "_within_budget", lambda self, summary: summary)
+    compactor = Compactor(log, emit, AgentSettings(), 1500, RetryPolicy())
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    with pytest.raises(TurnFailed) as failed:
+        asyncio.run(compactor.compact(Client(), header, turn=3, step=1, reason="threshold", announce=False))
+    assert failed.value.error["code"] == "CONTEXT_WINDOW_EXCEEDED"
+    assert "would not make the next request fit" in failed.value.error["message"]
+    end = log.latest("compaction/end")
+    assert end.data["aborted"] == "no_fit" and "message" not in end.data
+    assert derive_messages(log.events) == before
+    assert updates[-1]["status"] == "failed"
+
+
+def test_a_summary_longer_than_its_room_is_cut_to_it(tmp_path):
+    import asyncio
+
+    from agent_server.agent.compaction import SUMMARY_CUT, Compactor
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+    from agent_server.llm import AssembledMessage, Finish
+
+    log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(2000, [])]), (20, [])])
+
+    class Client:
+        async def stream(self, body):
+            yield Finish(AssembledMessage(content="s" * 40_000, reasoning=""))
+
+    async def emit(update):
+        pass
+
+    compactor = Compactor(log, emit, AgentSettings(), 1500, RetryPolicy())
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    asyncio.run(compactor.compact(Client(), header, turn=3, step=1, reason="threshold", announce=False))
+    message = log.latest("compaction/end").data["message"]
+    assert message.endswith(SUMMARY_CUT) and message.count("s" * 100) > 0
+    summary = message.split("Summary of the conversation so far:\n", 1)[1]
+    assert len(summary) == int(150 * AgentSettings().chars_per_token)  # a tenth of the window
+    assert log.latest("compaction/summary").data["text"] == "s" * 40_000  # the model's own words logged as sent
+    assert compactor.last_change[1] < compactor.last_change[0]
+
+
+def test_a_first_request_that_leaves_no_room_for_a_summary_is_named_as_the_reason(tmp_path):
+    """When even replacing the whole history cannot fit (the first request, kept verbatim, nearly
+    fills the window), the error names that — not "the most recent part … about 0 tokens"."""
+    import asyncio
+
+    from agent_server.agent.compaction import Compactor
+    from agent_server.agent.exits import TurnFailed
+    from agent_server.agent.step import RequestHeader, RetryPolicy
+
+    log = build_log(tmp_path, [(12_000, [(20_000, [])]), (20, [])])
+
+    class Client:
+        async def stream(self, body):
+            raise AssertionError("no summary request that cannot help")
+            yield
+
+    async def emit(update):
+        pass
+
+    compactor = Compactor(log, emit, AgentSettings(), 4000, RetryPolicy())
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    with pytest.raises(TurnFailed) as failed:
+        asyncio.run(compactor.compact(Client(), header, turn=2, step=1, reason="threshold", announce=False))
+    # (12,009 + 29 characters) ÷ 4
+    assert "the session's first request and the current one, about 3010 tokens" in failed.value.error["message"]
+    assert log.latest("compaction/start") is None
