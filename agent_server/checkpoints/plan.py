@@ -20,7 +20,9 @@ accumulate over the runs of that turn (a run cut off by a crash counts as not do
 kept: ``checkpoint/restored``). ``/redo`` re-applies the turn the last counted ``/undo`` that changed
 files took back, only the files the undo changed — each as it was just before that undo:
 ``replaced`` (where the user took the checkpoint over their own change: the ``FileState`` it held
-then, ``null`` absent), else what the agent left; a file the undo did not change is left alone. A
+then, ``null`` absent), else what the agent left; a file the undo did not change is left alone. An
+undo that took back the agent's change alone (a three-way merge over the file's other changes) names
+what it left (``left``): the redo expects that, not the turn's ``before``. A
 redo counts by the same rule. An agent change made after an undo clears what could be redone.
 """
 
@@ -33,7 +35,8 @@ from typing import Any, Sequence
 from agent_server.checkpoints.blobs import FileState
 
 #: What a restore's outcome starts with when it changed the file (``/undo`` and ``/redo`` alike).
-CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created it)")
+CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created it)",
+                    "created again (the agent had created it)", "deleted again (the agent had deleted it)")
 #: … and when the user held it back: said no (Keep mine, a rejected proposal, an unanswered
 #: question) or changed the file while the run ran (a keystroke during the review, a save).
 HELD_BACK_OUTCOMES = ("kept the user's version", "not restored (the user rejected the restore in the editor",
@@ -100,6 +103,8 @@ class History:
     undone_files: dict[int, set[Path]]
     replaced: dict[int, dict[Path, FileState | None]]
     last: dict[str, Run]
+    left: dict[int, dict[Path, FileState]] = field(default_factory=dict)
+    """Per turn, what an undo that took back only the agent's change (a merge) left in a file."""
 
 
 def file_changed(entry: dict[str, Any]) -> bool:
@@ -131,6 +136,7 @@ def history(events: Sequence[Any]) -> History:
     undone_files: dict[int, set[Path]] = {}
     replaced: dict[int, dict[Path, FileState | None]] = {}
     last: dict[str, Run] = {}
+    left: dict[int, dict[Path, FileState]] = {}
     for event in events:
         data = event.data
         if event.type == "checkpoint/file":
@@ -160,6 +166,11 @@ def history(events: Sequence[Any]) -> History:
                 for f in files:
                     if "replaced" in f and Path(f["path"]) in changed:
                         took[Path(f["path"])] = FileState.from_json(f["replaced"])
+                    merged = FileState.from_json(f.get("left")) if Path(f["path"]) in changed else None
+                    if merged is not None:
+                        left.setdefault(turn, {})[Path(f["path"])] = merged
+                    elif Path(f["path"]) in changed:
+                        left.get(turn, {}).pop(Path(f["path"]), None)
                 if done:
                     undone.add(turn)
                     if undone_files[turn] and turn not in redo:
@@ -169,6 +180,7 @@ def history(events: Sequence[Any]) -> History:
                     undone_files[turn] -= changed
                     for path in changed:
                         replaced.get(turn, {}).pop(path, None)
+                        left.get(turn, {}).pop(path, None)
                 if done:
                     undone.discard(turn)
                     if redo and redo[-1] == turn:
@@ -176,7 +188,7 @@ def history(events: Sequence[Any]) -> History:
     for entry in turns.values():  # a file put back exactly as it was is no change
         entry.files = {p: c for p, c in entry.files.items() if c.before != c.after}
     ordered = [turns[t] for t in sorted(turns) if turns[t].files]
-    return History(ordered, undone, redo, undone_files, replaced, last)
+    return History(ordered, undone, redo, undone_files, replaced, last, left)
 
 
 def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
@@ -206,5 +218,6 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
         return None
     took = past.replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
     undid = past.undone_files.get(entry.turn, set())
-    return entry.turn, [Restore(c.path, c.before, took.get(c.path, c.after), c.uncertain, leave=c.path not in undid)
-                        for c in entry.files.values()]
+    merged = past.left.get(entry.turn, {})  # an undo of the agent's change alone left the merge, not ``before``
+    return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after), c.uncertain,
+                                leave=c.path not in undid) for c in entry.files.values()]

@@ -110,8 +110,13 @@ class Checkpoints:
         call_id = CURRENT_TOOL_CALL.get()
         if not paths or not call_id or self.emit is None:
             return
+        firsts: list[Any] = []  # this call's checkpoint/file events: the newest of the log
+        for event in reversed(self.log.events):
+            if event.type != "checkpoint/file" or event.data.get("call_id") != call_id:
+                break
+            firsts.append(event)
         await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-                         "_meta": {"agentServer": {"changedFiles": [str(p) for p in dict.fromkeys(paths)]}}})
+                         "_meta": {"agentServer": changed_files_meta(reversed(firsts), [str(p) for p in paths])}})
 
     def _failed(self, what: str, exc: BaseException) -> None:
         log.warning("checkpoint not kept (%s): %s", what, exc)
@@ -279,6 +284,27 @@ class Checkpoints:
         if self.emit is not None:
             await self.emit({"sessionUpdate": "agent_message_chunk",
                              "content": {"type": "text", "text": nested_off_text(new)}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+
+
+def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:
+    """``_meta.agentServer`` of a call that changed ``paths`` (absolute), from its ``checkpoint/file``
+    ``events`` in log order: ``changedFiles`` (each path once), and ``created`` / ``deleted`` — the
+    files it made or removed (absent when none), so a client can say which."""
+    first: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    for event in events:
+        path = str(event.data.get("path"))
+        first.setdefault(path, event.data)
+        last[path] = event.data
+    ordered = list(dict.fromkeys(paths))
+    meta: dict[str, Any] = {"changedFiles": ordered}
+    created = [p for p in ordered if p in first and first[p].get("before") is None and last[p].get("after") is not None]
+    deleted = [p for p in ordered if p in last and last[p].get("after") is None and first[p].get("before") is not None]
+    if created:
+        meta["created"] = created
+    if deleted:
+        meta["deleted"] = deleted
+    return meta
 
 
 def prune_shadows(state_dir: Path) -> None:

@@ -24,6 +24,7 @@ from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.agent.step import dropped_calls_text, message_id, retry_notice
 from agent_server.host import paging, takeover
 from agent_server.host.commands import INIT_PROMPT
+from agent_server.checkpoints.recorder import changed_files_meta
 from agent_server.host.errors import HostError
 from agent_server.session.images import ImageMissing
 from agent_server.session import (EventLog, LogBusyError, LogCorruptError, LogVersionError, LogWriteError, SessionEvent,
@@ -221,14 +222,12 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     """
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
-    changed: dict[str, list[str]] = {}  # the files each call changed, as recorded for /undo
+    changed: dict[str, list[SessionEvent]] = {}  # the checkpoint/file events of each call (what /undo takes back)
     for event in events:
         if event.type == "tool/result":
             results.setdefault(str(event.data.get("tool_call_id")), event)
         elif event.type == "checkpoint/file" and event.data.get("call_id"):
-            paths = changed.setdefault(str(event.data["call_id"]), [])
-            if str(event.data.get("path")) not in paths:
-                paths.append(str(event.data.get("path")))
+            changed.setdefault(str(event.data["call_id"]), []).append(event)
     announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
@@ -273,7 +272,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             result = results.get(f"tc-{event.seq}")
             update = _tool_call(f"tc-{event.seq}", data, result, context, shown, terminal=terminal)
             if result is not None and changed.get(f"tc-{event.seq}"):  # as said live (Checkpoints.say_changed)
-                update["_meta"] = {"agentServer": {"changedFiles": changed[f"tc-{event.seq}"]}}
+                files = changed[f"tc-{event.seq}"]
+                update["_meta"] = {"agentServer": changed_files_meta(files, [str(e.data.get("path")) for e in files])}
             yield update
             plan = _plan(data, result)
             if plan is not None:

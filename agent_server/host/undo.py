@@ -15,7 +15,10 @@ A file is restored only where
 it still holds exactly what the agent left — bytes and permission bits (for ``/redo``: what the undo
 put back); a file the user changed since, or one a shell call changed without evidence that the call
 wrote it (``uncertain``), is asked about one file at a time with its diff — "Take the checkpoint"
-(allow) or "Keep mine" (reject; silence and a headless run keep it too, and say so). A file the
+(allow) or "Keep mine" / "Keep the file as it is" (reject; silence and a headless run keep it too, and
+say so); a file changed since whose agent's change merges back alone (``merge_back``: a three-way merge
+of its lines, each with its own ending) is offered that first, "Undo the agent's change, keep the
+rest" (``AGENTS_CHANGE_ONLY``), the other changes kept. A file the
 agent created is removed, one it deleted comes back; a state whose bytes were not kept (a secret, a
 big file) says it cannot be taken back. After "Take the checkpoint" the file as it was is kept first
 (``replaced`` in its outcome): ``/redo`` brings the user's bytes back, not the agent's. The run is logged (``checkpoint/undo`` or
@@ -25,6 +28,7 @@ of the files matches the disk and replay stays byte-exact.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from pathlib import Path
@@ -36,6 +40,12 @@ from agent_server.tools import safe_fs
 from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot
 
 _READ_LIMIT = 1 << 31
+#: The option of a question about a file that changed since the agent's edit that takes back (or
+#: re-applies) only the agent's change, by a three-way merge: the file's other changes stay.
+AGENTS_CHANGE_ONLY = "agents_change_only"
+#: Bytes a side may have for that merge (line matching is quadratic at worst): past it, only the
+#: whole checkpoint or the file as it is are offered.
+MERGE_LIMIT = 2 << 20
 
 if TYPE_CHECKING:  # the planning loads with the first /undo, /redo or /checkpoints
     from agent_server.checkpoints.plan import Restore
@@ -283,10 +293,33 @@ class Restorer:
         # plain edit and never says that the text it replaces is the user's
         asked = restore.uncertain or not _holds(expect, current, mode)
         said = _said
+        target_mode = None if target is None else target.mode
+        redo = self._title.startswith("Redo")
+        done_word = "restored" if expect is not None else "created again (the agent had created it)" if redo else "brought back"
+        merging, left = False, None
         if asked:
-            answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain)
-            if not answer.allowed:
+            # a file that changed since the agent's edit (by the user, their editor, another window's
+            # agent): the agent's own change alone is taken back (re-applied) where it merges cleanly
+            merge = None
+            if not restore.uncertain and not links and expect is not None and target is not None and current is not None:
+                merge = await asyncio.to_thread(merge_back, self.blobs.get(expect.blob) if expect.kept else None,
+                                                current.raw, target_raw)
+            answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge)
+            merging = answer.kind == "selected" and answer.option == AGENTS_CHANGE_ONLY and isinstance(merge, bytes)
+            if not (answer.allowed or merging):
                 return _said(path, _kept(restore.uncertain, answer))
+            if merging:
+                assert isinstance(merge, bytes) and expect is not None and target is not None
+                target_raw = merge
+                # the mode as the bytes: the agent's change of it is taken back only where it is still there
+                target_mode = target.mode if mode is None or mode == expect.mode else mode
+                done_word = "restored (only the agent's change " + (
+                    "taken back" if self._title.startswith("Undo") else "re-applied") + "; the file's other changes kept)"
+                bytes_only = current.raw == merge if current is not None else False
+                try:  # what the run leaves: a /redo of it starts from there, without a question
+                    left = self.blobs.keep(merge, target_mode, secret=self.is_secret(path) is not None)
+                except OSError as exc:
+                    return _said(path, f"not restored (the merged file could not be kept first: {exc.strerror or exc})")
             # what the checkpoint replaces is kept first (never the size limit: the user's bytes), so a
             # /redo brings it back — the file as it was just before this run, not the agent's state
             try:
@@ -296,12 +329,13 @@ class Restorer:
                                    f"{exc.strerror or exc})")
 
             def said(path: Path, outcome: str) -> dict[str, Any]:
-                return {**_said(path, outcome), "replaced": replaced.to_json() if replaced else None}
-        if target is None:
-            return said(path, _remove(dirfd, name, disk))
+                extra = {"left": left.to_json()} if left is not None and outcome.startswith("restored") else {}
+                return {**_said(path, outcome), "replaced": replaced.to_json() if replaced else None, **extra}
+        if target is None or target_mode is None:
+            return said(path, _remove(dirfd, name, disk, "deleted again (the agent had deleted it)" if redo
+                                      else "removed (the agent had created it)"))
         if bytes_only or not writes_editor or not _is_text(target_raw):
-            return said(path, _replace(dirfd, name, disk, target_raw, target.mode, bytes_only,
-                                       "restored" if expect is not None else "brought back"))
+            return said(path, _replace(dirfd, name, disk, target_raw, target_mode, bytes_only, done_word))
         # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py";
         # after an explicit "Take the checkpoint" it is written without a second review (still guarded by
         # the text just read: a keystroke since makes it stale)
@@ -321,8 +355,8 @@ class Restorer:
         if outcome.status not in ("written", "partial"):
             return said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
         if getattr(outcome, "saved", True):
-            _chmod(dirfd, name, target.mode)
-        return said(path, "restored" if expect is not None else "brought back")
+            _chmod(dirfd, name, target_mode)
+        return said(path, done_word)
 
     def _keep(self, path: Path, current: FileSnapshot | None, mode: int | None) -> FileState | None:
         """The state of the file as it is now (``current``, ``mode`` on disk), its bytes kept in the
@@ -332,29 +366,76 @@ class Restorer:
         return self.blobs.keep(current.raw, 0o644 if mode is None else mode, secret=self.is_secret(path) is not None)
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
-                               call_id: str, uncertain: bool) -> Answer:
-        """Ask about one file (never one answer for several): "Take the checkpoint" or "Keep mine";
-        only an explicit allow takes the checkpoint (silence, a headless run: the user's file stays)."""
+                               call_id: str, uncertain: bool, merge: bytes | str | None = None) -> Answer:
+        """Ask about one file (never one answer for several). A file that changed since the agent's
+        edit whose agent's change merges back alone (``merge``: the merged bytes) is offered that
+        first — "Undo the agent's change, keep the rest" (``AGENTS_CHANGE_ONLY``; its diff is
+        exactly what it changes) —, then "Take the checkpoint" (the whole file) or "Keep the file as
+        it is"; where it does not (``merge`` says why), the last two. An uncertain file: "Take the
+        checkpoint" or "Keep mine". Only an explicit choice changes the file (silence, a headless run:
+        it stays)."""
         from agent_server.tools.diff_view import diff_content
 
         def text(raw: bytes | None) -> str:
             return "" if raw is None else raw.decode("utf-8", errors="replace")
         shown = _show(path, self.roots)
+        verb = "Undo" if self._title.startswith("Undo") else "Redo"
+        now = text(current.raw if current else None)
         if uncertain:
             title = f"{shown}: keep yours or take the checkpoint?"
             why = (f"{path} changed while an agent shell command ran, and nothing shows whose write it was (the "
                    "command's, or yours, your editor's, another program's).")
+            keep = "Keep mine"
+            body = (f"{why} Allow: take the checkpoint (the file as it is now is replaced). Reject: keep your "
+                    "version. Its diff goes from yours to the checkpoint.")
         else:
             title = f"{shown} changed since the agent's edit"
-            why = f"{path} was changed after the agent's edit."
+            why = f"{path} changed since the agent's edit (by you, your editor, another program or another agent)."
+            keep = "Keep the file as it is"
+            if isinstance(merge, bytes):
+                body = (f"{why} {verb} the agent's change, keep the rest: only the lines the agent changed "
+                        f"{'go back' if verb == 'Undo' else 'change again'}, every other change stays (the diff "
+                        "shows exactly what changes). Take the checkpoint: the whole file is replaced by the "
+                        "checkpoint (the other changes are lost too). Keep the file as it is: nothing is "
+                        f"{'undone' if verb == 'Undo' else 'redone'}.")
+            else:
+                body = (f"{why} " + (f"The agent's change cannot be {'taken back' if verb == 'Undo' else 're-applied'} "
+                                     f"alone: {merge}. " if merge else "")
+                        + "Take the checkpoint: the file as it is now is replaced (its other changes too). Keep the "
+                        "file as it is: nothing changes. The diff goes from the file as it is to the checkpoint.")
+        options: tuple[str, ...] = (ALLOW_ONCE, REJECT_ONCE)
+        names: tuple[tuple[str, str], ...] = ((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, keep))
+        shown_after = text(target)
+        if isinstance(merge, bytes):
+            options = (AGENTS_CHANGE_ONLY, *options)
+            names = ((AGENTS_CHANGE_ONLY, f"{verb} the agent's change, keep the rest"), *names)
+            shown_after = text(merge)
         ask = Ask(call_id, title, "other", [
-            {"type": "content", "content": {"type": "text", "text": (
-                f"{why} Allow: take the checkpoint (the file as it is now is replaced). Reject: keep your "
-                "version. Its diff goes from yours to the checkpoint.")}},  # the diff once: its own block
-            diff_content(path, text(current.raw if current else None), text(target))], {"path": str(path)},
-            options=(ALLOW_ONCE, REJECT_ONCE), names=((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, "Keep mine")),
-            locations=[{"path": str(path)}])
+            {"type": "content", "content": {"type": "text", "text": body}},  # the diff once: its own block
+            diff_content(path, now, shown_after)], {"path": str(path)},
+            options=options, names=names, locations=[{"path": str(path)}],
+            kinds=((AGENTS_CHANGE_ONLY, ALLOW_ONCE),))
         return await self.approver.ask(ask)
+
+
+def merge_back(base: bytes | None, current: bytes, other: bytes | None) -> bytes | str:
+    """``current`` with the change ``base`` → ``other`` applied to it by a three-way merge of their
+    lines, each line with its own ending (a BOM, CRLF, a last line without one stay as they are):
+    the merged bytes, or why it cannot be done (the changes overlap, a side is not text or too big)."""
+    import merge3
+
+    if base is None or other is None:
+        return "its bytes were not kept"
+    if max(len(base), len(current), len(other)) > MERGE_LIMIT:
+        return f"the file is larger than {MERGE_LIMIT >> 20} MiB"
+    if not all(_is_text(raw) for raw in (base, current, other)):
+        return "it is not UTF-8 text"
+    merged: list[bytes] = []
+    for group in merge3.Merge3(base.splitlines(True), current.splitlines(True), other.splitlines(True)).merge_groups():
+        if group[0] == "conflict":
+            return "the file's other changes touch the same lines as the agent's change, or lines next to them"
+        merged.extend(group[1])
+    return b"".join(merged)
 
 
 def _said(path: Path, outcome: str) -> dict[str, Any]:
@@ -413,9 +494,9 @@ def _is_text(raw: bytes | None) -> bool:
     return True
 
 
-def _remove(dirfd: int, name: str, checked: tuple[bytes, int] | None) -> str:
-    """Remove a file the agent created (``unlinkat`` in its folder's fd), only if the disk still holds
-    what was checked."""
+def _remove(dirfd: int, name: str, checked: tuple[bytes, int] | None, done: str) -> str:
+    """Remove a file the agent created (``/undo``) or deleted (``/redo``) — ``unlinkat`` in its folder's
+    fd —, only if the disk still holds what was checked; ``done`` says which."""
     try:
         if _look(dirfd, name) != checked:
             return "not removed (it changed on disk just now)"
@@ -426,7 +507,7 @@ def _remove(dirfd: int, name: str, checked: tuple[bytes, int] | None) -> str:
         return "already gone"
     except OSError as exc:
         return f"not removed ({exc.strerror or exc})"
-    return "removed (the agent had created it)"
+    return done
 
 
 def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: bytes, mode: int, mode_only: bool,

@@ -44,11 +44,13 @@ class Ask:
     names: tuple[tuple[str, str], ...] = ()
     """Option names other than the usual ones (``((option id, name), …)``), e.g. "Keep mine"."""
     locations: list[dict[str, Any]] = field(default_factory=list)
+    kinds: tuple[tuple[str, str], ...] = ()
+    """The ACP kind of an option whose id is none of the four kinds (``((option id, kind), …)``)."""
 
     def options_json(self) -> list[dict[str, str]]:
-        """The ACP ``PermissionOption`` list: ``optionId`` equals ``kind``."""
-        names = {**OPTION_NAMES, **dict(self.names)}
-        return [{"optionId": o, "name": names[o], "kind": o} for o in self.options]
+        """The ACP ``PermissionOption`` list: ``optionId`` equals ``kind`` (except those in ``kinds``)."""
+        names, kinds = {**OPTION_NAMES, **dict(self.names)}, dict(self.kinds)
+        return [{"optionId": o, "name": names[o], "kind": kinds.get(o, o)} for o in self.options]
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,40 @@ async def test_a_shell_call_that_changed_files_said_nothing_so_the_panel_named_a
     assert replayed == said, replayed
 
 
+async def test_the_redo_summary_said_removed_the_agent_had_created_it_for_a_file_the_agent_deleted(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Newcomer 3, finding 7: a shell call changed one file, created one and deleted one; after /undo,
+    /redo said "multi.txt: removed (the agent had created it)" for the file the agent had deleted, and
+    the Changes box called all three "changed". The redo says what it did again (created / deleted),
+    and the call that changed files says which it created and deleted (``_meta.agentServer.created`` /
+    ``deleted`` beside ``changedFiles``, live and on load)."""
+    git_workspace(workspace)
+    (workspace / "multi.txt").write_bytes(b"one\ntwo\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("s", "bash", command="sed -i s/alpha/ALPHA/ a.txt; printf new > new.txt; rm multi.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shell")).stop_reason == "end_turn"
+    metas = [u["_meta"]["agentServer"] for u in h.updates(sid, "tool_call_update")
+             if "changedFiles" in ((u.get("_meta") or {}).get("agentServer") or {})]
+    assert [(sorted(m["changedFiles"]), m.get("created"), m.get("deleted")) for m in metas] == [
+        (sorted(str(workspace / n) for n in ("a.txt", "new.txt", "multi.txt")), [str(workspace / "new.txt")],
+         [str(workspace / "multi.txt")])]
+    from agent_server.host.lifecycle import history_updates
+
+    replayed = [u["_meta"]["agentServer"] for u in history_updates(
+        read_events(agent_state_dir / "sessions" / sid / "events.jsonl"), [str(workspace)])
+        if u["sessionUpdate"] == "tool_call" and "changedFiles" in (u.get("_meta") or {}).get("agentServer", {})]
+    assert replayed == metas
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (workspace / "multi.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    redo = text_of(h, sid).split("Redo of turn")[-1]
+    assert "multi.txt: deleted again (the agent had deleted it)" in redo, redo
+    assert "new.txt: created again (the agent had created it)" in redo, redo
+    assert "a.txt: restored" in redo and "had created it)" not in redo.replace("new.txt: created again (the agent had created it)", "")
+    assert not (workspace / "multi.txt").exists() and (workspace / "new.txt").read_bytes() == b"new"
+
+
 async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     git_workspace(workspace)
@@ -162,7 +196,8 @@ async def test_undo_asks_about_a_file_the_user_changed_and_keep_mine_keeps_it(
                        if e.type == "checkpoint/file" and e.data["path"].endswith("c.txt"))
     assert [q["toolCall"]["title"] for q in asked] == ["b.txt changed since the agent's edit"] + (
         [] if recorded else ["c.txt: keep yours or take the checkpoint?"])
-    assert all({o["name"] for o in q["options"]} == {"Take the checkpoint", "Keep mine"} for q in asked)
+    assert {o["name"] for o in asked[0]["options"]} == {"Take the checkpoint", "Keep the file as it is"}
+    assert all({o["name"] for o in q["options"]} == {"Take the checkpoint", "Keep mine"} for q in asked[1:])
     assert "kept the user's version" in text_of(h, sid)
 
 
@@ -328,7 +363,7 @@ async def test_undo_in_an_editor_overwrote_a_file_the_user_saved_without_asking(
     mine = [q for q in asked if q["toolCall"]["title"].startswith("mine.txt")]
     assert [q["toolCall"]["title"] for q in mine] == ["mine.txt changed since the agent's edit"]
     assert mine[0]["toolCall"]["kind"] == "other"
-    assert {o["name"] for o in mine[0]["options"]} == {"Take the checkpoint", "Keep mine"}
+    assert {o["name"] for o in mine[0]["options"]} == {"Take the checkpoint", "Keep the file as it is"}
     assert not any(p["edit"]["documentChanges"][-1]["textDocument"]["uri"].endswith("/mine.txt")
                    for p in editor.proposals)
     assert not any(w["path"].endswith("mine.txt") for w in editor.writes)

@@ -1,6 +1,6 @@
 """``/undo`` in the Neovim plugin against the real agent-server (a real Neovim, scripted model
 streams): a file the user saved since the agent's change is asked about first — the permission
-picker with "Take the checkpoint" / "Keep mine" — and Keep mine leaves the buffer and the disk as
+picker with "Take the checkpoint" / "Keep the file as it is" — and keeping it leaves the buffer and the disk as
 the user saved them, with no proposal opened."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ KEEP_MINE_ON_UNDO = """
       local names = {}
       for i, it in ipairs(items) do names[i] = it.name or it.optionId end
       table.insert(_G.selects, { prompt = opts.prompt, names = names })
-      local keep = vim.tbl_contains(names, "Keep mine")
+      local keep = vim.tbl_contains(names, "Keep mine") or vim.tbl_contains(names, "Keep the file as it is")
       for _, it in ipairs(items) do
         if it.optionId == (keep and "reject_once" or "allow_once") then return on_choice(it) end
       end
@@ -46,7 +46,7 @@ def test_undo_in_neovim_overwrote_a_file_the_user_saved_without_asking(make_edit
     ed.idle()
     (question,) = ed.lua("return _G.selects")
     assert "mine.txt changed since the agent's edit" in question["prompt"], question
-    assert set(question["names"]) == {"Take the checkpoint", "Keep mine"}
+    assert set(question["names"]) == {"Take the checkpoint", "Keep the file as it is"}
     assert ed.lua("return require('agent_server.proposals').latest()") is None  # nothing proposed
     assert path.read_text() == "MY SAVED WORK\n"
     assert ed.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr(...), 0, -1, false)", str(path)) == ["MY SAVED WORK"]
@@ -98,3 +98,62 @@ def test_undo_rejected_in_the_editor_said_not_restored_with_an_empty_reason(make
     chat = ed.chat()
     assert "r.txt: not restored (the user rejected the restore in the editor)" in chat and "rejected: )" not in chat, chat
     assert path.read_text() == "two\n"
+
+
+PICK_AGENTS_CHANGE_ONLY = """
+    _G.selects = {}
+    vim.ui.select = function(items, opts, on_choice)  -- take back the agent's change alone where offered
+      local names = {}
+      for i, it in ipairs(items) do names[i] = it.name or it.optionId end
+      table.insert(_G.selects, { prompt = opts.prompt, names = names })
+      for _, want in ipairs({ "agents_change_only", "allow_once" }) do
+        for _, it in ipairs(items) do
+          if it.optionId == want then return on_choice(it) end
+        end
+      end
+      on_choice(nil)
+    end
+"""
+
+
+def test_a_stale_undo_in_neovim_marked_the_turn_undone_and_the_next_undo_said_nothing_to_undo(
+        make_editor, endpoint, workspace):
+    """Newcomer 3, finding 9 (Neovim): /undo's restore proposal went stale (the user typed into the
+    file while it waited), the user saved, and /undo then said "Nothing to undo" although the agent's
+    change was still in the file. The stale undo is no undo: the next /undo takes the same turn —
+    and (finding 6) offers to take back the agent's change alone, keeping the typed line, bytes exact."""
+    path = workspace / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbfline one\r\nline two\r\nline three\r\n")
+    push(endpoint, call("r", "read", path="bom.txt"),
+         call("e", "edit", path="bom.txt", old_string="line two", new_string="LINE TWO ünï"), text_stream("done"))
+    ed = make_editor()
+    ed.lua(PICK_AGENTS_CHANGE_ONLY)
+    ed.cmd("AgentAsk change line two")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    agents = "\ufeffline one\r\nLINE TWO ünï\r\nline three\r\n".encode()
+    assert path.read_bytes() == agents
+    ed.cmd("AgentAsk /undo")
+    ed.proposal_open()
+    # the user opens the file while the proposal waits and types a line at its end (unsaved)
+    ed.lua("local b = vim.fn.bufadd(...); vim.fn.bufload(b); vim.bo[b].buflisted = true; "
+           "vim.api.nvim_buf_set_lines(b, -1, -1, false, {'NVIMTYPING'})", str(path))
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert "not applied — stale" in ed.chat()
+    ed.lua("vim.api.nvim_buf_call(vim.fn.bufnr(...), function() vim.cmd('write') end)", str(path))
+    typed = "\ufeffline one\r\nLINE TWO ünï\r\nline three\r\nNVIMTYPING\r\n".encode()
+    assert path.read_bytes() == typed
+    ed.lua("_G.selects = {}")
+
+    ed.cmd("AgentAsk /undo")
+    ed.idle()
+    chat = ed.chat()
+    assert "Nothing to undo" not in chat, chat
+    (question,) = ed.lua("return _G.selects")
+    assert "bom.txt changed since the agent's edit" in question["prompt"], question
+    assert question["names"] == ["Undo the agent's change, keep the rest", "Take the checkpoint",
+                                 "Keep the file as it is"], question
+    ed.wait("return not vim.bo[vim.fn.bufnr(...)].modified", str(path), what="the restore saved")
+    assert path.read_bytes() == b"\xef\xbb\xbfline one\r\nline two\r\nline three\r\nNVIMTYPING\r\n"

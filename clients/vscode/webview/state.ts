@@ -49,6 +49,8 @@ export type Item =
       changes: Change[];
       /** The files the server's checkpoint recorded for this call (`_meta.agentServer.changedFiles`). */
       changedFiles?: string[];
+      /** Of those, the ones it created or deleted (`_meta.agentServer.created` / `deleted`). */
+      fileHow?: Record<string, "created" | "deleted">;
       /** An `/undo` or `/redo` card: whether the run counted (`_meta.agentServer.restore.done`). */
       restoreDone?: boolean;
       /** Live terminal output (the terminal convention: `_meta.terminal_output(_delta)` pieces). */
@@ -195,6 +197,8 @@ export interface ChangedFile {
   path: string;
   oldText: string | null;
   newText: string | null;
+  /** What the turn did to a file without a diff (`changed` when not said). */
+  how?: "created" | "deleted";
   added: number;
   removed: number;
 }
@@ -250,14 +254,14 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   }
   const last = turns[turns.length - 1];
   if (!last) return undefined;
-  const files = new Map<string, { oldText: string | null; newText: string | null }>();
+  const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted" }>();
   for (const i of s.items) {
     if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
     for (const c of i.changes) {
       const seen = files.get(c.path);
       files.set(c.path, { oldText: seen ? seen.oldText : c.oldText, newText: c.newText });
     }
-    for (const path of i.changedFiles ?? []) if (!files.has(path)) files.set(path, { oldText: null, newText: null });
+    for (const path of i.changedFiles ?? []) if (!files.has(path)) files.set(path, { oldText: null, newText: null, ...(i.fileHow?.[path] ? { how: i.fileHow[path] } : {}) });
   }
   return {
     turn: last.turn,
@@ -429,7 +433,12 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
         tool.terminal += piece;
         if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
       }
-      const changed = (u._meta as { agentServer?: { changedFiles?: unknown } } | undefined)?.agentServer?.changedFiles;
+      const server = (u._meta as { agentServer?: { changedFiles?: unknown; created?: unknown; deleted?: unknown } } | undefined)?.agentServer;
+      const changed = server?.changedFiles;
+      for (const how of ["created", "deleted"] as const) {
+        const paths = server?.[how];
+        if (Array.isArray(paths)) for (const p of paths) if (typeof p === "string") tool.fileHow = { ...tool.fileHow, [p]: how };
+      }
       const restored = (u._meta as { agentServer?: { restore?: { done?: unknown } } } | undefined)?.agentServer?.restore;
       if (typeof restored?.done === "boolean") tool.restoreDone = restored.done;
       if (Array.isArray(changed)) tool.changedFiles = [...new Set([...(tool.changedFiles ?? []), ...changed.filter((p): p is string => typeof p === "string")])];

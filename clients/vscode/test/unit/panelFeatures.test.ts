@@ -185,6 +185,16 @@ describe("the Changes box shows only what the server says happened", () => {
     expect(turnChanges(s)).toMatchObject({ turn: 2, prompt: "run the script", files: [{ path: "/ws/shared.txt", oldText: null, newText: null }] });
   });
 
+  it("the box called a file the shell created or deleted 'changed' (newcomer 3, finding 7)", () => {
+    const s = run([{ kind: "user", text: "shell" }, { kind: "turn-start", text: "shell" },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-20", title: "Run it", kind: "execute", status: "pending", rawInput: { command: "./fix.sh" } } },
+      upd("tc-20", { _meta: { agentServer: { changedFiles: ["/ws/a.txt", "/ws/new.txt", "/ws/multi.txt"], created: ["/ws/new.txt"], deleted: ["/ws/multi.txt"] } } }),
+      upd("tc-20", { status: "completed", content: [text("exit 0")] }),
+      { kind: "turn-end", text: "shell", stopReason: "end_turn" }]);
+    const files = turnChanges(s)!.files.map((f) => [f.path, f.how ?? "changed"]);
+    expect(files).toEqual([["/ws/a.txt", "changed"], ["/ws/new.txt", "created"], ["/ws/multi.txt", "deleted"]]);
+  });
+
   it("after a window reload (session/load) the box names what the replay says changed, and the undo's outcome", () => {
     const s = run([
       { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "fix multi" } } },
