@@ -250,3 +250,22 @@ def test_another_process_reading_a_file_the_command_writes_is_never_named_foreig
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == ({str(work / "a.txt")} if late_reader else set())
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_another_process_writing_dev_null_while_the_command_did_named_dev_null_foreign(tmp_path):
+    """The watch followed every path the command opened for writing, /dev/null too: on a busy machine
+    any other process's ``> /dev/null`` while the command ran made ``/dev/null`` FOREIGN (the flaky
+    ``test_another_process_reading_a_file_the_command_writes_is_never_named_foreign``). A device, a
+    fifo or a socket holds nothing a snapshot keeps: it is not followed."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_watched(tmp_path, work, "echo a > /dev/null; echo a > a.txt; touch wrote; "
+                                       "while [ ! -e go ]; do sleep 0.02; done; echo b > /dev/null")
+    wait_for(work / "wrote", proc)
+    with open("/dev/null", "w") as other:  # another process's write, while the command runs
+        other.write("x")
+    (work / "go").touch()
+    assert proc.wait(timeout=HANG) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == set()
+    assert str(work / "a.txt") in sandbox_notify.read_record(str(tmp_path / "record"))

@@ -33,6 +33,7 @@ import contextvars
 import ctypes
 import errno
 import os
+import stat
 import struct
 import threading
 
@@ -323,6 +324,15 @@ _FILE_MASK = IN_OPEN | IN_CLOSE_NOWRITE | IN_DONT_FOLLOW
 _HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
 
 
+def _device(path: bytes) -> bool:
+    """Whether ``path`` is a device, a fifo or a socket (followed): never a file a snapshot holds."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 class Watch:
     """Who wrote a file after the command's first write to it: inotify on the folders of the paths
     the command named, read in order with its notifications (``drain`` before each is answered).
@@ -367,6 +377,8 @@ class Watch:
         with self.lock:
             out = self._drain(pid)
             for named in paths:
+                if _device(named):  # /dev/null, a fifo: no content a snapshot keeps, opened by everyone
+                    continue
                 spellings = self._spellings(named)
                 watched = is_open and self._watch_file(spellings)
                 for spelled in spellings:
