@@ -65,13 +65,19 @@ async def test_model_command_changes_the_next_requests_model(acp_harness_factory
 
 
 async def test_usage_command_reports_tokens_and_usage_update_follows_each_step(acp_harness_factory, endpoint, workspace):
+    # a provider's count above the characters' estimate (≈ 1,960 tokens: the system prompt and the
+    # tools) is taken as it is; a lower one never lowers the meter below what the request carries
+    endpoint.push(text_stream("answer", usage={"prompt_tokens": 2500, "completion_tokens": 30, "total_tokens": 2530}))
     endpoint.push(text_stream("answer", usage={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}))
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     await h.prompt(sid, "hi")
     (usage,) = h.updates(sid, "usage_update")
-    assert usage["used"] == 150 and usage["size"] > 150
+    assert usage["used"] == 2530 and usage["size"] > 2530
     await h.prompt(sid, "/usage")
-    assert "150" in h.agent_text(sid) and "1 model requests" in h.agent_text(sid)
+    assert "2,530" in h.agent_text(sid) and "1 model requests" in h.agent_text(sid)
+    await h.prompt(sid, "again")
+    low = h.updates(sid, "usage_update")[-1]
+    assert 1900 < low["used"] < 2530  # the estimate of what the next request carries, not the provider's 150
 
 
 async def test_agents_md_is_in_the_first_request_and_a_change_is_logged_and_sent(
