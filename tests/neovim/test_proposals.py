@@ -370,3 +370,25 @@ def test_a_formatter_that_changes_the_text_on_save_is_told_to_the_model(make_edi
     assert path.read_text() == "a = 2\n"
     result = tool_messages(endpoint, 2)[-1]["content"]
     assert "The editor changed the text while writing it" in result and "+a = 2" in result, result
+
+
+def test_an_accepted_proposal_was_written_through_a_symlink_swapped_in_while_it_waited(
+        make_editor, endpoint, workspace, tmp_path):
+    """Newcomer finding 20 (Neovim): ``sub2`` was a folder when the proposal to create ``sub2/y.txt``
+    came; another process swapped it for a link to a folder outside the workspace while the proposal
+    waited; ``:AgentAccept`` wrote ``y.txt`` there. The path is checked again right before the write:
+    refused as stale, with words, and nothing lands outside."""
+    (workspace / "sub2").mkdir()
+    outside = tmp_path / "outside-nv"
+    outside.mkdir()
+    push(endpoint, call("w", "write", path="sub2/y.txt", content="pwned-nvim\n"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk write y.txt")
+    ed.proposal_open()
+    (workspace / "sub2").rmdir()
+    (workspace / "sub2").symlink_to(outside, target_is_directory=True)
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert not (outside / "y.txt").exists()
+    assert "the path now leads outside the workspace" in ed.chat()
+    assert "the path now leads outside the workspace" in tool_messages(endpoint, 1)[-1]["content"]

@@ -74,6 +74,7 @@ AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
 RELOAD_PROMPT = "Raise the limit once more"
+SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
 LONG_STEPS = 20  # each: ~10 KB of text and 3 reads: ~200 KB and 60 tool calls
 LONG_END = "LONG-ANSWER-END: all parts written."
@@ -106,6 +107,11 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("r3", "read", path="two.py")]),
             tool_call_stream([call("w3", "write", path="two.py", content=TWO_NEW)]),
             text_stream("Two changes proposed."),
+        ],
+        # finding 20: sub/ is swapped for a link to a folder outside while the proposal waits
+        "symlink_swapped_while_a_proposal_waits": [
+            tool_call_stream([call("w20", "write", path="sub/x.txt", content="pwned\n")]),
+            text_stream(SWAP_ANSWER),
         ],
         "reject_tells_the_model": [
             tool_call_stream([call("r4", "read", path="rej.py")]),
@@ -193,6 +199,8 @@ SCENARIOS = [
      "goneFile": "gone.txt", "gonePrompt": "Change x to y in gone.txt", "goneAnswer": GONE_ANSWER},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
+    {"name": "symlink_swapped_while_a_proposal_waits", "prompt": "Write sub/x.txt", "folder": "sub",
+     "outside": "<set by the fixture>", "answer": SWAP_ANSWER},
     {"name": "slash_command_during_a_stream", "prompt": "Stream the words", "command": "/mode"},
     {"name": "shell_permission_allow_once", "prompt": "Write perm.txt with the shell", "toolTitle": "Write perm.txt"},
     {"name": "stop_during_slow_tool", "prompt": "Wait a while", "toolTitle": "Wait"},
@@ -279,7 +287,11 @@ def run(tmp_path_factory):
     other = (tmp / "never-shows-the-panel").resolve()
     other.mkdir()
     (other / "notes.txt").write_text("a folder whose window never shows the Agent panel\n")
+    (workspace / "sub").mkdir()
+    outside = (tmp / "outside-dir").resolve()
+    outside.mkdir()
     scenarios = [{**s, "otherFolder": str(other)} if "otherFolder" in s else s for s in chosen()]
+    scenarios = [{**s, "outside": str(outside)} if "outside" in s else s for s in scenarios]
     scenarios = [{**s, "workspaceFile": str(multi), "folders": [str(tmp / "dev" / "proj"), str(second)]}
                  if "workspaceFile" in s else s for s in scenarios]
     for response in script([s["name"] for s in scenarios], str(second), str(share / "proj" / "linked.py")):
@@ -425,6 +437,19 @@ def test_reject_tells_the_model(run):
     _, workspace, endpoint = run
     assert (workspace / "rej.py").read_text() == REJ
     assert any("reject" in t.lower() for t in tool_results(endpoint, "e4"))
+
+
+def test_an_accepted_proposal_was_written_through_a_symlink_swapped_in_while_it_waited(run):
+    """Finding 20 (VS Code): ``sub`` was a folder when the proposal to create ``sub/x.txt`` came;
+    another process swapped it for a link to a folder outside the workspace while it waited, and
+    Accept All wrote ``x.txt`` there. Checked again right before the write: stale, with words."""
+    scenario(run, "symlink_swapped_while_a_proposal_waits")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["symlink_swapped_while_a_proposal_waits"]
+    assert not (workspace.parent / "outside-dir" / "x.txt").exists()
+    assert got["outcome"] == "stale", got
+    told = " ".join(tool_results(endpoint, "w20"))
+    assert "the path now leads outside the workspace" in told, told
 
 
 def test_shell_permission_answered_allow_once_runs_the_command(run):

@@ -302,6 +302,8 @@ class EditorFiles:
             status = "written" if outcome == "applied" else "partial"
             return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
         if outcome == "stale":
+            if "leads outside the workspace" in message:  # the client's check right before its write (finding 20)
+                return WriteOutcome("stale", message)
             if "on disk" in message:  # the editor says the disk moved (changed, deleted), not the buffer
                 return WriteOutcome("stale", f"{path.name} changed since you read it: {message}")
             return WriteOutcome("stale", f"{path.name} changed in the editor since you read it")

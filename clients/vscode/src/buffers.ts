@@ -37,6 +37,30 @@ export function realPath(p: string): string {
 }
 
 /**
+ * Why writing `uri` now would land outside the workspace, or undefined: its real path (for a file
+ * still to be created, its nearest existing folder's real path joined with the rest) lies outside
+ * the real path of every `file:` workspace folder. Synchronous: nothing is awaited between this
+ * check and the write it guards (finding 20: a folder swapped for a link while a proposal waited).
+ */
+export function leadsOutside(uri: vscode.Uri): string | undefined {
+  if (uri.scheme !== "file") return undefined;
+  const folders = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file");
+  if (folders.length === 0) return undefined;
+  const real = realPath(uri.fsPath);
+  for (const folder of folders) {
+    const root = realPath(folder.uri.fsPath);
+    if (real === root || real.startsWith(root + nodePath.sep)) return undefined;
+  }
+  return `${uri.fsPath}: the path now leads outside the workspace (to ${real}: a link was swapped into it)`;
+}
+
+/** Whether `uri` names a path under a workspace folder as written (links not resolved). */
+function lexicallyInside(uri: vscode.Uri): boolean {
+  return uri.scheme === "file" && (vscode.workspace.workspaceFolders ?? []).some((f) =>
+    f.uri.scheme === "file" && (uri.fsPath === f.uri.fsPath || uri.fsPath.startsWith(f.uri.fsPath + nodePath.sep)));
+}
+
+/**
  * The open (not closed) text document of `uri`, if any: the same URI, else a `file:` document whose
  * real path is the same file (a dirty one first: the user's unsaved text is the file's text).
  */
@@ -243,11 +267,16 @@ export async function readTextFile(params: acp.ReadTextFileRequest): Promise<acp
 export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<acp.WriteTextFileResponse> {
   const uri = absoluteUri(params.path);
   const doc = openDocument(uri);
+  const outside = () => {
+    const why = lexicallyInside(uri) ? leadsOutside(uri) : undefined;
+    if (why) throw new RequestError(-32603, `${why}; nothing was written`, { agentServer: { stale: true } });
+  };
   if (!doc) {
     // The BOM is never text (docs/protocol.md): a file that had one keeps it.
     const old = await vscode.workspace.fs.readFile(uri).then((b) => b, () => undefined);
     const hadBom = old !== undefined && old[0] === 0xef && old[1] === 0xbb && old[2] === 0xbf;
     const body = new TextEncoder().encode(params.content);
+    outside();
     await vscode.workspace.fs.writeFile(uri, hadBom ? new Uint8Array([0xef, 0xbb, 0xbf, ...body]) : body);
     return {};
   }
@@ -267,6 +296,7 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
       throw new RequestError(-32603, `${params.path} ${what} since the agent read it; nothing was written (it was not created again)`, { agentServer: { stale: true } });
     }
   }
+  if (!wasDirty) outside(); // a clean document is saved after the edit: refused before it is changed
   const edit = new vscode.WorkspaceEdit();
   const all = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
   edit.replace(uri, all, params.content);
@@ -276,6 +306,9 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   if (doc.getText() !== params.content) {
     throw RequestError.internalError({ details: `${params.path} does not hold the written text after the edit` });
   }
-  if (!wasDirty) await doc.save();
+  if (!wasDirty) {
+    outside();
+    await doc.save();
+  }
   return {};
 }

@@ -14,7 +14,7 @@
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
-import { editorUri, notUtf8, openDocument } from "./buffers";
+import { editorUri, leadsOutside, notUtf8, openDocument } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -58,6 +58,9 @@ export interface FileChange {
   applying?: boolean;
   /** What the disk held at the file's path when the proposal arrived (`diskState`). */
   onDisk?: DiskState;
+  /** Its path led outside the workspace already when the proposal arrived (the server's policy let
+   * it through); else a path that leads outside when it is written is refused (`leadsOutside`). */
+  outsideAtArrival?: boolean;
 }
 
 /** What the disk holds at a path: a file that can be read, nothing, a directory, or a file that cannot be read. */
@@ -129,6 +132,8 @@ export interface FileOp {
   kind: "rename" | "delete";
   uri: vscode.Uri;
   newUri?: vscode.Uri;
+  /** As `FileChange.outsideAtArrival`, for `uri` or `newUri`. */
+  outsideAtArrival?: boolean;
   options?: { overwrite?: boolean; ignoreIfExists?: boolean; ignoreIfNotExists?: boolean; recursive?: boolean };
 }
 
@@ -284,8 +289,10 @@ export class ProposalManager {
         hunks: makeHunks(text, change.edits ?? [], encoding),
         edited: false,
         onDisk,
+        outsideAtArrival: leadsOutside(uri) !== undefined,
       });
     }
+    for (const op of ops) op.outsideAtArrival = [op.uri, op.newUri].some((u) => u && leadsOutside(u) !== undefined);
     if (files.length === 0 && ops.length === 0) return { outcome: "applied", applied: { documentChanges: [] }, saved: true, versions: {} };
     return new Proposal(`p${this.next++}`, params, files, ops, encoding);
   }
@@ -342,6 +349,8 @@ export class ProposalManager {
       if (problem) return this.finish(p, problem.outcome, problem.message);
     }
     if (p.ops.length > 0) {
+      const moved = p.ops.map((op) => (op.outsideAtArrival ? undefined : leadsOutside(op.uri) ?? (op.newUri && leadsOutside(op.newUri)))).find(Boolean);
+      if (moved) return this.finish(p, p.anyApplied ? "partial" : "stale", `${moved}; the file operations were not applied`);
       const edit = new vscode.WorkspaceEdit();
       for (const op of p.ops) {
         if (op.kind === "rename" && op.newUri) edit.renameFile(op.uri, op.newUri, op.options);
@@ -438,6 +447,10 @@ export class ProposalManager {
     }
     const expected = applyToText(file.expected, hunks);
     const checked = doc ? { version: doc.version, text: file.expected } : undefined;
+    // the path again, right before the write (nothing awaited from here to `applyEdit`): a folder swapped
+    // for a link while the proposal waited must not carry the file outside the workspace (finding 20)
+    const moved = file.outsideAtArrival ? undefined : leadsOutside(file.uri);
+    if (moved) return { outcome: p.anyApplied ? "partial" : "stale", message: `${moved}; nothing more was applied` };
     const events: (readonly vscode.TextDocumentContentChangeEvent[])[] = [];
     const listener = doc ? vscode.workspace.onDidChangeTextDocument((e) => { if (e.document === doc && e.contentChanges.length > 0) events.push(e.contentChanges); }) : undefined;
     let ok: boolean;
@@ -510,7 +523,11 @@ export class ProposalManager {
         result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });
         const doc = file.doc ?? openDocument(file.uri);
         const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty && !file.typedAfter;
-        if (doc && mustSave) {
+        const moved = doc && mustSave && !file.outsideAtArrival ? leadsOutside(doc.uri) : undefined;
+        if (moved) {
+          saved = false; // left unsaved in the editor: saving would write outside the workspace
+          result.message = `${result.message ? result.message + "; " : ""}${moved}; not saved`;
+        } else if (doc && mustSave) {
           try {
             if (!(await doc.save())) saved = false;
           } catch {

@@ -26,6 +26,52 @@ function M.normalize(path)
   return uv.fs_realpath(abs) or vim.fs.normalize(abs)
 end
 
+--- The real path of `path`: symlinks resolved; for a path that does not exist (yet), its nearest
+--- existing folder's real path joined with the rest.
+function M.real_path(path)
+  local p = vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
+  local rest = {}
+  while true do
+    local real = uv.fs_realpath(p)
+    if real then
+      return #rest == 0 and real or (real:gsub("/$", "") .. "/" .. table.concat(rest, "/"))
+    end
+    local parent = vim.fs.dirname(p)
+    if parent == p then
+      return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
+    end
+    table.insert(rest, 1, vim.fs.basename(p))
+    p = parent
+  end
+end
+
+--- The workspace folder: the session's (`config.cwd`, else Neovim's current folder).
+function M.workspace()
+  return require("agent_server.config").get().cwd or vim.fn.getcwd()
+end
+
+local function under(path, root)
+  root = root:gsub("/$", "")
+  return path == root or path:sub(1, #root + 1) == root .. "/"
+end
+
+--- Why writing `path` now would land outside the workspace folder, or nil: its real path (`real_path`)
+--- is not under the folder's real path. Checked right before a write (finding 20: a folder swapped
+--- for a link while a proposal waited carried the file outside).
+function M.leads_outside(path)
+  local real = M.real_path(path)
+  if under(real, M.real_path(M.workspace())) then
+    return nil
+  end
+  return string.format("%s: the path now leads outside the workspace (to %s: a link was swapped into it)",
+    vim.fn.fnamemodify(path, ":~:."), real)
+end
+
+--- Whether `path` lies under the workspace folder as written (links not resolved).
+function M.lexically_inside(path)
+  return under(vim.fs.normalize(vim.fn.fnamemodify(path, ":p")), vim.fs.normalize(vim.fn.fnamemodify(M.workspace(), ":p")))
+end
+
 --- The loaded buffer holding `path`, or nil.
 ---@return integer|nil
 function M.find(path)
@@ -261,6 +307,11 @@ function M.write_text_file(params)
   local moved = write_guard_error(params, buf)
   if moved then
     return nil, moved
+  end
+  local outside = M.lexically_inside(path) and (not buf or not vim.bo[buf].modified) and M.leads_outside(path)
+  if outside then
+    return nil, { code = -32603, message = outside .. "; nothing was written",
+      data = { agentServer = { stale = true }, path = path } }
   end
   if buf then
     local was_dirty = vim.bo[buf].modified

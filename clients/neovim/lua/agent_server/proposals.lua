@@ -131,6 +131,8 @@ local function init_doc(doc, create)
     return false, "cannot read " .. doc.name
   end
   doc.existed = vim.uv.fs_stat(doc.path) ~= nil -- a file deleted meanwhile is stale, even when a buffer holds it
+  -- outside already (the server's policy let it through): else leading outside when written is refused
+  doc.outside_at_arrival = buffers.leads_outside(doc.path) ~= nil
   local raw = doc.existed and buffers.find(doc.path) and buffers.read_disk(doc.path)
   doc.disk_hash = raw and text.sha256(raw) or nil -- the file under its buffer, as the agent's proposal found it
   doc.expect_version = doc.version
@@ -260,6 +262,10 @@ function M.sync(proposal, doc, undo)
   if stale then
     return give_up("stale", why)
   end
+  local outside = not doc.outside_at_arrival and buffers.leads_outside(doc.path)
+  if outside then -- the path again, right before the write: a folder swapped for a link meanwhile
+    return give_up("stale", outside)
+  end
   local ok, err = write_doc(proposal, doc, M.accepted_text(doc))
   if not ok then
     return give_up("failed", err)
@@ -380,7 +386,11 @@ function M.finish(proposal, reason, message)
       local buf = buffers.find(doc.path)
       local doc_saved = doc.on_disk == true and not buf
       if buf then
-        if proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
+        local outside = not doc.outside_at_arrival and buffers.leads_outside(doc.path)
+        if outside then -- left unsaved in its buffer: saving would write outside the workspace
+          doc_saved = false
+          M.hooks.say(outside .. "; not saved")
+        elseif proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
           doc_saved = buffers.save(buf)
         else
           doc_saved = not vim.bo[buf].modified

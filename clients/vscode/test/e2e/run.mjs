@@ -4,7 +4,7 @@
 // and checks disk and model requests). Usage: node run.mjs CONFIG.json  (see tests/vscode/).
 // Writes {scenarios: {name: {ok, error?, ...}}, timings} to config.results; exits 0 when all passed.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll, until } from "./workbench.mjs";
@@ -311,6 +311,24 @@ const scenarios = {
     await waitIdle(page);
     await shot(page, "reject-panel");
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+  },
+
+  /** Finding 20: while the proposal to create sub/x.txt waits, another process swaps the folder sub
+   * for a link to a folder outside the workspace; Accept All is refused as stale (the pytest side checks
+   * the disk and what the model was told). */
+  async symlink_swapped_while_a_proposal_waits(page, s) {
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    const folder = join(config.workspace, s.folder);
+    rmSync(folder, { recursive: true });
+    symlinkSync(s.outside, folder);
+    await titleAction(page, "Accept All");
+    const card = panel(page).locator(".proposal[data-outcome]").last();
+    await card.waitFor({ timeout: T });
+    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "symlink-swap-panel");
+    return { outcome: await card.getAttribute("data-outcome"), card: ((await card.textContent()) ?? "").trim() };
   },
 
   /** A shell command asks; "Allow once" runs it. */
