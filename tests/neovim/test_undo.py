@@ -157,3 +157,48 @@ def test_a_stale_undo_in_neovim_marked_the_turn_undone_and_the_next_undo_said_no
                                  "Keep the file as it is"], question
     ed.wait("return not vim.bo[vim.fn.bufnr(...)].modified", str(path), what="the restore saved")
     assert path.read_bytes() == b"\xef\xbb\xbfline one\r\nline two\r\nline three\r\nNVIMTYPING\r\n"
+
+
+def test_a_stale_undo_proposal_offered_ask_again_which_would_send_the_model_a_request_to_redo_it(
+        make_editor, endpoint, workspace):
+    """Newcomer 3, finding 9 in Neovim (and finding 5's /redo): the user typed into a file while
+    ``/undo``'s restore waited; the stale restore said ":AgentAskAgain asks the agent to redo it on
+    the current text" — but a restore is no change of the agent, and :AgentAskAgain answered it and
+    would have prompted the model to redo a change it never proposed. The chat, the winbar and the
+    echo area say what does work (reject it, /undo again asks about the user's change), and
+    :AgentAskAgain refuses without sending anything; the turn stays the one /undo takes back."""
+    path = workspace / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbfline one\r\nline two\r\nline three\r\n")
+    push(endpoint, call("r", "read", path="bom.txt"),
+         call("e", "edit", path="bom.txt", old_string="line two", new_string="LINE TWO x"), text_stream("done"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk edit")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_bytes() == b"\xef\xbb\xbfline one\r\nLINE TWO x\r\nline three\r\n"
+    ed.cmd("tabfirst")
+    ed.cmd("AgentAsk /undo")
+    ed.proposal_open()
+    ed.cmd("tabfirst")
+    ed.cmd(f"buffer {path}")
+    ed.keys("GoNVIMTYPING<Esc>")
+    ed.wait("return require('agent_server.chat').text():find('Undo turn 1: bom.txt: stale', 1, true) ~= nil",
+            what="stale said")
+    chat = ed.chat()
+    stale = chat[chat.index("Undo turn 1: bom.txt: stale"):].split("\n", 1)[0]
+    assert "AgentAskAgain" not in stale and ":AgentReject it; /undo again asks about your change" in stale, stale
+    assert "/undo again asks about your change" in ed.lua(
+        "local v = require('agent_server.proposals').latest().docs[1].view; return vim.wo[v.prop_win].winbar")
+    requests = len(endpoint.requests)
+    ed.lua("_G.notes = {}; vim.notify = function(msg) table.insert(_G.notes, msg) end")
+    ed.cmd("AgentAskAgain")
+    (note,) = ed.lua("return _G.notes")
+    assert "Undo turn 1: bom.txt is no change of the agent" in note and "/undo again" in note, note
+    assert ed.lua("return require('agent_server.proposals').latest() ~= nil")  # still open, not answered
+    ed.cmd("AgentReject")
+    ed.idle()
+    assert len(endpoint.requests) == requests  # nothing was sent to the model
+    assert ed.buffer_text(path) == "line one\nLINE TWO x\nline three\nNVIMTYPING\n"  # the user's typing kept
+    assert path.read_bytes() == b"\xef\xbb\xbfline one\r\nLINE TWO x\r\nline three\r\n"

@@ -255,7 +255,8 @@ function M.stale(proposal, doc, stale, why)
   local what = M.stale_what(doc, why)
   if view then
     winbar(view.prop_win, stale and ("⚠ stale: " .. what .. " — accepting is refused. "
-      .. ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text"))
+      .. (proposals.is_restore(proposal) and proposals.restore_way(proposal)
+        or ":AgentReject, or :AgentAskAgain to have the agent redo it on the current text")))
     winbar(view.cur_win, stale and ("⚠ stale: " .. doc.name .. " as it is now (" .. what .. ")"))
     if stale then
       M.current(proposal, doc)
@@ -264,7 +265,8 @@ function M.stale(proposal, doc, stale, why)
     end
   end
   pcall(vim.api.nvim_echo, { { "agent-server: " .. (stale and ("stale: " .. what
-    .. " while its proposal waited — :AgentAskAgain asks the agent to redo it on the current text")
+    .. " while its proposal waited — " .. (proposals.is_restore(proposal) and proposals.restore_way(proposal)
+      or ":AgentAskAgain asks the agent to redo it on the current text"))
     or (doc.name .. " holds the text the agent read again: the proposal can be accepted")),
     stale and "WarningMsg" or "MoreMsg" } }, true, {})
 end

@@ -42,9 +42,9 @@ local function wire()
   proposals.hooks.current = diff.current
   proposals.hooks.stale = function(p, doc, stale, why)
     diff.stale(p, doc, stale, why)
-    chat.say(stale and string.format("%s: stale — %s while it waited; accepting is refused "
-      .. "(:AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it)", p.label,
-      diff.stale_what(doc, why))
+    chat.say(stale and string.format("%s: stale — %s while it waited; accepting is refused (%s)", p.label,
+      diff.stale_what(doc, why), proposals.is_restore(p) and proposals.restore_way(p)
+        or ":AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it")
       or string.format("%s: %s holds the text the agent read again; it can be accepted", p.label, doc.name))
   end
   permissions.hooks.say = function(s)

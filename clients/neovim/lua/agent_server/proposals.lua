@@ -512,6 +512,10 @@ function M.ask_again(proposal, send_prompt)
   if not proposal then
     return nil, "no proposal to ask again about"
   end
+  if M.is_restore(proposal) then
+    return nil, proposal.label .. " is no change of the agent (/undo or /redo puts a file back): there is "
+      .. "nothing to ask the agent. " .. M.restore_way(proposal)
+  end
   local names = {}
   for _, doc in ipairs(proposal.docs) do
     names[#names + 1] = doc.name
@@ -524,6 +528,20 @@ function M.ask_again(proposal, send_prompt)
   send_prompt("Read " .. files .. " again and redo your change to it on its current text (I changed it while "
     .. "your proposal waited, so it was not applied).")
   return true
+end
+
+--- Whether `proposal` is a restore of `/undo` or `/redo` (the server titles its review "Undo turn N:
+--- <file>", "Redo turn N: <file>"): no change of the agent, so no agent to ask again.
+function M.is_restore(proposal)
+  local label = proposal and proposal.label or ""
+  return label:match("^Undo turn %d+: ") ~= nil or label:match("^Redo turn %d+: ") ~= nil
+end
+
+--- What to do with a restore that became stale, in words: reject it, and run the command again (it
+--- asks about the user's change).
+function M.restore_way(proposal)
+  local cmd = proposal.label:match("^Redo") and "/redo" or "/undo"
+  return string.format(":AgentReject it; %s again asks about your change before it replaces it", cmd)
 end
 
 --- The user cancelled the turn (`:AgentCancel`): the open proposals the server now withdraws were
