@@ -387,6 +387,7 @@ class SessionHost:
                               session_dir=event_log.path.parent, shell_launcher=policy.shell_launcher,
                               env=tool_env, env_dropped=tuple(env_dropped), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None,
+                              is_secret_resolved=lambda p: policy.secrets.match(p) is not None,
                               max_spill_bytes=self.config.agent.max_spill_bytes,
                               max_session_spill_bytes=self.config.agent.max_session_spill_bytes)
         # one result may fill at most a quarter of the model's context window

@@ -126,21 +126,25 @@ class Unsearched:
         return note
 
 
-async def unsearched(listing: tuple[str, list[str]], dirfd: int, ctx: ToolContext, folder: Path,
+async def unsearched(listing: tuple[str, list[str]], dirfd: int, ctx: ToolContext, folder: Path, real: str,
                      left_out: LeftOut | None, selected: Callable[[str], bool] | None) -> Unsearched:
     """List the files a folder-wide search would read (``rg --files``, the same ignore rules) and
-    pick out those it must not: a protected location, a file named like a secret."""
+    pick out those it must not: a protected location, a file named like a secret. ``real``: the
+    folder resolved (the fd's path)."""
     out = Unsearched()
     if (left_out is None or not left_out.active) and ctx.is_secret is None:
         return out
     protected: set[str] = set()
     out.searchable = 0
+    # the walk follows no link below the folder: its resolved path plus ``rel`` is each file's real path
+    is_secret = ctx.is_secret_resolved or ctx.is_secret
+    base = Path(real) if ctx.is_secret_resolved else folder
 
     def sort(line: bytes) -> bool:
         rel = os.fsdecode(line)
         if left_out is not None and left_out(rel):
             protected.add(left_out.top(rel))
-        elif ctx.is_secret is not None and ctx.is_secret(folder / rel):
+        elif is_secret is not None and is_secret(base / rel):
             (out.secrets if selected is None or selected(rel) else out.quiet).append(rel)
         else:
             out.searchable += 1

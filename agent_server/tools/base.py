@@ -81,6 +81,9 @@ class ToolContext:
     is_secret: Callable[[Path], bool] | None = None
     """Policy's test for files that may hold secrets: folder-wide searches leave them out (reading
     one explicitly goes through the policy, which asks)."""
+    is_secret_resolved: Callable[[Path], bool] | None = None
+    """``is_secret`` for a path already resolved (no link in it: no resolution per file) — what a
+    folder-wide search asks of every file it lists; ``None``: ``is_secret``."""
     redact: tuple[str, ...] = ()
     """Secrets (the API key) replaced by ``<redacted>`` in every result — defence in depth only: the
     key is never given to a tool, and an encoded copy (base64) would pass."""

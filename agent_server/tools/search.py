@@ -233,7 +233,7 @@ class GrepTool(Tool):
         if name is None:
             try:
                 listing = (rg, [*RG_COMMON, "--files", "--null"]) if rg else _fallback("files")
-                unsearched = await find_unsearched(listing, dirfd, ctx, folder, left_out, selected)
+                unsearched = await find_unsearched(listing, dirfd, ctx, folder, real, left_out, selected)
             except OSError as exc:
                 os.close(dirfd)
                 return ToolResult.error(f"grep failed: {exc.strerror or exc}")
