@@ -11,7 +11,13 @@ Figures (goals in bench/README.md):
 * memory: the growth of the Chromium renderers' private memory (``/proc/<pid>/smaps_rollup``,
   Private_Clean + Private_Dirty) from before the answer to after it, the largest of the renderers.
 
-Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2] [--json]``.
+With ``--burst KB`` instead (newcomer 3, finding 4): one answer of KB kilobytes of markdown paragraphs
+sent by the model at once (4 KiB deltas, no pause, as a fast provider or a ``session/load`` replay
+delivers it) — the longest stretch the webview's main thread was blocked while it rendered (a 10 ms
+interval timer in the webview: the longest gap between ticks − 10 ms), and when its last words showed
+after the prompt was sent.
+
+Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750] [--json]``.
 """
 
 from __future__ import annotations
@@ -65,8 +71,12 @@ def tools() -> dict[str, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=2.0, help="size of each long answer in MB (default 2)")
+    ap.add_argument("--burst", type=float, default=0, metavar="KB",
+                    help="instead: one answer of KB kilobytes sent at once; the webview's longest blocked stretch")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.burst:
+        return burst(args)
     t = tools()
     steps, tool_calls_per_step = 20, 3
     per_step = int(args.mb * 1_000_000 / steps)
@@ -138,6 +148,49 @@ def main() -> int:
               f"{figures['last_chunk_lag_s']} s after the server sent it (turn {figures['first_answer_s']} s); "
               f"Stop → session/cancel {figures['stop_to_cancel_ms']} ms; renderer private memory "
               f"+{figures['renderer_private_growth_mib']} MiB")
+    return 0
+
+
+def burst(args: argparse.Namespace) -> int:
+    """``--burst KB``: one answer of KB kilobytes at once; how long the webview was blocked."""
+    t = tools()
+    tmp = Path(tempfile.mkdtemp(prefix="vscode-burst-"))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    end = "BURST-ANSWER-END"
+    text = part(0, int(args.burst * 1000)) + end
+    endpoint = ThreadedEndpoint(OfflineEndpoint())
+    endpoint.push(text_stream(text, chunk_size=4096))
+    config = {
+        "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
+        "workspace": str(workspace), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
+        "results": str(tmp / "results.json"), "stopOnFailure": True,
+        "scenarios": [{"name": "burst_bench", "prompt": "Explain at once", "answer": end}],
+        "settings": {"agentServer.path": str(REPO / ".venv" / "bin" / "agent-server"), "agentServer.baseUrl": endpoint.base_url},
+        "env": {"AGENT_SERVER_STATE_DIR": str(tmp / "state"), "AGENT_SERVER_SANDBOX": "off",
+                "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
+                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
+    }
+    (tmp / "config.json").write_text(json.dumps(config))
+    try:
+        proc = subprocess.run([t["NODE24"], str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
+                              cwd=REPO, capture_output=True, text=True, timeout=3600)
+    finally:
+        endpoint.stop()
+    results = json.loads((tmp / "results.json").read_text())
+    got = results["scenarios"].get("burst_bench", {})
+    if not got.get("ok"):
+        print(f"the bench scenario failed: {got.get('error') or results.get('error')}\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return 1
+    figures = {"kb": args.burst, "max_blocked_ms": round(got["maxBlockedMs"], 1), "p95_blocked_ms": round(got["p95BlockedMs"], 1),
+               "shown_after_s": round((got["lastShownAt"] - got["sentAt"]) / 1000, 2), "load": round(os.getloadavg()[0], 1),
+               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()}
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        print(f"{args.burst:g} KB answer at once: the webview was blocked at most {figures['max_blocked_ms']} ms "
+              f"(p95 {figures['p95_blocked_ms']} ms); last words shown {figures['shown_after_s']} s after the prompt "
+              f"(load {figures['load']})")
     return 0
 
 

@@ -74,3 +74,49 @@ export class BlockSplitter {
     else if (LIST_ITEM.test(line)) this.inList = true;
   }
 }
+
+/** Markdown a paint renders at most (characters, each block counted at least `BLOCK_COST`): a burst —
+ * a fast provider, a `session/load` replay, 750 KB in one message — is drawn over several frames, and
+ * input, Stop and the host's messages are handled between them (newcomer 3, finding 4). */
+export const PAINT_BUDGET = 12 * 1024;
+export const BLOCK_COST = 256;
+
+/**
+ * Closed blocks waiting to be rendered, taken a paint's budget at a time (oldest first).
+ *
+ * Must not: hand out more than the budget in one `take` (beyond the one block that crosses it), or
+ * reorder blocks.
+ */
+export class BlockQueue {
+  private blocks: string[] = [];
+  private at = 0;
+
+  push(blocks: string[]): void {
+    for (const b of blocks) this.blocks.push(b);
+  }
+
+  get pending(): number {
+    return this.blocks.length - this.at;
+  }
+
+  /** Blocks to render now within `budget` (see `PAINT_BUDGET`), and what is left of the budget;
+   * `enough` (the paint's time is up: a loaded machine) ends it early, after at least one block. */
+  take(budget: number, enough: () => boolean = () => false): { blocks: string[]; left: number } {
+    const out: string[] = [];
+    while (this.at < this.blocks.length && budget > 0 && (out.length === 0 || !enough())) {
+      const b = this.blocks[this.at++]!;
+      budget -= Math.max(b.length, BLOCK_COST);
+      out.push(b);
+    }
+    if (this.at === this.blocks.length) {
+      this.blocks = [];
+      this.at = 0;
+    }
+    return { blocks: out, left: budget };
+  }
+
+  clear(): void {
+    this.blocks = [];
+    this.at = 0;
+  }
+}

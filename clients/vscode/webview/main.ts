@@ -10,7 +10,7 @@
  */
 
 import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
-import { BlockSplitter } from "./blocks";
+import { BlockQueue, BlockSplitter, PAINT_BUDGET } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, isStreaming, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
@@ -518,6 +518,10 @@ interface Chunk extends Unit {
 interface AgentView {
   node: HTMLElement;
   splitter: BlockSplitter;
+  /** Closed blocks not rendered yet (a burst is drawn a paint's budget at a time). */
+  queue: BlockQueue;
+  /** The message's text as last seen (the tail is drawn from it once the queue is empty). */
+  text: string;
   chunks: Chunk[];
   tail: Text | undefined;
   /** Offset in the text where the tail node's text starts, and how much of the text it shows. */
@@ -542,6 +546,8 @@ const units = new Map<Element, Unit>();
 let mdBlocks = 0;
 let mdRenders = 0;
 const CHUNK_BYTES = 8000;
+/** What drawing a card spends of a paint's budget (`PAINT_BUDGET`, in markdown characters). */
+const CARD_COST = 1024;
 
 const observer = new IntersectionObserver(
   (entries) => {
@@ -597,6 +603,13 @@ function newChunk(view: AgentView): Chunk {
   return chunk;
 }
 
+/** What is left of this paint's markdown budget (`PAINT_BUDGET`); messages with blocks still queued. */
+let paintBudget = PAINT_BUDGET;
+/** When this paint's rendering of queued blocks stops, whatever is left of the budget (a loaded machine). */
+let paintDeadline = 0;
+const PAINT_MS = 8;
+const draining = new Set<AgentView>();
+
 function addBlocks(view: AgentView, blocks: string[]): void {
   for (const block of blocks) {
     mdBlocks++;
@@ -610,7 +623,45 @@ function addBlocks(view: AgentView, blocks: string[]): void {
   }
 }
 
-/** Brings an agent message's view up to its text: new closed blocks rendered, the tail extended. */
+/** Renders the message's queued blocks within the paint's budget; once none is left, its tail. */
+function drain(view: AgentView): void {
+  const { blocks, left } = view.queue.take(paintBudget, () => performance.now() > paintDeadline);
+  paintBudget = left;
+  addBlocks(view, blocks);
+  if (view.queue.pending > 0) {
+    draining.add(view); // the next frame goes on; the tail waits (text shown in order)
+    if (view.tail) {
+      view.tail.data = "";
+      view.tailFrom = view.tailTo = -1;
+    }
+    return;
+  }
+  draining.delete(view);
+  if (!view.open) {
+    (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
+    view.tail = undefined;
+    return;
+  }
+  const text = view.text;
+  if (!view.tail) {
+    const box = el("div", "md-tail");
+    view.tail = document.createTextNode("");
+    box.append(view.tail);
+    view.node.append(box);
+    view.tailFrom = view.tailTo = -1;
+  }
+  const from = view.splitter.tailStart;
+  if (from !== view.tailFrom) {
+    view.tail.data = text.slice(from);
+  } else if (text.length > view.tailTo) {
+    view.tail.appendData(text.slice(view.tailTo)); // only what arrived since the last frame
+  }
+  view.tailFrom = from;
+  view.tailTo = text.length;
+}
+
+/** Brings an agent message's view up to its text: new closed blocks queued (rendered within the
+ * paint's budget), the tail extended. */
 function updateAgent(view: AgentView, text: string, open: boolean): void {
   if (!view.open && (open || text.length !== view.closedAt)) {
     // a closed message grew (text of it after a tool card or a retry): drawn again as one message,
@@ -621,34 +672,20 @@ function updateAgent(view: AgentView, text: string, open: boolean): void {
     }
     view.chunks = [];
     view.splitter = new BlockSplitter();
+    view.queue.clear();
     view.open = true;
   }
+  view.text = text;
   if (!open) {
     if (!view.open) return;
-    addBlocks(view, view.splitter.finish(text));
-    (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
-    view.tail = undefined;
+    view.queue.push(view.splitter.finish(text));
     view.open = false;
     view.closedAt = text.length;
-    return;
+  } else {
+    view.open = true;
+    view.queue.push(view.splitter.feed(text));
   }
-  view.open = true;
-  addBlocks(view, view.splitter.feed(text));
-  if (!view.tail) {
-    const box = el("div", "md-tail");
-    view.tail = document.createTextNode("");
-    box.append(view.tail);
-    view.node.append(box);
-    view.tailFrom = view.tailTo = view.splitter.tailStart;
-  }
-  const from = view.splitter.tailStart;
-  if (from !== view.tailFrom) {
-    view.tail.data = text.slice(from);
-  } else if (text.length > view.tailTo) {
-    view.tail.appendData(text.slice(view.tailTo)); // only what arrived since the last frame
-  }
-  view.tailFrom = from;
-  view.tailTo = text.length;
+  drain(view);
 }
 
 function isOpen(item: Item): boolean {
@@ -665,7 +702,7 @@ function makeSlot(item: Item): Slot {
   };
   if (item.type === "agent") {
     const node = el("div", "item agent markdown");
-    slot.agent = { node, splitter: new BlockSplitter(), chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
+    slot.agent = { node, splitter: new BlockSplitter(), queue: new BlockQueue(), text: "", chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
     slot.el.append(node);
     updateAgent(slot.agent, item.text, isOpen(item));
   } else if (item.type === "thought") {
@@ -707,6 +744,7 @@ function updateSlot(slot: Slot, item: Item): void {
 }
 
 function dropSlot(slot: Slot): void {
+  if (slot.agent) draining.delete(slot.agent);
   unwatch(slot.el);
   for (const c of slot.agent?.chunks ?? []) unwatch(c.el);
   slot.el.remove();
@@ -719,15 +757,24 @@ transcript.addEventListener("scroll", () => {
 
 function paint(): void {
   frame = 0;
+  paintBudget = PAINT_BUDGET;
+  paintDeadline = performance.now() + PAINT_MS;
+  for (const view of [...draining]) drain(view); // a burst's blocks, oldest first
   // following the end unless the user scrolled away (a flag kept by scroll events: the boxes below
   // the transcript — working line, Changes — change its height without the user scrolling)
   const stick = following || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
   const alive = new Set<number>();
   let previous: HTMLElement | null = null;
+  let complete = true;
   for (const item of state.items) {
-    alive.add(item.id);
     let slot = slots.get(item.id);
+    if (!slot && (paintBudget <= 0 || draining.size > 0)) {
+      complete = false; // the rest of a burst (a replay's items) below the blocks still drawing: next frame
+      break;
+    }
+    alive.add(item.id);
     if (!slot) {
+      if (item.type !== "agent") paintBudget -= CARD_COST; // an agent message spends its blocks'
       slot = makeSlot(item);
       slots.set(item.id, slot);
     } else if (slot.rev !== item.rev || (slot.agent?.open && !isOpen(item))) {
@@ -737,7 +784,7 @@ function paint(): void {
     if (expectedNext !== slot.el) transcript.insertBefore(slot.el, expectedNext);
     previous = slot.el;
   }
-  for (const [id, slot] of slots) {
+  for (const [id, slot] of complete ? slots : []) {
     if (!alive.has(id)) {
       dropSlot(slot);
       slots.delete(id);
@@ -745,6 +792,7 @@ function paint(): void {
   }
   app.dataset.mdBlocks = String(mdBlocks);
   app.dataset.mdRenders = String(mdRenders);
+  app.dataset.drawing = String(draining.size); // messages with blocks still queued (bench/vscode_panel.py --burst)
 
   app.dataset.state = state.busy ? "busy" : "idle";
   stopButton.disabled = !state.busy;
@@ -780,6 +828,7 @@ function paint(): void {
   paintCompletions();
   tickElapsed();
   if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height
+  if (!complete || draining.size > 0) schedule();
 }
 
 let emptyKey = "";

@@ -527,6 +527,44 @@ const scenarios = {
     return { lastShownAt, stopClickedAt, memory: { idle, after } };
   },
 
+  /** bench/vscode_panel.py --burst (not in CI; newcomer 3, finding 4): one long answer arriving at once.
+   * A 10 ms interval timer in the webview records how long its main thread was blocked between ticks
+   * while the answer rendered (the longest gap − 10 ms), and when the answer's last words showed. */
+  async burst_bench(page, s) {
+    const p = panel(page);
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+    const transcript = p.locator(".transcript");
+    // measured in the page, never polled from outside (a locator's text search reads the whole DOM)
+    await transcript.evaluate(() => {
+      const w = /** @type {any} */ (window);
+      const app = document.getElementById("app");
+      w.__gaps = [];
+      let last = performance.now();
+      let sawBusy = false;
+      w.__done = new Promise((resolve) => {
+        const timer = setInterval(() => {
+          const now = performance.now();
+          w.__gaps.push(now - last);
+          last = now;
+          if (app.dataset.state === "busy") sawBusy = true;
+          // the turn ended and every queued block is drawn (a build without the queue: no data-drawing)
+          if (sawBusy && app.dataset.state === "idle" && (app.dataset.drawing ?? "0") === "0") {
+            clearInterval(timer);
+            resolve(Date.now());
+          }
+        }, 10);
+      });
+    });
+    const sentAt = Date.now();
+    await promptInPanel(page, s.prompt);
+    const lastShownAt = await transcript.evaluate(() => /** @type {any} */ (window).__done);
+    const gaps = await transcript.evaluate(() => /** @type {any} */ (window).__gaps);
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    const blocked = gaps.map((g) => Math.max(0, g - 10)).sort((a, b) => a - b);
+    return { sentAt, lastShownAt, maxBlockedMs: blocked.at(-1) ?? 0, p95BlockedMs: blocked[Math.floor(blocked.length * 0.95)] ?? 0, ticks: gaps.length };
+  },
+
   /** Issue 30, item 8: a file that is not open, a proposal with trailing spaces, Accept; the save
    * (a clean document: saved) trims them (files.trimTrailingWhitespace for [ini] in the workspace's
    * settings). The pytest side checks the disk and what the model was told. */
