@@ -127,3 +127,28 @@ async def test_the_lsp_front_end_offered_no_completion_for_the_slash_commands_ag
     used = await ask(editor, uri, "/usage")
     assert used["stopReason"] == "end_turn" and not endpoint.requests  # a listed name is a command
     assert "## Command /usage" in Path(used["transcript"]).read_text(encoding="utf-8")
+
+
+async def test_undo_over_lsp_offered_no_way_to_take_back_the_agents_change_alone(lsp, endpoint, workspace):
+    """Newcomer 3, finding 6, in an LSP editor: the question's actions were the fixed "Allow once" /
+    "Allow always" / "Reject", so /undo's first choice — take back the agent's change alone, keep the
+    file's other change — could not be chosen there. A question's named options are actions by their
+    names, in its order; choosing the first undoes only the agent's line."""
+    path = workspace / "abc.txt"
+    path.write_bytes(b"alpha\nbeta\ngamma\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="abc.txt")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="abc.txt", old_string="alpha", new_string="ALPHA-A")]))
+    endpoint.push(text_stream("Changed alpha."))
+    editor = await lsp()
+    uri = editor.open(path, "alpha\nbeta\ngamma\n")
+    assert (await ask(editor, uri, "shout alpha"))["stopReason"] == "end_turn"
+    assert editor.text(uri) == "ALPHA-A\nbeta\ngamma\n"
+    editor.change(uri, [{"range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 5}},
+                         "newText": "GAMMA-B"}])  # the file's other change, after the agent's
+    editor.answers = ["Undo the agent's change, keep the rest"]
+    editor.questions.clear()
+    assert (await ask(editor, uri, "/undo"))["stopReason"] == "end_turn"
+    (question,) = editor.questions
+    assert [a.title for a in question.actions] == ["Undo the agent's change, keep the rest", "Take the checkpoint",
+                                                   "Keep the file as it is"]
+    assert editor.text(uri) == "alpha\nbeta\nGAMMA-B\n"

@@ -1,9 +1,9 @@
 """Permission questions as ``window/showMessageRequest`` (PROTOCOL.md "The LSP surface").
 
 Role: ``MessageRequestApprover`` is a session's ``Approver`` in an LSP editor: it shows the
-question (with the diff or command it is about) and three actions — "Allow once", "Allow always",
-"Reject" — to **every** client (eglot answers the request without advertising the optional
-``window.showMessage`` capability), and turns what comes back into a policy ``Answer``. While it
+question (with the diff or command it is about) and its actions — "Allow once", "Allow always",
+"Reject", or the names the question gives its options ("Take the checkpoint") — to **every**
+client (eglot answers the request without advertising the optional ``window.showMessage`` capability), and turns what comes back into a policy ``Answer``. While it
 waits, the question is also in ``waiting`` (the front end offers it as code actions and takes
 ``agentServer.answer``): the first answer wins, the other way is withdrawn. No answer (the user
 dismissed the message: ``null``) is ``cancelled``; nothing within ``[policy] approval_timeout`` is
@@ -112,14 +112,24 @@ def message_for(question: Ask, transcript: Path | None) -> tuple[str | None, str
             f"it is in the transcript, {transcript} (its last section). Read it there before you answer."), ""
 
 
-class Waiting:
-    """A question waiting for the user: its id, the question, the actions offered and the future
-    an ``agentServer.answer`` resolves with an action's title."""
+def actions_for(question: Ask) -> dict[str, str]:
+    """The actions ``question`` offers, title → option, in its order: an option it names (``/undo``'s
+    "Undo the agent's change, keep the rest", "Take the checkpoint", "Keep mine") by that name, the
+    others by their ``ACTIONS`` title."""
+    names = dict(question.names)
+    titles = {option: title for title, option in ACTIONS.items()}
+    return {names.get(o) or titles[o]: o for o in question.options if o in names or o in titles}
 
-    def __init__(self, qid: str, question: Ask, offered: list[str]) -> None:
+
+class Waiting:
+    """A question waiting for the user: its id, the question, the actions offered (title → option)
+    and the future an ``agentServer.answer`` resolves with an action's title."""
+
+    def __init__(self, qid: str, question: Ask, actions: dict[str, str]) -> None:
         self.id = qid
         self.question = question
-        self.offered = offered
+        self.actions = actions
+        self.offered = list(actions)
         self.answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
 
@@ -139,7 +149,8 @@ class MessageRequestApprover:
 
     async def ask(self, question: Ask) -> Answer:
         """Ask the user; see the module docstring for every way this ends."""
-        offered = [title for title, option in ACTIONS.items() if option in question.options]
+        actions = actions_for(question)
+        offered = list(actions)
         message, why = message_for(question, self._transcript())
         if message is None:  # nothing can show it whole: not asked, denied with the reason
             return Answer("unavailable", detail=why)
@@ -147,7 +158,7 @@ class MessageRequestApprover:
                                                 actions=[types.MessageActionItem(title=t) for t in offered])
         msg_id = f"agent-server-ask-{uuid.uuid4().hex[:12]}"
         timeout = self._timeout()
-        waiting = self.waiting[msg_id] = Waiting(msg_id, question, offered)
+        waiting = self.waiting[msg_id] = Waiting(msg_id, question, actions)
         try:
             try:
                 future = self.server.protocol.send_request_async(types.WINDOW_SHOW_MESSAGE_REQUEST, params,
@@ -172,7 +183,7 @@ class MessageRequestApprover:
                     break
                 if waiting.answer in done:  # agentServer.answer (a code action) came first
                     self._cancel(msg_id)
-                    return Answer("selected", option=ACTIONS[waiting.answer.result()])
+                    return Answer("selected", option=waiting.actions[waiting.answer.result()])
                 try:
                     result = message.result()
                 except Exception as exc:  # an error response: the editor cannot show it (Helix)
@@ -184,7 +195,7 @@ class MessageRequestApprover:
                 title = getattr(result, "title", None)
                 if title not in waiting.offered:
                     return Answer("unknown_option", detail=f"action {title!r} was not offered")
-                return Answer("selected", option=ACTIONS[title])
+                return Answer("selected", option=waiting.actions[title])
         except asyncio.CancelledError:
             self._cancel(msg_id)
             raise
