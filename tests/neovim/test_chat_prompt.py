@@ -237,6 +237,37 @@ def test_slash_commands_sent_while_the_answer_streamed_had_their_answers_drawn_u
         assert replies[name].rstrip().endswith("_— stop: end_turn —_"), (name, chat)
 
 
+def test_a_slash_command_answered_while_a_code_block_streamed_still_split_the_answer(
+        make_editor, endpoint, workspace):
+    """Newcomer 3's item on the split-stream fix: it was skipped while the model's text was inside an
+    open fenced code block, so ``/usage`` sent then closed the block, drew its exchange, and the rest
+    of the code went on below it as markdown, its closing fence opening a new block. The answer is
+    held there too: it stays one text with one code block, and while the block is open the chat's
+    closing fence stands below it, so the command's exchange is never drawn as code."""
+    code = "".join(f"line_{i} = {i}\n" for i in range(60))
+    answer = "Here it is:\n```python\n" + code + "```\nAfter the block."
+    endpoint.push(text_stream(answer, chunk_size=7, delay=0.05))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('code please')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('line_8 = 8', 1, true) ~= nil", what="the code streaming")
+    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('No model usage', 1, true) ~= nil", what="/usage's answer")
+    during = ed.chat()
+    assert "line_59" not in during, during  # the block still open: closed by the chat below it
+    streamed = during.split("\n## You\n/usage\n", 1)[0]
+    assert streamed.rstrip().endswith("\n```"), during
+    assert streamed.count("```") == 2, during  # the model's opening fence, the chat's closing one
+    ed.idle()
+    chat = ed.chat()
+    assert answer in chat, chat  # one text, one code block
+    assert chat.index(answer) < chat.index("## You\n/usage\n"), chat
+    after = chat.split("## You\n/usage\n", 1)[1]
+    assert "```" not in after and "line_" not in after, chat
+
+
 def test_every_advertised_slash_command_completes_in_the_prompt_and_only_as_its_first_word(
         make_editor, endpoint, workspace):
     """Item 3 of the round: each command of ``available_commands_update`` completes in the chat's

@@ -737,7 +737,11 @@ function M.handle(ev)
     elseif S.turns_open > 0 then
       -- a command answered at once while the turn's answer streams: drawn below it, and the answer
       -- goes on where it was (routed by its `messageId`), never split by the command's exchange
-      transcript.hold()
+      if transcript.hold() then
+        -- the held stream keeps its filter (and its code block: `transcript.fence_below` closes it
+        -- below itself): the chat's lines drawn next start afresh
+        filters.text, filters.user = M.filter(), M.filter()
+      end
     end
     draw_prompt(ev.prompt)
     if immediate then -- its answer goes below it (`finish_turn`), whatever is drawn after it meanwhile

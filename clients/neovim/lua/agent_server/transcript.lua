@@ -270,15 +270,47 @@ end
 
 --- Hold the open streamed line when its stream has a key (lines drawn next — a slash command's
 --- exchange while the answer streams — go below it, and the stream goes on where it was, never split
---- by them: `stream` with that key); nothing for a stream without a key, or one inside a code block
---- (the chat closes the block before its own lines).
+--- by them: `stream` with that key); nothing for a stream without a key. A stream held inside a
+--- fenced code block gets the chat's closing fence below it while the block is open (what is drawn
+--- below is never code), taken away once the model closes the block. Whether it was held.
+---@return boolean
 function M.hold()
-  if not M.valid() or S.open == nil or S.open == "held" or S.open_key == nil
-      or (S.open_filter and S.open_filter.fence) then
-    return
+  if not M.valid() or S.open == nil or S.open == "held" or S.open_key == nil then
+    return false
   end
-  S.held[S.open_key] = { kind = S.open, raw = S.open_raw, filter = S.open_filter, mark = M.place_mark(M.sep_row() - 1) }
+  local h = { kind = S.open, raw = S.open_raw, filter = S.open_filter, mark = M.place_mark(M.sep_row() - 1) }
+  S.held[S.open_key] = h
   S.open, S.open_filter = "held", nil
+  M.fence_below(h, M.sep_row() - 1)
+  return true
+end
+
+-- Whether raw line `raw` (complete or not) closes a block opened with `fence`.
+local function closes(fence, raw)
+  local marker = raw:match("^ ? ? ?(```+)%s*$") or raw:match("^ ? ? ?(~~~+)%s*$")
+  return marker ~= nil and marker:sub(1, 1) == fence:sub(1, 1) and #marker >= #fence
+end
+
+--- The chat's closing fence below held stream `h` (its last line at 0-based `row`) while its code
+--- block is open, none once it is closed.
+function M.fence_below(h, row)
+  local fence = h.filter and h.filter.fence
+  local open = fence ~= nil and not closes(fence, h.raw)
+  if open and not h.closer then
+    modify(function()
+      vim.api.nvim_buf_set_lines(S.buf, row + 1, row + 1, false, { fence })
+    end)
+    M.mark_own(row + 1)
+    h.closer = true
+  elseif not open and h.closer then
+    for _, m in ipairs(vim.api.nvim_buf_get_extmarks(S.buf, ns_own, { row + 1, 0 }, { row + 1, -1 }, {})) do
+      vim.api.nvim_buf_del_extmark(S.buf, ns_own, m[1])
+    end
+    modify(function()
+      vim.api.nvim_buf_set_lines(S.buf, row + 1, row + 2, false, {})
+    end)
+    h.closer = nil
+  end
 end
 
 --- Whether the stream of `key` is held (`M.hold`).
@@ -322,6 +354,7 @@ local function continue_held(key, h, s)
   h.raw = raws[#raws]
   vim.api.nvim_buf_del_extmark(S.buf, ns, h.mark)
   h.mark = M.place_mark(row + #lines - 1)
+  M.fence_below(h, row + #lines - 1)
   follow(n)
   return true
 end
