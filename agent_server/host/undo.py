@@ -422,8 +422,10 @@ def merge_back(base: bytes | None, current: bytes, other: bytes | None) -> bytes
     """``current`` with the change ``base`` → ``other`` applied to it by a three-way merge of their
     lines, each line with its own ending (a BOM, CRLF, a last line without one stay as they are):
     the merged bytes, or why it cannot be done (the changes overlap, a side is not text or too big)."""
-    import merge3
-
+    try:
+        import merge3
+    except ImportError:  # an install from before the dependency: the two whole-file choices stay
+        return "the merge library (merge3) is not installed: re-run scripts/setup.sh"
     if base is None or other is None:
         return "its bytes were not kept"
     if max(len(base), len(current), len(other)) > MERGE_LIMIT:
