@@ -11,6 +11,7 @@
  * `applied` without reading the document back, save a document that is not UTF-8.
  */
 
+import { ASK_AGAIN_NOTE } from "../webview/state";
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
@@ -406,7 +407,7 @@ export class ProposalManager {
     if (!p || p.done) return undefined;
     const path = p.files.map((f) => f.uri.fsPath).join(", ");
     const why = p.stale ?? `${path} changed during the review`;
-    return this.finish(p, p.anyApplied ? "partial" : "stale", `${why}; the user asks you to read it again and make your change on its current text`);
+    return this.finish(p, p.anyApplied ? "partial" : "stale", `${why}${ASK_AGAIN_NOTE}`);
   }
 
   /** A view was closed without a choice: the rest is rejected, answered at once. */

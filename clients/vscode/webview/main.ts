@@ -13,7 +13,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockQueue, BlockSplitter, PAINT_BUDGET } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, isStreaming, outcomeWord, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -303,8 +303,8 @@ function renderItem(item: Item): HTMLElement {
       node.prepend(el("div", "queued-note", "Queued: sent when the running turn ends"));
       return node;
     }
-    case "agent": // drawn block by block (updateAgent)
-      return el("div", "item agent markdown");
+    case "agent": // drawn block by block (updateAgent); a command's answer is plain text, its lines kept
+      return item.command ? el("div", "item agent command-answer", item.text) : el("div", "item agent markdown");
     case "thought": {
       const slot = slots.get(item.id);
       const wasOpen = (slot?.el.firstElementChild as HTMLDetailsElement | null)?.open ?? false;
@@ -440,7 +440,8 @@ function renderItem(item: Item): HTMLElement {
       for (const f of item.files) node.append(el("div", "card-file", f));
       for (const o of item.ops) node.append(el("div", "card-file", o));
       if (item.outcome) {
-        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome)}${item.message ? `: ${item.message}` : ""}`));
+        const message = proposalMessage(item.message);
+        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome)}${message ? `: ${message}` : ""}`));
         // a decided proposal lists what was accepted and what was rejected
         if (item.hunks.length > 1 || item.outcome === "partial") {
           const list = el("div", "hunks hunks-decided");
@@ -451,7 +452,7 @@ function renderItem(item: Item): HTMLElement {
           }
           node.append(list);
         }
-        if (item.outcome === "rejected" && item.message?.includes("closed")) {
+        if (item.outcome === "rejected" && item.message?.includes("closed") && !isRestoreProposal(item.label)) {
           // the diff was closed (a reject, answered at once): the change can be asked for again
           const row = el("div", "card-buttons");
           const files = item.files.join(", ") || item.label;
@@ -461,12 +462,13 @@ function renderItem(item: Item): HTMLElement {
       } else if (item.stale) {
         // stale said at once: the document changed under the proposal; accepting is refused
         node.dataset.stale = "true";
-        const stale = el("div", "card-stale", `Stale: ${item.stale}. Accepting would apply the agent's change to text it has not seen.`);
+        const restore = isRestoreProposal(item.label);
+        const stale = el("div", "card-stale", restore ? `Stale: ${item.stale}. Accepting would replace that text: reject it, and /${item.label.startsWith("Redo") ? "redo" : "undo"} again asks about the file as it is now.` : `Stale: ${item.stale}. Accepting would apply the agent's change to text it has not seen.`);
         stale.prepend(icon("warning"));
         node.append(stale);
         const row = el("div", "card-buttons");
+        if (!restore) row.append(button("Ask the Agent Again", "ask-again", () => send({ type: "proposal", id: item.proposalId, action: "again" }), "The agent reads the current text and makes its change again", "refresh"));
         row.append(
-          button("Ask the Agent Again", "ask-again", () => send({ type: "proposal", id: item.proposalId, action: "again" }), "The agent reads the current text and makes its change again", "refresh"),
           button("Reject", "reject-all", () => send({ type: "proposal", id: item.proposalId, action: "reject" }), undefined, "close-all"),
           button("Show Diff", "show-diff", () => send({ type: "proposal", id: item.proposalId, action: "show" }), undefined, "diff"),
         );
@@ -700,7 +702,7 @@ function makeSlot(item: Item): Slot {
     rev: item.rev,
     fill: () => slot.el.replaceChildren(renderItem(slot.item)),
   };
-  if (item.type === "agent") {
+  if (item.type === "agent" && !item.command) {
     const node = el("div", "item agent markdown");
     slot.agent = { node, splitter: new BlockSplitter(), queue: new BlockQueue(), text: "", chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
     slot.el.append(node);
@@ -884,7 +886,8 @@ function paintChanges(): void {
   changesBox.dataset.undone = String(found.undone);
   changesBox.dataset.undo = found.undo ?? "";
   changesBox.dataset.turn = String(found.turn);
-  if (found.undo === undefined || found.undo === "declined") {
+  // not while a turn runs: its own changes may be the newest (finding 21), and /undo is refused then
+  if ((found.undo === undefined || found.undo === "declined") && !state.busy) {
     const undoTurn = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), state.busy ? "A turn is running: /undo once it has ended" : "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
     undoTurn.disabled = !canUndo || state.busy;
     head.append(undoTurn);

@@ -36,7 +36,9 @@ export type Item =
   | { type: "user"; id: number; rev: number; text: string; queued?: boolean }
   /** `messageId`: the ACP message its chunks carry (`<session>/<messageId>`): each message has its own
    * block, whatever arrives between its chunks (a slash command's answer, a notice). */
-  | { type: "agent"; id: number; rev: number; text: string; messageId?: string }
+  | { type: "agent"; id: number; rev: number; text: string; messageId?: string;
+      /** A slash command's answer (plain text, not the model's markdown): shown with its line breaks. */
+      command?: boolean }
   | { type: "thought"; id: number; rev: number; text: string; messageId?: string }
   | {
       type: "tool"; id: number; rev: number; sessionId: string; toolCallId: string; title: string; kind: string; status: string; output: string; diffs: string[];
@@ -76,6 +78,8 @@ export interface ChatState {
   /** Prompts that run a turn (not slash commands answered at once) sent and not answered yet: the
    * server runs them one after the other, so each answer ends the oldest. */
   turnsOpen: number;
+  /** Slash commands answered at once sent and not answered yet: text without a `messageId` meanwhile is their answer. */
+  commandsOpen?: number;
   /** Prompts still open that were sent before the panel was cleared (New, a load): another
    * transcript's turns; their end changes nothing shown, and they do not make this one busy. */
   elsewhere: number;
@@ -167,6 +171,20 @@ export function activity(s: ChatState): "working" | "thinking" | undefined {
 /** Status words instead of the wire's enum names (`in_progress` → "Running"). */
 export function statusWord(status: string): string {
   return ({ pending: "Pending", in_progress: "Running", completed: "Done", failed: "Failed", unfinished: "Unfinished" } as Record<string, string>)[status] ?? status;
+}
+
+/** The note "Ask the Agent Again" adds to a stale answer for the model (src/proposals.ts); the card leaves it out. */
+export const ASK_AGAIN_NOTE = "; the user asks you to read it again and make your change on its current text";
+
+/** Whether a proposal is an `/undo` or `/redo` restore ("Undo turn 2: a.py"): no model is involved,
+ * so it is never "asked again", only rejected. */
+export function isRestoreProposal(label: string): boolean {
+  return /^(Undo|Redo) turn \d+/.test(label);
+}
+
+/** What a decided proposal's card says after its outcome: the answer's message without what was meant for the model. */
+export function proposalMessage(message: string | undefined): string | undefined {
+  return message?.split(ASK_AGAIN_NOTE).join("") || undefined;
 }
 
 /** What a decided proposal's card says (`partial` → "Partly applied"), never the wire's outcome name. */
@@ -373,7 +391,7 @@ function appendText(s: ChatState, type: "agent" | "thought" | "user", text: stri
     last.text += text;
     last.rev++;
   } else {
-    push(s, { type, text });
+    push(s, type === "agent" && (s.commandsOpen ?? 0) > 0 ? { type, text, command: true } : { type, text });
   }
 }
 
@@ -597,6 +615,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         if (s.turnsOpen === 0) s.turn++; // a queued prompt's turn starts when it runs (turn-end)
         s.turnsOpen++;
+      } else {
+        s.commandsOpen = (s.commandsOpen ?? 0) + 1;
       }
       s.busy = true;
       return s;
@@ -630,6 +650,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
       s.openText = undefined; // the next turn's text starts its own message
       if (s.running === 0) s.exitShown = false;
+      if (e.text !== undefined && isImmediateCommand(e.text)) s.commandsOpen = Math.max(0, (s.commandsOpen ?? 0) - 1);
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         s.streamingMessage = undefined; // a command answered meanwhile leaves the turn's message open
         s.turnsOpen = Math.max(0, s.turnsOpen - 1);

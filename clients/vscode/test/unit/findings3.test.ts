@@ -119,3 +119,57 @@ describe("finding 4", () => {
     expect(main).toMatch(/function paint\(\): void \{\n\s+frame = 0;\n\s+paintBudget = PAINT_BUDGET;/);
   });
 });
+
+describe("finding 5 and the rest of finding 21", () => {
+  const update = (u: Record<string, unknown>): ChatEvent => ({ kind: "update", update: u as never });
+  const edited = (id: string) => update({ sessionUpdate: "tool_call", toolCallId: id, title: "Edit bom.txt", kind: "edit", status: "completed", content: [{ type: "diff", path: "/ws/bom.txt", oldText: "a\n", newText: "b\n" }] });
+  const restore = (which: "undo" | "redo", n: number, done: boolean, text: string) =>
+    update({ sessionUpdate: "tool_call_update", toolCallId: `${which}-${n}`, title: `${which === "undo" ? "Undo" : "Redo"} turn 1`, status: "completed", content: [{ type: "content", content: { type: "text", text } }], _meta: { agentServer: { restore: { which, turn: 1, done, changed: [] } } } });
+  const turn = (text: string, ...events: ChatEvent[]): ChatEvent[] => [{ kind: "user", text }, { kind: "turn-start", text }, ...events, { kind: "turn-end", text, stopReason: "end_turn" } as ChatEvent];
+
+  it("finding 5: after a refused /redo, Undo this turn was offered for a turn already undone", () => {
+    const events = [
+      ...turn("edit bom.txt", edited("c1")),
+      ...turn("/undo", update({ sessionUpdate: "tool_call", toolCallId: "undo-1", title: "Undo turn 1", kind: "edit", status: "in_progress" }), restore("undo", 1, true, "bom.txt: restored")),
+      ...turn("/redo", update({ sessionUpdate: "tool_call", toolCallId: "redo-2", title: "Redo turn 1", kind: "edit", status: "in_progress" }),
+        restore("redo", 2, false, "bom.txt: not restored (stale: the file changed in the editor). Nothing was redone: turn 1 stays undone (/redo offers it again).")),
+    ];
+    const s = events.reduce(fold, initialState());
+    expect(turnChanges(s)?.undo).toBe("undone"); // the box offers Undo this turn only for undefined / declined
+  });
+
+  it("finding 5: a refused /redo's stale card showed text meant for the model and offered Ask the Agent Again", async () => {
+    const { isRestoreProposal, proposalMessage, ASK_AGAIN_NOTE } = await import("../../webview/state");
+    expect(isRestoreProposal("Redo turn 3: bom.txt")).toBe(true);
+    expect(isRestoreProposal("Undo turn 12: a.py")).toBe(true);
+    expect(isRestoreProposal("Edit bom.txt")).toBe(false);
+    expect(proposalMessage(`bom.txt changed in the editor since the agent read it${ASK_AGAIN_NOTE}`)).toBe("bom.txt changed in the editor since the agent read it");
+    // the answer to the server keeps the note (src/proposals.ts askAgain), the card drops it
+    const { readFileSync } = await import("node:fs");
+    const main = readFileSync(fileURLToPath(new URL("../../webview/main.ts", import.meta.url)), "utf8");
+    expect(main).toContain('if (!restore) row.append(button("Ask the Agent Again"');
+    expect(main).toContain("const message = proposalMessage(item.message);");
+  });
+
+  it("finding 21: a command's answer lost its line breaks (the /model TOML suggestion on one line)", async () => {
+    const toml = 'Unknown model fake-2. Add it to the config file:\n[[models]]\nid = "fake-2"\nname = "fake-2"  # optional: profile, context_window, price';
+    const model = (text: string) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text }, messageId: "m1" });
+    const events: ChatEvent[] = [
+      { kind: "user", text: "explain" }, { kind: "turn-start", text: "explain" }, model("chunk 0\n"),
+      ...turn("/model fake-2", update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: toml } })),
+      model("chunk 1"), { kind: "turn-end", text: "explain", stopReason: "end_turn" } as ChatEvent,
+    ];
+    const s = events.reduce(fold, initialState());
+    const agents = s.items.filter((i): i is Extract<Item, { type: "agent" }> => i.type === "agent");
+    expect(agents.map((a) => [a.text, a.command ?? false])).toEqual([["chunk 0\nchunk 1", false], [toml, true]]);
+    const { readFileSync } = await import("node:fs");
+    const css = readFileSync(fileURLToPath(new URL("../../media/webview.css", import.meta.url)), "utf8");
+    expect(css).toMatch(/\.command-answer \{ white-space: pre-wrap; \}/);
+  });
+
+  it("finding 21: Undo this turn was offered for the running turn", async () => {
+    const { readFileSync } = await import("node:fs");
+    const main = readFileSync(fileURLToPath(new URL("../../webview/main.ts", import.meta.url)), "utf8");
+    expect(main).toContain('if ((found.undo === undefined || found.undo === "declined") && !state.busy) {');
+  });
+});
