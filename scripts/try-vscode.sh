@@ -11,14 +11,20 @@
 #                                       (the sandbox is off: each shell command asks);
 #                                       with a real model only that it answers; stop, exit 0/1
 #   bash scripts/try-vscode.sh --clean  remove the earlier runs' folders (not one still in use), exit
+#   bash scripts/try-vscode.sh --help   this text, exit
 # Each run keeps its folder to look at later; a new run removes those older than the last
 # $TRY_VSCODE_KEEP (3), never one still in use (scripts/prune_try_runs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=false
 clean=false
-[ "${1:-}" = "--check" ] && check=true
-[ "${1:-}" = "--clean" ] && clean=true
+case "${1:-}" in
+  "") ;;
+  --check) check=true ;;
+  --clean) clean=true ;;
+  -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' scripts/try-vscode.sh; exit 0 ;;
+  *) echo "try-vscode.sh: unknown option $1 (--check, --clean, --help)" >&2; exit 2 ;;
+esac
 # Each run's folder (the workspace copy, the server's state, code-server's data) is made fresh outside
 # the clone: a workspace inside it made VS Code's Git pop up "A git repository was found in the parent
 # folders" (the clone's). Under $XDG_CACHE_HOME (kept to look at later), or the temp folder when that

@@ -242,3 +242,28 @@ def test_pruning_try_vscode_runs_keeps_the_last_few_and_every_folder_still_in_us
     assert clean.returncode == 0, clean.stderr
     left = sorted(p.name for p in runs.iterdir())
     assert left == ["unrelated", "vscode-linked", "vscode-notrun"], clean.stdout
+
+
+def test_finding_15_try_vscode_help_started_code_server(tmp_path):
+    # --help printed nothing and built the extension, started the offline endpoint and code-server
+    done = subprocess.run(["bash", str(REPO / "scripts" / "try-vscode.sh"), "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    assert "bash scripts/try-vscode.sh --check" in done.stdout and "--clean" in done.stdout
+    assert "setup" not in done.stderr and not (tmp_path / "code-server-data").exists()
+    wrong = subprocess.run(["bash", str(REPO / "scripts" / "try-vscode.sh"), "--chek"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=HANG)
+    assert wrong.returncode == 2 and "unknown option --chek" in wrong.stderr
+
+
+def test_finding_16_try_vscode_wrote_the_machine_scoped_settings_into_the_user_settings_too():
+    # code-server is a remote window: agentServer.path/args/baseUrl/model have effect in the Machine
+    # settings only; the User copy was greyed out, and editing it (what Open User Settings opens) did nothing
+    tools = find_tools()
+    script = ("import('./clients/vscode/test/e2e/workbench.mjs').then((m) => console.log(JSON.stringify("
+              "m.userSettings({'agentServer.path': '/x', 'agentServer.baseUrl': 'http://h/v1', 'agentServer.mode': 'read-only'}))))")
+    done = subprocess.run([tools.node, "-e", script], cwd=REPO, capture_output=True, text=True, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    user = json.loads(done.stdout)
+    assert "agentServer.path" not in user and "agentServer.baseUrl" not in user
+    assert user["agentServer.mode"] == "read-only"  # not machine-scoped: the User settings hold it

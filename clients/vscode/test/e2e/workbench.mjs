@@ -81,8 +81,14 @@ async function stopGroup(child) {
   return !groupAlive(child.pid);
 }
 
-/** User settings that keep the workbench quiet and deterministic for the scenarios. */
+/** The extension's machine-scoped settings: in code-server (a remote window) only the Machine settings
+ * hold them; a copy in the User settings is greyed out and has no effect (newcomer 3, finding 16). */
+export const MACHINE_SCOPED = ["agentServer.path", "agentServer.args", "agentServer.baseUrl", "agentServer.model"];
+
+/** User settings that keep the workbench quiet and deterministic for the scenarios (`extra` without
+ * the machine-scoped settings, which go to the Machine settings). */
 export function userSettings(extra) {
+  const rest = Object.fromEntries(Object.entries(extra ?? {}).filter(([k]) => !MACHINE_SCOPED.includes(k)));
   return {
     "workbench.startupEditor": "none",
     "workbench.tips.enabled": false,
@@ -107,7 +113,7 @@ export function userSettings(extra) {
     "chat.commandCenter.enabled": false,
     "chat.disableAIFeatures": true,
     "workbench.secondarySideBar.defaultVisibility": "hidden",
-    ...extra,
+    ...rest,
   };
 }
 
