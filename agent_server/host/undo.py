@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import stat
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -420,24 +423,37 @@ class Restorer:
 
 def merge_back(base: bytes | None, current: bytes, other: bytes | None) -> bytes | str:
     """``current`` with the change ``base`` → ``other`` applied to it by a three-way merge of their
-    lines, each line with its own ending (a BOM, CRLF, a last line without one stay as they are):
-    the merged bytes, or why it cannot be done (the changes overlap, a side is not text or too big)."""
-    try:
-        import merge3
-    except ImportError:  # an install from before the dependency: the two whole-file choices stay
-        return "the merge library (merge3) is not installed: re-run scripts/setup.sh"
+    lines (``git merge-file``: bytes as they are, so a BOM, CRLF, a last line without one stay), each
+    line with its own ending: the merged bytes, or why it cannot be done (the changes overlap or
+    touch, a side is not text or too big, git is missing)."""
     if base is None or other is None:
         return "its bytes were not kept"
     if max(len(base), len(current), len(other)) > MERGE_LIMIT:
         return f"the file is larger than {MERGE_LIMIT >> 20} MiB"
     if not all(_is_text(raw) for raw in (base, current, other)):
         return "it is not UTF-8 text"
-    merged: list[bytes] = []
-    for group in merge3.Merge3(base.splitlines(True), current.splitlines(True), other.splitlines(True)).merge_groups():
-        if group[0] == "conflict":
+    git = shutil.which("git")
+    if git is None:
+        return "git, which makes the merge, is not installed"
+    with tempfile.TemporaryDirectory(prefix="agent-server-merge-") as folder:  # 0700: the file's text
+        names = []
+        for name, raw in (("current", current), ("base", base), ("other", other)):
+            path = os.path.join(folder, name)
+            with open(path, "xb") as fh:
+                fh.write(raw)
+            names.append(path)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_GLOBAL": os.devnull, "HOME": folder, "LC_ALL": "C"}
+        try:
+            done = subprocess.run([git, "merge-file", "-p", "-q", *names], cwd=folder, env=env,
+                                  capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the merge could not run ({exc})"
+    if done.returncode != 0:  # the number of conflicts, or (negative, 255) an error
+        if 0 < done.returncode < 128:
             return "the file's other changes touch the same lines as the agent's change, or lines next to them"
-        merged.extend(group[1])
-    return b"".join(merged)
+        return f"the merge failed ({done.stderr.decode('utf-8', 'replace').strip() or done.returncode})"
+    return done.stdout
 
 
 def _said(path: Path, outcome: str) -> dict[str, Any]:
