@@ -16,7 +16,7 @@ import { DiffView, type ProposalPanel, shownPath } from "./diff";
 import { Permissions } from "./permissions";
 import { type Proposal, ProposalManager } from "./proposals";
 import { offsetAt } from "./proposalModel";
-import type { ChatEvent, HunkView, SelectView, WebviewToHost, WireUpdate } from "./protocol";
+import type { ChatEvent, HunkView, SelectView, SetupView, WebviewToHost, WireUpdate } from "./protocol";
 import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serverEnv } from "./config";
 import { selectionBlock } from "./selection";
 import { checkConfig, isOfflineEndpoint, setupView } from "./setup";
@@ -103,13 +103,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
 
   /** The pickers a new session will have (`--check-config --json`), shown while none exists. */
   let preview: SelectView[] = [];
+  /** The first-run page's facts as last shown (where the API key comes from). */
+  let lastSetup: SetupView | undefined;
   /** The first-run page's facts: the endpoint, model and key source the server will use. */
   async function refreshSetup(): Promise<void> {
     const s = readSettings();
     // not in the workspace folder: the configuration does not depend on it, and a process there is a server to whoever counts them
     const check = await checkConfig(s.path, s.args, serverEnv(s, apiKey), os.tmpdir());
     const offline = check.ok ? await isOfflineEndpoint(check.baseUrl) : false;
-    post({ kind: "setup", setup: setupView(check, Boolean(apiKey), offline) });
+    lastSetup = setupView(check, Boolean(apiKey), offline);
+    post({ kind: "setup", setup: lastSetup });
     preview = check.ok && Array.isArray(check.configOptions) ? selectsOf(check.configOptions as acp.SessionConfigOption[], null) : [];
     showPreview();
   }
@@ -686,7 +689,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           const status = await fs.readFile(statusFile, "utf8").then((x) => x.trim(), () => "");
           void fs.rm(statusFile, { force: true });
           if (status === "0") post({ kind: "notice", level: "info", text: "Signed in (agent-server login): the next prompt uses the stored key." });
-          else post({ kind: "notice", level: "info", text: `Not signed in: ${status ? `agent-server login ended with status ${status}` : "the login terminal was closed"} — nothing was stored.` });
+          else {
+            // a cancelled sign-in is no failure, and a notice would replace the set-up card (its buttons) of an empty panel
+            const kept = lastSetup?.keySource ? ` The API key from ${lastSetup.keySource} is still used.` : "";
+            void vscode.window.showInformationMessage(`Not signed in: ${status ? `agent-server login ended with status ${status}` : "the login terminal was closed"} — nothing was stored.${kept}`);
+          }
           void refreshSetup();
         });
         context.subscriptions.push(done);

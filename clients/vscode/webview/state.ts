@@ -593,7 +593,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.currentSession = e.current;
       dropActions(s);
       if (e.busy) {
-        push(s, { type: "notice", level: "error", text: busyText(e.sessionId, e.busy, e.current), detail: e.error, actions: busyActions(e.sessionId, e.busy) });
+        // the text says it all; the server's error names protocol fields (_meta.agentServer.takeOver, session/fork): the log has it
+        push(s, { type: "notice", level: "error", text: busyText(e.sessionId, e.busy, e.current), actions: busyActions(e.sessionId, e.busy) });
         return s;
       }
       push(s, {

@@ -277,7 +277,27 @@ export const window = {
     return window.warningAnswers.shift();
   },
   onDidStartTerminalShellExecution: () => ({ dispose() {} }),
-  onDidCloseTerminal: () => ({ dispose() {} }),
+  /** Terminals made (the tests close them with `closeTerminal`), and the listeners of their closing. */
+  terminals: [] as { name: string; shown: boolean; show(): void }[],
+  terminalClosed: [] as ((t: unknown) => void)[],
+  createTerminal(options: { name: string }) {
+    const t = { name: options.name, shown: false, show() { t.shown = true; } };
+    window.terminals.push(t);
+    return t;
+  },
+  onDidCloseTerminal(f: (t: unknown) => void) {
+    window.terminalClosed.push(f);
+    return { dispose() { window.terminalClosed = window.terminalClosed.filter((x) => x !== f); } };
+  },
+  closeTerminal(t: unknown) {
+    for (const f of [...window.terminalClosed]) f(t);
+  },
+  /** Information messages shown (their text). */
+  infos: [] as string[],
+  async showInformationMessage(message: string): Promise<string | undefined> {
+    window.infos.push(message);
+    return undefined;
+  },
 };
 export const env = { openExternal: async () => true };
 export enum StatusBarAlignment {
@@ -324,6 +344,9 @@ export function resetStub(): void {
   window.quickPickAnswers.length = 0;
   window.warningAnswers.length = 0;
   window.warnings.length = 0;
+  window.terminals.length = 0;
+  window.terminalClosed.length = 0;
+  window.infos.length = 0;
   window.statusItems.length = 0;
   window.tabGroups.all.length = 0;
   window.tabGroups.closed.length = 0;

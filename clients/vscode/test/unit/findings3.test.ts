@@ -173,3 +173,28 @@ describe("finding 5 and the rest of finding 21", () => {
     expect(main).toContain('if ((found.undo === undefined || found.undo === "declined") && !state.busy) {');
   });
 });
+
+describe("finding 8", () => {
+  it("finding 8: the take-over card showed _meta.agentServer.takeOver and session/fork", () => {
+    const error = "cannot load session sess_1: it is open in another agent-server process (pid 12633) (another editor window?); close it there first, or take it over (_meta.agentServer.takeOver) or open a copy (session/fork)";
+    const s = fold(initialState(), { kind: "load-refused", sessionId: "sess_1", error, busy: { pid: 12633, canTakeOver: true } } as ChatEvent);
+    const notice = s.items.find((i): i is Extract<Item, { type: "notice" }> => i.type === "notice")!;
+    expect(notice.text).toContain("pid 12633");
+    expect(`${notice.text} ${notice.detail ?? ""}`).not.toMatch(/_meta|session\/fork|takeOver/);
+    expect(notice.actions!.map((a) => a.label)).toEqual(["Take over here", "Open a copy", "Cancel"]);
+  });
+});
+
+describe("finding 11", () => {
+  it("finding 11: cancelling Sign in said Not signed in in the panel although a key is configured, and the set-up buttons vanished", async () => {
+    const panel = await openPanel({ checkConfig: { ok: true, baseUrl: "http://127.0.0.1:9/v1", model: "m-1", keyRequired: true, keySource: "AGENT_SERVER_API_KEY" }, turns: [] });
+    await panel.until("the set-up card", (s) => s.setup !== undefined);
+    panel.send({ type: "action", action: "signIn" });
+    const deadline = Date.now() + 15_000;
+    while (window.terminals.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    window.closeTerminal(window.terminals[0]); // Ctrl-C in the login terminal: no status 0
+    while (window.infos.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(window.infos).toEqual([expect.stringMatching(/^Not signed in: .* The API key from AGENT_SERVER_API_KEY is still used\.$/)]);
+    expect(panel.state().items).toEqual([]); // the empty panel keeps its set-up card and buttons
+  });
+});
