@@ -919,16 +919,21 @@ export function hunkSummary(expected: string, start: number, end: number, startL
   if (lineEnd < 0) lineEnd = expected.length;
   const before = expected.slice(lineStart, lineEnd);
   const after = expected.slice(lineStart, start) + newText + expected.slice(end, lineEnd);
-  const show = (t: string) => {
+  // on a long line (a minified file) both sides show the stretch where the change starts, not the
+  // line's first 80 characters, the same on both sides (newcomer 3, finding 18)
+  const column = start - lineStart;
+  const from = column > 60 ? column - 20 : 0;
+  const show = (t: string, at = 0) => {
     const lines = t.split("\n").map((l) => l.replace(/\r$/, "")); // a CRLF line's ending is not its text
-    const first = lines[0]!.length > 80 ? `${lines[0]!.slice(0, 80)}…` : lines[0]!;
+    const line = lines[0]!;
+    const first = `${at > 0 ? "…" : ""}${line.slice(at, at + 80)}${line.length > at + 80 ? "…" : ""}`;
     return `${JSON.stringify(first)}${lines.length > 1 ? ` (+${lines.length - 1} lines)` : ""}`;
   };
-  const where = `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}`;
+  const where = `line ${startLine + 1}${endLine !== startLine ? `-${endLine + 1}` : ""}${from > 0 ? `, column ${column + 1}` : ""}`;
   const oldText = expected.slice(start, end);
   if (!oldText && start === lineStart && newText.endsWith("\n")) return `${where}: insert ${show(newText.slice(0, -1))}`;
   if (!newText && start === lineStart && (end === lineEnd + 1 || oldText.endsWith("\n"))) return `${where}: delete ${show(oldText.replace(/\n$/, ""))}`;
-  return `${where}: ${show(before)} → ${show(after)}`;
+  return `${where}: ${show(before, from)} → ${show(after, from)}`;
 }
 
 /** A mode that lifts the sandbox (agent-server's `danger-full-access`; another agent's full-access or

@@ -198,3 +198,16 @@ describe("finding 11", () => {
     expect(panel.state().items).toEqual([]); // the empty panel keeps its set-up card and buttons
   });
 });
+
+describe("finding 18", () => {
+  it("finding 18: a one-line 2 MB file's card showed the same first 80 characters on both sides", async () => {
+    const { hunkSummary } = await import("../../src/extension");
+    const text = Array.from({ length: 120_000 }, (_, i) => `var a${i}=${i};`).join("");
+    const start = text.indexOf("var a60000=60000;") + "var a60000=".length;
+    const summary = hunkSummary(text, start, start + "60000".length, 0, 0, "6");
+    const [before, after] = summary.split(" → ");
+    expect(before).not.toBe(after);
+    expect(summary).toMatch(/^line 1, column \d+: "…[^"]*var a60000=60000;[^"]*…" → "…[^"]*var a60000=6;var a60001[^"]*…"$/);
+    expect(summary.length).toBeLessThan(220);
+  });
+});
