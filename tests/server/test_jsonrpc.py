@@ -71,9 +71,10 @@ async def test_error_rules_for_bad_lines():
 
 
 async def test_requests_run_concurrently_and_answer_in_completion_order():
-    release = asyncio.Event()
+    release, started = asyncio.Event(), asyncio.Event()
 
     async def slow(params, ctx):
+        started.set()
         await release.wait()
         return {"slow": True}
 
@@ -291,3 +292,31 @@ def test_a_batch_is_encoded_as_each_message_would_be():
     for batch in (items, items + [{"bad": "\udfff"}], []):
         assert encode_notifications("session/update", batch) == b"".join(
             encode_message({"jsonrpc": "2.0", "method": "session/update", "params": p}) for p in batch)
+
+
+async def test_finding_10_an_answer_to_an_editor_that_went_away_logged_task_exception_never_retrieved():
+    # Restart Server while a proposal waited: the prompt's answer was written to a closed pipe, and the
+    # request's task died with ConnectionResetError ("Task exception was never retrieved" in the log)
+    class Gone(Captured):
+        async def drain(self):
+            raise ConnectionResetError("Connection lost")
+
+    release, started = asyncio.Event(), asyncio.Event()
+
+    async def slow(params, ctx):
+        started.set()
+        await release.wait()
+        return {"stopReason": "cancelled"}
+
+    reader = asyncio.StreamReader()
+    out = Gone()
+    conn = Connection(reader, out, requests={"session/prompt": slow})
+    serving = asyncio.ensure_future(conn.serve())
+    send(reader, {"jsonrpc": "2.0", "id": 7, "method": "session/prompt"})
+    await asyncio.wait_for(started.wait(), HANG)
+    [(task, _)] = conn._inflight.values()
+    release.set()
+    await asyncio.wait_for(asyncio.wait([task]), HANG)
+    assert task.exception() is None  # the answer had no one to go to: nothing left unretrieved
+    reader.feed_eof()
+    await asyncio.wait_for(serving, HANG)

@@ -458,7 +458,12 @@ class Connection:
             }
         finally:
             self._inflight.pop(context.id, None)
-        await self.send(response)
+        try:
+            await self.send(response)
+        except (ConnectionError, BrokenPipeError):
+            # the client went away while the request ran (an editor's Restart Server): no one to answer
+            log.debug("the answer to %s was not sent: the connection is gone", context.method)
+            return
         for callback in context._after:
             try:
                 await callback()
