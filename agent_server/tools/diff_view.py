@@ -4,8 +4,9 @@ Role: ``common_prefix`` / ``common_suffix`` (compared a block at a time, in C), 
 (the one span that holds every difference) and ``diff_content``: the ACP ``diff`` tool-call content
 of a change — the whole old and new text when both together are at most ``FULL_DIFF_CHARS``
 characters; else only the changed region with ``CONTEXT_LINES`` lines around it, each side at most
-``REGION_CHARS``, marked ``_meta.agentServer.diff: {partial: true, oldLine, newLine, truncated?}``
-(``oldLine``/``newLine``: the 1-based line of the file where ``oldText``/``newText`` start;
+``REGION_CHARS``, marked ``_meta.agentServer.diff: {partial: true, oldLine, newLine, column?, truncated?}``
+(``oldLine``/``newLine``: the 1-based line of the file where ``oldText``/``newText`` start, ``column``
+the 1-based column there when they start inside a long line;
 docs/protocol.md "Updates during a turn").
 
 Must never: read the whole of a big text more than a few times (no difflib over it), or show a
@@ -119,12 +120,20 @@ def diff_content(path: Path | str, old: str | None, new: str) -> dict[str, Any]:
                 "_meta": {"agentServer": {"diff": meta}}}
     a0, a1, b0, b1 = changed_region(old, new)
     start = _line_start_before(old, a0, CONTEXT_LINES)  # the prefix is common: the same in new
+    column = None
+    if a0 - start > REGION_CHARS // 2:
+        # a long line (a minified file): the region starts in it, before the change, never at the
+        # line's start, which would cut both sides to the same text
+        column = a0 - REGION_CHARS // 4 - old.rfind("\n", 0, a0) - 1
+        start = a0 - REGION_CHARS // 4
     old_end = _line_end_after(old, a1, CONTEXT_LINES)
     tail = old_end - a1  # the suffix is common: as far into new
     old_text, cut_old = _cut(old[start:old_end], REGION_CHARS)
     new_text, cut_new = _cut(new[start:b1 + tail], REGION_CHARS)
     line = old.count("\n", 0, start) + 1
     meta = {"partial": True, "oldLine": line, "newLine": line}
+    if column is not None:
+        meta["column"] = column + 1
     if cut_old or cut_new:
         meta["truncated"] = True
     return {"type": "diff", "path": str(path), "oldText": old_text, "newText": new_text,

@@ -82,3 +82,15 @@ def test_a_one_line_edit_of_a_30_mb_text_is_one_small_hunk_without_difflib_over_
     assert max(compared, default=0) <= 10, compared  # only the changed line's region, never the 2.5 M lines
     assert edits == [{"range": {"start": {"line": 249999, "character": 0}, "end": {"line": 249999, "character": 4}},
                       "newText": "CHANGED"}]
+
+
+def test_finding_18_a_one_line_2_mb_file_showed_the_same_first_256_ki_on_both_sides():
+    # a minified file: the region began at the line's start and both sides were cut to the same text
+    # (the VS Code Changes box said +0 -0)
+    old = "".join(f"var a{i}={i};" for i in range(120_000))
+    new = old.replace("var a60000=60000;", "var a60000=6;")
+    d = diff_content("/w/big.min.js", old, new)
+    assert d["oldText"] != d["newText"]
+    assert "var a60000=60000;" in d["oldText"] and "var a60000=6;" in d["newText"]
+    meta = d["_meta"]["agentServer"]["diff"]
+    assert meta["oldLine"] == 1 and old[meta["column"] - 1:].startswith(d["oldText"][:100])
