@@ -141,9 +141,15 @@ def _money(amount: dict[str, Any]) -> str:
     return f"${figure}" if amount.get("currency") == "USD" else f"{figure} {amount.get('currency')}"
 
 
-def log_command(log: EventLog, name: str, argument: str, outcome: str) -> None:
+def log_command(log: EventLog, name: str, argument: str, outcome: str) -> SessionEvent:
     """Record a command and what it did (``command`` events are never projected)."""
-    log.append("command", {"name": name, "argument": argument, "outcome": outcome})
+    return log.append("command", {"name": name, "argument": argument, "outcome": outcome})
+
+
+def reply_id(event: SessionEvent) -> str:
+    """The ``messageId`` of a command's reply: ``cmd-N``, N the ``seq`` of its ``command`` event, so
+    that two replies sent close together stay two messages and ``session/load`` replays the same id."""
+    return f"cmd-{event.seq}"
 
 
 def change_model(log: EventLog, model: str, default: str | None) -> str:

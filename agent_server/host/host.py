@@ -702,8 +702,9 @@ class SessionHost:
         emit = self.emitter(session.id)
         if not commands.is_known(name):  # never sent to the model: the list of commands answers
             text = commands.unknown_command_text(name)
-            commands.log_command(session.log, name, argument, "unknown command")
-            await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+            event = commands.log_command(session.log, name, argument, "unknown command")
+            await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+                        "messageId": commands.reply_id(event)})
             return {"stopReason": "end_turn"}
         if name == "init":
             commands.log_command(session.log, name, argument, "turn")
@@ -742,8 +743,9 @@ class SessionHost:
                 return {"stopReason": "cancelled"}
         else:
             text = commands.usage_report(session.log.events, session.provider.context_window, self.config.agent)
-        commands.log_command(session.log, name, argument, text)
-        await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        event = commands.log_command(session.log, name, argument, text)
+        await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+                    "messageId": commands.reply_id(event)})
         return {"stopReason": "end_turn"}
 
     def prompt_usage(self, session_id: str) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 from agent_server.agent.recovery import close_open_turn, describe
 from agent_server.agent.step import dropped_calls_text, message_id, retry_notice
 from agent_server.host import paging, takeover
-from agent_server.host.commands import INIT_PROMPT
+from agent_server.host.commands import INIT_PROMPT, reply_id
 from agent_server.checkpoints.recorder import changed_files_meta
 from agent_server.host.errors import HostError
 from agent_server.session.images import ImageMissing
@@ -289,7 +289,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind in ("checkpoint/undo", "checkpoint/redo") and data.get("call_id"):
             restore = event  # shown with its command, as it was live: the command, the call, the answer
         elif kind == "command" and data.get("name") in SHOWN_COMMANDS:
-            yield from _command_turn(data, restore, roots)
+            yield from _command_turn(event, restore, roots)
             restore = None
         elif kind in ("checkpoint/undo", "checkpoint/redo"):  # a log written before the command was shown
             files = "; ".join(f"{_relative(str(f.get('path', '')), roots)}: {f.get('outcome', '')}"
@@ -346,12 +346,13 @@ def _stored_image(block: dict[str, Any], images: Callable[[str], str] | None) ->
     return {"type": "text", "text": f"[image {block.get('mimeType')}, {block.get('bytes')} bytes: no longer stored]"}
 
 
-def _command_turn(data: dict[str, Any], restore: SessionEvent | None,
+def _command_turn(command: SessionEvent, restore: SessionEvent | None,
                   roots: Sequence[str]) -> Iterator[dict[str, Any]]:
     """A ``/undo``, ``/redo`` or ``/checkpoints`` as it was shown live: the user's command, the
     restore's tool call (finished, with each file's outcome), the text the user was answered."""
     from agent_server.host.undo import restore_call, restore_content, restore_meta, restore_summary
 
+    data = command.data
     typed = f"/{data.get('name')}" + (f" {data['argument']}" if data.get("argument") else "")
     yield {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}}
     if restore is not None:
@@ -362,7 +363,7 @@ def _command_turn(data: dict[str, Any], restore: SessionEvent | None,
         done = restore.data.get("done") if isinstance(restore.data.get("done"), bool) else None
         yield {**call, "status": "completed", "content": restore_content(restore_summary(files, list(roots))),
                "_meta": restore_meta(which, turn, files, done)}
-    yield _chunk("agent_message_chunk", str(data.get("outcome", "")))
+    yield _chunk("agent_message_chunk", str(data.get("outcome", "")), reply_id(command))
 
 
 def _notice_for_user(data: dict[str, Any]) -> str | None:

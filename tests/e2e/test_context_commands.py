@@ -1,10 +1,12 @@
 """End to end: slash commands, project instructions (AGENTS.md) and session titles (issue 7)."""
 
+import asyncio
 import json
 
 
 from agent_server.offline import text_stream, tool_call_stream
-from agent_server.host.commands import INIT_PROMPT
+from agent_server.host.commands import INIT_PROMPT, unknown_command_text
+from agent_server.host.lifecycle import history_updates
 from agent_server.session import read_events
 
 
@@ -130,3 +132,32 @@ async def test_session_list_matches_the_folder_not_the_spelling(acp_harness_fact
     for spelling in (str(workspace), str(workspace) + "/", str(workspace) + "/."):
         listed = await h.request("session/list", {"cwd": spelling})
         assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+
+
+async def test_two_slash_command_replies_sent_close_together_were_joined_into_one_chunk(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    # A command's reply carried no messageId, so the server's chunk batching joined two replies sent
+    # within its window (commands typed while an answer streamed) into one text no client could
+    # split again ("…# optional: profile, context_window, priceUnknown command /bogus…").
+    endpoint.push(text_stream("word " * 200, chunk_size=5, delay=0.01))
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    turn = h.start_prompt(sid, "a long answer")
+    await h.wait_for_update("agent_message_chunk", session_id=sid)  # the answer streams
+    answers = await asyncio.gather(h.prompt(sid, "/checkpoints"), h.prompt(sid, "/bogus"))
+    assert [a.stop_reason for a in answers] == ["end_turn", "end_turn"]
+    await turn
+    logged = [e for e in events(agent_state_dir, sid) if e.type == "command"]
+    replies = {e.seq: (unknown_command_text("bogus") if e.data["name"] == "bogus" else e.data["outcome"])
+               for e in logged}
+    assert len(replies) == 2
+    chunks = h.updates(sid, "agent_message_chunk")
+    for seq, text in replies.items():
+        carrying = [c for c in chunks if c.get("messageId") == f"cmd-{seq}"]
+        assert [c["content"]["text"] for c in carrying] == [text], f"the reply of command {seq} was not one chunk of its own"
+    assert all(c.get("messageId", "").startswith("msg-") for c in chunks
+               if c["content"]["text"] not in replies.values() and not c.get("_meta"))  # the answer's own
+    # session/load replays each reply with the same messageId
+    replay = history_updates(events(agent_state_dir, sid), [str(workspace)])
+    replayed = {u["content"]["text"]: u.get("messageId") for u in replay if u["sessionUpdate"] == "agent_message_chunk"}
+    shown = [e.seq for e in logged if e.data["name"] == "checkpoints"]  # /bogus is not shown again
+    assert [replayed.get(replies[seq]) for seq in shown] == [f"cmd-{seq}" for seq in shown]

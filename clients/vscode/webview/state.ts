@@ -384,7 +384,23 @@ function appendMessage(s: ChatState, type: "agent" | "thought", text: string, me
   s.streamingMessage = item.id;
 }
 
+/** A slash command's answer (the server's `messageId` `cmd-N`, docs/protocol.md): a block of its own,
+ * drawn as a command's answer, that neither ends nor joins the message streaming meanwhile. */
+function appendCommandAnswer(s: ChatState, text: string, messageId: string): void {
+  const key = `${s.currentSession ?? ""}/${messageId}`;
+  const item = s.items.find((i) => i.type === "agent" && i.messageId === key);
+  if (item) {
+    (item as { text: string }).text += text;
+    item.rev++;
+    return;
+  }
+  const openText = s.openText;
+  push(s, { type: "agent", text, command: true, messageId: key });
+  s.openText = openText;
+}
+
 function appendText(s: ChatState, type: "agent" | "thought" | "user", text: string, messageId?: string): void {
+  if (type === "agent" && messageId?.startsWith("cmd-")) return appendCommandAnswer(s, text, messageId);
   if (type !== "user" && messageId !== undefined) return appendMessage(s, type, text, messageId);
   const last = s.items[tail(s) - 1];
   if (last && last.type === type && last.id === s.openText && (last.type === "user" || last.messageId === undefined)) {

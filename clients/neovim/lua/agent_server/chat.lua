@@ -488,9 +488,12 @@ local function on_update(u, session_id)
     if meta.notice or meta.retry or meta.compaction then
       return note(u.content and u.content.text)
     end
-    if u.messageId == nil and next(S.answering) ~= nil and type(u.content) == "table"
+    local command_answer = u.messageId == nil
+      or (type(u.messageId) == "string" and u.messageId:sub(1, 4) == "cmd-")
+    if command_answer and next(S.answering) ~= nil and type(u.content) == "table"
         and type(u.content.text) == "string" then
-      -- a command's answer (the model's text carries its step's `messageId`): drawn with its command
+      -- a command's answer (`cmd-N`, or none from an older server; the model's text carries its
+      -- step's `messageId`): drawn with its command
       S.command_text[#S.command_text + 1] = u.content.text
       return
     end

@@ -199,6 +199,30 @@ describe("the chat fold", () => {
     expect(s.items.some((i) => isStreaming(s, i))).toBe(false);
   });
 
+  it("two slash command answers sent close together were joined into one block: each cmd-N answer is its own command block", () => {
+    const chunk = (t: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(messageId ? { messageId } : {}) } });
+    const s = run([
+      { kind: "session", sessionId: "s1" },
+      { kind: "user", text: "count" },
+      { kind: "turn-start", text: "count" },
+      chunk("word0 wor", "msg-7"),
+      { kind: "user", text: "/model" },
+      { kind: "turn-start", text: "/model" },
+      { kind: "user", text: "/bogus" },
+      { kind: "turn-start", text: "/bogus" },
+      chunk("The model is m.\n[[models]]\nid = \"x\"", "cmd-9"),
+      chunk("Unknown command /bogus. The commands are:\n  /mode", "cmd-10"),
+      chunk("d1", "msg-7"),
+      { kind: "turn-end", text: "/model", stopReason: "end_turn" },
+      { kind: "turn-end", text: "/bogus", stopReason: "end_turn" },
+    ]);
+    const agent = s.items.filter((i) => i.type === "agent") as { text: string; command?: boolean }[];
+    expect(agent.map((i) => [i.text, !!i.command])).toEqual([
+      ["word0 word1", false], ["The model is m.\n[[models]]\nid = \"x\"", true], ["Unknown command /bogus. The commands are:\n  /mode", true],
+    ]);
+    expect(isStreaming(s, s.items.find((i) => i.type === "agent")!)).toBe(true); // the answer goes on streaming
+  });
+
   it("an agent that interleaves text and tool calls in one message: the text after a card goes below it, in reading order", () => {
     const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, messageId: "m1" } });
     const s = run([
