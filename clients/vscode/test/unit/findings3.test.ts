@@ -1,67 +1,21 @@
 // The VS Code findings of the third newcomer (NEWCOMER3-FINDINGS.md), each named after the finding:
 // the whole extension (activate) with its panel in a fake webview and a scripted ACP agent as the server,
 // what the webview is sent folded as the webview folds it.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { StubDocument, Uri, commands, files, resetStub, window, workspace } from "../stub/vscode";
-import { activate, deactivate } from "../../src/extension";
+import { deactivate } from "../../src/extension";
 import { sha256 } from "../../src/proposalModel";
-import type { ChatEvent, HostToWebview } from "../../src/protocol";
+import type { ChatEvent } from "../../src/protocol";
 import { type ChatState, type Item, fold, initialState, turnChanges } from "../../webview/state";
+import { memento, openPanel } from "./panelHarness";
 
-const AGENT = fileURLToPath(new URL("../fixtures/scripted-agent.mjs", import.meta.url));
-
+beforeEach(() => memento.clear());
 beforeEach(() => resetStub());
 afterEach(async () => {
   await deactivate();
 });
-
-const memento = (() => {
-  const values = new Map<string, unknown>();
-  return { get: (k: string) => values.get(k), update: async (k: string, v: unknown) => void (v === undefined ? values.delete(k) : values.set(k, v)), keys: () => [...values.keys()], clear: () => values.clear() };
-})();
-beforeEach(() => memento.clear());
-
-async function openPanel(script: object) {
-  const log = join(mkdtempSync(join(tmpdir(), "findings3-")), "methods.log");
-  workspace.settings = { path: process.execPath, args: [AGENT, JSON.stringify({ ...script, log })] };
-  workspace.workspaceFolders = [{ uri: Uri.file(process.cwd()) }];
-  const context = {
-    subscriptions: [] as unknown[],
-    extensionUri: Uri.file("/extension"),
-    secrets: { get: async () => undefined, onDidChange: () => ({ dispose() {} }), store: async () => {}, delete: async () => {} },
-    workspaceState: memento,
-  };
-  await activate(context as never);
-  const provider = window.providers.get("agentServer.panel") as { resolveWebviewView(v: unknown): void };
-  const sent: ChatEvent[] = [];
-  let receive: (m: unknown) => void = () => {};
-  provider.resolveWebviewView({
-    webview: {
-      options: {},
-      html: "",
-      cspSource: "vscode-resource:",
-      asWebviewUri: (u: Uri) => u,
-      onDidReceiveMessage: (f: (m: unknown) => void) => ((receive = f), { dispose() {} }),
-      postMessage: async (m: HostToWebview) => (sent.push(...m.events), true),
-    },
-    onDidDispose: () => ({ dispose() {} }),
-    show() {},
-  });
-  receive({ type: "ready" });
-  const state = (): ChatState => sent.reduce(fold, initialState());
-  const until = async (what: string, ok: (s: ChatState) => boolean) => {
-    const deadline = Date.now() + 15_000;
-    while (!ok(state())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(state().items)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  return { send: (m: unknown) => receive(m), until, state, sent };
-}
 
 const proposalOf = (s: ChatState) => s.items.find((i): i is Extract<Item, { type: "proposal" }> => i.type === "proposal");
 
