@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -115,6 +116,15 @@ class EventLog:
         self._unsynced: tuple[int, int] | None = None
         """``(bytes, events)`` before the first durable event written but not yet ``fsync``\\ed
         (``append(…, sync_later=True)``), or ``None``: what a failed ``fsync`` is cut back to."""
+        self._cut: tuple[tuple[int, int], LogWriteError] | None = None
+        """The pending token a failure cut off before its ``sync`` was settled, with that failure:
+        its ``synced`` raises it, whatever its own ``fsync`` returned."""
+        self._fsync_lock = threading.Lock()
+        """Orders the worker's ``sync`` and a durable append's ``fsync`` (see ``_sync_error``)."""
+        self._sync_error: OSError | None = None
+        """A ``sync`` that failed and was not settled yet: Linux reports a failed write-back to one
+        ``fsync`` of a file, and the next one returns 0 without the pages it lost — a durable
+        append's ``fsync`` made after it proves nothing and is refused with it."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -286,7 +296,10 @@ class EventLog:
             self._write(line)
             if durable or (durable is None and type in DURABLE_TYPES):
                 if not sync_later:
-                    os.fsync(self._file.fileno())
+                    with self._fsync_lock:
+                        os.fsync(self._file.fileno())
+                        if self._sync_error is not None:
+                            raise self._sync_error
                     self._unsynced = None
                 elif self._unsynced is None:
                     self._unsynced = (self._size, len(self._events))
@@ -303,15 +316,27 @@ class EventLog:
         return self._unsynced
 
     def sync(self) -> None:
-        """``fsync`` the file, from any thread (blocking); changes nothing here. Raises ``OSError``."""
-        os.fsync(self._file.fileno())
+        """``fsync`` the file, from any thread (blocking); changes nothing here but what a failure
+        tells the durable appends made until ``synced`` (they are refused). Raises ``OSError``."""
+        with self._fsync_lock:
+            try:
+                os.fsync(self._file.fileno())
+            except OSError as exc:
+                self._sync_error = exc
+                raise
 
     def synced(self, token: tuple[int, int], error: OSError | None = None) -> None:
         """On the log's own thread, after ``sync`` of ``token`` (``unsynced`` before it): the events
         it covered are durable — or, with ``error``, they are cut off as a failed append's are
         (the file cut back, the events from the first unsynced one on dropped from memory, appends
-        refused until ``recover()``) and ``LogWriteError`` is raised. Nothing when a later ``fsync``
-        covered ``token`` already (or the log is closed)."""
+        refused until ``recover()``) and ``LogWriteError`` is raised. Raises the failure that cut
+        ``token``'s events off meanwhile (another append's: whatever ``sync`` returned, they are not
+        in the log). Nothing when a durable append's ``fsync`` made before ``sync``'s covered
+        ``token`` already (or the log is closed)."""
+        self._sync_error = None
+        if self._cut is not None and self._cut[0] is token:
+            failure, self._cut = self._cut[1], None
+            raise failure
         if self._unsynced is not token or self._file.closed:
             return
         if error is None:
@@ -324,7 +349,9 @@ class EventLog:
         events in memory — those from the first unsynced durable one on are dropped first."""
         self.failed = LogWriteError(self.path, exc)
         pending, self._unsynced = self._unsynced, None
+        self._sync_error = None
         if pending is not None:
+            self._cut = (pending, self.failed)  # its settle raises this, whatever its fsync returned
             self._size, count = pending
             dropped = self._events[count:]
             self._events = self._events[:count]  # a new list: earlier snapshots (``events``) stay as they were

@@ -221,3 +221,51 @@ async def test_a_turn_cancelled_while_its_request_waited_for_the_user_events_fsy
     assert len(rebuilt) == 3 and [rebuilt[0], rebuilt[2]] == [r.body for r in endpoint.requests]
     await client.aclose()
     log.close()
+
+
+async def test_a_user_event_cut_off_by_another_appends_failure_while_its_fsync_ran_still_reached_the_model(
+        tmp_path, endpoint, monkeypatch):
+    """While the ``user`` event's ``fsync`` ran in its worker and the request waited for it, a prompt
+    sent meanwhile was logged (``inbox/queued``) and that append failed (here its ``fsync``; a full
+    disk fails its write the same way): the log cut itself back to before the unsynced ``user``
+    event. The worker's ``fsync`` then returned 0, the settle found nothing pending and let the
+    request's last byte go: the model answered a prompt the log no longer held. The request never
+    completes, the turn ends ``STORAGE``, and the next prompt goes on with every request replayed."""
+    from agent_server.agent import session as agent_session
+
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("never sent"))
+    endpoint.push(text_stream("after the disk came back"))
+    before = [e.type for e in log.events]
+    loop_thread = threading.get_ident()
+    release = threading.Event()
+    real_fsync, original_run = os.fsync, agent_session.DurableSync._run
+    failed = []
+
+    def fsync(fd):
+        if fd == log._file.fileno() and not failed and threading.get_ident() == loop_thread:
+            failed.append(fd)  # the queued prompt's append
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    def run(self):  # the worker, until the queued prompt's append failed; its own fsync succeeds
+        release.wait(timeout=HANG)
+        original_run(self)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(agent_session.DurableSync, "_run", run)
+    turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "lost"}]))
+    await asyncio.wait_for(client.waiting.wait(), HANG)
+    queued = await session.prompt([{"type": "text", "text": "meanwhile"}])
+    assert queued.exit == "error" and queued.error["code"] == "STORAGE"
+    release.set()
+    outcome = await turn
+    assert outcome.exit == "error" and outcome.error["code"] == "STORAGE"
+    assert len(endpoint.requests) == 1  # the first turn's only: the cut prompt never reached the model
+    assert [e.type for e in log.events] == [*before, "turn/start"]
+    outcome = await session.prompt([{"type": "text", "text": "again"}])
+    assert outcome.exit == "end_turn"
+    assert len(endpoint.requests) == 2 and b'"lost"' not in endpoint.requests[1].body
+    assert_log_explains_every_request(log, endpoint)
+    await client.aclose()
+    log.close()

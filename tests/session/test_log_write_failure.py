@@ -8,6 +8,7 @@ Each case runs in a child process, so the file-size limit binds no one else; no 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -103,4 +104,46 @@ def test_a_failed_deferred_fsync_cuts_off_its_event_and_those_written_after_it(t
     log.append("turn/end", {"turn": 3, "exit": "end_turn"})  # durable: its fsync covers the user event
     log.synced(token, OSError(errno.EIO, "late"))
     assert log.failed is None and log.latest("user").data["content"] == "z"
+    log.close()
+
+
+def test_a_durable_append_after_a_failed_deferred_fsync_vouched_for_the_user_event_its_fsync_could_not_see(
+        tmp_path, monkeypatch):
+    """Linux reports a failed write-back once per open file (``fsync``: ``EIO``), and the next
+    ``fsync`` of that file returns 0 although the pages it lost are not on disk (PostgreSQL's
+    "fsyncgate", 2018). The worker's ``fsync`` of a ``user`` event failed; before the loop heard of
+    it, a durable append (an ``inbox/queued``: a prompt sent meanwhile) ``fsync``\\ed on the loop,
+    got 0 and took the ``user`` event as covered: the worker's error was dropped and the event
+    whose ``fsync`` failed stayed, as if on disk. A durable append ``fsync``\\ed after a deferred
+    ``fsync`` failed is refused as that one is: both are cut off."""
+    import errno
+
+    import pytest
+
+    from agent_server.session import EventLog, LogWriteError, read_events
+
+    path = tmp_path / "events.jsonl"
+    log = EventLog.create(path, {"cwd": "/"})
+    log.append("turn/start", {"turn": 1})
+    size, kept = path.stat().st_size, [e.type for e in log.events]
+    log.append("user", {"turn": 1, "content": "x"}, sync_later=True)
+    token = log.unsynced
+    real_fsync = os.fsync
+    reported = []
+
+    def fsync(fd):  # the kernel's way: the write-back error is reported to the first fsync only
+        real_fsync(fd)
+        if not reported:
+            reported.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError) as failed:
+        log.sync()  # the worker thread's
+    with pytest.raises(LogWriteError):
+        log.append("inbox/queued", {"content": "meanwhile", "blocks": []})  # its fsync returns 0
+    with pytest.raises(LogWriteError):
+        log.synced(token, failed.value)  # the loop hears of the worker's error
+    assert [e.type for e in log.events] == kept == [e.type for e in read_events(path)]
+    assert path.stat().st_size == size and log.latest("user") is None
     log.close()
