@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -152,32 +153,12 @@ class Checkpoints:
                           max_file_bytes=self.max_file_bytes, memo=self.shadow_memo)
 
     def shell(self, tool: Any) -> Any:
-        """``tool`` (the ``bash`` tool) with a snapshot of the working tree before and after each call."""
-        checkpoints = self
-        base = type(tool)
-
-        class SnapshottingShell(base):  # type: ignore[misc, valid-type]
-            async def execute(self, args: Any, ctx: Any) -> Any:
-                repo = checkpoints.shadow()
-                if repo is None:
-                    await checkpoints._say_capture_off()
-                started = time.time_ns()
-                before = await checkpoints._snapshot(repo)
-                record = checkpoints.record_path if before is not None else None
-                token = SHELL_RECORD.set(str(record)) if record is not None else None
-                try:
-                    if record is not None:
-                        record.unlink(missing_ok=True)
-                    return await super().execute(args, ctx)
-                finally:
-                    if token is not None:
-                        SHELL_RECORD.reset(token)
-                    if before is not None:
-                        await asyncio.shield(checkpoints._after_shell(repo, before, started))
-
-        SnapshottingShell.__name__ = SnapshottingShell.__qualname__ = base.__name__
-        wrapped = SnapshottingShell.__new__(SnapshottingShell)
+        """``tool`` (the ``bash`` tool) with a snapshot of the working tree before and after each call
+        (an instance of ``_snapshotting(type(tool))``, one class for every session: a class made per
+        session was kept for ever by the tools' class-keyed schema cache, and this session with it)."""
+        wrapped = _snapshotting(type(tool)).__new__(_snapshotting(type(tool)))
         wrapped.__dict__.update(tool.__dict__)
+        wrapped._checkpoints = self
         return wrapped
 
     async def _say_capture_off(self) -> None:
@@ -531,3 +512,34 @@ def collect_blobs(store: Any) -> int:
             except OSError:
                 return 0  # cannot tell what is referenced: remove nothing
     return BlobStore(root.parent / "blobs").collect(keep)
+
+
+@functools.cache
+def _snapshotting(base: type) -> type:
+    """The ``bash`` tool class ``base`` whose calls are snapshotted by the instance's
+    ``_checkpoints`` (``Checkpoints.shell``), named as ``base``."""
+
+    class SnapshottingShell(base):  # type: ignore[misc, valid-type]
+        _checkpoints: Checkpoints
+
+        async def execute(self, args: Any, ctx: Any) -> Any:
+            checkpoints = self._checkpoints
+            repo = checkpoints.shadow()
+            if repo is None:
+                await checkpoints._say_capture_off()
+            started = time.time_ns()
+            before = await checkpoints._snapshot(repo)
+            record = checkpoints.record_path if before is not None else None
+            token = SHELL_RECORD.set(str(record)) if record is not None else None
+            try:
+                if record is not None:
+                    record.unlink(missing_ok=True)
+                return await super().execute(args, ctx)
+            finally:
+                if token is not None:
+                    SHELL_RECORD.reset(token)
+                if before is not None:
+                    await asyncio.shield(checkpoints._after_shell(repo, before, started))
+
+    SnapshottingShell.__name__ = SnapshottingShell.__qualname__ = base.__name__
+    return SnapshottingShell

@@ -355,3 +355,32 @@ async def test_the_first_prompt_after_a_load_made_its_request_header_three_times
     assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
     last = json.loads(sent[-1])["messages"]
     assert any("read-only" in str(m.get("content")) for m in last[2:]), last  # the switch, told in a note
+
+
+async def test_a_closed_session_stayed_in_memory_with_its_whole_log_for_as_long_as_the_server_ran(tmp_path):
+    """Each live session wrapped its ``bash`` tool in a class of its own (``Checkpoints.shell``),
+    whose schema the tools' class-keyed cache kept for ever — and with it, through the class's
+    method, the session's checkpoints and its whole log (a loaded 100k-event log: ~30 MB more for
+    every session a server ever opened). Class objects are cycles, so a load's ``gc.freeze`` of
+    another session also made them permanent. After ``session/close`` (another session loaded
+    meanwhile) and a full collection, nothing of the closed session is left."""
+    import gc
+    import weakref
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, a, 2, 200)
+        other_store, other, other_workspace = await _served_session(endpoint, b, 1, 200)
+        server, loader = AcpServer(_config(endpoint.base_url), store), AcpServer(_config(endpoint.base_url), other_store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            closed = weakref.ref(server.host.sessions[sid].log)
+            await answered(loader, "session/load", {"sessionId": other, "cwd": str(other_workspace), "mcpServers": []}, 9)
+            await answered(server, "session/close", {"sessionId": sid}, 10)
+            gc.collect()
+            assert closed() is None, [type(r).__name__ for r in gc.get_referrers(closed())]
+        finally:
+            await server.aclose()
+            await loader.aclose()
