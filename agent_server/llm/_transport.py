@@ -13,7 +13,22 @@ client and marks a missing ``sniffio`` as missing. What each saves: bench/README
 Must never: weaken TLS — an ``https://`` endpoint always gets httpx's verified context, and a
 connection opened ahead is handshaken with that context and the URL's host name —, open a TLS
 connection on the plain-http path, open a connection ahead around a proxy, or send anything on a
-connection opened ahead before a request takes it.
+connection opened ahead before a request takes it; send a request again after any byte of its
+answer arrived, or with other bytes than the first time, or more than once.
+
+Keep-alive: a connection the pool keeps lives ``KEEPALIVE_EXPIRY`` (300 s; httpcore's default is
+5 s, so nearly every prompt a person types after reading an answer opened a new connection and TLS
+handshake) — under the 400 s Cloudflare (in front of most hosted providers) keeps an idle HTTP/1.1
+client connection, so our side lets go first; a server that keeps it less (nginx 75 s, AWS ALB 60 s)
+closes it, which the pool sees before reusing it. Every connection gets TCP keep-alive probes
+(``_tune``: after 15 s idle as Go's dialer, then every 5 s, 3 lost → dead) that keep a NAT's or
+firewall's state for it and find a dead one while it is idle, and ``TCP_USER_TIMEOUT`` (30 s) that
+fails a request written into a connection a firewall silently black-holes instead of waiting for
+the stream's idle timeout. ``EndpointPool``: a request that fails on a reused connection (or one
+opened ahead) before any byte of its answer arrived — the connection was dead before it was
+used — is sent again, once, byte for byte, on a fresh connection (what browsers do for a stale
+keep-alive connection); a failure after the first answer byte, or on a fresh connection, is the
+caller's.
 
 Details: ``httpx._main`` pulls in click, pygments and rich when they happen to be installed, for a
 CLI this server never runs; httpx falls back to its own stub ``main``. httpcore runs ``import
@@ -32,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import ipaddress
+import logging
 import socket
 import sys
 import time
@@ -54,8 +70,80 @@ except (ImportError, AttributeError):  # pragma: no cover — another h11
     _H11Headers = None
 
 
+log = logging.getLogger(__name__)
+
 _HOLDING: contextvars.ContextVar["SocketStream | None"] = contextvars.ContextVar("_HOLDING", default=None)
 """The ``SocketStream`` that last kept bytes unsent in this task (``HeldBody`` sends them before it waits)."""
+
+KEEPALIVE_EXPIRY = 300.0
+"""Seconds an idle connection (or one opened ahead) is kept for the next request (module docstring)."""
+TCP_KEEPALIVE = (15, 5, 3)
+"""TCP keep-alive on every connection: probes after 15 s idle, then every 5 s; 3 unanswered → dead."""
+TCP_USER_TIMEOUT_MS = 30_000
+"""How long written bytes may stay unacknowledged before the kernel gives the connection up."""
+
+
+def _tune(sock: socket.socket | None) -> None:
+    """TCP keep-alive and ``TCP_USER_TIMEOUT`` on ``sock`` (where the platform has them; an
+    option it refuses is left as it was)."""
+    if sock is None:
+        return
+    idle, interval, count = TCP_KEEPALIVE
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPALIVE", idle), ("TCP_KEEPINTVL", interval),
+                        ("TCP_KEEPCNT", count), ("TCP_USER_TIMEOUT", TCP_USER_TIMEOUT_MS)):
+        if hasattr(socket, name):  # (TCP_KEEPALIVE: macOS's name for the idle time)
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, name, value in options:
+        try:
+            sock.setsockopt(level, name, value)
+        except OSError:
+            pass
+
+
+class _Attempt:
+    """One try of a request on one connection, as the network stream it went out on saw it:
+    ``reused`` (the connection had carried a request before, or was opened ahead of it) and
+    ``answered`` (a byte came back); ``fresh``: this try must not take a kept connection."""
+
+    __slots__ = ("stream", "reused", "answered", "fresh")
+
+    def __init__(self, fresh: bool = False) -> None:
+        self.stream: Any = None
+        self.reused = False
+        self.answered = False
+        self.fresh = fresh
+
+    def stale(self) -> bool:
+        """Whether the try failed on a connection that was dead before it was used: a reused
+        one that gave no byte of an answer."""
+        return self.stream is not None and self.reused and not self.answered
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("_ATTEMPT", default=None)
+"""The try ``EndpointPool`` is making in this task (read by the streams its request goes out on)."""
+
+
+class _Tracks:
+    """What a network stream tells the try using it (``_Attempt``): whether it carried a request
+    before, whether the current one got a byte back."""
+
+    _reused = False
+    _attempt: _Attempt | None = None
+
+    def _begin(self) -> None:
+        """A write: the first of a request marks the try as made on this stream."""
+        attempt = _ATTEMPT.get()
+        if attempt is not None and attempt.stream is None:
+            attempt.stream, attempt.reused = self, self._reused
+            self._reused = True
+            self._attempt = attempt
+
+    def _answered(self) -> None:
+        attempt = self._attempt
+        if attempt is not None:
+            attempt.answered = True
+            self._attempt = None
 
 
 class HeldBody(httpx.AsyncByteStream):
@@ -64,12 +152,15 @@ class HeldBody(httpx.AsyncByteStream):
     first) — is done, then ``ready`` is awaited (once), then the last byte is written. If ``ready``
     raises, its exception leaves as it is: httpcore closes a connection whose request was not
     written whole (never back to the pool), so the endpoint never has a complete request. Sent with
-    the request's own head (its ``Content-Length``): the head a request without ``ready`` gets."""
+    the request's own head (its ``Content-Length``): the head a request without ``ready`` gets.
+    Iterated again (the request sent again on a fresh connection), the same bytes, ``ready`` not
+    awaited twice."""
 
     def __init__(self, body: bytes, ready: Awaitable[Any], write_timeout: float | None) -> None:
         self._body = body
         self._ready = ready
         self._write_timeout = write_timeout
+        self._settled = False
         self.failed: BaseException | None = None  # what ``ready`` raised (never mapped to a network error)
 
     async def __aiter__(self) -> Any:
@@ -79,15 +170,17 @@ class HeldBody(httpx.AsyncByteStream):
         stream = _HOLDING.get()
         if stream is not None and stream._unsent:
             await stream.send_kept(self._write_timeout)
-        try:
-            await self._ready
-        except BaseException as exc:
-            self.failed = exc
-            raise
+        if not self._settled:  # sent again (``EndpointPool``): ``ready`` finished the first time
+            try:
+                await self._ready
+            except BaseException as exc:
+                self.failed = exc
+                raise
+            self._settled = True
         yield body[-1:]
 
 
-class SocketStream(httpcore.AsyncNetworkStream):
+class SocketStream(_Tracks, httpcore.AsyncNetworkStream):
     """One connected, non-blocking TCP socket as httpcore's network stream.
 
     ``write`` keeps what it is given; the first ``read`` after writes sends it all
@@ -100,13 +193,15 @@ class SocketStream(httpcore.AsyncNetworkStream):
     which httpx maps to its own as for any backend.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, *, reused: bool = False) -> None:
         self._sock = sock
         self._loop = asyncio.get_running_loop()
         self._unsent: list[bytes] = []
+        self._reused = reused  # opened ahead: it waited, as a kept connection does
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if buffer:
+            self._begin()
             if not self._unsent:
                 _HOLDING.set(self)
             self._unsent.append(bytes(buffer))
@@ -140,14 +235,21 @@ class SocketStream(httpcore.AsyncNetworkStream):
             except OSError:
                 pass  # as httpcore's own write error: read what the server answered before it closed
         try:
-            return self._sock.recv(max_bytes)
+            data = self._sock.recv(max_bytes)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
             raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
+        else:
+            if data:
+                self._answered()
+            return data
         try:
             async with asyncio.timeout(timeout):
-                return await self._loop.sock_recv(self._sock, max_bytes)
+                data = await self._loop.sock_recv(self._sock, max_bytes)
+            if data:
+                self._answered()
+            return data
         except TimeoutError:
             raise httpcore.ReadTimeout("timed out reading the response") from None
         except OSError as exc:
@@ -175,6 +277,36 @@ class SocketStream(httpcore.AsyncNetworkStream):
         return None
 
 
+class _Tracked(_Tracks, httpcore.AsyncNetworkStream):
+    """Another backend's stream (anyio's: a host name, TLS) as it is, telling the try using it
+    what ``SocketStream`` tells (``_Tracks``); its TLS stream is tracked the same way."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream, *, reused: bool = False) -> None:
+        self._stream = stream
+        self._reused = reused
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self._stream.read(max_bytes, timeout)
+        if data:
+            self._answered()
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._begin()
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        return _Tracked(await self._stream.start_tls(ssl_context, server_hostname, timeout), reused=self._reused)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
 class _Handshaken(httpcore.AsyncNetworkStream):
     """A spare connection whose TLS handshake is done, as ``connect_tcp`` hands it to the pool:
     httpcore's ``start_tls`` (its next call) gets the TLS stream when it asks for the context and
@@ -187,10 +319,10 @@ class _Handshaken(httpcore.AsyncNetworkStream):
     async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:
         if ssl_context is self._context and server_hostname == self._name:
-            return self._tls
+            return _Tracked(self._tls, reused=True)  # opened ahead: it waited, as a kept connection does
         await self._tls.aclose()
         plain = await self._reconnect(timeout)
-        return await plain.start_tls(ssl_context, server_hostname, timeout)
+        return _Tracked(await plain.start_tls(ssl_context, server_hostname, timeout))
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return await self._tls.read(max_bytes, timeout)
@@ -222,7 +354,7 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
     the handshake, which makes the socket readable: the watch reads them; a close, or any byte an
     HTTP/1.1 server sends before a request, drops the spare)."""
 
-    def __init__(self, spare_expiry: float | None = 5.0, *, sockets: bool = True) -> None:
+    def __init__(self, spare_expiry: float | None = KEEPALIVE_EXPIRY, *, sockets: bool = True) -> None:
         self._names = httpcore.AnyIOBackend()
         self._sockets = sockets
         self._spare_expiry = spare_expiry
@@ -249,6 +381,7 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
         except BaseException:
             sock.close()
             raise
+        _tune(sock)
         return sock
 
     async def open_spare(self, host: str, port: int, timeout: float | None = None,
@@ -269,6 +402,7 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
                 spare = sock
             else:
                 spare = await self._names.connect_tcp(host, port, timeout)
+                _tune(spare.get_extra_info("socket"))
                 if tls is not None:
                     plain = spare
                     try:
@@ -361,15 +495,19 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
                           socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        if not local_address and not socket_options and (host, port) in self._spares:
+        attempt = _ATTEMPT.get()
+        if (not local_address and not socket_options and (host, port) in self._spares
+                and not (attempt is not None and attempt.fresh)):
             spare = await self._take_spare(host, port)
             if isinstance(spare, socket.socket):
-                return SocketStream(spare)
+                return SocketStream(spare, reused=True)
             if spare is not None:
-                return spare
+                return spare if isinstance(spare, _Handshaken) else _Tracked(spare, reused=True)
         sock = self._socket(host)
         if sock is None:
-            return await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
+            stream = await self._names.connect_tcp(host, port, timeout, local_address, socket_options)
+            _tune(stream.get_extra_info("socket"))
+            return _Tracked(stream)
         try:
             for option in socket_options or ():
                 sock.setsockopt(*option)
@@ -416,7 +554,7 @@ class ValidatingPool(httpcore.AsyncConnectionPool):
         self._validated(headers)
 
     def _validated(self, headers: Any) -> Any:
-        if _H11Headers is None or not headers:
+        if _H11Headers is None or not headers or isinstance(headers, _H11Headers):  # (validated: sent again)
             return headers
         name, value = headers[-1]
         if name.lower() != b"content-length" or not value.isdigit() or len(value) > 20:
@@ -433,7 +571,51 @@ class ValidatingPool(httpcore.AsyncConnectionPool):
         return _H11Headers([*self._head[1], (name, b"content-length", value)])
 
 
-_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's defaults
+_STALE_ERRORS = (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError)
+"""How a request written into a dead connection fails (reset, broken pipe, closed unanswered,
+``TCP_USER_TIMEOUT``); a timeout is not one of them (the server may be slow, not gone)."""
+
+
+class EndpointPool(ValidatingPool):
+    """``ValidatingPool`` that sends a request again, once, when its try failed on a connection
+    that was dead before it was used: a reused connection (or one opened ahead) that failed it
+    (``_STALE_ERRORS``) before any byte of an answer came back. The same ``httpcore.Request`` is
+    sent — its head and body, the same bytes (a ``HeldBody``'s ``ready`` is not awaited again; a
+    ``ready`` that failed is never sent again) — on a new connection: the other idle connections
+    to that origin are closed first (they waited as long as the dead one) and none opened ahead is
+    taken. ``resent`` counts these. A try that got a byte of its answer, failed another way, or was
+    made on a fresh connection fails as it did."""
+
+    resent = 0
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        attempt = _Attempt()
+        token = _ATTEMPT.set(attempt)
+        try:
+            try:
+                return await super().handle_async_request(request)
+            except _STALE_ERRORS:
+                if not attempt.stale() or getattr(request.stream, "failed", None) is not None:
+                    raise
+            log.info("the connection to %s was dead before it was used: the request is sent again on a new one",
+                     request.url.host.decode("ascii", "replace"))
+            self.resent += 1
+            _ATTEMPT.set(_Attempt(fresh=True))
+            await self._close_idle(request.url.origin)
+            return await super().handle_async_request(request)
+        finally:
+            _ATTEMPT.reset(token)
+
+    async def _close_idle(self, origin: httpcore.URL | Any) -> None:
+        with self._optional_thread_lock:
+            idle = [c for c in self._connections if c.is_idle() and c.can_handle_request(origin)]
+            for connection in idle:
+                self._connections.remove(connection)
+        await self._close_connections(idle)
+
+
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,  # httpx's defaults
+                       keepalive_expiry=KEEPALIVE_EXPIRY)
 
 
 class EndpointTransport(httpx.AsyncHTTPTransport):
@@ -445,7 +627,7 @@ class EndpointTransport(httpx.AsyncHTTPTransport):
         # not super().__init__(): the context is given (none for plain http: that is what loads the CA bundle)
         self._ssl_context = ssl_context
         self.backend = SocketBackend(limits.keepalive_expiry, sockets=ssl_context is None)
-        self._pool = ValidatingPool(
+        self._pool = EndpointPool(
             ssl_context=ssl_context, max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,

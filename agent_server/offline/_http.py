@@ -27,6 +27,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     time: float = field(default_factory=time.time)
+    connection: int = field(default=0, compare=False)  # which connection carried it (1, 2 …; 0: not known)
 
     def json(self) -> Any:
         """The body decoded as JSON. Raises ValueError if it is not JSON."""

@@ -3,8 +3,12 @@
 Role: answer ``POST …/chat/completions`` from a queue of scripted responses (see ``_script``),
 recording every request byte for byte, with exact control over which bytes leave in which TCP
 write (each write is drained, ``TCP_NODELAY`` is set). Every response says ``Connection: close``
-and the connection is closed after it, so one connection carries one request. Streamed bodies
-use ``Transfer-Encoding: chunked`` unless a ``raw`` script asks for close-delimited framing.
+and the connection is closed after it, so one connection carries one request — unless
+``keep_alive``: then a whole response leaves the connection open for the next request, as a
+provider's server does, and ``drop_idle`` makes the connections waiting for their next request
+fail it unanswered (what a firewall that forgot them, or a server's idle timeout met by the
+request, does). Streamed bodies use ``Transfer-Encoding: chunked`` unless a ``raw`` script asks
+for close-delimited framing.
 
 Used by the test suite and by the user-facing offline demo.
 
@@ -17,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import dataclasses
 import json
 import os
 import re
 import socket
+import struct
 import threading
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
@@ -58,9 +64,15 @@ class OfflineEndpoint:
         api_key: when set, every request must carry ``Authorization: Bearer <api_key>``; any
             other is answered HTTP 401 ``invalid_api_key`` as providers do (recorded, no scripted
             response used up).
+        keep_alive: keep a connection open after a whole response (no ``Connection: close``) and
+            read its next request from it; a response that is not whole (``hang``, an aborted or
+            close-delimited ``raw``) still closes it.
 
     Attributes:
-        requests: every :class:`RecordedRequest`, in arrival order.
+        requests: every :class:`RecordedRequest`, in arrival order (``connection``: the number of
+            the connection that carried it, counted from 1).
+        dropped: the requests that arrived on a connection ``drop_idle`` doomed: read, never
+            answered nor played (no model saw them), not in ``requests``.
     """
 
     def __init__(self, script: Iterable[Mapping[str, Any]] | Script = (), *,
@@ -68,7 +80,8 @@ class OfflineEndpoint:
                  host: str = "127.0.0.1", port: int = 0,
                  record_path: str | Path | None = None,
                  base_dir: str | Path | None = None,
-                 reject_invalid_history: bool = False, api_key: str | None = None) -> None:
+                 reject_invalid_history: bool = False, api_key: str | None = None,
+                 keep_alive: bool = False) -> None:
         if not isinstance(script, Script):
             script = Script(script, default=default, loop=loop, base_dir=base_dir)
         self._base_dir = base_dir
@@ -84,6 +97,11 @@ class OfflineEndpoint:
         self._record_lock = threading.Lock()
         self.reject_invalid_history = reject_invalid_history
         self.api_key = api_key
+        self.keep_alive = keep_alive
+        self.dropped: list[RecordedRequest] = []
+        self._connections = 0
+        self._idle: dict[int, socket.socket | None] = {}  # kept connections waiting for their next request
+        self._doomed: dict[int, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -94,6 +112,25 @@ class OfflineEndpoint:
     def open_connections(self) -> int:
         """How many client connections are being served right now."""
         return len(self._tasks)
+
+    @property
+    def idle_connections(self) -> int:
+        """How many connections are waiting for a request: kept ones (``keep_alive``) and ones
+        opened but not yet used (a client's connection opened ahead)."""
+        return len(self._idle)
+
+    def drop_idle(self, how: str = "reset") -> int:
+        """Doom every connection now waiting for a request (``idle_connections``), as a
+        firewall that forgot it or a server's idle timeout does, without a sign to the client
+        until it sends: that request is read whole, recorded in ``dropped`` only, and answered
+        with nothing — ``"reset"``: the connection is aborted (a TCP RST, what a forgotten
+        connection gets); ``"close"``: it is closed (a FIN, what a server closing it as the
+        request came sends). Returns how many were doomed."""
+        if how not in ("reset", "close"):
+            raise ValueError(f"drop_idle: how is 'reset' or 'close', not {how!r}")
+        for number in self._idle:
+            self._doomed[number] = how
+        return len(self._idle)
 
     def push(self, response: Mapping[str, Any]) -> None:
         """Queue one more scripted response (validated now; raises ValueError if bad).
@@ -153,16 +190,36 @@ class OfflineEndpoint:
         if sock is not None:
             with suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._connections += 1
+        number = self._connections
+        self._idle[number] = sock  # (a connection opened ahead waits for its first request)
         try:
-            request = await read_request(reader)
-            if request is not None:
-                await self._dispatch(request, reader, writer)
+            while True:
+                request = await read_request(reader)
+                self._idle.pop(number, None)
+                if request is None:
+                    return
+                request = dataclasses.replace(request, connection=number)
+                how = self._doomed.pop(number, None)
+                if how is not None:  # a forgotten connection: nothing answered, nothing played
+                    self.dropped.append(request)
+                    if how == "reset" and sock is not None:
+                        with suppress(OSError):
+                            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        writer.transport.abort()
+                    return
+                whole = await self._dispatch(request, reader, writer)
+                if not (self.keep_alive and whole):
+                    return
+                self._idle[number] = sock
         except BadRequest as exc:
             with suppress(ConnectionError):
                 await self._send_json(writer, 400, {"error": {"message": str(exc)}})
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._idle.pop(number, None)
+            self._doomed.pop(number, None)
             writer.close()
             with suppress(Exception):
                 await writer.wait_closed()
@@ -190,33 +247,37 @@ class OfflineEndpoint:
                 fh.write(line + "\n")
 
     async def _dispatch(self, request: RecordedRequest, reader: asyncio.StreamReader,
-                        writer: asyncio.StreamWriter) -> None:
+                        writer: asyncio.StreamWriter) -> bool:
+        """Answer ``request``; whether the answer was whole and left the connection open for
+        another request (``keep_alive``)."""
         if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
             self._record(request, "rejected:api_key")
             await self._send_json(writer, 401, {"error": {
                 "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}})
-            return
+            return self.keep_alive
         if request.path in _CHAT_PATHS and request.method == "POST":
             problem = history_problem(request.body) if self.reject_invalid_history else None
             if problem is not None:
                 self._record(request, "rejected:invalid_history")
                 await self._send_json(writer, 400, {"error": {
                     "message": problem, "type": "invalid_request_error", "param": "messages", "code": None}})
-                return
+                return self.keep_alive
             response, source = self._next_response(request.body)
             self._record(request, f"{source}:{response['kind']}")
-            await self._serve(response, reader, writer)
+            return await self._serve(response, reader, writer)
         elif request.path in _MODEL_PATHS and request.method == "GET":
             self._record(request, "models")
             # it plays any model id; these two are the ones its scripts and the README name
             await self._send_json(writer, 200, {"object": "list", "data": [
                 {"id": name, "object": "model", "owned_by": "agent-server-offline"}
                 for name in ("offline-model", "offline-demo")]})
+            return self.keep_alive
         else:
             self._record(request, "not_found")
             await self._send_json(writer, 404, {"error": {
                 "message": f"offline endpoint: no route for {request.method} {request.path}",
                 "type": "not_found"}})
+            return self.keep_alive
 
     # -- response kinds --------------------------------------------------------------------
 
@@ -233,15 +294,20 @@ class OfflineEndpoint:
         await self._send_body(writer, status, body, merge_headers(
             {"Content-Type": "application/json"}, headers or {}))
 
-    @staticmethod
-    async def _send_body(writer: asyncio.StreamWriter, status: int, body: bytes,
+    async def _send_body(self, writer: asyncio.StreamWriter, status: int, body: bytes,
                          headers: Mapping[str, str]) -> None:
-        headers = merge_headers({"Content-Length": str(len(body)), "Connection": "close"}, headers)
+        headers = merge_headers({"Content-Length": str(len(body)), **self._closing()}, headers)
         writer.write(http_head(status, headers) + body)
         await writer.drain()
 
+    def _closing(self) -> dict[str, str]:
+        """The ``Connection`` header of a whole response: none when the connection is kept."""
+        return {} if self.keep_alive else {"Connection": "close"}
+
     async def _serve(self, r: dict[str, Any], reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> None:
+                     writer: asyncio.StreamWriter) -> bool:
+        """Play the scripted response ``r``; whether it was whole and the connection may carry
+        another request (``keep_alive``, and the script's headers did not say ``close``)."""
         kind = r["kind"]
         if r.get("latency"):
             await asyncio.sleep(r["latency"])
@@ -251,20 +317,22 @@ class OfflineEndpoint:
             else:
                 await self._send_body(writer, r["status"], str(r["text"]).encode("utf-8"),
                                       merge_headers({"Content-Type": "text/plain"}, r["headers"]))
-            return
+            return self.keep_alive and not _says_close(r["headers"])
         chunked = not (kind == "raw" and r["framing"] == "close")
         framing = {"Transfer-Encoding": "chunked"} if chunked else {}
         given: Mapping[str, str] = r["headers"] if isinstance(r.get("headers"), Mapping) else {}
         if kind == "hang" and r["headers"] is False:
             await self._wait_for_client(reader)
-            return
+            return False
         status = r.get("status", 200) if kind == "raw" else 200
-        defaults = {**_SSE_HEADERS, **framing, "Connection": "close"}
-        writer.write(http_head(status, merge_headers(defaults, given)))
+        whole = kind in ("sse", "sse_file") or (kind == "raw" and chunked and r["close"] and not r["abort"])
+        defaults = {**_SSE_HEADERS, **framing, **(self._closing() if whole else {"Connection": "close"})}
+        head = merge_headers(defaults, given)
+        writer.write(http_head(status, head))
         await writer.drain()
         if kind == "hang":
             await self._wait_for_client(reader)
-            return
+            return False
         if kind == "sse_file":
             data = Path(r["path"]).read_bytes()
             if not r["chunk_delay"]:
@@ -291,18 +359,25 @@ class OfflineEndpoint:
                 await self._write(writer, data, chunked)
             if not r["close"]:
                 await self._wait_for_client(reader)
-                return
+                return False
             if chunked and r["abort"]:
-                return  # closed without the zero-length chunk: a truncated body
+                return False  # closed without the zero-length chunk: a truncated body
         if chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+        return self.keep_alive and whole and not _says_close(head)
 
     @staticmethod
     async def _wait_for_client(reader: asyncio.StreamReader) -> None:
         """Send nothing until the client closes the connection (or the endpoint stops)."""
         while await reader.read(4096):
             pass
+
+
+def _says_close(headers: Any) -> bool:
+    """Whether response headers (a mapping, or anything else: none) say ``Connection: close``."""
+    return isinstance(headers, Mapping) and any(
+        k.lower() == "connection" and "close" in str(v).lower() for k, v in headers.items())
 
 
 class ThreadedEndpoint:
@@ -356,6 +431,25 @@ class ThreadedEndpoint:
     def open_connections(self) -> int:
         """How many client connections are being served right now."""
         return self.endpoint.open_connections
+
+    @property
+    def idle_connections(self) -> int:
+        """How many connections are waiting for a request: kept ones (``keep_alive``) and ones
+        opened but not yet used (a client's connection opened ahead)."""
+        return len(self._idle)
+
+    def drop_idle(self, how: str = "reset") -> int:
+        """Doom every connection now waiting for a request (``idle_connections``), as a
+        firewall that forgot it or a server's idle timeout does, without a sign to the client
+        until it sends: that request is read whole, recorded in ``dropped`` only, and answered
+        with nothing — ``"reset"``: the connection is aborted (a TCP RST, what a forgotten
+        connection gets); ``"close"``: it is closed (a FIN, what a server closing it as the
+        request came sends). Returns how many were doomed."""
+        if how not in ("reset", "close"):
+            raise ValueError(f"drop_idle: how is 'reset' or 'close', not {how!r}")
+        for number in self._idle:
+            self._doomed[number] = how
+        return len(self._idle)
 
     def push(self, response: Mapping[str, Any]) -> None:
         """Queue one more scripted response (ValueError if invalid)."""

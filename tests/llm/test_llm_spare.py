@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from agent_server.llm import ChatClient, LLMError, encode_body
-from agent_server.llm._transport import EndpointTransport, TLSTransport
+from agent_server.llm._transport import KEEPALIVE_EXPIRY, EndpointTransport, TLSTransport
 from agent_server.offline import OfflineEndpoint, text_stream
 from support.timeouts import HANG
 from support.tls import TLSEndpoint, one_request
@@ -98,7 +98,7 @@ async def test_an_https_connection_opened_ahead_longer_ago_than_the_keep_alive_e
             client.preconnect()
             assert await _opened(client) == [True]
             now = backend.clock()
-            backend.clock = lambda: now + 5.5  # the pool's keep-alive expiry is 5 s
+            backend.clock = lambda: now + KEEPALIVE_EXPIRY + 0.5  # older than the pool keeps an idle connection
             assert _text([e async for e in client.stream(BODY)]) == "hi"
             await asyncio.wait_for(endpoint.connections[0]["done"].wait(), HANG)  # closed by the client
         finally:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from agent_server.llm import ChatClient
-from agent_server.llm._transport import PlainHTTPTransport
+from agent_server.llm._transport import KEEPALIVE_EXPIRY, PlainHTTPTransport
 from agent_server.offline import text_stream
 from support.timeouts import HANG
 
@@ -436,7 +436,7 @@ async def test_a_connection_opened_ahead_longer_ago_than_the_keep_alive_expiry_i
         client.preconnect()
         await asyncio.gather(*client._tails)
         now = backend.clock()
-        backend.clock = lambda: now + 5.5  # the pool's keep-alive expiry is 5 s
+        backend.clock = lambda: now + KEEPALIVE_EXPIRY + 0.5  # older than the pool keeps an idle connection
         events = [e async for e in client.stream(body)]
         await connections[0]["done"].wait()  # the old one was closed by the client
     finally:

@@ -5,13 +5,18 @@ the test (``trustme``); ``ca_file`` is that CA's PEM, which a client trusts the 
 environment (``SSL_CERT_FILE``). Each accepted connection (its TLS handshake done) is recorded:
 the bytes received and an event set when it ended; a complete request (``Content-Length``) is
 answered with a short SSE stream (``Connection: close``). ``close_first``: the first connection is
-closed at once after its handshake, unanswered (a server's idle timeout).
+closed at once after its handshake, unanswered (a server's idle timeout). ``keep_alive``: the
+answer has a ``Content-Length`` and the connection waits for the next request; ``drop_idle()``
+dooms the connections waiting for a request now: the next one they carry is recorded in
+``dropped`` and answered with a TCP RST (a firewall that forgot the connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +28,25 @@ except ImportError as exc:  # a venv made before pyproject's test extras named i
 
 from .timeouts import HANG
 
-SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-              b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
-              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+SSE_BODY = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+SSE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + SSE_BODY
+KEPT_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(SSE_BODY)
+               + SSE_BODY)
 
 
 class TLSEndpoint:
-    def __init__(self, directory: Path, *, close_first: bool = False) -> None:
+    def __init__(self, directory: Path, *, close_first: bool = False, keep_alive: bool = False) -> None:
         ca = trustme.CA()
         self.ca_file = directory / "ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ca.issue_cert("localhost", "127.0.0.1").configure_cert(self._context)
         self.close_first = close_first
+        self.keep_alive = keep_alive
+        self.dropped: list[bytes] = []
+        self._waiting: set[int] = set()  # connections (their index) waiting for a request
+        self._doomed: set[int] = set()
         self.connections: list[dict[str, Any]] = []
         self.accepted = asyncio.Event()
         self.arrived = asyncio.Event()  # set at each chunk received, on any connection
@@ -60,10 +71,18 @@ class TLSEndpoint:
             self.accepted.clear()
             await asyncio.wait_for(self.accepted.wait(), HANG)
 
+    def drop_idle(self) -> int:
+        """Doom the connections waiting for a request now (``keep_alive``); how many."""
+        self._doomed |= self._waiting
+        return len(self._waiting)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        record: dict[str, Any] = {"received": b"", "done": asyncio.Event()}
+        record: dict[str, Any] = {"received": b"", "done": asyncio.Event(), "requests": 0}
         self.connections.append(record)
+        number = len(self.connections)
         self.accepted.set()
+        self._waiting.add(number)
+        start = 0  # where the request being read starts in ``received``
         try:
             if self.close_first and len(self.connections) == 1:
                 return
@@ -72,16 +91,31 @@ class TLSEndpoint:
                 if not chunk:
                     return
                 record["received"] += chunk
+                self._waiting.discard(number)
                 self.arrived.set()
-                head, _, rest = record["received"].partition(b"\r\n\r\n")
+                head, _, rest = record["received"][start:].partition(b"\r\n\r\n")
                 fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
-                if 0 <= int(fields.get(b"Content-Length", b"-1")) <= len(rest):
-                    writer.write(SSE_ANSWER)
+                length = int(fields.get(b"Content-Length", b"-1"))
+                if 0 <= length <= len(rest):
+                    if number in self._doomed:
+                        self.dropped.append(record["received"][start:])
+                        sock = writer.get_extra_info("socket")
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        writer.transport.abort()
+                        return
+                    record["requests"] += 1
+                    if not self.keep_alive:
+                        writer.write(SSE_ANSWER)
+                        await writer.drain()
+                        return
+                    writer.write(KEPT_ANSWER)
                     await writer.drain()
-                    return
+                    start = len(record["received"]) - (len(rest) - length)
+                    self._waiting.add(number)
         except (ConnectionError, ssl.SSLError):
             pass
         finally:
+            self._waiting.discard(number)
             writer.close()
             record["done"].set()
 

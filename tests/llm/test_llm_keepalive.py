@@ -1,0 +1,224 @@
+"""Keep-alive to the model endpoint: a connection lives long enough for the next prompt a person
+types, and a request written into a connection that died while it waited is sent again, once, with
+the same bytes, on a new connection — never after its answer began.
+
+A real endpoint on 127.0.0.1 that keeps its connections as a provider's server does (the offline
+endpoint's ``keep_alive``; ``drop_idle`` makes the connections waiting for their next request fail
+it unanswered, as a firewall that forgot them or a server's idle timeout does). The pool's clock
+(httpcore's ``time.monotonic``) is moved forward instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import httpcore._async.http11 as http11
+import pytest
+
+from agent_server.llm import ChatClient, LLMError, encode_body
+from agent_server.llm._transport import KEEPALIVE_EXPIRY, TCP_USER_TIMEOUT_MS
+from agent_server.offline import OfflineEndpoint, text_stream
+from support.timeouts import HANG
+
+
+def _body(text: str) -> bytes:
+    return encode_body({"model": "m", "messages": [{"role": "user", "content": text}], "stream": True})
+
+
+def _text(events: list) -> str:
+    return "".join(getattr(e, "text", "") for e in events)
+
+
+class _Clock:
+    """httpcore's ``time`` module as its HTTP/1.1 connections read it, ``ahead`` seconds later."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+        self.read = 0
+
+    def monotonic(self) -> float:
+        self.read += 1
+        return time.monotonic() + self.ahead
+
+
+@pytest.fixture
+def clock(monkeypatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(http11, "time", fake)
+    return fake
+
+
+async def _answer(client: ChatClient, body: bytes) -> str:
+    text = _text([e async for e in client.stream(body)])
+    await asyncio.wait_for(asyncio.gather(*client._tails), HANG)  # the body's end read: the connection is pooled
+    return text
+
+
+async def _until(predicate) -> None:
+    async with asyncio.timeout(HANG):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def test_a_prompt_sent_after_a_six_second_pause_opened_a_new_connection(clock):
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            clock.ahead = 6.0  # a person read the answer and typed the next prompt
+            read = clock.read
+            assert await _answer(client, _body("second")) == "two"
+            assert clock.read > read  # the pool judged its connection's age by this clock
+        finally:
+            await client.aclose()
+    assert [r.connection for r in endpoint.requests] == [1, 1]
+
+
+async def test_a_connection_idle_longer_than_the_keep_alive_expiry_is_not_reused(clock):
+    """The other side of the expiry: past it the pool lets the connection go (a new one is opened)."""
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            clock.ahead = KEEPALIVE_EXPIRY + 1
+            assert await _answer(client, _body("second")) == "two"
+        finally:
+            await client.aclose()
+    assert [r.connection for r in endpoint.requests] == [1, 2] and endpoint.dropped == []
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+async def test_a_request_written_into_a_connection_dropped_while_idle_failed_instead_of_going_out_again(how):
+    """``reset``: the connection was forgotten (a firewall, a NAT): the request gets a TCP RST;
+    ``close``: the server closed it as the request came. Either way no byte of an answer came:
+    the same bytes go out once more on a new connection, and only that one is answered."""
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            assert endpoint.drop_idle(how) == 1
+            assert await _answer(client, _body("second")) == "two"
+            assert client._transport._pool.resent == 1
+        finally:
+            await client.aclose()
+    (dropped,) = endpoint.dropped
+    assert dropped.connection == 1 and dropped.body == _body("second")
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (2, _body("second"))]
+    assert dropped.headers == endpoint.requests[1].headers  # the same head, byte for byte as parsed
+
+
+async def test_a_connection_that_broke_after_its_answer_began_was_not_sent_again():
+    broken = {"kind": "raw", "writes": [{"text": 'data: {"choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'}],
+              "close": True, "abort": True}
+    async with OfflineEndpoint([text_stream("one"), broken], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            with pytest.raises(LLMError) as caught:
+                await _answer(client, _body("second"))
+            assert caught.value.code == "STREAM_CLOSED"
+            assert client._transport._pool.resent == 0
+        finally:
+            await client.aclose()
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (1, _body("second"))]
+
+
+async def test_a_request_that_failed_again_on_its_new_connection_was_not_sent_a_third_time():
+    """Once: the new connection is dropped too (every idle one is doomed as the retry opens it)."""
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        pool = client._transport._pool
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            endpoint.drop_idle("reset")
+            original = endpoint._dispatch
+
+            async def refuse_fresh(request, reader, writer):  # the new connection dies before answering too
+                endpoint.dropped.append(request)
+                writer.transport.abort()
+                return False
+
+            endpoint._dispatch = refuse_fresh
+            with pytest.raises(LLMError) as caught:
+                await _answer(client, _body("second"))
+            endpoint._dispatch = original
+            assert caught.value.code == "NETWORK" and pool.resent == 1
+        finally:
+            await client.aclose()
+    assert [r.connection for r in endpoint.dropped] == [1, 2] and len(endpoint.requests) == 1
+
+
+async def test_every_connection_to_the_endpoint_probes_its_peer_while_idle():
+    """TCP keep-alive (a NAT's state kept, a dead peer found while idle) and ``TCP_USER_TIMEOUT``
+    (a black-holed request fails in seconds, not at the stream's idle timeout) on the socket."""
+    async with OfflineEndpoint([text_stream("one")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            (connection,) = client._transport._pool.connections
+            sock = connection._connection._network_stream.get_extra_info("socket")
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 15
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_USER_TIMEOUT_MS
+        finally:
+            await client.aclose()
+
+
+async def test_a_connection_opened_ahead_that_was_dropped_while_it_waited_did_not_fail_the_first_prompt():
+    """The connection ``preconnect`` opened waits as long as a kept one (a person types the first
+    prompt): dropped meanwhile, the first request goes out again on a new connection."""
+    async with OfflineEndpoint([text_stream("one")], keep_alive=True) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert client.preconnect()
+            assert await asyncio.wait_for(asyncio.gather(*client._tails), HANG) == [True]
+            await _until(lambda: endpoint.idle_connections == 1)
+            assert endpoint.drop_idle("reset") == 1
+            assert await _answer(client, _body("first")) == "one"
+        finally:
+            await client.aclose()
+    assert [r.connection for r in endpoint.dropped] == [1]
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(2, _body("first"))]
+
+
+@pytest.fixture
+def trusted_kept(tmp_path, monkeypatch):
+    """A keep-alive ``TLSEndpoint`` whose CA the clients made from now on trust, no proxy."""
+    from support.tls import TLSEndpoint
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = TLSEndpoint(tmp_path, keep_alive=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(endpoint.ca_file))
+    return endpoint
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["kept", "opened-ahead"])
+async def test_an_https_request_written_into_a_connection_dropped_while_idle_went_out_again_on_a_new_one(
+        trusted_kept, ahead):
+    from support.tls import one_request
+
+    async with trusted_kept as endpoint:
+        client = ChatClient(endpoint.url(), "sk-test")
+        try:
+            if ahead:
+                assert client.preconnect()
+                assert await asyncio.wait_for(asyncio.gather(*client._tails), HANG) == [True]
+            else:
+                assert await _answer(client, _body("first")) == "hi"
+            await endpoint.wait_connections(1)
+            await _until(lambda: endpoint._waiting == {1})
+            assert endpoint.drop_idle() == 1
+            assert await _answer(client, _body("second")) == "hi"
+            assert client._transport._pool.resent == 1
+        finally:
+            await client.aclose()
+    assert len(endpoint.connections) == 2
+    assert len(endpoint.dropped) == 1 and one_request(endpoint.dropped[0], _body("second"))
+    assert endpoint.connections[1]["requests"] == 1
+    assert one_request(endpoint.connections[1]["received"], _body("second"))
