@@ -52,8 +52,11 @@ def _die_quietly_on_closed_pipe() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``agent-server`` script; returns the exit status."""
+def main(argv: list[str] | None = None, *, own_process: bool | None = None) -> int:
+    """Entry point of the ``agent-server`` script; returns the exit status. ``own_process``
+    (default: ``argv`` is ``None``, the script's own call): ``run`` ends the process itself
+    (``cli.run.exit_process``)."""
+    own = argv is None if own_process is None else own_process
     from agent_server.cli import trims as process_trims
 
     process_trims.apply()  # before any import of pydantic: no plugin discovery in this process
@@ -69,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         _die_quietly_on_closed_pipe()
         return sessions_main(args[1:])
     if args and args[0] == "run":
-        from agent_server.cli.run import main as run_main
+        from agent_server.cli.run import exit_process, main as run_main
 
-        return run_main(args[1:])
+        status = run_main(args[1:])
+        return exit_process(status) if own else status
     if args and args[0] == "lsp":  # the LSP front end: pygls is loaded only here
         from agent_server.server.lsp.main import main as lsp_main
 
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return (login_cli.main if arg == "login" else login_cli.logout_main)(args, config_path)
         elif arg in ("run", "lsp"):  # `agent-server --config X run …` means `agent-server run --config X …`
-            return main([arg, *(["--config", config_path] if config_path else []), *args])
+            return main([arg, *(["--config", config_path] if config_path else []), *args], own_process=own)
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2

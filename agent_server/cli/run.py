@@ -10,6 +10,11 @@ the kind — and turns Ctrl-C into ``session/cancel``.
 Must never: let a permission question pass without an explicit allow (no terminal and no
 ``--allow`` → the question is answered "cannot ask", which the policy denies).
 
+The process ends by ``exit_process`` (called by ``cli.main`` when it owns the process): its
+logs synced and closed, its threads joined and ``atexit`` run as the interpreter would, without
+the interpreter's teardown (freeing every module and object one by one: most of the time from a
+Ctrl-C to the shell's prompt, bench/README.md *bounds.py*).
+
 Exit status: 0 ``end_turn``; 1 an error (or a refusal); 2 a usage error; 3 ``max_tokens`` or
 ``max_turn_requests``; 130 cancelled — each non-zero one with its reason on stderr (``STOP_NOTES``).
 """
@@ -18,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -324,6 +331,28 @@ async def _drive(conn: Connection, client: HeadlessClient, args: argparse.Namesp
     elif stop in STOP_NOTES:
         sys.stderr.write(f"agent-server run: {STOP_NOTES[stop].format(session=session_id)}\n")
     return EXIT.get(stop, 1)
+
+
+def exit_process(status: int) -> int:
+    """End the process with ``status`` now that ``run`` is over (its sessions' logs synced and
+    closed, its tools and servers stopped: ``run``'s ``finally``), doing first what the interpreter's
+    exit would do that anyone sees — the threads' shutdown (``threading._shutdown``: executors
+    stopped, non-daemon threads joined), the ``atexit`` handlers (logging's flush), stdout and stderr
+    flushed — and skipping what nobody sees: its teardown, which frees every module and object one
+    by one before the process may end (the kernel frees the memory at once). On an interpreter
+    without those hooks, returns ``status`` for the ordinary exit."""
+    shutdown = getattr(threading, "_shutdown", None)
+    run_exits = getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_exits is None or threading.current_thread() is not threading.main_thread():
+        return status
+    shutdown()
+    run_exits()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can reach it
+            pass
+    os._exit(status)
 
 
 def main(argv: list[str]) -> int:

@@ -148,6 +148,53 @@ def test_sigint_during_a_slow_tool_exits_130_and_the_session_loads_cleanly(agent
     assert calls_without_results(agent_state_dir, sid) == set()
 
 
+TEARDOWN_WITNESS = """import os
+
+
+class _Teardown:
+    \"\"\"Writes a line when the interpreter frees it, which only its teardown does (a module global).\"\"\"
+
+    def __init__(self, path):
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def __del__(self, _write=os.write):
+        _write(self._fd, b"teardown\\n")
+
+
+if os.environ.get("TEARDOWN_MARK"):
+    _witness = _Teardown(os.environ["TEARDOWN_MARK"])
+"""
+
+
+def test_run_tore_its_interpreter_down_after_the_sigint_that_cancelled_its_turn(agent_env, workspace,
+                                                                               agent_state_dir, tmp_path):
+    """``agent-server run`` exited 0.17–0.52 s after a SIGINT with no tool to stop: its turn was
+    cancelled and its log closed within milliseconds, then the interpreter freed every module and
+    object one by one (~45 ms of CPU, several times that on a loaded machine) before the process
+    could end. Counted here, not timed: a module global whose ``__del__`` only that teardown runs
+    (a ``sitecustomize``) wrote nothing, while the log is whole."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(TEARDOWN_WITNESS)
+    mark = tmp_path / "teardown"
+    witnessed = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+                 "TEARDOWN_MARK": str(tmp_path / "control")}
+    subprocess.run([sys.executable, "-c", "pass"], env=witnessed, check=True, timeout=HANG)
+    assert (tmp_path / "control").read_text() == "teardown\n"  # the witness sees an ordinary exit
+    with OfflineEndpoint.start_in_thread([text_stream("slow " * 4000, chunk_size=5, delay=0.02)]) as ep:
+        env = {**witnessed, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "TEARDOWN_MARK": str(mark)}
+        proc = subprocess.Popen([*AGENT, "run", "-p", "wait", "--cwd", str(workspace)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert proc.stdout.read(1), "the answer never began"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 130, err
+    assert err.decode().rstrip().endswith("[cancelled]") and out.endswith(b"\n")
+    assert mark.read_text() == ""  # made at start-up, never freed by a teardown
+    log = read_events(agent_state_dir / "sessions" / session_of(err.decode()) / "events.jsonl")
+    assert log[-1].type == "turn/end" and log[-1].data["exit"] == "cancelled", log[-1]
+
+
 def test_empty_resume_id_is_a_usage_error(agent_env, workspace):
     done = run(agent_env, "-p", "x", "--cwd", str(workspace), "--resume", "")
     assert done.returncode == 2 and "--resume needs a session id" in done.stderr
