@@ -292,6 +292,22 @@ class SessionHost:
                 "internal", f"session {session_id} could not be opened: {type(exc).__name__}: {exc}; load it again "
                 "(session/load)", {"code": "INTERNAL", "message": str(exc), "retryable": True})
 
+    def preconnect(self, session_id: str) -> None:
+        """Make the HTTP client of ``session_id``'s endpoint and start opening the connection its
+        first request will use (``ChatClient.preconnect``), when the network layer is imported
+        (``llm.preloaded()``; nothing is imported here). A load calls it before its replay: the
+        connection is open by the answer, and nothing of it (its connect, the endpoint woken to
+        accept it) is left to run after the answer, where a prompt sent at once waited behind it."""
+        session = self.sessions.get(session_id)
+        if session is None or not llm.preloaded():
+            return
+        try:
+            client = self._client(self._provider(session.log))
+        except TurnFailed:
+            return  # no endpoint or no key: its prompt reports it
+        client.warm()
+        client.preconnect()
+
     def prepare_prompt(self, session_id: str) -> bool:
         """Before a ``session/load`` is answered (its history replayed): make, on the loop, what its
         first prompt would otherwise make on its way to the model — its request header, checked
@@ -430,6 +446,7 @@ class SessionHost:
         session, meta, _ = await continuity.attach(self, session_id, cwd, additional_directories, take_over,
                                                    first_prompt_now=True)
         self.set_system_prompt(session_id, system_prompt, "session/load")
+        self.preconnect(session_id)  # opened while the history is replayed, not after the answer
         await continuity.replay(self, session, cwd)
         await continuity.prepared(session)  # what the load's worker makes for the first prompt: done before the answer
         return meta

@@ -156,6 +156,7 @@ class ChatClient:
         self._transport = transport or endpoint_transport(self.base_url)
         self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, transport=self._transport)
         self._tails: set[asyncio.Task[Any]] = set()
+        self._opening: asyncio.Task[Any] | None = None  # the last ``preconnect``'s
         self._client._cookies = _Cookies()  # type: ignore[assignment]  # (the setter would wrap it)
         try:  # parsed once, not per request (httpx takes a URL as it is); a bad one fails per request, as before
             self._target: httpx.URL | str = httpx.URL(self.url)
@@ -207,9 +208,12 @@ class ChatClient:
         transport = self._transport
         if not isinstance(transport, EndpointTransport) or not isinstance(self._target, httpx.URL):
             return False
+        if self._opening is not None and not self._opening.done():
+            return True  # being opened (a load starts it before its replay)
         task = transport.open_spare(self._target, self._connect_timeout)
         if task is None:
             return False
+        self._opening = task
         self._tails.add(task)  # stopped by aclose as a tail is
         task.add_done_callback(self._tails.discard)
         return True

@@ -384,6 +384,10 @@ class SocketBackend(httpcore.AsyncNetworkBackend):
         _tune(sock)
         return sock
 
+    def keeps_spare(self, host: str, port: int) -> bool:
+        """Whether a connection opened ahead to ``host`` and ``port`` is kept (``open_spare``)."""
+        return (host, port) in self._spares
+
     async def open_spare(self, host: str, port: int, timeout: float | None = None,
                          tls: tuple[Any, str] | None = None) -> bool:
         """Open one connection to ``host`` and ``port`` and keep it for ``connect_tcp``; ``tls``:
@@ -641,16 +645,20 @@ class EndpointTransport(httpx.AsyncHTTPTransport):
         """Start opening, on the running loop, the connection the first request to ``url`` will use
         (``SocketBackend.open_spare``; for an ``https://`` URL with the TLS handshake the pool's
         connection would do: its context, ``http/1.1`` offered by ALPN as httpcore offers it, the
-        URL's host as the server name); ``None`` when the pool has a connection already."""
+        URL's host as the server name); ``None`` when the pool has a connection already, or a spare
+        for it is kept."""
         if self._pool.connections or not url.host:
             return None
         tls = None
         if url.scheme == "https":
             if self._ssl_context is None:
                 return None
-            self._ssl_context.set_alpn_protocols(["http/1.1"])  # as httpcore sets it before each handshake
             tls = (self._ssl_context, url.host)
         port = url.port or (443 if tls else 80)
+        if self.backend.keeps_spare(url.host, port):
+            return None
+        if tls is not None:
+            self._ssl_context.set_alpn_protocols(["http/1.1"])  # type: ignore[union-attr]  # as httpcore sets it before each handshake
         return asyncio.get_running_loop().create_task(self.backend.open_spare(url.host, port, timeout, tls))
 
 

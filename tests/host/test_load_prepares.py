@@ -384,3 +384,97 @@ async def test_a_closed_session_stayed_in_memory_with_its_whole_log_for_as_long_
         finally:
             await server.aclose()
             await loader.aclose()
+
+
+class _Writes:
+    """A connection's writer keeping each write (``asyncio.StreamWriter``'s two methods)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.changed = asyncio.Event()
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.changed.set()
+
+    async def drain(self) -> None:
+        pass
+
+
+async def test_the_load_s_answer_and_its_slash_commands_woke_the_client_twice(tmp_path):
+    """Issue 33 item 6: after writing the load's answer the server wrote the slash commands
+    (``available_commands_update``) in a write of its own a moment later. A client that prompts as
+    soon as it reads the answer (the bench) was woken for the answer, wrote its prompt, and the
+    server — preempted by that wake-up on a busy machine — wrote the commands (waking the client
+    again) before it read the prompt: 2–6 ms of the first request at load 3 (traced). The commands
+    now go in the answer's write, after it, on the same connection."""
+    from agent_server.server.rpc.jsonrpc import Connection
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 400)
+        server = AcpServer(_config(endpoint.base_url), store)
+        reader, out = asyncio.StreamReader(), _Writes()
+        connection = Connection(reader, out, requests=server.request_handlers(),
+                                notifications=server.notification_handlers())
+        server.bind(connection)
+        serving = asyncio.ensure_future(connection.serve())
+        try:
+            for n, (method, params) in enumerate([
+                    ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+                    ("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})], 1):
+                reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode()
+                                 + b"\n")
+
+                async def answer(n: int = n) -> int:
+                    while True:
+                        for i, data in enumerate(out.writes):
+                            if any(json.loads(line).get("id") == n for line in data.splitlines()):
+                                return i
+                        out.changed.clear()
+                        await out.changed.wait()
+                at = await asyncio.wait_for(answer(), HANG)
+            await connection.wait_idle()  # the load's after-response work done
+            lines = [json.loads(line) for line in out.writes[at].splitlines()]
+            assert [line.get("id") for line in lines][-2:] == [2, None], lines  # the answer, then …
+            assert lines[-1]["params"]["update"]["sessionUpdate"] == "available_commands_update"  # … in its write
+            later = [json.loads(line) for data in out.writes[at + 1:] for line in data.splitlines()]
+            assert later == []  # nothing written after the answer's write
+        finally:
+            reader.feed_eof()
+            await serving
+            await server.aclose()
+
+
+async def test_the_load_opened_its_first_connection_only_after_its_replay(tmp_path, monkeypatch):
+    """Issue 33 item 6: the load started the connection its first request goes out on after the
+    history was replayed, just before the answer, so its connect (and the endpoint woken to accept
+    it) ran after the answer — where a prompt sent at once waited behind it (0.5–2.9 ms, traced at
+    load 3). It is started before the replay now: a long replay's writes leave it time to open."""
+    from agent_server.llm import ChatClient
+
+    ChatClient.preload()  # as the load's worker thread does
+    happened: list[str] = []
+    original = ChatClient.preconnect
+
+    def preconnect(self):
+        happened.append("connect")
+        return original(self)
+
+    monkeypatch.setattr(ChatClient, "preconnect", preconnect)
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 400)
+        happened.clear()  # (the session's own server connected too)
+        server = AcpServer(_config(endpoint.base_url), store)
+
+        def emitter(session_id):
+            async def emit(update):
+                happened.append("update")
+            return emit
+
+        server.emitter = emitter  # type: ignore[method-assign]
+        server.batch_emitter = lambda session_id: (lambda updates: emitter(session_id)(updates))  # type: ignore[method-assign]
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+        finally:
+            await server.aclose()
+    assert "update" in happened and happened[0] == "connect", happened  # before the first replayed update

@@ -426,11 +426,14 @@ class AcpServer:
                                         take_over=_take_over(params))
             result = dict(self.host.state(p.sessionId))
         self.host.prepare_mcp(p.sessionId, p.mcpServers)
-        emit = self.host.emitter(p.sessionId)
         prepared = self.host.prepare_prompt(p.sessionId)  # the first prompt's client, before the answer
+        # the slash commands, as after session/new, in the answer's write: a client that prompts as soon as
+        # it reads the answer does not find the server still writing (and the client woken again)
+        update = self._shown({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
+        if update is not None:
+            ctx.notify_with_answer("session/update", {"sessionId": p.sessionId, "update": update})
 
-        async def after() -> None:  # the slash commands, as after session/new
-            await emit({"sessionUpdate": "available_commands_update", "availableCommands": commands.COMMANDS})
+        async def after() -> None:
             self.host.start_mcp(p.sessionId)
             if not prepared:  # as after session/new: the first prompt's client and schemas
                 await self.host.warm(p.sessionId)

@@ -139,10 +139,18 @@ class RequestContext:
         self.on_cancel: Callable[[], None] | None = None
         self.cancel_requested = False
         self._after: list[Callable[[], Awaitable[None]]] = []
+        self._with_answer: list[dict[str, Any]] = []
 
     def after_response(self, callback: Callable[[], Awaitable[None]]) -> None:
         """Run ``callback()`` once the response to this request has been written."""
         self._after.append(callback)
+
+    def notify_with_answer(self, method: str, params: dict[str, Any]) -> None:
+        """Send the notification ``method`` right after a successful response, in the same write
+        (one line each, nothing between them): a message that must follow the answer then wakes
+        the peer once, with the answer, not a second time a moment later. Not sent when the
+        request fails."""
+        self._with_answer.append({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 RequestHandler = Callable[[dict[str, Any], RequestContext], Awaitable[Any]]
@@ -179,15 +187,24 @@ class Connection:
 
     # -- sending ------------------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any], then: Sequence[dict[str, Any]] = ()) -> None:
         """Write one message as one line; messages never interleave. A line over
         ``max_send_bytes`` is shrunk to lines within it (``bounds.fit_line``: a text chunk split,
         a tool call's display cut, a result answered with an error) or, when it cannot be, not
         written at all: ``MessageTooLarge``. Every error answer carries ``data.details``
-        (``with_details``)."""
+        (``with_details``). ``then``: messages written right after it, in the same write (one that
+        cannot be written within the bound is left out, logged)."""
         if "error" in message and "method" not in message:
             message = {**message, "error": with_details(message["error"])}
         data = self._bounded(message, encode_message(message))
+        if then:
+            lines = [data]
+            for follow in then:
+                try:
+                    lines.append(self._bounded(follow, encode_message(follow)))
+                except MessageTooLarge:
+                    pass  # (logged by _bounded)
+            data = b"".join(lines)
         async with self._write_lock:
             self._writer.write(data)
             await self._writer.drain()
@@ -459,7 +476,7 @@ class Connection:
         finally:
             self._inflight.pop(context.id, None)
         try:
-            await self.send(response)
+            await self.send(response, context._with_answer if "result" in response else ())
         except (ConnectionError, BrokenPipeError):
             # the client went away while the request ran (an editor's Restart Server): no one to answer
             log.debug("the answer to %s was not sent: the connection is gone", context.method)
