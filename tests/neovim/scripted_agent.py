@@ -14,6 +14,10 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
   ``version`` = the version read + DELTA (``null`` for DELTA ``null``) and ``baseHashes`` = the sha256
   of the text read (HASH ``ok``) or a wrong one (HASH ``bad``); the answer is echoed as JSON
 * ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n``, ``\\r`` become line breaks); the result is echoed
+* ``hold``     – one chunk (``part one ``), and the turn stays open: the next prompt, a slash command
+  (``/name``), gets the turn's next chunk first (``part two ``, no ``messageId`` as ever), then its
+  reply (``messageId`` ``cmd-1``, as agent-server sends it) and its answer; then the turn sends
+  ``part three`` and ends
 * anything else – echoed back as one chunk, ``end_turn``
 """
 
@@ -39,10 +43,11 @@ def send(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
 
 
-def chunk(session_id: str, text: str) -> dict:
-    return {"jsonrpc": "2.0", "method": "session/update", "params": {
-        "sessionId": session_id,
-        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}
+def chunk(session_id: str, text: str, message_id: str | None = None) -> dict:
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
 
 
 def ask(method: str, params: dict) -> dict:
@@ -58,6 +63,7 @@ def ask(method: str, params: dict) -> dict:
 
 
 def main() -> None:
+    held = None  # the id of the prompt ``hold`` left open
     for line in sys.stdin:
         try:
             msg = json.loads(line)
@@ -74,7 +80,18 @@ def main() -> None:
             sid = params.get("sessionId")
             text = "".join(b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text")
             command, _, rest = text.partition(" ")
-            if command == "flood":
+            if command == "hold":
+                send(chunk(sid, "part one "))
+                held = rid
+                sys.stdout.flush()
+                continue
+            if held is not None and command.startswith("/"):
+                send(chunk(sid, "part two "))
+                send(chunk(sid, "the reply to " + command, "cmd-1"))
+                send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+                send(chunk(sid, "part three"))
+                rid, held = held, None
+            elif command == "flood":
                 for ch in flood_text(int(rest)):
                     send(chunk(sid, ch))
             elif command == "garbage":

@@ -7,10 +7,15 @@ enters the user's undo history; `q`, `]]`/`[[`, `gA`/`gR`, slash-command complet
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from support.nvim import editor_with_pending_edit, push
 
 from agent_server.offline import text_stream
+
+
+SCRIPTED = [sys.executable, str(Path(__file__).with_name("scripted_agent.py"))]
 
 
 def user_messages(endpoint, n: int) -> str:
@@ -194,7 +199,52 @@ def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_
     assert "word79" in chat and chat.index(words) < chat.index("/usage"), chat
     answer = chat.split("## You\n/usage\n\n## Agent\n", 1)[1].split("\n\n_— stop: end_turn —_", 1)[0]
     assert answer.strip() and "word" not in answer, chat  # the command's answer, after its prompt, alone
-    assert chat.rstrip().endswith("_— stop: end_turn —_\n\n_— stop: end_turn —_"), chat  # the command's, the turn's
+    assert chat.count("_— stop: end_turn —_") == 2, chat  # the turn's, the command's
+
+
+def test_the_turns_stop_line_landed_below_the_command_exchanges_made_during_the_turn(make_editor, endpoint, workspace):
+    """``/usage`` sent while the answer streamed is drawn below the answer, which goes on above it;
+    the turn's "stop: end_turn" line was then drawn at the end of the chat, under the command's
+    exchange, far from the answer it closes. It closes the answer, above the command."""
+    words = " ".join(f"word{i}" for i in range(80))
+    endpoint.push(text_stream(words, chunk_size=3, delay=0.03))
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('tell me')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('word12', 1, true) ~= nil", what="the answer streaming")
+    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    chat = ed.chat()
+    assert words + "\n\n_— stop: end_turn —_\n\n## You\n/usage\n\n## Agent\nNo model usage" in chat, chat
+    assert chat.rstrip().endswith("_— stop: end_turn —_") and chat.count("_— stop: end_turn —_") == 2, chat
+    assert ed.lua("""local t = require('agent_server.transcript')
+                     local n = 0
+                     for row = 0, t.sep_row() - 1 do
+                       if t.is_own(row) and vim.api.nvim_buf_get_lines(t.buf(), row, row + 1, false)[1]:find('stop: end_turn', 1, true) then
+                         n = n + 1
+                       end
+                     end
+                     return n""") == 2  # both are the chat's own lines
+
+
+def test_a_text_chunk_without_message_id_while_a_slash_command_waited_was_taken_as_its_reply(make_editor):
+    """An agent that sends no ``messageId`` streams its turn's answer while a slash command waits for
+    its reply (agent-server marks a reply ``cmd-N``): the turn's chunk was taken as the command's
+    reply and drawn under it. It stays in the turn's answer, which goes on where it was."""
+    ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('hold')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('part one', 1, true) ~= nil", what="the turn's first chunk")
+    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.idle()
+    chat = ed.chat()
+    assert "## Agent\npart one part two part three\n\n_— stop: end_turn —_\n\n## You\n/usage\n" in chat, chat
+    reply = chat.split("## You\n/usage\n\n## Agent\n", 1)[1]
+    assert reply == "the reply to /usage\n\n_— stop: end_turn —_", chat
 
 
 def test_slash_commands_sent_while_the_answer_streamed_had_their_answers_drawn_under_later_commands(

@@ -41,6 +41,8 @@ local S = {
   answering = {}, -- slash commands answered at once, not answered yet: their prompt's blocks ->
   -- { before = the mark of the "## You" line of the next prompt drawn after them, or nil }
   command_text = {}, -- the text of their answers (chunks without `messageId`) until one is answered
+  after_turn = nil, -- the mark of the "## You" line of the first command drawn while the turn ran
+  -- and since it last drew at the end of the chat: its answer ends above it (`end_line`)
   header = { state = "idle" },
   timer = nil,
   flush_scheduled = false,
@@ -218,11 +220,28 @@ local function add_lines(lines, own)
   return close and row + 1 or row
 end
 
+-- The turn drew at the end of the chat (a tool line, a plan, a note, text not held): its answer
+-- no longer ends above the commands drawn before.
+local function turn_drew_at_end()
+  transcript.forget_mark(S.after_turn)
+  S.after_turn = nil
+end
+
 local function ensure_section(kind)
   if S.section ~= kind then
     add_lines({ "", kind == "user" and "## You" or "## Agent", "" })
     S.section = kind
   end
+end
+
+--- The key of the model's text and thoughts that come without `messageId` (an agent that sends
+--- none): one stream, held while a command's exchange is drawn (`transcript.hold`) as an id's is.
+M.NO_ID = "\0no-id"
+
+-- Whether streamed text of `key` is a command's answer, not the turn's: a reply drawn with its
+-- command (`finish_turn`: key nil), or agent-server's `cmd-N`.
+local function command_key(key)
+  return key == nil or key:sub(1, 4) == "cmd-"
 end
 
 --- Draw what is pending now.
@@ -244,6 +263,9 @@ function M.flush()
     end
     if not transcript.holds(key) then -- a held stream goes on where it was, in its section
       ensure_section(kind == "user" and "user" or "agent")
+    end
+    if not transcript.holds(key, kind) and not command_key(key) then
+      turn_drew_at_end()
     end
     transcript.stream(kind, table.concat(parts), filters[kind], key)
   end
@@ -394,6 +416,7 @@ end
 local function on_tool_call(u, session_id)
   M.flush()
   transcript.release() -- the turn's text before it is complete
+  turn_drew_at_end()
   ensure_section("agent")
   local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
   local raw = type(u.rawInput) == "table" and u.rawInput or {}
@@ -475,6 +498,7 @@ local function on_plan(u)
     transcript.replace_at(S.plan.mark, S.plan.count, lines)
     S.plan.count = #lines
   else
+    turn_drew_at_end()
     ensure_section("agent")
     local row = add_lines(lines, 1)
     S.plan = { mark = transcript.place_mark(row), count = #lines, turn = S.turn }
@@ -488,18 +512,19 @@ local function on_update(u, session_id)
     if meta.notice or meta.retry or meta.compaction then
       return note(u.content and u.content.text)
     end
-    local command_answer = u.messageId == nil
-      or (type(u.messageId) == "string" and u.messageId:sub(1, 4) == "cmd-")
+    -- a command's answer: `cmd-N` (agent-server), or text without `messageId` while no turn runs
+    -- (an agent that sends no ids answers its commands so); text without one while a turn runs is
+    -- that turn's answer, drawn where it was, never the reply of a command waiting meanwhile
+    local command_answer = (type(u.messageId) == "string" and u.messageId:sub(1, 4) == "cmd-")
+      or (u.messageId == nil and S.turns_open == 0)
     if command_answer and next(S.answering) ~= nil and type(u.content) == "table"
         and type(u.content.text) == "string" then
-      -- a command's answer (`cmd-N`, or none from an older server; the model's text carries its
-      -- step's `messageId`): drawn with its command
       S.command_text[#S.command_text + 1] = u.content.text
       return
     end
-    queue("text", u.content and u.content.text, u.messageId)
+    queue("text", u.content and u.content.text, u.messageId or M.NO_ID)
   elseif kind == "agent_thought_chunk" then
-    queue("thought", u.content and u.content.text, u.messageId)
+    queue("thought", u.content and u.content.text, u.messageId or M.NO_ID)
   elseif kind == "user_message_chunk" then
     local c = u.content or {}
     if c.type == "resource" and c.resource then
@@ -538,6 +563,7 @@ function note(text)
   end
   M.flush()
   transcript.release() -- a retry's answer (the same messageId) starts below its notice
+  turn_drew_at_end()
   ensure_section("agent")
   local lines = vim.split(vim.trim(text), "\n", { plain = true })
   local f = M.filter()
@@ -587,15 +613,31 @@ function M.immediate(blocks)
   return name ~= nil and name ~= "init" and (after == "" or after:match("%s") ~= nil)
 end
 
+-- Draw a prompt (its "## You" section, then "## Agent"); the 0-based row of its "## You" line.
 local function draw_prompt(blocks)
   S.section = nil
   ensure_section("user")
+  local you = transcript.sep_row() - 2
   for _, c in pairs(S.answering) do -- commands not answered yet: their answers go above this prompt
-    c.before = c.before or transcript.place_mark(transcript.sep_row() - 2)
+    c.before = c.before or transcript.place_mark(you)
   end
   add_lines(escaped(prompt_lines(blocks)), 0)
   S.section = nil
   ensure_section("agent")
+  return you
+end
+
+-- The line that ends a prompt's answer (its stop line, its error). A turn's answer ends above the
+-- commands drawn while it ran (`S.after_turn`), where a reader looks for its end, not below their
+-- exchanges; anything else at the end of the chat.
+local function end_line(line, turn)
+  local you = turn and transcript.mark_row(S.after_turn)
+  if you then
+    transcript.insert_lines(you - 1, { "", line }) -- above the blank line before that "## You"
+    transcript.mark_own(you)
+  else
+    add_lines({ "", line })
+  end
 end
 
 local SIGN_IN = "`:AgentLogin` signs in (`agent-server login` in a "
@@ -608,6 +650,7 @@ local SIGN_IN = "`:AgentLogin` signs in (`agent-server login` in a "
 -- marked unfinished, and the header returns to idle, only when the last open prompt is answered.
 local function finish_turn(stop, err, blocks, kind)
   local slot = blocks and S.answering[blocks]
+  local turn = blocks == nil or not M.immediate(blocks)
   local answer = ""
   if slot then
     S.answering[blocks] = nil
@@ -667,7 +710,7 @@ local function finish_turn(stop, err, blocks, kind)
   elseif kind == "stopped" then
     add_lines({ "", "_— stopped: the server was restarted before it answered —_" })
   elseif err then
-    add_lines({ "", "**error:** " .. err:gsub("\n", " ") })
+    end_line("**error:** " .. err:gsub("\n", " "), turn)
     local low = err:lower()
     if kind == "auth" or low:find("http 401", 1, true) or low:find("http 403", 1, true)
         or low:find("api key", 1, true) or low:find("unauthorized", 1, true) then
@@ -678,12 +721,13 @@ local function finish_turn(stop, err, blocks, kind)
         .. "the endpoint up again._" })
     end
   else
-    add_lines({ "", string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))) })
+    end_line(string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))), turn)
   end
   S.section = nil
-  if blocks == nil or not M.immediate(blocks) then
+  if turn then
     -- that turn is over: the server runs the oldest queued prompt now, drawn below it
     transcript.release()
+    turn_drew_at_end()
     S.turns_open = math.max(0, S.turns_open - 1)
     local nxt = table.remove(S.queued, 1)
     if nxt then
@@ -746,7 +790,10 @@ function M.handle(ev)
         filters.text, filters.user = M.filter(), M.filter()
       end
     end
-    draw_prompt(ev.prompt)
+    local you = draw_prompt(ev.prompt)
+    if immediate and S.turns_open > 0 and not S.after_turn then
+      S.after_turn = transcript.place_mark(you) -- the turn's answer ends above this exchange
+    end
     if immediate then -- its answer goes below it (`finish_turn`), whatever is drawn after it meanwhile
       S.answering[ev.prompt] = {}
     end
@@ -761,6 +808,7 @@ function M.handle(ev)
     M.flush()
     M.buffer()
     transcript.release()
+    turn_drew_at_end()
     if not ev.refused then
       S.header.session = ev.id
     end
@@ -842,6 +890,7 @@ function M.handle(ev)
     end
     close_open_tools() -- killed with the server: not still running
     transcript.release()
+    turn_drew_at_end()
     S.answering, S.command_text = {}, {}
     local row = add_lines(lines, own)
     for i = notes + 1, #lines do

@@ -313,9 +313,10 @@ function M.fence_below(h, row)
   end
 end
 
---- Whether the stream of `key` is held (`M.hold`).
-function M.holds(key)
-  return key ~= nil and S.held[key] ~= nil
+--- Whether the stream of `key` is held (`M.hold`); with `kind`, held as a stream of that kind.
+function M.holds(key, kind)
+  local h = key ~= nil and S.held[key]
+  return h ~= nil and h ~= false and (kind == nil or h.kind == kind)
 end
 
 --- Let the held streams go: their text, if more comes, starts at the end again.
