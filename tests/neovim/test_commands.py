@@ -214,6 +214,22 @@ def test_checkhealth_is_ok_with_the_server_installed(make_editor):
     assert "ERROR" not in report
 
 
+def test_checkhealth_agent_server_with_a_hyphen_found_nothing(make_editor):
+    """``:checkhealth agent-server``, the plugin's name as users type it, said 'No healthcheck found
+    for "agent-server" plugin' (its Lua modules are ``agent_server``). Both names run the checks, and
+    a ``:checkhealth`` that matches both runs them once."""
+    ed = make_editor()
+    ed.cmd("checkhealth agent-server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert "No healthcheck found" not in report and "ERROR" not in report, report
+    assert "OK Neovim 0.11.4" in report and "OK server:" in report, report
+    ed.cmd("checkhealth agent*")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert report.count("OK Neovim 0.11.4") == 1 and report.count("OK server:") == 1, report
+    assert "the same checks as under agent-server above" in report, report
+    assert "\nagent-server: " in report and "\nagent_server: " in report, report
+
+
 def test_checkhealth_said_configuration_ok_on_a_first_run_with_no_model_set_up(make_editor, endpoint):
     """The first-run path: with nothing configured ``:checkhealth agent_server`` showed "OK
     configuration OK: … model '(none)'" and no error, while the first prompt could not be sent. It

@@ -1,11 +1,31 @@
---- `:checkhealth agent_server`: Neovim version, configuration errors, the server and its version.
+--- `:checkhealth agent_server` (and `agent-server`, the plugin's name: `lua/agent-server/health.lua`):
+--- Neovim version, configuration errors, the server and its version.
 ---
 --- Must never: print a secret (environment values are never shown, only their names).
 local M = {}
 
 local MIN = { 0, 10, 0 }
 
+--- The checks, once in one `:checkhealth` run (its report buffer): `:checkhealth` alone runs both
+--- `agent-server` and `agent_server`; the second one says where the report is.
+function M.check_once(name)
+  local buf = vim.api.nvim_get_current_buf()
+  local done = vim.b[buf].agent_server_checked
+  if done then
+    vim.health.start("agent-server")
+    vim.health.info(string.format("the same checks as under %s above", done))
+    return
+  end
+  vim.b[buf].agent_server_checked = name
+  M.run()
+end
+
 function M.check()
+  M.check_once("agent_server")
+end
+
+--- Every check.
+function M.run()
   local health = vim.health
   local config = require("agent_server.config")
   local client = require("agent_server.client")
