@@ -243,24 +243,43 @@ local function lsp_clients()
   return vim.lsp and vim.lsp.get_clients and vim.lsp.get_clients({ name = "agent_server" }) or {}
 end
 
---- Cancel the running turn: the chat's (ACP), else the turns of `agent-server lsp` clients
---- (`agentServer.cancel`).
+--- Cancel the running turns (`:AgentCancel`, `<C-c>` in the chat): the chat's (ACP) and those of the
+--- `agent-server lsp` clients of this Neovim (`agentServer.cancel`), both; "nothing to cancel" only
+--- once every one of them said it had no turn. Starts no server.
 function M.cancel()
-  M.prestart()
-  if client.cancel() then
+  wire()
+  local lsp = lsp_clients()
+  local chat_turn = client.busy() and client.cancel()
+  if #lsp == 0 then
+    if not chat_turn and not client.cancel() then
+      notify("no running session")
+    end
     return
   end
-  local lsp = lsp_clients()
-  for _, c in ipairs(lsp) do
-    local params = { command = "agentServer.cancel", arguments = { vim.empty_dict() } }
-    if vim.fn.has("nvim-0.11") == 1 then
-      c:request("workspace/executeCommand", params, function() end)
-    else
-      c.request("workspace/executeCommand", params, function() end)
+  local waiting, cancelled = #lsp, 0
+  local function answered(_, result)
+    waiting = waiting - 1
+    cancelled = cancelled + (type(result) == "table" and tonumber(result.cancelled) or 0)
+    if waiting > 0 or chat_turn then
+      return
+    end
+    if cancelled > 0 then
+      notify(string.format("agent-server lsp: cancelling %d turn%s", cancelled, cancelled == 1 and "" or "s"))
+    elseif not client.cancel() then -- the chat says there is nothing to cancel, when it has a session
+      notify("nothing to cancel: no turn is running")
     end
   end
-  if #lsp == 0 then
-    notify("no running session")
+  for _, c in ipairs(lsp) do
+    local params = { command = "agentServer.cancel", arguments = { vim.empty_dict() } }
+    local ok
+    if vim.fn.has("nvim-0.11") == 1 then
+      ok = c:request("workspace/executeCommand", params, answered)
+    else
+      ok = c.request("workspace/executeCommand", params, answered)
+    end
+    if not ok then -- the client is stopping: no answer will come
+      answered(nil, nil)
+    end
   end
 end
 
