@@ -6,7 +6,9 @@ Role: the one builder of these views, standard library only, shared by the sessi
 ``MODES`` and ``modes_json``; the ``mode``, ``model`` and ``thought_level`` options and a model's
 on/off switch (``type: "boolean"`` only for a client that takes it); ``session_state(mode, model,
 extra)``, a ``session/new`` answer's ``{"modes", "configOptions"}``; ``session_header``, the data a
-new session's ``session/header`` records (``SessionStore`` adds the id, ``EventLog`` the version).
+new session's ``session/header`` records (``SessionStore`` adds the id, ``EventLog`` the version);
+``SLASH_COMMANDS``, the slash commands as ACP ``AvailableCommand``\\s (``available_commands_update``,
+and ``initialize``'s ``_meta.agentServer.availableCommands`` before any session).
 
 Must never: import anything but the standard library (the fast path runs before pydantic loads).
 """
@@ -136,6 +138,20 @@ def session_state(mode: str, model: dict[str, Any] | None, extra: Sequence[dict[
     """``{"modes", "configOptions"}``: the mode views for ``mode``, then the ``model`` option when
     there is one (``model_option``), then the model's own options (``extra``)."""
     return {"modes": modes_json(mode), "configOptions": [mode_option(mode), *([model] if model else []), *extra]}
+
+
+SLASH_COMMANDS: list[dict[str, Any]] = [
+    {"name": "mode", "description": "Switch this session's mode",
+     "input": {"hint": "read-only | workspace-write | accept-edits | danger-full-access"}},
+    {"name": "model", "description": "Use another model for this session", "input": {"hint": "model id"}},
+    {"name": "usage", "description": "Show this session's token usage"},
+    {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},
+    {"name": "compact", "description": "Summarise the older history into one checkpoint to free context"},
+    {"name": "undo", "description": "Take back the files the last agent turn changed (asks before replacing your edits)"},
+    {"name": "redo", "description": "Re-apply what the last /undo took back"},
+    {"name": "checkpoints", "description": "List the turns that changed files, newest first"},
+]
+"""ACP ``AvailableCommand``\\s, in the order they are offered (``host.commands`` runs them)."""
 
 
 def session_header(cwd: str, additional_directories: Sequence[str], mcp_servers: Sequence[str | None]) -> dict[str, Any]:

@@ -23,20 +23,12 @@ from typing import Any, Sequence
 
 from agent_server.agent.budget import CostMemo
 from agent_server.config.load import AgentSettings
+from agent_server.config.views import SLASH_COMMANDS
 from agent_server.session import EventLog, SessionEvent
 
-COMMANDS: list[dict[str, Any]] = [
-    {"name": "mode", "description": "Switch this session's mode",
-     "input": {"hint": "read-only | workspace-write | accept-edits | danger-full-access"}},
-    {"name": "model", "description": "Use another model for this session", "input": {"hint": "model id"}},
-    {"name": "usage", "description": "Show this session's token usage"},
-    {"name": "init", "description": "Write a starter AGENTS.md for this project (as an edit proposal)"},
-    {"name": "compact", "description": "Summarise the older history into one checkpoint to free context"},
-    {"name": "undo", "description": "Take back the files the last agent turn changed (asks before replacing your edits)"},
-    {"name": "redo", "description": "Re-apply what the last /undo took back"},
-    {"name": "checkpoints", "description": "List the turns that changed files, newest first"},
-]
-"""ACP ``AvailableCommand``\\s, in the order they are offered."""
+COMMANDS: list[dict[str, Any]] = SLASH_COMMANDS
+"""ACP ``AvailableCommand``\\s, in the order they are offered (``config.views``: ``initialize`` lists
+them too, before any session)."""
 
 INIT_PROMPT = (
     "Create a starter AGENTS.md at the root of this workspace for coding agents working on this "

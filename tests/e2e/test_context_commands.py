@@ -31,6 +31,27 @@ async def test_available_commands_arrive_after_the_session_new_response(acp_harn
     assert transcript.index(update) > answered
 
 
+async def test_slash_commands_could_not_be_completed_before_the_first_session(acp_harness_factory, endpoint):
+    """ACP sends the slash commands with a session (``available_commands_update``), so an editor had
+    none to complete before its first prompt. The ``initialize`` answer lists them too, in
+    ``_meta.agentServer.availableCommands`` (the same list, valid ``AvailableCommand``s), answered by
+    the start-up fast path like the rest of it; the whole answer stays valid ACP."""
+    from support.acp_schema import load_schema
+
+    from agent_server.host.commands import COMMANDS
+
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url})
+    init = await h.initialize()
+    listed = init.field_meta["agentServer"]["availableCommands"]
+    assert listed == COMMANDS and [c["name"] for c in listed][:3] == ["mode", "model", "usage"]
+    schema = load_schema()
+    assert [schema.errors("AvailableCommand", c) for c in listed] == [[] for _ in listed]
+    answer = h.transcript.response_to(h.transcript.requests("initialize")[0])
+    assert schema.errors("InitializeResponse", answer.message["result"]) == []
+    assert h.validate().ok, h.validate()
+    assert endpoint.requests == []  # no session, no model
+
+
 async def test_mode_command_switches_mode_without_a_model_request(acp_harness_factory, endpoint, workspace, agent_state_dir):
     endpoint.push(tool_call_stream([("w", "write", json.dumps({"path": "x.txt", "content": "x"}))]))
     endpoint.push(text_stream("ok"))

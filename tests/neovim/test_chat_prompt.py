@@ -318,46 +318,65 @@ def test_a_slash_command_answered_while_a_code_block_streamed_still_split_the_an
     assert "```" not in after and "line_" not in after, chat
 
 
+def complete_prompt(ed, *lines: str) -> list[str]:
+    """The words <C-x><C-o> offers with ``lines`` in the chat's prompt area, the cursor at their end."""
+    return ed.lua("""
+        local lines = ...
+        local transcript = require('agent_server.transcript')
+        transcript.set_prompt(table.concat(lines, '\\n'))
+        vim.wo.virtualedit = 'onemore'  -- the cursor after the last character, as in insert mode
+        vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), #lines[#lines] })
+        local chat = require('agent_server.chat')
+        local start = chat.complete(1, '')
+        if start < 0 then return {} end
+        local words = {}
+        local line = vim.api.nvim_get_current_line()
+        for _, c in ipairs(chat.complete(0, line:sub(start + 1))) do words[#words + 1] = c.word end
+        return words""", list(lines))
+
+
 def test_every_advertised_slash_command_completes_in_the_prompt_and_only_as_its_first_word(
         make_editor, endpoint, workspace):
     """Item 3 of the round: each command of ``available_commands_update`` completes in the chat's
     prompt area (<C-x><C-o>), in the server's order; a ``/`` on a later line of a prompt is no
-    command (the server reads one only at the prompt's start) and completes nothing; before any
-    session (the server lists them with one) completion says how to get them instead of nothing."""
+    command (the server reads one only at the prompt's start) and completes nothing."""
     from agent_server.host import commands
 
     ed = make_editor()
     ed.cmd("AgentChat")
-    ed.lua("_G.echoed = {}; vim.api.nvim_echo = function(chunks) table.insert(_G.echoed, chunks[1][1]) end")
-
-    def complete(*lines: str) -> list[str]:
-        return ed.lua("""
-            local lines = ...
-            local transcript = require('agent_server.transcript')
-            transcript.set_prompt(table.concat(lines, '\\n'))
-            vim.wo.virtualedit = 'onemore'  -- the cursor after the last character, as in insert mode
-            vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), #lines[#lines] })
-            local chat = require('agent_server.chat')
-            local start = chat.complete(1, '')
-            if start < 0 then return {} end
-            local words = {}
-            local line = vim.api.nvim_get_current_line()
-            for _, c in ipairs(chat.complete(0, line:sub(start + 1))) do words[#words + 1] = c.word end
-            return words""", list(lines))
-
-    assert complete("/") == []
-    assert "sending /help shows them" in ed.lua("return _G.echoed[#_G.echoed]")
     ed.lua("require('agent_server.transcript').set_prompt('/help')")  # an unknown command: answered with the list
     ed.lua("require('agent_server').send_typed()")
     ed.idle()
     ed.wait("return require('agent_server.chat').state.commands ~= nil", what="available_commands_update")
     every = ["/" + c["name"] for c in commands.COMMANDS]
-    assert complete("/") == every
+    assert complete_prompt(ed, "/") == every
     for name in every:
-        assert name in complete(name[:3]), name
-    assert complete("  /und") == ["/undo"]
-    assert complete("fix this", "/un") == [] and complete("", "/un") == ["/undo"]
+        assert name in complete_prompt(ed, name[:3]), name
+    assert complete_prompt(ed, "  /und") == ["/undo"]
+    assert complete_prompt(ed, "fix this", "/un") == [] and complete_prompt(ed, "", "/un") == ["/undo"]
     assert not endpoint.requests  # nothing reached the model
+
+
+def test_slash_commands_could_not_be_completed_before_the_first_session(make_editor, endpoint, workspace):
+    """ACP sends the slash commands with a session, so the chat completed none before the first
+    prompt. agent-server lists them in its ``initialize`` answer (``_meta.agentServer
+    .availableCommands``): they complete as soon as the server has started, no session made. An
+    agent that lists them only with a session: completion says how to get them."""
+    from agent_server.host import commands
+
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.wait("return require('agent_server.client').state.initialized", what="the server started")
+    assert complete_prompt(ed, "/") == ["/" + c["name"] for c in commands.COMMANDS]
+    assert complete_prompt(ed, "/und") == ["/undo"]
+    assert ed.lua("return require('agent_server.client').state.session_id") is None
+    assert not endpoint.requests
+    other = make_editor(server_cmd=SCRIPTED)
+    other.cmd("AgentChat")
+    other.lua("_G.echoed = {}; vim.api.nvim_echo = function(chunks) table.insert(_G.echoed, chunks[1][1]) end")
+    other.wait("return require('agent_server.client').state.initialized", what="the scripted agent started")
+    assert complete_prompt(other, "/") == []
+    assert "sending /help shows them" in other.lua("return _G.echoed[#_G.echoed]")
 
 
 def test_the_values_of_mode_and_model_did_not_complete_in_the_prompt(make_editor, endpoint, workspace, tmp_path):

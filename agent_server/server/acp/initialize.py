@@ -3,7 +3,8 @@
 Role: build the ``initialize`` result from the client's params. It is imported by the CLI's fast
 path, which answers the editor's first request before ``asyncio``, ``httpx`` or pydantic load.
 
-Must never: import anything but the standard library's lightest modules, or advertise a
+Must never: import anything but the standard library's lightest modules (and ``config.views``,
+standard library only: the slash commands it lists), or advertise a
 capability that is not built (ACP clients act on what is advertised).
 """
 
@@ -14,6 +15,7 @@ import sys
 from typing import Any
 
 from agent_server import __version__
+from agent_server.config.views import SLASH_COMMANDS
 
 PROTOCOL_VERSION = 1
 
@@ -32,6 +34,8 @@ def initialize_result(params: dict[str, Any] | None, *, image: bool = False) -> 
     and ``override``) on ``session/new|load|resume|fork``; the ``agentServer`` extension block
     (PROTOCOL.md "Extensions") when the client announced it, with the negotiated position encoding.
     ``authMethods``: the sign-in, ``auth_methods(params)``; ``auth.logout`` (the ``logout`` method).
+    ``_meta.agentServer.availableCommands``: the slash commands (``AvailableCommand``\\s, the list
+    ``available_commands_update`` sends with a session), so a client completes them before the first.
     """
     capabilities: dict[str, Any] = {
         "loadSession": True,
@@ -50,6 +54,7 @@ def initialize_result(params: dict[str, Any] | None, *, image: bool = False) -> 
         "agentCapabilities": capabilities,
         "authMethods": auth_methods(params),
         "agentInfo": {"name": "agent-server", "title": "agent-server", "version": __version__},
+        "_meta": {"agentServer": {"availableCommands": SLASH_COMMANDS}},
     }
 
 

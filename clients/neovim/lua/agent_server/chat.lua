@@ -901,6 +901,8 @@ function M.handle(ev)
     set_header()
   elseif ev.type == "info" then
     M.say(ev.text, ev.level)
+  elseif ev.type == "commands" then
+    S.commands = ev.commands -- until a session's `available_commands_update`
   elseif ev.type == "failed" and ev.before_turn and ev.kind == "auth" then
     -- no session could start (no key, no endpoint, no model: a first run): the ways to set it up here
     add_lines({ "_No model is set up for this Neovim's server yet (your prompt waits below). " .. SIGN_IN })
@@ -1078,9 +1080,11 @@ function M.complete(findstart, base)
       return -3 -- a slash command is the prompt's first word
     end
     if ch == "/" and S.commands == nil then
-      -- the server lists them with a session (`available_commands_update`): none is open yet
-      pcall(vim.api.nvim_echo, { { "agent-server: the slash commands are listed once a session is open "
-        .. "(after the first prompt); sending /help shows them" } }, false, {})
+      -- agent-server lists them in its `initialize` answer; an agent that lists them only with a
+      -- session (`available_commands_update`) has none open yet, or the server is still starting
+      pcall(vim.api.nvim_echo, { { "agent-server: the slash commands are not listed yet (the server lists "
+        .. "them once it has started; another agent with a session, after the first prompt); sending /help "
+        .. "shows them" } }, false, {})
       return -3
     end
     return start - 1

@@ -7,6 +7,8 @@
 ---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
+---   { type = "commands", commands }                    (the slash commands `initialize` lists, before any
+---                                                     session: `_meta.agentServer.availableCommands`)
 ---   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" | "start" |
 ---                                                     "gone" — the server no longer has the session (also
 ---                                                     after `:AgentMode`/`:AgentModel`: no prompt) — |
@@ -218,6 +220,11 @@ function M.ensure_server(cb)
     state.agent_info = result.agentInfo
     state.capabilities = caps
     state.initialized = true
+    local listed = type(result._meta) == "table" and type(result._meta.agentServer) == "table"
+      and result._meta.agentServer.availableCommands
+    if type(listed) == "table" and vim.islist(listed) then
+      emit({ type = "commands", commands = listed })
+    end
     finish_start(nil)
   end)
 end
