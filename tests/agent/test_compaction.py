@@ -2,6 +2,7 @@
 the tail kept verbatim), the replacement in the projection, the summary request's rebuild, the
 token estimate, the repeated-call reminder and the price configuration."""
 
+import asyncio
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from agent_server.agent.budget import estimate_tokens, session_cost, usage_update
 from agent_server.agent.compaction import (
     CHECKPOINT_MARKER,
+    Compactor,
     checkpoint_text,
     choose_cut,
     message_tokens,
@@ -18,8 +20,9 @@ from agent_server.agent.compaction import (
 )
 from agent_server.agent.replay import logged_requests
 from agent_server.agent.request import compaction_body, pending_body, render_transcript, request_body
+from agent_server.agent.step import RequestHeader, RetryPolicy
 from agent_server.config.load import AgentSettings, ConfigError, load_config
-from agent_server.llm import encode_body
+from agent_server.llm import AssembledMessage, Finish, encode_body
 from agent_server.session import EventLog, derive_messages, surface_messages
 from agent_server.tools.repeats import repeat_count, repeat_reminder
 
@@ -46,6 +49,34 @@ def build_log(tmp_path, shape, name="s"):
                 log.append("tool/result", {"turn": t, "call_id": call["id"], "content": "r" * size})
         log.append("turn/end", {"turn": t, "exit": "end_turn"})
     return log
+
+
+class SummaryClient:
+    """A model client whose every answer is ``summary``; the bodies it was sent are kept in ``sent``."""
+
+    def __init__(self, summary="Files were read."):
+        self.summary = summary
+        self.sent: list[bytes] = []
+
+    async def stream(self, body):
+        self.sent.append(body)
+        yield Finish(AssembledMessage(content=self.summary, reasoning=""))
+
+
+async def _quiet(update):
+    pass
+
+
+def compact(log, window, *, turn, step=1, reason="threshold", requests=None, client=None, tools=None, emit=_quiet):
+    """Compact ``log`` once as a step would (``Compactor.compact``, not announced), with the
+    header ``HEADER`` (its tools: ``tools``) and ``client`` (a ``SummaryClient`` by default);
+    returns the compactor and the client."""
+    client = client if client is not None else SummaryClient()
+    compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
+    header = RequestHeader(system=HEADER["system"], model=HEADER["model"], params={},
+                           tools=tools if tools is not None else HEADER["tools"], reasoning_content="drop")
+    asyncio.run(compactor.compact(client, header, turn=turn, step=step, reason=reason, announce=False))
+    return compactor, client
 
 
 def assert_calls_with_results(messages):
@@ -263,31 +294,17 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
     compaction will send included — and the compaction repeats none of it, while its body stays
     byte-equal to the pure ``compaction_body`` rebuilt from the log. ``over``: the history a little
     over the limit (the kept tail is ``keep_ratio`` of it) and far over it (the smallest tail)."""
-    import asyncio
 
     from agent_server.agent import compaction
     from agent_server.agent.compaction import Compactor
     from agent_server.agent.request_memo import RequestMemo
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
 
     log = build_log(tmp_path, [(50, [(20, [300, 40]), (30, [])])] * 60)
     requests = RequestMemo()
     requests.prepare(log.events)
     messages = requests.surface(log.events)
-
-    sent: list[bytes] = []
-
-    class Client:
-        async def stream(self, body):
-            sent.append(body)
-            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
-
-    async def emit(update):
-        pass
-
     window = int(sum(len(json.dumps(m)) for _, m in messages) / 4 / 0.8 / over)  # the history is past the limit
-    loading = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
+    loading = Compactor(log, _quiet, AgentSettings(), window, RetryPolicy(), requests)
     summary = loading.plan_summary()
     assert summary is not None
     prepared = requests.compaction_body(summary[1], summary[0])
@@ -300,10 +317,7 @@ def test_the_first_compaction_after_a_load_weighs_cuts_and_renders_nothing_again
         real = getattr(compaction, name, None)
         if real is not None:
             monkeypatch.setattr(compaction, name, lambda *a, _n=name, _f=real, **k: calls.append(_n) or _f(*a, **k))
-    compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
-    header = RequestHeader(system=HEADER["system"], model="m", params={}, tools=HEADER.get("tools") or [],
-                           reasoning_content="drop")
-    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+    sent = compact(log, window, turn=61, requests=requests)[1].sent
 
     assert calls == [] and requests.transcripts_made == 1  # nothing weighed, cut or rendered again
     start = log.latest("compaction/start")
@@ -321,13 +335,10 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_weig
     find its cut (0.3 ms) — most of its own 1.2 ms of CPU before its request. It now finds the
     load's body by the stretch of the memo's messages it covers (none dropped since), weighs equal
     schemas by their kept size and carries the load's sums on; the body is the same bytes."""
-    import asyncio
 
     from agent_server.agent import compaction, request_memo
     from agent_server.agent.compaction import Compactor
     from agent_server.agent.request_memo import RequestMemo
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
 
     class Listed(list):
         """The memo's list of messages, counting the slices taken of it."""
@@ -344,16 +355,6 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_weig
     requests.prepare(log.events)
     requests._bare = Listed(requests._bare)  # noqa: SLF001 — the list the memo keeps its messages in
     messages = requests.surface(log.events)
-    sent: list[bytes] = []
-
-    class Client:
-        async def stream(self, body):
-            sent.append(body)
-            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
-
-    async def emit(update):
-        pass
-
     encoded: list[object] = []
     real_chars = compaction.body_chars
     monkeypatch.setattr(compaction, "body_chars", lambda body: encoded.extend(body) or real_chars(body))
@@ -361,7 +362,7 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_weig
     tools = [{"type": "function", "function": {"name": f"t{n}", "description": "d" * 40, "parameters": {}}}
              for n in range(8)]
     requests._header = requests.header.model_copy(update={"data": {**requests.header.data, "tools": tools}})  # noqa: SLF001
-    summary = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests).plan_summary()
+    summary = Compactor(log, _quiet, AgentSettings(), window, RetryPolicy(), requests).plan_summary()
     assert summary is not None
     prepared = requests.compaction_body(summary[1], summary[0], *summary[2:])  # as the load's worker does
     assert encoded.count("t") == 1  # the load weighed the tools once
@@ -369,10 +370,8 @@ def test_the_first_compaction_after_a_load_listed_its_replaced_messages_and_weig
     log.append("user", {"turn": 61, "content": "go on"})
     Listed.slices = 0
     summed = requests.tail_sums_made
-    compactor = Compactor(log, emit, AgentSettings(), window, RetryPolicy(), requests)
-    header = RequestHeader(system=HEADER["system"], model="m", params={}, tools=json.loads(json.dumps(tools)),
-                           reasoning_content="drop")  # equal schemas, as the session makes them again
-    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+    # equal schemas, as the session makes them again
+    sent = compact(log, window, turn=61, requests=requests, tools=json.loads(json.dumps(tools)))[1].sent
 
     assert Listed.slices == 0  # the replaced messages were not listed again
     assert encoded.count("t") == 1  # nor the equal tool schemas encoded again
@@ -446,30 +445,14 @@ def test_the_compaction_transcript_ran_to_three_times_its_limit_when_most_blocks
     ``max_transcript_chars`` (1.2 MB against ~400,000). A compaction logs ``transcript_rule: 2``
     now, which counts every character and leaves the middle of the history out whole when even the
     markers would not fit; its body is still the log's rebuild."""
-    import asyncio
 
-    from agent_server.agent.compaction import Compactor
     from agent_server.agent.request import TRANSCRIPT_RULE
     from agent_server.agent.request_memo import RequestMemo
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
 
     log = build_log(tmp_path, [(30, [(0, [200, 200, 200]), (40, [])])] * 60)
     log.append("turn/start", {"turn": 61})
     log.append("user", {"turn": 61, "content": "go on"})
-    sent: list[bytes] = []
-
-    class Client:
-        async def stream(self, body):
-            sent.append(body)
-            yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
-
-    async def emit(update):
-        pass
-
-    compactor = Compactor(log, emit, AgentSettings(), 2_000, RetryPolicy(), RequestMemo())
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
-    asyncio.run(compactor.compact(Client(), header, turn=61, step=1, reason="threshold", announce=False))
+    sent = compact(log, 2_000, turn=61, requests=RequestMemo())[1].sent
     start = log.latest("compaction/start")
     assert start.data["transcript_rule"] == TRANSCRIPT_RULE == 2
     content = json.loads(sent[0])["messages"][1]["content"]
@@ -501,15 +484,11 @@ def test_a_log_whose_compaction_used_transcript_rule_1_replays_byte_exact_and_co
     """``tests/fixtures/logs/transcript-rule-1``: a compaction logged by the code before rule 2 (no
     ``transcript_rule``: its transcript ran to 2.5 × its limit) replays to the very bytes its endpoint
     received (their sha256, recorded then), and the same history compacted again now uses rule 2."""
-    import asyncio
     import hashlib
     import shutil
 
-    from agent_server.agent.compaction import Compactor
     from agent_server.agent.replay import logged_requests
     from agent_server.agent.request_memo import RequestMemo
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
     from agent_server.session import read_events
     from support.paths import FIXTURES
 
@@ -537,19 +516,7 @@ def test_a_log_whose_compaction_used_transcript_rule_1_replays_byte_exact_and_co
             log.append("step/start", {"turn": n, "step": 1})
             log.append("assistant", {"turn": n, "step": 1, "text": "a" * 300, "tool_calls": [], "usage": None})
             log.append("turn/end", {"turn": n, "exit": "end_turn"})
-        sent: list[bytes] = []
-
-        class Client:
-            async def stream(self, body):
-                sent.append(body)
-                yield Finish(AssembledMessage(content="Files were read.", reasoning=""))
-
-        async def emit(update):
-            pass
-
-        compactor = Compactor(log, emit, AgentSettings(), 2_000, RetryPolicy(), RequestMemo())
-        header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
-        asyncio.run(compactor.compact(Client(), header, turn=119, step=0, reason="command", announce=False))
+        sent = compact(log, 2_000, turn=119, step=0, reason="command", requests=RequestMemo())[1].sent
         again = log.latest("compaction/start")
         assert again.seq > start.seq and again.data["transcript_rule"] == 2
         content = json.loads(sent[0])["messages"][1]["content"]
@@ -565,30 +532,20 @@ def test_a_compaction_whose_request_would_not_fit_is_never_logged_as_done(tmp_pa
     summary let through uncut) is not applied — ``compaction/end`` ``aborted: "no_fit"``, no message,
     the history as it was — and the error says the sizes; before, it was logged done (the history
     grew: "about 90,916 → 90,976 tokens") and every later prompt failed."""
-    import asyncio
 
     from agent_server.agent.compaction import Compactor
     from agent_server.agent.exits import TurnFailed
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
 
     log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(2000, [])]), (20, [])])
     before = derive_messages(log.events)
-
-    class Client:
-        async def stream(self, body):
-            yield Finish(AssembledMessage(content="s" * 40_000, reasoning=""))
-
     updates = []
 
     async def emit(update):
         updates.append(update)
 
     monkeypatch.setattr(Compactor, "_within_budget", lambda self, summary: summary)
-    compactor = Compactor(log, emit, AgentSettings(), 1500, RetryPolicy())
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
     with pytest.raises(TurnFailed) as failed:
-        asyncio.run(compactor.compact(Client(), header, turn=3, step=1, reason="threshold", announce=False))
+        compact(log, 1500, turn=3, client=SummaryClient("s" * 40_000), emit=emit)
     assert failed.value.error["code"] == "CONTEXT_WINDOW_EXCEEDED"
     assert "would not make the next request fit" in failed.value.error["message"]
     end = log.latest("compaction/end")
@@ -598,24 +555,11 @@ def test_a_compaction_whose_request_would_not_fit_is_never_logged_as_done(tmp_pa
 
 
 def test_a_summary_longer_than_its_room_is_cut_to_it(tmp_path):
-    import asyncio
 
-    from agent_server.agent.compaction import SUMMARY_CUT, Compactor
-    from agent_server.agent.step import RequestHeader, RetryPolicy
-    from agent_server.llm import AssembledMessage, Finish
+    from agent_server.agent.compaction import SUMMARY_CUT
 
     log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(2000, [])]), (20, [])])
-
-    class Client:
-        async def stream(self, body):
-            yield Finish(AssembledMessage(content="s" * 40_000, reasoning=""))
-
-    async def emit(update):
-        pass
-
-    compactor = Compactor(log, emit, AgentSettings(), 1500, RetryPolicy())
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
-    asyncio.run(compactor.compact(Client(), header, turn=3, step=1, reason="threshold", announce=False))
+    compactor = compact(log, 1500, turn=3, client=SummaryClient("s" * 40_000))[0]
     message = log.latest("compaction/end").data["message"]
     assert message.endswith(SUMMARY_CUT) and message.count("s" * 100) > 0
     summary = message.split("Summary of the conversation so far:\n", 1)[1]
@@ -627,11 +571,8 @@ def test_a_summary_longer_than_its_room_is_cut_to_it(tmp_path):
 def test_a_first_request_that_leaves_no_room_for_a_summary_is_named_as_the_reason(tmp_path):
     """When even replacing the whole history cannot fit (the first request, kept verbatim, nearly
     fills the window), the error names that — not "the most recent part … about 0 tokens"."""
-    import asyncio
 
-    from agent_server.agent.compaction import Compactor
     from agent_server.agent.exits import TurnFailed
-    from agent_server.agent.step import RequestHeader, RetryPolicy
 
     log = build_log(tmp_path, [(12_000, [(20_000, [])]), (20, [])])
 
@@ -640,13 +581,8 @@ def test_a_first_request_that_leaves_no_room_for_a_summary_is_named_as_the_reaso
             raise AssertionError("no summary request that cannot help")
             yield
 
-    async def emit(update):
-        pass
-
-    compactor = Compactor(log, emit, AgentSettings(), 4000, RetryPolicy())
-    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
     with pytest.raises(TurnFailed) as failed:
-        asyncio.run(compactor.compact(Client(), header, turn=2, step=1, reason="threshold", announce=False))
+        compact(log, 4000, turn=2, client=Client())
     # (12,009 + 29 characters) ÷ 4
     assert "the session's first request and the current one, about 3010 tokens" in failed.value.error["message"]
     assert log.latest("compaction/start") is None
