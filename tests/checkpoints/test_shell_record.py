@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -42,21 +43,29 @@ def supported() -> bool:
     return True
 
 
-@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
-def test_a_commands_own_writes_are_recorded_and_nothing_else(tmp_path):
+def command_args(tmp_path: Path, work: Path, command: str, script: str = SCRIPT) -> list[str]:
+    """How ``script`` runs ``command`` in ``work`` with its record at ``tmp_path / "record"``."""
+    folder = str(Path(sandbox_notify.__file__).parent)
+    return [sys.executable, "-I", "-S", "-B", "-c", script, folder, str(tmp_path / "record"), str(work), command]
+
+
+def work_folder(tmp_path: Path, files: dict[str, str]) -> Path:
+    """``tmp_path / "work"``, holding ``files`` (name → text)."""
     work = tmp_path / "work"
     work.mkdir()
-    (work / "read.txt").write_text("only read\n")
-    (work / "old.txt").write_text("to be moved\n")
-    (work / "gone.txt").write_text("to be removed\n")
-    (work / "run.sh").write_text("#!/bin/sh\n")
-    (work / "other.txt").write_text("written by someone else\n")
+    for name, text in files.items():
+        (work / name).write_text(text)
+    return work
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_a_commands_own_writes_are_recorded_and_nothing_else(tmp_path):
+    work = work_folder(tmp_path, {"read.txt": "only read\n", "old.txt": "to be moved\n", "gone.txt": "to be removed\n",
+                                  "run.sh": "#!/bin/sh\n", "other.txt": "written by someone else\n"})
     record = tmp_path / "record"
     command = ("cat read.txt > /dev/null; echo hi > new.txt; mv old.txt moved.txt; rm gone.txt; chmod +x run.sh; "
                "mkdir -p d/e; sed -i s/hi/ho/ new.txt; ln -s new.txt link.txt")
-    folder = str(Path(sandbox_notify.__file__).parent)
-    subprocess.run([sys.executable, "-I", "-S", "-B", "-c", SCRIPT, folder, str(record), str(work), command],
-                   check=True, timeout=60)
+    subprocess.run(command_args(tmp_path, work, command), check=True, timeout=60)
     (work / "other.txt").write_text("another process wrote this meanwhile\n")
     named = sandbox_notify.read_record(str(record))
     assert named is not None
@@ -82,10 +91,8 @@ WATCHED = SCRIPT.replace("listener = n.listen()", "watch = n.Watch()\nlistener =
     "_, status = os.waitpid(child, 0)", "_, status = os.waitpid(child, 0)\nos.write(record, watch.finish())")
 
 
-def run_watched(tmp_path: Path, work: Path, command: str) -> subprocess.Popen:
-    folder = str(Path(sandbox_notify.__file__).parent)
-    return subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
-                             str(work), command])
+def run_watched(tmp_path: Path, work: Path, command: str, **popen: object) -> subprocess.Popen:
+    return subprocess.Popen(command_args(tmp_path, work, command, WATCHED), **popen)
 
 
 def wait_for(flag: Path, proc: subprocess.Popen) -> None:
@@ -94,22 +101,29 @@ def wait_for(flag: Path, proc: subprocess.Popen) -> None:
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def paused(tmp_path: Path, files: dict[str, str], before: str, after: str = "") -> Iterator[Path]:
+    """A watched command, in ``work_folder(tmp_path, files)``, that runs ``before``, waits while the
+    ``with`` body (given the folder) acts as another process, then runs ``after``; it exits 0."""
+    work = work_folder(tmp_path, files)
+    proc = run_watched(tmp_path, work, f"{before}; touch wrote; while [ ! -e go ]; do sleep 0.02; done"
+                                       + (f"; {after}" if after else ""))
+    wait_for(work / "wrote", proc)
+    try:
+        yield work
+    finally:  # (a failed body too: the command ends)
+        (work / "go").touch()
+    assert proc.wait(timeout=HANG) == 0
+
+
 @pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
 def test_a_save_by_another_process_after_the_command_let_go_of_the_file_is_named_foreign(tmp_path):
     """The command wrote ``a.txt`` and went on running; another process saved ``a.txt`` meanwhile
     (in place, and ``b.txt`` by an editor's atomic rename): both are ``FOREIGN`` in the record."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("orig\n")
-    (work / "b.txt").write_text("orig\n")
-    proc = run_watched(tmp_path, work, "echo agent >> a.txt; echo agent >> b.txt; touch wrote; "
-                                       "while [ ! -e go ]; do sleep 0.02; done")
-    wait_for(work / "wrote", proc)
-    (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
-    (work / ".b.txt.swp").write_text("orig\nagent\nthe user's save\n")
-    os.replace(work / ".b.txt.swp", work / "b.txt")
-    (work / "go").touch()
-    assert proc.wait(timeout=HANG) == 0
+    with paused(tmp_path, {"a.txt": "orig\n", "b.txt": "orig\n"}, "echo agent >> a.txt; echo agent >> b.txt") as work:
+        (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
+        (work / ".b.txt.swp").write_text("orig\nagent\nthe user's save\n")
+        os.replace(work / ".b.txt.swp", work / "b.txt")
     record = str(tmp_path / "record")
     assert sandbox_notify.read_foreign(record) == {str(work / "a.txt"), str(work / "b.txt")}
     assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_record(record)
@@ -121,9 +135,7 @@ def test_a_commands_own_writes_of_every_kind_are_never_named_foreign(tmp_path):
     copies, a background process, a pipeline: only the command wrote, nothing is foreign, and the
     state it left is stamped (``LEFT``). (Two of its processes writing one file through two opens
     at once may be named foreign: which of them the last change was, the events do not say.)"""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "f.txt").write_text("a\n")
+    work = work_folder(tmp_path, {"f.txt": "a\n"})
     command = ("echo b >> f.txt; echo c >> f.txt; sed -i s/a/A/ f.txt; echo d > g.txt; mv g.txt h.txt; "
                "chmod +x h.txt; truncate -s 1 h.txt; cp f.txt i.txt; mkdir -p d/e; echo x > d/e/j.txt; "
                "(for i in 1 2 3; do echo $i >> k.txt; done) & wait; seq 100 | cat > k.txt; "
@@ -143,16 +155,9 @@ def test_an_editors_atomic_save_while_the_command_holds_the_file_open_is_named_f
     """The command keeps ``a.txt`` open for writing (a log, a formatter's output) while an editor
     saves it the atomic way (a temporary file renamed over it): that rename is no call of the
     command's, so ``a.txt`` is ``FOREIGN``."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("orig\n")
-    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; touch wrote; "
-                                       "while [ ! -e go ]; do sleep 0.02; done; echo more >&3")
-    wait_for(work / "wrote", proc)
-    (work / ".a.txt.swp").write_text("orig\nagent\nthe user's save\n")
-    os.replace(work / ".a.txt.swp", work / "a.txt")
-    (work / "go").touch()
-    assert proc.wait(timeout=HANG) == 0
+    with paused(tmp_path, {"a.txt": "orig\n"}, "exec 3>>a.txt; echo agent >&3", "echo more >&3") as work:
+        (work / ".a.txt.swp").write_text("orig\nagent\nthe user's save\n")
+        os.replace(work / ".a.txt.swp", work / "a.txt")
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
 
 
@@ -161,15 +166,8 @@ def test_an_in_place_save_while_the_command_holds_the_file_open_is_named_foreign
     """The command keeps ``a.txt`` open for writing while another process saves it in place (opens,
     writes, closes): that close is not the command's — its descriptor is still open — so ``a.txt`` is
     ``FOREIGN``."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("orig\n")
-    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; touch wrote; "
-                                       "while [ ! -e go ]; do sleep 0.02; done; echo more >&3")
-    wait_for(work / "wrote", proc)
-    (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
-    (work / "go").touch()
-    assert proc.wait(timeout=HANG) == 0
+    with paused(tmp_path, {"a.txt": "orig\n"}, "exec 3>>a.txt; echo agent >&3", "echo more >&3") as work:
+        (work / "a.txt").write_text("orig\nagent\nthe user's save\n")
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
 
 
@@ -179,20 +177,17 @@ def test_a_watch_left_without_inotify_said_nothing_of_why_every_file_became_fore
     """No inotify instance (or no watch) left for the user: the watch is blind, so every file the
     command wrote is ``FOREIGN`` at the end (asked about at /undo: the safe side) — and the record now
     says why, once (``UNWATCHED``), so the user can be told. The command's writes are still recorded."""
-    work = tmp_path / "work"
-    work.mkdir()
-    folder = str(Path(sandbox_notify.__file__).parent)
+    work = work_folder(tmp_path, {})
     limited = ["unshare", "-Ur", "sh", "-c", f'echo 0 > /proc/sys/user/{limit} && exec "$@"', "sh"]
-    subprocess.run([*limited, sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
-                    str(work), "echo a > a.txt; echo b > b.txt; echo c >> a.txt"], check=True, timeout=60)
+    subprocess.run([*limited, *command_args(tmp_path, work, "echo a > a.txt; echo b > b.txt; echo c >> a.txt", WATCHED)],
+                   check=True, timeout=60)
     record = str(tmp_path / "record")
     assert sandbox_notify.read_unwatched(record) == reason
     assert (tmp_path / "record").read_bytes().count(sandbox_notify.UNWATCHED) == 1
     assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_foreign(record)
     assert {str(work / "a.txt"), str(work / "b.txt")} <= sandbox_notify.read_record(record)
     # with inotify, none of it
-    subprocess.run([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, record, str(work), "echo d >> a.txt"],
-                   check=True, timeout=60)
+    subprocess.run(command_args(tmp_path, work, "echo d >> a.txt", WATCHED), check=True, timeout=60)
     assert sandbox_notify.read_unwatched(record) is None
     assert str(work / "a.txt") not in sandbox_notify.read_foreign(record)
 
@@ -204,14 +199,10 @@ def test_an_in_place_save_whose_close_the_kernel_merged_with_the_commands_own_cl
     no drain between — inotify merges the two equal close events into one, so the save looked like
     the command's own close. The other process's open is seen (``IN_OPEN``) and no write-open of the
     command's nor a read that closed explains it: ``FOREIGN``."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("orig\n")
+    work = work_folder(tmp_path, {"a.txt": "orig\n"})
     # the command and the test speak through its stdin and stdout (no path, no event between the closes)
-    folder = str(Path(sandbox_notify.__file__).parent)
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
-                             str(work), "exec 3>>a.txt; echo agent >&3; echo wrote; read go; exec 3>&-"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; echo wrote; read go; exec 3>&-",
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"wrote\n"
     with open(work / "a.txt", "a") as fh:  # the user's in-place save
         fh.write("the user's save\n")
@@ -228,14 +219,10 @@ def test_another_process_reading_a_file_the_command_writes_is_never_named_foreig
     writes (a read, two readers at once) writes nothing, so the command's writes stay its own (no
     question at /undo). The price, on the safe side: a reader still holding the file open when the
     command ends (``tail -f``) cannot be told from a writer whose close the kernel merged: asked."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("orig\n")
-    folder = str(Path(sandbox_notify.__file__).parent)
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", WATCHED, folder, str(tmp_path / "record"),
-                             str(work), "exec 3>>a.txt; echo agent >&3; echo wrote; read go; echo more >&3; "
-                                        "echo again; read go; exec 3>&-; cat a.txt > /dev/null; echo b >> a.txt"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    work = work_folder(tmp_path, {"a.txt": "orig\n"})
+    proc = run_watched(tmp_path, work, "exec 3>>a.txt; echo agent >&3; echo wrote; read go; echo more >&3; "
+                                       "echo again; read go; exec 3>&-; cat a.txt > /dev/null; echo b >> a.txt",
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"wrote\n"
     assert (work / "a.txt").read_text() == "orig\nagent\n"
     with open(work / "a.txt") as one, open(work / "a.txt") as two:
@@ -258,14 +245,8 @@ def test_another_process_writing_dev_null_while_the_command_did_named_dev_null_f
     any other process's ``> /dev/null`` while the command ran made ``/dev/null`` FOREIGN (the flaky
     ``test_another_process_reading_a_file_the_command_writes_is_never_named_foreign``). A device, a
     fifo or a socket holds nothing a snapshot keeps: it is not followed."""
-    work = tmp_path / "work"
-    work.mkdir()
-    proc = run_watched(tmp_path, work, "echo a > /dev/null; echo a > a.txt; touch wrote; "
-                                       "while [ ! -e go ]; do sleep 0.02; done; echo b > /dev/null")
-    wait_for(work / "wrote", proc)
-    with open("/dev/null", "w") as other:  # another process's write, while the command runs
-        other.write("x")
-    (work / "go").touch()
-    assert proc.wait(timeout=HANG) == 0
+    with paused(tmp_path, {}, "echo a > /dev/null; echo a > a.txt", "echo b > /dev/null") as work:
+        with open("/dev/null", "w") as other:  # another process's write, while the command runs
+            other.write("x")
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == set()
     assert str(work / "a.txt") in sandbox_notify.read_record(str(tmp_path / "record"))
