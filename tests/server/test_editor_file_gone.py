@@ -11,41 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
+from support.editor_end import EditorEnd, quiet
 
 
-class BufferEditor:
+class BufferEditor(EditorEnd):
     """An editor holding ``text`` in a buffer whatever the disk says (as Neovim and VS Code keep the
     buffer of a file deleted under them): it answers reads with it, takes writes into it (saving:
     the file is written) and answers proposals with ``answer``."""
 
     def __init__(self, path: Path, text: str, answer: dict[str, Any] | None = None) -> None:
-        self.path, self.text, self.answer = path, text, answer or {"outcome": "rejected"}
-        self.writes: list[str] = []
-        self.proposals: list[dict[str, Any]] = []
+        super().__init__(text, {"version": 3, "dirty": False}, saves_to=path, answer=answer)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        if method == "fs/read_text_file":
-            return {"content": self.text, "_meta": {"agentServer": {"version": 3, "dirty": False}}}
-        assert method == "fs/write_text_file", method
-        self.writes.append(params["content"])
-        self.path.write_text(params["content"])  # the buffer saved: the file is back
-        return {}
-
-    async def begin_request(self, method: str, params: dict[str, Any]):
-        self.proposals.append(params)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result(self.answer)
-        return 1, future
-
-    def forget(self, request_id: int) -> None:
-        pass
-
-    def cancel_outgoing(self, request_id: int) -> None:
-        pass
-
-
-async def _emit(update: dict[str, Any]) -> None:
-    pass
 
 
 CAPS = {
@@ -59,7 +35,7 @@ def _write_after(tmp_path: Path, kind: str, remove) -> tuple[Any, BufferEditor, 
     path = tmp_path / "gone.txt"
     path.write_text("x\n")
     editor = BufferEditor(path, "x\n")
-    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS[kind]), emit=_emit)
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS[kind]), emit=quiet)
     files.auto_apply = lambda: kind == "accept-edits write"
 
     async def go():
@@ -95,7 +71,7 @@ def test_a_stale_file_changed_on_disk_was_described_to_the_model_as_changed_in_t
     path.write_text("x\n")
     said = f"{path} changed on disk during the review; nothing more was applied"
     editor = BufferEditor(path, "x\n", {"outcome": "stale", "message": said})
-    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["proposal"]), emit=_emit)
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["proposal"]), emit=quiet)
 
     async def go():
         return await files.write(path, b"y\n", base=await files.read(path))
@@ -125,7 +101,7 @@ def test_a_guarded_write_refused_as_changed_on_disk_was_told_to_the_model_as_cha
             return await super().request(method, params)
 
     editor = Refusing(path, "x\n")
-    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["accept-edits write"]), emit=_emit)
+    files = EditorFiles(editor, "s", EditorCapabilities(**CAPS["accept-edits write"]), emit=quiet)
     files.auto_apply = lambda: True
 
     async def go():

@@ -7,47 +7,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from pathlib import Path
-from typing import Any
 
 from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
 from agent_server.server.edits import apply_text_edits
+from support.editor_end import EditorEnd, quiet
 
 BOM = b"\xef\xbb\xbf"
 
 
-class EditorStub:
-    """The editor's end of the connection: answers ``fs/read_text_file`` with ``text`` and keeps the
-    proposals it is sent (answered ``rejected``)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.proposals: list[dict[str, Any]] = []
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        assert method == "fs/read_text_file", method
-        return {"content": self.text}
-
-    async def begin_request(self, method: str, params: dict[str, Any]):
-        self.proposals.append(params)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result({"outcome": "rejected"})
-        return 1, future
-
-    def forget(self, request_id: int) -> None:
-        pass
-
-    def cancel_outgoing(self, request_id: int) -> None:
-        pass
-
-
-async def _emit(update: dict[str, Any]) -> None:
-    pass
 
 
 def test_a_disk_write_of_a_change_to_a_bom_file_read_through_the_editor_keeps_the_bom_and_is_not_stale(tmp_path):
     path = tmp_path / "a.cs"
     path.write_bytes(BOM + b"x\r\n")
-    files = EditorFiles(EditorStub("x\r\n"), "s", EditorCapabilities(read_text=True), emit=_emit)
+    files = EditorFiles(EditorEnd("x\r\n"), "s", EditorCapabilities(read_text=True), emit=quiet)
 
     async def go():
         base = await files.read(path)
@@ -64,9 +37,9 @@ def test_a_proposal_is_made_on_the_editors_text_even_when_it_starts_with_u_feff(
     path = tmp_path / "b.cs"
     editor_text = "\ufeffusing System.IO;\n"
     path.write_bytes(BOM + editor_text.encode())
-    stub = EditorStub(editor_text)
+    stub = EditorEnd(editor_text)
     files = EditorFiles(stub, "s", EditorCapabilities(read_text=True, apply_workspace_edit=True,
-                                                      buffer_versions=True), emit=_emit)
+                                                      buffer_versions=True), emit=quiet)
 
     async def go():
         base = await files.read(path)

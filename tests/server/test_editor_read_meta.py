@@ -5,7 +5,6 @@ result (issue 30, item 8), and an ``/undo`` restore is titled as an undo in the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -14,35 +13,9 @@ from agent_server.server.acp.editor_files import EditorCapabilities, EditorFiles
 from agent_server.tools import ToolContext, get_tool, validate_args
 from agent_server.tools.access import FileAccess
 from agent_server.tools.files import PROPOSAL_LABEL, ReadLedger
+from support.editor_end import EditorEnd, quiet
 
 
-class Editor:
-    """The editor's end: answers ``fs/read_text_file`` with ``text`` and ``meta``; keeps proposals
-    (answered ``rejected``)."""
-
-    def __init__(self, text: str, meta: dict[str, Any]) -> None:
-        self.text, self.meta = text, meta
-        self.proposals: list[dict[str, Any]] = []
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        assert method == "fs/read_text_file", method
-        return {"content": self.text, "_meta": {"agentServer": self.meta}}
-
-    async def begin_request(self, method: str, params: dict[str, Any]):
-        self.proposals.append(params)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result({"outcome": "rejected"})
-        return 1, future
-
-    def forget(self, request_id: int) -> None:
-        pass
-
-    def cancel_outgoing(self, request_id: int) -> None:
-        pass
-
-
-async def _emit(update: dict[str, Any]) -> None:
-    pass
 
 
 CAPS = EditorCapabilities(read_text=True, apply_workspace_edit=True, buffer_versions=True)
@@ -51,7 +24,7 @@ CAPS = EditorCapabilities(read_text=True, apply_workspace_edit=True, buffer_vers
 async def _read(tmp_path: Path, meta: dict[str, Any]) -> str:
     (tmp_path / "app.py").write_text("on disk\n")
     access = FileAccess((tmp_path,))
-    files = EditorFiles(Editor("unsaved\n", meta), "s", CAPS, emit=_emit)
+    files = EditorFiles(EditorEnd("unsaved\n", meta), "s", CAPS, emit=quiet)
     ctx = ToolContext((tmp_path,), files, ReadLedger(), access=access)
     tool = get_tool("read")
     result = await tool.run(validate_args(tool, json.dumps({"path": "app.py"})), ctx)
@@ -75,8 +48,8 @@ async def test_a_buffer_without_disk_changed_says_nothing_more(tmp_path):
 async def test_the_proposal_of_a_write_under_a_label_is_titled_with_it(tmp_path):
     path = tmp_path / "app.py"
     path.write_text("a\n")
-    editor = Editor("a\n", {"version": 1, "dirty": False})
-    files = EditorFiles(editor, "s", CAPS, emit=_emit)
+    editor = EditorEnd("a\n", {"version": 1, "dirty": False})
+    files = EditorFiles(editor, "s", CAPS, emit=quiet)
     base = await files.read(path)
     token = PROPOSAL_LABEL.set("Undo turn 3: app.py")
     try:
