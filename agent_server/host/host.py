@@ -333,7 +333,7 @@ class SessionHost:
         tool_schemas(self.tool_tables.get(session_id, {}).values())
         return True
 
-    async def warm(self, session_id: str) -> None:
+    async def warm(self, session_id: str | None = None) -> None:
         """Prepare, off the critical path (after the ``session/new`` answer is out), what the first
         prompt of ``session_id`` would otherwise build on its way to the model: the HTTP client of
         its endpoint with its network layer and its first connection (``ChatClient.preconnect``), the tools' JSON schemas (built once per process), and
@@ -344,24 +344,29 @@ class SessionHost:
         read meanwhile — a ``session/list`` right after ``session/new`` waited 0.3–1.3 s for them
         (bench/README.md, *sessions_mcp.py*). Yields between steps, so a prompt already read goes
         ahead; a session that cannot reach a model (no endpoint, no key) is left for its prompt to
-        report."""
+        report. ``session_id`` ``None``: before any session (a front end that makes its session with
+        the first prompt, as the LSP one does, once the editor is idle): the configured model's
+        endpoint, the builtin tools."""
         for step in ("imports", "client", "schemas", "executor"):
             await asyncio.sleep(0)
-            session = self.sessions.get(session_id)
-            if session is None:
+            session = self.sessions.get(session_id) if session_id is not None else None
+            if session_id is not None and session is None:
                 return
             if step == "imports":
                 await asyncio.to_thread(_warm_imports)  # also starts the executor's first worker thread
             elif step == "client":
                 try:
-                    client = self._client(self._provider(session.log))
+                    provider = (self._provider(session.log) if session is not None
+                                else self.config.provider_for(self.config.provider.model))
+                    client = self._client(provider)
                 except TurnFailed:
                     pass
                 else:
                     client.warm()
                     client.preconnect()  # its first connection (TLS included) opened in a task: nothing is sent
             elif step == "schemas":
-                tool_schemas(self.tool_tables.get(session_id, {}).values())
+                if session_id is not None:  # (the builtin tools' schemas: ``_warm_imports``)
+                    tool_schemas(self.tool_tables.get(session_id, {}).values())
             else:
                 await asyncio.get_running_loop().run_in_executor(None, int)  # starts the pool's first thread
 

@@ -171,6 +171,7 @@ class LspFrontend:
         self.waiting: dict[str, Waiting] = {}  # permission questions waiting for the user, by id
         self.server.protocol.on_cancel_request = self._cancel_request
         self._tokens = itertools.count(1)
+        self._warming: set[asyncio.Task[Any]] = set()
         self._register()
 
     # -- the host, made when first needed ---------------------------------------------------------
@@ -188,7 +189,9 @@ class LspFrontend:
         return self._host
 
     async def initialized(self, params: Any) -> None:
-        """``initialized``: load the host's modules in a thread once the editor is idle."""
+        """``initialized``: load the host's modules in a thread once the editor is idle, then warm
+        what the first ``agentServer.ask`` would make on its way to the model (``SessionHost.warm``
+        before any session: the endpoint's client and its first connection, opened ahead)."""
         if self._preload is None or self._preloaded is not None:
             return
         protocol = self.server.protocol
@@ -196,17 +199,39 @@ class LspFrontend:
             await asyncio.sleep(left)
         if self._host is None and self._preloaded is None and not protocol._shutdown:
             self._preloaded = threading.Event()
+            loop = asyncio.get_running_loop()
             # not a daemon: an editor that exits meanwhile lets the imports end (a fraction of a second) rather than
             # have the interpreter finalised under a thread in the middle of one
-            threading.Thread(target=self._load, name="agent-server-imports").start()
+            threading.Thread(target=self._load, args=(loop,), name="agent-server-imports").start()
 
-    def _load(self) -> None:
+    def _load(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             self._preload()
         except BaseException:  # noqa: BLE001 — make_host imports them again and meets the error itself
             pass
         finally:
             self._preloaded.set()
+            try:
+                loop.call_soon_threadsafe(self._warm, None)
+            except RuntimeError:  # the loop is closed: the editor went away
+                pass
+
+    def _warm(self, session_id: str | None) -> None:
+        """Warm, in a task, what the first prompt of ``session_id`` (``None``: the first session's,
+        before it is made) would make on its way to the model — ``SessionHost.warm``, as the ACP
+        front end does after ``session/new``; nothing once ``shutdown`` came."""
+        if self.server.protocol._shutdown:
+            return
+
+        async def warm() -> None:
+            try:
+                await self.host.warm(session_id)
+            except Exception:  # noqa: BLE001 — only a head start: the prompt meets the error itself
+                log.debug("warming the first prompt's way to the model failed", exc_info=True)
+
+        task = asyncio.ensure_future(warm())
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
 
     # -- capabilities -----------------------------------------------------------------------------
 
@@ -477,6 +502,7 @@ class LspFrontend:
         folder = self._folder(uri_path(arg["uri"])) if isinstance(arg.get("uri"), str) else self._default_folder()
         session_id = await self._create(folder)
         self.folder_sessions[folder] = session_id
+        self._warm(session_id)  # after the answer: its steps yield first
         return {"sessionId": session_id}
 
     async def cancel(self, *arguments):
@@ -501,6 +527,9 @@ class LspFrontend:
 
     async def shutdown(self, params: Any) -> None:
         """``shutdown``: cancel running turns, close the logs."""
+        for task in list(self._warming):
+            task.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
         if self._host is not None:
             await self._host.aclose()
 
