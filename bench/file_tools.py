@@ -2,14 +2,17 @@
 """What the file tools' access rules (issue 11 §1 a, c, d, f) cost per call.
 
     .venv/bin/python bench/file_tools.py [--rounds 3000]
+    .venv/bin/python bench/file_tools.py --grep-tree 20000 [--runs 7]
 
 Measures, in-process and without a model: a plain ``open``+``read`` against the tools' path
 (``FileAccess.check`` with a real ``CredentialStores`` + ``safe_fs.open_regular``: one resolution,
 ``openat2``, ``fstat``), and the write side's extra work (resolution, anchor, directory fd beneath
 the root, no-follow re-read) — the best of ``--rounds`` runs each, in microseconds, so the figure is
 the intrinsic cost and not the machine's load. Then whole tool calls (``read``, ``write``,
-``edit``, one-file ``grep``) through ``Tool.run``, best and median. A benchmark measures; it does
-not pass or fail.
+``edit``, one-file ``grep``) through ``Tool.run``, best and median. ``--grep-tree N``: a folder-wide
+``grep`` of a generated repository of N files (some named like secrets) against plain ``rg`` over the
+same folder in the same run — the server's way (secrets said to ``rg`` as rules) and the files listed
+and judged one by one (``ctx.secret_rules = None``). A benchmark measures; it does not pass or fail.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent_server.policy.paths import CredentialStores  # noqa: E402
+from agent_server.policy.paths import CredentialStores, SecretMatcher  # noqa: E402
+from agent_server.tools._rg import RG_COMMON, find_rg  # noqa: E402
 from agent_server.tools import DiskFiles, ReadLedger, ToolContext, safe_fs  # noqa: E402
-from agent_server.tools.access import FileAccess  # noqa: E402
+from agent_server.tools.access import FileAccess, SecretRules  # noqa: E402
 from agent_server.tools.base import validate_args  # noqa: E402
 from agent_server.tools.read import ReadTool  # noqa: E402
 from agent_server.tools.search import GrepTool  # noqa: E402
@@ -93,11 +97,68 @@ def big_edit(runs: int = 3) -> dict[str, float]:
             "diff_content (ms)": round(diff * 1e3, 1), "diff_content / floor": round(diff / floor, 1)}
 
 
+def grep_tree(files: int, runs: int) -> dict[str, object]:
+    """A folder-wide ``grep`` of a generated repository of ``files`` files against plain ``rg``."""
+    import subprocess
+
+    root = Path(tempfile.mkdtemp(prefix="bench-grep-tree-"))
+    per = 100
+    for n in range(files):
+        folder = root / f"pkg{n // per:03}" / ("sub" if n % 3 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"def f{n}_{i}(x):\n    return x + {i}  # line of module {n}\n" for i in range(20))
+        name = ".env" if n % 500 == 1 else f"cert{n}.pem" if n % 500 == 2 else f"mod{n}.py"
+        if n % 97 == 0 or not name.endswith(".py"):  # the secrets match too: plain rg counts them, grep not
+            body += "def main():\n    pass\n"
+        (folder / name).write_text(body)
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    home = os.path.expanduser("~")
+    stores = CredentialStores(config=[home + "/.config/agent-server"], state_dir=home + "/.local/state/agent-server",
+                              session_dir=home + "/.local/state/agent-server/sessions/s", roots=[root])
+    access = FileAccess([root], protected=stores.match, protected_paths=stores.paths())
+    secrets = SecretMatcher()
+    ctx = ToolContext((root,), DiskFiles(access=access), ReadLedger(), access=access,
+                      is_secret=lambda p: secrets.match(p, os.path.realpath(p)) is not None,
+                      is_secret_resolved=lambda p: secrets.match(p) is not None,
+                      secret_rules=SecretRules(secrets.name_patterns, secrets.path_patterns, secrets.exact_paths))
+    listed = ToolContext((root,), DiskFiles(access=access), ReadLedger(), access=access, is_secret=ctx.is_secret,
+                         is_secret_resolved=ctx.is_secret_resolved)
+    grep = GrepTool("rg")
+    args = validate_args(grep, '{"pattern": "def main"}')
+    rg = find_rg()
+    times: dict[str, list[float]] = {"plain rg": [], "grep (rules)": [], "grep (listed)": []}
+    counts = {}
+    for _ in range(runs):  # interleaved: the machine's load falls on all three alike
+        start = time.perf_counter()
+        out = subprocess.run([rg, *RG_COMMON, "--json", "--sort=path", "-e", "def main"], cwd=root,
+                             stdout=subprocess.PIPE, check=False).stdout
+        times["plain rg"].append(time.perf_counter() - start)
+        counts["plain rg"] = out.count(b'"type":"match"')
+        for key, context in (("grep (rules)", ctx), ("grep (listed)", listed)):
+            start = time.perf_counter()
+            result = asyncio.run(grep.run(args, context))
+            times[key].append(time.perf_counter() - start)
+            counts[key] = result.meta.get("count")
+    figures: dict[str, object] = {"files": files, "runs": runs, "matches": counts}
+    for key, values in times.items():
+        figures[f"{key} best/median (ms)"] = (round(min(values) * 1e3, 1), round(statistics.median(values) * 1e3, 1))
+    for key in ("grep (rules)", "grep (listed)"):
+        figures[f"{key} / plain rg, best/median"] = (round(min(times[key]) / min(times["plain rg"]), 2),
+                                                     round(statistics.median(times[key]) /
+                                                           statistics.median(times["plain rg"]), 2))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3000)
     parser.add_argument("--big", action="store_true", help="only the 30 MB one-line edit's hunks against its floor")
+    parser.add_argument("--grep-tree", type=int, metavar="N", help="only a folder-wide grep of N files against plain rg")
+    parser.add_argument("--runs", type=int, default=7)
     opts = parser.parse_args()
+    if opts.grep_tree:
+        print(json.dumps(grep_tree(opts.grep_tree, opts.runs), indent=2))
+        return
     if opts.big:
         print(json.dumps(big_edit(), indent=2))
         return

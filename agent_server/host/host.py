@@ -46,7 +46,7 @@ from agent_server.session import EventLog, LogBusyError, LogWriteError, Projecti
 from agent_server.session.images import ImageError, ImageStore, check_image
 from agent_server.config.views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
-from agent_server.tools.access import FileAccess
+from agent_server.tools.access import FileAccess, SecretRules
 from agent_server.tools.child_env import split_environ
 from agent_server.tools.pipeline import ToolRunner
 
@@ -409,6 +409,8 @@ class SessionHost:
                               env=tool_env, env_dropped=tuple(env_dropped), access=access, redact=self._secrets(),
                               is_secret=lambda p: policy.secrets.match(p, resolve(p)) is not None,
                               is_secret_resolved=lambda p: policy.secrets.match(p) is not None,
+                              secret_rules=SecretRules(policy.secrets.name_patterns, policy.secrets.path_patterns,
+                                                       policy.secrets.exact_paths),
                               max_spill_bytes=self.config.agent.max_spill_bytes,
                               max_session_spill_bytes=self.config.agent.max_session_spill_bytes)
         # one result may fill at most a quarter of the model's context window

@@ -139,32 +139,53 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 class SecretMatcher:
-    """Matches paths against secret-file patterns (``DEFAULT_SECRET_PATTERNS`` syntax).
+    """Matches paths against secret-file patterns (``DEFAULT_SECRET_PATTERNS`` syntax) and the
+    files credential-path variables point to.
 
     ``home``: what ``~`` means (default: the user's home). ``match(path)`` returns the first
-    pattern a path matches, else ``None``. Name patterns (no ``/``) match the file name, as
-    ``fnmatch.fnmatchcase`` does; they are compiled here, with the path patterns, not by the first
+    pattern a path matches, else ``None``. Name patterns (no ``/``) match the file name as
+    ``fnmatch`` does, in any case (``.ENV``, ``KEY.PEM``: a case-folding filesystem opens them as
+    ``.env``, ``key.pem``); they are compiled here, with the path patterns, not by the first
     ``match`` (that is, by the first ``read`` of a process, on its way to the policy decision).
+    ``exact``: ``(path, label)`` pairs — a file or folder (and all below it) that is secret
+    whatever its name (``credential_paths``); ``label`` is what ``match`` returns for it.
+
+    ``name_patterns``, ``path_patterns`` (``~`` expanded, normalised) and ``exact_paths`` (each
+    as given and resolved) say the same to a search that must leave secrets out by rule
+    (``tools.base.SecretRules``) rather than by asking about each file.
     """
 
-    def __init__(self, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS, home: str | None = None) -> None:
+    def __init__(self, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS, home: str | None = None,
+                 exact: Iterable[tuple[str, str]] = ()) -> None:
         home = home or os.path.expanduser("~")
         self.patterns = tuple(patterns)
         self._names: list[tuple[str, re.Pattern[str]]] = []
         self._paths: list[tuple[str, re.Pattern[str]]] = []
+        self.name_patterns: tuple[str, ...] = tuple(p for p in self.patterns if "/" not in p)
+        path_patterns: list[str] = []
         for pattern in self.patterns:
             if "/" in pattern:
                 expanded = home + pattern[1:] if pattern.startswith("~") else pattern
                 self._paths.append((pattern, _glob_regex(os.path.normpath(expanded))))
+                path_patterns.append(os.path.normpath(expanded))
                 if expanded.endswith("/**"):  # the folder itself is secret too
                     self._paths.append((pattern, _glob_regex(os.path.normpath(expanded[:-3]))))
             else:
-                self._names.append((pattern, re.compile(fnmatch.translate(pattern))))  # = fnmatchcase
+                self._names.append((pattern, re.compile(fnmatch.translate(pattern), re.IGNORECASE)))
+        self.path_patterns: tuple[str, ...] = tuple(path_patterns)
+        self._exact: list[tuple[str, str]] = []
+        for path, label in exact:
+            for spelling in {os.path.normpath(os.path.abspath(path)), resolve(os.path.abspath(path)).as_posix()}:
+                self._exact.append((spelling, label))
+        self.exact_paths: tuple[str, ...] = tuple(dict.fromkeys(p for p, _ in self._exact))
 
     def match(self, *paths: Path | str) -> str | None:
         """The pattern that any of ``paths`` (absolute) matches, or ``None``."""
         for path in paths:
             text = os.path.normpath(str(path))
+            for exact, label in self._exact:
+                if _under(text, exact):
+                    return label
             for pattern, regex in self._paths:
                 if regex.match(text):
                     return pattern
@@ -183,6 +204,43 @@ HOME_CREDENTIALS = (
     "~/.terraform.d", "~/.local/share/keyrings", "~/.local/share/python_keyring", "~/.config/python_keyring",
     "~/.local/share/kwalletd",
 )
+
+
+#: Variables naming a file or folder that holds credentials, read by the tools
+#: of the field (Google Cloud, AWS, Kubernetes, Docker, Azure, gcloud, GnuPG, pass, gh, PostgreSQL,
+#: MySQL, curl/git's netrc, rclone, Terraform, OCI, npm, pip, SOPS, Hugging Face, Kaggle, cargo …).
+CREDENTIAL_PATH_VARIABLES = (
+    "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_GHA_CREDS_PATH", "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
+    "CLOUDSDK_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "KUBECONFIG", "KUBE_CONFIG_PATH", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "AZURE_CONFIG_DIR", "GNUPGHOME",
+    "PASSWORD_STORE_DIR", "GH_CONFIG_DIR", "NETRC", "PGPASSFILE", "PGSERVICEFILE", "MYSQL_TEST_LOGIN_FILE",
+    "RCLONE_CONFIG", "TF_CLI_CONFIG_FILE", "OCI_CLI_CONFIG_FILE", "BOTO_CONFIG", "NPM_CONFIG_USERCONFIG",
+    "PIP_CONFIG_FILE", "SOPS_AGE_KEY_FILE", "HF_TOKEN_PATH", "KAGGLE_CONFIG_DIR", "GIT_SSL_KEY", "VAULT_CONFIG_PATH",
+)
+#: Endings of variable names that name a credential file by convention (Docker's ``*_PASSWORD_FILE``).
+CREDENTIAL_PATH_SUFFIXES = ("_CREDENTIALS_FILE", "_CREDENTIALS_PATH", "_KEY_FILE", "_TOKEN_FILE",
+                            "_PASSWORD_FILE", "_SECRET_FILE", "_KEYFILE")
+
+
+def credential_paths(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(absolute path, "$NAME")`` for each file or folder a credential-path variable of ``env``
+    (default: the server's environment) points to — ``CREDENTIAL_PATH_VARIABLES`` and names ending
+    in ``CREDENTIAL_PATH_SUFFIXES``; ``KUBECONFIG``-style lists split on ``os.pathsep``; ``$CARGO_HOME``
+    gives its ``credentials`` files. A relative value is taken from the server's folder; ``/`` and the
+    home folder itself are never named (a misset variable would make every file secret)."""
+    env = os.environ if env is None else env
+    names = set(CREDENTIAL_PATH_VARIABLES)
+    names |= {k for k in env if k.upper().endswith(CREDENTIAL_PATH_SUFFIXES)}
+    out: list[tuple[str, str]] = []
+    for name in sorted(names):
+        for value in (env.get(name) or "").split(os.pathsep):
+            path = os.path.abspath(os.path.expanduser(value.strip())) if value.strip() else ""
+            if path and path not in ("/", os.path.abspath(os.path.expanduser("~"))):
+                out.append((path, f"${name}"))
+    if env.get("CARGO_HOME"):
+        out += [(os.path.join(os.path.abspath(env["CARGO_HOME"]), f), "$CARGO_HOME/" + f)
+                for f in ("credentials", "credentials.toml")]
+    return out
 
 
 def keyring_folders(env: Mapping[str, str] | None = None) -> list[str]:

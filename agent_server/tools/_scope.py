@@ -1,7 +1,10 @@
 """Where ``glob`` and ``grep`` may search (issue 11 §1 c, d, f).
 
 Role: the checked target, the folder opened once as an fd for ``rg`` to start in, and what a
-folder-wide search leaves out — decided from the list of files, before any content is read.
+folder-wide search leaves out — protected locations and files that may hold secrets — said to
+``rg`` (or the fallback walk) as rules that no ignore file of a repository can undo (``--type-not``
+for secret names, ``--glob=!/…`` overrides for paths), decided on names alone before any content is
+read; the files are listed and judged one by one only for a rule ``rg`` cannot be told.
 
 Must never: let a search start in a folder reached through a link swapped in after the check,
 show a result from a protected location, or search a protected or secret-named file (whether a
@@ -88,27 +91,154 @@ class LeftOut:
                 "process files) were left out; the file tools never open them]")
 
 
-#: Most files and folders one folder-wide ``grep`` leaves out by name (each is an argument of ``rg``).
-MAX_EXCLUDED = 4000
+#: Most bytes of exclusion arguments one search passes when the files are listed and judged one
+#: by one (an argument each); Linux's limit on a command line with its environment is 2 MiB.
+MAX_EXCLUDED_BYTES = 1_000_000
+#: What a search from ``/`` leaves out whole: process and device files (``search_target``).
+_ROOT_SKIPS = ("proc", "dev", "sys")
+_WILD = re.compile(r"[*?]")
+
+
+def _below(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder`` when it lies strictly below it, else ``None``."""
+    base = folder.rstrip("/") + "/"
+    return path[len(base):] if path.startswith(base) and len(path) > len(base) else None
+
+
+@dataclass
+class Exclusions:
+    """What a folder-wide search below the resolved ``real`` leaves out by rule, relative to it:
+    ``protected`` (files and folders, whole), ``secret_names`` (name globs, any case, files
+    only), ``secret_paths`` (files or folders), ``secret_globs`` (path globs, ``SecretMatcher``
+    syntax). ``listed``: some rule cannot be said this way (a callable ``is_secret``, a protected
+    test with no list of paths, a secret rule covering the folder itself): the files are listed
+    and judged one by one."""
+
+    protected: list[str] = field(default_factory=list)
+    secret_names: tuple[str, ...] = ()
+    secret_paths: list[str] = field(default_factory=list)
+    secret_globs: list[str] = field(default_factory=list)
+    listed: bool = False
+
+    def args(self, rg: bool) -> list[str]:
+        """The exclusions as ``rg`` arguments (the type filter and override globs: the highest
+        precedence, no ``.gitignore``/``.ignore``/``.rgignore`` brings a file back) or the
+        fallback's (``-t NAME``, ``-x REL``, ``-g GLOB``)."""
+        if not rg:
+            return ([a for n in self.secret_names for a in ("-t", n)]
+                    + [a for r in self.protected + self.secret_paths for a in ("-x", r)]
+                    + [a for g in self.secret_globs for a in ("-g", g)])
+        out = [f"--type-add=secret:{any_case_glob(n)}" for n in self.secret_names]
+        if self.secret_names:
+            out.append("--type-not=secret")
+        out += ["--glob=!/" + _GLOB_SPECIAL.sub(r"\\\g<0>", rel) for rel in self.protected + self.secret_paths]
+        out += ["--glob=!/" + _RG_PATH_SPECIAL.sub(r"\\\g<0>", glob) for glob in self.secret_globs]
+        return out
+
+    def candidates(self, rg: bool) -> list[str]:
+        """Arguments that list only the files ``secret_names`` leaves out (as the search would meet
+        them: the same ignore rules; nothing protected or secret by path)."""
+        if not rg:
+            return ["-T", *self.args(False)]
+        out = self.args(True)
+        return [a for a in out if a != "--type-not=secret"] + ["--type=secret"]
+
+
+def exclusions(ctx: ToolContext, real: str) -> Exclusions:
+    """What a folder-wide search below the resolved ``real`` leaves out (``Exclusions``)."""
+    out = Exclusions()
+    access = ctx.access
+    if access.protected is not None:
+        out.listed = not access.protected_paths
+        out.protected = sorted({rel for p in access.protected_paths if (rel := _below(p, real)) is not None})
+    if real == "/":
+        out.protected += [d for d in _ROOT_SKIPS if d not in out.protected]
+    rules = ctx.secret_rules
+    if rules is None:
+        out.listed = out.listed or ctx.is_secret is not None
+        return out
+    out.secret_names = rules.names
+    out.listed = out.listed or any(":" in name for name in rules.names)  # ``--type-add`` takes no colon in a glob
+    for path in rules.exact:
+        rel = _below(path, real)
+        if rel is not None:
+            out.secret_paths.append(rel)
+        elif path == real or _below(real, path) is not None:
+            out.listed = True  # the folder itself is secret (the user allowed searching it)
+    for pattern in rules.paths:
+        parts = pattern.split("/")
+        first = next((i for i, part in enumerate(parts) if _WILD.search(part)), len(parts))
+        literal = "/".join(parts[:first]) or "/"
+        if literal == real or _below(literal, real) is not None:
+            rel = pattern[len(real.rstrip("/")) + 1:]
+            if any("**" in part and part != "**" for part in rel.split("/")):
+                out.listed = True  # ``rg`` takes ``**`` only as a whole name
+            elif first == len(parts):
+                out.listed = out.listed or not rel  # the folder itself is secret
+                out.secret_paths += [rel] if rel else []
+            else:
+                out.secret_globs.append(rel)
+        elif _below(real, literal) is not None:
+            out.listed = True  # the search starts below the pattern's fixed part
+    return out
+
+
+def any_case_glob(name: str) -> str:
+    """The ``fnmatch`` name glob ``name`` as a ``rg`` glob matching in any case (``.env*`` →
+    ``.[eE][nN][vV]*``): ``rg``'s file types have no case-insensitive form."""
+    out: list[str] = []
+    i = 0
+    while i < len(name):
+        c = name[i]
+        if c == "[" and (end := _class_end(name, i)) > 0:
+            body = name[i + 1:end]
+            neg = body[:1] == "!"
+            body = body[1:] if neg else body
+            extra = ""
+            for k, ch in enumerate(body):
+                if ch.isalpha() and len(ch.swapcase()) == 1:
+                    is_range = k + 2 < len(body) and body[k + 1] == "-" and body[k + 2].isalpha()
+                    extra += f"{ch.swapcase()}-{body[k + 2].swapcase()}" if is_range else ch.swapcase()
+            body = (body + extra).replace("\\", "\\\\")
+            out.append("[" + ("!" if neg else "") + body + "]")
+            i = end + 1
+            continue
+        if c in "*?":
+            out.append(c)
+        elif c.isalpha() and len(c.swapcase()) == 1 and c.swapcase() != c:
+            out.append(f"[{c}{c.swapcase()}]")
+        else:
+            out.append(_GLOB_SPECIAL.sub(r"\\\g<0>", c))
+        i += 1
+    return "".join(out)
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """Where the ``fnmatch`` class opened at ``start`` closes (``]`` first or after ``!`` is a
+    member), or ``-1``: the ``[`` is a plain character."""
+    j = start + 1
+    if j < len(pattern) and pattern[j] == "!":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    end = pattern.find("]", j)
+    return end
 
 
 @dataclass
 class Unsearched:
     """What a folder-wide ``grep`` does not search (finding 13: a note that depended on whether the
-    pattern matched inside them read a key out a character at a time): ``secrets`` (files named
-    like secrets), ``protected`` (outermost protected files and folders), ``excluded`` (both, as
-    relative paths for ``rg``). Decided from the list of files alone, before any content is read."""
+    pattern matched inside them read a key out a character at a time): ``secrets`` (files that
+    may hold secrets, named), ``secret_globs`` (path globs of the same), ``protected`` (protected
+    files and folders). Decided from names alone, before any content is read."""
 
     secrets: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
-    quiet: list[str] = field(default_factory=list)
-    """Secret-named files ``glob`` leaves out anyway: excluded, not named."""
+    secret_globs: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+    """Files and folders a listing judged one by one found (``Exclusions.listed``)."""
     searchable: int = -1
     """Files left to search (``-1``: not listed)."""
-
-    @property
-    def excluded(self) -> list[str]:
-        return self.secrets + self.protected + self.quiet
 
     def note(self, folder: Path, ctx: ToolContext) -> str:
         """The same words whatever the pattern: what was not searched."""
@@ -118,34 +248,62 @@ class Unsearched:
             more = f" and {len(self.protected) - 5:,} more" if len(self.protected) > 5 else ""
             note += (f"\n[not searched: protected locations ({listed}{more}: credential stores, agent-server "
                      "state, process files); the file tools never open them]")
-        if self.secrets:
-            listed = ", ".join(display_path(folder / s, ctx.roots) for s in self.secrets[:5])
+        if self.secrets or self.secret_globs:
+            shown = [display_path(folder / s, ctx.roots) for s in self.secrets[:5]]
             more = f" and {len(self.secrets) - 5:,} more" if len(self.secrets) > 5 else ""
-            note += (f"\n[not searched: {len(self.secrets):,} file(s) that may hold secrets ({listed}{more}); "
-                     "to search one, name it as `path` — that asks the user first]")
+            globs = "".join(f", and any file matching {display_path(folder / g, ctx.roots)}" for g in self.secret_globs)
+            note += (f"\n[not searched: {len(self.secrets):,} file(s) that may hold secrets ({', '.join(shown)}{more}"
+                     f"{globs}); to search one, name it as `path` — that asks the user first]")
         return note
+
+
+async def secret_candidates(listing: tuple[str, list[str]], dirfd: int, ctx: ToolContext, ex: Exclusions,
+                            real: str, selected: Callable[[str], bool] | None) -> Unsearched:
+    """What a search excluded by ``ex`` leaves out, for its note: the files ``ex.secret_names``
+    leaves out, listed alone (``Exclusions.candidates``: ``rg`` walks, but hands over only those),
+    the secret and protected paths that exist. ``selected``: the search's own glob (a secret it
+    would not have searched anyway is not named)."""
+    out = Unsearched(protected=[p for p in ex.protected if os.path.lexists(os.path.join(real, p))])
+    names: list[str] = []
+
+    def keep(line: bytes) -> bool:
+        rel = os.fsdecode(line)
+        if selected is None or selected(rel):
+            names.append(rel)
+        return True
+
+    if ex.secret_names:
+        await run_rg(*listing, cwd=dirfd, on_line=keep, env=ctx.env, null_separated=True)
+    names += [p for p in ex.secret_paths if os.path.lexists(os.path.join(real, p)) and (selected is None or selected(p))]
+    out.secrets = sorted(set(names))
+    out.secret_globs = list(ex.secret_globs)
+    return out
 
 
 async def unsearched(listing: tuple[str, list[str]], dirfd: int, ctx: ToolContext, folder: Path, real: str,
                      left_out: LeftOut | None, selected: Callable[[str], bool] | None) -> Unsearched:
-    """List the files a folder-wide search would read (``rg --files``, the same ignore rules) and
-    pick out those it must not: a protected location, a file named like a secret. ``real``: the
-    folder resolved (the fd's path)."""
+    """List every file a folder-wide search would read (``rg --files``, the same ignore rules) and
+    pick out those it must not: a protected location, a file that may hold secrets — for rules
+    that cannot be said to ``rg`` (``Exclusions.listed``). ``real``: the folder resolved (the
+    fd's path)."""
     out = Unsearched()
-    if (left_out is None or not left_out.active) and ctx.is_secret is None:
-        return out
     protected: set[str] = set()
     out.searchable = 0
     # the walk follows no link below the folder: its resolved path plus ``rel`` is each file's real path
     is_secret = ctx.is_secret_resolved or ctx.is_secret
     base = Path(real) if ctx.is_secret_resolved else folder
+    if is_secret is None and ctx.secret_rules is not None:
+        rules = ctx.secret_rules
+        is_secret, base = (lambda p: rules.match(str(p))), Path(real)
 
     def sort(line: bytes) -> bool:
         rel = os.fsdecode(line)
         if left_out is not None and left_out(rel):
             protected.add(left_out.top(rel))
         elif is_secret is not None and is_secret(base / rel):
-            (out.secrets if selected is None or selected(rel) else out.quiet).append(rel)
+            out.excluded.append(rel)
+            if selected is None or selected(rel):
+                out.secrets.append(rel)
         else:
             out.searchable += 1
         return True
@@ -153,6 +311,7 @@ async def unsearched(listing: tuple[str, list[str]], dirfd: int, ctx: ToolContex
     await run_rg(*listing, cwd=dirfd, on_line=sort, env=ctx.env, null_separated=True)
     out.secrets.sort()
     out.protected = sorted(protected)
+    out.excluded += out.protected
     return out
 
 
@@ -165,3 +324,6 @@ def exclusion_args(excluded: list[str], rg: bool) -> list[str]:
 
 
 _GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}!]")
+#: What a secret path glob (``*``, ``?``, ``**`` its only wildcards) escapes for ``rg``.
+_RG_PATH_SPECIAL = re.compile(r"[\\\[\]{}!]")
+

@@ -6,8 +6,10 @@ folder, its sub-folders and its parents (up to the enclosing git repository) hon
 included, ``.git`` skipped, binary files skipped by ``grep`` — so the tools behave the same either
 way (except the regex dialect: Python ``re`` instead of Rust ``regex``). ``python -I _walk.py
 files`` writes ``rg --files --null``'s output, ``python -I _walk.py grep [-i] -e REGEX [-- -]``
-``rg --json``'s ``match`` records (``-x REL``: a file or folder never searched, as ``rg --glob=!/REL``):
-the tools run it through ``_rg.run_rg`` like ``rg`` itself.
+``rg --json``'s ``match`` records — ``-x REL``: a file or folder never searched, as ``rg --glob=!/REL``;
+``-g GLOB``: the same for a path glob; ``-t NAME``: files whose name matches the ``fnmatch`` glob in any
+case, as ``rg --type-not``; ``-T`` (``files``): only those, as ``rg --type``. The tools run it through
+``_rg.run_rg`` like ``rg`` itself.
 
 Must never: run in the server's process — the model's regex and a cloned repository's
 ``.gitignore`` patterns go to backtracking ``re`` (``(a+)+$`` runs for ages); as a child it is
@@ -18,6 +20,7 @@ symlinked folder (no loops) or read a file that is not a search candidate.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import os
 import re
@@ -83,10 +86,32 @@ def _ignored(rel: str, is_dir: bool, stack: list[_Ignore], parents: list[tuple[P
     return False
 
 
-def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozenset[str] = frozenset()) -> Iterator[str]:
+@dataclass(frozen=True)
+class Rules:
+    """What a walk leaves out whatever the ignore files say: ``paths`` (relative files or folders),
+    ``globs`` (a regex of relative path globs), ``names`` (a regex of file names, any case);
+    ``only_names``: list only the files ``names`` matches instead."""
+
+    paths: frozenset[str] = frozenset()
+    globs: re.Pattern[str] | None = None
+    names: re.Pattern[str] | None = None
+    only_names: bool = False
+
+
+def _path_glob(glob: str) -> str:
+    """A path glob (``*``/``?`` within a name, ``**`` any depth) as a regex."""
+    return "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
+                   for part in re.split(r"(\*\*|\*|\?)", glob))
+
+
+def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozenset[str] = frozenset(),
+               rules: Rules | None = None) -> Iterator[str]:
     """Relative posix paths of the files under ``root`` that ``.gitignore`` does not exclude,
     in sorted order (folders depth first). Stops early when ``stop`` is set. ``exclude``: relative
-    paths (files or folders) never listed nor entered, whatever the ignore files say."""
+    paths (files or folders) never listed nor entered, whatever the ignore files say; ``rules``:
+    more of the same (``Rules``)."""
+    rules = rules or Rules(paths=exclude)
+    exclude = exclude | rules.paths
     parents = _parent_ignores(root)
     stack: list[_Ignore] = []
 
@@ -105,7 +130,7 @@ def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozens
             if entry.name == ".git":
                 continue
             child = f"{rel}/{entry.name}" if rel else entry.name
-            if child in exclude:
+            if child in exclude or (rules.globs is not None and rules.globs.match(child)):
                 continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -117,7 +142,9 @@ def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozens
             if is_dir:
                 yield from visit(Path(entry.path), child)
             elif is_file:
-                yield child
+                named = rules.names is not None and rules.names.match(entry.name) is not None
+                if named == rules.only_names:
+                    yield child
         if spec is not None:
             stack.pop()
 
@@ -206,33 +233,41 @@ def _match_record(match: LineMatch, path: dict[str, str]) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def _split_excluded(args: list[str]) -> tuple[list[str], frozenset[str]]:
-    """``args`` without its ``-x REL`` pairs, and those relative paths (files and folders the tools
-    must not search); read left to right, so a pattern or path spelled ``-x``/``-e`` stays one."""
+def _split_excluded(args: list[str]) -> tuple[list[str], Rules]:
+    """``args`` without its ``-x REL``, ``-g GLOB``, ``-t NAME`` and ``-T`` arguments, and the
+    ``Rules`` they make; read left to right, so a pattern or path spelled ``-x``/``-e`` stays one."""
     rest: list[str] = []
-    excluded: set[str] = set()
+    paths: set[str] = set()
+    globs: list[str] = []
+    names: list[str] = []
+    only = False
     i = 0
     while i < len(args):
-        if args[i] == "-x" and i + 1 < len(args):
-            excluded.add(args[i + 1])
+        if args[i] in ("-x", "-g", "-t") and i + 1 < len(args):
+            {"-x": lambda v: paths.add(v), "-g": globs.append, "-t": names.append}[args[i]](args[i + 1])
             i += 2
+        elif args[i] == "-T":
+            only = True
+            i += 1
         elif args[i] == "-e" and i + 1 < len(args):
             rest += args[i:i + 2]
             i += 2
         else:
             rest.append(args[i])
             i += 1
-    return rest, frozenset(excluded)
+    return rest, Rules(frozenset(paths), re.compile("|".join(f"(?:{_path_glob(g)})\\Z" for g in globs)) if globs else None,
+                       re.compile("|".join(fnmatch.translate(n) for n in names), re.IGNORECASE) if names else None,
+                       only)
 
 
 def main(argv: list[str]) -> int:
     """The child's entry (see the module): 0 found, 1 nothing found, 2 error — as ``rg``."""
     out = sys.stdout.buffer
     root = Path(os.getcwd())
-    argv, excluded = _split_excluded(argv)
+    argv, rules = _split_excluded(argv)
     if argv[:1] == ["files"]:
         found = False
-        for rel in walk_files(root, exclude=excluded):
+        for rel in walk_files(root, rules=rules):
             out.write(os.fsencode(rel) + b"\0")
             found = True
         out.flush()
@@ -251,7 +286,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"invalid regular expression: {exc}\n")
         return 2
     stdin = args[-2:] == ["--", "-"]
-    files = iter(["<stdin>"]) if stdin else walk_files(root, exclude=excluded)
+    files = iter(["<stdin>"]) if stdin else walk_files(root, rules=rules)
     opened = {"<stdin>": sys.stdin.fileno()} if stdin else None
     found = False
     for match in grep_files(root, files, regex, opened=opened):

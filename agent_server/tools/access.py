@@ -19,9 +19,41 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .safe_fs import PathRefused, proc_refusal, resolve_once
+
+@dataclass(frozen=True)
+class SecretRules:
+    """Which files may hold secrets, as rules a search can hand to ``rg`` instead of asking about
+    each file it lists: ``names`` (``fnmatch`` globs of a file's name, any case: ``.env*``,
+    ``*.pem``), ``paths`` (absolute path globs: ``*`` and ``?`` within a name, ``**`` any depth),
+    ``exact`` (absolute paths, resolved: a file, or a folder and all below it — what a
+    credential-path variable points to). Policy's ``SecretMatcher`` says the same file by file."""
+
+    names: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    exact: tuple[str, ...] = ()
+
+    def match(self, resolved: str) -> bool:
+        """Whether the resolved path ``resolved`` is secret by these rules (what a search that lists
+        its files asks when no ``is_secret`` was given)."""
+        import fnmatch
+        import re
+
+        name = os.path.basename(resolved)
+        if any(fnmatch.fnmatch(name.lower(), n.lower()) for n in self.names):
+            return True
+        if any(resolved == e or resolved.startswith(e.rstrip("/") + "/") for e in self.exact):
+            return True
+        for pattern in self.paths:
+            regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?"
+                            else re.escape(part) for part in re.split(r"(\*\*|\*|\?)", pattern))
+            if re.match(regex + r"\Z", resolved) or (pattern.endswith("/**") and resolved == pattern[:-3]):
+                return True
+        return False
+
 
 Protected = Callable[[str, str], "str | None"]
 """``(lexical, resolved) -> reason | None``: why a path is a protected credential store."""

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Callable, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from .access import FileAccess
+from .access import FileAccess, SecretRules
 from .child_env import redact
 from .files import DiskFiles, ReadLedger, WorkspaceFiles
 from .output import SESSION_SPILL_LIMIT_BYTES, SPILL_LIMIT_BYTES
@@ -82,8 +82,11 @@ class ToolContext:
     """Policy's test for files that may hold secrets: folder-wide searches leave them out (reading
     one explicitly goes through the policy, which asks)."""
     is_secret_resolved: Callable[[Path], bool] | None = None
-    """``is_secret`` for a path already resolved (no link in it: no resolution per file) — what a
-    folder-wide search asks of every file it lists; ``None``: ``is_secret``."""
+    """``is_secret`` for a path already resolved (no link in it: no resolution per file); ``None``:
+    ``is_secret``."""
+    secret_rules: SecretRules | None = None
+    """``is_secret`` as rules (``access.SecretRules``): a folder-wide ``grep`` leaves secrets out by
+    rule, without listing every file first; ``None``: it lists the files and asks ``is_secret``."""
     redact: tuple[str, ...] = ()
     """Secrets (the API key) replaced by ``<redacted>`` in every result — defence in depth only: the
     key is never given to a tool, and an encoded copy (base64) would pass."""

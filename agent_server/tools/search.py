@@ -27,7 +27,8 @@ from pydantic import Field
 from . import _walk
 from ._globmatch import compile_glob
 from ._rg import RECORD_LIMIT, RG_COMMON, find_rg, run_rg
-from ._scope import MAX_EXCLUDED, LeftOut, Unsearched, exclusion_args, open_folder, search_target
+from ._scope import (MAX_EXCLUDED_BYTES, LeftOut, Unsearched, exclusion_args, exclusions, open_folder, search_target,
+                     secret_candidates)
 from ._scope import unsearched as find_unsearched
 from .read import file_error as read_file_error
 from . import safe_fs
@@ -230,13 +231,29 @@ class GrepTool(Tool):
         left_out = LeftOut(ctx, real) if name is None else None
         rg = _pick_backend(self.backend)
         unsearched = Unsearched()
-        if name is None:
+        excluded: list[str] = []
+        candidates: asyncio.Task[Unsearched] | None = None
+        if name is not None:
+            pass
+        elif (rules := exclusions(ctx, real)).listed:  # a rule rg cannot be told: every file listed and judged
             try:
                 listing = (rg, [*RG_COMMON, "--files", "--null"]) if rg else _fallback("files")
                 unsearched = await find_unsearched(listing, dirfd, ctx, folder, real, left_out, selected)
             except OSError as exc:
                 os.close(dirfd)
                 return ToolResult.error(f"grep failed: {exc.strerror or exc}")
+            excluded = exclusion_args(unsearched.excluded, rg is not None)
+        else:  # said to rg as rules; the files they leave out are listed beside the search, for the note
+            excluded = rules.args(rg is not None)
+            listing = ((rg, [*RG_COMMON, "--files", "--null", *rules.candidates(True)]) if rg
+                       else _fallback("files", *rules.candidates(False)))
+            candidates = asyncio.ensure_future(secret_candidates(listing, dirfd, ctx, rules, real, selected))
+
+        is_secret = ctx.is_secret_resolved or ctx.is_secret  # the search follows no link below ``real``
+        secret_base = Path(real) if ctx.is_secret_resolved else folder
+        if is_secret is None and ctx.secret_rules is not None:
+            rules_of = ctx.secret_rules
+            is_secret, secret_base = (lambda p: rules_of.match(str(p))), Path(real)
 
         def add(rel: str, line_no: int, text: Callable[[], str], first: int, count: int) -> bool:
             nonlocal total, capped
@@ -246,7 +263,7 @@ class GrepTool(Tool):
                 return True
             elif left_out is not None and left_out(rel):  # (excluded already: a file made since the listing)
                 return True
-            if name is None and ctx.is_secret is not None and ctx.is_secret(folder / rel):
+            if name is None and is_secret is not None and is_secret(secret_base / rel):  # (left out already)
                 return True
             total += 1
             if len(rows) < MAX_MATCHES:
@@ -258,7 +275,7 @@ class GrepTool(Tool):
         note = ""
         dropped = 0
         try:
-            if len(unsearched.excluded) > MAX_EXCLUDED:
+            if sum(len(arg) + 1 for arg in excluded) > MAX_EXCLUDED_BYTES:
                 return ToolResult.error(
                     f"Refused: {len(unsearched.excluded):,} files or folders below {display_path(folder, ctx.roots)} "
                     "may hold secrets or are protected, too many to leave out of one search; search a narrower "
@@ -269,16 +286,19 @@ class GrepTool(Tool):
             argv = [*RG_COMMON, "--json", "--sort=path"] if rg else []
             if args.ignore_case:
                 argv.append("--ignore-case" if rg else "-i")
-            argv += ["-e", args.pattern]
-            argv += exclusion_args(unsearched.excluded, rg is not None)
+            argv += ["-e", args.pattern, *excluded]
             if name is not None:
                 argv += ["--", "-"]
             program, argv = (rg, argv) if rg else _fallback("grep", *argv)
             try:
                 run = await run_rg(program, argv, cwd=dirfd if name is None else folder, stdin=fd, env=ctx.env,
                                    on_line=lambda line: _on_json(line, add))
+                if candidates is not None:
+                    unsearched = await candidates
             except (OSError, ValueError) as exc:
                 return ToolResult.error(f"grep failed: {exc}")
+            if run.exit_code == 2 and total == 0 and run.stderr.startswith("rg: No files were searched"):
+                run.exit_code = 1  # every file was left out: nothing matched
             dropped = run.too_long
             if dropped:
                 note += (f"\n[{dropped:,} matching line(s) too long to read were left out: ripgrep "
@@ -289,6 +309,9 @@ class GrepTool(Tool):
                     return ToolResult.error(f"grep failed: {run.stderr.strip() or 'ripgrep error'}")
                 note += f"\n[some files could not be searched: {one_line(run.stderr, 300)}]"
         finally:
+            if candidates is not None:  # (done already, or stopped with the search)
+                candidates.cancel()
+                await asyncio.gather(candidates, return_exceptions=True)
             for open_fd in (fd, dirfd):
                 if open_fd is not None and open_fd >= 0:
                     os.close(open_fd)

@@ -319,3 +319,70 @@ def test_nul_byte_in_path_is_an_invalid_path_not_an_internal_failure(raw_agent_f
     text = results["c0_0"]
     assert "invalid path" in text and "NUL" in text, text
     assert "unexpectedly" not in text and "Traceback" not in agent.stderr_text()
+
+
+# -- a folder-wide grep leaves secrets out by rule, without listing the repository first ----------------
+
+RG_COUNTER = textwrap.dedent("""
+import json, subprocess, sys
+real, log = {real!r}, {log!r}
+done = subprocess.run([real, *sys.argv[1:]], stdout=subprocess.PIPE)
+sys.stdout.buffer.write(done.stdout)
+with open(log, "a") as fh:
+    fh.write(json.dumps({{"argv": sys.argv[1:], "records": done.stdout.count(b"\\0")}}) + "\\n")
+sys.exit(done.returncode)
+""")
+
+
+def test_a_repository_with_five_thousand_pem_fixtures_could_not_be_grepped_at_all(raw_agent_factory, workspace):
+    """More than 4,000 secret-named files refused every folder-wide ``grep`` of the repository
+    ("too many to leave out of one search"): a test suite's ``*.pem`` fixtures made it ungreppable.
+    The secret names are said to ``rg`` as one rule (``--type-not``), whatever their number — and a
+    fixture's text still never shows, also in capitals or un-ignored by the repository's files."""
+    fixtures = workspace / "tests" / "fixtures"
+    fixtures.mkdir(parents=True)
+    for i in range(5000):
+        (fixtures / f"cert{i:04}.pem").write_text(f"-----BEGIN needle {i}-----\n")
+    (fixtures / "UPPER.PEM").write_text("needle UPPER-MATERIAL\n")
+    (workspace / ".ENV").write_text("needle ENV-MATERIAL\n")
+    (workspace / ".gitignore").write_text("!*.pem\n!.ENV\n")
+    (workspace / ".rgignore").write_text("!*.PEM\n")
+    (workspace / "src").mkdir()
+    (workspace / "src" / "tls.py").write_text("load('needle')\n")
+    results, _, _ = run_calls(raw_agent_factory, workspace, [[("grep", {"pattern": "needle"}),
+                                                              ("grep", {"pattern": "needle", "glob": "*.pem"})]])
+    shown = results["c0_0"]
+    assert shown.startswith("src/tls.py:1: load('needle')"), shown
+    assert "not searched: 5,002 file(s) that may hold secrets (.ENV, tests/fixtures/UPPER.PEM" in shown, shown
+    assert results["c0_1"].startswith("No matches") and "5,000 file(s)" in results["c0_1"], results["c0_1"]  # its own glob: case-sensitive
+    for text in results.values():
+        assert "BEGIN" not in text and "-MATERIAL" not in text
+
+
+def test_a_folder_wide_grep_listed_every_file_of_the_repository_to_find_its_secrets(raw_agent_factory, workspace,
+                                                                                    tmp_path):
+    """``grep`` listed every file (``rg --files``) and judged each one before it searched, so a
+    folder-wide search of 10,568 files took 0.6 s instead of 0.26 s. Counted at ``rg`` itself (a
+    wrapper logs each run's arguments and the records it wrote): the search's listings hand over
+    only the secret-named files, never the repository."""
+    from agent_server.tools._rg import find_rg
+
+    log = tmp_path / "rg-runs.jsonl"
+    wrapper = tmp_path / "rg"
+    wrapper.write_text(f"#!{sys.executable}\n" + RG_COUNTER.format(real=find_rg(), log=str(log)))
+    wrapper.chmod(0o755)
+    for d in range(20):
+        (workspace / f"pkg{d}").mkdir()
+        for f in range(100):
+            (workspace / f"pkg{d}" / f"mod{f}.py").write_text(f"value = {f}\n")
+    (workspace / "pkg7" / "mod3.py").write_text("needle = 3\n")
+    (workspace / ".env").write_text("needle=ENV-MATERIAL\n")
+    (workspace / "pkg9" / "server.pem").write_text("needle PEM-MATERIAL\n")
+    results, _, _ = run_calls(raw_agent_factory, workspace, [[("grep", {"pattern": "needle"})]],
+                              env={"AGENT_SERVER_RG": str(wrapper)})
+    assert results["c0_0"].startswith("pkg7/mod3.py:1: needle = 3"), results["c0_0"]
+    assert "not searched: 2 file(s) that may hold secrets (.env, pkg9/server.pem)" in results["c0_0"]
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    listings = [r for r in runs if "--files" in r["argv"]]
+    assert sum(r["records"] for r in listings) <= 2, [(r["argv"][-3:], r["records"]) for r in listings]
+    assert len(runs) <= 2, [r["argv"] for r in runs]

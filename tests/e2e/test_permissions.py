@@ -338,3 +338,44 @@ async def test_client_without_a_permission_method_gets_approval_unavailable_not_
         assert "Rejected" not in results[key]
     assert len(h.transcript.requests("session/request_permission", AGENT_TO_CLIENT)) == 1  # -32601 is remembered
     assert [d["decided_by"] for d in decisions(agent_state_dir, sid)] == ["fail-closed:unavailable"] * 2
+
+
+async def test_the_file_google_application_credentials_points_to_stayed_readable(
+        acp_harness_factory, endpoint, workspace, tmp_path, agent_state_dir):
+    """The files the server's credential-path variables point to (``$GOOGLE_APPLICATION_CREDENTIALS``,
+    ``$KUBECONFIG``'s list, ``$DOCKER_CONFIG``'s folder, ``$AWS_SHARED_CREDENTIALS_FILE``, a
+    ``*_PASSWORD_FILE``) were read without a question, and a folder-wide ``grep`` searched them —
+    unless their name happened to look secret. Each now asks like ``.env``, also through a link, and
+    ``grep`` leaves them out."""
+    (workspace / "sa-key.json").write_text('{"private_key": "GCP-MATERIAL"}\n')
+    (workspace / "link.json").symlink_to(workspace / "sa-key.json")
+    (workspace / "kube").mkdir()
+    (workspace / "kube" / "prod.yaml").write_text("token: KUBE-MATERIAL\n")
+    (workspace / "dock").mkdir()
+    (workspace / "dock" / "config.json").write_text('{"auths": {"x": "DOCKER-MATERIAL"}}\n')
+    (workspace / "db-password.txt").write_text("PG-MATERIAL\n")
+    (workspace / "ok.txt").write_text("fine MATERIAL\n")
+    aws = tmp_path / "elsewhere" / "aws-creds"
+    aws.parent.mkdir()
+    aws.write_text("aws_secret_access_key = AWS-MATERIAL\n")
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(workspace / "sa-key.json"),
+           "KUBECONFIG": f"{tmp_path / 'missing'}:{workspace / 'kube' / 'prod.yaml'}",
+           "DOCKER_CONFIG": str(workspace / "dock"), "AWS_SHARED_CREDENTIALS_FILE": str(aws),
+           "POSTGRES_PASSWORD_FILE": str(workspace / "db-password.txt")}
+    reads = ["sa-key.json", "link.json", "kube/prod.yaml", "dock/config.json", str(aws), "db-password.txt"]
+    script(endpoint, [call(f"r{i}", "read", path=p) for i, p in enumerate(reads)]
+           + [call("g", "grep", pattern="MATERIAL"), call("ok", "read", path="ok.txt")])
+    recorder = Recorder("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env, config=ClientConfig(permission=recorder))
+    assert (await h.prompt(sid, "look around")).stop_reason == "end_turn"
+    reasons = sorted(why(p) for p in recorder.seen)
+    assert len(reasons) == len(reads), reasons  # ok.txt and the grep did not ask
+    for variable in ("$GOOGLE_APPLICATION_CREDENTIALS", "$KUBECONFIG", "$DOCKER_CONFIG", "$AWS_SHARED_CREDENTIALS_FILE",
+                     "$POSTGRES_PASSWORD_FILE"):
+        assert any(variable in r for r in reasons), (variable, reasons)
+    results = tool_results(endpoint)
+    assert "fine MATERIAL" in results["ok"] and "ok.txt:1:" in results["g"], results["g"]
+    assert "not searched: 4 file(s) that may hold secrets" in results["g"], results["g"]
+    for cid, text in results.items():
+        for material in ("GCP-", "KUBE-", "DOCKER-", "AWS-", "PG-"):
+            assert material + "MATERIAL" not in text, (cid, text)

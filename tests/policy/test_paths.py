@@ -142,6 +142,30 @@ def test_the_first_secret_match_of_a_process_compiles_no_pattern(monkeypatch, tm
     assert matcher.match("/w/id_rsa1") == "id_[rd]sa?"
     assert matcher.match("/w/id_ecdsa", "/w/notes.txt", "/w/PEM", "/w/x.pem.txt") is None
     assert compiled == []
-    for name in ("server.pem", ".env.local", "id_dsaX", "id_rsa", "a.PEM", "x.pem.txt", ".envrc"):  # as fnmatchcase
-        expected = next((p for p in matcher.patterns[:3] if fnmatch.fnmatchcase(name, p)), None)
+    for name in ("server.pem", ".env.local", "id_dsaX", "id_rsa", "a.PEM", "x.pem.txt", ".envrc"):  # as fnmatch, any case
+        expected = next((p for p in matcher.patterns[:3] if fnmatch.fnmatchcase(name.lower(), p)), None)
         assert matcher.match(f"/w/{name}") == expected, name
+
+
+@pytest.mark.parametrize("name, pattern", [(".ENV", ".env*"), (".Env.Local", ".env*"), ("SERVER.PEM", "*.pem"),
+                                           ("Key.Pem", "*.pem"), ("ID_RSA", "*id_rsa*")])
+def test_a_secret_named_in_capitals_was_read_and_searched_without_asking(tmp_path, name, pattern):
+    """``.ENV`` and ``KEY.PEM`` did not match ``.env*`` / ``*.pem`` (``fnmatchcase``): read without a
+    question and searched by ``grep`` — and on a case-folding filesystem they are ``.env`` itself."""
+    assert SecretMatcher(home=str(tmp_path)).match(f"/w/{name}") == pattern
+
+
+def test_credential_path_variables_name_their_files_and_folders(tmp_path):
+    from agent_server.policy.paths import credential_paths
+
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "sa.json"), "KUBECONFIG": f"{tmp_path}/a:{tmp_path}/b",
+           "DOCKER_CONFIG": str(tmp_path / "dock"), "MY_API_TOKEN_FILE": str(tmp_path / "t"), "HOME": str(tmp_path),
+           "CARGO_HOME": str(tmp_path / "cargo"), "NPM_CONFIG_USERCONFIG": "", "EDITOR": str(tmp_path / "vi")}
+    found = dict((label, path) for path, label in credential_paths(env))
+    assert found["$GOOGLE_APPLICATION_CREDENTIALS"] == str(tmp_path / "sa.json")
+    assert [p for p, label in credential_paths(env) if label == "$KUBECONFIG"] == [f"{tmp_path}/a", f"{tmp_path}/b"]
+    assert {"$DOCKER_CONFIG", "$MY_API_TOKEN_FILE", "$CARGO_HOME/credentials.toml"} <= set(found)
+    assert "$NPM_CONFIG_USERCONFIG" not in found and "$EDITOR" not in found
+    matcher = SecretMatcher(home=str(tmp_path), exact=credential_paths(env))
+    assert matcher.match(tmp_path / "dock" / "config.json") == "$DOCKER_CONFIG"
+    assert matcher.match(tmp_path / "sa.json.bak") is None

@@ -280,17 +280,28 @@ async def test_grep_where_rg_wrote_a_record_over_the_limit_failed_the_whole_sear
     assert "1 matching line(s) too long to read were left out" in res.text
 
 
-async def test_grep_said_whether_a_hidden_secret_matched_the_pattern_either_backend(tmp_path, backend):
+@pytest.mark.parametrize("how", ["listed", "rules"])
+async def test_grep_said_whether_a_hidden_secret_matched_the_pattern_either_backend(tmp_path, backend, how):
     """Finding 13 (both backends): a secret-named file is not searched at all — also when a cloned
-    repository's ``.gitignore`` un-ignores it or names it ``*.pem`` in a folder — and the note is the same
-    whether the pattern would match inside it or not."""
+    repository's ``.gitignore``/``.ignore``/``.rgignore`` un-ignores it or names it ``*.pem`` in a folder,
+    when it is named in capitals, or reached through a link — and the note is the same whether the
+    pattern would match inside it or not. ``listed``: the files listed and judged by a callable;
+    ``rules``: said to the search as rules (``SecretRules``: the server's way)."""
+    from agent_server.tools.access import SecretRules
+
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "server.pem").write_text('api_key = "sk-live-abc123"\n')
-    (tmp_path / "weird [x]*.pem").write_text('api_key = "sk-live-abc123"\n')
+    (tmp_path / "weird [x]*.PEM").write_text('api_key = "sk-live-abc123"\n')
+    (tmp_path / "notes.txt").symlink_to(tmp_path / "keys" / "server.pem")
     (tmp_path / ".gitignore").write_text("!*.pem\n")
+    (tmp_path / ".ignore").write_text("!*.PEM\n")
+    (tmp_path / ".rgignore").write_text("!keys/\n")
     (tmp_path / "app.py").write_text("x = 1\n")
     ctx = ToolContext.on_disk(tmp_path)
-    ctx.is_secret = lambda p: p.name.endswith(".pem")
+    if how == "listed":
+        ctx.is_secret = lambda p: p.name.lower().endswith(".pem")
+    else:
+        ctx.secret_rules = SecretRules(names=("*.pem",))
     shown = []
     for pattern in ("sk-live-abc1", "sk-live-abd"):
         res = await GrepTool(backend).run(validate_args(GrepTool(), json.dumps({"pattern": pattern})), ctx)
@@ -298,7 +309,56 @@ async def test_grep_said_whether_a_hidden_secret_matched_the_pattern_either_back
     assert shown[0] == shown[1], shown
     assert "not searched: 2 file(s) that may hold secrets" in shown[0] and "sk-live-abc123" not in shown[0]
     # nothing else to search: the same answer, no ripgrep error
-    (tmp_path / "app.py").unlink()
-    (tmp_path / ".gitignore").unlink()
+    for name in ("app.py", ".gitignore", ".ignore", ".rgignore", "notes.txt"):
+        (tmp_path / name).unlink()
     res = await GrepTool(backend).run(validate_args(GrepTool(), '{"pattern": "sk-live"}'), ctx)
     assert not res.is_error and res.text.startswith("No matches") and "not searched" in res.text, res.text
+
+
+async def test_secret_paths_and_protected_folders_are_left_out_by_rule_either_backend(tmp_path, backend):
+    """What the server's rules leave out of a folder-wide grep without listing its files: a protected
+    folder (whole), a secret path glob, a file a credential-path variable names, a secret name in any
+    case — whatever the ignore files say — and the search below a pattern's fixed part lists instead."""
+    from agent_server.tools.access import FileAccess, SecretRules
+
+    home = tmp_path / "home"
+    files = {".ssh/id_test": "needle SSH-MATERIAL", ".aws/credentials": "needle AWS-MATERIAL",
+             "proj/conf/prod.key": "needle KEY-MATERIAL", "proj/conf/readme.md": "needle fine",
+             "gcp.json": "needle GCP-MATERIAL", "proj/.Env": "needle ENV-MATERIAL", "proj/app.py": "needle ok",
+             ".gitignore": "!.ssh/\n!.aws/\n!*.key\n"}
+    for rel, text in files.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text + "\n")
+    protected = str(home / ".ssh")
+    ctx = ToolContext.on_disk(home)
+    ctx.access = FileAccess([home], protected=lambda a, b: "protected" if protected in (a, b) or
+                            a.startswith(protected + "/") else None, protected_paths=[protected])
+    ctx.secret_rules = SecretRules(names=(".env*",), paths=(str(home / ".aws") + "/**", str(home / "proj/conf/*.key")),
+                                   exact=(str(home / "gcp.json"),))
+    for path, shown in ((None, ["proj/app.py:1: needle ok", "proj/conf/readme.md:1: needle fine"]),
+                        ("proj/conf", ["proj/conf/readme.md:1: needle fine"])):
+        res = await run(GrepTool(backend), ctx, pattern="needle", **({"path": path} if path else {}))
+        assert res.text.splitlines()[:len(shown)] == shown, res.text
+        assert "MATERIAL" not in res.text
+    res = await run(GrepTool(backend), ctx, pattern="needle")
+    assert "[not searched: protected locations (.ssh: " in res.text, res.text
+    assert ("not searched: 2 file(s) that may hold secrets (gcp.json, proj/.Env, and any file matching .aws/**, "
+            "and any file matching proj/conf/*.key)") in res.text, res.text
+
+
+async def test_a_secret_rule_rg_cannot_be_told_lists_and_judges_each_file_either_backend(tmp_path, backend):
+    """A rule ``rg`` cannot take (a path glob whose fixed part lies above the searched folder, a name
+    glob with a colon) falls back to listing the files and judging each by the same rules."""
+    from agent_server.tools.access import SecretRules
+
+    proj = tmp_path / "proj"
+    (proj / "deploy").mkdir(parents=True)
+    (proj / "deploy" / "prod.json").write_text("needle DEPLOY-MATERIAL\n")
+    (proj / "a:b.txt").write_text("needle COLON-MATERIAL\n")
+    (proj / "app.py").write_text("needle ok\n")
+    ctx = ToolContext.on_disk(proj)
+    ctx.secret_rules = SecretRules(names=("*:*",), paths=(str(tmp_path) + "/**/deploy/*.json",))
+    res = await run(GrepTool(backend), ctx, pattern="needle")
+    assert res.text.startswith("app.py:1: needle ok"), res.text
+    assert "not searched: 2 file(s) that may hold secrets (a:b.txt, deploy/prod.json)" in res.text, res.text
+    assert "MATERIAL" not in res.text
