@@ -470,6 +470,14 @@ def test_server_killed_mid_turn_is_reported_with_its_stderr_tail_and_the_next_pr
     assert results["scenarios"]["server_killed_mid_turn"]["stderrTail"].strip()
 
 
+def test_a_prompt_sent_while_scrolled_up_in_a_loaded_history_was_answered_out_of_sight(run):
+    """The user loaded a session and scrolled up to read it, then sent a prompt: the panel stayed where
+    it was, so the answer and the permission card it asked for were drawn far below, out of sight (the
+    card only its height: nothing to click). Sending a prompt now follows the end again."""
+    scenario(run, "server_killed_mid_turn")
+    assert run[0]["scenarios"]["server_killed_mid_turn"]["scrolledAway"], "the panel was not scrolled away before the prompt"
+
+
 def test_resume_after_kill_9_continues_the_session(run):
     """Issue 30, item 6: after the server was killed (-9) mid-turn, the next prompt went to an empty
     new session while the old transcript stayed on screen. Now the session is resumed: the model's
@@ -702,13 +710,14 @@ def test_open_settings_opened_the_workspace_tab_where_the_endpoint_setting_is_no
 
 def test_sign_in_then_ctrl_c_in_the_login_terminal_gave_an_error_toast(run):
     """Newcomer finding F11: Sign in, then Ctrl-C in the login terminal: VS Code showed the error toast
-    "The terminal process … terminated with exit code: 1". Now no toast; the panel says nothing was
-    signed in."""
+    "The terminal process … terminated with exit code: 1". Now no such toast; an information message
+    says nothing was signed in, and the empty panel keeps its set-up card (newcomer 3, finding 11)."""
     scenario(run, "first_run_empty_state")
     results, _, _ = run
     got = results["scenarios"]["first_run_empty_state"]["loginCancelled"]
     assert got["loginRan"] and got["exitToasts"] == 0, got
     assert got["said"] and "Not signed in" in got["said"] and "nothing was stored" in got["said"], got
+    assert got["setupKept"], got
 
 
 def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward(run):

@@ -123,6 +123,7 @@ let pendingImages: ImageView[] = [];
 let completionIndex = 0;
 
 function sendPrompt(text: string): void {
+  following = true; // the answer to what the user just sent is shown, wherever they had scrolled
   send({ type: "prompt", text });
 }
 
@@ -141,6 +142,7 @@ function submit(): void {
   pendingImages = [];
   paintAttachments();
   paintCompletions();
+  following = true; // the answer to what the user just sent is shown, wherever they had scrolled
   send(mentions.length || images.length ? { type: "prompt", text, mentions, images } : { type: "prompt", text });
 }
 

@@ -105,13 +105,15 @@ export function panelScenarios(h) {
       const loginRan = await until(() => loginRunning(config.settings["agentServer.path"]), T);
       await page.locator(".part.panel .xterm").first().click();
       await page.keyboard.press("Control+c");
-      const notSigned = p.locator(".notice", { hasText: "Not signed in" }).last();
+      // newcomer 3's finding 11: an information message, so the empty panel keeps its set-up card
+      const notSigned = page.locator(".notifications-toasts .notification-toast", { hasText: "Not signed in" }).last();
       const said = await notSigned.waitFor({ timeout: T }).then(() => notSigned.textContent(), () => null);
+      const setupKept = await empty.locator("button.sign-in").isVisible().catch(() => false);
       const exitToasts = await page.locator(".notifications-toasts .notification-toast", { hasText: "terminated with exit code" }).count();
       await shot(page, "login-cancelled");
       if (loginRunning(config.settings["agentServer.path"])) await runCommand(page, "Terminal: Kill the Active Terminal Instance").catch(() => {});
       await runCommand(page, "View: Close Panel").catch(() => {});
-      return { facts, log, settings, settingsShown, keyBox, terminal, codicons, loginCancelled: { loginRan, said, exitToasts } };
+      return { facts, log, settings, settingsShown, keyBox, terminal, codicons, loginCancelled: { loginRan, said, exitToasts, setupKept } };
     },
 
     /** The endpoint refuses the key (HTTP 401): the error card offers the same ways forward. */

@@ -362,6 +362,8 @@ const scenarios = {
 
   /** The server is killed mid-turn: the panel says so with its stderr tail; the next prompt gets an answer. */
   async server_killed_mid_turn(page, s) {
+    // the last scenario left the loaded history scrolled to its top, as a user reading it would
+    const scrolledAway = await panel(page).locator(".transcript").evaluate((t) => t.scrollHeight - t.scrollTop - t.clientHeight > 1500);
     await promptInPanel(page, s.prompt);
     await panel(page).locator(".permission").last().locator('button[data-option-id="allow_once"]').click({ timeout: T });
     await panel(page).locator(".tool.status-in_progress", { hasText: s.toolTitle }).first().waitFor({ timeout: T });
@@ -387,7 +389,7 @@ const scenarios = {
     // resumed, not restarted empty: no new-session divider, and the killed call is not left running
     const dividers = await panel(page).locator(".notice.divider").count();
     const runningCards = await panel(page).locator(".tool.status-in_progress, .tool.status-pending", { hasText: s.toolTitle }).count();
-    return { stderrTail: tail.slice(-300), dividers, runningCards, said };
+    return { stderrTail: tail.slice(-300), dividers, runningCards, said, scrolledAway };
   },
 
   /** New session, then the session picker (session/list) loads the first one (session/load replays it). */
@@ -407,6 +409,9 @@ const scenarios = {
     await rows.first().filter({ hasText: s.title }).waitFor({ timeout: T });
     await page.keyboard.press("Enter");
     await p.locator(".agent", { hasText: s.expect }).first().waitFor({ timeout: T });
+    // the replay's first card lies far above the end the panel shows, where a card is kept as its height
+    // alone: scrolled to as a user would, it is drawn again
+    await p.locator(".transcript").evaluate((t) => { t.scrollTop = 0; });
     await p.locator(".tool", { hasText: s.expectTool }).first().waitFor({ timeout: T });
     await shot(page, "sessions-panel");
     // nothing of a replay looks live: no spinner, no running card, no working line, no Stop
