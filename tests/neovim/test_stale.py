@@ -4,7 +4,7 @@ and offers "ask the agent again on the current text"; accept is refused as befor
 
 from __future__ import annotations
 
-from support.nvim import call, editor_with_pending_edit, push, tool_messages
+from support.nvim import editor_with_pending_edit, push, tool_messages
 
 from agent_server.offline import text_stream
 
@@ -114,12 +114,7 @@ def test_accepting_a_proposal_for_a_file_deleted_meanwhile_re_created_it(make_ed
 def test_accepting_a_proposal_for_an_unopened_file_deleted_meanwhile_is_refused_as_stale(
         make_editor, endpoint, workspace):
     path = workspace / "closed.txt"
-    path.write_text("x\n")
-    push(endpoint, call("r", "read", path="closed.txt"), call("e", "edit", path="closed.txt", old_string="x",
-                                                              new_string="y"), text_stream("ok"))
-    ed = make_editor()
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "x", "y", text_stream("ok"), opened=False)
     path.unlink()
     ed.cmd("AgentAccept")
     ed.idle()
@@ -142,11 +137,8 @@ def test_a_file_changed_on_disk_while_its_proposal_waited_was_said_changed_in_th
     assert "changed on disk" in tool_messages(endpoint, 2)[-1]["content"]
 
     closed = workspace / "closed.txt"
-    closed.write_text("x\n")
-    push(endpoint, call("r2", "read", path="closed.txt"),
-         call("e2", "edit", path="closed.txt", old_string="x", new_string="y"), text_stream("ok"))
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    editor_with_pending_edit(make_editor, endpoint, closed, "x", "y", text_stream("ok"), opened=False, ed=ed,
+                             ids=("r2", "e2"))
     closed.write_text("changed on disk\n")
     ed.cmd("AgentAccept")
     ed.idle()
@@ -159,12 +151,7 @@ def test_a_file_changed_or_deleted_on_disk_while_its_proposal_waited_was_said_st
     """F10's class: a change on disk (another program) marked nothing until Accept was refused. A
     watcher on the file's folder says it at once in the diff view and the chat, with where it changed."""
     path = workspace / "disk.txt"
-    path.write_text("x\n")
-    push(endpoint, call("r", "read", path="disk.txt"), call("e", "edit", path="disk.txt", old_string="x",
-                                                            new_string="y"), text_stream("ok"))
-    ed = make_editor()
-    ed.cmd("AgentAsk change it")
-    ed.proposal_open()
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "x", "y", text_stream("ok"), opened=False)
     path.write_text("another program's\n")
     ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
     state = view_state(ed)

@@ -4,12 +4,14 @@ real Neovims) on one state dir."""
 
 from __future__ import annotations
 
-from support.nvim import SCREEN, quit_editor, shown
+from support.nvim import SCREEN, quit_editor, screens_at_select, shown
 from support.sessions import events
 
 from agent_server.offline import text_stream
 
 LOADED = "return require('agent_server.chat').text():find('# Session ' .. ... .. ' (loaded)', 1, true) ~= nil"
+TOLD = "return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true) ~= nil"
+"""The chat says its session was taken over by another process."""
 
 
 def holder(make_editor, endpoint):
@@ -19,6 +21,18 @@ def holder(make_editor, endpoint):
     one.cmd("AgentAsk hello")
     one.idle()
     return one, one.lua("return require('agent_server.client').state.session_id")
+
+
+def taken_over(make_editor, endpoint):
+    """``holder``'s session taken over by a second Neovim (*Take over here*, loaded), the holder told:
+    the holder, the second Neovim and the session's id."""
+    one, sid = holder(make_editor, endpoint)
+    two = make_editor()
+    two.choose(sid, "take-over")
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="taken over")
+    one.wait(TOLD, what="the holder's notice")
+    return one, two, sid
 
 
 def users(agent_state_dir, sid):
@@ -42,8 +56,7 @@ def test_the_neovim_client_showed_only_the_text_of_session_busy_and_offered_no_w
     assert "hello" in chat.split(f"# Session {sid} (loaded)")[1] and "mine" in chat, chat  # replayed
     assert two.lua("return require('agent_server.client').state.session_id") == sid
     # the holder was told, and lives on without it
-    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
-             " ~= nil", what="the holder's notice")
+    one.wait(TOLD, what="the holder's notice")
     endpoint.push(text_stream("here now"))
     two.cmd("AgentAsk again")
     two.idle()
@@ -93,13 +106,7 @@ def test_a_holder_that_cannot_be_asked_is_offered_only_a_copy_or_cancel(
 
 def test_a_neovim_whose_session_was_taken_over_got_only_an_unknown_session_error_and_no_way_back(
         make_editor, endpoint, workspace, agent_state_dir):
-    one, sid = holder(make_editor, endpoint)
-    two = make_editor()
-    two.choose(sid, "take-over")
-    two.cmd("AgentSessions")
-    two.wait(LOADED, sid, what="taken over")
-    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
-             " ~= nil", what="the holder's notice")
+    one, two, sid = taken_over(make_editor, endpoint)
     one.choose("take-back", "take-over")
     one.cmd("AgentAsk am I still here?")
     question = one.wait("local s = _G.selects or {}; return s[1]", what="the way back")
@@ -108,8 +115,7 @@ def test_a_neovim_whose_session_was_taken_over_got_only_an_unknown_session_error
     one.wait("return require('agent_server.client').state.session_id == ...", sid, what="taken back")
     assert "`:AgentSessions` loads it again" in one.chat()
     assert one.lua("return require('agent_server.transcript').prompt_text()") == "am I still here?"
-    two.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
-             " ~= nil", what="the other Neovim told")
+    two.wait(TOLD, what="the other Neovim told")
     endpoint.push(text_stream("back here"))
     one.lua("require('agent_server').send_typed()")
     one.idle()
@@ -124,20 +130,15 @@ def test_the_chat_heading_stayed_loading_until_enter_after_a_refused_load(
     until Enter. What the screen shows when the question is asked says "(not loaded)"."""
     one, sid = holder(make_editor, endpoint)
     two = make_editor()
+    # the session, then Cancel (dismissed) on the busy question
+    screens_at_select(two, answer="on_choice(items[1].sessionId and items[1] or nil)")
     two.lua("""
-        local screen = loadstring(...)
-        _G.screens = {}
-        vim.ui.select = function(items, opts, on_choice)
-          table.insert(_G.screens, screen())
-          local pick = items[1].sessionId and items[1] or nil
-          on_choice(pick) -- the session, then Cancel (dismissed) on the busy question
-        end
         local notify = vim.notify
         vim.notify = function(...)
-          table.insert(_G.screens, screen())
+          table.insert(_G.screens, _G.screen())
           return notify(...)
         end
-    """, SCREEN)
+    """)
     two.cmd("AgentSessions")
     two.wait("return require('agent_server.chat').text():find('left where it is open', 1, true) ~= nil",
              what="the busy question dismissed")
@@ -160,22 +161,9 @@ def test_neovim_wrote_the_raw_unknown_session_error_into_the_chat_before_the_tak
     ``**error:** unknown session: sess_…`` (the JSON-RPC error's text) above the chat's own words
     and the take-back / new-session dialog. The chat says it in its words only, before the dialog
     is asked, and the prompt waits in the prompt area."""
-    one, sid = holder(make_editor, endpoint)
-    two = make_editor()
-    two.choose(sid, "take-over")
-    two.cmd("AgentSessions")
-    two.wait(LOADED, sid, what="taken over")
-    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
-             " ~= nil", what="the holder's notice")
-    one.lua("""
-        local screen = loadstring(...)
-        _G.screens = {}
-        vim.ui.select = function(items, opts, on_choice)
-          table.insert(_G.screens, { prompt = opts.prompt, screen = screen(), chat = require('agent_server.chat').text(),
-                                     typed = require('agent_server.transcript').prompt_text() })
-          on_choice(nil)
-        end
-    """, SCREEN)
+    one, two, sid = taken_over(make_editor, endpoint)
+    screens_at_select(one, "{ prompt = opts.prompt, screen = screen(), chat = require('agent_server.chat').text(), "
+                           "typed = require('agent_server.transcript').prompt_text() }")
     one.cmd("AgentChat")
     one.lua("require('agent_server.transcript').set_prompt('am I still here?')")
     one.lua("require('agent_server').send_typed()")
@@ -212,13 +200,7 @@ def test_agent_mode_after_a_take_over_said_only_the_raw_unknown_session_error(
     """The class of N4: ``:AgentMode`` in the Neovim whose session was taken over said
     ``unknown session: sess_…`` (the JSON-RPC error's text) and offered nothing. It says what
     happened and offers the way back, as a prompt does."""
-    one, sid = holder(make_editor, endpoint)
-    two = make_editor()
-    two.choose(sid, "take-over")
-    two.cmd("AgentSessions")
-    two.wait(LOADED, sid, what="taken over")
-    one.wait("return require('agent_server.chat').text():find('taken over by another agent-server process', 1, true)"
-             " ~= nil", what="the holder's notice")
+    one, two, sid = taken_over(make_editor, endpoint)
     one.lua("_G.notes = {}; vim.notify = function(msg) table.insert(_G.notes, msg) end")
     one.choose()  # the way back dismissed
     one.cmd("AgentMode read-only")

@@ -104,18 +104,11 @@ def test_an_unreachable_endpoint_offered_restart_the_server_first_although_the_s
 def test_the_ways_forward_were_asked_over_a_chat_not_yet_drawn_with_the_error(make_editor, endpoint, workspace):
     """F9's class: a picker (the default is inputlist(), which blocks) opened before the screen was
     drawn, so the chat behind the question did not show the error it answers."""
-    from support.nvim import SCREEN, shown
+    from support.nvim import screens_at_select, shown
 
     endpoint.push(REFUSED)
     ed = make_editor()
-    ed.lua("""
-        local screen = loadstring(...)
-        _G.screens = {}
-        vim.ui.select = function(items, opts, on_choice)
-          table.insert(_G.screens, screen())
-          on_choice(nil)
-        end
-    """, SCREEN)
+    screens_at_select(ed)
     ed.cmd("AgentChat")
     ed.cmd("AgentAsk hello there")
     ed.wait("return #_G.screens > 0", what="the question")

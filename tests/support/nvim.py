@@ -228,15 +228,19 @@ def push(endpoint, *steps) -> None:
         endpoint.push(tool_call_stream([step]) if isinstance(step, tuple) else step)
 
 
-def editor_with_pending_edit(make_editor, endpoint, path, old: str, new: str, *after):
+def editor_with_pending_edit(make_editor, endpoint, path, old: str, new: str, *after, opened: bool = True,
+                             ed: Editor | None = None, ids: tuple[str, str] = ("r", "e")):
     """An editor showing the proposal of the agent's edit of ``path`` (written as ``old`` plus a
     newline; the model reads it, then edits ``old`` → ``new``, then answers ``after``), opened by
-    ``:AgentAsk change it``. Returns the editor."""
+    ``:AgentAsk change it``. Returns the editor: ``ed`` when given (a new one otherwise), with
+    ``path`` loaded in a buffer first unless ``opened`` is false; ``ids``: the two calls' ids."""
     path.write_text(old + "\n")
     name = path.name
-    push(endpoint, call("r", "read", path=name), call("e", "edit", path=name, old_string=old, new_string=new), *after)
-    ed = make_editor()
-    ed.cmd(f"edit {path}")
+    push(endpoint, call(ids[0], "read", path=name), call(ids[1], "edit", path=name, old_string=old, new_string=new),
+         *after)
+    ed = ed if ed is not None else make_editor()
+    if opened:
+        ed.cmd(f"edit {path}")
     ed.cmd("AgentAsk change it")
     ed.proposal_open()
     return ed
@@ -254,6 +258,21 @@ for r = top, top + vim.api.nvim_win_get_height(win) - 1 do
   rows[#rows + 1] = s
 end
 return table.concat(rows, ' ')"""
+
+
+def screens_at_select(ed: Editor, entry: str = "screen()", answer: str = "on_choice(nil)") -> None:
+    """Stub ``vim.ui.select`` in ``ed``: each question adds ``entry`` (Lua; ``screen()`` is what the
+    chat window shows then: ``SCREEN``, also ``_G.screen`` for other stubs) to ``_G.screens`` and is
+    answered by ``answer`` (Lua, with ``items``, ``opts`` and ``on_choice`` in scope)."""
+    ed.lua(f"""
+        local screen = loadstring(...)
+        _G.screen = screen
+        _G.screens = {{}}
+        vim.ui.select = function(items, opts, on_choice)
+          table.insert(_G.screens, {entry})
+          {answer}
+        end
+    """, SCREEN)
 
 
 def shown(screen: str) -> str:
