@@ -8,6 +8,10 @@ server's session tickets) or not, then one request, timed from ``stream()`` to t
 ``session``: the real ``AcpServer`` in this process — ``session/new`` and what follows its answer
 (the warm-up, which opens the spare), then one ``session/prompt``, timed from the prompt to the
 endpoint's stamp; "without" turns ``ChatClient.preconnect`` off. Runs alternate with/without.
+``--paused S``: the endpoint keeps its connections (``Content-Length`` answers); one ``ChatClient``
+makes a request, waits ``S`` s (a person reading the answer and typing), then a second one, timed
+as above — with the pool's keep-alive expiry of before (httpcore's 5 s: the connection is gone) and
+of now (``KEEPALIVE_EXPIRY``: it is reused), alternated.
 Local figures: a handshake on 127.0.0.1 costs CPU, not the round trips a remote provider adds.
 
 Must never: report a figure without the machine it was taken on (``bench/README.md`` keeps them).
@@ -30,9 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SSE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-              b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
-              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+SSE_BODY = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+SSE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + SSE_BODY
+KEPT_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(SSE_BODY)
+               + SSE_BODY)
 
 
 async def _relay(listen_port_out: list[int], target: int, delay: float) -> asyncio.base_events.Server:
@@ -70,9 +76,9 @@ async def _relay(listen_port_out: list[int], target: int, delay: float) -> async
     return server
 
 
-def serve(cert_file: str, delay: float = 0.0) -> None:
+def serve(cert_file: str, delay: float = 0.0, keep_alive: bool = False) -> None:
     """The endpoint (``--serve``): prints its port (a relay's with ``delay``), then one JSON line
-    per whole request."""
+    per whole request; ``keep_alive``: the connection waits for the next request after an answer."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file)
 
@@ -83,11 +89,14 @@ def serve(cert_file: str, delay: float = 0.0) -> None:
                 data += chunk
                 head, _, rest = data.partition(b"\r\n\r\n")
                 fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
-                if 0 <= int(fields.get(b"Content-Length", b"-1")) <= len(rest):
+                length = int(fields.get(b"Content-Length", b"-1"))
+                if 0 <= length <= len(rest):
                     print(json.dumps({"t": time.time(), "bytes": len(rest)}), flush=True)
-                    writer.write(SSE_ANSWER)
+                    writer.write(KEPT_ANSWER if keep_alive else SSE_ANSWER)
                     await writer.drain()
-                    return
+                    if not keep_alive:
+                        return
+                    data = rest[length:]
         except (ConnectionError, ssl.SSLError):
             pass
         finally:
@@ -107,7 +116,7 @@ def serve(cert_file: str, delay: float = 0.0) -> None:
 
 
 class Endpoint:
-    def __init__(self, directory: Path, latency_ms: float = 0.0) -> None:
+    def __init__(self, directory: Path, latency_ms: float = 0.0, keep_alive: bool = False) -> None:
         import trustme
 
         ca = trustme.CA()
@@ -115,8 +124,8 @@ class Endpoint:
         ca.cert_pem.write_to_path(str(self.ca_file))
         cert_file = directory / "server.pem"
         ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file), "--latency-ms", str(latency_ms)],
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file), "--latency-ms", str(latency_ms),
+                                      *(["--keep-alive"] if keep_alive else [])], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
 
@@ -142,6 +151,30 @@ async def client_run(endpoint: Endpoint, body: bytes, ahead: bool) -> float:
             assert client.preconnect()
             assert await asyncio.gather(*client._tails) == [True]
         await asyncio.sleep(0.1)  # a person's pause (the server's session tickets arrive meanwhile)
+        start = time.time()
+        async for _ in client.stream(body):
+            pass
+    finally:
+        await client.aclose()
+    return endpoint.stamp() - start
+
+
+async def paused_run(endpoint: Endpoint, body: bytes, pause: float, expiry: float) -> float:
+    """A request, ``pause`` s, then the request timed, on a pool keeping an idle connection ``expiry`` s."""
+    import httpx
+
+    from agent_server.llm import ChatClient
+    from agent_server.llm._transport import TLSTransport
+
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=expiry)
+    client = ChatClient(endpoint.url(), "sk-bench", transport=TLSTransport(limits))
+    try:
+        client.warm()
+        async for _ in client.stream(body):
+            pass
+        await asyncio.gather(*client._tails)
+        endpoint.stamp()
+        await asyncio.sleep(pause)
         start = time.time()
         async for _ in client.stream(body):
             pass
@@ -190,10 +223,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs of each kind (alternated)")
     parser.add_argument("--latency-ms", type=float, default=0.0,
                         help="one-way latency a relay in front of the endpoint adds (a remote provider's)")
+    parser.add_argument("--paused", type=float, metavar="S",
+                        help="time a request sent S s after the previous answer (keep-alive expiry 5 s vs now)")
     parser.add_argument("--serve", metavar="CERT", help=argparse.SUPPRESS)
+    parser.add_argument("--keep-alive", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.latency_ms / 1000)
+        serve(args.serve, args.latency_ms / 1000, args.keep_alive)
+        return
+    if args.paused is not None:
+        paused(args)
         return
     from agent_server.llm import encode_body
 
@@ -226,6 +265,35 @@ def main() -> None:
                       "ahead_range_ms": [round(min(ahead) * 1e3, 2), round(max(ahead) * 1e3, 2)],
                       "cold_range_ms": [round(min(cold) * 1e3, 2), round(max(cold) * 1e3, 2)],
                       "cold_over_ahead": round(statistics.median(cold) / statistics.median(ahead), 2)}
+    print(json.dumps(out, indent=1))
+
+
+def paused(args: argparse.Namespace) -> None:
+    from agent_server.llm import encode_body
+    from agent_server.llm._transport import KEEPALIVE_EXPIRY
+
+    body = encode_body({"model": "m", "messages": [{"role": "user", "content": "x" * 20000}], "stream": True})
+    expiries = {"before_5s": 5.0, "now": KEEPALIVE_EXPIRY}
+    figures: dict[str, list[float]] = {k: [] for k in expiries}
+    with tempfile.TemporaryDirectory() as tmp:
+        endpoint = Endpoint(Path(tmp), args.latency_ms, keep_alive=True)
+        os.environ["SSL_CERT_FILE"] = str(endpoint.ca_file)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            os.environ.pop(name, None)
+        load = [os.getloadavg()[0]]
+        try:
+            for i in range(args.runs):
+                for kind in (list(expiries) if i % 2 == 0 else list(expiries)[::-1]):
+                    figures[kind].append(asyncio.run(paused_run(endpoint, body, args.paused, expiries[kind])))
+        finally:
+            endpoint.stop()
+        load.append(os.getloadavg()[0])
+    out = {"machine": f"{os.cpu_count()} cores, {platform.python_version()}", "load": [round(x, 1) for x in load],
+           "runs": args.runs, "latency_ms": args.latency_ms, "pause_s": args.paused}
+    for kind, values in figures.items():
+        out[kind] = {"median_ms": round(statistics.median(values) * 1e3, 2),
+                     "range_ms": [round(min(values) * 1e3, 2), round(max(values) * 1e3, 2)]}
+    out["before_over_now"] = round(out["before_5s"]["median_ms"] / out["now"]["median_ms"], 2)
     print(json.dumps(out, indent=1))
 
 
