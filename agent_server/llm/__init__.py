@@ -33,6 +33,7 @@ _EXPORTS = {
     "ToolCallStarted": "_events",
     "Usage": "_events",
     "cached_tokens": "_usage",
+    "compact_encoder": "_body",
     "encode_body": "_body",
 }
 """Each name this package offers → the module that defines it, imported on first use (PEP 562)."""

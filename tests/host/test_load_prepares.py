@@ -478,3 +478,53 @@ async def test_the_load_opened_its_first_connection_only_after_its_replay(tmp_pa
         finally:
             await server.aclose()
     assert "update" in happened and happened[0] == "connect", happened  # before the first replayed update
+
+
+async def test_a_load_built_a_json_encoder_for_every_message_and_update_it_encoded(tmp_path, monkeypatch):
+    """Issue 33 item 6: a load encodes each message of the history for the request memo and each
+    replayed update for the client — 33k and 25k of them for the bench's 100k-event log — and
+    ``json.JSONEncoder.encode`` built its C encoder anew at every call (``iterencode``): a quarter of a
+    small message's encoding, ~55 ms of that load. Each is built once now (``llm.compact_encoder``,
+    the wire's own), with the same text (the memo's bodies are still the log's rebuild)."""
+    import json as stdlib_json
+
+    from agent_server.server.rpc.jsonrpc import Connection
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 400)
+        server = AcpServer(_config(endpoint.base_url), store)
+        reader, out = asyncio.StreamReader(), _Writes()
+        connection = Connection(reader, out, requests=server.request_handlers(),
+                                notifications=server.notification_handlers())
+        server.bind(connection)
+        server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
+        built = []
+        original = stdlib_json.encoder.c_make_encoder
+        monkeypatch.setattr(stdlib_json.encoder, "c_make_encoder", lambda *a: built.append(1) or original(*a))
+        serving = asyncio.ensure_future(connection.serve())
+        try:
+            load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
+            reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": load}).encode()
+                             + b"\n")
+            while not any(b'"id":1,' in data for data in out.writes):
+                out.changed.clear()
+                await asyncio.wait_for(out.changed.wait(), HANG)
+            monkeypatch.undo()
+            await connection.wait_idle()
+            session = server.host.sessions[sid]
+            messages = len(session.requests.messages)
+            updates = sum(data.count(b'"session/update"') for data in out.writes)
+            assert messages > 20 and updates > 15
+            assert len(built) <= 5, (len(built), messages, updates)  # (the log's own lines: a few)
+            endpoint.push(text_stream("done"))
+            reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+                "sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}}).encode() + b"\n")
+            while not any(b'"id":2,' in data for data in out.writes):
+                out.changed.clear()
+                await asyncio.wait_for(out.changed.wait(), HANG)
+        finally:
+            reader.feed_eof()
+            await serving
+            await server.aclose()
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent

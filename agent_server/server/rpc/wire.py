@@ -11,12 +11,36 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""``json.dumps(…, ensure_ascii=False, separators=(",", ":"))`` made once (``dumps`` with those
-arguments builds a new encoder on every call)."""
+def _compact() -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode``, its C encoder built
+    once: ``encode`` builds it anew at every call (``iterencode``), a quarter of a small update's
+    encoding, and a replay encodes tens of thousands (as ``llm._body.compact_encoder``, which this
+    module may not import). Where the C encoder is missing or gives other text on a sample:
+    ``encode``. (No reference cycle can be in a message read from JSON or built for one.)"""
+    slow = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return slow
+    try:
+        encoder = make(None, json.JSONEncoder().default, json.encoder.encode_basestring, None, ":", ",",
+                       False, False, True)
+
+        def encode(value: Any, _encoder: Any = encoder, _join: Any = "".join) -> str:
+            return _join(_encoder(value, 0))
+
+        sample = {"method": "x", "params": {"text": "a\tb\n\"c\" é \u2028 \x00", "n": [1, -2.5, None, True, {}, []]}}
+        if encode(sample) != slow(sample) or encode("x\n") != slow("x\n"):
+            return slow
+    except Exception:  # noqa: BLE001 — another interpreter's private API: the public one then
+        return slow
+    return encode
+
+
+_encode = _compact()
+"""``json.dumps(…, ensure_ascii=False, separators=(",", ":"))``, made once (``_compact``)."""
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
@@ -26,7 +50,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
     surrogate from a peer's ``\\ud800`` escape), it is written with ASCII escapes instead, which
     every JSON parser reads — a message is never dropped for its content.
     """
-    line = _COMPACT.encode(message) + "\n"
+    line = _encode(message) + "\n"
     try:
         return line.encode("utf-8")
     except UnicodeEncodeError:
@@ -37,8 +61,8 @@ def encode_notifications(method: str, params: Sequence[dict[str, Any]]) -> bytes
     """``b"".join(encode_message({"jsonrpc": "2.0", "method": method, "params": p}) for p in
     params)``, byte for byte, with one encoder call per item (no message dict built, the line's
     frame encoded once) and one UTF-8 encode for them all — a replay sends tens of thousands."""
-    head = '{"jsonrpc":"2.0","method":' + _COMPACT.encode(method) + ',"params":'
-    encode = _COMPACT.encode
+    head = '{"jsonrpc":"2.0","method":' + _encode(method) + ',"params":'
+    encode = _encode
     text = "".join([head + encode(p) + "}\n" for p in params])
     try:
         return text.encode("utf-8")
