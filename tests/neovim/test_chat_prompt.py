@@ -62,9 +62,33 @@ def test_c_s_sends_from_insert_mode_and_file_selection_diagnostics_become_resour
            "{{lnum = 2, col = 0, message = 'three is odd', severity = vim.diagnostic.severity.WARN, source = 'lint'}})")
     ed.cmd("AgentChat")
     typed(ed, "ilook at #file:lib.txt, #selection and #diagnostics<C-s>")
+    # the prompt went out (its turn drawn) before its end is awaited: idle holds before it too
+    ed.wait("return require('agent_server.chat').text():find('## You\\nlook at #file:lib.txt', 1, true)",
+            what="the typed prompt sent")
     ed.idle()
     sent = user_messages(endpoint, 0)
     assert "library text" in sent and "two\nthree" in sent and "three is odd" in sent and "[lint]" in sent, sent
+
+
+def test_a_prompt_typed_as_soon_as_the_chat_opened_was_refused_with_e21_and_never_sent(make_editor, endpoint):
+    """The flake of ``test_c_s_sends_from_insert_mode_…`` (the first Neovim test of a fresh run: no
+    request at the endpoint after ``ed.idle()``): ``:AgentChat`` put the cursor in the prompt area
+    but left the chat 'nomodifiable' as BufEnter had set it (the cursor then on the first line)
+    until the main loop's next CursorMoved; keys typed before that turn of the loop — the harness's
+    next request when the server's output was being handled in the same batch of events, a mapping
+    that opens the chat and types — hit E21, nothing was typed, nothing sent, and ``idle()`` (no
+    turn running) held at once. Here without a turn of the loop between them, every time."""
+    endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    state = ed.lua("""
+        vim.cmd('AgentChat')
+        local modifiable = vim.bo.modifiable
+        vim.v.errmsg = ''
+        vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('ihello there<C-s>', true, false, true), 'mx', false)
+        return { modifiable, vim.v.errmsg, require('agent_server.client').busy() }""")
+    assert state == [True, "", True], state
+    ed.idle()
+    assert "hello there" in user_messages(endpoint, 0)
 
 
 def test_typed_text_survives_streaming_and_undo_never_takes_back_the_agents_text(make_editor, endpoint):

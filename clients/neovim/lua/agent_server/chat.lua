@@ -117,6 +117,10 @@ function M.open(focus)
   elseif focus ~= false then
     vim.api.nvim_set_current_win(win)
   end
+  -- 'modifiable' follows the cursor now, not at the next CursorMoved: BufEnter saw the cursor on
+  -- the first line, and keys typed before the main loop's next turn (a mapping, `:AgentChat | startinsert`)
+  -- were refused (E21) in the prompt area
+  transcript.guard()
   return win
 end
 
