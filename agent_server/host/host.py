@@ -346,7 +346,8 @@ class SessionHost:
         ahead; a session that cannot reach a model (no endpoint, no key) is left for its prompt to
         report. ``session_id`` ``None``: before any session (a front end that makes its session with
         the first prompt, as the LSP one does, once the editor is idle): the configured model's
-        endpoint, the builtin tools."""
+        endpoint — unless its key is still in the keyring, which nobody asked for yet (a locked one
+        would ask to be unlocked) —, the builtin tools."""
         for step in ("imports", "client", "schemas", "executor"):
             await asyncio.sleep(0)
             session = self.sessions.get(session_id) if session_id is not None else None
@@ -355,9 +356,13 @@ class SessionHost:
             if step == "imports":
                 await asyncio.to_thread(_warm_imports)  # also starts the executor's first worker thread
             elif step == "client":
+                if session is not None:
+                    provider = self._provider(session.log)
+                else:
+                    provider = self.config.provider_for(self.config.provider.model)
+                    if signin.missing_key(provider) and provider.key_store == "keyring":
+                        continue  # before anyone asked: never the keyring (it may ask to be unlocked)
                 try:
-                    provider = (self._provider(session.log) if session is not None
-                                else self.config.provider_for(self.config.provider.model))
                     client = self._client(provider)
                 except TurnFailed:
                     pass

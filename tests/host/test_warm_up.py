@@ -7,6 +7,7 @@ loop: 0.3–1.3 s under load at 2,000 sessions (bench/README.md, *sessions_mcp.p
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -75,3 +76,38 @@ async def test_the_first_prompt_to_an_https_endpoint_opened_its_connection_after
             await server.aclose()
     assert len(endpoint.connections) == 1
     assert endpoint.connections[0]["received"].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+
+
+async def test_an_editor_opened_with_its_key_in_the_keyring_was_asked_for_it_before_anyone_asked_the_agent(
+        tmp_path, monkeypatch):
+    """The warm-up before any session (``SessionHost.warm(None)``: the LSP front end runs it once
+    the editor is idle after ``initialized``) leaves a key still in the system keyring there: a
+    locked keyring would ask to be unlocked when the editor merely opened a file. The first prompt
+    reads it. A key in memory is warmed as usual (the client made)."""
+    from agent_server.config import credentials
+    from agent_server.host import SessionHost
+
+    asked: list[str] = []
+    monkeypatch.setattr(credentials, "keyring_get", lambda profile, timeout=None: asked.append(profile) or "sk-x")
+    home = tmp_path / "home"  # what `agent-server login` leaves when it stored the key in the keyring
+    (home / ".config" / "agent-server").mkdir(parents=True)
+    (home / ".config" / "agent-server" / "config.toml").write_text(
+        '[profiles.remote]\nbase_url = "http://127.0.0.1:9/v1"\nkey_required = true\n')
+    (home / ".config" / "agent-server" / "credentials.json").write_text(json.dumps(
+        {"version": 1, "profile": "remote", "profiles": {"remote": {"model": "m", "key_store": "keyring"}}}))
+    config = load_config(env={"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "AGENT_SERVER_SANDBOX": "off"})
+    assert config.provider_for(config.provider.model).key_store == "keyring"
+    host = SessionHost(config, SessionStore(tmp_path / "state"))
+    try:
+        await host.warm()
+        assert asked == [] and not host.pool._clients
+    finally:
+        await host.aclose()
+    env = {"AGENT_SERVER_BASE_URL": "http://127.0.0.1:9/v1", "AGENT_SERVER_MODEL": "m", "AGENT_SERVER_API_KEY": "k",
+           "AGENT_SERVER_SANDBOX": "off"}
+    host = SessionHost(load_config(path=os.devnull, env=env), SessionStore(tmp_path / "state2"))
+    try:
+        await host.warm()
+        assert len(host.pool._clients) == 1  # the control: a key in memory is warmed
+    finally:
+        await host.aclose()

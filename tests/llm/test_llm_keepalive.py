@@ -153,6 +153,7 @@ async def test_a_request_that_failed_again_on_its_new_connection_was_not_sent_a_
     assert [r.connection for r in endpoint.dropped] == [1, 2] and len(endpoint.requests) == 1
 
 
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's TCP options")
 async def test_every_connection_to_the_endpoint_probes_its_peer_while_idle():
     """TCP keep-alive (a NAT's state kept, a dead peer found while idle) and ``TCP_USER_TIMEOUT``
     (a black-holed request fails in seconds, not at the stream's idle timeout) on the socket."""
