@@ -30,7 +30,8 @@ from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.paths import CredentialStores, SecretMatcher, credential_paths, inside_roots, link_count, target
+from agent_server.policy.paths import (CredentialStores, SecretMatcher, credential_variable_paths, inside_roots, link_count,
+                                       target)
 from agent_server.policy.sandbox.confiner import SandboxStatus, ShellConfiner, probe_status
 # policy.shell (the command analysis) loads with the first shell command, in _shell
 from agent_server.session import EventLog
@@ -87,7 +88,7 @@ class SessionPolicy:
         self.ask_edits = False
         """Ask before every file change inside the roots (the plain-ACP path, where the editor
         cannot preview a proposal: the permission question, with the diff, is the review)."""
-        self.secrets = SecretMatcher(settings.secret_patterns, exact=credential_paths())
+        self.secrets = SecretMatcher(settings.secret_patterns, exact=credential_variable_paths())
         """Files that may hold secrets: by name or path pattern, and those the server's credential-path
         variables point to (``$GOOGLE_APPLICATION_CREDENTIALS``, ``$KUBECONFIG`` …)."""
         self.protected: CredentialStores | None = None

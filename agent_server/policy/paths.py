@@ -120,7 +120,8 @@ def link_count(path: Path) -> int:
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """``**`` → any depth, ``*`` → within one component, ``?`` → one character."""
+    """``**`` → any depth, ``*`` → within one component, ``?`` → one character; any case (a
+    case-folding filesystem opens ``~/.SSH/id_rsa`` as ``~/.ssh/id_rsa``)."""
     out, i = [], 0
     while i < len(pattern):
         if pattern.startswith("**", i):
@@ -135,7 +136,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z")
+    return re.compile("".join(out) + r"\Z", re.IGNORECASE)
 
 
 class SecretMatcher:
@@ -148,7 +149,7 @@ class SecretMatcher:
     ``.env``, ``key.pem``); they are compiled here, with the path patterns, not by the first
     ``match`` (that is, by the first ``read`` of a process, on its way to the policy decision).
     ``exact``: ``(path, label)`` pairs — a file or folder (and all below it) that is secret
-    whatever its name (``credential_paths``); ``label`` is what ``match`` returns for it.
+    whatever its name (``credential_variable_paths``); ``label`` is what ``match`` returns for it.
 
     ``name_patterns``, ``path_patterns`` (``~`` expanded, normalised) and ``exact_paths`` (each
     as given and resolved) say the same to a search that must leave secrets out by rule
@@ -222,7 +223,7 @@ CREDENTIAL_PATH_SUFFIXES = ("_CREDENTIALS_FILE", "_CREDENTIALS_PATH", "_KEY_FILE
                             "_PASSWORD_FILE", "_SECRET_FILE", "_KEYFILE")
 
 
-def credential_paths(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+def credential_variable_paths(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """``(absolute path, "$NAME")`` for each file or folder a credential-path variable of ``env``
     (default: the server's environment) points to — ``CREDENTIAL_PATH_VARIABLES`` and names ending
     in ``CREDENTIAL_PATH_SUFFIXES``; ``KUBECONFIG``-style lists split on ``os.pathsep``; ``$CARGO_HOME``
@@ -318,4 +319,7 @@ class CredentialStores:
 
 
 def _under(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it, in any case (a case-folding filesystem — macOS,
+    Windows — opens ``~/.SSH`` as ``~/.ssh``; on others the case-variant twin is refused too)."""
+    path, folder = path.casefold(), folder.casefold()
     return path == folder or path.startswith(folder.rstrip("/") + "/")

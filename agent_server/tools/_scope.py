@@ -100,9 +100,10 @@ _WILD = re.compile(r"[*?]")
 
 
 def _below(path: str, folder: str) -> str | None:
-    """``path`` relative to ``folder`` when it lies strictly below it, else ``None``."""
+    """``path`` relative to ``folder`` when it lies strictly below it, in any case (as policy
+    compares: a case-folding filesystem), else ``None``."""
     base = folder.rstrip("/") + "/"
-    return path[len(base):] if path.startswith(base) and len(path) > len(base) else None
+    return path[len(base):] if path[:len(base)].casefold() == base.casefold() and len(path) > len(base) else None
 
 
 @dataclass
@@ -121,7 +122,7 @@ class Exclusions:
     listed: bool = False
 
     def args(self, rg: bool) -> list[str]:
-        """The exclusions as ``rg`` arguments (the type filter and override globs: the highest
+        """The exclusions as ``rg`` arguments (the type filter and override globs, any case: the highest
         precedence, no ``.gitignore``/``.ignore``/``.rgignore`` brings a file back) or the
         fallback's (``-t NAME``, ``-x REL``, ``-g GLOB``)."""
         if not rg:
@@ -131,8 +132,8 @@ class Exclusions:
         out = [f"--type-add=secret:{any_case_glob(n)}" for n in self.secret_names]
         if self.secret_names:
             out.append("--type-not=secret")
-        out += ["--glob=!/" + _GLOB_SPECIAL.sub(r"\\\g<0>", rel) for rel in self.protected + self.secret_paths]
-        out += ["--glob=!/" + _RG_PATH_SPECIAL.sub(r"\\\g<0>", glob) for glob in self.secret_globs]
+        out += ["--iglob=!/" + _GLOB_SPECIAL.sub(r"\\\g<0>", rel) for rel in self.protected + self.secret_paths]
+        out += ["--iglob=!/" + _RG_PATH_SPECIAL.sub(r"\\\g<0>", glob) for glob in self.secret_globs]
         return out
 
     def candidates(self, rg: bool) -> list[str]:

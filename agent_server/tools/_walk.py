@@ -88,8 +88,8 @@ def _ignored(rel: str, is_dir: bool, stack: list[_Ignore], parents: list[tuple[P
 
 @dataclass(frozen=True)
 class Rules:
-    """What a walk leaves out whatever the ignore files say: ``paths`` (relative files or folders),
-    ``globs`` (a regex of relative path globs), ``names`` (a regex of file names, any case);
+    """What a walk leaves out whatever the ignore files say, in any case: ``paths`` (relative files or
+    folders), ``globs`` (a regex of relative path globs), ``names`` (a regex of file names);
     ``only_names``: list only the files ``names`` matches instead."""
 
     paths: frozenset[str] = frozenset()
@@ -111,7 +111,7 @@ def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozens
     paths (files or folders) never listed nor entered, whatever the ignore files say; ``rules``:
     more of the same (``Rules``)."""
     rules = rules or Rules(paths=exclude)
-    exclude = exclude | rules.paths
+    exclude = frozenset(p.casefold() for p in exclude | rules.paths)  # any case, as ``rg --iglob``
     parents = _parent_ignores(root)
     stack: list[_Ignore] = []
 
@@ -130,7 +130,7 @@ def walk_files(root: Path, stop: threading.Event | None = None, exclude: frozens
             if entry.name == ".git":
                 continue
             child = f"{rel}/{entry.name}" if rel else entry.name
-            if child in exclude or (rules.globs is not None and rules.globs.match(child)):
+            if child.casefold() in exclude or (rules.globs is not None and rules.globs.match(child)):
                 continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -255,7 +255,7 @@ def _split_excluded(args: list[str]) -> tuple[list[str], Rules]:
         else:
             rest.append(args[i])
             i += 1
-    return rest, Rules(frozenset(paths), re.compile("|".join(f"(?:{_path_glob(g)})\\Z" for g in globs)) if globs else None,
+    return rest, Rules(frozenset(paths), re.compile("|".join(f"(?:{_path_glob(g)})\\Z" for g in globs), re.IGNORECASE) if globs else None,
                        re.compile("|".join(fnmatch.translate(n) for n in names), re.IGNORECASE) if names else None,
                        only)
 

@@ -30,7 +30,8 @@ class SecretRules:
     each file it lists: ``names`` (``fnmatch`` globs of a file's name, any case: ``.env*``,
     ``*.pem``), ``paths`` (absolute path globs: ``*`` and ``?`` within a name, ``**`` any depth),
     ``exact`` (absolute paths, resolved: a file, or a folder and all below it — what a
-    credential-path variable points to). Policy's ``SecretMatcher`` says the same file by file."""
+    credential-path variable points to); all in any case. Policy's ``SecretMatcher`` says the same
+    file by file."""
 
     names: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
@@ -45,12 +46,14 @@ class SecretRules:
         name = os.path.basename(resolved)
         if any(fnmatch.fnmatch(name.lower(), n.lower()) for n in self.names):
             return True
-        if any(resolved == e or resolved.startswith(e.rstrip("/") + "/") for e in self.exact):
+        folded = resolved.casefold()
+        if any(folded == e.casefold() or folded.startswith(e.casefold().rstrip("/") + "/") for e in self.exact):
             return True
         for pattern in self.paths:
             regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?"
                             else re.escape(part) for part in re.split(r"(\*\*|\*|\?)", pattern))
-            if re.match(regex + r"\Z", resolved) or (pattern.endswith("/**") and resolved == pattern[:-3]):
+            if re.match(regex + r"\Z", resolved, re.IGNORECASE) or \
+                    (pattern.endswith("/**") and folded == pattern[:-3].casefold()):
                 return True
         return False
 

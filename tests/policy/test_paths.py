@@ -156,16 +156,32 @@ def test_a_secret_named_in_capitals_was_read_and_searched_without_asking(tmp_pat
 
 
 def test_credential_path_variables_name_their_files_and_folders(tmp_path):
-    from agent_server.policy.paths import credential_paths
+    from agent_server.policy.paths import credential_variable_paths
 
     env = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "sa.json"), "KUBECONFIG": f"{tmp_path}/a:{tmp_path}/b",
            "DOCKER_CONFIG": str(tmp_path / "dock"), "MY_API_TOKEN_FILE": str(tmp_path / "t"), "HOME": str(tmp_path),
            "CARGO_HOME": str(tmp_path / "cargo"), "NPM_CONFIG_USERCONFIG": "", "EDITOR": str(tmp_path / "vi")}
-    found = dict((label, path) for path, label in credential_paths(env))
+    found = dict((label, path) for path, label in credential_variable_paths(env))
     assert found["$GOOGLE_APPLICATION_CREDENTIALS"] == str(tmp_path / "sa.json")
-    assert [p for p, label in credential_paths(env) if label == "$KUBECONFIG"] == [f"{tmp_path}/a", f"{tmp_path}/b"]
+    assert [p for p, label in credential_variable_paths(env) if label == "$KUBECONFIG"] == [f"{tmp_path}/a", f"{tmp_path}/b"]
     assert {"$DOCKER_CONFIG", "$MY_API_TOKEN_FILE", "$CARGO_HOME/credentials.toml"} <= set(found)
     assert "$NPM_CONFIG_USERCONFIG" not in found and "$EDITOR" not in found
-    matcher = SecretMatcher(home=str(tmp_path), exact=credential_paths(env))
+    matcher = SecretMatcher(home=str(tmp_path), exact=credential_variable_paths(env))
     assert matcher.match(tmp_path / "dock" / "config.json") == "$DOCKER_CONFIG"
     assert matcher.match(tmp_path / "sa.json.bak") is None
+
+
+def test_a_credential_store_named_in_another_case_was_open_on_a_case_folding_filesystem(tmp_path):
+    """``~/.SSH/id_rsa`` and ``~/.Aws/credentials`` are ``~/.ssh/id_rsa`` and ``~/.aws/credentials``
+    on a case-folding filesystem (macOS, Windows), but the protected-store and secret-path tests
+    compared the text as written: the file tools opened them. Any case is refused now."""
+    from agent_server.policy.paths import CredentialStores
+
+    home = str(tmp_path / "home")
+    stores = CredentialStores(state_dir=str(tmp_path / "state"), home=home)
+    assert stores.match(f"{home}/.SSH/id_rsa") and stores.match(f"{home}/.Aws/credentials")
+    assert stores.match(str(tmp_path / "STATE" / "sessions" / "x" / "events.jsonl"))
+    assert stores.match(f"{home}/projects/notes.txt") is None
+    matcher = SecretMatcher(home=home, exact=[(str(tmp_path / "keys" / "sa.json"), "$GOOGLE_APPLICATION_CREDENTIALS")])
+    assert matcher.match(f"{home}/.SSH/id_ed25519") == "~/.ssh/**"
+    assert matcher.match(str(tmp_path / "KEYS" / "SA.json")) == "$GOOGLE_APPLICATION_CREDENTIALS"

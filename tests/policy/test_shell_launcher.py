@@ -290,3 +290,19 @@ async def test_an_unconfined_call_through_the_launcher_keeps_the_reapers_guarant
         finally:
             for pid in processes_naming(marker):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_the_confined_shell_read_a_secret_named_in_capitals_and_the_file_a_credential_variable_names(
+        shell, monkeypatch, tmp_path):
+    """The sandbox hid ``.env`` but not ``.ENV`` (names matched case-sensitively), nor the key
+    ``$GOOGLE_APPLICATION_CREDENTIALS`` points to (a file tool asked for it; ``cat`` read it). Both
+    are masked now — also when the command does not name them — and the exact allowed command sees them."""
+    (shell.ws / ".ENV").write_text("TOKEN=upper-s3cret\n")
+    (shell.ws / "sa.json").write_text('{"private_key": "gcp-s3cret"}\n')
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(shell.ws / "sa.json"))
+    command = "cat .E* sa.*; echo end"
+    res = await shell(command)
+    assert "upper-s3cret" not in res.text and "gcp-s3cret" not in res.text and "end" in res.text, res.text
+    shell.confiner.allow_secrets_once(command)
+    res = await shell(command)
+    assert "upper-s3cret" in res.text and "gcp-s3cret" in res.text, res.text

@@ -19,7 +19,8 @@ the session's temp folder (its ``TMPDIR``) and ``/dev/null`` + the terminal; in 
 to the temp folder; in ``danger-full-access`` unconfined. Under the sandbox the shell does not see
 the config file, the state folder (but the session's own spill and temp folders), keyrings,
 ``~/.ssh`` and the like (``shell_masks.credential_paths``), nor files inside the roots named like a
-secret (``.env*`` …) — unless the user allowed that exact command (``allow_secrets_once``). After
+secret (``.env*`` …, any case) or named by a credential-path variable (``$GOOGLE_APPLICATION_CREDENTIALS``
+…) — unless the user allowed that exact command (``allow_secrets_once``). After
 each confined command, setuid/setgid bits in the roots are swept (``ShellLaunch.after``).
 """
 
@@ -40,7 +41,8 @@ from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, WORKSPACE_WRITE, ModeState
 from agent_server.policy.editor_config import PLACEHOLDERS, Change, ConfigIndex, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
-from agent_server.policy.sandbox.shell_masks import MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths
+from agent_server.policy.sandbox.shell_masks import (MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths,
+                                                     variable_credentials)
 
 # sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
 # command, not with the server (tests/server/test_lazy_imports.py)
@@ -380,7 +382,7 @@ class ShellConfiner:
                 pass
             masks = credential_paths(self.settings.secret_patterns)
             if not secrets_visible:
-                masks += self.scanner.scan(self.roots)
+                masks += [m for m in self.scanner.scan(self.roots) + variable_credentials() if m not in masks]
             spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
             from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD
 

@@ -4,8 +4,9 @@ Role: ``credential_paths(patterns, env)`` lists stored credentials outside the w
 shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
 ``agent-server login`` stored), the state folder (every session's log), keyring files, and
 well-known secret files in the home folder
-(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …). ``SecretScanner`` finds the
-files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …), re-listing
+(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …); ``variable_credentials()``
+the files credential-path variables point to. ``SecretScanner`` finds the
+files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …, any case), re-listing
 only folders whose modification time changed since the last scan. ``sweep_setuid(roots)`` removes
 setuid/setgid bits from every file under the roots after a confined command ended
 (``SetuidSweeper``: the same per session, searching a big tree with ``find``).
@@ -46,6 +47,20 @@ SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "site-packages",
 
 def _glob_chars(text: str) -> bool:
     return any(c in text for c in "*?[")
+
+
+def variable_credentials(env: Mapping[str, str] | None = None) -> list[str]:
+    """Resolved paths (existing ones only) of the files and folders the credential-path variables of
+    ``env`` (default: the server's) point to (``$GOOGLE_APPLICATION_CREDENTIALS`` …): secret, not
+    protected — a command the user allowed to see secrets sees them."""
+    from agent_server.policy.paths import credential_variable_paths
+
+    out: list[str] = []
+    for path, _ in credential_variable_paths(env):
+        real = os.path.realpath(path)
+        if os.path.lexists(path) and real not in out:
+            out.append(real)
+    return out
 
 
 def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
@@ -99,7 +114,7 @@ class SecretScanner:
     """
 
     def __init__(self, patterns: Sequence[str], since_ns: int | None = None) -> None:
-        self.names = [p for p in patterns if "/" not in p]
+        self.names = [p.lower() for p in patterns if "/" not in p]  # matched in any case, as policy does
         self.since_ns = time.time_ns() if since_ns is None else since_ns
         self.overflow = 0
         self._cache: dict[str, tuple[tuple[int, ...], list[tuple[str, int]], list[str]]] = {}
@@ -125,7 +140,7 @@ class SecretScanner:
                         if entry.is_dir(follow_symlinks=False):
                             if entry.name not in SCAN_SKIP:
                                 subdirs.append(entry.path)
-                        elif any(fnmatch.fnmatchcase(entry.name, n) for n in self.names) and \
+                        elif any(fnmatch.fnmatchcase(entry.name.lower(), n) for n in self.names) and \
                                 entry.is_file(follow_symlinks=True):
                             hits.append((entry.path, entry.stat(follow_symlinks=False).st_ctime_ns))
                     except OSError:
