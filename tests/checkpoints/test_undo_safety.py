@@ -669,3 +669,96 @@ async def test_without_a_seccomp_listener_every_shell_change_was_asked_about_at_
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
     assert (workspace / "a.txt").read_bytes() == b"one\ntwo\nthree\n"
+
+
+@contextlib.asynccontextmanager
+async def while_the_command_holds(h, sid, endpoint, command: str, path: Path, holds: bytes, fifo: Path,
+                                  text: str = "go"):
+    """A turn whose command writes ``path`` until it ``holds`` those bytes, then waits for a line on
+    ``fifo`` (a path it only reads: no event of a watched folder between the test's last step and
+    the command's next one, so the kernel may merge their equal events); the body runs while it
+    waits, then the line is sent and the turn must end."""
+    os.mkfifo(fifo)
+    endpoint.push(call("s", "bash", command=command))
+    endpoint.push(text_stream("done"))
+    prompt = asyncio.create_task(h.prompt(sid, text))
+    # its size, not its bytes: a read opens the file, and an open while the command opens it is a reader
+    # the watch must count (an editor's read there makes /undo ask, the safe side)
+    await until(lambda: (path.exists() and path.stat().st_size == len(holds)) or prompt.done(),
+                f"the command to write {path.name}")
+    assert not prompt.done(), f"the turn ended before its command wrote {path.name}: {prompt.result()}"
+    assert path.read_bytes() == holds
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(fifo.write_bytes, b"go\n")
+    assert (await prompt).stop_reason == "end_turn"
+
+
+async def test_undo_removed_a_file_the_command_created_and_the_user_then_saved_into(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The command created ``notes.txt`` and kept it open for writing; the user saved into it in place
+    meanwhile, and the command's close came right after the save's (the kernel merged the two). The
+    open count watched a created file only from the first event of it, so the save was counted
+    nowhere: ``/undo`` said "removed (the agent had created it)" — the user's save gone, unasked. Its
+    folder now counts its opens from before the command's: asked, and no answer keeps it."""
+    flags = git_with_flags(workspace)
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    path = workspace / "notes.txt"
+    command = "exec 3>notes.txt; echo agent >&3; read go < flags/go; exec 3>&-"
+    async with while_the_command_holds(h, sid, endpoint, command, path, b"agent\n", flags / "go", "note"):
+        with open(path, "ab") as fh:  # the user's in-place save
+            fh.write(b"MY WORK SAVED INTO THE AGENT'S NEW FILE\n")
+    saved = b"agent\nMY WORK SAVED INTO THE AGENT'S NEW FILE\n"
+    assert path.read_bytes() == saved
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+
+    await assert_undo_kept_the_users_save(h, sid, questions, path, saved)
+
+
+async def test_undo_reverted_a_file_the_command_replaced_by_a_rename_and_the_user_then_saved_into(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The rename variant: the user follows ``a.txt`` (``tail -f``: the old file stays open); the
+    command replaces it by a file it created (``.a.tmp`` renamed over it) and appends to it; the
+    user saves into it in place, the closes merged. The save was counted for ``.a.tmp`` (a name gone
+    at the end) and the old file's count stood for the new one: ``/undo`` put ``orig`` back unasked."""
+    flags = git_with_flags(workspace)
+    path = workspace / "a.txt"
+    path.write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    command = ("echo agent >> a.txt; echo new > .a.tmp; mv .a.tmp a.txt; exec 3>>a.txt; echo more >&3; "
+               "read go < flags/go; exec 3>&-")
+    with open(path, "rb") as tail:  # the user's tail -f of the old file
+        tail.read()
+        async with while_the_command_holds(h, sid, endpoint, command, path, b"new\nmore\n", flags / "go", "swap"):
+            with open(path, "ab") as fh:
+                fh.write(b"MY WORK SAVED INTO THE REPLACED FILE\n")
+    saved = b"new\nmore\nMY WORK SAVED INTO THE REPLACED FILE\n"
+    assert path.read_bytes() == saved
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+
+    await assert_undo_kept_the_users_save(h, sid, questions, path, saved)
+
+
+async def test_undo_asked_about_a_file_a_reader_held_open_when_the_command_ended(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The user opened the log the agent's command was writing (an editor tab, ``tail -f``) and still
+    had it open when the command ended: that open was taken for a writer whose close the kernel merged
+    with the command's, and ``/undo`` asked about a file only the command wrote. One reader, still
+    there, nobody writing: restored without a question."""
+    flags = git_with_flags(workspace)
+    path = workspace / "build.log"
+    path.write_bytes(b"orig\n")
+    questions = Questions("reject_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    command = "exec 3>>build.log; echo step1 >&3; read go < flags/go; echo step2 >&3; exec 3>&-"
+    with contextlib.ExitStack() as stack:
+        async with while_the_command_holds(h, sid, endpoint, command, path, b"orig\nstep1\n", flags / "go", "log"):
+            stack.enter_context(open(path, "rb")).read()  # the user's tail -f, open past the command's end
+        assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+        assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.asked == []
+    assert path.read_bytes() == b"orig\n"
+    assert "build.log: restored" in said(h, sid)

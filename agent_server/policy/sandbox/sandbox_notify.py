@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextvars
 import ctypes
 import errno
+import fcntl
 import os
+import signal
 import stat
 import struct
 import threading
@@ -184,7 +186,8 @@ def supervise(listener: int, out_fd: int, watch: "Watch | None" = None) -> None:
     ``out_fd`` first (and arming ``watch`` on them, after it took in what happened before this
     call). Returns when the listener is gone (no process left to notify)."""
     machine = _machine()
-    opens = {nr for nr, _paths, flags in _ARCHES[machine][2].values() if flags is not None}
+    open_flags = {nr: flags for nr, _paths, flags in _ARCHES[machine][2].values() if flags is not None}
+    opens = set(open_flags)
     calls = {nr: paths for nr, paths, _ in _ARCHES[machine][2].values()}
     seen: set[bytes] = set()  # paths already stamped: only the command's first write-intent call counts
     libc = ctypes.CDLL(None, use_errno=True)
@@ -225,7 +228,7 @@ def supervise(listener: int, out_fd: int, watch: "Watch | None" = None) -> None:
             record = b""  # the process is gone: nothing was changed by this call
         elif watch is not None and named_now:
             try:
-                record += watch.arm(named_now, pid, nr in opens)
+                record += watch.arm(named_now, pid, nr in opens, args[open_flags[nr]] if nr in opens else 0)
             except Exception:  # noqa: BLE001 - answer the call whatever the watch did; the record then proves nothing
                 record += INCOMPLETE
         if record:
@@ -315,13 +318,19 @@ def read_foreign(path: str) -> set[str]:
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
 IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
 IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR = 0x4000, 0x8000, 0x1000000
-IN_CLOSE_NOWRITE, IN_OPEN, IN_DONT_FOLLOW = 0x10, 0x20, 0x2000000
+IN_ACCESS, IN_CLOSE_NOWRITE, IN_OPEN = 0x1, 0x10, 0x20
 _CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
 _WATCH_MASK = _CHANGES | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 # a file the command opened for writing is watched itself for its opens and the reads that closed
-# (its folder's watch would carry every read of every file there: a full queue)
-_FILE_MASK = IN_OPEN | IN_CLOSE_NOWRITE | IN_DONT_FOLLOW
+# (its folder's watch would carry every read of every file there: a full queue) — added through an
+# ``O_PATH`` descriptor of the very inode looked at, so its counts are that inode's, whatever its name
+_OPENS = IN_OPEN | IN_CLOSE_NOWRITE
+# (its reads too, counted for nothing: a reader's read stands between its open and the next one's, which
+# the kernel would otherwise merge into one — a reader's open and a writer's, taken for the reader alone)
+_FILE_MASK = _OPENS | IN_ACCESS
 _HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
+O_CREAT, O_EXCL = 0o100, 0o200
+_PROBE = -1  # stands for the lease probe's own open among the command's (``Watch.own``)
 
 
 def _device(path: bytes) -> bool:
@@ -346,8 +355,19 @@ class Watch:
     command holds a path, a rename or removal of it that is not the command's path call is another
     process's too (an editor's atomic save). Another process's in-place save while the command holds
     the path ends the hold early (its close), so the command's own later close is seen as a change of
-    a let-go path: foreign too. What cannot be seen: such a save whose close lands right before the
-    command's own close with nothing between them in the queue (the kernel merges the two events)."""
+    a let-go path: foreign too.
+
+    Such a save whose close the kernel merged with the command's own (two equal events with nothing
+    between) is seen by counting opens, per inode (a rename moves nothing): each file the command
+    opens for writing is watched itself (``IN_OPEN``, ``IN_CLOSE_NOWRITE``); a file the command
+    creates, from before its creating open — its folder's watch carries the opens of that name until
+    the file's own watch is in place, the switch marked in the queue by a watch of our own removed
+    (its ``IN_IGNORED``: nobody else can make it). Its opens, less the command's write-opens and the
+    reads that closed, come to zero by the end; one left over is another process's write —
+    ``FOREIGN`` — unless a reader explains it: exactly one left over, every open of the file since
+    its watch was counted (nobody else had it open then: a lease probe), and at the end somebody
+    still has it open and nobody for writing (lease probes again, ``_only_read_now``): a ``tail -f``
+    or an editor holding the file, not a write."""
 
     def __init__(self) -> None:
         self.libc = ctypes.CDLL(None, use_errno=True)
@@ -364,34 +384,60 @@ class Watch:
         self.blind: set[bytes] = set()
         self.real: dict[bytes, bytes] = {}  # a path (or folder) as named -> resolved (both are followed)
         self.calls: dict[bytes, int] = {}  # paths of a path call in flight -> the calling process
-        # per file the command opened for writing: its opens seen (its own inode's watch), less the
-        # command's write-opens and the reads that closed; above 0 at the end, an open nobody of the
-        # command made that no read explains: another process's write (``finish``)
-        self.opens: dict[bytes, int] = {}
-        self.files: dict[int, tuple[bytes, ...]] = {}  # a file's watch descriptor -> its spellings
-        self.file_wd: dict[bytes, int] = {}
+        # per inode the command opened for writing (its own watch): the opens seen that are not the
+        # command's write-opens (``own``: each one announced takes the next open seen), less the reads
+        # that closed (never below 0: a close of an open not counted — merged into another's, or from
+        # before the watch); above 0 at the end, an open no read explains: another process's write
+        self.opens: dict[int, int] = {}
+        self.own: dict[int | bytes, list[int]] = {}  # a file watch (or a created path) -> the pids of opens to come
+        self.files: dict[int, tuple[int, int]] = {}  # a file's watch descriptor -> its inode (dev, ino)
+        self.by_inode: dict[tuple[int, int], int] = {}
+        self.alone: set[int] = set()  # file watches that have counted every open of their inode
+        self.named_wd: dict[bytes, int] = {}  # a resolved path -> the file watch last taken for it
+        # a file the command is creating: its opens counted by its folder's watch until its own is in place
+        self.created: dict[bytes, int] = {}  # resolved path -> opens so far
+        self.created_dir: dict[bytes, tuple[int, bytes]] = {}  # resolved path -> (its folder's wd, folder)
+        self.open_dirs: dict[int, set[bytes]] = {}  # folder wd counting opens -> the created paths in it
+        self.to_switch: set[bytes] = set()
+        self.switching: dict[bytes, int] = {}  # created path -> its new file watch, until the marker
+        self.fresh: set[int] = set()  # file watches whose events before the marker are the folder's
+        self.marker: int | None = None
+        self.memfd: int | None = None
 
-    def arm(self, paths: list[bytes], pid: int, is_open: bool) -> bytes:
+    def arm(self, paths: list[bytes], pid: int, is_open: bool, flags: int = O_CREAT) -> bytes:
         """Before the command's call on ``paths`` goes ahead: take in the events so far, then mark
-        them held. Returns the record entries to write (``FOREIGN`` ones)."""
+        them held (``flags``: an open's). Returns the record entries to write (``FOREIGN`` ones)."""
         with self.lock:
             out = self._drain(pid)
             for named in paths:
                 if _device(named):  # /dev/null, a fifo: no content a snapshot keeps, opened by everyone
                     continue
                 spellings = self._spellings(named)
-                watched = is_open and self._watch_file(spellings)
                 for spelled in spellings:
                     self._track(spelled)
                     self.state[spelled] = (_HELD, 0) if is_open else (_OP, pid)
                     if is_open:
                         self.calls.pop(spelled, None)
-                        if watched:  # its own open, to come
-                            self.opens[spelled] = self.opens.get(spelled, 0) - 1
                     else:
                         self.calls[spelled] = pid
+                if is_open:
+                    self._own_open(spellings[-1], flags, pid)
             out, self.pending = out + self.pending, b""
             return out
+
+    def _own_open(self, real: bytes, flags: int, pid: int) -> None:
+        """The command's open for writing of ``real``, to come: its ``IN_OPEN`` is no other writer's."""
+        if real in self.created:  # created by an earlier open whose file no event has shown yet
+            if flags & O_CREAT:
+                self.own.setdefault(real, []).append(pid)
+            return
+        watched = self._watch_file(real, probe=True)
+        if watched is not None:
+            if not (flags & O_CREAT and flags & O_EXCL):  # an exclusive create of a file there fails
+                self.own.setdefault(watched[0], []).append(pid)
+        elif flags & O_CREAT and self._count_in_folder(real):
+            self.created[real] = 0
+            self.own.setdefault(real, []).append(pid)
 
     def _blind_because(self, reason: str) -> None:
         if not self.unwatched:
@@ -417,34 +463,129 @@ class Watch:
         stamp of every path followed (the recorder compares it with the file at its snapshot)."""
         with self.lock:
             out = self._drain(0, ended=True)
+            readers: dict[bytes, bool] = {}
             for named in sorted(self.state):
                 try:
-                    ctime = os.stat(named).st_ctime_ns
+                    st = os.stat(named)
                 except OSError:
                     continue
                 # blind, or opened by a process that is no write-open of the command's and closed no read:
                 # another process's write (an in-place save whose close the kernel merged with the
-                # command's own, or a reader still open now: asked about, the safe side)
-                if (named in self.blind or self.opens.get(named, 0) > 0) and named not in self.foreign:
-                    self.foreign.add(named)
-                    out += FOREIGN + named + b"\0"
-                out += LEFT + str(ctime).encode() + b":" + named + b"\0"
+                # command's own) — unless it is one reader, still there, of a file whose every open was counted
+                if named not in self.foreign:
+                    real = self._spellings(named)[-1]
+                    wd = self.by_inode.get((st.st_dev, st.st_ino))
+                    left_over = (self.opens.get(wd, 0) if wd is not None else 0) + self.created.get(real, 0)
+                    if left_over == 1 and (wd in self.alone if wd is not None else real in self.created):
+                        if real not in readers:
+                            readers[real] = _only_read_now(real, (st.st_dev, st.st_ino))
+                        left_over -= readers[real]
+                    if named in self.blind or left_over > 0:
+                        self.foreign.add(named)
+                        out += FOREIGN + named + b"\0"
+                out += LEFT + str(st.st_ctime_ns).encode() + b":" + named + b"\0"
             out, self.pending = out + self.pending, b""
             return out
 
-    def _watch_file(self, spellings: tuple[bytes, ...]) -> bool:
-        """Watch the file itself (its opens, ``_FILE_MASK``); ``False`` when it is not there (yet)."""
+    def _watch_file(self, real: bytes, probe: bool) -> tuple[int, bool] | None:
+        """Watch the inode at ``real`` itself (its opens, ``_FILE_MASK``): ``(wd, new)``, or ``None``
+        when nothing is there (yet). A new watch with ``probe`` has counted every open of its inode
+        (``alone``) if nobody else had the file open right after it was placed."""
         if self.fd < 0:
-            return False
-        if spellings[-1] in self.file_wd:
-            return True
-        wd = self.libc.inotify_add_watch(self.fd, spellings[-1], _FILE_MASK)
+            return None
+        try:
+            ref = os.open(real, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)  # no event: the inode looked at
+        except OSError:
+            return None
+        try:
+            st = os.fstat(ref)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            wd = self.libc.inotify_add_watch(self.fd, b"/proc/self/fd/%d" % ref, _FILE_MASK)
+        finally:
+            os.close(ref)
         if wd < 0:
+            return None
+        self.named_wd[real] = wd
+        if wd in self.files:
+            return wd, False
+        inode = (st.st_dev, st.st_ino)
+        self.files[wd] = inode
+        self.by_inode[inode] = wd
+        if probe:
+            self.own.setdefault(wd, []).insert(0, _PROBE)  # the probe's own open is no other process's
+            if _nobody_else_has_it_open(real, inode):
+                self.alone.add(wd)
+        return wd, True
+
+    def _count_in_folder(self, real: bytes) -> bool:
+        """Have ``real``'s folder count its opens (a file about to be created); ``False`` when the
+        folder is not watched (its paths are blind anyway)."""
+        folder = os.path.dirname(real)
+        wd = self.wd_of.get(folder)
+        if wd is None:
             return False
-        self.files[wd] = tuple(dict.fromkeys((*self.files.get(wd, ()), *spellings)))
-        for spelled in spellings:
-            self.file_wd[spelled] = wd
+        if wd not in self.open_dirs:
+            if self.libc.inotify_add_watch(self.fd, folder, _WATCH_MASK | _OPENS) != wd:
+                return False
+            self.open_dirs[wd] = set()
+        self.open_dirs[wd].add(real)
+        self.created_dir[real] = (wd, folder)
         return True
+
+    def _switch(self) -> None:
+        """The created files seen since: each gets its own watch, and a marker follows in the
+        queue — before it, their opens are their folder's events; after it, their own watch's."""
+        if self._marker_inode() is None:  # no marker can be made: their folders go on counting
+            self.to_switch.clear()
+            return
+        for real in sorted(self.to_switch):
+            watched = self._watch_file(real, probe=False)
+            if watched is None:
+                continue  # gone again (or not a file): its folder goes on counting
+            self.switching[real] = watched[0]
+            if watched[1]:
+                self.fresh.add(watched[0])
+        self.to_switch.clear()
+        if self.switching:
+            wd = self.libc.inotify_add_watch(self.fd, b"/proc/self/fd/%d" % self.memfd, IN_ATTRIB)
+            if wd < 0 or self.libc.inotify_rm_watch(self.fd, wd) != 0:
+                self._switched(conservative=True)
+            else:
+                self.marker = wd  # its IN_IGNORED is in the queue now, after everything before the switch
+
+    def _marker_inode(self) -> int | None:
+        if self.memfd is None:
+            try:
+                self.memfd = os.memfd_create("agent-server-watch-marker", os.MFD_CLOEXEC)
+            except (OSError, AttributeError):
+                self.memfd = -1
+        return None if self.memfd < 0 else self.memfd
+
+    def _switched(self, conservative: bool = False) -> None:
+        """The marker was read: the switched files' opens go on their own watch, with what their
+        folder counted (``conservative``: no marker was read — counted twice, the safe side)."""
+        for real, wd in self.switching.items():
+            counted = self.created.pop(real, 0)
+            own = self.own.pop(real, [])
+            if wd in self.files:  # (conservative: its opens between the switch and now unknown — one more)
+                self.opens[wd] = self.opens.get(wd, 0) + counted + conservative
+                self.own[wd] = own + self.own.get(wd, [])
+                if wd in self.fresh and not conservative:
+                    self.alone.add(wd)  # every open since before its creation was counted
+            self.fresh.discard(wd)
+            self._uncount_in_folder(real)
+        self.switching.clear()
+        self.marker = None
+
+    def _uncount_in_folder(self, real: bytes) -> None:
+        folder_wd, folder = self.created_dir.pop(real, (None, b""))
+        names = self.open_dirs.get(folder_wd) if folder_wd is not None else None
+        if names is not None:
+            names.discard(real)
+            if not names:  # no created file left in it: the folder stops carrying every open
+                del self.open_dirs[folder_wd]
+                self.libc.inotify_add_watch(self.fd, folder, _WATCH_MASK)
 
     def _track(self, named: bytes) -> None:
         folder = os.path.dirname(named)
@@ -462,8 +603,8 @@ class Watch:
         self.wd_of[folder] = wd
         self.dirs.setdefault(wd, set()).add(folder)
 
-    def _drain(self, pid: int, ended: bool = False) -> bytes:
-        events: list[tuple[bytes, int]] = []
+    def _read(self) -> list[tuple[int, int, bytes]]:
+        events: list[tuple[int, int, bytes]] = []
         while self.fd >= 0:
             try:
                 raw = os.read(self.fd, 65536)
@@ -475,32 +616,85 @@ class Watch:
             at = 0
             while at + 16 <= len(raw):
                 wd, mask, _cookie, size = struct.unpack_from("=iIII", raw, at)
-                name = raw[at + 16:at + 16 + size].rstrip(b"\0")
+                events.append((wd, mask, raw[at + 16:at + 16 + size].rstrip(b"\0")))
                 at += 16 + size
-                if mask & IN_Q_OVERFLOW:
-                    self._blind_because("OVERFLOW")
-                    self._lose_all()
-                elif wd in self.files:  # a file's own watch: its opens and the reads that closed
-                    if mask & IN_IGNORED:  # the inode is gone (replaced, removed): what it saw goes with it
-                        for spelled in self.files.pop(wd):
-                            self.file_wd.pop(spelled, None)
-                            self.opens.pop(spelled, None)
-                    elif mask & (IN_OPEN | IN_CLOSE_NOWRITE):
-                        for spelled in self.files[wd]:
-                            if spelled not in self.foreign:
-                                self.opens[spelled] = self.opens.get(spelled, 0) + (1 if mask & IN_OPEN else -1)
-                elif mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
-                    self._lose(wd)
-                elif name and mask & _CHANGES:
+        return events
+
+    def _take(self, raw: list[tuple[int, int, bytes]]) -> list[tuple[bytes, int]]:
+        """Count the opens of ``raw`` events in order; returns the changes of paths, in order."""
+        events: list[tuple[bytes, int]] = []
+        for wd, mask, name in raw:
+            if mask & IN_Q_OVERFLOW:
+                self._blind_because("OVERFLOW")
+                self._lose_all()
+            elif wd == self.marker:
+                self._switched()
+            elif wd in self.files:  # a file's own watch: its opens and the reads that closed
+                if mask & IN_IGNORED:  # the inode is gone (replaced, removed): what it saw goes with it
+                    self.by_inode.pop(self.files.pop(wd), None)
+                    self.opens.pop(wd, None)
+                    self.own.pop(wd, None)
+                    self.alone.discard(wd)
+                elif mask & _OPENS and wd not in self.fresh:
+                    self._opened(self.opens, wd, mask)
+            elif mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
+                self._lose(wd)
+            elif name:
+                if mask & _OPENS and wd in self.open_dirs:  # a created file's open, by its folder
+                    for folder in self.dirs.get(wd, ()):
+                        spelled = os.path.join(folder, name)
+                        if spelled in self.created:
+                            self._opened(self.created, spelled, mask)
+                            break
+                if mask & _CHANGES:
                     events.extend((os.path.join(folder, name), mask) for folder in self.dirs.get(wd, ()))
+        return events
+
+    def _opened(self, counts: dict, key: int | bytes, mask: int) -> None:
+        """An open (``IN_OPEN``) or a read's close (``IN_CLOSE_NOWRITE``) of a counted file."""
+        if mask & IN_OPEN:
+            own = self.own.get(key)
+            if own:  # the command's own write-open, announced before it
+                own.pop(0)
+            else:
+                counts[key] = counts.get(key, 0) + 1
+        elif counts.get(key, 0) > 0:
+            counts[key] -= 1
+
+    def _drain(self, pid: int, ended: bool = False) -> bytes:
+        out = b""
+        while True:
+            raw = self._read()
+            out += self._judge(self._take(raw), pid, ended)
+            if self.to_switch and not ended:
+                self._switch()
+            if self.marker is None or (not raw and self.fd >= 0):
+                if self.marker is not None:  # the marker is queued before we read: not there, it was lost
+                    self._switched(conservative=True)
+                break
+        # ``pid`` is making its next call, so its earlier opens are done: one no event showed failed
+        for key in list(self.own):
+            self.own[key] = [] if ended else [p for p in self.own[key] if p not in (pid, _PROBE)]
+        return out
+
+    def _judge(self, events: list[tuple[bytes, int]], pid: int, ended: bool) -> bytes:
         out, suspects = b"", []
         for named, mask in events:
             state = self.state.get(named)
             if state is None or named in self.foreign:
                 continue
-            if state[0] == _HELD and named not in self.file_wd:  # created by the command's open: watched from now
-                self._watch_file(self._spellings(named))
+            real = self._spellings(named)[-1]
+            if real in self.created and real not in self.switching and mask & (IN_DELETE | IN_MOVED_FROM):
+                self.created.pop(real)  # gone before its own watch: nothing left there to count
+                self.own.pop(real, None)
+                self.to_switch.discard(real)
+                self._uncount_in_folder(real)
             if state[0] == _HELD:
+                if real in self.created:  # created by the command's open: its own watch from now on
+                    if real not in self.switching:
+                        self.to_switch.add(real)
+                elif real not in self.named_wd:  # not there at its open (nor counted by its folder)
+                    self._watch_file(real, probe=False)
                 if mask & (IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE):
                     # a rename or removal of the name is a path call, which the command's own would have
                     # made a call in flight: another process replaced the file (an editor's atomic save)
@@ -529,11 +723,55 @@ class Watch:
         for folder in self.dirs.pop(wd, ()):
             self.wd_of.pop(folder, None)
             self.blind.update(p for p in self.state if os.path.dirname(p) == folder)
+        self.open_dirs.pop(wd, None)
 
     def _lose_all(self) -> None:
         for wd in list(self.dirs):
             self._lose(wd)
 
+
+def _lease(path: bytes, inode: tuple[int, int], kinds: tuple[int, ...]) -> list[bool] | None:
+    """Try a lease of each kind in turn on a read-only descriptor of ``path`` (the inode ``inode``):
+    whether each could be taken (and was given back at once), or ``None`` when it cannot be said.
+    A write lease is refused while any other descriptor of the file is open, a read lease while
+    one is open for writing — in any process, inside the sandbox or out. Another process opening
+    the file in that instant breaks the lease: its signal is ``SIGURG``, ignored unless handled."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != inode:
+            return None
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        taken = []
+        for kind in kinds:
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, kind)
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    return None
+                taken.append(False)
+            else:
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+                taken.append(True)
+        return taken
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _nobody_else_has_it_open(path: bytes, inode: tuple[int, int]) -> bool:
+    """Whether no other descriptor of the file is open (a write lease could be taken)."""
+    return _lease(path, inode, (fcntl.F_WRLCK,)) == [True]
+
+
+def _only_read_now(path: bytes, inode: tuple[int, int]) -> bool:
+    """Whether somebody has the file open and nobody for writing (a read lease could be taken, a
+    write lease not): a reader holds it (``tail -f``, an editor)."""
+    return _lease(path, inode, (fcntl.F_RDLCK, fcntl.F_WRLCK)) == [True, False]
 
 def _held_for_writing(paths: set[bytes]) -> set[bytes]:
     """Which of ``paths`` a process of this PID namespace (but this one) holds open for writing: a
