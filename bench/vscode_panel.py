@@ -68,6 +68,48 @@ def tools() -> dict[str, str]:
     return values
 
 
+def folders(prefix: str) -> tuple[Path, Path]:
+    """A new temporary folder for one run, and the (empty) workspace folder in it."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    return tmp, workspace
+
+
+def run_scenario(t: dict[str, str], tmp: Path, scenario: dict, server: Path, endpoint: ThreadedEndpoint,
+                 state: Path) -> dict | None:
+    """Run the code-server harness (run.mjs) on ``scenario`` in ``tmp``'s workspace, the panel's
+    server started as ``server`` with its state in ``state`` and the model played by ``endpoint``
+    (stopped after); the scenario's results, or ``None`` (said on stderr) when it failed."""
+    config = {
+        "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
+        "workspace": str(tmp / "workspace"), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
+        "results": str(tmp / "results.json"), "stopOnFailure": True,
+        "scenarios": [scenario],
+        "settings": {"agentServer.path": str(server), "agentServer.baseUrl": endpoint.base_url},
+        "env": {"AGENT_SERVER_STATE_DIR": str(state), "AGENT_SERVER_SANDBOX": "off",
+                "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
+                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
+    }
+    (tmp / "config.json").write_text(json.dumps(config))
+    try:
+        proc = subprocess.run([t["NODE24"], str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
+                              cwd=REPO, capture_output=True, text=True, timeout=3600)
+    finally:
+        endpoint.stop()
+    results = json.loads((tmp / "results.json").read_text())
+    got = results["scenarios"].get(scenario["name"], {})
+    if not got.get("ok"):
+        print(f"the bench scenario failed: {got.get('error') or results.get('error')}\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return got
+
+
+def commit() -> str:
+    """The short id of the commit measured."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=2.0, help="size of each long answer in MB (default 2)")
@@ -80,9 +122,7 @@ def main() -> int:
     t = tools()
     steps, tool_calls_per_step = 20, 3
     per_step = int(args.mb * 1_000_000 / steps)
-    tmp = Path(tempfile.mkdtemp(prefix="vscode-bench-"))
-    workspace = tmp / "workspace"
-    workspace.mkdir()
+    tmp, workspace = folders("vscode-bench-")
     for name in ("a.py", "b.py", "c.py"):
         (workspace / name).write_text(f"# {name}\n")
     end = "BENCH-ANSWER-END"
@@ -104,27 +144,10 @@ def main() -> int:
                        f"{shlex.quote(str(tap_log))} {shlex.quote(str(server))} \"$@\"\n")
     wrapper.chmod(0o755)
     state = tmp / "state"
-    config = {
-        "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
-        "workspace": str(workspace), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
-        "results": str(tmp / "results.json"), "stopOnFailure": True,
-        "scenarios": [{"name": "stream_bench", "prompt": "Explain at length", "answer": f"{end} x",
-                       "stopPrompt": "Explain again", "stopAtTools": steps * tool_calls_per_step * 3 // 2}],
-        "settings": {"agentServer.path": str(wrapper), "agentServer.baseUrl": endpoint.base_url},
-        "env": {"AGENT_SERVER_STATE_DIR": str(state), "AGENT_SERVER_SANDBOX": "off",
-                "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
-                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
-    }
-    (tmp / "config.json").write_text(json.dumps(config))
-    try:
-        proc = subprocess.run([t["NODE24"], str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
-                              cwd=REPO, capture_output=True, text=True, timeout=3600)
-    finally:
-        endpoint.stop()
-    results = json.loads((tmp / "results.json").read_text())
-    got = results["scenarios"].get("stream_bench", {})
-    if not got.get("ok"):
-        print(f"the bench scenario failed: {got.get('error') or results.get('error')}\n{proc.stderr[-2000:]}", file=sys.stderr)
+    got = run_scenario(t, tmp, {"name": "stream_bench", "prompt": "Explain at length", "answer": f"{end} x",
+                                "stopPrompt": "Explain again", "stopAtTools": steps * tool_calls_per_step * 3 // 2},
+                       wrapper, endpoint, state)
+    if got is None:
         return 1
     # the first turn's last step: the server logged its end when the model's stream ended
     events = [json.loads(line) for f in state.glob("sessions/*/events.jsonl") for line in f.read_text().splitlines()]
@@ -137,8 +160,7 @@ def main() -> int:
     growth = max(after.get(pid, 0) - idle.get(pid, 0) for pid in after) / 1024
     figures = {"mb": args.mb, "tool_calls": steps * tool_calls_per_step, "last_chunk_lag_s": round(lag, 3),
                "stop_to_cancel_ms": round(cancel * 1000, 1), "renderer_private_growth_mib": round(growth, 1),
-               "first_answer_s": None, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                                                              capture_output=True, text=True).stdout.strip()}
+               "first_answer_s": None, "commit": commit()}
     turn_start = min(e["time"] for e in events if e["type"] == "turn/start")
     figures["first_answer_s"] = round(got["lastShownAt"] / 1000 - turn_start, 1)
     if args.json:
@@ -154,37 +176,18 @@ def main() -> int:
 def burst(args: argparse.Namespace) -> int:
     """``--burst KB``: one answer of KB kilobytes at once; how long the webview was blocked."""
     t = tools()
-    tmp = Path(tempfile.mkdtemp(prefix="vscode-burst-"))
-    workspace = tmp / "workspace"
-    workspace.mkdir()
+    tmp, _ = folders("vscode-burst-")
     end = "BURST-ANSWER-END"
     text = part(0, int(args.burst * 1000)) + end
     endpoint = ThreadedEndpoint(OfflineEndpoint())
     endpoint.push(text_stream(text, chunk_size=4096))
-    config = {
-        "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
-        "workspace": str(workspace), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
-        "results": str(tmp / "results.json"), "stopOnFailure": True,
-        "scenarios": [{"name": "burst_bench", "prompt": "Explain at once", "answer": end}],
-        "settings": {"agentServer.path": str(REPO / ".venv" / "bin" / "agent-server"), "agentServer.baseUrl": endpoint.base_url},
-        "env": {"AGENT_SERVER_STATE_DIR": str(tmp / "state"), "AGENT_SERVER_SANDBOX": "off",
-                "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
-                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
-    }
-    (tmp / "config.json").write_text(json.dumps(config))
-    try:
-        proc = subprocess.run([t["NODE24"], str(EXTENSION / "test" / "e2e" / "run.mjs"), str(tmp / "config.json")],
-                              cwd=REPO, capture_output=True, text=True, timeout=3600)
-    finally:
-        endpoint.stop()
-    results = json.loads((tmp / "results.json").read_text())
-    got = results["scenarios"].get("burst_bench", {})
-    if not got.get("ok"):
-        print(f"the bench scenario failed: {got.get('error') or results.get('error')}\n{proc.stderr[-2000:]}", file=sys.stderr)
+    got = run_scenario(t, tmp, {"name": "burst_bench", "prompt": "Explain at once", "answer": end},
+                       REPO / ".venv" / "bin" / "agent-server", endpoint, tmp / "state")
+    if got is None:
         return 1
     figures = {"kb": args.burst, "max_blocked_ms": round(got["maxBlockedMs"], 1), "p95_blocked_ms": round(got["p95BlockedMs"], 1),
                "shown_after_s": round((got["lastShownAt"] - got["sentAt"]) / 1000, 2), "load": round(os.getloadavg()[0], 1),
-               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()}
+               "commit": commit()}
     if args.json:
         print(json.dumps(figures))
     else:
