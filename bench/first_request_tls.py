@@ -2,7 +2,8 @@
 """The first request to an https endpoint with and without the connection opened ahead.
 
 Role: a TLS endpoint on 127.0.0.1 in a process of its own (a CA made for the run with ``trustme``,
-trusted through ``SSL_CERT_FILE`` as httpx reads it) stamps the moment each request is whole.
+trusted through ``SSL_CERT_FILE`` as httpx reads it; the parts of ``tests/support/tls.py``'s) stamps
+the moment each request is whole.
 ``client``: a fresh ``ChatClient`` (a new pool), with ``preconnect`` done (and 0.1 s left for the
 server's session tickets) or not, then one request, timed from ``stream()`` to the endpoint's stamp.
 ``session``: the real ``AcpServer`` in this process — ``session/new`` and what follows its answer
@@ -32,13 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-SSE_BODY = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
-            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
-SSE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + SSE_BODY
-KEPT_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(SSE_BODY)
-               + SSE_BODY)
+from support.tls import KEPT_ANSWER, SSE_ANSWER, local_ca, whole_request  # noqa: E402 — the tests' TLS endpoint's parts
 
 
 async def _relay(listen_port_out: list[int], target: int, delay: float) -> asyncio.base_events.Server:
@@ -87,10 +86,9 @@ def serve(cert_file: str, delay: float = 0.0, keep_alive: bool = False) -> None:
         try:
             while chunk := await reader.read(1 << 20):
                 data += chunk
-                head, _, rest = data.partition(b"\r\n\r\n")
-                fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
-                length = int(fields.get(b"Content-Length", b"-1"))
-                if 0 <= length <= len(rest):
+                whole = whole_request(data)
+                if whole is not None:
+                    length, rest = whole
                     print(json.dumps({"t": time.time(), "bytes": len(rest)}), flush=True)
                     writer.write(KEPT_ANSWER if keep_alive else SSE_ANSWER)
                     await writer.drain()
@@ -117,11 +115,7 @@ def serve(cert_file: str, delay: float = 0.0, keep_alive: bool = False) -> None:
 
 class Endpoint:
     def __init__(self, directory: Path, latency_ms: float = 0.0, keep_alive: bool = False) -> None:
-        import trustme
-
-        ca = trustme.CA()
-        self.ca_file = directory / "ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
+        ca, self.ca_file = local_ca(directory)
         cert_file = directory / "server.pem"
         ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
         self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cert_file), "--latency-ms", str(latency_ms),

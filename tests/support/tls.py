@@ -9,6 +9,9 @@ closed at once after its handshake, unanswered (a server's idle timeout). ``keep
 answer has a ``Content-Length`` and the connection waits for the next request; ``drop_idle()``
 dooms the connections waiting for a request now: the next one they carry is recorded in
 ``dropped`` and answered with a TCP RST (a firewall that forgot the connection).
+
+``local_ca``, ``SSE_ANSWER`` and ``whole_request`` also serve ``bench/first_request_tls.py``'s
+endpoint (a process of its own).
 """
 
 from __future__ import annotations
@@ -35,11 +38,28 @@ KEPT_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-L
                + SSE_BODY)
 
 
+def local_ca(directory: Path) -> tuple[Any, Path]:
+    """A CA made for the run (``trustme.CA``) and its PEM, written to ``directory / "ca.pem"`` (what a
+    client trusts through ``SSL_CERT_FILE``); the endpoint's certificate is its
+    ``issue_cert("localhost", "127.0.0.1")``."""
+    ca = trustme.CA()
+    ca_file = directory / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return ca, ca_file
+
+
+def whole_request(received: bytes) -> tuple[int, bytes] | None:
+    """The body's length and what follows the head when ``received`` starts with a whole request
+    (its ``Content-Length`` of body there), else ``None``."""
+    head, _, rest = received.partition(b"\r\n\r\n")
+    fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
+    length = int(fields.get(b"Content-Length", b"-1"))
+    return (length, rest) if 0 <= length <= len(rest) else None
+
+
 class TLSEndpoint:
     def __init__(self, directory: Path, *, close_first: bool = False, keep_alive: bool = False) -> None:
-        ca = trustme.CA()
-        self.ca_file = directory / "ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
+        ca, self.ca_file = local_ca(directory)
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ca.issue_cert("localhost", "127.0.0.1").configure_cert(self._context)
         self.close_first = close_first
@@ -93,10 +113,9 @@ class TLSEndpoint:
                 record["received"] += chunk
                 self._waiting.discard(number)
                 self.arrived.set()
-                head, _, rest = record["received"][start:].partition(b"\r\n\r\n")
-                fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if b": " in line)
-                length = int(fields.get(b"Content-Length", b"-1"))
-                if 0 <= length <= len(rest):
+                whole = whole_request(record["received"][start:])
+                if whole is not None:
+                    length, rest = whole
                     if number in self._doomed:
                         self.dropped.append(record["received"][start:])
                         sock = writer.get_extra_info("socket")
