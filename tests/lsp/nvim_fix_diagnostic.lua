@@ -1,21 +1,11 @@
 -- Driven by test_lsp_neovim.py: Neovim's own LSP client (set up as the README says) attaches
 -- `agent-server lsp` to an unsaved buffer, runs "Agent: fix this diagnostic", answers the
 -- permission question the way a user picks an item, and waits until the edit is in the buffer.
+local common = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/nvim_common.lua')
 local result = { questions = {}, errors = {} }
-local function finish()
-  local f = assert(io.open(vim.env.NVIM_RESULT, 'w'))
-  f:write(vim.json.encode(result))
-  f:close()
-  vim.cmd('qa!')
-end
 
-local ok, err = pcall(function()
-  vim.lsp.config('agent_server', {
-    cmd = { vim.env.AGENT_SERVER_BIN, 'lsp' },
-    filetypes = { 'python' },
-    root_markers = { 'pyproject.toml', '.git' },
-  })
-  vim.lsp.enable('agent_server')
+common.run(result, function()
+  common.enable_server()
 
   -- the user answers the question by picking "Allow once" (vim.ui.select is what the
   -- window/showMessageRequest handler shows)
@@ -31,12 +21,7 @@ local ok, err = pcall(function()
   vim.bo.filetype = 'python'
   -- unsaved: the buffer differs from the disk
   vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'msg = "héllo 🎉"', 'print(mgs)' })
-  local attached = vim.wait(30000, function()
-    local clients = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })
-    return #clients > 0 and clients[1].initialized
-  end, 50)
-  assert(attached, 'agent-server lsp did not attach')
-  local client = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]
+  local client = common.attached()
   result.encoding = client.offset_encoding
 
   local diagnostic = {
@@ -61,5 +46,3 @@ local ok, err = pcall(function()
   client:stop()
   vim.wait(10000, function() return client:is_stopped() end, 50)
 end)
-if not ok then table.insert(result.errors, tostring(err)) end
-finish()

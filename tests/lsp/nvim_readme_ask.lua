@@ -2,22 +2,14 @@
 -- its <leader>al keymap asks for a prompt with vim.fn.input, whose <Tab> completion is read here the
 -- way Neovim reads it (getcompletion with the input's own `completion`), then answered with a slash
 -- command; the ask runs it and the session's transcript shows it.
+local common = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/nvim_common.lua')
 local result = { errors = {}, completions = {} }
-local function finish()
-  local f = assert(io.open(vim.env.NVIM_RESULT, 'w'))
-  f:write(vim.json.encode(result))
-  f:close()
-  vim.cmd('qa!')
-end
 
-local ok, err = pcall(function()
+common.run(result, function()
   dofile(vim.env.NVIM_SNIPPET)
   vim.cmd.edit(vim.env.NVIM_FILE)
   vim.bo.filetype = 'python'
-  assert(vim.wait(30000, function()
-    local clients = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })
-    return #clients > 0 and clients[1].initialized
-  end, 50), 'agent-server lsp did not attach')
+  common.attached()
   vim.fn.input = function(opts)
     result.prompt = opts.prompt
     for _, typed in ipairs({ '/', '/u', '/mo', 'fix /u' }) do
@@ -42,7 +34,3 @@ local ok, err = pcall(function()
   end, 100), 'the ask of /usage showed no transcript')
   result.transcript = transcript
 end)
-if not ok then
-  table.insert(result.errors, tostring(err))
-end
-finish()

@@ -1,29 +1,14 @@
 -- Driven by test_lsp_neovim.py: Neovim's own LSP client runs three agentServer.ask turns through
 -- `agent-server lsp`, the first from "Agent: fix this problem" on a line with no diagnostic of ours
 -- (Neovim passes a server only its own), and counts the windows the transcripts open.
+local common = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/nvim_common.lua')
 local result = { errors = {}, windows = {}, titles = {} }
-local function finish()
-  local f = assert(io.open(vim.env.NVIM_RESULT, 'w'))
-  f:write(vim.json.encode(result))
-  f:close()
-  vim.cmd('qa!')
-end
 
-local ok, err = pcall(function()
-  vim.lsp.config('agent_server', {
-    cmd = { vim.env.AGENT_SERVER_BIN, 'lsp' },
-    filetypes = { 'python' },
-    root_markers = { 'pyproject.toml', '.git' },
-  })
-  vim.lsp.enable('agent_server')
+common.run(result, function()
+  common.enable_server()
   vim.cmd.edit(vim.env.NVIM_FILE)
   vim.bo.filetype = 'python'
-  local attached = vim.wait(30000, function()
-    local clients = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })
-    return #clients > 0 and clients[1].initialized
-  end, 50)
-  assert(attached, 'agent-server lsp did not attach')
-  local client = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]
+  local client = common.attached()
   local file_win = vim.api.nvim_get_current_win()
   local done = 0
   local function count()
@@ -59,5 +44,3 @@ local ok, err = pcall(function()
   client:stop()
   vim.wait(10000, function() return client:is_stopped() end, 50)
 end)
-if not ok then table.insert(result.errors, tostring(err)) end
-finish()
