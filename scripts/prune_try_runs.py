@@ -1,13 +1,16 @@
-"""Removes the folders of earlier scripts/try-vscode.sh runs but the last few (each run left a workspace
-copy, the server's state and code-server's user data under ~/.cache/agent-server/try-vscode/).
+"""Removes the folders of earlier scripts/try-vscode.sh (or try-neovim.sh) runs but the last few (each
+run left a workspace copy, the server's state and code-server's user data under
+~/.cache/agent-server/try-vscode/, or ~/.cache/agent-server/try-neovim/).
 
-    prune_try_runs.py RUNS_DIR [--keep N] [--except PATH]
+    prune_try_runs.py RUNS_DIR [--keep N] [--except PATH] [--kind vscode|neovim]
 
-Role: a run's folder is one try-vscode.sh made (`vscode-XXXXXX` holding the run's `config.json`),
-not a symbolic link; the newest N of them (by modification time; `--except`, the run starting now, is
-never counted nor touched) are kept, and any older one is removed unless it is in use.
-Must never: remove a folder still in use — a live process of that run (`TRY_VSCODE_RUN=<folder>` in its
-environment: code-server, the extension's agent-server, a terminal's shell), or any process whose
+Role: a run's folder is one the script made (`vscode-XXXXXX` holding the run's `config.json`;
+`neovim-XXXXXXXX` holding its `try-neovim.json`), not a symbolic link; the newest N of them (by
+modification time; `--except`, the run starting now, is never counted nor touched) are kept, and any
+older one is removed unless it is in use.
+Must never: remove a folder still in use — a live process of that run (`TRY_VSCODE_RUN=<folder>`,
+`TRY_NEOVIM_RUN=<folder>` in its environment: code-server, Neovim, the agent-server they started, a
+terminal's shell), or any process whose
 working directory, root, executable, an open file or a path on its command line is inside it (an
 editor or shell the user opened there) —, anything that is not a run's folder, or anything outside
 RUNS_DIR (links are not followed).
@@ -27,18 +30,25 @@ from pathlib import Path
 
 RUN_NAME = re.compile(r"^vscode-[A-Za-z0-9]{6}$")
 
+KINDS = {
+    # kind: (a run folder's name, the file a run writes first, a string that file holds, the run's mark)
+    "vscode": (RUN_NAME, "config.json", '"codeServerEntry"', "TRY_VSCODE_RUN"),
+    "neovim": (re.compile(r"^neovim-[A-Za-z0-9_]{8}$"), "try-neovim.json", '"plugin"', "TRY_NEOVIM_RUN"),
+}
 
-def run_folders(runs: Path) -> list[Path]:
+
+def run_folders(runs: Path, kind: str = "vscode") -> list[Path]:
     """The run folders under ``runs``, newest first."""
+    name, config_file, holds, _ = KINDS[kind]
     found = []
     for entry in runs.iterdir():
-        if not RUN_NAME.match(entry.name) or entry.is_symlink() or not entry.is_dir():
+        if not name.match(entry.name) or entry.is_symlink() or not entry.is_dir():
             continue
         try:
-            config = (entry / "config.json").read_text(errors="replace")
+            config = (entry / config_file).read_text(errors="replace")
         except OSError:
-            continue  # not (yet) a run's: a run writes it before it starts code-server
-        if '"codeServerEntry"' not in config:
+            continue  # not (yet) a run's: a run writes it before it starts anything
+        if holds not in config:
             continue
         found.append(entry)
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
@@ -51,11 +61,11 @@ def _inside(path: str, folders: list[str]) -> str | None:
     return None
 
 
-def folders_in_use(folders: list[Path]) -> set[str]:
+def folders_in_use(folders: list[Path], kind: str = "vscode") -> set[str]:
     """Which of ``folders`` a live process uses (marked with its run, or its cwd/root/exe/open files
     inside it)."""
     names = [str(f) for f in folders]
-    marks = {f"TRY_VSCODE_RUN={name}".encode(): name for name in names}
+    marks = {f"{KINDS[kind][3]}={name}".encode(): name for name in names}
     used: set[str] = set()
     me, uid = os.getpid(), os.getuid()
     for pid in os.listdir("/proc"):
@@ -103,14 +113,15 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path, onerror=writable_and_retry)
 
 
-def prune(runs: Path, keep: int, current: Path | None = None) -> tuple[list[Path], list[Path]]:
+def prune(runs: Path, keep: int, current: Path | None = None,
+          kind: str = "vscode") -> tuple[list[Path], list[Path]]:
     """Removes the run folders past the newest ``keep`` that are not in use; returns (removed, kept in use)."""
     skip = current.resolve() if current is not None else None
-    folders = [f for f in run_folders(runs) if skip is None or f.resolve() != skip]
+    folders = [f for f in run_folders(runs, kind) if skip is None or f.resolve() != skip]
     old = folders[keep:]
     if not old:
         return [], []
-    used = folders_in_use(old)
+    used = folders_in_use(old, kind)
     removed, busy = [], []
     for folder in old:
         if str(folder) in used:
@@ -119,7 +130,7 @@ def prune(runs: Path, keep: int, current: Path | None = None) -> tuple[list[Path
         try:
             _remove(folder)
         except OSError as exc:
-            print(f"try-vscode: could not remove {folder}: {exc}", file=sys.stderr)
+            print(f"try-{kind}: could not remove {folder}: {exc}", file=sys.stderr)
             continue
         removed.append(folder)
     return removed, busy
@@ -130,12 +141,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("runs", type=Path)
     parser.add_argument("--keep", type=int, default=3)
     parser.add_argument("--except", dest="current", type=Path)
+    parser.add_argument("--kind", choices=sorted(KINDS), default="vscode")
     args = parser.parse_args(argv)
     if args.keep < 0:
         parser.error("--keep must be 0 or more")
     if not args.runs.is_dir():
         return 0
-    removed, busy = prune(args.runs.resolve(), args.keep, args.current)
+    removed, busy = prune(args.runs.resolve(), args.keep, args.current, args.kind)
     if removed:
         kept = f" (the last {args.keep} are kept)" if args.keep else ""
         print(f"Removed {len(removed)} earlier run folder(s) under {args.runs}{kept}.")

@@ -7,9 +7,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 import urllib.request
 from pathlib import Path
+
+from support.timeouts import HANG
 
 from agent_server.offline.demo_task import demo_task_script
 
@@ -18,9 +23,26 @@ MODEL_VARIABLES = ("AGENT_SERVER_API_KEY", "AGENT_SERVER_BASE_URL", "AGENT_SERVE
                    "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
-def test_try_neovim_check_runs_the_demo_task_offline_to_the_end_with_each_message_on_its_own_line(tmp_path):
+def try_env(tmp_path: Path) -> dict[str, str]:
+    """No model configured; the runs' folders, Neovim's socket folder and the config under ``tmp_path``."""
     env = {k: v for k, v in os.environ.items() if k not in MODEL_VARIABLES}
-    env.update(AGENT_SERVER_STATE_DIR=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               TMPDIR=str(tmp_path / "tmp"), AGENT_SERVER_STATE_DIR=str(tmp_path / "state"))  # the state: as before
+    return env
+
+
+def runs(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "cache" / "agent-server" / "try-neovim").glob("neovim-*"))
+
+
+def socket_folders_left(tmp_path: Path) -> list[str]:
+    """What Neovim left in ``$TMPDIR``: its per-user folder holds a folder per instance, with its socket."""
+    return sorted(str(p) for p in (tmp_path / "tmp").glob("nvim.*/*"))
+
+
+def test_try_neovim_check_runs_the_demo_task_offline_to_the_end_with_each_message_on_its_own_line(tmp_path):
+    env = try_env(tmp_path)
     run = subprocess.run(["bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, timeout=600)  # as a terminal shows both
     out = run.stdout
@@ -34,9 +56,68 @@ def test_try_neovim_check_runs_the_demo_task_offline_to_the_end_with_each_messag
     assert "_— stop: end_turn —_" in out and "try-neovim --check: PASS" in out
     assert "(--check typed the prompt in the chat's prompt area and pressed <CR>)" in out
     assert "calc.py on disk: one BOM, kept" in out
-    (workspace,) = (tmp_path / "state").glob("nvim-workspace-*")
+    (folder,) = runs(tmp_path)
+    workspace = folder / "workspace"
     assert "return a + b" in (workspace / "calc.py").read_text()
     assert (workspace / "calc.py").read_bytes().startswith(b"\xef\xbb\xbf\"\"\"A tiny")  # one BOM, before the text
+
+
+def test_try_neovim_left_its_run_in_the_clone_and_neovims_socket_folder_behind(tmp_path):
+    """Each ``try-neovim.sh`` run left a workspace copy and its sessions in the clone's ``.demo-state``
+    (never removed, and inside the clone's Git work tree), and ``--check`` left the folder Neovim makes
+    for its socket in ``$TMPDIR`` (it ended with ``os.exit()``). A run's folder is made outside the
+    clone and the earlier ones are pruned (``--clean``: all); Neovim exits as Neovim does."""
+    demo_state = ROOT / ".demo-state"
+    before = sorted(demo_state.iterdir()) if demo_state.is_dir() else []
+    env = try_env(tmp_path)
+    run = subprocess.run(["bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout
+    assert (sorted(demo_state.iterdir()) if demo_state.is_dir() else []) == before
+    assert socket_folders_left(tmp_path) == [], run.stdout
+    (folder,) = runs(tmp_path)
+    assert f"This run's folder (workspace copy, state): {folder}" in run.stdout
+    assert list((folder / "state" / "sessions").glob("sess_*/events.jsonl"))  # the run's sessions are its own
+    clean = subprocess.run(["bash", "scripts/try-neovim.sh", "--clean"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert clean.returncode == 0, clean.stderr
+    assert runs(tmp_path) == [] and "Removed 1 earlier run folder(s)" in clean.stdout, clean.stdout
+
+
+def test_try_neovim_stopped_by_sigterm_left_neovim_and_the_offline_endpoint_running(tmp_path):
+    """``kill`` of the script (or its terminal closed) ended the Python driver alone: the headless
+    Neovim, the offline endpoint and the agent-server went on running. Every process of the run
+    stops with it (a subreaper catches any left), and Neovim removes its socket folder."""
+    env = try_env(tmp_path)
+    report = tmp_path / "left.json"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "subreaper.py"), str(report), "--",
+                             "bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env={**env, "SUBREAPER_WITHIN": "10"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        # the turn has started once its session's log exists (in the run's folder, or the old shared state)
+        while not [*(tmp_path / "cache").glob("**/sessions/sess_*/events.jsonl"),
+                   *(tmp_path / "state").glob("sessions/sess_*/events.jsonl")]:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+            time.sleep(0.05)
+        (driver,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == proc.pid]
+        os.kill(driver, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=HANG + 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert json.loads(report.read_text()) == [], out
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert socket_folders_left(tmp_path) == [], out
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2:].split()[1])
 
 
 def test_try_neovim_offline_endpoint_answers_a_second_ask_instead_of_http_500(tmp_path):
