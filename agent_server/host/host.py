@@ -438,7 +438,7 @@ class SessionHost:
             projection=projection,
             requests=requests,
         )
-        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks)
+        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks, policy)
         session.tool_owner = lambda name: getattr(getattr(tools.get(name), "mcp", None), "server", None)
         return session
 
@@ -863,11 +863,17 @@ class SessionHost:
         updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
         await self.emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
 
-    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]]) -> None:
-        """Log the AGENTS.md files that apply when they are first seen or have changed."""
+    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]], policy: Any) -> None:
+        """Log the AGENTS.md files that apply when they are first seen or have changed (one linked to a
+        secret or protected file is not read)."""
         focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
                  if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
-        records = read_instructions(instruction_paths([Path(r) for r in roots], focus))
+
+        def may_read(real: Path) -> bool:
+            return policy.secrets.match(real) is None and (policy.protected is None or
+                                                           policy.protected.match(real) is None)
+
+        records = read_instructions(instruction_paths([Path(r) for r in roots], focus, may_read))
         last = log.latest("project/instructions")  # kept by the log: no walk back to the session's start
         if (last.data["files"] if last else []) != records:
             log.append("project/instructions", {"files": records})

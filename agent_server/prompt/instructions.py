@@ -6,35 +6,48 @@ and read them, bounded, as ``{"path", "sha256", "text"}`` records. The agent log
 a ``project/instructions`` event when they are first seen or change, and the system prompt is
 rendered from that event, never from the disk directly.
 
-Must never: read outside the workspace roots, or follow the folders above a root.
+Must never: read outside the workspace roots, or follow the folders above a root; read through a link
+to a file outside its root, to a file that may hold secrets (``AGENTS.md -> .env``) or to something
+other than a regular file (a cloned repository's ``AGENTS.md -> ~/.aws/credentials`` went into the
+model's system prompt).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 FILE_NAME = "AGENTS.md"
 MAX_CHARS = 32_000
 """Characters of one AGENTS.md put into the prompt; more is cut with a note."""
 
 
-def instruction_paths(roots: Sequence[Path], focus: Iterable[Path] = ()) -> list[Path]:
+def instruction_paths(roots: Sequence[Path], focus: Iterable[Path] = (),
+                      may_read: Callable[[Path], bool] = lambda _path: True) -> list[Path]:
     """The ``AGENTS.md`` files that exist for ``roots`` and the ``focus`` files, in prompt order:
     each root's own file first, then for each focus file the folders from its root down to the
-    file's folder (nearest last). No path appears twice."""
+    file's folder (nearest last). No path appears twice. A link is followed only to a regular file
+    inside the same root that ``may_read`` (its resolved path) allows — the host: not secret, not
+    protected; ``AGENTS.md -> CLAUDE.md`` stays."""
     found: list[Path] = []
 
-    def add(folder: Path) -> None:
+    def add(folder: Path, root: Path) -> None:
         candidate = folder / FILE_NAME
-        if candidate not in found and candidate.is_file():
-            found.append(candidate)
+        real = Path(os.path.realpath(candidate))
+        if candidate in found or root not in real.parents:
+            return
+        try:
+            if stat.S_ISREG(os.lstat(real).st_mode) and may_read(real):
+                found.append(candidate)
+        except OSError:
+            return
 
     real_roots = [Path(os.path.realpath(r)) for r in roots]
     for root in real_roots:
-        add(root)
+        add(root, root)
     for file in focus:
         target = Path(os.path.realpath(file))
         for root in real_roots:
@@ -46,7 +59,7 @@ def instruction_paths(roots: Sequence[Path], focus: Iterable[Path] = ()) -> list
                 chain.append(folder)
                 folder = folder.parent
             for step in reversed(chain):
-                add(step)
+                add(step, root)
             break
     return found
 
@@ -56,10 +69,19 @@ def read_instructions(paths: Iterable[Path]) -> list[dict[str, Any]]:
     over ``MAX_CHARS`` is cut with a note). Unreadable files are skipped."""
     records = []
     for path in paths:
-        try:
-            raw = path.read_bytes()
+        try:  # the resolved path (checked by ``instruction_paths``), no link followed at the open, regular only
+            fd = os.open(os.path.realpath(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
         text = raw.decode("utf-8", "replace").lstrip("\ufeff")
         if len(text) > MAX_CHARS:
             text = text[:MAX_CHARS] + f"\n[… {len(text) - MAX_CHARS:,} more characters not shown; read the file for the rest]"

@@ -386,3 +386,20 @@ def test_a_folder_wide_grep_listed_every_file_of_the_repository_to_find_its_secr
     listings = [r for r in runs if "--files" in r["argv"]]
     assert sum(r["records"] for r in listings) <= 2, [(r["argv"][-3:], r["records"]) for r in listings]
     assert len(runs) <= 2, [r["argv"] for r in runs]
+
+
+def test_an_agents_md_linked_outside_the_workspace_went_into_the_system_prompt(raw_agent_factory, workspace, tmp_path):
+    """The repository's ``AGENTS.md`` was a link to a file outside the workspace (here a stand-in for
+    ``~/.aws/credentials``): the server read it through the link and sent it to the model as project
+    instructions."""
+    outside = tmp_path / "outside" / "credentials"
+    outside.parent.mkdir()
+    outside.write_text("aws_secret_access_key = LINKED-MATERIAL\n")
+    (workspace / "AGENTS.md").symlink_to(outside)
+    with OfflineEndpoint.start_in_thread([text_stream("done")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        assert prompt(agent, sid) == "end_turn"
+        body = ep.requests[0].body.decode()
+    assert "LINKED-MATERIAL" not in body

@@ -1,6 +1,8 @@
 """The system prompt and project instructions (AGENTS.md)."""
 
+import os
 import shutil
+from pathlib import Path
 
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import MAX_CHARS, instruction_paths, read_instructions
@@ -42,3 +44,27 @@ def test_huge_instruction_file_is_bounded(tmp_path):
     (tmp_path / "AGENTS.md").write_text("x" * (MAX_CHARS + 500))
     (record,) = read_instructions(instruction_paths([tmp_path]))
     assert len(record["text"]) < MAX_CHARS + 200 and "more characters not shown" in record["text"]
+
+
+def test_an_agents_md_linked_to_a_secret_put_it_into_the_system_prompt(tmp_path):
+    """A cloned repository's ``AGENTS.md`` may be a link: to ``~/.aws/credentials``, to the
+    repository's own ``.env``, to ``/proc/self/environ`` (the server's environment, its key). It
+    was read through the link into the system prompt, i.e. sent to the model. A link is followed
+    only to a regular file inside the same root that the host allows; ``AGENTS.md -> CLAUDE.md``
+    still works."""
+    home, root = tmp_path / "home", tmp_path / "proj"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = AWS-MATERIAL\n")
+    for sub, target in (("a", home / ".aws" / "credentials"), ("b", root / ".env"), ("c", Path("/proc/self/environ")),
+                        ("d", root / "CLAUDE.md")):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "AGENTS.md").symlink_to(target)
+        (root / sub / "x.py").write_text("")
+    (root / ".env").write_text("TOKEN=ENV-MATERIAL\n")
+    (root / "CLAUDE.md").write_text("Run the tests with make test.\n")
+    os.symlink(home / ".aws" / "credentials", root / "AGENTS.md")
+    focus = [root / sub / "x.py" for sub in "abcd"]
+    paths = instruction_paths([root], focus, may_read=lambda real: real.name != ".env")
+    assert paths == [root / "d" / "AGENTS.md"]
+    text = render_system_prompt(env(instructions=tuple(read_instructions(paths))))
+    assert "make test" in text and "MATERIAL" not in text
