@@ -19,6 +19,7 @@ import contextlib
 import gc
 import itertools
 import logging
+import weakref
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from agent_server import __version__
@@ -177,13 +178,18 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def collect_frozen() -> None:
-    """After a session was let go: a load frozen since it was opened (``collector_paused``) froze
-    its cycles too (a policy and its confiner …), which no collection looks at again — the session
-    and its whole log would stay in memory for as long as the server runs. What is frozen is given
-    back, one full collection frees what is garbage, and the rest is frozen again (one walk of
-    everything live, at the close, instead of one at every later full collection)."""
-    if gc.get_freeze_count():
+def let_go(closed: "weakref.ref[EventLog]") -> None:
+    """After a session was closed (``closed``: its log): free it now if only cycles hold it. Those
+    made since the last load are collected as any (a collection of what is not frozen: cheap, the
+    loaded histories are frozen); those a load made since it was opened froze (``collector_paused``:
+    a policy and its confiner …), which no collection looks at again — the session and its whole log
+    would stay in memory for as long as the server runs. Then what is frozen is given back, one full
+    collection frees what is garbage, and the rest is frozen again (a walk of everything live, at
+    this close only)."""
+    if closed() is None:
+        return
+    gc.collect()
+    if closed() is not None and gc.get_freeze_count():
         gc.unfreeze()
         gc.collect()
         gc.freeze()
@@ -313,8 +319,9 @@ async def close(host: SessionHost, session_id: str) -> None:
     await session.close()
     reap_orphans(path.parent)  # a command that outlived the cancel (pid + start time must match)
     await host.forget(session_id)  # and its MCP servers stop
+    closed = weakref.ref(session.log)
     del session
-    collect_frozen()
+    let_go(closed)
 
 
 async def fork(host: SessionHost, parent_id: str, cwd: str, additional_directories: Sequence[str],
