@@ -194,7 +194,8 @@ class AgentSettings(BaseModel):
         return self.model_prices.get(model or "", self.price_per_million)
 
 
-DEFAULT_SECRET_PATTERNS = [".env*", "~/.ssh/**", "~/.aws/**", "~/.netrc", "*.pem", "*id_rsa*"]
+DEFAULT_SECRET_PATTERNS = [".env*", "~/.ssh/**", "~/.aws/**", "~/.netrc", "*.pem", "*id_rsa*", "*id_ed25519*",
+                           "*id_ecdsa*", "*id_dsa*"]
 
 
 class PolicySettings(BaseModel):

@@ -185,3 +185,11 @@ def test_a_credential_store_named_in_another_case_was_open_on_a_case_folding_fil
     matcher = SecretMatcher(home=home, exact=[(str(tmp_path / "keys" / "sa.json"), "$GOOGLE_APPLICATION_CREDENTIALS")])
     assert matcher.match(f"{home}/.SSH/id_ed25519") == "~/.ssh/**"
     assert matcher.match(str(tmp_path / "KEYS" / "SA.json")) == "$GOOGLE_APPLICATION_CREDENTIALS"
+
+
+@pytest.mark.parametrize("name", ["id_ed25519", "deploy_id_ed25519.bak", "id_ecdsa", "id_dsa"])
+def test_an_ed25519_deploy_key_in_the_repository_was_searched_and_read_without_asking(tmp_path, name):
+    """The defaults named RSA keys only (``*id_rsa*``): ``ssh-keygen``'s default since OpenSSH 9.5 is
+    ed25519, so a deploy key committed to a repository (``deploy/id_ed25519``) was read and searched
+    like any file."""
+    assert SecretMatcher(home=str(tmp_path)).match(f"/w/deploy/{name}") is not None
