@@ -223,7 +223,8 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
 
     window = 128_000  # tokens: the log outgrows it many times over, as a long real session would
     template = _template(tmp, window)
-    loads, parses, firsts, encodes, kinds, fsyncs, traces = [], [], [], [], [], [], []
+    loads, parses, firsts, encodes, kinds, fsyncs, traces, cpus = [], [], [], [], [], [], [], []
+    load_cpus, parse_cpus = [], []
     made = size = 0
     averages = [os.getloadavg()[0]]
     for _ in range(runs):
@@ -238,10 +239,11 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         if compactions:
             made = add_compactions(path, window * 4)
         _on_disk(path)  # a real log is on disk: the first append's fsync must not write the grown 30 MB
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with path.open("rb") as fh:
             [json.loads(line) for line in fh]
         parses.append((time.perf_counter() - start) * 1000)
+        parse_cpus.append((time.process_time() - cpu) * 1000)
         traced = state / "trace.jsonl"
         env = agent_env(str(state), endpoint.base_url, {"AGENT_SERVER_CONTEXT_WINDOW": str(window),
                                                          **({"PYTHONPATH": server_path} if server_path else {}),
@@ -249,8 +251,10 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         agent = AgentProcess([PY, str(ROOT / "bench" / "_trace.py")] if trace else AGENT, env)
         try:
             agent.request("initialize", INIT)
+            before = _cpu_ms(agent.server_pid())
             sent, answered, _ = agent.request("session/load", {"sessionId": sid, "cwd": str(ws), "mcpServers": []},
                                               timeout=300)
+            load_cpus.append(_cpu_ms(agent.server_pid()) - before)  # (read once the answer is in: its after-work too)
             loads.append((answered - sent) * 1000)
             _, prompted = agent.send("session/prompt", {"sessionId": sid,
                                                         "prompt": [{"type": "text", "text": "Go on."}]})
@@ -263,6 +267,8 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         firsts.append((first["time"] - prompted) * 1000)
         if trace and traced.exists():
             traces.append(stages(traced, prompted, first["time"]))
+            cpus.append(sum(row["cpu_ms"] for row in traces[-1] if row["cpu_ms"] is not None
+                            and not row["stage"].startswith("(")))
         body = json.loads(first["body"])
         kinds.append("compaction" if body["messages"][0]["content"].startswith("You summarise") else "step")
         del report, first
@@ -293,7 +299,15 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
             "first_request_ratio_with_fsync": round(statistics.median(durable_ratios), 1),
             "first_request_ratio_with_fsync_range": [round(min(durable_ratios), 1), round(max(durable_ratios), 1)],
             "first_request_kind": kinds[0], "runs": runs,
-            **({"stages": _median_stages(traces)} if trace else {}),
+            # CPU, which a loaded machine inflates less than wall time: the served process's for the load
+            # (every thread: the parse, the memo, the replay) against the bench's for the stdlib parse
+            "load_cpu_ms": [round(c, 1) for c in load_cpus], "parse_cpu_ms": [round(c, 1) for c in parse_cpus],
+            "load_cpu_ratio": [round(a / b, 2) for a, b in zip(load_cpus, parse_cpus)],
+            **({"stages": _median_stages(traces),
+                # the loop thread's, from the prompt's line read to the request's last byte sent (the tracer's
+                # stamps included: ~25 of a few µs)
+                "server_cpu_ms": [round(c, 3) for c in cpus],
+                "server_cpu_ratio": [round(c / max(e, 0.01), 2) for c, e in zip(cpus, encodes)]} if trace else {}),
             "load_average": [round(averages[0], 1), round(os.getloadavg()[0], 1)]}  # at the start, at the end
 
 
@@ -311,6 +325,12 @@ def _median_stages(traces: list[list[dict[str, Any]]]) -> list[list[Any]]:
         values = [v for v in values if v is not None]
         return round(statistics.median(values), 3) if values else None
     return [[name, median([r["cpu_ms"] for r in got]), median([r["wall_ms"] for r in got])] for name, got in rows.items()]
+
+
+def _cpu_ms(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far, every thread (``/proc/<pid>/stat``), in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _fsync_ms(folder: Path) -> float:
