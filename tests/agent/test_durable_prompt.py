@@ -81,6 +81,17 @@ def assert_log_explains_every_request(log, endpoint):
     assert rebuilt == [r.body for r in endpoint.requests]
 
 
+async def goes_on_without_the_lost_prompt(session, client, endpoint):
+    """After a turn whose prompt ``lost`` was cut off: the next prompt closes the interrupted turn
+    and goes on, nothing of ``lost`` sent, every request replayed; then the client and log close."""
+    outcome = await session.prompt([{"type": "text", "text": "again"}])
+    assert outcome.exit == "end_turn"
+    assert len(endpoint.requests) == 2 and b'"lost"' not in endpoint.requests[1].body
+    assert_log_explains_every_request(session.log, endpoint)
+    await client.aclose()
+    session.log.close()
+
+
 async def test_the_first_prompt_after_a_load_waited_for_the_user_events_fsync_before_building_its_request(
         tmp_path, endpoint, monkeypatch):
     log, client, session = await loaded_session(tmp_path, endpoint)
@@ -148,12 +159,7 @@ async def test_a_user_event_whose_fsync_failed_while_its_request_was_made_reache
     assert [e.type for e in log.events] == [*before, "turn/start"]
     assert log.path.stat().st_size > size and b'"lost"' not in log.path.read_bytes()
     # the disk is back: the next prompt closes the interrupted turn and goes on, every request replayed
-    outcome = await session.prompt([{"type": "text", "text": "again"}])
-    assert outcome.exit == "end_turn"
-    assert len(endpoint.requests) == 2 and b'"lost"' not in endpoint.requests[1].body
-    assert_log_explains_every_request(log, endpoint)
-    await client.aclose()
-    log.close()
+    await goes_on_without_the_lost_prompt(session, client, endpoint)
 
 
 async def test_a_request_made_after_the_user_events_fsync_returned_waited_for_the_loop_to_hear_of_it(
@@ -263,9 +269,4 @@ async def test_a_user_event_cut_off_by_another_appends_failure_while_its_fsync_r
     assert outcome.exit == "error" and outcome.error["code"] == "STORAGE"
     assert len(endpoint.requests) == 1  # the first turn's only: the cut prompt never reached the model
     assert [e.type for e in log.events] == [*before, "turn/start"]
-    outcome = await session.prompt([{"type": "text", "text": "again"}])
-    assert outcome.exit == "end_turn"
-    assert len(endpoint.requests) == 2 and b'"lost"' not in endpoint.requests[1].body
-    assert_log_explains_every_request(log, endpoint)
-    await client.aclose()
-    log.close()
+    await goes_on_without_the_lost_prompt(session, client, endpoint)
