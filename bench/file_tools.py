@@ -126,23 +126,36 @@ def grep_tree(files: int, runs: int) -> dict[str, object]:
     grep = GrepTool("rg")
     args = validate_args(grep, '{"pattern": "def main"}')
     rg = find_rg()
+    import resource
+
     times: dict[str, list[float]] = {"plain rg": [], "grep (rules)": [], "grep (listed)": []}
+    cpu: dict[str, list[float]] = {key: [] for key in times}
     counts = {}
+
+    def cpu_now() -> float:  # this process and its finished children (the rg runs), user + system
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
     for _ in range(runs):  # interleaved: the machine's load falls on all three alike
-        start = time.perf_counter()
+        start, used = time.perf_counter(), cpu_now()
         out = subprocess.run([rg, *RG_COMMON, "--json", "--sort=path", "-e", "def main"], cwd=root,
                              stdout=subprocess.PIPE, check=False).stdout
         times["plain rg"].append(time.perf_counter() - start)
+        cpu["plain rg"].append(cpu_now() - used)
         counts["plain rg"] = out.count(b'"type":"match"')
         for key, context in (("grep (rules)", ctx), ("grep (listed)", listed)):
-            start = time.perf_counter()
+            start, used = time.perf_counter(), cpu_now()
             result = asyncio.run(grep.run(args, context))
             times[key].append(time.perf_counter() - start)
+            cpu[key].append(cpu_now() - used)
             counts[key] = result.meta.get("count")
     figures: dict[str, object] = {"files": files, "runs": runs, "matches": counts}
     for key, values in times.items():
         figures[f"{key} best/median (ms)"] = (round(min(values) * 1e3, 1), round(statistics.median(values) * 1e3, 1))
+    for key, values in cpu.items():
+        figures[f"{key} CPU median (ms)"] = round(statistics.median(values) * 1e3, 1)
     for key in ("grep (rules)", "grep (listed)"):
+        figures[f"{key} / plain rg, CPU median"] = round(statistics.median(cpu[key]) / statistics.median(cpu["plain rg"]), 2)
         figures[f"{key} / plain rg, best/median"] = (round(min(times[key]) / min(times["plain rg"]), 2),
                                                      round(statistics.median(times[key]) /
                                                            statistics.median(times["plain rg"]), 2))

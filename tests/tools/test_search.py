@@ -362,3 +362,24 @@ async def test_a_secret_rule_rg_cannot_be_told_lists_and_judges_each_file_either
     assert res.text.startswith("app.py:1: needle ok"), res.text
     assert "not searched: 2 file(s) that may hold secrets (a:b.txt, deploy/prod.json)" in res.text, res.text
     assert "MATERIAL" not in res.text
+
+
+@pytest.mark.parametrize("pattern", [".env*", "*.pem", "id_[rd]sa?", "[!x]*.key", "a{b}*", "x]y", "br[ac", "*\\*",
+                                     "ü*.Crt", "[a-c]*.txt", "!bang*"])
+def test_a_secret_name_glob_left_out_by_rg_the_same_files_fnmatch_names_in_any_case(tmp_path, pattern):
+    """``any_case_glob`` turns each ``fnmatch`` name glob into the ``rg`` glob ``--type-not`` leaves
+    out: the same names, in any case, and no ``rg`` error for braces, brackets or backslashes."""
+    import fnmatch
+    import subprocess
+
+    from agent_server.tools._scope import any_case_glob
+
+    names = [".env", ".ENV.local", "x.pem", "X.PEM", "id_rsa1", "ID_DSAX", "akey.key", "x.key", "a{b}c", "A{B}",
+             "x]y", "X]Y", "br[ac", "BR[AC", "a\\*", "ü1.crt", "Ü1.CRT", "b.txt", "D.txt", "!bang", "!BANG1", "plain"]
+    for name in names:
+        (tmp_path / name).write_text("x\n")
+    out = subprocess.run([find_rg(), "--no-config", "--hidden", "--files", f"--type-add=s:{any_case_glob(pattern)}",
+                          "--type=s"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    expected = {n for n in names if fnmatch.fnmatch(n.lower(), pattern.lower())}
+    assert set(out.stdout.split()) == expected, (any_case_glob(pattern), expected)
