@@ -302,7 +302,7 @@ def test_readme_does_not_say_which_key_variable_picks_which_profile():
 def _readme_offline_run_block() -> str:
     """The README's "Try `agent-server run` offline" commands, as a user pastes them."""
     lines = (ROOT / "README.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if "-m agent_server.offline --port 8765" in line)
+    start = next(i for i, line in enumerate(lines) if "-m agent_server.offline --port" in line)
     while start > 0 and lines[start - 1].startswith("    "):
         start -= 1  # the block's first line
     end = start
@@ -311,30 +311,42 @@ def _readme_offline_run_block() -> str:
     return "\n".join(line[4:] for line in lines[start:end]) + "\n"
 
 
-def test_the_readmes_offline_run_example_failed_the_second_time_it_was_pasted(tmp_path):
-    # Finding 14 of the third newcomer: the block wrote the project into a fixed /tmp/demo; pasted a
-    # second time, the endpoint refused the folder (not empty) and `run` failed with NETWORK.
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    block = _readme_offline_run_block().replace("8765", str(port))
-    block = block.replace(".venv/bin/", str(Path(sys.executable).parent) + "/")  # this checkout's
+def _paste_readme_offline_run_block(tmp_path: Path) -> subprocess.Popen:
+    block = _readme_offline_run_block().replace(".venv/bin/", str(Path(sys.executable).parent) + "/")  # this checkout's
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SERVER_", "DEEPSEEK_", "OPENAI_"))}
     env.update(AGENT_SERVER_STATE_DIR=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "cfg"),
                TMPDIR=str(tmp_path))
+    return subprocess.Popen(["bash", "-c", block + "wait\n"], env=env, cwd=str(ROOT), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _finished_paste(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=HANG)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing the block started outlives it
+    return proc.returncode, out
+
+
+def test_the_readmes_offline_run_example_failed_the_second_time_it_was_pasted(tmp_path):
+    # Finding 14 of the third newcomer: the block wrote the project into a fixed /tmp/demo; pasted a
+    # second time, the endpoint refused the folder (not empty) and `run` failed with NETWORK.
     for paste in (1, 2):
-        proc = subprocess.Popen(["bash", "-c", block + "wait\n"], env=env, cwd=str(ROOT), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=HANG)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # nothing the block started outlives it
-        assert proc.returncode == 0, f"paste {paste}:\n{out}"
+        code, out = _finished_paste(_paste_readme_offline_run_block(tmp_path))
+        assert code == 0, f"paste {paste}:\n{out}"
         assert "python3 test_calc.py` prints ok" in out, f"paste {paste}:\n{out}"
+
+
+def test_the_readmes_offline_run_example_pasted_in_two_terminals_at_once_shared_one_endpoint(tmp_path):
+    # Newcomer 4, finding 8: the block's fixed port 8765: the second paste's endpoint could not bind
+    # it, its `run` talked to the first paste's endpoint and failed with NETWORK once that one stopped.
+    pastes = [_paste_readme_offline_run_block(tmp_path) for _ in range(2)]
+    for paste, proc in enumerate(pastes, 1):
+        code, out = _finished_paste(proc)
+        assert code == 0, f"paste {paste}:\n{out}"
+        assert "python3 test_calc.py` prints ok" in out and "Address already in use" not in out, f"paste {paste}:\n{out}"
 
 
 def test_demo_does_not_say_which_endpoint_and_model_it_uses(tmp_path):

@@ -55,6 +55,22 @@ def test_sign_in_runs_the_servers_login_in_a_terminal_and_says_when_it_did_not_s
             what="the failed sign-in said")
 
 
+def test_sign_in_from_the_readmes_plain_setup_died_with_a_lua_error_about_env(make_editor, workspace):
+    """Newcomer 4, finding 4: the README's plain set-up (``setup({ cmd = … })``, no ``env``) left
+    ``env`` an empty Lua table, which ``jobstart`` refuses (``E475: Invalid argument: env``):
+    :AgentLogin and the auth question's *Sign in* died with a Lua error, so nobody could sign in.
+    Now the login terminal runs with Neovim's own environment."""
+    ed = make_editor()
+    ed.lua("local c = require('agent_server.config').get(); require('agent_server').setup({ cmd = c.cmd })")
+    assert ed.lua("return next(require('agent_server.config').get().env) == nil")  # as the README leaves it
+    ed.cmd("AgentLogin")
+    ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
+    pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"login" in argv, argv
+    ed.lua("vim.fn.jobstop(vim.b.terminal_job_id)")
+
+
 def test_a_server_that_cannot_start_offers_its_log_and_a_restart(make_editor, workspace):
     dies = [sys.executable, "-c", "import sys; sys.stderr.write('boom: the config is broken\\n'); sys.exit(3)"]
     ed = make_editor(server_cmd=dies)

@@ -350,7 +350,8 @@ function M.login()
     end)
   end
   local cfg = require("agent_server.config").get()
-  local opts = { env = cfg.env, cwd = cfg.cwd, on_exit = on_exit }
+  -- jobstart() refuses an empty table as `env` (E475: an empty list to Vim): none → Neovim's own
+  local opts = { env = next(cfg.env or {}) and cfg.env or nil, cwd = cfg.cwd, on_exit = on_exit }
   local job = vim.fn.has("nvim-0.11") == 1 and vim.fn.jobstart(cmd, vim.tbl_extend("force", opts, { term = true }))
     or vim.fn.termopen(cmd, opts)
   vim.cmd("startinsert")
