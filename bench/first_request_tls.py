@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -135,6 +136,14 @@ class Endpoint:
         self.proc.wait(10)
 
 
+async def timed(client: Any, endpoint: Endpoint, body: bytes) -> float:
+    """One request of ``client``'s: from ``stream()`` to the endpoint's stamp of it whole."""
+    start = time.time()
+    async for _ in client.stream(body):
+        pass
+    return endpoint.stamp() - start
+
+
 async def client_run(endpoint: Endpoint, body: bytes, ahead: bool) -> float:
     from agent_server.llm import ChatClient
 
@@ -145,12 +154,9 @@ async def client_run(endpoint: Endpoint, body: bytes, ahead: bool) -> float:
             assert client.preconnect()
             assert await asyncio.gather(*client._tails) == [True]
         await asyncio.sleep(0.1)  # a person's pause (the server's session tickets arrive meanwhile)
-        start = time.time()
-        async for _ in client.stream(body):
-            pass
+        return await timed(client, endpoint, body)
     finally:
         await client.aclose()
-    return endpoint.stamp() - start
 
 
 async def paused_run(endpoint: Endpoint, body: bytes, pause: float, expiry: float) -> float:
@@ -169,12 +175,9 @@ async def paused_run(endpoint: Endpoint, body: bytes, pause: float, expiry: floa
         await asyncio.gather(*client._tails)
         endpoint.stamp()
         await asyncio.sleep(pause)
-        start = time.time()
-        async for _ in client.stream(body):
-            pass
+        return await timed(client, endpoint, body)
     finally:
         await client.aclose()
-    return endpoint.stamp() - start
 
 
 async def session_run(endpoint: Endpoint, directory: Path, ahead: bool) -> float:

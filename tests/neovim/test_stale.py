@@ -9,6 +9,16 @@ from support.nvim import editor_with_pending_edit, push, tool_messages
 from agent_server.offline import text_stream
 
 
+STALE = "return require('agent_server.proposals').latest().stale == true"
+NOT_STALE = "return require('agent_server.proposals').latest().stale == false"
+
+
+def typed_until_stale(ed, path, what: str) -> None:
+    """``type_in_file``, then wait until the proposal is marked stale (``what``: said while waiting)."""
+    type_in_file(ed, path)
+    ed.wait(STALE, what=what)
+
+
 def type_in_file(ed, path) -> None:
     ed.lua("local b = require('agent_server.buffers').find(...); "
            "vim.api.nvim_buf_set_lines(b, 0, 0, false, {'# typed while the proposal waited'})", str(path))
@@ -18,8 +28,7 @@ def test_typing_in_a_file_with_a_pending_proposal_marks_it_stale_at_once_and_acc
         make_editor, endpoint, workspace):
     path = workspace / "w.py"
     ed = editor_with_pending_edit(make_editor, endpoint, path, "v = 1", "v = 2", text_stream("ok"))
-    type_in_file(ed, path)
-    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
+    typed_until_stale(ed, path, "stale said at once")
     assert "stale — you changed w.py" in ed.chat()  # before any accept
     assert "stale" in view_state(ed)["prop"]  # the diff view says it too
     ed.cmd("AgentAccept")
@@ -31,11 +40,10 @@ def test_typing_in_a_file_with_a_pending_proposal_marks_it_stale_at_once_and_acc
 def test_typing_back_to_the_text_the_agent_read_lifts_the_stale_mark(make_editor, endpoint, workspace):
     path = workspace / "b.py"
     ed = editor_with_pending_edit(make_editor, endpoint, path, "b = 1", "b = 2", text_stream("ok"))
-    type_in_file(ed, path)
-    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale")
+    typed_until_stale(ed, path, "stale")
     ed.lua("local b = require('agent_server.buffers').find(...); vim.api.nvim_buf_set_lines(b, 0, 1, false, {})",
            str(path))
-    ed.wait("return require('agent_server.proposals').latest().stale == false", what="no longer stale")
+    ed.wait(NOT_STALE, what="no longer stale")
     ed.cmd("AgentAccept")
     ed.idle()
     assert path.read_text() == "b = 2\n"
@@ -45,8 +53,7 @@ def test_ask_again_answers_the_stale_proposal_with_a_request_to_redo_it_on_the_c
         make_editor, endpoint, workspace):
     path = workspace / "a.py"
     ed = editor_with_pending_edit(make_editor, endpoint, path, "a = 1", "a = 2", text_stream("I will redo it"))
-    type_in_file(ed, path)
-    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale")
+    typed_until_stale(ed, path, "stale")
     ed.cmd("AgentAskAgain")
     ed.idle()
     result = tool_messages(endpoint, 2)[-1]["content"]
@@ -74,8 +81,7 @@ def test_the_stale_line_the_help_promised_was_not_shown_and_the_current_pane_kep
     path = workspace / "s.py"
     ed = editor_with_pending_edit(make_editor, endpoint, path, "s = 1", "s = 2", text_stream("ok"))
     assert view_state(ed) == {"cur": "", "prop": "", "lines": ["s = 1"]}
-    type_in_file(ed, path)
-    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
+    typed_until_stale(ed, path, "stale said at once")
     state = view_state(ed)
     assert "stale" in state["cur"] and "you changed s.py" in state["prop"] and ":AgentAskAgain" in state["prop"], state
     assert state["lines"] == ["# typed while the proposal waited", "s = 1"]
@@ -87,7 +93,7 @@ def test_the_stale_line_the_help_promised_was_not_shown_and_the_current_pane_kep
     # typed back to what the agent read: not stale, the winbars are cleared, the pane shows that text
     ed.lua("local b = require('agent_server.buffers').find(...); vim.api.nvim_buf_set_lines(b, 0, -1, false, {'s = 1'})",
            str(path))
-    ed.wait("return require('agent_server.proposals').latest().stale == false", what="no longer stale")
+    ed.wait(NOT_STALE, what="no longer stale")
     assert view_state(ed) == {"cur": "", "prop": "", "lines": ["s = 1"]}
     ed.cmd("AgentAccept")
     ed.idle()
@@ -153,13 +159,13 @@ def test_a_file_changed_or_deleted_on_disk_while_its_proposal_waited_was_said_st
     path = workspace / "disk.txt"
     ed = editor_with_pending_edit(make_editor, endpoint, path, "x", "y", text_stream("ok"), opened=False)
     path.write_text("another program's\n")
-    ed.wait("return require('agent_server.proposals').latest().stale == true", what="stale said at once")
+    ed.wait(STALE, what="stale said at once")
     state = view_state(ed)
     assert "disk.txt changed on disk" in state["prop"] and ":AgentAskAgain" in state["prop"], state
     assert state["lines"] == ["another program's"]  # the current pane shows the file as it is now
     assert "stale — disk.txt changed on disk while it waited" in ed.chat(), ed.chat()
     path.write_text("x\n")  # back to what the agent read
-    ed.wait("return require('agent_server.proposals').latest().stale == false", what="no longer stale")
+    ed.wait(NOT_STALE, what="no longer stale")
     ed.cmd("AgentAccept")
     ed.idle()
     assert path.read_text() == "y\n"
@@ -167,7 +173,7 @@ def test_a_file_changed_or_deleted_on_disk_while_its_proposal_waited_was_said_st
     gone = workspace / "gone.txt"
     ed2 = editor_with_pending_edit(make_editor, endpoint, gone, "a", "b", text_stream("ok"))
     gone.unlink()
-    ed2.wait("return require('agent_server.proposals').latest().stale == true", what="deleted: stale at once")
+    ed2.wait(STALE, what="deleted: stale at once")
     assert "gone.txt was deleted on disk" in view_state(ed2)["prop"], view_state(ed2)
 
 
