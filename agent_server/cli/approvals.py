@@ -40,10 +40,11 @@ class HeadlessApprover:
         if flag is not None and ALLOW_ONCE in question.options:
             return Answer("selected", ALLOW_ONCE, detail=f"granted by --allow {flag}", by=f"flag: --allow {flag}")
         if not self.can_ask():
-            return Answer("unavailable", detail=no_terminal(question.kind))
+            return Answer("unavailable", detail=no_terminal(question.kind), headless=True)
         answer = await self.inner.ask(question)
         if answer.kind != "selected" and not self.can_ask():  # the terminal's input ended at the question
-            return Answer("unavailable", detail="no terminal input: it ended at the question, so no answer could be read")
+            return Answer("unavailable", detail="no terminal input: it ended at the question, so no answer could be read",
+                          headless=True)
         return answer
 
 

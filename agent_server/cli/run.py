@@ -91,6 +91,24 @@ def _plain_lines(texts: list[str]) -> list[str]:
     return lines
 
 
+def _diff_lines(blocks: list[Any], limit: int = 60) -> list[str]:
+    """The ``diff`` blocks of a permission question as unified diffs (``-``/``+`` lines), at most
+    ``limit`` lines, saying how many more there are: what a choice would change, on a terminal."""
+    import difflib
+
+    lines: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") != "diff":
+            continue
+        old, new = str(block.get("oldText") or ""), str(block.get("newText") or "")
+        name = str(block.get("path") or "")
+        lines += [ln.rstrip("\r\n") for ln in difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), name, name, n=1)]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"… {len(lines) - limit} more diff lines"]
+    return lines
+
+
 def _is_notice(update: dict[str, Any]) -> bool:
     """Whether ``update`` is one of the server's notices, not the answer: any chunk the server marks
     (``_meta.agentServer.notice``: an MCP server's problem, the step budget, dropped tool calls, a
@@ -200,17 +218,27 @@ class HeadlessClient:
     async def request_permission(self, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         """A question the server's ``HeadlessApprover`` could not decide itself (``--allow`` grants
         and the no-terminal refusal are decided there, per question): asked on the terminal."""
+        from agent_server.policy.approvals import OPTION_NAMES
+
         tool = params.get("toolCall") or {}
-        options = {o["optionId"] for o in params.get("options", [])}
+        listed = [o for o in params.get("options", []) if isinstance(o, dict) and "optionId" in o]
+        options = {o["optionId"] for o in listed}
         if not self.can_ask():  # not sent without a terminal; refuse this question alone if it is
             return {"outcome": {"outcome": "cancelled"}}
         self.end_answer()
         texts = [c.get("content", {}).get("text", "") for c in tool.get("content") or []
                  if isinstance(c, dict) and c.get("type") == "content"]
-        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n" + "".join(f"  {ln}\n" for ln in _plain_lines(texts)))
+        shown = _plain_lines(texts) + _diff_lines(list(tool.get("content") or []))
+        self.err.write(f"\n[permission] {tool.get('title', 'a tool call')}\n" + "".join(f"  {ln}\n" for ln in shown))
         letters = [k for k, v in ANSWERS.items() if v in options]
         menu = ", ".join({"o": "allow [o]nce", "a": "[a]lways", "r": "[r]eject", "w": "reject al[w]ays"}[k]
                          for k in letters)
+        if any(o.get("name") != OPTION_NAMES.get(o["optionId"]) for o in listed):
+            # a question that names its options (/undo's "Undo the agent's change, keep the rest", "Take the
+            # checkpoint", "Keep mine") is answered by number, each option with its own name, in its order
+            letters = [str(i) for i in range(1, len(listed) + 1)]
+            self.err.write("".join(f"  [{i}] {o.get('name') or o['optionId']}\n" for i, o in enumerate(listed, 1)))
+            menu = f"choose {letters[0]}-{letters[-1]}" if len(letters) > 1 else "choose 1"
         while True:
             self.err.write(f"  {menu}? ")
             self.err.flush()
@@ -220,7 +248,11 @@ class HeadlessClient:
                 self.err.write("\n  [no answer: the terminal's input ended — denied]\n")
                 self.err.flush()
                 return {"outcome": {"outcome": "cancelled"}}
-            choice = ANSWERS.get(line.strip().lower()[:1]) if len(line.strip()) == 1 else None
+            typed = line.strip().lower()
+            if letters and letters[0] == "1":
+                choice = listed[int(typed) - 1]["optionId"] if typed.isdigit() and 0 < int(typed) <= len(listed) else None
+            else:
+                choice = ANSWERS.get(typed[:1]) if len(typed) == 1 else None
             if choice in options:
                 return {"outcome": {"outcome": "selected", "optionId": choice}}
             self.err.write(f"  please type one of: {', '.join(letters)}\n")

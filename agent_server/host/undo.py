@@ -8,17 +8,18 @@ said. With an editor seam, the user's buffer is what is compared and a text rest
 the seam (with our extension: an edit proposal, the editor's review; after a "Take the checkpoint"
 answer: written without a second review, ``unreviewed()``).
 
-Must never: overwrite a file the user changed, or an uncertain one, without an explicit "take the
-checkpoint"; follow a link on the way to a file it changes.
+Must never: drop a change of the user's — a file's other changes, an uncertain file — without an
+explicit choice; follow a link on the way to a file it changes.
 
 A file is restored only where
 it still holds exactly what the agent left — bytes and permission bits (for ``/redo``: what the undo
 put back); a file the user changed since, or one a shell call changed without evidence that the call
 wrote it (``uncertain``), is asked about one file at a time with its diff — "Take the checkpoint"
-(allow) or "Keep mine" / "Keep the file as it is" (reject; silence and a headless run keep it too, and
-say so); a file changed since whose agent's change merges back alone (``merge_back``: a three-way merge
-of its lines, each with its own ending) is offered that first, "Undo the agent's change, keep the
-rest" (``AGENTS_CHANGE_ONLY``), the other changes kept. A file the
+(allow) or "Keep mine" / "Keep the file as it is" (reject; silence keeps it too, and says so); a
+file changed since whose agent's change merges back alone (``merge_back``: a three-way merge of its
+lines, each with its own ending) is offered that first, "Undo the agent's change, keep the rest"
+(``AGENTS_CHANGE_ONLY``), the other changes kept — and done unasked in a headless run with no one to
+ask (it drops none of them; an uncertain file's, offered as "the command's change", never). A file the
 agent created is removed, one it deleted comes back; a state whose bytes were not kept (a secret, a
 big file) says it cannot be taken back. After "Take the checkpoint" the file as it was is kept first
 (``replaced`` in its outcome): ``/redo`` brings the user's bytes back, not the agent's. The run is logged (``checkpoint/undo`` or
@@ -302,22 +303,33 @@ class Restorer:
         merging, left = False, None
         if asked:
             # a file that changed since the agent's edit (by the user, their editor, another window's
-            # agent): the agent's own change alone is taken back (re-applied) where it merges cleanly
+            # agent): the agent's own change alone is taken back (re-applied) where it merges cleanly;
+            # an uncertain file that changed again after the call: the call's change alone, offered too
             merge = None
-            if not restore.uncertain and not links and expect is not None and target is not None and current is not None:
+            since = not _holds(expect, current, mode)
+            if (not links and expect is not None and target is not None and current is not None
+                    and (since or not restore.uncertain)):
                 merge = await asyncio.to_thread(merge_back, self.blobs.get(expect.blob) if expect.kept else None,
                                                 current.raw, target_raw)
             answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge)
             merging = answer.kind == "selected" and answer.option == AGENTS_CHANGE_ONLY and isinstance(merge, bytes)
-            if not (answer.allowed or merging):
+            # a headless run (no one to ask at all) of a file the agent's change merges out of alone: that
+            # is what /undo asked for, and it drops none of the file's other changes — never an uncertain
+            # file's (its change may be the user's) nor the whole checkpoint
+            unasked = (not merging and answer.kind == "unavailable" and answer.headless and not restore.uncertain
+                       and isinstance(merge, bytes))
+            if not (answer.allowed or merging or unasked):
                 return _said(path, _kept(restore.uncertain, answer))
-            if merging:
+            if merging or unasked:
                 assert isinstance(merge, bytes) and expect is not None and target is not None
-                target_raw = merge
+                target_raw, merging = merge, True
                 # the mode as the bytes: the agent's change of it is taken back only where it is still there
                 target_mode = target.mode if mode is None or mode == expect.mode else mode
-                done_word = "restored (only the agent's change " + (
-                    "taken back" if self._title.startswith("Undo") else "re-applied") + "; the file's other changes kept)"
+                whose, rest = (("the command's change", "what changed after it kept") if restore.uncertain
+                               else ("the agent's change", "the file's other changes kept"))
+                done_word = (f"restored (only {whose} " + ("taken back" if self._title.startswith("Undo") else "re-applied")
+                             + f"; {rest}" + ("; a headless run has no one to ask, and this drops none of them"
+                                              if unasked else "") + ")")
                 bytes_only = current.raw == merge if current is not None else False
                 try:  # what the run leaves: a /redo of it starts from there, without a question
                     left = self.blobs.keep(merge, target_mode, secret=self.is_secret(path) is not None)
@@ -375,8 +387,9 @@ class Restorer:
         first — "Undo the agent's change, keep the rest" (``AGENTS_CHANGE_ONLY``; its diff is
         exactly what it changes) —, then "Take the checkpoint" (the whole file) or "Keep the file as
         it is"; where it does not (``merge`` says why), the last two. An uncertain file: "Take the
-        checkpoint" or "Keep mine". Only an explicit choice changes the file (silence, a headless run:
-        it stays)."""
+        checkpoint" or "Keep mine" — and "Undo the command's change, keep later changes" first where
+        the file changed again after the call and that merges. Only an explicit choice changes the
+        file (silence: it stays; ``_restore_in`` merges unasked in a headless run)."""
         from agent_server.tools.diff_view import diff_content
 
         def text(raw: bytes | None) -> str:
@@ -391,6 +404,12 @@ class Restorer:
             keep = "Keep mine"
             body = (f"{why} Allow: take the checkpoint (the file as it is now is replaced). Reject: keep your "
                     "version. Its diff goes from yours to the checkpoint.")
+            if isinstance(merge, bytes):
+                body = (f"{why} It changed again after the command. {verb} the command's change, keep later "
+                        f"changes: only the lines that changed while the command ran "
+                        f"{'go back' if verb == 'Undo' else 'change again'} (a write of yours during it too), every "
+                        "change made after it stays (the diff shows exactly what changes). Take the checkpoint: the "
+                        "whole file is replaced by the checkpoint. Keep mine: nothing changes.")
         else:
             title = f"{shown} changed since the agent's edit"
             why = f"{path} changed since the agent's edit (by you, your editor, another program or another agent)."
@@ -411,7 +430,8 @@ class Restorer:
         shown_after = text(target)
         if isinstance(merge, bytes):
             options = (AGENTS_CHANGE_ONLY, *options)
-            names = ((AGENTS_CHANGE_ONLY, f"{verb} the agent's change, keep the rest"), *names)
+            names = ((AGENTS_CHANGE_ONLY, f"{verb} the command's change, keep later changes" if uncertain
+                      else f"{verb} the agent's change, keep the rest"), *names)
             shown_after = text(merge)
         ask = Ask(call_id, title, "other", [
             {"type": "content", "content": {"type": "text", "text": body}},  # the diff once: its own block
@@ -465,6 +485,9 @@ def _kept(uncertain: bool, answer: Answer) -> str:
            else "changed since the agent's edit")
     if answer.kind == "selected":
         return f"kept the user's version ({why})"
+    if answer.headless:
+        return (f"kept the user's version ({why}; a headless run has no one to ask, so nothing was replaced: "
+                "/undo on a terminal or in an editor offers the choice)")
     return f"kept the user's version ({why}; no answer, so nothing was replaced)"
 
 

@@ -59,12 +59,14 @@ class Answer:
     (the client answered cancelled), ``timeout``, ``error`` (an error response), ``malformed``,
     ``unknown_option``, ``unavailable`` (no client, or it cannot be asked); ``detail``: for logs;
     ``by``: who decided when it was not the user nor a failure (``"flag: --allow shell"``: a
-    headless run's grant), else ``""``."""
+    headless run's grant), else ``""``; ``headless``: ``unavailable`` because the run has no one to
+    ask at all (``agent-server run`` without a terminal) — not a client that went away."""
 
     kind: AnswerKind
     option: str | None = None
     detail: str = ""
     by: str = ""
+    headless: bool = False
 
     @property
     def allowed(self) -> bool:

@@ -762,3 +762,34 @@ async def test_undo_asked_about_a_file_a_reader_held_open_when_the_command_ended
     assert questions.asked == []
     assert path.read_bytes() == b"orig\n"
     assert "build.log: restored" in said(h, sid)
+
+
+async def test_undo_of_a_file_a_shell_command_changed_uncertainly_and_the_user_changed_again_offered_no_merge(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The user saved ``a.txt`` while the agent's command ran (so the call's change of it is
+    uncertain: whose, nothing shows) and changed its first line again after the turn. ``/undo``
+    offered only the whole checkpoint (the later change lost too) or "Keep mine" (the command's
+    line kept). The call's change alone is offered first — its diff saying exactly what goes: the
+    lines changed while the command ran, the user's line of that time too — and the later change stays."""
+    flags = git_with_flags(workspace)
+    path = workspace / "a.txt"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    questions = Questions("agents_change_only")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                     "echo agent >> a.txt")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
+        path.write_bytes(b"one\ntwo\nthree\nMY LINE\n")
+    assert path.read_bytes() == b"one\ntwo\nthree\nMY LINE\nagent\n"
+    path.write_bytes(b"ONE\ntwo\nthree\nMY LINE\nagent\n")  # after the turn
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    (question,) = questions.asked
+    assert question["toolCall"]["title"] == "a.txt: keep yours or take the checkpoint?"
+    assert [(o["optionId"], o["name"]) for o in question["options"]] == [
+        ("agents_change_only", "Undo the command's change, keep later changes"),
+        ("allow_once", "Take the checkpoint"), ("reject_once", "Keep mine")]
+    (diff,) = [c for c in question["toolCall"]["content"] if c.get("type") == "diff"]
+    assert (diff["oldText"], diff["newText"]) == ("ONE\ntwo\nthree\nMY LINE\nagent\n", "ONE\ntwo\nthree\n")
+    assert path.read_bytes() == b"ONE\ntwo\nthree\n"
+    assert "a.txt: restored (only the command's change taken back; what changed after it kept)" in said(h, sid)

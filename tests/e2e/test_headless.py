@@ -2,6 +2,7 @@
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -383,3 +384,84 @@ def test_accept_edits_overwrote_a_line_the_user_saved_while_the_agents_command_r
     assert (workspace / "a.txt").read_bytes() == b"hello\nworld\nUSER SAVED THIS\n"
     assert "has changed since you last read it" in results[-1], results
     assert "a.txt: failed" in err
+
+
+def _agent_edited(agent_env, workspace, endpoint_env) -> str:
+    """A run whose agent reads ``a.txt`` and changes alpha → ALPHA (its edit allowed by the flag);
+    returns the session id."""
+    (workspace / "a.txt").write_bytes(b"alpha\r\nbeta\r\ngamma")
+    script = [tool_call_stream([("r", "read", json.dumps({"path": "a.txt"}))]),
+              tool_call_stream([("e", "edit", json.dumps({"path": "a.txt", "old_string": "alpha",
+                                                           "new_string": "ALPHA"}))]),
+              text_stream("done")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "edit", "--cwd", str(workspace),
+                   "--allow", "edit")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.txt").read_bytes() == b"ALPHA\r\nbeta\r\ngamma"
+    return session_of(done.stderr)
+
+
+def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_though_it_merged_back_alone(
+        agent_env, workspace, agent_state_dir):
+    """``agent-server run --resume S -p /undo`` with no terminal, after the user changed another line
+    of the file the agent edited: the question could not be asked, so the agent's change stayed
+    ("kept the user's version … no answer") although taking it back alone drops nothing of the
+    user's. A headless run has no one to ask: it takes back the agent's change alone where it
+    merges back alone (byte-exact: CRLF, no final newline) and says so; where it does not — or the
+    file is uncertain — it keeps the file and says how to choose."""
+    sid = _agent_edited(agent_env, workspace, None)
+    (workspace / "a.txt").write_bytes(b"ALPHA\r\nbeta\r\ngamma, saved")
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
+                   "--resume", sid)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.txt").read_bytes() == b"alpha\r\nbeta\r\ngamma, saved"
+    assert ("a.txt: restored (only the agent's change taken back; the file's other changes kept; a headless run "
+            "has no one to ask, and this drops none of them)") in done.stdout
+
+    # the other side: the user's change touches the agent's line — nothing is taken back, and it says why
+    sid = _agent_edited(agent_env, workspace, None)
+    (workspace / "a.txt").write_bytes(b"ALPHA, saved\r\nbeta\r\ngamma")
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
+                   "--resume", sid)
+    assert (workspace / "a.txt").read_bytes() == b"ALPHA, saved\r\nbeta\r\ngamma"
+    assert "a headless run has no one to ask, so nothing was replaced" in done.stdout
+
+
+def test_a_headless_undo_on_a_terminal_offered_no_way_to_take_back_the_agents_change_alone(
+        agent_env, workspace, agent_state_dir):
+    """On a terminal the question was asked with the four letters of a tool question — "allow [o]nce,
+    [r]eject" — so /undo's first choice (the agent's change alone) could not be typed and "allow"
+    meant the whole checkpoint. A question that names its options is asked by number, each with its
+    name, the diff shown."""
+    import pty
+
+    sid = _agent_edited(agent_env, workspace, None)
+    (workspace / "a.txt").write_bytes(b"ALPHA\r\nbeta\r\ngamma, saved")
+    main, side = pty.openpty()
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        proc = subprocess.Popen([*AGENT, "run", "-p", "/undo", "--cwd", str(workspace), "--resume", sid],
+                                env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url},
+                                stdin=side, stderr=side, stdout=subprocess.PIPE)
+        os.close(side)
+        seen = b""
+        while b"choose 1-3?" not in seen:
+            assert select.select([main], [], [], HANG)[0], seen
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other side closed: the run ended without the question
+                chunk = b""
+            assert chunk, seen
+            seen += chunk
+        os.write(main, b"1\n")
+        out, _ = proc.communicate(timeout=HANG)
+    os.close(main)
+    text = seen.decode()
+    assert "[1] Undo the agent's change, keep the rest" in text
+    assert "[2] Take the checkpoint" in text and "[3] Keep the file as it is" in text
+    assert "-ALPHA" in text and "+alpha" in text  # the diff of what the first choice changes
+    assert proc.returncode == 0
+    assert (workspace / "a.txt").read_bytes() == b"alpha\r\nbeta\r\ngamma, saved"
+    assert b"only the agent's change taken back; the file's other changes kept)" in out
