@@ -233,9 +233,8 @@ class GrepTool(Tool):
         unsearched = Unsearched()
         excluded: list[str] = []
         candidates: asyncio.Task[Unsearched] | None = None
-        if name is not None:
-            pass
-        elif (rules := exclusions(ctx, real)).listed:  # a rule rg cannot be told: every file listed and judged
+        rules = exclusions(ctx, real) if name is None else None
+        if rules is not None and rules.listed:  # a rule rg cannot be told: every file listed and judged
             try:
                 listing = (rg, [*RG_COMMON, "--files", "--null"]) if rg else _fallback("files")
                 unsearched = await find_unsearched(listing, dirfd, ctx, folder, real, left_out, selected)
@@ -243,7 +242,7 @@ class GrepTool(Tool):
                 os.close(dirfd)
                 return ToolResult.error(f"grep failed: {exc.strerror or exc}")
             excluded = exclusion_args(unsearched.excluded, rg is not None)
-        else:  # said to rg as rules; the files they leave out are listed beside the search, for the note
+        elif rules is not None:  # said to rg as rules; what they leave out is listed beside the search, for the note
             excluded = rules.args(rg is not None)
             listing = ((rg, [*RG_COMMON, "--files", "--null", *rules.candidates(True)]) if rg
                        else _fallback("files", *rules.candidates(False)))
