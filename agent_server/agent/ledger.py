@@ -41,7 +41,7 @@ class LoggedReadLedger(ReadLedger):
         per file instead of one per event)."""
         ledger = cls(log)
         latest: dict[str, tuple[str, int | None]] = {}
-        for path, sha256, version in reversed(seen_files(log.events)):
+        for path, sha256, version in reversed(seen_files(log.events, log.count(SEEN))):
             latest.setdefault(path, (sha256, version))
         for path, (sha256, version) in reversed(latest.items()):  # in the order of their last events
             ReadLedger.record(ledger, FileSnapshot(Path(path), b"", sha256, version))
@@ -56,7 +56,16 @@ class LoggedReadLedger(ReadLedger):
                                     "version": snapshot.version})
 
 
-def seen_files(events: Sequence[SessionEvent]) -> list[tuple[str, str, int | None]]:
-    """``(path, sha256, version)`` of every ``file/seen`` event, oldest first."""
-    return [(str(e.data["path"]), str(e.data["sha256"]), e.data.get("version"))
-            for e in events if e.type == SEEN]
+def seen_files(events: Sequence[SessionEvent], count: int | None = None) -> list[tuple[str, str, int | None]]:
+    """``(path, sha256, version)`` of every ``file/seen`` event, oldest first. ``count``: how many
+    ``events`` hold (``EventLog.count``): the walk stops at the last one (a long log's few are
+    near its start)."""
+    found: list[tuple[str, str, int | None]] = []
+    if count == 0:
+        return found
+    for e in events:
+        if e.type == SEEN:
+            found.append((str(e.data["path"]), str(e.data["sha256"]), e.data.get("version")))
+            if len(found) == count:
+                break
+    return found

@@ -75,8 +75,14 @@ class Checkpoints:
         self.emit = emit
         self.plain_budget_files, self.plain_budget_seconds = plain_budget_files, plain_budget_seconds
         self.capture_off: str | None = None
-        self.nested_said: set[str] = {n for e in log.events if e.type == "checkpoint/nested"
-                                      for n in e.data.get("names") or []}
+        self.nested_said: set[str] = set()
+        left = log.count("checkpoint/nested")  # the walk stops at the last one (none: no walk)
+        for event in log.events if left else ():
+            if event.type == "checkpoint/nested":
+                self.nested_said.update(event.data.get("names") or [])
+                left -= 1
+                if not left:
+                    break
         self.plain_checked = False
         self.index_path = Path(log.path).parent / "shadow-index"
         self.record_path = Path(log.path).parent / "shell-writes"

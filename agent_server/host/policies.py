@@ -59,8 +59,8 @@ class SessionPolicies:
                approver: Approver) -> SessionPolicy:
         """The policy of a session being opened (its mode restored from the log when loaded)."""
         settings = self._settings()
-        modes = ModeState.from_events(log, log.events, settings.default_mode)
-        if not any(e.type == "mode/changed" for e in log.events):  # the start mode is on record too
+        modes = ModeState.from_log(log, settings.default_mode)
+        if not log.count("mode/changed"):  # the start mode is on record too
             log.append("mode/changed", {"from": None, "to": modes.current, "by": "default_mode"})
         policy = SessionPolicy(log, [Path(r) for r in roots], settings, modes, approver, emit,
                                session_tmpdir(log.path.parent), status=known_status(settings))

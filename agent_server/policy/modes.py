@@ -3,7 +3,7 @@
 Role: ``ModeState`` holds a session's current mode, logs every change as ``mode/changed``
 (``{"from", "to", "by"}``) and renders the ACP views of it: the ``modes`` object
 (``SessionModeState``) and the ``mode`` config option (``SessionConfigOption``, a select).
-``ModeState.from_events`` restores the mode of a stored session from its log.
+``ModeState.from_log`` (``from_events``) restores the mode of a stored session from its log.
 
 Must never: change the mode without logging it, or accept a mode id that is not one of the four.
 """
@@ -56,6 +56,17 @@ class ModeState:
             if event.type == "mode/changed" and event.data.get("to") in MODES:
                 mode = event.data["to"]
         return cls(log, mode)
+
+    @classmethod
+    def from_log(cls, log: EventLog, default: str = DEFAULT_MODE) -> "ModeState":
+        """``from_events(log, log.events, default)`` without a walk of the log when its newest
+        ``mode/changed`` names a mode (``EventLog.latest``), as it nearly always does."""
+        latest = log.latest("mode/changed")
+        if latest is None:
+            return cls(log, default)
+        if latest.data.get("to") in MODES:
+            return cls(log, latest.data["to"])
+        return cls.from_events(log, log.events, default)
 
     def set(self, mode_id: Any, by: str) -> bool:
         """Switch to ``mode_id`` (logged as ``mode/changed`` with ``by``); ``False`` if it already

@@ -528,3 +528,43 @@ async def test_a_load_built_a_json_encoder_for_every_message_and_update_it_encod
             await server.aclose()
     sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
     assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
+
+
+async def test_opening_a_loaded_session_walked_its_whole_log_for_events_it_holds_a_few_of(tmp_path, monkeypatch):
+    """Issue 33 item 6: making a loaded session live walked its whole history four more times on
+    the event loop, for events a long log holds a few of, near its start: the mode
+    (``ModeState.from_events``, then whether any ``mode/changed`` was logged), the files seen
+    (``seen_files``) and the nested repositories said (``Checkpoints``) — ~6.5 ms each for the
+    bench's 100k events (in process, load 10), whose one ``mode/changed`` and one ``file/seen`` are
+    among its first 20 events. The log counts its events by type (``EventLog.count``, ``latest``):
+    a walk stops at the last event of its type, and none is made for a type the log does not hold."""
+    import sys
+
+    from agent_server.session.view import Prefix
+
+    consumed: dict[str, int] = {}
+    original = Prefix.__iter__
+
+    def counted(self):
+        code = sys._getframe(1).f_code  # noqa: SLF001
+        caller = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+        for n, event in enumerate(original(self), 1):
+            consumed[caller] = max(consumed.get(caller, 0), n)
+            yield event
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 200)
+        log = read_events(store.log_path(sid))
+        assert [e.type for e in log].count("checkpoint/nested") == 0
+        last = max(e.seq for e in log if e.type in ("file/seen", "mode/changed"))
+        assert last < len(log) / 3
+        server = AcpServer(_config(endpoint.base_url), store)
+        monkeypatch.setattr(Prefix, "__iter__", counted)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+        finally:
+            monkeypatch.undo()
+            await server.aclose()
+    walks = {name: n for name, n in consumed.items() if name.split(":")[0] in ("modes.py", "policies.py", "ledger.py",
+                                                                                "recorder.py")}
+    assert all(n <= last for n in walks.values()), (walks, last, len(log), consumed)
