@@ -40,7 +40,8 @@ local S = {
   queued = {}, -- prompts sent while a turn ran: drawn when the turn before them ends
   answering = {}, -- slash commands answered at once, not answered yet: their prompt's blocks ->
   -- { before = the mark of the "## You" line of the next prompt drawn after them, or nil }
-  command_text = {}, -- the text of their answers (chunks without `messageId`) until one is answered
+  command_text = {}, -- the text of their answers (`cmd-N` chunks; chunks without `messageId` while no
+  -- turn runs) until one is answered
   after_turn = nil, -- the mark of the "## You" line of the first command drawn while the turn ran
   -- and since it last drew at the end of the chat: its answer ends above it (`end_line`)
   header = { state = "idle" },
@@ -1086,9 +1087,8 @@ function M.complete(findstart, base)
     if ch == "/" and S.commands == nil then
       -- agent-server lists them in its `initialize` answer; an agent that lists them only with a
       -- session (`available_commands_update`) has none open yet, or the server is still starting
-      pcall(vim.api.nvim_echo, { { "agent-server: the slash commands are not listed yet (the server lists "
-        .. "them once it has started; another agent with a session, after the first prompt); sending /help "
-        .. "shows them" } }, false, {})
+      pcall(vim.api.nvim_echo, { { "agent-server: no slash commands listed yet (agent-server lists them once "
+        .. "it has started, another agent with its first session); sending /help shows them" } }, false, {})
       return -3
     end
     return start - 1
