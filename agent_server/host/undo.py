@@ -311,7 +311,9 @@ class Restorer:
                     and (since or not restore.uncertain)):
                 merge = await asyncio.to_thread(merge_back, self.blobs.get(expect.blob) if expect.kept else None,
                                                 current.raw, target_raw)
-            answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge)
+            link_now = os.fsdecode(disk[0]) if disk is not None and disk[1] == LINK_MODE else None
+            answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge,
+                                                 link_now)
             merging = answer.kind == "selected" and answer.option == AGENTS_CHANGE_ONLY and isinstance(merge, bytes)
             # a headless run (no one to ask at all) of a file the agent's change merges out of alone: that
             # is what /undo asked for, and it drops none of the file's other changes — never an uncertain
@@ -381,7 +383,8 @@ class Restorer:
         return self.blobs.keep(current.raw, 0o644 if mode is None else mode, secret=self.is_secret(path) is not None)
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
-                               call_id: str, uncertain: bool, merge: bytes | str | None = None) -> Answer:
+                               call_id: str, uncertain: bool, merge: bytes | str | None = None,
+                               link_now: str | None = None) -> Answer:
         """Ask about one file (never one answer for several). A file that changed since the agent's
         edit whose agent's change merges back alone (``merge``: the merged bytes) is offered that
         first — "Undo the agent's change, keep the rest" (``AGENTS_CHANGE_ONLY``; its diff is
@@ -425,6 +428,10 @@ class Restorer:
                                      f"alone: {merge}. " if merge else "")
                         + "Take the checkpoint: the file as it is now is replaced (its other changes too). Keep the "
                         "file as it is: nothing changes. The diff goes from the file as it is to the checkpoint.")
+        if link_now is not None:  # the diff's "now" is the link's target, as a link is kept: say what it is
+            body = (f"{path} is a symbolic link now (to {link_now}), not the file the agent left. Take the checkpoint: "
+                    "the link itself is replaced by the checkpoint — where it points is never read or written. "
+                    f"{keep}: the link stays. The diff goes from the link's target path to the checkpoint.")
         options: tuple[str, ...] = (ALLOW_ONCE, REJECT_ONCE)
         names: tuple[tuple[str, str], ...] = ((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, keep))
         shown_after = text(target)

@@ -139,3 +139,31 @@ async def test_undo_when_the_files_other_change_overlaps_the_agents_says_so_and_
     text = question["toolCall"]["content"][0]["content"]["text"]
     assert "cannot be taken back alone" in text and "touch the same lines" in text
     assert target.read_bytes() == b"alpha\nbeta\ngamma\n"
+
+
+async def test_undo_of_a_file_the_user_replaced_by_a_link_showed_the_links_target_path_as_the_files_text(
+        acp_harness_factory, endpoint, workspace, tmp_path):
+    """After the agent's edit the user made ``a.txt`` a symbolic link to a shared file outside the
+    workspace. ``/undo``'s question showed the link's target path as if it were the file's text
+    ("changed since the agent's edit", a diff from a path to the file) and offered no word of the
+    link. It says the file is a link now and where to, offers no merge (a link's text is no file's
+    lines), and "Take the checkpoint" replaces the link itself: the shared file is never written."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    target = workspace / "a.txt"
+    target.write_bytes(b"alpha\nbeta\n")
+    shared = tmp_path / "shared.txt"
+    shared.write_bytes(b"the shared file\n")
+    questions = Questions("allow_once")
+    h = await start(acp_harness_factory, endpoint, questions)
+    sid = (await h.new_session(str(workspace))).session_id
+    await agent_edit(h, sid, endpoint, "a.txt", "alpha", "ALPHA")
+    target.unlink()
+    target.symlink_to(shared)
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    (question,) = questions.asked
+    assert [o["name"] for o in question["options"]] == ["Take the checkpoint", "Keep the file as it is"]
+    text = question["toolCall"]["content"][0]["content"]["text"]
+    assert f"is a symbolic link now (to {shared})" in text and "never read or written" in text
+    assert not target.is_symlink() and target.read_bytes() == b"alpha\nbeta\n"
+    assert shared.read_bytes() == b"the shared file\n"

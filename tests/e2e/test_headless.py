@@ -412,13 +412,25 @@ def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_thoug
     file is uncertain — it keeps the file and says how to choose."""
     sid = _agent_edited(agent_env, workspace, None)
     (workspace / "a.txt").write_bytes(b"ALPHA\r\nbeta\r\ngamma, saved")
+    (workspace / "a.txt").chmod(0o750)  # the user's mode too
     with OfflineEndpoint.start_in_thread([]) as ep:
         done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
                    "--resume", sid)
     assert done.returncode == 0, done.stderr
     assert (workspace / "a.txt").read_bytes() == b"alpha\r\nbeta\r\ngamma, saved"
+    assert (workspace / "a.txt").stat().st_mode & 0o7777 == 0o750
     assert ("a.txt: restored (only the agent's change taken back; the file's other changes kept; a headless run "
             "has no one to ask, and this drops none of them)") in done.stdout
+
+    # /redo after the user changed the file again: the agent's change alone re-applied, the same way
+    (workspace / "a.txt").write_bytes(b"alpha\r\nbeta\r\ngamma, saved twice")
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/redo", "--cwd", str(workspace),
+                   "--resume", sid)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.txt").read_bytes() == b"ALPHA\r\nbeta\r\ngamma, saved twice"
+    assert (workspace / "a.txt").stat().st_mode & 0o7777 == 0o750
+    assert "a.txt: restored (only the agent's change re-applied; the file's other changes kept; a headless" in done.stdout
 
     # the other side: the user's change touches the agent's line — nothing is taken back, and it says why
     sid = _agent_edited(agent_env, workspace, None)
