@@ -88,7 +88,11 @@ class SessionPolicy:
         self.ask_edits = False
         """Ask before every file change inside the roots (the plain-ACP path, where the editor
         cannot preview a proposal: the permission question, with the diff, is the review)."""
-        self.secrets = SecretMatcher(settings.secret_patterns, exact=credential_variable_paths())
+        real_roots = [os.path.realpath(r) for r in self.roots]
+        self.secrets = SecretMatcher(settings.secret_patterns, exact=[
+            (path, label) for path, label in credential_variable_paths()  # a misset one naming a root's folder: not all
+            if not any(r == os.path.realpath(path) or r.startswith(os.path.realpath(path).rstrip("/") + "/")
+                       for r in real_roots)])
         """Files that may hold secrets: by name or path pattern, and those the server's credential-path
         variables point to (``$GOOGLE_APPLICATION_CREDENTIALS``, ``$KUBECONFIG`` …)."""
         self.protected: CredentialStores | None = None

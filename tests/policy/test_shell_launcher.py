@@ -306,3 +306,19 @@ async def test_the_confined_shell_read_a_secret_named_in_capitals_and_the_file_a
     shell.confiner.allow_secrets_once(command)
     res = await shell(command)
     assert "upper-s3cret" in res.text and "gcp-s3cret" in res.text, res.text
+
+
+async def test_a_credential_variable_naming_the_workspace_itself_masked_the_root(shell, monkeypatch):
+    """A misset ``$DOCKER_CONFIG`` (the workspace folder, or one above it) named the root as a
+    credential folder to hide from the shell: a variable's folder that is or holds a root is not
+    masked (the files below it still ask in the file tools); a file it names still is."""
+    (shell.ws / "sa.json").write_text("{}\n")
+    monkeypatch.setenv("DOCKER_CONFIG", str(shell.ws))
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(shell.ws.parent))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(shell.ws / "sa.json"))
+    spec = shell.confiner.spec("workspace-write", False)
+    if "masks" not in spec:
+        pytest.skip("no mount namespace here: nothing is masked")
+    real = os.path.realpath(shell.ws)
+    assert real not in spec["masks"] and os.path.dirname(real) not in spec["masks"], spec["masks"]
+    assert os.path.join(real, "sa.json") in spec["masks"]

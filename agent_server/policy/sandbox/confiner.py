@@ -382,7 +382,10 @@ class ShellConfiner:
                 pass
             masks = credential_paths(self.settings.secret_patterns)
             if not secrets_visible:
-                masks += [m for m in self.scanner.scan(self.roots) + variable_credentials() if m not in masks]
+                roots = [str(r) for r in self.roots]  # a variable naming a root's folder (or above) hides no root
+                named = [m for m in variable_credentials() if not any(r == m or r.startswith(m.rstrip("/") + "/")
+                                                                      for r in roots)]
+                masks += [m for m in self.scanner.scan(self.roots) + named if m not in masks]
             spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
             from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD
 
