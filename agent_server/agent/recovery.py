@@ -241,7 +241,7 @@ def close_open_turn(log: EventLog, *, cause: str = CRASH) -> Recovery:
     remove(journal_path(log.path))  # logged above, or not this open step's: never to be read again
     if cause != CRASH:
         return recovery
-    for queued in waiting_prompts(log.events):
+    for queued in waiting_prompts(log.events) if log.count("inbox/queued") else ():  # (none: no walk)
         recovery.dropped.append(log.append("inbox/dropped", {
             "queued_seq": queued.seq, "reason": "process_ended", "content": queued.data.get("content", ""),
         }))

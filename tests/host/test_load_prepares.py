@@ -568,3 +568,24 @@ async def test_opening_a_loaded_session_walked_its_whole_log_for_events_it_holds
     walks = {name: n for name, n in consumed.items() if name.split(":")[0] in ("modes.py", "policies.py", "ledger.py",
                                                                                 "recorder.py")}
     assert all(n <= last for n in walks.values()), (walks, last, len(log), consumed)
+
+
+async def test_a_load_walked_its_whole_log_twice_for_queued_prompts_it_held_none_of(tmp_path, monkeypatch):
+    """Issue 33 item 6: a load's recovery looked for prompts a dead process left queued
+    (``waiting_prompts``: the closed ones, then the queued ones) with two walks of the whole
+    history — ~7 ms each for the bench's 100k events, which hold none. A log without an
+    ``inbox/queued`` event (``EventLog.count``) is not walked for them."""
+    from agent_server.agent import recovery
+
+    looked: list[int] = []
+    original = recovery.waiting_prompts
+    monkeypatch.setattr(recovery, "waiting_prompts", lambda events: looked.append(len(events)) or original(events))
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 200)
+        assert not [e for e in read_events(store.log_path(sid)) if e.type.startswith("inbox/")]
+        server = AcpServer(_config(endpoint.base_url), store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+        finally:
+            await server.aclose()
+    assert looked == []
