@@ -29,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -227,7 +228,7 @@ def credential_variable_paths(env: Mapping[str, str] | None = None) -> list[tupl
     """``(absolute path, "$NAME")`` for each file or folder a credential-path variable of ``env``
     (default: the server's environment) points to — ``CREDENTIAL_PATH_VARIABLES`` and names ending
     in ``CREDENTIAL_PATH_SUFFIXES``; ``KUBECONFIG``-style lists split on ``os.pathsep``; ``$CARGO_HOME``
-    gives its ``credentials`` files. A relative value is taken from the server's folder; ``/`` and the
+    gives its ``credentials`` files, ``$GIT_SSH_COMMAND``/``$RSYNC_RSH`` the keys their ``-i`` names. A relative value is taken from the server's folder; ``/`` and the
     home folder itself are never named (a misset variable would make every file secret)."""
     env = os.environ if env is None else env
     names = set(CREDENTIAL_PATH_VARIABLES)
@@ -238,6 +239,15 @@ def credential_variable_paths(env: Mapping[str, str] | None = None) -> list[tupl
             path = os.path.abspath(os.path.expanduser(value.strip())) if value.strip() else ""
             if path and path not in ("/", os.path.abspath(os.path.expanduser("~"))):
                 out.append((path, f"${name}"))
+    for name in ("GIT_SSH_COMMAND", "RSYNC_RSH"):  # ``ssh -i KEY …``: the identity files it names
+        try:
+            words = shlex.split(env.get(name) or "")
+        except ValueError:
+            words = []
+        for i, word in enumerate(words):
+            key = words[i + 1] if word == "-i" and i + 1 < len(words) else word[2:] if word.startswith("-i") else ""
+            if key:
+                out.append((os.path.abspath(os.path.expanduser(key)), f"${name} (-i)"))
     if env.get("CARGO_HOME"):
         out += [(os.path.join(os.path.abspath(env["CARGO_HOME"]), f), "$CARGO_HOME/" + f)
                 for f in ("credentials", "credentials.toml")]

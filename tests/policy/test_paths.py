@@ -160,12 +160,14 @@ def test_credential_path_variables_name_their_files_and_folders(tmp_path):
 
     env = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "sa.json"), "KUBECONFIG": f"{tmp_path}/a:{tmp_path}/b",
            "DOCKER_CONFIG": str(tmp_path / "dock"), "MY_API_TOKEN_FILE": str(tmp_path / "t"), "HOME": str(tmp_path),
-           "CARGO_HOME": str(tmp_path / "cargo"), "NPM_CONFIG_USERCONFIG": "", "EDITOR": str(tmp_path / "vi")}
+           "CARGO_HOME": str(tmp_path / "cargo"), "NPM_CONFIG_USERCONFIG": "", "EDITOR": str(tmp_path / "vi"),
+           "GIT_SSH_COMMAND": f"ssh -o IdentitiesOnly=yes -i '{tmp_path}/keys/deploy key'"}
     found = dict((label, path) for path, label in credential_variable_paths(env))
     assert found["$GOOGLE_APPLICATION_CREDENTIALS"] == str(tmp_path / "sa.json")
     assert [p for p, label in credential_variable_paths(env) if label == "$KUBECONFIG"] == [f"{tmp_path}/a", f"{tmp_path}/b"]
     assert {"$DOCKER_CONFIG", "$MY_API_TOKEN_FILE", "$CARGO_HOME/credentials.toml"} <= set(found)
     assert "$NPM_CONFIG_USERCONFIG" not in found and "$EDITOR" not in found
+    assert found["$GIT_SSH_COMMAND (-i)"] == f"{tmp_path}/keys/deploy key"
     matcher = SecretMatcher(home=str(tmp_path), exact=credential_variable_paths(env))
     assert matcher.match(tmp_path / "dock" / "config.json") == "$DOCKER_CONFIG"
     assert matcher.match(tmp_path / "sa.json.bak") is None
