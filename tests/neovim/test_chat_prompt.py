@@ -202,6 +202,23 @@ def test_enter_on_a_tool_line_opens_its_file_and_ctrl_c_cancels_the_turn(make_ed
     assert "_— cancelled —_" in ed.chat() and path.read_text() == "c = 1\n"
 
 
+def test_ctrl_c_right_after_sending_from_insert_mode_only_left_insert_mode_and_the_turn_went_on(
+        make_editor, endpoint, workspace):
+    """Newcomer 4, finding 5: <C-s> sends from insert mode and leaves the user there; the chat's
+    <C-c> ("cancel the running turn") was mapped in normal mode only, so the first <C-c> just left
+    insert mode and the turn (a shell command) went on. In insert mode <C-c> now cancels a running
+    turn; with none running it does what it always does."""
+    path = workspace / "c.py"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "c = 1", "c = 2")
+    ed.cmd("AgentChat")
+    ed.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('A<C-c>', true, false, true), 'mt', false)")
+    ed.idle()
+    assert "_— cancelled —_" in ed.chat() and path.read_text() == "c = 1\n"
+    typed(ed, "A<C-c>")  # nothing running: the key leaves insert mode as always, and cancels nothing
+    assert ed.lua("return vim.api.nvim_get_mode().mode") == "n"
+    assert ed.chat().count("_— cancelled —_") == 1
+
+
 def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_text_in_the_chat(
         make_editor, endpoint, workspace):
     """VS Code's F2 in Neovim: ``/usage`` sent while the answer streams is answered at once; its

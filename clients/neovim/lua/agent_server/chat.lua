@@ -1011,6 +1011,17 @@ function set_keys(buf)
     api.send_typed()
   end, "send the prompt")
   map("n", "cancel", api.cancel, "cancel the turn")
+  if keys.cancel then
+    -- <C-s> sends from insert mode and leaves the user there: <C-c> there cancels a running turn;
+    -- with none running the key does what it always does (leaves insert mode)
+    vim.keymap.set("i", keys.cancel, function()
+      if not require("agent_server.client").busy() then
+        return keys.cancel
+      end
+      vim.schedule(api.cancel)
+      return ""
+    end, { buffer = buf, expr = true, desc = "agent-server: cancel the running turn", nowait = true })
+  end
   map("n", "close", M.close, "close the chat window")
   map("n", "next_turn", function()
     M.jump_turn(1)
