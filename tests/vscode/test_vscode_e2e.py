@@ -73,6 +73,11 @@ LONG_TOKEN = "build/" + "x" * 400  # one word far wider than the panel
 AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
 
+# newcomer 4 finding 6: line breaks VS Code's text model rewrites (a mix of CRLF and LF; lone CRs);
+# MIXED_OPEN (a BOM too) is open in a clean editor when the agent edits it
+MIXED = b"a\r\nb\nc\r\nd\n"
+CR_ONLY = b"x1\ry2\rz3\r"
+MIXED_OPEN = b"\xef\xbb\xbfp\r\nq\nr\r\ns\n"
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -156,6 +161,20 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("w11", "write", path="fmt.ini", content=FMT_PROPOSED)]),
             text_stream("Set key to 2."),
         ],
+        "mixed_line_endings_byte_exact": [
+            tool_call_stream([call("rm1", "read", path="mixed.txt")]),
+            tool_call_stream([call("em1", "edit", path="mixed.txt", old_string="b", new_string="B")]),
+            text_stream("Shouted b."),
+            tool_call_stream([call("rc1", "read", path="cr.txt")]),
+            tool_call_stream([call("ec1", "edit", path="cr.txt", old_string="y2", new_string="Y2")]),
+            text_stream("Shouted y2."),
+            tool_call_stream([call("ro1", "read", path="mixedopen.txt")]),
+            tool_call_stream([call("eo1", "edit", path="mixedopen.txt", old_string="q", new_string="Q")]),
+            text_stream("Shouted q."),
+            tool_call_stream([call("ro2", "read", path="mixedopen.txt")]),
+            tool_call_stream([call("eo2", "edit", path="mixedopen.txt", old_string="s", new_string="S")]),
+            text_stream("Shouted s."),
+        ],
         "latin1_refused": [
             tool_call_stream([call("r8", "read", path="latin1.txt")]),
             tool_call_stream([call("e8", "edit", path="latin1.txt", old_string="second line",
@@ -223,6 +242,10 @@ SCENARIOS = [
     {"name": "session_quickpick_searches_and_deletes", "search": "greet", "title": "Make greet say hi"},
     {"name": "format_on_save_told_to_the_model", "prompt": "Set key to 2 in fmt.ini", "file": "fmt.ini",
      "answer": "Set key to 2."},
+    {"name": "mixed_line_endings_byte_exact", "mixed": "mixed.txt", "mixedPrompt": "Shout b in mixed.txt",
+     "mixedAnswer": "Shouted b.", "cr": "cr.txt", "crPrompt": "Shout y2 in cr.txt", "crAnswer": "Shouted y2.",
+     "open": "mixedopen.txt", "openPrompt": "Shout q in mixedopen.txt", "openAnswer": "Shouted q.", "openShows": "Q",
+     "autoPrompt": "Shout s in mixedopen.txt", "autoAnswer": "Shouted s."},
     # the second window (a multi-root workspace, its first folder opened through a symlink)
     {"name": "symlinked_workspace_one_document", "workspaceFile": "<set by the fixture>", "file": "linked.py",
      "typed": LINKED_TYPED, "prompt": "Comment the area", "answer": "Commented the area.",
@@ -257,6 +280,8 @@ def run(tmp_path_factory):
     for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ, "gone.txt": "x\n"}.items():
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
+    for name, raw in {"mixed.txt": MIXED, "cr.txt": CR_ONLY, "mixedopen.txt": MIXED_OPEN}.items():
+        (workspace / name).write_bytes(raw)
     (workspace / RACE).write_text(race_text())
     (workspace / "fmt.ini").write_text(FMT)
     # the second window: dev -> share, the workspace's first folder is dev/proj (through the link)
@@ -491,6 +516,32 @@ def test_resume_after_kill_9_continues_the_session(run):
     history = json.dumps(requests[0])
     assert "Wait once more" in history, "the prompt after kill -9 went to a new session (the history is gone)"
     assert got["dividers"] == 0 and got["runningCards"] == 0, got
+
+
+def test_a_file_with_mixed_line_endings_could_be_neither_edited_nor_undone_in_vscode(run):
+    """Newcomer 4, finding 6: VS Code's text model rewrites a mix of CRLF and LF (and lone CRs), so
+    every proposal for such a file was stale ("changed on disk since the agent read it", again after
+    every re-read) and /undo of it could not take a change back. Now each is proposed on and written
+    as the disk's bytes: every other byte (each line break, the BOM) stays exactly as it was."""
+    scenario(run, "mixed_line_endings_byte_exact")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["mixed_line_endings_byte_exact"]
+    steps = [(s["file"], s["outcome"], bytes.fromhex(s["bytes"])) for s in got["steps"]]
+    edited = MIXED.replace(b"b", b"B")
+    assert steps == [
+        ("mixed.txt", "applied", edited),  # the edit
+        ("mixed.txt", "applied", MIXED),  # /undo
+        ("mixed.txt", "applied", edited),  # /redo
+        ("cr.txt", "applied", b"x1\rY2\rz3\r"),
+        ("mixedopen.txt", "applied", MIXED_OPEN.replace(b"q", b"Q")),  # open in a clean editor
+        ("mixedopen.txt", "accept-edits", MIXED_OPEN.replace(b"q", b"Q").replace(b"s\n", b"S\n")),
+    ], got["steps"]
+    assert (workspace / "mixed.txt").read_bytes() == edited
+    # the clean editor of mixedopen.txt reloaded what was written, and is not left with unsaved text
+    assert "Q" in (got["shownAfter"] or "") and got["cleanAfter"], got
+    for call_id in ("em1", "ec1", "eo1", "eo2"):
+        told = tool_results(endpoint, call_id)
+        assert told and told[0].startswith("Edited ") and "changed since" not in told[0], (call_id, told)
 
 
 def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_u_fffd(run):

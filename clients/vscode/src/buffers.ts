@@ -17,11 +17,11 @@
  */
 
 import * as vscode from "vscode";
-import { realpathSync } from "node:fs";
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
 import * as nodePath from "node:path";
 import type * as acp from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
-import { sha256 } from "./proposalModel";
+import { modelChangesLineBreaks, sha256 } from "./proposalModel";
 
 /**
  * The real path of `p`: symlinks resolved; for a path that does not exist (yet), its nearest existing
@@ -175,6 +175,45 @@ async function readDisk(uri: vscode.Uri): Promise<string | undefined> {
   return decoded.text;
 }
 
+/** The bytes on disk of a `file:` URI read now, as text (`bom`: they start with a UTF-8 BOM, not in `text`). */
+export type DiskNow = { text: string; bom: boolean } | { gone: "missing" | "directory" | "unreadable" } | NotUtf8;
+
+/**
+ * The file of `uri` read now, synchronously: nothing is awaited between this read and a write it
+ * guards (`writeDiskNow`).
+ */
+export function readDiskNow(uri: vscode.Uri): DiskNow {
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(uri.fsPath);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    return { gone: code === "ENOENT" || code === "ENOTDIR" ? "missing" : code === "EISDIR" ? "directory" : "unreadable" };
+  }
+  const decoded = decodeUtf8(bytes);
+  if ("reason" in decoded) return decoded;
+  // the decoder takes a leading BOM off (ignoreBOM false): the text is the rest
+  return { text: decoded.text, bom: bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf };
+}
+
+/**
+ * The disk's text of `uri` when VS Code's text model of it holds other line breaks than the file
+ * (`modelChangesLineBreaks`: a mix of CRLF and LF, or lone CRs) and no editor holds unsaved text of
+ * it: such a file is read, proposed on and written as its bytes on disk, never through a document
+ * (applying to the model and saving would rewrite every line break of the file). Else undefined.
+ */
+export function diskOnlyText(uri: vscode.Uri, doc: vscode.TextDocument | undefined): { text: string; bom: boolean } | undefined {
+  if (uri.scheme !== "file" || doc?.isDirty) return undefined;
+  const now = readDiskNow(uri);
+  return "text" in now && modelChangesLineBreaks(now.text) ? now : undefined;
+}
+
+/** Writes `text` as the file's bytes (UTF-8; a BOM first when `bom`), synchronously, in place (its mode and links kept). */
+export function writeDiskNow(uri: vscode.Uri, text: string, bom: boolean): void {
+  const body = new TextEncoder().encode(text);
+  writeFileSync(uri.fsPath, bom ? new Uint8Array([0xef, 0xbb, 0xbf, ...body]) : body);
+}
+
 /**
  * Why the document of `uri` (open as `doc`, or only on disk) is not UTF-8 text, or undefined: VS Code
  * holds it in another encoding, or the file's bytes on disk are not UTF-8 (whatever the document
@@ -284,6 +323,17 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   if (bad) throw notUtf8Error(params.path, bad); // saving would re-encode the whole file
   const wasDirty = doc.isDirty;
   const guard = (params._meta as { agentServer?: { version?: unknown; sha256?: unknown } } | null | undefined)?.agentServer;
+  const diskOnly = diskOnlyText(uri, doc);
+  if (diskOnly) {
+    // VS Code's model of it holds other line breaks than the file: the disk's bytes are the text (as
+    // read), written in place; the clean document reloads from them
+    if (guard && typeof guard.sha256 === "string" && sha256(diskOnly.text) !== guard.sha256) {
+      throw new RequestError(-32603, `${params.path} changed on disk since the agent read it; nothing was written`, { agentServer: { stale: true } });
+    }
+    outside();
+    writeDiskNow(uri, params.content, diskOnly.bom);
+    return {};
+  }
   if (guard && typeof guard.sha256 === "string" && doc.version !== guard.version && sha256(doc.getText()) !== guard.sha256) {
     throw new RequestError(-32603, `${params.path} changed in the editor since the agent read it; nothing was written`, { agentServer: { stale: true } });
   }

@@ -109,10 +109,12 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     // a proposal's file deleted or replaced on disk (a terminal's rm): its card turns stale at once
     const disk = vscode.workspace.createFileSystemWatcher("**/*");
     const onDisk = (uri: vscode.Uri) => void this.manager.diskChanged(uri);
+    const onDiskChanged = (uri: vscode.Uri) => void this.manager.diskChanged(uri, true);
     return vscode.Disposable.from(
       disk,
       disk.onDidDelete(onDisk),
       disk.onDidCreate(onDisk),
+      disk.onDidChange(onDiskChanged), // a file proposed on its bytes on disk, written by another program
       vscode.workspace.registerFileSystemProvider(PROPOSAL_SCHEME, this, { isCaseSensitive: true }),
       vscode.languages.registerCodeLensProvider({ scheme: PROPOSAL_SCHEME }, this),
       vscode.window.tabGroups.onDidChangeTabs((e) => {
@@ -129,7 +131,9 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     const p = ref && (this.manager.get(ref.id) ?? this.onScreen.get(ref.id));
     const file = p?.files[ref!.fileIndex];
     if (!p || !file) return undefined;
-    return ref!.side === "old" ? { text: file.expected, readonly: true } : { text: p.proposed(file), readonly: false };
+    // a file proposed on its bytes on disk: its proposed side is not editable (VS Code's model of it
+    // changes the line breaks, so what is typed there could not be told from them)
+    return ref!.side === "old" ? { text: file.expected, readonly: true } : { text: p.proposed(file), readonly: Boolean(file.disk) };
   }
 
   stat(uri: vscode.Uri): vscode.FileStat {
@@ -149,7 +153,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
    * proposal that was answered meanwhile is dropped. */
   writeFile(uri: vscode.Uri, content: Uint8Array): void {
     const ref = parseProposalUri(uri);
-    if (!ref || ref.side !== "new") throw vscode.FileSystemError.NoPermissions(uri);
+    if (!ref || ref.side !== "new" || this.manager.get(ref.id)?.files[ref.fileIndex]?.disk) throw vscode.FileSystemError.NoPermissions(uri);
     this.manager.edit(ref.id, ref.fileIndex, new TextDecoder().decode(content));
   }
 
@@ -176,7 +180,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   /** The user typed into a proposed side: the manager recomputes that file's hunks. */
   private onTyped(doc: vscode.TextDocument): void {
     const ref = parseProposalUri(doc.uri);
-    if (ref?.side === "new") this.manager.edit(ref.id, ref.fileIndex, doc.getText());
+    if (ref?.side === "new" && !this.manager.get(ref.id)?.files[ref.fileIndex]?.disk) this.manager.edit(ref.id, ref.fileIndex, doc.getText());
     else if (!ref) this.manager.documentChanged(doc);
   }
 
@@ -208,7 +212,8 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     this.panel.proposalShown(p);
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
-      const left = file.create ? proposalUri(p, i, "old") : file.uri;
+      // a file proposed on its bytes on disk: the left side is those bytes, never a document of the file
+      const left = file.create || file.disk ? proposalUri(p, i, "old") : file.uri;
       await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: false });
     }
   }

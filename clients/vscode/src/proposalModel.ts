@@ -32,6 +32,15 @@ export function isStale(
   return versionDiffers && hashDiffers !== false;
 }
 
+/**
+ * Whether VS Code's text model changes the line breaks of `text` when it loads it: a model holds one
+ * kind of line break, so a text whose lines end in a mix of CRLF and LF, or in a lone CR (old Mac),
+ * is normalised on load — its `getText()` (and a save of it) are other bytes than the file's.
+ */
+export function modelChangesLineBreaks(text: string): boolean {
+  return /\r(?!\n)/.test(text) || (text.includes("\r\n") && /(^|[^\r])\n/.test(text));
+}
+
 /** A text edit of the wire (positions in the negotiated encoding). */
 export interface WireTextEdit {
   range: Range;

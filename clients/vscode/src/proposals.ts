@@ -7,6 +7,10 @@
  * refuses) is answered `failed`, nothing applied: applying a `WorkspaceEdit` and saving would write
  * every byte of the file re-encoded, U+FFFD for the bytes VS Code could not decode.
  *
+ * A file whose line breaks VS Code's text model would change (a mix of CRLF and LF, lone CRs) and
+ * that no editor holds unsaved text of is proposed on its bytes on disk and written there in place
+ * (`FileChange.disk`): never through a document, whose save would rewrite every line break.
+ *
  * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
  * `applied` without reading the document back, save a document that is not UTF-8.
  */
@@ -15,7 +19,7 @@ import { ASK_AGAIN_NOTE } from "../webview/state";
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
-import { editorUri, leadsOutside, notUtf8, openDocument } from "./buffers";
+import { diskOnlyText, editorUri, leadsOutside, notUtf8, openDocument, readDiskNow, writeDiskNow } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -59,6 +63,9 @@ export interface FileChange {
   applying?: boolean;
   /** What the disk held at the file's path when the proposal arrived (`diskState`). */
   onDisk?: DiskState;
+  /** Proposed on, and applied to, the file's bytes on disk (`diskOnlyText`: VS Code's text model of it
+   * would change its line breaks); `bom`: the file starts with one (kept). No document is used. */
+  disk?: { bom: boolean };
   /** Its path led outside the workspace already when the proposal arrived (the server's policy let
    * it through); else a path that leads outside when it is written is refused (`leadsOutside`). */
   outsideAtArrival?: boolean;
@@ -211,7 +218,7 @@ export class ProposalManager {
     } catch (err) {
       return { outcome: "failed", message: `could not read the proposal: ${String(err instanceof Error ? err.message : err)}` };
     }
-    const stale = proposal.files.find((f) => f.doc && isStale({ version: f.doc.version, text: f.doc.getText() }, f.version, f.baseHash));
+    const stale = proposal.files.find((f) => f.disk ? isStale({ version: null, text: f.base }, f.version, f.baseHash) : f.doc && isStale({ version: f.doc.version, text: f.doc.getText() }, f.version, f.baseHash));
     this.live.set(proposal.id, proposal);
     // a clean document whose file left the disk after the agent read it (the read would have failed before)
     const gone = stale ? undefined : proposal.files.find((f) => f.doc && !f.doc.isDirty && f.onDisk !== undefined && f.onDisk !== "file");
@@ -223,7 +230,7 @@ export class ProposalManager {
       return result;
     }
     if (stale) {
-      const where = stale.doc!.isDirty ? "in the editor" : "on disk";
+      const where = !stale.disk && stale.doc!.isDirty ? "in the editor" : "on disk";
       const result: ApplyWorkspaceEditResult = { outcome: "stale", message: `${stale.uri.fsPath} changed ${where} since the agent read it` };
       proposal.settle(result);
       await this.view.finish(proposal, result);
@@ -259,7 +266,13 @@ export class ProposalManager {
       const create = created.has(wireUri.toString());
       const uri = editorUri(wireUri); // never a second document of a file open under another path
       let doc: vscode.TextDocument | undefined;
-      if (!create) {
+      const disk = create ? undefined : diskOnlyText(uri, openDocument(uri));
+      if (disk && (params.save ?? "if-clean") !== "if-clean") {
+        return { outcome: "failed", message: `${uri.fsPath} has mixed or lone-CR line breaks, which VS Code's editor would rewrite: it can only be changed on disk, and this proposal asks not to save (save: ${params.save}); nothing was applied` };
+      }
+      if (disk) {
+        // the disk's bytes are the document: no text model of it is opened
+      } else if (!create) {
         try {
           doc = openDocument(uri) ?? (await vscode.workspace.openTextDocument(uri));
         } catch (err) {
@@ -276,7 +289,7 @@ export class ProposalManager {
       const onDisk = create ? undefined : await diskState(uri);
       const bad = create ? undefined : await notUtf8(uri, doc);
       if (bad) return { outcome: "failed", message: `${uri.fsPath} is not UTF-8 text (${bad.reason}); nothing was applied` };
-      const text = doc?.getText() ?? "";
+      const text = disk ? disk.text : doc?.getText() ?? "";
       files.push({
         uri,
         wireUri: change.textDocument.uri,
@@ -291,6 +304,7 @@ export class ProposalManager {
         edited: false,
         onDisk,
         outsideAtArrival: leadsOutside(uri) !== undefined,
+        ...(disk ? { disk: { bom: disk.bom } } : {}),
       });
     }
     for (const op of ops) op.outsideAtArrival = [op.uri, op.newUri].some((u) => u && leadsOutside(u) !== undefined);
@@ -376,6 +390,10 @@ export class ProposalManager {
       if (p.done) continue;
       const file = p.files.find((f) => !f.create && f.uri.toString() === key);
       if (!file || file.applying) continue;
+      if (file.disk) {
+        void this.diskChanged(file.uri, true); // its document is not what it is proposed on: the disk and unsaved text decide
+        continue;
+      }
       const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined;
       if (stale === p.stale) continue;
       p.stale = stale;
@@ -388,10 +406,17 @@ export class ProposalManager {
    * marked stale at once when the file is gone from disk (`goneFromDisk`), and un-marked when it is
    * back with the text the change was computed on.
    */
-  async diskChanged(uri: vscode.Uri): Promise<void> {
+  async diskChanged(uri: vscode.Uri, changed = false): Promise<void> {
     for (const p of [...this.live.values()]) {
       const file = p.files.find((f) => !f.create && f.uri.fsPath === uri.fsPath);
-      if (p.done || !file || file.applying) continue;
+      if (p.done || !file || file.applying || (changed && !file.disk)) continue;
+      if (file.disk) {
+        const stale = this.diskStale(file);
+        if (stale === p.stale) continue;
+        p.stale = stale;
+        this.view.refresh(p);
+        continue;
+      }
       const gone = goneFromDisk(file, await diskState(file.uri));
       const doc = file.doc && !file.doc.isClosed ? file.doc : undefined;
       const stale = gone ?? (doc && doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined);
@@ -399,6 +424,20 @@ export class ProposalManager {
       p.stale = stale;
       this.view.refresh(p);
     }
+  }
+
+  /**
+   * Why a file proposed on its bytes on disk (`FileChange.disk`) can no longer take the change, or
+   * undefined: an editor holds unsaved text of it, it left the disk, it is not UTF-8 now, or its text
+   * on disk is not the one the change was computed on. Synchronous (the check right before the write).
+   */
+  private diskStale(file: FileChange): string | undefined {
+    const name = vscode.workspace.asRelativePath(file.uri);
+    if (openDocument(file.uri)?.isDirty) return `${name} changed in the editor since the agent read it (its editor holds unsaved text; the change was computed on the bytes on disk)`;
+    const now = readDiskNow(file.uri);
+    if ("gone" in now) return goneFromDisk(file, now.gone);
+    if ("reason" in now) return `${name} is not UTF-8 text now (${now.reason})`;
+    return now.text !== file.expected ? `${name} changed on disk since the agent read it` : undefined;
   }
 
   /** "Ask the agent again": the proposal is answered stale, so the agent reads the current text and redoes its change. */
@@ -424,6 +463,7 @@ export class ProposalManager {
    * checked through the change events, and nothing is undone.
    */
   private async applyHunks(p: Proposal, file: FileChange, hunks: Hunk[]): Promise<{ outcome: "stale" | "failed" | "partial"; message: string } | undefined> {
+    if (file.disk) return this.applyOnDisk(p, file, hunks);
     const edit = new vscode.WorkspaceEdit();
     const key = file.uri.toString();
     const creating = file.create && !p.createdApplied.has(key);
@@ -497,6 +537,34 @@ export class ProposalManager {
     return undefined;
   }
 
+  /**
+   * Applies `hunks` to a file proposed on its bytes on disk (`FileChange.disk`): checked, written in
+   * place (its BOM kept, every other byte as it was) and read back, with nothing awaited in between.
+   * A clean editor of it reloads from the disk.
+   */
+  private applyOnDisk(p: Proposal, file: FileChange, hunks: Hunk[]): { outcome: "stale" | "failed" | "partial"; message: string } | undefined {
+    const stale = this.diskStale(file) ?? (file.outsideAtArrival ? undefined : leadsOutside(file.uri));
+    if (stale) return { outcome: p.anyApplied ? "partial" : "stale", message: `${stale}; nothing more was applied` };
+    const now = readDiskNow(file.uri);
+    const bom = "text" in now ? now.bom : file.disk!.bom;
+    const expected = applyToText(file.expected, hunks);
+    try {
+      writeDiskNow(file.uri, expected, bom);
+    } catch (err) {
+      return { outcome: p.anyApplied ? "partial" : "failed", message: `could not write ${file.uri.fsPath}: ${String(err instanceof Error ? err.message : err)}; nothing more was applied` };
+    }
+    const back = readDiskNow(file.uri);
+    if (!("text" in back) || back.text !== expected || back.bom !== bom) {
+      return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} does not hold the expected bytes after the write (another program wrote it at the same time?)` };
+    }
+    for (const h of [...hunks].sort((a, b) => b.index - a.index)) {
+      h.state = "accepted";
+      shiftPending(file.hunks, h);
+    }
+    file.expected = expected;
+    return undefined;
+  }
+
   /** Saves per `save`, builds the answer, settles and lets the view clean up. */
   async finish(p: Proposal, outcome: ApplyWorkspaceEditResult["outcome"], message?: string): Promise<void> {
     if (p.done) return;
@@ -522,6 +590,10 @@ export class ProposalManager {
         // Edited by the user: exactly what landed, as edits against the text the agent read.
         const edits = file.edited ? toWireEdits(file.base, lineEdits(file.base, file.expected), p.encoding) : accepted.map((h) => h.wire);
         result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });
+        if (file.disk) {
+          result.versions[key] = { version: null, sha256: sha256(file.expected) }; // written on disk as it was applied
+          continue;
+        }
         const doc = file.doc ?? openDocument(file.uri);
         const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty && !file.typedAfter;
         const moved = doc && mustSave && !file.outsideAtArrival ? leadsOutside(doc.uri) : undefined;

@@ -301,6 +301,77 @@ const scenarios = {
     expectEqual("document unsaved", await activeTabDirty(page), false);
   },
 
+  /**
+   * Newcomer 4, finding 6: files whose line breaks VS Code's text model rewrites (a mix of CRLF and
+   * LF, lone CRs) could neither be edited (every proposal stale "changed on disk") nor undone. In a
+   * new session: an edit of mixed.txt (not open) accepted, /undo and /redo of it accepted, an edit of
+   * cr.txt (lone CRs), an edit of mixedopen.txt (BOM, mixed, open in a clean editor) accepted, and
+   * one in accept-edits mode. The disk's bytes after each step (hex) go to the pytest side.
+   */
+  async mixed_line_endings_byte_exact(page, s) {
+    const p = panel(page);
+    const hex = (name) => readFileSync(join(config.workspace, name)).toString("hex");
+    const steps = [];
+    await runCommand(page, "Agent: New Session");
+    await p.locator(".proposal").first().waitFor({ state: "detached", timeout: T });
+    let cards = 0;
+    /** The next proposal: Accept All in its diff (when one opens); its card's outcome and text. */
+    const decide = async (file) => {
+      const card = p.locator(".proposal").nth(cards++);
+      await card.waitFor({ timeout: T }).catch((err) => {
+        throw new Error(`no proposal ${cards} for ${file} (the steps before: ${JSON.stringify(steps)}): ${err}`);
+      });
+      const finished = p.locator(".proposal[data-outcome]:not([data-outcome=\"pending\"])").nth(cards - 1);
+      const diff = page.locator(".editor-group-container.active .monaco-diff-editor");
+      const first = await Promise.race([
+        diff.waitFor({ timeout: T }).then(() => "diff"),
+        finished.waitFor({ timeout: T }).then(() => "finished"),
+      ]);
+      if (first === "diff" && (await card.getAttribute("data-outcome")) === "pending") {
+        await page.waitForTimeout(300);
+        await titleAction(page, "Accept All");
+      }
+      await finished.waitFor({ timeout: T });
+      await waitIdle(page);
+      steps.push({ file, outcome: await card.getAttribute("data-outcome"), card: ((await card.textContent()) ?? "").trim().slice(0, 400), bytes: hex(file) });
+    };
+    const ask = async (prompt, answer, file) => {
+      await promptInPanel(page, prompt);
+      await decide(file);
+      if (answer) await p.locator(".agent", { hasText: answer }).last().waitFor({ timeout: T });
+    };
+    await ask(s.mixedPrompt, s.mixedAnswer, s.mixed);
+    await promptInPanel(page, "/undo");
+    await decide(s.mixed);
+    await promptInPanel(page, "/redo");
+    await decide(s.mixed);
+    await ask(s.crPrompt, s.crAnswer, s.cr);
+    await quickOpen(page, s.open);
+    const shownBefore = await editorText(page);
+    await ask(s.openPrompt, s.openAnswer, s.open);
+    await page.locator(`.editor-group-container .tab[aria-label^="${s.open}"]`).first().click();
+    // the clean editor reloads from the disk the change was written to, and stays clean
+    let shownAfter = await editorText(page);
+    for (let i = 0; i < 100 && !shownAfter?.includes(s.openShows); i++) {
+      await page.waitForTimeout(200);
+      shownAfter = await editorText(page);
+    }
+    const cleanAfter = !(await activeTabDirty(page));
+    // accept-edits: applied without review
+    await promptInPanel(page, "/mode accept-edits");
+    await p.locator(".agent", { hasText: "Mode: accept-edits" }).last().waitFor({ timeout: T });
+    await waitIdle(page);
+    await promptInPanel(page, s.autoPrompt);
+    await p.locator(".agent", { hasText: s.autoAnswer }).last().waitFor({ timeout: T });
+    await waitIdle(page);
+    steps.push({ file: s.open, outcome: "accept-edits", bytes: hex(s.open) });
+    await promptInPanel(page, "/mode workspace-write");
+    await p.locator(".agent", { hasText: "Mode: workspace-write" }).last().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "mixed-line-endings");
+    return { steps, shownBefore, shownAfter, cleanAfter };
+  },
+
   /** Reject All from the diff's title → rejected (the pytest side checks the model was told). */
   async reject_tells_the_model(page, s) {
     await promptInPanel(page, s.prompt);
