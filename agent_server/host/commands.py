@@ -93,6 +93,11 @@ def current_model(events: Sequence[SessionEvent], default: str | None) -> str | 
     return default
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def usage_report(events: Sequence[SessionEvent], context_window: int, settings: AgentSettings | None = None) -> str:
     """A short text: tokens of the last request, totals over the session (summarising requests and
     failed tries included), turns and requests; with ``settings``, the share of input tokens the
@@ -111,11 +116,11 @@ def usage_report(events: Sequence[SessionEvent], context_window: int, settings: 
             requests += 1
     turns = sum(1 for e in events if e.type == "turn/start")
     if last is None:
-        return f"No model usage recorded yet in this session ({turns} turns)."
+        return f"No model usage recorded yet in this session ({_count(turns, 'turn')})."
     used = int(last.get("total_tokens") or (int(last.get("prompt_tokens") or 0) + int(last.get("completion_tokens") or 0)))
     share = f"{100 * used / context_window:.1f}%" if context_window else "?"
     text = (f"Context: {used:,} of {context_window:,} tokens ({share}) in the last request.\n"
-            f"Session: {turns} turns, {requests} model requests, {prompt:,} prompt + {completion:,} "
+            f"Session: {_count(turns, 'turn')}, {_count(requests, 'model request')}, {prompt:,} prompt + {completion:,} "
             f"completion tokens in all.")
     if settings is not None:
         totals = CostMemo().tokens(events, settings)
