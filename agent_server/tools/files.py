@@ -93,7 +93,9 @@ class WriteOutcome:
     the model. ``saved``: whether the disk now holds the new text (``False``: the change is in an
     editor buffer with unsaved changes, the disk still has the old text). ``landed_by``: who made
     ``snapshot`` differ from what was sent — ``"user"`` (adjusted before accepting) or ``"editor"``
-    (the client changed the text while writing it, e.g. a final blank line).
+    (the client changed the text while writing it, e.g. a final blank line). ``merged``: the editor
+    applied the change on top of the user's edits of other lines made while it waited; ``snapshot``
+    is then the agent's view (its base with the change), not the file's text.
     """
 
     status: Literal["written", "partial", "rejected", "stale", "cancelled", "timeout", "failed"]
@@ -103,6 +105,7 @@ class WriteOutcome:
     hunks_applied: int | None = None
     hunks_total: int | None = None
     landed_by: Literal["user", "editor"] = "user"
+    merged: bool = False
 
 
 @runtime_checkable

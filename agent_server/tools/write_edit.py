@@ -110,6 +110,11 @@ async def _commit(
             notes.append(f"The change is in the editor's buffer of {shown}, which has unsaved changes, so "
                          "the file on disk still has the old text: commands that read the file (tests, "
                          "builds) will not see the change until the user saves it.")
+        if outcome.merged:
+            notes.append(f"While your proposal waited, the user edited other lines of {shown} in the editor; "
+                         "your change was applied on top of their edits (theirs kept as they are), so the file "
+                         "now holds text you have not seen. Read it again before you edit it, above all near "
+                         "their edits.")
         if landed is not None and _differs(raw, landed.raw) and outcome.status == "written":
             who = ("The editor changed the text while writing it" if outcome.landed_by == "editor"
                    else "The user adjusted your change before accepting it")

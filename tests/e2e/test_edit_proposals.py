@@ -356,3 +356,38 @@ async def test_odd_editor_answers_are_reported_not_internal_errors(acp_harness_f
     assert (await h.prompt(sid, "go")).stop_reason == "end_turn"
     result = tool_messages(endpoint, 2)[-1]["content"]
     assert expect in result and "unexpectedly" not in result
+
+
+async def test_typing_on_another_line_while_a_proposal_waited_made_it_stale_merged_answer_tells_the_model(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    # NEWCOMER4 finding 7: the editor now merges the agent's hunks with the user's typing on other lines
+    # and says so (`_meta.agentServer.merged`); the model learns the file holds text it has not seen
+    path = workspace / "crlf.txt"
+    path.write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    editor = MemoryEditor({str(path): Buffer("one\r\ntwo\r\nthree\r\n", version=1)})
+
+    def merge(params, hunks):
+        doc = params["edit"]["documentChanges"][0]
+        uri = doc["textDocument"]["uri"]
+        editor.buffers[str(path)] = Buffer("one USER\r\nTWO\r\nmore\r\nthree\r\n", version=3)
+        return {"outcome": "applied", "saved": False, "applied": {"documentChanges": [doc]},
+                "versions": {uri: {"version": 3, "sha256": "hash of the merged text"}},
+                "_meta": {"agentServer": {"merged": [uri]}}}
+    editor.decide = merge
+    push(endpoint, call("r", "read", path="crlf.txt"),
+         call("e", "edit", path="crlf.txt", old_string="two\n", new_string="TWO\nmore\n"),
+         call("e2", "edit", path="crlf.txt", old_string="three", new_string="THREE"), text_stream("ok"))
+    h, sid, _ = await start(acp_harness_factory, endpoint, workspace, editor)
+    assert (await h.prompt(sid, "two")).stop_reason == "end_turn"
+    first = tool_messages(endpoint, 2)[-1]["content"]
+    assert first.startswith("Edited crlf.txt")
+    assert "the user edited other lines of crlf.txt" in first and "Read it again before you edit it" in first
+    assert "The editor changed the text" not in first  # the user's typing is not the editor's doing
+    # the agent's memory is its own change, not the merged text: editing again without a read is refused
+    second = tool_messages(endpoint, 3)[-1]["content"]
+    assert "has changed since you last read it" in second
+    assert len(editor.proposals) == 1
+    await h.close()
+    log = EventLog.open(agent_state_dir / "sessions" / sid / "events.jsonl")
+    logged = [e.data for e in log.events if e.type == "tool/result" and e.data["call_id"] == "e"][0]
+    assert logged["content"] == first  # what the model saw is what the log holds

@@ -290,8 +290,14 @@ class EditorFiles:
             versions = result.get("versions") if isinstance(result.get("versions"), dict) else {}
             info = versions.get(uri) if isinstance(versions.get(uri), dict) else {}
             version = info.get("version") if isinstance(info.get("version"), int) else None
-            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
             saved = result.get("saved") is True
+            if uri in _merged_uris(result):  # the document also holds the user's edits of other lines
+                # ``landed`` is the agent's view (its base + the applied hunks), never the document's
+                # text: no version, so the next change is checked against what the editor holds now
+                status = "written" if outcome == "applied" else "partial"
+                return WriteOutcome(status, message, FileSnapshot.of(path, landed.encode("utf-8"), None), saved=saved,
+                                    hunks_applied=applied, hunks_total=total, merged=True)
+            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
             after_save = await self._saved_otherwise(path, info.get("sha256"), landed)
             if after_save is not None:  # a formatter on save (BufWritePre, format-on-save) changed it
                 status = "written" if outcome == "applied" else "partial"
@@ -513,6 +519,15 @@ def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, 
         if isinstance(change, dict) and "edits" in change and change["textDocument"]["uri"] == uri:
             edits.extend(change["edits"])
     return apply_text_edits(old, edits, encoding), len(edits)
+
+
+def _merged_uris(result: dict[str, Any]) -> list[str]:
+    """The documents the editor merged the agent's hunks into with the user's edits of other lines
+    (``_meta.agentServer.merged``, docs/protocol.md "Edit proposals")."""
+    meta = result.get("_meta")
+    agent = meta.get("agentServer") if isinstance(meta, dict) else None
+    merged = agent.get("merged") if isinstance(agent, dict) else None
+    return [u for u in merged if isinstance(u, str)] if isinstance(merged, list) else []
 
 
 def _regular_file(path: Path) -> bool:
