@@ -369,3 +369,23 @@ def test_a_read_whose_open_the_kernel_merged_with_the_commands_own_open_hid_a_la
         fh.write("the user's save\n")
     go_on(proc)
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+@pytest.mark.parametrize("why", ["batch", "reads"])
+def test_a_created_file_moved_to_its_own_watch_still_saw_a_save_whose_close_the_kernel_merged(tmp_path, why):
+    """A created file's opens move from its folder's watch to its own in batches (64 created files),
+    or sooner when the folder's watch carries many reads of other files (a build reading its sources
+    there) — the switch marked in the queue: the user's save into it afterwards (the closes merged) is
+    still counted, and the files only the command wrote stay its own."""
+    files = {f"r{i}.txt": "x\n" for i in range(600)} if why == "reads" else {}
+    work = work_folder(tmp_path, files)
+    before = ("for i in $(seq 1 70); do echo $i > f$i.txt; done" if why == "batch"
+              else "echo 1 > f1.txt; cat r*.txt > /dev/null; : > /dev/null")
+    proc = talk(tmp_path, work, f"{before}; exec 3>>f1.txt; echo agent >&3; echo wrote; read go; exec 3>&-")
+    assert proc.stdout.readline() == b"wrote\n"
+    (work / "f2.txt").exists() and (work / "f2.txt").read_bytes()  # a read of another created file
+    with open(work / "f1.txt", "a") as fh:
+        fh.write("the user's save\n")
+    go_on(proc)
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "f1.txt")}

@@ -331,6 +331,9 @@ _FILE_MASK = _OPENS | IN_ACCESS
 _HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
 O_CREAT, O_EXCL = 0o100, 0o200
 _PROBE = -1  # stands for the lease probe's own open among the command's (``Watch.own``)
+# created files move to their own watch in batches (a marker each: bench/README.md) — or sooner once
+# their folders' watches carry that many opens of other files (a build reading its sources there)
+_SWITCH_BATCH, _SWITCH_NOISE = 64, 512
 
 
 def _device(path: bytes) -> bool:
@@ -399,6 +402,7 @@ class Watch:
         self.created_dir: dict[bytes, tuple[int, bytes]] = {}  # resolved path -> (its folder's wd, folder)
         self.open_dirs: dict[int, set[bytes]] = {}  # folder wd counting opens -> the created paths in it
         self.to_switch: set[bytes] = set()
+        self.noise = 0  # opens of other files the folders counting a created file's carried since the last switch
         self.switching: dict[bytes, int] = {}  # created path -> its new file watch, until the marker
         self.fresh: set[int] = set()  # file watches whose events before the marker are the folder's
         self.marker: int | None = None
@@ -536,6 +540,7 @@ class Watch:
     def _switch(self) -> None:
         """The created files seen since: each gets its own watch, and a marker follows in the
         queue — before it, their opens are their folder's events; after it, their own watch's."""
+        self.noise = 0
         if self._marker_inode() is None:  # no marker can be made: their folders go on counting
             self.to_switch.clear()
             return
@@ -646,6 +651,8 @@ class Watch:
                         if spelled in self.created:
                             self._opened(self.created, spelled, mask)
                             break
+                    else:
+                        self.noise += 1
                 if mask & _CHANGES:
                     events.extend((os.path.join(folder, name), mask) for folder in self.dirs.get(wd, ()))
         return events
@@ -656,6 +663,8 @@ class Watch:
             own = self.own.get(key)
             if own:  # the command's own write-open, announced before it
                 own.pop(0)
+                if not own:
+                    del self.own[key]
             else:
                 counts[key] = counts.get(key, 0) + 1
         elif counts.get(key, 0) > 0:
@@ -666,7 +675,7 @@ class Watch:
         while True:
             raw = self._read()
             out += self._judge(self._take(raw), pid, ended)
-            if self.to_switch and not ended:
+            if self.to_switch and not ended and (len(self.to_switch) >= _SWITCH_BATCH or self.noise >= _SWITCH_NOISE):
                 self._switch()
             if self.marker is None or (not raw and self.fd >= 0):
                 if self.marker is not None:  # the marker is queued before we read: not there, it was lost
@@ -674,7 +683,11 @@ class Watch:
                 break
         # ``pid`` is making its next call, so its earlier opens are done: one no event showed failed
         for key in list(self.own):
-            self.own[key] = [] if ended else [p for p in self.own[key] if p not in (pid, _PROBE)]
+            left = [] if ended else [p for p in self.own[key] if p not in (pid, _PROBE)]
+            if left:
+                self.own[key] = left
+            else:
+                del self.own[key]
         return out
 
     def _judge(self, events: list[tuple[bytes, int]], pid: int, ended: bool) -> bytes:
