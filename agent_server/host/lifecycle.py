@@ -223,12 +223,15 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     context = ToolContext.on_disk(*(roots or ["/"]))
     results: dict[str, SessionEvent] = {}
     changed: dict[str, list[SessionEvent]] = {}  # the checkpoint/file events of each call (what /undo takes back)
-    for event in events:
-        if event.type == "tool/result":
+    announced: set[str] = set()  # the editor ids of the calls announced (``tool/call``)
+    for event in events:  # (one walk for the three)
+        kind = event.type
+        if kind == "tool/result":
             results.setdefault(str(event.data.get("tool_call_id")), event)
-        elif event.type == "checkpoint/file" and event.data.get("call_id"):
+        elif kind == "tool/call":
+            announced.add(f"tc-{event.seq}")
+        elif kind == "checkpoint/file" and event.data.get("call_id"):
             changed.setdefault(str(event.data["call_id"]), []).append(event)
-    announced = {f"tc-{e.seq}" for e in events if e.type == "tool/call"}
     shown: dict[tuple[str, str], dict[str, Any]] = {}  # a call's display by (tool, arguments): computed once
     restore: SessionEvent | None = None  # the restore of the /undo or /redo whose command comes next
     step_seq: int | None = None  # the step whose answer the next assistant event holds (its messageId)

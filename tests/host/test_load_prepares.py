@@ -589,3 +589,33 @@ async def test_a_load_walked_its_whole_log_twice_for_queued_prompts_it_held_none
         finally:
             await server.aclose()
     assert looked == []
+
+
+async def test_the_load_s_replay_walked_the_whole_history_three_times(tmp_path, monkeypatch):
+    """Issue 33 item 6: the replay (``lifecycle.history_updates``) walked the whole history once for
+    the calls' results and changed files, once more for the calls announced, then once to make the
+    updates — ~7 ms a walk for the bench's 100k events. The first two are one walk now; the
+    updates are the same (the load's replay tests)."""
+    import sys
+
+    from agent_server.session.view import Prefix
+
+    walks: list[str] = []
+    original = Prefix.__iter__
+
+    def counted(self):
+        code = sys._getframe(1).f_code  # noqa: SLF001
+        if code.co_filename.endswith("lifecycle.py") and len(self) > 20:
+            walks.append(code.co_name)
+        return original(self)
+
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 3, 200)
+        server = AcpServer(_config(endpoint.base_url), store)
+        monkeypatch.setattr(Prefix, "__iter__", counted)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+        finally:
+            monkeypatch.undo()
+            await server.aclose()
+    assert walks == ["history_updates", "history_updates"], walks
