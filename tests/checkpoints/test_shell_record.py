@@ -389,3 +389,21 @@ def test_a_created_file_moved_to_its_own_watch_still_saw_a_save_whose_close_the_
         fh.write("the user's save\n")
     go_on(proc)
     assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "f1.txt")}
+
+
+def test_a_file_the_lease_probe_could_not_open_let_the_commands_open_stand_for_the_probes(tmp_path, monkeypatch):
+    """The probe's own open was taken in advance for the next open seen, even when the probe could
+    not open the file (no read permission, no ``/proc``): the command's open then stood for the
+    probe's and the user's for the command's — a save whose close merged with the command's, unseen.
+    Only a probe that opened the file is expected. (In-process: the watch's own calls, made in the
+    order the supervisor makes them.)"""
+    monkeypatch.setattr(sandbox_notify, "_lease", lambda path, inode, kinds: (False, None))
+    path = work_folder(tmp_path, {"a.txt": "orig\n"}) / "a.txt"
+    watch = sandbox_notify.Watch()
+    watch.arm([os.fsencode(path)], 4242, True, os.O_WRONLY | os.O_APPEND)
+    command = os.open(path, os.O_WRONLY | os.O_APPEND)  # the command's own write-open
+    os.write(command, b"agent\n")
+    with open(path, "ab") as user:  # the user's in-place save, closed right before the command's close
+        user.write(b"the user's save\n")
+    os.close(command)
+    assert sandbox_notify.FOREIGN + os.fsencode(path) + b"\0" in watch.finish()

@@ -517,8 +517,10 @@ class Watch:
         self.files[wd] = inode
         self.by_inode[inode] = wd
         if probe:
-            self.own.setdefault(wd, []).insert(0, _PROBE)  # the probe's own open is no other process's
-            if _nobody_else_has_it_open(real, inode):
+            opened, alone = _nobody_else_has_it_open(real, inode)
+            if opened:  # the probe's own open (its event read later) is no other process's
+                self.own.setdefault(wd, []).insert(0, _PROBE)
+            if alone:
                 self.alone.add(wd)
         return wd, True
 
@@ -743,20 +745,27 @@ class Watch:
             self._lose(wd)
 
 
-def _lease(path: bytes, inode: tuple[int, int], kinds: tuple[int, ...]) -> list[bool] | None:
+def _lease(path: bytes, inode: tuple[int, int], kinds: tuple[int, ...]) -> tuple[bool, list[bool] | None]:
     """Try a lease of each kind in turn on a read-only descriptor of ``path`` (the inode ``inode``):
-    whether each could be taken (and was given back at once), or ``None`` when it cannot be said.
+    whether the file was opened for it, and whether each could be taken (and was given back at once),
+    or ``None`` when it cannot be said.
     A write lease is refused while any other descriptor of the file is open, a read lease while
     one is open for writing — in any process, inside the sandbox or out. Another process opening
     the file in that instant breaks the lease: its signal is ``SIGURG``, ignored unless handled."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:  # the very inode looked at, and a regular file, before it is opened (a device's open can act)
+        ref = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return None
+        return False, None
     try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != inode:
-            return None
+        st = os.fstat(ref)
+        if (st.st_dev, st.st_ino) != inode or not stat.S_ISREG(st.st_mode):
+            return False, None
+        fd = os.open(f"/proc/self/fd/{ref}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False, None
+    finally:
+        os.close(ref)
+    try:
         fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
         taken = []
         for kind in kinds:
@@ -764,27 +773,29 @@ def _lease(path: bytes, inode: tuple[int, int], kinds: tuple[int, ...]) -> list[
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, kind)
             except OSError as exc:
                 if exc.errno != errno.EAGAIN:
-                    return None
+                    return True, None
                 taken.append(False)
             else:
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
                 taken.append(True)
-        return taken
+        return True, taken
     except OSError:
-        return None
+        return True, None
     finally:
         os.close(fd)
 
 
-def _nobody_else_has_it_open(path: bytes, inode: tuple[int, int]) -> bool:
-    """Whether no other descriptor of the file is open (a write lease could be taken)."""
-    return _lease(path, inode, (fcntl.F_WRLCK,)) == [True]
+def _nobody_else_has_it_open(path: bytes, inode: tuple[int, int]) -> tuple[bool, bool]:
+    """Whether the file was opened to ask, and whether no other descriptor of it is open (a write
+    lease could be taken)."""
+    opened, taken = _lease(path, inode, (fcntl.F_WRLCK,))
+    return opened, taken == [True]
 
 
 def _only_read_now(path: bytes, inode: tuple[int, int]) -> bool:
     """Whether somebody has the file open and nobody for writing (a read lease could be taken, a
     write lease not): a reader holds it (``tail -f``, an editor)."""
-    return _lease(path, inode, (fcntl.F_RDLCK, fcntl.F_WRLCK)) == [True, False]
+    return _lease(path, inode, (fcntl.F_RDLCK, fcntl.F_WRLCK))[1] == [True, False]
 
 def _held_for_writing(paths: set[bytes]) -> set[bytes]:
     """Which of ``paths`` a process of this PID namespace (but this one) holds open for writing: a
