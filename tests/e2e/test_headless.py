@@ -477,3 +477,39 @@ def test_a_headless_undo_on_a_terminal_offered_no_way_to_take_back_the_agents_ch
     assert proc.returncode == 0
     assert (workspace / "a.txt").read_bytes() == b"alpha\r\nbeta\r\ngamma, saved"
     assert b"only the agent's change taken back; the file's other changes kept)" in out
+
+
+def test_a_headless_undo_of_a_file_whose_shell_change_may_be_the_users_kept_it_and_said_how_to_choose(
+        agent_env, workspace, agent_state_dir):
+    """The other side of the headless merge: the user saved ``a.txt`` while the agent's command ran
+    (whose change it is, nothing shows) and changed it again after the turn. A headless ``/undo``
+    takes back nothing of an uncertain file — not even the command's change alone, which may hold the
+    user's save — and says that a terminal or an editor offers the choice."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / ".gitignore").write_bytes(b"flags/\n")
+    (workspace / "flags").mkdir()
+    (workspace / "a.txt").write_bytes(b"one\ntwo\nthree\n")
+    command = "touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; echo agent >> a.txt"
+    script = [tool_call_stream([("s", "bash", json.dumps({"command": command}))]), text_stream("done")]
+    with OfflineEndpoint.start_in_thread(script) as ep:
+        proc = subprocess.Popen([*AGENT, "run", "-p", "append", "--cwd", str(workspace), "--allow", "shell"],
+                                env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": ep.base_url},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + HANG
+        while not (workspace / "flags" / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        (workspace / "a.txt").write_bytes(b"one\ntwo\nthree\nMY LINE\n")  # the user's save, during the command
+        (workspace / "flags" / "go").touch()
+        out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, err
+    sid = session_of(err)
+    (workspace / "a.txt").write_bytes(b"ONE\ntwo\nthree\nMY LINE\nagent\n")
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
+                   "--resume", sid)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.txt").read_bytes() == b"ONE\ntwo\nthree\nMY LINE\nagent\n"
+    assert ("a.txt: kept the user's version (a shell command changed it, and it may have been someone else's "
+            "write; a headless run has no one to ask, so nothing was replaced: /undo on a terminal or in an "
+            "editor offers the choice)") in done.stdout
