@@ -146,7 +146,7 @@ local function init_doc(doc, create)
   doc.base, doc.eol, doc.bom = cur.text, cur.eol, cur.bom
   doc.was_loaded = cur.buf ~= nil
   doc.was_dirty = cur.buf ~= nil and vim.bo[cur.buf].modified
-  local idx = text.index(doc.base)
+  local idx = text.lsp_index(doc.base, doc.eol) -- LSP lines: a lone "\r" ends one
   for i, e in ipairs(doc.raw_edits) do
     local r = e.range
     local a0 = idx.offset(r.start.line, r.start.character, doc.encoding)
@@ -343,7 +343,7 @@ end
 
 local function applied_edits(doc)
   if doc.final then
-    return text.line_edits(doc.base, doc.final, doc.encoding)
+    return text.line_edits(doc.base, doc.final, doc.encoding, doc.eol)
   end
   local edits = {}
   for _, h in ipairs(doc.hunks) do

@@ -145,7 +145,8 @@ function M.utfindex(line, encoding, byte)
   return encoding == "utf-16" and u16 or u32
 end
 
---- Offset helper for one "\n" text: LSP positions ↔ byte offsets (1-based offsets are not used:
+--- Offset helper for the buffer rows of one "\n" text (extmarks, `nvim_buf_set_text`; a proposal's
+--- ranges are counted on LSP lines: `M.lsp_index`): positions ↔ byte offsets (1-based offsets are not used:
 --- offsets here are 0-based byte counts from the start of the text).
 ---@param text string
 function M.index(text)
@@ -184,6 +185,59 @@ function M.index(text)
   function idx.rowcol(offset)
     local p = idx.position(offset, "utf-8")
     return p.line, p.character
+  end
+  return idx
+end
+
+--- Offset helper for the LSP lines of one "\n" text whose line break on the wire is `eol`: LSP
+--- (and the server) end a line at "\r\n", "\n" and a lone "\r", while a buffer holds a lone "\r"
+--- inside its line, so a proposal's range must be counted on these lines, never on the buffer's
+--- rows (`M.index`). A "\r" of the text is a line of its own end, except right before a "\n" of a
+--- document whose line break is "\n" (then "\r\n" is one break); with "\r\n" or "\r" on the
+--- wire, a "\r" before the text's "\n" stays a lone "\r" there.
+---@param text string
+---@param eol string
+function M.lsp_index(text, eol)
+  local starts, ends = { 0 }, {}
+  local pos = 1
+  while true do
+    local at = text:find("[\r\n]", pos)
+    if not at then
+      break
+    end
+    ends[#ends + 1] = at - 1 -- the body of the line ends before its break (0-based offset)
+    if text:sub(at, at) == "\r" and eol == "\n" and text:sub(at + 1, at + 1) == "\n" then
+      at = at + 1
+    end
+    starts[#starts + 1] = at
+    pos = at + 1
+  end
+  ends[#ends + 1] = #text
+  local idx = { text = text, starts = starts }
+  --- Byte offset of an LSP position; past the end of a line or the text clamps, as LSP says.
+  function idx.offset(line, character, encoding)
+    if line >= #starts then
+      return #text
+    end
+    local s = starts[line + 1]
+    return s + M.byteindex(text:sub(s + 1, ends[line + 1]), encoding, character)
+  end
+  --- `{line, character}` of a byte offset (inside a line break: the end of its line).
+  function idx.position(offset, encoding)
+    local line = 0
+    local lo, hi = 1, #starts
+    while lo <= hi do
+      local mid = math.floor((lo + hi) / 2)
+      if starts[mid] <= offset then
+        line = mid - 1
+        lo = mid + 1
+      else
+        hi = mid - 1
+      end
+    end
+    local s = starts[line + 1]
+    local e = math.min(offset, ends[line + 1])
+    return { line = line, character = M.utfindex(text:sub(s + 1, e), encoding, e - s) }
   end
   return idx
 end
@@ -230,13 +284,15 @@ function M.set_buffer_text(buf, new)
   end
 end
 
---- Line-level edits turning "\n" text `old` into `new`, as LSP TextEdits (whole lines, character 0,
---- except at a text's end without a final newline, counted in `encoding`).
-function M.line_edits(old, new, encoding)
+--- Line-level edits turning "\n" text `old` into `new`, as LSP TextEdits (whole buffer lines;
+--- positions on the LSP lines of `old` with the line break `eol` on the wire, `M.lsp_index`,
+--- counted in `encoding`).
+function M.line_edits(old, new, encoding, eol)
   local edits = {}
   local hunks = M.diff(old, new, { result_type = "indices", algorithm = "histogram" }) or {}
   local old_idx = M.index(old)
   local new_idx = M.index(new)
+  local old_lsp = M.lsp_index(old, eol or "\n")
   for _, h in ipairs(hunks) do
     local sa, ca, sb, cb = unpack(h)
     local a0 = ca == 0 and sa or sa - 1
@@ -246,7 +302,7 @@ function M.line_edits(old, new, encoding)
     local t0 = new_idx.offset(b0, 0, "utf-8")
     local t1 = new_idx.offset(b0 + cb, 0, "utf-8")
     edits[#edits + 1] = {
-      range = { start = old_idx.position(s0, encoding), ["end"] = old_idx.position(s1, encoding) },
+      range = { start = old_lsp.position(s0, encoding), ["end"] = old_lsp.position(s1, encoding) },
       newText = new:sub(t0 + 1, t1),
     }
   end
