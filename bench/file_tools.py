@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -159,6 +160,7 @@ def grep_tree(files: int, runs: int) -> dict[str, object]:
         figures[f"{key} / plain rg, best/median"] = (round(min(times[key]) / min(times["plain rg"]), 2),
                                                      round(statistics.median(times[key]) /
                                                            statistics.median(times["plain rg"]), 2))
+    shutil.rmtree(root, ignore_errors=True)
     return figures
 
 
