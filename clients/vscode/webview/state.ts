@@ -336,15 +336,30 @@ export function completeCommand(commands: SlashCommand[], input: string): SlashC
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 type NewItem = DistributiveOmit<Item, "id" | "rev">;
 
-/** Adds an item above the queued prompts (the running turn's steps come before them). */
-function push(s: ChatState, item: NewItem): Item {
+/**
+ * Where the line that closes a turn ("Stopped: cancelled", its error) goes: right below the turn's
+ * own last item — above a slash command's prompt and answer drawn after it while it ran — and above
+ * the queued prompts.
+ */
+function afterTurn(s: ChatState): number {
+  let k = tail(s);
+  for (; k > 0; k--) {
+    const i = s.items[k - 1]!;
+    const command = (i.type === "user" && !i.queued && isImmediateCommand(i.text)) || (i.type === "agent" && i.command === true);
+    if (!command) break;
+  }
+  return k;
+}
+
+/** Adds an item above the queued prompts (the running turn's steps come before them), or at `at`. */
+function push(s: ChatState, item: NewItem, at = tail(s)): Item {
   const full = { ...item, id: s.nextId++, rev: 0 } as Item;
   if (full.type === "user" && full.queued) {
     // drawn after the running turn: the text streaming there goes on in its own message
     s.items.push(full);
     return full;
   }
-  s.items.splice(tail(s), 0, full);
+  s.items.splice(at, 0, full);
   s.openText = full.type === "agent" || full.type === "thought" || full.type === "user" ? full.id : undefined;
   // the agent's next card ends the message it streamed (text after it in the same message goes below it)
   if (full.type === "tool" || full.type === "permission" || full.type === "proposal") s.streamingMessage = undefined;
@@ -663,8 +678,9 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       }
       // one notice for one event: a server that died under the turn was already reported (with
       // its stderr tail and what happens next), its prompts' error answers only repeat it
-      if (e.error && !s.exitShown) push(s, { type: "notice", level: "error", text: e.error, errorKind: e.errorKind });
-      else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` });
+      const at = e.text !== undefined && isImmediateCommand(e.text) ? tail(s) : afterTurn(s);
+      if (e.error && !s.exitShown) push(s, { type: "notice", level: "error", text: e.error, errorKind: e.errorKind }, at);
+      else if (e.stopReason && e.stopReason !== "end_turn") push(s, { type: "notice", level: e.stopReason === "cancelled" ? "info" : "warning", text: `Stopped: ${e.stopReason}` }, at);
       s.openText = undefined; // the next turn's text starts its own message
       if (s.running === 0) s.exitShown = false;
       if (e.text !== undefined && isImmediateCommand(e.text)) s.commandsOpen = Math.max(0, (s.commandsOpen ?? 0) - 1);

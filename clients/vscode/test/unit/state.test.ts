@@ -199,6 +199,28 @@ describe("the chat fold", () => {
     expect(s.items.some((i) => isStreaming(s, i))).toBe(false);
   });
 
+  it("after Stop, a command's reply bubble sat above the stopped answer's Stopped: cancelled line", () => {
+    // newcomer 4, finding 8: /usage typed while an answer streamed, then Stop
+    const chunk = (t: string, messageId: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, messageId } });
+    const s = run([
+      { kind: "session", sessionId: "s1" },
+      { kind: "user", text: "explain" },
+      { kind: "turn-start", text: "explain" },
+      chunk("A long answer", "msg-1"),
+      { kind: "user", text: "/usage" },
+      { kind: "turn-start", text: "/usage" },
+      chunk("No model usage recorded yet in this session (1 turn).", "cmd-2"),
+      { kind: "turn-end", text: "/usage", stopReason: "end_turn" },
+      chunk(" goes on", "msg-1"),
+      { kind: "user", text: "queued next" },
+      { kind: "turn-end", text: "explain", stopReason: "cancelled" },
+    ]);
+    expect(s.items.map((i) => `${i.type}:${(i as { text: string }).text}`)).toEqual([
+      "user:explain", "agent:A long answer goes on", "notice:Stopped: cancelled",
+      "user:/usage", "agent:No model usage recorded yet in this session (1 turn).", "user:queued next",
+    ]);
+  });
+
   it("two slash command answers sent close together were joined into one block: each cmd-N answer is its own command block", () => {
     const chunk = (t: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(messageId ? { messageId } : {}) } });
     const s = run([
