@@ -107,8 +107,40 @@ class Checkpoints:
                 "source": source}
         if uncertain:
             data["uncertain"] = True
+        lines = self._line_counts(before, after)
+        if lines is not None:
+            data["lines"] = lines
         self.log.append("checkpoint/file", data)
         return True
+
+    def _line_counts(self, before: FileState | None, after: FileState | None) -> list[int] | None:
+        """``[added, removed]`` lines from ``before`` to ``after`` (a multiset count of lines, as the
+        VS Code panel counts a diff), for the Changes box of a call without a diff and of a loaded
+        session; ``None`` when a side's bytes are not kept or over ``LINE_COUNT_BYTES``."""
+        sides: list[bytes] = []
+        for state in (before, after):
+            if state is None:
+                sides.append(b"")
+                continue
+            if not state.kept:
+                return None
+            try:
+                raw = self.blobs.get(state.blob)
+            except OSError:
+                return None
+            if len(raw) > LINE_COUNT_BYTES:
+                return None
+            sides.append(raw)
+        left: dict[bytes, int] = {}
+        for line in sides[0].split(b"\n"):
+            left[line] = left.get(line, 0) + 1
+        added = 0
+        for line in sides[1].split(b"\n"):
+            if left.get(line, 0) > 0:
+                left[line] -= 1
+            else:
+                added += 1
+        return [added, sum(left.values())]
 
     async def say_changed(self, paths: list[Path]) -> None:
         """Tell the client which files the running call changed, as recorded for ``/undo``: a
@@ -273,16 +305,26 @@ class Checkpoints:
                              "content": {"type": "text", "text": nested_off_text(new)}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
 
+#: Files larger than this (either side) get no line count in their ``checkpoint/file`` event.
+LINE_COUNT_BYTES = 256 * 1024
+
+
 def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:
     """``_meta.agentServer`` of a call that changed ``paths`` (absolute), from its ``checkpoint/file``
-    ``events`` in log order: ``changedFiles`` (each path once), and ``created`` / ``deleted`` — the
-    files it made or removed (absent when none), so a client can say which."""
+    ``events`` in log order: ``changedFiles`` (each path once), ``created`` / ``deleted`` — the
+    files it made or removed (absent when none), so a client can say which —, and ``lineCounts``
+    (``{path: [added, removed]}``, for the files whose every event counted its lines)."""
     first: dict[str, Any] = {}
     last: dict[str, Any] = {}
+    counts: dict[str, list[int] | None] = {}
     for event in events:
         path = str(event.data.get("path"))
         first.setdefault(path, event.data)
         last[path] = event.data
+        lines = event.data.get("lines")
+        seen = counts.get(path, [0, 0])
+        counts[path] = ([seen[0] + int(lines[0]), seen[1] + int(lines[1])]
+                        if seen is not None and isinstance(lines, list) and len(lines) == 2 else None)
     ordered = list(dict.fromkeys(paths))
     meta: dict[str, Any] = {"changedFiles": ordered}
     created = [p for p in ordered if p in first and first[p].get("before") is None and last[p].get("after") is not None]
@@ -291,6 +333,9 @@ def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:
         meta["created"] = created
     if deleted:
         meta["deleted"] = deleted
+    line_counts = {p: counts[p] for p in ordered if counts.get(p) is not None}
+    if line_counts:
+        meta["lineCounts"] = line_counts
     return meta
 
 

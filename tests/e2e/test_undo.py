@@ -139,6 +139,33 @@ async def test_a_shell_call_that_changed_files_said_nothing_so_the_panel_named_a
     assert replayed == said, replayed
 
 
+async def test_a_session_reopened_from_the_picker_listed_edited_files_as_changed_not_their_line_counts(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Newcomer 4, finding 8: the VS Code Changes box showed "+1 −1" for an edited file live (from the
+    edit's diff), and "changed" once the session was re-opened from the picker (a replayed call carries
+    no diff). A call that changed files says how many lines each gained and lost
+    (``_meta.agentServer.lineCounts``, counted when the checkpoint was recorded), live and on load —
+    a shell call's file too, which never had a diff."""
+    git_workspace(workspace)
+    (workspace / "multi.txt").write_bytes(b"one\ntwo\nthree\n")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("r1", "read", path="a.txt"))
+    endpoint.push(call("e1", "edit", path="a.txt", old_string="alpha", new_string="ALPHA"))
+    endpoint.push(call("s1", "bash", command="printf 'one\\nTWO\\nthree\\nfour\\n' > multi.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shout")).stop_reason == "end_turn"
+    live = {u["toolCallId"]: u["_meta"]["agentServer"].get("lineCounts") for u in h.updates(sid, "tool_call_update")
+            if "changedFiles" in ((u.get("_meta") or {}).get("agentServer") or {})}
+    assert sorted(live.values(), key=str) == sorted([{str(workspace / "a.txt"): [1, 1]},
+                                                    {str(workspace / "multi.txt"): [2, 1]}], key=str), live
+    from agent_server.host.lifecycle import history_updates
+
+    replayed = [u["_meta"]["agentServer"].get("lineCounts") for u in history_updates(
+        read_events(agent_state_dir / "sessions" / sid / "events.jsonl"), [str(workspace)])
+        if u["sessionUpdate"] == "tool_call" and "changedFiles" in (u.get("_meta") or {}).get("agentServer", {})]
+    assert sorted(replayed, key=str) == sorted(live.values(), key=str), replayed
+
+
 async def test_the_redo_summary_said_removed_the_agent_had_created_it_for_a_file_the_agent_deleted(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     """Newcomer 3, finding 7: a shell call changed one file, created one and deleted one; after /undo,

@@ -874,7 +874,7 @@ function paintChanges(): void {
   const found = turnChanges(state);
   const canUndo = state.commands.some((c) => c.name === "undo");
   // the key leaves the texts out (a big file's would be stringified every frame)
-  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how]) }, state.busy, canUndo]);
+  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how, f.counted]) }, state.busy, canUndo]);
   if (key === changesKey) return;
   changesKey = key;
   changesBox.hidden = !found;
@@ -910,7 +910,7 @@ function paintChanges(): void {
       send(now.newText === null ? { type: "openLocation", path: f.path } : { type: "showChange", path: f.path, oldText: now.oldText, newText: now.newText });
     });
     row.append(name);
-    if (f.newText === null) row.append(el("span", "change-how", f.how ?? "changed"));
+    if (f.newText === null && !f.counted) row.append(el("span", "change-how", f.how ?? "changed"));
     else row.append(el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
     list.append(row);
   }

@@ -51,6 +51,8 @@ export type Item =
       changes: Change[];
       /** The files the server's checkpoint recorded for this call (`_meta.agentServer.changedFiles`). */
       changedFiles?: string[];
+      /** Lines added and removed of each of them, as the server counted them (`_meta.agentServer.lineCounts`). */
+      lineCounts?: Record<string, [number, number]>;
       /** Of those, the ones it created or deleted (`_meta.agentServer.created` / `deleted`). */
       fileHow?: Record<string, "created" | "deleted">;
       /** An `/undo` or `/redo` card: whether the run counted (`_meta.agentServer.restore.done`). */
@@ -219,6 +221,8 @@ export interface ChangedFile {
   how?: "created" | "deleted";
   added: number;
   removed: number;
+  /** A file without a diff whose `added` / `removed` the server counted (`lineCounts`). */
+  counted?: boolean;
 }
 
 /**
@@ -272,14 +276,20 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   }
   const last = turns[turns.length - 1];
   if (!last) return undefined;
-  const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted" }>();
+  const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted"; lines?: [number, number] }>();
   for (const i of s.items) {
     if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
     for (const c of i.changes) {
       const seen = files.get(c.path);
       files.set(c.path, { oldText: seen ? seen.oldText : c.oldText, newText: c.newText });
     }
-    for (const path of i.changedFiles ?? []) if (!files.has(path)) files.set(path, { oldText: null, newText: null, ...(i.fileHow?.[path] ? { how: i.fileHow[path] } : {}) });
+    for (const path of i.changedFiles ?? []) {
+      const seen = files.get(path);
+      const lines = i.lineCounts?.[path];
+      if (!seen) files.set(path, { oldText: null, newText: null, ...(i.fileHow?.[path] ? { how: i.fileHow[path] } : {}), ...(lines ? { lines } : {}) });
+      else if (seen.newText === null && seen.lines && lines) seen.lines = [seen.lines[0] + lines[0], seen.lines[1] + lines[1]];
+      else if (seen.newText === null) delete seen.lines; // a call of the turn that changed it said no count
+    }
   }
   return {
     turn: last.turn,
@@ -287,7 +297,11 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     undone: last.undo === "undone",
     undo: last.undo,
     undoSummary: last.undoSummary,
-    files: [...files].map(([path, f]) => ({ path, ...f, ...(f.newText === null ? { added: 0, removed: 0 } : lineCounts(f.oldText ?? "", f.newText)) })),
+    files: [...files].map(([path, { lines, ...f }]) => ({
+      path,
+      ...f,
+      ...(f.newText !== null ? lineCounts(f.oldText ?? "", f.newText) : lines && !f.how ? { added: lines[0], removed: lines[1], counted: true } : { added: 0, removed: 0 }),
+    })),
   };
 }
 
@@ -482,7 +496,12 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
         tool.terminal += piece;
         if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
       }
-      const server = (u._meta as { agentServer?: { changedFiles?: unknown; created?: unknown; deleted?: unknown } } | undefined)?.agentServer;
+      const server = (u._meta as { agentServer?: { changedFiles?: unknown; created?: unknown; deleted?: unknown; lineCounts?: unknown } } | undefined)?.agentServer;
+      if (server?.lineCounts && typeof server.lineCounts === "object") {
+        for (const [p, n] of Object.entries(server.lineCounts as Record<string, unknown>)) {
+          if (Array.isArray(n) && n.length === 2 && n.every((x) => typeof x === "number")) tool.lineCounts = { ...tool.lineCounts, [p]: [n[0], n[1]] };
+        }
+      }
       const changed = server?.changedFiles;
       for (const how of ["created", "deleted"] as const) {
         const paths = server?.[how];

@@ -206,6 +206,19 @@ describe("the Changes box shows only what the server says happened", () => {
     expect(turnChanges(s)).toMatchObject({ prompt: "fix multi", undo: "declined", files: [{ path: "/ws/multi.txt" }] });
   });
 
+  it("after a session was re-opened from the picker the box listed edited files as 'changed' instead of +1 −1 (newcomer 4, finding 8)", () => {
+    const s = run([
+      { kind: "update", update: { sessionUpdate: "user_message_chunk", content: { type: "text", text: "shout" } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-3", title: "Edit a.txt", kind: "edit", status: "completed", content: [text("Edited a.txt.")],
+        _meta: { agentServer: { changedFiles: ["/ws/a.txt"], lineCounts: { "/ws/a.txt": [1, 1] } } } } },
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "tc-4", title: "Run it", kind: "execute", status: "completed", content: [text("exit 0")],
+        _meta: { agentServer: { changedFiles: ["/ws/new.txt", "/ws/b.txt"], created: ["/ws/new.txt"], lineCounts: { "/ws/new.txt": [2, 0] } } } } },
+      { kind: "loaded", sessionId: "s1" },
+    ]);
+    const files = turnChanges(s)!.files.map((f) => [f.path, f.how ?? (f.counted ? `+${f.added} −${f.removed}` : "changed")]);
+    expect(files).toEqual([["/ws/a.txt", "+1 −1"], ["/ws/new.txt", "created"], ["/ws/b.txt", "changed"]]);
+  });
+
   it("an undo whose restores were all rejected counted as undone: the box and the next /undo went a turn further back (N5)", () => {
     // the server: done false — no undo; the next /undo asks about the same turn again
     const s = run([...applied, { kind: "user", text: "/undo" }, { kind: "turn-start", text: "/undo" }, undoCard("undo-40", 1),
