@@ -17,7 +17,14 @@ delivers it) — the longest stretch the webview's main thread was blocked while
 interval timer in the webview: the longest gap between ticks − 10 ms), and when its last words showed
 after the prompt was sent.
 
-Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750] [--json]``.
+With ``--replay CARDS`` instead: a ``session/load`` replay of a session with CARDS tool cards (a step
+of ~4 KB of markdown paragraphs and 3 ``read`` calls, CARDS / 3 steps) opened from the session picker —
+the longest stretch the webview's main thread was blocked from the choice until the replay's last
+words were drawn and nothing was left queued, as a ratio to the floor measured in the same run: the
+same figure for the replay of a one-prompt session (its answer a line); the idle timer's own longest
+gap (2 s, nothing happening) is reported beside it.
+
+Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750 | --replay 300] [--json]``.
 """
 
 from __future__ import annotations
@@ -77,10 +84,10 @@ def folders(prefix: str) -> tuple[Path, Path]:
 
 
 def run_scenario(t: dict[str, str], tmp: Path, scenario: dict, server: Path, endpoint: ThreadedEndpoint,
-                 state: Path) -> dict | None:
+                 state: Path, env: dict[str, str] | None = None) -> dict | None:
     """Run the code-server harness (run.mjs) on ``scenario`` in ``tmp``'s workspace, the panel's
-    server started as ``server`` with its state in ``state`` and the model played by ``endpoint``
-    (stopped after); the scenario's results, or ``None`` (said on stderr) when it failed."""
+    server started as ``server`` with its state in ``state`` (and ``env`` besides) and the model
+    played by ``endpoint`` (stopped after); the scenario's results, or ``None`` (said on stderr) when it failed."""
     config = {
         "node": t["NODE24"], "codeServerEntry": t["CODE_SERVER_ENTRY"], "chromium": t["CHROMIUM"], "vsix": t["VSIX"],
         "workspace": str(tmp / "workspace"), "artifacts": str(tmp / "artifacts"), "tmp": str(tmp),
@@ -89,7 +96,7 @@ def run_scenario(t: dict[str, str], tmp: Path, scenario: dict, server: Path, end
         "settings": {"agentServer.path": str(server), "agentServer.baseUrl": endpoint.base_url},
         "env": {"AGENT_SERVER_STATE_DIR": str(state), "AGENT_SERVER_SANDBOX": "off",
                 "AGENT_SERVER_API_KEY": "offline-bench-key", "AGENT_SERVER_MODEL": "offline-model",
-                "AGENT_SERVER_CONTEXT_WINDOW": "100000000"},
+                "AGENT_SERVER_CONTEXT_WINDOW": "100000000", **(env or {})},
     }
     (tmp / "config.json").write_text(json.dumps(config))
     try:
@@ -115,10 +122,14 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=2.0, help="size of each long answer in MB (default 2)")
     ap.add_argument("--burst", type=float, default=0, metavar="KB",
                     help="instead: one answer of KB kilobytes sent at once; the webview's longest blocked stretch")
+    ap.add_argument("--replay", type=int, default=0, metavar="CARDS",
+                    help="instead: a session/load replay of a session with CARDS tool cards; the webview's longest blocked stretch")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.burst:
         return burst(args)
+    if args.replay:
+        return replay(args)
     t = tools()
     steps, tool_calls_per_step = 20, 3
     per_step = int(args.mb * 1_000_000 / steps)
@@ -194,6 +205,42 @@ def burst(args: argparse.Namespace) -> int:
         print(f"{args.burst:g} KB answer at once: the webview was blocked at most {figures['max_blocked_ms']} ms "
               f"(p95 {figures['p95_blocked_ms']} ms); last words shown {figures['shown_after_s']} s after the prompt "
               f"(load {figures['load']})")
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    """``--replay CARDS``: the replay of a session with CARDS tool cards, against a one-prompt session's."""
+    t = tools()
+    tmp, workspace = folders("vscode-replay-")
+    for name in ("a.py", "b.py", "c.py"):
+        (workspace / name).write_text(f"# {name}\n")
+    steps = max(1, args.replay // 3)
+    end, short_end = "REPLAY-ANSWER-END", "SHORT-ANSWER-END"
+    endpoint = ThreadedEndpoint(OfflineEndpoint())
+    endpoint.push(text_stream(f"Hello. {short_end}"))
+    for k in range(steps):
+        endpoint.push(tool_call_stream([(f"r{k}.{j}", "read", json.dumps({"path": n})) for j, n in enumerate(("a.py", "b.py", "c.py"))],
+                                       text=part(k, 4000), args_chunk_size=64))
+    endpoint.push(text_stream(part(steps, 4000) + end, chunk_size=4096))
+    (tmp / "config.toml").write_text(f"[agent]\nmax_steps_per_turn = {steps + 10}\n")
+    scenario = {"name": "replay_bench", "shortPrompt": "Say hello", "shortAnswer": short_end,
+                "prompt": "Read everything and explain", "answer": end}
+    got = run_scenario(t, tmp, scenario, REPO / ".venv" / "bin" / "agent-server", endpoint, tmp / "state",
+                       {"AGENT_SERVER_CONFIG": str(tmp / "config.toml")})
+    if got is None:
+        return 1
+    floor = max(got["short"]["maxBlockedMs"], 1.0)
+    figures = {"cards": steps * 3, "max_blocked_ms": round(got["long"]["maxBlockedMs"], 1),
+               "p95_blocked_ms": round(got["long"]["p95BlockedMs"], 1), "replay_drawn_s": round(got["long"]["tookMs"] / 1000, 2),
+               "floor_ms": round(got["short"]["maxBlockedMs"], 1), "ratio": round(got["long"]["maxBlockedMs"] / floor, 2),
+               "idle_max_gap_ms": round(got["idle"]["maxBlockedMs"], 1), "cards_in_dom": got["cards"],
+               "load": round(os.getloadavg()[0], 1), "commit": commit()}
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        print(f"session/load of {figures['cards']} tool cards: the webview was blocked at most {figures['max_blocked_ms']} ms "
+              f"(p95 {figures['p95_blocked_ms']} ms), {figures['ratio']} x the one-prompt replay's {figures['floor_ms']} ms "
+              f"(idle: {figures['idle_max_gap_ms']} ms); drawn {figures['replay_drawn_s']} s after the choice (load {figures['load']})")
     return 0
 
 

@@ -198,6 +198,13 @@ export class AgentClient {
     return this.running?.init.agentCapabilities ?? undefined;
   }
 
+  /** The slash commands the agent listed in `initialize` (`_meta.agentServer.availableCommands`, agent-server
+   * sends them so a client completes them before its first session; ACP sends them only with a session). */
+  get initialCommands(): unknown[] | undefined {
+    const listed = ((this.running?.init._meta as Record<string, unknown> | null | undefined)?.agentServer as { availableCommands?: unknown } | undefined)?.availableCommands;
+    return Array.isArray(listed) ? listed : undefined;
+  }
+
   /** Starts the server (once) and initializes it. */
   async start(): Promise<Running> {
     if (this.running?.proc.alive) return this.running;

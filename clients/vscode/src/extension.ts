@@ -325,7 +325,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       case "server-started":
         setStatus(agent.busy ? "working" : takenOver ? "session taken over" : "ready");
         log(`connected to ${e.agentName}${e.extension ? " (agent-server extensions on)" : " (plain ACP)"}`);
-        post({ kind: "capabilities", image: agent.agentCapabilities?.promptCapabilities?.image === true });
+        post({ kind: "capabilities", image: agent.agentCapabilities?.promptCapabilities?.image === true, ...(agent.initialCommands ? { commands: agent.initialCommands } : {}) });
         return;
     }
   }

@@ -94,7 +94,8 @@ export type ChatEvent =
   /** The first-run page's facts (sent when the panel loads and after a settings or key change). */
   | { kind: "setup"; setup: SetupView }
   /** Whether the agent takes image blocks in a prompt (`promptCapabilities.image`). */
-  | { kind: "capabilities"; image: boolean }
+  /** `commands`: the slash commands listed in `initialize` (agent-server's `_meta`), before any session. */
+  | { kind: "capabilities"; image: boolean; commands?: unknown[] }
   /** A mention the user picked (host QuickPick) goes into the prompt area. */
   | { kind: "mention"; mention: MentionView; id: string }
   /** `command`: a shell command the question is about, shown whole. */

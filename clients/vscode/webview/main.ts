@@ -69,6 +69,15 @@ const pickers = el("div", "pickers");
 header.append(sessionButton, newButton, pickers);
 const transcript = el("div", "transcript");
 transcript.setAttribute("role", "log");
+/**
+ * A question waiting for the user's answer (a permission, an edit proposal) drawn out of sight — the
+ * user had scrolled up to read while the turn ran: a bar under the transcript names it and brings it
+ * into view. The transcript is not moved under the reader (a chat panel never yanks someone who
+ * scrolled away); the bar cannot be missed and is announced to a screen reader.
+ */
+const questionBar = button("", "question-waiting", () => revealQuestion(), "Show the question the agent waits on", "arrow-down");
+questionBar.hidden = true;
+questionBar.setAttribute("aria-live", "polite");
 /** The first-run page (an empty transcript): the endpoint and model in use, and the ways forward. */
 const emptyState = el("div", "empty-state");
 /** "Working…" before the first token and between steps, "Thinking…" while a thought streams. */
@@ -94,7 +103,7 @@ const mentionButton = button("", "mention", () => send({ type: "pickMention" }),
 const buttons = el("div", "buttons");
 buttons.append(mentionButton, undoButton, sendButton, stopButton);
 footer.append(usageLine, completions, attachments, input, buttons);
-app.append(header, emptyState, transcript, workingLine, planBox, changesBox, footer);
+app.append(header, emptyState, transcript, questionBar, workingLine, planBox, changesBox, footer);
 app.dataset.state = "idle";
 
 /** The buttons that lead out of a first run or an authentication or connection error. */
@@ -555,6 +564,7 @@ const CARD_COST = 1024;
 
 const observer = new IntersectionObserver(
   (entries) => {
+    let filled = false;
     for (const entry of entries) {
       const unit = units.get(entry.target);
       if (!unit) continue;
@@ -563,6 +573,7 @@ const observer = new IntersectionObserver(
           unit.collapsed = false;
           unit.el.style.height = "";
           unit.fill();
+          filled = true;
         }
       } else if (!unit.collapsed && transcript.clientHeight > 0 && entry.boundingClientRect.height > 0) {
         // out of reach: keep its height, drop its nodes (a hidden panel measures 0: left alone)
@@ -571,6 +582,9 @@ const observer = new IntersectionObserver(
         unit.collapsed = true;
       }
     }
+    // a unit drawn again may not have its kept height (its item changed while it was kept as one):
+    // the end the view follows stays in view
+    if (filled && following) transcript.scrollTop = transcript.scrollHeight;
   },
   { root: transcript, rootMargin: "1500px 0px 1500px 0px" },
 );
@@ -757,7 +771,71 @@ function dropSlot(slot: Slot): void {
 let following = true;
 transcript.addEventListener("scroll", () => {
   following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  paintQuestionBar();
 });
+
+/** The oldest question still waiting for the user's answer, and its slot (none yet: not drawn). */
+function waitingQuestion(): { item: Extract<Item, { type: "permission" | "proposal" }>; slot: Slot | undefined } | undefined {
+  for (const item of state.items) {
+    if ((item.type === "permission" || item.type === "proposal") && !item.outcome) return { item, slot: slots.get(item.id) };
+  }
+  return undefined;
+}
+
+/** Where a slot lies from the transcript's viewport: in it (any part of it shown), above or below. */
+function whereShown(slot: Slot | undefined): "in" | "above" | "below" {
+  if (!slot || !slot.el.isConnected) return following ? "in" : "below"; // not drawn yet (a burst's rest): at the end
+  const box = slot.el.getBoundingClientRect();
+  const view = transcript.getBoundingClientRect();
+  if (box.bottom <= view.top) return "above";
+  if (box.top >= view.bottom - 8) return "below";
+  return "in";
+}
+
+let questionKey = "";
+function paintQuestionBar(): void {
+  const q = transcript.clientHeight > 0 ? waitingQuestion() : undefined;
+  const where = q ? whereShown(q.slot) : "in";
+  questionBar.hidden = where === "in";
+  if (!q || where === "in") {
+    questionKey = "";
+    return;
+  }
+  const text = q.item.type === "permission" ? `The agent waits for your answer: ${q.item.title}` : `An edit waits for your review: ${q.item.label}`;
+  const key = `${where}\n${text}`;
+  if (key === questionKey) return;
+  questionKey = key;
+  questionBar.dataset.where = where;
+  questionBar.replaceChildren(icon(where === "above" ? "arrow-up" : "arrow-down"), el("span", "label", text));
+}
+
+/** Scrolls the waiting question into view (drawn again if it was kept as its height) and focuses its first button. */
+function revealQuestion(): void {
+  const q = waitingQuestion();
+  if (!q) return;
+  if (!q.slot) {
+    following = true; // not drawn yet: it comes at the end
+    transcript.scrollTop = transcript.scrollHeight;
+    return;
+  }
+  const slot = q.slot;
+  if (slot.collapsed) {
+    slot.collapsed = false;
+    slot.el.style.height = "";
+    slot.fill();
+  }
+  // its answers are at its bottom: the card's end in view (its top too when it fits), its first
+  // button focused; the last item (the agent waits on it): the end is followed again, so the cards
+  // drawn again around it and the answer that comes stay in view
+  if (state.items.at(-1)?.id === q.item.id) {
+    following = true;
+    transcript.scrollTop = transcript.scrollHeight;
+  } else {
+    slot.el.scrollIntoView({ block: "end" });
+  }
+  slot.el.querySelector<HTMLButtonElement>("button:not(:disabled)")?.focus({ preventScroll: true });
+  paintQuestionBar();
+}
 
 function paint(): void {
   frame = 0;
@@ -832,6 +910,7 @@ function paint(): void {
   paintCompletions();
   tickElapsed();
   if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height
+  paintQuestionBar();
   if (!complete || draining.size > 0) schedule();
 }
 

@@ -538,15 +538,18 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
       if (Array.isArray(u.configOptions)) s.selects = toSelects(u.configOptions);
       return;
     case "available_commands_update":
-      if (Array.isArray(u.availableCommands)) {
-        s.commands = (u.availableCommands as { name?: unknown; description?: unknown; input?: { hint?: unknown } | null }[])
-          .filter((c) => typeof c?.name === "string")
-          .map((c) => ({ name: c.name as string, description: typeof c.description === "string" ? c.description : "", hint: typeof c.input?.hint === "string" ? c.input.hint : undefined }));
-      }
+      if (Array.isArray(u.availableCommands)) s.commands = toCommands(u.availableCommands);
       return;
     default:
       return;
   }
+}
+
+/** ACP `AvailableCommand`s of the wire as the completion's commands (entries without a name are left out). */
+export function toCommands(list: unknown[]): SlashCommand[] {
+  return (list as ({ name?: unknown; description?: unknown; input?: { hint?: unknown } | null } | null)[])
+    .filter((c) => typeof c?.name === "string")
+    .map((c) => ({ name: c!.name as string, description: typeof c!.description === "string" ? c!.description : "", hint: typeof c!.input?.hint === "string" ? c!.input.hint : undefined }));
 }
 
 /** Select-type config options of the wire as pickers (boolean ones are left out). */
@@ -741,6 +744,8 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     case "capabilities":
       s.images = e.image;
+      // the commands listed before any session (a session's available_commands_update replaces them)
+      if (Array.isArray(e.commands)) s.commands = toCommands(e.commands);
       return s;
     case "mention": // the prompt area's, not the transcript's (main.ts)
       return s;

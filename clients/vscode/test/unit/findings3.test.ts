@@ -8,7 +8,7 @@ import { StubDocument, Uri, commands, files, resetStub, window, workspace } from
 import { deactivate } from "../../src/extension";
 import { sha256 } from "../../src/proposalModel";
 import type { ChatEvent } from "../../src/protocol";
-import { type ChatState, type Item, fold, initialState, turnChanges } from "../../webview/state";
+import { type ChatState, type Item, completeCommand, fold, initialState, turnChanges } from "../../webview/state";
 import { memento, openPanel } from "./panelHarness";
 
 beforeEach(() => memento.clear());
@@ -150,6 +150,19 @@ describe("finding 11", () => {
     while (window.infos.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(window.infos).toEqual([expect.stringMatching(/^Not signed in: .* The API key from AGENT_SERVER_API_KEY is still used\.$/)]);
     expect(panel.state().items).toEqual([]); // the empty panel keeps its set-up card and buttons
+  });
+});
+
+describe("slash commands before the first session", () => {
+  it("slash commands could not be completed before the first session: the panel did not use initialize's list", async () => {
+    const initCommands = [{ name: "undo", description: "Take back the newest turn's files" }, { name: "usage", description: "Tokens" }, { name: "mode", description: "Mode", input: { hint: "<id>" } }];
+    const panel = await openPanel({ initCommands, turns: [] });
+    await panel.until("the commands of initialize", (s) => s.commands.length === 3);
+    const s = panel.state();
+    expect(s.currentSession).toBeUndefined(); // no session was made for them
+    expect(panel.agentLog()).not.toContain("session/new");
+    expect(completeCommand(s.commands, "/u").map((c) => c.name)).toEqual(["undo", "usage"]);
+    expect(s.commands.find((c) => c.name === "mode")?.hint).toBe("<id>");
   });
 });
 
