@@ -165,6 +165,37 @@ def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_edito
     assert "remember this" in replay and "the first session's answer" in replay
 
 
+def test_sessions_picker_showed_raw_utc_iso_stamps_with_milliseconds(make_editor, endpoint, workspace):
+    """Newcomer 4, finding 8: :AgentSessions listed ``2026-12-06T19:47:00.507Z`` (UTC, milliseconds)
+    where VS Code's picker says "today 19:47" in local time; now the same words as VS Code's."""
+    from datetime import datetime, timedelta
+
+    def label(stamp: str, now: datetime) -> str:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone()
+        day = when.date()
+        if day == now.date():
+            return f"today {when:%H:%M}"
+        if day == (now - timedelta(days=1)).date():
+            return f"yesterday {when:%H:%M}"
+        return f"{when:%Y-%m-%d %H:%M}"
+
+    endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    ed.cmd("AgentAsk remember this")
+    ed.idle()
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    ed.choose(None)
+    before = datetime.now().astimezone()
+    ed.cmd("AgentSessions")
+    (picker,) = ed.wait("return _G.selects and #_G.selects > 0 and _G.selects", what="the picker")
+    after = datetime.now().astimezone()
+    (item,), (shown,) = picker["items"], picker["shown"]
+    assert shown.split("  ")[0] in {label(item["updatedAt"], before), label(item["updatedAt"], after)}, shown
+    assert "T" not in shown.split("  ")[0] and "remember this" in shown, shown
+
+
 def test_sessions_picker_reaches_sessions_past_the_first_page(make_editor, endpoint, workspace):
     # with 63 sessions in the folder :AgentSessions offered the newest 50: list_sessions read one page
     for _ in range(63):

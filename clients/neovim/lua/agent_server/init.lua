@@ -465,6 +465,31 @@ function M.new()
   client.forget_session()
 end
 
+--- "today 14:05", "yesterday 09:30", "2026-11-30 17:02" (local time) for a session's `updatedAt`
+--- (an ISO 8601 stamp, UTC), as VS Code's picker says it; anything else as it came.
+local function when(stamp)
+  local y, mo, d, h, mi, s, zone = (stamp or ""):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)[%.%d]*(.*)$")
+  if not y then
+    return stamp or ""
+  end
+  local zs, zh, zm = zone:match("^([+-])(%d%d):?(%d%d)$")
+  if zone ~= "Z" and zone ~= "z" and not zs then
+    return stamp
+  end
+  local now = os.time()
+  local utc_offset = os.difftime(now, os.time(os.date("!*t", now))) -- this machine's local time - UTC
+  local shift = zs and (zs == "+" and -1 or 1) * (tonumber(zh) * 3600 + tonumber(zm) * 60) or 0
+  local t = os.time({ year = y, month = mo, day = d, hour = h, min = mi, sec = s, isdst = false })
+  t = t + utc_offset + shift
+  local day, time = os.date("%Y-%m-%d", t), os.date("%H:%M", t)
+  if day == os.date("%Y-%m-%d", now) then
+    return "today " .. time
+  elseif day == os.date("%Y-%m-%d", now - 86400) then
+    return "yesterday " .. time
+  end
+  return day .. " " .. time
+end
+
 --- Pick an earlier session of this workspace with `vim.ui.select` and load it (replayed into the chat).
 --- The picker opens once every page of `session/list` is in (the whole list, newest first).
 function M.sessions()
@@ -483,7 +508,7 @@ function M.sessions()
       prompt = "Load session:",
       kind = "agent_server.session",
       format_item = function(s)
-        return string.format("%s  %s  %s", s.updatedAt or "", s.title or "(untitled)", s.sessionId)
+        return string.format("%s  %s  %s", when(s.updatedAt), s.title or "(untitled)", s.sessionId)
       end,
     }, function(choice)
       if not choice then
