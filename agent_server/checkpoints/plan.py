@@ -219,5 +219,8 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     took = past.replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
     undid = past.undone_files.get(entry.turn, set())
     merged = past.left.get(entry.turn, {})  # an undo of the agent's change alone left the merge, not ``before``
-    return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after), c.uncertain,
-                                leave=c.path not in undid) for c in entry.files.values()]
+    # an uncertain file whose undo kept what it replaced gets those very bytes back: over what the undo
+    # itself wrote (checked at the redo: else it is a file changed since, asked) nothing can be lost
+    return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after),
+                                c.uncertain and c.path not in took, leave=c.path not in undid)
+                        for c in entry.files.values()]

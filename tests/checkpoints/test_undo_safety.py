@@ -793,3 +793,33 @@ async def test_undo_of_a_file_a_shell_command_changed_uncertainly_and_the_user_c
     assert (diff["oldText"], diff["newText"]) == ("ONE\ntwo\nthree\nMY LINE\nagent\n", "ONE\ntwo\nthree\n")
     assert path.read_bytes() == b"ONE\ntwo\nthree\n"
     assert "a.txt: restored (only the command's change taken back; what changed after it kept)" in said(h, sid)
+
+    questions.asked.clear()  # /redo from what the undo left: the file as it was just before it, unasked
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert questions.asked == []
+    assert path.read_bytes() == b"ONE\ntwo\nthree\nMY LINE\nagent\n"
+
+
+async def test_redo_of_an_uncertain_files_undo_asked_again_though_it_only_brings_back_the_users_bytes(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The user saved ``a.txt`` while the agent's command ran (uncertain), then took the checkpoint at
+    ``/undo`` (what it replaced kept). ``/redo`` asked "keep yours or take the checkpoint?" again,
+    although the file held exactly what the undo wrote and the redo only brings the user's own bytes
+    back: nothing to lose, so no question. (A file changed since the undo is still asked about.)"""
+    flags = git_with_flags(workspace)
+    path = workspace / "a.txt"
+    path.write_bytes(b"orig\n")
+    questions = Questions("allow_once")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
+    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                     "echo agent >> a.txt")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
+        path.write_bytes(b"orig\nMY LINE\n")
+    both = b"orig\nMY LINE\nagent\n"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]
+    assert path.read_bytes() == b"orig\n"
+
+    questions.asked.clear()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert questions.asked == [] and path.read_bytes() == both
