@@ -705,12 +705,13 @@ class AgentSession:
     async def _announce_budget(self, turn: int, budget: int) -> None:
         """Tell the model (a logged notice it sees in later requests) and the user that the step
         budget ended the turn — never stop silently."""
-        text = (f"The turn was stopped: it reached its limit of {budget} model requests "
+        requests = f"{budget} model request{'' if budget == 1 else 's'}"
+        text = (f"The turn was stopped: it reached its limit of {requests} "
                 "(max_steps_per_turn) before the task was finished. Results of the last tool calls are "
                 "above. Continue only when the user asks you to.")
         self.log.append("notice", {"turn": turn, "reason": "max_turn_requests", "text": text})
         await self._emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text":
-                          f"\n\n[agent-server] Stopped after {budget} model requests in this turn "
+                          f"\n\n[agent-server] Stopped after {requests} in this turn "
                           "(max_steps_per_turn). Send a message to let the agent continue."}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _emit_usage(self, message: AssembledMessage, estimate: int | None) -> None:

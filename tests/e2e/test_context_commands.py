@@ -97,7 +97,7 @@ async def test_usage_command_reports_tokens_and_usage_update_follows_each_step(a
     (usage,) = h.updates(sid, "usage_update")
     assert usage["used"] == 2530 and usage["size"] > 2530
     await h.prompt(sid, "/usage")
-    assert "2,530" in h.agent_text(sid) and "1 model requests" in h.agent_text(sid)
+    assert "2,530" in h.agent_text(sid) and "1 model request," in h.agent_text(sid)
     await h.prompt(sid, "again")
     low = h.updates(sid, "usage_update")[-1]
     assert 1900 < low["used"] < 2530  # the estimate of what the next request carries, not the provider's 150

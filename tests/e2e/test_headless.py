@@ -86,7 +86,7 @@ def test_step_budget_exits_3(agent_env, workspace, tmp_path):
     with OfflineEndpoint.start_in_thread(script) as ep:
         done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_CONFIG": str(config)},
                    "-p", "loop", "--cwd", str(workspace))
-    assert done.returncode == 3 and "Stopped after 1 model requests" in done.stderr  # a notice: not the answer
+    assert done.returncode == 3 and "Stopped after 1 model request in this turn" in done.stderr  # a notice: not the answer
     assert done.stdout == ""
 
 
