@@ -34,6 +34,9 @@ from typing import Any, Sequence
 
 from agent_server.checkpoints.blobs import FileState
 
+#: A restore the editor answered "applied" but whose file, read back, is not the checkpoint (a client
+#: that put the hunks elsewhere, a formatter, a keystroke just then): not done, /undo asks again.
+NOT_AS_IT_WAS = "not restored as it was"
 #: What a restore's outcome starts with when it changed the file (``/undo`` and ``/redo`` alike).
 CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created it)",
                     "created again (the agent had created it)", "deleted again (the agent had deleted it)")
@@ -41,7 +44,7 @@ CHANGED_OUTCOMES = ("restored", "brought back", "removed (the agent had created 
 #: question) or changed the file while the run ran (a keystroke during the review, a save).
 HELD_BACK_OUTCOMES = ("kept the user's version", "not restored (the user rejected the restore in the editor",
                       "not restored (stale", "not restored (it changed on disk just now)",
-                      "not removed (it changed on disk just now)")
+                      "not removed (it changed on disk just now)", NOT_AS_IT_WAS)
 #: The outcome of a file ``/redo`` leaves alone because the undo it redoes did not change it.
 LEFT_OUTCOME = "left as it is (the /undo did not change it)"
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Answer, Ask
 from agent_server.tools import safe_fs
-from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot
+from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot, WriteOutcome
 
 _READ_LIMIT = 1 << 31
 #: The option of a question about a file that changed since the agent's edit that takes back (or
@@ -197,6 +197,8 @@ def _show(path: Path, roots: list[str]) -> str:
         except ValueError:
             continue
     return str(path)
+
+_BOM = b"\xef\xbb\xbf"
 
 
 class Restorer:
@@ -371,9 +373,38 @@ class Restorer:
                          + (f": {outcome.message})" if outcome.message else ")"))
         if outcome.status not in ("written", "partial"):
             return said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
+        from agent_server.checkpoints.plan import NOT_AS_IT_WAS
+
+        if not outcome.merged:  # what landed, read back: never "restored" on the editor's word alone
+            wrong = await self._not_the_checkpoint(dirfd, name, path, target_raw, outcome)
+            if wrong:
+                return said(path, f"{NOT_AS_IT_WAS} ({wrong}; /{'undo' if self._title.startswith('Undo') else 'redo'} "
+                                  "asks about it again)")
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target_mode)
         return said(path, done_word)
+
+    async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
+                                  outcome: WriteOutcome) -> str | None:
+        """Why the file does not hold ``target`` after the editor applied its restore (``None``: it
+        does): a saved file's bytes on disk, an unsaved buffer's text (its BOM is the file's, not
+        text) — a client that put the hunks elsewhere answered "applied" all the same."""
+        try:
+            if getattr(outcome, "saved", True):
+                found = _look(dirfd, name)
+                if found is not None and found[0] == target:
+                    return None
+            else:
+                now = await self.files.read(path)
+                if now.raw.removeprefix(_BOM) == target.removeprefix(_BOM):
+                    return None
+        except OSError as exc:
+            return f"it cannot be read back: {exc.strerror or exc}"
+        if outcome.status == "partial" and outcome.hunks_total:
+            return (f"the editor applied {outcome.hunks_applied} of its {outcome.hunks_total} changes, so the file "
+                    "is not the checkpoint")
+        return ("after the editor applied it, the file holds other text than the checkpoint (the editor "
+                "changed it while writing, or it changed just then)")
 
     def _keep(self, path: Path, current: FileSnapshot | None, mode: int | None) -> FileState | None:
         """The state of the file as it is now (``current``, ``mode`` on disk), its bytes kept in the

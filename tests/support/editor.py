@@ -145,7 +145,7 @@ class MemoryEditor:
         elif path in self.buffers:
             current = self.buffers[path]
         else:
-            current = Buffer(Path(path).read_text(encoding="utf-8"), version=None)  # type: ignore[arg-type]
+            current = Buffer(Path(path).read_bytes().decode("utf-8"), version=None)  # type: ignore[arg-type]
         decision = self.decide(params, doc["edits"])
         if decision == "reject":
             return {"outcome": "rejected", "saved": False}
