@@ -15,6 +15,7 @@ import { ChatView, VIEW_ID } from "./chatView";
 import { DiffView, type ProposalPanel, shownPath } from "./diff";
 import { Permissions } from "./permissions";
 import { type Proposal, ProposalManager } from "./proposals";
+import { isImmediateCommand } from "../webview/state";
 import { offsetAt } from "./proposalModel";
 import type { ChatEvent, HunkView, SelectView, SetupView, WebviewToHost, WireUpdate } from "./protocol";
 import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serverEnv } from "./config";
@@ -279,6 +280,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         void refreshSessions();
         return;
       case "turn-start":
+        openPrompts.set(e.sessionId, [...(openPrompts.get(e.sessionId) ?? []), e.text]);
         setStatus("working");
         post({ kind: "turn-start", text: e.text, sessionId: e.sessionId });
         return;
@@ -286,6 +288,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         if (!e.started) {  // the server or the session could not start: no turn to end
           post({ kind: "notice", level: "error", text: e.error ?? "the prompt could not be sent", errorKind: e.errorKind });
           return;
+        }
+        {
+          const open = openPrompts.get(e.sessionId) ?? [];
+          const at = open.indexOf(e.text);
+          if (at >= 0) open.splice(at, 1);
+          if (open.length === 0 || at < 0) openPrompts.delete(e.sessionId);
         }
         if (e.last) permissions.cancelAll(); // an overlapping prompt's answer leaves the turn's questions open
         if (e.last) setStatus(takenOver ? "session taken over" : agent.serverUp ? "ready" : "stopped");
@@ -496,6 +504,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    * `take-over`, the holder is asked to let it go; `copy`, a fork of it is opened instead).
    */
   let loading: { sessionId: string; clear: () => void } | undefined;
+  /** The prompts of each session still open here (their texts): a session shown again after a switch
+   * gets its running turns and their waiting questions back (newcomer finding 1b). */
+  const openPrompts = new Map<string, string[]>();
   async function loadSession(sessionId: string, why: "pick" | "reopen" = "pick", how?: "take-over" | "copy"): Promise<void> {
     let cleared = false;
     const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId: load.sessionId }); } } };
@@ -504,7 +515,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       if (how === "copy") load.sessionId = await agent.forkSession(sessionId);
       await agent.loadSession(load.sessionId, { takeOver: how === "take-over" });
       load.clear(); // a session with nothing to replay
-      post({ kind: "loaded", sessionId: load.sessionId }); // the replay is history: nothing of it runs here
+      // the replay is history — but for a turn of this session still running here (shown again after
+      // a switch): it runs again in the panel (Stop, Working…) and its waiting questions are asked again
+      const open = openPrompts.get(load.sessionId) ?? [];
+      const commands = open.filter(isImmediateCommand).length;
+      post({ kind: "loaded", sessionId: load.sessionId, ...(open.length > 0 ? { live: { turns: open.length - commands, commands } } : {}) });
+      if (open.length > 0) {
+        permissions.repost(load.sessionId);
+        for (const p of proposals.all()) if (!p.done && p.params.sessionId === load.sessionId) post(proposalEvent(p));
+        setStatus("working");
+      }
     } catch (err) {
       if (cleared) agent.resetSession(); // part of it was shown: the panel is on no session now
       if (why === "reopen") void context.workspaceState.update(SESSION_KEY, undefined);

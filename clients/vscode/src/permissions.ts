@@ -15,6 +15,8 @@ export const PERMISSION_DIFF_SCHEME = "agent-permission";
 interface Pending {
   params: acp.RequestPermissionRequest;
   resolve: (r: acp.RequestPermissionResponse) => void;
+  /** The question as the panel was sent it (sent again when its session is shown again). */
+  event?: ChatEvent;
 }
 
 export class Permissions implements vscode.TextDocumentContentProvider {
@@ -47,7 +49,7 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     if (command !== undefined) reason = withoutCommand(reason, command);
     const diffs = content.filter((c): c is acp.Diff & { type: "diff" } => c.type === "diff");
     const result = new Promise<acp.RequestPermissionResponse>((resolve) => this.pending.set(id, { params, resolve }));
-    this.post({
+    const event: ChatEvent = {
       kind: "permission",
       id,
       title: call.title ?? "The agent asks for permission",
@@ -55,7 +57,9 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
       hasDiff: diffs.length > 0,
       ...(command !== undefined ? { command } : {}),
-    });
+    };
+    this.pending.get(id)!.event = event;
+    this.post(event);
     signal.addEventListener("abort", () => this.answer(id, null), { once: true });
     for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
     return result;
@@ -90,6 +94,12 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     // the question's diff closes with its answer (it showed a change that is now decided)
     const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === PERMISSION_DIFF_SCHEME && t.input.modified.query.startsWith(`${id}/`));
     if (tabs.length > 0) void vscode.window.tabGroups.close(tabs);
+  }
+
+  /** Posts again the questions of `sessionId` still waiting (the panel was cleared by a session switch
+   * and shows that session again): answerable as before, same ids. */
+  repost(sessionId: string): void {
+    for (const p of this.pending.values()) if (p.params.sessionId === sessionId && p.event) this.post(p.event);
   }
 
   /** Every open question is cancelled (the turn ended, the server died, the panel went away). */

@@ -85,7 +85,9 @@ export type ChatEvent =
   | { kind: "turn-start"; text?: string; sessionId?: string }
   | { kind: "turn-end"; text?: string; stopReason?: string; error?: string; errorKind?: ErrorKind; sessionId?: string }
   /** A `session/load`'s replay is over: what it showed is history, nothing of it runs here. */
-  | { kind: "loaded"; sessionId: string }
+  /** `live`: prompts of this session still open in this window (a turn that went on while another
+   * session was shown): they run here again, and their waiting questions are posted after this. */
+  | { kind: "loaded"; sessionId: string; live?: { turns: number; commands: number } }
   /** `next`: what happens now (started again, the session resumed or not), said after the exit. */
   | { kind: "server-exited"; message: string; stderrTail: string; next?: string }
   /** `divider`: a new session starts here (the one above could not be resumed). */

@@ -720,6 +720,18 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     }
     case "loaded":
+      if (e.live) {
+        // a turn of this session still running in this window (the panel showed another session
+        // meanwhile): it is this transcript's again — its open calls go on, Stop stops it
+        const n = e.live.turns + e.live.commands;
+        s.elsewhere = Math.max(0, s.elsewhere - n);
+        s.turnsOpen += e.live.turns;
+        s.commandsOpen = (s.commandsOpen ?? 0) + e.live.commands;
+        s.busy = s.running > s.elsewhere;
+        s.openText = undefined;
+        s.streamingMessage = undefined;
+        return s;
+      }
       // a replayed call has its final status; one replayed still open (its process died, or another
       // agent replays a call that never ended) runs nowhere the panel can see or stop
       for (const i of s.items) {

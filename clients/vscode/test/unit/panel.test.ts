@@ -555,3 +555,35 @@ describe("the status bar (issue 30, item 10)", () => {
     expect(contextUseText(5, 0)).toBeUndefined();
   });
 });
+
+describe("a question left waiting in another session (newcomer finding 1b)", () => {
+  it("switching sessions while a permission question waits, then back: the card was 'Unfinished' with no Allow and no Stop, and the next prompt hung behind the hidden question", async () => {
+    const toolCall = { toolCallId: "c1", title: "Read .env", kind: "read", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow once", kind: "allow_once" }, { optionId: "reject", name: "Reject", kind: "reject_once" }];
+    const panel = await openPanel({
+      loadable: true,
+      // what session/load replays of the waiting turn: its call, still open
+      replay: [{ sessionUpdate: "tool_call", toolCallId: "c1", title: "Read .env", kind: "read", status: "pending" }],
+      turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }, ...answer("first answer")], answer("second answer")],
+    });
+    panel.send({ type: "prompt", text: "READ .env" });
+    await panel.until("the question", (s) => s.busy && s.items.some((i) => i.type === "permission"));
+    const mine = panel.state().currentSession!;
+    panel.send({ type: "loadSession", sessionId: "s-old" });
+    await panel.until("the other session", (s) => s.currentSession === "s-old" && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
+    panel.send({ type: "loadSession", sessionId: mine });
+    await panel.until("the session back", (s) => s.currentSession === mine && s.items.some((i) => i.type === "agent" && i.text.includes("replayed answer")));
+    await panel.until("the question shown again", (s) => s.items.some((i) => i.type === "permission" && !i.outcome));
+    const back = panel.state();
+    expect(back.busy).toBe(true); // the turn runs: Stop is offered, "Working…" shown
+    const call = back.items.find((i) => i.type === "tool" && i.toolCallId === "c1") as { status: string };
+    expect(call.status).toBe("pending"); // not "Unfinished": it waits for the answer below
+    const question = back.items.find((i) => i.type === "permission" && !i.outcome) as { permId: string; options: { name: string }[] };
+    expect(question.options.map((o) => o.name)).toEqual(["Allow once", "Reject"]);
+    panel.send({ type: "permission", id: question.permId, optionId: "allow" });
+    await panel.until("the turn's end", panel.answered("first answer"));
+    panel.send({ type: "prompt", text: "SAY hello-after-switch" });
+    await panel.until("the next prompt's answer", panel.answered("second answer"));
+    expect(panel.state().items.filter((i) => i.type === "notice").map((i) => (i as { text: string }).text)).toEqual([]);
+  });
+});
