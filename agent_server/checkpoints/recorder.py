@@ -132,10 +132,10 @@ class Checkpoints:
                 return None
             sides.append(raw)
         left: dict[bytes, int] = {}
-        for line in sides[0].split(b"\n"):
+        for line in _lines(sides[0]):
             left[line] = left.get(line, 0) + 1
         added = 0
-        for line in sides[1].split(b"\n"):
+        for line in _lines(sides[1]):
             if left.get(line, 0) > 0:
                 left[line] -= 1
             else:
@@ -307,6 +307,15 @@ class Checkpoints:
 
 #: Files larger than this (either side) get no line count in their ``checkpoint/file`` event.
 LINE_COUNT_BYTES = 256 * 1024
+
+
+def _lines(raw: bytes) -> list[bytes]:
+    """The lines of ``raw``, each with its newline (a last line without one as it is): an empty file has
+    none — a created file's "before" is not one empty line removed."""
+    return _LINE.findall(raw)
+
+
+_LINE = re.compile(rb"[^\n]*\n|[^\n]+$")
 
 
 def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:

@@ -302,3 +302,29 @@ def test_an_undo_the_user_declined_throughout_is_no_undo_and_redo_takes_only_wha
                                                     restored("/w/c.txt", "removed (the agent had created it)")], done=True))
     turn, restores = plan_redo(cut)
     assert turn == 2 and not any(r.leave for r in restores)
+
+
+def test_a_newly_created_one_line_file_was_counted_plus_1_minus_1(tmp_path):
+    """Newcomer 4, finding 8: a created one-line file (no final newline, as `.vscode/settings.json`) was
+    counted "+1 −1" — the empty "before" taken as one empty line removed. Nothing was removed; the count
+    (``lineCounts``, for the Changes box of a call without a diff and of a loaded session) says so."""
+    from agent_server.checkpoints.recorder import Checkpoints
+    from agent_server.session import EventLog
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    log = EventLog.create(tmp_path / "state" / "sessions" / "s" / "events.jsonl", {"cwd": str(root)})
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    cp = Checkpoints(log, blobs, [root], tmp_path / "state", is_secret=lambda p: None, name_patterns=())
+
+    def counts(before: bytes | None, after: bytes | None) -> list[int] | None:
+        def state(raw: bytes | None) -> FileState | None:
+            return None if raw is None else blobs.keep(raw, 0o644)
+
+        return cp._line_counts(state(before), state(after))
+
+    assert counts(None, b'{ "editor.tabSize": 2 }') == [1, 0]
+    assert counts(b"", b"x\n") == [1, 0]
+    assert counts(b"last", None) == [0, 1]
+    assert counts(b"a\n", b"a\nb\n") == [1, 0]
+    assert counts(b"a\n", b"a") == [1, 1]  # the final newline dropped: the line changed

@@ -325,12 +325,14 @@ function confirmedChange(i: Extract<Item, { type: "tool" }>): boolean {
   return i.status === "completed" && (i.changes.length > 0 || (i.changedFiles?.length ?? 0) > 0);
 }
 
-/** Lines added and removed between two texts (a multiset count of lines: cheap, close enough for a summary). */
+/** Lines added and removed between two texts (a multiset count of lines, each with its newline: cheap, close
+ * enough for a summary). An empty text has no lines (a created file's "before" is not one empty line removed). */
 export function lineCounts(a: string, b: string): { added: number; removed: number } {
+  const lines = (t: string) => t.match(/[^\n]*\n|[^\n]+$/g) ?? [];
   const count = new Map<string, number>();
-  for (const l of a.split("\n")) count.set(l, (count.get(l) ?? 0) + 1);
+  for (const l of lines(a)) count.set(l, (count.get(l) ?? 0) + 1);
   let added = 0;
-  for (const l of b.split("\n")) {
+  for (const l of lines(b)) {
     const n = count.get(l) ?? 0;
     if (n > 0) count.set(l, n - 1);
     else added++;

@@ -93,6 +93,25 @@ describe("the Changes view", () => {
     expect(lineCounts("a\nb\n", "a\nc\n")).toEqual({ added: 1, removed: 1 });
     expect(changes.undone).toBe(false);
   });
+  it("a newly created one-line file was counted +1 −1 in the Changes box", () => {
+    // newcomer 4, finding 8: `.vscode/settings.json` created with one line (no final newline) showed
+    // "+1 −1" — the empty text before counted as one empty line removed. Nothing was removed.
+    const s = run([
+      { kind: "turn-start", text: "settings" },
+      edit("e1", "/ws/.vscode/settings.json", "", '{ "editor.tabSize": 2 }'),
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: "e2", title: "Edit /ws/x.txt", kind: "edit", status: "completed", content: [{ type: "diff", path: "/ws/x.txt", oldText: null, newText: "x" }] } },
+      edit("e3", "/ws/gone.txt", "last", ""),
+      { kind: "turn-end", text: "settings", stopReason: "end_turn" },
+    ]);
+    expect(turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed])).toEqual([
+      ["/ws/.vscode/settings.json", 1, 0],
+      ["/ws/x.txt", 1, 0],
+      ["/ws/gone.txt", 0, 1],
+    ]);
+    expect(lineCounts("", "")).toEqual({ added: 0, removed: 0 });
+    expect(lineCounts("a\n", "a\nb\n")).toEqual({ added: 1, removed: 0 });
+    expect(lineCounts("a\n", "a")).toEqual({ added: 1, removed: 1 }); // the final newline dropped: a change
+  });
   it("is empty before any edit", () => {
     expect(turnChanges(run([{ kind: "turn-start", text: "hi" }]))).toBeUndefined();
   });
