@@ -13,7 +13,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockQueue, BlockSplitter, PAINT_BUDGET } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -98,7 +98,7 @@ input.placeholder = "Ask the agent (Enter to send, Shift+Enter for a new line, @
 input.rows = 3;
 const sendButton = button("Send", "send", () => submit(), "Send (Enter)", "send");
 const stopButton = button("Stop", "stop", () => send({ type: "cancel" }), "Agent: Cancel", "debug-stop");
-const undoButton = button("Undo", "undo", () => sendPrompt("/undo"), "Take back the files the newest agent turn changed (/undo)", "discard");
+const undoButton = button("Undo", "undo", () => clickUndo(), "Take back the files the newest agent turn changed (/undo)", "discard");
 const mentionButton = button("", "mention", () => send({ type: "pickMention" }), "Add context: a file, a folder, the selection, the problems or the terminal's output", "mention");
 const buttons = el("div", "buttons");
 buttons.append(mentionButton, undoButton, sendButton, stopButton);
@@ -130,6 +130,13 @@ let historyPos = history.length;
 let pendingMentions: { id: string; mention: MentionView }[] = [];
 let pendingImages: ImageView[] = [];
 let completionIndex = 0;
+
+/** An Undo button: one click, one `/undo` — the buttons are disabled until its answer (finding 3b). */
+function clickUndo(): void {
+  if (!askUndo(state)) return;
+  sendPrompt("/undo");
+  schedule();
+}
 
 function sendPrompt(text: string): void {
   following = true; // the answer to what the user just sent is shown, wherever they had scrolled
@@ -905,7 +912,7 @@ function paint(): void {
   }
   undoButton.hidden = !state.commands.some((c) => c.name === "undo");
   // an empty panel has nothing to undo, and must not make a session to say so (N3)
-  undoButton.disabled = !state.currentSession;
+  undoButton.disabled = !state.currentSession || state.undoAsked === true;
   undoButton.title = state.currentSession ? "Take back the files the newest agent turn changed (/undo)" : "Nothing to undo: no session is open";
   paintCompletions();
   tickElapsed();
@@ -953,7 +960,7 @@ function paintChanges(): void {
   const found = turnChanges(state);
   const canUndo = state.commands.some((c) => c.name === "undo");
   // the key leaves the texts out (a big file's would be stringified every frame)
-  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how, f.counted]) }, state.busy, canUndo]);
+  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how, f.counted]) }, state.busy, canUndo, state.undoAsked]);
   if (key === changesKey) return;
   changesKey = key;
   changesBox.hidden = !found;
@@ -969,8 +976,8 @@ function paintChanges(): void {
   changesBox.dataset.turn = String(found.turn);
   // not while a turn runs: its own changes may be the newest (finding 21), and /undo is refused then
   if ((found.undo === undefined || found.undo === "declined") && !state.busy) {
-    const undoTurn = button("Undo this turn", "undo-turn", () => sendPrompt("/undo"), state.busy ? "A turn is running: /undo once it has ended" : "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
-    undoTurn.disabled = !canUndo || state.busy;
+    const undoTurn = button("Undo this turn", "undo-turn", () => clickUndo(), state.undoAsked ? "/undo was sent: waiting for its answer" : "Take back the files this turn changed (/undo; a file you changed since is asked about)", "discard");
+    undoTurn.disabled = !canUndo || state.busy || state.undoAsked === true;
     head.append(undoTurn);
   }
   const parts: HTMLElement[] = [head];

@@ -107,6 +107,17 @@ export interface ChatState {
   setup?: SetupView;
   /** The agent takes images in a prompt (`promptCapabilities.image`). */
   images: boolean;
+  /** An Undo button's `/undo` was sent and not answered yet: the Undo buttons wait for its answer
+   * (a double click ran two undos at once, newcomer finding 3b). Set by `askUndo`. */
+  undoAsked?: boolean;
+}
+
+/** An Undo button was clicked: true when its `/undo` is to be sent — false while the last click's is
+ * still unanswered (one click, one undo). */
+export function askUndo(s: ChatState): boolean {
+  if (s.undoAsked) return false;
+  s.undoAsked = true;
+  return true;
 }
 
 export function initialState(): ChatState {
@@ -638,6 +649,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.commands = s.commands;
       fresh.setup = s.setup;
       fresh.images = s.images;
+      fresh.undoAsked = s.undoAsked; // the /undo sent is still answered (its turn-end)
       return fresh;
     }
     case "session":
@@ -677,6 +689,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.busy = true;
       return s;
     case "turn-end": {
+      if (e.text !== undefined && /^\/undo(\s|$)/.test(e.text.trim())) s.undoAsked = false; // answered: Undo may be clicked again
       s.elsewhere = Math.min(s.elsewhere, s.running);
       if (s.elsewhere > 0 && (e.sessionId === undefined || e.sessionId !== s.currentSession)) {
         // a turn of the transcript the panel left (New, a load): nothing shown here is its
@@ -750,6 +763,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       push(s, { type: "notice", level: "error", text: `${e.message}. ${e.next ?? "The session is resumed when the server is back."}`, detail: e.stderrTail });
       return s;
     case "notice":
+      s.undoAsked = false; // a prompt that could not be sent is said by a notice, never answered
       if (e.actions) dropActions(s); // the choice offered now replaces an older one
       push(s, { type: "notice", level: e.level, text: e.text, errorKind: e.errorKind, ...(e.actions ? { actions: e.actions } : {}) });
       return s;

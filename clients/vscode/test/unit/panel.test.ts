@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TabInputText, TabInputTextDiff, Uri, commands, resetStub, window, workspace } from "../stub/vscode";
 import { contextUseText, deactivate } from "../../src/extension";
 import type { ChatEvent } from "../../src/protocol";
-import { type ChatState, fold, initialState } from "../../webview/state";
+import { type ChatState, askUndo, fold, initialState } from "../../webview/state";
 import { memento, openPanel } from "./panelHarness";
 
 beforeEach(() => memento.clear());
@@ -585,5 +585,30 @@ describe("a question left waiting in another session (newcomer finding 1b)", () 
     panel.send({ type: "prompt", text: "SAY hello-after-switch" });
     await panel.until("the next prompt's answer", panel.answered("second answer"));
     expect(panel.state().items.filter((i) => i.type === "notice").map((i) => (i as { text: string }).text)).toEqual([]);
+  });
+});
+
+describe("Undo this turn (newcomer finding 3b)", () => {
+  it("a double-click on Undo this turn ran two /undos: one click, one undo — the buttons wait for its answer", async () => {
+    const panel = await openPanel({ turns: [answer("first answer"), answer("Undo of turn 1: a.txt: removed."), answer("Nothing to undo.")] });
+    // the webview's own state, folded as it arrives (askUndo marks it between the click and the host's events)
+    const webview = initialState();
+    let seen = 0;
+    const sync = () => { for (; seen < panel.sent.length; seen++) fold(webview, panel.sent[seen]!); };
+    panel.send({ type: "prompt", text: "WRITE a.txt" });
+    await panel.until("the first turn", panel.answered("first answer"));
+    sync();
+    const click = () => { if (askUndo(webview)) panel.send({ type: "prompt", text: "/undo" }); };
+    click();
+    click(); // the second click of a double-click, in the same tick
+    await panel.until("the undo's answer", panel.answered("Undo of turn 1"));
+    sync();
+    const prompts = () => panel.agentLog().filter((m) => m === "session/prompt").length;
+    expect(prompts()).toBe(2); // the first turn and one /undo
+    expect(panel.users()).toEqual(["WRITE a.txt", "/undo"]);
+    // answered: the next click sends again
+    click();
+    await panel.until("the second undo's answer", panel.answered("Nothing to undo."));
+    expect(prompts()).toBe(3);
   });
 });
