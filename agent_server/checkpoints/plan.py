@@ -74,13 +74,15 @@ class Restore:
     """One guarded restore: replace ``path`` only if it holds ``expect``; make it ``target``
     (``None``: remove it; ``expect`` ``None``: it must not exist). ``uncertain``: the change may be
     someone else's, so it is asked about even when the file still holds ``expect``. ``leave``: the
-    file is not touched (``/redo`` of a file its undo did not change)."""
+    file is not touched (``/redo`` of a file its undo did not change). ``replaced``: a ``/redo`` whose
+    undo took the whole checkpoint over another change (the user's): it re-applies that change too."""
 
     path: Path
     expect: FileState | None
     target: FileState | None
     uncertain: bool = False
     leave: bool = False
+    replaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,5 +227,6 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     # an uncertain file whose undo kept what it replaced gets those very bytes back: over what the undo
     # itself wrote (checked at the redo: else it is a file changed since, asked) nothing can be lost
     return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after),
-                                c.uncertain and c.path not in took, leave=c.path not in undid)
+                                c.uncertain and c.path not in took, leave=c.path not in undid,
+                                replaced=c.path in took and c.path not in merged and took[c.path] != c.after)
                         for c in entry.files.values()]

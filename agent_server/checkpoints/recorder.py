@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from agent_server.checkpoints.blobs import BlobStore, FileState
 from agent_server.policy.sandbox.sandbox_notify import (LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps,
                                                         read_unlistened, read_unwatched)
-from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome
+from agent_server.tools import safe_fs
+from agent_server.tools.files import CURRENT_TOOL_CALL, FileSnapshot, WriteOutcome, file_bytes
 
 if TYPE_CHECKING:  # the shadow repository loads with the first shell call, in ``shadow()``
     from agent_server.checkpoints.shadow import ShadowRepo, Snapshot
@@ -54,6 +55,20 @@ def _mode(path: Path) -> int | None:
         return os.stat(path).st_mode & 0o7777
     except OSError:
         return None
+
+
+def _head(path: Path) -> bytes | None:
+    """The file's first three bytes (whether it has a BOM), ``None`` when it cannot be read."""
+    try:
+        fd = safe_fs.open_regular(safe_fs.resolve_once(path))
+    except (OSError, ValueError):
+        return None
+    try:
+        return os.read(fd, 3)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def current_turn(events: list[Any]) -> int:
@@ -544,10 +559,12 @@ class CheckpointedFiles:
             cp = self.checkpoints
             try:
                 secret = cp.is_secret(Path(path)) is not None
-                before = (cp.blobs.keep(base.raw, mode_before or 0o644, secret=secret, limit=cp.max_file_bytes)
-                          if base is not None else None)
-                after = cp.blobs.keep(outcome.snapshot.raw, _mode(path) or mode_before or 0o644, secret=secret,
-                                      limit=cp.max_file_bytes)
+                # the file's bytes, never an editor's text: that lacks the file's BOM (kept by the write)
+                head = _head(Path(path)) if base is not None and base.editor_text or outcome.snapshot.editor_text else None
+                before = (cp.blobs.keep(file_bytes(base, head), mode_before or 0o644, secret=secret,
+                                        limit=cp.max_file_bytes) if base is not None else None)
+                after = cp.blobs.keep(file_bytes(outcome.snapshot, head), _mode(path) or mode_before or 0o644,
+                                      secret=secret, limit=cp.max_file_bytes)
                 recorded = cp.record(Path(path), before, after, "edit")
             except OSError as exc:
                 self.checkpoints._failed(f"write of {path}", exc)

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 from agent_server.policy.approvals import ALLOW_ONCE, REJECT_ONCE, Answer, Ask
 from agent_server.tools import safe_fs
-from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot, WriteOutcome
+from agent_server.tools.files import (UTF8_BOM, PROPOSAL_LABEL, DiskFiles, FileSnapshot, WriteOutcome, editor_text_of,
+                                       file_bytes)
 
 _READ_LIMIT = 1 << 31
 #: The option of a question about a file that changed since the agent's edit that takes back (or
@@ -279,13 +280,16 @@ class Restorer:
         if links:  # a link (now, or to bring back) is the disk's business: an editor would follow it
             reads_buffer = writes_editor = False
         current = None if disk is None else FileSnapshot.of(path, disk[0])
+        seen = current  # what the seam read: the base of its write
         if reads_buffer and disk is not None:
             try:  # the editor's buffer is what the user sees (unsaved text included)
-                current = await self.files.read(path)
+                seen = await self.files.read(path)
             except FileNotFoundError:
-                current = None
+                seen = None
             except OSError as exc:
                 return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
+            # compared, merged and kept as the file's bytes: an editor's text never holds the file's BOM
+            current = None if seen is None else FileSnapshot.of(path, file_bytes(seen, disk[0]), seen.version)
         mode = None if disk is None else disk[1]
         if _holds(target, current, mode):
             return _said(path, "already as it was")
@@ -315,7 +319,7 @@ class Restorer:
                                                 current.raw, target_raw)
             link_now = os.fsdecode(disk[0]) if disk is not None and disk[1] == LINK_MODE else None
             answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge,
-                                                 link_now)
+                                                 link_now, restore.replaced)
             merging = answer.kind == "selected" and answer.option == AGENTS_CHANGE_ONLY and isinstance(merge, bytes)
             # a headless run (no one to ask at all) of a file the agent's change merges out of alone: that
             # is what /undo asked for, and it drops none of the file's other changes — never an uncertain
@@ -353,6 +357,16 @@ class Restorer:
         if target is None or target_mode is None:
             return said(path, _remove(dirfd, name, disk, "deleted again (the agent had deleted it)" if redo
                                       else "removed (the agent had created it)"))
+        # the BOM is a property of the file, never an editor's text (docs/protocol.md): a restore that
+        # adds or removes it is written on disk where the editor holds nothing unsaved (it reloads the
+        # file), else the text goes through the editor and the file keeps its BOM, as said
+        bom_kept = ""
+        if writes_editor and current is not None and current.raw.startswith(UTF8_BOM) != target_raw.startswith(UTF8_BOM):
+            if disk is not None and current.raw == disk[0]:
+                bytes_only, writes_editor = False, False
+            else:
+                bom_kept = (f" (its text; the file {'keeps its' if current.raw.startswith(UTF8_BOM) else 'has no'} "
+                            "byte order mark: the editor holds unsaved text, and an editor's text cannot change it)")
         if bytes_only or not writes_editor or not _is_text(target_raw):
             return said(path, _replace(dirfd, name, disk, target_raw, target_mode, bytes_only, done_word))
         # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py";
@@ -363,7 +377,7 @@ class Restorer:
             seam = seam.unreviewed()
         label = PROPOSAL_LABEL.set(f"{self._title}: {path.name}")
         try:
-            outcome = await seam.write(path, target_raw, base=current)
+            outcome = await seam.write(path, editor_text_of(target_raw, seen), base=seen)
         finally:
             PROPOSAL_LABEL.reset(label)
         if outcome.status == "rejected" and asked:
@@ -382,7 +396,7 @@ class Restorer:
                                   "asks about it again)")
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target_mode)
-        return said(path, done_word)
+        return said(path, done_word + bom_kept)
 
     async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
                                   outcome: WriteOutcome) -> str | None:
@@ -415,7 +429,7 @@ class Restorer:
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
                                call_id: str, uncertain: bool, merge: bytes | str | None = None,
-                               link_now: str | None = None) -> Answer:
+                               link_now: str | None = None, yours_too: bool = False) -> Answer:
         """Ask about one file (never one answer for several). A file that changed since the agent's
         edit whose agent's change merges back alone (``merge``: the merged bytes) is offered that
         first — "Undo the agent's change, keep the rest" (``AGENTS_CHANGE_ONLY``; its diff is
@@ -423,11 +437,14 @@ class Restorer:
         it is"; where it does not (``merge`` says why), the last two. An uncertain file: "Take the
         checkpoint" or "Keep mine" — and "Undo the command's change, keep later changes" first where
         the file changed again after the call and that merges. Only an explicit choice changes the
-        file (silence: it stays; ``_restore_in`` merges unasked in a headless run)."""
+        file (silence: it stays; ``_restore_in`` merges unasked in a headless run). A ``/redo`` says
+        what it re-applies: what its undo took back (``yours_too``: the user's own changes the undo
+        replaced with the checkpoint too). The diff is of the file's text: its BOM, a property of the
+        file, is said in words when the sides differ in it, never shown as a character of line 1."""
         from agent_server.tools.diff_view import diff_content
 
         def text(raw: bytes | None) -> str:
-            return "" if raw is None else raw.decode("utf-8", errors="replace")
+            return "" if raw is None else raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")
         shown = _show(path, self.roots)
         verb = "Undo" if self._title.startswith("Undo") else "Redo"
         now = text(current.raw if current else None)
@@ -445,10 +462,17 @@ class Restorer:
                         "change made after it stays (the diff shows exactly what changes). Take the checkpoint: the "
                         "whole file is replaced by the checkpoint. Keep mine: nothing changes.")
         else:
-            title = f"{shown} changed since the agent's edit"
-            why = f"{path} changed since the agent's edit (by you, your editor, another program or another agent)."
+            since = "the agent's edit" if verb == "Undo" else "the /undo"
+            title = f"{shown} changed since {since}"
+            why = f"{path} changed since {since} (by you, your editor, another program or another agent)."
             keep = "Keep the file as it is"
-            if isinstance(merge, bytes):
+            if isinstance(merge, bytes) and verb == "Redo" and yours_too:
+                body = (f"{why} Redo what the /undo took back, keep the rest: the lines the /undo changed — the "
+                        "agent's change and your own changes it replaced with the checkpoint — change back to "
+                        "what they were just before it, every change made since stays (the diff shows exactly "
+                        "what changes). Take the checkpoint: the whole file is replaced by the file as it was just "
+                        "before the /undo (the changes made since are lost). Keep the file as it is: nothing is redone.")
+            elif isinstance(merge, bytes):
                 body = (f"{why} {verb} the agent's change, keep the rest: only the lines the agent changed "
                         f"{'go back' if verb == 'Undo' else 'change again'}, every other change stays (the diff "
                         "shows exactly what changes). Take the checkpoint: the whole file is replaced by the "
@@ -469,8 +493,10 @@ class Restorer:
         if isinstance(merge, bytes):
             options = (AGENTS_CHANGE_ONLY, *options)
             names = ((AGENTS_CHANGE_ONLY, f"{verb} the command's change, keep later changes" if uncertain
+                      else "Redo what the /undo took back, keep the rest" if verb == "Redo" and yours_too
                       else f"{verb} the agent's change, keep the rest"), *names)
             shown_after = text(merge)
+        body += _bom_said(current.raw if current else None, target, merge)
         ask = Ask(call_id, title, "other", [
             {"type": "content", "content": {"type": "text", "text": body}},  # the diff once: its own block
             diff_content(path, now, shown_after)], {"path": str(path)},
@@ -481,11 +507,16 @@ class Restorer:
 
 def merge_back(base: bytes | None, current: bytes, other: bytes | None) -> bytes | str:
     """``current`` with the change ``base`` → ``other`` applied to it by a three-way merge of their
-    lines (``git merge-file``: bytes as they are, so a BOM, CRLF, a last line without one stay), each
+    lines (``git merge-file``: bytes as they are, so CRLF and a last line without one stay), each
     line with its own ending: the merged bytes, or why it cannot be done (the changes overlap or
-    touch, a side is not text or too big, git is missing)."""
+    touch, a side is not text or too big, git is missing). A UTF-8 BOM is the file's property, not
+    part of its first line: merged on its own (the side that changed it wins), so a BOM added or
+    removed never makes the first line a change."""
     if base is None or other is None:
         return "its bytes were not kept"
+    boms = [raw.startswith(UTF8_BOM) for raw in (base, current, other)]
+    base, current, other = (raw[len(UTF8_BOM):] if bom else raw for raw, bom in zip((base, current, other), boms))
+    bom = boms[1] if boms[1] != boms[0] else boms[2]
     if max(len(base), len(current), len(other)) > MERGE_LIMIT:
         return f"the file is larger than {MERGE_LIMIT >> 20} MiB"
     if not all(_is_text(raw) for raw in (base, current, other)):
@@ -511,7 +542,24 @@ def merge_back(base: bytes | None, current: bytes, other: bytes | None) -> bytes
         if 0 < done.returncode < 128:
             return "the file's other changes touch the same lines as the agent's change, or lines next to them"
         return f"the merge failed ({done.stderr.decode('utf-8', 'replace').strip() or done.returncode})"
-    return done.stdout
+    return UTF8_BOM + done.stdout if bom else done.stdout
+
+
+def _bom_said(now: bytes | None, target: bytes | None, merge: bytes | str | None) -> str:
+    """A sentence for a question whose sides differ in the file's BOM (a property of the file, not
+    a character its diff can show), else ``""``."""
+    has = [raw.startswith(UTF8_BOM) for raw in (now, target, merge) if isinstance(raw, bytes)]
+    if now is None or len(set(has)) < 2:
+        return ""
+
+    def say(raw: bytes) -> str:
+        return "has a UTF-8 byte order mark (BOM)" if raw.startswith(UTF8_BOM) else "has no byte order mark (BOM)"
+    text = f" The file as it is {say(now)}"
+    if target is not None:
+        text += f"; the checkpoint {say(target)}"
+    if isinstance(merge, bytes):
+        text += f"; the first choice's result {say(merge)}"
+    return text + " (the diff shows the text only)."
 
 
 def _said(path: Path, outcome: str) -> dict[str, Any]:

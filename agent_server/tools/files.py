@@ -64,7 +64,9 @@ class FileSnapshot:
     ``path``: absolute path as asked for; ``raw``: every byte; ``sha256``: hex digest of ``raw``;
     ``version``: the editor buffer's version when the bytes came from an open buffer, ``None`` when
     they came from disk. ``disk_changed``: the buffer has unsaved changes and the editor says its
-    file changed on disk since it was loaded or saved (the disk holds other text).
+    file changed on disk since it was loaded or saved (the disk holds other text). ``editor_text``:
+    ``raw`` is an editor's text (docs/protocol.md "The text of a document"), which never holds the
+    file's BOM — ``file_bytes`` gives the file's bytes it stands for.
     """
 
     path: Path
@@ -72,11 +74,34 @@ class FileSnapshot:
     sha256: str
     version: int | None = None
     disk_changed: bool = False
+    editor_text: bool = False
 
     @classmethod
-    def of(cls, path: Path, raw: bytes, version: int | None = None, *, disk_changed: bool = False) -> FileSnapshot:
+    def of(cls, path: Path, raw: bytes, version: int | None = None, *, disk_changed: bool = False,
+           editor_text: bool = False) -> FileSnapshot:
         """A snapshot of ``raw`` with its digest computed."""
-        return cls(Path(path), raw, sha256_hex(raw), version, disk_changed)
+        return cls(Path(path), raw, sha256_hex(raw), version, disk_changed, editor_text)
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def file_bytes(snapshot: FileSnapshot, disk: bytes | None) -> bytes:
+    """The file's bytes ``snapshot`` stands for: an editor's text never holds the file's BOM (a
+    property of the file, docs/protocol.md), so the BOM the file has on ``disk`` goes before it;
+    any other snapshot is the bytes already. What is compared with, merged with or kept beside a
+    checkpoint (the file's bytes) is this, never the editor's text as it came."""
+    if snapshot.editor_text and disk is not None and disk.startswith(UTF8_BOM):
+        return UTF8_BOM + snapshot.raw
+    return snapshot.raw
+
+
+def editor_text_of(raw: bytes, snapshot: FileSnapshot | None) -> bytes:
+    """``raw`` (a file's bytes) as the text of the editor ``snapshot`` came from: without one leading
+    BOM when that is an editor's text (the file keeps its own BOM there); else ``raw`` as it is."""
+    if snapshot is not None and snapshot.editor_text and raw.startswith(UTF8_BOM):
+        return raw[len(UTF8_BOM):]
+    return raw
 
 
 @dataclass

@@ -152,3 +152,29 @@ async def test_undo_over_lsp_offered_no_way_to_take_back_the_agents_change_alone
     assert [a.title for a in question.actions] == ["Undo the agent's change, keep the rest", "Take the checkpoint",
                                                    "Keep the file as it is"]
     assert editor.text(uri) == "alpha\nbeta\nGAMMA-B\n"
+
+
+async def test_undo_over_lsp_of_an_agent_edit_to_a_bom_file_asked_changed_since_the_agents_edit_and_put_the_bom_in_the_text(
+        lsp, endpoint, workspace):
+    """Newcomer 4's finding 2 in an LSP editor: the agent changed a file with a BOM (CRLF, no final
+    newline) that was not open — its checkpoint holds the file's bytes — and the user opened it
+    afterwards (an LSP document's text never holds the BOM). ``/undo`` asked "changed since the
+    agent's edit" about a file nobody touched, and "Take the checkpoint" sent the BOM as a U+FEFF
+    character into the document's first line. Now no question, and the document gets its text back
+    without one."""
+    bom = workspace / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbfp1\r\np2\r\np3")
+    (workspace / "a.txt").write_text("alpha\n")
+    endpoint.push(tool_call_stream([call("r", "read", path="bom.txt")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="bom.txt", old_string="p2", new_string="P2 agent")]))
+    endpoint.push(text_stream("Changed p2."))
+    editor = await lsp()
+    assert (await ask(editor, editor.open(workspace / "a.txt"), "change p2"))["stopReason"] == "end_turn"
+    assert bom.read_bytes() == b"\xef\xbb\xbfp1\r\nP2 agent\r\np3"
+    uri = editor.open(bom, "p1\r\nP2 agent\r\np3", version=1)
+    editor.answers = ["Take the checkpoint"]
+    editor.questions.clear()
+    assert (await ask(editor, uri, "/undo"))["stopReason"] == "end_turn"
+    assert editor.questions == []
+    assert editor.text(uri) == "p1\r\np2\r\np3"
+    assert "\ufeff" not in str(editor.applied[-1].edit)

@@ -5,6 +5,10 @@ the user saved them, with no proposal opened."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
+from support.fixtures import agent_server_command
 from support.nvim import call, push
 
 from agent_server.offline import text_stream
@@ -202,3 +206,46 @@ def test_a_stale_undo_proposal_offered_ask_again_which_would_send_the_model_a_re
     assert len(endpoint.requests) == requests  # nothing was sent to the model
     assert ed.buffer_text(path) == "line one\nLINE TWO x\nline three\nNVIMTYPING\n"  # the user's typing kept
     assert path.read_bytes() == b"\xef\xbb\xbfline one\r\nLINE TWO x\r\nline three\r\n"
+
+
+def test_undo_in_neovim_of_an_agent_edit_to_a_bom_file_asked_changed_since_the_agents_edit_with_a_phantom_feff_line(
+        make_editor, endpoint, workspace, server_env):
+    """Newcomer 4, finding 2: ``agent-server run`` changed line 2 of a file with a BOM, CRLF and no
+    final newline; nothing touched it since. In Neovim (``:AgentSessions``, the file open) ``/undo``
+    asked "bomx.txt changed since the agent's edit" with ``+<feff>p1`` in its diff and no way to take
+    back the agent's change alone. Now no question: the restore is the undo's proposal, and the bytes
+    after it are the file's before the agent's edit, exactly; ``/redo`` puts the agent's back."""
+    path = workspace / "bomx.txt"
+    path.write_bytes(b"\xef\xbb\xbfp1\r\np2\r\np3")
+    push(endpoint, call("r", "read", path="bomx.txt"),
+         call("e", "edit", path="bomx.txt", old_string="p2", new_string="P2 cli"), text_stream("done"))
+    done = subprocess.run([*agent_server_command(), "run", "-p", "change p2", "--cwd", str(workspace), "--allow", "edit"],
+                          env={**os.environ, **server_env}, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sid = [line for line in done.stderr.splitlines() if line.startswith("[session ")][0].split()[1].rstrip("]")
+    assert path.read_bytes() == b"\xef\xbb\xbfp1\r\nP2 cli\r\np3"
+
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.choose(sid)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.client').state.session_id == ...", sid, what="the session loaded")
+    ed.lua("_G.selects = {}")
+    ed.cmd("AgentAsk /undo")
+    ed.proposal_open()
+    assert ed.lua("return _G.selects") == []  # no "changed since the agent's edit"
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_bytes() == b"\xef\xbb\xbfp1\r\np2\r\np3"
+    assert ed.lua("local b = require('agent_server.buffers').find(...); return {vim.api.nvim_buf_get_lines(b, 0, -1, "
+                  "false), vim.bo[b].bomb, vim.bo[b].fileformat, vim.bo[b].eol, vim.bo[b].modified}", str(path)) == [
+        ["p1", "p2", "p3"], True, "dos", False, False]
+    assert "bomx.txt: restored" in ed.chat() and "<feff>" not in ed.chat()
+
+    ed.cmd("AgentAsk /redo")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.lua("return _G.selects") == []
+    assert path.read_bytes() == b"\xef\xbb\xbfp1\r\nP2 cli\r\np3"

@@ -57,6 +57,17 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def save(path: str | Path, text: str) -> None:
+    """Write ``text`` as a real client saves a document: the file's BOM (a property of the file,
+    never in the text) kept."""
+    path = Path(path)
+    try:
+        bom = path.read_bytes().startswith(b"\xef\xbb\xbf")
+    except OSError:
+        bom = False
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+
+
 def uri_path(uri: str) -> str:
     return unquote(urlsplit(uri).path)
 
@@ -116,9 +127,9 @@ class MemoryEditor:
                                    {"agentServer": {"stale": True}})
             b.text, b.version = content, b.version + 1
             if not b.dirty:
-                Path(path).write_text(content, encoding="utf-8", newline="")
+                save(path, content)
             return {}
-        Path(path).write_text(content, encoding="utf-8", newline="")
+        save(path, content)
         return {}
 
     # -- _agent_server/apply_workspace_edit ---------------------------------------------------
@@ -145,7 +156,8 @@ class MemoryEditor:
         elif path in self.buffers:
             current = self.buffers[path]
         else:
-            current = Buffer(Path(path).read_bytes().decode("utf-8"), version=None)  # type: ignore[arg-type]
+            current = Buffer(Path(path).read_bytes().decode("utf-8").removeprefix("\ufeff"),  # no BOM: as read()
+                             version=None)  # type: ignore[arg-type]
         decision = self.decide(params, doc["edits"])
         if decision == "reject":
             return {"outcome": "rejected", "saved": False}
@@ -169,11 +181,11 @@ class MemoryEditor:
             elif params.get("save") == "never":
                 saved, buf.dirty = False, True
             else:
-                Path(path).write_text(new_text, encoding="utf-8", newline="")
+                save(path, new_text)
             version = buf.version
         else:
             Path(path).parent.mkdir(parents=True, exist_ok=True)  # CreateFile makes missing folders
-            Path(path).write_text(new_text, encoding="utf-8", newline="")
+            save(path, new_text)
             version = None
         outcome = "applied" if len(accepted) == len(doc["edits"]) else "partial"
         applied = {"documentChanges": [{"textDocument": {"uri": uri, "version": doc["textDocument"]["version"]},

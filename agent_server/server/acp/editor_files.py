@@ -179,7 +179,8 @@ class EditorFiles:
         version = meta.get("version") if self.caps.buffer_versions and isinstance(meta.get("version"), int) else None
         disk_changed = meta.get("diskChanged") is True and meta.get("dirty") is True
         self._read_from_file[path] = _regular_file(path)
-        return FileSnapshot.of(path, result["content"].encode("utf-8"), version, disk_changed=disk_changed)
+        return FileSnapshot.of(path, result["content"].encode("utf-8"), version, disk_changed=disk_changed,
+                               editor_text=True)
 
     async def _encoding_refusal(self, path: Path, editor_says: str | None = None) -> NotTextFileError | None:
         """Why the editor's text of ``path`` cannot be used, or ``None``. The buffer is the truth
@@ -295,9 +296,10 @@ class EditorFiles:
                 # ``landed`` is the agent's view (its base + the applied hunks), never the document's
                 # text: no version, so the next change is checked against what the editor holds now
                 status = "written" if outcome == "applied" else "partial"
-                return WriteOutcome(status, message, FileSnapshot.of(path, landed.encode("utf-8"), None), saved=saved,
+                return WriteOutcome(status, message, FileSnapshot.of(path, landed.encode("utf-8"), None, editor_text=True),
+                                    saved=saved,
                                     hunks_applied=applied, hunks_total=total, merged=True)
-            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version)
+            snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version, editor_text=True)
             after_save = await self._saved_otherwise(path, info.get("sha256"), landed)
             if after_save is not None:  # a formatter on save (BufWritePre, format-on-save) changed it
                 status = "written" if outcome == "applied" else "partial"
@@ -424,7 +426,7 @@ class EditorFiles:
         except ConnectionClosed:
             return WriteOutcome("failed", "the editor went away before writing")
         if not self.caps.read_text:  # the disk may not hold the editor's (unsaved) buffer: nothing to compare
-            return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8")))
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, new.encode("utf-8"), editor_text=True))
         return await self._read_back(path, new)
 
     async def _apply_unreviewed(self, path: Path, old: str | None, new: str, raw: bytes,
@@ -478,7 +480,7 @@ class EditorFiles:
             landed = await self.read(path)
         except OSError as exc:
             log.debug("read-back of %s after fs/write_text_file failed: %s", path, exc)
-            return WriteOutcome("written", snapshot=FileSnapshot.of(path, sent.encode("utf-8")))
+            return WriteOutcome("written", snapshot=FileSnapshot.of(path, sent.encode("utf-8"), editor_text=True))
         text = landed.raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
         if text == sent:
             return WriteOutcome("written", snapshot=landed)

@@ -130,7 +130,7 @@ class LspFiles:
         doc = self.documents.get(Path(path))
         if doc is None:
             return await self.disk.read(path)
-        return FileSnapshot.of(Path(path), doc.source.encode("utf-8"), doc.version)
+        return FileSnapshot.of(Path(path), doc.source.encode("utf-8"), doc.version, editor_text=True)
 
     async def write(self, path: Path, raw: bytes, *, base: FileSnapshot | None) -> WriteOutcome:
         """Edit the open document through the editor, or write the file on disk; see the module."""
@@ -188,7 +188,7 @@ class LspFiles:
             return WriteOutcome("written", "the editor said it applied the edit, but sent no document change; "
                                            "read the file to see what it holds", saved=False)
         landed = current.source
-        snapshot = FileSnapshot.of(path, landed.encode("utf-8"), current.version)
+        snapshot = FileSnapshot.of(path, landed.encode("utf-8"), current.version, editor_text=True)
         count = landed_hunks(old, sent, landed, encoding)
         log.info("applyEdit on %s: %s of %s hunks landed (version %s → %s)", path,
                  "?" if count is None else count, total, version, current.version)
@@ -223,8 +223,9 @@ class LspFiles:
             return answer
 
     def _saved(self, path: Path, text: str) -> bool:
-        """Whether the disk holds ``text`` (else the change is only in the editor's buffer)."""
+        """Whether the disk holds ``text`` (else the change is only in the editor's buffer); the
+        file's BOM is not the document's text (docs/protocol.md "The text of a document")."""
         try:
-            return path.read_bytes() == text.encode("utf-8")
+            return path.read_bytes().removeprefix(b"\xef\xbb\xbf") == text.encode("utf-8")
         except OSError:
             return False
