@@ -250,3 +250,32 @@ async def test_undo_in_an_editor_after_the_user_removed_or_added_the_bom_took_it
     assert len(questions.asked) == 1
     assert path.read_bytes() == (body if bom_now else BOM + body)
     # (written on disk: the editor reloads a clean buffer of a file that changed on disk)
+
+
+async def test_an_editor_edit_then_a_shell_change_of_a_bom_file_in_one_turn_counted_as_someone_elses_save_between_them(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The rest of the class, within one turn: the agent's ``edit`` through the editor (its checkpoint
+    the editor's text, without the BOM), then its shell call changed the same file (snapshotted from
+    the disk, with the BOM) — the two did not join up, so the turn's change counted as spanning a save
+    of someone else's and ``/undo`` asked "keep yours or take the checkpoint?" about a file only the
+    agent had changed. Both are the file's bytes now: taken back without a question where the sandbox
+    records the command's writes, byte-exact."""
+    from agent_server.policy.sandbox.sandbox_notify import read_record
+
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "s.txt"
+    path.write_bytes(BOM + b"s1\r\ns2\r\ns3")
+    editor, questions = MemoryEditor(), Questions("reject_once")
+    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("r", "read", path="s.txt"))
+    endpoint.push(call("e", "edit", path="s.txt", old_string="s2", new_string="S2"))
+    endpoint.push(call("b", "bash", command="sed -i s/s3/S3/ s.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "edit, then the shell")).stop_reason == "end_turn"
+    assert path.read_bytes() == BOM + b"s1\r\nS2\r\nS3"
+    if read_record(str(agent_state_dir / "sessions" / sid / "shell-writes")) is None:
+        pytest.skip("the sandbox does not record the command's writes here: a shell change is always asked about")
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.asked == []
+    assert path.read_bytes() == BOM + b"s1\r\ns2\r\ns3"
