@@ -279,3 +279,27 @@ async def test_an_editor_edit_then_a_shell_change_of_a_bom_file_in_one_turn_coun
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert questions.asked == []
     assert path.read_bytes() == BOM + b"s1\r\ns2\r\ns3"
+
+
+async def test_take_the_checkpoint_of_a_bom_the_user_removed_while_the_buffer_holds_unsaved_text_says_the_bom_stays_off(
+        acp_harness_factory, endpoint, workspace):
+    """The rest of the class: the user saved the file without its BOM and typed on (unsaved) — an
+    editor's text cannot bring a BOM back, and the disk is not the restore's to write under unsaved
+    text. "Take the checkpoint" puts the checkpoint's text in the buffer (left unsaved), the disk keeps
+    the user's bytes, and the outcome says the file has no BOM, not a bare "restored"."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "d.txt"
+    path.write_bytes(BOM + b"d1\r\nd2\r\nd3")
+    editor, questions = MemoryEditor(), Questions("allow_once")
+    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
+    sid = (await h.new_session(str(workspace))).session_id
+    await agent_edit(h, sid, endpoint, "d.txt", "d2", "D2 agent")
+    path.write_bytes(b"d1\r\nD2 agent\r\nd3")  # saved without the BOM …
+    editor.buffers[str(path)] = Buffer("d1\r\nD2 agent\r\nd3 typing", version=9, dirty=True)  # … then typed on
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    (question,) = questions.asked
+    assert "The file as it is has no byte order mark (BOM); the checkpoint has a UTF-8 byte order mark" in \
+        text_of(question)
+    assert editor.buffers[str(path)].text == "d1\r\nd2\r\nd3"
+    assert path.read_bytes() == b"d1\r\nD2 agent\r\nd3"
+    assert "d.txt: restored (its text; the file has no byte order mark" in said(h, sid)
