@@ -211,9 +211,16 @@ class Restorer:
         self.log, self.files, self.blobs, self.approver, self.emit, self.roots = log, files, blobs, approver, emit, roots
         self.is_secret = is_secret
         self._title = "Restore"  # "Undo turn 3" while a run restores: the editor's review is titled with it
+        # one run at a time: two at once (a double-click) planned the same turn under one call id
+        self._running = asyncio.Lock()
 
     async def run(self, which: str) -> str:
-        """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user."""
+        """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user. A run waits for the
+        one before it (it plans on what that one restored)."""
+        async with self._running:
+            return await self._run(which)
+
+    async def _run(self, which: str) -> str:
         from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed, history, plan_redo, plan_undo, run_counts
 
         events = self.log.events
