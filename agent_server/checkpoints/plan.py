@@ -59,6 +59,8 @@ class FileChange:
     before: FileState | None
     after: FileState | None
     uncertain: bool = False
+    folders: int = 0
+    """A file the turn created: how many of its enclosing folders (innermost up) its creation made."""
 
 
 @dataclass
@@ -83,6 +85,9 @@ class Restore:
     uncertain: bool = False
     leave: bool = False
     replaced: bool = False
+    folders: int = 0
+    """``/undo`` of a file the agent created: how many of its enclosing folders (innermost up) the agent's
+    write made — removed after it when empty then (never one holding anything)."""
 
 
 @dataclass(frozen=True)
@@ -157,9 +162,10 @@ def history(events: Sequence[Any]) -> History:
                 # a change that does not start where the previous one ended: someone else wrote the
                 # file between the two calls (the user's save), and the turn's change spans it
                 entry.files[path] = FileChange(path, first.before, after,
-                                               first.uncertain or uncertain or first.after != before)
+                                               first.uncertain or uncertain or first.after != before, first.folders)
             else:
-                entry.files[path] = FileChange(path, before, after, uncertain)
+                folders = data.get("folders") if before is None and isinstance(data.get("folders"), int) else 0
+                entry.files[path] = FileChange(path, before, after, uncertain, max(0, folders))
         elif event.type in ("checkpoint/undo", "checkpoint/redo"):
             which, turn, files = event.type.split("/")[1], int(data["turn"]), _files(data)
             done = data["done"] if isinstance(data.get("done"), bool) else run_counts(files)
@@ -208,7 +214,8 @@ def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     if not candidates:
         return None
     last = candidates[-1]
-    return last.turn, [Restore(c.path, c.after, c.before, c.uncertain) for c in last.files.values()]
+    return last.turn, [Restore(c.path, c.after, c.before, c.uncertain, folders=c.folders if c.before is None else 0)
+                       for c in last.files.values()]
 
 
 def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:

@@ -112,9 +112,10 @@ class Checkpoints:
     # -- recording ------------------------------------------------------------------------------
 
     def record(self, path: Path, before: FileState | None, after: FileState | None, source: str,
-               uncertain: bool = False) -> bool:
+               uncertain: bool = False, folders: int = 0) -> bool:
         """Append one ``checkpoint/file`` event (nothing when nothing changed: ``False``); ``uncertain``:
-        nothing shows that the agent's own call wrote it."""
+        nothing shows that the agent's own call wrote it; ``folders``: how many of a created file's
+        enclosing folders (innermost up) the write created — ``/undo`` removes them when empty then."""
         if before == after:
             return False
         data = {"turn": current_turn(self.log.events), "call_id": CURRENT_TOOL_CALL.get(), "path": str(path),
@@ -122,6 +123,8 @@ class Checkpoints:
                 "source": source}
         if uncertain:
             data["uncertain"] = True
+        if folders and before is None and after is not None:
+            data["folders"] = folders
         lines = self._line_counts(before, after)
         if lines is not None:
             data["lines"] = lines
@@ -171,6 +174,15 @@ class Checkpoints:
             firsts.append(event)
         await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
                          "_meta": {"agentServer": changed_files_meta(reversed(firsts), [str(p) for p in paths])}})
+
+    def missing_folders(self, path: Path, absent: Callable[[Path], bool] = lambda p: not p.exists()) -> int:
+        """How many enclosing folders of ``path``, innermost up and beneath its workspace root, are
+        ``absent`` (before a write: missing; after a shell call: born during it)."""
+        folder, count = Path(path).parent, 0
+        while any(folder != root and folder.is_relative_to(root) for root in self.roots) and absent(folder):
+            count += 1
+            folder = folder.parent
+        return count
 
     def _failed(self, what: str, exc: BaseException) -> None:
         log.warning("checkpoint not kept (%s): %s", what, exc)
@@ -272,8 +284,11 @@ class Checkpoints:
                 continue  # not the call's creation: it was there, only hidden (ignored) before
             if _someone_elses(change.path, written):
                 continue  # the call's complete record does not name it: another process wrote it
+            folders = (self.missing_folders(Path(change.path), lambda p: not _existed_before(p, started_ns))
+                       if change.before is None and change.after is not None else 0)
             if self.record(change.path, change.before, change.after, "shell",
-                           uncertain=not _named(change.path, written) or _written_meanwhile(change.path, stamps, started_ns)):
+                           uncertain=not _named(change.path, written) or _written_meanwhile(change.path, stamps, started_ns),
+                           folders=folders):
                 recorded.append(Path(change.path))
         for name in sorted(set(before.big) | set(after.big)):
             old, new = before.big.get(name), after.big.get(name)
@@ -554,6 +569,7 @@ class CheckpointedFiles:
         """The inner seam's write; when it landed (``written``, ``partial``), the file's bytes and mode
         before (``base``) and after (what really landed) are kept and logged."""
         mode_before = _mode(path)
+        folders = self.checkpoints.missing_folders(Path(path)) if base is None else 0
         outcome = await self.inner.write(path, raw, base=base)
         if outcome.status in ("written", "partial") and outcome.snapshot is not None:
             cp = self.checkpoints
@@ -565,7 +581,7 @@ class CheckpointedFiles:
                                         limit=cp.max_file_bytes) if base is not None else None)
                 after = cp.blobs.keep(file_bytes(outcome.snapshot, head), _mode(path) or mode_before or 0o644,
                                       secret=secret, limit=cp.max_file_bytes)
-                recorded = cp.record(Path(path), before, after, "edit")
+                recorded = cp.record(Path(path), before, after, "edit", folders=folders)
             except OSError as exc:
                 self.checkpoints._failed(f"write of {path}", exc)
             else:

@@ -272,9 +272,14 @@ class Restorer:
         except OSError as exc:
             return _said(path, f"not restored (it cannot be read now: {exc.strerror or exc})")
         try:
-            return await self._restore_in(dirfd, parts[-1], restore, call_id)
+            outcome = await self._restore_in(dirfd, parts[-1], restore, call_id)
         finally:
             os.close(dirfd)
+        if restore.folders and restore.target is None and outcome.get("outcome") == "removed (the agent had created it)":
+            removed = _remove_folders(anchor, parts[:-1], restore.folders)
+            if removed:  # /redo makes them again (its write opens the file's folder, making what is missing)
+                outcome["folders"] = removed
+        return outcome
 
     async def _restore_in(self, dirfd: int, name: str, restore: Restore, call_id: str) -> dict[str, Any]:
         path, target, expect = restore.path, restore.target, restore.expect
@@ -642,6 +647,26 @@ def _remove(dirfd: int, name: str, checked: tuple[bytes, int] | None, done: str)
     except OSError as exc:
         return f"not removed ({exc.strerror or exc})"
     return done
+
+
+def _remove_folders(anchor: str, folders: list[str], count: int) -> list[str]:
+    """Remove the innermost ``count`` of ``folders`` (beneath ``anchor``) that the agent's write made,
+    innermost first, each only while it is empty (``rmdir``: never a folder holding anything, never
+    through a link); stops at the first one that stays. Returns the paths removed."""
+    removed: list[str] = []
+    for depth in range(len(folders), max(len(folders) - count, 0), -1):
+        try:
+            dirfd = safe_fs.open_dir_beneath(anchor, folders[:depth - 1], create=False)
+        except (OSError, safe_fs.PathChangedError):
+            break
+        try:
+            os.rmdir(folders[depth - 1], dir_fd=dirfd)
+        except OSError:  # not empty (the user's or another turn's files), a link now, gone
+            break
+        finally:
+            os.close(dirfd)
+        removed.append(os.path.join(anchor, *folders[:depth]))
+    return removed
 
 
 def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: bytes, mode: int, mode_only: bool,

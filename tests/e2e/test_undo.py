@@ -721,3 +721,36 @@ async def test_an_undo_whose_restore_went_stale_counted_as_undone(acp_harness_fa
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert asked == ["a.txt changed since the agent's edit"]  # the same turn, the typed text asked about
     assert editor.buffers[str(path)].text == "ALPHA, typed\n"
+
+
+async def test_undo_of_a_created_vscode_settings_file_left_the_empty_folder_the_agents_write_made(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Newcomer 4, finding 8: ``/undo`` of a turn that created ``.vscode/settings.json`` (no ``.vscode``
+    before) removed the file but left the empty ``.vscode/`` the agent's write had made. Undo also removes
+    the folders the agent's write (or shell call) created, when they are empty then — never one holding
+    anything, never one that existed before —, and ``/redo`` makes them again."""
+    git_workspace(workspace)
+    (workspace / "there").mkdir()  # existed before: stays, though empty after the undo
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("w1", "write", path=".vscode/settings.json", content='{ "editor.tabSize": 2 }'))
+    endpoint.push(call("w2", "write", path="there/new/deep/x.txt", content="x\n"))
+    endpoint.push(call("w3", "write", path="held/y.txt", content="y\n"))
+    endpoint.push(call("s1", "bash", command="mkdir -p sh/out && printf z > sh/out/z.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "settings")).stop_reason == "end_turn"
+    assert (workspace / ".vscode" / "settings.json").read_bytes() == b'{ "editor.tabSize": 2 }'
+    (workspace / "held" / "mine.txt").write_text("the user's\n")  # a folder the agent made, now holding the user's file
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert not (workspace / ".vscode").exists(), "the empty folder the agent's write made stays"
+    assert not (workspace / "there" / "new").exists() and (workspace / "there").is_dir()
+    assert (workspace / "held" / "mine.txt").read_text() == "the user's\n" and not (workspace / "held" / "y.txt").exists()
+    from agent_server.checkpoints.recorder import _birth_ns
+
+    if _birth_ns(workspace) is not None:  # a shell call's folders are told by their birth time
+        assert not (workspace / "sh").exists()
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert (workspace / ".vscode" / "settings.json").read_bytes() == b'{ "editor.tabSize": 2 }'
+    assert (workspace / "there" / "new" / "deep" / "x.txt").read_bytes() == b"x\n"
+    assert (workspace / "sh" / "out" / "z.txt").read_bytes() == b"z"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"  # and again, from the redo
+    assert not (workspace / ".vscode").exists() and not (workspace / "there" / "new").exists()
