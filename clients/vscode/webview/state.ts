@@ -254,6 +254,8 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   /** Turns with confirmed changes, oldest first, and what the server's restores made of each. */
   const turns: { turn: number; prompt?: string; undo?: UndoState; undoSummary?: string }[] = [];
   const undoneStack: number[] = [];
+  /** The turn acted on last (changed, undone or redone): the box's, so its button takes back what it names. */
+  let shown: number | undefined;
   let prompt: string | undefined;
   for (const i of s.items) {
     if (i.type === "user" && !i.queued) prompt = i.text;
@@ -263,6 +265,8 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
       // the server's undo takes the newest turn not undone yet; a redo the last one undone
       const target = restore === "undo" ? [...turns].reverse().find((t) => t.undo !== "undone" && t.undo !== "nothing") : turns.find((t) => t.turn === undoneStack[undoneStack.length - 1]);
       if (!target) continue;
+      // a redo puts its turn back: that turn is the next /undo's, the box is about it (newcomer finding 3b)
+      if (restore === "redo" && i.status === "completed") shown = target.turn;
       if (i.status === "pending" || i.status === "in_progress") {
         if (restore === "undo") target.undo = "running";
       } else if (i.status === "completed") {
@@ -284,8 +288,9 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     if (!confirmedChange(i)) continue;
     undoneStack.length = 0; // the agent changed files again: what was undone stays undone, no redo
     if (turns[turns.length - 1]?.turn !== i.turn) turns.push({ turn: i.turn, prompt });
+    shown = i.turn;
   }
-  const last = turns[turns.length - 1];
+  const last = turns.find((t) => t.turn === shown) ?? turns[turns.length - 1];
   if (!last) return undefined;
   const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted"; lines?: [number, number] }>();
   for (const i of s.items) {

@@ -92,6 +92,27 @@ describe("finding 5 and the rest of finding 21", () => {
     expect(turnChanges(s)?.undo).toBe("undone"); // the box offers Undo this turn only for undefined / declined
   });
 
+  it("newcomer finding 3b: after /undo and /redo the Changes box's Undo this turn named turn 2's file but undid turn 1", () => {
+    const wrote = (id: string, path: string) => update({ sessionUpdate: "tool_call", toolCallId: id, title: `Write ${path}`, kind: "edit", status: "completed", content: [{ type: "diff", path: `/ws/${path}`, oldText: null, newText: "x\n" }] });
+    const run = (which: "undo" | "redo", n: number, turnNo: number, text: string) => [
+      update({ sessionUpdate: "tool_call", toolCallId: `${which}-${n}`, title: `${which === "undo" ? "Undo" : "Redo"} turn ${turnNo}`, kind: "edit", status: "in_progress" }),
+      update({ sessionUpdate: "tool_call_update", toolCallId: `${which}-${n}`, status: "completed", content: [{ type: "content", content: { type: "text", text } }], _meta: { agentServer: { restore: { which, turn: turnNo, done: true, changed: [] } } } }),
+    ];
+    const events = [
+      ...turn("WRITE dbl1.txt", wrote("w1", "dbl1.txt")),
+      ...turn("WRITE dbl2.txt", wrote("w2", "dbl2.txt")),
+      ...turn("/undo", ...run("undo", 10, 2, "dbl2.txt: removed (the agent had created it)")),
+      ...turn("/undo", ...run("undo", 11, 1, "dbl1.txt: removed (the agent had created it)")),
+      ...turn("/redo", ...run("redo", 12, 1, "dbl1.txt: brought back")),
+    ];
+    const s = events.reduce(fold, initialState());
+    const box = turnChanges(s)!;
+    // the next /undo takes back turn 1 (brought back): the box names it, and offers to undo it
+    expect(box.files.map((f) => f.path)).toEqual(["/ws/dbl1.txt"]);
+    expect(box.prompt).toBe("WRITE dbl1.txt");
+    expect(box.undo).toBeUndefined();
+  });
+
   it("finding 5: a refused /redo's stale card showed text meant for the model and offered Ask the Agent Again", async () => {
     const { isRestoreProposal, proposalMessage, ASK_AGAIN_NOTE } = await import("../../webview/state");
     expect(isRestoreProposal("Redo turn 3: bom.txt")).toBe(true);
