@@ -181,6 +181,8 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("ro1", "read", path="mixedopen.txt")]),
             tool_call_stream([call("eo1", "edit", path="mixedopen.txt", old_string="q", new_string="Q")]),
             text_stream("Shouted q."),
+            tool_call_stream([call("wn1", "write", path="crlfnew.txt", content="x\r\ny\r\n")]),
+            text_stream("Created crlfnew.txt."),
             tool_call_stream([call("ro2", "read", path="mixedopen.txt")]),
             tool_call_stream([call("eo2", "edit", path="mixedopen.txt", old_string="s", new_string="S")]),
             text_stream("Shouted s."),
@@ -266,6 +268,7 @@ SCENARIOS = [
     {"name": "mixed_line_endings_byte_exact", "mixed": "mixed.txt", "mixedPrompt": "Shout b in mixed.txt",
      "mixedAnswer": "Shouted b.", "cr": "cr.txt", "crPrompt": "Shout y2 in cr.txt", "crAnswer": "Shouted y2.",
      "open": "mixedopen.txt", "openPrompt": "Shout q in mixedopen.txt", "openAnswer": "Shouted q.", "openShows": "Q",
+     "created": "crlfnew.txt", "createPrompt": "Create crlfnew.txt", "createAnswer": "Created crlfnew.txt.",
      "autoPrompt": "Shout s in mixedopen.txt", "autoAnswer": "Shouted s."},
     {"name": "undo_takes_back_only_the_agents_change", "prompt": "Change line 2 of merge.txt", "file": MERGE,
      "answer": "Changed line 2.", "typed": MERGE_TYPED, "undoSays": "only the agent's change taken back"},
@@ -562,14 +565,18 @@ def test_a_file_with_mixed_line_endings_could_be_neither_edited_nor_undone_in_vs
         ("mixed.txt", "applied", edited),  # /redo
         ("cr.txt", "applied", b"x1\rY2\rz3\r"),
         ("mixedopen.txt", "applied", MIXED_OPEN.replace(b"q", b"Q")),  # open in a clean editor
+        ("crlfnew.txt", "applied", b"x\r\ny\r\n"),  # created with CRLF lines
         ("mixedopen.txt", "accept-edits", MIXED_OPEN.replace(b"q", b"Q").replace(b"s\n", b"S\n")),
     ], got["steps"]
     assert (workspace / "mixed.txt").read_bytes() == edited
+    # the card says how the change is written
+    assert "changed on disk byte for byte" in got["steps"][0]["card"], got["steps"][0]
+    assert "created on disk with exactly these line breaks" in got["steps"][5]["card"], got["steps"][5]
     # the clean editor of mixedopen.txt reloaded what was written, and is not left with unsaved text
     assert "Q" in (got["shownAfter"] or "") and got["cleanAfter"], got
-    for call_id in ("em1", "ec1", "eo1", "eo2"):
+    for call_id in ("em1", "ec1", "eo1", "eo2", "wn1"):
         told = tool_results(endpoint, call_id)
-        assert told and told[0].startswith("Edited ") and "changed since" not in told[0], (call_id, told)
+        assert told and told[0].startswith(("Edited ", "Created ", "Wrote ")) and "changed since" not in told[0], (call_id, told)
 
 
 def test_latin1_file_open_in_vscode_is_refused_and_its_bytes_never_rewritten_as_u_fffd(run):

@@ -21,7 +21,7 @@ import { readFileSync, realpathSync, writeFileSync } from "node:fs";
 import * as nodePath from "node:path";
 import type * as acp from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
-import { modelChangesLineBreaks, sha256 } from "./proposalModel";
+import { modelChangesLineBreaks, modelHolds, modelLineBreak, sha256 } from "./proposalModel";
 
 /**
  * The real path of `p`: symlinks resolved; for a path that does not exist (yet), its nearest existing
@@ -198,20 +198,35 @@ export function readDiskNow(uri: vscode.Uri): DiskNow {
 
 /**
  * The disk's text of `uri` when VS Code's text model of it holds other line breaks than the file
- * (`modelChangesLineBreaks`: a mix of CRLF and LF, or lone CRs) and no editor holds unsaved text of
- * it: such a file is read, proposed on and written as its bytes on disk, never through a document
+ * (`modelChangesLineBreaks`: a mix of CRLF and LF, or lone CRs) or than `content`, the text to write
+ * (a model turns inserted line breaks into its own), and no editor holds unsaved text of it: such a file is read, proposed on and written as its bytes on disk, never through a document
  * (applying to the model and saving would rewrite every line break of the file). Else undefined.
  */
-export function diskOnlyText(uri: vscode.Uri, doc: vscode.TextDocument | undefined): { text: string; bom: boolean } | undefined {
+export function diskOnlyText(uri: vscode.Uri, doc: vscode.TextDocument | undefined, content: string): { text: string; bom: boolean } | undefined {
   if (uri.scheme !== "file" || doc?.isDirty) return undefined;
   const now = readDiskNow(uri);
-  return "text" in now && modelChangesLineBreaks(now.text) ? now : undefined;
+  if (!("text" in now)) return undefined;
+  const eol = doc ? lineBreakOf(doc) : modelLineBreak(now.text) || defaultLineBreak();
+  return modelChangesLineBreaks(now.text) || !modelHolds(content, eol) ? now : undefined;
 }
 
-/** Writes `text` as the file's bytes (UTF-8; a BOM first when `bom`), synchronously, in place (its mode and links kept). */
-export function writeDiskNow(uri: vscode.Uri, text: string, bom: boolean): void {
+/** The line break VS Code gives a new document (`files.eol`; `auto`: the platform's). */
+export function defaultLineBreak(): "\r\n" | "\n" {
+  const eol = vscode.workspace.getConfiguration("files").get<string>("eol");
+  return eol === "\r\n" || eol === "\n" ? eol : process.platform === "win32" ? "\r\n" : "\n";
+}
+
+/** The line break of an open document's text model. */
+export function lineBreakOf(doc: vscode.TextDocument): "\r\n" | "\n" {
+  const eol = (doc as { eol?: number }).eol;
+  return eol === 2 ? "\r\n" : eol === 1 ? "\n" : modelLineBreak(doc.getText()) || defaultLineBreak();
+}
+
+/** Writes `text` as the file's bytes (UTF-8; a BOM first when `bom`), synchronously, in place (its
+ * mode and links kept); `create`: only a file that does not exist yet. */
+export function writeDiskNow(uri: vscode.Uri, text: string, bom: boolean, create = false): void {
   const body = new TextEncoder().encode(text);
-  writeFileSync(uri.fsPath, bom ? new Uint8Array([0xef, 0xbb, 0xbf, ...body]) : body);
+  writeFileSync(uri.fsPath, bom ? new Uint8Array([0xef, 0xbb, 0xbf, ...body]) : body, { flag: create ? "wx" : "w" });
 }
 
 /**
@@ -323,7 +338,10 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   if (bad) throw notUtf8Error(params.path, bad); // saving would re-encode the whole file
   const wasDirty = doc.isDirty;
   const guard = (params._meta as { agentServer?: { version?: unknown; sha256?: unknown } } | null | undefined)?.agentServer;
-  const diskOnly = diskOnlyText(uri, doc);
+  if (wasDirty && !modelHolds(params.content, lineBreakOf(doc))) {
+    throw new RequestError(-32603, `${params.path}: the text brings line breaks VS Code's editor would turn into its own, and the editor holds unsaved text of it; nothing was written`);
+  }
+  const diskOnly = diskOnlyText(uri, doc, params.content);
   if (diskOnly) {
     // VS Code's model of it holds other line breaks than the file: the disk's bytes are the text (as
     // read), written in place; the clean document reloads from them

@@ -910,7 +910,15 @@ export function proposalEvent(p: Proposal): ChatEvent {
     ops: p.ops.map((o) => (o.kind === "rename" ? `rename ${vscode.workspace.asRelativePath(o.uri)} → ${vscode.workspace.asRelativePath(o.newUri!)}` : `delete ${vscode.workspace.asRelativePath(o.uri)}`)),
     hunks,
     stale: p.stale,
+    ...(p.files.some((f) => f.disk) ? { notes: p.files.filter((f) => f.disk).map((f) => diskNote(vscode.workspace.asRelativePath(f.uri), f.create)) } : {}),
   };
+}
+
+/** The card's note for a file proposed on its bytes on disk (`FileChange.disk`). */
+export function diskNote(name: string, created: boolean): string {
+  return created
+    ? `${name} is created on disk with exactly these line breaks (VS Code's editor would turn them into its own).`
+    : `${name} is changed on disk byte for byte: VS Code's editor would turn its line breaks (a mix of CRLF and LF, lone CRs, or other than its own) into one kind. The diff shows them its way; every other byte of the file stays as it is.`;
 }
 
 /** "today 14:05", "yesterday 09:30", "2026-11-30 17:02" (local time) for a session's `updatedAt`. */

@@ -33,12 +33,27 @@ export function isStale(
 }
 
 /**
- * Whether VS Code's text model changes the line breaks of `text` when it loads it: a model holds one
- * kind of line break, so a text whose lines end in a mix of CRLF and LF, or in a lone CR (old Mac),
- * is normalised on load — its `getText()` (and a save of it) are other bytes than the file's.
+ * The one line break a VS Code text model holding `text` keeps: `"\r\n"` or `"\n"`, `""` for a text
+ * without any; undefined when `text` has a mix of CRLF and LF, or a lone CR (old Mac) — a model holds
+ * one kind, so it rewrites some of them on load (its `getText()`, and a save, are other bytes).
  */
+export function modelLineBreak(text: string): "\r\n" | "\n" | "" | undefined {
+  if (/\r(?!\n)/.test(text)) return undefined;
+  const crlf = text.includes("\r\n");
+  const lf = /(^|[^\r])\n/.test(text);
+  return crlf && lf ? undefined : crlf ? "\r\n" : lf ? "\n" : "";
+}
+
+/** Whether VS Code's text model changes the line breaks of `text` when it loads it (`modelLineBreak`). */
 export function modelChangesLineBreaks(text: string): boolean {
-  return /\r(?!\n)/.test(text) || (text.includes("\r\n") && /(^|[^\r])\n/.test(text));
+  return modelLineBreak(text) === undefined;
+}
+
+/** Whether a text model whose line break is `eol` holds `text` byte for byte (an edit's inserted
+ * line breaks are turned into the model's). */
+export function modelHolds(text: string, eol: "\r\n" | "\n"): boolean {
+  const kind = modelLineBreak(text);
+  return kind === "" || kind === eol;
 }
 
 /** A text edit of the wire (positions in the negotiated encoding). */

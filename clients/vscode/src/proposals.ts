@@ -7,9 +7,10 @@
  * refuses) is answered `failed`, nothing applied: applying a `WorkspaceEdit` and saving would write
  * every byte of the file re-encoded, U+FFFD for the bytes VS Code could not decode.
  *
- * A file whose line breaks VS Code's text model would change (a mix of CRLF and LF, lone CRs) and
- * that no editor holds unsaved text of is proposed on its bytes on disk and written there in place
- * (`FileChange.disk`): never through a document, whose save would rewrite every line break.
+ * A file whose line breaks VS Code's text model would change (a mix of CRLF and LF, lone CRs; or a
+ * proposed text with other line breaks than the model's) and that no editor holds unsaved text of is
+ * proposed on its bytes on disk and written (created) there in place (`FileChange.disk`): never
+ * through a document, which turns every line break into its own.
  *
  * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
  * `applied` without reading the document back, save a document that is not UTF-8.
@@ -19,7 +20,9 @@ import { ASK_AGAIN_NOTE } from "../webview/state";
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./client";
 import type { PositionEncoding } from "./positions";
-import { diskOnlyText, editorUri, leadsOutside, notUtf8, openDocument, readDiskNow, writeDiskNow } from "./buffers";
+import { existsSync, mkdirSync } from "node:fs";
+import * as nodePath from "node:path";
+import { defaultLineBreak, editorUri, leadsOutside, lineBreakOf, notUtf8, openDocument, readDiskNow, writeDiskNow } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -27,6 +30,9 @@ import {
   isStale,
   lineEdits,
   makeHunks,
+  modelChangesLineBreaks,
+  modelHolds,
+  modelLineBreak,
   outcomeOf,
   proposedText,
   sha256,
@@ -63,8 +69,9 @@ export interface FileChange {
   applying?: boolean;
   /** What the disk held at the file's path when the proposal arrived (`diskState`). */
   onDisk?: DiskState;
-  /** Proposed on, and applied to, the file's bytes on disk (`diskOnlyText`: VS Code's text model of it
-   * would change its line breaks); `bom`: the file starts with one (kept). No document is used. */
+  /** Proposed on, and applied to (created as), the file's bytes on disk: VS Code's text model would
+   * change the line breaks of its text or of the proposed text (`modelHolds`); `bom`: the file starts
+   * with one (kept). No document is used. */
   disk?: { bom: boolean };
   /** Its path led outside the workspace already when the proposal arrived (the server's policy let
    * it through); else a path that leads outside when it is written is refused (`leadsOutside`). */
@@ -266,11 +273,27 @@ export class ProposalManager {
       const create = created.has(wireUri.toString());
       const uri = editorUri(wireUri); // never a second document of a file open under another path
       let doc: vscode.TextDocument | undefined;
-      const disk = create ? undefined : diskOnlyText(uri, openDocument(uri));
-      if (disk && (params.save ?? "if-clean") !== "if-clean") {
-        return { outcome: "failed", message: `${uri.fsPath} has mixed or lone-CR line breaks, which VS Code's editor would rewrite: it can only be changed on disk, and this proposal asks not to save (save: ${params.save}); nothing was applied` };
+      const edits = change.edits ?? [];
+      const open = create ? undefined : openDocument(uri);
+      // A text model holds one kind of line break and turns every other one into it (on load, and in
+      // an edit's inserted text): a file whose text or proposed text it could not hold byte for byte is
+      // proposed on, and written as, its bytes on disk — unless an editor holds unsaved text of it.
+      let disk: { text: string; bom: boolean } | undefined;
+      if (uri.scheme === "file" && create) {
+        if (!modelHolds(proposedText("", makeHunks("", edits, encoding)), defaultLineBreak())) disk = { text: "", bom: false };
+      } else if (uri.scheme === "file" && !open?.isDirty) {
+        const now = readDiskNow(uri);
+        if ("text" in now) {
+          const eol = open ? lineBreakOf(open) : modelLineBreak(now.text) || defaultLineBreak();
+          if (modelChangesLineBreaks(now.text) || !modelHolds(proposedText(now.text, makeHunks(now.text, edits, encoding)), eol)) disk = now;
+        }
+      } else if (open?.isDirty && !modelHolds(proposedText(open.getText(), makeHunks(open.getText(), edits, encoding)), lineBreakOf(open))) {
+        return { outcome: "failed", message: `${uri.fsPath}: the change brings line breaks VS Code's editor would turn into its own (${lineBreakOf(open) === "\n" ? "LF" : "CRLF"}), and the editor holds unsaved text of it: save or revert that text and ask again; nothing was applied` };
       }
-      if (disk) {
+      if (disk && (params.save ?? "if-clean") !== "if-clean") {
+        return { outcome: "failed", message: `${uri.fsPath}: its line breaks (a mix of CRLF and LF, or lone CRs) would be rewritten by VS Code's editor, so it can only be changed on disk, and this proposal asks not to save (save: ${params.save}); nothing was applied` };
+      }
+      if (disk && !create) {
         // the disk's bytes are the document: no text model of it is opened
       } else if (!create) {
         try {
@@ -543,13 +566,19 @@ export class ProposalManager {
    * A clean editor of it reloads from the disk.
    */
   private applyOnDisk(p: Proposal, file: FileChange, hunks: Hunk[]): { outcome: "stale" | "failed" | "partial"; message: string } | undefined {
-    const stale = this.diskStale(file) ?? (file.outsideAtArrival ? undefined : leadsOutside(file.uri));
+    const key = file.uri.toString();
+    const creating = file.create && !p.createdApplied.has(key);
+    const moved = file.outsideAtArrival ? undefined : leadsOutside(file.uri);
+    const stale = creating ? moved : this.diskStale(file) ?? moved;
     if (stale) return { outcome: p.anyApplied ? "partial" : "stale", message: `${stale}; nothing more was applied` };
-    const now = readDiskNow(file.uri);
-    const bom = "text" in now ? now.bom : file.disk!.bom;
+    if (creating && existsSync(file.uri.fsPath)) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} already exists (created since the proposal arrived); nothing more was applied` };
+    const now = creating ? undefined : readDiskNow(file.uri);
+    const bom = now && "text" in now ? now.bom : file.disk!.bom;
     const expected = applyToText(file.expected, hunks);
     try {
-      writeDiskNow(file.uri, expected, bom);
+      if (creating) mkdirSync(nodePath.dirname(file.uri.fsPath), { recursive: true });
+      writeDiskNow(file.uri, expected, bom, creating);
+      if (creating) p.createdApplied.add(key);
     } catch (err) {
       return { outcome: p.anyApplied ? "partial" : "failed", message: `could not write ${file.uri.fsPath}: ${String(err instanceof Error ? err.message : err)}; nothing more was applied` };
     }

@@ -104,7 +104,9 @@ export type ChatEvent =
   | { kind: "permission"; id: string; title: string; reason: string; options: PermissionOptionView[]; hasDiff: boolean; command?: string }
   | { kind: "permission-done"; id: string; outcome: string }
   /** `stale`: why accepting is refused now (the document changed under the proposal). */
-  | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string }
+  | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string;
+      /** What the card says of how the change is written (a file changed on disk byte for byte). */
+      notes?: string[] }
   | { kind: "proposal-done"; id: string; outcome: string; message?: string }
   | { kind: "config"; selects: SelectView[] }
   | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string };

@@ -457,6 +457,7 @@ function renderItem(item: Item): HTMLElement {
       node.append(el("div", "card-title", item.label));
       for (const f of item.files) node.append(el("div", "card-file", f));
       for (const o of item.ops) node.append(el("div", "card-file", o));
+      for (const n of item.notes ?? []) node.append(el("div", "card-note", n));
       if (item.outcome) {
         const message = proposalMessage(item.message);
         node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome)}${message ? `: ${message}` : ""}`));

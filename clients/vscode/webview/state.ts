@@ -69,7 +69,7 @@ export type Item =
    * dropped once the panel moves on to a session. */
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[]; errorKind?: ErrorKind }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
-  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string };
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[] };
 
 export interface ChatState {
   items: Item[];
@@ -791,7 +791,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
     case "proposal": {
       const found = s.items.find((i): i is Extract<Item, { type: "proposal" }> => i.type === "proposal" && i.proposalId === e.id);
       if (found) { found.hunks = e.hunks; found.stale = e.stale; found.rev++; }
-      else push(s, { type: "proposal", proposalId: e.id, label: e.label, files: e.files, ops: e.ops, hunks: e.hunks, stale: e.stale });
+      else push(s, { type: "proposal", proposalId: e.id, label: e.label, files: e.files, ops: e.ops, hunks: e.hunks, stale: e.stale, ...(e.notes?.length ? { notes: e.notes } : {}) });
       return s;
     }
     case "proposal-done": {

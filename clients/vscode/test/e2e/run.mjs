@@ -314,8 +314,8 @@ const scenarios = {
    * Newcomer 4, finding 6: files whose line breaks VS Code's text model rewrites (a mix of CRLF and
    * LF, lone CRs) could neither be edited (every proposal stale "changed on disk") nor undone. In a
    * new session: an edit of mixed.txt (not open) accepted, /undo and /redo of it accepted, an edit of
-   * cr.txt (lone CRs), an edit of mixedopen.txt (BOM, mixed, open in a clean editor) accepted, and
-   * one in accept-edits mode. The disk's bytes after each step (hex) go to the pytest side.
+   * cr.txt (lone CRs), an edit of mixedopen.txt (BOM, mixed, open in a clean editor) accepted, a file
+   * created with CRLF lines, and an edit in accept-edits mode. The disk's bytes after each step (hex) go to the pytest side.
    */
   async mixed_line_endings_byte_exact(page, s) {
     const p = panel(page);
@@ -366,6 +366,8 @@ const scenarios = {
       shownAfter = await editorText(page);
     }
     const cleanAfter = !(await activeTabDirty(page));
+    // a file created with CRLF lines (VS Code's new document would be LF)
+    await ask(s.createPrompt, s.createAnswer, s.created);
     // accept-edits: applied without review
     await promptInPanel(page, "/mode accept-edits");
     await p.locator(".agent", { hasText: "Mode: accept-edits" }).last().waitFor({ timeout: T });

@@ -117,3 +117,54 @@ describe("a mixed-line-ending file not open in an editor", () => {
     expect(readFileSync(path, "utf8")).toBe(MIXED);
   });
 });
+
+describe("a proposed text with line breaks the editor's model would rewrite", () => {
+  const create = (uri: string, text: string): ApplyWorkspaceEditParams => ({
+    sessionId: "s",
+    label: "Create new.txt",
+    edit: { documentChanges: [{ kind: "create", uri, options: { overwrite: false, ignoreIfExists: false } }, { textDocument: { uri, version: null }, edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: text }] }] } as never,
+    baseHashes: { [uri]: sha256("") },
+  });
+
+  it("a file created with CRLF lines (VS Code's new document is LF) is created with exactly those bytes", async () => {
+    const file = join(dir, "sub", "new.txt");
+    const pending = manager.handle(create(vscode.Uri.file(file).toString(), "x\r\ny\r\n"), new AbortController().signal, "utf-16");
+    const p = await shown();
+    expect(p.files[0]!.disk).toEqual({ bom: false });
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(readFileSync(file, "utf8")).toBe("x\r\ny\r\n");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+
+  it("an LF file not open rewritten with CRLF lines is written with exactly those bytes", async () => {
+    onDisk(Buffer.from("a\nb\n"));
+    const uri = vscode.Uri.file(path).toString();
+    const pending = manager.handle({
+      sessionId: "s", label: "Edit mixed.txt",
+      edit: { documentChanges: [{ textDocument: { uri, version: null }, edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 2, character: 0 } }, newText: "a\r\nB\r\n" }] }] },
+      baseHashes: { [uri]: sha256("a\nb\n") },
+    }, new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideAll(p.id, true);
+    expect((await pending).outcome).toBe("applied");
+    expect(readFileSync(path, "utf8")).toBe("a\r\nB\r\n");
+  });
+
+  it("an editor with unsaved text of the file: failed up front, said why, nothing applied", async () => {
+    onDisk(Buffer.from("a\nb\n"));
+    const doc = new StubDocument(vscode.Uri.file(path) as never, "a\nb\nmine\n", 2, true);
+    workspace.textDocuments.push(doc);
+    const uri = vscode.Uri.file(path).toString();
+    const r = await manager.handle({
+      sessionId: "s", label: "Edit mixed.txt",
+      edit: { documentChanges: [{ textDocument: { uri, version: 2 }, edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } }, newText: "A\r\n" }] }] },
+      baseHashes: { [uri]: sha256("a\nb\nmine\n") },
+    }, new AbortController().signal, "utf-16");
+    expect(r.outcome).toBe("failed");
+    expect(r.message).toMatch(/line breaks .* unsaved text/);
+    expect(doc.getText()).toBe("a\nb\nmine\n");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+});
