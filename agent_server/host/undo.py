@@ -4,8 +4,9 @@ Role: run a plan of ``checkpoints.plan``. Every read, compare, write, chmod and 
 the file's root: its folder is opened from the root with no link followed (``safe_fs``), and the
 file is looked at, replaced (``renameat``), chmodded (through its own descriptor) or removed
 (``unlinkat``) inside that folder's descriptor — a path whose folder became a link is refused and
-said. With an editor seam, the user's buffer is what is compared and a text restore is sent through
-the seam (with our extension: an edit proposal, the editor's review; after a "Take the checkpoint"
+said. With an editor seam, the user's buffer is what is compared (the disk where the agent's change
+lives there under a buffer with other, unsaved text: restored on disk, the buffer left alone) and a
+text restore is sent through the seam (with our extension: an edit proposal, the editor's review; after a "Take the checkpoint"
 answer: written without a second review, ``unreviewed()``).
 
 Must never: drop a change of the user's — a file's other changes, an uncertain file — without an
@@ -213,6 +214,7 @@ class Restorer:
         self._title = "Restore"  # "Undo turn 3" while a run restores: the editor's review is titled with it
         # one run at a time: two at once (a double-click) planned the same turn under one call id
         self._running = asyncio.Lock()
+        self._disk_paths: set[Path] = set()  # a /redo's files its undo restored on disk (under an unsaved buffer)
 
     async def run(self, which: str) -> str:
         """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user. A run waits for the
@@ -231,6 +233,7 @@ class Restorer:
         last = history(events).last.get(which)
         again = last is not None and last.turn == turn and not last.done
         self._title = f"{which.capitalize()} turn {turn}"
+        self._disk_paths = _restored_on_disk(events, turn) if which == "redo" else set()
         call_id = f"{which}-{len(self.log.events) + 1}"
         await self.emit(restore_call(which, turn, call_id, [str(r.path) for r in restores]))
         outcomes = []
@@ -303,6 +306,15 @@ class Restorer:
             # compared, merged and kept as the file's bytes: an editor's text never holds the file's BOM
             current = None if seen is None else FileSnapshot.of(path, file_bytes(seen, disk[0]), seen.version)
         mode = None if disk is None else disk[1]
+        # a buffer with unsaved text over a disk the agent's shell call changed: the agent's change
+        # lives on the disk (the buffer is the text from before it): the disk is what is restored,
+        # compared and shown, and the user's unsaved text is left alone
+        on_disk = (reads_buffer and disk is not None and disk[1] != LINK_MODE and current is not None
+                   and not _same_text(current.raw, disk[0])
+                   and await asyncio.to_thread(self._on_disk, restore, current.raw))
+        if on_disk:
+            assert disk is not None
+            current, writes_editor = FileSnapshot.of(path, disk[0]), False
         if _holds(target, current, mode):
             return _said(path, "already as it was")
         if target is not None and not target.kept:
@@ -331,7 +343,7 @@ class Restorer:
                                                 current.raw, target_raw)
             link_now = os.fsdecode(disk[0]) if disk is not None and disk[1] == LINK_MODE else None
             answer = await self._take_checkpoint(path, current, target_raw, call_id, restore.uncertain, merge,
-                                                 link_now, restore.replaced)
+                                                 link_now, restore.replaced, on_disk=on_disk)
             merging = answer.kind == "selected" and answer.option == AGENTS_CHANGE_ONLY and isinstance(merge, bytes)
             # a headless run (no one to ask at all) of a file the agent's change merges out of alone: that
             # is what /undo asked for, and it drops none of the file's other changes — never an uncertain
@@ -366,6 +378,8 @@ class Restorer:
             def said(path: Path, outcome: str) -> dict[str, Any]:
                 extra = {"left": left.to_json()} if left is not None and outcome.startswith("restored") else {}
                 return {**_said(path, outcome), "replaced": replaced.to_json() if replaced else None, **extra}
+        if on_disk:
+            done_word += " (on disk; the editor's buffer keeps your unsaved changes as they are)"
         if target is None or target_mode is None:
             return said(path, _remove(dirfd, name, disk, "deleted again (the agent had deleted it)" if redo
                                       else "removed (the agent had created it)"))
@@ -380,7 +394,9 @@ class Restorer:
                 bom_kept = (f" (its text; the file {'keeps its' if current.raw.startswith(UTF8_BOM) else 'has no'} "
                             "byte order mark: the editor holds unsaved text, and an editor's text cannot change it)")
         if bytes_only or not writes_editor or not _is_text(target_raw):
-            return said(path, _replace(dirfd, name, disk, target_raw, target_mode, bytes_only, done_word))
+            done = said(path, _replace(dirfd, name, disk, target_raw, target_mode, bytes_only, done_word))
+            # where it went: a /redo of it goes to the disk too (the buffer still holds the text from before)
+            return {**done, "on_disk": True} if on_disk and done["outcome"] == done_word else done
         # the editor's review of this restore is titled as what it is ("Undo turn 3: app.py"), not "Edit app.py";
         # after an explicit "Take the checkpoint" it is written without a second review (still guarded by
         # the text just read: a keystroke since makes it stale)
@@ -432,6 +448,25 @@ class Restorer:
         return ("after the editor applied it, the file holds other text than the checkpoint (the editor "
                 "changed it while writing, or it changed just then)")
 
+    def _on_disk(self, restore: Restore, buffer: bytes) -> bool:
+        """Whether the change to take back (``restore.expect`` → ``restore.target``) lives on the
+        disk, not in the editor's buffer, which holds other (unsaved) text: the buffer does not hold
+        ``expect`` and taking the change out of it would change nothing there (the buffer is the text
+        from before the agent's change: a shell command changed the file under it); for ``/redo``,
+        also where the undo it redoes restored the file on disk."""
+        expect, target = restore.expect, restore.target
+        if expect is None or target is None or expect.holds(buffer) is True:
+            return False
+        if restore.path in self._disk_paths:
+            return True
+        if not (expect.kept and target.kept) or LINK_MODE in (expect.mode, target.mode):
+            return False
+        base, other = (self.blobs.get(state.blob) for state in (expect, target))
+        if not buffer.startswith(_BOM):  # the editor's text never holds the file's BOM
+            base, other = base.removeprefix(_BOM), other.removeprefix(_BOM)
+        merged = merge_back(base, buffer, other)
+        return isinstance(merged, bytes) and merged == buffer
+
     def _keep(self, path: Path, current: FileSnapshot | None, mode: int | None) -> FileState | None:
         """The state of the file as it is now (``current``, ``mode`` on disk), its bytes kept in the
         store (a secret's never: then named only); ``None`` when it is absent."""
@@ -441,7 +476,8 @@ class Restorer:
 
     async def _take_checkpoint(self, path: Path, current: FileSnapshot | None, target: bytes | None,
                                call_id: str, uncertain: bool, merge: bytes | str | None = None,
-                               link_now: str | None = None, yours_too: bool = False) -> Answer:
+                               link_now: str | None = None, yours_too: bool = False, *,
+                               on_disk: bool = False) -> Answer:
         """Ask about one file (never one answer for several). A file that changed since the agent's
         edit whose agent's change merges back alone (``merge``: the merged bytes) is offered that
         first — "Undo the agent's change, keep the rest" (``AGENTS_CHANGE_ONLY``; its diff is
@@ -499,6 +535,9 @@ class Restorer:
             body = (f"{path} is a symbolic link now (to {link_now}), not the file the agent left. Take the checkpoint: "
                     "the link itself is replaced by the checkpoint — where it points is never read or written. "
                     f"{keep}: the link stays. The diff goes from the link's target path to the checkpoint.")
+        if on_disk:  # the question is about the disk: the editor's unsaved buffer is not touched, say so
+            body += (" This is about the file on disk: your editor's buffer of it has unsaved changes, which are "
+                     "left as they are; the diff goes from the file on disk.")
         options: tuple[str, ...] = (ALLOW_ONCE, REJECT_ONCE)
         names: tuple[tuple[str, str], ...] = ((ALLOW_ONCE, "Take the checkpoint"), (REJECT_ONCE, keep))
         shown_after = text(target)
@@ -574,6 +613,18 @@ def _bom_said(now: bytes | None, target: bytes | None, merge: bytes | str | None
     return text + " (the diff shows the text only)."
 
 
+def _restored_on_disk(events: list[Any], turn: int) -> set[Path]:
+    """The files the undo runs of ``turn`` last restored on disk under a buffer with unsaved text."""
+    where: dict[Path, bool] = {}
+    for event in events:
+        data = event.data
+        if event.type == "checkpoint/undo" and data.get("turn") == turn:
+            for entry in data.get("files") or []:
+                if isinstance(entry, dict) and entry.get("changed") and isinstance(entry.get("path"), str):
+                    where[Path(entry["path"])] = entry.get("on_disk") is True
+    return {path for path, on_disk in where.items() if on_disk}
+
+
 def _said(path: Path, outcome: str) -> dict[str, Any]:
     return {"path": str(path), "outcome": outcome}
 
@@ -616,6 +667,11 @@ def _look(dirfd: int, name: str) -> tuple[bytes, int] | None:
     if found is None:
         return None
     return found[0], found[1].st_mode & 0o7777
+
+
+def _same_text(buffer: bytes, disk: bytes) -> bool:
+    """Whether an editor's text is the disk's bytes (the editor's text never holds the file's BOM)."""
+    return buffer == disk or (disk.startswith(_BOM) and buffer == disk[len(_BOM):])
 
 
 def _holds(state: FileState | None, current: FileSnapshot | None, mode: int | None) -> bool:
@@ -682,8 +738,11 @@ def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: byte
             _link_entry(dirfd, name, raw)
         else:
             safe_fs.replace_entry(dirfd, name, raw, mode & 0o1777)
+        landed = _look(dirfd, name)
     except OSError as exc:
         return f"not restored ({exc.strerror or exc})"
+    if landed is None or landed[0] != raw:  # "restored" only when the disk holds it afterwards
+        return "not restored (it changed on disk just now: after the write it does not hold the restore)"
     return done
 
 

@@ -249,3 +249,40 @@ def test_undo_in_neovim_of_an_agent_edit_to_a_bom_file_asked_changed_since_the_a
     ed.idle()
     assert ed.lua("return _G.selects") == []
     assert path.read_bytes() == b"\xef\xbb\xbfp1\r\nP2 cli\r\np3"
+
+
+def test_undo_of_a_shell_change_to_a_file_with_unsaved_edits_said_restored_but_the_disk_kept_the_agents_change(
+        make_editor, endpoint, workspace):
+    """Newcomer 4, finding 3c (Neovim): shd.txt open with unsaved typing on line 1, the agent's shell
+    command changed line 5 on disk; /undo showed an empty diff (buffer against buffer), said "restored",
+    and the disk kept the agent's change (:w then warned the file had changed). The change is taken
+    off the disk, the unsaved buffer is left alone; /redo puts it back on the disk the same way."""
+    path = workspace / "shd.txt"
+    before, agents = b"s1\ns2\ns3\ns4\ns5\n", b"s1\ns2\ns3\ns4\nS5shell\n"
+    path.write_bytes(before)
+    push(endpoint, call("s", "bash", command="sed -i s/s5/S5shell/ shd.txt"), text_stream("done"))
+    ed = make_editor()
+    ed.lua(KEEP_MINE_ON_UNDO)
+    ed.cmd(f"edit {path}")
+    ed.lua("vim.api.nvim_buf_set_text(0, 0, 2, 0, 2, {' UNSAVED-MINE'})")
+    typed = ["s1 UNSAVED-MINE", "s2", "s3", "s4", "s5"]
+    ed.cmd("tabfirst")
+    ed.cmd("AgentAsk run the shell")
+    ed.idle()
+    assert path.read_bytes() == agents
+    ed.lua("_G.selects = {}")
+
+    ed.cmd("AgentAsk /undo")
+    ed.idle()
+    assert ed.lua("return _G.selects") == []  # the disk held the agent's change alone: nothing to ask
+    assert path.read_bytes() == before
+    buf = "vim.fn.bufnr(...)"
+    assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, -1, false)", str(path)) == typed
+    assert ed.lua(f"return vim.bo[{buf}].modified", str(path)) is True
+    assert "shd.txt: restored (on disk; the editor's buffer keeps your unsaved changes as they are)" in ed.chat()
+
+    ed.cmd("AgentAsk /redo")
+    ed.idle()
+    assert ed.lua("return _G.selects") == []
+    assert path.read_bytes() == agents
+    assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, -1, false)", str(path)) == typed
