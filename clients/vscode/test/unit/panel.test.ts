@@ -586,6 +586,24 @@ describe("a question left waiting in another session (newcomer finding 1b)", () 
     await panel.until("the next prompt's answer", panel.answered("second answer"));
     expect(panel.state().items.filter((i) => i.type === "notice").map((i) => (i as { text: string }).text)).toEqual([]);
   });
+
+  it("after switching back to a session whose question waits, Stop cancels that session's turn", async () => {
+    const paramsLog = join(mkdtempSync(join(tmpdir(), "params-")), "params.log");
+    const toolCall = { toolCallId: "c1", title: "Read .env", kind: "read", status: "pending" };
+    const options = [{ optionId: "allow", name: "Allow once", kind: "allow_once" }];
+    const panel = await openPanel({ loadable: true, paramsLog, turns: [[{ request: "session/request_permission", params: { sessionId: "{sessionId}", toolCall, options } }]] });
+    panel.send({ type: "prompt", text: "READ .env" });
+    await panel.until("the question", (s) => s.busy && s.items.some((i) => i.type === "permission"));
+    const mine = panel.state().currentSession!;
+    panel.send({ type: "loadSession", sessionId: "s-old" });
+    await panel.until("the other session", (s) => s.currentSession === "s-old" && !s.busy);
+    panel.send({ type: "loadSession", sessionId: mine });
+    await panel.until("the question shown again", (s) => s.currentSession === mine && s.busy && s.items.some((i) => i.type === "permission" && !i.outcome));
+    panel.send({ type: "cancel" });
+    const cancels = () => (existsSync(paramsLog) ? readFileSync(paramsLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { method: string; params: { sessionId?: string } }) : []).filter((c) => c.method === "session/cancel");
+    await panel.until("the cancel", () => cancels().length > 0);
+    expect(cancels().map((c) => c.params.sessionId)).toEqual([mine]);
+  });
 });
 
 describe("Undo this turn (newcomer finding 3b)", () => {
