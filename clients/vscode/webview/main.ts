@@ -316,6 +316,11 @@ function commandBlock(command: string): HTMLElement {
 function renderItem(item: Item): HTMLElement {
   switch (item.type) {
     case "user": {
+      if (item.waits) {
+        const waiting = el("div", "item user queued", item.text);
+        waiting.prepend(el("div", "queued-note", "Waits for the running turn: answered once it ends"));
+        return waiting;
+      }
       if (!item.queued) return el("div", "item user", item.text);
       const node = el("div", "item user queued", item.text);
       node.prepend(el("div", "queued-note", "Queued: sent when the running turn ends"));

@@ -32,8 +32,10 @@ export const TERMINAL_KEEP = 64 * 1024;
 
 export type Item =
   /** `queued`: sent while another prompt's turn runs; the server runs it when that turn ends, and
-   * it stays below everything else (the running turn's steps land above it) until then. */
-  | { type: "user"; id: number; rev: number; text: string; queued?: boolean }
+   * it stays below everything else (the running turn's steps land above it) until then.
+   * `waits`: a slash command sent while a turn runs that the server runs only once that turn has
+   * ended (`/compact`): its answer comes after the turn, below the answers of commands sent after it. */
+  | { type: "user"; id: number; rev: number; text: string; queued?: boolean; waits?: boolean }
   /** `messageId`: the ACP message its chunks carry (`<session>/<messageId>`): each message has its own
    * block, whatever arrives between its chunks (a slash command's answer, a notice). */
   | { type: "agent"; id: number; rev: number; text: string; messageId?: string;
@@ -131,6 +133,11 @@ export function initialState(): ChatState {
 export function isImmediateCommand(text: string): boolean {
   const m = /^\/([A-Za-z][A-Za-z0-9_-]*)(\s|$)/.exec(text.trim());
   return m !== null && m[1] !== "init";
+}
+
+/** A slash command the server answers only after the running turn (`/compact` takes the turn's lock). */
+export function waitsForTurn(text: string): boolean {
+  return /^\/compact(\s|$)/.test(text.trim());
 }
 
 /** Index of the first queued prompt (queued prompts are always last), or the length. */
@@ -677,7 +684,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     case "user":
       // A prompt sent while another prompt's turn runs waits on the server: shown queued, last.
-      push(s, { type: "user", text: e.text, queued: s.turnsOpen > 0 && !isImmediateCommand(e.text) });
+      push(s, { type: "user", text: e.text, queued: s.turnsOpen > 0 && !isImmediateCommand(e.text), ...(s.turnsOpen > 0 && waitsForTurn(e.text) ? { waits: true } : {}) });
       return s;
     case "update":
       applyUpdate(s, e.update, e.at);
@@ -729,6 +736,12 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (e.text === undefined || !isImmediateCommand(e.text)) {
         s.streamingMessage = undefined; // a command answered meanwhile leaves the turn's message open
         s.turnsOpen = Math.max(0, s.turnsOpen - 1);
+        for (const i of s.items) {
+          if (i.type === "user" && i.waits) { // the turn it waited for is over: it runs now
+            i.waits = false;
+            i.rev++;
+          }
+        }
         if (s.turnsOpen > 0) s.turn++; // the next queued prompt's turn runs now
         // that turn is over: the oldest queued prompt runs now, below it
         const next = s.items[tail(s)];

@@ -66,6 +66,34 @@ describe("execute cards", () => {
   });
 });
 
+describe("slash commands sent while a turn streams", () => {
+  it("/compact typed while an answer streams was answered after the turn, below later commands' replies, away from its own bubble", () => {
+    // newcomer 4, finding 8: the server runs /compact once the turn has ended (it takes the turn's lock),
+    // so its reply comes after /model nosuch's and /frobnicate's; its bubble now says it waits for the turn
+    const chunk = (text: string, messageId: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text }, messageId } });
+    const streaming: ChatEvent[] = [
+      { kind: "user", text: "write a long answer" },
+      { kind: "turn-start", text: "write a long answer" },
+      chunk("part one", "msg-3"),
+      { kind: "user", text: "/compact" },
+      { kind: "turn-start", text: "/compact" },
+      { kind: "user", text: "/frobnicate" },
+      { kind: "turn-start", text: "/frobnicate" },
+      chunk("Unknown command /frobnicate", "cmd-6"),
+      { kind: "turn-end", text: "/frobnicate", stopReason: "end_turn" },
+    ];
+    const bubble = (s: ReturnType<typeof run>) => s.items.find((i) => i.type === "user" && i.text === "/compact") as Extract<ReturnType<typeof run>["items"][number], { type: "user" }>;
+    const during = run(streaming);
+    expect(bubble(during).waits).toBe(true);
+    expect(during.items.find((i) => i.type === "user" && i.text === "/frobnicate")).not.toHaveProperty("waits");
+    const after = run([...streaming, chunk(" part two", "msg-3"), { kind: "turn-end", text: "write a long answer", stopReason: "end_turn" },
+      chunk("Nothing to compact yet", "cmd-9"), { kind: "turn-end", text: "/compact", stopReason: "end_turn" }]);
+    expect(bubble(after).waits).toBe(false); // the turn ended: it runs, and its answer follows
+    const idle = run([{ kind: "user", text: "/compact" }]);
+    expect(bubble(idle)).not.toHaveProperty("waits"); // no turn running: answered at once
+  });
+});
+
 describe("the Changes view", () => {
   const edit = (id: string, path: string, oldText: string, newText: string, status = "completed"): ChatEvent => ({
     kind: "update",
