@@ -83,6 +83,12 @@ async def test_undo_of_a_shell_change_when_the_disk_also_holds_a_save_asks_with_
     assert editor.writes == [] and editor.proposals == []
     assert "restored (only the agent's change taken back; the file's other changes kept) (on disk;" in text, text
 
+    text = await restorer.run("redo")  # from what the undo left, on the disk again: no question
+    assert len(approver.asks) == 1
+    assert path.read_bytes() == b"s1\ns2 SAVED\ns3\ns4\nS5shell\n"
+    assert editor.writes == [] and editor.proposals == []
+    assert "shd.txt: restored (on disk;" in text, text
+
 
 async def test_undo_of_a_shell_change_never_says_restored_when_the_disk_does_not_hold_it_afterwards(
         tmp_path, monkeypatch):
