@@ -83,6 +83,27 @@ describe("a mixed-line-ending file not open in an editor", () => {
     expect(r.versions?.[vscode.Uri.file(path).toString()]).toEqual({ version: null, sha256: sha256("a\r\nB\nc\r\nd\n") });
   });
 
+  it("one hunk of two accepted (its CodeLens), the other rejected: partial, only that hunk's bytes change", async () => {
+    onDisk(Buffer.from("x1\ry2\rz3\r"));
+    const uri = vscode.Uri.file(path).toString();
+    const pending = manager.handle({
+      sessionId: "s", label: "Edit mixed.txt",
+      edit: { documentChanges: [{ textDocument: { uri, version: null }, edits: [
+        { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 2 } }, newText: "X1" },
+        { range: { start: { line: 2, character: 0 }, end: { line: 2, character: 2 } }, newText: "Z3\r\nextra" },
+      ] }] },
+      baseHashes: { [uri]: sha256("x1\ry2\rz3\r") },
+    }, new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideHunk(p.id, 0, 1, true);
+    expect(readFileSync(path, "utf8")).toBe("x1\ry2\rZ3\r\nextra\r");
+    await manager.decideHunk(p.id, 0, 0, false);
+    const r = await pending;
+    expect(r.outcome).toBe("partial");
+    expect(readFileSync(path, "utf8")).toBe("x1\ry2\rZ3\r\nextra\r");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+
   it("changed on disk during the review: marked stale, accepting writes nothing", async () => {
     onDisk(Buffer.from(MIXED));
     const pending = manager.handle(shoutB(MIXED), new AbortController().signal, "utf-16");
