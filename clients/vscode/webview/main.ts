@@ -784,8 +784,19 @@ function dropSlot(slot: Slot): void {
 let following = true;
 transcript.addEventListener("scroll", () => {
   following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  anchorWhileReading();
   paintQuestionBar();
 });
+
+/**
+ * Scroll anchoring (the browser keeps the node in view in place when content above it changes height)
+ * holds a reader's place when a card above is drawn again; while the panel follows the end it puts the
+ * end in view itself after every paint, and the anchor the browser looks for at each layout is work
+ * for nothing (half the layout forced by following the end in a 900-card replay: bench/README.md).
+ */
+function anchorWhileReading(): void {
+  transcript.classList.toggle("following", following);
+}
 
 /** The oldest question still waiting for the user's answer, and its slot (none yet: not drawn). */
 function waitingQuestion(): { item: Extract<Item, { type: "permission" | "proposal" }>; slot: Slot | undefined } | undefined {
@@ -858,6 +869,7 @@ function paint(): void {
   // following the end unless the user scrolled away (a flag kept by scroll events: the boxes below
   // the transcript — working line, Changes — change its height without the user scrolling)
   const stick = following || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  anchorWhileReading();
   const alive = new Set<number>();
   let previous: HTMLElement | null = null;
   let complete = true;
