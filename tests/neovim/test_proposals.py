@@ -226,11 +226,11 @@ def test_typing_after_the_agent_read_is_never_overwritten_and_stale_is_said_in_t
     ed.proposal_open()  # the second proposal (the first was stale on arrival)
     ed.cmd("tabfirst")
     assert ed.lua("return vim.api.nvim_buf_get_name(0)") == str(path)
-    ed.keys("Gofour<Esc>")  # and again while the diff is shown
+    ed.keys("2GAfour<Esc>")  # and again while the diff is shown, on the line it changes (other lines merge)
     ed.cmd("tablast")
     ed.cmd("AgentAccept")
     ed.idle()
-    assert ed.buffer_text(path) == "one\ntwo\nthree\nfour\n"  # nothing applied
+    assert ed.buffer_text(path) == "one\ntwofour\nthree\n"  # nothing applied
     # typed before the edit: the server's own re-read saw it and sent no proposal; the chat shows why
     assert "has changed since you last read it" in tool_messages(endpoint, 2)[-1]["content"]
     # typed while the diff was shown: the plugin's re-check right before applying answered stale

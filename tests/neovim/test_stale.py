@@ -1,10 +1,13 @@
 """Stale said before, not after (issue 29 item 3, docs/protocol.md "Stale said at once"): typing in a
 file whose edit proposal is under review marks it stale at once — in the diff view and the chat —
-and offers "ask the agent again on the current text"; accept is refused as before (no re-basing)."""
+and offers "ask the agent again on the current text"; accept is refused as before (no re-basing) — unless
+the user's typing is on other lines than the proposal's hunks and touches none of them: then accepting
+applies the hunks on top of it (docs/protocol.md "Merged with the user's edits of other lines")."""
 
 from __future__ import annotations
 
-from support.nvim import editor_with_pending_edit, push, tool_messages
+import pytest
+from support.nvim import call, editor_with_pending_edit, push, tool_messages
 
 from agent_server.offline import text_stream
 
@@ -197,3 +200,64 @@ def test_a_proposal_for_a_file_deleted_before_it_arrived_failed_as_unreadable_in
         return answer""", str(path))
     assert reply["outcome"] == "stale" and "early.txt was deleted on disk" in reply["message"], reply
     assert not path.exists()
+
+
+MERGED = "return require('agent_server.proposals').latest().docs[1].merged == true"
+CRLF_BOM = b"\xef\xbb\xbfone\r\ntwo\r\nthree"  # BOM, CRLF, no final newline
+
+
+def crlf_proposal(make_editor, endpoint, workspace):
+    """``crlf.txt`` open, the agent's proposal (``two`` → ``TWO``/``more``, line 2) shown; the cursor in the file."""
+    path = workspace / "crlf.txt"
+    path.write_bytes(CRLF_BOM)
+    push(endpoint, call("r", "read", path="crlf.txt"),
+         call("e", "edit", path="crlf.txt", old_string="two\n", new_string="TWO\nmore\n"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.cmd("tabfirst")
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") == str(path)
+    return ed, path
+
+
+def test_typing_on_another_line_while_a_proposal_waited_made_it_stale(make_editor, endpoint, workspace):
+    # NEWCOMER4 finding 7: ` USER` typed at the end of line 1 (the change is on line 2), then :AgentAccept
+    ed, path = crlf_proposal(make_editor, endpoint, workspace)
+    ed.keys("1GA USER<Esc>")
+    ed.wait(MERGED, what="the typing merged")
+    ed.keys("ggOzero<Esc>")  # a line above: the hunk moves down with it
+    ed.keys("GA!<Esc>")  # and the line below it
+    ed.wait("return require('agent_server.proposals').latest().docs[1].base == 'zero\\none USER\\ntwo\\nthree!'",
+            what="merged again")
+    assert ed.lua("return require('agent_server.proposals').latest().stale") is not True
+    ed.cmd("tablast")
+    assert "zero" in "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))  # the diff follows
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert ed.buffer_text(path) == "zero\none USER\nTWO\nmore\nthree!"  # both landed, the user's text as typed
+    assert ed.lua("local b = require('agent_server.buffers').find(...); "
+                  "return {vim.bo[b].bomb, vim.bo[b].fileformat, vim.bo[b].eol}", str(path)) == [True, "dos", False]
+    assert path.read_bytes() == CRLF_BOM  # the user's typing is unsaved: never saved for them
+    assert ed.modified(path) is True
+    assert "Edit crlf.txt: applied (not saved)" in ed.chat()
+    result = tool_messages(endpoint, 2)[-1]["content"]
+    assert "the user edited other lines of crlf.txt" in result and "Read it again before you edit it" in result
+    ed.cmd("write")
+    assert path.read_bytes() in (b"\xef\xbb\xbfzero\r\none USER\r\nTWO\r\nmore\r\nthree!",
+                                 b"\xef\xbb\xbfzero\r\none USER\r\nTWO\r\nmore\r\nthree!\r\n")  # 'fixeol' is Neovim's
+
+
+@pytest.mark.parametrize("keys", ["2GAX<Esc>", "2GOnew<Esc>", "2Gonew<Esc>", "1GJ"],
+                         ids=["inside the hunk", "a line inserted right before it", "a line inserted right after it",
+                              "the line above joined with it"])
+def test_typing_inside_or_next_to_a_waiting_proposals_hunk_still_makes_it_stale(make_editor, endpoint, workspace, keys):
+    ed, path = crlf_proposal(make_editor, endpoint, workspace)
+    ed.keys(keys)
+    ed.wait(STALE, what="stale")
+    before = ed.buffer_text(path)
+    ed.cmd("tablast")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert "Edit crlf.txt: not applied — stale" in ed.chat()
+    assert ed.buffer_text(path) == before and path.read_bytes() == CRLF_BOM

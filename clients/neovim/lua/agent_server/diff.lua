@@ -217,6 +217,33 @@ function M.show(proposal)
   end
 end
 
+--- The user's edits of other lines were merged (`proposals.hooks.merged`): the proposed pane goes
+--- from `old` to `new` line by line, its pending hunks are marked again and the current pane shows
+--- the document. False when the pane holds other text than `old` (the user edited it): not merged.
+function M.merged(proposal, doc, old, new)
+  local view = doc.view
+  if not view or not vim.api.nvim_buf_is_valid(view.prop_buf) then
+    return true
+  end
+  if not vim.deep_equal(vim.api.nvim_buf_get_lines(view.prop_buf, 0, -1, false), (text.split(old))) then
+    return false
+  end
+  local was = vim.bo[view.prop_buf].modifiable
+  vim.bo[view.prop_buf].modifiable = true
+  text.set_buffer_text(view.prop_buf, new)
+  vim.bo[view.prop_buf].modifiable = was
+  vim.bo[view.prop_buf].modified = false
+  local idx, spans = text.index(new), proposals.review_spans(doc)
+  for n, h in ipairs(doc.hunks) do
+    if view.marks[h] and spans[h] then
+      forget_mark(view, h)
+      mark_hunk(view, h, idx, spans[h][1], spans[h][2], n, #doc.hunks)
+    end
+  end
+  refresh(view)
+  return true
+end
+
 --- What made `doc` stale, in words: "you changed a.py" (in the editor), else the rule's reason with
 --- the file's name ("a.py changed on disk", "a.py was deleted on disk").
 function M.stale_what(doc, why)

@@ -40,6 +40,7 @@ local function wire()
     chat.say(s)
   end
   proposals.hooks.current = diff.current
+  proposals.hooks.merged = diff.merged
   proposals.hooks.stale = function(p, doc, stale, why)
     diff.stale(p, doc, stale, why)
     chat.say(stale and string.format("%s: stale — %s while it waited; accepting is refused (%s)", p.label,

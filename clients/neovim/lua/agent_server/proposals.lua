@@ -32,6 +32,11 @@ M.hooks = {
   say = function() end,
   stale = function() end, -- stale(proposal, doc, is_stale, why): said at once, while the proposal is shown
   current = function() end, -- current(proposal, doc): a stale document changed again
+  -- merged(proposal, doc, old, new): the user's edits of other lines were merged; the view shows `new`
+  -- where it showed `old` (false: it shows other text — the user edited it —, the merge is undone)
+  merged = function()
+    return true
+  end,
 }
 
 --- The last proposal answered (for "ask the agent again" after it was closed).
@@ -206,6 +211,138 @@ function M.accepted_text(doc)
   return text.apply_spans(doc.base, spans)
 end
 
+--- What the review shows as proposed: `base` with the accepted hunks (their accepted text) and the
+--- pending ones (their new text); rejected hunks are left out.
+function M.review_text(doc)
+  local spans = {}
+  for _, h in ipairs(doc.hunks) do
+    if h.state ~= "rejected" then
+      spans[#spans + 1] = { h.a0, h.a1, h.state == "accepted" and h.text or h.new }
+    end
+  end
+  return text.apply_spans(doc.base, spans)
+end
+
+--- Where each hunk that is not rejected sits in `M.review_text(doc)`: `{ [hunk] = {b0, b1} }`.
+function M.review_spans(doc)
+  local out, delta = {}, 0
+  for _, h in ipairs(doc.hunks) do
+    if h.state ~= "rejected" then
+      local t = h.state == "accepted" and h.text or h.new
+      out[h] = { h.a0 + delta, h.a0 + delta + #t }
+      delta = delta + #t - (h.a1 - h.a0)
+    end
+  end
+  return out
+end
+
+-- The changes from "\n" text `old` to `new`, one per hunk of a line diff: `{u0, u1, text, first, count,
+-- n0, n1}`, the byte span of `old` it replaces, its new text, the lines of `old` it replaces (`count` 0:
+-- lines inserted before line `first`; 0-based), and the span of the bytes that differ.
+local function changed_lines(old, new)
+  local out = {}
+  local oi, ni = text.index(old), text.index(new)
+  for _, d in ipairs(text.diff(old, new, { result_type = "indices", algorithm = "histogram" }) or {}) do
+    local sa, ca, sb, cb = unpack(d)
+    local a0, b0 = ca == 0 and sa or sa - 1, cb == 0 and sb or sb - 1
+    local s0, s1 = oi.offset(a0, 0, "utf-8"), oi.offset(a0 + ca, 0, "utf-8")
+    local t0, t1 = ni.offset(b0, 0, "utf-8"), ni.offset(b0 + cb, 0, "utf-8")
+    -- the bytes that differ: typing at a line's end is not its line break, joining two lines is
+    local n0, n1, m0, m1 = s0, s1, t0, t1
+    while n0 < n1 and m0 < m1 and old:byte(n0 + 1) == new:byte(m0 + 1) do
+      n0, m0 = n0 + 1, m0 + 1
+    end
+    while n1 > n0 and m1 > m0 and old:byte(n1) == new:byte(m1) do
+      n1, m1 = n1 - 1, m1 - 1
+    end
+    out[#out + 1] = { s0, s1, new:sub(t0 + 1, t1), a0, ca, n0, n1 }
+  end
+  return out
+end
+
+-- The lines a hunk at the byte span [b0, b1) of the text `idx` indexes changes, first and last (a span
+-- that ends with a line break ends on that line; lines inserted before a line neighbour both lines).
+local function hunk_lines(idx, b0, b1)
+  local p0 = idx.position(b0, "utf-8")
+  if b1 == b0 then
+    return p0.character == 0 and p0.line - 1 or p0.line, p0.line
+  end
+  local last = idx.text:sub(b1, b1) == "\n" and b1 - 1 or b1
+  return p0.line, idx.position(last, "utf-8").line
+end
+
+--- Merge the user's edits of other lines (docs/protocol.md "Merged with the user's edits of other
+--- lines"): when the buffer of `doc` differs from what it must hold only in lines no accepted or
+--- pending hunk touches, and touches no hunk's edge, `base` takes the user's edits and the hunks move
+--- with them, so the document holds `M.accepted_text(doc)` again and the user's text is never
+--- altered. False (nothing changed) when it cannot: the stale rule then decides.
+local function try_merge(proposal, doc)
+  if doc.final or doc.create or proposal.answered then
+    return false
+  end
+  local cur = current(doc)
+  local expected = M.accepted_text(doc)
+  if not cur or not cur.buf or cur.text == expected or cur.eol ~= doc.eol or (cur.bom or false) ~= (doc.bom or false) then
+    return false
+  end
+  local eidx = text.index(expected)
+  local placed, delta = {}, 0 -- each hunk's span in `expected`, and the accepted hunks' shift before it
+  for _, h in ipairs(doc.hunks) do
+    local len = h.state == "accepted" and #h.text or (h.a1 - h.a0)
+    placed[#placed + 1] = { h = h, e0 = h.a0 + delta, e1 = h.a0 + delta + len, before = delta }
+    if h.state == "accepted" then
+      delta = delta + #h.text - (h.a1 - h.a0)
+    end
+  end
+  local base_spans = {}
+  for _, u in ipairs(changed_lines(expected, cur.text)) do
+    local u0, u1, first, count = u[1], u[2], u[4], u[5]
+    local shift = 0
+    for _, x in ipairs(placed) do
+      if x.h.state ~= "rejected" then
+        local hl0, hl1 = hunk_lines(eidx, x.e0, x.e1)
+        -- a changed line the hunk changes, or a line inserted inside, right before or right after it
+        if (count > 0 and first <= hl1 and first + count - 1 >= hl0) or (count == 0 and first >= hl0 and first <= hl1 + 1)
+          or (u[6] <= x.e1 and u[7] >= x.e0) then
+          return false -- the user touched or neighbours a hunk: stale
+        end
+      end
+      if x.e1 <= u0 and x.h.state == "accepted" then
+        shift = x.before + #x.h.text - (x.h.a1 - x.h.a0)
+      end
+    end
+    base_spans[#base_spans + 1] = { u0 - shift, u1 - shift, u[3] }
+  end
+  local moved = {}
+  for _, h in ipairs(doc.hunks) do
+    local d = 0
+    for _, b in ipairs(base_spans) do
+      if b[2] <= h.a0 then
+        d = d + #b[3] - (b[2] - b[1])
+      end
+    end
+    moved[h] = d
+  end
+  local old = { base = doc.base, review = M.review_text(doc) }
+  doc.base = text.apply_spans(doc.base, base_spans)
+  for _, h in ipairs(doc.hunks) do
+    h.a0, h.a1 = h.a0 + moved[h], h.a1 + moved[h]
+  end
+  if M.accepted_text(doc) ~= cur.text or not M.hooks.merged(proposal, doc, old.review, M.review_text(doc)) then
+    doc.base = old.base -- cannot be told apart from the user's text, or the view cannot follow: stale
+    for _, h in ipairs(doc.hunks) do
+      h.a0, h.a1 = h.a0 - moved[h], h.a1 - moved[h]
+    end
+    return false
+  end
+  doc.expect_version, doc.expect_hash = cur.version, text.sha256(cur.wire)
+  doc.merged = true
+  if vim.bo[cur.buf].modified then
+    doc.was_dirty = true -- the user's unsaved typing is never saved for them
+  end
+  return true
+end
+
 local function write_doc(proposal, doc, new)
   local buf = buffers.find(doc.path)
   if not buf and (proposal.save == "never" or doc.was_loaded) then
@@ -252,6 +389,10 @@ function M.sync(proposal, doc, undo)
     end
     M.finish(proposal, outcome, why)
     return false
+  end
+  pcall(try_merge, proposal, doc) -- an error there leaves it to the stale rule
+  if doc.final and doc.merged then -- `final` is the pane's text; the edits it makes are not in the agent's lines
+    return give_up("stale", "you edited the proposed text after your edits of " .. doc.name .. " were merged into it")
   end
   local stale, why = M.is_stale(doc, true)
   if doc.create and not doc.created then
@@ -422,6 +563,15 @@ function M.finish(proposal, reason, message)
   if outcome == "applied" or outcome == "partial" then
     result.applied = { documentChanges = changes }
     result.versions = versions
+    local merged = {}
+    for _, doc in ipairs(proposal.docs) do
+      if doc.touched and doc.merged then
+        merged[#merged + 1] = doc.uri
+      end
+    end
+    if #merged > 0 then -- the documents also hold the user's edits: `applied` is the agent's hunks as sent
+      result._meta = { agentServer = { merged = merged } }
+    end
   end
   if message then
     result.message = message
@@ -450,6 +600,7 @@ local function recheck(proposal, doc, on_disk)
   if proposal.answered then
     return
   end
+  pcall(try_merge, proposal, doc) -- an error there leaves it to the stale rule
   local stale, why = M.is_stale(doc, on_disk or doc.stale == true)
   if stale ~= (doc.stale == true) then
     doc.stale = stale
