@@ -8,7 +8,10 @@ own) — with zero-based ranges against ``old`` counted in ``utf-16`` (LSP's def
 learn what really landed from the editor's ``applied`` answer).
 
 Must never: put a position inside a line break (between ``\\r`` and ``\\n``) or split a UTF-16
-surrogate pair; LSP counts ``\\n``, ``\\r\\n`` and a lone ``\\r`` as line breaks, and so does this.
+surrogate pair; count lines other than the client does: LSP ends a line at ``\\n``, ``\\r\\n`` and a
+lone ``\\r`` (``line_breaks="lsp"``, the default), Neovim's LSP client counts its buffer's rows, which
+end only at ``\\n`` and hold a lone ``\\r`` as text (``"lf"``); U+2028, U+0085 or a form feed end
+no line for either.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Any
 
 ENCODINGS = ("utf-16", "utf-8", "utf-32")
 _BREAK = re.compile(r"\r\n|\r|\n")
+_LF = re.compile(r"\n")
+LINE_BREAKS = ("lsp", "lf")
+"""How positions count lines: ``lsp`` (``\\r\\n``, ``\\r`` and ``\\n`` end one), ``lf`` (only ``\\n``)."""
 
 
 def _lines(text: str) -> list[str]:
@@ -46,9 +52,10 @@ def units(text: str, encoding: str) -> int:
 class _Index:
     """Offsets of line starts of one text, for offset ↔ position conversion."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, line_breaks: str = "lsp") -> None:
         self.text = text
-        self.starts = [0] + [m.end() for m in _BREAK.finditer(text)]
+        self.ends = "\r\n" if line_breaks == "lsp" else "\n"
+        self.starts = [0] + [m.end() for m in (_BREAK if line_breaks == "lsp" else _LF).finditer(text)]
 
     def offset(self, line: int, character: int, encoding: str) -> int:
         """Offset of an LSP position; past the end of a line (or the text) clamps, as LSP says."""
@@ -57,7 +64,9 @@ class _Index:
         start = self.starts[line]
         end = self.starts[line + 1] if line + 1 < len(self.starts) else len(self.text)
         body_end = end
-        while body_end > start and self.text[body_end - 1] in "\r\n":
+        if self.ends == "\n":
+            body_end -= end > start and self.text[end - 1] == "\n"
+        while self.ends != "\n" and body_end > start and self.text[body_end - 1] in "\r\n":
             body_end -= 1
         count = 0
         for index in range(start, body_end):
@@ -132,34 +141,38 @@ def _trim(old: str, new: str, a0: int, a1: int, b0: int, b1: int) -> tuple[int, 
     return a0, a1, b0, b1
 
 
-def _line_start(text: str, offset: int) -> tuple[int, int]:
+def _line_start(text: str, offset: int, line_breaks: str = "lsp") -> tuple[int, int]:
     """The line ``offset`` lies on and where that line starts, as ``_Index`` counts them (``\r\n``,
     ``\r`` and ``\n`` each end a line; an offset between ``\r`` and ``\n`` is on the ``\r``'s line),
     counted by ``str`` methods in C: a hunk of a 30 MB text needs no list of 2.5 M line starts."""
+    if line_breaks == "lf":
+        return text.count("\n", 0, offset), text.rfind("\n", 0, offset) + 1
     end = offset - 1 if 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n" else offset
     line = text.count("\n", 0, end) + text.count("\r", 0, end) - text.count("\r\n", 0, end)
     last = max(text.rfind("\n", 0, end), text.rfind("\r", 0, end))
     return line, last + 1
 
 
-def text_edits(old: str, new: str, encoding: str = "utf-16") -> list[dict[str, Any]]:
+def text_edits(old: str, new: str, encoding: str = "utf-16", line_breaks: str = "lsp") -> list[dict[str, Any]]:
     """LSP ``TextEdit`` dicts turning ``old`` into ``new``: one per hunk, in document order,
-    non-overlapping, ranges against ``old``. ``[]`` when the texts are equal.
-    Raises ``ValueError`` for an unknown encoding."""
+    non-overlapping, ranges against ``old`` (lines counted as ``line_breaks`` says).
+    ``[]`` when the texts are equal. Raises ``ValueError`` for an unknown encoding."""
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown position encoding {encoding!r}")
 
     def position(offset: int) -> dict[str, int]:
-        line, start = _line_start(old, offset)
+        line, start = _line_start(old, offset, line_breaks)
         return {"line": line, "character": units(old[start:offset], encoding)}
     return [{"range": {"start": position(a0), "end": position(a1)}, "newText": new[b0:b1]}
             for a0, a1, b0, b1 in _hunks(old, new)]
 
 
-def apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str = "utf-16") -> str:
-    """Apply LSP ``TextEdit`` dicts (ranges against ``text``, non-overlapping) and return the
-    result. Raises ``ValueError`` for overlapping edits or an unknown encoding."""
-    index = _Index(text)
+def apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str = "utf-16",
+                     line_breaks: str = "lsp") -> str:
+    """Apply LSP ``TextEdit`` dicts (ranges against ``text``, non-overlapping, lines counted as
+    ``line_breaks`` says) and return the result. Raises ``ValueError`` for overlapping edits or an
+    unknown encoding."""
+    index = _Index(text, line_breaks)
     spans = []
     for edit in edits:
         start, end = edit["range"]["start"], edit["range"]["end"]
@@ -187,7 +200,7 @@ def file_uri(path: Path | str) -> str:
 
 
 def workspace_edit(path: Path | str, old: str | None, new: str, *, version: int | None,
-                   encoding: str = "utf-16") -> dict[str, Any]:
+                   encoding: str = "utf-16", line_breaks: str = "lsp") -> dict[str, Any]:
     """The ``WorkspaceEdit`` (``documentChanges`` only) changing the file at ``path`` from ``old``
     to ``new``; ``old=None`` means a new file: ``CreateFile`` then one insert. Built with lsprotocol
     types and returned as JSON-ready dicts."""
@@ -202,7 +215,7 @@ def workspace_edit(path: Path | str, old: str | None, new: str, *, version: int 
                   "newText": new}] if new else []
         version = None
     else:
-        edits = text_edits(old, new, encoding)
+        edits = text_edits(old, new, encoding, line_breaks)
     changes.append(lsp.TextDocumentEdit(
         text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
         edits=[lsp.TextEdit(range=lsp.Range(start=lsp.Position(**e["range"]["start"]),

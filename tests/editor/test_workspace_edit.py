@@ -116,3 +116,43 @@ def test_negative_positions_are_refused_not_read_as_python_indexes():
     bad = [{"range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 1}}, "newText": "x"}]
     with pytest.raises(ValueError):
         apply_text_edits("abc\n", bad)
+
+
+def rows_apply(text, edits, encoding):
+    """An independent applier as Neovim's LSP client applies edits: on its buffer's rows (split at
+    "\\n" only; a lone "\\r", U+2028, U+0085, a form feed are text of their row), byte columns from
+    the encoding's units."""
+    rows = text.split("\n")
+
+    def offset(pos):
+        line = min(pos["line"], len(rows) - 1)
+        start = sum(len(r) + 1 for r in rows[:line])
+        row, char, i = rows[line], 0, 0
+        while i < len(row) and char < pos["character"]:
+            char += len(row[i].encode("utf-16-le", "surrogatepass")) // 2 if encoding == "utf-16" else (
+                len(row[i].encode("utf-8", "surrogatepass")) if encoding == "utf-8" else 1)
+            i += 1
+        return start + i
+
+    out = text
+    for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True):
+        a, b = offset(edit["range"]["start"]), offset(edit["range"]["end"])
+        out = out[:a] + edit["newText"] + out[b:]
+    return out
+
+
+odd_texts = st.text(alphabet=st.sampled_from(list("ab\r\n\u2028\u2029\x85\x0c\x0b😀é")), max_size=50)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=odd_texts, new=odd_texts, encoding=st.sampled_from(["utf-16", "utf-8", "utf-32"]))
+def test_edits_for_a_client_that_counts_rows_land_where_neovim_puts_them(old, new, encoding):
+    """Newcomer 4's finding 0 over LSP: edits counted on LSP lines landed on the wrong row of a
+    Neovim buffer holding a lone CR. Counted as "lf", they land exactly where Neovim applies them;
+    counted as LSP says, U+2028, U+0085 and a form feed end no line either."""
+    edits = text_edits(old, new, encoding, "lf")
+    assert rows_apply(old, edits, encoding) == new
+    assert apply_text_edits(old, edits, encoding, "lf") == new
+    lsp = text_edits(old, new, encoding)
+    assert reference_apply(old, lsp, encoding) == new
+    assert apply_text_edits(old, lsp, encoding) == new

@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches
 
@@ -133,3 +134,69 @@ async def test_neovim_with_the_readmes_keymap_completed_no_slash_command_in_its_
     assert result["completions"]["fix /u"] == []  # a command is the prompt's first word only
     assert "## Command /usage" in result["transcript"]
     assert not endpoint.requests  # the command never reached the model
+
+
+async def run_line_breaks(endpoint, workspace, agent_env, tmp_path, raw: bytes, steps: list[dict]) -> dict:
+    """The README's snippet in a real Neovim over ``app.py`` holding ``raw``; ``steps`` as
+    nvim_line_breaks.lua reads them (each step's model streams pushed by the caller)."""
+    (workspace / ".git").mkdir()
+    path = workspace / "app.py"
+    path.write_bytes(raw)
+    snippet = tmp_path / "init.lua"
+    snippet.write_text(readme_neovim_snippet())
+    result_file = tmp_path / "nvim-result.json"
+    bindir = str(Path(agent_server_command()[0]).parent)
+    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
+           "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "NVIM_STEPS": json.dumps(steps),
+           "NVIM_SNIPPET": str(snippet), "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
+                                                str(SCRIPT.with_name("nvim_line_breaks.lua")), env=env,
+                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 200)
+    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
+    result = json.loads(result_file.read_text())
+    assert result["errors"] == [], (result, err.decode()[-2000:])
+    return result
+
+
+def push_edit(endpoint, old: str, new: str, done: str) -> None:
+    endpoint.push(tool_call_stream([("r", "read", json.dumps({"path": "app.py"}))]))
+    endpoint.push(tool_call_stream([("e", "edit", json.dumps({"path": "app.py", "old_string": old,
+                                                             "new_string": new}))]))
+    endpoint.push(text_stream(done))
+
+
+async def test_an_edit_to_a_file_with_a_lone_cr_wrote_a_stray_character_at_its_end_through_the_lsp_front_end(
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path):
+    """Newcomer 4's finding 0 over ``agent-server lsp``: `a1\\rmid\\na2\\na3\\n`, a3→A3 — the question's
+    diff was right, "Allow once", and the buffer got an extra `A` line (saved `a1\\rmid\\na2\\na3\\nA\\n`):
+    the server counted the lone CR as a line break, Neovim's LSP client counts its rows."""
+    push_edit(endpoint, "a3", "A3", "done-1")
+    result = await run_line_breaks(endpoint, workspace, agent_env, tmp_path, b"a1\rmid\na2\na3\n",
+                                   [{"prompt": "change a3", "done": "done-1"}])
+    assert result["saved"] == ["a1\rmid\na2\nA3\n"]
+
+
+@pytest.mark.parametrize("raw", [b"a1\rmid\na2\na3\n", b"c1\rmid\r\na2\r\na3\r\n", b"x1\ry2\rz3\r\na2\na3\n",
+                                 "u1\u2028mid\na2\na3\n".encode(), "n1\u0085mid\na2\na3\n".encode(),
+                                 b"f1\x0cmid\na2\na3\n", b"\xef\xbb\xbfb1\rmid\na2\na3\n"],
+                         ids=["lone_cr", "crlf_with_a_lone_cr", "cr_only_line", "u2028", "u0085", "form_feed", "bom"])
+async def test_a_row_the_user_typed_in_after_a_character_neovim_holds_inside_a_line_synced_to_the_right_line(
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path, raw):
+    """The rest of the class: the document the server keeps in sync with Neovim's changes (pygls
+    split lines at U+2028, U+0085, a form feed and a lone CR too) and a second edit after the user
+    typed: every byte where it belongs."""
+    push_edit(endpoint, "a3", "A3", "done-1")
+    push_edit(endpoint, "a2", "B2", "done-2")
+    result = await run_line_breaks(endpoint, workspace, agent_env, tmp_path, raw, [
+        {"prompt": "change a3", "done": "done-1"},
+        {"prompt": "change a2", "done": "done-2", "type_row": 2, "text": " # mine"}])
+    crlf = raw.endswith(b"\r\n")
+    eol = "\r\n" if crlf else "\n"
+    text = raw.decode()
+    first = text.replace("a3", "A3")
+    second = first.replace(f"A3{eol}", f"A3 # mine{eol}").replace("a2", "B2")
+    assert result["saved"] == [first, second], result

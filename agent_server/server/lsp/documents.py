@@ -11,7 +11,10 @@ document sync that follows and matched against the hunks sent: all of them (``wr
 (``partial``, "1 of 2 hunks"), none (``rejected``), or text the user changed (``written`` with
 what landed). A document that changed since the agent read it is ``stale`` — before sending, or
 when the editor refuses the version — and the model is told to read it again. Files that are not
-open are written on disk (guarded by the base hash, ``DiskFiles``).
+open are written on disk (guarded by the base hash, ``DiskFiles``). Lines are counted as the
+client counts them (``line_breaks``: LSP's ``\\r\\n``/``\\r``/``\\n``, or Neovim's rows, ended by ``\\n``
+only), in the edits sent and in the document sync (``SyncedText``; pygls' own splits at U+2028,
+U+0085 and a form feed too).
 
 Must never: send an edit against a version other than the one the agent read, or report hunks as
 applied that the editor's document does not hold.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
@@ -68,7 +72,41 @@ class SyncedDocuments:
             return False
 
 
-def landed_hunks(old: str, edits: list[dict[str, Any]], landed: str, encoding: str) -> int | None:
+def client_line_breaks(client_name: str | None) -> str:
+    """How a client counts lines (``agent_server.server.edits.LINE_BREAKS``): Neovim's LSP client
+    counts its buffer's rows (a lone ``\\r`` stays inside its row, ``'fileformat'`` unix or dos),
+    every other client as LSP says."""
+    return "lf" if (client_name or "").strip().lower() == "neovim" else "lsp"
+
+
+def synced_text_document(line_breaks: Callable[[], str], encoding: Callable[[], str]) -> type:
+    """pygls' ``TextDocument`` whose incremental changes and ``lines`` count lines as the client
+    does (``line_breaks()``), with this module's edits (pygls splits with ``str.splitlines``:
+    at U+2028, U+0085, a form feed … too, which no editor counts)."""
+    from pygls.workspace import TextDocument
+
+    class SyncedText(TextDocument):
+        def _apply_incremental_change(self, change: Any) -> None:
+            r = change.range
+            edit = {"range": {"start": {"line": r.start.line, "character": r.start.character},
+                              "end": {"line": r.end.line, "character": r.end.character}}, "newText": change.text}
+            self._source = apply_text_edits(self.source, [edit], encoding(), line_breaks())
+
+        @property
+        def lines(self) -> tuple[str, ...]:
+            text = self.source
+            pattern = _LSP_LINE if line_breaks() == "lsp" else _LF_LINE
+            return tuple(m.group() for m in pattern.finditer(text) if m.group())
+
+    return SyncedText
+
+
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_LF_LINE = re.compile(r"[^\n]*\n|[^\n]+$")
+
+
+def landed_hunks(old: str, edits: list[dict[str, Any]], landed: str, encoding: str,
+                 line_breaks: str = "lsp") -> int | None:
     """How many of ``edits`` (ranges against ``old``) ``landed`` holds, when it is ``old`` with a
     subset of them applied; ``None`` when it is something else (the user changed the text)."""
     total = len(edits)
@@ -77,7 +115,7 @@ def landed_hunks(old: str, edits: list[dict[str, Any]], landed: str, encoding: s
         if total > MAX_SUBSET_HUNKS and size not in (0, total):
             continue
         for subset in itertools.combinations(edits, size):
-            if apply_text_edits(old, list(subset), encoding) == landed:
+            if apply_text_edits(old, list(subset), encoding, line_breaks) == landed:
                 return size
     return None
 
@@ -99,7 +137,9 @@ class LspFiles:
 
     def __init__(self, documents: SyncedDocuments, send: Send, *, encoding: Callable[[], str],
                  annotations: Callable[[], bool], disk: DiskFiles | None = None,
-                 approval_timeout: Callable[[], float] = lambda: 600.0) -> None:
+                 approval_timeout: Callable[[], float] = lambda: 600.0,
+                 line_breaks: Callable[[], str] = lambda: "lsp") -> None:
+        self.line_breaks = line_breaks
         self.approval_timeout = approval_timeout
         self.documents = documents
         self.send = send
@@ -148,7 +188,7 @@ class LspFiles:
             return WriteOutcome("stale", f"{path.name} changed in the editor since you read it "
                                          f"(now version {version})")
         encoding = self._encoding()
-        edit = workspace_edit(path, old, new, version=version, encoding=encoding)
+        edit = workspace_edit(path, old, new, version=version, encoding=encoding, line_breaks=self.line_breaks())
         hunks = edit["documentChanges"][-1]["edits"]
         total = len(hunks)
         if total == 0:
@@ -189,7 +229,7 @@ class LspFiles:
                                            "read the file to see what it holds", saved=False)
         landed = current.source
         snapshot = FileSnapshot.of(path, landed.encode("utf-8"), current.version, editor_text=True)
-        count = landed_hunks(old, sent, landed, encoding)
+        count = landed_hunks(old, sent, landed, encoding, self.line_breaks())
         log.info("applyEdit on %s: %s of %s hunks landed (version %s → %s)", path,
                  "?" if count is None else count, total, version, current.version)
         saved = self._saved(path, landed)

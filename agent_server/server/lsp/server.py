@@ -34,7 +34,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from agent_server import __version__
-from agent_server.server.lsp.documents import LspFiles, SyncedDocuments
+from agent_server.server.lsp.documents import LspFiles, SyncedDocuments, client_line_breaks, synced_text_document
 from agent_server.server.lsp.initialize import (
     ANSWER,
     ASK,
@@ -98,7 +98,7 @@ class _Protocol(LanguageServerProtocol):
                   "position encoding only")
         reduced: dict[str, Any] = {"capabilities": {"general": {"positionEncodings": [
             sent["capabilities"]["positionEncoding"]]}}}
-        for key in ("rootUri", "rootPath", "workspaceFolders"):
+        for key in ("rootUri", "rootPath", "workspaceFolders", "clientInfo"):
             try:  # each kept if pygls reads it
                 self._converter.structure({**reduced, key: params.get(key)}, types.InitializeParams)
                 reduced[key] = params.get(key)
@@ -162,6 +162,8 @@ class LspFrontend:
         self.server = LanguageServer("agent-server", __version__, protocol_cls=_Protocol,
                                      text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.documents = SyncedDocuments(lambda: self.server.workspace)
+        self.line_breaks = "lsp"
+        """How the client counts lines (``documents.client_line_breaks``), set at ``initialize``."""
         self.folder_sessions: dict[str, str] = {}
         self.turns: dict[str, TurnProgress] = {}
         self.tickets: dict[str, Any] = {}
@@ -187,6 +189,20 @@ class LspFrontend:
             self._host = self._make_host()
             self._host.attach(self)
         return self._host
+
+    def on_initialize(self, params: types.InitializeParams) -> None:
+        """``initialize`` (pygls made the workspace): lines are counted as this client counts them,
+        in the documents it syncs and the edits sent to it (``client_line_breaks``)."""
+        info = params.client_info
+        self.line_breaks = client_line_breaks(info.name if info is not None else None)
+        workspace = self.server.workspace
+        document = synced_text_document(lambda: self.line_breaks, lambda: self.encoding)
+
+        def create(doc_uri: str, source: str | None = None, version: int | None = None,
+                   language_id: str | None = None) -> Any:
+            return document(doc_uri, source=source, version=version, language_id=language_id,
+                            sync_kind=workspace._sync_kind, position_codec=workspace._position_codec)
+        workspace._create_text_document = create
 
     async def initialized(self, params: Any) -> None:
         """``initialized``: load the host's modules in a thread once the editor is idle, then warm
@@ -267,7 +283,8 @@ class LspFrontend:
         """Reads from synced documents, edits through ``workspace/applyEdit``."""
         return LspFiles(self.documents, self._apply_edit, encoding=lambda: self.encoding,
                         annotations=self.annotations_supported,
-                        approval_timeout=lambda: self.host.config.policy.approval_timeout)
+                        approval_timeout=lambda: self.host.config.policy.approval_timeout,
+                        line_breaks=lambda: self.line_breaks)
 
     def approver(self, session_id: str) -> MessageRequestApprover:
         """Permission questions as ``window/showMessageRequest``."""
@@ -314,6 +331,9 @@ class LspFrontend:
         on(types.CODE_ACTION_RESOLVE, self.resolve_code_action)
         on(types.SHUTDOWN, self.shutdown)
         on(types.INITIALIZED, self.initialized)
+        def on_initialize(params: types.InitializeParams) -> None:  # inside pygls' initialize, synchronously
+            self.on_initialize(params)
+        server.feature(types.INITIALIZE)(on_initialize)
         handlers = {ASK: self.ask, NEW_SESSION: self.new_session, CANCEL: self.cancel, ANSWER: self.answer,
                     SLASH_COMMANDS: self.slash_commands}
         for name in COMMANDS:
