@@ -200,9 +200,6 @@ def _show(path: Path, roots: list[str]) -> str:
             continue
     return str(path)
 
-_BOM = b"\xef\xbb\xbf"
-
-
 class Restorer:
     """Runs ``/undo`` and ``/redo`` for one session: ``log``, ``files`` (its seam), ``blobs``,
     ``approver`` (asks the user), ``emit`` (its updates), ``roots``."""
@@ -418,7 +415,7 @@ class Restorer:
         from agent_server.checkpoints.plan import NOT_AS_IT_WAS
 
         if not outcome.merged:  # what landed, read back: never "restored" on the editor's word alone
-            wrong = await self._not_the_checkpoint(dirfd, name, path, target_raw, outcome)
+            wrong = await self._not_the_checkpoint(dirfd, name, path, target_raw, outcome, bool(bom_kept))
             if wrong:
                 return said(path, f"{NOT_AS_IT_WAS} ({wrong}; /{'undo' if self._title.startswith('Undo') else 'redo'} "
                                   "asks about it again)")
@@ -427,18 +424,20 @@ class Restorer:
         return said(path, done_word + bom_kept)
 
     async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
-                                  outcome: WriteOutcome) -> str | None:
+                                  outcome: WriteOutcome, bom_kept: bool = False) -> str | None:
         """Why the file does not hold ``target`` after the editor applied its restore (``None``: it
-        does): a saved file's bytes on disk, an unsaved buffer's text (its BOM is the file's, not
-        text) — a client that put the hunks elsewhere answered "applied" all the same."""
+        does): a saved file's bytes on disk (``bom_kept``: its text, the file's BOM aside), an
+        unsaved buffer's text (its BOM is the file's, not text) — a client that put the hunks
+        elsewhere answered "applied" all the same."""
         try:
             if getattr(outcome, "saved", True):
                 found = _look(dirfd, name)
-                if found is not None and found[0] == target:
+                if found is not None and (found[0] == target or bom_kept and found[0].removeprefix(UTF8_BOM)
+                                          == target.removeprefix(UTF8_BOM)):
                     return None
             else:
                 now = await self.files.read(path)
-                if now.raw.removeprefix(_BOM) == target.removeprefix(_BOM):
+                if now.raw.removeprefix(UTF8_BOM) == target.removeprefix(UTF8_BOM):
                     return None
         except OSError as exc:
             return f"it cannot be read back: {exc.strerror or exc}"
