@@ -199,6 +199,8 @@ def _show(path: Path, roots: list[str]) -> str:
         except ValueError:
             continue
     return str(path)
+_BOM = UTF8_BOM
+
 
 class Restorer:
     """Runs ``/undo`` and ``/redo`` for one session: ``log``, ``files`` (its seam), ``blobs``,

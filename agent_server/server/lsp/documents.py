@@ -9,12 +9,8 @@ negotiated position encoding; with ``changeAnnotationSupport`` each hunk carries
 with ``needsConfirmation: true``, except in ``accept-edits``: ``auto_apply``). The answer is only true/false, so what landed is read from the
 document sync that follows and matched against the hunks sent: all of them (``written``), some
 (``partial``, "1 of 2 hunks"), none (``rejected``), or text the user changed (``written`` with
-what landed). A document that changed since the agent read it is ``stale`` — before sending, or
-when the editor refuses the version — and the model is told to read it again. Files that are not
-open are written on disk (guarded by the base hash, ``DiskFiles``). Lines are counted as the
-client counts them (``line_breaks``: LSP's ``\\r\\n``/``\\r``/``\\n``, or Neovim's rows, ended by ``\\n``
-only), in the edits sent and in the document sync (``SyncedText``; pygls' own splits at U+2028,
-U+0085 and a form feed too).
+what landed). A document changed since the agent read it is ``stale``. Files not open are written
+on disk. Lines are counted as the client counts them (``client_line_breaks``), in edits and sync.
 
 Must never: send an edit against a version other than the one the agent read, or report hunks as
 applied that the editor's document does not hold.
