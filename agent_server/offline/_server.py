@@ -128,7 +128,7 @@ class OfflineEndpoint:
         request came sends). Returns how many were doomed."""
         if how not in ("reset", "close"):
             raise ValueError(f"drop_idle: how is 'reset' or 'close', not {how!r}")
-        for number in self._idle:
+        for number in list(self._idle):  # (a ThreadedEndpoint's caller: the loop's thread may change it)
             self._doomed[number] = how
         return len(self._idle)
 
@@ -434,22 +434,12 @@ class ThreadedEndpoint:
 
     @property
     def idle_connections(self) -> int:
-        """How many connections are waiting for a request: kept ones (``keep_alive``) and ones
-        opened but not yet used (a client's connection opened ahead)."""
-        return len(self._idle)
+        """``OfflineEndpoint.idle_connections``."""
+        return self.endpoint.idle_connections
 
     def drop_idle(self, how: str = "reset") -> int:
-        """Doom every connection now waiting for a request (``idle_connections``), as a
-        firewall that forgot it or a server's idle timeout does, without a sign to the client
-        until it sends: that request is read whole, recorded in ``dropped`` only, and answered
-        with nothing — ``"reset"``: the connection is aborted (a TCP RST, what a forgotten
-        connection gets); ``"close"``: it is closed (a FIN, what a server closing it as the
-        request came sends). Returns how many were doomed."""
-        if how not in ("reset", "close"):
-            raise ValueError(f"drop_idle: how is 'reset' or 'close', not {how!r}")
-        for number in self._idle:
-            self._doomed[number] = how
-        return len(self._idle)
+        """``OfflineEndpoint.drop_idle`` (its dicts are only read and set: safe from this thread)."""
+        return self.endpoint.drop_idle(how)
 
     def push(self, response: Mapping[str, Any]) -> None:
         """Queue one more scripted response (ValueError if invalid)."""

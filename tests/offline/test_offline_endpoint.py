@@ -220,3 +220,22 @@ def test_thread_handle_reports_a_bind_failure():
         port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
         with pytest.raises(OSError):
             OfflineEndpoint.start_in_thread(port=port)
+
+
+def test_the_thread_handles_idle_connections_and_drop_idle_read_attributes_it_does_not_have():
+    """The thread handle's ``idle_connections``/``drop_idle`` were copies of the endpoint's that
+    read ``self._idle`` — which only the endpoint has (an AttributeError at the first use)."""
+    import socket
+    import time
+
+    handle = OfflineEndpoint.start_in_thread(keep_alive=True)
+    try:
+        host, port = handle.base_url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port))):
+            deadline = time.monotonic() + HANG
+            while handle.idle_connections != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the endpoint's loop takes the connection in its own thread
+            assert handle.idle_connections == 1
+            assert handle.drop_idle("close") == 1
+    finally:
+        handle.stop()
