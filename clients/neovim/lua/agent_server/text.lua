@@ -145,6 +145,22 @@ function M.utfindex(line, encoding, byte)
   return encoding == "utf-16" and u16 or u32
 end
 
+--- The 0-based line whose start (`starts`: 0-based offsets, ascending) is the last at or before `offset`.
+local function line_of(starts, offset)
+  local line = 0
+  local lo, hi = 1, #starts
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    if starts[mid] <= offset then
+      line = mid - 1
+      lo = mid + 1
+    else
+      hi = mid - 1
+    end
+  end
+  return line
+end
+
 --- Offset helper for the buffer rows of one "\n" text (extmarks, `nvim_buf_set_text`; a proposal's
 --- ranges are counted on LSP lines: `M.lsp_index`): positions ↔ byte offsets (1-based offsets are not used:
 --- offsets here are 0-based byte counts from the start of the text).
@@ -167,17 +183,7 @@ function M.index(text)
   end
   --- `{line, character}` of a byte offset.
   function idx.position(offset, encoding)
-    local line = 0
-    local lo, hi = 1, #starts
-    while lo <= hi do
-      local mid = math.floor((lo + hi) / 2)
-      if starts[mid] <= offset then
-        line = mid - 1
-        lo = mid + 1
-      else
-        hi = mid - 1
-      end
-    end
+    local line = line_of(starts, offset)
     local s = starts[line + 1]
     return { line = line, character = M.utfindex(text:sub(s + 1, offset), encoding, offset - s) }
   end
@@ -224,17 +230,7 @@ function M.lsp_index(text, eol)
   end
   --- `{line, character}` of a byte offset (inside a line break: the end of its line).
   function idx.position(offset, encoding)
-    local line = 0
-    local lo, hi = 1, #starts
-    while lo <= hi do
-      local mid = math.floor((lo + hi) / 2)
-      if starts[mid] <= offset then
-        line = mid - 1
-        lo = mid + 1
-      else
-        hi = mid - 1
-      end
-    end
+    local line = line_of(starts, offset)
     local s = starts[line + 1]
     local e = math.min(offset, ends[line + 1])
     return { line = line, character = M.utfindex(text:sub(s + 1, e), encoding, e - s) }
