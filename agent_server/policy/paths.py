@@ -29,7 +29,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -240,8 +239,12 @@ def credential_variable_paths(env: Mapping[str, str] | None = None) -> list[tupl
             if path and path not in ("/", os.path.abspath(os.path.expanduser("~"))):
                 out.append((path, f"${name}"))
     for name in ("GIT_SSH_COMMAND", "RSYNC_RSH"):  # ``ssh -i KEY …``: the identity files it names
+        if not env.get(name):
+            continue
+        import shlex  # deferred: not on the server's start-up path (tests/server/test_lazy_imports.py)
+
         try:
-            words = shlex.split(env.get(name) or "")
+            words = shlex.split(env[name])
         except ValueError:
             words = []
         for i, word in enumerate(words):
