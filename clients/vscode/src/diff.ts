@@ -234,30 +234,13 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
           void vscode.workspace.applyEdit(edit);
           continue;
         }
-        this.stamps.set(uri.toString(), Math.max(Date.now() + this.stamps.size, (this.stamps.get(uri.toString()) ?? 0) + 1));
+        this.stamps.set(uri.toString(), Date.now() + this.stamps.size);
         changed.push({ type: vscode.FileChangeType.Changed, uri });
       }
     });
-    if (changed.length > 0) {
-      this.filesChanged.fire(changed);
-      this.reloadCheck(p, changed.map((c) => c.uri.toString()), 5);
-    }
+    if (changed.length > 0) this.filesChanged.fire(changed);
     this.lensesChanged.fire();
     this.panel.proposalChanged(p);
-  }
-
-  /** VS Code drops a change of a side that comes while it still reloads the previous one (the user's
-   * typing merged keystroke by keystroke): a side that does not show its text yet is changed again. */
-  private reloadCheck(p: Proposal, uris: string[], tries: number): void {
-    setTimeout(() => {
-      if (p.done || tries <= 0) return;
-      const behind = p.files.flatMap((file, i) => (["new", "old"] as const).map((side) => ({ uri: proposalUri(p, i, side), want: side === "old" ? file.expected : p.proposed(file) })))
-        .filter(({ uri, want }) => uris.includes(uri.toString()) && vscode.workspace.textDocuments.some((d) => d.uri.toString() === uri.toString() && !d.isDirty && d.getText() !== want));
-      if (behind.length === 0) return;
-      for (const { uri } of behind) this.stamps.set(uri.toString(), Math.max(Date.now(), (this.stamps.get(uri.toString()) ?? 0) + 1));
-      this.filesChanged.fire(behind.map(({ uri }) => ({ type: vscode.FileChangeType.Changed, uri })));
-      this.reloadCheck(p, uris, tries - 1);
-    }, 200);
   }
 
   async finish(p: Proposal, result: ApplyWorkspaceEditResult): Promise<void> {

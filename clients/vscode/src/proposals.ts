@@ -12,9 +12,6 @@
  * proposed on its bytes on disk and written (created) there in place (`FileChange.disk`): never
  * through a document, which turns every line break into its own.
  *
- * The user's edits of other lines than the hunks' made while it waits are merged (`merge`); any other
- * change makes it stale.
- *
  * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
  * `applied` without reading the document back, save a document that is not UTF-8.
  */
@@ -33,7 +30,6 @@ import {
   isStale,
   lineEdits,
   makeHunks,
-  mergeUserEdits,
   modelChangesLineBreaks,
   modelHolds,
   modelLineBreak,
@@ -67,9 +63,6 @@ export interface FileChange {
   /** The user changed the proposed text: the pending hunks were recomputed from it, and `applied`
    * is rebuilt from `base` and what landed. */
   edited: boolean;
-  /** The user's edits of other lines were merged with the pending hunks (`mergeUserEdits`): the
-   * document holds text the agent has not seen, and the answer says so. */
-  merged?: boolean;
   /** Someone typed into the document right after an accepted change landed: it is not saved for them. */
   typedAfter?: boolean;
   /** Our own edit is being applied to the document (its change events are not the user's). */
@@ -410,25 +403,6 @@ export class ProposalManager {
   }
 
   /**
-   * The user's edits of `doc` since `file.expected` merged with the pending hunks (docs/protocol.md
-   * "Merged with the user's edits of other lines"): the hunks move onto the document's text, which
-   * becomes `expected`. False (nothing changed) when an edit touches or neighbours a hunk, or the user
-   * edited the proposed text. Synchronous: `applyHunks` calls it in the tick of its text check.
-   */
-  private merge(file: FileChange, doc: vscode.TextDocument): boolean {
-    const now = doc.getText();
-    if (now === file.expected) return true;
-    if (file.edited || file.create || file.disk) return false;
-    const moved = mergeUserEdits(file.expected, now, file.hunks.filter((h) => h.state === "pending"));
-    if (!moved) return false;
-    for (const [h, range] of moved) h.range = range;
-    file.expected = now;
-    file.merged = true;
-    if (doc.isDirty) file.wasDirty = true; // the user's unsaved typing is never saved for them
-    return true;
-  }
-
-  /**
    * A document changed: each pending proposal on it whose text is no longer what its change was
    * computed on is marked stale at once (CLIENTS.md "Stale said at once"), and un-marked if the text
    * comes back. Nothing is answered: the user asks the agent again or rejects.
@@ -443,9 +417,8 @@ export class ProposalManager {
         void this.diskChanged(file.uri, true); // its document is not what it is proposed on: the disk and unsaved text decide
         continue;
       }
-      const was = file.expected;
-      const stale = !this.merge(file, doc) ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined;
-      if (stale === p.stale && file.expected === was) continue;
+      const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined;
+      if (stale === p.stale) continue;
       p.stale = stale;
       this.view.refresh(p);
     }
@@ -469,7 +442,7 @@ export class ProposalManager {
       }
       const gone = goneFromDisk(file, await diskState(file.uri));
       const doc = file.doc && !file.doc.isClosed ? file.doc : undefined;
-      const stale = gone ?? (doc && !this.merge(file, doc) ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined);
+      const stale = gone ?? (doc && doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined);
       if (p.done || stale === p.stale) continue;
       p.stale = stale;
       this.view.refresh(p);
@@ -527,7 +500,7 @@ export class ProposalManager {
       const bad = await notUtf8(file.uri, file.doc ?? openDocument(file.uri));
       if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
       doc = file.doc ?? openDocument(file.uri);
-      if (!doc || doc.isClosed || !this.merge(file, doc)) {
+      if (!doc || doc.isClosed || doc.getText() !== file.expected) {
         const where = doc && !doc.isClosed ? changedWhere(file, doc) : "in the editor";
         const message = `${file.uri.fsPath} changed ${where} during the review; nothing more was applied`;
         return { outcome: p.anyApplied ? "partial" : "stale", message };
@@ -668,10 +641,6 @@ export class ProposalManager {
         if (doc) result.versions[key] = { version: doc.version, sha256: sha256(doc.getText()) };
       }
       result.saved = saved;
-      // the agent's hunks landed on top of the user's edits of other lines (an edited file's `applied`
-      // is rebuilt from what landed: it holds their edits already)
-      const merged = p.files.filter((f) => f.merged && !f.edited && f.hunks.some((h) => h.state === "accepted")).map((f) => f.wireUri);
-      if (merged.length > 0) result._meta = { agentServer: { merged } };
     }
     p.settle(result);
     try {

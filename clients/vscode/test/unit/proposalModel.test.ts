@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyToText, isStale, lineEdits, makeHunks, mergeUserEdits, outcomeOf, proposedText, sha256, shiftPending, toWireEdits, type WireTextEdit } from "../../src/proposalModel";
+import { applyToText, isStale, lineEdits, makeHunks, outcomeOf, proposedText, sha256, shiftPending, toWireEdits, type WireTextEdit } from "../../src/proposalModel";
 
 const edit = (l1: number, c1: number, l2: number, c2: number, newText: string): WireTextEdit => ({
   range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } },
@@ -114,25 +114,5 @@ describe("lineEdits of big or random texts", () => {
     const after = before.replace("LINE 250000\n", "CHANGED 250000\n");
     const edits = lineEdits(before, after);
     expect(edits).toEqual([{ range: { start: { line: 249999, character: 0 }, end: { line: 250000, character: 0 } }, newText: "CHANGED 250000\n" }]);
-  });
-});
-
-describe("merging the user's edits of other lines (newcomer 4, finding 7)", () => {
-  const text = "one\r\ntwo\r\nthree"; // CRLF, no final newline; the hunk replaces line 2 ("two")
-  const hunks = () => makeHunks(text, [edit(1, 0, 2, 0, "TWO\r\nmore\r\n")], "utf-16");
-  it("moves the hunk by the lines typed above it and keeps every byte of the user's text", () => {
-    const now = "zero\r\none USER\r\ntwo\r\nthree!"; // a line above, ` USER` on the line above, `!` below
-    const hs = hunks();
-    const moved = mergeUserEdits(text, now, hs)!;
-    expect(moved.get(hs[0]!)).toEqual({ start: { line: 2, character: 0 }, end: { line: 3, character: 0 } });
-    expect(applyToText(now, [{ range: moved.get(hs[0]!)!, newText: "TWO\r\nmore\r\n" }])).toBe("zero\r\none USER\r\nTWO\r\nmore\r\nthree!");
-  });
-  it.each([
-    ["typed inside the hunk", "one\r\ntwoX\r\nthree"],
-    ["a line inserted right before it", "one\r\nnew\r\ntwo\r\nthree"],
-    ["a line inserted right after it", "one\r\ntwo\r\nnew\r\nthree"],
-    ["the line above joined with it", "onetwo\r\nthree"],
-  ])("is refused (stale) when %s", (_, now) => {
-    expect(mergeUserEdits(text, now, hunks())).toBeUndefined();
   });
 });
