@@ -219,6 +219,36 @@ def test_ctrl_c_right_after_sending_from_insert_mode_only_left_insert_mode_and_t
     assert ed.chat().count("_— cancelled —_") == 1
 
 
+def test_a_user_in_a_file_buffer_could_stop_the_turn_only_from_the_chat_window(make_editor, endpoint, workspace):
+    """<C-c> ("stop the turn") is the chat buffer's key: in the file being edited a user had no
+    documented way to stop. ``:AgentStop``, the global ``<leader>ax`` and ``<Plug>(AgentStop)``
+    (bound by the user, also in insert mode) stop it from any buffer, while <C-c> there keeps its
+    Vim meaning (leaves insert mode; nothing stopped)."""
+    path = workspace / "c.py"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "c = 1", "c = 2")
+    ed.cmd(f"edit {path}")
+    assert ed.lua("return vim.fn.maparg('<C-c>', 'n') .. vim.fn.maparg('<C-c>', 'i')") == ""  # not taken
+    typed(ed, "Ax<C-c>")  # Vim's <C-c>: leaves insert mode, stops nothing
+    assert ed.lua("return vim.api.nvim_get_mode().mode") == "n"
+    assert ed.lua("return vim.api.nvim_get_current_line()") == "c = 1x"
+    assert ed.lua("return require('agent_server.client').busy()") and "cancelled" not in ed.chat()
+    ed.cmd("AgentStop")  # from the file's window
+    ed.idle()
+    assert "_— cancelled —_" in ed.chat() and path.read_text() == "c = 1\n"
+    assert ed.lua("return vim.fn.maparg('<leader>ax', 'x', false, true).desc") == (
+        "agent-server: stop the running turn (:AgentStop)")
+    # a key of the user's own, in insert mode: the turn stops and the user stays in insert mode
+    other = workspace / "d.py"
+    editor_with_pending_edit(make_editor, endpoint, other, "d = 1", "d = 2", ed=ed)
+    ed.lua("vim.keymap.set('i', '<M-c>', '<Plug>(AgentStop)')")
+    ed.cmd(f"edit {other}")
+    ed.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('A<M-c>', true, false, true), 'mt', false)")
+    ed.idle()
+    assert ed.chat().count("_— cancelled —_") == 2, ed.chat()
+    assert ed.lua("return vim.api.nvim_get_mode().mode") == "i"
+    assert ed.lua("return vim.fn.expand('%:p')") == str(other) and other.read_text() == "d = 1\n"
+
+
 def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_text_in_the_chat(
         make_editor, endpoint, workspace):
     """VS Code's F2 in Neovim: ``/usage`` sent while the answer streams is answered at once; its

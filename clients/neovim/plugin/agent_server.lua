@@ -37,6 +37,13 @@ command("AgentCancel", function()
   api().cancel()
 end, { desc = "Cancel the agent's running turn" })
 
+-- Stop from any window: the chat's <C-c> is the chat's key only (a file buffer's <C-c> keeps
+-- its Vim meaning); bind <Plug>(AgentStop) to a key of your own for insert mode too.
+command("AgentStop", function()
+  api().cancel()
+end, { desc = "Stop the agent's running turn (as :AgentCancel), from any window" })
+vim.keymap.set({ "n", "x", "i" }, "<Plug>(AgentStop)", "<Cmd>AgentStop<CR>", { desc = "agent-server: stop the running turn" })
+
 command("AgentNew", function()
   api().new()
 end, { desc = "Start a new agent session" })

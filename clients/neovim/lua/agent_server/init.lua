@@ -168,7 +168,7 @@ function M.setup(opts)
       vim.keymap.set("n", open_key, M.chat, { desc = "agent-server: chat" })
     end
     if keys.cancel then
-      vim.keymap.set("n", keys.cancel, M.cancel, { desc = "agent-server: cancel the turn" })
+      vim.keymap.set({ "n", "x" }, keys.cancel, M.cancel, { desc = "agent-server: stop the running turn (:AgentStop)" })
     end
   end
 end
