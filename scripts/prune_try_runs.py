@@ -4,6 +4,8 @@ run left a workspace copy, the server's state and code-server's user data under
 
     prune_try_runs.py RUNS_DIR [--keep N] [--except PATH] [--kind vscode|neovim]
 
+(`prune_old_demo_state`: what try-neovim.sh runs before e9cf9e6 left in the clone's .demo-state.)
+
 Role: a run's folder is one the script made (`vscode-XXXXXX` holding the run's `config.json`;
 `neovim-XXXXXXXX` holding its `try-neovim.json`), not a symbolic link; the newest N of them (by
 modification time; `--except`, the run starting now, is never counted nor touched) are kept, and any
@@ -21,6 +23,7 @@ not looked at.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -134,6 +137,86 @@ def prune(runs: Path, keep: int, current: Path | None = None,
             continue
         removed.append(folder)
     return removed, busy
+
+
+OLD_NEOVIM_RUN = re.compile(r"^nvim-workspace-[0-9]{8}-[0-9]{6}-[0-9]+$")
+"""A workspace copy of a ``try-neovim.sh`` run before e9cf9e6, in the clone's ``.demo-state``
+(``nvim-workspace-<date>-<time>-<pid>``: that script's ``write_project`` folder)."""
+
+
+def _demo_project(folder: Path) -> bool:
+    """Whether ``folder`` holds the demo project a run copied (its files, whatever the agent did)."""
+    from agent_server.offline.demo_task import PROJECT_FILES
+
+    return all((folder / name).is_file() and not (folder / name).is_symlink() for name in PROJECT_FILES)
+
+
+def prune_old_demo_state(demo_state: Path) -> tuple[list[Path], list[Path]]:
+    """Removes what ``try-neovim.sh`` runs before e9cf9e6 left in the clone's ``.demo-state`` (the
+    state folder they shared with ``demo_client.py``): each run's workspace copy
+    (``OLD_NEOVIM_RUN``, holding the demo project), the sessions whose ``cwd`` was such a copy (gone
+    now), and their ``try-neovim.json`` when it names one. Anything else there — the demo client's
+    ``workspace-*`` copies and sessions, the shared offline script — is kept, as is a copy in use
+    (and its sessions) or a session whose log is open. Returns (removed, kept in use)."""
+    if not demo_state.is_dir() or demo_state.is_symlink():
+        return [], []
+    old = sorted(entry for entry in demo_state.iterdir() if OLD_NEOVIM_RUN.match(entry.name)
+                 and not entry.is_symlink() and entry.is_dir() and _demo_project(entry))
+    used = folders_in_use(old, "neovim") if old else set()
+    removed, busy = [], []
+    for folder in old:
+        if str(folder) in used:
+            busy.append(folder)
+            continue
+        try:
+            _remove(folder)
+        except OSError as exc:
+            print(f"try-neovim: could not remove {folder}: {exc}", file=sys.stderr)
+            continue
+        removed.append(folder)
+
+    def was_a_run(cwd: object) -> bool:
+        path = Path(cwd) if isinstance(cwd, str) else None
+        return (path is not None and path.parent == demo_state and OLD_NEOVIM_RUN.match(path.name) is not None
+                and not os.path.lexists(path))
+
+    removed += _remove_sessions(demo_state, was_a_run)
+    config = demo_state / "try-neovim.json"
+    try:
+        named = json.loads(config.read_text()).get("workspace") if config.is_file() and not config.is_symlink() else None
+    except (OSError, ValueError, AttributeError):
+        named = None
+    if was_a_run(named):
+        config.unlink()
+        removed.append(config)
+    return removed, busy
+
+
+def _remove_sessions(state: Path, theirs) -> list[Path]:
+    """Deletes the sessions of ``state`` whose ``cwd`` is ``theirs(cwd)`` (as ``session/delete``
+    does: a log another process holds open is kept); the removed session folders."""
+    from agent_server.checkpoints.recorder import prune_shadows
+    from agent_server.session.events import LogBusyError, read_head
+    from agent_server.session.store import SessionStore
+
+    store, removed = SessionStore(state), []
+    for log in sorted(state.glob("sessions/*/events.jsonl")):
+        try:
+            header, _ = read_head(log, lambda _event: False)
+        except Exception:  # noqa: BLE001 - not readable: not recognisably one of theirs
+            continue
+        if not theirs(header.data.get("cwd")):
+            continue
+        try:
+            store.delete(log.parent.name)
+        except (LogBusyError, OSError, ValueError) as exc:
+            print(f"try-neovim: kept session {log.parent.name}: {exc}", file=sys.stderr)
+            continue
+        removed.append(log.parent)
+    if removed:
+        store.listing()  # the index drops the deleted sessions
+        prune_shadows(state)  # their checkpoints, as session/delete does
+    return removed
 
 
 def main(argv: list[str]) -> int:

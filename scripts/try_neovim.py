@@ -10,6 +10,8 @@ Usage: python scripts/try_neovim.py [--check] [--nvim PATH] [--clean]
 ``--check`` runs Neovim headless to the end of the demo task (permissions allowed once, the
 proposal accepted), prints the chat and the accepted file, and exits 0 only if the fix landed and
 the project's tests pass. ``--clean`` removes the earlier runs' folders (those not in use) and exits.
+Every run (and ``--clean``) also removes what runs before e9cf9e6 left in the clone's
+``.demo-state`` — their ``nvim-workspace-*`` copies, their sessions — and nothing else there.
 
 Each run has a folder of its own (the workspace copy, the server's state), outside the clone:
 under ``$XDG_CACHE_HOME/agent-server/try-neovim/`` (``~/.cache``), or the temp folder when that place
@@ -116,6 +118,16 @@ def start_offline_endpoint(state: Path) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
+def old_runs(prune) -> None:
+    """Removes what runs before e9cf9e6 left in the clone's ``.demo-state`` (their workspace copies,
+    sessions and config; ``prune_try_runs.prune_old_demo_state``: nothing else there), and says so."""
+    removed, busy = prune.prune_old_demo_state(ROOT / ".demo-state")
+    if removed:
+        print(f"Removed {len(removed)} folder(s) and file(s) that earlier try-neovim runs left in {ROOT / '.demo-state'}.")
+    for folder in busy:
+        print(f"Kept {folder}: still in use.")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="run headless to the end of the demo task")
@@ -124,6 +136,7 @@ def main() -> int:
     args = parser.parse_args()
     prune = load_script("prune_try_runs")
     runs = runs_folder()
+    old_runs(prune)
     if args.clean:
         return prune.main([str(runs), "--keep", "0", "--kind", "neovim"])
     run = Path(tempfile.mkdtemp(prefix="neovim-", dir=runs)).resolve()

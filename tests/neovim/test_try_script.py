@@ -68,6 +68,7 @@ def test_try_neovim_left_its_run_in_the_clone_and_neovims_socket_folder_behind(t
     for its socket in ``$TMPDIR`` (it ended with ``os.exit()``). A run's folder is made outside the
     clone and the earlier ones are pruned (``--clean``: all); Neovim exits as Neovim does."""
     demo_state = ROOT / ".demo-state"
+    load_prune().prune_old_demo_state(demo_state)  # what older runs left there goes (as the run does)
     before = sorted(demo_state.iterdir()) if demo_state.is_dir() else []
     env = try_env(tmp_path)
     run = subprocess.run(["bash", "scripts/try-neovim.sh", "--check"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -172,3 +173,90 @@ def test_try_scripts_demo_restarts_from_its_first_step_after_a_cancelled_turn(tm
     finally:
         proc.kill()
         proc.wait()
+
+
+def load_prune():
+    spec = importlib.util.spec_from_file_location("prune_try_runs", ROOT / "scripts" / "prune_try_runs.py")
+    prune = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prune)
+    return prune
+
+
+def old_run(demo_state: Path, name: str) -> Path:
+    """A workspace copy as a ``try-neovim.sh`` run before e9cf9e6 made it in ``.demo-state``."""
+    from agent_server.offline.demo_task import write_project
+
+    return write_project(demo_state / name)
+
+
+def test_try_neovim_left_the_demo_state_folders_of_its_older_runs_in_the_clone(tmp_path):
+    """Runs before e9cf9e6 made a workspace copy per run (``nvim-workspace-<date>-<time>-<pid>``) and
+    its sessions in the clone's ``.demo-state``; the runs since never removed them. They go now —
+    theirs only: the demo client's copies and sessions, a folder that only looks like one, a copy in
+    use, a session whose log is open, and the shared offline script stay."""
+    from agent_server.session.store import SessionStore
+
+    prune = load_prune()
+    demo_state = (tmp_path / ".demo-state").resolve()
+    first = old_run(demo_state, "nvim-workspace-20261130-101500-4242")
+    second = old_run(demo_state, "nvim-workspace-20261201-080000-77")
+    busy = old_run(demo_state, "nvim-workspace-20261202-090000-78")
+    lookalike = demo_state / "nvim-workspace-20261203-090000-79"  # not the demo project: not a run's
+    lookalike.mkdir()
+    (lookalike / "notes.txt").write_text("mine")
+    client_copy = old_run(demo_state, "workspace-20261201-080000-abcd")  # demo_client.py's
+    outside = old_run(tmp_path, "elsewhere")
+    (demo_state / "nvim-workspace-20261204-090000-80").symlink_to(outside)  # a link: never followed
+    (demo_state / "offline-demo-task-script.json").write_text("{}")  # demo_client.py writes it too
+    (demo_state / "try-neovim.json").write_text(json.dumps({"plugin": "/p", "workspace": str(second)}))
+    store = SessionStore(demo_state)
+    sessions = {}
+    for name, cwd in [("first", first), ("second", second), ("busy", busy), ("client", client_copy),
+                      ("gone_earlier", demo_state / "nvim-workspace-20261101-000000-1"), ("open", first)]:
+        sid, log = store.create({"cwd": str(cwd)})
+        if name != "open":
+            log.close()
+        else:
+            held = log  # another agent-server still serving it
+        sessions[name] = demo_state / "sessions" / sid
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=busy, stdin=subprocess.PIPE)
+    try:
+        removed, in_use = prune.prune_old_demo_state(demo_state)
+    finally:
+        holder.communicate(b"")
+        held.close()
+    assert in_use == [busy] and busy.is_dir()
+    assert not first.exists() and not second.exists()
+    assert not sessions["first"].exists() and not sessions["second"].exists()
+    assert not sessions["gone_earlier"].exists()  # its copy was removed by hand earlier: recognisably theirs
+    assert not (demo_state / "try-neovim.json").exists()
+    assert set(removed) == {first, second, sessions["first"], sessions["second"], sessions["gone_earlier"],
+                            demo_state / "try-neovim.json"}
+    # everything else is still there, as it was
+    assert sessions["busy"].is_dir() and sessions["client"].is_dir() and sessions["open"].is_dir()
+    assert (lookalike / "notes.txt").read_text() == "mine" and (client_copy / "calc.py").is_file()
+    assert (demo_state / "nvim-workspace-20261204-090000-80").is_symlink() and (outside / "calc.py").is_file()
+    assert (demo_state / "offline-demo-task-script.json").read_text() == "{}"
+    assert sorted(e.session_id for e in store.listing()) == sorted(
+        p.name for p in (sessions["busy"], sessions["client"], sessions["open"]))
+
+
+def test_try_neovim_clean_removes_an_older_runs_copy_from_the_clones_demo_state(tmp_path):
+    """The script itself does it (a run, or ``--clean``), in the clone's own ``.demo-state``."""
+    demo_state = ROOT / ".demo-state"
+    made = not demo_state.exists()
+    before = sorted(demo_state.iterdir()) if demo_state.is_dir() else []
+    folder = old_run(demo_state, f"nvim-workspace-19990101-000000-{os.getpid()}")
+    try:
+        clean = subprocess.run([sys.executable, "scripts/try_neovim.py", "--clean"], cwd=ROOT, env=try_env(tmp_path),
+                               capture_output=True, text=True, timeout=600)
+        assert clean.returncode == 0, clean.stderr
+        assert not folder.exists() and "earlier try-neovim runs left in" in clean.stdout, clean.stdout
+        assert sorted(demo_state.iterdir()) == [p for p in before if p.exists()]
+    finally:
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        if made and demo_state.is_dir() and not any(demo_state.iterdir()):
+            demo_state.rmdir()
