@@ -143,12 +143,29 @@ class AgentProcess:
 
 
 _ENDPOINT_MAIN = r"""
-import asyncio, json, re, sys, time
+import asyncio, json, os, re, selectors, sys, time
 from agent_server.offline import OfflineEndpoint
 
 CONTENT = re.compile(rb'"content":"[^"]')
+SCHED = os.open("/proc/thread-self/schedstat", os.O_RDONLY) if os.path.exists("/proc/thread-self/schedstat") else None
+def runq():  # seconds this (the loop's) thread waited on a run queue so far
+    return int(os.pread(SCHED, 64, 0).split()[1]) / 1e9 if SCHED is not None else 0.0
+waited = [0.0]
+select = selectors.EpollSelector.select
+def timed_select(self, timeout=None):  # the run-queue clock when the loop went to sleep
+    waited[0] = runq()
+    return select(self, timeout)
+selectors.EpollSelector.select = timed_select
 
 class Timed(OfflineEndpoint):
+    async def _connection(self, reader, writer):
+        feed = reader.feed_data
+        def timed(data):  # each read of a request's bytes: when, how many, the run-queue wait since the loop slept
+            self.reads.append((time.time(), len(data), round((runq() - waited[0]) * 1000, 3)))
+            feed(data)
+        reader.feed_data = timed
+        await super()._connection(reader, writer)
+
     async def _serve(self, r, reader, writer):
         self.content_seen = False
         try:
@@ -175,12 +192,14 @@ async def main():
     endpoint = Timed(script)
     endpoint.done_times = []
     endpoint.first_content_times = []
+    endpoint.reads = []
     await endpoint.start()
     print(endpoint.base_url, flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     print(json.dumps({"requests": [{"time": q.time, "body": q.body.decode("utf-8", "replace")}
                                    for q in endpoint.requests],
-                      "done": endpoint.done_times, "first_content": endpoint.first_content_times}), flush=True)
+                      "done": endpoint.done_times, "first_content": endpoint.first_content_times,
+                      "reads": endpoint.reads}), flush=True)
     await endpoint.stop()
 
 asyncio.run(main())
@@ -192,7 +211,8 @@ class Endpoint:
 
     ``base_url``; ``finish()`` → ``{"requests": [{"time", "body"}], "done": [time the last byte of
     each answer was written], "first_content": [time the first write carrying answer text was
-    written, per answer that had one]}``.
+    written, per answer that had one], "reads": [[time, bytes, ms the endpoint's loop waited on a
+    run queue since it last slept] of each read of a connection's bytes]}``.
     """
 
     def __init__(self, script: list[dict[str, Any]], python: str = sys.executable) -> None:

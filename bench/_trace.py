@@ -29,14 +29,32 @@ from typing import Any, Callable
 
 TRACE_ENV = "AGENT_SERVER_BENCH_TRACE"
 
-_stamps: list[tuple[str, float, float, int, float]] = []
-_state = {"on": False, "done": False, "requests": 0}
+_stamps: list[tuple[str, float, float, int, float, float]] = []
+_state: dict[str, Any] = {"on": False, "done": False, "requests": 0, "wake": None}
+_schedstat: dict[int, int] = {}  # thread → its open /proc/thread-self/schedstat
+
+
+def _runq() -> float:
+    """Seconds the calling thread has waited on a run queue so far (runnable, not running: the
+    scheduler's delay, ``/proc/thread-self/schedstat``'s second field); 0 where there is none."""
+    ident = threading.get_ident()
+    fd = _schedstat.get(ident)
+    try:
+        if fd is None:
+            fd = _schedstat[ident] = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        return int(os.pread(fd, 64, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _now(name: str) -> tuple[str, float, float, int, float, float]:
+    return (name, time.time(), time.thread_time(), threading.get_ident(), time.process_time(), _runq())
 
 
 def stamp(name: str, *, always: bool = False) -> None:
     """Record ``name`` now, while the first prompt is being traced (``always``: before it too)."""
     if _state["on"] or (always and not _state["done"]):
-        _stamps.append((name, time.time(), time.thread_time(), threading.get_ident(), time.process_time()))
+        _stamps.append(_now(name))
 
 
 def _wrap(owner: Any, attribute: str, label: str, *, enter: bool = True, leave: bool = True,
@@ -93,6 +111,7 @@ def install(path: str) -> None:
             return await original_load(self, params, ctx)
         finally:
             stamp("load handled", always=True)
+            _state["armed"] = True
 
     async def run_request(self: Any, handler: Any, params: Any, context: Any) -> Any:
         try:
@@ -104,9 +123,44 @@ def install(path: str) -> None:
     server.AcpServer.load = load
     jsonrpc.Connection._run_request = run_request
 
+    import asyncio
+    import selectors
+
+    original_select = selectors.EpollSelector.select
+
+    def select(self: Any, timeout: Any = None) -> Any:
+        # the event loop's waits: while the prompt is traced each wait and wake-up is a stage; before
+        # it only the last wake-up is kept (the one the prompt's bytes caused, stamped when they are read)
+        if _state["on"]:
+            stamp("loop waits>")
+        elif _state.get("armed") and not _state["done"]:
+            _state["sleep"] = _now("(before the prompt) loop waits>")
+        events = original_select(self, timeout)
+        if _state["on"]:
+            stamp("loop woke<")
+        elif _state.get("armed") and not _state["done"]:
+            _state["wake"] = _now("loop woke (the prompt's bytes)")
+        return events
+
+    selectors.EpollSelector.select = select
+    original_feed = asyncio.StreamReader.feed_data
+
+    def feed_data(self: Any, data: bytes) -> None:
+        if not _state["done"] and not _state["on"] and b'"session/prompt"' in data:
+            _state["on"] = True
+            if _state["wake"] is not None:
+                if _state.get("sleep") is not None and _state["sleep"][1] <= _state["wake"][1]:
+                    _stamps.append(_state["sleep"])
+                _stamps.append(_state["wake"])
+            stamp("stdin bytes read")
+        return original_feed(self, data)
+
+    asyncio.StreamReader.feed_data = feed_data
+
     async def handle_line(self: Any, line: bytes) -> Any:
         if not _state["done"] and not _state["on"] and b'"session/prompt"' in line:
             _state["on"] = True
+        if _state["on"] and b'"session/prompt"' in line:
             stamp("prompt line read")
         return await original_line(self, line)
 
@@ -195,37 +249,91 @@ def install(path: str) -> None:
 
 def _dump(path: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        for name, wall, cpu, thread, process in _stamps:
-            fh.write(json.dumps({"stage": name, "time": wall, "cpu": cpu, "thread": thread, "process": process}) + "\n")
+        for name, wall, cpu, thread, process, runq in _stamps:
+            fh.write(json.dumps({"stage": name, "time": wall, "cpu": cpu, "thread": thread, "process": process,
+                                 "runq": runq}) + "\n")
 
 
-def stages(path: Path, sent: float, received: float) -> list[dict[str, Any]]:
+def stages(path: Path, sent: float, received: float,
+           chunks: list[list[float]] | None = None) -> list[dict[str, Any]]:
     """The stamps of ``path`` as stages: each stamp of the thread that read the prompt with the CPU
-    (ms) and wall time (ms) since the one before it; ``sent``/``received``: the bench's write of the
-    prompt and the endpoint's receipt of the request (``time.time()``), as the first and last."""
+    (ms), wall time (ms) and run-queue wait (ms: runnable but not running) since the one before it
+    on that thread, and ``at_ms``, since the prompt was written; ``sent``/``received``: the bench's
+    write of the prompt and the endpoint's receipt of the request (``time.time()``), as the first
+    and last; ``chunks``: the endpoint's reads of bytes (``[time, bytes]``), those after ``sent``
+    as ``(endpoint) read`` rows in their place."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not rows:
         return []
-    start = next(i for i, row in enumerate(rows) if row["stage"] == "prompt line read")
+    firsts = ("loop woke (the prompt's bytes)", "stdin bytes read", "prompt line read")
+    start = next(i for i, row in enumerate(rows) if row["stage"] in firsts)
     main = rows[start]["thread"]
+
+    def at(t: float) -> float:
+        return round((t - sent) * 1000, 3)
     out = [{"stage": f"(since the prompt was written) {row['stage']}",
             "cpu_ms": round((row["process"] - rows[i - 1]["process"]) * 1000, 3) if i else None,
-            "wall_ms": round((row["time"] - sent) * 1000, 3)} for i, row in enumerate(rows[:start])]
+            "wall_ms": at(row["time"]), "runq_ms": None, "at_ms": at(row["time"])} for i, row in enumerate(rows[:start])]
     if start:
-        out.append({"stage": "(server process CPU between the load's end and the prompt line)",
-                    "cpu_ms": round((rows[start]["process"] - rows[start - 1]["process"]) * 1000, 3), "wall_ms": None})
-    out.append({"stage": "prompt written → line read", "cpu_ms": None, "wall_ms": round((rows[start]["time"] - sent) * 1000, 3)})
-    last = rows[start]
+        out.append({"stage": "(server process CPU between the load's end and the prompt's bytes)",
+                    "cpu_ms": round((rows[start]["process"] - rows[start - 1]["process"]) * 1000, 3),
+                    "wall_ms": None, "runq_ms": None, "at_ms": None})
+    slept = rows[start - 1] if start and rows[start - 1]["stage"] == "(before the prompt) loop waits>" else None
+    out.append({"stage": f"prompt written → {rows[start]['stage']}", "cpu_ms": None,
+                "wall_ms": at(rows[start]["time"]),
+                "runq_ms": round((rows[start]["runq"] - slept["runq"]) * 1000, 3) if slept else None,
+                "at_ms": at(rows[start]["time"])})
+    reads = [c for c in chunks or () if c[0] >= sent]
+    last, previous = rows[start], {main: rows[start]}
     for row in rows[start + 1:]:
+        while reads and reads[0][0] < row["time"]:
+            when, size, *runq = reads.pop(0)
+            out.append({"stage": f"(endpoint) read {size} bytes", "cpu_ms": None, "wall_ms": None,
+                        "runq_ms": runq[0] if runq else None, "at_ms": at(when)})
+        before = previous.get(row["thread"])
+        runq = round((row.get("runq", 0) - before.get("runq", 0)) * 1000, 3) if before else None
+        previous[row["thread"]] = row
         if row["thread"] != main:
             out.append({"stage": f"(thread) {row['stage']}", "cpu_ms": None,
-                        "wall_ms": round((row["time"] - last["time"]) * 1000, 3)})
+                        "wall_ms": round((row["time"] - last["time"]) * 1000, 3), "runq_ms": runq,
+                        "at_ms": at(row["time"])})
             continue
         out.append({"stage": row["stage"], "cpu_ms": round((row["cpu"] - last["cpu"]) * 1000, 3),
-                    "wall_ms": round((row["time"] - last["time"]) * 1000, 3)})
+                    "wall_ms": round((row["time"] - last["time"]) * 1000, 3), "runq_ms": runq, "at_ms": at(row["time"])})
         last = row
-    out.append({"stage": "→ endpoint has the request", "cpu_ms": None, "wall_ms": round((received - last["time"]) * 1000, 3)})
+    for when, size, *runq in reads:
+        out.append({"stage": f"(endpoint) read {size} bytes", "cpu_ms": None, "wall_ms": None,
+                    "runq_ms": runq[0] if runq else None, "at_ms": at(when)})
+    out.append({"stage": "→ endpoint has the request", "cpu_ms": None,
+                "wall_ms": round((received - max(last["time"], reads[-1][0] if reads else 0)) * 1000, 3),
+                "runq_ms": None, "at_ms": at(received)})
     return out
+
+
+def wall_split(trace: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Where one traced first request's wall time went (ms), from ``stages``' rows: ``woke``, the
+    prompt written → the server's loop woken by it; ``server``, → the request's first ``sendmsg``
+    returned, of it ``server_cpu`` the loop thread's CPU and ``server_runq`` its run-queue wait;
+    ``held``, → the last byte sent (waiting for the ``user`` event's ``fsync``: 0 when the request
+    left in one send); ``endpoint``, → the endpoint has the whole request (its wake-ups and reads)."""
+    def first(name: str) -> dict[str, Any] | None:
+        return next((r for r in trace if r["stage"] == name), None)
+    begin = next((r for r in trace if r["stage"].startswith("prompt written → ")), None)
+    sends = [r for r in trace if r["stage"] == "sendmsg<"]
+    end = trace[-1] if trace else None
+    if begin is None or not sends or end is None:
+        return {}
+    index = trace.index(begin)
+    to_first = trace[index + 1:trace.index(sends[0]) + 1]
+    main = [r for r in to_first if r["cpu_ms"] is not None]
+    split = {"woke": begin["at_ms"], "server": round(sends[0]["at_ms"] - begin["at_ms"], 3),
+             "server_cpu": round(sum(r["cpu_ms"] for r in main), 3),
+             "server_runq": round(sum(r["runq_ms"] or 0 for r in main), 3),
+             "held": round(sends[-1]["at_ms"] - sends[0]["at_ms"], 3),
+             "endpoint": round(end["at_ms"] - sends[-1]["at_ms"], 3), "total": end["at_ms"]}
+    fsync = first("(thread) fsync<")
+    split["fsync_done"] = fsync["at_ms"] if fsync else None
+    return split
 
 
 def main() -> int:

@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._logs import grow_log  # noqa: E402
-from bench._trace import TRACE_ENV, stages  # noqa: E402
+from bench._trace import TRACE_ENV, stages, wall_split  # noqa: E402
 from bench._peer import ROOT, AgentProcess, Endpoint, agent_env, compile_package  # noqa: E402
 
 PY = sys.executable
@@ -266,7 +266,7 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
         first = report["requests"][0]
         firsts.append((first["time"] - prompted) * 1000)
         if trace and traced.exists():
-            traces.append(stages(traced, prompted, first["time"]))
+            traces.append(stages(traced, prompted, first["time"], report.get("reads")))
             cpus.append(sum(row["cpu_ms"] for row in traces[-1] if row["cpu_ms"] is not None
                             and not row["stage"].startswith("(")))
         body = json.loads(first["body"])
@@ -304,6 +304,10 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
             "load_cpu_ms": [round(c, 1) for c in load_cpus], "parse_cpu_ms": [round(c, 1) for c in parse_cpus],
             "load_cpu_ratio": [round(a / b, 2) for a, b in zip(load_cpus, parse_cpus)],
             **({"stages": _median_stages(traces),
+                # each run's timeline: [stage, CPU ms, wall ms, run-queue wait ms, ms since the prompt was written]
+                "stage_runs": [[[r["stage"], r["cpu_ms"], r["wall_ms"], r["runq_ms"], r["at_ms"]] for r in t]
+                               for t in traces],
+                "wall_split": [wall_split(t) for t in traces],
                 # the loop thread's, from the prompt's line read to the request's last byte sent (the tracer's
                 # stamps included: ~25 of a few µs)
                 "server_cpu_ms": [round(c, 3) for c in cpus],
@@ -312,19 +316,22 @@ def load_after(tmp: Path, events: int, runs: int, compactions: bool, server_path
 
 
 def _median_stages(traces: list[list[dict[str, Any]]]) -> list[list[Any]]:
-    """``[stage, median CPU ms, median wall ms]`` over the runs' traces (a stage by its name and
+    """``[stage, median CPU ms, median wall ms, median run-queue wait ms]`` over the runs' traces (a stage by its name and
     its occurrence among the stamps of that name)."""
     rows: dict[str, list[dict[str, Any]]] = {}
     for trace in traces:
         seen: dict[str, int] = {}
         for row in trace:
+            if row["stage"].startswith(("loop ", "(endpoint)")):
+                continue  # their number differs between runs: in ``stage_runs`` only
             n = seen[row["stage"]] = seen.get(row["stage"], 0) + 1
             rows.setdefault(row["stage"] + (f" #{n}" if n > 1 else ""), []).append(row)
 
     def median(values: list[Any]) -> Any:
         values = [v for v in values if v is not None]
         return round(statistics.median(values), 3) if values else None
-    return [[name, median([r["cpu_ms"] for r in got]), median([r["wall_ms"] for r in got])] for name, got in rows.items()]
+    return [[name, median([r["cpu_ms"] for r in got]), median([r["wall_ms"] for r in got]),
+             median([r.get("runq_ms") for r in got])] for name, got in rows.items()]
 
 
 def _cpu_ms(pid: int) -> float:

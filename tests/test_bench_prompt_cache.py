@@ -29,12 +29,18 @@ def test_bench_prompt_cache_quick_runs_and_its_session_has_no_unplanned_break():
 
 def test_bench_prompt_cache_traces_the_first_prompts_stages_in_order():
     """``load --trace``: the server run by ``bench/_trace.py`` reports the first prompt's stages, the
-    ``user`` event's append before the request's first ``sendmsg``, each stage with its CPU time."""
+    ``user`` event's append before the request's first ``sendmsg``, each stage with its CPU time; each
+    run's timeline has the endpoint's reads of the request, and its wall time split."""
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_cache.py"), "load", "--quick", "--trace",
                            "--step-only"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    stages = json.loads(proc.stdout)["load_compacted"]["stages"]
-    names = [name for name, _, _ in stages]
-    assert "prompt written → line read" in names and "→ endpoint has the request" in names, names
+    figures = json.loads(proc.stdout)["load_compacted"]
+    stages = figures["stages"]
+    names = [name for name, _, _, _ in stages]
+    assert any(n.startswith("prompt written → ") for n in names) and "→ endpoint has the request" in names, names
     assert names.index("append user<") < names.index("sendmsg>") < names.index("sendmsg<"), names
-    assert all(cpu is None or cpu >= 0 for _, cpu, _ in stages)
+    assert all(cpu is None or cpu >= 0 for _, cpu, _, _ in stages)
+    timeline = [row[0] for row in figures["stage_runs"][0]]
+    assert any(n.startswith("(endpoint) read ") for n in timeline), timeline
+    split = figures["wall_split"][0]
+    assert set(split) >= {"woke", "server", "server_cpu", "held", "endpoint", "total"} and split["server_cpu"] > 0
