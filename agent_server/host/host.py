@@ -758,10 +758,7 @@ class SessionHost:
             if changed:
                 await self.announce_config(session.id)
         elif name in ("undo", "redo"):
-            if session.running:
-                text = f"A turn is running: /{name} once it has ended (or cancel it first)."
-            else:
-                text = await self.restorers[session.id].run(name)
+            text = await self.restorers[session.id].run(name, lambda: session.running)
         elif name == "checkpoints":
             text = checkpoints_report(session.log.events, self.restorers[session.id].roots)
             text += "\n\n" + await asyncio.to_thread(storage_text, self.store.root.parent)

@@ -215,10 +215,14 @@ class Restorer:
         self._running = asyncio.Lock()
         self._disk_paths: set[Path] = set()  # a /redo's files its undo restored on disk (under an unsaved buffer)
 
-    async def run(self, which: str) -> str:
+    async def run(self, which: str, turn_running: Callable[[], bool] = lambda: False) -> str:
         """``which`` is ``"undo"`` or ``"redo"``; returns the text for the user. A run waits for the
-        one before it (it plans on what that one restored)."""
+        one before it (it plans on what that one restored); ``turn_running`` is asked once its turn
+        has come — a turn may have started while it waited (a prompt sent during the first's
+        question) — and a run never restores under a running turn."""
         async with self._running:
+            if turn_running():
+                return f"A turn is running: /{which} once it has ended (or cancel it first)."
             return await self._run(which)
 
     async def _run(self, which: str) -> str:
