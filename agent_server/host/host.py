@@ -505,6 +505,9 @@ class SessionHost:
         """Drop what the host keeps for ``session_id`` — its policy, restorer, tool table, update
         gate — and stop its MCP servers; returns the live session (not closed), or ``None``."""
         session = self.sessions.pop(session_id, None)
+        policy = self.policies.policies.get(session_id)
+        if policy is not None:
+            policy.release()  # no cycle left: the closed session is freed by its last reference
         for kept in (self.policies.policies, self.restorers, self.checkpoints, self.tool_tables, self.gates):
             kept.pop(session_id, None)
         servers = self.mcp.pop(session_id, None)

@@ -107,6 +107,12 @@ class SessionPolicy:
         if status is not None:
             self._set_status(status)
 
+    def release(self) -> None:
+        """The session is closed: its shell confiner lets go of this policy (its ``ask_keep``, a
+        bound method of ours: a reference cycle, which kept the session and its whole log in memory
+        until a garbage collection — ``continuity.let_go``'s full one — found it)."""
+        self.shell_launcher.ask_keep = None
+
     def _set_status(self, status: SandboxStatus) -> None:
         self.status = status
         self.shell_launcher.status = status

@@ -386,6 +386,36 @@ async def test_a_closed_session_stayed_in_memory_with_its_whole_log_for_as_long_
             await loader.aclose()
 
 
+async def test_closing_a_session_ran_a_full_collection_because_its_policy_and_shell_confiner_held_each_other(
+        tmp_path, monkeypatch):
+    """``session/close`` took 120–170 ms of CPU with a long log live in the process (bench/README.md):
+    the closed session stayed alive after its last reference went, held by a cycle — its policy
+    gave its shell confiner a bound method of its own (``ask_keep``) — so ``continuity.let_go``
+    had to collect (and, after another load froze it, unfreeze and collect everything). With no
+    cycle, the close frees it at once and ``let_go`` finds nothing to do."""
+    import gc
+
+    from agent_server.host import continuity
+
+    at_let_go: list[bool] = []
+    real = continuity.let_go
+    monkeypatch.setattr(continuity, "let_go", lambda closed: (at_let_go.append(closed() is None), real(closed)))
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 1, 200)
+        server = AcpServer(_config(endpoint.base_url), store)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            gc.collect()
+            gc.disable()  # no automatic collection between the close and let_go: only refcounts free it
+            try:
+                await answered(server, "session/close", {"sessionId": sid}, 10)
+            finally:
+                gc.enable()
+        finally:
+            await server.aclose()
+    assert at_let_go == [True]
+
+
 class _Writes:
     """A connection's writer keeping each write (``asyncio.StreamWriter``'s two methods)."""
 
