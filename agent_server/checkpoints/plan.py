@@ -61,6 +61,9 @@ class FileChange:
     uncertain: bool = False
     folders: int = 0
     """A file the turn created: how many of its enclosing folders (innermost up) its creation made."""
+    bomless: bool = False
+    """An ``edit`` of a log written before checkpoints held the file's bytes (no ``file_bytes``): one
+    made through an editor kept the editor's text, without the file's BOM."""
 
 
 @dataclass
@@ -88,6 +91,8 @@ class Restore:
     folders: int = 0
     """``/undo`` of a file the agent created: how many of its enclosing folders (innermost up) the agent's
     write made — removed after it when empty then (never one holding anything)."""
+    bomless: bool = False
+    """The states may lack the file's BOM (``FileChange.bomless``): a BOM the file has is kept."""
 
 
 @dataclass(frozen=True)
@@ -157,15 +162,17 @@ def history(events: Sequence[Any]) -> History:
             path = Path(data["path"])
             before, after = FileState.from_json(data.get("before")), FileState.from_json(data.get("after"))
             uncertain = data.get("uncertain") is True
+            bomless = data.get("source") == "edit" and data.get("file_bytes") is not True
             if path in entry.files:
                 first = entry.files[path]
                 # a change that does not start where the previous one ended: someone else wrote the
                 # file between the two calls (the user's save), and the turn's change spans it
                 entry.files[path] = FileChange(path, first.before, after,
-                                               first.uncertain or uncertain or first.after != before, first.folders)
+                                               first.uncertain or uncertain or first.after != before, first.folders,
+                                               first.bomless or bomless)
             else:
                 folders = data.get("folders") if before is None and isinstance(data.get("folders"), int) else 0
-                entry.files[path] = FileChange(path, before, after, uncertain, max(0, folders))
+                entry.files[path] = FileChange(path, before, after, uncertain, max(0, folders), bomless)
         elif event.type in ("checkpoint/undo", "checkpoint/redo"):
             which, turn, files = event.type.split("/")[1], int(data["turn"]), _files(data)
             done = data["done"] if isinstance(data.get("done"), bool) else run_counts(files)
@@ -214,7 +221,8 @@ def plan_undo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     if not candidates:
         return None
     last = candidates[-1]
-    return last.turn, [Restore(c.path, c.after, c.before, c.uncertain, folders=c.folders if c.before is None else 0)
+    return last.turn, [Restore(c.path, c.after, c.before, c.uncertain, folders=c.folders if c.before is None else 0,
+                               bomless=c.bomless)
                        for c in last.files.values()]
 
 
@@ -235,5 +243,6 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
     # itself wrote (checked at the redo: else it is a file changed since, asked) nothing can be lost
     return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after),
                                 c.uncertain and c.path not in took, leave=c.path not in undid,
-                                replaced=c.path in took and c.path not in merged and took[c.path] != c.after)
+                                replaced=c.path in took and c.path not in merged and took[c.path] != c.after,
+                                bomless=c.bomless)
                         for c in entry.files.values()]

@@ -125,6 +125,8 @@ class Checkpoints:
             data["uncertain"] = True
         if folders and before is None and after is not None:
             data["folders"] = folders
+        if source == "edit":  # its states are the file's bytes, BOM included (a log before 0912347: an
+            data["file_bytes"] = True  # editor's write kept the editor's text, without the file's BOM)
         lines = self._line_counts(before, after)
         if lines is not None:
             data["lines"] = lines

@@ -309,6 +309,11 @@ class Restorer:
             # compared, merged and kept as the file's bytes: an editor's text never holds the file's BOM
             current = None if seen is None else FileSnapshot.of(path, file_bytes(seen, disk[0]), seen.version)
         mode = None if disk is None else disk[1]
+        if restore.bomless and disk is not None and disk[1] != LINK_MODE and disk[0].startswith(_BOM):
+            # a log from before checkpoints held the file's bytes: an editor's write kept its text,
+            # without the file's BOM — the BOM the file has is the file's (or the user's), kept
+            restore = self._with_bom(restore)
+            target, expect = restore.target, restore.expect
         # a buffer with unsaved text over a disk the agent's shell call changed: the agent's change
         # lives on the disk (the buffer is the text from before it): the disk is what is restored,
         # compared and shown, and the user's unsaved text is left alone
@@ -452,6 +457,21 @@ class Restorer:
                     "is not the checkpoint")
         return ("after the editor applied it, the file holds other text than the checkpoint (the editor "
                 "changed it while writing, or it changed just then)")
+
+    def _with_bom(self, restore: Restore) -> Restore:
+        """``restore`` with the file's BOM before each kept text state that lacks it (``Restore.bomless``)."""
+        import dataclasses
+
+        states = [s for s in (restore.expect, restore.target) if s is not None]
+        try:  # an editor's text, both sides: no BOM in either (a state with one is the file's bytes already)
+            if any(not s.kept or s.mode == LINK_MODE or self.blobs.get(s.blob).startswith(_BOM) for s in states):
+                return restore
+
+            def bom(state: FileState | None) -> FileState | None:
+                return None if state is None else self.blobs.keep(_BOM + self.blobs.get(state.blob), state.mode)
+            return dataclasses.replace(restore, expect=bom(restore.expect), target=bom(restore.target))
+        except OSError:  # a blob that cannot be read or kept: the states as logged (asked, since they differ)
+            return restore
 
     def _on_disk(self, restore: Restore, buffer: bytes) -> bool:
         """Whether the change to take back (``restore.expect`` → ``restore.target``) lives on the

@@ -303,3 +303,85 @@ async def test_take_the_checkpoint_of_a_bom_the_user_removed_while_the_buffer_ho
     assert editor.buffers[str(path)].text == "d1\r\nd2\r\nd3"
     assert path.read_bytes() == b"d1\r\nD2 agent\r\nd3"
     assert "d.txt: restored (its text; the file has no byte order mark" in said(h, sid)
+
+
+def _old_editor_log(agent_state_dir, sid: str) -> None:
+    """The session's log as a server before 0912347 wrote it for an edit made through an editor: the
+    ``checkpoint/file`` states are the editor's text (no BOM, blobs of their own) and carry no
+    ``file_bytes`` — the log's other lines untouched."""
+    import hashlib
+
+    log = agent_state_dir / "sessions" / sid / "events.jsonl"
+    blobs = agent_state_dir / "blobs"
+    lines = []
+    for line in log.read_bytes().splitlines(keepends=True):
+        event = json.loads(line)
+        if event["type"] == "checkpoint/file":
+            data = event["data"]
+            assert data.pop("file_bytes") is True and data["source"] == "edit"
+            for side in ("before", "after"):
+                raw = (blobs / data[side]["blob"][:2] / data[side]["blob"][2:]).read_bytes()
+                assert raw.startswith(BOM)
+                text = raw[len(BOM):]
+                sha = hashlib.sha256(text).hexdigest()
+                (blobs / sha[:2]).mkdir(mode=0o700, exist_ok=True)
+                (blobs / sha[:2] / sha[2:]).write_bytes(text)
+                data[side]["blob"] = sha
+            line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        lines.append(line)
+    log.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("answer", ["allow_once", "reject_once"])
+async def test_take_the_checkpoint_of_an_old_logs_editor_edit_without_an_editor_wrote_the_file_without_its_bom(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, answer):
+    """An old log (before 0912347): the agent's edit of a BOM file went through the editor and the
+    checkpoint kept the editor's text, without the BOM. ``/undo`` without an editor then saw a file
+    "changed since the agent's edit" (its BOM) and "Take the checkpoint" wrote it without its BOM.
+    Such a checkpoint (an ``edit`` without ``file_bytes``) is the file's text: the file's BOM is kept,
+    and the file, exactly what the agent left, is restored unasked; ``/redo`` the same. Mode kept."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "old.txt"
+    path.write_bytes(BOM + b"o1\r\no2\r\no3")
+    path.chmod(0o640)
+    cli = await started(acp_harness_factory, endpoint, ClientConfig(permission="allow_once"))
+    sid = (await cli.new_session(str(workspace))).session_id
+    await agent_edit(cli, sid, endpoint, "old.txt", "o2", "O2 agent")
+    await cli.close()
+    assert path.read_bytes() == BOM + b"o1\r\nO2 agent\r\no3"
+    _old_editor_log(agent_state_dir, sid)
+
+    questions = Questions(answer)
+    h = await started(acp_harness_factory, endpoint, ClientConfig(permission=questions))
+    await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert questions.asked == []
+    assert path.read_bytes() == BOM + b"o1\r\no2\r\no3"
+    assert path.stat().st_mode & 0o7777 == 0o640
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert questions.asked == []
+    assert path.read_bytes() == BOM + b"o1\r\nO2 agent\r\no3"
+    assert path.stat().st_mode & 0o7777 == 0o640
+
+
+async def test_an_old_logs_editor_edit_of_a_file_the_user_changed_since_keeps_the_bom_whichever_the_answer(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The same old checkpoint, the user's line added since: asked (the user's change), and "Take the
+    checkpoint" gives the checkpoint's text with the file's BOM — never the file without it."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "old2.txt"
+    path.write_bytes(BOM + b"o1\r\no2\r\no3")
+    cli = await started(acp_harness_factory, endpoint, ClientConfig(permission="allow_once"))
+    sid = (await cli.new_session(str(workspace))).session_id
+    await agent_edit(cli, sid, endpoint, "old2.txt", "o2", "O2 agent")
+    await cli.close()
+    _old_editor_log(agent_state_dir, sid)
+    path.write_bytes(BOM + b"o1\r\nO2 agent\r\no3\r\nmine")
+
+    questions = Questions("allow_once")
+    h = await started(acp_harness_factory, endpoint, ClientConfig(permission=questions))
+    await h.request("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert [q["toolCall"]["title"] for q in questions.asked] == ["old2.txt changed since the agent's edit"]
+    assert "byte order mark" not in text_of(questions.asked[0])
+    assert path.read_bytes() == BOM + b"o1\r\no2\r\no3"
