@@ -285,6 +285,9 @@ class Restorer:
             removed = _remove_folders(anchor, parts[:-1], restore.folders)
             if removed:  # /redo makes them again (its write opens the file's folder, making what is missing)
                 outcome["folders"] = removed
+                names = ", ".join(_show(Path(f), self.roots) + "/" for f in removed)
+                outcome["outcome"] += (f", and the empty folder{'s' if len(removed) > 1 else ''} its creation "
+                                       f"had made: {names}")
         return outcome
 
     async def _restore_in(self, dirfd: int, name: str, restore: Restore, call_id: str) -> dict[str, Any]:

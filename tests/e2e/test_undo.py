@@ -754,3 +754,26 @@ async def test_undo_of_a_created_vscode_settings_file_left_the_empty_folder_the_
     assert (workspace / "sh" / "out" / "z.txt").read_bytes() == b"z"
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"  # and again, from the redo
     assert not (workspace / ".vscode").exists() and not (workspace / "there" / "new").exists()
+
+
+async def test_the_outcome_of_a_removed_created_file_did_not_name_the_folders_removed_with_it(
+        acp_harness_factory, endpoint, workspace):
+    """``/undo`` removed the folders a created file's write had made (``.vscode/``) but its outcome said
+    only "removed (the agent had created it)": the user saw a folder vanish unsaid. The outcome names
+    them, innermost first, in the answer, the tool call's result and the log's ``checkpoint/undo``."""
+    git_workspace(workspace)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("w1", "write", path=".vscode/settings.json", content="{}"))
+    endpoint.push(call("w2", "write", path="gen/out/x.txt", content="x\n"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "settings")).stop_reason == "end_turn"
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert not (workspace / ".vscode").exists() and not (workspace / "gen").exists()
+    said = text_of(h, sid)
+    assert (".vscode/settings.json: removed (the agent had created it), and the empty folder its creation had "
+            "made: .vscode/") in said
+    assert ("gen/out/x.txt: removed (the agent had created it), and the empty folders its creation had made: "
+            "gen/out/, gen/") in said
+    (result,) = [u for u in h.updates(sid, "tool_call_update") if u.get("status") == "completed"
+                 and u["toolCallId"].startswith("undo-")]
+    assert "empty folder its creation had made: .vscode/" in result["content"][0]["content"]["text"]
