@@ -253,6 +253,7 @@ class AgentSession:
         """What the request in flight has streamed so far (``None`` between turns): a load of the
         running session replays it, so the editor misses nothing of the step."""
         self.before_turn: Callable[[list[dict[str, Any]]], None] | None = None
+        self.prepare_instructions: Callable[[], Any] | None = None  # (the host's: ``prepare_prompt``)
         """Called right after ``turn/start`` with the prompt blocks; may only append events."""
         self.tool_owner: Callable[[str], str | None] = lambda name: None
         """The MCP server that offers the tool of that name (``None``: a built-in tool): named

@@ -41,7 +41,7 @@ from agent_server.policy.approvals import Approver
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, UnknownMode
 from agent_server.policy.paths import CredentialStores, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
-from agent_server.prompt.instructions import instruction_paths, read_instructions
+from agent_server.prompt.instructions import InstructionsMemo
 from agent_server.session import EventLog, LogBusyError, LogWriteError, ProjectionMemo, SessionStore
 from agent_server.session.images import ImageError, ImageStore, check_image
 from agent_server.config.views import session_header, session_state
@@ -321,6 +321,11 @@ class SessionHost:
         if session is None:
             return False
         session.prepare_turn()
+        if session.prepare_instructions is not None:
+            try:
+                session.prepare_instructions()
+            except Exception:  # noqa: BLE001 — only a head start: the turn reads them again
+                log.debug("reading the AGENTS.md files of %s ahead failed", session_id, exc_info=True)
         if not llm.preloaded():
             return False
         try:
@@ -438,7 +443,10 @@ class SessionHost:
             projection=projection,
             requests=requests,
         )
-        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks, policy)
+        instructions = InstructionsMemo()
+        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks, policy, instructions)
+        # read at a load's end (``prepare_prompt``), so its first turn finds them unchanged with a stat
+        session.prepare_instructions = lambda: self._instruction_records(roots, [], policy, instructions)
         session.tool_owner = lambda name: getattr(getattr(tools.get(name), "mcp", None), "server", None)
         return session
 
@@ -863,20 +871,27 @@ class SessionHost:
         updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
         await self.emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
 
-    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]], policy: Any) -> None:
+    def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]], policy: Any,
+                              memo: InstructionsMemo) -> None:
         """Log the AGENTS.md files that apply when they are first seen or have changed (one linked to a
         secret or protected file is not read)."""
         focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
                  if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
+        records = self._instruction_records(roots, focus, policy, memo)
+        last = log.latest("project/instructions")  # kept by the log: no walk back to the session's start
+        if (last.data["files"] if last else []) != records:
+            log.append("project/instructions", {"files": records})
 
+    @staticmethod
+    def _instruction_records(roots: list[str], focus: list[Path], policy: Any,
+                             memo: InstructionsMemo) -> list[dict[str, Any]]:
+        """The AGENTS.md records for ``roots`` and ``focus`` now (``memo``: the session's, unchanged
+        ones found with a ``stat``)."""
         def may_read(real: Path) -> bool:
             return policy.secrets.match(real) is None and (policy.protected is None or
                                                            policy.protected.match(real) is None)
 
-        records = read_instructions(instruction_paths([Path(r) for r in roots], focus, may_read))
-        last = log.latest("project/instructions")  # kept by the log: no walk back to the session's start
-        if (last.data["files"] if last else []) != records:
-            log.append("project/instructions", {"files": records})
+        return memo.records([Path(r) for r in roots], focus, may_read)
 
     def _credential_stores(self, session_dir: Path, roots: list[str]) -> CredentialStores:
         """What no file tool may open: config, state (but this session's spill/tmp), keyrings, ~/.ssh …"""

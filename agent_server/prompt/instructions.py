@@ -4,7 +4,8 @@ Role: find the ``AGENTS.md`` files that apply — one at each workspace root, an
 between a root and a file in focus (nearest last, so the most specific instructions come last) —
 and read them, bounded, as ``{"path", "sha256", "text"}`` records. The agent logs those records as
 a ``project/instructions`` event when they are first seen or change, and the system prompt is
-rendered from that event, never from the disk directly.
+rendered from that event, never from the disk directly. ``InstructionsMemo`` keeps the last
+records with what they were read from, so a turn with nothing changed costs a ``stat`` per root.
 
 Must never: read outside the workspace roots, or follow the folders above a root; read through a link
 to a file outside its root, to a file that may hold secrets (``AGENTS.md -> .env``) or to something
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -87,6 +89,78 @@ def read_instructions(paths: Iterable[Path]) -> list[dict[str, Any]]:
             text = text[:MAX_CHARS] + f"\n[… {len(text) - MAX_CHARS:,} more characters not shown; read the file for the rest]"
         records.append({"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(), "text": text})
     return records
+
+
+RACY_SECONDS = 2.0
+"""A file or folder changed this recently may change again within its timestamp's granularity
+(a coarse kernel clock: milliseconds; FAT: 2 s) without its ``stat`` changing: not remembered."""
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class InstructionsMemo:
+    """The ``AGENTS.md`` records of a session's roots (``instruction_paths`` + ``read_instructions``,
+    no focus file), kept with the ``stat`` of each root (which folder it is, and its entries: one
+    created, removed or renamed changes its times) and the ``lstat`` of each file read (its content:
+    size, times, inode). ``records`` gives them again while those are unchanged — a ``stat`` per root
+    and an ``lstat`` per file instead of resolving every root and looking for the file (the roots'
+    ``realpath``, the candidate's, an ``lstat``) and reading it. Not remembered (read each time, as
+    before): a prompt with focus files (the folders between root and file), an ``AGENTS.md`` that
+    is a link (its target may change elsewhere) or not a regular file, and anything changed within
+    ``RACY_SECONDS`` (a timestamp that could not show the next change). ``roots`` and ``may_read``
+    must be the same for one memo (the session's)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._records: list[dict[str, Any]] = []
+
+    def records(self, roots: Sequence[Path], focus: Sequence[Path] = (),
+                may_read: Callable[[Path], bool] = lambda _path: True) -> list[dict[str, Any]]:
+        """The records ``read_instructions(instruction_paths(roots, focus, may_read))`` gives now."""
+        if focus:
+            return read_instructions(instruction_paths(roots, focus, may_read))
+        key = self._key
+        if key is not None and key[0] == tuple(roots) and self._unchanged(key):
+            return self._records
+        self._key = None
+        paths = instruction_paths(roots, (), may_read)
+        records = read_instructions(paths)
+        self._remember(tuple(roots), paths, records)
+        return records
+
+    @staticmethod
+    def _unchanged(key: tuple[Any, ...]) -> bool:
+        _, folders, files = key
+        try:
+            return (all(_signature(os.stat(folder)) == sig for folder, sig in folders)
+                    and all(_signature(os.lstat(path)) == sig for path, sig in files))
+        except OSError:
+            return False
+
+    def _remember(self, roots: tuple[Path, ...], paths: list[Path], records: list[dict[str, Any]]) -> None:
+        try:
+            folders = tuple((root, _signature(os.stat(root))) for root in roots)
+            files = []
+            for root in roots:
+                candidate = root / FILE_NAME
+                try:
+                    st = os.lstat(candidate)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    return  # a link, or something else: read each time
+                files.append((candidate, _signature(st)))
+        except OSError:
+            return
+        if {str(path) for path in paths} != {str(record["path"]) for record in records}:
+            return  # a file found but not read (gone meanwhile, unreadable): read each time
+        newest = max(max(sig[3], sig[4]) for _, sig in (*folders, *files)) if folders else 0
+        if newest > time.time_ns() - RACY_SECONDS * 1e9:
+            return
+        self._key = (roots, folders, tuple(files))
+        self._records = records
 
 
 def render_instructions(records: Sequence[dict[str, Any]]) -> str:

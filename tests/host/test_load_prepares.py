@@ -649,3 +649,55 @@ async def test_the_load_s_replay_walked_the_whole_history_three_times(tmp_path, 
             monkeypatch.undo()
             await server.aclose()
     assert walks == ["history_updates", "history_updates"], walks
+
+
+async def test_each_turn_resolved_its_roots_and_looked_for_agents_md_again_though_nothing_had_changed(
+        tmp_path, monkeypatch):
+    """Issue 33 item 6: every turn resolved each root and its ``AGENTS.md`` (``realpath`` of both, an
+    ``lstat``) and read the file again to see whether it changed — 0.13–0.27 ms of the step after a
+    load, on its way to the model. Now the load reads them before its answer and each turn finds them
+    unchanged by a ``stat`` of the root and an ``lstat`` of the file (``InstructionsMemo``); an edit
+    is still seen at the next turn."""
+    from agent_server.prompt import instructions
+
+    monkeypatch.setattr(instructions, "RACY_SECONDS", -3600.0, raising=False)  # the files written here count as old
+    async with OfflineEndpoint() as endpoint:
+        store, sid, workspace = await _served_session(endpoint, tmp_path, 1, 200)
+        agents = workspace / "AGENTS.md"
+        agents.write_text("Run the tests.\n")
+        server = AcpServer(_config(endpoint.base_url), store)
+        resolved: list[str] = []
+        opened: list[str] = []
+        realpath, os_open = os.path.realpath, os.open
+
+        def counted_realpath(path, *args, **kwargs):
+            if os.fspath(path) in (str(workspace), str(agents)):
+                resolved.append(os.fspath(path))
+            return realpath(path, *args, **kwargs)
+
+        def counted_open(path, *args, **kwargs):
+            if os.fspath(path).endswith("AGENTS.md"):
+                opened.append(os.fspath(path))
+            return os_open(path, *args, **kwargs)
+        try:
+            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+            monkeypatch.setattr(os.path, "realpath", counted_realpath)
+            monkeypatch.setattr(os, "open", counted_open)
+            for n in range(2):
+                endpoint.push(text_stream("done"))
+                prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"and now {n}"}]}
+                assert (await answered(server, "session/prompt", prompt, 10 + n))["stopReason"] == "end_turn"
+            assert resolved == [] and opened == [], (resolved, opened)
+            agents.write_text("Run the tests, then lint.\n")  # an edit: read at the next turn
+            endpoint.push(text_stream("done"))
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and after the edit"}]}
+            assert (await answered(server, "session/prompt", prompt, 12))["stopReason"] == "end_turn"
+            assert opened, "the edited AGENTS.md was not read again"
+        finally:
+            monkeypatch.undo()
+            await server.aclose()
+    events = read_events(store.log_path(sid))
+    told = [e.data["files"][0]["text"] for e in events if e.type == "project/instructions" and e.data["files"]]
+    assert told == ["Run the tests.\n", "Run the tests, then lint.\n"], told
+    sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
+    assert [r.body for r in logged_requests(events)] == sent

@@ -68,3 +68,58 @@ def test_an_agents_md_linked_to_a_secret_put_it_into_the_system_prompt(tmp_path)
     assert paths == [root / "d" / "AGENTS.md"]
     text = render_system_prompt(env(instructions=tuple(read_instructions(paths))))
     assert "make test" in text and "MATERIAL" not in text
+
+
+def _bump(path: Path, seconds: int) -> None:
+    """Set ``path``'s times ``seconds`` later than now: a change at a later clock tick, whatever the
+    file system's timestamp granularity."""
+    import time
+    later = time.time_ns() + seconds * 10**9
+    os.utime(path, ns=(later, later), follow_symlinks=False)
+
+
+def test_the_remembered_agents_md_is_read_again_once_created_edited_replaced_or_removed(tmp_path, monkeypatch):
+    from agent_server.prompt import instructions
+    from agent_server.prompt.instructions import InstructionsMemo
+
+    monkeypatch.setattr(instructions, "RACY_SECONDS", -3600.0)  # every file counts as old: remembered
+    root = tmp_path / "root"
+    root.mkdir()
+    memo = InstructionsMemo()
+    assert memo.records([root]) == []
+    agents = root / "AGENTS.md"
+    agents.write_text("one\n")
+    _bump(root, 10)
+    assert [r["text"] for r in memo.records([root])] == ["one\n"]
+    agents.write_text("two\n")  # same size
+    _bump(agents, 20)
+    assert [r["text"] for r in memo.records([root])] == ["two\n"]
+    other = root / "CLAUDE.md"
+    other.write_text("three\n")
+    agents.unlink()
+    agents.symlink_to("CLAUDE.md")  # a link inside the root: followed, and never remembered
+    _bump(root, 30)
+    assert [r["text"] for r in memo.records([root])] == ["three\n"]
+    other.write_text("four\n")
+    assert [r["text"] for r in memo.records([root])] == ["four\n"]
+    agents.unlink()
+    _bump(root, 40)
+    assert memo.records([root]) == []
+
+
+def test_an_agents_md_changed_within_its_timestamps_granularity_is_read_at_every_turn(tmp_path, monkeypatch):
+    from agent_server.prompt import instructions
+    from agent_server.prompt.instructions import InstructionsMemo
+
+    (tmp_path / "AGENTS.md").write_text("fresh\n")  # just written: a change now might not change its stat
+    reads = []
+    real = instructions.read_instructions
+    monkeypatch.setattr(instructions, "read_instructions", lambda paths: reads.append(1) or real(paths))
+    memo = InstructionsMemo()
+    for _ in range(3):
+        assert [r["text"] for r in memo.records([tmp_path])] == ["fresh\n"]
+    assert len(reads) == 3
+    monkeypatch.setattr(instructions, "RACY_SECONDS", -3600.0)
+    memo.records([tmp_path])
+    memo.records([tmp_path])
+    assert len(reads) == 4  # once old enough, remembered
