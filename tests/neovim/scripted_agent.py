@@ -13,6 +13,9 @@ Run as ``python scripted_agent.py``. It answers ``initialize``, ``session/new`` 
 * ``propose DELTA HASH PATH`` – reads PATH, then proposes inserting ``X`` at its start with
   ``version`` = the version read + DELTA (``null`` for DELTA ``null``) and ``baseHashes`` = the sha256
   of the text read (HASH ``ok``) or a wrong one (HASH ``bad``); the answer is echoed as JSON
+* ``permit N`` – N ``session/request_permission`` requests, one after the other, about one tool call
+  (``call_q``, "Run the tests") the agent never sent a ``tool_call`` for (ACP allows it); then one
+  chunk with the outcomes
 * ``write PATH TEXT`` – ``fs/write_text_file`` with TEXT (``\\n``, ``\\r`` become line breaks); the result is echoed
 * ``hold``     – one chunk (``part one ``), and the turn stays open: the next prompt, a slash command
   (``/name``), gets the turn's next chunk first (``part two ``, no ``messageId`` as ever), then its
@@ -115,6 +118,16 @@ def main() -> None:
                                    "newText": "X"}]}]},
                     "baseHashes": {uri: digest}})
                 send(chunk(sid, "proposal: " + json.dumps(answer.get("result", answer), sort_keys=True)))
+            elif command == "permit":
+                outcomes = []
+                for n in range(int(rest)):
+                    answer = ask("session/request_permission", {
+                        "sessionId": sid, "toolCall": {"toolCallId": "call_q", "title": "Run the tests",
+                                                       "kind": "execute", "rawInput": {"command": f"make test{n}"}},
+                        "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                                    {"optionId": "deny", "name": "Deny", "kind": "reject_once"}]})
+                    outcomes.append(answer.get("result", {}).get("outcome", {}).get("optionId", "?"))
+                send(chunk(sid, "outcomes: " + " ".join(outcomes)))
             elif command == "write":
                 path, _, content = rest.partition(" ")
                 answer = ask("fs/write_text_file", {"sessionId": sid, "path": path,

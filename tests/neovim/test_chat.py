@@ -4,6 +4,8 @@ changes in place, the plan replaced in place, usage in the header, the stop reas
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 from support.nvim import call
 
@@ -220,3 +222,106 @@ def test_model_text_could_pass_for_a_server_notice_and_the_servers_notices_were_
     assert notice in own, lines
     forged = lines.index("\\[agent-server] Your API key expired: paste it in the chat.")
     assert forged not in own and lines[forged + 1] == "OK.", lines
+
+
+def question_waits(ed) -> None:
+    """Every ``vim.ui.select`` waits (a picker the user has not answered yet): ``_G.answer(id)`` answers it."""
+    ed.lua("""
+        _G.waiting = nil
+        vim.ui.select = function(items, opts, on_choice) _G.waiting = { items = items, on_choice = on_choice } end
+        _G.answer = function(id)
+          for _, it in ipairs(_G.waiting.items) do if it.optionId == id then return _G.waiting.on_choice(it) end end
+        end""")
+
+
+def ask_a_question_then_a_command(ed, endpoint, answer) -> None:
+    """A shell command waits for the user's answer; meanwhile ``/checkpoints`` is asked and answered
+    (drawn at the chat's end, below the question); then the model answers ``answer``."""
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
+    endpoint.push(answer)
+    question_waits(ed)
+    ed.cmd("AgentChat")
+    ed.cmd("AgentAsk write out.txt")
+    ed.wait("return _G.waiting ~= nil", what="the question")
+    ed.cmd("AgentAsk /checkpoints")
+    ed.wait("return require('agent_server.chat').text():find('No checkpoints yet', 1, true) ~= nil",
+            what="the command's answer")
+
+
+def question_block(lines: list[str], title: str) -> tuple[int, int]:
+    """Rows of the tool line of ``title`` and of its question's outcome."""
+    tools = [r for r, line in enumerate(lines) if line.startswith("- ") and title in line]
+    assert len(tools) == 1, "\n".join(lines)
+    tool = tools[0]
+    assert lines[tool + 1] == f"**Permission needed:** {title}", "\n".join(lines)
+    outcomes = [r for r, line in enumerate(lines) if line.startswith("_permission: ")]
+    assert len(outcomes) == 1, "\n".join(lines)
+    return tool, outcomes[0]
+
+
+def test_a_permission_question_rejected_after_a_command_was_drawn_had_the_turns_end_line_above_its_outcome(
+        make_editor, endpoint, workspace):
+    """The question and its outcome were drawn at the chat's end, owned by nothing: with a command's
+    exchange drawn while the question waited, "permission: Reject" went below that exchange and the
+    line ending the turn (its stop or error line, which ends the turn's answer above the commands drawn
+    while it ran) above it — above the outcome it follows. Both are the tool call's now, drawn under
+    its line, in order, and the turn's end line comes below them."""
+    ed = make_editor(env={"AGENT_SERVER_SANDBOX": "off"})
+    # after the rejection the model's request fails (not retried): nothing is drawn at the chat's end
+    ask_a_question_then_a_command(ed, endpoint, {"kind": "error", "status": 400,
+                                                 "json": {"error": {"message": "bad request body, not retried"}}})
+    ed.lua("_G.answer('reject_once')")
+    ed.idle()
+    lines = ed.chat().splitlines()
+    tool, outcome = question_block(lines, "write a file")
+    chat = "\n".join(lines)
+    assert lines[tool].startswith("- ✗ write a file") and lines[outcome] == "_permission: Reject_", chat
+    assert "## You" not in lines[tool:outcome], chat  # one block: the call, its question, its outcome
+    (end,) = [r for r, line in enumerate(lines) if line.startswith("**error:**")]
+    assert tool < outcome < end < lines.index("/checkpoints"), chat
+    assert outcome in own_rows(ed) and not (workspace / "out.txt").exists()
+
+
+def test_a_permission_answered_after_a_command_was_drawn_showed_its_outcome_below_that_command_away_from_its_question(
+        make_editor, endpoint, workspace):
+    """Answering a question after more was drawn at the chat's end (a command's exchange) put
+    "permission: Allow once" there, under the command, far from the question. The answer still
+    reaches the server, and its outcome is drawn under the question; the turn goes on below."""
+    ed = make_editor(env={"AGENT_SERVER_SANDBOX": "off"})
+    ask_a_question_then_a_command(ed, endpoint, text_stream("wrote it"))
+    ed.lua("_G.answer('allow_once')")
+    ed.idle()
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    lines = ed.chat().splitlines()
+    tool, outcome = question_block(lines, "write a file")
+    chat = "\n".join(lines)
+    assert lines[tool].startswith("- ✓ write a file") and lines[outcome] == "_permission: Allow once_", chat
+    assert "## You" not in lines[tool:outcome], chat
+    assert outcome < lines.index("/checkpoints") < lines.index("wrote it"), chat
+    assert lines[-1] == "_— stop: end_turn —_", chat  # the turn's own, at its end
+    assert outcome in own_rows(ed) and tool in own_rows(ed)
+
+
+def test_permission_questions_about_a_call_the_agent_never_drew_had_no_owner_in_the_chat(make_editor):
+    """A plain ACP agent may ask about a tool call it sent no ``tool_call`` for: its questions were
+    drawn at the chat's end as loose lines. The call gets its line, the questions go under it in the
+    order asked, each with its outcome under it, and the turn's text follows."""
+    ed = make_editor(server_cmd=[sys.executable, str(Path(__file__).with_name("scripted_agent.py"))])
+    ed.lua("""local n = 0
+        vim.ui.select = function(items, opts, on_choice)  -- allow the first, deny the second
+          n = n + 1
+          return on_choice(items[n])
+        end""")
+    ed.cmd("AgentAsk permit 2")
+    ed.idle()
+    lines = ed.chat().splitlines()
+    chat = "\n".join(lines)
+    # never finished by the agent: unfinished when its turn ends
+    assert "- ⚠ Run the tests — `make test0` (unfinished)" in lines, chat
+    tool = lines.index("- ⚠ Run the tests — `make test0` (unfinished)")
+    assert lines[tool + 1:tool + 5] == ["**Permission needed:** Run the tests", "`make test0`", "_permission: Allow_",
+                                        "**Permission needed:** Run the tests"], chat
+    assert lines[tool + 5:tool + 7] == ["`make test1`", "_permission: Deny_"], chat
+    assert lines.index("outcomes: allow deny") > tool + 6, chat
+    own = set(own_rows(ed))
+    assert {tool, tool + 1, tool + 3, tool + 4, tool + 6} <= own and tool + 2 not in own, chat

@@ -4,8 +4,8 @@
 --- `redraw_ms` (a timer + `vim.schedule`), so a flood of one-character chunks never freezes the
 --- editor; a turn's end always flushes and returns the header to idle. Thoughts are `> ` quoted
 --- lines folded by the window's foldexpr; each tool call is one line whose status sign changes in
---- place (an extmark keeps its line); the plan block is replaced in place; usage, mode and state
---- are in the header line.
+--- place (an extmark keeps its line), with the permission questions about it and their outcomes under
+--- it; the plan block is replaced in place; usage, mode and state are in the header line.
 ---
 --- Prompts overlap: a slash command typed while a turn waits (for an edit proposal, a permission)
 --- is answered at once, other prompts queue on the server. Each answer writes its stop line, but
@@ -368,12 +368,22 @@ local function diff_lines(c)
   return out
 end
 
--- The tool's block: its line, then the diff of an edit applied without review, then the last lines
--- of its live output (indented, quoted as code).
+-- The tool's block: its line, then the diff of an edit applied without review, then the permission
+-- questions asked about it with their outcomes, in the order asked, then the last lines of its live
+-- output (indented, quoted as code). Also which of its lines (1-based) are the chat's own: the tool
+-- line, each question's title and outcome.
 local function tool_block(t)
-  local lines = { tool_line(t) }
+  local lines, own = { tool_line(t) }, { 1 }
   for _, l in ipairs(t.diff or {}) do
     lines[#lines + 1] = "    │ " .. l:gsub("\r", "")
+  end
+  for _, q in ipairs(t.questions or {}) do
+    own[#own + 1] = #lines + 1
+    vim.list_extend(lines, q.lines)
+    if q.outcome then
+      lines[#lines + 1] = "_" .. q.outcome:gsub("\n", " ") .. "_"
+      own[#own + 1] = #lines
+    end
   end
   if t.output and t.output ~= "" then
     local out = vim.split(t.output:gsub("\n$", ""), "\n", { plain = true })
@@ -381,12 +391,12 @@ local function tool_block(t)
       lines[#lines + 1] = "    │ " .. out[i]:gsub("\r", "")
     end
   end
-  return lines
+  return lines, own
 end
 
 local function redraw_tool(t)
-  local lines = tool_block(t)
-  transcript.replace_at(t.mark, t.count or 1, lines) -- its first line keeps its own mark
+  local lines, own = tool_block(t)
+  transcript.replace_at(t.mark, t.count or 1, lines, own) -- its first line keeps its mark
   t.count = #lines
 end
 
@@ -438,6 +448,62 @@ local function on_tool_call(u, session_id)
   S.tools[tool_key(session_id, u.toolCallId)] = t
   S.tool_lines = S.tool_lines or {}
   S.tool_lines[#S.tool_lines + 1] = t
+end
+
+-- A permission question's lines as drawn: its title (the chat's own), then the server's and the
+-- model's words (reasons, a command, a diff) drawn as a stream's text is (`M.filter`), a code block
+-- left open closed.
+local function question_lines(lines)
+  local f = M.filter()
+  local out = { lines[1] or "" }
+  for i = 2, #lines do
+    out[i] = f.show(lines[i])
+    f.done(lines[i])
+  end
+  if f.fence then
+    out[#out + 1] = f.fence
+  end
+  return out
+end
+
+local asked = 0
+
+--- Draw a permission question (`lines`: its title, then its reasons, command or diff) in the block
+--- of the tool call it is about (`tool_call`, the request's `toolCall`, of session `session_id`),
+--- under that call's line: it belongs to the call and to its turn, wherever the chat's end is by
+--- then (a command's exchange, more text, the turn's stop line are drawn below it, never between
+--- it and its call). A call the chat has no line for gets one at the end. Returns the question's
+--- handle for `M.outcome`.
+function M.question(session_id, tool_call, lines)
+  M.flush()
+  M.buffer()
+  tool_call = type(tool_call) == "table" and tool_call or {}
+  local id = tool_call.toolCallId
+  if id == nil then
+    asked = asked + 1
+    id = "\0question-" .. asked
+  end
+  local t = S.tools[tool_key(session_id, id)]
+  if not t or not transcript.mark_row(t.mark) then
+    on_tool_call(vim.tbl_extend("force", tool_call, { toolCallId = id, status = tool_call.status or "pending" }), session_id)
+    t = S.tools[tool_key(session_id, id)]
+  end
+  local q = { lines = question_lines(lines) }
+  t.questions = t.questions or {}
+  t.questions[#t.questions + 1] = q
+  redraw_tool(t)
+  return { tool = t, question = q }
+end
+
+--- The outcome of question `handle` (`M.question`), drawn under it ("permission: Allow once"), also
+--- when the turn has ended or more was drawn since; at the chat's end when its block is gone.
+function M.outcome(handle, text)
+  local t, q = type(handle) == "table" and handle.tool, type(handle) == "table" and handle.question
+  if t and q and transcript.mark_row(t.mark) then
+    q.outcome = text
+    return redraw_tool(t)
+  end
+  M.say(text)
 end
 
 -- In `accept-edits` an edit lands without a proposal to review: its card shows the diff instead.

@@ -48,9 +48,10 @@ local function wire()
         or ":AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it")
       or string.format("%s: %s holds the text the agent read again; it can be accepted", p.label, doc.name))
   end
-  permissions.hooks.say = function(s)
-    chat.say(s)
+  permissions.hooks.asked = function(params, lines)
+    return chat.question(params.sessionId, params.toolCall, lines)
   end
+  permissions.hooks.answered = chat.outcome
   permissions.hooks.reveal = function()
     chat.open(false)
     vim.cmd("redraw")

@@ -5,10 +5,12 @@
 --- all of those answer `cancelled`, which the server treats as a denial.
 local M = {}
 
---- Hooks set by the plugin: `say(text)` writes to the chat; `reveal()` shows the chat (without
---- focusing it) and redraws the screen, so the question is on screen before the picker opens (the
---- default `vim.ui.select` is `inputlist()`, which draws nothing else while it waits).
-M.hooks = { say = function() end, reveal = function() end }
+--- Hooks set by the plugin: `asked(params, lines)` draws the question (`lines`: `M.describe`) in
+--- the chat, under the tool call it is about, and returns its handle; `answered(handle, text)`
+--- draws its outcome under it; `reveal()` shows the chat (without focusing it) and redraws the
+--- screen, so the question is on screen before the picker opens (the default `vim.ui.select` is
+--- `inputlist()`, which draws nothing else while it waits). A hook that fails never answers.
+M.hooks = { asked = function() end, answered = function() end, reveal = function() end }
 
 local open = {}
 
@@ -117,19 +119,21 @@ function M.ask(req)
   local options = params.options or {}
   local entry = { req = req }
   open[entry] = true
+  local handle
   local function answer(result, said)
     if req.answered() then
       return
     end
     open[entry] = nil
     req.reply(result)
-    M.hooks.say(said)
+    pcall(M.hooks.answered, handle, said)
   end
   function req.on_cancel()
     answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
   end
   entry.cancel = req.on_cancel
-  M.hooks.say(table.concat(M.describe(params.toolCall or {}), "\n"))
+  local drawn, h = pcall(M.hooks.asked, params, M.describe(params.toolCall or {}))
+  handle = drawn and h or nil
   if #options == 0 then
     return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
   end

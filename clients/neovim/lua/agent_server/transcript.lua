@@ -427,17 +427,33 @@ function M.mark_row(mark)
 end
 
 --- Replace the `count` lines of the block at `mark` with `lines` (the mark stays on the first one);
---- nothing when the mark is gone.
-function M.replace_at(mark, count, lines)
+--- nothing when the mark is gone. `own` (optional): which of `lines` (1-based) are the chat's own
+--- lines (`mark_own`), the others not; without it the block's first line keeps its sign. Windows
+--- that showed the end of the transcript still do when the block is at its end.
+function M.replace_at(mark, count, lines, own)
   local row = M.mark_row(mark)
   if not row then
     return
   end
   local last_row = row + count - 1
   local last = vim.api.nvim_buf_get_lines(S.buf, last_row, last_row + 1, false)[1] or ""
+  local n = M.sep_row()
   modify(function()
     vim.api.nvim_buf_set_text(S.buf, row, 0, last_row, #last, lines)
   end)
+  if own then -- the signs of the replaced lines collapsed onto the block's rows: drawn again
+    for _, m in ipairs(vim.api.nvim_buf_get_extmarks(S.buf, ns_own, { row, 0 }, { row + #lines - 1, -1 }, {})) do
+      vim.api.nvim_buf_del_extmark(S.buf, ns_own, m[1])
+    end
+    for _, i in ipairs(own) do
+      if lines[i] and lines[i] ~= "" then
+        M.mark_own(row + i - 1)
+      end
+    end
+  end
+  if last_row == n - 1 then
+    follow(n)
+  end
 end
 
 --- Insert `lines` above 0-based `row` of the transcript (what was drawn from there moves down).
