@@ -261,3 +261,68 @@ def test_typing_inside_or_next_to_a_waiting_proposals_hunk_still_makes_it_stale(
     ed.idle()
     assert "Edit crlf.txt: not applied — stale" in ed.chat()
     assert ed.buffer_text(path) == before and path.read_bytes() == CRLF_BOM
+
+
+@pytest.mark.parametrize("when", ["typed while it waited (merged)", "unsaved before it came"])
+def test_saving_your_own_edits_with_w_while_a_proposal_waited_made_it_stale(make_editor, endpoint, workspace, when):
+    """``:w`` of the user's own edits of other lines while the agent's proposal waited made it stale
+    ("the file changed on disk since the agent read it"): the disk changed, but to what the buffer
+    holds — the user's save, not another program's. The proposal stays acceptable where the merge rule
+    merges those edits; accepting applies the hunk on top and, the buffer being saved, saves it."""
+    path = workspace / "sv.txt"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    push(endpoint, call("r", "read", path="sv.txt"),
+         call("e", "edit", path="sv.txt", old_string="two", new_string="TWO"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    if when.startswith("unsaved"):
+        ed.keys("1GA USER<Esc>")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.cmd("tabfirst")
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") == str(path)
+    if when.startswith("typed"):
+        ed.keys("1GA USER<Esc>")
+        ed.wait(MERGED, what="the typing merged")
+    ed.cmd("write")
+    assert path.read_bytes() == b"one USER\ntwo\nthree\n"
+    ed.wait("local d = require('agent_server.proposals').latest().docs[1]; "
+            "return d.disk_hash == require('agent_server.text').sha256('one USER\\ntwo\\nthree\\n') or "
+            "require('agent_server.proposals').latest().stale == true", what="the save seen")
+    assert ed.lua("return require('agent_server.proposals').latest().stale") is not True
+    ed.cmd("tablast")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert "Edit sv.txt: applied and saved" in ed.chat()
+    assert path.read_bytes() == b"one USER\nTWO\nthree\n"
+    assert ed.modified(path) is False
+
+
+def test_editing_the_proposed_side_after_a_merge_made_the_proposal_stale(make_editor, endpoint, workspace):
+    """The user's typing on line 1 merged into the waiting proposal (line 2); then they edited line 4 of
+    the proposed side and accepted: "not applied — stale (you edited the proposed text after your
+    edits were merged)". Edits of the proposed side on other lines are the user's, like their typing
+    in the file: merged too — the file gets both, the agent's hunk as sent, the answer says merged."""
+    path = workspace / "pm.txt"
+    path.write_bytes(b"one\ntwo\nthree\nfour\n")
+    push(endpoint, call("r", "read", path="pm.txt"),
+         call("e", "edit", path="pm.txt", old_string="two", new_string="TWO"), text_stream("ok"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change it")
+    ed.proposal_open()
+    ed.cmd("tabfirst")
+    ed.keys("1GA USER<Esc>")
+    ed.wait(MERGED, what="the typing merged")
+    ed.cmd("tablast")
+    ed.wait("return vim.api.nvim_buf_get_lines(0, 0, 1, false)[1] == 'one USER'", what="the proposed side follows")
+    assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["one USER", "TWO", "three", "four"]
+    ed.keys("4GA PANE<Esc>")  # the proposed side, another line than the agent's
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert "not applied" not in ed.chat()
+    assert ed.buffer_text(path) == "one USER\nTWO\nthree\nfour PANE\n"
+    assert path.read_bytes() == b"one\ntwo\nthree\nfour\n"  # the user's typing unsaved: never saved for them
+    assert "Edit pm.txt: applied (not saved)" in ed.chat()
+    result = tool_messages(endpoint, 2)[-1]["content"]
+    assert "the user edited other lines of pm.txt" in result and "Read it again before you edit it" in result

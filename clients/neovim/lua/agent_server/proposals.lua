@@ -83,7 +83,12 @@ function M.is_stale(doc, on_disk)
     -- another program wrote the file under the buffer: saving the buffer would write over it
     local raw = buffers.read_disk(doc.path)
     if raw and text.sha256(raw) ~= doc.disk_hash then
-      return true, "the file changed on disk since the agent read it (the editor's buffer still holds the old text)"
+      if vim.bo[cur.buf].modified or (raw ~= text.buffer_bytes(cur.buf, false) and raw ~= text.buffer_bytes(cur.buf, true)) then
+        return true, "the file changed on disk since the agent read it (the editor's buffer still holds the old text)"
+      end
+      -- the user's own `:w` of the buffer (its text, checked above as the proposal's or merged):
+      -- the disk holds what the buffer holds; accepting now saves the agent's change like a clean buffer's
+      doc.disk_hash, doc.was_dirty = text.sha256(raw), false
     end
   end
   return false
@@ -271,6 +276,8 @@ local function hunk_lines(idx, b0, b1)
   return p0.line, idx.position(last, "utf-8").line
 end
 
+local fold -- below: `base` moved onto the user's text
+
 --- Merge the user's edits of other lines (docs/protocol.md "Merged with the user's edits of other
 --- lines"): when the buffer of `doc` differs from what it must hold only in lines no accepted or
 --- pending hunk touches, and touches no hunk's edge, `base` takes the user's edits and the hunks move
@@ -281,10 +288,26 @@ local function try_merge(proposal, doc)
     return false
   end
   local cur = current(doc)
-  local expected = M.accepted_text(doc)
-  if not cur or not cur.buf or cur.text == expected or cur.eol ~= doc.eol or (cur.bom or false) ~= (doc.bom or false) then
+  if not cur or not cur.buf or cur.text == M.accepted_text(doc) or cur.eol ~= doc.eol
+    or (cur.bom or false) ~= (doc.bom or false) then
     return false
   end
+  if not fold(proposal, doc, cur.text, true) then
+    return false
+  end
+  doc.expect_version, doc.expect_hash = cur.version, text.sha256(cur.wire)
+  doc.merged = true
+  if vim.bo[cur.buf].modified then
+    doc.was_dirty = true -- the user's unsaved typing is never saved for them
+  end
+  return true
+end
+
+--- Move `base` and the hunks so that `M.accepted_text(doc)` is `target`, where `target` differs from
+--- it only in lines no accepted or pending hunk touches or neighbours (the merge rule above); false,
+--- nothing changed, when it does not. `follow_view`: the proposal's view is told (`hooks.merged`).
+fold = function(proposal, doc, target, follow_view)
+  local expected = M.accepted_text(doc)
   local eidx = text.index(expected)
   local placed, delta = {}, 0 -- each hunk's span in `expected`, and the accepted hunks' shift before it
   for _, h in ipairs(doc.hunks) do
@@ -295,7 +318,7 @@ local function try_merge(proposal, doc)
     end
   end
   local base_spans = {}
-  for _, u in ipairs(changed_lines(expected, cur.text)) do
+  for _, u in ipairs(changed_lines(expected, target)) do
     local u0, u1, first, count = u[1], u[2], u[4], u[5]
     local shift = 0
     for _, x in ipairs(placed) do
@@ -328,17 +351,13 @@ local function try_merge(proposal, doc)
   for _, h in ipairs(doc.hunks) do
     h.a0, h.a1 = h.a0 + moved[h], h.a1 + moved[h]
   end
-  if M.accepted_text(doc) ~= cur.text or not M.hooks.merged(proposal, doc, old.review, M.review_text(doc)) then
+  if M.accepted_text(doc) ~= target
+    or (follow_view and not M.hooks.merged(proposal, doc, old.review, M.review_text(doc))) then
     doc.base = old.base -- cannot be told apart from the user's text, or the view cannot follow: stale
     for _, h in ipairs(doc.hunks) do
       h.a0, h.a1 = h.a0 - moved[h], h.a1 - moved[h]
     end
     return false
-  end
-  doc.expect_version, doc.expect_hash = cur.version, text.sha256(cur.wire)
-  doc.merged = true
-  if vim.bo[cur.buf].modified then
-    doc.was_dirty = true -- the user's unsaved typing is never saved for them
   end
   return true
 end
@@ -391,8 +410,17 @@ function M.sync(proposal, doc, undo)
     return false
   end
   pcall(try_merge, proposal, doc) -- an error there leaves it to the stale rule
-  if doc.final and doc.merged then -- `final` is the pane's text; the edits it makes are not in the agent's lines
-    return give_up("stale", "you edited the proposed text after your edits of " .. doc.name .. " were merged into it")
+  if doc.final and doc.merged then
+    -- `final` is the pane's text: its edits of other lines than the agent's hunks are the user's, as
+    -- their typing in the file is (merged into `base`); `applied` stays the agent's hunks as sent
+    local final = doc.final
+    doc.final = nil
+    local ok, folded = pcall(fold, proposal, doc, final, false)
+    if not (ok and folded) then
+      doc.final = final
+      return give_up("stale", "you edited the proposed text of " .. doc.name .. " on or next to the agent's change "
+        .. "after your edits of other lines were merged into it")
+    end
   end
   local stale, why = M.is_stale(doc, true)
   if doc.create and not doc.created then
