@@ -27,6 +27,16 @@ from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 _GIT_MODES = {"100644": 0o644, "100755": 0o755, "120000": LINK_MODE}
 
 
+def exclude_text(name_patterns: tuple[str, ...]) -> str:
+    """``info/exclude`` of a shadow repository: ``.git`` and the secret name globs, each in any case
+    (``.ENV``, ``ID_RSA``, ``.Git``: git matches its exclude patterns case-sensitively unless
+    ``core.ignorecase``, yet a case-folding filesystem opens ``.ENV`` as ``.env``, and policy judges
+    names in any case)."""
+    from agent_server.tools._scope import any_case_glob  # deferred: the tools' search module
+
+    return "".join(f"{line}\n" for line in ("/" + any_case_glob(".git"), *map(any_case_glob, name_patterns)))
+
+
 class ShadowError(RuntimeError):
     """git failed or is missing; ``str()`` says which command and why."""
 
@@ -121,7 +131,7 @@ class ShadowRepo:
         info = self.git_dir / "info"
         info.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write_if_changed(info / "attributes", RAW_ATTRIBUTES)
-        _write_if_changed(info / "exclude", "/.git\n" + "".join(f"{p}\n" for p in self.name_patterns))
+        _write_if_changed(info / "exclude", exclude_text(self.name_patterns))
         objects = self._workspace_objects()
         if objects is not None:
             _write_if_changed(self.git_dir / "objects" / "info" / "alternates", f"{objects}\n")

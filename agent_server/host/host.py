@@ -39,7 +39,7 @@ from agent_server.host.models_pool import ClientPool
 from agent_server.host.policies import SessionPolicies
 from agent_server.policy.approvals import Approver
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, UnknownMode
-from agent_server.policy.paths import CredentialStores, resolve
+from agent_server.policy.paths import CredentialStores, named_credentials, resolve
 from agent_server.prompt import PromptEnvironment, render_system_prompt
 from agent_server.prompt.instructions import InstructionsMemo
 from agent_server.session import EventLog, LogBusyError, LogWriteError, ProjectionMemo, SessionStore
@@ -897,7 +897,7 @@ class SessionHost:
         """What no file tool may open: config, state (but this session's spill/tmp), keyrings, ~/.ssh …"""
         config = [self.config.source, os.environ.get("AGENT_SERVER_CONFIG"), default_config_path().parent]
         return CredentialStores(config=config, state_dir=self.store.root.parent, session_dir=session_dir,
-                                roots=roots)
+                                roots=roots, named=named_credentials(roots))
 
     def _secrets(self) -> tuple[str, ...]:
         """Values no tool result may show (defence in depth: the key itself never reaches a tool)."""

@@ -75,7 +75,7 @@ def editor_config_paths(roots: Iterable[Path]) -> list[str]:
 def is_config_name(parts: Iterable[str]) -> bool:
     """Whether a path relative to a root (its ``parts``) is editor configuration at any depth: in a
     ``CONFIG_FOLDERS`` folder, or named like ``CONFIG_FILES`` or ``WORKSPACE_SUFFIXES``."""
-    parts = list(parts)
+    parts = [p.casefold() for p in parts]  # any case, as every protected path (a case-folding filesystem)
     if not parts:
         return False
     name = parts[-1]
@@ -89,16 +89,24 @@ def editor_config_of(resolved: Path, lexical: Path, roots: Iterable[Path]) -> st
     roots = list(roots)
     for root in roots:
         for p in (resolved, lexical):
-            for base in {Path(os.path.realpath(root)), Path(os.path.abspath(root))}:
-                if base in p.parents and is_config_name(p.relative_to(base).parts):
+            for base in {os.path.realpath(root), os.path.abspath(root)}:
+                rel = _below(str(p), base)
+                if rel is not None and is_config_name(rel.split("/")):
                     return str(p)
     for root in roots:
         for name in EDITOR_CONFIG:
-            for base in {Path(os.path.realpath(root / name)), Path(os.path.abspath(root)) / name}:
+            for base in {os.path.realpath(root / name), os.path.join(os.path.abspath(root), name)}:
                 for p in (resolved, lexical):
-                    if p == base or base in p.parents:
+                    if str(p).casefold() == base.casefold() or _below(str(p), base) is not None:
                         return str(Path(root) / name)
     return None
+
+
+def _below(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder`` when strictly below it, compared in any case (a case-folding
+    filesystem opens ``.VSCode/tasks.json`` as ``.vscode/tasks.json``), else ``None``."""
+    base = folder.rstrip("/") + "/"
+    return path[len(base):] if len(path) > len(base) and path[:len(base)].casefold() == base.casefold() else None
 
 
 class Placeholders:

@@ -30,8 +30,9 @@ from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
 from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, ModeState
-from agent_server.policy.paths import (CredentialStores, SecretMatcher, credential_variable_paths, inside_roots, link_count,
-                                       target)
+from agent_server.policy.paths import (CredentialStores, SecretMatcher, below_any_case,
+                                       existing_ancestors, file_identity, inside_roots, link_count, named_credentials,
+                                       target, under_any_case)
 from agent_server.policy.sandbox.confiner import SandboxStatus, ShellConfiner, probe_status
 # policy.shell (the command analysis) loads with the first shell command, in _shell
 from agent_server.session import EventLog
@@ -88,13 +89,10 @@ class SessionPolicy:
         self.ask_edits = False
         """Ask before every file change inside the roots (the plain-ACP path, where the editor
         cannot preview a proposal: the permission question, with the diff, is the review)."""
-        real_roots = [os.path.realpath(r) for r in self.roots]
-        self.secrets = SecretMatcher(settings.secret_patterns, exact=[
-            (path, label) for path, label in credential_variable_paths()  # a misset one naming a root's folder: not all
-            if not any(r == os.path.realpath(path) or r.startswith(os.path.realpath(path).rstrip("/") + "/")
-                       for r in real_roots)])
-        """Files that may hold secrets: by name or path pattern, and those the server's credential-path
-        variables point to (``$GOOGLE_APPLICATION_CREDENTIALS``, ``$KUBECONFIG`` …)."""
+        self.secrets = SecretMatcher(settings.secret_patterns, exact=named_credentials(self.roots))
+        """Files that may hold secrets: by name or path pattern, and those the user's set-up names
+        (``$GOOGLE_APPLICATION_CREDENTIALS``, ``$KUBECONFIG``, ssh's ``IdentityFile`` …: protected too,
+        ``CredentialStores``; as secrets, a shell command naming one asks)."""
         self.protected: CredentialStores | None = None
         """Places no file tool opens in any mode (config, state, keyrings, ~/.ssh …): set by the
         server, which knows the config and state folders."""
@@ -424,8 +422,8 @@ class SessionPolicy:
         folders) and the home folder lies in a root (``ConfigIndex.home_files``), else ``None``."""
         index = self.shell_launcher.config_index
         text = str(resolved)
-        if text in index.home_files or any(text.startswith(f + "/") for f in index.home_folders):
-            return text
+        if any(under_any_case(text, f) for f in index.home_files + index.home_folders):
+            return text  # in any case, as every protected path (a case-folding filesystem)
         return None
 
     def _protected(self, tool: str, path: str, t: Any) -> Verdict | None:
@@ -453,15 +451,22 @@ class SessionPolicy:
 
     def _in_git_dir(self, resolved: Path) -> bool:
         """``resolved`` is, or lies in, a ``.git`` of a root or of a repository nested below one
-        (any ``.git`` component inside the roots: git runs the hooks and obeys the config there)."""
+        (any ``.git`` component inside the roots: git runs the hooks and obeys the config there).
+        In any case (``.GIT/hooks``: a case-folding filesystem opens it as ``.git/hooks``), and by
+        identity: an existing folder of ``resolved``'s path that *is* a root's ``.git`` under
+        another spelling (Unicode-ignorable characters on HFS+, a short 8.3 name) counts too."""
+        text = str(resolved)
+        gits: set[tuple[int, int]] = set()
         for root in self.roots:
-            git = Path(os.path.realpath(root / ".git"))
-            if resolved == git or git in resolved.parents:
+            git = os.path.realpath(root / ".git")
+            if under_any_case(text, git):
                 return True
-            base = Path(os.path.realpath(root))
-            if base in resolved.parents and ".git" in resolved.relative_to(base).parts:
+            rel = below_any_case(text, os.path.realpath(root))
+            if rel is not None and any(part.casefold() == ".git" for part in rel.split("/")):
                 return True
-        return False
+            if (ident := file_identity(git)) is not None:
+                gits.add(ident)
+        return bool(gits) and any(file_identity(a) in gits for a in existing_ancestors(resolved))
 
     async def _shell(self, command: str) -> Verdict:
         from agent_server.policy.shell import command_prefix, destructive_reason, runs_code_from_arguments

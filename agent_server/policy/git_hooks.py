@@ -252,10 +252,12 @@ def read_only_paths(paths: Iterable[str], roots: Iterable[Path | str]) -> list[s
 
 
 def hook_of(resolved: Path, lexical: Path, paths: Iterable[str]) -> str | None:
-    """The protected path of ``paths`` that ``resolved`` or ``lexical`` is or lies in, else None."""
+    """The protected path of ``paths`` that ``resolved`` or ``lexical`` is or lies in, else None;
+    in any case (``.HUSKY/pre-commit``: a case-folding filesystem opens it as ``.husky/pre-commit``)."""
     for base in paths:
-        for p in (str(resolved), str(lexical)):
-            if p == base or p.startswith(base.rstrip("/") + "/"):
+        folded = base.casefold()
+        for p in (str(resolved).casefold(), str(lexical).casefold()):
+            if p == folded or p.startswith(folded.rstrip("/") + "/"):
                 return base
     return None
 

@@ -76,7 +76,8 @@ def target(raw: str, roots: Sequence[Path]) -> Target:
     return Target(raw, lexical, resolve(lexical))
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def file_identity(path: Path | str) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path`` (links followed), or ``None`` when it does not exist."""
     try:
         st = os.stat(path)
     except OSError:
@@ -84,7 +85,7 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _existing_ancestors(path: Path) -> Iterable[Path]:
+def existing_ancestors(path: Path) -> Iterable[Path]:
     """``path`` (if it exists) and each existing parent, nearest first."""
     for candidate in (path, *path.parents):
         if os.path.lexists(candidate):
@@ -101,11 +102,11 @@ def inside_roots(path: Path | str, roots: Sequence[Path | str]) -> bool:
     """
     resolved = resolve(path)
     real_roots = [resolve(r) for r in roots]
-    root_ids = {i for i in (_identity(r) for r in real_roots) if i is not None}
-    for ancestor in _existing_ancestors(resolved):
+    root_ids = {i for i in (file_identity(r) for r in real_roots) if i is not None}
+    for ancestor in existing_ancestors(resolved):
         if not ancestor.is_dir() and ancestor != resolved:
             return False  # a missing path under a *file*: it cannot be created anywhere
-        if _identity(ancestor) in root_ids:
+        if file_identity(ancestor) in root_ids:
             return True
     return any(resolved == r or r in resolved.parents for r in real_roots)
 
@@ -257,6 +258,28 @@ def credential_variable_paths(env: Mapping[str, str] | None = None) -> list[tupl
     return out
 
 
+def named_credentials(roots: Iterable[Path | str] = (), env: Mapping[str, str] | None = None,
+                      home: str | None = None) -> list[tuple[str, str]]:
+    """``(absolute path, label)`` of every file the user's own set-up names as holding credentials:
+    what credential-path variables point to (``credential_variable_paths``) and the private keys
+    the OpenSSH configuration names (``IdentityFile``, ``policy.ssh_config``; only the configuration
+    is read). Protected like the same files at their default places (``~/.aws/credentials``,
+    ``~/.ssh/id_ed25519``): a file the user moved is no less a credential. One that is a workspace
+    root or a folder above one is left out (a misset variable would close the whole workspace)."""
+    from agent_server.policy.ssh_config import identity_files
+
+    env = os.environ if env is None else env
+    found = credential_variable_paths(env)
+    found += [(path, "~/.ssh/config (IdentityFile)") for path in identity_files(home, env)]
+    real_roots = [os.path.realpath(r) for r in roots]
+    out: list[tuple[str, str]] = []
+    for path, label in found:
+        real = os.path.realpath(path)
+        if not any(under_any_case(root, real) for root in real_roots) and (path, label) not in out:
+            out.append((path, label))
+    return out
+
+
 def keyring_folders(env: Mapping[str, str] | None = None) -> list[str]:
     """Where keyring back-ends keep their files when ``XDG_DATA_HOME`` / ``XDG_CONFIG_HOME`` move
     them away from ``~/.local/share`` / ``~/.config`` (``HOME_CREDENTIALS`` has the defaults):
@@ -277,7 +300,8 @@ class CredentialStores:
     ``state_dir``: agent-server's state folder (every session's log, spill files, locks);
     ``session_dir``: this session's folder — its ``spill`` and ``tmp`` sub-folders stay open (the
     model reads its own spilled outputs back, the shell's temp files live in ``tmp``); ``home``:
-    what ``~`` means; ``extra``: more paths to protect; ``roots``: the workspace roots — a root that
+    what ``~`` means; ``extra``: more paths to protect; ``named``: ``(path, label)`` of credential files
+    the user's set-up names (``named_credentials``); ``roots``: the workspace roots — a root that
     lies *inside* a protected folder (the demo's workspace under the state folder) stays open, a
     protected folder inside a root stays protected. ``match(lexical, resolved)`` gives the reason a
     path is protected (either spelling matches), else ``None``.
@@ -288,8 +312,10 @@ class CredentialStores:
 
     def __init__(self, *, config: Iterable[Path | str | None] = (), state_dir: Path | str | None,
                  session_dir: Path | str | None = None, home: str | None = None,
-                 extra: Iterable[Path | str] = (), roots: Iterable[Path | str] = ()) -> None:
+                 extra: Iterable[Path | str] = (), roots: Iterable[Path | str] = (),
+                 named: Iterable[tuple[str, str]] = ()) -> None:
         home = home or os.path.expanduser("~")
+        roots = list(roots)
         entries: list[tuple[str, str]] = []
         for item in config:
             if item:
@@ -300,6 +326,8 @@ class CredentialStores:
             entries.append((item, "it is a credential store (keys, tokens or passwords)"))
         for item in extra:
             entries.append((str(item), "it is protected by agent-server's configuration"))
+        for item, label in named:
+            entries.append((item, f"it holds credentials (named by {label})"))
         self._entries: list[tuple[str, str]] = []
         for path, reason in entries:
             for spelling in {os.path.normpath(os.path.abspath(path)), resolve(os.path.abspath(path)).as_posix()}:
@@ -331,8 +359,18 @@ class CredentialStores:
         return None
 
 
-def _under(path: str, folder: str) -> bool:
+def under_any_case(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or lies below it, in any case (a case-folding filesystem — macOS,
     Windows — opens ``~/.SSH`` as ``~/.ssh``; on others the case-variant twin is refused too)."""
     path, folder = path.casefold(), folder.casefold()
     return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+_under = under_any_case
+
+
+def below_any_case(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder`` when it lies strictly below it (compared in any case), else
+    ``None``."""
+    base = folder.rstrip("/") + "/"
+    return path[len(base):] if len(path) > len(base) and path[:len(base)].casefold() == base.casefold() else None

@@ -328,3 +328,21 @@ def test_a_newly_created_one_line_file_was_counted_plus_1_minus_1(tmp_path):
     assert counts(b"last", None) == [0, 1]
     assert counts(b"a\n", b"a\nb\n") == [1, 0]
     assert counts(b"a\n", b"a") == [1, 1]  # the final newline dropped: the line changed
+
+
+def test_the_snapshot_exclude_file_let_upper_case_secret_names_and_git_folders_into_the_shadow_tree(tmp_path):
+    """``info/exclude`` held the secret name globs as written (``.env*``, ``*.pem``), and git matches
+    them case-sensitively: ``.ENV``, ``Key.PEM``, ``ID_RSA`` went into the tree of a repository that
+    relies on it, and so did a ``.GIT`` folder (what a case-folding filesystem opens as ``.git``).
+    Every glob is written in any case now."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    for name in (".ENV", ".Env.local", "Key.PEM", "ID_RSA", "keep.txt"):
+        (root / name).write_text("x\n")
+    (root / ".GIT" / "hooks").mkdir(parents=True)
+    (root / ".GIT" / "hooks" / "pre-commit").write_text("x\n")
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, name_patterns=(".env*", "*.pem", "*id_rsa*"))
+    tree = repo.snapshot().tree
+    listed = subprocess.run(["git", f"--git-dir={tmp_path / 'state' / 'shadow.git'}", "ls-tree", "-r", "--name-only",
+                             tree], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["keep.txt"]

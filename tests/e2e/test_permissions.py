@@ -345,8 +345,9 @@ async def test_the_file_google_application_credentials_points_to_stayed_readable
     """The files the server's credential-path variables point to (``$GOOGLE_APPLICATION_CREDENTIALS``,
     ``$KUBECONFIG``'s list, ``$DOCKER_CONFIG``'s folder, ``$AWS_SHARED_CREDENTIALS_FILE``, a
     ``*_PASSWORD_FILE``) were read without a question, and a folder-wide ``grep`` searched them —
-    unless their name happened to look secret. Each now asks like ``.env``, also through a link, and
-    ``grep`` leaves them out."""
+    unless their name happened to look secret. Each is a credential store now (refused without a
+    question, as the same files at their default places), also through a link, and ``grep`` leaves
+    them out."""
     (workspace / "sa-key.json").write_text('{"private_key": "GCP-MATERIAL"}\n')
     (workspace / "link.json").symlink_to(workspace / "sa-key.json")
     (workspace / "kube").mkdir()
@@ -365,17 +366,16 @@ async def test_the_file_google_application_credentials_points_to_stayed_readable
     reads = ["sa-key.json", "link.json", "kube/prod.yaml", "dock/config.json", str(aws), "db-password.txt"]
     script(endpoint, [call(f"r{i}", "read", path=p) for i, p in enumerate(reads)]
            + [call("g", "grep", pattern="MATERIAL"), call("ok", "read", path="ok.txt")])
-    recorder = Recorder("reject_once")
+    recorder = Recorder("allow_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, env, config=ClientConfig(permission=recorder))
     assert (await h.prompt(sid, "look around")).stop_reason == "end_turn"
-    reasons = sorted(why(p) for p in recorder.seen)
-    assert len(reasons) == len(reads), reasons  # ok.txt and the grep did not ask
-    for variable in ("$GOOGLE_APPLICATION_CREDENTIALS", "$KUBECONFIG", "$DOCKER_CONFIG", "$AWS_SHARED_CREDENTIALS_FILE",
-                     "$POSTGRES_PASSWORD_FILE"):
-        assert any(variable in r for r in reasons), (variable, reasons)
+    assert recorder.seen == []  # refused, never asked
     results = tool_results(endpoint)
+    for i, variable in enumerate(("$GOOGLE_APPLICATION_CREDENTIALS", "$GOOGLE_APPLICATION_CREDENTIALS", "$KUBECONFIG",
+                                  "$DOCKER_CONFIG", "$AWS_SHARED_CREDENTIALS_FILE", "$POSTGRES_PASSWORD_FILE")):
+        assert results[f"r{i}"].startswith("Refused") and variable in results[f"r{i}"], results[f"r{i}"]
     assert "fine MATERIAL" in results["ok"] and "ok.txt:1:" in results["g"], results["g"]
-    assert "not searched: 4 file(s) that may hold secrets" in results["g"], results["g"]
+    assert "not searched" in results["g"], results["g"]
     for cid, text in results.items():
         for material in ("GCP-", "KUBE-", "DOCKER-", "AWS-", "PG-"):
             assert material + "MATERIAL" not in text, (cid, text)

@@ -387,3 +387,52 @@ async def test_editor_configuration_a_confined_command_made_was_put_back_and_the
     diff = next(c for c in question["toolCall"]["content"] if c["type"] == "diff")
     assert diff["path"].endswith("sub/.vscode/tasks.json") and diff["newText"] == '{"tasks": []}\n'
     assert "it stays put back" in results(endpoint)["s"]
+
+
+def _keys_outside_dot_ssh(home: Path) -> dict[str, str]:
+    """A key ``~/.ssh/config`` names in ``~/keys``, a service-account file ``$GOOGLE_APPLICATION_CREDENTIALS``
+    names in ``~/gcp``; the server's environment for them."""
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "config").write_text("Host work\n    IdentityFile ~/keys/work.pem\n")
+    (home / "keys").mkdir()
+    (home / "keys" / "work.pem").write_text("SSH-MATERIAL\n")
+    (home / "gcp").mkdir()
+    (home / "gcp" / "sa.json").write_text('{"private_key": "GCP-MATERIAL"}\n')
+    return {"HOME": str(home), "GOOGLE_APPLICATION_CREDENTIALS": str(home / "gcp" / "sa.json")}
+
+
+async def test_a_key_ssh_config_names_outside_dot_ssh_was_open_to_the_file_tools_and_the_shell(
+        acp_harness_factory, endpoint, workspace, scratch_home):
+    """``IdentityFile ~/keys/work.pem`` named a private key nothing knew about: ``read`` and ``grep``
+    showed it without a question and a confined command could ``cat`` it. It is protected now, as
+    the keys in ``~/.ssh``: refused to the file tools, hidden from every confined command (the
+    command naming it still asks, as for ``~/.ssh/id_rsa``)."""
+    env = _keys_outside_dot_ssh(scratch_home)
+    key = str(scratch_home / "keys" / "work.pem")
+    script(endpoint, [call("read", "read", path=key), call("grep", "grep", pattern="MATERIAL", path=str(scratch_home / "keys")),
+                      call("cat", "bash", command=f"cat {key}")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env)
+    assert (await h.prompt(sid, "look")).stop_reason == "end_turn"
+    out = results(endpoint)
+    assert out["read"].startswith("Refused") and "IdentityFile" in out["read"], out["read"]
+    assert "not searched" in out["grep"] or "left out" in out["grep"], out["grep"]
+    assert "Permission denied" in out["cat"], out["cat"]
+    assert all("MATERIAL" not in text.replace("`MATERIAL`", "") for text in out.values()), out
+
+
+async def test_the_file_a_credential_variable_names_reached_the_model_once_its_question_was_allowed(
+        acp_harness_factory, endpoint, workspace, scratch_home):
+    """``$GOOGLE_APPLICATION_CREDENTIALS``'s file was only "secret": ``read`` asked and, allowed, put the
+    service account's private key into the model's context (and the log), and a confined command the
+    user allowed saw it. Like ``~/.config/gcloud`` — where the same key lives by default — it is
+    protected now: refused without a question, hidden from every confined command."""
+    env = _keys_outside_dot_ssh(scratch_home)
+    script(endpoint, [call("read", "read", path=env["GOOGLE_APPLICATION_CREDENTIALS"]),
+                      call("cat", "bash", command="cat ~/gcp/sa.json")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env)  # every question allowed
+    assert (await h.prompt(sid, "look")).stop_reason == "end_turn"
+    out = results(endpoint)
+    assert out["read"].startswith("Refused") and "$GOOGLE_APPLICATION_CREDENTIALS" in out["read"], out["read"]
+    assert "Permission denied" in out["cat"], out["cat"]
+    assert all("GCP-MATERIAL" not in text for text in out.values()), out
+    assert [p["toolCall"]["title"] for p in asks(h)] == ["Run `cat ~/gcp/sa.json`"]  # it names a secret: asked

@@ -1019,3 +1019,20 @@ async def test_thousands_of_planted_configuration_files_made_one_unbounded_quest
     decision = [e.data for e in log.events if e.type == "policy/decision"][-1]
     assert decision["count"] == 3000 and len(decision["paths"]) == 1000
     assert "and 2950 more" in res.text and len(res.meta["editor_config_reverted"]) == 1000
+
+
+async def test_credential_folders_and_path_patterns_spelled_in_another_case_stayed_visible_to_a_confined_command(
+        box, monkeypatch):
+    """The shell's masks took ``~/.ssh`` and a configured path pattern's glob (``~/vault/*.key``) as
+    written: ``~/.SSH/id_rsa`` and ``~/vault/PROD.KEY`` — which the file tools refuse or ask about in
+    any case — were readable by a confined command. They are hidden in any case now."""
+    ws, home, tmp, log = box
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".SSH").mkdir()
+    (home / ".SSH" / "id_rsa").write_text("SSH-MATERIAL\n")
+    (home / "vault").mkdir()
+    (home / "vault" / "PROD.KEY").write_text("VAULT-MATERIAL\n")
+    (home / "vault" / "notes.txt").write_text("plain text\n")
+    res = await run(box, "cat ~/.SSH/id_rsa; cat ~/vault/PROD.KEY; cat ~/vault/notes.txt",
+                    secret_patterns=[".env*", "~/.ssh/**", "~/vault/*.key"])
+    assert "MATERIAL" not in res.text and "Permission denied" in res.text and "plain text" in res.text, res.text

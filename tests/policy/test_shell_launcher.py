@@ -296,7 +296,8 @@ async def test_the_confined_shell_read_a_secret_named_in_capitals_and_the_file_a
         shell, monkeypatch, tmp_path):
     """The sandbox hid ``.env`` but not ``.ENV`` (names matched case-sensitively), nor the key
     ``$GOOGLE_APPLICATION_CREDENTIALS`` points to (a file tool asked for it; ``cat`` read it). Both
-    are masked now — also when the command does not name them — and the exact allowed command sees them."""
+    are masked now — also when the command does not name them. The exact allowed command sees ``.ENV``
+    (a secret, asked); the variable's file is a credential store, hidden from every confined command."""
     (shell.ws / ".ENV").write_text("TOKEN=upper-s3cret\n")
     (shell.ws / "sa.json").write_text('{"private_key": "gcp-s3cret"}\n')
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(shell.ws / "sa.json"))
@@ -305,7 +306,7 @@ async def test_the_confined_shell_read_a_secret_named_in_capitals_and_the_file_a
     assert "upper-s3cret" not in res.text and "gcp-s3cret" not in res.text and "end" in res.text, res.text
     shell.confiner.allow_secrets_once(command)
     res = await shell(command)
-    assert "upper-s3cret" in res.text and "gcp-s3cret" in res.text, res.text
+    assert "upper-s3cret" in res.text and "gcp-s3cret" not in res.text, res.text
 
 
 async def test_a_credential_variable_naming_the_workspace_itself_masked_the_root(shell, monkeypatch):

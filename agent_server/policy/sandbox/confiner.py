@@ -42,7 +42,7 @@ from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONL
 from agent_server.policy.editor_config import PLACEHOLDERS, Change, ConfigIndex, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import (MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths,
-                                                     variable_credentials)
+                                                     named_credential_paths)
 
 # sandbox_exec (the wrapper, with ctypes) and shell_spawn (the launcher) load with the first confined
 # command, not with the server (tests/server/test_lazy_imports.py)
@@ -381,11 +381,9 @@ class ShellConfiner:
             except OSError:
                 pass
             masks = credential_paths(self.settings.secret_patterns)
+            masks += [m for m in named_credential_paths(self.roots) if m not in masks]  # protected: always hidden
             if not secrets_visible:
-                roots = [str(r) for r in self.roots]  # a variable naming a root's folder (or above) hides no root
-                named = [m for m in variable_credentials() if not any(r == m or r.startswith(m.rstrip("/") + "/")
-                                                                      for r in roots)]
-                masks += [m for m in self.scanner.scan(self.roots) + named if m not in masks]
+                masks += [m for m in self.scanner.scan(self.roots) if m not in masks]
             spec.update(masks=masks, keep=[str(r) for r in self.roots] + writable, keep_ro=[str(self.spill_dir)])
             from agent_server.policy.sandbox.sandbox_notify import SHELL_RECORD
 

@@ -4,8 +4,8 @@ Role: ``credential_paths(patterns, env)`` lists stored credentials outside the w
 shell's mount namespace hides: the agent-server config file and folder (``api_key``, the key
 ``agent-server login`` stored), the state folder (every session's log), keyring files, and
 well-known secret files in the home folder
-(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …); ``variable_credentials()``
-the files credential-path variables point to. ``SecretScanner`` finds the
+(``HOME_SECRETS``) plus the configured path patterns (``~/.ssh/**`` …), each in any case (``any_case``);
+``named_credential_paths()`` the files credential-path variables and ssh's ``IdentityFile`` name. ``SecretScanner`` finds the
 files inside the roots whose *name* matches a secret pattern (``.env*``, ``*.pem`` …, any case), re-listing
 only folders whose modification time changed since the last scan. ``sweep_setuid(roots)`` removes
 setuid/setgid bits from every file under the roots after a confined command ended
@@ -20,8 +20,8 @@ Known limits: a name pattern (no ``/``) is searched for inside the roots only, a
 from __future__ import annotations
 
 import fnmatch
-import glob
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -49,14 +49,16 @@ def _glob_chars(text: str) -> bool:
     return any(c in text for c in "*?[")
 
 
-def variable_credentials(env: Mapping[str, str] | None = None) -> list[str]:
-    """Resolved paths (existing ones only) of the files and folders the credential-path variables of
-    ``env`` (default: the server's) point to (``$GOOGLE_APPLICATION_CREDENTIALS`` …): secret, not
-    protected — a command the user allowed to see secrets sees them."""
-    from agent_server.policy.paths import credential_variable_paths
+def named_credential_paths(roots: Sequence[Path | str] = (), env: Mapping[str, str] | None = None) -> list[str]:
+    """Resolved paths (existing ones only) of the files and folders the user's set-up names as
+    credentials (``policy.paths.named_credentials``: what credential-path variables of ``env``
+    — default: the server's — point to, ``$GOOGLE_APPLICATION_CREDENTIALS`` …, and the keys ssh's
+    ``IdentityFile`` names), none naming a root or a folder above one: protected, as ``~/.ssh`` —
+    hidden from every confined command."""
+    from agent_server.policy.paths import named_credentials
 
     out: list[str] = []
-    for path, _ in credential_variable_paths(env):
+    for path, _ in named_credentials(roots, env):
         real = os.path.realpath(path)
         if os.path.lexists(path) and real not in out:
             out.append(real)
@@ -67,7 +69,10 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     """Absolute paths (existing ones only) of stored credentials outside the roots, to hide."""
     env = os.environ if env is None else env
     home = env.get("HOME") or os.path.expanduser("~")
-    found: list[str] = [os.path.join(home, p) for p in HOME_SECRETS]
+    listings: dict[str, list[str]] = {}
+    found: list[str] = []
+    for rel in HOME_SECRETS:
+        found += any_case(home, rel, listings)
     from agent_server.config.load import default_config_path
     from agent_server.policy.paths import keyring_folders
     from agent_server.session.store import default_state_dir
@@ -81,19 +86,51 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     for pattern in patterns:
         if "/" not in pattern:
             continue
-        expanded = home + pattern[1:] if pattern.startswith("~") else pattern
-        if expanded.endswith("/**"):
-            expanded = expanded[:-3]
-        if _glob_chars(expanded):
-            found.extend(glob.glob(expanded, recursive=True)[:MAX_SECRET_FILES])
-        else:
-            found.append(expanded)
+        base, rel = (home, pattern[1:]) if pattern.startswith("~") else ("/", pattern)
+        rel = rel[:-3] if rel.endswith("/**") else rel
+        found += any_case(base, rel, listings)[:MAX_SECRET_FILES]
     out: list[str] = []
     for path in found:
         real = os.path.realpath(path)
         if os.path.lexists(path) and real not in out:
             out.append(real)
     return out
+
+
+def any_case(base: str, rel: str, listings: dict[str, list[str]] | None = None) -> list[str]:
+    """``base/rel`` as written, and every existing path under ``base`` that ``rel`` names in any case
+    (``.SSH/ID_RSA`` for ``.ssh/id_rsa``): the file tools judge names in any case (a case-folding
+    filesystem opens ``~/.SSH`` as ``~/.ssh``), so the shell hides what they refuse. ``rel`` may hold
+    the path-pattern globs (``*``, ``?``, ``[…]`` within a name, ``**`` any depth, hidden names
+    too). ``listings``: folder listings already read (shared by one caller's calls)."""
+    listings = {} if listings is None else listings
+    parts = [p for p in rel.split("/") if p and p != "."]
+    out = [] if _glob_chars(rel) else [os.path.normpath(os.path.join(base, *parts))]
+    current = [base]
+    for part in parts:
+        found: list[str] = []
+        if part == "**":
+            for folder in current:
+                found.append(folder)
+                for top, dirs, _ in os.walk(folder):
+                    found += [os.path.join(top, d) for d in dirs]
+                    if len(found) > MAX_SCANNED:
+                        break
+        else:
+            wanted = re.compile(fnmatch.translate(part), re.IGNORECASE) if _glob_chars(part) else None
+            folded = part.casefold()
+            for folder in current:
+                if folder not in listings:
+                    try:
+                        listings[folder] = os.listdir(folder)
+                    except OSError:
+                        listings[folder] = []
+                found += [os.path.join(folder, name) for name in listings[folder]
+                          if (wanted.match(name) if wanted is not None else name.casefold() == folded)]
+        current = found[:MAX_SCANNED]
+        if not current:
+            break
+    return out + [p for p in current if p not in out]
 
 
 #: A folder whose ctime is this close to the look is listed again next time (coarse timestamps).
