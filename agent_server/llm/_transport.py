@@ -1,11 +1,12 @@
 """The HTTP transport of a model endpoint: httpx's, with its first connection opened ahead.
 
 Role: ``endpoint_transport(base_url)`` gives the transport ``ChatClient`` hands to
-``httpx.AsyncClient`` when the environment names no proxy: ``TLSTransport`` for ``https://``
-(httpx's verified TLS context, made as httpx makes it), ``PlainHTTPTransport`` for ``http://``
-(no TLS context: httpx's constructor loads the CA bundle even when no connection uses TLS; its
-connections to an IP address are ``SocketBackend``'s own sockets); with a proxy, ``None``: httpx's
-default and its proxy handling. Both open one connection ahead of the first request
+``httpx.AsyncClient``: with no proxy for the endpoint in the environment, ``TLSTransport`` for
+``https://`` (httpx's verified TLS context, made as httpx makes it), ``PlainHTTPTransport`` for
+``http://`` (no TLS context: httpx's constructor loads the CA bundle even when no connection uses
+TLS; its connections to an IP address are ``SocketBackend``'s own sockets); with one (httpx's own
+reading of ``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY``), ``ProxyTransport``: httpx's proxy pool with
+the same keep-alive, TCP options and resend. The direct two open one connection ahead of the first request
 (``ChatClient.preconnect``: name, connect, TLS handshake). ``HeldBody`` holds a body's last byte
 until the caller's ``ready``. Importing the module keeps httpx from importing its command-line
 client and marks a missing ``sniffio`` as missing. What each saves: bench/README.md.
@@ -16,7 +17,7 @@ connection on the plain-http path, open a connection ahead around a proxy, or se
 connection opened ahead before a request takes it; send a request again after any byte of its
 answer arrived, or with other bytes than the first time, or more than once.
 
-Keep-alive: a connection the pool keeps lives ``KEEPALIVE_EXPIRY`` (300 s; httpcore's default is
+Keep-alive (direct and through a proxy): a connection the pool keeps lives ``KEEPALIVE_EXPIRY`` (300 s; httpcore's default is
 5 s, so nearly every prompt a person types after reading an answer opened a new connection and TLS
 handshake) — under the 400 s Cloudflare (in front of most hosted providers) keeps an idle HTTP/1.1
 client connection, so our side lets go first; a server that keeps it less (nginx 75 s, AWS ALB 60 s)
@@ -24,7 +25,9 @@ closes it, which the pool sees before reusing it. Every connection gets TCP keep
 (``_tune``: after 15 s idle as Go's dialer, then every 5 s, 3 lost → dead) that keep a NAT's or
 firewall's state for it and find a dead one while it is idle, and ``TCP_USER_TIMEOUT`` (30 s) that
 fails a request written into a connection a firewall silently black-holes instead of waiting for
-the stream's idle timeout. ``EndpointPool``: a request that fails on a reused connection (or one
+the stream's idle timeout (the kernel's ``ETIMEDOUT`` is a ``TimeoutError`` in Python: ``_ours`` tells
+it from our own timeouts, so it fails the try as a broken connection). ``EndpointPool`` (and
+``EndpointHTTPProxy``): a request that fails on a reused connection (or one
 opened ahead) before any byte of its answer arrived — the connection was dead before it was
 used — is sent again, once, byte for byte, on a fresh connection (what browsers do for a stale
 keep-alive connection); a failure after the first answer byte, or on a fresh connection, is the
@@ -99,6 +102,14 @@ def _tune(sock: socket.socket | None) -> None:
             sock.setsockopt(level, name, value)
         except OSError:
             pass
+
+
+def _ours(exc: TimeoutError) -> bool:
+    """Whether ``exc`` is a timeout of ours (``asyncio.timeout``: no ``errno``) rather than the
+    kernel's ``ETIMEDOUT`` — a connection it gave up (``TCP_USER_TIMEOUT``, keep-alive probes
+    unanswered), which Python raises as ``TimeoutError`` too: that one is a broken connection (a
+    ``ReadError``, sent again when it was a kept one), not a slow server."""
+    return exc.errno is None
 
 
 class _Attempt:
@@ -211,8 +222,9 @@ class SocketStream(_Tracks, httpcore.AsyncNetworkStream):
         timeout raises ``WriteTimeout``, another error is left for the first read to meet."""
         try:
             await self._send_unsent(timeout)
-        except TimeoutError:
-            raise httpcore.WriteTimeout("timed out sending the request") from None
+        except TimeoutError as exc:
+            if _ours(exc):
+                raise httpcore.WriteTimeout("timed out sending the request") from None
         except OSError:
             pass
 
@@ -230,8 +242,9 @@ class SocketStream(_Tracks, httpcore.AsyncNetworkStream):
         if self._unsent:
             try:
                 await self._send_unsent(timeout)
-            except TimeoutError:
-                raise httpcore.WriteTimeout("timed out sending the request") from None
+            except TimeoutError as exc:
+                if _ours(exc):
+                    raise httpcore.WriteTimeout("timed out sending the request") from None
             except OSError:
                 pass  # as httpcore's own write error: read what the server answered before it closed
         try:
@@ -250,8 +263,10 @@ class SocketStream(_Tracks, httpcore.AsyncNetworkStream):
             if data:
                 self._answered()
             return data
-        except TimeoutError:
-            raise httpcore.ReadTimeout("timed out reading the response") from None
+        except TimeoutError as exc:
+            if _ours(exc):
+                raise httpcore.ReadTimeout("timed out reading the response") from None
+            raise httpcore.ReadError(str(exc)) from exc  # the kernel gave the connection up (TCP_USER_TIMEOUT)
         except OSError as exc:
             raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
 
@@ -580,17 +595,14 @@ _STALE_ERRORS = (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtoco
 ``TCP_USER_TIMEOUT``); a timeout is not one of them (the server may be slow, not gone)."""
 
 
-class EndpointPool(ValidatingPool):
-    """``ValidatingPool`` that sends a request again, once, when its try failed on a connection
-    that was dead before it was used: a reused connection (or one opened ahead) that failed it
-    (``_STALE_ERRORS``) before any byte of an answer came back. The same ``httpcore.Request`` is
-    sent — its head and body, the same bytes (a ``HeldBody``'s ``ready`` is not awaited again; a
-    ``ready`` that failed is never sent again) — on a new connection: the other idle connections
-    to that origin are closed first (they waited as long as the dead one) and none opened ahead is
-    taken. ``resent`` counts these. A try that got a byte of its answer, failed another way, or was
-    made on a fresh connection fails as it did."""
+class _Resends:
+    """What ``EndpointPool`` adds to an httpcore pool (``httpcore.AsyncConnectionPool`` or one of its
+    proxy pools, whose connections ``SocketBackend`` makes): a request whose try failed on a
+    connection that was dead before it was used is sent again, once (``EndpointPool``)."""
 
     resent = 0
+    _connections: list[Any]
+    _optional_thread_lock: Any
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         attempt = _Attempt()
@@ -615,7 +627,24 @@ class EndpointPool(ValidatingPool):
             idle = [c for c in self._connections if c.is_idle() and c.can_handle_request(origin)]
             for connection in idle:
                 self._connections.remove(connection)
-        await self._close_connections(idle)
+        await self._close_connections(idle)  # type: ignore[attr-defined]
+
+
+class EndpointPool(_Resends, ValidatingPool):
+    """``ValidatingPool`` that sends a request again, once, when its try failed on a connection
+    that was dead before it was used: a reused connection (or one opened ahead) that failed it
+    (``_STALE_ERRORS``) before any byte of an answer came back. The same ``httpcore.Request`` is
+    sent — its head and body, the same bytes (a ``HeldBody``'s ``ready`` is not awaited again; a
+    ``ready`` that failed is never sent again) — on a new connection: the other idle connections
+    to that origin are closed first (they waited as long as the dead one) and none opened ahead is
+    taken. ``resent`` counts these. A try that got a byte of its answer, failed another way, or was
+    made on a fresh connection fails as it did."""
+
+
+class EndpointHTTPProxy(_Resends, httpcore.AsyncHTTPProxy):
+    """httpcore's pool through an HTTP(S) proxy (a forwarded request for an ``http://`` endpoint, a
+    ``CONNECT`` tunnel for an ``https://`` one) that resends as ``EndpointPool`` does. A tunnel's
+    ``CONNECT`` answer counts as the first try's answer: a try on a new tunnel is never sent again."""
 
 
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,  # httpx's defaults
@@ -680,15 +709,72 @@ class TLSTransport(EndpointTransport):
         super().__init__(httpx.create_ssl_context(verify=True, trust_env=True), limits)
 
 
+class ProxyTransport(httpx.AsyncHTTPTransport):
+    """The transport for an endpoint reached through a proxy: httpx's own proxy pool, made as httpx's
+    client makes it for that proxy (``httpx.AsyncHTTPTransport(proxy=…)``: HTTP(S) proxies forward an
+    ``http://`` request and tunnel an ``https://`` one with ``CONNECT``; SOCKS with ``socksio``; the
+    proxy URL's credentials; httpx's verified TLS context), with what the direct transports have:
+    ``KEEPALIVE_EXPIRY``, ``_tune``'s TCP options on the connection to the proxy (``SocketBackend``
+    with anyio's streams) and the resend of a request whose kept connection was dead
+    (``EndpointHTTPProxy``). Nothing is opened ahead (``ChatClient.preconnect`` is for
+    ``EndpointTransport`` only)."""
+
+    def __init__(self, proxy: str, limits: httpx.Limits = _LIMITS) -> None:
+        # not super().__init__(): httpx's would make the pool without our backend and resend
+        settings = httpx.Proxy(url=proxy)
+        url = settings.url
+        self.backend = SocketBackend(limits.keepalive_expiry, sockets=False)
+        common: dict[str, Any] = dict(
+            proxy_url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            proxy_auth=settings.raw_auth, ssl_context=httpx.create_ssl_context(verify=True, trust_env=True),
+            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False, network_backend=self.backend)
+        if url.scheme in ("http", "https"):
+            self._pool = EndpointHTTPProxy(proxy_headers=settings.headers.raw, proxy_ssl_context=settings.ssl_context,
+                                           **common)
+        elif url.scheme in ("socks5", "socks5h"):
+            import socksio  # noqa: F401 — as httpx: its absence is said at once, not at the first request
+
+            class EndpointSOCKSProxy(_Resends, httpcore.AsyncSOCKSProxy):
+                """httpcore's SOCKS pool that resends as ``EndpointPool`` does."""
+
+            self._pool = EndpointSOCKSProxy(**common)
+        else:
+            raise ValueError(f"Proxy protocol must be either 'http', 'https', 'socks5', or 'socks5h', but got "
+                             f"{url.scheme!r}.")
+
+
+def proxy_for(base_url: str) -> str | None:
+    """The proxy httpx's client would send requests for ``base_url`` through — ``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` read by httpx's own code, the most specific
+    pattern first, as its client picks a mount — or ``None`` (none applies)."""
+    from httpx._utils import URLPattern, get_environment_proxies
+
+    proxies = get_environment_proxies()
+    if not proxies:
+        return None
+    url = httpx.URL(base_url)
+    for pattern in sorted(URLPattern(key) for key in proxies):
+        if pattern.matches(url):
+            return proxies[pattern.pattern]
+    return None
+
+
 def endpoint_transport(base_url: str) -> httpx.AsyncBaseTransport | None:
-    """The transport for requests to ``base_url`` when the environment names no proxy: a
-    ``PlainHTTPTransport`` for an ``http://`` URL, a ``TLSTransport`` for an ``https://`` one;
-    else ``None`` (httpx's default transport and its proxies; nothing is opened ahead)."""
+    """The transport for requests to ``base_url``: with no proxy for it in the environment, a
+    ``PlainHTTPTransport`` for an ``http://`` URL, a ``TLSTransport`` for an ``https://`` one; with
+    one, a ``ProxyTransport`` through it; ``None`` (httpx's default) for another scheme, or when
+    httpx's proxy reading is not where this httpx keeps it."""
     scheme = urlsplit(base_url).scheme.lower()
     if scheme not in ("http", "https"):
         return None
     from urllib.request import getproxies
 
-    if any(name != "no" for name in getproxies()):  # a proxy (NO_PROXY alone names none):
-        return None  # keep httpx's own proxy handling, which a custom transport would turn off
+    if any(name != "no" for name in getproxies()):  # a proxy is named (NO_PROXY alone names none)
+        try:
+            proxy = proxy_for(base_url)
+        except (ImportError, AttributeError):  # pragma: no cover — another httpx: its own handling
+            return None
+        if proxy is not None:
+            return ProxyTransport(proxy)
     return PlainHTTPTransport() if scheme == "http" else TLSTransport()

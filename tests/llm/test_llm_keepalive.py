@@ -223,3 +223,186 @@ async def test_an_https_request_written_into_a_connection_dropped_while_idle_wen
     assert len(endpoint.dropped) == 1 and one_request(endpoint.dropped[0], _body("second"))
     assert endpoint.connections[1]["requests"] == 1
     assert one_request(endpoint.connections[1]["received"], _body("second"))
+
+
+@pytest.fixture
+def proxied(monkeypatch):
+    """A real forward/``CONNECT`` proxy on 127.0.0.1 (``support.proxy``), named by ``HTTP_PROXY`` and
+    ``HTTPS_PROXY`` as a user's environment names one; nothing bypasses it."""
+    from support.proxy import ForwardProxy
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxy = ForwardProxy()
+
+    def named() -> ForwardProxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        return proxy
+
+    proxy.named = named
+    return proxy
+
+
+async def test_a_prompt_sent_after_a_six_second_pause_through_a_proxy_opened_a_new_connection(clock, proxied):
+    """With a proxy configured the client kept httpx's own transport, whose connections expire after
+    5 s idle: every prompt a person typed after reading an answer opened a new connection to the
+    proxy (and, for ``https://``, a new tunnel and TLS handshake). The proxy path keeps them as the
+    direct one does."""
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            clock.ahead = 6.0
+            assert await _answer(client, _body("second")) == "two"
+        finally:
+            await client.aclose()
+    assert proxied.connections == 1 and len(proxied.requests) == 2  # both went through the proxy, on one connection
+    assert [r.connection for r in endpoint.requests] == [1, 1]
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+async def test_a_request_through_a_proxy_written_into_a_connection_dropped_while_idle_failed_instead_of_going_out_again(
+        proxied, how):
+    """Through a proxy a request written into a kept connection that had died failed the turn: httpx's
+    own transport does not send it again. Now, as on the direct path, the same bytes go out once more
+    on a new connection (through the proxy), and only that one is answered."""
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            assert endpoint.drop_idle(how) == 1
+            assert await _answer(client, _body("second")) == "two"
+            assert client._transport._pool.resent == 1
+        finally:
+            await client.aclose()
+    (dropped,) = endpoint.dropped
+    assert dropped.body == _body("second") and dropped.headers == endpoint.requests[1].headers
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (2, _body("second"))]
+    assert proxied.connections == 2
+
+
+async def test_a_connection_through_a_proxy_that_broke_after_its_answer_began_was_not_sent_again(proxied):
+    broken = {"kind": "raw", "writes": [{"text": 'data: {"choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'}],
+              "close": True, "abort": True}
+    async with OfflineEndpoint([text_stream("one"), broken], keep_alive=True) as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            with pytest.raises(LLMError) as caught:
+                await _answer(client, _body("second"))
+            assert caught.value.code in ("STREAM_CLOSED", "NETWORK")
+            assert client._transport._pool.resent == 0
+        finally:
+            await client.aclose()
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (1, _body("second"))]
+
+
+async def test_a_request_through_a_proxy_whose_fsync_failed_was_not_sent_again(proxied):
+    """The body's last byte waits for the log's fsync (``HeldBody``): when it fails, the request is
+    never completed, on the kept connection or on a new one."""
+    from agent_server.llm._transport import HeldBody
+
+    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            await _until(lambda: endpoint.idle_connections == 1)
+            endpoint.drop_idle("reset")
+
+            async def failed_fsync():
+                raise OSError(5, "Input/output error")
+
+            held = HeldBody(_body("second"), failed_fsync(), None)
+            with pytest.raises(OSError):
+                await client._client.post(client.url, content=held,
+                                          headers={"Content-Length": str(len(_body("second")))})
+            assert client._transport._pool.resent == 0 and isinstance(held.failed, OSError)
+        finally:
+            await client.aclose()
+    assert [r.body for r in endpoint.requests] == [_body("first")]
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's TCP options")
+async def test_a_connection_through_a_proxy_did_not_probe_its_peer_while_idle(proxied):
+    async with OfflineEndpoint([text_stream("one")], keep_alive=True) as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "one"
+            (connection,) = client._transport._pool.connections
+            sock = connection._connection._connection._network_stream.get_extra_info("socket")
+            assert sock.getpeername()[1] == proxied.port
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_USER_TIMEOUT_MS
+        finally:
+            await client.aclose()
+
+
+async def test_an_https_request_through_a_proxy_tunnel_written_into_a_dropped_connection_went_out_again(
+        trusted_kept, proxied):
+    """The ``CONNECT`` tunnel's kept connection died while idle: the request goes out again, once, on
+    a new tunnel; the first tunnel's ``CONNECT`` answer never counted as this request's answer."""
+    from support.tls import one_request
+
+    async with trusted_kept as endpoint, proxied:
+        proxied.named()
+        client = ChatClient(endpoint.url(), "sk-test")
+        try:
+            assert await _answer(client, _body("first")) == "hi"
+            await endpoint.wait_connections(1)
+            await _until(lambda: endpoint._waiting == {1})
+            assert endpoint.drop_idle() == 1
+            assert await _answer(client, _body("second")) == "hi"
+            assert client._transport._pool.resent == 1
+        finally:
+            await client.aclose()
+    assert [line.split(b" ")[0] for line in proxied.requests] == [b"CONNECT", b"CONNECT"]
+    assert len(endpoint.dropped) == 1 and one_request(endpoint.dropped[0], _body("second"))
+    assert one_request(endpoint.connections[1]["received"], _body("second"))
+
+
+def _own_network(timeout_ms: int, mode: str, host: str) -> dict:
+    """``blackhole_run.py`` in a user and network namespace of its own (``unshare -rn``: its loopback
+    link can go down without touching this machine's)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("unshare") is None or shutil.which("ip") is None or \
+            subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no user and network namespaces here (unshare -rn)")
+    script = Path(__file__).with_name("blackhole_run.py")
+    done = subprocess.run(["unshare", "-rn", sys.executable, str(script), str(timeout_ms), mode, host],
+                          capture_output=True, text=True, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"], ids=["own-sockets", "anyio"])
+def test_a_kept_connection_whose_peer_vanished_mid_request_waited_for_the_stream_idle_timeout(host):
+    """The peer of a kept connection vanished after the request was written (its link went down:
+    nothing answers, nothing resets). ``TCP_USER_TIMEOUT`` gave the connection up — but the kernel's
+    ``ETIMEDOUT`` is a ``TimeoutError`` in Python, which the transport's own sockets took for their
+    read timeout: the request was not sent again and failed as "no data for 60 s" (``STREAM_IDLE``)
+    although it waited under a second. Now it is a broken kept connection: given up after the user
+    timeout (shortened to 500 ms here) and sent again, once, on a new connection."""
+    out = _own_network(500, "restore", host)
+    assert out["first"] == "one" and out["user_timeout_ms"] == 500
+    assert out.get("second") == "two" and out["resent"] == 1, out
+    assert out["requests"] == [[1, False], [2, True]]  # the lost try never reached the endpoint
+
+
+def test_a_request_whose_peer_stayed_gone_failed_clearly_after_one_resend():
+    out = _own_network(500, "keep", "127.0.0.1")
+    assert out["error"] == "NETWORK" and "timed out connecting" in out["message"] and out["resent"] == 1, out
+    assert out["requests"] == [[1, False]]

@@ -57,11 +57,27 @@ async def test_https_endpoint_keeps_httpx_verified_tls_context(tls_contexts):
 
 
 async def test_http_endpoint_behind_an_environment_proxy_keeps_httpx_proxy_handling(tls_contexts, monkeypatch):
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    """The proxy httpx's client would pick from the environment (its own reading of ``HTTP_PROXY`` and
+    ``NO_PROXY``), made as httpx makes it; a host ``NO_PROXY`` names goes direct."""
+    from agent_server.llm._transport import ProxyTransport
+
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://user:pw@127.0.0.1:9")
     client = ChatClient("http://127.0.0.1:1/v1", "sk-test")
     try:
-        assert not isinstance(client._client._transport, PlainHTTPTransport)
-        assert client._client._mounts  # httpx's proxy transports, from the environment
+        transport = client._client._transport
+        assert isinstance(transport, ProxyTransport) and not client._client._mounts
+        pool = transport._pool
+        assert (pool._proxy_url.host, pool._proxy_url.port) == (b"127.0.0.1", 9)
+        assert any(name.lower() == b"proxy-authorization" for name, _ in pool._proxy_headers)
+        assert pool._ssl_context.verify_mode == ssl.CERT_REQUIRED
+    finally:
+        await client.aclose()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    client = ChatClient("http://127.0.0.1:1/v1", "sk-test")
+    try:
+        assert isinstance(client._client._transport, PlainHTTPTransport)
     finally:
         await client.aclose()
 
