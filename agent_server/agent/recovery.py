@@ -111,14 +111,16 @@ def open_calls(events: Sequence[SessionEvent]) -> list[OpenCall]:
     return missing
 
 
-def settle_open_calls(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH) -> list[SessionEvent]:
+def settle_open_calls(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH,
+                      sync_later: bool = False) -> list[SessionEvent]:
     """Append a synthetic ``tool/result`` for each of ``open_calls(log.events)``; return them.
 
     ``crashed=False`` (cancel in this process): the pipeline already settled every call it
     dispatched, so an open call never ran → ``reason: "aborted"``. ``crashed=True`` (load after
     a dead process): a call whose ``tool/call`` is on disk may have run → ``"interrupted"``; one
     without → ``"aborted"``. ``cause`` (with ``crashed``): ``CRASH`` or ``LOG_FAILED`` — which
-    words the results use.
+    words the results use. ``sync_later``: appended unsynced (``EventLog.append``), for the caller's
+    next durable append to ``fsync`` with its own.
     """
     appended = []
     for call in open_calls(log.events):
@@ -133,11 +135,12 @@ def settle_open_calls(log: EventLog, turn: int, *, crashed: bool, cause: str = C
             "turn": turn, "call_id": call.call_id, "tool_call_id": tool_call_id, "name": call.name,
             "status": "failed", "content": text, "reason": reason, "synthetic": True,
             "announced": call.call_seq is not None,
-        }))
+        }, sync_later=sync_later))
     return appended
 
 
-def interruption_notice(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH) -> SessionEvent:
+def interruption_notice(log: EventLog, turn: int, *, crashed: bool, cause: str = CRASH,
+                        sync_later: bool = False) -> SessionEvent:
     """Append the ``notice`` that tells the model turn ``turn`` was cut short; return it.
 
     Data: ``{"turn", "reason": "cancelled" | "interrupted", "text", "not_run": [call_id],
@@ -179,14 +182,18 @@ def interruption_notice(log: EventLog, turn: int, *, crashed: bool, cause: str =
         "turn": turn, "reason": "interrupted" if crashed else "cancelled", "text": " ".join(parts),
         "not_run": [c for c, _ in not_run], "may_have_run": [c for c, _ in may_have_run],
         "cut_off": cut_off, "reply_lost": reply_lost,
-    })
+    }, sync_later=sync_later)
 
 
 def close_cancelled_turn(log: EventLog, turn: int) -> list[SessionEvent]:
     """For a turn cancelled in this process, before its ``turn/end``: settle the calls the
-    pipeline never reached and append the interruption notice. Returns the synthetic results."""
-    results = settle_open_calls(log, turn, crashed=False)
-    interruption_notice(log, turn, crashed=False)
+    pipeline never reached and append the interruption notice. Returns the synthetic results.
+    They are written unsynced: the caller's ``turn/end`` (durable) syncs them with its own —
+    one ``fsync`` where each had its own. A crash before it leaves the turn open, which the next
+    load closes with its own results and notice (the user's prompt was durable before the turn
+    began); a failed ``turn/end`` cuts them off with it (memory equals disk)."""
+    results = settle_open_calls(log, turn, crashed=False, sync_later=True)
+    interruption_notice(log, turn, crashed=False, sync_later=True)
     return results
 
 

@@ -113,6 +113,9 @@ class EventLog:
         """Bytes of the file that hold ``_events`` (what a failed append is cut back to)."""
         self.failed: LogWriteError | None = None
         """Set when an append failed: appends are refused until ``recover()``."""
+        self._synced_size: int | None = None
+        """Bytes of the file an ``fsync`` of ours covered (``None``: unknown, as for a log opened):
+        ``close`` needs no ``fsync`` of its own when nothing was written since."""
         self._unsynced: tuple[int, int] | None = None
         """``(bytes, events)`` before the first durable event written but not yet ``fsync``\\ed
         (``append(…, sync_later=True)``), or ``None``: what a failed ``fsync`` is cut back to."""
@@ -301,6 +304,7 @@ class EventLog:
                         if self._sync_error is not None:
                             raise self._sync_error
                     self._unsynced = None
+                    self._synced_size = self._size + len(line)
                 elif self._unsynced is None:
                     self._unsynced = (self._size, len(self._events))
         except OSError as exc:
@@ -319,11 +323,13 @@ class EventLog:
         """``fsync`` the file, from any thread (blocking); changes nothing here but what a failure
         tells the durable appends made until ``synced`` (they are refused). Raises ``OSError``."""
         with self._fsync_lock:
+            size = self._size  # (read first: the bytes of an append in flight may be counted after it)
             try:
                 os.fsync(self._file.fileno())
             except OSError as exc:
                 self._sync_error = exc
                 raise
+            self._synced_size = size if self._synced_size is None else max(self._synced_size, size)
 
     def synced(self, token: tuple[int, int], error: OSError | None = None) -> None:
         """On the log's own thread, after ``sync`` of ``token`` (``unsynced`` before it): the events
@@ -348,6 +354,7 @@ class EventLog:
         """An append or ``fsync`` failed: refuse appends from now on and cut the file back to the
         events in memory — those from the first unsynced durable one on are dropped first."""
         self.failed = LogWriteError(self.path, exc)
+        self._synced_size = None  # the file is cut back: what an fsync covered is unknown again
         pending, self._unsynced = self._unsynced, None
         self._sync_error = None
         if pending is not None:
@@ -393,12 +400,15 @@ class EventLog:
         return True
 
     def close(self) -> None:
-        """Flush to disk and close the file (the in-memory events stay readable)."""
+        """Flush to disk and close the file (the in-memory events stay readable). No ``fsync`` when
+        one of ours already covered every byte written (a turn's ``turn/end`` is the last event of
+        an exit after a cancel): the disk holds the same then."""
         if not self._file.closed:
-            try:
-                os.fsync(self._file.fileno())
-            except OSError:
-                pass  # whatever is on disk stays; a later load repairs or refuses it
+            if self._synced_size != self._size:
+                try:
+                    os.fsync(self._file.fileno())
+                except OSError:
+                    pass  # whatever is on disk stays; a later load repairs or refuses it
             self._file.close()
 
 

@@ -270,3 +270,43 @@ async def test_a_user_event_cut_off_by_another_appends_failure_while_its_fsync_r
     assert len(endpoint.requests) == 1  # the first turn's only: the cut prompt never reached the model
     assert [e.type for e in log.events] == [*before, "turn/start"]
     await goes_on_without_the_lost_prompt(session, client, endpoint)
+
+
+async def test_a_cancelled_turn_and_the_logs_close_fsynced_three_times_where_one_keeps_the_same_on_disk(
+        tmp_path, endpoint, monkeypatch):
+    """``agent-server run``'s exit after a SIGINT: the cancelled turn's ``notice`` was ``fsync``\\ed,
+    then its ``turn/end``, then ``EventLog.close`` ``fsync``\\ed a file no byte had been written to
+    since. The ``notice`` now goes to disk with the ``turn/end``'s ``fsync`` and ``close`` has nothing
+    left to sync: one ``fsync``, the same bytes on disk (the prompt was durable before the turn)."""
+    path = tmp_path / "s" / "events.jsonl"
+    log = EventLog.create(path, {"cwd": str(tmp_path)})
+    client = ChatClient(endpoint.base_url, None)
+    updates = []
+    session = session_over(log, client, updates)
+    endpoint.push({"kind": "hang", "headers": True})
+    turn = asyncio.ensure_future(session.prompt([{"type": "text", "text": "what the user typed"}]))
+    async with asyncio.timeout(HANG):
+        while not endpoint.requests:  # the request is out: the user event is on disk
+            await asyncio.sleep(0.005)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    session.cancel()
+    assert (await turn).exit == "cancelled"
+    await client.aclose()
+    written = [e.type for e in log.events]
+    log.close()
+    assert written[-2:] == ["notice", "turn/end"] and len(synced) == 1
+    assert [e.type for e in EventLog.open(path).events] == written  # all of it on disk
+    assert [e.data.get("content") for e in EventLog.open(path).events if e.type == "user"] == ["what the user typed"]
+
+
+def test_the_logs_close_still_fsyncs_what_was_written_after_the_last_fsync(tmp_path, monkeypatch):
+    log = EventLog.create(tmp_path / "s" / "events.jsonl", {"cwd": str(tmp_path)})
+    log.append("turn/end", {"turn": 1, "exit": "end_turn"})
+    log.append("assistant/chunk", {"text": "only flushed"})
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    log.close()
+    assert len(synced) == 1
