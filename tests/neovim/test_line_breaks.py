@@ -98,3 +98,71 @@ def test_undo_said_restored_but_left_the_stray_character(make_editor, endpoint, 
         ed.idle()
         assert path.read_bytes() == expected, ed.chat()[-1500:]
     assert "restored" in ed.chat()
+
+
+#: name → (the file's bytes, the 'fileformats' it is opened with (or ++ff), the keys that select,
+#: the range the server must be told, the selected text as the file holds it)
+SELECTIONS = {
+    "lone_cr_unix_buffer": (b"a\rb\rc\r", "unix,dos", "1GV", "L1-L1", "a\rb\rc\r"),
+    "crlf": (b"a\r\nb\r\nc\r\n", "unix,dos", "2GVj", "L2-L3", "b\nc"),
+    "crlf_charwise": (b"one\r\ntwo\r\n", "unix,dos", "1G2|vj", "L1-L2", "ne\ntw"),
+    "lone_cr_mac_buffer": (b"a\rb\rc\r", "unix,dos,mac", "2GV", "L1-L1", "b"),
+    "lone_cr_mac_buffer_charwise": (b"ab\rcd\ref\r", "unix,dos,mac", "1G2|vj", "L1-L1", "b\rcd"),
+    "mixed_forced_mac": (b"a\rb\nc\rd\n", "++ff=mac", "2GV", "L1-L2", "b\nc"),
+    "mixed_forced_mac_after_a_break": (b"a\rb\nc\rd\n", "++ff=mac", "3GV", "L2-L2", "d\n"),
+}
+
+
+def test_a_selection_in_a_mac_fileformat_buffer_named_rows_the_server_has_no_lines_for(make_editor, endpoint,
+                                                                                         workspace):
+    """``#L`` ranges (a selection's, ``#selection``'s) count the buffer's rows; the server counts the
+    file's lines as its ``read`` tool does (ended by ``\\n``, a lone ``\\r`` inside its line). Those
+    are the rows of a unix or dos buffer (checked: a lone-CR file in a unix buffer, CRLF), not of a
+    'fileformat' mac one — a lone-CR file opened with 'fileformats' holding mac — whose row 2 was sent
+    as ``#L2-L2``: a line the file does not have. The range is the file's lines holding the
+    selection now, and its text the file's bytes of it."""
+    from agent_server.tools.text import decode_text
+
+    for _ in SELECTIONS:
+        endpoint.push(text_stream("ok"))
+    ed = make_editor()
+    ed.lua("""_G.sent = {}
+        require('agent_server.client').on(function(ev)
+          if ev.type == 'turn_start' then table.insert(_G.sent, ev.prompt[2].resource) end
+        end)""")
+    for n, (name, (data, fileformats, keys, _, _)) in enumerate(SELECTIONS.items()):
+        path = workspace / f"{name}.txt"
+        path.write_bytes(data)
+        if fileformats.startswith("++"):
+            ed.cmd(f"edit {fileformats} {path}")
+        else:
+            ed.cmd(f"set fileformats={fileformats}")
+            ed.cmd(f"edit {path}")
+        ed.keys(keys + "<Esc>")
+        ed.cmd(f"'<,'>AgentAsk {name}")
+        ed.wait("return #_G.sent == ...", n + 1, what=name)
+        ed.idle()
+    sent = ed.lua("return _G.sent")
+    for (name, (data, _, _, fragment, text)), resource in zip(SELECTIONS.items(), sent):
+        path = workspace / f"{name}.txt"
+        assert resource["uri"] == f"{path.as_uri()}#{fragment}", name
+        assert resource["text"] == text, name
+        first, last = (int(x) for x in fragment[1:].split("-L"))
+        lines = decode_text(data).lines()
+        assert 1 <= first <= last <= len(lines) and text.rstrip("\r\n") in "\n".join(lines[first - 1:last]), name
+        where = f"{path} line {first}" if first == last else f"{path} lines {first}-{last}"
+        assert any(where in m["content"] for r in endpoint.requests for m in r.json()["messages"]
+                   if m["role"] == "user" and isinstance(m["content"], str)), name
+    # #selection in the chat's prompt area: the same range
+    endpoint.push(text_stream("ok"))
+    mac = workspace / "lone_cr_mac_buffer.txt"
+    ed.cmd("set fileformats=unix,dos,mac")
+    ed.cmd(f"edit {mac}")
+    ed.keys("3GV<Esc>")
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('see #selection')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return #_G.sent == ...", len(SELECTIONS) + 1, what="#selection")
+    ed.idle()
+    assert ed.lua("return _G.sent[#_G.sent]") == {"uri": f"{mac.as_uri()}#L1-L1", "text": "c",
+                                                   "mimeType": "text/plain"}
