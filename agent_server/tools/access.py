@@ -82,14 +82,16 @@ class FileAccess:
 
     def may_meet_protected(self, folder: str) -> bool:
         """Whether a search below the resolved ``folder`` (which follows no links) can reach a
-        protected path: one lies inside it, or it lies inside one."""
+        protected path: one lies inside it, or it lies inside one — compared in any case, as
+        policy compares (``/Users/Me`` and ``/Users/me`` are one folder on a case-folding filesystem)."""
         if self.protected is None:
             return False
         if not self.protected_paths:
             return True
+        folder = folder.casefold()
         base = folder.rstrip("/") + "/"
         return any(p == folder or p.startswith(base) or folder.startswith(p.rstrip("/") + "/")
-                   for p in self.protected_paths)
+                   for p in (q.casefold() for q in self.protected_paths))
 
     def refusal(self, lexical: str, resolved: str) -> str | None:
         """Why a path (as written, and resolved) is refused to every file tool, or ``None``."""

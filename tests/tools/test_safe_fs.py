@@ -378,3 +378,14 @@ def test_provider_keys_by_name_are_left_out_and_named_unless_allowed():
     # the model's own key never passes, allowed or not
     kept, _ = split_environ({"OPENAI_API_KEY": "sk-0123456789"}, secrets=["sk-0123456789"], allow=["OPENAI_API_KEY"])
     assert kept == {}
+
+
+def test_a_search_of_a_folder_spelled_in_another_case_than_a_protected_store_skipped_the_per_result_check(tmp_path):
+    """On a case-folding filesystem ``/Users/Me`` is ``/Users/me``: a search there meets
+    ``/Users/me/.ssh``. The textual test said it could not (the per-result check was skipped);
+    it compares in any case now, as policy does."""
+    access = FileAccess([tmp_path], protected=lambda lex, res: None,
+                        protected_paths=[str(tmp_path / "home" / "Me" / ".ssh")])
+    assert access.may_meet_protected(str(tmp_path / "home" / "me"))
+    assert access.may_meet_protected(str(tmp_path / "HOME" / "ME" / ".SSH" / "sub"))
+    assert not access.may_meet_protected(str(tmp_path / "home" / "other"))
