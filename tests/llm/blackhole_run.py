@@ -3,8 +3,9 @@ model client's kept connection to a real endpoint on 127.0.0.1 loses its peer mi
 loopback link goes down after the request was written, so nothing answers and nothing resets —
 and ``TCP_USER_TIMEOUT`` (shortened here to ``sys.argv[1]`` ms) must give it up; the pool then
 sends the request again on a new connection (the link is brought back just then). Prints one JSON
-line: what happened. ``sys.argv[2]``: ``restore`` (the link comes back as the request is sent again)
-or ``keep``; ``sys.argv[3]``: the endpoint's host (``127.0.0.1``: the transport's own sockets;
+line: what happened. ``sys.argv[2]``: ``restore`` (the link comes back as the request is sent again),
+``keep`` (it does not), or ``idle`` (the peer vanishes while the kept connection waits: TCP keep-alive
+probes, shortened to 1 s, find it dead before the next request; the link comes back before it); ``sys.argv[3]``: the endpoint's host (``127.0.0.1``: the transport's own sockets;
 ``localhost``: anyio's)."""
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ def body(text: str) -> bytes:
     return encode_body({"model": "m", "messages": [{"role": "user", "content": text}], "stream": True})
 
 
-async def main(timeout_ms: int, restore: bool, host: str) -> dict:
+async def main(timeout_ms: int, mode: str, host: str) -> dict:
     _transport.TCP_USER_TIMEOUT_MS = timeout_ms
+    if mode == "idle":
+        _transport.TCP_KEEPALIVE = (1, 1, 1)  # probes after 1 s idle (15 s in the server)
+    restore = mode == "restore"
     link("up")
     out: dict = {}
     async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
@@ -60,6 +64,14 @@ async def main(timeout_ms: int, restore: bool, host: str) -> dict:
 
             out["user_timeout_ms"] = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
             link("down")  # the peer vanishes: nothing the client writes is ever acknowledged
+            if mode == "idle":  # it vanished while the connection waited: the probes find it dead
+                from httpcore._utils import is_socket_readable
+
+                async with asyncio.timeout(HANG):
+                    while not is_socket_readable(sock):  # (an error makes it readable)
+                        await asyncio.sleep(0.05)
+                out["idle_dead"] = True  # (its error is left for the pool to meet)
+                link("up")
             out["sent_at"] = time.monotonic()
             try:
                 out["second"] = "".join([getattr(e, "text", "") async for e in client.stream(body("second"))])
@@ -76,4 +88,4 @@ async def main(timeout_ms: int, restore: bool, host: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(int(sys.argv[1]), sys.argv[2] == "restore", sys.argv[3]))))
+    print(json.dumps(asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3]))))

@@ -406,3 +406,12 @@ def test_a_request_whose_peer_stayed_gone_failed_clearly_after_one_resend():
     out = _own_network(500, "keep", "127.0.0.1")
     assert out["error"] == "NETWORK" and "timed out connecting" in out["message"] and out["resent"] == 1, out
     assert out["requests"] == [[1, False]]
+
+
+def test_a_kept_connection_whose_peer_vanished_while_it_waited_was_found_dead_by_its_keep_alive_probes():
+    """The other half of the black hole: the peer vanished while the connection waited in the pool.
+    Its TCP keep-alive probes (shortened to 1 s here) go unanswered and the kernel gives it up, so
+    the next request goes out on a new connection at once — no try lost on the dead one."""
+    out = _own_network(500, "idle", "127.0.0.1")
+    assert out["idle_dead"] and out.get("second") == "two" and out["resent"] == 0, out
+    assert out["requests"] == [[1, False], [2, True]]
