@@ -14,7 +14,10 @@ layer, alternated in rounds, and reads this thread's CPU clock (``time.thread_ti
   then the body's own bytes, one ``sendmsg``), the answer read by h11.
 
 For each: ``to_send_ms``, the CPU from the call to the request's ``sendmsg`` (the part on the way to
-the model); ``whole_ms``, to the answer read to its end. The floor: ``encode_body`` of the same body
+the model); ``whole_ms``, to the answer read to its end. ``--cold N``: N fresh processes per layer,
+each ``ChatClient.warm`` and a connection opened ahead (as a load leaves them), then the CPU to the
+``sendmsg`` of its first three requests: the first request after a load runs code the process has
+not run yet. The floor: ``encode_body`` of the same body
 (best of 5 × 20) in the same process. Medians over the requests of a round; the rounds' ranges.
 
 Must never: report a figure without the machine it was taken on (``bench/README.md`` keeps them).
@@ -112,15 +115,20 @@ class _H11:
         self.sock: socket.socket | None = None
         self.conn: Any = None
 
+    async def connect(self) -> None:
+        import h11
+        self.sock = socket.socket()
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await asyncio.get_running_loop().sock_connect(self.sock, self.address)
+        self.conn = h11.Connection(h11.CLIENT)
+
     async def __call__(self, client: Any, body: bytes) -> None:
         import h11
         loop = asyncio.get_running_loop()
         if self.sock is None:
-            self.sock = socket.socket()
-            self.sock.setblocking(False)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await loop.sock_connect(self.sock, self.address)
-            self.conn = h11.Connection(h11.CLIENT)
+            await self.connect()
+        assert self.sock is not None
         conn = self.conn
         pieces = conn.send_with_data_passthrough(h11.Request(
             method=b"POST", target=b"/v1/chat/completions",
@@ -141,14 +149,39 @@ class _H11:
         conn.start_next_cycle()
 
 
+def _layers(client: Any, base_url: str, sends: _Sends) -> dict[str, Any]:
+    host, port = base_url.split("//")[1].split("/")[0].split(":")
+    head = [(k, v) for k, v in client._request(b"", None).headers.raw if k.lower() != b"content-length"]
+    return {"chat_client": _chat_client, "httpx": _httpx, "httpcore": _httpcore, "h11": _H11(host, int(port), head, sends)}
+
+
+async def _cold(base_url: str, layer: str, body: bytes, sends: _Sends) -> list[float]:
+    """In a fresh process: the CPU to the ``sendmsg`` of the first three requests through ``layer``,
+    after ``ChatClient.warm`` and a connection opened ahead, as a load leaves them."""
+    from agent_server.llm import ChatClient
+    client = ChatClient(base_url, "sk-bench")
+    client.warm()
+    call = _layers(client, base_url, sends)[layer]
+    if layer == "h11":
+        await call.connect()
+    else:
+        client.preconnect()
+        await asyncio.gather(*client._tails)
+    out = []
+    for _ in range(3):
+        sends.at.clear()
+        start = time.thread_time()
+        await call(client, body)
+        out.append((sends.at[0] - start) * 1e3)
+    await client.aclose()
+    return out
+
+
 async def _round(base_url: str, requests: int, body: bytes, sends: _Sends) -> dict[str, dict[str, float]]:
     from agent_server.llm import ChatClient
     client = ChatClient(base_url, "sk-bench")
     client.warm()
-    host, port = base_url.split("//")[1].split("/")[0].split(":")
-    head = [(k, v) for k, v in client._request(b"", None).headers.raw if k.lower() != b"content-length"]
-    layers = {"chat_client": _chat_client, "httpx": _httpx, "httpcore": _httpcore,
-              "h11": _H11(host, int(port), head, sends)}
+    layers = _layers(client, base_url, sends)
     out: dict[str, dict[str, float]] = {}
     for name, call in layers.items():
         to_send, whole = [], []
@@ -169,7 +202,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--cold", type=int, default=0, help="also N fresh processes per layer: its first requests")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # LAYER BASE_URL: one cold process
+    args, rest = parser.parse_known_args()
+    if args.child:
+        sends = _Sends()
+        sends.install()
+        print(json.dumps(asyncio.run(_cold(rest[0], args.child, _body()[1], sends))))
+        return
     root = Path(__file__).resolve().parents[1]
     endpoint = subprocess.Popen([sys.executable, "-c", ENDPOINT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, cwd=str(root))
@@ -182,6 +222,12 @@ def main() -> None:
         rounds = []
         for _ in range(args.rounds):
             rounds.append(asyncio.run(_round(base_url, args.requests, body, sends)))
+        colds: dict[str, list[list[float]]] = {}
+        for _ in range(args.cold):
+            for layer in ("chat_client", "httpx", "httpcore", "h11"):
+                out = subprocess.run([sys.executable, __file__, "--child", layer, base_url], capture_output=True,
+                                     text=True, check=True, cwd=str(root))
+                colds.setdefault(layer, []).append(json.loads(out.stdout))
         load.append(os.getloadavg()[0])
     finally:
         endpoint.stdin.write("\n")  # type: ignore[union-attr]
@@ -199,7 +245,10 @@ def main() -> None:
         figures[name]["to_send_per_encode"] = round(statistics.median(r[name]["to_send_ms"] for r in rounds) / encode, 2)
     print(json.dumps({"machine": f"{os.cpu_count()} cores, {platform.python_version()}",
                       "load": [round(x, 1) for x in load], "bytes": len(body), "encode_ms": round(encode, 3),
-                      "layers (min, median, max over rounds)": figures}, indent=1))
+                      "layers (min, median, max over rounds)": figures,
+                      **({"cold: the first three requests of a process, medians over processes": {
+                          layer: [round(statistics.median(run[i] for run in runs), 3) for i in range(3)]
+                          for layer, runs in colds.items()}} if colds else {})}, indent=1))
 
 
 if __name__ == "__main__":
