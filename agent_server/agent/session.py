@@ -148,13 +148,18 @@ class DurableSync:
 
 
 class _Settled:
-    """An awaitable of ``durable`` that a cancelled waiter does not cancel (a shield made when awaited)."""
+    """An awaitable of ``durable``'s ``fsync`` that a cancelled waiter does not cancel (a shield made
+    when awaited); ``done_now()``: whether it is done already (``DurableSync.settled_now``), asked by
+    the transport right before it would hold the request's last byte back."""
 
-    def __init__(self, durable: "asyncio.Future[None]") -> None:
+    def __init__(self, durable: DurableSync) -> None:
         self._durable = durable
 
     def __await__(self) -> Any:
-        return asyncio.shield(self._durable).__await__()
+        return asyncio.shield(self._durable.future).__await__()
+
+    def done_now(self) -> bool:
+        return self._durable.settled_now()
 
 
 class AfterSync:
@@ -168,7 +173,7 @@ class AfterSync:
 
     def stream(self, body: bytes) -> Any:
         if not self._durable.settled_now():  # (raises the fsync's LogWriteError: nothing is sent)
-            return self._client.stream(body, ready=_Settled(self._durable.future))
+            return self._client.stream(body, ready=_Settled(self._durable))
         return self._client.stream(body)
 
 

@@ -272,9 +272,10 @@ class ChatClient:
         ``ready``: an awaitable (a future or task: it is awaited at most once, and not at all when
         the request fails before its body) that must finish before the endpoint can hold the whole
         request — the connection is taken and all but the body's last byte written, then ``ready``
-        is awaited, then the last byte is sent (``HeldBody``). If it raises, that exception leaves
-        here unchanged and the connection is closed, never pooled: the endpoint never got a whole
-        request.
+        is awaited, then the last byte is sent (``HeldBody``); a ``ready`` whose ``done_now()`` says
+        it is done by then is not awaited, and the request leaves whole. If it raises, that exception
+        leaves here unchanged and the connection is closed, never pooled: the endpoint never got a
+        whole request.
 
         If you stop iterating early, close the generator (``contextlib.aclosing``) so the
         connection is released at once.

@@ -160,7 +160,9 @@ class _Tracks:
 class HeldBody(httpx.AsyncByteStream):
     """A request body (httpx ``content``) whose last byte waits for ``ready``: everything before it
     — the connection taken, the head and ``body[:-1]`` written (``SocketStream``'s kept bytes sent
-    first) — is done, then ``ready`` is awaited (once), then the last byte is written. If ``ready``
+    first) — is done, then ``ready`` is awaited (once), then the last byte is written. When ``ready``
+    has a ``done_now()`` that says it is done by then (it may raise ``ready``'s error), nothing is
+    held back or awaited: the request leaves whole, in one send, as without ``ready``. If ``ready``
     raises, its exception leaves as it is: httpcore closes a connection whose request was not
     written whole (never back to the pool), so the endpoint never has a complete request. Sent with
     the request's own head (its ``Content-Length``): the head a request without ``ready`` gets.
@@ -178,16 +180,20 @@ class HeldBody(httpx.AsyncByteStream):
         body = self._body
         if len(body) > 1:
             yield body[:-1]
-        stream = _HOLDING.get()
-        if stream is not None and stream._unsent:
-            await stream.send_kept(self._write_timeout)
-        if not self._settled:  # sent again (``EndpointPool``): ``ready`` finished the first time
+        if not self._settled:  # (sent again by ``EndpointPool``: ``ready`` finished the first time)
+            done_now = getattr(self._ready, "done_now", None)
             try:
-                await self._ready
+                if done_now is not None and done_now():
+                    self._settled = True  # done while the request was made: nothing is held back
+                else:
+                    stream = _HOLDING.get()
+                    if stream is not None and stream._unsent:
+                        await stream.send_kept(self._write_timeout)
+                    await self._ready
+                    self._settled = True
             except BaseException as exc:
                 self.failed = exc
                 raise
-            self._settled = True
         yield body[-1:]
 
 

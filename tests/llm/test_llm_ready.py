@@ -247,3 +247,63 @@ async def test_over_tls_the_request_waited_for_the_prompt_s_fsync_before_its_fir
                     assert record["received"].partition(b"\r\n\r\n")[2] == BODY[:-1]
         finally:
             await client.aclose()
+
+
+class DoneMeanwhile:
+    """A ``ready`` that finished while the request was being made (the ``fsync``'s worker returned,
+    the loop has not yet run its callback): ``done_now()`` says so; awaiting it returns at once."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def done_now(self) -> bool:
+        return True
+
+    def __await__(self) -> Any:
+        self.count += 1
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future.__await__()
+
+
+async def test_a_request_whose_fsync_was_done_before_its_bytes_left_still_went_out_in_two_sends(monkeypatch):
+    """Issue 33 item 6 (the traced step after a load): when the prompt's ``fsync`` ended while httpx
+    made the request — after the turn chose to hold its last byte, before a byte was sent — the
+    head and body went in one ``sendmsg``, the loop turned until it heard the worker was done, and
+    the last byte went in a second ``sendmsg``: 0.13–0.5 ms of the loop's CPU and the endpoint woken
+    twice. Now the transport asks ``ready.done_now()`` before it holds anything back."""
+    from agent_server.llm import _transport
+
+    sends = []
+    real = _transport.SocketStream._send_unsent
+
+    async def counted(self, timeout):
+        sends.append(sum(map(len, self._unsent)))
+        await real(self, timeout)
+    monkeypatch.setattr(_transport.SocketStream, "_send_unsent", counted)
+    async with OfflineEndpoint([text_stream("hi")]) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            ready = DoneMeanwhile()
+            assert _text(await asyncio.wait_for(_drain(client, BODY, ready=ready), HANG)) == "hi"
+        finally:
+            await client.aclose()
+    assert len(sends) == 1 and ready.count == 0, (sends, ready.count)
+    assert endpoint.requests[0].body == BODY
+
+
+async def test_a_ready_that_says_it_failed_when_asked_sends_no_whole_request():
+    """``done_now()`` raising (the ``fsync`` failed: ``DurableSync.settled_now`` raises its error)
+    fails the request as an awaited ``ready`` does: that error, unchanged, and no whole request."""
+    class Failed(DoneMeanwhile):
+        def done_now(self) -> bool:
+            raise DiskFull("no space left on device")
+
+    async with OfflineEndpoint([text_stream("hi")]) as endpoint:
+        client = ChatClient(endpoint.base_url, "sk-test")
+        try:
+            with pytest.raises(DiskFull):
+                await asyncio.wait_for(_drain(client, BODY, ready=Failed()), HANG)
+        finally:
+            await client.aclose()
+    assert endpoint.requests == []
