@@ -24,7 +24,11 @@ words were drawn and nothing was left queued, as a ratio to the floor measured i
 same figure for the replay of a one-prompt session (its answer a line); the idle timer's own longest
 gap (2 s, nothing happening) is reported beside it.
 
-Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750 | --replay 300] [--json]``.
+With ``--replay-mb MB`` instead (newcomer 4, finding 1): the same for a session whose one answer is MB
+megabytes of one-line paragraphs, a prompt sent right after the choice — when the answer's last line and the
+prompt's bubble were shown.
+
+Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750 | --replay 300 | --replay-mb 2] [--json]``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,17 @@ def part(step: int, size: int) -> str:
     while n < size:
         p = (f"Paragraph {step}.{i}: the answer goes on with **bold {step}.{i}** words and `code_{step}_{i}` "
              f"and more plain words to fill the line, as a long explanation from a model would.\n\n")
+        out.append(p)
+        n += len(p)
+        i += 1
+    return "".join(out)
+
+
+def lines_answer(size: int) -> str:
+    """``size`` bytes of one-line markdown paragraphs with a heading every 50 (the fake model's ``LONG``)."""
+    out, i, n = [], 0, 0
+    while n < size:
+        p = (f"\n## Section {i // 50}\n\n" if i % 50 == 0 else "") + f"Line {i}: some *markdown* text with `code` and more words.\n\n"
         out.append(p)
         n += len(p)
         i += 1
@@ -124,11 +139,13 @@ def main() -> int:
                     help="instead: one answer of KB kilobytes sent at once; the webview's longest blocked stretch")
     ap.add_argument("--replay", type=int, default=0, metavar="CARDS",
                     help="instead: a session/load replay of a session with CARDS tool cards; the webview's longest blocked stretch")
+    ap.add_argument("--replay-mb", type=float, default=0, metavar="MB",
+                    help="instead: a session/load replay of one MB-megabyte answer, a prompt sent right after the choice")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.burst:
         return burst(args)
-    if args.replay:
+    if args.replay or args.replay_mb:
         return replay(args)
     t = tools()
     steps, tool_calls_per_step = 20, 3
@@ -214,23 +231,30 @@ def replay(args: argparse.Namespace) -> int:
     tmp, workspace = folders("vscode-replay-")
     for name in ("a.py", "b.py", "c.py"):
         (workspace / name).write_text(f"# {name}\n")
-    steps = max(1, args.replay // 3)
-    end, short_end = "REPLAY-ANSWER-END", "SHORT-ANSWER-END"
+    steps = max(1, args.replay // 3) if not args.replay_mb else 0
+    end, short_end, during_end = "REPLAY-ANSWER-END", "SHORT-ANSWER-END", "DURING-ANSWER-END"
     endpoint = ThreadedEndpoint(OfflineEndpoint())
     endpoint.push(text_stream(f"Hello. {short_end}"))
     for k in range(steps):
         endpoint.push(tool_call_stream([(f"r{k}.{j}", "read", json.dumps({"path": n})) for j, n in enumerate(("a.py", "b.py", "c.py"))],
                                        text=part(k, 4000), args_chunk_size=64))
-    endpoint.push(text_stream(part(steps, 4000) + end, chunk_size=4096))
+    if args.replay_mb:  # newcomer 4, finding 1: one long answer of short paragraphs and a heading every 50
+        endpoint.push(text_stream(lines_answer(int(args.replay_mb * 1_000_000)) + end, chunk_size=1400))
+        endpoint.push(text_stream(f"Answered during the replay. {during_end}"))
+    else:
+        endpoint.push(text_stream(part(steps, 4000) + end, chunk_size=4096))
     (tmp / "config.toml").write_text(f"[agent]\nmax_steps_per_turn = {steps + 10}\n")
     scenario = {"name": "replay_bench", "shortPrompt": "Say hello", "shortAnswer": short_end,
                 "prompt": "Read everything and explain", "answer": end}
+    if args.replay_mb:
+        scenario |= {"during": "Sent during the replay", "duringAnswer": during_end}
     got = run_scenario(t, tmp, scenario, REPO / ".venv" / "bin" / "agent-server", endpoint, tmp / "state",
                        {"AGENT_SERVER_CONFIG": str(tmp / "config.toml")})
     if got is None:
         return 1
     floor = max(got["short"]["maxBlockedMs"], 1.0)
-    figures = {"cards": steps * 3, "max_blocked_ms": round(got["long"]["maxBlockedMs"], 1),
+    figures = {"cards": steps * 3, "answer_mb": args.replay_mb, "during_prompt_shown_s": None if got["long"].get("duringShownMs") is None
+               else round(got["long"]["duringShownMs"] / 1000, 2), "max_blocked_ms": round(got["long"]["maxBlockedMs"], 1),
                "p95_blocked_ms": round(got["long"]["p95BlockedMs"], 1), "replay_drawn_s": round(got["long"]["tookMs"] / 1000, 2),
                "floor_ms": round(got["short"]["maxBlockedMs"], 1), "ratio": round(got["long"]["maxBlockedMs"] / floor, 2),
                "idle_max_gap_ms": round(got["idle"]["maxBlockedMs"], 1), "cards_in_dom": got["cards"],
@@ -238,9 +262,11 @@ def replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"session/load of {figures['cards']} tool cards: the webview was blocked at most {figures['max_blocked_ms']} ms "
+        what = f"a {args.replay_mb:g} MB answer" if args.replay_mb else f"{figures['cards']} tool cards"
+        during = f"; the prompt sent at the choice shown after {figures['during_prompt_shown_s']} s" if args.replay_mb else ""
+        print(f"session/load of {what}: the webview was blocked at most {figures['max_blocked_ms']} ms "
               f"(p95 {figures['p95_blocked_ms']} ms), {figures['ratio']} x the one-prompt replay's {figures['floor_ms']} ms "
-              f"(idle: {figures['idle_max_gap_ms']} ms); drawn {figures['replay_drawn_s']} s after the choice (load {figures['load']})")
+              f"(idle: {figures['idle_max_gap_ms']} ms); drawn {figures['replay_drawn_s']} s after the choice{during} (load {figures['load']})")
     return 0
 
 

@@ -363,7 +363,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
           const without = blocks.length === 1 && !agent.currentSessionId && !loading ? noSessionAnswer(m.text) : undefined;
           if (without) return post({ kind: "notice", level: "info", text: without }); // no session made for it (N3)
           const shown = [m.text, ...labels].filter(Boolean).join("\n");
-          post({ kind: "user", text: shown });
+          const replay = loading;
+          replay?.clear(); // the loaded session's transcript, the prompt in it (a reset after it would wipe it)
+          post({ kind: "user", text: shown }); // shown at once, below the replay still arriving
+          // sent once the replay has ended: the server streams its answer after the history, never inside it
+          if (replay) await replay.done;
           return await sendPrompt(blocks, m.text || shown, shown);
         }
         case "takenOverChoice":
@@ -503,13 +507,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
    * client on the session they had, and says so (with who holds it: the panel then offers `how`:
    * `take-over`, the holder is asked to let it go; `copy`, a fork of it is opened instead).
    */
-  let loading: { sessionId: string; clear: () => void } | undefined;
+  let loading: { sessionId: string; clear: () => void; done: Promise<void> } | undefined;
   /** The prompts of each session still open here (their texts): a session shown again after a switch
    * gets its running turns and their waiting questions back (newcomer finding 1b). */
   const openPrompts = new Map<string, string[]>();
   async function loadSession(sessionId: string, why: "pick" | "reopen" = "pick", how?: "take-over" | "copy"): Promise<void> {
     let cleared = false;
-    const load = { sessionId, clear: () => { if (!cleared) { cleared = true; post({ kind: "reset", sessionId: load.sessionId }); } } };
+    let finished = () => {};
+    // the panel shows the loaded session from its first update (or a prompt sent meanwhile) on: its
+    // context use is unknown until said again (never the last session's figure)
+    const clear = () => {
+      if (cleared) return;
+      cleared = true;
+      setContextUse(undefined);
+      post({ kind: "reset", sessionId: load.sessionId, replay: true });
+    };
+    const load = { sessionId, clear, done: new Promise<void>((resolve) => (finished = resolve)) };
     loading = load;
     try {
       if (how === "copy") load.sessionId = await agent.forkSession(sessionId);
@@ -533,6 +546,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       void refreshSessions();
     } finally {
       if (loading === load) loading = undefined;
+      finished();
     }
   }
 

@@ -70,7 +70,9 @@ export interface ImageView {
 }
 
 export type ChatEvent =
-  | { kind: "reset"; sessionId?: string }
+  /** The transcript starts again; `replay`: with `sessionId`'s `session/load` replay, which lasts until
+   * `loaded` (or `load-refused`): the session's mode, model and context use are unknown until said again. */
+  | { kind: "reset"; sessionId?: string; replay?: boolean }
   /** The panel's session is now `sessionId` (the transcript stays). */
   | { kind: "session"; sessionId: string }
   /** A `session/load` was refused: the panel stays on `current` (none: the next prompt starts one).

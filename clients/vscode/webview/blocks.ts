@@ -75,48 +75,27 @@ export class BlockSplitter {
   }
 }
 
-/** Markdown a paint renders at most (characters, each block counted at least `BLOCK_COST`): a burst —
- * a fast provider, a `session/load` replay, 750 KB in one message — is drawn over several frames, and
- * input, Stop and the host's messages are handled between them (newcomer 3, finding 4). */
+/** Markdown a paint renders at most (characters, each block counted at least `BLOCK_COST`): of a burst —
+ * a fast provider, a `session/load` replay, 2 MB in one message — a paint draws the newest blocks within
+ * it (the end the panel follows); the older ones wait as their markdown, each rendered once it comes near
+ * the viewport (newcomer 3 finding 4, newcomer 4 finding 1). */
 export const PAINT_BUDGET = 12 * 1024;
 export const BLOCK_COST = 256;
 
+/** What drawing one block costs of a paint's budget. */
+export function blockCost(block: string): number {
+  return Math.max(block.length, BLOCK_COST);
+}
+
 /**
- * Closed blocks waiting to be rendered, taken a paint's budget at a time (oldest first).
+ * Of parts in reading order costing `costs`, the index from which a paint draws them now: the newest
+ * ones while `budget` lasts (the one that crosses it included); the older ones are left for when they
+ * come into view. A budget spent already draws none.
  *
- * Must not: hand out more than the budget in one `take` (beyond the one block that crosses it), or
- * reorder blocks.
+ * Must not: draw an older part while a newer one is left out (the end is what the panel shows).
  */
-export class BlockQueue {
-  private blocks: string[] = [];
-  private at = 0;
-
-  push(blocks: string[]): void {
-    for (const b of blocks) this.blocks.push(b);
-  }
-
-  get pending(): number {
-    return this.blocks.length - this.at;
-  }
-
-  /** Blocks to render now within `budget` (see `PAINT_BUDGET`), and what is left of the budget;
-   * `enough` (the paint's time is up: a loaded machine) ends it early, after at least one block. */
-  take(budget: number, enough: () => boolean = () => false): { blocks: string[]; left: number } {
-    const out: string[] = [];
-    while (this.at < this.blocks.length && budget > 0 && (out.length === 0 || !enough())) {
-      const b = this.blocks[this.at++]!;
-      budget -= Math.max(b.length, BLOCK_COST);
-      out.push(b);
-    }
-    if (this.at === this.blocks.length) {
-      this.blocks = [];
-      this.at = 0;
-    }
-    return { blocks: out, left: budget };
-  }
-
-  clear(): void {
-    this.blocks = [];
-    this.at = 0;
-  }
+export function drawnFrom(costs: readonly number[], budget: number): number {
+  let from = costs.length;
+  while (from > 0 && budget > 0) budget -= costs[--from]!;
+  return from;
 }

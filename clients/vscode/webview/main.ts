@@ -2,7 +2,8 @@
  * The panel's webview: folds the host's events into the chat state and repaints at most once per
  * animation frame, only the items whose revision changed; a streaming answer is drawn incrementally
  * (each markdown block rendered once, when it closes) and items far from the viewport keep only their
- * height (issue 30: a 2 MB answer must not freeze the panel). Input with history, stop button,
+ * height (issue 30: a 2 MB answer must not freeze the panel); a burst or a `session/load` replay draws its
+ * end first and the rest when scrolled to (newcomer 4 finding 1). Input with history, stop button,
  * session / mode / model pickers, permission and proposal cards.
  *
  * Must not: insert untrusted text as HTML (model text goes through `renderMarkdown`; everything else
@@ -10,7 +11,7 @@
  */
 
 import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
-import { BlockQueue, BlockSplitter, PAINT_BUDGET } from "./blocks";
+import { BlockSplitter, PAINT_BUDGET, blockCost, drawnFrom } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
@@ -316,6 +317,11 @@ function commandBlock(command: string): HTMLElement {
 function renderItem(item: Item): HTMLElement {
   switch (item.type) {
     case "user": {
+      if (item.afterReplay) {
+        const node = el("div", "item user queued", item.text);
+        node.prepend(el("div", "queued-note", "Sent once the session's history has loaded"));
+        return node;
+      }
       if (item.waits) {
         const waiting = el("div", "item user queued", item.text);
         waiting.prepend(el("div", "queued-note", "Waits for the running turn: answered once it ends"));
@@ -536,7 +542,11 @@ interface Unit {
 }
 
 interface Chunk extends Unit {
+  /** The HTML of its blocks rendered so far (kept for drawing it again). */
   html: string;
+  /** Its blocks not rendered yet (a burst's or a replay's older part): rendered, once, when the chunk
+   * first comes near the viewport; until then the chunk is their estimated height. */
+  source: string[];
   blocks: number;
   size: number;
 }
@@ -544,9 +554,7 @@ interface Chunk extends Unit {
 interface AgentView {
   node: HTMLElement;
   splitter: BlockSplitter;
-  /** Closed blocks not rendered yet (a burst is drawn a paint's budget at a time). */
-  queue: BlockQueue;
-  /** The message's text as last seen (the tail is drawn from it once the queue is empty). */
+  /** The message's text as last seen. */
   text: string;
   chunks: Chunk[];
   tail: Text | undefined;
@@ -575,6 +583,29 @@ const CHUNK_BYTES = 8000;
 /** What drawing a card spends of a paint's budget (`PAINT_BUDGET`, in markdown characters). */
 const CARD_COST = 1024;
 
+/**
+ * Heights of what is not drawn yet (a replay's or a burst's far part): a placeholder of about the
+ * height it will have, so the scrollbar is right and only what is near the viewport is drawn. Text:
+ * its lines at the transcript's width (measured once per paint, before the paint changes the DOM);
+ * an item: the height last measured of its kind. A wrong guess only moves the content below it when
+ * it is drawn (the browser's scroll anchoring keeps a reader's place; the end is followed anyway).
+ */
+const typicalHeight: Record<string, number> = { tool: 34, user: 44, notice: 40, thought: 30, permission: 140, proposal: 140, agent: 40 };
+let fontPx = 0;
+let charsPerLine = 80;
+
+function measureText(): void {
+  fontPx ||= parseFloat(getComputedStyle(transcript).fontSize) || 13;
+  const width = transcript.clientWidth;
+  if (width > 0) charsPerLine = Math.max(20, Math.floor((width - 24) / (fontPx * 0.55)));
+}
+
+function estimateBlock(block: string): number {
+  let lines = 0;
+  for (const line of block.split("\n")) lines += Math.max(1, Math.ceil(line.length / charsPerLine));
+  return Math.round((lines + 1) * fontPx * 1.4); // + the margin between blocks
+}
+
 const observer = new IntersectionObserver(
   (entries) => {
     let filled = false;
@@ -591,6 +622,8 @@ const observer = new IntersectionObserver(
       } else if (!unit.collapsed && transcript.clientHeight > 0 && entry.boundingClientRect.height > 0) {
         // out of reach: keep its height, drop its nodes (a hidden panel measures 0: left alone)
         unit.el.style.height = `${entry.boundingClientRect.height}px`;
+        const type = (unit as Partial<Slot>).item?.type;
+        if (type && type !== "agent") typicalHeight[type] = Math.round(((typicalHeight[type] ?? 40) * 3 + entry.boundingClientRect.height) / 4);
         unit.el.replaceChildren();
         unit.collapsed = true;
       }
@@ -617,15 +650,20 @@ function renderBlock(markdown: string): string {
   return renderMarkdown(markdown); // markdown-it, html:false, checked links
 }
 
-function newChunk(view: AgentView): Chunk {
+function newChunk(view: AgentView, later: boolean): Chunk {
   const chunk: Chunk = {
     el: el("div", "md-chunk"),
-    collapsed: false,
+    collapsed: later,
     html: "",
+    source: [],
     blocks: 0,
     size: 0,
     fill: () => {
-      chunk.el.innerHTML = chunk.html; // HTML rendered once when its blocks closed
+      if (chunk.source.length > 0) {
+        chunk.html += chunk.source.map(renderBlock).join(""); // each block rendered once, when first near
+        chunk.source = [];
+      }
+      chunk.el.innerHTML = chunk.html;
     },
   };
   view.chunks.push(chunk);
@@ -634,40 +672,42 @@ function newChunk(view: AgentView): Chunk {
   return chunk;
 }
 
-/** What is left of this paint's markdown budget (`PAINT_BUDGET`); messages with blocks still queued. */
+/** What is left of this paint's markdown budget (`PAINT_BUDGET`). */
 let paintBudget = PAINT_BUDGET;
-/** When this paint's rendering of queued blocks stops, whatever is left of the budget (a loaded machine). */
-let paintDeadline = 0;
-const PAINT_MS = 8;
-const draining = new Set<AgentView>();
 
-function addBlocks(view: AgentView, blocks: string[]): void {
-  for (const block of blocks) {
+/** Adds closed blocks to the message: those before `from` as their markdown (rendered when they come
+ * near the viewport), the rest rendered now. */
+function addBlocks(view: AgentView, blocks: string[], from: number): void {
+  const later = new Map<Chunk, number>(); // chunks kept as markdown: their estimated height, set once
+  blocks.forEach((block, i) => {
     mdBlocks++;
-    const html = renderBlock(block);
     let chunk = view.chunks[view.chunks.length - 1];
-    if (!chunk || chunk.collapsed || chunk.size >= CHUNK_BYTES) chunk = newChunk(view);
+    if (i < from) {
+      // a chunk never drawn takes more of them; one drawn (or kept as its measured height) does not
+      if (!chunk || !chunk.collapsed || chunk.html !== "" || chunk.size >= CHUNK_BYTES) chunk = newChunk(view, true);
+      chunk.source.push(block);
+      chunk.size += block.length;
+      chunk.blocks++;
+      later.set(chunk, (later.get(chunk) ?? (parseFloat(chunk.el.style.height) || 0)) + estimateBlock(block));
+      return;
+    }
+    const html = renderBlock(block);
+    if (!chunk || chunk.collapsed || chunk.size >= CHUNK_BYTES) chunk = newChunk(view, false);
     chunk.html += html;
     chunk.size += block.length;
     chunk.blocks++;
     chunk.el.insertAdjacentHTML("beforeend", html);
-  }
+  });
+  for (const [chunk, height] of later) chunk.el.style.height = `${height}px`;
 }
 
-/** Renders the message's queued blocks within the paint's budget; once none is left, its tail. */
-function drain(view: AgentView): void {
-  const { blocks, left } = view.queue.take(paintBudget, () => performance.now() > paintDeadline);
-  paintBudget = left;
-  addBlocks(view, blocks);
-  if (view.queue.pending > 0) {
-    draining.add(view); // the next frame goes on; the tail waits (text shown in order)
-    if (view.tail) {
-      view.tail.data = "";
-      view.tailFrom = view.tailTo = -1;
-    }
-    return;
-  }
-  draining.delete(view);
+/** Places the message's newly closed blocks — the newest within `budget` rendered now, the older ones
+ * when scrolled near (none at all for a message far from the end) — and draws its tail. */
+function drain(view: AgentView, blocks: string[], budget: number): void {
+  const costs = blocks.map(blockCost);
+  const drawn = drawnFrom(costs, budget);
+  for (let i = drawn; i < costs.length; i++) paintBudget -= costs[i]!;
+  addBlocks(view, blocks, drawn);
   if (!view.open) {
     (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
     view.tail = undefined;
@@ -691,9 +731,9 @@ function drain(view: AgentView): void {
   view.tailTo = text.length;
 }
 
-/** Brings an agent message's view up to its text: new closed blocks queued (rendered within the
- * paint's budget), the tail extended. */
-function updateAgent(view: AgentView, text: string, open: boolean): void {
+/** Brings an agent message's view up to its text: new closed blocks placed (the newest within
+ * `budget` rendered now), the tail extended. */
+function updateAgent(view: AgentView, text: string, open: boolean, budget = paintBudget): void {
   if (!view.open && (open || text.length !== view.closedAt)) {
     // a closed message grew (text of it after a tool card or a retry): drawn again as one message,
     // never its rest as a block of its own
@@ -703,27 +743,30 @@ function updateAgent(view: AgentView, text: string, open: boolean): void {
     }
     view.chunks = [];
     view.splitter = new BlockSplitter();
-    view.queue.clear();
     view.open = true;
   }
   view.text = text;
+  let blocks: string[];
   if (!open) {
     if (!view.open) return;
-    view.queue.push(view.splitter.finish(text));
+    blocks = view.splitter.finish(text);
     view.open = false;
     view.closedAt = text.length;
   } else {
     view.open = true;
-    view.queue.push(view.splitter.feed(text));
+    blocks = view.splitter.feed(text);
   }
-  drain(view);
+  drain(view, blocks, budget);
 }
 
 function isOpen(item: Item): boolean {
   return isStreaming(state, item);
 }
 
-function makeSlot(item: Item): Slot {
+/** A slot for `item`: drawn now, or (`budget` 0: an item of a replay or a burst far from the end) kept
+ * as its estimated height until it comes near the viewport; an agent message draws its newest blocks
+ * within `budget`. */
+function makeSlot(item: Item, budget: number): Slot {
   const slot: Slot = {
     el: el("div", `slot slot-${item.type}`),
     collapsed: false,
@@ -733,9 +776,13 @@ function makeSlot(item: Item): Slot {
   };
   if (item.type === "agent" && !item.command) {
     const node = el("div", "item agent markdown");
-    slot.agent = { node, splitter: new BlockSplitter(), queue: new BlockQueue(), text: "", chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
+    slot.agent = { node, splitter: new BlockSplitter(), text: "", chunks: [], tail: undefined, tailFrom: 0, tailTo: 0, open: true, closedAt: 0 };
     slot.el.append(node);
-    updateAgent(slot.agent, item.text, isOpen(item));
+    updateAgent(slot.agent, item.text, isOpen(item), budget);
+  } else if (budget <= 0) {
+    slot.collapsed = true;
+    slot.el.style.height = `${typicalHeight[item.type] ?? 40}px`;
+    watch(slot);
   } else if (item.type === "thought") {
     slot.el.append(thoughtNode(slot, item));
     watch(slot);
@@ -775,7 +822,6 @@ function updateSlot(slot: Slot, item: Item): void {
 }
 
 function dropSlot(slot: Slot): void {
-  if (slot.agent) draining.delete(slot.agent);
   unwatch(slot.el);
   for (const c of slot.agent?.chunks ?? []) unwatch(c.el);
   slot.el.remove();
@@ -861,28 +907,41 @@ function revealQuestion(): void {
   paintQuestionBar();
 }
 
+/**
+ * What a paint draws of the items it has no slot for yet, newest first within `PAINT_BUDGET`: the
+ * budget each of them gets (an agent message draws its newest blocks within it), 0 for the older ones
+ * — a `session/load` replay's history, a burst of cards — kept as their estimated height and drawn
+ * when they come near the viewport. The newest always gets the whole budget: a prompt sent while a
+ * replay arrives is drawn at once (newcomer 4 finding 1).
+ */
+function newItemBudgets(): Map<number, number> {
+  const budgets = new Map<number, number>();
+  let left = PAINT_BUDGET;
+  for (let k = state.items.length - 1; k >= 0; k--) {
+    const item = state.items[k]!;
+    if (slots.has(item.id)) continue;
+    budgets.set(item.id, Math.max(0, left));
+    left -= item.type === "agent" && !item.command ? item.text.length : CARD_COST;
+  }
+  return budgets;
+}
+
 function paint(): void {
   frame = 0;
   paintBudget = PAINT_BUDGET;
-  paintDeadline = performance.now() + PAINT_MS;
-  for (const view of [...draining]) drain(view); // a burst's blocks, oldest first
+  measureText();
+  const budgets = newItemBudgets();
   // following the end unless the user scrolled away (a flag kept by scroll events: the boxes below
   // the transcript — working line, Changes — change its height without the user scrolling)
   const stick = following || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
   anchorWhileReading();
   const alive = new Set<number>();
   let previous: HTMLElement | null = null;
-  let complete = true;
   for (const item of state.items) {
     let slot = slots.get(item.id);
-    if (!slot && (paintBudget <= 0 || draining.size > 0)) {
-      complete = false; // the rest of a burst (a replay's items) below the blocks still drawing: next frame
-      break;
-    }
     alive.add(item.id);
     if (!slot) {
-      if (item.type !== "agent") paintBudget -= CARD_COST; // an agent message spends its blocks'
-      slot = makeSlot(item);
+      slot = makeSlot(item, budgets.get(item.id) ?? 0);
       slots.set(item.id, slot);
     } else if (slot.rev !== item.rev || (slot.agent?.open && !isOpen(item))) {
       updateSlot(slot, item);
@@ -891,7 +950,7 @@ function paint(): void {
     if (expectedNext !== slot.el) transcript.insertBefore(slot.el, expectedNext);
     previous = slot.el;
   }
-  for (const [id, slot] of complete ? slots : []) {
+  for (const [id, slot] of slots) {
     if (!alive.has(id)) {
       dropSlot(slot);
       slots.delete(id);
@@ -899,7 +958,6 @@ function paint(): void {
   }
   app.dataset.mdBlocks = String(mdBlocks);
   app.dataset.mdRenders = String(mdRenders);
-  app.dataset.drawing = String(draining.size); // messages with blocks still queued (bench/vscode_panel.py --burst)
 
   app.dataset.state = state.busy ? "busy" : "idle";
   stopButton.disabled = !state.busy;
@@ -936,7 +994,6 @@ function paint(): void {
   tickElapsed();
   if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height
   paintQuestionBar();
-  if (!complete || draining.size > 0) schedule();
 }
 
 let emptyKey = "";

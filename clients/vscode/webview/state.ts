@@ -35,7 +35,10 @@ export type Item =
    * it stays below everything else (the running turn's steps land above it) until then.
    * `waits`: a slash command sent while a turn runs that the server runs only once that turn has
    * ended (`/compact`): its answer comes after the turn, below the answers of commands sent after it. */
-  | { type: "user"; id: number; rev: number; text: string; queued?: boolean; waits?: boolean }
+  | { type: "user"; id: number; rev: number; text: string; queued?: boolean; waits?: boolean;
+      /** Sent while a `session/load` replay arrived (the host sends it once the replay has ended): drawn at
+       * once, and the replayed history goes above it (newcomer 4 finding 1). */
+      afterReplay?: boolean }
   /** `messageId`: the ACP message its chunks carry (`<session>/<messageId>`): each message has its own
    * block, whatever arrives between its chunks (a slash command's answer, a notice). */
   | { type: "agent"; id: number; rev: number; text: string; messageId?: string;
@@ -105,6 +108,8 @@ export interface ChatState {
   nextId: number;
   /** Turns started in this transcript (tool cards carry the number of theirs). */
   turn: number;
+  /** A `session/load` replay is arriving (from its `reset` to `loaded` or `load-refused`). */
+  replaying?: boolean;
   commands: SlashCommand[];
   setup?: SetupView;
   /** The agent takes images in a prompt (`promptCapabilities.image`). */
@@ -140,11 +145,17 @@ export function waitsForTurn(text: string): boolean {
   return /^\/compact(\s|$)/.test(text.trim());
 }
 
-/** Index of the first queued prompt (queued prompts are always last), or the length. */
+/** Index of the first queued prompt (queued prompts, and prompts sent during a replay, are always last), or the length. */
 function tail(s: ChatState): number {
   let i = s.items.length;
-  while (i > 0 && s.items[i - 1]!.type === "user" && (s.items[i - 1] as { queued?: boolean }).queued) i--;
+  for (let last = s.items[i - 1]; last?.type === "user" && (last.queued || last.afterReplay); last = s.items[i - 1]) i--;
   return i;
+}
+
+/** A replay ended (loaded, or refused): prompts sent during it are the transcript's again (sent now). */
+function endReplay(s: ChatState): void {
+  s.replaying = undefined;
+  for (const i of s.items) if (i.type === "user" && i.afterReplay) { delete i.afterReplay; i.rev++; }
 }
 
 function textOf(content: unknown): string {
@@ -393,7 +404,7 @@ function afterTurn(s: ChatState): number {
 /** Adds an item above the queued prompts (the running turn's steps come before them), or at `at`. */
 function push(s: ChatState, item: NewItem, at = tail(s)): Item {
   const full = { ...item, id: s.nextId++, rev: 0 } as Item;
-  if (full.type === "user" && full.queued) {
+  if (full.type === "user" && (full.queued || full.afterReplay)) {
     // drawn after the running turn: the text streaming there goes on in its own message
     s.items.push(full);
     return full;
@@ -662,6 +673,11 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.setup = s.setup;
       fresh.images = s.images;
       fresh.undoAsked = s.undoAsked; // the /undo sent is still answered (its turn-end)
+      if (e.replay) {
+        // the loaded session's mode and model are said with its answer: never the last session's meanwhile
+        fresh.replaying = true;
+        fresh.selects = [];
+      }
       return fresh;
     }
     case "session":
@@ -669,6 +685,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       s.currentSession = e.sessionId;
       return s;
     case "load-refused":
+      endReplay(s);
       s.currentSession = e.current;
       dropActions(s);
       if (e.busy) {
@@ -683,6 +700,10 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       });
       return s;
     case "user":
+      if (s.replaying) { // the replay still arriving goes above it
+        push(s, { type: "user", text: e.text, afterReplay: true });
+        return s;
+      }
       // A prompt sent while another prompt's turn runs waits on the server: shown queued, last.
       push(s, { type: "user", text: e.text, queued: s.turnsOpen > 0 && !isImmediateCommand(e.text), ...(s.turnsOpen > 0 && waitsForTurn(e.text) ? { waits: true } : {}) });
       return s;
@@ -753,6 +774,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       return s;
     }
     case "loaded":
+      endReplay(s);
       if (e.live) {
         // a turn of this session still running in this window (the panel showed another session
         // meanwhile): it is this transcript's again — its open calls go on, Stop stops it

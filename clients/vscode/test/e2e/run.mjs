@@ -594,6 +594,74 @@ const scenarios = {
     return { ...after, toolCards, lastShown, firstShownAfterScroll, mdRendersAfterScroll: scrolled.mdRenders };
   },
 
+  /** Newcomer 4, finding 1: a session whose history holds a 2 MB answer (made by `agent-server run` before
+   * the window opened) is opened from the session picker, and a prompt is sent at once, while its replay
+   * arrives. The page records (a 10 ms timer in it, never a locator polling the DOM) what was drawn when the
+   * prompt's bubble first showed: how many markdown blocks had been rendered, and whether the answer's end
+   * was in view. Then the prompt's answer, the order of the slots, and the answer's first line drawn once
+   * scrolled to; New at the end (the next scenarios' requests do not carry 2 MB). */
+  async two_megabyte_replay_stays_usable(page, s) {
+    const p = panel(page);
+    const transcript = p.locator(".transcript");
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+    await p.locator("button.session-picker").click();
+    const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+    await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
+    await page.keyboard.type(s.title);
+    await rows.first().filter({ hasText: s.title }).waitFor({ timeout: T });
+    await transcript.evaluate((t, [prompt, end]) => {
+      const w = /** @type {any} */ (window);
+      const app = document.getElementById("app");
+      const bubble = () => {
+        for (let n = t.lastElementChild; n; n = n.previousElementSibling) if (n.classList.contains("slot-user") && (n.textContent ?? "").includes(prompt)) return n;
+        return undefined;
+      };
+      const endShown = () => [...t.querySelectorAll(".slot-agent")].some((a) => (a.firstElementChild?.lastElementChild?.textContent ?? "").includes(end));
+      w.__seen = new Promise((resolve) => {
+        const seen = {};
+        const timer = setInterval(() => {
+          const b = bubble();
+          if (b && !seen.bubble) seen.bubble = { mdRenders: Number(app.dataset.mdRenders), note: b.querySelector(".queued-note")?.textContent ?? "" };
+          if (!seen.end && endShown()) seen.end = { mdRenders: Number(app.dataset.mdRenders), bubbleShown: b !== undefined };
+          if (seen.bubble && seen.end) {
+            clearInterval(timer);
+            resolve(seen);
+          }
+        }, 10);
+      });
+    }, [s.prompt, s.end]);
+    await page.keyboard.press("Enter");
+    // sent at once, from inside the page (a Playwright click would wait for the page to answer first)
+    await transcript.evaluate((_t, text) => {
+      const input = /** @type {HTMLTextAreaElement} */ (document.querySelector("textarea.input"));
+      input.value = text;
+      /** @type {HTMLButtonElement} */ (document.querySelector("button.send")).click();
+    }, s.prompt);
+    const seen = await transcript.evaluate(() => /** @type {any} */ (window).__seen);
+    await p.locator(".agent", { hasText: s.end }).first().waitFor({ timeout: T });
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    await shot(page, "two-megabyte-replay");
+    const order = await transcript.evaluate((t, [prompt, end, answer]) => {
+      const slots = [...t.children];
+      const at = (f) => slots.findIndex(f);
+      return {
+        end: at((n) => n.classList.contains("slot-agent") && (n.textContent ?? "").includes(end)),
+        prompt: at((n) => n.classList.contains("slot-user") && (n.textContent ?? "").includes(prompt)),
+        answer: at((n) => n.classList.contains("slot-agent") && (n.textContent ?? "").includes(answer)),
+        slots: slots.length,
+        note: slots.find((n) => n.classList.contains("slot-user") && (n.textContent ?? "").includes(prompt))?.querySelector(".queued-note")?.textContent ?? "",
+      };
+    }, [s.prompt, s.end, s.answer]);
+    const mdBlocks = Number(await p.locator("#app").getAttribute("data-md-blocks"));
+    await transcript.evaluate((t) => { t.scrollTop = 0; });
+    const firstShown = await p.locator(".agent", { hasText: s.first }).first().waitFor({ timeout: T }).then(() => true, () => false);
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+    return { seen, order, mdBlocks, firstShown };
+  },
+
   /** bench/vscode_panel.py (not in CI): a 2 MB answer with 60 tool calls — when its last words show,
    * and the renderers' private memory idle and after it; then a second long answer stopped halfway —
    * when the click on Stop happened (the bench's tap on the server's stdin says when session/cancel
@@ -677,41 +745,71 @@ const scenarios = {
       await waitIdle(page);
     }
     // measured in the page (a text locator polling the panel reads the whole DOM and blocks it itself)
-    const gaps = (end, ms) => transcript.evaluate((t, [endText, limit]) => {
+    // `during`: a prompt sent right after the choice (its bubble must show while the replay arrives);
+    // the replay counts as drawn once its end text is in the last agent message's last part (cheap to
+    // read: never the whole transcript's text) and the prompt's bubble is shown
+    const gaps = (end, ms, during = "") => transcript.evaluate((t, [endText, limit, duringText]) => {
       const w = /** @type {any} */ (window);
       const app = document.getElementById("app");
       w.__gaps = [];
+      w.__duringShownMs = undefined;
       let last = performance.now();
       const started = last;
+      const endShown = () => { // in one of the last agent messages (the prompt's answer may follow)
+        let seen = 0;
+        for (let n = t.lastElementChild; n && seen < 3; n = n.previousElementSibling) {
+          if (!n.classList.contains("slot-agent")) continue;
+          seen++;
+          const part = n.firstElementChild?.lastElementChild ?? n.lastElementChild;
+          if ((part?.textContent ?? "").includes(endText)) return true;
+        }
+        return false;
+      };
+      const duringShown = () => {
+        for (let n = t.lastElementChild; n; n = n.previousElementSibling) if (n.classList.contains("slot-user") && (n.textContent ?? "").includes(duringText)) return true;
+        return false;
+      };
       w.__done = new Promise((resolve) => {
         const timer = setInterval(() => {
           const now = performance.now();
           w.__gaps.push(now - last);
           last = now;
-          const shown = endText && t.lastElementChild && (t.lastElementChild.textContent ?? "").includes(endText);
-          if ((endText ? shown && (app.dataset.drawing ?? "0") === "0" && app.dataset.state === "idle" : false) || now - started > limit) {
+          if (duringText && w.__duringShownMs === undefined && duringShown()) w.__duringShownMs = now - started;
+          const drawn = (app.dataset.drawing ?? "0") === "0";
+          const done = endText && drawn && endShown() && (duringText ? w.__duringShownMs !== undefined : app.dataset.state === "idle");
+          if (done || now - started > limit) {
             clearInterval(timer);
             resolve(now - started);
           }
         }, 10);
       });
-    }, [end, ms]);
+    }, [end, ms, during]);
     const result = async () => {
       const took = await transcript.evaluate(() => /** @type {any} */ (window).__done);
       const got = await transcript.evaluate(() => /** @type {any} */ (window).__gaps);
+      const duringShownMs = await transcript.evaluate(() => /** @type {any} */ (window).__duringShownMs);
       const blocked = got.map((g) => Math.max(0, g - 10)).sort((a, b) => a - b);
-      return { maxBlockedMs: blocked.at(-1) ?? 0, p95BlockedMs: blocked[Math.floor(blocked.length * 0.95)] ?? 0, ticks: got.length, tookMs: took };
+      return { maxBlockedMs: blocked.at(-1) ?? 0, p95BlockedMs: blocked[Math.floor(blocked.length * 0.95)] ?? 0, ticks: got.length, tookMs: took, duringShownMs: duringShownMs ?? null };
     };
-    const open = async (title, end) => {
+    const open = async (title, end, during) => {
       await fresh();
       await p.locator("button.session-picker").click();
       const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
       await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
       await page.keyboard.type(title);
       await rows.first().filter({ hasText: title }).waitFor({ timeout: T });
-      await gaps(end, 900_000);
+      await gaps(end, 900_000, during);
       await page.keyboard.press("Enter");
+      if (during) {
+        // typed and sent from inside the page: a Playwright click waits for the page to answer
+        await transcript.evaluate((_t, text) => {
+          const input = /** @type {HTMLTextAreaElement} */ (document.querySelector("textarea.input"));
+          input.value = text;
+          /** @type {HTMLButtonElement} */ (document.querySelector("button.send")).click();
+        }, during);
+      }
       const r = await result();
+      if (during) await p.locator(".agent", { hasText: s.duringAnswer }).first().waitFor({ timeout: 900_000 });
       await waitIdle(page);
       return r;
     };
@@ -719,7 +817,7 @@ const scenarios = {
     await gaps("", 2000);
     const idle = await result();
     const short = await open(s.shortPrompt, s.shortAnswer);
-    const long = await open(s.prompt, s.answer);
+    const long = await open(s.prompt, s.answer, s.during);
     const cards = await p.locator(".slot-tool").count();
     await shot(page, "bench-replay");
     return { idle, short, long, cards };

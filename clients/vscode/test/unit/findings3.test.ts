@@ -46,30 +46,31 @@ describe("finding 1", () => {
 
 describe("finding 4", () => {
   it("finding 4: a 750 KB answer arriving in one burst was rendered in one paint (the panel froze for seconds)", async () => {
-    const { BlockQueue, BlockSplitter, PAINT_BUDGET } = await import("../../webview/blocks");
+    const { BlockSplitter, PAINT_BUDGET, blockCost, drawnFrom } = await import("../../webview/blocks");
     const paragraphs = Array.from({ length: 10_000 }, (_, i) => `Paragraph ${i}: **bold ${i}** and \`code_${i}\` and plain words to fill the line.\n\n`);
     const text = paragraphs.join("");
     expect(text.length).toBeGreaterThan(700_000);
     // the whole answer in one event (a fast provider, a session/load replay), as main.ts's paint takes it
     const splitter = new BlockSplitter();
-    const queue = new BlockQueue();
-    queue.push(splitter.feed(text));
-    queue.push(splitter.finish(text));
+    const blocks = [...splitter.feed(text), ...splitter.finish(text)];
+    expect(blocks.map((b) => b.trimEnd())).toEqual(paragraphs.map((p) => p.trimEnd()));
     const longest = Math.max(...paragraphs.map((p) => p.length));
-    const frames: string[][] = [];
-    while (queue.pending > 0) frames.push(queue.take(PAINT_BUDGET).blocks);
-    for (const f of frames) expect(f.reduce((n, b) => n + b.length, 0)).toBeLessThanOrEqual(PAINT_BUDGET + longest);
-    expect(frames.length).toBeGreaterThan(20);
-    expect(frames.flat().map((b) => b.trimEnd())).toEqual(paragraphs.map((p) => p.trimEnd()));
+    // one paint draws the newest blocks within its budget (the end the panel shows), none of the rest
+    const from = drawnFrom(blocks.map(blockCost), PAINT_BUDGET);
+    expect(blocks.slice(from).reduce((n, b) => n + blockCost(b), 0)).toBeLessThanOrEqual(PAINT_BUDGET + longest);
+    expect(from).toBeGreaterThan(blocks.length - 100);
+    expect(blocks.slice(from).at(-1)).toBe(blocks.at(-1));
+    expect(drawnFrom(blocks.map(blockCost), 0)).toBe(blocks.length); // a budget spent draws nothing
   });
 
-  it("finding 4: the panel renders markdown only through the paint-budgeted queue", async () => {
+  it("finding 4: the panel renders markdown only within the paint's budget, or a part when it comes near the viewport", async () => {
     const { readFileSync } = await import("node:fs");
     const main = readFileSync(fileURLToPath(new URL("../../webview/main.ts", import.meta.url)), "utf8");
-    // renderBlock ← addBlocks ← drain (which takes from the queue within paintBudget); nothing else renders
+    // renderBlock ← addBlocks (the blocks drawn now, from drawnFrom within the budget) and a chunk's fill (near the viewport)
     expect(main.match(/renderBlock\(/g)).toHaveLength(2); // its definition and addBlocks' call
+    expect(main.match(/map\(renderBlock\)/g)).toHaveLength(1); // a chunk's blocks, rendered when it is first drawn
     expect(main.match(/addBlocks\(/g)).toHaveLength(2); // its definition and drain's call
-    expect(main).toMatch(/function drain\(view: AgentView\): void \{\n\s+const \{ blocks, left \} = view\.queue\.take\(paintBudget, /);
+    expect(main).toMatch(/function drain\(view: AgentView, blocks: string\[\], budget: number\): void \{\n\s+const costs = blocks\.map\(blockCost\);\n\s+const drawn = drawnFrom\(costs, budget\);/);
     expect(main).toMatch(/function paint\(\): void \{\n\s+frame = 0;\n\s+paintBudget = PAINT_BUDGET;/);
   });
 });
