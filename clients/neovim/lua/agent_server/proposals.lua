@@ -182,63 +182,70 @@ local function init_doc(doc, create)
   return true
 end
 
---- The text of `doc` with all hunks applied (what the view shows as proposed).
-function M.proposed_text(doc)
+--- `base` with each hunk's text `pick(h)` in place of its range; a hunk `pick` gives `nil` is left out.
+local function picked_text(doc, pick)
   local spans = {}
   for _, h in ipairs(doc.hunks) do
-    spans[#spans + 1] = { h.a0, h.a1, h.new }
-  end
-  return text.apply_spans(doc.base, spans)
-end
-
---- Where each hunk's new text sits in `M.proposed_text(doc)`: `{ [hunk] = {b0, b1} }` byte offsets.
-function M.proposed_spans(doc)
-  local out, delta = {}, 0
-  for _, h in ipairs(doc.hunks) do
-    local b0 = h.a0 + delta
-    out[h] = { b0, b0 + #h.new }
-    delta = delta + #h.new - (h.a1 - h.a0)
-  end
-  return out
-end
-
---- The text `doc` holds once every accepted hunk (with its accepted text) is applied to `base`.
-function M.accepted_text(doc)
-  if doc.final then
-    return doc.final
-  end
-  local spans = {}
-  for _, h in ipairs(doc.hunks) do
-    if h.state == "accepted" then
-      spans[#spans + 1] = { h.a0, h.a1, h.text }
+    local t = pick(h)
+    if t then
+      spans[#spans + 1] = { h.a0, h.a1, t }
     end
   end
   return text.apply_spans(doc.base, spans)
 end
 
---- What the review shows as proposed: `base` with the accepted hunks (their accepted text) and the
---- pending ones (their new text); rejected hunks are left out.
-function M.review_text(doc)
-  local spans = {}
-  for _, h in ipairs(doc.hunks) do
-    if h.state ~= "rejected" then
-      spans[#spans + 1] = { h.a0, h.a1, h.state == "accepted" and h.text or h.new }
-    end
-  end
-  return text.apply_spans(doc.base, spans)
-end
-
---- Where each hunk that is not rejected sits in `M.review_text(doc)`: `{ [hunk] = {b0, b1} }`.
-function M.review_spans(doc)
+--- Where each hunk's text `pick(h)` sits in `picked_text(doc, pick)`: `{ [hunk] = {b0, b1} }` byte
+--- offsets (a hunk `pick` gives `nil` has none).
+local function picked_spans(doc, pick)
   local out, delta = {}, 0
   for _, h in ipairs(doc.hunks) do
-    if h.state ~= "rejected" then
-      local t = h.state == "accepted" and h.text or h.new
+    local t = pick(h)
+    if t then
       out[h] = { h.a0 + delta, h.a0 + delta + #t }
       delta = delta + #t - (h.a1 - h.a0)
     end
   end
   return out
+end
+
+local function proposed(h)
+  return h.new
+end
+
+local function accepted(h)
+  return h.state == "accepted" and h.text or nil
+end
+
+local function reviewed(h)
+  if h.state ~= "rejected" then
+    return h.state == "accepted" and h.text or h.new
+  end
+end
+
+--- The text of `doc` with all hunks applied (what the view shows as proposed).
+function M.proposed_text(doc)
+  return picked_text(doc, proposed)
+end
+
+--- Where each hunk's new text sits in `M.proposed_text(doc)`: `{ [hunk] = {b0, b1} }` byte offsets.
+function M.proposed_spans(doc)
+  return picked_spans(doc, proposed)
+end
+
+--- The text `doc` holds once every accepted hunk (with its accepted text) is applied to `base`.
+function M.accepted_text(doc)
+  return doc.final or picked_text(doc, accepted)
+end
+
+--- What the review shows as proposed: `base` with the accepted hunks (their accepted text) and the
+--- pending ones (their new text); rejected hunks are left out.
+function M.review_text(doc)
+  return picked_text(doc, reviewed)
+end
+
+--- Where each hunk that is not rejected sits in `M.review_text(doc)`: `{ [hunk] = {b0, b1} }`.
+function M.review_spans(doc)
+  return picked_spans(doc, reviewed)
 end
 
 -- The changes from "\n" text `old` to `new`, one per hunk of a line diff: `{u0, u1, text, first, count,

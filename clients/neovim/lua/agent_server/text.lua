@@ -161,32 +161,40 @@ local function line_of(starts, offset)
   return line
 end
 
---- Offset helper for the buffer rows of one "\n" text (extmarks, `nvim_buf_set_text`; a proposal's
---- ranges are counted on LSP lines: `M.lsp_index`): positions ↔ byte offsets (1-based offsets are not used:
---- offsets here are 0-based byte counts from the start of the text).
----@param text string
-function M.index(text)
-  local starts = { 0 }
-  for pos in text:gmatch("()\n") do
-    starts[#starts + 1] = pos -- 1-based position of "\n" == 0-based offset of the next line
-  end
+--- The index of `text` whose lines start at the 0-based byte offsets `starts` and whose bodies end
+--- (before their line break) at `ends`: `offset` (an LSP position's byte offset; past the end of a line
+--- or the text clamps, as LSP says) and `position` (`{line, character}` of a byte offset; inside a line
+--- break: the end of its line).
+local function indexed(text, starts, ends)
   local idx = { text = text, starts = starts }
-  --- Byte offset of an LSP position; past the end of a line or the text clamps, as LSP says.
   function idx.offset(line, character, encoding)
     if line >= #starts then
       return #text
     end
     local s = starts[line + 1]
-    local e = (starts[line + 2] and starts[line + 2] - 1) or #text
-    local body = text:sub(s + 1, e)
-    return s + M.byteindex(body, encoding, character)
+    return s + M.byteindex(text:sub(s + 1, ends[line + 1]), encoding, character)
   end
-  --- `{line, character}` of a byte offset.
   function idx.position(offset, encoding)
     local line = line_of(starts, offset)
     local s = starts[line + 1]
-    return { line = line, character = M.utfindex(text:sub(s + 1, offset), encoding, offset - s) }
+    local e = math.min(offset, ends[line + 1])
+    return { line = line, character = M.utfindex(text:sub(s + 1, e), encoding, e - s) }
   end
+  return idx
+end
+
+--- Offset helper for the buffer rows of one "\n" text (extmarks, `nvim_buf_set_text`; a proposal's
+--- ranges are counted on LSP lines: `M.lsp_index`): positions ↔ byte offsets (1-based offsets are not used:
+--- offsets here are 0-based byte counts from the start of the text).
+---@param text string
+function M.index(text)
+  local starts, ends = { 0 }, {}
+  for pos in text:gmatch("()\n") do
+    ends[#ends + 1] = pos - 1 -- the body of the line ends before its "\n" (0-based offset)
+    starts[#starts + 1] = pos -- 1-based position of "\n" == 0-based offset of the next line
+  end
+  ends[#ends + 1] = #text
+  local idx = indexed(text, starts, ends)
   --- 0-based (row, byte col) of a byte offset, for extmarks and nvim_buf_set_text.
   function idx.rowcol(offset)
     local p = idx.position(offset, "utf-8")
@@ -219,23 +227,7 @@ function M.lsp_index(text, eol)
     pos = at + 1
   end
   ends[#ends + 1] = #text
-  local idx = { text = text, starts = starts }
-  --- Byte offset of an LSP position; past the end of a line or the text clamps, as LSP says.
-  function idx.offset(line, character, encoding)
-    if line >= #starts then
-      return #text
-    end
-    local s = starts[line + 1]
-    return s + M.byteindex(text:sub(s + 1, ends[line + 1]), encoding, character)
-  end
-  --- `{line, character}` of a byte offset (inside a line break: the end of its line).
-  function idx.position(offset, encoding)
-    local line = line_of(starts, offset)
-    local s = starts[line + 1]
-    local e = math.min(offset, ends[line + 1])
-    return { line = line, character = M.utfindex(text:sub(s + 1, e), encoding, e - s) }
-  end
-  return idx
+  return indexed(text, starts, ends)
 end
 
 --- Apply spans `{a0, a1, text}` (byte offsets into `text`, non-overlapping) and return the result.
