@@ -267,6 +267,16 @@ def go_on(proc: subprocess.Popen, last: bool = True) -> None:
         proc.stdin.flush()
 
 
+def a_save_while_it_waits_is_foreign(proc, tmp_path: Path, work: Path, name: str) -> None:
+    """Once the command said ``wrote``, the user saves into ``name`` in place and the command goes
+    on: the record counts exactly that file as another writer's (``FOREIGN``)."""
+    assert proc.stdout.readline() == b"wrote\n"
+    with open(work / name, "a") as fh:  # the user's in-place save
+        fh.write("the user's save\n")
+    go_on(proc)
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / name)}
+
+
 @pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
 def test_a_save_into_a_file_the_command_created_whose_close_the_kernel_merged_was_not_seen(tmp_path):
     """The gap the open count left: a file the command creates was watched from the first event of
@@ -276,11 +286,7 @@ def test_a_save_into_a_file_the_command_created_whose_close_the_kernel_merged_wa
     own watch is in place: ``FOREIGN``."""
     work = work_folder(tmp_path, {})
     proc = talk(tmp_path, work, "exec 3>new.txt; echo agent >&3; echo wrote; read go; exec 3>&-")
-    assert proc.stdout.readline() == b"wrote\n"
-    with open(work / "new.txt", "a") as fh:  # the user's in-place save
-        fh.write("the user's save\n")
-    go_on(proc)
-    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "new.txt")}
+    a_save_while_it_waits_is_foreign(proc, tmp_path, work, "new.txt")
 
 
 @pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
@@ -292,11 +298,7 @@ def test_a_save_into_a_file_the_command_replaced_by_a_rename_was_counted_for_the
     work = work_folder(tmp_path, {"a.txt": "orig\n"})
     proc = talk(tmp_path, work, "echo agent >> a.txt; exec 4<a.txt; echo new > .a.tmp; mv .a.tmp a.txt; "
                                 "exec 3>>a.txt; echo more >&3; echo wrote; read go; exec 3>&-")
-    assert proc.stdout.readline() == b"wrote\n"
-    with open(work / "a.txt", "a") as fh:
-        fh.write("the user's save\n")
-    go_on(proc)
-    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+    a_save_while_it_waits_is_foreign(proc, tmp_path, work, "a.txt")
 
 
 @pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
@@ -364,11 +366,7 @@ def test_a_read_whose_open_the_kernel_merged_with_the_commands_own_open_hid_a_la
     assert proc.stdout.readline() == b"opened\n"
     (work / "a.txt").read_bytes()  # a watcher's read, right after the command's open
     go_on(proc, last=False)
-    assert proc.stdout.readline() == b"wrote\n"
-    with open(work / "a.txt", "a") as fh:
-        fh.write("the user's save\n")
-    go_on(proc)
-    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}
+    a_save_while_it_waits_is_foreign(proc, tmp_path, work, "a.txt")
 
 
 @pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from support.client_impl import ClientConfig
+from support.client_impl import ClientConfig, Questions
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -19,22 +19,20 @@ def call(cid: str, name: str, **args) -> dict:
     return tool_call_stream([(cid, name, json.dumps(args))])
 
 
-class Questions:
-    """Records each question and answers ``option``."""
-
-    def __init__(self, option: str) -> None:
-        self.option, self.asked = option, []
-
-    def __call__(self, params):
-        self.asked.append(params)
-        return {"outcome": {"outcome": "selected", "optionId": self.option}}
-
-
 async def agent_edit(h, sid, endpoint, path: str, old: str, new: str) -> None:
     endpoint.push(call("r", "read", path=path))
     endpoint.push(call("e", "edit", path=path, old_string=old, new_string=new))
     endpoint.push(text_stream("done"))
     assert (await h.prompt(sid, f"{old} to {new}")).stop_reason == "end_turn"
+
+
+async def undo_offering_no_merge(h, sid, questions) -> str:
+    """``/undo`` asked one question offering no merge ("Take the checkpoint" or "Keep the file as it
+    is"): the text it said."""
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    (question,) = questions.asked
+    assert [o["name"] for o in question["options"]] == ["Take the checkpoint", "Keep the file as it is"]
+    return question["toolCall"]["content"][0]["content"]["text"]
 
 
 def said(h, sid) -> str:
@@ -133,10 +131,7 @@ async def test_undo_when_the_files_other_change_overlaps_the_agents_says_so_and_
     sid = (await h.new_session(str(workspace))).session_id
     await agent_edit(h, sid, endpoint, "a.txt", "beta", "BETA")
     target.write_bytes(b"alpha\nBETA\ngamma, saved\n")
-    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    (question,) = questions.asked
-    assert [o["name"] for o in question["options"]] == ["Take the checkpoint", "Keep the file as it is"]
-    text = question["toolCall"]["content"][0]["content"]["text"]
+    text = await undo_offering_no_merge(h, sid, questions)
     assert "cannot be taken back alone" in text and "touch the same lines" in text
     assert target.read_bytes() == b"alpha\nbeta\ngamma\n"
 
@@ -160,10 +155,7 @@ async def test_undo_of_a_file_the_user_replaced_by_a_link_showed_the_links_targe
     target.unlink()
     target.symlink_to(shared)
 
-    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
-    (question,) = questions.asked
-    assert [o["name"] for o in question["options"]] == ["Take the checkpoint", "Keep the file as it is"]
-    text = question["toolCall"]["content"][0]["content"]["text"]
+    text = await undo_offering_no_merge(h, sid, questions)
     assert f"is a symbolic link now (to {shared})" in text and "never read or written" in text
     assert not target.is_symlink() and target.read_bytes() == b"alpha\nbeta\n"
     assert shared.read_bytes() == b"the shared file\n"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.client_impl import ClientConfig
+from support.client_impl import ClientConfig, Questions
 from support.timeouts import until
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -27,20 +27,6 @@ def call(cid: str, name: str, **args) -> dict:
 def git_init(root: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
-
-
-class Questions:
-    """A permission answerer that records each question and answers ``option``."""
-
-    def __init__(self, option: str = "allow_once") -> None:
-        self.option, self.asked = option, []
-
-    def __call__(self, params):
-        self.asked.append(params)
-        return {"outcome": {"outcome": "selected", "optionId": self.option}}
-
-    def titles(self) -> list[str]:
-        return [q["toolCall"].get("title", "") for q in self.asked]
 
 
 async def start(factory, endpoint, workspace, permission="allow_once"):
@@ -96,6 +82,14 @@ async def while_the_command_waits(h, sid, endpoint, step: dict, reached: Path, g
     finally:
         go.touch()
     assert (await prompt).stop_reason == "end_turn"
+
+
+async def assert_recorded_and_kept(h, sid, questions, path: Path, saved: bytes, agent_state_dir) -> None:
+    """``path`` holds ``saved`` (the user's save while the command ran), the command ran under the
+    sandbox's write record, and ``/undo`` kept ``saved`` (``assert_undo_kept_the_users_save``)."""
+    assert path.read_bytes() == saved
+    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
+    await assert_undo_kept_the_users_save(h, sid, questions, path, saved)
 
 
 async def assert_undo_kept_the_users_save(h, sid, questions, path: Path, saved: bytes) -> None:
@@ -427,6 +421,15 @@ async def test_a_file_over_the_size_limit_is_never_copied_and_its_undo_says_so(
     assert "data.csv: cannot be taken back" in said(h, sid)
 
 
+async def saved_while_the_command_appends(h, sid, endpoint, flags: Path, path: Path, saved: bytes) -> None:
+    """A turn whose shell command waits (``flags/started``) while the user saves ``saved`` into
+    ``path``, then appends ``agent`` to it: whose change that is, nothing shows (uncertain)."""
+    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
+                                     "echo agent >> a.txt")
+    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
+        path.write_bytes(saved)
+
+
 async def test_undo_silently_removed_what_the_user_saved_while_the_agents_command_ran(
         acp_harness_factory, endpoint, workspace, agent_state_dir):
     """The newcomer's second report: the user saved a line into ``a.txt`` while the agent's command
@@ -438,10 +441,8 @@ async def test_undo_silently_removed_what_the_user_saved_while_the_agents_comman
     (workspace / "a.txt").write_bytes(b"orig\n")
     questions = Questions("reject_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
-                                     "echo agent >> a.txt")
-    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
-        (workspace / "a.txt").write_bytes(b"orig\nMY WORK SAVED DURING THE COMMAND\n")
+    await saved_while_the_command_appends(h, sid, endpoint, flags, workspace / "a.txt",
+                                          b"orig\nMY WORK SAVED DURING THE COMMAND\n")
     both = b"orig\nMY WORK SAVED DURING THE COMMAND\nagent\n"
     assert (workspace / "a.txt").read_bytes() == both
 
@@ -480,10 +481,7 @@ async def test_undo_silently_removed_what_the_user_saved_after_the_command_wrote
     step = call("s", "bash", command="echo agent >> a.txt; touch flags/wrote; while [ ! -e flags/go ]; do sleep 0.02; done")
     async with while_the_command_waits(h, sid, endpoint, step, flags / "wrote", flags / "go", "format"):
         (workspace / "a.txt").write_bytes(saved)
-    assert (workspace / "a.txt").read_bytes() == saved
-    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
-
-    await assert_undo_kept_the_users_save(h, sid, questions, workspace / "a.txt", saved)
+    await assert_recorded_and_kept(h, sid, questions, workspace / "a.txt", saved, agent_state_dir)
 
 
 async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of_one_turn(
@@ -504,10 +502,7 @@ async def test_undo_silently_removed_what_the_user_saved_between_two_commands_of
     async with while_the_command_waits(h, sid, endpoint, step, flags / "waiting", flags / "go", "twice"):
         (workspace / "a.txt").write_bytes(b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\n")
     both = b"orig\none\nMY WORK SAVED BETWEEN THE COMMANDS\ntwo\n"
-    assert (workspace / "a.txt").read_bytes() == both
-    assert recorded_by_the_sandbox(agent_state_dir, sid), "the calls must run under the write record"
-
-    await assert_undo_kept_the_users_save(h, sid, questions, workspace / "a.txt", both)
+    await assert_recorded_and_kept(h, sid, questions, workspace / "a.txt", both, agent_state_dir)
 
 
 async def test_redo_over_what_the_user_saved_after_the_undo_asks_and_no_answer_keeps_it(
@@ -537,19 +532,11 @@ async def test_with_the_editor_extension_the_users_save_is_asked_about_before_an
     edit and never said the text it replaced was the user's — and Keep mine sends no proposal.
     (A save *during* a command that a complete write record does not name is not the call's
     change at all: test_the_users_save_during_a_command_is_kept_after_undo_with_one_question.)"""
-    from support.client_impl import APPLY_WORKSPACE_EDIT
-    from support.editor import MemoryEditor
+    from support.editor import editor_session
 
     git_with_flags(workspace)
     (workspace / "d.txt").write_bytes(b"delta\n")
-    editor = MemoryEditor()
-    asked = []
-    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": "reject_once"}},
-                          read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
-                          agent_server_extension=True)
-    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
-    await h.initialize(config.capabilities())
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, asked = await editor_session(acp_harness_factory, endpoint, workspace, "reject_once")
     endpoint.push(call("s", "bash", command="printf 'delta, by the agent\\n' > d.txt"))
     endpoint.push(text_stream("done"))
     assert (await h.prompt(sid, "change d")).stop_reason == "end_turn"
@@ -711,10 +698,7 @@ async def test_undo_removed_a_file_the_command_created_and_the_user_then_saved_i
         with open(path, "ab") as fh:  # the user's in-place save
             fh.write(b"MY WORK SAVED INTO THE AGENT'S NEW FILE\n")
     saved = b"agent\nMY WORK SAVED INTO THE AGENT'S NEW FILE\n"
-    assert path.read_bytes() == saved
-    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
-
-    await assert_undo_kept_the_users_save(h, sid, questions, path, saved)
+    await assert_recorded_and_kept(h, sid, questions, path, saved, agent_state_dir)
 
 
 async def test_undo_reverted_a_file_the_command_replaced_by_a_rename_and_the_user_then_saved_into(
@@ -736,10 +720,7 @@ async def test_undo_reverted_a_file_the_command_replaced_by_a_rename_and_the_use
             with open(path, "ab") as fh:
                 fh.write(b"MY WORK SAVED INTO THE REPLACED FILE\n")
     saved = b"new\nmore\nMY WORK SAVED INTO THE REPLACED FILE\n"
-    assert path.read_bytes() == saved
-    assert recorded_by_the_sandbox(agent_state_dir, sid), "the call must run under the write record"
-
-    await assert_undo_kept_the_users_save(h, sid, questions, path, saved)
+    await assert_recorded_and_kept(h, sid, questions, path, saved, agent_state_dir)
 
 
 async def test_undo_asked_about_a_file_a_reader_held_open_when_the_command_ended(
@@ -776,10 +757,7 @@ async def test_undo_of_a_file_a_shell_command_changed_uncertainly_and_the_user_c
     path.write_bytes(b"one\ntwo\nthree\n")
     questions = Questions("agents_change_only")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
-                                     "echo agent >> a.txt")
-    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
-        path.write_bytes(b"one\ntwo\nthree\nMY LINE\n")
+    await saved_while_the_command_appends(h, sid, endpoint, flags, path, b"one\ntwo\nthree\nMY LINE\n")
     assert path.read_bytes() == b"one\ntwo\nthree\nMY LINE\nagent\n"
     path.write_bytes(b"ONE\ntwo\nthree\nMY LINE\nagent\n")  # after the turn
 
@@ -811,10 +789,7 @@ async def test_redo_of_an_uncertain_files_undo_asked_again_though_it_only_brings
     path.write_bytes(b"orig\n")
     questions = Questions("allow_once")
     h, sid = await start(acp_harness_factory, endpoint, workspace, questions)
-    step = call("s", "bash", command="touch flags/started; while [ ! -e flags/go ]; do sleep 0.02; done; "
-                                     "echo agent >> a.txt")
-    async with while_the_command_waits(h, sid, endpoint, step, flags / "started", flags / "go", "append"):
-        path.write_bytes(b"orig\nMY LINE\n")
+    await saved_while_the_command_appends(h, sid, endpoint, flags, path, b"orig\nMY LINE\n")
     both = b"orig\nMY LINE\nagent\n"
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert questions.titles() == ["a.txt: keep yours or take the checkpoint?"]

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
-from support.editor import MemoryEditor, sha, uri_path
+from support.editor import MemoryEditor, editor_session, sha, uri_path
 
 from agent_server.offline import text_stream, tool_call_stream
 
@@ -38,14 +37,7 @@ async def test_undo_said_restored_but_left_the_stray_character_the_editor_answer
         acp_harness_factory, endpoint, workspace):
     path = workspace / "lonecr.txt"
     path.write_bytes(LONE_CR)
-    editor = MemoryEditor()
-    asked = []
-    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
-                          read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
-                          agent_server_extension=True)
-    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
-    await h.initialize(config.capabilities())
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, asked = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
     endpoint.push(call("r", "read", path="lonecr.txt"))
     endpoint.push(call("e", "edit", path="lonecr.txt", old_string="a3", new_string="A3"))
     endpoint.push(text_stream("done"))

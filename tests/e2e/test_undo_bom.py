@@ -11,7 +11,7 @@ import json
 import subprocess
 
 import pytest
-from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
+from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig, Questions
 from support.editor import Buffer, MemoryEditor
 
 from agent_server.offline import text_stream, tool_call_stream
@@ -21,17 +21,6 @@ BOM = b"\xef\xbb\xbf"
 
 def call(cid: str, name: str, **args) -> dict:
     return tool_call_stream([(cid, name, json.dumps(args))])
-
-
-class Questions:
-    """Records each permission question and answers ``option`` (an option id)."""
-
-    def __init__(self, option: str = "allow_once") -> None:
-        self.option, self.asked = option, []
-
-    def __call__(self, params):
-        self.asked.append(params)
-        return {"outcome": {"outcome": "selected", "optionId": self.option}}
 
 
 def editor_config(editor: MemoryEditor, questions: Questions) -> ClientConfig:
@@ -52,6 +41,14 @@ async def agent_edit(h, sid, endpoint, name: str, old: str, new: str) -> None:
     endpoint.push(call("e", "edit", path=name, old_string=old, new_string=new))
     endpoint.push(text_stream("done"))
     assert (await h.prompt(sid, f"{old} to {new}")).stop_reason == "end_turn"
+
+
+async def editor_session(factory, endpoint, workspace, option: str = "allow_once"):
+    """A session in ``workspace`` opened by a client as our editors are (``editor_config``) answering
+    every question ``option``: ``(harness, session id, editor, questions)``."""
+    editor, questions = MemoryEditor(), Questions(option)
+    h = await started(factory, endpoint, editor_config(editor, questions))
+    return h, (await h.new_session(str(workspace))).session_id, editor, questions
 
 
 async def cli_edit_then_editor(factory, endpoint, workspace, name: str, old: str, new: str,
@@ -121,9 +118,7 @@ async def test_undo_without_an_editor_of_an_edit_made_in_an_editor_dropped_the_f
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     path = workspace / "e.txt"
     path.write_bytes(BOM + b"e1\r\ne2\r\ne3")
-    editor, questions = MemoryEditor(), Questions()
-    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, questions = await editor_session(acp_harness_factory, endpoint, workspace)
     await agent_edit(h, sid, endpoint, "e.txt", "e2", "E2 editor")
     assert path.read_bytes() == BOM + b"e1\r\nE2 editor\r\ne3"
     await h.close()
@@ -222,9 +217,7 @@ async def test_undo_in_an_editor_after_the_user_removed_or_added_the_bom_took_it
     path = workspace / "b.txt"
     body = b"b1\r\nb2\r\nb3"
     path.write_bytes(body if bom_now else BOM + body)
-    editor, questions = MemoryEditor(), Questions("agents_change_only")
-    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, questions = await editor_session(acp_harness_factory, endpoint, workspace, "agents_change_only")
     await agent_edit(h, sid, endpoint, "b.txt", "b2", "B2 agent")
     edited = b"b1\r\nB2 agent\r\nb3"
     assert path.read_bytes() == (edited if bom_now else BOM + edited)
@@ -265,9 +258,7 @@ async def test_an_editor_edit_then_a_shell_change_of_a_bom_file_in_one_turn_coun
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     path = workspace / "s.txt"
     path.write_bytes(BOM + b"s1\r\ns2\r\ns3")
-    editor, questions = MemoryEditor(), Questions("reject_once")
-    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, questions = await editor_session(acp_harness_factory, endpoint, workspace, "reject_once")
     endpoint.push(call("r", "read", path="s.txt"))
     endpoint.push(call("e", "edit", path="s.txt", old_string="s2", new_string="S2"))
     endpoint.push(call("b", "bash", command="sed -i s/s3/S3/ s.txt"))
@@ -290,9 +281,7 @@ async def test_take_the_checkpoint_of_a_bom_the_user_removed_while_the_buffer_ho
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     path = workspace / "d.txt"
     path.write_bytes(BOM + b"d1\r\nd2\r\nd3")
-    editor, questions = MemoryEditor(), Questions("allow_once")
-    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
-    sid = (await h.new_session(str(workspace))).session_id
+    h, sid, editor, questions = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
     await agent_edit(h, sid, endpoint, "d.txt", "d2", "D2 agent")
     path.write_bytes(b"d1\r\nD2 agent\r\nd3")  # saved without the BOM …
     editor.buffers[str(path)] = Buffer("d1\r\nD2 agent\r\nd3 typing", version=9, dirty=True)  # … then typed on

@@ -6,6 +6,7 @@ In process: the real ``AcpServer`` (no connection), the real offline endpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 
@@ -431,6 +432,29 @@ class _Writes:
         pass
 
 
+@contextlib.asynccontextmanager
+async def _connected(server: AcpServer):
+    """``server`` bound to an in-memory connection, served while the block runs: ``(reader, writes,
+    connection)`` — a request fed to ``reader`` is read, what the server writes kept in ``writes``."""
+    from agent_server.server.rpc.jsonrpc import Connection
+
+    reader, out = asyncio.StreamReader(), _Writes()
+    connection = Connection(reader, out, requests=server.request_handlers(),
+                            notifications=server.notification_handlers())
+    server.bind(connection)
+    serving = asyncio.ensure_future(connection.serve())
+    try:
+        yield reader, out, connection
+    finally:
+        reader.feed_eof()
+        await serving
+        await server.aclose()
+
+
+def _feed(reader: asyncio.StreamReader, n: int, method: str, params: dict) -> None:
+    reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode() + b"\n")
+
+
 async def test_the_load_s_answer_and_its_slash_commands_woke_the_client_twice(tmp_path):
     """Issue 33 item 6: after writing the load's answer the server wrote the slash commands
     (``available_commands_update``) in a write of its own a moment later. A client that prompts as
@@ -438,22 +462,13 @@ async def test_the_load_s_answer_and_its_slash_commands_woke_the_client_twice(tm
     server — preempted by that wake-up on a busy machine — wrote the commands (waking the client
     again) before it read the prompt: 2–6 ms of the first request at load 3 (traced). The commands
     now go in the answer's write, after it, on the same connection."""
-    from agent_server.server.rpc.jsonrpc import Connection
-
     async with OfflineEndpoint() as endpoint:
         store, sid, workspace = await _served_session(endpoint, tmp_path, 2, 400)
-        server = AcpServer(_config(endpoint.base_url), store)
-        reader, out = asyncio.StreamReader(), _Writes()
-        connection = Connection(reader, out, requests=server.request_handlers(),
-                                notifications=server.notification_handlers())
-        server.bind(connection)
-        serving = asyncio.ensure_future(connection.serve())
-        try:
+        async with _connected(AcpServer(_config(endpoint.base_url), store)) as (reader, out, connection):
             for n, (method, params) in enumerate([
                     ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
                     ("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})], 1):
-                reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode()
-                                 + b"\n")
+                _feed(reader, n, method, params)
 
                 async def answer(n: int = n) -> int:
                     while True:
@@ -469,10 +484,6 @@ async def test_the_load_s_answer_and_its_slash_commands_woke_the_client_twice(tm
             assert lines[-1]["params"]["update"]["sessionUpdate"] == "available_commands_update"  # … in its write
             later = [json.loads(line) for data in out.writes[at + 1:] for line in data.splitlines()]
             assert later == []  # nothing written after the answer's write
-        finally:
-            reader.feed_eof()
-            await serving
-            await server.aclose()
 
 
 async def test_the_load_opened_its_first_connection_only_after_its_replay(tmp_path, monkeypatch):
@@ -518,24 +529,15 @@ async def test_a_load_built_a_json_encoder_for_every_message_and_update_it_encod
     the wire's own), with the same text (the memo's bodies are still the log's rebuild)."""
     import json as stdlib_json
 
-    from agent_server.server.rpc.jsonrpc import Connection
-
     async with OfflineEndpoint() as endpoint:
         store, sid, workspace = await _served_session(endpoint, tmp_path, 6, 400)
         server = AcpServer(_config(endpoint.base_url), store)
-        reader, out = asyncio.StreamReader(), _Writes()
-        connection = Connection(reader, out, requests=server.request_handlers(),
-                                notifications=server.notification_handlers())
-        server.bind(connection)
         server.remember_initialize({"protocolVersion": 1, "clientCapabilities": {}})
         built = []
         original = stdlib_json.encoder.c_make_encoder
         monkeypatch.setattr(stdlib_json.encoder, "c_make_encoder", lambda *a: built.append(1) or original(*a))
-        serving = asyncio.ensure_future(connection.serve())
-        try:
-            load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
-            reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": load}).encode()
-                             + b"\n")
+        async with _connected(server) as (reader, out, connection):
+            _feed(reader, 1, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
             while not any(b'"id":1,' in data for data in out.writes):
                 out.changed.clear()
                 await asyncio.wait_for(out.changed.wait(), HANG)
@@ -547,15 +549,10 @@ async def test_a_load_built_a_json_encoder_for_every_message_and_update_it_encod
             assert messages > 20 and updates > 15
             assert len(built) <= 5, (len(built), messages, updates)  # (the log's own lines: a few)
             endpoint.push(text_stream("done"))
-            reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
-                "sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}}).encode() + b"\n")
+            _feed(reader, 2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]})
             while not any(b'"id":2,' in data for data in out.writes):
                 out.changed.clear()
                 await asyncio.wait_for(out.changed.wait(), HANG)
-        finally:
-            reader.feed_eof()
-            await serving
-            await server.aclose()
     sent = [r.body for r in endpoint.requests if r.path.endswith("/chat/completions")]
     assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
 

@@ -106,26 +106,8 @@ async def test_neovim_with_the_readmes_keymap_completed_no_slash_command_in_its_
     the README's snippet as it stands, in a real Neovim — and the prompt it sends runs the command."""
     from agent_server.host import commands
 
-    (workspace / ".git").mkdir()  # the snippet's root marker
-    path = workspace / "app.py"
-    path.write_text("print(1)\n")
-    snippet = tmp_path / "init.lua"
-    snippet.write_text(readme_neovim_snippet())
-    result_file = tmp_path / "nvim-result.json"
-    bindir = str(Path(agent_server_command()[0]).parent)
-    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
-           "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),  # the README's { 'agent-server', 'lsp' }
-           "NVIM_SNIPPET": str(snippet), "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
-           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
-           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
-    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
-                                                str(SCRIPT.with_name("nvim_readme_ask.lua")), env=env,
-                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 150)
-    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
-    result = json.loads(result_file.read_text())
-    assert result["errors"] == [], (result, err.decode()[-2000:])
+    result = await run_readme_snippet(endpoint, workspace, agent_env, tmp_path, "nvim_readme_ask.lua",
+                                      b"print(1)\n", 150)
     assert result["prompt"] == "Ask the agent: "
     every = ["/" + c["name"] for c in commands.COMMANDS]
     assert result["completions"]["/"] == every
@@ -136,9 +118,10 @@ async def test_neovim_with_the_readmes_keymap_completed_no_slash_command_in_its_
     assert not endpoint.requests  # the command never reached the model
 
 
-async def run_line_breaks(endpoint, workspace, agent_env, tmp_path, raw: bytes, steps: list[dict]) -> dict:
-    """The README's snippet in a real Neovim over ``app.py`` holding ``raw``; ``steps`` as
-    nvim_line_breaks.lua reads them (each step's model streams pushed by the caller)."""
+async def run_readme_snippet(endpoint, workspace, agent_env, tmp_path, script: str, raw: bytes, timeout: float,
+                             **extra_env: str) -> dict:
+    """The README's snippet in a real Neovim (``script`` drives it) over ``app.py`` holding ``raw``
+    in a Git work tree (the snippet's root marker); the result ``script`` wrote, with no errors."""
     (workspace / ".git").mkdir()
     path = workspace / "app.py"
     path.write_bytes(raw)
@@ -147,19 +130,26 @@ async def run_line_breaks(endpoint, workspace, agent_env, tmp_path, raw: bytes, 
     result_file = tmp_path / "nvim-result.json"
     bindir = str(Path(agent_server_command()[0]).parent)
     env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
-           "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "NVIM_STEPS": json.dumps(steps),
+           "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),  # the README's { 'agent-server', 'lsp' }
            "NVIM_SNIPPET": str(snippet), "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
            "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
-           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state"), **extra_env}
     proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
-                                                str(SCRIPT.with_name("nvim_line_breaks.lua")), env=env,
+                                                str(SCRIPT.with_name(script)), env=env,
                                                 cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 200)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
     result = json.loads(result_file.read_text())
     assert result["errors"] == [], (result, err.decode()[-2000:])
     return result
+
+
+async def run_line_breaks(endpoint, workspace, agent_env, tmp_path, raw: bytes, steps: list[dict]) -> dict:
+    """``run_readme_snippet`` of nvim_line_breaks.lua; ``steps`` as it reads them (each step's model
+    streams pushed by the caller)."""
+    return await run_readme_snippet(endpoint, workspace, agent_env, tmp_path, "nvim_line_breaks.lua", raw, 200,
+                                    NVIM_STEPS=json.dumps(steps))
 
 
 def push_edit(endpoint, old: str, new: str, done: str) -> None:

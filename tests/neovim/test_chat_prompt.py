@@ -249,12 +249,9 @@ def test_a_user_in_a_file_buffer_could_stop_the_turn_only_from_the_chat_window(m
     assert ed.lua("return vim.fn.expand('%:p')") == str(other) and other.read_text() == "d = 1\n"
 
 
-def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_text_in_the_chat(
-        make_editor, endpoint, workspace):
-    """VS Code's F2 in Neovim: ``/usage`` sent while the answer streams is answered at once; its
-    prompt and answer were drawn at the end of the chat, ending the streamed line, so the rest of
-    the answer went on below them: ``… word9 wo`` ⏎ (the command) ⏎ ``rd10 …``. Chunks are routed by
-    their ``messageId``: the answer stays one text, the command's exchange drawn after it."""
+def usage_sent_while_the_answer_streams(make_editor, endpoint):
+    """A chat whose answer (80 words, streamed slowly) is under way when ``/usage`` is sent, both
+    typed in the prompt area; once idle: the editor, the answer's words and the chat's text."""
     words = " ".join(f"word{i}" for i in range(80))
     endpoint.push(text_stream(words, chunk_size=3, delay=0.03))
     ed = make_editor()
@@ -265,7 +262,16 @@ def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_
     ed.lua("require('agent_server.transcript').set_prompt('/usage')")
     ed.lua("require('agent_server').send_typed()")
     ed.idle()
-    chat = ed.chat()
+    return ed, words, ed.chat()
+
+
+def test_a_slash_command_answered_while_the_answer_streamed_split_the_streaming_text_in_the_chat(
+        make_editor, endpoint, workspace):
+    """VS Code's F2 in Neovim: ``/usage`` sent while the answer streams is answered at once; its
+    prompt and answer were drawn at the end of the chat, ending the streamed line, so the rest of
+    the answer went on below them: ``… word9 wo`` ⏎ (the command) ⏎ ``rd10 …``. Chunks are routed by
+    their ``messageId``: the answer stays one text, the command's exchange drawn after it."""
+    ed, words, chat = usage_sent_while_the_answer_streams(make_editor, endpoint)
     assert words in chat, chat  # one text, never split by the command
     assert "word79" in chat and chat.index(words) < chat.index("/usage"), chat
     answer = chat.split("## You\n/usage\n\n## Agent\n", 1)[1].split("\n\n_— stop: end_turn —_", 1)[0]
@@ -277,17 +283,7 @@ def test_the_turns_stop_line_landed_below_the_command_exchanges_made_during_the_
     """``/usage`` sent while the answer streamed is drawn below the answer, which goes on above it;
     the turn's "stop: end_turn" line was then drawn at the end of the chat, under the command's
     exchange, far from the answer it closes. It closes the answer, above the command."""
-    words = " ".join(f"word{i}" for i in range(80))
-    endpoint.push(text_stream(words, chunk_size=3, delay=0.03))
-    ed = make_editor()
-    ed.cmd("AgentChat")
-    ed.lua("require('agent_server.transcript').set_prompt('tell me')")
-    ed.lua("require('agent_server').send_typed()")
-    ed.wait("return require('agent_server.chat').text():find('word12', 1, true) ~= nil", what="the answer streaming")
-    ed.lua("require('agent_server.transcript').set_prompt('/usage')")
-    ed.lua("require('agent_server').send_typed()")
-    ed.idle()
-    chat = ed.chat()
+    ed, words, chat = usage_sent_while_the_answer_streams(make_editor, endpoint)
     assert words + "\n\n_— stop: end_turn —_\n\n## You\n/usage\n\n## Agent\nNo model usage" in chat, chat
     assert chat.rstrip().endswith("_— stop: end_turn —_") and chat.count("_— stop: end_turn —_") == 2, chat
     assert ed.lua("""local t = require('agent_server.transcript')

@@ -12,44 +12,6 @@ from support.nvim import call, push
 from agent_server.offline import text_stream
 
 
-def test_agent_cancel_cancels_an_agent_server_lsp_turn_whose_progress_the_plugin_echoes(
-        make_editor, endpoint, workspace, server_env):
-    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    path = workspace / "slow.py"
-    path.write_text("print(1)\n")
-    push(endpoint, call("b", "bash", command="sleep 60", description="Wait a long time"), text_stream("stopped"))
-    ed = make_editor()
-    ed.lua("""
-        local env = vim.json.decode(...)
-        _G.echoed = {}
-        local echo = vim.api.nvim_echo
-        vim.api.nvim_echo = function(chunks, ...)
-          table.insert(_G.echoed, chunks[1] and chunks[1][1] or '')
-          return echo(chunks, ...)
-        end
-        vim.lsp.config('agent_server', { cmd = env.cmd, cmd_env = env.env, filetypes = { 'python' },
-                                         root_markers = { 'pyproject.toml' } })
-        vim.lsp.enable('agent_server')
-    """, json.dumps({"cmd": [*agent_server_command(), "lsp"], "env": server_env}))
-    ed.cmd(f"edit {path}")
-    ed.wait("local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]; return c and c.initialized",
-            what="agent-server lsp attached")
-    ed.lua("""
-        local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]
-        _G.lsp_answer = nil
-        c:exec_cmd({ title = 'ask', command = 'agentServer.ask', arguments = { {
-          uri = vim.uri_from_bufnr(0), prompt = 'wait' } } }, { bufnr = 0 }, function(err, result)
-          _G.lsp_answer = err and ('error: ' .. tostring(err.message)) or result.stopReason
-        end)
-    """)
-    ed.wait("for _, e in ipairs(_G.echoed) do if e:find('Wait a long time', 1, true) then return true end end",
-            what="the tool step's progress echoed")
-    ed.cmd("AgentCancel")
-    assert ed.wait("return _G.lsp_answer", what="the LSP turn's answer") == "cancelled"
-    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
-    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
-
-
 ECHOED = "for _, e in ipairs(_G.echoed) do if e:find(..., 1, true) then return true end end"
 
 
@@ -83,6 +45,26 @@ def ask_over_lsp(ed, prompt: str) -> None:
           _G.lsp_answer = err and ('error: ' .. tostring(err.message)) or result.stopReason
         end)
     """, prompt)
+
+
+def stop_lsp(ed) -> None:
+    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
+    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
+
+
+def test_agent_cancel_cancels_an_agent_server_lsp_turn_whose_progress_the_plugin_echoes(
+        make_editor, endpoint, workspace, server_env):
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "slow.py"
+    path.write_text("print(1)\n")
+    push(endpoint, call("b", "bash", command="sleep 60", description="Wait a long time"), text_stream("stopped"))
+    ed = make_editor()
+    start_lsp(ed, server_env, path)
+    ask_over_lsp(ed, "wait")
+    ed.wait(ECHOED, "Wait a long time", what="the tool step's progress echoed")
+    ed.cmd("AgentCancel")
+    assert ed.wait("return _G.lsp_answer", what="the LSP turn's answer") == "cancelled"
+    stop_lsp(ed)
 
 
 def test_ctrl_c_in_the_chat_did_not_reach_an_agent_server_lsp_turn_once_the_chat_had_a_session(
@@ -119,8 +101,7 @@ def test_ctrl_c_in_the_chat_did_not_reach_an_agent_server_lsp_turn_once_the_chat
     assert ed.wait("return _G.lsp_answer", what="the LSP turn's answer") == "cancelled"
     ed.idle()
     assert "_— cancelled —_" in ed.chat(), ed.chat()
-    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
-    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
+    stop_lsp(ed)
 
 
 def test_the_transcript_window_shows_each_new_turn_of_agent_server_lsp(make_editor, endpoint, workspace, server_env):
@@ -131,15 +112,7 @@ def test_the_transcript_window_shows_each_new_turn_of_agent_server_lsp(make_edit
     path.write_text("print(2)\n")
     push(endpoint, text_stream("first answer"), text_stream("second answer"))
     ed = make_editor()
-    ed.lua("""
-        local env = vim.json.decode(...)
-        vim.lsp.config('agent_server', { cmd = env.cmd, cmd_env = env.env, filetypes = { 'python' },
-                                         root_markers = { 'pyproject.toml' } })
-        vim.lsp.enable('agent_server')
-    """, json.dumps({"cmd": [*agent_server_command(), "lsp"], "env": server_env}))
-    ed.cmd(f"edit {path}")
-    ed.wait("local c = vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]; return c and c.initialized",
-            what="agent-server lsp attached")
+    start_lsp(ed, server_env, path)
     for n, answer in ((1, "first answer"), (2, "second answer")):
         ed.lua("""
             local c = vim.lsp.get_clients({ name = 'agent_server' })[1]
@@ -151,5 +124,4 @@ def test_the_transcript_window_shows_each_new_turn_of_agent_server_lsp(make_edit
                        return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n'):find(..., 1, true)
                      end
                    end""", answer, what=f"turn {n} in the transcript window")
-    ed.lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'agent_server' })) do c:stop(true) end")
-    ed.wait("return #vim.lsp.get_clients({ name = 'agent_server' }) == 0", what="agent-server lsp stopped")
+    stop_lsp(ed)

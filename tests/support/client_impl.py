@@ -95,6 +95,23 @@ async def call_handler(handler: Handler, params: dict[str, Any]) -> Any:
     return _dump(result)
 
 
+class Questions:
+    """A permission handler that records each question (``asked``) and answers ``option`` (an
+    option id)."""
+
+    def __init__(self, option: str = "allow_once") -> None:
+        self.option: str = option
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": self.option}}
+
+    def titles(self) -> list[str]:
+        """The titles of the questions asked, in order."""
+        return [q["toolCall"].get("title", "") for q in self.asked]
+
+
 def select_permission(choice: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A permission handler selecting the option whose ``optionId`` (else ``kind``) is ``choice``.
 

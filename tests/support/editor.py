@@ -192,3 +192,19 @@ class MemoryEditor:
                                         "edits": accepted}]}
         return {"outcome": outcome, "applied": applied, "saved": saved,
                 "versions": {uri: {"version": version, "sha256": sha(new_text)}}}
+
+
+async def editor_session(acp_harness_factory, endpoint, workspace, option_id: str):
+    """The official ACP client with our extension over a ``MemoryEditor`` (its reads and workspace
+    edits), answering every permission question with ``option_id`` (each kept in ``asked``), and a
+    session in ``workspace`` on ``endpoint``: ``(harness, session id, editor, asked)``."""
+    from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
+
+    editor = MemoryEditor()
+    asked: list[dict[str, Any]] = []
+    config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": option_id}},
+                          read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                          agent_server_extension=True)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    return h, (await h.new_session(str(workspace))).session_id, editor, asked
