@@ -146,11 +146,13 @@ def _fix_code_action_union(client: LanguageClient) -> None:
 @pytest.fixture
 async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
     """``start(**capability flags, env=...)`` → an initialized ``Editor`` on the real server
-    (``raw_capabilities``: a client's own capabilities, as JSON, instead of the flags')."""
+    (``raw_capabilities``: a client's own capabilities, as JSON, instead of the flags';
+    ``experimental``: its ``capabilities.experimental``)."""
     started: list[LanguageClient] = []
 
     async def start(*, env: dict[str, str] | None = None, folders: list[Path] | None = None,
-                    raw_capabilities: dict[str, Any] | None = None, **flags) -> Editor:
+                    raw_capabilities: dict[str, Any] | None = None, experimental: Any = None,
+                    **flags) -> Editor:
         config = ClientServerConfig(
             server_command=[*agent_server_command(), "lsp"],
             server_env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url, **(env or {})})
@@ -159,6 +161,8 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
         _fix_code_action_union(client)
         caps = capabilities(**flags) if raw_capabilities is None else \
             client.protocol._converter.structure(raw_capabilities, types.ClientCapabilities)
+        if experimental is not None:  # the client's own ``capabilities.experimental``
+            caps.experimental = experimental
         editor = Editor(client, (flags.get("encodings") or ("utf-16",))[0])
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)

@@ -534,3 +534,26 @@ async def test_accept_edits_sends_the_edit_without_confirmation_and_asks_nothing
     assert params.edit.change_annotations is None
     assert all(getattr(e, "annotation_id", None) is None for e in params.edit.document_changes[0].edits)
     assert editor.text(uri) == "a = 10\nb = 2\nc = 3\nd = 4\ne = 5\n"
+
+
+@pytest.mark.parametrize("said, line", [("lf", 2), ("lsp", 3)])
+async def test_a_client_that_counts_lines_as_neovim_does_could_say_so_only_by_being_named_neovim(
+        lsp, endpoint, workspace, said, line):
+    """The server counted a document's lines as Neovim's LSP client does (only ``\\n`` ends one, a
+    lone ``\\r`` is text of its row) for a client whose ``clientInfo.name`` is ``Neovim`` alone: any
+    other client counting so (a Vim plugin's) got an edit of ``a3`` in ``a1\\rmid\\na2\\na3\\n`` on the
+    wrong line. A client says how it counts: ``capabilities.experimental.agentServer.lineBreaks``
+    (docs/protocol.md); its name decides only when it says nothing."""
+    path = workspace / "cr.txt"
+    text = "a1\rmid\na2\na3\n"
+    path.write_bytes(text.encode())
+    endpoint.push(tool_call_stream([call("r", "read", path="cr.txt")]))
+    endpoint.push(tool_call_stream([call("e", "edit", path="cr.txt", old_string="a3", new_string="A3")]))
+    endpoint.push(text_stream("done"))
+    editor = await lsp(experimental={"agentServer": {"lineBreaks": said}})
+    uri = editor.open(path, text)
+    editor.on_apply = lambda ed, params: types.ApplyWorkspaceEditResult(applied=False, failure_reason="looked at only")
+    assert (await ask(editor, uri, "change a3"))["stopReason"] == "end_turn"
+    (params,) = editor.applied
+    ((_, _, edits),) = editor.edits_of(params)
+    assert [(e["range"]["start"]["line"], e["range"]["end"]["line"]) for e in edits] == [(line, line)], edits

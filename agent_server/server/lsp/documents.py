@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
-from agent_server.server.edits import apply_text_edits, file_uri, workspace_edit
+from agent_server.server.edits import LINE_BREAKS, apply_text_edits, file_uri, workspace_edit
 from agent_server.tools.files import PROPOSAL_LABEL, DiskFiles, FileSnapshot, WriteOutcome
 from agent_server.tools.user_wait import awaiting_user
 
@@ -68,10 +68,15 @@ class SyncedDocuments:
             return False
 
 
-def client_line_breaks(client_name: str | None) -> str:
-    """How a client counts lines (``agent_server.server.edits.LINE_BREAKS``): Neovim's LSP client
-    counts its buffer's rows (a lone ``\\r`` stays inside its row, ``'fileformat'`` unix or dos),
-    every other client as LSP says."""
+def client_line_breaks(client_name: str | None, experimental: Any = None) -> str:
+    """How a client counts lines (``agent_server.server.edits.LINE_BREAKS``): as it says in
+    ``capabilities.experimental.agentServer.lineBreaks`` (docs/protocol.md); a client that says
+    nothing, by its name — Neovim's LSP client counts its buffer's rows (a lone ``\\r`` stays inside
+    its row, ``'fileformat'`` unix or dos), every other client as LSP says."""
+    agent = experimental.get("agentServer") if isinstance(experimental, dict) else None
+    said = agent.get("lineBreaks") if isinstance(agent, dict) else None
+    if said in LINE_BREAKS:
+        return str(said)
     return "lf" if (client_name or "").strip().lower() == "neovim" else "lsp"
 
 

@@ -98,6 +98,9 @@ class _Protocol(LanguageServerProtocol):
                   "position encoding only")
         reduced: dict[str, Any] = {"capabilities": {"general": {"positionEncodings": [
             sent["capabilities"]["positionEncoding"]]}}}
+        given = params.get("capabilities")
+        if isinstance(given, dict) and isinstance(given.get("experimental"), dict):  # how it counts lines
+            reduced["capabilities"]["experimental"] = given["experimental"]
         for key in ("rootUri", "rootPath", "workspaceFolders", "clientInfo"):
             try:  # each kept if pygls reads it
                 self._converter.structure({**reduced, key: params.get(key)}, types.InitializeParams)
@@ -191,10 +194,12 @@ class LspFrontend:
         return self._host
 
     def on_initialize(self, params: types.InitializeParams) -> None:
-        """``initialize`` (pygls made the workspace): lines are counted as this client counts them,
-        in the documents it syncs and the edits sent to it (``client_line_breaks``)."""
+        """``initialize`` (pygls made the workspace): lines are counted as this client counts them
+        (its ``experimental.agentServer.lineBreaks``, else its name: ``client_line_breaks``), in the
+        documents it syncs and the edits sent to it."""
         info = params.client_info
-        self.line_breaks = client_line_breaks(info.name if info is not None else None)
+        self.line_breaks = client_line_breaks(info.name if info is not None else None,
+                                              params.capabilities.experimental)
         workspace = self.server.workspace
         document = synced_text_document(lambda: self.line_breaks, lambda: self.encoding)
 
