@@ -124,7 +124,13 @@ def prune(runs: Path, keep: int, current: Path | None = None,
     old = folders[keep:]
     if not old:
         return [], []
-    used = folders_in_use(old, kind)
+    return _remove_unused(old, kind)
+
+
+def _remove_unused(old: list[Path], kind: str) -> tuple[list[Path], list[Path]]:
+    """Removes each of the run folders ``old`` that no process of a ``kind`` run uses; returns
+    (removed, kept in use). One that cannot be removed is said on stderr and left."""
+    used = folders_in_use(old, kind) if old else set()
     removed, busy = [], []
     for folder in old:
         if str(folder) in used:
@@ -162,18 +168,7 @@ def prune_old_demo_state(demo_state: Path) -> tuple[list[Path], list[Path]]:
         return [], []
     old = sorted(entry for entry in demo_state.iterdir() if OLD_NEOVIM_RUN.match(entry.name)
                  and not entry.is_symlink() and entry.is_dir() and _demo_project(entry))
-    used = folders_in_use(old, "neovim") if old else set()
-    removed, busy = [], []
-    for folder in old:
-        if str(folder) in used:
-            busy.append(folder)
-            continue
-        try:
-            _remove(folder)
-        except OSError as exc:
-            print(f"try-neovim: could not remove {folder}: {exc}", file=sys.stderr)
-            continue
-        removed.append(folder)
+    removed, busy = _remove_unused(old, "neovim")
 
     def was_a_run(cwd: object) -> bool:
         path = Path(cwd) if isinstance(cwd, str) else None

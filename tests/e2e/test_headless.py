@@ -402,6 +402,14 @@ def _agent_edited(agent_env, workspace, endpoint_env) -> str:
     return session_of(done.stderr)
 
 
+def command_headless(agent_env, workspace, sid: str, command: str):
+    """``agent-server run --resume SID -p COMMAND`` with no terminal (a slash command: the endpoint
+    gets no request): its finished process."""
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        return run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", command, "--cwd", str(workspace),
+                   "--resume", sid)
+
+
 def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_though_it_merged_back_alone(
         agent_env, workspace, agent_state_dir):
     """``agent-server run --resume S -p /undo`` with no terminal, after the user changed another line
@@ -413,9 +421,7 @@ def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_thoug
     sid = _agent_edited(agent_env, workspace, None)
     (workspace / "a.txt").write_bytes(b"ALPHA\r\nbeta\r\ngamma, saved")
     (workspace / "a.txt").chmod(0o750)  # the user's mode too
-    with OfflineEndpoint.start_in_thread([]) as ep:
-        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
-                   "--resume", sid)
+    done = command_headless(agent_env, workspace, sid, "/undo")
     assert done.returncode == 0, done.stderr
     assert (workspace / "a.txt").read_bytes() == b"alpha\r\nbeta\r\ngamma, saved"
     assert (workspace / "a.txt").stat().st_mode & 0o7777 == 0o750
@@ -424,9 +430,7 @@ def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_thoug
 
     # /redo after the user changed the file again: the agent's change alone re-applied, the same way
     (workspace / "a.txt").write_bytes(b"alpha\r\nbeta\r\ngamma, saved twice")
-    with OfflineEndpoint.start_in_thread([]) as ep:
-        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/redo", "--cwd", str(workspace),
-                   "--resume", sid)
+    done = command_headless(agent_env, workspace, sid, "/redo")
     assert done.returncode == 0, done.stderr
     assert (workspace / "a.txt").read_bytes() == b"ALPHA\r\nbeta\r\ngamma, saved twice"
     assert (workspace / "a.txt").stat().st_mode & 0o7777 == 0o750
@@ -435,9 +439,7 @@ def test_a_headless_undo_kept_the_agents_change_in_a_file_the_user_changed_thoug
     # the other side: the user's change touches the agent's line — nothing is taken back, and it says why
     sid = _agent_edited(agent_env, workspace, None)
     (workspace / "a.txt").write_bytes(b"ALPHA, saved\r\nbeta\r\ngamma")
-    with OfflineEndpoint.start_in_thread([]) as ep:
-        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
-                   "--resume", sid)
+    done = command_headless(agent_env, workspace, sid, "/undo")
     assert (workspace / "a.txt").read_bytes() == b"ALPHA, saved\r\nbeta\r\ngamma"
     assert "a headless run has no one to ask, so nothing was replaced" in done.stdout
 
@@ -505,9 +507,7 @@ def test_a_headless_undo_of_a_file_whose_shell_change_may_be_the_users_kept_it_a
     assert proc.returncode == 0, err
     sid = session_of(err)
     (workspace / "a.txt").write_bytes(b"ONE\ntwo\nthree\nMY LINE\nagent\n")
-    with OfflineEndpoint.start_in_thread([]) as ep:
-        done = run({**agent_env, "AGENT_SERVER_BASE_URL": ep.base_url}, "-p", "/undo", "--cwd", str(workspace),
-                   "--resume", sid)
+    done = command_headless(agent_env, workspace, sid, "/undo")
     assert done.returncode == 0, done.stderr
     assert (workspace / "a.txt").read_bytes() == b"ONE\ntwo\nthree\nMY LINE\nagent\n"
     assert ("a.txt: kept the user's version (a shell command changed it, and it may have been someone else's "

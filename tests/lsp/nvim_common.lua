@@ -35,4 +35,18 @@ function M.attached()
   return vim.lsp.get_clients({ bufnr = 0, name = 'agent_server' })[1]
 end
 
+-- The user answers every question by picking "Allow once" (vim.ui.select is what the
+-- window/showMessageRequest handler shows); each question is added to `questions` when given.
+function M.allow_once(questions)
+  vim.ui.select = function(items, opts, on_choice)
+    if questions then
+      table.insert(questions, { prompt = opts.prompt, items = vim.tbl_map(function(i) return i.title end, items) })
+    end
+    for _, item in ipairs(items) do
+      if item.title == 'Allow once' then return on_choice(item) end
+    end
+    on_choice(nil)
+  end
+end
+
 return M

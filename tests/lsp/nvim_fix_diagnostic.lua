@@ -7,15 +7,7 @@ local result = { questions = {}, errors = {} }
 common.run(result, function()
   common.enable_server()
 
-  -- the user answers the question by picking "Allow once" (vim.ui.select is what the
-  -- window/showMessageRequest handler shows)
-  vim.ui.select = function(items, opts, on_choice)
-    table.insert(result.questions, { prompt = opts.prompt, items = vim.tbl_map(function(i) return i.title end, items) })
-    for _, item in ipairs(items) do
-      if item.title == 'Allow once' then return on_choice(item) end
-    end
-    on_choice(nil)
-  end
+  common.allow_once(result.questions)
 
   vim.cmd.edit(vim.env.NVIM_FILE)
   vim.bo.filetype = 'python'

@@ -20,12 +20,7 @@ end
 
 common.run(result, function()
   dofile(vim.env.NVIM_SNIPPET)
-  vim.ui.select = function(items, _, on_choice)
-    for _, item in ipairs(items) do
-      if item.title == 'Allow once' then return on_choice(item) end
-    end
-    on_choice(nil)
-  end
+  common.allow_once()
   vim.cmd.edit(vim.env.NVIM_FILE)
   local buf = vim.api.nvim_get_current_buf()
   result.fileformat = vim.bo[buf].fileformat

@@ -147,14 +147,21 @@ def test_quit_while_a_tool_runs_leaves_no_process(make_editor, endpoint, workspa
     assert not [p for p in shell if pid_alive(p)], "the shell command outlived :qa"
 
 
-def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_editor, endpoint, workspace):
-    endpoint.push(text_stream("the first session's answer"))
+def earlier_session_then_a_new_one(make_editor, endpoint, answer: str):
+    """An editor that asked "remember this" (answered ``answer``), then started a new session:
+    ``(editor, the first session's id)``."""
+    endpoint.push(text_stream(answer))
     ed = make_editor()
     ed.cmd("AgentAsk remember this")
     ed.idle()
     first = ed.lua("return require('agent_server.client').state.session_id")
     ed.cmd("AgentNew")
     ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    return ed, first
+
+
+def test_sessions_lists_the_earlier_session_and_loading_it_replays_it(make_editor, endpoint, workspace):
+    ed, first = earlier_session_then_a_new_one(make_editor, endpoint, "the first session's answer")
     ed.choose(first)
     ed.cmd("AgentSessions")
     ed.wait("return require('agent_server.client').state.session_id == ... "
@@ -179,13 +186,7 @@ def test_sessions_picker_showed_raw_utc_iso_stamps_with_milliseconds(make_editor
             return f"yesterday {when:%H:%M}"
         return f"{when:%Y-%m-%d %H:%M}"
 
-    endpoint.push(text_stream("ok"))
-    ed = make_editor()
-    ed.cmd("AgentAsk remember this")
-    ed.idle()
-    first = ed.lua("return require('agent_server.client').state.session_id")
-    ed.cmd("AgentNew")
-    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    ed, first = earlier_session_then_a_new_one(make_editor, endpoint, "ok")
     ed.choose(None)
     before = datetime.now().astimezone()
     ed.cmd("AgentSessions")

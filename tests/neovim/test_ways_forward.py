@@ -40,17 +40,22 @@ def test_a_401_from_the_endpoint_showed_only_its_text_in_neovim_and_offered_no_w
     assert endpoint.requests[-1].headers["authorization"] == "Bearer sk-given"
 
 
+def login_terminal_ran_and_stopped(ed) -> None:
+    """A terminal opened running the server's ``login``; its job is stopped."""
+    ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
+    pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"login" in argv, argv
+    ed.lua("vim.fn.jobstop(vim.b.terminal_job_id)")
+
+
 def test_sign_in_runs_the_servers_login_in_a_terminal_and_says_when_it_did_not_sign_in(
         make_editor, endpoint, workspace):
     endpoint.push(REFUSED)
     ed = make_editor()
     ed.choose("sign-in")
     ed.cmd("AgentAsk hello")
-    ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
-    pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert b"login" in argv, argv
-    ed.lua("vim.fn.jobstop(vim.b.terminal_job_id)")
+    login_terminal_ran_and_stopped(ed)
     ed.wait("return require('agent_server.chat').text():find('not signed in', 1, true) ~= nil",
             what="the failed sign-in said")
 
@@ -64,11 +69,7 @@ def test_sign_in_from_the_readmes_plain_setup_died_with_a_lua_error_about_env(ma
     ed.lua("local c = require('agent_server.config').get(); require('agent_server').setup({ cmd = c.cmd })")
     assert ed.lua("return next(require('agent_server.config').get().env) == nil")  # as the README leaves it
     ed.cmd("AgentLogin")
-    ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
-    pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert b"login" in argv, argv
-    ed.lua("vim.fn.jobstop(vim.b.terminal_job_id)")
+    login_terminal_ran_and_stopped(ed)
 
 
 def test_a_server_that_cannot_start_offers_its_log_and_a_restart(make_editor, workspace):
