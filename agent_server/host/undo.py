@@ -390,7 +390,8 @@ class Restorer:
                 extra = {"left": left.to_json()} if left is not None and outcome.startswith("restored") else {}
                 return {**_said(path, outcome), "replaced": replaced.to_json() if replaced else None, **extra}
         if on_disk:
-            done_word += " (on disk; the editor's buffer keeps your unsaved changes as they are)"
+            done_word += (" (on disk; the editor's buffer keeps your unsaved changes as they are) (when you save them, "
+                          "your editor may say the file changed on disk: this restore wrote it)")
         if target is None or target_mode is None:
             return said(path, _remove(dirfd, name, disk, "deleted again (the agent had deleted it)" if redo
                                       else "removed (the agent had created it)"))
@@ -435,7 +436,18 @@ class Restorer:
                                   "asks about it again)")
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target_mode)
-        return said(path, done_word + bom_kept)
+            return said(path, done_word + bom_kept)
+        # the buffer has unsaved changes (kept): the restore is in it; a disk that holds the change too keeps
+        # it — said, so that nobody takes the file on disk for restored (a revert of the buffer brings it back)
+        try:
+            now = _look(dirfd, name)
+        except OSError:
+            now = None
+        if expect is None or now is None or expect.holds(now[0]) is not True:
+            return said(path, done_word + bom_kept)  # the disk never held the change (an unsaved buffer's edit)
+        what = "the agent's change" if self._title.startswith("Undo") else "what the /undo left"
+        return said(path, done_word + bom_kept + f" (in the editor's buffer only, which has unsaved changes: the file "
+                                                  f"on disk keeps {what} until you save it)")
 
     async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
                                   outcome: WriteOutcome, bom_kept: bool = False) -> str | None:

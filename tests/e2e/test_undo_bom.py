@@ -374,3 +374,30 @@ async def test_an_old_logs_editor_edit_of_a_file_the_user_changed_since_keeps_th
     assert [q["toolCall"]["title"] for q in questions.asked] == ["old2.txt changed since the agent's edit"]
     assert "byte order mark" not in text_of(questions.asked[0])
     assert path.read_bytes() == BOM + b"o1\r\no2\r\no3"
+
+
+async def test_undo_into_a_buffer_holding_the_agents_change_with_unsaved_text_did_not_say_the_disk_still_holds_it(
+        acp_harness_factory, endpoint, workspace):
+    """The agent's shell command changed bd.txt; the user's buffer was reloaded with it, then typed
+    into (unsaved). ``/undo`` took the agent's change out of the buffer — unsaved, the user's typing
+    kept — and said "restored" while the disk still held the agent's change: reverting the buffer, or
+    another program reading the file, gets the agent's text. The outcome says so."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "bd.txt"
+    path.write_bytes(b"b1\nb2\nb3\nb4\nb5\n")
+    editor, questions = MemoryEditor(), Questions("agents_change_only")
+    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("s", "bash", command="sed -i s/b5/B5shell/ bd.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shell")).stop_reason == "end_turn"
+    agents = b"b1\nb2\nb3\nb4\nB5shell\n"
+    assert path.read_bytes() == agents
+    editor.buffers[str(path)] = Buffer("b1 typed\nb2\nb3\nb4\nB5shell\n", version=4, dirty=True)
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert editor.buffers[str(path)].text == "b1 typed\nb2\nb3\nb4\nb5\n" and editor.buffers[str(path)].dirty
+    assert path.read_bytes() == agents
+    assert ("bd.txt: restored (only the agent's change taken back; the file's other changes kept) (in the editor's "
+            "buffer only, which has unsaved changes: the file on disk keeps the agent's change until you save it)"
+            in said(h, sid)), said(h, sid)

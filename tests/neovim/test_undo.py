@@ -286,3 +286,37 @@ def test_undo_of_a_shell_change_to_a_file_with_unsaved_edits_said_restored_but_t
     assert ed.lua("return _G.selects") == []
     assert path.read_bytes() == agents
     assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, -1, false)", str(path)) == typed
+
+
+def test_saving_after_undo_restored_the_disk_under_unsaved_edits_warned_the_file_had_changed(
+        make_editor, endpoint, workspace):
+    """After ``/undo`` took the agent's shell change off the disk under a buffer with unsaved typing,
+    ``:w`` warned "The file has been changed since reading it!!! Do you really want to write to it" — the
+    undo's own write gave the file a new mtime, though the disk held again exactly what the buffer was
+    read from. The client makes Neovim's record of the file current: ``:w`` writes the unsaved text
+    unasked, the undo history kept (``u`` takes back the typing)."""
+    path = workspace / "sv.txt"
+    before = b"s1\ns2\ns3\ns4\ns5\n"
+    path.write_bytes(before)
+    push(endpoint, call("s", "bash", command="sed -i s/s5/S5shell/ sv.txt"), text_stream("done"))
+    ed = make_editor()
+    ed.lua(KEEP_MINE_ON_UNDO)
+    ed.cmd(f"edit {path}")
+    ed.keys("1GA UNSAVED<Esc>")
+    ed.cmd("tabfirst")
+    ed.cmd("AgentAsk run the shell")
+    ed.idle()
+    assert path.read_bytes() == b"s1\ns2\ns3\ns4\nS5shell\n"
+    ed.cmd("AgentAsk /undo")
+    ed.idle()
+    assert path.read_bytes() == before
+    assert "sv.txt: restored (on disk;" in ed.chat() and "this restore wrote it" in ed.chat()
+    buf = "require('agent_server.buffers').find(...)"
+    assert ed.lua(f"return vim.bo[{buf}].modified", str(path)) is True
+    # a "n" waits in the typeahead: Neovim's "Do you really want to write to it (y/n)?" would take it
+    ed.lua(f"vim.api.nvim_feedkeys('n', 't', false); vim.api.nvim_buf_call({buf}, function() "
+           "pcall(vim.cmd, 'write') end); vim.api.nvim_input('<Esc>')", str(path))
+    assert path.read_bytes() == b"s1 UNSAVED\ns2\ns3\ns4\ns5\n"
+    assert ed.lua(f"return vim.bo[{buf}].modified", str(path)) is False
+    ed.lua(f"vim.api.nvim_buf_call({buf}, function() vim.cmd('silent undo') end)", str(path))
+    assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, 1, false)", str(path)) == ["s1"]

@@ -5,7 +5,8 @@
 --- first, by Neovim itself (`:edit!`, as 'autoread' would). Other files come from (and go to) the
 --- disk. The text is `text`'s (no BOM; the file's line breaks; a final one as 'eol' says); a
 --- write to a file with a BOM keeps it. A write to a loaded buffer changes the buffer and saves it
---- only if it had no unsaved changes, with exactly the text's final newline.
+--- only if it had no unsaved changes, with exactly the text's final newline. After `/undo` put back
+--- on disk exactly what a buffer's unsaved text started from, Neovim's record of the file is renewed.
 ---
 --- A document that is not UTF-8 — a buffer whose 'fileencoding' is another, a buffer or a file
 --- holding bytes that are not UTF-8 — is refused with a JSON-RPC error (`data.agentServer.notUtf8`,
@@ -136,6 +137,74 @@ function M.after_write(buf)
   if not bo.eol and bo.fixeol and not bo.binary and bo.buftype == "" then
     bo.eol = true
   end
+end
+
+--- Files up to this size are hashed when their buffer reads or writes them (`M.note_disk`).
+local NOTE_LIMIT = 4 * 1024 * 1024
+
+--- Note what the file of `buf` holds as the buffer reads or writes it (`b:agent_server_disk`, its
+--- sha256; none for a file over `NOTE_LIMIT`): `M.adopt_disk` tells from it that a restore put back
+--- exactly what the buffer's unsaved text started from.
+function M.note_disk(buf)
+  if not vim.api.nvim_buf_is_loaded(buf) or vim.bo[buf].buftype ~= "" then
+    return
+  end
+  local path = vim.api.nvim_buf_get_name(buf)
+  local st = path ~= "" and uv.fs_stat(path)
+  local raw = st and st.type == "file" and st.size <= NOTE_LIMIT and M.read_disk(path)
+  vim.b[buf].agent_server_disk = raw and text.sha256(raw) or nil
+end
+
+--- After `/undo` or `/redo` wrote `path` on disk under its buffer's unsaved text: where the disk holds
+--- again exactly what the buffer was read from or last saved as, Neovim's record of the file is made
+--- current — `:edit!`, then the unsaved text back (by undo where 'undoreload' kept it, the undo
+--- history with it; else set again), its 'eol', 'fileformat' and 'bomb' too — so that `:w` writes the
+--- unsaved text without "The file has been changed since reading it". Any other disk: left to Neovim's
+--- own warning (someone else's bytes would be written over).
+function M.adopt_disk(path)
+  local buf = M.find(path)
+  if not buf or not vim.bo[buf].modified or vim.b[buf].agent_server_disk == nil then
+    return false
+  end
+  local raw = M.read_disk(path)
+  if not raw or text.sha256(raw) ~= vim.b[buf].agent_server_disk or text.utf8_invalid(raw) then
+    return false
+  end
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local bo = vim.bo[buf]
+  local opts = { eol = bo.eol, fileformat = bo.fileformat, bomb = bo.bomb }
+  local views = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    views[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+  end
+  local seq = vim.fn.undotree(buf).seq_last
+  local ok = pcall(vim.api.nvim_buf_call, buf, function()
+    vim.cmd("silent keepalt keepjumps edit!")
+  end)
+  if not ok then
+    return false
+  end
+  if not vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), lines) then
+    if vim.fn.undotree(buf).seq_last > seq then -- 'undoreload' kept the text before the reload
+      pcall(vim.api.nvim_buf_call, buf, function()
+        vim.cmd("silent undo")
+      end)
+    end
+    if not vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), lines) then
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    end
+  end
+  for name, value in pairs(opts) do
+    if bo[name] ~= value then
+      bo[name] = value
+    end
+  end
+  for win, view in pairs(views) do
+    pcall(vim.api.nvim_win_call, win, function()
+      vim.fn.winrestview(view)
+    end)
+  end
+  return true
 end
 
 --- The JSON-RPC error for `path` when it is not UTF-8 text: `encoding` is the buffer's

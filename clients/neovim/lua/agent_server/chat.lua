@@ -550,6 +550,14 @@ local function on_tool_update(u, session_id)
     t.note = first_text(u.content) or t.note
   end
   take_diff(t, u.content)
+  local restore = type(meta.agentServer) == "table" and meta.agentServer.restore
+  if type(restore) == "table" and t.status == "completed" and type(restore.changed) == "table" then
+    for _, path in ipairs(restore.changed) do -- written on disk under unsaved text: :w need not warn
+      if type(path) == "string" then
+        pcall(require("agent_server.buffers").adopt_disk, path)
+      end
+    end
+  end
   local out = meta.terminal_output or meta.terminal_output_delta
   if type(out) == "table" and type(out.data) == "string" then
     return on_output(t, out.data)

@@ -95,6 +95,13 @@ local function wire()
     group = group,
     callback = function(ev)
       buffers.after_write(ev.buf)
+      buffers.note_disk(ev.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufReadPost", {
+    group = group,
+    callback = function(ev)
+      buffers.note_disk(ev.buf)
     end,
   })
   -- `agent-server lsp` shows its session's one transcript file every turn (window/showDocument of
