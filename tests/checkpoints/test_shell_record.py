@@ -405,3 +405,47 @@ def test_a_file_the_lease_probe_could_not_open_let_the_commands_open_stand_for_t
         user.write(b"the user's save\n")
     os.close(command)
     assert sandbox_notify.FOREIGN + os.fsencode(path) + b"\0" in watch.finish()
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_a_sqlite_wal_like_loop_overflowed_the_watchs_queue_and_every_file_the_command_changed_became_foreign(tmp_path):
+    """A command that reads one file and writes another through descriptors it holds, in a loop (as
+    SQLite in WAL mode does), makes no call that drains the watch: the reads' events (counted on the
+    written file's own watch) and the writes' filled the queue, it overflowed, and every path was
+    blind — each file the command changed (``out.txt`` before the loop too) was asked about at /undo.
+    The queue is read as it fills; a loop this tight still overflows it, and then only the paths
+    changed since the last whole read, or held open for writing then (``db``, ``wal``: the loop's
+    own, asked about), are blind — ``out.txt`` stays the command's, and no blind watch is said."""
+    loop = "import os\nfor i in range(60000):\n    os.pread(3, 1, 0)\n    os.pwrite(4, b'x', i % 4096)\n"
+    work = work_folder(tmp_path, {"db": "d" * 4096, "wal": "", "loop.py": loop})
+    command = "echo agent > out.txt; exec 3<>db 4<>wal; python3 -I -S loop.py || exit 9; exec 3>&- 4>&-"
+    proc = run_watched(tmp_path, work, command)
+    assert proc.wait(timeout=HANG) == 0
+    record = str(tmp_path / "record")
+    assert sandbox_notify.read_unwatched(record) is None
+    assert sandbox_notify.read_foreign(record) <= {str(work / "db"), str(work / "wal")}
+    assert str(work / "out.txt") in sandbox_notify.read_record(record)
+    assert (work / "out.txt").read_text() == "agent\n"
+
+
+def test_an_overflow_left_only_the_paths_changed_since_the_last_whole_read_blind(tmp_path):
+    """The overflow itself, without a kernel to flood: the paths let go and unchanged since the last
+    read that lost nothing stay followed; one changed since, one still held, are blind."""
+    tick = sandbox_notify._TICK_NS
+    quiet, touched, held = (tmp_path / n for n in ("quiet.txt", "touched.txt", "held.txt"))
+    for p in (quiet, touched, held):
+        p.write_text("x\n")
+    changed_at = quiet.stat().st_ctime_ns
+    while time.time_ns() < changed_at + 3 * tick:  # the clock, not an event: a status-change time's granularity
+        time.sleep(0.005)
+    touched.write_text("y\n")  # after the last whole read
+    watch = sandbox_notify.Watch()
+    try:
+        watch.clean_read_ns = changed_at + 2 * tick
+        names = {p: os.fsencode(p) for p in (quiet, touched, held)}
+        watch.state = {names[quiet]: (sandbox_notify._LET_GO, 0), names[touched]: (sandbox_notify._LET_GO, 0),
+                       names[held]: (sandbox_notify._HELD, 0)}
+        watch._overflowed()
+        assert watch.blind == {names[touched], names[held]}
+    finally:
+        os.close(watch.fd)

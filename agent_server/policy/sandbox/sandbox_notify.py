@@ -36,8 +36,10 @@ import fcntl
 import os
 import signal
 import stat
+import select
 import struct
 import threading
+import time
 
 SHELL_RECORD: contextvars.ContextVar[str | None] = contextvars.ContextVar("shell_record", default=None)
 """Where the confined command about to be launched records its writes (set by the caller around one
@@ -55,8 +57,9 @@ LEFT = b"\0LEFT\0"
 writer did between then and the after-snapshot shows as a different time)."""
 UNWATCHED = b"\0UNWATCHED\0"
 """Marks why the watch is blind (``EMFILE``: no inotify instance; ``ENOSPC``: no watch left;
-``OVERFLOW``: its event queue overflowed), once a record: the paths it could not follow are
-``FOREIGN`` at the end, so their changes are asked about (``read_unwatched``)."""
+``OVERFLOW``, in records of older versions: its event queue overflowed), once a record: the paths it
+could not follow are ``FOREIGN`` at the end, so their changes are asked about (``read_unwatched``). An
+overflow now blinds only the paths it may have hidden something of (``Watch._overflowed``)."""
 UNLISTENED = b"\0UNLISTENED\0"
 """Starts a record whose filter could not be loaded, followed by why (``read_unlistened``): the
 command ran without a record, so every file it changed is uncertain (asked about at /undo)."""
@@ -192,6 +195,8 @@ def supervise(listener: int, out_fd: int, watch: "Watch | None" = None) -> None:
     seen: set[bytes] = set()  # paths already stamped: only the command's first write-intent call counts
     libc = ctypes.CDLL(None, use_errno=True)
     notif = ctypes.create_string_buffer(80)
+    if watch is not None:  # its queue read as it fills too, not only at the command's calls
+        threading.Thread(target=watch.keep_up, daemon=True).start()
     while True:
         ctypes.memset(notif, 0, 80)
         if libc.ioctl(listener, ctypes.c_ulong(NOTIF_RECV), notif) != 0:
@@ -334,6 +339,16 @@ _PROBE = -1  # stands for the lease probe's own open among the command's (``Watc
 # created files move to their own watch in batches (a marker each: bench/README.md) — or sooner once
 # their folders' watches carry that many opens of other files (a build reading its sources there)
 _SWITCH_BATCH, _SWITCH_NOISE = 64, 512
+_BETWEEN = -2  # the pid of a read between the command's calls (``Watch.keep_up``): no process's
+_TICK_NS = 20_000_000  # a status-change time's granularity (the kernel's coarse clock), and then some
+
+
+def _inode(path: bytes) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _device(path: bytes) -> bool:
@@ -353,8 +368,9 @@ class Watch:
     event of a path call — rename, unlink, chmod, truncate… — ends that call), then *let go*. An
     event of a let-go path while no process of the command holds it open for writing (a descriptor
     or a shared writable mapping, from ``/proc`` of the sandbox's own PID namespace) is another
-    process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved, or the
-    event queue overflowed) makes its paths blind: foreign if they exist at the end. While the
+    process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved) makes its
+    paths blind: foreign if they exist at the end; so does an overflow of the event queue (read as
+    it fills, ``keep_up``) for the paths changed since the last read that lost nothing or held then. While the
     command holds a path, a rename or removal of it that is not the command's path call is another
     process's too (an editor's atomic save). Another process's in-place save while the command holds
     the path ends the hold early (its close), so the command's own later close is seen as a change of
@@ -407,6 +423,29 @@ class Watch:
         self.fresh: set[int] = set()  # file watches whose events before the marker are the folder's
         self.marker: int | None = None
         self.memfd: int | None = None
+        self.ended = False
+        self.tainted: set[tuple[int, int]] = set()  # inodes whose opens were counted when the queue overflowed
+        self.tainted_paths: set[bytes] = set()  # created files whose folder counted their opens then
+        self.clean_read_ns = time.time_ns()  # the last read of the queue that lost nothing (no overflow)
+
+    def keep_up(self) -> None:
+        """Read the queue as it fills, between the command's calls (a thread): a command that reads
+        and writes through descriptors it holds (a SQLite WAL loop) makes no call that would, and a
+        queue left to fill overflows. Bounded: one read of what is there at a time, under the lock."""
+        if self.fd < 0:
+            return
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while not self.ended:
+            try:
+                ready = poller.poll(200)
+            except OSError:
+                return
+            if ready:
+                with self.lock:
+                    if self.ended:
+                        return
+                    self.pending += self._drain(_BETWEEN)
 
     def arm(self, paths: list[bytes], pid: int, is_open: bool, flags: int = O_CREAT) -> bytes:
         """Before the command's call on ``paths`` goes ahead: take in the events so far, then mark
@@ -426,6 +465,8 @@ class Watch:
                         self.calls[spelled] = pid
                 if is_open:
                     self._own_open(spellings[-1], flags, pid)
+                    if spellings[-1] in self.tainted_paths or self.tainted and _inode(spellings[-1]) in self.tainted:
+                        self.blind.update(spellings)  # its count lost opens in an overflow: held again, blind
             out, self.pending = out + self.pending, b""
             return out
 
@@ -466,6 +507,7 @@ class Watch:
         """When the command has ended: the last events, blind paths that exist, and a ``LEFT``
         stamp of every path followed (the recorder compares it with the file at its snapshot)."""
         with self.lock:
+            self.ended = True
             out = self._drain(0, ended=True)
             readers: dict[bytes, bool] = {}
             for named in sorted(self.state):
@@ -616,6 +658,8 @@ class Watch:
             try:
                 raw = os.read(self.fd, 65536)
             except BlockingIOError:
+                if not any(mask & IN_Q_OVERFLOW for _wd, mask, _name in events):
+                    self.clean_read_ns = time.time_ns()  # the queue was empty: nothing lost up to here
                 break
             except OSError:
                 self._lose_all()
@@ -632,8 +676,7 @@ class Watch:
         events: list[tuple[bytes, int]] = []
         for wd, mask, name in raw:
             if mask & IN_Q_OVERFLOW:
-                self._blind_because("OVERFLOW")
-                self._lose_all()
+                self._overflowed()
             elif wd == self.marker:
                 self._switched()
             elif wd in self.files:  # a file's own watch: its opens and the reads that closed
@@ -733,6 +776,28 @@ class Watch:
                 self.state[named] = (_LET_GO, 0)  # that process made another call: its path call is done
                 del self.calls[named]
         return out
+
+    def _overflowed(self) -> None:
+        """The queue overflowed: events since the last read that lost nothing are gone. A path
+        changed since then (its status-change time, less a clock tick), one held open for writing (a
+        save's close may have merged with the command's) cannot be told: blind (asked about if it
+        exists at the end). The opens counted (per inode, per created file) start again from nothing,
+        and a file whose count that was is blind once the command opens it for writing again. The watches stay: the other paths are followed on, so a command that floods the queue
+        does not make every file it changed uncertain."""
+        since = self.clean_read_ns - _TICK_NS
+        for named, (state, _pid) in self.state.items():
+            try:
+                changed = os.stat(named).st_ctime_ns >= since
+            except OSError:
+                changed = True
+            if changed or state != _LET_GO:
+                self.blind.add(named)
+        self.tainted.update(self.files.values())
+        self.tainted_paths.update(self.created)
+        self.created = dict.fromkeys(self.created, 0)
+        self.own.clear()
+        self.opens.clear()
+        self.alone.clear()
 
     def _lose(self, wd: int) -> None:
         for folder in self.dirs.pop(wd, ()):
