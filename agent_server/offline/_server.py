@@ -43,6 +43,8 @@ _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODEL_PATHS = ("/v1/models", "/models")
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 _FRAME_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r)")
+READ_LIMIT = 1 << 20
+"""The connections' ``StreamReader`` limit: it pauses reading at twice this (and a head line may be this long)."""
 
 
 class OfflineEndpoint:
@@ -139,7 +141,9 @@ class OfflineEndpoint:
 
     async def start(self) -> OfflineEndpoint:
         """Start listening; sets ``port`` to the real port. Raises OSError if it cannot bind."""
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        # a request is read in the socket's own chunks: with asyncio's 64 KiB limit its reader paused at
+        # 128 KiB and resumed a turn of the loop later (a 465 KB request: four reads, 0.8 ms)
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=READ_LIMIT)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
