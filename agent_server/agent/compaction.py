@@ -22,6 +22,7 @@ does not, it raises ``TurnFailed`` (``CONTEXT_WINDOW_EXCEEDED``).
 from __future__ import annotations
 
 import asyncio
+import json
 from bisect import bisect_left
 from typing import Any, Callable, Sequence
 
@@ -50,6 +51,9 @@ SUMMARY_SYSTEM = (
 SUMMARY_INSTRUCTION = "Summarise this transcript of the conversation so far:"
 SUMMARY_CUT = "\n[agent-server: the summary was cut here; it ran past the room set aside for it]"
 """The end of a summary cut to its room (``Compactor._within_budget``)."""
+FALLBACK_HEAD = ("[agent-server: the model gave no summary of this part of the conversation; the end of its "
+                 "transcript follows, word for word]\n")
+"""The head of what stands for a summary the model did not write (``Compactor._fallback``)."""
 SUMMARY_OUTPUT_TOKENS = 2_000
 """Tokens set aside for the summary when sizing the transcript and the checkpoint (at most a tenth
 of the window)."""
@@ -222,9 +226,14 @@ class Compactor:
             await self.emit({"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "failed",
                              "error": str(exc.error.get("message") or exc.error.get("code"))})
             raise
-        self.log.append("compaction/summary", {"text": summary.content, "usage": summary.usage,
-                                               "finish_reason": summary.finish_reason, "model": header.model})
-        message = checkpoint_text(task, current, self._within_budget(summary.content))
+        if summary is None:  # the model answered every try, but never with a summary: its last part, as it was
+            text = self._fallback(body)
+            self.log.append("compaction/fallback", {"text": text, "reason": "EMPTY_RESPONSE"})
+        else:
+            text = summary.content
+            self.log.append("compaction/summary", {"text": text, "usage": summary.usage,
+                                                   "finish_reason": summary.finish_reason, "model": header.model})
+        message = checkpoint_text(task, current, self._within_budget(text))
         cpt, tail = self.settings.chars_per_token, self._tail(tokens)
         kept = tail(cut) if cut < len(pairs) else 0.0
         replaced, checkpoint = round(tail(0) - kept), round(len(message) / cpt)
@@ -242,15 +251,32 @@ class Compactor:
         self.log.append("compaction/end", {**end, "estimate_before": before})
         after = self.estimate()
         self.last_change = (before, after)
-        await self.emit(compaction_done(compaction_id, summary.content, before, after))
+        await self.emit(compaction_done(compaction_id, text, before, after))
         if announce:
+            how = "" if summary is not None else (
+                ": the model gave no summary of the earlier part, so the end of its transcript is kept word for "
+                "word instead")
             await self.emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": (
                 f"\n\n[agent-server] The conversation history was compacted to fit the model's context window "
-                f"(about {before:,} → {after:,} tokens).\n\n")}, "_meta": {"agentServer": {"compaction": {
+                f"(about {before:,} → {after:,} tokens){how}.\n\n")}, "_meta": {"agentServer": {"compaction": {
                     "tokensBefore": before, "tokensAfter": after, "compactionId": compaction_id}}}})
         if after > self.limit:
             raise _fail(f"the history was compacted but the next request is still too large (about {after} "
                         f"tokens, window {self.window}): start a new session or use a model with a larger window")
+
+    def _fallback(self, body: bytes) -> str:
+        """What stands for the summary when the model gave none (it answered with a tool call, or
+        only reasoning, every try): the end of the transcript the summarising request ``body`` sent,
+        as much as the summary's room holds, from a line's start — made from the log alone, and
+        logged (``compaction/fallback``), so a replay reads it back as it was."""
+        content = json.loads(body)["messages"][-1]["content"]
+        transcript = content.split("<transcript>\n", 1)[-1].removesuffix("\n</transcript>")
+        room = int(min(SUMMARY_OUTPUT_TOKENS, self.window // 10) * self.settings.chars_per_token) - len(FALLBACK_HEAD)
+        tail = transcript[-room:] if room > 0 else ""
+        if len(tail) < len(transcript):
+            line = tail.find("\n")
+            tail = tail[line + 1:] if 0 <= line < len(tail) // 2 else tail
+        return FALLBACK_HEAD + tail
 
     def _within_budget(self, summary: str) -> str:
         """``summary``, cut to the tokens set aside for it (``SUMMARY_OUTPUT_TOKENS``, at most a
@@ -408,8 +434,9 @@ class Compactor:
         return pairs, [message_tokens(m, cpt, self.settings.image_tokens) for m in messages], valid_cuts(messages)
 
     async def _summarise(self, client: ModelClient, body: bytes, start: SessionEvent, first_seq: int,
-                         last_seq: int) -> AssembledMessage:
-        """The summarising request (``body``: ``encode_body(compaction_body(events, start.seq))``)."""
+                         last_seq: int) -> AssembledMessage | None:
+        """The summarising request (``body``: ``encode_body(compaction_body(events, start.seq))``);
+        ``None`` when every try was answered without a summary."""
         span = {"first_seq": first_seq, "last_seq": last_seq}
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
@@ -424,10 +451,14 @@ class Compactor:
             except LLMError as error:
                 self.log.append("compaction/attempt", {"attempt": attempt, "error": error.to_dict(),
                                                        "status": error.status})
+                if error.code == "EMPTY_RESPONSE" and attempt == self.retry.max_attempts:
+                    return None  # the endpoint answers, the model writes no summary: ``_fallback``
                 if not error.retryable or attempt == self.retry.max_attempts:
                     self.log.append("compaction/end", {**span, "aborted": "failed"})
+                    then = "" if start.data.get("reason") == "command" else (
+                        ". Your prompt did not reach the model: send it again to retry, or start a new session")
                     raise TurnFailed({**error.to_dict(),
-                                      "message": f"compacting the history failed: {error.message}"}) from error
+                                      "message": f"compacting the history failed: {error.message}{then}"}) from error
                 await asyncio.sleep(self.retry.delay(attempt, error))
         raise AssertionError("unreachable")
 

@@ -265,7 +265,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
                 yield notice
         elif kind == "compaction/start":
             compaction, summary = event.seq, ""
-        elif kind == "compaction/summary":
+        elif kind in ("compaction/summary", "compaction/fallback"):
             summary = str(data.get("text") or "")
         elif kind == "compaction/end" and isinstance(data.get("message"), str) and compaction is not None:
             from agent_server.agent.compaction import compaction_done

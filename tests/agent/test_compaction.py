@@ -586,3 +586,74 @@ def test_a_first_request_that_leaves_no_room_for_a_summary_is_named_as_the_reaso
     # (12,009 + 29 characters) ÷ 4
     assert "the session's first request and the current one, about 3010 tokens" in failed.value.error["message"]
     assert log.latest("compaction/start") is None
+
+
+def test_a_session_whose_compaction_got_no_summary_failed_every_later_prompt(tmp_path):
+    """Newcomer 5's finding 2: the summarising request (sent with no tools) was answered with a
+    tool call and no text, every try: "compacting the history failed: the summary was empty", and
+    every later prompt compacted again and failed the same way — the session was dead. The end of
+    the transcript the request sent now stands for the summary (logged as ``compaction/fallback``,
+    so the next requests replay from the log), and the user is told so."""
+
+    from agent_server.agent.compaction import FALLBACK_HEAD, Compactor
+    from agent_server.llm import AssembledToolCall
+
+    log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(1500, [])]), (20, [])])
+    before = derive_messages(log.events)
+
+    class ToolCallingClient:
+        def __init__(self):
+            self.sent = []
+
+        async def stream(self, body):
+            self.sent.append(body)
+            yield Finish(AssembledMessage(content="", reasoning="", finish_reason="tool_calls", tool_calls=[
+                AssembledToolCall(id="c1", name="read", arguments='{"path": "x"}')]))
+
+    updates = []
+
+    async def emit(update):
+        updates.append(update)
+
+    client = ToolCallingClient()
+    compactor = Compactor(log, emit, AgentSettings(), 1500, RetryPolicy(max_attempts=2, base_delay=0.0), None)
+    header = RequestHeader(system="S", model="m", params={}, tools=[], reasoning_content="drop")
+    asyncio.run(compactor.compact(client, header, turn=3, step=1, reason="threshold"))
+
+    assert len(client.sent) == 2  # both tries were made, then no more requests
+    fallback = log.latest("compaction/fallback").data["text"]
+    assert fallback.startswith(FALLBACK_HEAD) and fallback.endswith("\n[user]\nprompt 2 " + "p" * 50)  # the end replaced
+    assert log.latest("compaction/summary") is None
+    end = log.latest("compaction/end")
+    assert "aborted" not in end.data and fallback in end.data["message"]
+    after = derive_messages(log.events)
+    assert len(after) < len(before) and any(fallback in str(m["content"]) for m in after)
+    assert compactor.last_change[1] < compactor.last_change[0]
+    said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert len(said) == 1 and "the model gave no summary of the earlier part" in said[0]
+    requests = logged_requests(log.events)  # the two tries are the only compaction requests the log lists
+    assert [(r.kind, r.outcome) for r in requests if r.kind == "compaction"] == [
+        ("compaction", "error:EMPTY_RESPONSE"), ("compaction", "error:EMPTY_RESPONSE")]
+
+
+def test_a_failed_compaction_told_the_user_nothing_of_what_to_do(tmp_path):
+    """The same finding's message: a summary request the endpoint refused left only "compacting the
+    history failed: …" — the prompt had not reached the model and the user was not told."""
+
+    from agent_server.agent.exits import TurnFailed
+    from agent_server.llm import LLMError
+
+    log = build_log(tmp_path, [(50, [(2000, [])]), (50, [(1500, [])]), (20, [])])
+
+    class Refusing:
+        async def stream(self, body):
+            raise LLMError("BAD_REQUEST", "the endpoint said no")
+            yield
+
+    with pytest.raises(TurnFailed) as failed:
+        compact(log, 1500, turn=3, client=Refusing())
+    assert failed.value.error["message"] == ("compacting the history failed: the endpoint said no. Your prompt did "
+                                             "not reach the model: send it again to retry, or start a new session")
+    with pytest.raises(TurnFailed) as failed:
+        compact(log, 1500, turn=3, client=Refusing(), reason="command")
+    assert failed.value.error["message"] == "compacting the history failed: the endpoint said no"
