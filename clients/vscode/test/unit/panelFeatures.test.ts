@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import * as acp from "@agentclientprotocol/sdk";
 import type { ChatEvent } from "../../src/protocol";
+import { chunk } from "./chatEvents";
 import { activity, completeCommand, exitText, fold, formatElapsed, initialState, lineCounts, outcomeWord, shortCommand, statusWord, turnChanges } from "../../webview/state";
 import { errorKind } from "../../src/client";
 import { hunkSummary, proposalEvent } from "../../src/extension";
@@ -70,7 +71,6 @@ describe("slash commands sent while a turn streams", () => {
   it("/compact typed while an answer streams was answered after the turn, below later commands' replies, away from its own bubble", () => {
     // newcomer 4, finding 8: the server runs /compact once the turn has ended (it takes the turn's lock),
     // so its reply comes after /model nosuch's and /frobnicate's; its bubble now says it waits for the turn
-    const chunk = (text: string, messageId: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text }, messageId } });
     const streaming: ChatEvent[] = [
       { kind: "user", text: "write a long answer" },
       { kind: "turn-start", text: "write a long answer" },

@@ -3,6 +3,7 @@
 // same events (session/load) rebuilds the same chat.
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/protocol";
+import { chunk } from "./chatEvents";
 import { activity, fold, initialState, isStreaming, toolReason } from "../../webview/state";
 
 const run = (events: ChatEvent[]) => events.reduce(fold, initialState());
@@ -40,7 +41,6 @@ describe("the chat fold", () => {
   });
 
   it("streams chunks into one message and folds tool updates into one card", () => {
-    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
     const s = run([
       chunk("Hel"),
       chunk("lo"),
@@ -68,7 +68,6 @@ describe("the chat fold", () => {
   });
 
   it("a slash command answered while an edit proposal waits leaves the turn's tool card, question and busy state alone", () => {
-    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
     const s = run([
       { kind: "user", text: "change it" },
       { kind: "turn-start" },
@@ -117,7 +116,6 @@ describe("the chat fold", () => {
   });
 
   it("a prompt sent while another turn runs is shown queued below it and placed after that turn ends", () => {
-    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
     const s = run([
       { kind: "user", text: "A" },
       { kind: "turn-start", text: "A" },
@@ -145,7 +143,6 @@ describe("the chat fold", () => {
   });
 
   it("a prompt queued while an answer streamed split the answer mid-word (newcomer finding F2)", () => {
-    const chunk = (t: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t } } });
     const s = run([
       { kind: "user", text: "count" },
       { kind: "turn-start", text: "count" },
@@ -170,7 +167,6 @@ describe("the chat fold", () => {
   });
 
   it("a slash command answered at once while an answer streamed split the answer mid-word: the message stays one open block", () => {
-    const chunk = (t: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(messageId ? { messageId } : {}) } });
     const s = run([
       { kind: "session", sessionId: "s1" },
       { kind: "user", text: "count" },
@@ -201,7 +197,6 @@ describe("the chat fold", () => {
 
   it("after Stop, a command's reply bubble sat above the stopped answer's Stopped: cancelled line", () => {
     // newcomer 4, finding 8: /usage typed while an answer streamed, then Stop
-    const chunk = (t: string, messageId: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, messageId } });
     const s = run([
       { kind: "session", sessionId: "s1" },
       { kind: "user", text: "explain" },
@@ -222,7 +217,6 @@ describe("the chat fold", () => {
   });
 
   it("two slash command answers sent close together were joined into one block: each cmd-N answer is its own command block", () => {
-    const chunk = (t: string, messageId?: string): ChatEvent => ({ kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: t }, ...(messageId ? { messageId } : {}) } });
     const s = run([
       { kind: "session", sessionId: "s1" },
       { kind: "user", text: "count" },
