@@ -557,6 +557,20 @@ async def test_a_load_built_a_json_encoder_for_every_message_and_update_it_encod
     assert [r.body for r in logged_requests(read_events(store.log_path(sid)))] == sent
 
 
+async def _load_iterating(endpoint, store, sid: str, workspace, monkeypatch, iterate) -> None:
+    """``session/load`` of ``sid`` by a fresh server, ``Prefix.__iter__`` being ``iterate`` while it runs
+    (a walk of the log counted)."""
+    from agent_server.session.view import Prefix
+
+    server = AcpServer(_config(endpoint.base_url), store)
+    monkeypatch.setattr(Prefix, "__iter__", iterate)
+    try:
+        await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
+    finally:
+        monkeypatch.undo()
+        await server.aclose()
+
+
 async def test_opening_a_loaded_session_walked_its_whole_log_for_events_it_holds_a_few_of(tmp_path, monkeypatch):
     """Issue 33 item 6: making a loaded session live walked its whole history four more times on
     the event loop, for events a long log holds a few of, near its start: the mode
@@ -585,13 +599,7 @@ async def test_opening_a_loaded_session_walked_its_whole_log_for_events_it_holds
         assert [e.type for e in log].count("checkpoint/nested") == 0
         last = max(e.seq for e in log if e.type in ("file/seen", "mode/changed"))
         assert last < len(log) / 3
-        server = AcpServer(_config(endpoint.base_url), store)
-        monkeypatch.setattr(Prefix, "__iter__", counted)
-        try:
-            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
-        finally:
-            monkeypatch.undo()
-            await server.aclose()
+        await _load_iterating(endpoint, store, sid, workspace, monkeypatch, counted)
     walks = {name: n for name, n in consumed.items() if name.split(":")[0] in ("modes.py", "policies.py", "ledger.py",
                                                                                 "recorder.py")}
     assert all(n <= last for n in walks.values()), (walks, last, len(log), consumed)
@@ -638,13 +646,7 @@ async def test_the_load_s_replay_walked_the_whole_history_three_times(tmp_path, 
 
     async with OfflineEndpoint() as endpoint:
         store, sid, workspace = await _served_session(endpoint, tmp_path, 3, 200)
-        server = AcpServer(_config(endpoint.base_url), store)
-        monkeypatch.setattr(Prefix, "__iter__", counted)
-        try:
-            await answered(server, "session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}, 9)
-        finally:
-            monkeypatch.undo()
-            await server.aclose()
+        await _load_iterating(endpoint, store, sid, workspace, monkeypatch, counted)
     assert walks == ["history_updates", "history_updates"], walks
 
 
