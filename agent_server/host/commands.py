@@ -98,25 +98,35 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
-def usage_report(events: Sequence[SessionEvent], context_window: int, settings: AgentSettings | None = None) -> str:
+def usage_report(events: Sequence[SessionEvent], context_window: int, settings: AgentSettings | None = None,
+                 estimate: int | None = None) -> str:
     """A short text: tokens of the last request, totals over the session (summarising requests and
     failed tries included), turns and requests; with ``settings``, the share of input tokens the
-    provider's prompt cache served and what that saved at the configured price."""
+    provider's prompt cache served and what that saved at the configured price. When the endpoint
+    reported no usage, ``estimate`` (the next request's estimated tokens) stands for it."""
     last: dict[str, Any] | None = None
     prompt = completion = requests = 0
     for event in events:
         if event.type == "assistant/attempt" or (event.type == "compaction/attempt" and not event.data.get("cancelled")):
             requests += 1  # a failed try is a request too (it may have been billed)
-        if event.type in ("assistant", "compaction/summary") and isinstance(event.data.get("usage"), dict):
-            usage = event.data["usage"]
+        if event.type in ("assistant", "compaction/summary"):
+            requests += 1
+            usage = event.data.get("usage")
+            if not isinstance(usage, dict):
+                continue
             if event.type == "assistant":
                 last = usage
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
-            requests += 1
     turns = sum(1 for e in events if e.type == "turn/start")
     if last is None:
-        return f"No model usage recorded yet in this session ({_count(turns, 'turn')})."
+        text = (f"No model usage recorded yet in this session ({_count(turns, 'turn')})." if not requests else
+                f"The endpoint reported no token usage for this session's {_count(requests, 'model request')} "
+                f"({_count(turns, 'turn')}).")
+        if estimate is not None and context_window:
+            text += (f"\nContext: about {estimate:,} of {context_window:,} tokens "
+                     f"({100 * estimate / context_window:.1f}%) in the next request, estimated from its characters.")
+        return text
     used = int(last.get("total_tokens") or (int(last.get("prompt_tokens") or 0) + int(last.get("completion_tokens") or 0)))
     share = f"{100 * used / context_window:.1f}%" if context_window else "?"
     text = (f"Context: {used:,} of {context_window:,} tokens ({share}) in the last request.\n"

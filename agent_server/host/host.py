@@ -779,7 +779,8 @@ class SessionHost:
                 commands.log_command(session.log, name, argument, "cancelled")
                 return {"stopReason": "cancelled"}
         else:
-            text = commands.usage_report(session.log.events, session.provider.context_window, self.config.agent)
+            text = commands.usage_report(session.log.events, session.provider.context_window, self.config.agent,
+                                         await session.compactor.estimate_soon())
         event = commands.log_command(session.log, name, argument, text)
         await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
                     "messageId": commands.reply_id(event)})

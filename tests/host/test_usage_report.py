@@ -21,3 +21,14 @@ def test_usage_counts_one_turn_and_one_request_in_the_singular():
     text = usage_report(events(("turn/start", {}), ("assistant", {"usage": usage}), ("turn/start", {}),
                                ("assistant", {"usage": usage})), 1000)
     assert "Session: 2 turns, 2 model requests," in text, text
+
+
+def test_usage_with_an_endpoint_that_sends_no_usage_said_nothing_was_recorded():
+    """Newcomer 5's finding 9f: with an endpoint that never sends `usage`, `/usage` said "No model
+    usage recorded yet in this session (8 turns)" while the panel showed "context 3,439 / 32,768
+    tokens" — it counted only requests with usage and ignored the estimate the meter shows."""
+    text = usage_report(events(("turn/start", {}), ("assistant", {"usage": None}), ("assistant/attempt", {}),
+                               ("assistant", {"usage": None}), ("turn/start", {}), ("assistant", {})),
+                        32_768, estimate=3_439)
+    assert text == ("The endpoint reported no token usage for this session's 4 model requests (2 turns).\n"
+                    "Context: about 3,439 of 32,768 tokens (10.5%) in the next request, estimated from its characters.")
