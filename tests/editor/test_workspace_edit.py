@@ -5,6 +5,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.editor import rows_apply
 
 from agent_server.server.edits import apply_text_edits, text_edits, workspace_edit
 
@@ -116,29 +117,6 @@ def test_negative_positions_are_refused_not_read_as_python_indexes():
     bad = [{"range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 1}}, "newText": "x"}]
     with pytest.raises(ValueError):
         apply_text_edits("abc\n", bad)
-
-
-def rows_apply(text, edits, encoding):
-    """An independent applier as Neovim's LSP client applies edits: on its buffer's rows (split at
-    "\\n" only; a lone "\\r", U+2028, U+0085, a form feed are text of their row), byte columns from
-    the encoding's units."""
-    rows = text.split("\n")
-
-    def offset(pos):
-        line = min(pos["line"], len(rows) - 1)
-        start = sum(len(r) + 1 for r in rows[:line])
-        row, char, i = rows[line], 0, 0
-        while i < len(row) and char < pos["character"]:
-            char += len(row[i].encode("utf-16-le", "surrogatepass")) // 2 if encoding == "utf-16" else (
-                len(row[i].encode("utf-8", "surrogatepass")) if encoding == "utf-8" else 1)
-            i += 1
-        return start + i
-
-    out = text
-    for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True):
-        a, b = offset(edit["range"]["start"]), offset(edit["range"]["end"])
-        out = out[:a] + edit["newText"] + out[b:]
-    return out
 
 
 odd_texts = st.text(alphabet=st.sampled_from(list("ab\r\n\u2028\u2029\x85\x0c\x0b😀é")), max_size=50)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Union
 import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
-from support.editor import reference_apply
+from support.editor import reference_apply, rows_apply
 from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches, chat_bodies
 from support.timeouts import HANG
@@ -70,9 +70,10 @@ class Editor:
     editor that cannot show it, as Helix; the last one repeats).
     """
 
-    def __init__(self, client: LanguageClient, encoding: str) -> None:
+    def __init__(self, client: LanguageClient, encoding: str, rows: bool = False) -> None:
         self.client = client
         self.encoding = encoding
+        self.rows = rows  # counts lines as Neovim's and eglot's buffers do: ended by "\n" only
         self.docs: dict[str, list[Any]] = {}  # uri -> [text, version]
         self.applied: list[types.ApplyWorkspaceEditParams] = []
         self.questions: list[types.ShowMessageRequestParams] = []
@@ -96,7 +97,7 @@ class Editor:
                        reverse=True)
         changes = []
         for edit in order:
-            text = reference_apply(text, [edit], self.encoding)
+            text = (rows_apply if self.rows else reference_apply)(text, [edit], self.encoding)
             r = edit["range"]
             changes.append(types.TextDocumentContentChangePartial(
                 range=types.Range(start=types.Position(**r["start"]), end=types.Position(**r["end"])),
@@ -147,12 +148,13 @@ def _fix_code_action_union(client: LanguageClient) -> None:
 async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
     """``start(**capability flags, env=...)`` → an initialized ``Editor`` on the real server
     (``raw_capabilities``: a client's own capabilities, as JSON, instead of the flags';
-    ``experimental``: its ``capabilities.experimental``)."""
+    ``experimental``: its ``capabilities.experimental``; ``client_name``: its ``clientInfo.name``;
+    ``rows``: the editor counts lines as Neovim and eglot do, ended by ``\n`` only)."""
     started: list[LanguageClient] = []
 
     async def start(*, env: dict[str, str] | None = None, folders: list[Path] | None = None,
                     raw_capabilities: dict[str, Any] | None = None, experimental: Any = None,
-                    **flags) -> Editor:
+                    client_name: str | None = None, rows: bool = False, **flags) -> Editor:
         config = ClientServerConfig(
             server_command=[*agent_server_command(), "lsp"],
             server_env={**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url, **(env or {})})
@@ -163,7 +165,7 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
             client.protocol._converter.structure(raw_capabilities, types.ClientCapabilities)
         if experimental is not None:  # the client's own ``capabilities.experimental``
             caps.experimental = experimental
-        editor = Editor(client, (flags.get("encodings") or ("utf-16",))[0])
+        editor = Editor(client, (flags.get("encodings") or ("utf-16",))[0], rows)
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)
         async def apply_edit(params: types.ApplyWorkspaceEditParams):
@@ -185,6 +187,7 @@ async def lsp(request, agent_env, agent_state_dir, endpoint, workspace):
         roots = folders or [workspace]
         editor.init = await client.initialize_session(types.InitializeParams(
             capabilities=caps, root_uri=roots[0].as_uri(),
+            client_info=types.ClientInfo(name=client_name) if client_name else None,
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots]))
         if raw_capabilities is not None:  # the editor counts positions as the server said
             encoding = editor.init.capabilities.position_encoding or "utf-16"

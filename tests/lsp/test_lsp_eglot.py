@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from support.fixtures import agent_server_command
 from support.replay import assert_replay_matches
 
@@ -37,14 +38,17 @@ def readme_eglot_snippet() -> str:
     return section.split("```elisp\n", 1)[1].split("```", 1)[0]
 
 
+@pytest.mark.parametrize("first", ["# 🎉 greet\n", "# 🎉 greet\rmid\n"], ids=["plain", "lone_cr"])
 async def test_eglot_in_real_emacs_answers_the_permission_questions_and_saves_the_agents_edit(
-        endpoint, workspace, agent_env, agent_state_dir, tmp_path):
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path, first):
     """Issue 29: eglot could not edit or approve anything (questions were gated on a capability eglot
     does not send), and the README's ``agent-server-ask`` failed outside an eglot buffer. And
-    ``agent-server-ask``'s prompt completed no slash command (they are listed by ``agentServer.commands``)."""
+    ``agent-server-ask``'s prompt completed no slash command (they are listed by ``agentServer.commands``).
+    ``lone_cr``: eglot counts its buffer's lines, ended by ``\\n`` only (``forward-line``), and the
+    server counted LSP lines for it (``\\r`` ends one): the edit landed a line off."""
     binary = emacs()
     path = workspace / "app.py"
-    path.write_bytes("# 🎉 greet\nprint(mgs)\n".encode())
+    path.write_bytes(f"{first}print(mgs)\n".encode())
     (workspace / "build" / "out").mkdir(parents=True)
     endpoint.push(tool_call_stream([("s", "bash", json.dumps({"command": "rm -r build"}))]))  # destructive: asks
     endpoint.push(tool_call_stream([("r", "read", json.dumps({"path": "app.py"}))]))
@@ -54,7 +58,7 @@ async def test_eglot_in_real_emacs_answers_the_permission_questions_and_saves_th
     snippet = tmp_path / "agent-server-eglot.el"
     snippet.write_text(";; -*- lexical-binding: t -*-\n" + readme_eglot_snippet())
     result_file = tmp_path / "emacs-result.json"
-    expect = "# 🎉 greet\nprint('🎉', msg)\n"
+    expect = f"{first}print('🎉', msg)\n"
     bindir = str(Path(agent_server_command()[0]).parent)
     env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
            "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),  # the README's ("agent-server" "lsp")

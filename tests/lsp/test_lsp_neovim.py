@@ -190,3 +190,36 @@ async def test_a_row_the_user_typed_in_after_a_character_neovim_holds_inside_a_l
     first = text.replace("a3", "A3")
     second = first.replace(f"A3{eol}", f"A3 # mine{eol}").replace("a2", "B2")
     assert result["saved"] == [first, second], result
+
+
+async def test_neovim_with_the_plugin_declares_how_it_counts_lines_in_its_initialize(
+        endpoint, workspace, agent_env, agent_state_dir, tmp_path):
+    """The server knew how Neovim counts lines only by ``clientInfo.name`` "Neovim" (a guess by name):
+    with the plugin on the runtimepath, the README's ``vim.lsp.config`` sends the plugin's declaration,
+    ``capabilities.experimental.agentServer.lineBreaks`` "lf", in its ``initialize`` (read off the wire),
+    beside Neovim's own capabilities."""
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = workspace / "app.py"
+    path.write_text("x = 1\n")
+    wire, result_file = tmp_path / "wire.bin", tmp_path / "nvim-result.json"
+    env = {**os.environ, **agent_env, "AGENT_SERVER_BASE_URL": endpoint.base_url,
+           "AGENT_SERVER_BIN": agent_server_command()[0], "NVIM_FILE": str(path), "NVIM_RESULT": str(result_file),
+           "NVIM_WIRE": str(wire), "NVIM_PLUGIN": str(Path(__file__).resolve().parents[2] / "clients" / "neovim"),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+           "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    proc = await asyncio.create_subprocess_exec(nvim(), "--headless", "--clean", "-l",
+                                                str(SCRIPT.with_name("nvim_declares_rows.lua")), env=env,
+                                                cwd=str(workspace), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 150)
+    assert result_file.exists(), f"nvim wrote no result (exit {proc.returncode}): {err.decode()[-2000:]}"
+    result = json.loads(result_file.read_text())
+    assert result["errors"] == [], result
+    header, _, rest = wire.read_bytes().partition(b"\r\n\r\n")
+    length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+    initialize = json.loads(rest[:length])
+    assert initialize["method"] == "initialize"
+    capabilities = initialize["params"]["capabilities"]
+    assert capabilities["experimental"] == {"agentServer": {"lineBreaks": "lf"}}
+    assert "utf-8" in capabilities["general"]["positionEncodings"]  # Neovim's own, kept
+    assert initialize["params"]["clientInfo"]["name"] == "Neovim"

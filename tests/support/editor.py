@@ -53,6 +53,29 @@ def reference_apply(text: str, edits: list[dict[str, Any]], encoding: str) -> st
     return text
 
 
+def rows_apply(text, edits, encoding):
+    """An independent applier as Neovim's LSP client applies edits: on its buffer's rows (split at
+    "\\n" only; a lone "\\r", U+2028, U+0085, a form feed are text of their row), byte columns from
+    the encoding's units."""
+    rows = text.split("\n")
+
+    def offset(pos):
+        line = min(pos["line"], len(rows) - 1)
+        start = sum(len(r) + 1 for r in rows[:line])
+        row, char, i = rows[line], 0, 0
+        while i < len(row) and char < pos["character"]:
+            char += len(row[i].encode("utf-16-le", "surrogatepass")) // 2 if encoding == "utf-16" else (
+                len(row[i].encode("utf-8", "surrogatepass")) if encoding == "utf-8" else 1)
+            i += 1
+        return start + i
+
+    out = text
+    for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True):
+        a, b = offset(edit["range"]["start"]), offset(edit["range"]["end"])
+        out = out[:a] + edit["newText"] + out[b:]
+    return out
+
+
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

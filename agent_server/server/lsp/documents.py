@@ -68,16 +68,23 @@ class SyncedDocuments:
             return False
 
 
+#: How a client that says nothing counts lines, by its ``clientInfo.name`` (lower case): its buffer's
+#: rows, ended by ``\n`` only — Neovim's LSP client (a lone ``\r`` stays inside its row,
+#: ``'fileformat'`` unix or dos); Emacs's eglot (``forward-line`` and ``line-number-at-pos`` over the
+#: buffer text it syncs, where only ``\n`` ends a line: eglot.el's ``eglot--lsp-position-to-point``
+#: and ``eglot--pos-to-lsp-position``). Any other: as LSP says.
+ROWS_BY_NAME = {"neovim": "lf", "eglot": "lf"}
+
+
 def client_line_breaks(client_name: str | None, experimental: Any = None) -> str:
     """How a client counts lines (``agent_server.server.edits.LINE_BREAKS``): as it says in
     ``capabilities.experimental.agentServer.lineBreaks`` (docs/protocol.md); a client that says
-    nothing, by its name — Neovim's LSP client counts its buffer's rows (a lone ``\\r`` stays inside
-    its row, ``'fileformat'`` unix or dos), every other client as LSP says."""
+    nothing, by its name (``ROWS_BY_NAME``), else as LSP says."""
     agent = experimental.get("agentServer") if isinstance(experimental, dict) else None
     said = agent.get("lineBreaks") if isinstance(agent, dict) else None
     if said in LINE_BREAKS:
         return str(said)
-    return "lf" if (client_name or "").strip().lower() == "neovim" else "lsp"
+    return ROWS_BY_NAME.get((client_name or "").strip().lower(), "lsp")
 
 
 def synced_text_document(line_breaks: Callable[[], str], encoding: Callable[[], str]) -> type:
