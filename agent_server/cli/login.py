@@ -194,6 +194,9 @@ class Login:
                               f"{f' [{default}]' if default else ''}: ").strip() or (default or "")
             parts = urlsplit(answer)
             if parts.scheme in ("http", "https") and parts.hostname:
+                if parts.path.strip("/") == "":
+                    self.say(f"  note: no path after the host; OpenAI-compatible base URLs usually end in /v1 "
+                             f"(e.g. {answer.rstrip('/')}/v1)")
                 return answer.rstrip("/")
             self.say("  not an http(s) URL with a host")
 
@@ -259,6 +262,8 @@ def check_key(base_url: str | None, key: str | None) -> CheckResult:
         models = [str(m["id"]) for m in response.json().get("data", []) if isinstance(m, dict) and "id" in m]
     except (ValueError, AttributeError, TypeError):
         models = []
+    if not key:
+        return CheckResult(True, f"The endpoint answered without a key ({shown}: HTTP 200).", models)
     return CheckResult(True, f"The endpoint accepted the key ({shown}: HTTP 200).", models)
 
 

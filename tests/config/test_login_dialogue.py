@@ -64,3 +64,18 @@ def test_a_profile_that_needs_a_key_asks_again_for_an_empty_or_mangled_one(env):
         Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run()
     assert said.count("  openai needs a key") == 2 and any("spaces" in s for s in said)
     assert [a for a in asked if a.startswith("API key")] == ["API key for openai (typing is hidden): "] * 3
+
+
+def test_login_with_no_key_said_the_endpoint_accepted_the_key_and_took_a_base_url_without_v1_unsaid(env):
+    """Newcomer 5's finding 9e: Enter at the key question (the endpoint needs none) gave "The
+    endpoint accepted the key" — there was no key; a base URL typed without ``/v1`` was stored
+    with no hint, though every example ends in it."""
+    with OfflineEndpoint.start_in_thread([]) as ep:
+        root = ep.base_url.removesuffix("/v1")
+        ask, secret, say, asked, said = dialogue(["custom", root, "offline-model", "y"], [""])
+        Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run()
+        assert f"  note: no path after the host; OpenAI-compatible base URLs usually end in /v1 (e.g. {root}/v1)" in said
+        ask, secret, say, asked, said = dialogue(["custom", ep.base_url, "offline-model"], [""])
+        assert Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run() == 0
+        assert f"The endpoint answered without a key ({ep.base_url}/models: HTTP 200)." in said, said
+        assert not any("accepted the key" in s or "no path after the host" in s for s in said), said
