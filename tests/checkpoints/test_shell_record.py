@@ -449,3 +449,68 @@ def test_an_overflow_left_only_the_paths_changed_since_the_last_whole_read_blind
         assert watch.blind == {names[touched], names[held]}
     finally:
         os.close(watch.fd)
+
+
+TMPFILE_LINK = """import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644)  # a file with no name yet: its events are "#<inode>"
+os.write(fd, b"made with no name\\n")
+assert libc.linkat(fd, b"", -100, b"linked.txt", 0x1000) == 0, ctypes.get_errno()  # AT_EMPTY_PATH
+print("linked", flush=True)
+sys.stdin.readline()
+os.write(fd, b"written after the link\\n")
+os.close(fd)
+"""
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+@pytest.mark.parametrize("save", [False, True])
+def test_a_file_made_with_o_tmpfile_and_linkat_is_the_commands_and_a_save_into_it_meanwhile_is_foreign(tmp_path, save):
+    """``O_TMPFILE`` + ``linkat``: the open names the folder, the link the file (a path call: the
+    record names it, its creation is the command's); the command's writes through its descriptor
+    are events of the unnamed inode's "#<inode>" name, never the file's. Not foreign — but a save
+    into ``linked.txt`` by another process while the command still holds its descriptor is: its
+    events name the file, and no process of the command holds that path open for writing."""
+    work = work_folder(tmp_path, {"t.py": TMPFILE_LINK})
+    proc = run_watched(tmp_path, work, "python3 -I -S t.py", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"linked\n"
+    if save:
+        with open(work / "linked.txt", "a") as fh:
+            fh.write("the user's save\n")
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=HANG) == 0
+    record = str(tmp_path / "record")
+    assert str(work / "linked.txt") in sandbox_notify.read_record(record)
+    assert sandbox_notify.read_foreign(record) == ({str(work / "linked.txt")} if save else set())
+    # (the command writes at its own offset, over the save's bytes)
+    assert (work / "linked.txt").read_text() == "made with no name\nwritten after the link\n"
+
+
+# a supervisor that reads the queue only at the command's calls (a busy machine: ``keep_up`` not in
+# time), so that equal events with nothing between stay merged as the kernel queued them
+UNHURRIED = WATCHED.replace("import sandbox_notify as n\n", "import sandbox_notify as n\nn.Watch.keep_up = lambda self: None\n")
+
+
+@pytest.mark.skipif(not supported(), reason="no seccomp user notifications for this architecture")
+def test_a_readers_and_a_writers_open_merged_into_one_event_hid_a_save_whose_close_merged_with_the_commands(tmp_path):
+    """The command holds ``a.txt`` open for writing. Another process opens it to read and a third to
+    write at once (two equal ``IN_OPEN`` events with nothing between: one), the reader closes (its
+    read's close takes back the one open counted), the writer saves and closes, and the command closes
+    right after (the two close events merged): no open left over, no close of another's — the save
+    was unseen. Each close-after-write is now an event of the file's own watch too, so two closes are
+    never equal neighbours in the queue: the writer's close lets the path go, the command's is then
+    another change of a path let go — ``FOREIGN``."""
+    work = work_folder(tmp_path, {"a.txt": "orig\n"})
+    proc = subprocess.Popen(command_args(tmp_path, work, "exec 3>>a.txt; echo agent >&3; echo wrote; read go; exec 3>&-",
+                                         UNHURRIED), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"wrote\n"
+    reader = os.open(work / "a.txt", os.O_RDONLY)
+    writer = os.open(work / "a.txt", os.O_WRONLY | os.O_APPEND)
+    os.close(reader)
+    os.write(writer, b"the user's save\n")
+    os.close(writer)
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=HANG) == 0
+    assert sandbox_notify.read_foreign(str(tmp_path / "record")) == {str(work / "a.txt")}

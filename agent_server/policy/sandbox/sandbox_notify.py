@@ -331,8 +331,10 @@ _WATCH_MASK = _CHANGES | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 # ``O_PATH`` descriptor of the very inode looked at, so its counts are that inode's, whatever its name
 _OPENS = IN_OPEN | IN_CLOSE_NOWRITE
 # (its reads too, counted for nothing: a reader's read stands between its open and the next one's, which
-# the kernel would otherwise merge into one — a reader's open and a writer's, taken for the reader alone)
-_FILE_MASK = _OPENS | IN_ACCESS
+# the kernel would otherwise merge into one — a reader's open and a writer's, taken for the reader alone;
+# and its closes after writing, counted for nothing: each stands between its folder's close events, two of
+# which — another writer's and the command's — the kernel would merge into one, the other's save unseen)
+_FILE_MASK = _OPENS | IN_ACCESS | IN_CLOSE_WRITE
 _HELD, _OP, _LET_GO = 0, 1, 2  # a tracked path: open for writing, a path call in flight, let go
 O_CREAT, O_EXCL = 0o100, 0o200
 _PROBE = -1  # stands for the lease probe's own open among the command's (``Watch.own``)
