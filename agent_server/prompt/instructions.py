@@ -15,6 +15,7 @@ model's system prompt).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import stat
@@ -66,17 +67,24 @@ def instruction_paths(roots: Sequence[Path], focus: Iterable[Path] = (),
     return found
 
 
-def read_instructions(paths: Iterable[Path]) -> list[dict[str, Any]]:
+def read_instructions(paths: Iterable[Path], may_read: Callable[[Path], bool] = lambda _path: True,
+                      roots: Sequence[Path] = ()) -> list[dict[str, Any]]:
     """``[{"path", "sha256", "text"}]`` for each readable file (invalid UTF-8 replaced; a file
-    over ``MAX_CHARS`` is cut with a note). Unreadable files are skipped."""
+    over ``MAX_CHARS`` is cut with a note). Unreadable files are skipped, and so is a file the open
+    reached that ``may_read`` refuses or that lies outside ``roots`` (given): a link on the way
+    re-pointed after ``instruction_paths`` checked it leads elsewhere, and what is read is judged."""
+    real_roots = [Path(os.path.realpath(r)) for r in roots]
     records = []
     for path in paths:
-        try:  # the resolved path (checked by ``instruction_paths``), no link followed at the open, regular only
+        try:  # the resolved path, no link followed at its last part, regular only
             fd = os.open(os.path.realpath(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            reached = _opened_path(fd)  # where the open really went (a folder on the way may be a link now)
+            if (reached is None or not may_read(reached)
+                    or real_roots and not any(root in reached.parents for root in real_roots)
+                    or not stat.S_ISREG(os.fstat(fd).st_mode)):
                 continue
             with os.fdopen(os.dup(fd), "rb") as fh:
                 raw = fh.read()
@@ -89,6 +97,21 @@ def read_instructions(paths: Iterable[Path]) -> list[dict[str, Any]]:
             text = text[:MAX_CHARS] + f"\n[… {len(text) - MAX_CHARS:,} more characters not shown; read the file for the rest]"
         records.append({"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(), "text": text})
     return records
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The path of the file ``fd`` is open on (``/proc/self/fd``, macOS's ``F_GETPATH``), or ``None``."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        pass
+    getpath = getattr(fcntl, "F_GETPATH", None)
+    if getpath is None:
+        return None
+    try:
+        return Path(os.fsdecode(fcntl.fcntl(fd, getpath, bytes(1024)).rstrip(b"\0")))
+    except OSError:
+        return None
 
 
 RACY_SECONDS = 2.0
@@ -118,15 +141,15 @@ class InstructionsMemo:
 
     def records(self, roots: Sequence[Path], focus: Sequence[Path] = (),
                 may_read: Callable[[Path], bool] = lambda _path: True) -> list[dict[str, Any]]:
-        """The records ``read_instructions(instruction_paths(roots, focus, may_read))`` gives now."""
+        """The records ``read_instructions(instruction_paths(roots, focus, may_read), may_read, roots)`` gives now."""
         if focus:
-            return read_instructions(instruction_paths(roots, focus, may_read))
+            return read_instructions(instruction_paths(roots, focus, may_read), may_read, roots)
         key = self._key
         if key is not None and key[0] == tuple(roots) and self._unchanged(key):
             return self._records
         self._key = None
         paths = instruction_paths(roots, (), may_read)
-        records = read_instructions(paths)
+        records = read_instructions(paths, may_read, roots)
         self._remember(tuple(roots), paths, records)
         return records
 

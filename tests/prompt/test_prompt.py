@@ -70,6 +70,35 @@ def test_an_agents_md_linked_to_a_secret_put_it_into_the_system_prompt(tmp_path)
     assert "make test" in text and "MATERIAL" not in text
 
 
+def test_an_agents_md_link_swapped_after_its_check_was_read_through_to_the_file_it_pointed_to_then(tmp_path):
+    """The link's target was checked when the files were listed (in the root, not secret) and
+    resolved again when read: a process of the workspace (a command the model left running) that
+    re-points ``AGENTS.md`` — or swaps a folder on its way for a link — in between had that file
+    read into the system prompt (``~/.aws/credentials``). What is read is the file the open
+    reached, checked again: outside the root or not allowed, it is skipped."""
+    home, root = tmp_path / "home", tmp_path / "proj"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = AWS-MATERIAL\n")
+    root.mkdir()
+    (root / "notes").mkdir()
+    (root / "notes" / "credentials").write_text("Run the tests with make test.\n")
+    (root / "AGENTS.md").symlink_to(root / "notes" / "credentials")
+    checked: list[Path] = []
+
+    def may_read(real: Path) -> bool:
+        checked.append(real)
+        if len(checked) == 1:  # right after the check: the folder on the way becomes a link out
+            (root / "notes" / "credentials").unlink()
+            (root / "notes").rmdir()
+            (root / "notes").symlink_to(home / ".aws")
+        return not str(real).startswith(str(home))
+
+    paths = instruction_paths([root], may_read=may_read)
+    assert paths == [root / "AGENTS.md"] and checked == [root / "notes" / "credentials"]
+    records = read_instructions(paths, may_read=may_read, roots=[root])
+    assert "MATERIAL" not in repr(records), records
+
+
 def _bump(path: Path, seconds: int) -> None:
     """Set ``path``'s times ``seconds`` later than now: a change at a later clock tick, whatever the
     file system's timestamp granularity."""
@@ -114,7 +143,7 @@ def test_an_agents_md_changed_within_its_timestamps_granularity_is_read_at_every
     (tmp_path / "AGENTS.md").write_text("fresh\n")  # just written: a change now might not change its stat
     reads = []
     real = instructions.read_instructions
-    monkeypatch.setattr(instructions, "read_instructions", lambda paths: reads.append(1) or real(paths))
+    monkeypatch.setattr(instructions, "read_instructions", lambda paths, *rest: reads.append(1) or real(paths, *rest))
     memo = InstructionsMemo()
     for _ in range(3):
         assert [r["text"] for r in memo.records([tmp_path])] == ["fresh\n"]
