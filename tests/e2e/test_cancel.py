@@ -208,3 +208,29 @@ async def test_cancelled_queued_prompt_is_answered_at_once_and_logged_as_cancell
     (q,) = [e for e in evts if e.type == "inbox/queued"]
     assert [e.data for e in evts if e.type == "inbox/cancelled"] == [{"queued_seq": q.seq}]
     assert len(endpoint.requests) == 1
+
+
+async def test_a_question_answered_cancelled_right_after_session_cancel_let_the_turn_go_on_to_the_model(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """ACP: on ``session/cancel`` the client answers its pending permission requests ``cancelled``
+    (the Neovim plugin does, at once). The answer arrived with the cancel, and the turn took it as a
+    denial, asked the model again and ended ``end_turn`` (Python 3.11's ``wait_for`` returned the
+    answer and dropped the cancellation): stopping did not stop."""
+    endpoint.push(tool_call_stream([call("b1", "bash", command="echo asked")]))
+    endpoint.push(text_stream("went on"))
+    cancelled = asyncio.Event()
+
+    async def after_the_cancel(params):  # the client's own answer, written right after its cancel
+        await cancelled.wait()
+        return {"outcome": {"outcome": "cancelled"}}
+
+    h, sid = await start(acp_harness_factory, endpoint, workspace, {"AGENT_SERVER_SANDBOX": "off"},
+                         ClientConfig(permission=after_the_cancel))
+    task = h.start_prompt(sid, "run echo")
+    await h.wait_for(lambda m: m.method == "session/request_permission" and m.kind == "request")
+    await h.cancel(sid)
+    cancelled.set()
+    assert (await task).stop_reason == "cancelled"
+    assert len(endpoint.requests) == 1  # the model was not asked again
+    (result,) = [e.data for e in events(agent_state_dir, sid) if e.type == "tool/result"]
+    assert result["status"] == "failed" and "asked" not in result["content"]

@@ -325,3 +325,24 @@ def test_permission_questions_about_a_call_the_agent_never_drew_had_no_owner_in_
     assert lines.index("outcomes: allow deny") > tool + 6, chat
     own = set(own_rows(ed))
     assert {tool, tool + 1, tool + 3, tool + 4, tool + 6} <= own and tool + 2 not in own, chat
+
+
+def test_stop_while_a_permission_question_waited_let_the_turn_go_on_to_the_model(make_editor, endpoint, workspace):
+    """``:AgentStop`` (or <C-c>) while a question waits: the plugin sends ``session/cancel`` and answers
+    the question ``cancelled``, as ACP asks. The server took the answer for a denial and asked the
+    model again: the turn went on and ended ``end_turn``. It stops, and the question's outcome is
+    drawn under it, above the turn's stop line."""
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
+    endpoint.push(text_stream("went on"))
+    ed = make_editor(env={"AGENT_SERVER_SANDBOX": "off"})
+    question_waits(ed)
+    ed.cmd("AgentAsk write out.txt")
+    ed.wait("return _G.waiting ~= nil", what="the question")
+    ed.cmd("AgentStop")
+    ed.idle()
+    lines = ed.chat().splitlines()
+    tool, outcome = question_block(lines, "write a file")
+    chat = "\n".join(lines)
+    assert lines[outcome] == "_permission: cancelled_" and "went on" not in chat, chat
+    assert tool < outcome < lines.index("_— cancelled —_"), chat
+    assert len(endpoint.requests) == 1 and not (workspace / "out.txt").exists()

@@ -238,7 +238,11 @@ class Connection:
         """
         request_id, future = await self.begin_request(method, params)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            # not wait_for: Python 3.11's returns an answer that came in the same turn of the loop as
+            # the caller's cancellation (a client answers a question ``cancelled`` right after its
+            # ``session/cancel``, as ACP asks), and the cancellation is lost: the turn went on
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(future)
         except (asyncio.CancelledError, asyncio.TimeoutError):
             self.cancel_outgoing(request_id)
             raise
