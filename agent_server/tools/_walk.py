@@ -98,8 +98,8 @@ class Rules:
     only_names: bool = False
 
 
-def _path_glob(glob: str) -> str:
-    """A path glob (``*``/``?`` within a name, ``**`` any depth) as a regex."""
+def path_glob(glob: str) -> str:
+    """A path glob (``*``/``?`` within a name, ``**`` any depth) as a regex (``access.SecretRules`` too)."""
     return "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
                    for part in re.split(r"(\*\*|\*|\?)", glob))
 
@@ -255,7 +255,7 @@ def _split_excluded(args: list[str]) -> tuple[list[str], Rules]:
         else:
             rest.append(args[i])
             i += 1
-    return rest, Rules(frozenset(paths), re.compile("|".join(f"(?:{_path_glob(g)})\\Z" for g in globs), re.IGNORECASE) if globs else None,
+    return rest, Rules(frozenset(paths), re.compile("|".join(f"(?:{path_glob(g)})\\Z" for g in globs), re.IGNORECASE) if globs else None,
                        re.compile("|".join(fnmatch.translate(n) for n in names), re.IGNORECASE) if names else None,
                        only)
 

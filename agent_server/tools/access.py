@@ -43,6 +43,8 @@ class SecretRules:
         import fnmatch
         import re
 
+        from ._walk import path_glob
+
         name = os.path.basename(resolved)
         if any(fnmatch.fnmatch(name.lower(), n.lower()) for n in self.names):
             return True
@@ -50,9 +52,7 @@ class SecretRules:
         if any(folded == e.casefold() or folded.startswith(e.casefold().rstrip("/") + "/") for e in self.exact):
             return True
         for pattern in self.paths:
-            regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?"
-                            else re.escape(part) for part in re.split(r"(\*\*|\*|\?)", pattern))
-            if re.match(regex + r"\Z", resolved, re.IGNORECASE) or \
+            if re.match(path_glob(pattern) + r"\Z", resolved, re.IGNORECASE) or \
                     (pattern.endswith("/**") and folded == pattern[:-3].casefold()):
                 return True
         return False
