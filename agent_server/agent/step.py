@@ -184,8 +184,8 @@ async def stream_step(
         partial.reset(step)
         if partial.journal is not None:
             partial.journal.begin(step_seq=start.seq, turn=turn, step=step, attempt=attempt)
-        try:
-            return await _stream_once(client, body, emit, partial, start.seq)  # partial.step: cleared on commit
+        try:  # partial.step: cleared on commit
+            return await _stream_once(client, body, emit, partial, start.seq, _Waiting(log, emit, turn, step, attempt))
         except LLMError as error:
             final = not error.retryable or attempt == retry.max_attempts
             delay = None if final else retry.delay(attempt, error)
@@ -283,14 +283,89 @@ def retry_notice(event: SessionEvent) -> dict[str, Any] | None:
                 "delaySeconds": round(float(retry.get("delay") or 0.0), 3)}}}}
 
 
+WAIT_NOTICES = (15.0, 60.0, 180.0)
+"""Seconds after a try was sent at which, while nothing of its answer has arrived yet, the user is
+told the agent still waits for the model (``waiting_notice``): an endpoint that accepts the
+connection and never answers otherwise shows nothing for the whole ``stream_idle_timeout``."""
+
+
+def waiting_notice_text(seconds: float) -> str:
+    """The one-line notice of a try still unanswered after ``seconds``."""
+    return (f"\n\n[agent-server] No answer from the model yet ({_seconds(seconds)} s); still waiting — "
+            "stop the turn to give up.\n\n")
+
+
+def waiting_notice(event: SessionEvent) -> dict[str, Any]:
+    """The ``agent_message_chunk`` of an ``assistant/waiting`` event: the same live and on
+    ``session/load``; ``_meta.agentServer.waiting`` is ``{seq, attempt, seconds}`` (a client may show it
+    apart, as a retry notice)."""
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(event.data["notice"])},
+            "_meta": {"agentServer": {"waiting": {"seq": event.seq, "attempt": event.data.get("attempt"),
+                                                  "seconds": event.data.get("seconds")}}}}
+
+
+class _Waiting:
+    """The timers of one try's ``WAIT_NOTICES``: each that fires before the answer's first event
+    logs ``assistant/waiting`` and sends its notice; ``stop()`` (the first event, or the try's end)
+    cancels the rest, and ``told()`` is what the first chunk waits for (the notice comes first)."""
+
+    def __init__(self, log: EventLog, emit: Emit, turn: int, step: int, attempt: int) -> None:
+        self.log, self.emit, self.turn, self.step, self.attempt = log, emit, turn, step, attempt
+        self.sent: asyncio.Future[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.index = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.timer = self.loop.call_later(WAIT_NOTICES[0], self._fire)
+
+    def _fire(self) -> None:
+        seconds = WAIT_NOTICES[self.index]
+        try:
+            event = self.log.append("assistant/waiting", {"turn": self.turn, "step": self.step, "attempt": self.attempt,
+                                                          "seconds": seconds, "notice": waiting_notice_text(seconds)})
+        except Exception:  # noqa: BLE001 — a log that cannot take it: no notice (the turn meets the log's error itself)
+            self.timer = None
+            return
+        previous = self.sent
+
+        async def send() -> None:
+            if previous is not None:
+                await previous
+            await self.emit(waiting_notice(event))
+
+        self.sent = asyncio.ensure_future(send())
+        self.index += 1
+        if self.index < len(WAIT_NOTICES) and self.loop is not None:
+            self.timer = self.loop.call_later(WAIT_NOTICES[self.index] - seconds, self._fire)
+        else:
+            self.timer = None
+
+    def stop(self) -> asyncio.Future[Any] | None:
+        """Cancel the timers; the notice still being sent, if any."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        sent, self.sent = self.sent, None
+        return sent if sent is not None and not sent.done() else None
+
+
 async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage,
-                       step_seq: int) -> AssembledMessage:
+                       step_seq: int, waiting: _Waiting | None = None) -> AssembledMessage:
     """One attempt: stream ``body``, forward its deltas, return the message at its ``Finish``. The
     stream is closed here when the attempt ends (its ``aclose``), not left to the event loop's
-    finaliser of abandoned generators (a thread-safe wake-up and a task of its own, per stream)."""
+    finaliser of abandoned generators (a thread-safe wake-up and a task of its own, per stream).
+    ``waiting``: the try's wait notices, stopped at the answer's first event."""
     stream = client.stream(body)
+    if waiting is not None:
+        waiting.start()
     try:
         async for event in stream:
+            if waiting is not None:
+                sent, waiting = waiting.stop(), None
+                if sent is not None:  # the notice before the answer, as a load replays them
+                    await sent
             if isinstance(event, TextDelta):
                 partial.text_parts.append(event.text)
                 if partial.journal is not None:  # on disk before the editor can have it
@@ -304,6 +379,10 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
             elif isinstance(event, Finish):
                 return event.message
     finally:
+        if waiting is not None:
+            sent = waiting.stop()
+            if sent is not None:
+                await asyncio.shield(sent)
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()

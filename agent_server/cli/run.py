@@ -112,11 +112,11 @@ def _diff_lines(blocks: list[Any], limit: int = 60) -> list[str]:
 def _is_notice(update: dict[str, Any]) -> bool:
     """Whether ``update`` is one of the server's notices, not the answer: any chunk the server marks
     (``_meta.agentServer.notice``: an MCP server's problem, the step budget, dropped tool calls, a
-    hook that ran …; ``retry``: a model request being retried; ``compaction``: the history
+    hook that ran …; ``retry``: a model request being retried; ``waiting``: one not answered yet; ``compaction``: the history
     compacted). ``run`` prints them on stderr, so stdout holds the answer alone."""
     meta = update.get("_meta")
     server = meta.get("agentServer") if isinstance(meta, dict) else None
-    return isinstance(server, dict) and ("notice" in server or "retry" in server or "compaction" in server)
+    return isinstance(server, dict) and any(key in server for key in ("notice", "retry", "waiting", "compaction"))
 
 
 ANSWERS = {"o": "allow_once", "a": "allow_always", "r": "reject_once", "w": "reject_always"}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from agent_server.agent.recovery import close_open_turn, describe
-from agent_server.agent.step import dropped_calls_text, message_id, retry_notice
+from agent_server.agent.step import dropped_calls_text, message_id, retry_notice, waiting_notice
 from agent_server.host import paging, takeover
 from agent_server.host.commands import INIT_PROMPT, reply_id
 from agent_server.checkpoints.recorder import changed_files_meta
@@ -263,6 +263,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
             notice = retry_notice(event) if kind == "assistant/attempt" else None
             if notice is not None:
                 yield notice
+        elif kind == "assistant/waiting":  # a try still unanswered: told as it was live
+            yield waiting_notice(event)
         elif kind == "compaction/start":
             compaction, summary = event.seq, ""
         elif kind in ("compaction/summary", "compaction/fallback"):

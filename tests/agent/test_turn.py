@@ -264,3 +264,30 @@ async def test_a_turn_leaves_no_model_stream_to_the_loops_finaliser_of_abandoned
         await h.client.aclose()
     assert outcome.exit == "end_turn" and len(endpoint.requests) == 2
     assert finalised == []  # httpx's own generators neither: each body is read to its end (the tail)
+
+
+async def test_an_endpoint_that_never_answered_showed_nothing_for_five_minutes(tmp_path, endpoint, monkeypatch):
+    """Newcomer 5's finding 5: an endpoint that accepts the connection and does not answer showed
+    "working" and nothing else until ``stream_idle_timeout`` (300 s), then again per retry. The
+    user is told at each of ``WAIT_NOTICES`` while nothing of the answer has come, before the
+    answer, logged so that a load shows the same; the model never sees it."""
+    from agent_server.agent import step
+    from agent_server.host.lifecycle import history_updates
+
+    monkeypatch.setattr(step, "WAIT_NOTICES", (0.01, 0.02, 0.03))  # the answer's text comes 0.5 s after it
+    endpoint.push(text_stream("late", delay=0.5))
+    endpoint.push(text_stream("quick"))
+    h = Harness(tmp_path, endpoint)
+    assert (await h.session.prompt([{"type": "text", "text": "go"}])).exit == "end_turn"
+    waits = [e for e in h.log.events if e.type == "assistant/waiting"]
+    assert [e.data["seconds"] for e in waits] == [0.01, 0.02, 0.03]
+    said = [u for u in h.updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [u["content"]["text"] for u in said] == [e.data["notice"] for e in waits] + ["late"]
+    assert said[0]["_meta"] == {"agentServer": {"waiting": {"seq": waits[0].seq, "attempt": 1, "seconds": 0.01}}}
+    assert "No answer from the model yet" in said[0]["content"]["text"]
+    replayed = [u for u in history_updates(h.log.events, [str(tmp_path)]) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [u["content"]["text"] for u in replayed] == [u["content"]["text"] for u in said]
+    assert [u.get("_meta") for u in replayed[:3]] == [u["_meta"] for u in said[:3]]
+    assert "No answer" not in json.dumps(derive_messages(h.log.events))
+    assert (await h.session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"  # the log goes on
+    assert_log_explains_every_request(h, endpoint)

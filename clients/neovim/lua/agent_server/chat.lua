@@ -588,7 +588,7 @@ local function on_update(u, session_id)
   local kind = u.sessionUpdate
   if kind == "agent_message_chunk" then
     local meta = type(u._meta) == "table" and type(u._meta.agentServer) == "table" and u._meta.agentServer or {}
-    if meta.notice or meta.retry or meta.compaction then
+    if meta.notice or meta.retry or meta.waiting or meta.compaction then
       return note(u.content and u.content.text)
     end
     -- a command's answer: `cmd-N` (agent-server), or text without `messageId` while no turn runs
