@@ -20,7 +20,7 @@ import os
 import platform
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from agent_server import llm
 from agent_server.agent import AgentSession, RequestHeader, TurnFailed
@@ -603,6 +603,7 @@ class SessionHost:
             return TurnOutcome("cancelled", "cancelled")
         try:
             await self._log_params_change(session)
+            blocks = await self._screen_attachments(session, blocks)
             outcome = await session.prompt(blocks, ticket)
             try:
                 await self._say_hook_runs(session)
@@ -871,6 +872,42 @@ class SessionHost:
             return
         updated = datetime.datetime.fromtimestamp(events[-1].time, datetime.timezone.utc).isoformat()
         await self.emitter(session.id)({"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated})
+
+    async def _screen_attachments(self, session: AgentSession, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``blocks`` with each attached file (an embedded ``file:`` resource the editor read for the
+        prompt: ``#file:``, an @-mention) that the file tools would never open left out — a
+        credential store, or a file reached through a link to one that may hold secrets (a cloned
+        repository's innocently named link to ``~/.ssh/id_ed25519``) — replaced by a note the model
+        reads (and the log keeps: the file's text never reaches either), the user told once per
+        prompt (``policy/notice``). A secret file attached by its own name is the user's choice."""
+        if not any(b.get("type") == "resource" for b in blocks):
+            return blocks
+        policy = self.policies.get(session.id)
+        kept: list[dict[str, Any]] = []
+        left: list[str] = []
+        for block in blocks:
+            resource = block.get("resource") if block.get("type") == "resource" else None
+            uri = str(resource.get("uri", "")) if isinstance(resource, dict) else ""
+            if not uri.startswith("file:"):
+                kept.append(block)
+                continue
+            lexical = os.path.normpath(unquote(urlsplit(uri).path))
+            real = await asyncio.to_thread(os.path.realpath, lexical)
+            why = policy.protected.match(lexical, real) if policy.protected is not None else None
+            if why is None and real != lexical and policy.secrets.match(real) is not None:
+                why = f"it leads to {real}, a file that may hold secrets (attach that file itself to send it)"
+            if why is None:
+                kept.append(block)
+                continue
+            left.append(f"{lexical}: {why}")
+            kept.append({"type": "text", "text": f"[attachment {lexical} left out by agent-server: {why}]"})
+        if left:
+            text = "Attachments left out of the prompt, never sent to the model: " + "; ".join(left) + "."
+            session.log.append("policy/notice", {"rule": "attachment", "text": text})
+            await self.emitter(session.id)({"sessionUpdate": "agent_message_chunk",
+                                            "content": {"type": "text", "text": f"\n[agent-server] {text}\n"},
+                                            "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
+        return kept
 
     def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]], policy: Any,
                               memo: InstructionsMemo) -> None:

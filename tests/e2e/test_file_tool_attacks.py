@@ -403,3 +403,47 @@ def test_an_agents_md_linked_outside_the_workspace_went_into_the_system_prompt(r
         assert prompt(agent, sid) == "end_turn"
         body = ep.requests[0].body.decode()
     assert "LINKED-MATERIAL" not in body
+
+
+def test_an_attached_link_to_a_private_key_sent_the_key_to_the_model_unasked(raw_agent_factory, tmp_path, workspace):
+    """Newcomer 5's finding 11: a cloned repository's innocently named link (``docs/SETUP.md`` →
+    ``~/.ssh/id_ed25519``), attached by the user (``#file:``, VS Code's @ → File…), went to the model
+    as ``<context …>PRIVATE-KEY</context>`` — though the read tool refuses that very file. The
+    editor reads an attachment itself: the server leaves out every one the file tools would never
+    open (a credential store; a link to a file that may hold secrets), the model and the log get a
+    note instead, the user is told; a file attached by its own name (``.env``) and a plain one go."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_ed25519"
+    key.write_text("PRIVATE-KEY-MATERIAL\n")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "SETUP.md").symlink_to(key)
+    (workspace / "secrets.txt").write_text("ENV-LINK-MATERIAL\n")
+    (workspace / "notes.md").symlink_to(workspace / ".env")
+    (workspace / ".env").write_text("TOKEN=ENV-MATERIAL-ATTACHED-ON-PURPOSE\n")
+    (workspace / "plain.md").write_text("plain text\n")
+
+    def attached(path, text):
+        return {"type": "resource", "resource": {"uri": (workspace / path).as_uri(), "text": text}}
+
+    with OfflineEndpoint.start_in_thread([text_stream("done")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url, "AGENT_SERVER_API_KEY": KEY,
+                                       "HOME": str(home)})
+        init(agent)
+        sid = new_session(agent, workspace)
+        blocks = [{"type": "text", "text": "look"}, attached("docs/SETUP.md", key.read_text()),
+                  attached("notes.md", "TOKEN=ENV-MATERIAL-ATTACHED-ON-PURPOSE\n"),
+                  attached(".env", "TOKEN=ENV-MATERIAL-ATTACHED-ON-PURPOSE\n"), attached("plain.md", "plain text\n")]
+        answer = agent.request("session/prompt", {"sessionId": sid, "prompt": blocks}, timeout=HANG)
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        sent = ep.requests[-1].json()["messages"][-1]["content"]
+        updates = [m.message["params"]["update"] for m in agent.transcript.notifications("session/update")]
+    assert "PRIVATE-KEY-MATERIAL" not in sent
+    assert f"[attachment {workspace / 'docs' / 'SETUP.md'} left out by agent-server: " in sent, sent
+    assert f"[attachment {workspace / 'notes.md'} left out by agent-server: it leads to {workspace / '.env'}" in sent
+    assert sent.count("ENV-MATERIAL-ATTACHED-ON-PURPOSE") == 1 and "plain text" in sent, sent
+    told = [u for u in updates if u.get("sessionUpdate") == "agent_message_chunk"
+            and "Attachments left out" in u["content"]["text"]]
+    assert len(told) == 1 and "SETUP.md" in told[0]["content"]["text"], told
+    logs = list((tmp_path).rglob("events.jsonl"))
+    assert logs and not any("PRIVATE-KEY-MATERIAL" in p.read_text() for p in logs)
