@@ -601,36 +601,59 @@ function measureText(): void {
 }
 
 function estimateBlock(block: string): number {
-  let lines = 0;
-  for (const line of block.split("\n")) lines += Math.max(1, Math.ceil(line.length / charsPerLine));
+  let lines = 1 + Math.floor(block.length / charsPerLine); // its wrapped lines, about
+  for (let at = block.indexOf("\n"); at >= 0; at = block.indexOf("\n", at + 1)) lines++;
   return Math.round((lines + 1) * fontPx * 1.4); // + the margin between blocks
+}
+
+/** Units come near the viewport and wait to be drawn: those in view first, then the nearest, at most
+ * `FILL_MS` of a frame beyond those in view (a replay's end comes near with a hundred cards at once). */
+const toFill = new Set<Unit>();
+const FILL_MS = 8;
+let fillFrame = 0;
+
+function fillNear(): void {
+  fillFrame = 0;
+  const view = transcript.getBoundingClientRect();
+  const away = (box: DOMRect) => (box.bottom <= view.top ? view.top - box.bottom : box.top >= view.bottom ? box.top - view.bottom : 0);
+  const near = [...toFill].map((unit) => ({ unit, away: away(unit.el.getBoundingClientRect()) })).sort((a, b) => a.away - b.away);
+  const until = performance.now() + FILL_MS;
+  let filled = false;
+  for (const { unit, away: distance } of near) {
+    if (distance > 0 && performance.now() > until) break;
+    toFill.delete(unit);
+    if (!unit.collapsed || !units.has(unit.el)) continue;
+    unit.collapsed = false;
+    unit.el.style.height = "";
+    unit.fill();
+    filled = true;
+  }
+  // a unit drawn may not have the height it was kept as (its item changed meanwhile, or an estimate):
+  // the end the view follows stays in view
+  if (filled && following) transcript.scrollTop = transcript.scrollHeight;
+  if (toFill.size > 0) fillFrame = requestAnimationFrame(fillNear);
 }
 
 const observer = new IntersectionObserver(
   (entries) => {
-    let filled = false;
     for (const entry of entries) {
       const unit = units.get(entry.target);
       if (!unit) continue;
       if (entry.isIntersecting) {
-        if (unit.collapsed) {
-          unit.collapsed = false;
-          unit.el.style.height = "";
-          unit.fill();
-          filled = true;
+        if (unit.collapsed) toFill.add(unit);
+      } else {
+        toFill.delete(unit);
+        if (!unit.collapsed && transcript.clientHeight > 0 && entry.boundingClientRect.height > 0) {
+          // out of reach: keep its height, drop its nodes (a hidden panel measures 0: left alone)
+          unit.el.style.height = `${entry.boundingClientRect.height}px`;
+          const type = (unit as Partial<Slot>).item?.type;
+          if (type && type !== "agent") typicalHeight[type] = Math.round(((typicalHeight[type] ?? 40) * 3 + entry.boundingClientRect.height) / 4);
+          unit.el.replaceChildren();
+          unit.collapsed = true;
         }
-      } else if (!unit.collapsed && transcript.clientHeight > 0 && entry.boundingClientRect.height > 0) {
-        // out of reach: keep its height, drop its nodes (a hidden panel measures 0: left alone)
-        unit.el.style.height = `${entry.boundingClientRect.height}px`;
-        const type = (unit as Partial<Slot>).item?.type;
-        if (type && type !== "agent") typicalHeight[type] = Math.round(((typicalHeight[type] ?? 40) * 3 + entry.boundingClientRect.height) / 4);
-        unit.el.replaceChildren();
-        unit.collapsed = true;
       }
     }
-    // a unit drawn again may not have its kept height (its item changed while it was kept as one):
-    // the end the view follows stays in view
-    if (filled && following) transcript.scrollTop = transcript.scrollHeight;
+    if (toFill.size > 0 && !fillFrame) fillNear();
   },
   { root: transcript, rootMargin: "1500px 0px 1500px 0px" },
 );
@@ -641,6 +664,8 @@ function watch(unit: Unit): void {
 }
 
 function unwatch(el: Element): void {
+  const unit = units.get(el);
+  if (unit) toFill.delete(unit);
   units.delete(el);
   observer.unobserve(el);
 }
