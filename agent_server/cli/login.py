@@ -27,6 +27,8 @@ from typing import Any, Callable
 from agent_server.config import credentials
 
 CHECK_TIMEOUT = 15.0
+#: ``--check-config --probe`` (``:checkhealth``): a health check must not hang the editor
+PROBE_TIMEOUT = 5.0
 """Seconds the check request may take before the endpoint counts as unreachable."""
 
 _OVERRIDES = ("AGENT_SERVER_API_KEY", "AGENT_SERVER_PROFILE", "AGENT_SERVER_MODEL", "AGENT_SERVER_BASE_URL")
@@ -233,7 +235,7 @@ class CheckResult:
         self.ok, self.message, self.models = ok, message, models or []
 
 
-def check_key(base_url: str | None, key: str | None) -> CheckResult:
+def check_key(base_url: str | None, key: str | None, *, timeout: float = CHECK_TIMEOUT) -> CheckResult:
     """``GET <base_url>/models`` with ``Authorization: Bearer <key>`` (no header without a key):
     200 → ok with the listed model ids; 401/403 → the key is refused; other statuses, timeouts
     and connection errors → not ok, with the reason. The key never appears in the message."""
@@ -247,9 +249,9 @@ def check_key(base_url: str | None, key: str | None) -> CheckResult:
     shown = redact_url(url)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        response = httpx.get(url, headers=headers, timeout=CHECK_TIMEOUT, follow_redirects=False)
+        response = httpx.get(url, headers=headers, timeout=timeout, follow_redirects=False)
     except httpx.TimeoutException:
-        return CheckResult(False, f"Could not check the key: {shown} did not answer within {CHECK_TIMEOUT:.0f} s.")
+        return CheckResult(False, f"Could not check the key: {shown} did not answer within {timeout:.0f} s.")
     except httpx.HTTPError as exc:
         reason = str(exc).replace(key, "<key>") if key else str(exc)
         return CheckResult(False, f"Could not check the key: cannot reach {shown} ({reason or type(exc).__name__}).")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 _USAGE = """usage: agent-server [--config PATH]
-       agent-server --check-config [--json] [--config PATH]
+       agent-server --check-config [--json] [--probe] [--config PATH]
        agent-server run -p PROMPT [--config PATH] [--cwd DIR] [--mode MODE] [--resume ID] [--json] [--allow shell,edit]
        agent-server sessions [--cwd DIR] [--json]
        agent-server replay SESSION_ID|SESSION_LOG [--step N] [--json]
@@ -38,6 +38,9 @@ options:
                   JSON object (source, profile, model, baseUrl, keyRequired, keySource, keyVariable,
                   configOptions: a new session's mode and model; or error) — what an editor shows on
                   its first-run page and pickers (never the key)
+  --probe         with --check-config: also ask the endpoint (GET <base_url>/models with the key, as
+                  `agent-server login` checks it; a short timeout); exit 1 when it cannot be reached
+                  or refuses the key; with --json its outcome is "endpoint": {ok, message}
   -h, --help      show this help
 """
 
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None, *, own_process: bool | None = None) -> i
     config_path = None
     check_config = False
     as_json = False
+    probe = False
     while args:
         arg = args.pop(0)
         if arg == "--check-config":
@@ -90,6 +94,9 @@ def main(argv: list[str] | None = None, *, own_process: bool | None = None) -> i
             continue
         if arg == "--json":  # only with --check-config (checked below)
             as_json = True
+            continue
+        if arg == "--probe":  # only with --check-config (checked below)
+            probe = True
             continue
         if arg in ("-h", "--help"):
             sys.stdout.write(_USAGE)
@@ -112,22 +119,23 @@ def main(argv: list[str] | None = None, *, own_process: bool | None = None) -> i
         else:
             sys.stderr.write(f"agent-server: unknown argument {arg!r}\n\n{_USAGE}")
             return 2
-    if as_json and not check_config:
-        sys.stderr.write(f"agent-server: --json goes with --check-config\n\n{_USAGE}")
+    if (as_json or probe) and not check_config:
+        sys.stderr.write(f"agent-server: --json and --probe go with --check-config\n\n{_USAGE}")
         return 2
     if check_config:
-        return _check_config(config_path, as_json=as_json)
+        return _check_config(config_path, as_json=as_json, probe=probe)
     from agent_server.cli.serve import _serve
 
     return _serve(config_path)
 
 
-def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
+def _check_config(config_path: str | None, *, as_json: bool = False, probe: bool = False) -> int:
     """``--check-config`` (``:checkhealth agent_server`` runs it): load the configuration, say how it went.
 
     ``as_json``: one JSON object on stdout for an editor's first-run page — the endpoint and model in
     use and where the key comes from (a variable or file name, ``keyring``, or ``null``), never the key —
     and the ``configOptions`` a new session starts with (``mode``, ``model``: the pickers before the first prompt).
+    ``probe``: also the endpoint's answer to ``login``'s check (``check_key``), exit 1 when it fails.
     """
     import json
 
@@ -140,6 +148,12 @@ def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
             sys.stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         sys.stderr.write(f"agent-server: configuration error: {exc}\n")
         return 1
+    reached = None
+    if probe and config.provider.base_url:
+        from agent_server.cli.login import PROBE_TIMEOUT, check_key
+
+        reached = check_key(config.provider.base_url, config.provider.api_key, timeout=PROBE_TIMEOUT)
+    status = 1 if reached is not None and not reached.ok else 0
     if as_json:
         p = config.provider
         key_source = p.api_key_source or ("keyring" if p.key_store == "keyring" else None)
@@ -151,8 +165,11 @@ def _check_config(config_path: str | None, *, as_json: bool = False) -> int:
         sys.stdout.write(json.dumps({
             "ok": True, "source": config.source, "profile": p.profile, "model": p.model, "baseUrl": p.base_url,
             "keyRequired": p.key_required, "keySource": key_source, "keyVariable": p.api_key_env,
-            "configOptions": [o for o in offered if o is not None]}) + "\n")
-        return 0
+            "configOptions": [o for o in offered if o is not None],
+            **({"endpoint": {"ok": reached.ok, "message": reached.message}} if reached is not None else {})}) + "\n")
+        return status
     sys.stdout.write(f"configuration OK: {config.source or 'no config file (defaults and the environment)'}; "
                      f"profile {config.provider.profile!r}, model {config.provider.model or '(none)'!r}\n")
-    return 0
+    if reached is not None:
+        (sys.stdout if reached.ok else sys.stderr).write(reached.message + "\n")
+    return status

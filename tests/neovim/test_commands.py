@@ -280,6 +280,29 @@ def test_checkhealth_said_configuration_ok_on_a_first_run_with_no_model_set_up(m
     assert "test-key" not in report and "ERROR" not in report, report
 
 
+def test_checkhealth_said_ok_model_fake_for_an_endpoint_that_refuses_connections(make_editor, endpoint):
+    """``:checkhealth agent-server`` reported "OK model fake at http://127.0.0.1:18999/v1" while
+    nothing listened there (newcomer 5 finding 9g). It asks the endpoint as ``agent-server login``
+    does (``GET <base_url>/models``): an error with the reason when it cannot be reached, OK only
+    when it answers; the key is never shown."""
+    import socket
+    with socket.socket() as s:  # a port that was free a moment ago and that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    ed = make_editor(env={"AGENT_SERVER_BASE_URL": closed, "AGENT_SERVER_MODEL": "fake"})
+    ed.cmd("checkhealth agent-server")
+    report = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert f"OK model fake at {closed}" not in report, report
+    assert f"ERROR model fake at {closed}" in report and f"cannot reach {closed}/models" in report, report
+    assert "test-key" not in report, report
+    answering = make_editor()
+    answering.cmd("checkhealth agent-server")
+    report = "\n".join(answering.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert f"OK model test-model at {endpoint.base_url}" in report and "HTTP 200" in report, report
+    assert "ERROR" not in report and "test-key" not in report, report
+    assert any(r.path.endswith("/models") for r in endpoint.requests), "the endpoint was not asked"
+
+
 def test_checkhealth_reports_an_error_without_the_server(make_editor, tmp_path):
     ed = make_editor(server_cmd=[str(tmp_path / "no-such-agent-server")])
     ed.cmd("checkhealth agent_server")

@@ -1,5 +1,5 @@
 --- `:checkhealth agent_server` (and `agent-server`, the plugin's name: `lua/agent-server/health.lua`):
---- Neovim version, configuration errors, the server and its version.
+--- Neovim version, configuration errors, the server and its version, whether the model endpoint answers.
 ---
 --- Must never: print a secret (environment values are never shown, only their names).
 local M = {}
@@ -78,17 +78,26 @@ function M.run()
   if cmd then
     -- the configuration as the server reads it (its file and environment): an error is shown here
     -- rather than at the first prompt
-    local argv = vim.list_extend(vim.deepcopy(cmd), { "--check-config", "--json" })
-    local ok, res = pcall(function()
-      return vim.system(argv, { text = true, env = config.get().env }):wait(20000)
-    end)
+    -- `--probe`: the server asks the endpoint as `agent-server login` does (GET <base_url>/models, a short
+    -- timeout, the key never shown); a server without it is asked without
+    local function run(extra)
+      local argv = vim.list_extend(vim.deepcopy(cmd), vim.list_extend({ "--check-config", "--json" }, extra))
+      local ok, res = pcall(function()
+        return vim.system(argv, { text = true, env = config.get().env }):wait(20000)
+      end)
+      return argv, ok, res
+    end
+    local argv, ok, res = run({ "--probe" })
+    if ok and res.code ~= 0 and (res.stderr or ""):match("unknown argument '%-%-probe'") then
+      argv, ok, res = run({})
+    end
     local parsed, read = false, nil
-    if ok and res.code == 0 then
+    if ok and (res.stdout or ""):match("^%s*{") then
       parsed, read = pcall(vim.json.decode, res.stdout or "", { luanil = { object = true, array = true } })
     end
     if not ok then
       health.error("'" .. table.concat(argv, " ") .. "' could not run: " .. tostring(res))
-    elseif res.code == 0 and parsed and type(read) == "table" then
+    elseif parsed and type(read) == "table" and read.ok ~= false then
       M.model_setup(health, read)
     elseif res.code == 0 then
       health.ok(vim.trim(res.stdout or ""))
@@ -138,8 +147,19 @@ function M.model_setup(health, read)
   if missing then
     return health.error(missing .. ": a prompt cannot be sent yet", SET_UP)
   end
-  health.ok(string.format("model %s at %s; API key: %s", read.model, read.baseUrl,
-    type(read.keySource) == "string" and ("from " .. read.keySource) or "none needed"))
+  local what = string.format("model %s at %s; API key: %s", read.model, read.baseUrl,
+    type(read.keySource) == "string" and ("from " .. read.keySource) or "none needed")
+  local reached = read.endpoint
+  if type(reached) ~= "table" then
+    return health.warn(what .. " (the endpoint was not asked: this server has no --check-config --probe)")
+  end
+  if reached.ok == true then
+    return health.ok(what .. " — " .. tostring(reached.message))
+  end
+  health.error(what .. ": " .. tostring(reached.message), {
+    "check that the endpoint runs and the base URL is right (it usually ends in /v1)",
+    SET_UP[1],
+  })
 end
 
 return M
