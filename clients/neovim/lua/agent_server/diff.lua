@@ -156,8 +156,21 @@ local function set_keymaps(view, buf)
   end, "agent-server: close the proposal (reject)")
 end
 
---- Open the view of every document of `proposal` (one tab each).
-function M.show(proposal)
+--- Whether showing a proposal now must leave the cursor where it is: the user is typing (insert,
+--- replace or terminal mode, anywhere) or is in the chat (`chat_buf`). Entering the view then
+--- would take the keyboard: the next prompt typed would land in the proposed text.
+local function user_is_typing(chat_buf)
+  local mode = vim.api.nvim_get_mode().mode
+  return mode:find("^[iRt]") ~= nil or (chat_buf ~= nil and vim.api.nvim_get_current_buf() == chat_buf)
+end
+
+--- Open the view of every document of `proposal` (one tab each). The cursor goes to the proposed
+--- text, unless the user is typing or in the chat (`chat_buf`): then the tabs open and the cursor
+--- and mode stay where they were. Returns the first view's tab number and whether it was entered.
+function M.show(proposal, chat_buf)
+  local stay = user_is_typing(chat_buf)
+  local from_tab, from_win = vim.api.nvim_get_current_tabpage(), vim.api.nvim_get_current_win()
+  local first_tab
   for _, doc in ipairs(proposal.docs) do
     local ft = vim.filetype.match({ filename = doc.path }) or ""
     local proposed = proposals.proposed_text(doc)
@@ -206,15 +219,23 @@ function M.show(proposal)
         end,
       })
     end
+    first_tab = first_tab or vim.api.nvim_tabpage_get_number(tab)
     vim.api.nvim_set_current_win(view.prop_win)
     local first = pending(view)[1]
     if first then
       local r = hunk_rows(view, first)
       pcall(vim.api.nvim_win_set_cursor, view.prop_win, { r + 1, 0 })
     end
-    vim.api.nvim_echo({ { string.format("agent-server: %s — %d hunk(s). :AgentAccept / :AgentReject, "
-      .. ":AgentAcceptHunk / :AgentRejectHunk, ]h [h", proposal.label, #doc.hunks), "MoreMsg" } }, false, {})
+    vim.api.nvim_echo({ { string.format("agent-server: %s — %d hunk(s)%s. :AgentAccept / :AgentReject, "
+      .. ":AgentAcceptHunk / :AgentRejectHunk, ]h [h", proposal.label, #doc.hunks,
+      stay and string.format(" in tab %d", vim.api.nvim_tabpage_get_number(tab)) or ""), "MoreMsg" } }, false, {})
   end
+  if stay and vim.api.nvim_win_is_valid(from_win) then
+    -- back where the user was typing, in the mode they were in (switching windows keeps the mode)
+    vim.api.nvim_set_current_tabpage(from_tab)
+    vim.api.nvim_set_current_win(from_win)
+  end
+  return first_tab, not stay
 end
 
 --- The user's edits of other lines were merged (`proposals.hooks.merged`): the proposed pane goes

@@ -34,7 +34,13 @@ local function wire()
     proposals.receive(req, client.state.encoding)
   end
   client.handlers["session/request_permission"] = permissions.ask
-  proposals.hooks.show = diff.show
+  proposals.hooks.show = function(p)
+    local tab, entered = diff.show(p, require("agent_server.transcript").buf())
+    if not entered then -- the user was typing: the view opened behind, the chat says where
+      chat.say(string.format("%s: proposal opened in tab %d (%dgt to review it, your cursor stayed here) — "
+        .. ":AgentAccept / :AgentReject, or gA / gR on its line", p.label, tab, tab))
+    end
+  end
   proposals.hooks.close = diff.close
   proposals.hooks.say = function(s)
     chat.say(s)

@@ -541,15 +541,17 @@ function M.finish(proposal, reason, message)
   unwatch(proposal)
   M.open[proposal.id] = nil
   M.last_answered = proposal
-  local accepted, total = 0, 0
+  local accepted, total, adjusted = 0, 0, false
   local changes, versions, saved = {}, {}, true
   for _, doc in ipairs(proposal.docs) do
     for _, h in ipairs(doc.hunks) do
       total = total + 1
       if h.state == "accepted" and doc.touched then
         accepted = accepted + 1
+        adjusted = adjusted or (h.text ~= nil and h.text ~= h.new)
       end
     end
+    adjusted = adjusted or (doc.touched and doc.final ~= nil)
     if doc.touched then
       if doc.create then
         changes[#changes + 1] = { kind = "create", uri = doc.uri }
@@ -615,10 +617,13 @@ function M.finish(proposal, reason, message)
   proposal.req.reply(result)
   local what = proposal.label or "Edit"
   local line
+  -- text the user typed into the proposed side is theirs: said, so that a slip is seen at once
+  local yours = adjusted and " with your changes" or ""
   if outcome == "applied" then
-    line = string.format("%s: applied%s", what, result.saved and " and saved" or " (not saved)")
+    line = string.format("%s: applied%s%s", what, yours, result.saved and " and saved" or " (not saved)")
   elseif outcome == "partial" then
-    line = string.format("%s: %d of %d hunks applied%s", what, accepted, total, message and (" — " .. message) or "")
+    line = string.format("%s: %d of %d hunks applied%s%s", what, accepted, total, yours,
+      message and (" — " .. message) or "")
   elseif outcome == "stale" then
     line = string.format("%s: not applied — stale: %s", what, message or "the file changed")
   else

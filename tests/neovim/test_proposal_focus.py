@@ -1,0 +1,60 @@
+"""An arriving edit proposal never takes the keyboard from where the user types (newcomer 5,
+finding 1): the prompt typed on in insert mode stays in the prompt, the proposed text stays the
+agent's; a deliberate edit of the proposed side is said as such in the chat — a real Neovim
+(binwheels) against the real server and the offline endpoint."""
+
+from __future__ import annotations
+
+from support.nvim import call, push
+
+from agent_server.offline import text_stream
+
+PROMPT = "return require('agent_server.transcript').prompt_text()"
+PROPOSED = """local p = require('agent_server.proposals').latest()
+local v = p and p.docs[1].view
+if not v or not vim.api.nvim_buf_is_valid(v.prop_buf) then return nil end
+return table.concat(vim.api.nvim_buf_get_lines(v.prop_buf, 0, -1, false), '\\n')"""
+
+
+def test_typing_the_next_prompt_in_insert_mode_while_a_proposal_arrived_went_into_the_proposed_file(
+        make_editor, endpoint, workspace):
+    path = workspace / "plain.txt"
+    path.write_text("one\ntwo\nthree\n")
+    push(endpoint, call("r", "read", path="plain.txt"),
+         call("e", "edit", path="plain.txt", old_string="two", new_string="TWO"), text_stream("done"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentChat")
+    chat_buf = ed.lua("return require('agent_server.chat').buffer()")
+    ed.nvim.input("ichange two<C-s>")  # sent from insert mode: the user stays in insert mode
+    ed.wait(PROPOSED, what="the proposal shown")
+    ed.nvim.input("zzz")  # the next prompt, typed on while the proposal is on screen
+    ed.wait(f"local p = (function() {PROMPT} end)() or '' local s = (function() {PROPOSED} end)() or '' "
+            "return p:find('zzz', 1, true) or s:find('zzz', 1, true)", what="the typed keys taken")
+    assert ed.lua(PROMPT) == "zzz"
+    assert ed.lua(PROPOSED) == "one\nTWO\nthree"
+    assert ed.lua("return vim.api.nvim_get_mode().mode") == "i"
+    assert ed.lua("return vim.api.nvim_get_current_buf()") == chat_buf
+    # the chat says where the proposal is and how to answer it
+    assert "AgentAccept" in ed.chat()
+    ed.nvim.input("<Esc>")
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "one\nTWO\nthree\n"
+    assert ed.lua(PROMPT) == "zzz"
+
+
+def test_a_proposal_the_user_edited_before_accepting_was_said_only_applied_and_saved(make_editor, endpoint, workspace):
+    path = workspace / "m.txt"
+    path.write_text("a\nb\nc\n")
+    push(endpoint, call("r", "read", path="m.txt"),
+         call("e", "edit", path="m.txt", old_string="b", new_string="B"), text_stream("done"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.cmd("AgentAsk change b")
+    ed.proposal_open()
+    ed.keys("2GA!<Esc>")  # the user's deliberate adjustment, in the proposed side
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "a\nB!\nc\n"
+    assert "applied with your changes and saved" in ed.chat(), ed.chat()
