@@ -30,6 +30,10 @@ SLEEP = "sleep 97"
 # a tail pushed off screen by 4,200 spaces and hidden from a terminal by an erase-line escape
 PERM_COMMAND = "echo allowed > perm.txt" + " " * 4200 + "# \x1b[2K tail"
 SLEEP2 = "sleep 98"
+# newcomer 5 finding 1: the proposal for plain.txt opens while the user types in the panel
+FOCUS = "plain.txt"
+FOCUS_TEXT = "one\ntwo\nthree\n"
+FOCUS_ANSWER = "Shouted two."
 
 
 def call(cid: str, name: str, **args) -> tuple[str, str, str]:
@@ -163,6 +167,12 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("e4", "edit", path="rej.py", old_string="value = 1", new_string="value = 2")]),
             text_stream("Understood, left as is."),
         ],
+        # newcomer 5 finding 1: the user types on in the panel while this proposal opens
+        "typing_in_the_panel_while_a_proposal_opened": [
+            tool_call_stream([call("r22", "read", path=FOCUS)]),
+            tool_call_stream([call("e22", "edit", path=FOCUS, old_string="two", new_string="TWO")]),
+            text_stream(FOCUS_ANSWER),
+        ],
         # one paragraph streamed slowly (about 5 s), /mode typed meanwhile
         "slash_command_during_a_stream": [text_stream(STREAMED, delay=0.04)],
         "shell_permission_allow_once": [
@@ -272,6 +282,8 @@ SCENARIOS = [
      "goneFile": "gone.txt", "gonePrompt": "Change x to y in gone.txt", "goneAnswer": GONE_ANSWER},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
+    {"name": "typing_in_the_panel_while_a_proposal_opened", "prompt": "Shout two in plain.txt", "after": "and the next",
+     "proposed": FOCUS_TEXT.replace("two", "TWO"), "answer": FOCUS_ANSWER},
     {"name": "symlink_swapped_while_a_proposal_waits", "prompt": "Write sub/x.txt", "folder": "sub",
      "outside": "<set by the fixture>", "answer": SWAP_ANSWER},
     {"name": "slash_command_during_a_stream", "prompt": "Stream the words", "command": "/mode"},
@@ -339,7 +351,8 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("vscode")
     workspace = (tmp / "workspace").resolve()
     workspace.mkdir()
-    for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ, "gone.txt": "x\n"}.items():
+    for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ, "gone.txt": "x\n",
+                       FOCUS: FOCUS_TEXT}.items():
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
     for name, raw in {"mixed.txt": MIXED, "cr.txt": CR_ONLY, "mixedopen.txt": MIXED_OPEN}.items():
@@ -464,6 +477,8 @@ def test_vscode_proposed_text_edited_before_accepting_is_what_lands_and_the_mode
     _, _, endpoint = run
     told = tool_results(endpoint, "e1")[0]
     assert "The user adjusted your change before accepting it" in told and "+    return 'hi ' + name  # user tweak" in told
+    # … and the user is told too (newcomer 5, finding 1: the card said only "Applied")
+    assert "with your changes" in run[0]["scenarios"]["accept_in_unsaved_document"]["outcome"]
 
 
 def test_vscode_slash_command_while_a_proposal_waits_leaves_the_turn_running_and_its_cards_open(run):
@@ -521,6 +536,17 @@ def test_a_slash_command_answered_while_an_answer_streamed_split_the_answer_mid_
     assert kinds == ["agent", "user", "agent"], got
     assert got["after"][0][1] == STREAMED, got
     assert got["after"][1][1] == "/mode" and got["after"][2][1].startswith("Mode:"), got
+
+
+def test_typing_the_next_prompt_in_the_panel_while_a_proposal_opened_went_into_the_proposed_file(run):
+    """Newcomer 5, finding 1: the diff editor of an arriving proposal took the keyboard focus from the
+    panel's input; the next prompt being typed landed in the proposed side (and was written on Accept)."""
+    scenario(run, "typing_in_the_panel_while_a_proposal_opened")
+    results, workspace, _ = run
+    got = results["scenarios"]["typing_in_the_panel_while_a_proposal_opened"]
+    assert got["input"] == got["typed"] and got["typed"].endswith("and the next")
+    assert (workspace / FOCUS).read_text() == FOCUS_TEXT.replace("two", "TWO")
+    assert got["outcome"].startswith("Applied") and "with your changes" not in got["outcome"]
 
 
 def test_reject_tells_the_model(run):

@@ -214,7 +214,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
       const file = p.files[i]!;
       // a file proposed on its bytes on disk: the left side is those bytes, never a document of the file
       const left = file.create || file.disk ? proposalUri(p, i, "old") : file.uri;
-      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: false });
+      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: true });
     }
   }
 

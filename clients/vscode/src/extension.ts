@@ -138,7 +138,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     proposalFinished: (p, r) => {
       // the hunks as decided first: the one decided last finishes the proposal without a refresh of its own
       post(proposalEvent(p));
-      post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message });
+      // text the user typed into a proposed side landed: the card says so (a slip is seen at once)
+      const edited = (r.outcome === "applied" || r.outcome === "partial") && p.files.some((f) => f.edited);
+      post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}) });
       pendingContext(p);
       // a created file opens on accept (the focus stays where it is)
       if (r.outcome === "applied" || r.outcome === "partial") {

@@ -109,7 +109,7 @@ export type ChatEvent =
   | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string;
       /** What the card says of how the change is written (a file changed on disk byte for byte). */
       notes?: string[] }
-  | { kind: "proposal-done"; id: string; outcome: string; message?: string }
+  | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean }
   | { kind: "config"; selects: SelectView[] }
   | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string };
 

@@ -74,7 +74,7 @@ export type Item =
    * dropped once the panel moves on to a session. */
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[]; errorKind?: ErrorKind }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
-  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[] };
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[]; edited?: boolean };
 
 export interface ChatState {
   items: Item[];
@@ -834,6 +834,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       if (!found) found = push(s, { type: "proposal", proposalId: e.id, label: e.id, files: [], ops: [], hunks: [] }) as Extract<Item, { type: "proposal" }>;
       found.outcome = e.outcome;
       found.message = e.message;
+      if (e.edited) found.edited = true;
       // what was accepted and what was rejected: the changes still pending when it was decided
       const rest = e.outcome === "applied" ? "accepted" : e.outcome === "partial" || e.outcome === "rejected" ? "rejected" : undefined;
       if (rest) found.hunks = found.hunks.map((h) => (h.state === "pending" ? { ...h, state: rest } : h));

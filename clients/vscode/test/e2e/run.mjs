@@ -212,7 +212,8 @@ const scenarios = {
     expectEqual("document text", await editorText(page), s.expected);
     expectEqual("document still unsaved", await activeTabDirty(page), true);
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
-    return { selectionUriFragment: "checked by the server's request", afterCommand, diffShown };
+    const outcome = (await panel(page).locator('.proposal[data-outcome="applied"] .card-outcome').first().textContent()) ?? "";
+    return { selectionUriFragment: "checked by the server's request", afterCommand, diffShown, outcome };
   },
 
   /** The document changes after the agent read it and before the proposal is applied → stale, nothing applied. */
@@ -393,6 +394,50 @@ const scenarios = {
     await waitIdle(page);
     await shot(page, "reject-panel");
     expectEqual("diff editors left open", await page.locator(".monaco-diff-editor").count(), 0);
+  },
+
+  /** Newcomer 5, finding 1: the user sends a prompt with Enter and types on in the panel's input
+   * (the next prompt) while the proposal's diff opens: every keystroke stays in the input, the proposed
+   * side holds the agent's text (nothing typed into it, the tab clean), Accept All lands the agent's
+   * change (the pytest side reads the disk) and the card says no "with your changes". */
+  async typing_in_the_panel_while_a_proposal_opened(page, s) {
+    const p = panel(page);
+    const input = p.locator("textarea.input");
+    await input.click();
+    await page.keyboard.type(s.prompt);
+    await page.keyboard.press("Enter");
+    let typed = "";
+    const type = async (text) => {
+      for (const ch of text) {
+        await page.keyboard.type(ch);
+        typed += ch;
+      }
+    };
+    // typing on while the answer comes: before the diff editor opened, and after (when it took the focus)
+    const diff = page.locator(".editor-group-container .tab[aria-label*=\"(proposal)\"]");
+    while (typed.length < 40 && (await diff.count()) === 0) await type("q");
+    await diff.first().waitFor({ timeout: T });
+    const modified = page.locator(".monaco-diff-editor .modified-in-monaco-diff-editor .view-lines").first();
+    await modified.waitFor({ timeout: T });
+    await type(s.after);
+    await shot(page, "typing-while-proposal-opened");
+    const proposed = await modified.evaluate((n) => {
+      const lines = [...n.querySelectorAll(".view-line")].map((l) => ({ top: parseFloat(l.style.top), text: l.textContent.replace(/\u00a0/g, " ") }));
+      lines.sort((a, b) => a.top - b.top);
+      return lines.map((l) => l.text).join("\n");
+    });
+    const got = { input: await input.inputValue(), typed, proposed, proposalTabDirty: (await page.locator('.tab.dirty[aria-label*="(proposal)"]').count()) > 0 };
+    expectEqual("the panel's input (every key typed)", got.input, typed);
+    expectEqual("the proposed side", got.proposed, s.proposed);
+    expectEqual("the proposal's tab dirty", got.proposalTabDirty, false);
+    await input.fill("");
+    await p.locator('.proposal[data-outcome="pending"] button.accept-all').last().click();
+    const card = p.locator('.proposal[data-outcome="applied"]').last();
+    await card.waitFor({ timeout: T });
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    got.outcome = (await card.locator(".card-outcome").textContent()) ?? "";
+    return got;
   },
 
   /** Finding 20: while the proposal to create sub/x.txt waits, another process swaps the folder sub
