@@ -58,3 +58,20 @@ def test_a_proposal_the_user_edited_before_accepting_was_said_only_applied_and_s
     ed.idle()
     assert path.read_text() == "a\nB!\nc\n"
     assert "applied with your changes and saved" in ed.chat(), ed.chat()
+
+
+def test_a_prompt_cancelled_with_ctrl_c_while_the_endpoint_hung_was_not_put_back_in_the_prompt(
+        make_editor, endpoint):
+    """Newcomer 5, finding 9a: after a refused connection the prompt came back to the prompt area,
+    but not after <C-c> of a request the endpoint never answered: the user had to type it again."""
+    endpoint.push({"kind": "hang", "headers": False})
+    ed = make_editor()
+    ed.cmd("AgentChat")
+    ed.lua("require('agent_server.transcript').set_prompt('SAY hello')")
+    ed.lua("require('agent_server').send_typed()")
+    ed.wait("return require('agent_server.chat').text():find('## You\\nSAY hello', 1, true)", what="the prompt sent")
+    assert ed.lua(PROMPT) == ""
+    ed.nvim.input("<C-c>")
+    ed.idle()
+    assert "_— cancelled —_" in ed.chat(), ed.chat()
+    ed.wait(f"return ({PROMPT.removeprefix('return ')}) == 'SAY hello'", what="the prompt given back")

@@ -14,7 +14,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockSplitter, PAINT_BUDGET, blockCost, drawnFrom } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -1157,6 +1157,9 @@ window.addEventListener("message", (ev: MessageEvent<HostToWebview>) => {
       input.focus();
     }
     state = fold(state, e);
+    // a prompt that failed or was cancelled unanswered comes back to the box (when the user typed nothing since)
+    const back = promptToGiveBack(state, e);
+    if (back !== undefined && input.value.trim() === "") input.value = back;
   }
   schedule();
 });

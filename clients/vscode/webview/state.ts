@@ -207,6 +207,24 @@ export function statusWord(status: string): string {
 /** The note "Ask the Agent Again" adds to a stale answer for the model (src/proposals.ts); the card leaves it out. */
 export const ASK_AGAIN_NOTE = "; the user asks you to read it again and make your change on its current text";
 
+/**
+ * The prompt to give back to the prompt box once its turn ended (`s`: the state after `e` was folded):
+ * one that failed (the endpoint unreachable, a refused key…) or was cancelled before the agent answered
+ * anything, so that it can be sent again without being typed again; never a slash command.
+ */
+export function promptToGiveBack(s: ChatState, e: ChatEvent): string | undefined {
+  if (e.kind !== "turn-end" || !e.text?.trim() || e.text.trim().startsWith("/")) return undefined;
+  if (e.error) return e.text;
+  if (e.stopReason !== "cancelled") return undefined;
+  let at = -1;
+  for (let i = s.items.length - 1; i >= 0 && at < 0; i--) {
+    const it = s.items[i]!;
+    if (it.type === "user" && it.text === e.text) at = i;
+  }
+  const answered = s.items.slice(at + 1).some((i) => (i.type === "agent" && !i.command) || i.type === "thought" || i.type === "tool" || i.type === "permission" || i.type === "proposal");
+  return at >= 0 && !answered ? e.text : undefined;
+}
+
 /** Whether a proposal is an `/undo` or `/redo` restore ("Undo turn 2: a.py"): no model is involved,
  * so it is never "asked again", only rejected. */
 export function isRestoreProposal(label: string): boolean {
@@ -490,9 +508,9 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
       return;
     }
     case "agent_message_chunk": {
-      // a retry notice is the server's word, not the answer: a notice apart (docs/protocol.md)
-      const retry = (u._meta as { agentServer?: { retry?: unknown } } | undefined)?.agentServer?.retry;
-      if (retry) {
+      // a retry or waiting notice is the server's word, not the answer: a notice apart (docs/protocol.md)
+      const ours = (u._meta as { agentServer?: { retry?: unknown; waiting?: unknown } } | undefined)?.agentServer;
+      if (ours?.retry || ours?.waiting) {
         push(s, { type: "notice", level: "warning", text: textOf(u.content).trim() });
         s.openText = undefined;
         // the retried request keeps its step's ids, and its answer follows the notice: the failed

@@ -586,10 +586,16 @@ end
 
 local function on_update(u, session_id)
   local kind = u.sessionUpdate
+  if kind == "agent_thought_chunk" or kind == "tool_call" then
+    S.turn_answered = true
+  end
   if kind == "agent_message_chunk" then
     local meta = type(u._meta) == "table" and type(u._meta.agentServer) == "table" and u._meta.agentServer or {}
     if meta.notice or meta.retry or meta.waiting or meta.compaction then
       return note(u.content and u.content.text)
+    end
+    if not (type(u.messageId) == "string" and u.messageId:sub(1, 4) == "cmd-") then
+      S.turn_answered = true
     end
     -- a command's answer: `cmd-N` (agent-server), or text without `messageId` while no turn runs
     -- (an agent that sends no ids answers its commands so); text without one while a turn runs is
@@ -801,6 +807,16 @@ local function finish_turn(stop, err, blocks, kind)
     end
   else
     end_line(string.format("_— %s —_", stop == "cancelled" and "cancelled" or ("stop: " .. tostring(stop))), turn)
+    local first = type(blocks) == "table" and blocks[1]
+    if turn and stop == "cancelled" and not S.turn_answered and type(first) == "table" and first.type == "text" then
+      -- cancelled before the agent answered anything (a hanging endpoint): the prompt comes back to
+      -- the prompt area, to send again, unless the user typed there meanwhile
+      vim.schedule(function()
+        if transcript.prompt_text() == "" then
+          transcript.set_prompt(first.text)
+        end
+      end)
+    end
   end
   S.section = nil
   if turn then
@@ -811,6 +827,7 @@ local function finish_turn(stop, err, blocks, kind)
     local nxt = table.remove(S.queued, 1)
     if nxt then
       S.turn = (S.turn or 0) + 1
+      S.turn_answered = false
       draw_prompt(nxt)
       S.header.state = "working"
     end
@@ -870,6 +887,9 @@ function M.handle(ev)
       end
     end
     local you = draw_prompt(ev.prompt)
+    if not immediate then
+      S.turn_answered = false
+    end
     if immediate and S.turns_open > 0 and not S.after_turn then
       S.after_turn = transcript.place_mark(you) -- the turn's answer ends above this exchange
     end
