@@ -5,7 +5,7 @@ agent's; a deliberate edit of the proposed side is said as such in the chat — 
 
 from __future__ import annotations
 
-from support.nvim import call, push
+from support.nvim import call, editor_with_pending_edit, push
 
 from agent_server.offline import text_stream
 
@@ -75,3 +75,28 @@ def test_a_prompt_cancelled_with_ctrl_c_while_the_endpoint_hung_was_not_put_back
     ed.idle()
     assert "_— cancelled —_" in ed.chat(), ed.chat()
     ed.wait(f"return ({PROMPT.removeprefix('return ')}) == 'SAY hello'", what="the prompt given back")
+
+
+def test_a_proposal_accepted_after_switching_session_left_its_edit_line_spinning_for_ever(
+        make_editor, endpoint, workspace):
+    """Newcomer 5, finding 9d: a proposal waited, the user loaded another session, then accepted it in
+    its still-open tab: the file was written, but the left-behind turn's line in the chat stayed
+    "⚙ Edit …" (the chat dropped every update of a session other than the one it shows)."""
+    endpoint.push(text_stream("the first session's answer"))
+    ed = make_editor()
+    ed.cmd("AgentAsk remember this")
+    ed.idle()
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    path = workspace / "s.py"
+    editor_with_pending_edit(make_editor, endpoint, path, "a = 1", "a = 2", text_stream("done"), ed=ed)
+    assert "Edit s.py" in ed.chat()
+    ed.choose(first)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.client').state.session_id == ... "
+            "and require('agent_server.chat').text():find('replayed', 1, true) ~= nil", first, what="the load")
+    ed.cmd("AgentAccept")
+    ed.wait("return require('agent_server.chat').text():find('✓ Edit s.py', 1, true)", what="the Edit line finished")
+    assert path.read_text() == "a = 2\n"
+    assert "⚙ Edit s.py" not in ed.chat(), ed.chat()

@@ -852,6 +852,13 @@ end
 function M.handle(ev)
   if ev.type == "update" then
     if S.header.session and ev.session_id ~= S.header.session then
+      -- a session the chat left: only the lines it drew of it follow (a call that ends there, its
+      -- proposal accepted in a tab still open, is never left "⚙" for ever); the rest is not this chat's
+      local u = ev.update
+      if type(u) == "table" and u.sessionUpdate == "tool_call_update"
+          and S.tools[tool_key(ev.session_id, u.toolCallId)] then
+        on_tool_update(u, ev.session_id)
+      end
       return
     end
     M.buffer()
@@ -931,7 +938,14 @@ function M.handle(ev)
       end
       M.say(string.format("could not load session %s: %s — %s", ev.id, why, stay), "error")
     elseif ev.loading then
-      S.tools, S.section = {}, nil
+      -- the lines of the session loaded are drawn again; those of the others stay theirs
+      local mine = tostring(ev.id) .. "\0"
+      for key in pairs(S.tools) do
+        if key:sub(1, #mine) == mine then
+          S.tools[key] = nil
+        end
+      end
+      S.section = nil
       S.header.session = ev.id
       local row = add_lines({ "", "# Session " .. ev.id .. " (loading …)" })
       S.load_mark = transcript.place_mark(row + 1)
