@@ -80,7 +80,8 @@ def snippet(new_text: str, changed: tuple[int, int]) -> str:
     last = min(len(lines), changed[1] + _SNIPPET_CONTEXT, first + _SNIPPET_MAX_LINES - 1)
     rows = []
     for n in range(first, last + 1):
-        line = lines[n - 1].removesuffix("\r")
+        # the "\r" of a CRLF goes; a lone "\r" ending the file (no "\n" after it) is shown as it is
+        line = lines[n - 1].removesuffix("\r") if n < len(lines) or new_text.endswith("\n") else lines[n - 1]
         if len(line) > _SNIPPET_LINE_CHARS:
             line = line[:_SNIPPET_LINE_CHARS] + f" … [{len(line) - _SNIPPET_LINE_CHARS:,} more characters]"
         rows.append(f"{n:>6}\t{line}")

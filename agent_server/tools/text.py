@@ -85,13 +85,13 @@ class TextView:
     def lines(self) -> list[str]:
         """The lines as ``read`` numbers them: split on ``\\n`` (like ``cat -n``, ``sed``, ``rg``),
         a trailing ``\\r`` of a CRLF line removed, no empty last entry for a final newline. A lone
-        ``\\r`` inside a line stays in the line. An empty file has no lines."""
+        ``\\r`` stays in its line — inside it, and at the very end of a file (no ``\\n`` after it: not a
+        CRLF). An empty file has no lines."""
         if not self.text:
             return []
         parts = self.text.split("\n")
-        if parts[-1] == "":
-            parts.pop()
-        return [p[:-1] if p.endswith("\r") else p for p in parts]
+        last = parts.pop()  # what follows the last "\n" (all of a one-line file): no CRLF can end it
+        return [p[:-1] if p.endswith("\r") else p for p in parts] + ([last] if last else [])
 
 
 def replace_surrogates(text: str) -> str:

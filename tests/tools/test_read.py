@@ -129,3 +129,15 @@ async def test_read_title_and_locations(ws, ctx):
     assert tool.title(ReadArgs(path="/etc/hosts"), ctx) == "Read /etc/hosts"
     assert tool.title(ReadArgs(path="a.py", offset=7), ctx) == "Read a.py from line 7"
     assert tool.locations(ReadArgs(path="a.py", offset=7), ctx) == [{"path": str(ws / "a.py"), "line": 7}]
+
+
+async def test_read_dropped_a_lone_cr_at_the_very_end_of_the_file(ws, ctx):
+    """``a\\rb\\r`` was shown as ``a\\rb``: the last ``\\r`` was taken for the CR of a CRLF, though no
+    ``\\n`` follows it — the model saw a file that is not on disk (and an edit or write made from
+    that view puts its text where the model did not mean it). It is shown like any lone CR."""
+    (ws / "cr.txt").write_bytes(b"a\rb\r")
+    assert (await call(ctx, "read", path="cr.txt")).text == "     1\ta\rb\r"
+    (ws / "mixed.txt").write_bytes(b"one\r\ntwo\r")
+    assert (await call(ctx, "read", path="mixed.txt")).text == "     1\tone\n     2\ttwo\r"
+    (ws / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    assert (await call(ctx, "read", path="crlf.txt")).text == "     1\tone\n     2\ttwo"

@@ -193,3 +193,22 @@ async def test_titles(ws, ctx):
     assert EditTool().locations(EditArgs(path="x.py", old_string="a", new_string="b"), ctx) == [
         {"path": str(ws / "x.py")}
     ]
+
+
+async def test_edits_of_a_file_ending_in_a_lone_cr_stay_byte_exact(ws, ctx):
+    """A file whose last byte is a lone ``\\r`` (no ``\\n`` after it): an edit changes only its
+    region, the result snippet shows the ``\\r`` that is there, and a write of the text the model
+    read leaves the bytes as they were."""
+    (ws / "cr.txt").write_bytes(b"a\rb\r")
+    await call(ctx, "read", path="cr.txt")
+    res = await call(ctx, "edit", path="cr.txt", old_string="b", new_string="c")
+    assert not res.is_error, res.text
+    assert (ws / "cr.txt").read_bytes() == b"a\rc\r"
+    assert res.text.endswith("     1\ta\rc\r"), res.text
+    res = await call(ctx, "edit", path="cr.txt", old_string="a\rc\r", new_string="a\rc\rd\r")
+    assert not res.is_error, res.text
+    assert (ws / "cr.txt").read_bytes() == b"a\rc\rd\r"
+    seen = (await call(ctx, "read", path="cr.txt")).text.removeprefix("     1\t")
+    res = await call(ctx, "write", path="cr.txt", content=seen)
+    assert not res.is_error, res.text
+    assert (ws / "cr.txt").read_bytes() == b"a\rc\rd\r"
