@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent_server.checkpoints.blobs import BlobStore, FileState
+from agent_server.checkpoints.blobs import LINK_MODE, BlobStore, FileState
 from agent_server.policy.sandbox.sandbox_notify import (LEFT, SHELL_RECORD, read_foreign, read_record, read_stamps,
                                                         read_unlistened, read_unwatched)
 from agent_server.tools import safe_fs
@@ -274,7 +274,7 @@ class Checkpoints:
 
         try:
             after = await asyncio.to_thread(repo.snapshot)
-            changes = await asyncio.to_thread(repo.changes, before.tree, after.tree, self.blobs)
+            changes = await asyncio.to_thread(repo.changes, before, after, self.blobs)
         except (ShadowError, OSError) as exc:
             self._failed("snapshot after a shell call", exc)
             return
@@ -354,7 +354,8 @@ def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:
     """``_meta.agentServer`` of a call that changed ``paths`` (absolute), from its ``checkpoint/file``
     ``events`` in log order: ``changedFiles`` (each path once), ``created`` / ``deleted`` — the
     files it made or removed (absent when none), so a client can say which —, and ``lineCounts``
-    (``{path: [added, removed]}``, for the files whose every event counted its lines)."""
+    (``{path: [added, removed]}``, for the files whose every event counted its lines), and ``modes``
+    (``{path: [before, after]}``, octal text, for the files whose permission bits changed)."""
     first: dict[str, Any] = {}
     last: dict[str, Any] = {}
     counts: dict[str, list[int] | None] = {}
@@ -377,6 +378,13 @@ def changed_files_meta(events: Any, paths: list[str]) -> dict[str, Any]:
     line_counts = {p: counts[p] for p in ordered if counts.get(p) is not None}
     if line_counts:
         meta["lineCounts"] = line_counts
+    modes = {}
+    for p in ordered:
+        old, new = (first.get(p) or {}).get("before"), (last.get(p) or {}).get("after")
+        if old and new and old.get("mode") != new.get("mode") and LINK_MODE not in (old.get("mode"), new.get("mode")):
+            modes[p] = [f"{int(old['mode']):o}", f"{int(new['mode']):o}"]
+    if modes:  # a change of the permission bits (a mode-only change has no line counted)
+        meta["modes"] = modes
     return meta
 
 

@@ -4,8 +4,9 @@ Role: ``ShadowRepo(git_dir, root, index=…).snapshot()`` records the working tr
 in a repository of its own under the state folder (no user or system git config; raw bytes: no
 end-of-line conversion or filter of the workspace's ``.gitattributes``), leaving out ``.git``, what
 the workspace's ``.gitignore`` files ignore, every secret file and every file over the size limit
-(those are named by size, mtime and inode instead); ``changes(before, after)`` lists the files that
-differ between two snapshots with their bytes put into a ``BlobStore``. Used around each shell call.
+(those are named by size, mtime and inode instead), with the permission bits a git tree cannot keep
+(``find`` lists the files of other modes); ``changes(before, after)`` lists the files that differ
+between two snapshots, in bytes or mode, their bytes put into a ``BlobStore``. Used around each shell call.
 Works for a plain folder as well (the caller keeps it within a budget).
 
 Must never: write the user's ``.git`` (its objects are only borrowed, read-only), let a secret file's
@@ -67,6 +68,11 @@ class Snapshot:
     tree: str
     big: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     nested: list[str] = field(default_factory=list)
+    #: regular files whose permission bits git's tree cannot tell (neither the umask's plain nor
+    #: executable mode): relative path → ``mode & 0o7777``; every other file has the plain or the
+    #: executable mode of ``usual`` as its tree entry says; ``None``: not known (the walk failed).
+    modes: dict[str, int] | None = field(default_factory=dict)
+    usual: tuple[int, int] = (0o644, 0o755)
 
 
 class ShadowRepo:
@@ -217,9 +223,11 @@ class ShadowRepo:
             self._run("update-index", "--force-remove", "-z", "--stdin", input=b"\0".join(drop) + b"\0")
         if changed:
             self._run("update-index", "--add", "--remove", "-z", "--stdin", input=b"\0".join(changed) + b"\0")
+        usual = _usual_modes()
+        modes = self._odd_modes(usual)
         known = self.memo.get("tree")
         if known is not None and known[0] == _signature(self.index):  # the index did not change: same tree
-            return Snapshot(known[1], big, nested)
+            return Snapshot(known[1], big, nested, modes, usual)
         try:
             tree = self._run("write-tree").decode().strip()
         except ShadowError:  # an object the index names is gone (the user's gc): start the index afresh
@@ -228,7 +236,28 @@ class ShadowRepo:
             self.index.unlink(missing_ok=True)
             return self.snapshot(fresh=True)
         self.memo["tree"] = (_signature(self.index), tree)
-        return Snapshot(tree, big, nested)
+        return Snapshot(tree, big, nested, modes, usual)
+
+    def _odd_modes(self, usual: tuple[int, int]) -> dict[str, int] | None:
+        """The regular files whose permission bits are neither of ``usual`` (git's tree keeps only
+        the executable bit): one walk by ``find`` (not Python), only those files listed; ``None``
+        when that walk failed or was not whole (no ``find``, one without ``-printf``, a folder it
+        could not read): a guess could loosen a private file on /undo."""
+        plain, executable = (f"{m:o}" for m in usual)
+        try:
+            proc = subprocess.run(["find", ".", "-name", ".git", "-prune", "-o", "-type", "f", "!", "-perm", plain,
+                                   "!", "-perm", executable, "-printf", "%m %P\\0"], cwd=self.root,
+                                  capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0:
+            return None
+        modes: dict[str, int] = {}
+        for entry in proc.stdout.split(b"\0"):
+            octal, _, name = entry.partition(b" ")
+            if name:
+                modes[os.fsdecode(name)] = int(octal, 8)
+        return modes
 
     def size_bytes(self) -> int:
         """The repository's objects on disk (loose and packed), in bytes. Raises ``ShadowError``."""
@@ -262,32 +291,58 @@ class ShadowRepo:
         self._run("repack", "-a", "-d", "-l", "-q", bound=False, git_dir=True)
         self._run("prune", f"--expire={expire}", bound=False, git_dir=True)
 
-    def changes(self, before: str, after: str, blobs: BlobStore) -> list[ShadowChange]:
-        """Files that differ between trees ``before`` and ``after`` (regular files, and symbolic links
-        as their target text with ``LINK_MODE``), their bytes kept in ``blobs``. Raises ``ShadowError``."""
-        if before == after:
-            return []
-        out = self._run("diff-tree", "-r", "-z", "--no-renames", before, after).split(b"\0")
+    def changes(self, before: str | Snapshot, after: str | Snapshot, blobs: BlobStore) -> list[ShadowChange]:
+        """Files that differ between snapshots (or trees) ``before`` and ``after`` — in bytes, or in
+        permission bits alone (snapshots only: a tree keeps just the executable bit) — regular files,
+        and symbolic links as their target text with ``LINK_MODE``, their bytes kept in ``blobs``.
+        Raises ``ShadowError``."""
+        old_tree, new_tree = (s.tree if isinstance(s, Snapshot) else s for s in (before, after))
+        modes = (before.modes, before.usual, after.modes, after.usual) \
+            if isinstance(before, Snapshot) and isinstance(after, Snapshot) \
+            and before.modes is not None and after.modes is not None else None
         rows: list[tuple[Path, str, str, str, str]] = []
-        for i in range(0, len(out) - 1, 2):
-            meta, name = out[i].decode(), os.fsdecode(out[i + 1])
-            if not meta.startswith(":"):
-                continue
-            old_mode, new_mode, old_id, new_id, _status = meta[1:].split(" ")
-            path = self.root / name
-            if self.is_secret(path):
-                continue
-            rows.append((path, old_mode, new_mode, old_id, new_id))
+        if old_tree != new_tree:
+            out = self._run("diff-tree", "-r", "-z", "--no-renames", old_tree, new_tree).split(b"\0")
+            for i in range(0, len(out) - 1, 2):
+                meta, name = out[i].decode(), os.fsdecode(out[i + 1])
+                if not meta.startswith(":"):
+                    continue
+                old_mode, new_mode, old_id, new_id, _status = meta[1:].split(" ")
+                rows.append((self.root / name, old_mode, new_mode, old_id, new_id))
+        if modes is not None:  # the same bytes and executable bit, other permission bits
+            named = {os.path.relpath(row[0], self.root) for row in rows}
+            odd = sorted(name for name in set(modes[0]) | set(modes[2])
+                         if name not in named and modes[0].get(name) != modes[2].get(name))
+            if odd:  # their tree entries (a few by name, else the whole tree): the ignored left out
+                listed = self._run("ls-tree", "-r", "-z", "--full-tree", new_tree,
+                                   *(("--", *odd) if len(odd) <= 1000 else ())).split(b"\0")
+                wanted_names = set(odd)
+                for entry in listed:
+                    meta, _, raw_name = entry.partition(b"\t")
+                    name = os.fsdecode(raw_name)
+                    if name not in wanted_names:
+                        continue
+                    mode, kind, object_id = meta.decode().split(" ")
+                    if kind == "blob" and mode in ("100644", "100755") \
+                            and _bits(modes[0], modes[1], name, mode) != _bits(modes[2], modes[3], name, mode):
+                        rows.append((self.root / name, mode, mode, object_id, object_id))
+        rows = [row for row in rows if not self.is_secret(row[0])]
         wanted = sorted({oid for _, om, nm, o, n in rows for oid, m in ((o, om), (n, nm))
                          if m in _GIT_MODES and set(oid) != {"0"}})
         contents = self._cat(wanted)
         found: list[ShadowChange] = []
         for path, old_mode, new_mode, old_id, new_id in rows:
-            # git keeps only 644/755; the file's real permission bits are taken from the disk
-            # (for the state before too, unless the call itself switched the executable bit)
-            real = _real_mode(path)
-            before_state = _state(old_mode, contents.get(old_id), blobs, real if old_mode == new_mode else None)
-            after_state = _state(new_mode, contents.get(new_id), blobs, real)
+            if modes is not None:  # the permission bits each snapshot saw
+                name = os.path.relpath(path, self.root)
+                old_bits: int | None = _bits(modes[0], modes[1], name, old_mode)
+                new_bits: int | None = _bits(modes[2], modes[3], name, new_mode)
+            else:
+                # git keeps only 644/755; the file's real permission bits are taken from the disk
+                # (for the state before too, unless the call itself switched the executable bit)
+                new_bits = _real_mode(path)
+                old_bits = new_bits if old_mode == new_mode else None
+            before_state = _state(old_mode, contents.get(old_id), blobs, old_bits)
+            after_state = _state(new_mode, contents.get(new_id), blobs, new_bits)
             if before_state is None and after_state is None:
                 continue
             found.append(ShadowChange(path, before_state, after_state))
@@ -316,7 +371,27 @@ def _state(mode: str, raw: bytes | None, blobs: BlobStore, real_mode: int | None
         return None
     if mode == "120000":
         return FileState(blobs.put(raw), LINK_MODE)
-    return FileState(blobs.put(raw), real_mode or _GIT_MODES[mode])
+    return FileState(blobs.put(raw), _GIT_MODES[mode] if real_mode is None else real_mode)
+
+
+def _bits(odd: dict[str, int], usual: tuple[int, int], name: str, git_mode: str) -> int:
+    """The permission bits of the file ``name`` in a snapshot: its own (``odd``) or the usual ones
+    its tree entry's executable bit names."""
+    return odd.get(name, usual[1] if git_mode == "100755" else usual[0])
+
+
+def _usual_modes() -> tuple[int, int]:
+    """The plain and the executable mode a new file gets under this process's umask (read, never
+    set: setting it to read it would race the other threads' file creations)."""
+    umask = 0o022
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    umask = int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o666 & ~umask, 0o777 & ~umask
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -189,7 +189,12 @@ def recover_restore(log: Any) -> bool:
 
 
 def _how(before: FileState | None, after: FileState | None) -> str:
-    return "created" if before is None else "deleted" if after is None else "changed"
+    if before is None or after is None:
+        return "created" if before is None else "deleted"
+    if LINK_MODE in (before.mode, after.mode) or before.mode == after.mode:
+        return "changed"
+    mode = f"mode {before.mode:o} → {after.mode:o}"
+    return mode if before.blob == after.blob else f"changed, {mode}"
 
 
 def _show(path: Path, roots: list[str]) -> str:
@@ -783,6 +788,10 @@ def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: byte
         return f"not restored ({exc.strerror or exc})"
     if landed is None or landed[0] != raw:  # "restored" only when the disk holds it afterwards
         return "not restored (it changed on disk just now: after the write it does not hold the restore)"
+    if mode != LINK_MODE and landed[1] != mode:  # the bytes are back, the permission bits are not all
+        why = ("/undo and /redo never set the setuid or setgid bit" if landed[1] == mode & 0o1777
+               else "the permission bits could not be set")
+        return f"{done}, but its mode is {landed[1]:o}, not {mode:o} ({why})"
     return done
 
 

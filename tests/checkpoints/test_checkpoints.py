@@ -346,3 +346,33 @@ def test_the_snapshot_exclude_file_let_upper_case_secret_names_and_git_folders_i
     listed = subprocess.run(["git", f"--git-dir={tmp_path / 'state' / 'shadow.git'}", "ls-tree", "-r", "--name-only",
                              tree], capture_output=True, text=True, check=True).stdout.split()
     assert listed == ["keep.txt"]
+
+
+def test_a_shell_chmod_other_than_the_executable_bit_was_not_in_the_snapshots_changes(tmp_path):
+    """Newcomer 5 finding 3, at the shadow repository: git's tree keeps only the executable bit, so
+    ``chmod 600 plain.txt`` was no change at all, and a file rewritten and made private in one call
+    was recorded with its new mode as its old one. A snapshot keeps the permission bits git cannot
+    tell; ``changes`` of two snapshots lists a mode-only change with the same bytes on both sides."""
+    root = git_workspace(tmp_path)
+    for name, text, mode in (("plain.txt", "plain\n", 0o644), ("run.sh", "#!/bin/sh\n", 0o755),
+                             ("notes.txt", "notes\n", 0o644), ("odd.txt", "odd\n", 0o640)):
+        (root / name).write_text(text)
+        (root / name).chmod(mode)
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot()
+    (root / "plain.txt").chmod(0o600)
+    (root / "run.sh").chmod(0o700)
+    (root / "notes.txt").chmod(0o600)
+    (root / "notes.txt").write_text("secret notes\n")
+    (root / "odd.txt").chmod(0o000)
+    found = {c.path.name: c for c in repo.changes(before, repo.snapshot(), blobs)}
+    assert set(found) == {"plain.txt", "run.sh", "notes.txt", "odd.txt"}, found
+    assert (found["plain.txt"].before.mode, found["plain.txt"].after.mode) == (0o644, 0o600)
+    assert found["plain.txt"].before.blob == found["plain.txt"].after.blob
+    assert blobs.get(found["plain.txt"].after.blob) == b"plain\n"
+    assert (found["run.sh"].before.mode, found["run.sh"].after.mode) == (0o755, 0o700)
+    assert (found["notes.txt"].before.mode, found["notes.txt"].after.mode) == (0o644, 0o600)
+    assert blobs.get(found["notes.txt"].before.blob) == b"notes\n"
+    assert (found["odd.txt"].before.mode, found["odd.txt"].after.mode) == (0o640, 0o000)
+    (root / "odd.txt").chmod(0o640)

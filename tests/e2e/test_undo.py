@@ -777,3 +777,65 @@ async def test_the_outcome_of_a_removed_created_file_did_not_name_the_folders_re
     (result,) = [u for u in h.updates(sid, "tool_call_update") if u.get("status") == "completed"
                  and u["toolCallId"].startswith("undo-")]
     assert "empty folder its creation had made: .vscode/" in result["content"][0]["content"]["text"]
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777
+
+
+async def test_undo_of_a_shell_chmod_left_the_files_mode_and_did_not_name_it(acp_harness_factory, endpoint, workspace):
+    """Newcomer 5 finding 3: after ``chmod 644 run.sh; chmod 600 plain.txt`` (run.sh 755, plain.txt
+    644) /undo said "run.sh: restored." and left plain.txt 600, named nowhere (/checkpoints neither);
+    after ``chmod 700 run.sh`` run.sh stayed 700 — the shadow git tree keeps only the executable bit.
+    Each shell checkpoint records the files' whole permission bits; /undo restores them, /redo takes
+    them again, and a mode the user changed after the agent is asked about, not overwritten."""
+    git_workspace(workspace)
+    (workspace / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (workspace / "run.sh").chmod(0o755)
+    (workspace / "plain.txt").write_text("plain\n")
+    (workspace / "plain.txt").chmod(0o644)
+    asked: list[str] = []
+
+    def answer(params):  # "keep mine" once the user changed the mode by hand
+        asked.append(params["toolCall"]["title"])
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once" if keep else "allow_once"}}
+
+    keep = False
+    h, sid = await start(acp_harness_factory, endpoint, workspace, ClientConfig(permission=answer))
+    endpoint.push(call("s1", "bash", command="chmod 644 run.sh; chmod 600 plain.txt"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "tighten")).stop_reason == "end_turn"
+    assert (_mode(workspace / "run.sh"), _mode(workspace / "plain.txt")) == (0o644, 0o600)
+
+    metas = [u["_meta"]["agentServer"] for u in h.updates(sid, "tool_call_update")
+             if "changedFiles" in ((u.get("_meta") or {}).get("agentServer") or {})]
+    assert metas[-1]["modes"] == {str(workspace / "run.sh"): ["755", "644"], str(workspace / "plain.txt"): ["644", "600"]}
+    assert (await h.prompt(sid, "/checkpoints")).stop_reason == "end_turn"
+    assert "run.sh (mode 755 → 644)" in text_of(h, sid) and "plain.txt (mode 644 → 600)" in text_of(h, sid)
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert (_mode(workspace / "run.sh"), _mode(workspace / "plain.txt")) == (0o755, 0o644)
+    said = text_of(h, sid)
+    assert "plain.txt: restored" in said and "run.sh: restored" in said, said
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    assert (_mode(workspace / "run.sh"), _mode(workspace / "plain.txt")) == (0o644, 0o600)
+    assert (workspace / "plain.txt").read_bytes() == b"plain\n"
+
+    endpoint.push(call("s2", "bash", command="chmod 700 run.sh"))
+    endpoint.push(text_stream("done"))
+    (workspace / "run.sh").chmod(0o755)
+    assert (await h.prompt(sid, "private")).stop_reason == "end_turn"
+    assert _mode(workspace / "run.sh") == 0o700
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert _mode(workspace / "run.sh") == 0o755
+
+    # the user changes the mode after the agent did: asked about, "keep mine" keeps it
+    endpoint.push(call("s3", "bash", command="chmod 600 plain.txt"))
+    endpoint.push(text_stream("done"))
+    (workspace / "plain.txt").chmod(0o644)
+    assert (await h.prompt(sid, "again")).stop_reason == "end_turn"
+    assert _mode(workspace / "plain.txt") == 0o600
+    (workspace / "plain.txt").chmod(0o640)
+    keep, asked[:] = True, []
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert _mode(workspace / "plain.txt") == 0o640
+    assert any("plain.txt" in title for title in asked), asked
