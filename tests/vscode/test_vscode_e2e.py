@@ -92,6 +92,15 @@ AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
 MIXED = b"a\r\nb\nc\r\nd\n"
 CR_ONLY = b"x1\ry2\rz3\r"
 MIXED_OPEN = b"\xef\xbb\xbfp\r\nq\nr\r\ns\n"
+# newcomer 4 finding 7: a BOM, CRLF and no final newline; the agent splits line 2 while the user types
+# (a file of its own: merge.txt is the undo scenario's)
+TYPING = "typing.txt"
+TYPING_BYTES = b"\xef\xbb\xbfone\r\ntwo\r\nthree"
+TYPING_ANSWER = "Split two."
+TYPING_NEXT_ANSWER = "Tried three."
+# VS Code's "unusual line terminators": U+2028 inside line 1 (a BOM, LF, a final newline)
+UNUSUAL = "unusual.txt"
+UNUSUAL_BYTES = b"\xef\xbb\xbfa\xe2\x80\xa8b\nsecond\n"
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -252,6 +261,21 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
                                      new_string=f"v{i:02d} = 2")], delay=0.02) for i in range(RACE_TRIES)),
             text_stream("Race done."),
         ],
+        # newcomer 4 finding 7: the user types on other lines while the proposal waits (merged), then
+        # at the end of the line the next change is on (stale)
+        "typing_on_another_line_while_a_proposal_waited": [
+            tool_call_stream([call("mg1", "read", path=TYPING)]),
+            tool_call_stream([call("mg2", "edit", path=TYPING, old_string="two\n", new_string="TWO\nmore\n")]),
+            text_stream(TYPING_ANSWER),
+            tool_call_stream([call("mg3", "read", path=TYPING)]),
+            tool_call_stream([call("mg4", "edit", path=TYPING, old_string="three", new_string="THREE")]),
+            text_stream(TYPING_NEXT_ANSWER),
+        ],
+        "unusual_line_terminators_asked_once_at_most": [
+            tool_call_stream([call("ul1", "read", path=UNUSUAL)]),
+            tool_call_stream([call("ul2", "edit", path=UNUSUAL, old_string="second", new_string="SECOND")]),
+            text_stream("Shouted second."),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -278,7 +302,7 @@ SCENARIOS = [
      "tweakLine": 1, "tweak": "  # user tweak",
      "expected": APP.replace("'hello ' + name", "'hi ' + name  # user tweak") + "# unsaved note"},
     {"name": "stale_proposal", "file": "stale.py", "question": "Rename x", "readTitle": "stale.py",
-     "typed": "# typed", "expected": STALE + "# typed",
+     "typed": "  # typed", "expected": STALE.replace("x = 1", "x = 1  # typed", 1),
      "goneFile": "gone.txt", "gonePrompt": "Change x to y in gone.txt", "goneAnswer": GONE_ANSWER},
     {"name": "accept_one_hunk_of_two", "prompt": "Change a and f in two.py"},
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
@@ -297,6 +321,11 @@ SCENARIOS = [
      "answer": "Left latin1.txt as it is."},
     {"name": "keystrokes_right_after_accept_never_garble", "prompt": "Set every value to 2",
      "file": RACE, "tries": RACE_TRIES, "typed": "zz", "answer": "Race done."},
+    {"name": "typing_on_another_line_while_a_proposal_waited", "file": TYPING, "bytes": TYPING_BYTES.hex(),
+     "prompt": "Split two in typing.txt", "answer": TYPING_ANSWER, "nextPrompt": "Shout three in typing.txt",
+     "nextLine": 5, "nextAnswer": TYPING_NEXT_ANSWER},
+    {"name": "unusual_line_terminators_asked_once_at_most", "file": UNUSUAL, "bytes": UNUSUAL_BYTES.hex(),
+     "prompt": "Shout second in unusual.txt", "answer": "Shouted second."},
     {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?", "pickMode": "Read-only", "pickModeId": "read-only"},
     {"name": "execute_cards_and_daily_features", "prompt": "Run it, read app.py and write notes",
      "liveText": "live-one", "flag": EXEC_FLAG, "answer": "Ran it, read it, wrote notes.", "readFile": "app.py", "readLine": 3,
@@ -1088,3 +1117,45 @@ def test_the_automatic_resume_of_a_session_another_process_holds_offers_the_take
     got = results["scenarios"]["restart_server_resumes_the_session"]["takeOver"]
     assert got["buttons"] == ["Take over here", "Open a copy", "Cancel"], got
     assert got["released"] is True, got
+
+
+def test_typing_on_another_line_while_a_proposal_waited_made_it_stale(run):
+    """Newcomer 4, finding 7: ` USER` typed at the end of line 1 (the agent's change is on line 2) while
+    the proposal waited made it stale: Accept All refused. Now the typing (and a line typed above) is
+    merged: the diff follows it, Accept All applies the change on top of it — the user's text as typed,
+    the BOM, CRLF and the missing final newline kept — the document stays unsaved (the user's typing is
+    not saved for them), and the model is told the file holds text it has not seen."""
+    scenario(run, "typing_on_another_line_while_a_proposal_waited")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["typing_on_another_line_while_a_proposal_waited"]
+    assert (got["staleWhileTyping"], got["outcome"], got["dirty"]) == (False, "applied", True), got
+    assert bytes.fromhex(got["diskBeforeSave"]) == TYPING_BYTES  # not saved for the user
+    assert bytes.fromhex(got["saved"]) == b"\xef\xbb\xbfzero\r\none USER\r\nTWO\r\nmore\r\nthree"
+    told = tool_results(endpoint, "mg2")[0]
+    assert "the user edited other lines of typing.txt" in told and "Read it again before you edit it" in told, told
+
+
+def test_typing_next_to_a_waiting_proposals_hunk_still_makes_it_stale(run):
+    """The negative of finding 7: typing at the end of the line the agent changes is stale at once, and
+    Accept All is refused (answered stale, the model told to read the file again)."""
+    scenario(run, "typing_on_another_line_while_a_proposal_waited")
+    results, workspace, endpoint = run
+    got = results["scenarios"]["typing_on_another_line_while_a_proposal_waited"]
+    assert (got["nextStaleAtOnce"], got["staleSaysEditor"], got["nextOutcome"]) == (True, True, "stale"), got
+    assert bytes.fromhex(got["savedAfterNext"]) == b"\xef\xbb\xbfzero\r\none USER\r\nTWO\r\nmore\r\nthreeX"
+    told = tool_results(endpoint, "mg4")[0]
+    assert "changed in the editor since you read it" in told, told
+
+
+def test_the_unusual_line_terminators_dialog_showed_twice_for_one_file(run):
+    """Newcomer 4 (finding 6's aside): a proposal for a file holding U+2028 made VS Code ask twice over
+    the panel whether to remove its "unusual line terminators" (once for the file's document on the
+    diff's left, once for the editable proposed side). The diff now shows both sides read-only: never
+    asked, and the accepted edit keeps every other byte (the U+2028, the BOM, the final newline)."""
+    scenario(run, "unusual_line_terminators_asked_once_at_most")
+    results, workspace, _ = run
+    got = results["scenarios"]["unusual_line_terminators_asked_once_at_most"]
+    assert (got["dialogs"], got["outcome"]) == (0, "applied"), got
+    assert bytes.fromhex(got["saved"]) == UNUSUAL_BYTES.replace(b"second", b"SECOND")
+    assert (workspace / UNUSUAL).read_bytes() == UNUSUAL_BYTES.replace(b"second", b"SECOND")
+

@@ -16,6 +16,12 @@ import { comparePositions, shiftPosition } from "./proposalModel";
 
 export const PROPOSAL_SCHEME = "agent-proposal";
 
+/** Whether a side's text is `want` but for its line breaks (a text model holds one kind: a side
+ * proposed on a file's bytes on disk may hold a mix, which it shows as the model's). */
+export function sameText(text: string, want: string): boolean {
+  return text === want || text.replace(/\r\n?/g, "\n") === want.replace(/\r\n?/g, "\n");
+}
+
 /**
  * What the diff's breadcrumb and tooltip show of a file: its workspace-relative path (with the
  * folder's name in a multi-root workspace; an absolute path outside the workspace), as a URI path.
@@ -98,8 +104,14 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   readonly onDidChangeCodeLenses = this.lensesChanged.event;
   manager!: ProposalManager;
   private readonly closing = new Set<string>();
-  /** mtime of each virtual file, bumped when its text changes (VS Code reloads on a new stat). */
+  /** mtime of each virtual file, bumped when its text changes (VS Code reloads on a new stat; the
+   * same mtime and size would be "not modified since", and the reload dropped). */
   private readonly stamps = new Map<string, number>();
+  /** Sides whose last change event left them with unsaved changes (typed by the user). */
+  private readonly dirtySides = new Set<string>();
+  /** The text each side was last changed again for (a reload that landed another): once per text, so
+   * a text VS Code's model cannot hold as it is never reloads it in a loop. */
+  private readonly reloadedFor = new Map<string, string>();
   /** Proposals on screen, kept until their tabs are closed (the manager forgets them once answered). */
   private readonly onScreen = new Map<string, Proposal>();
 
@@ -121,7 +133,8 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
         this.onTabsChanged(e.closed);
         this.closeLeftovers(e.opened);
       }),
-      vscode.workspace.onDidChangeTextDocument((e) => this.onTyped(e.document)),
+      vscode.workspace.onDidChangeTextDocument((e) => this.onTyped(e)),
+      vscode.workspace.onDidSaveTextDocument((d) => this.dirtySides.delete(d.uri.toString())),
     );
   }
 
@@ -132,8 +145,9 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     const file = p?.files[ref!.fileIndex];
     if (!p || !file) return undefined;
     // a file proposed on its bytes on disk: its proposed side is not editable (VS Code's model of it
-    // changes the line breaks, so what is typed there could not be told from them)
-    return ref!.side === "old" ? { text: file.expected, readonly: true } : { text: p.proposed(file), readonly: Boolean(file.disk) };
+    // changes the line breaks, so what is typed there could not be told from them); nor one holding
+    // unusual line terminators (an editable editor of it asks to remove them)
+    return ref!.side === "old" ? { text: file.expected, readonly: true } : { text: p.proposed(file), readonly: Boolean(file.disk || file.unusual) };
   }
 
   stat(uri: vscode.Uri): vscode.FileStat {
@@ -153,7 +167,8 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
    * proposal that was answered meanwhile is dropped. */
   writeFile(uri: vscode.Uri, content: Uint8Array): void {
     const ref = parseProposalUri(uri);
-    if (!ref || ref.side !== "new" || this.manager.get(ref.id)?.files[ref.fileIndex]?.disk) throw vscode.FileSystemError.NoPermissions(uri);
+    const file = ref && this.manager.get(ref.id)?.files[ref.fileIndex];
+    if (!ref || ref.side !== "new" || file?.disk || file?.unusual) throw vscode.FileSystemError.NoPermissions(uri);
     this.manager.edit(ref.id, ref.fileIndex, new TextDecoder().decode(content));
   }
 
@@ -177,11 +192,43 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     throw vscode.FileSystemError.NoPermissions(uri);
   }
 
-  /** The user typed into a proposed side: the manager recomputes that file's hunks. */
-  private onTyped(doc: vscode.TextDocument): void {
+  /**
+   * A document changed. One of ours: the user typed into a proposed side (its text is handed to the
+   * manager, which recomputes that file's hunks), or VS Code reloaded a side we changed. A reload
+   * never comes for a side with unsaved changes, and leaves it clean; one that loaded an older text
+   * than the side's now (a change we made while VS Code still loaded the previous one) is followed by
+   * another change of the side, so the diff ends on the current text whatever the typing's pace. A
+   * document of a proposal's file: the manager checks it (stale, or the user's edits merged).
+   */
+  private onTyped(e: vscode.TextDocumentChangeEvent): void {
+    const doc = e.document;
     const ref = parseProposalUri(doc.uri);
-    if (ref?.side === "new" && !this.manager.get(ref.id)?.files[ref.fileIndex]?.disk) this.manager.edit(ref.id, ref.fileIndex, doc.getText());
-    else if (!ref) this.manager.documentChanged(doc);
+    if (!ref) {
+      this.manager.documentChanged(doc); // its dirty state too: the first keystroke's event says clean
+      return;
+    }
+    const key = doc.uri.toString();
+    // typed: unsaved now, an undo or redo, or a change of a side that had unsaved changes (typing
+    // that brings it back to its loaded text leaves it clean)
+    const byUser = doc.isDirty || e.reason !== undefined || this.dirtySides.has(key);
+    if (doc.isDirty) this.dirtySides.add(key);
+    else this.dirtySides.delete(key);
+    if (e.contentChanges.length === 0) return; // only its dirty state changed
+    const file = this.manager.get(ref.id)?.files[ref.fileIndex];
+    if (byUser) {
+      if (ref.side === "new" && file && !file.disk && !file.unusual) this.manager.edit(ref.id, ref.fileIndex, doc.getText());
+      return;
+    }
+    const want = this.content(doc.uri)?.text;
+    if (want === undefined || sameText(doc.getText(), want) || this.reloadedFor.get(key) === want) return;
+    this.reloadedFor.set(key, want);
+    this.changed([doc.uri]);
+  }
+
+  /** The sides `uris` changed: VS Code reloads each (a new mtime, strictly later than the last). */
+  private changed(uris: vscode.Uri[]): void {
+    for (const uri of uris) this.stamps.set(uri.toString(), Math.max(Date.now(), (this.stamps.get(uri.toString()) ?? 0) + 1));
+    this.filesChanged.fire(uris.map((uri) => ({ type: vscode.FileChangeType.Changed, uri })));
   }
 
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
@@ -212,8 +259,10 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     this.panel.proposalShown(p);
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
-      // a file proposed on its bytes on disk: the left side is those bytes, never a document of the file
-      const left = file.create || file.disk ? proposalUri(p, i, "old") : file.uri;
+      // a file proposed on its bytes on disk: the left side is those bytes, never a document of the
+      // file; one holding unusual line terminators: a read-only copy of its text (an editable editor
+      // of the document would ask to remove them)
+      const left = file.create || file.disk || file.unusual ? proposalUri(p, i, "old") : file.uri;
       await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: true });
     }
   }
@@ -221,24 +270,23 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   /** Shows the proposal's current state: a side whose text changed is reloaded (a proposed side the
    * user has typed into is rewritten in place: VS Code does not reload a document with unsaved changes). */
   refresh(p: Proposal): void {
-    const changed: vscode.FileChangeEvent[] = [];
+    const changed: vscode.Uri[] = [];
     p.files.forEach((file, i) => {
       for (const side of ["new", "old"] as const) {
         const uri = proposalUri(p, i, side);
         const want = side === "old" ? file.expected : p.proposed(file);
         const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
-        if (doc && doc.getText() === want) continue;
+        if (doc && sameText(doc.getText(), want)) continue;
         if (doc?.isDirty) {
           const edit = new vscode.WorkspaceEdit();
           edit.replace(uri, new vscode.Range(0, 0, doc.lineCount, 0), want);
           void vscode.workspace.applyEdit(edit);
           continue;
         }
-        this.stamps.set(uri.toString(), Date.now() + this.stamps.size);
-        changed.push({ type: vscode.FileChangeType.Changed, uri });
+        changed.push(uri);
       }
     });
-    if (changed.length > 0) this.filesChanged.fire(changed);
+    if (changed.length > 0) this.changed(changed);
     this.lensesChanged.fire();
     this.panel.proposalChanged(p);
   }

@@ -210,6 +210,44 @@ export function lineEdits(oldText: string, newText: string): { range: Range; new
   return out;
 }
 
+/**
+ * The user's edits that turned `expected` (the text `hunks` are placed on) into `now`, merged with the
+ * hunks (docs/protocol.md "Merged with the user's edits of other lines"): each hunk's range moved onto
+ * `now` by the lines the user inserted or deleted above it. Undefined when an edit touches or
+ * neighbours a hunk — a line diff's changed line that a hunk changes, lines inserted inside, right
+ * before or right after a hunk's lines (a hunk that inserts lines neighbours both lines around it), or
+ * characters changed up to the hunk's range (a line break deleted or typed next to it).
+ */
+export function mergeUserEdits(expected: string, now: string, hunks: readonly Hunk[]): Map<Hunk, Range> | undefined {
+  const user = lineEdits(expected, now).map((e) => {
+    const { start, end } = e.range;
+    const count = comparePositions(start, end) === 0 ? 0 : (end.character === 0 ? end.line : end.line + 1) - start.line;
+    const [s0, s1] = [offsetAt(expected, start), offsetAt(expected, end)];
+    // the characters that differ: typing at a line's end is not its line break, joining two lines is
+    let [n0, n1, t1] = [s0, s1, e.newText.length];
+    for (let t0 = 0; n0 < n1 && t0 < t1 && expected.charCodeAt(n0) === e.newText.charCodeAt(t0); t0++) n0++;
+    const t0 = n0 - s0;
+    while (n1 > n0 && t1 > t0 && expected.charCodeAt(n1 - 1) === e.newText.charCodeAt(t1 - 1)) [n1, t1] = [n1 - 1, t1 - 1];
+    return { first: start.line, count, end: s1, n0, n1, delta: e.newText.length - (s1 - s0) };
+  });
+  const moved = new Map<Hunk, Range>();
+  for (const h of hunks) {
+    const { start, end } = h.range;
+    const empty = comparePositions(start, end) === 0;
+    const first = empty && start.character === 0 ? start.line - 1 : start.line;
+    const last = empty ? start.line : end.character === 0 && end.line > start.line ? end.line - 1 : end.line;
+    const at = offsetAt(expected, start);
+    const to = offsetAt(expected, end);
+    for (const u of user) {
+      if (u.count > 0 ? u.first <= last && u.first + u.count - 1 >= first : u.first >= first && u.first <= last + 1) return undefined;
+      if (u.n0 <= to && u.n1 >= at) return undefined; // touches the hunk's range
+    }
+    const shift = user.filter((u) => u.end <= at).reduce((sum, u) => sum + u.delta, 0);
+    moved.set(h, { start: positionAt(now, at + shift), end: positionAt(now, to + shift) });
+  }
+  return moved;
+}
+
 /** `edits` (UTF-16 ranges against `text`) in the wire's `encoding`. */
 export function toWireEdits(text: string, edits: readonly { range: Range; newText: string }[], encoding: PositionEncoding): WireTextEdit[] {
   const lines = splitLines(text);

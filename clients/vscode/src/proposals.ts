@@ -12,6 +12,10 @@
  * proposed on its bytes on disk and written (created) there in place (`FileChange.disk`): never
  * through a document, which turns every line break into its own.
  *
+ * The user's edits of other lines than the hunks' made while it waits are merged (`merge`); any other
+ * change makes it stale. Only a change made before Accept merges: one that comes while the accepted
+ * hunks are applied and saved (a save participant, format on save) is the editor's, told as such.
+ *
  * Must not: draw anything (the `ProposalView` shows it), apply on top of fresh keystrokes, answer
  * `applied` without reading the document back, save a document that is not UTF-8.
  */
@@ -30,6 +34,7 @@ import {
   isStale,
   lineEdits,
   makeHunks,
+  mergeUserEdits,
   modelChangesLineBreaks,
   modelHolds,
   modelLineBreak,
@@ -63,6 +68,9 @@ export interface FileChange {
   /** The user changed the proposed text: the pending hunks were recomputed from it, and `applied`
    * is rebuilt from `base` and what landed. */
   edited: boolean;
+  /** The user's edits of other lines were merged with the pending hunks (`mergeUserEdits`): the
+   * document holds text the agent has not seen, and the answer says so. */
+  merged?: boolean;
   /** Someone typed into the document right after an accepted change landed: it is not saved for them. */
   typedAfter?: boolean;
   /** Our own edit is being applied to the document (its change events are not the user's). */
@@ -73,6 +81,9 @@ export interface FileChange {
    * change the line breaks of its text or of the proposed text (`modelHolds`); `bom`: the file starts
    * with one (kept). No document is used. */
   disk?: { bom: boolean };
+  /** Its text or proposed text holds an "unusual line terminator" (U+2028, U+2029): the diff shows
+   * both sides read-only (`unusualLineTerminators`), so VS Code never offers to remove them there. */
+  unusual?: boolean;
   /** Its path led outside the workspace already when the proposal arrived (the server's policy let
    * it through); else a path that leads outside when it is written is refused (`leadsOutside`). */
   outsideAtArrival?: boolean;
@@ -143,6 +154,16 @@ export function whatLanded(
   return "other";
 }
 
+/**
+ * Whether `text` holds a character VS Code's editor calls an unusual line terminator (U+2028 LINE
+ * SEPARATOR, U+2029 PARAGRAPH SEPARATOR). An editable editor of such a text asks, once per document,
+ * whether to remove them: a diff whose two sides are the file's document and an editable proposed
+ * copy asked twice, over the panel, for one file, and "Remove" would change the text under review.
+ */
+export function unusualLineTerminators(text: string): boolean {
+  return /[\u2028\u2029]/.test(text);
+}
+
 export interface FileOp {
   kind: "rename" | "delete";
   uri: vscode.Uri;
@@ -169,6 +190,9 @@ export class Proposal {
   /** Set while a document of the proposal holds other text than the one the agent's change was
    * computed on (the user typed during the review): the card and the diff say so, accepting is refused. */
   stale: string | undefined;
+  /** Accepted hunks are being applied, saved and answered (from the Accept until the answer): a
+   * change of a document now is not the user's typing under review, and is never merged. */
+  deciding = false;
 
   constructor(
     readonly id: string,
@@ -313,6 +337,7 @@ export class ProposalManager {
       const bad = create ? undefined : await notUtf8(uri, doc);
       if (bad) return { outcome: "failed", message: `${uri.fsPath} is not UTF-8 text (${bad.reason}); nothing was applied` };
       const text = disk ? disk.text : doc?.getText() ?? "";
+      const hunks = makeHunks(text, change.edits ?? [], encoding);
       files.push({
         uri,
         wireUri: change.textDocument.uri,
@@ -323,9 +348,10 @@ export class ProposalManager {
         wasDirty: doc?.isDirty ?? false,
         expected: text,
         base: text,
-        hunks: makeHunks(text, change.edits ?? [], encoding),
+        hunks,
         edited: false,
         onDisk,
+        ...(unusualLineTerminators(text) || unusualLineTerminators(proposedText(text, hunks)) ? { unusual: true } : {}),
         outsideAtArrival: leadsOutside(uri) !== undefined,
         ...(disk ? { disk: { bom: disk.bom } } : {}),
       });
@@ -364,13 +390,25 @@ export class ProposalManager {
     const hunk = file?.hunks.find((h) => h.index === hunkIndex);
     if (!p || p.done || !file || !hunk || hunk.state !== "pending") return;
     if (accept) {
-      const problem = await this.applyHunks(p, file, [hunk]);
-      if (problem) return this.finish(p, problem.outcome, problem.message);
+      if (p.deciding) return; // another Accept is landing
+      p.deciding = true;
+      try {
+        const problem = await this.applyHunks(p, file, [hunk]);
+        if (problem) return await this.finish(p, problem.outcome, problem.message);
+        if (p.files.every((f) => f.hunks.every((h) => h.state !== "pending")) && p.ops.length === 0) {
+          return await this.finish(p, outcomeOf(p.files.flatMap((f) => f.hunks)));
+        }
+      } finally {
+        p.deciding = false;
+      }
+      // keystrokes that followed the hunk while it landed: merged now, or the proposal is stale
+      const doc = file.doc ?? openDocument(file.uri);
+      if (doc && !doc.isClosed && !file.disk && doc.getText() !== file.expected) return this.documentChanged(doc);
     } else {
       hunk.state = "rejected";
-    }
-    if (p.files.every((f) => f.hunks.every((h) => h.state !== "pending")) && p.ops.length === 0) {
-      return this.finish(p, outcomeOf(p.files.flatMap((f) => f.hunks)));
+      if (p.files.every((f) => f.hunks.every((h) => h.state !== "pending")) && p.ops.length === 0) {
+        return this.finish(p, outcomeOf(p.files.flatMap((f) => f.hunks)));
+      }
     }
     this.view.refresh(p);
   }
@@ -378,8 +416,17 @@ export class ProposalManager {
   /** Accept or reject everything still pending. */
   async decideAll(id: string, accept: boolean): Promise<void> {
     const p = this.live.get(id);
-    if (!p || p.done) return;
+    if (!p || p.done || p.deciding) return;
     if (!accept) return this.finish(p, p.anyApplied ? "partial" : "rejected");
+    p.deciding = true; // until the answer: see `merge`
+    try {
+      await this.acceptAll(p);
+    } finally {
+      p.deciding = false;
+    }
+  }
+
+  private async acceptAll(p: Proposal): Promise<void> {
     for (const file of p.files) {
       const pending = file.hunks.filter((h) => h.state === "pending");
       if (pending.length === 0 && !(file.create && !p.createdApplied.has(file.uri.toString()))) continue;
@@ -403,6 +450,34 @@ export class ProposalManager {
   }
 
   /**
+   * The user's edits of `doc` since `file.expected` merged with the pending hunks (docs/protocol.md
+   * "Merged with the user's edits of other lines"): the hunks move onto the document's text, which
+   * becomes `expected`. False (nothing changed) when an edit touches or neighbours a hunk, no hunk is
+   * pending, the user edited the proposed text (its hunks are theirs: what they typed there lands as
+   * it is, merged edits before it too), or the proposal is being decided (`deciding`: only edits
+   * made before Accept are the user's typing under review).
+   */
+  private merge(p: Proposal, file: FileChange, doc: vscode.TextDocument): boolean {
+    const now = doc.getText();
+    if (now === file.expected) return true;
+    const pending = file.hunks.filter((h) => h.state === "pending");
+    if (p.deciding || p.done || file.edited || file.create || file.disk || pending.length === 0) return false;
+    const moved = mergeUserEdits(file.expected, now, pending);
+    if (!moved) return false;
+    for (const [h, range] of moved) h.range = range;
+    file.expected = now;
+    file.merged = true;
+    if (doc.isDirty) file.wasDirty = true; // the user's unsaved typing is never saved for them
+    return true;
+  }
+
+  /** Why `file` (open as `doc`) cannot take the proposal now, or undefined (its text is the expected
+   * one, or the user's edits of other lines merged: `merge`). */
+  private staleReason(p: Proposal, file: FileChange, doc: vscode.TextDocument): string | undefined {
+    return this.merge(p, file, doc) ? undefined : `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it`;
+  }
+
+  /**
    * A document changed: each pending proposal on it whose text is no longer what its change was
    * computed on is marked stale at once (CLIENTS.md "Stale said at once"), and un-marked if the text
    * comes back. Nothing is answered: the user asks the agent again or rejects.
@@ -417,8 +492,9 @@ export class ProposalManager {
         void this.diskChanged(file.uri, true); // its document is not what it is proposed on: the disk and unsaved text decide
         continue;
       }
-      const stale = doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined;
-      if (stale === p.stale) continue;
+      const was = file.expected;
+      const stale = this.staleReason(p, file, doc);
+      if (stale === p.stale && file.expected === was) continue;
       p.stale = stale;
       this.view.refresh(p);
     }
@@ -442,8 +518,10 @@ export class ProposalManager {
       }
       const gone = goneFromDisk(file, await diskState(file.uri));
       const doc = file.doc && !file.doc.isClosed ? file.doc : undefined;
-      const stale = gone ?? (doc && doc.getText() !== file.expected ? `${vscode.workspace.asRelativePath(file.uri)} changed ${changedWhere(file, doc)} since the agent read it` : undefined);
-      if (p.done || stale === p.stale) continue;
+      if (p.done) continue;
+      const was = file.expected;
+      const stale = gone ?? (doc && this.staleReason(p, file, doc));
+      if (stale === p.stale && file.expected === was) continue;
       p.stale = stale;
       this.view.refresh(p);
     }
@@ -500,11 +578,15 @@ export class ProposalManager {
       const bad = await notUtf8(file.uri, file.doc ?? openDocument(file.uri));
       if (bad) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} is not UTF-8 text (${bad.reason}); nothing more was applied` };
       doc = file.doc ?? openDocument(file.uri);
+      // never merged here: a change since the Accept is not the user's typing under review
       if (!doc || doc.isClosed || doc.getText() !== file.expected) {
         const where = doc && !doc.isClosed ? changedWhere(file, doc) : "in the editor";
         const message = `${file.uri.fsPath} changed ${where} during the review; nothing more was applied`;
         return { outcome: p.anyApplied ? "partial" : "stale", message };
       }
+      // merged, nothing of the agent's applied yet: the document's unsaved text is the user's alone —
+      // saved as a document without any when they saved their typing before accepting
+      if (file.merged && !file.hunks.some((h) => h.state === "accepted")) file.wasDirty = doc.isDirty;
     }
     for (const h of hunks) {
       edit.replace(file.uri, new vscode.Range(h.range.start.line, h.range.start.character, h.range.end.line, h.range.end.character), h.newText);
@@ -597,6 +679,7 @@ export class ProposalManager {
   /** Saves per `save`, builds the answer, settles and lets the view clean up. */
   async finish(p: Proposal, outcome: ApplyWorkspaceEditResult["outcome"], message?: string): Promise<void> {
     if (p.done) return;
+    p.deciding = true; // a save participant's change is the editor's, never merged (see `merge`)
     const applied = p.anyApplied;
     const finalOutcome = outcome === "cancelled" && applied ? "partial" : outcome;
     const result: ApplyWorkspaceEditResult = { outcome: finalOutcome };
@@ -616,7 +699,8 @@ export class ProposalManager {
         const key = file.wireUri;
         if (accepted.length === 0 && !created) continue;
         if (created) result.applied.documentChanges.push({ kind: "create", uri: key, options: { overwrite: false, ignoreIfExists: false } });
-        // Edited by the user: exactly what landed, as edits against the text the agent read.
+        // Edited by the user: exactly what landed, as edits against the text the agent read (their
+        // merged edits of other lines too: `merged` says so); else the agent's hunks as sent
         const edits = file.edited ? toWireEdits(file.base, lineEdits(file.base, file.expected), p.encoding) : accepted.map((h) => h.wire);
         result.applied.documentChanges.push({ textDocument: { uri: key, version: file.version }, edits });
         if (file.disk) {
@@ -641,6 +725,9 @@ export class ProposalManager {
         if (doc) result.versions[key] = { version: doc.version, sha256: sha256(doc.getText()) };
       }
       result.saved = saved;
+      // the agent's hunks landed on top of the user's edits of other lines (made before the Accept)
+      const merged = p.files.filter((f) => f.merged && f.hunks.some((h) => h.state === "accepted")).map((f) => f.wireUri);
+      if (merged.length > 0) result._meta = { agentServer: { merged } };
     }
     p.settle(result);
     try {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll, until } from "./workbench.mjs";
 import { panelScenarios } from "./panel-scenarios.mjs";
+import { mergeScenarios } from "./merge-scenarios.mjs";
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const results = { scenarios: {}, timings: {} };
@@ -225,7 +226,9 @@ const scenarios = {
     await waitDiff(page);
     await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
     await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
-    await page.keyboard.press("Control+End");
+    // on the line the change is on (typing on other lines is merged: merge-scenarios.mjs)
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.press("End");
     await page.keyboard.type(s.typed);
     // stale said at once: the card says so before anything is clicked, and asks the agent again
     const staleCard = panel(page).locator('.proposal[data-stale="true"]').last();
@@ -1117,6 +1120,7 @@ const scenarios = {
 };
 
 Object.assign(scenarios, panelScenarios({ config, shot, promptInPanel, waitIdle }));
+Object.assign(scenarios, mergeScenarios({ config, shot, quickOpen, promptInPanel, waitIdle, waitDiff, titleAction }));
 
 /**
  * Another agent-server process on the same state folder, driven over ACP (JSON lines on stdio), as

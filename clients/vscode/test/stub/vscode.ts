@@ -69,6 +69,7 @@ export class StubDocument {
     return new Position(before.length - 1, before[before.length - 1]!.length);
   }
   async save(): Promise<boolean> {
+    hooks.beforeSave?.(this); // a save participant (format on save)
     this.saves++;
     this.isDirty = false;
     if (rawFiles.has(this.uri.path)) rawFiles.set(this.uri.path, new TextEncoder().encode(this.text)); // as VS Code: UTF-8, U+FFFD and all
@@ -127,7 +128,7 @@ export enum FileType {
 /** Each file's mtime on disk (ms; 0 when not set). */
 export const mtimes = new Map<string, number>();
 /** Runs after each applied edit (a formatter or another extension changing the text). */
-export const hooks: { afterApply?: (doc: StubDocument) => void } = {};
+export const hooks: { afterApply?: (doc: StubDocument) => void; beforeSave?: (doc: StubDocument) => void } = {};
 
 export const workspace = {
   textDocuments: [] as StubDocument[],
@@ -333,6 +334,7 @@ export function resetStub(): void {
   workspace.textDocuments.length = 0;
   workspace.applyEditCalls = 0;
   hooks.afterApply = undefined;
+  hooks.beforeSave = undefined;
   commands.executed.length = 0;
   workspace.settings = {};
   workspace.workspaceSettings = {};

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyToText, isStale, lineEdits, makeHunks, outcomeOf, proposedText, sha256, shiftPending, toWireEdits, type WireTextEdit } from "../../src/proposalModel";
+import { applyToText, isStale, lineEdits, makeHunks, mergeUserEdits, outcomeOf, proposedText, sha256, shiftPending, toWireEdits, type WireTextEdit } from "../../src/proposalModel";
 
 const edit = (l1: number, c1: number, l2: number, c2: number, newText: string): WireTextEdit => ({
   range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } },
@@ -114,5 +114,54 @@ describe("lineEdits of big or random texts", () => {
     const after = before.replace("LINE 250000\n", "CHANGED 250000\n");
     const edits = lineEdits(before, after);
     expect(edits).toEqual([{ range: { start: { line: 249999, character: 0 }, end: { line: 250000, character: 0 } }, newText: "CHANGED 250000\n" }]);
+  });
+});
+
+describe("merging the user's edits of other lines (newcomer 4, finding 7)", () => {
+  const text = "one\r\ntwo\r\nthree"; // CRLF, no final newline; the hunk replaces line 2 ("two")
+  const hunks = () => makeHunks(text, [edit(1, 0, 2, 0, "TWO\r\nmore\r\n")], "utf-16");
+  it("moves the hunk by the lines typed above it and keeps every byte of the user's text", () => {
+    const now = "zero\r\none USER\r\ntwo\r\nthree!"; // a line above, ` USER` on the line above, `!` below
+    const hs = hunks();
+    const moved = mergeUserEdits(text, now, hs)!;
+    expect(moved.get(hs[0]!)).toEqual({ start: { line: 2, character: 0 }, end: { line: 3, character: 0 } });
+    expect(applyToText(now, [{ range: moved.get(hs[0]!)!, newText: "TWO\r\nmore\r\n" }])).toBe("zero\r\none USER\r\nTWO\r\nmore\r\nthree!");
+  });
+  it.each([
+    ["typed inside the hunk", "one\r\ntwoX\r\nthree"],
+    ["a line inserted right before it", "one\r\nnew\r\ntwo\r\nthree"],
+    ["a line inserted right after it", "one\r\ntwo\r\nnew\r\nthree"],
+    ["the line above joined with it", "onetwo\r\nthree"],
+  ])("is refused (stale) when %s", (_, now) => {
+    expect(mergeUserEdits(text, now, hunks())).toBeUndefined();
+  });
+  it("moves the hunk up by the lines deleted above it, and keeps typing at the end of the line below", () => {
+    const base = "a\nb\nc\nd\ne\n";
+    const hs = makeHunks(base, [edit(3, 0, 3, 1, "D")], "utf-16"); // d -> D
+    const now = "a\nc\nd\ne USER\n"; // line b deleted, ` USER` typed at the end of the line below
+    const moved = mergeUserEdits(base, now, hs)!;
+    expect(moved.get(hs[0]!)).toEqual({ start: { line: 2, character: 0 }, end: { line: 2, character: 1 } });
+    expect(applyToText(now, [{ range: moved.get(hs[0]!)!, newText: "D" }])).toBe("a\nc\nD\ne USER\n");
+  });
+  it("merges a line typed between two hunks one line apart from each, and moves only the later one", () => {
+    const base = "a\nb\nc\nd\ne\n";
+    const hs = makeHunks(base, [edit(0, 0, 0, 1, "A"), edit(4, 0, 4, 1, "E")], "utf-16");
+    const now = "a\nb\nc mine\nd\ne\n";
+    const moved = mergeUserEdits(base, now, hs)!;
+    expect([...moved.values()]).toEqual([hs[0]!.range, { start: { line: 4, character: 0 }, end: { line: 4, character: 1 } }]);
+  });
+  it.each([
+    ["a character typed at the start of the line right after it", "one\r\ntwo\r\nXthree"],
+    ["its line deleted", "one\r\nthree"],
+  ])("is refused (stale) when %s", (_, now) => {
+    expect(mergeUserEdits(text, now, hunks())).toBeUndefined();
+  });
+  it("a hunk that only inserts lines neighbours the lines on both sides", () => {
+    const base = "a\nb\nc\n";
+    const hs = () => makeHunks(base, [edit(1, 0, 1, 0, "new\n")], "utf-16"); // before b
+    expect(mergeUserEdits(base, "a!\nb\nc\n", hs())).toBeUndefined();
+    expect(mergeUserEdits(base, "a\nb!\nc\n", hs())).toBeUndefined();
+    const hs3 = hs();
+    expect(mergeUserEdits(base, "a\nb\nc!\n", hs3)?.get(hs3[0]!)).toEqual(hs3[0]!.range);
   });
 });

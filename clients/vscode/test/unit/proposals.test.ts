@@ -362,3 +362,113 @@ describe("whatLanded (an accepted change, then keystrokes)", () => {
     expect(whatLanded(checked, expected, doc(5, "z" + checked.text), [z(0, "z")])).toBe("none");
   });
 });
+
+describe("typing on another line while a proposal waited made it stale (newcomer 4, finding 7)", () => {
+  const FIVE = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n";
+  const params = (): ApplyWorkspaceEditParams => ({
+    sessionId: "s",
+    edit: { documentChanges: [{ textDocument: { uri: URI, version: 3 }, edits: [{ range: { start: { line: 3, character: 4 }, end: { line: 3, character: 5 } }, newText: "40" }] }] },
+    baseHashes: { [URI]: sha256(FIVE) },
+  });
+  const type = (doc: StubDocument, text: string, dirty = true) => {
+    doc.text = text;
+    doc.version++;
+    doc.isDirty = dirty;
+    manager.documentChanged(doc as never);
+  };
+
+  it("typing on other lines is merged: accepted on top of it, unsaved, the answer says merged", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, false);
+    const pending = manager.handle(params(), new AbortController().signal, "utf-16");
+    const p = await shown();
+    type(doc, "top\n" + FIVE.replace("a = 1", "a = 1  # mine"));
+    expect(p.stale).toBeUndefined();
+    expect(p.proposed(p.files[0]!)).toBe("top\na = 1  # mine\nb = 2\nc = 3\nd = 40\ne = 5\n");
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(doc.text).toBe("top\na = 1  # mine\nb = 2\nc = 3\nd = 40\ne = 5\n");
+    expect(r._meta).toEqual({ agentServer: { merged: [URI] } });
+    // the agent's hunk as sent, against the text it read
+    expect(r.applied?.documentChanges).toEqual([{ textDocument: { uri: URI, version: 3 }, edits: [{ range: { start: { line: 3, character: 4 }, end: { line: 3, character: 5 } }, newText: "40" }] }]);
+    expect(doc.saves).toBe(0); // the user's typing is not saved for them
+    expect(r.versions?.[URI]).toEqual({ version: doc.version, sha256: sha256(doc.text) });
+  });
+
+  it("typing on the hunk's line stays stale, and Accept applies nothing", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, false);
+    const pending = manager.handle(params(), new AbortController().signal, "utf-16");
+    const p = await shown();
+    type(doc, FIVE.replace("d = 4", "d = 4 X"));
+    expect(p.stale).toMatch(/changed in the editor/);
+    await manager.decideAll(p.id, true);
+    expect((await pending).outcome).toBe("stale");
+    expect(workspace.applyEditCalls).toBe(0);
+  });
+
+  it("a save participant's change after Accept (format on save) is the editor's, never merged", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, false);
+    hooks.beforeSave = (d) => type(d, d.text.replace("a = 1", "a = 1 "), true); // another line, while the answer is built
+    const pending = manager.handle(params(), new AbortController().signal, "utf-16");
+    await manager.decideAll((await shown()).id, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(r._meta).toBeUndefined();
+    expect(doc.saves).toBe(1);
+    // the hash of what was saved, not of what was applied: the server reads it back and tells the model
+    expect(r.versions?.[URI]?.sha256).toBe(sha256(FIVE.replace("a = 1", "a = 1 ").replace("d = 4", "d = 40")));
+  });
+
+  it("the proposed text edited after a merge: the user's text lands, applied says it against the text the agent read", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, false);
+    const pending = manager.handle(params(), new AbortController().signal, "utf-16");
+    const p = await shown();
+    type(doc, FIVE.replace("a = 1", "a = 1  # mine"));
+    manager.edit(p.id, 0, FIVE.replace("a = 1", "a = 1  # mine").replace("d = 4", "d = 44"));
+    expect(p.stale).toBeUndefined();
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    const final = FIVE.replace("a = 1", "a = 1  # mine").replace("d = 4", "d = 44");
+    expect(r.outcome).toBe("applied");
+    expect(doc.text).toBe(final);
+    expect(applyToText(FIVE, (r.applied!.documentChanges[0] as { edits: never[] }).edits)).toBe(final);
+    expect(r._meta).toEqual({ agentServer: { merged: [URI] } });
+  });
+
+  it("typing merged and then saved by the user before Accept: the result is saved, as for a document without unsaved text", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, false);
+    const pending = manager.handle(params(), new AbortController().signal, "utf-16");
+    const p = await shown();
+    type(doc, FIVE.replace("a = 1", "a = 1  # mine"));
+    await doc.save(); // Ctrl+S: the user's typing on disk
+    await manager.decideAll(p.id, true);
+    const r = await pending;
+    expect(r.saved).toBe(true);
+    expect(files.get(PATH)).toBe(FIVE.replace("a = 1", "a = 1  # mine").replace("d = 4", "d = 40"));
+    expect(r._meta).toEqual({ agentServer: { merged: [URI] } });
+  });
+
+  it("one hunk accepted, then typing on other lines, then the other hunk: both land, merged", async () => {
+    files.set(PATH, FIVE);
+    const doc = openDoc(FIVE, 3, true);
+    const two: ApplyWorkspaceEditParams = { ...params(), edit: { documentChanges: [{ textDocument: { uri: URI, version: 3 }, edits: [
+      { range: { start: { line: 0, character: 4 }, end: { line: 0, character: 5 } }, newText: "10" },
+      { range: { start: { line: 4, character: 4 }, end: { line: 4, character: 5 } }, newText: "50" },
+    ] }] } };
+    const pending = manager.handle(two, new AbortController().signal, "utf-16");
+    const p = await shown();
+    await manager.decideHunk(p.id, 0, 0, true);
+    type(doc, doc.text.replace("c = 3\n", "c = 3\nmine\n"));
+    expect(p.stale).toBeUndefined();
+    await manager.decideHunk(p.id, 0, 1, true);
+    const r = await pending;
+    expect(r.outcome).toBe("applied");
+    expect(doc.text).toBe("a = 10\nb = 2\nc = 3\nmine\nd = 4\ne = 50\n");
+    expect(r._meta).toEqual({ agentServer: { merged: [URI] } });
+  });
+});
