@@ -78,6 +78,9 @@ EXEC_COMMAND = f"printf 'live-%s\\n' one; while [ ! -e {EXEC_FLAG} ]; do sleep 0
 MERGE = "merge.txt"
 MERGE_BYTES = b"\xef\xbb\xbf" + b"".join(b"line %d\r\n" % i for i in range(1, 11))
 MERGE_TYPED = "the user's line"
+# a question of session A that comes while the panel shows session B: A's first command waits for this flag
+OTHER_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.other")
+OTHER_ANSWER = "Wrote elsewhere.txt."
 # a question that arrives while the user has scrolled up: the first command waits for this flag
 QUESTION_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.question")
 QUESTION_ANSWER = "Both commands ran."
@@ -247,6 +250,12 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("q2", "bash", command="echo second > question.txt", description="Write question.txt")]),
             text_stream(QUESTION_ANSWER),
         ],
+        "question_of_another_session_stays_with_it": [
+            tool_call_stream([call("os1", "bash", command=f"while [ ! -e {OTHER_FLAG} ]; do sleep 0.1; done; echo first",
+                                   description="Wait for the other flag")]),
+            tool_call_stream([call("os2", "bash", command="echo second > elsewhere.txt", description="Write elsewhere.txt")]),
+            text_stream(OTHER_ANSWER),
+        ],
         "latin1_refused": [
             tool_call_stream([call("r8", "read", path="latin1.txt")]),
             tool_call_stream([call("e8", "edit", path="latin1.txt", old_string="second line",
@@ -348,6 +357,8 @@ SCENARIOS = [
      "answer": "Changed line 2.", "typed": MERGE_TYPED, "undoSays": "only the agent's change taken back"},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
      "flag": QUESTION_FLAG, "answer": QUESTION_ANSWER},
+    {"name": "question_of_another_session_stays_with_it", "prompt": "Wait for the other flag, then write elsewhere.txt",
+     "flag": OTHER_FLAG, "question": "Write elsewhere.txt", "answer": OTHER_ANSWER},
     # the second window (a multi-root workspace, its first folder opened through a symlink)
     {"name": "symlinked_workspace_one_document", "workspaceFile": "<set by the fixture>", "file": "linked.py",
      "typed": LINKED_TYPED, "prompt": "Comment the area", "answer": "Commented the area.",
@@ -374,7 +385,7 @@ def run(tmp_path_factory):
     """Runs every scenario once; yields (results, workspace, endpoint)."""
     tools = find_tools()
     check_vsix_current()
-    for flag in (EXEC_FLAG, QUESTION_FLAG):
+    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG):
         if os.path.exists(flag):
             os.remove(flag)
     tmp = tmp_path_factory.mktemp("vscode")
@@ -456,7 +467,7 @@ def run(tmp_path_factory):
                     f"stderr:\n{proc.stderr[-3000:]}\ncode-server:\n{results.get('codeServerLogTail', '')}")
     yield results, workspace, endpoint
     endpoint.stop()
-    for flag in (EXEC_FLAG, QUESTION_FLAG):
+    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG):
         if os.path.exists(flag):
             os.remove(flag)
 
@@ -1159,3 +1170,16 @@ def test_the_unusual_line_terminators_dialog_showed_twice_for_one_file(run):
     assert bytes.fromhex(got["saved"]) == UNUSUAL_BYTES.replace(b"second", b"SECOND")
     assert (workspace / UNUSUAL).read_bytes() == UNUSUAL_BYTES.replace(b"second", b"SECOND")
 
+
+def test_a_question_of_session_a_was_posted_into_session_b_s_transcript_and_answerable_there(run):
+    """While the panel showed session B (New, during A's running turn), A's next permission question was
+    drawn into B's transcript and answered there; Stop then cancelled only B. Now B's transcript shows
+    no question, a row under it says A waits; its "Go to it" opens A, where the question is live (Stop
+    offered: A's turn runs) and answered: the command ran in A's turn."""
+    scenario(run, "question_of_another_session_stays_with_it")
+    results, workspace, _ = run
+    got = results["scenarios"]["question_of_another_session_stays_with_it"]
+    assert got["cardsInB"] == 0, got
+    assert "waits for your answer: Write elsewhere.txt" in got["rowText"] and "Go to it" in got["rowText"], got
+    assert (got["stopInA"], got["rowAfter"]) == (1, 0), got
+    assert (workspace / "elsewhere.txt").read_text() == "second\n"

@@ -78,7 +78,7 @@ export class ChatView implements vscode.WebviewViewProvider {
   /** Records an event and sends it with the next batch. `reset` starts a new history. */
   post(event: ChatEvent): void {
     if (event.kind === "reset") this.history = [];
-    if (event.kind === "setup" || event.kind === "capabilities") this.sticky.set(event.kind, event);
+    if (event.kind === "setup" || event.kind === "capabilities" || event.kind === "waiting") this.sticky.set(event.kind, event);
     // a mention belongs to the prompt area now, not to a replay of the transcript
     else if (event.kind !== "sessions" && event.kind !== "mention") appendEvent(this.history, event);
     if (!this.view || !this.ready) return;

@@ -125,23 +125,48 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   }
 
   const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
-  const post = (e: ChatEvent) => chat.post(e);
-  const permissions = new Permissions(post);
+  /** The session whose transcript the panel shows (as the webview's fold takes it from these events):
+   * a question of another session is not drawn there — the panel says that session waits. */
+  let shownSession: string | undefined;
+  const post = (e: ChatEvent) => {
+    chat.post(e);
+    if (e.kind === "reset" || e.kind === "session" || e.kind === "load-refused") {
+      const now = e.kind === "load-refused" ? e.current : e.sessionId;
+      if (now !== shownSession) {
+        shownSession = now;
+        postWaiting();
+      }
+    }
+  };
+  const isShown = (sessionId: string) => sessionId === shownSession;
+  /** What waits for the user in sessions the panel does not show (their running turns' questions). */
+  const postWaiting = () => {
+    const proposalsWaiting = proposals.all().filter((p) => !p.done).map((p) => ({ sessionId: p.params.sessionId, what: p.label }));
+    chat.post({ kind: "waiting", questions: [...permissions.waiting(), ...proposalsWaiting].filter((q) => !isShown(q.sessionId)) });
+  };
+  const permissions = new Permissions(post, isShown, () => postWaiting());
   // `agentServer.proposalPending`: the accept/reject shortcuts work while a proposal waits
   const pendingContext = (finished?: Proposal) => void vscode.commands.executeCommand("setContext", "agentServer.proposalPending", proposals.all().some((x) => !x.done && x !== finished));
   const panel: ProposalPanel = {
+    // a proposal of another session than the one shown is not drawn in this transcript (`postWaiting`)
     proposalShown: (p) => {
-      post(proposalEvent(p));
+      if (isShown(p.params.sessionId)) post(proposalEvent(p));
       pendingContext();
+      postWaiting();
     },
-    proposalChanged: (p) => post(proposalEvent(p)),
+    proposalChanged: (p) => {
+      if (isShown(p.params.sessionId)) post(proposalEvent(p));
+    },
     proposalFinished: (p, r) => {
       // the hunks as decided first: the one decided last finishes the proposal without a refresh of its own
-      post(proposalEvent(p));
-      // text the user typed into a proposed side landed: the card says so (a slip is seen at once)
-      const edited = (r.outcome === "applied" || r.outcome === "partial") && p.files.some((f) => f.edited);
-      post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}) });
+      if (isShown(p.params.sessionId)) {
+        post(proposalEvent(p));
+        // text the user typed into a proposed side landed: the card says so (a slip is seen at once)
+        const edited = (r.outcome === "applied" || r.outcome === "partial") && p.files.some((f) => f.edited);
+        post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}) });
+      }
       pendingContext(p);
+      postWaiting(); // answered (done): no longer waiting
       // a created file opens on accept (the focus stays where it is)
       if (r.outcome === "applied" || r.outcome === "partial") {
         for (const f of p.files) {

@@ -2,12 +2,15 @@
  * `session/request_permission`: the question goes to the panel with its options (and, for an edit,
  * a read-only diff of the change); the answer is what the user picked — nothing else allows.
  *
+ * A question of a session the panel does not show is not drawn in its transcript: the panel says that
+ * session waits (`waiting`), and shows the question there (`repost`) once it is shown.
+ *
  * Must not: allow on silence, on a closed panel, or on an error (those answer `cancelled`).
  */
 
 import * as vscode from "vscode";
 import type * as acp from "@agentclientprotocol/sdk";
-import type { ChatEvent } from "./protocol";
+import type { ChatEvent, WaitingQuestion } from "./protocol";
 import { shownPath } from "./diff";
 
 export const PERMISSION_DIFF_SCHEME = "agent-permission";
@@ -24,7 +27,12 @@ export class Permissions implements vscode.TextDocumentContentProvider {
   private readonly texts = new Map<string, string>();
   private next = 1;
 
-  constructor(private readonly post: (e: ChatEvent) => void) {}
+  /** `shown(sessionId)`: the panel shows that session's transcript; `changed`: a question was asked or answered. */
+  constructor(
+    private readonly post: (e: ChatEvent) => void,
+    private readonly shown: (sessionId: string) => boolean = () => true,
+    private readonly changed: () => void = () => {},
+  ) {}
 
   register(): vscode.Disposable {
     return vscode.workspace.registerTextDocumentContentProvider(PERMISSION_DIFF_SCHEME, this);
@@ -59,7 +67,8 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       ...(command !== undefined ? { command } : {}),
     };
     this.pending.get(id)!.event = event;
-    this.post(event);
+    if (this.shown(params.sessionId)) this.post(event);
+    this.changed();
     signal.addEventListener("abort", () => this.answer(id, null), { once: true });
     for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
     return result;
@@ -89,7 +98,8 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     this.pending.delete(id);
     const known = optionId !== null && p.params.options.some((o) => o.optionId === optionId);
     p.resolve(known ? { outcome: { outcome: "selected", optionId: optionId! } } : { outcome: { outcome: "cancelled" } });
-    this.post({ kind: "permission-done", id, outcome: known ? optionId! : "cancelled" });
+    if (this.shown(p.params.sessionId)) this.post({ kind: "permission-done", id, outcome: known ? optionId! : "cancelled" });
+    this.changed();
     for (const key of [...this.texts.keys()]) if (key.startsWith(`${id}/`)) this.texts.delete(key);
     // the question's diff closes with its answer (it showed a change that is now decided)
     const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === PERMISSION_DIFF_SCHEME && t.input.modified.query.startsWith(`${id}/`));
@@ -100,6 +110,11 @@ export class Permissions implements vscode.TextDocumentContentProvider {
    * and shows that session again): answerable as before, same ids. */
   repost(sessionId: string): void {
     for (const p of this.pending.values()) if (p.params.sessionId === sessionId && p.event) this.post(p.event);
+  }
+
+  /** The questions still waiting, by session (`what`: the question's title). */
+  waiting(): WaitingQuestion[] {
+    return [...this.pending.values()].map((p) => ({ sessionId: p.params.sessionId, what: p.params.toolCall.title ?? "a permission" }));
   }
 
   /** Every open question is cancelled (the turn ended, the server died, the panel went away). */

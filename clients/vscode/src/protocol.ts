@@ -111,7 +111,16 @@ export type ChatEvent =
       notes?: string[] }
   | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean }
   | { kind: "config"; selects: SelectView[] }
-  | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string };
+  | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string }
+  /** The questions (permissions, edit proposals) of sessions the panel does not show that wait for the
+   * user's answer: the panel names each and offers to go to its session (the whole list each time). */
+  | { kind: "waiting"; questions: WaitingQuestion[] };
+
+/** A question of another session than the one shown: `what` names it (its title or label). */
+export interface WaitingQuestion {
+  sessionId: string;
+  what: string;
+}
 
 export type HostToWebview = { type: "events"; events: ChatEvent[] };
 

@@ -14,7 +14,7 @@ import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, Webvi
 import { BlockSplitter, PAINT_BUDGET, blockCost, drawnFrom } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
-import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges } from "./state";
+import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges, waitingElsewhere } from "./state";
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewToHost): void; getState(): unknown; setState(s: unknown): void };
 
@@ -79,6 +79,11 @@ transcript.setAttribute("role", "log");
 const questionBar = button("", "question-waiting", () => revealQuestion(), "Show the question the agent waits on", "arrow-down");
 questionBar.hidden = true;
 questionBar.setAttribute("aria-live", "polite");
+/** Questions of other sessions than the one shown (their running turns wait for the user): one row
+ * each, with the way to that session (its question is shown there, answerable). */
+const elsewhereBox = el("div", "waiting-elsewhere");
+elsewhereBox.hidden = true;
+elsewhereBox.setAttribute("aria-live", "polite");
 /** The first-run page (an empty transcript): the endpoint and model in use, and the ways forward. */
 const emptyState = el("div", "empty-state");
 /** "Working…" before the first token and between steps, "Thinking…" while a thought streams. */
@@ -104,7 +109,7 @@ const mentionButton = button("", "mention", () => send({ type: "pickMention" }),
 const buttons = el("div", "buttons");
 buttons.append(mentionButton, undoButton, sendButton, stopButton);
 footer.append(usageLine, completions, attachments, input, buttons);
-app.append(header, emptyState, transcript, questionBar, workingLine, planBox, changesBox, footer);
+app.append(header, emptyState, transcript, questionBar, elsewhereBox, workingLine, planBox, changesBox, footer);
 app.dataset.state = "idle";
 
 /** The buttons that lead out of a first run or an authentication or connection error. */
@@ -904,6 +909,23 @@ function paintQuestionBar(): void {
   questionBar.replaceChildren(icon(where === "above" ? "arrow-up" : "arrow-down"), el("span", "label", text));
 }
 
+let elsewhereKey = "";
+function paintElsewhere(): void {
+  const rows = waitingElsewhere(state);
+  const key = JSON.stringify(rows);
+  if (key === elsewhereKey) return;
+  elsewhereKey = key;
+  elsewhereBox.hidden = rows.length === 0;
+  elsewhereBox.replaceChildren(
+    ...rows.map((r) => {
+      const row = el("div", "waiting-row");
+      row.dataset.sessionId = r.sessionId;
+      row.append(icon("bell-dot"), el("span", "label", r.text), button("Go to it", "go-to-session", () => send({ type: "loadSession", sessionId: r.sessionId }), "Show that session: its question is there", "arrow-right"));
+      return row;
+    }),
+  );
+}
+
 /** Scrolls the waiting question into view (drawn again if it was kept as its height) and focuses its first button. */
 function revealQuestion(): void {
   const q = waitingQuestion();
@@ -1017,6 +1039,7 @@ function paint(): void {
   undoButton.title = state.currentSession ? "Take back the files the newest agent turn changed (/undo)" : "Nothing to undo: no session is open";
   paintCompletions();
   tickElapsed();
+  paintElsewhere();
   if (stick) transcript.scrollTop = transcript.scrollHeight; // last: after every box changed its height
   paintQuestionBar();
 }

@@ -5,7 +5,7 @@
  * Must not: touch the DOM.
  */
 
-import type { ChatEvent, ErrorKind, HunkView, PermissionOptionView, SelectView, SessionBusy, SetupView, WebviewToHost, WireUpdate } from "../src/protocol";
+import type { ChatEvent, ErrorKind, HunkView, PermissionOptionView, SelectView, SessionBusy, SetupView, WaitingQuestion, WebviewToHost, WireUpdate } from "../src/protocol";
 
 /** A button of a notice: `send` goes to the host when clicked (none: it only dismisses the buttons). */
 export interface NoticeAction {
@@ -117,6 +117,8 @@ export interface ChatState {
   /** An Undo button's `/undo` was sent and not answered yet: the Undo buttons wait for its answer
    * (a double click ran two undos at once, newcomer finding 3b). Set by `askUndo`. */
   undoAsked?: boolean;
+  /** Questions of other sessions than the one shown, waiting for the user (`waiting` events). */
+  waiting?: WaitingQuestion[];
 }
 
 /** An Undo button was clicked: true when its `/undo` is to be sent — false while the last click's is
@@ -660,6 +662,22 @@ export function busyActions(sessionId: string, busy: SessionBusy): NoticeAction[
   ];
 }
 
+/**
+ * What the panel says of each session (not the one shown) whose running turn waits for the user's
+ * answer, with the session to go to: one line a session ("Session “Fix the parser” waits for your
+ * answer: Edit app.py"; "… and 1 more" when it asks several).
+ */
+export function waitingElsewhere(s: ChatState): { sessionId: string; text: string }[] {
+  const out = new Map<string, string[]>();
+  for (const q of s.waiting ?? []) if (q.sessionId !== s.currentSession) out.set(q.sessionId, [...(out.get(q.sessionId) ?? []), q.what]);
+  return [...out].map(([sessionId, what]) => {
+    const full = s.sessions.find((x) => x.sessionId === sessionId)?.title || sessionId.slice(0, 8);
+    const title = full.length > 40 ? `${full.slice(0, 39)}…` : full;
+    const more = what.length > 1 ? ` and ${what.length - 1} more` : "";
+    return { sessionId, text: `Session “${title}” waits for your answer: ${what[0]}${more}` };
+  });
+}
+
 /** Notices' buttons are for the moment they were shown: once the panel moves on, they go. */
 function dropActions(s: ChatState): void {
   for (const i of s.items) if (i.type === "notice" && i.actions) { delete i.actions; i.rev++; }
@@ -691,6 +709,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       fresh.setup = s.setup;
       fresh.images = s.images;
       fresh.undoAsked = s.undoAsked; // the /undo sent is still answered (its turn-end)
+      fresh.waiting = s.waiting; // the host says again what waits elsewhere once the shown session changed
       if (e.replay) {
         // the loaded session's mode and model are said with its answer: never the last session's meanwhile
         fresh.replaying = true;
@@ -861,6 +880,9 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
     }
     case "config":
       s.selects = e.selects;
+      return s;
+    case "waiting":
+      s.waiting = e.questions;
       return s;
     case "sessions":
       s.sessions = e.sessions.map((x) => ({ sessionId: x.sessionId, title: x.title }));

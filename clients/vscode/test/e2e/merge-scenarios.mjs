@@ -112,5 +112,32 @@ export function mergeScenarios({ config, shot, quickOpen, promptInPanel, waitIdl
       return { dialogs, outcome, saved: readFileSync(file).toString("hex") };
     },
 
+    /** While the panel showed a new session (B), session A's running turn asked a question: it was
+     * drawn into B's transcript and answered there. Now B shows none; a row says A waits, and its
+     * "Go to it" opens A, where the question is live and answered. */
+    async question_of_another_session_stays_with_it(page, s) {
+      const p = panel(page);
+      await p.locator("button.new-session").click(); // session A: a transcript of its own
+      await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+      await promptInPanel(page, s.prompt);
+      await p.locator('.permission button[data-option-id="allow_once"]').last().click({ timeout: T });
+      await p.locator('.tool.kind-execute[data-status="in_progress"]').last().waitFor({ timeout: T });
+      await p.locator("button.new-session").click(); // session B, while A's command runs
+      await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+      writeFileSync(s.flag, "go\n"); // A's command ends: its next question comes while B is shown
+      const row = p.locator(".waiting-elsewhere .waiting-row", { hasText: s.question });
+      await row.waitFor({ timeout: T });
+      const rowText = (await row.textContent())?.trim();
+      const cardsInB = await p.locator(".permission, .proposal").count();
+      await shot(page, "question-of-another-session");
+      await row.locator("button.go-to-session").click();
+      const allow = p.locator('.permission button[data-option-id="allow_once"]:not(:disabled)').last();
+      await allow.waitFor({ timeout: T });
+      const stopInA = await p.locator("button.stop:not(:disabled)").count();
+      await allow.click();
+      await p.locator(".agent", { hasText: s.answer }).last().waitFor({ timeout: T });
+      await waitIdle(page);
+      return { rowText, cardsInB, stopInA, rowAfter: await p.locator(".waiting-elsewhere .waiting-row").count() };
+    },
   };
 }
