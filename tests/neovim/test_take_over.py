@@ -228,3 +228,40 @@ def test_a_load_or_a_copy_that_failed_said_its_acp_method_name_in_neovim(make_ed
     assert notes[0].startswith("agent-server: could not load session no-such-session: "), notes
     assert notes[1].startswith("agent-server: could not open a copy of session no-such-session: "), notes
     assert "could not open a copy of session no-such-session" in chat, chat
+
+
+def test_after_the_server_was_killed_a_session_another_process_took_meanwhile_is_offered_back_not_replaced(
+        make_editor, endpoint, workspace):
+    """The held case of finding h: the server was killed, and before the next prompt another Neovim
+    opened the session. The prompt is not sent into a new session behind the user's back: the chat
+    says the session was not resumed and offers to take it over (or a copy); the prompt waits in
+    the prompt area. Taken back, the next prompt carries the session's history."""
+    import json
+    import os
+    import signal
+    one, sid = holder(make_editor, endpoint)
+    one.note_server()
+    (pid,) = one.server_pids
+    os.killpg(pid, signal.SIGKILL)
+    one.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil",
+             what="the exit")
+    two = make_editor()
+    two.choose(sid)
+    two.cmd("AgentSessions")
+    two.wait(LOADED, sid, what="the other Neovim opened the session")
+    one.choose("take-over")
+    one.cmd("AgentAsk are you still there")
+    one.wait(LOADED, sid, what="the session taken back")
+    offer = one.lua("return _G.selects")[-1]
+    assert f"Session {sid} is open in another agent-server process" in offer["prompt"], offer
+    chat = one.chat()
+    assert f"session {sid} was not resumed" in chat and "take it over here" in chat, chat
+    assert "## You\nare you still there" not in chat, chat  # never sent into a new session
+    assert one.lua("return require('agent_server.transcript').prompt_text()") == "are you still there"
+    assert one.lua("return require('agent_server.client').state.session_id") == sid
+    two.wait(TOLD, what="the other Neovim's notice")
+    endpoint.push(text_stream("still here"))
+    one.cmd("AgentAsk are you still there")
+    one.idle()
+    said = [m["content"] for m in json.loads(endpoint.requests[-1].body)["messages"] if m["role"] == "user"]
+    assert said[0].startswith("hello") and said[-1].startswith("are you still there"), said

@@ -4,6 +4,7 @@ line and who cancelled it, a prompt sent while another turn runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -32,9 +33,47 @@ def test_after_a_kill_the_running_tool_shows_unfinished_and_the_new_sessions_fir
     ed.cmd("AgentAsk read it")
     ed.idle()
     chat = ed.chat()
-    # the new session's first call (its ids restart) is a line of its own, the old lines untouched
-    assert tool_lines(chat) == ["- ✓ Read calc.py", "- ⚠ Edit calc.py (unfinished)", "- ✓ Read calc.py"], chat
+    # the resumed session's next call is a line of its own; the call the dead server left open is
+    # closed on its own line with the reason the resuming server gives (no stray "tool" line)
+    lines = tool_lines(chat)
+    assert len(lines) == 3 and lines[0] == lines[2] == "- ✓ Read calc.py", chat
+    assert lines[1].startswith("- ✗ Edit calc.py — Interrupted: agent-server stopped"), chat
     assert chat.rstrip().endswith("_— stop: end_turn —_") and "read it again" in chat
+
+
+def test_after_the_server_was_killed_the_next_prompt_started_a_new_session_in_neovim(
+        make_editor, endpoint, workspace):
+    """Newcomer 5 finding h: after ``kill -9`` of the server the next prompt started a *new* session
+    ("The next prompt starts a new session; `:AgentSessions` loads session sess_… again"), while VS
+    Code's Restart Server resumes it. The next prompt starts the server again and resumes the session
+    the chat shows (``session/resume``): the model's request carries the earlier turns, the id is
+    the old one; the proposal that waited is marked unfinished."""
+    path = workspace / "h.txt"
+    ed = editor_with_pending_edit(make_editor, endpoint, path, "h = 1", "h = 2")
+    session = ed.lua("return require('agent_server.client').state.session_id")
+    ed.note_server()
+    (pid,) = ed.server_pids
+    os.killpg(pid, signal.SIGKILL)
+    ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil", what="the exit")
+    ed.idle()
+    assert tool_lines(ed.chat()) == ["- ✓ Read h.txt", "- ⚠ Edit h.txt (unfinished)"], ed.chat()
+    assert f"resumes session {session}" in ed.chat(), ed.chat()
+    asked = len(endpoint.requests)
+    push(endpoint, text_stream("I remember the file"))
+    ed.cmd("AgentAsk what did you read")
+    ed.idle()
+    chat = ed.chat()
+    assert ed.lua("return require('agent_server.client').state.session_id") == session, chat
+    assert f"session {session} resumed: the agent still has everything above" in chat, chat
+    assert "new session" not in chat.split("agent-server exited", 1)[1], chat
+    sent = json.loads(endpoint.requests[-1].body)["messages"]
+    assert len(endpoint.requests) == asked + 1
+    said = [m.get("content") for m in sent if m["role"] == "user"]
+    assert said[0].startswith("change it") and said[-1].startswith("what did you read"), said
+    assert any(m["role"] == "tool" and "h = 1" in str(m.get("content")) for m in sent), sent  # the read's result
+    assert "I remember the file" in chat and chat.rstrip().endswith("_— stop: end_turn —_"), chat
+    lines = tool_lines(chat)  # the waiting edit stays one line, closed with the server's reason
+    assert len(lines) == 2 and lines[1].startswith("- ✗ Edit h.txt — Interrupted"), chat
 
 
 def test_a_failed_tool_line_keeps_its_reason_live_and_when_the_session_is_loaded(make_editor, endpoint, workspace):
@@ -143,3 +182,22 @@ def test_agent_new_twice_leaves_no_empty_session_the_next_prompt_makes_it(make_e
     ed.idle()
     second = ed.lua("return require('agent_server.client').state.session_id")
     assert second not in (None, first) and "second answer" in ed.chat()
+
+
+def test_agent_restart_started_a_new_session_where_vs_codes_restart_server_resumes_it(make_editor, endpoint):
+    """The class of finding h: ``:AgentRestart`` said "the next prompt starts a new session"; VS
+    Code's Restart Server resumes it. The restarted server resumes the session the chat shows."""
+    push(endpoint, text_stream("first answer"), text_stream("second answer"))
+    ed = make_editor()
+    ed.cmd("AgentAsk remember the word kiwi")
+    ed.idle()
+    session = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentRestart")
+    ed.wait("return require('agent_server.chat').text():find('resumed: the agent still has', 1, true) ~= nil",
+            what="the resume")
+    assert "new session" not in ed.chat().split("was restarted", 1)[1], ed.chat()
+    ed.cmd("AgentAsk which word")
+    ed.idle()
+    assert ed.lua("return require('agent_server.client').state.session_id") == session
+    said = [m["content"] for m in json.loads(endpoint.requests[-1].body)["messages"] if m["role"] == "user"]
+    assert said[0].startswith("remember the word kiwi") and said[-1].startswith("which word"), said

@@ -520,7 +520,12 @@ local function take_diff(t, content)
 end
 
 local function on_tool_update(u, session_id)
-  local t = S.tools[tool_key(session_id, u.toolCallId)]
+  local key = tool_key(session_id, u.toolCallId)
+  local t = S.tools[key]
+  if not t and S.unfinished and S.unfinished[key] and transcript.mark_row(S.unfinished[key].mark) then
+    t = S.unfinished[key] -- a call the dead server left open, closed by the one that resumed the session
+    S.unfinished[key] = nil
+  end
   if not t then
     return on_tool_call(u, session_id)
   end
@@ -677,14 +682,21 @@ local function prompt_lines(blocks)
 end
 
 -- Tool lines still open become unfinished (⚠): their turn ended, or the server died under them.
-local function close_open_tools()
-  for _, t in pairs(S.tools) do
+-- `killed`: the server died; the calls left open are kept (`S.unfinished`) for the server that
+-- resumes their session, whose update closing such a call (its reason) is drawn on the call's line.
+local function close_open_tools(killed)
+  local left = {}
+  for key, t in pairs(S.tools) do
     if t.status ~= "completed" and t.status ~= "failed" then
       t.status = "unfinished"
       redraw_tool(t)
+      left[key] = t
     end
   end
   S.tools = {}
+  if killed then
+    S.unfinished = left
+  end
 end
 
 --- Whether a prompt is a slash command the server answers at once, even while a turn runs (its
@@ -921,7 +933,12 @@ function M.handle(ev)
     if ev.modes then
       S.header.mode = ev.modes.currentModeId
     end
-    if ev.refused then
+    if ev.resumed then
+      -- the session the chat shows, reattached after the server died or was restarted: nothing is
+      -- replayed, the transcript above is what the agent has
+      S.section = nil
+      add_lines({ "", string.format("_— session %s resumed: the agent still has everything above —_", ev.id) })
+    elseif ev.refused then
       -- a refused load leaves the chat on the session it had (or none), and says so
       S.header.session = ev.current
       if S.load_mark then
@@ -984,8 +1001,7 @@ function M.handle(ev)
     end
     local notes = #lines
     if S.header.session then
-      lines[#lines + 1] = string.format("_The next prompt starts a new session; `:AgentSessions` loads session %s again._",
-        S.header.session)
+      lines[#lines + 1] = string.format("_The next prompt starts it again and resumes session %s._", S.header.session)
     end
     -- prompts queued behind the turn that died were never run: said, and the last one given back
     local lost = S.queued
@@ -1001,7 +1017,7 @@ function M.handle(ev)
         transcript.set_prompt(back.text)
       end)
     end
-    close_open_tools() -- killed with the server: not still running
+    close_open_tools(true) -- killed with the server: not still running
     transcript.release()
     turn_drew_at_end()
     S.answering, S.command_text = {}, {}
@@ -1012,6 +1028,16 @@ function M.handle(ev)
     S.section, S.running, S.turns_open = nil, 0, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
+  elseif ev.type == "session_lost" then
+    M.flush()
+    M.buffer()
+    if ev.busy then -- the ways forward are offered (`init`): take it over, a copy, or a new session
+      M.say(string.format("session %s was not resumed: %s — take it over here, open a copy, or start a new "
+        .. "session (the agent would not see what is above)", ev.id, M.busy_text(ev.busy, ev.reason)), "error")
+    else
+      M.say(string.format("session %s could not be resumed (%s): a new session starts here, and the agent does "
+        .. "not see what is above", ev.id, tostring(ev.reason)), "error")
+    end
   elseif ev.type == "info" then
     M.say(ev.text, ev.level)
   elseif ev.type == "commands" then

@@ -2,7 +2,10 @@
 ---
 --- Role: owns the one server process of this editor (through `rpc`), starts it on demand and again
 --- after it died, and turns everything the server says into one stream of events for the views:
----   { type = "session", id, modes, configOptions, loaded }
+---   { type = "session", id, modes, configOptions, loaded, resumed }  (`resumed`: the session open when
+---                                                     the server died, reattached by `session/resume`)
+---   { type = "session_lost", id, reason, busy }         (that session could not be resumed; `busy`:
+---                                                     another agent-server process holds it)
 ---   { type = "update", session_id, update }            (session/update)
 ---   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
 ---   { type = "exit", code, signal, stderr }            (the server died)
@@ -12,7 +15,9 @@
 ---   { type = "failed", error, kind, prompt, session_id } (a prompt failed: kind "auth" | "connection" | "start" |
 ---                                                     "gone" — the server no longer has the session (also
 ---                                                     after `:AgentMode`/`:AgentModel`: no prompt) — |
----                                                     "stopped" — this Neovim stopped the server — | nil)
+---                                                     "stopped" — this Neovim stopped the server —,
+---                                                     "held" — the session to resume is held by another
+---                                                     agent-server process (`session_id`, `busy`) — | nil)
 --- Requests of the server are routed to `M.handlers[method](req)` (set by the plugin).
 ---
 --- Must never: touch a buffer or a window.
@@ -32,6 +37,7 @@ local state = {
   waiters = {},
   listeners = {},
   session_id = nil,
+  resumable = nil, -- the session open when the server died: the next prompt resumes it
   encoding = "utf-16",
   extension = false,
   agent_info = nil,
@@ -94,6 +100,9 @@ local function on_exit(r, code, signal, tail)
     return
   end
   state.rpc = nil
+  if not r.stopping then
+    state.resumable = state.session_id or state.resumable
+  end
   state.session_id = nil
   state.last_log = r.stderr
   local was_running = state.turns > 0
@@ -131,7 +140,7 @@ end
 --- Leave the current session: the next prompt (or a mode/model choice) starts a new one, so a
 --- `:AgentNew` that is never followed by a prompt leaves no empty session in the server's list.
 function M.forget_session()
-  state.session_id = nil
+  state.session_id, state.resumable = nil, nil
   emit({ type = "new_session" })
 end
 
@@ -152,7 +161,7 @@ function M.new_session(cb)
         end
         return cb("could not start a session: " .. msg, M.error_kind(e))
       end
-      state.session_id = result.sessionId
+      state.session_id, state.resumable = result.sessionId, nil
       after_session(result)
       emit({ type = "session", id = result.sessionId, modes = result.modes, configOptions = result.configOptions })
       cb(nil)
@@ -241,7 +250,72 @@ function M.ensure(cb)
     if state.session_id then
       return cb(nil)
     end
+    if state.resumable then
+      return M.resume_lost(function(_, busy, id)
+        if state.session_id then
+          return cb(nil)
+        elseif busy then -- not sent: the chat offers to take it over (or a copy)
+          return cb(string.format("session %s was not resumed: another agent-server process holds it", id),
+            "held", id, busy)
+        end
+        M.new_session(cb)
+      end)
+    end
     M.new_session(cb)
+  end)
+end
+
+--- Reattach the session that was open when the server died (`session/resume`: nothing is replayed,
+--- the chat still shows it; the server closes a turn the dead process left open). Once: prompts
+--- waiting meanwhile share it. `cb(err, busy, id)`: `busy` (from `M.session_busy`) when another
+--- agent-server process holds it. When it cannot be resumed the next prompt starts a new session.
+function M.resume_lost(cb)
+  local id = state.resumable
+  if not id or state.session_id then
+    return cb(nil)
+  end
+  if state.resume_waiters then
+    state.resume_waiters[#state.resume_waiters + 1] = cb
+    return
+  end
+  state.resume_waiters = { cb }
+  local function done(err, busy)
+    local waiters = state.resume_waiters or {}
+    state.resume_waiters = nil
+    for _, w in ipairs(waiters) do
+      w(err, busy, id)
+    end
+  end
+  local function lost(reason, busy)
+    state.resumable = nil
+    emit({ type = "session_lost", id = id, reason = reason, busy = busy })
+    done(reason, busy)
+  end
+  M.ensure_server(function(err)
+    if err then
+      return done(err)
+    end
+    if state.resumable ~= id or state.session_id then -- a load or :AgentNew meanwhile
+      return done(nil)
+    end
+    local sc = type(state.capabilities) == "table" and state.capabilities.sessionCapabilities
+    if type(sc) ~= "table" or sc.resume == nil then
+      return lost("the server cannot resume sessions (no sessionCapabilities.resume)")
+    end
+    local r = state.rpc
+    r:request("session/resume", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
+      if state.resumable ~= id or state.session_id or state.rpc ~= r then
+        return done(nil)
+      end
+      if e then
+        return lost(M.error_text(e), M.session_busy(e))
+      end
+      result = type(result) == "table" and result or {}
+      state.session_id, state.resumable = id, nil
+      state.modes, state.config_options = result.modes, result.configOptions
+      emit({ type = "session", id = id, resumed = true, modes = result.modes, configOptions = result.configOptions })
+      done(nil)
+    end)
   end)
 end
 
@@ -269,11 +343,12 @@ end
 function M.prompt(blocks, cb)
   cb = cb or function() end
   state.turns = state.turns + 1 -- busy from now on, also while the server starts
-  M.ensure(function(err, kind)
+  M.ensure(function(err, kind, held, busy)
     if err then
       state.turns = math.max(0, state.turns - 1)
       emit({ type = "info", text = "Not sent: " .. err, level = "error" })
-      emit({ type = "failed", error = err, kind = kind, prompt = blocks, before_turn = true })
+      emit({ type = "failed", error = err, kind = kind, prompt = blocks, before_turn = true, session_id = held,
+        busy = busy })
       return cb(err)
     end
     local r, sid = state.rpc, state.session_id
@@ -437,7 +512,7 @@ function M.load_session(id, cb, opts)
         emit({ type = "session", id = id, refused = msg, busy = busy, current = state.session_id })
         return cb(string.format("could not load session %s: %s", id, msg), busy)
       end
-      state.session_id = id
+      state.session_id, state.resumable = id, nil
       after_session(result or {})
       emit({ type = "session", id = id, loaded = true, modes = state.modes, configOptions = state.config_options })
       cb(nil)
@@ -533,9 +608,12 @@ function M.models()
 end
 
 --- Stop the server quietly (no exit report) and start a new one at once; the next prompt runs in a
---- new session. `cb(err)` once the new server is initialized (or could not start).
-function M.restart(cb)
+--- new session, or with `opts.resume` in the session open now (`M.resume_lost`). `cb(err)` once the
+--- new server is initialized (or could not start).
+function M.restart(cb, opts)
+  local had = state.session_id or state.resumable
   M.stop(true)
+  state.resumable = opts and opts.resume and had or nil
   M.ensure_server(cb or function() end)
 end
 

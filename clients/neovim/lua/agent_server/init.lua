@@ -64,6 +64,17 @@ local function wire()
   end
   client.on(chat.handle)
   client.on(function(ev)
+    if ev.type == "failed" and ev.kind == "held" and ev.session_id and ev.busy then
+      -- the session the chat shows could not be resumed after the server died: another process holds it
+      return vim.schedule(function()
+        local transcript = require("agent_server.transcript")
+        local first = type(ev.prompt) == "table" and ev.prompt[1] or nil
+        if first and first.type == "text" and transcript.prompt_text() == "" then
+          transcript.set_prompt(first.text)
+        end
+        M.offer_busy(ev.session_id, ev.busy)
+      end)
+    end
     if ev.type == "failed" and (ev.kind == "auth" or ev.kind == "connection" or ev.kind == "start"
         or ev.kind == "gone") then
       vim.schedule(function() -- after the chat drew the error
@@ -298,17 +309,20 @@ function M.cancel()
   end
 end
 
---- Restart the server (`:AgentRestart`): the running one is stopped, a new one started; the next
---- prompt runs in a new session (the chat keeps the transcript above).
+--- Restart the server (`:AgentRestart`): the running one is stopped, a new one started, and the
+--- session the chat shows is resumed in it (`session/resume`; else the next prompt starts a new one).
 function M.restart()
   wire()
   client.restart(function(err)
     if err then
       notify(err, vim.log.levels.ERROR)
+    elseif client.state.resumable then
+      require("agent_server.chat").say("agent-server was restarted.")
+      client.resume_lost(function() end)
     else
       require("agent_server.chat").say("agent-server was restarted; the next prompt starts a new session.")
     end
-  end)
+  end, { resume = true })
 end
 
 --- Show the server's log (what it wrote on stderr: the last 8 KiB, of the running server or else the
@@ -536,7 +550,7 @@ end
 
 -- A session another agent-server process holds (`SESSION_BUSY`: a closed code-server tab whose server
 -- lives on, another Neovim): the ways forward, picked with `vim.ui.select` (any picker).
-local function offer_busy(id, busy)
+function M.offer_busy(id, busy)
   local who = busy.pid and string.format("another agent-server process (pid %d)", busy.pid)
     or "another agent-server process"
   local choices = {}
@@ -579,7 +593,7 @@ function M.load(id, how)
     end
     if busy then
       return vim.schedule(function() -- after the chat drew the refusal
-        offer_busy(id, busy)
+        M.offer_busy(id, busy)
       end)
     elseif e then
       notify(e, vim.log.levels.ERROR)
