@@ -413,7 +413,7 @@ def test_a_sqlite_wal_like_loop_overflowed_the_watchs_queue_and_every_file_the_c
     SQLite in WAL mode does), makes no call that drains the watch: the reads' events (counted on the
     written file's own watch) and the writes' filled the queue, it overflowed, and every path was
     blind — each file the command changed (``out.txt`` before the loop too) was asked about at /undo.
-    The queue is read as it fills; a loop this tight still overflows it, and then only the paths
+    The queue is read once half full; a loop this tight still overflows it, and then only the paths
     changed since the last whole read, or held open for writing then (``db``, ``wal``: the loop's
     own, asked about), are blind — ``out.txt`` stays the command's, and no blind watch is said."""
     loop = "import os\nfor i in range(60000):\n    os.pread(3, 1, 0)\n    os.pwrite(4, b'x', i % 4096)\n"

@@ -341,6 +341,10 @@ _PROBE = -1  # stands for the lease probe's own open among the command's (``Watc
 # created files move to their own watch in batches (a marker each: bench/README.md) — or sooner once
 # their folders' watches carry that many opens of other files (a build reading its sources there)
 _SWITCH_BATCH, _SWITCH_NOISE = 64, 512
+_FIONREAD = 0x541B
+_FULL = 128 * 1024  # bytes queued (8,192 events at most) before ``keep_up`` reads: half the kernel's queue
+_KEEP_UP_EVERY = 0.02  # seconds between two looks at a queue not that full
+_READS = 16  # reads of 64 KiB a drain takes at most: more than the kernel's queue holds (16,384 events)
 _BETWEEN = -2  # the pid of a read between the command's calls (``Watch.keep_up``): no process's
 _TICK_NS = 20_000_000  # a status-change time's granularity (the kernel's coarse clock), and then some
 
@@ -371,8 +375,8 @@ class Watch:
     event of a let-go path while no process of the command holds it open for writing (a descriptor
     or a shared writable mapping, from ``/proc`` of the sandbox's own PID namespace) is another
     process's: the path becomes ``FOREIGN``. A folder no longer watched (removed, moved) makes its
-    paths blind: foreign if they exist at the end; so does an overflow of the event queue (read as
-    it fills, ``keep_up``) for the paths changed since the last read that lost nothing or held then. While the
+    paths blind: foreign if they exist at the end; so does an overflow of the event queue (read once
+    half full, ``keep_up``) for the paths changed since the last read that lost nothing or held then. While the
     command holds a path, a rename or removal of it that is not the command's path call is another
     process's too (an editor's atomic save). Another process's in-place save while the command holds
     the path ends the hold early (its close), so the command's own later close is seen as a change of
@@ -431,23 +435,31 @@ class Watch:
         self.clean_read_ns = time.time_ns()  # the last read of the queue that lost nothing (no overflow)
 
     def keep_up(self) -> None:
-        """Read the queue as it fills, between the command's calls (a thread): a command that reads
+        """Read the queue when it fills, between the command's calls (a thread): a command that reads
         and writes through descriptors it holds (a SQLite WAL loop) makes no call that would, and a
-        queue left to fill overflows. Bounded: one read of what is there at a time, under the lock."""
+        queue left to fill overflows. Only once it holds ``_FULL`` bytes: a read between two equal
+        events keeps them apart, and the opens and closes counted are right only when the kernel merged
+        both or neither (a reader's two opens read apart, its two closes merged, would leave an open
+        over: asked about). Bounded: at most a full queue's worth at a time, under the lock."""
         if self.fd < 0:
             return
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
+        queued = ctypes.c_int(0)
         while not self.ended:
             try:
-                ready = poller.poll(200)
+                ready = poller.poll(1000)
             except OSError:
                 return
-            if ready:
-                with self.lock:
-                    if self.ended:
-                        return
-                    self.pending += self._drain(_BETWEEN)
+            if not ready:
+                continue
+            if self.libc.ioctl(self.fd, _FIONREAD, ctypes.byref(queued)) != 0 or queued.value < _FULL:
+                time.sleep(_KEEP_UP_EVERY)  # (the events wait in the queue: poll would wake at once again)
+                continue
+            with self.lock:
+                if self.ended:
+                    return
+                self.pending += self._drain(_BETWEEN, bounded=True)
 
     def arm(self, paths: list[bytes], pid: int, is_open: bool, flags: int = O_CREAT) -> bytes:
         """Before the command's call on ``paths`` goes ahead: take in the events so far, then mark
@@ -654,9 +666,14 @@ class Watch:
         self.wd_of[folder] = wd
         self.dirs.setdefault(wd, set()).add(folder)
 
-    def _read(self) -> list[tuple[int, int, bytes]]:
+    def _read(self, bounded: bool = False) -> list[tuple[int, int, bytes]]:
+        """The events queued — ``bounded``: at most a full queue's worth (``keep_up``: a command flooding
+        it never keeps that read, and the lock it holds, going; the command's calls and its end read
+        all, in order with them)."""
         events: list[tuple[int, int, bytes]] = []
-        while self.fd >= 0:
+        reads = 0
+        while self.fd >= 0 and not (bounded and reads >= _READS):
+            reads += 1
             try:
                 raw = os.read(self.fd, 65536)
             except BlockingIOError:
@@ -717,10 +734,10 @@ class Watch:
         elif counts.get(key, 0) > 0:
             counts[key] -= 1
 
-    def _drain(self, pid: int, ended: bool = False) -> bytes:
+    def _drain(self, pid: int, ended: bool = False, bounded: bool = False) -> bytes:
         out = b""
         while True:
-            raw = self._read()
+            raw = self._read(bounded)
             out += self._judge(self._take(raw), pid, ended)
             if self.to_switch and not ended and (len(self.to_switch) >= _SWITCH_BATCH or self.noise >= _SWITCH_NOISE):
                 self._switch()
@@ -728,6 +745,8 @@ class Watch:
                 if self.marker is not None:  # the marker is queued before we read: not there, it was lost
                     self._switched(conservative=True)
                 break
+        if bounded:  # a read between the calls, maybe not to the end: what is announced stays announced
+            return out
         # ``pid`` is making its next call, so its earlier opens are done: one no event showed failed
         for key in list(self.own):
             left = [] if ended else [p for p in self.own[key] if p not in (pid, _PROBE)]
