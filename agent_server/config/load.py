@@ -220,6 +220,11 @@ class PolicySettings(BaseModel):
     """MCP servers (by the name the client gives them) whose tool annotations are believed: their
     ``readOnlyHint`` tools run without asking, others ask once per tool, ``destructiveHint`` always.
     Every other server's calls ask each time, showing the arguments."""
+    read_allowed: list[str] = []
+    """Files and folders outside the workspace that ``read``/``grep``/``glob`` open without asking
+    (e.g. ``~/.cargo/registry``, ``/usr/include``; ``~`` expanded, links resolved). Any other read
+    that resolves outside the roots asks (once per file, or always for its folder); credential
+    stores and secret files stay refused or asked. Env ``AGENT_SERVER_READ_ALLOWED`` (joined by ``:``)."""
     sandbox_writable: list[str] = []
     """Extra folders the sandboxed shell may write in ``workspace-write`` (e.g. ``~/.cache``)."""
     shell_env_allow: list[str] = []

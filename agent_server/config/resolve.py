@@ -112,7 +112,8 @@ def unusable(provider: Any) -> bool:
 
 def policy_env(env: Mapping[str, str]) -> dict[str, Any]:
     """``[policy]`` values from ``AGENT_SERVER_SANDBOX``, ``AGENT_SERVER_APPROVAL_TIMEOUT``,
-    ``AGENT_SERVER_NETWORK`` (validated by ``PolicySettings``)."""
+    ``AGENT_SERVER_NETWORK``, ``AGENT_SERVER_READ_ALLOWED`` (paths joined by ``os.pathsep``; validated by
+    ``PolicySettings``)."""
     out: dict[str, Any] = {}
     if env.get("AGENT_SERVER_SANDBOX"):
         out["sandbox"] = env["AGENT_SERVER_SANDBOX"].strip().lower()
@@ -120,6 +121,8 @@ def policy_env(env: Mapping[str, str]) -> dict[str, Any]:
         out["approval_timeout"] = env["AGENT_SERVER_APPROVAL_TIMEOUT"].strip()
     if env.get("AGENT_SERVER_NETWORK"):
         out["network"] = env["AGENT_SERVER_NETWORK"].strip().lower() in ("1", "true", "yes", "on")
+    if env.get("AGENT_SERVER_READ_ALLOWED"):
+        out["read_allowed"] = [p for p in env["AGENT_SERVER_READ_ALLOWED"].split(os.pathsep) if p.strip()]
     return out
 
 

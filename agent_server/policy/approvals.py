@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = "allow_once", "allow_always", "reject_once", "reject_always"
+#: The ``Rule.tool`` of remembered answers about file-tool reads outside the roots (``prefix``: the
+#: folder they cover, links resolved) — one rule for ``read``, ``grep`` and ``glob`` alike.
+OUTSIDE_READS = "reads outside the workspace"
 OPTION_NAMES = {ALLOW_ONCE: "Allow once", ALLOW_ALWAYS: "Always allow", REJECT_ONCE: "Reject",
                 REJECT_ALWAYS: "Always reject"}
 
@@ -127,6 +130,8 @@ class Rule:
     def describe(self) -> str:
         """``always allow `pytest``` / ``always allow exactly `awk -f x.awk```/ ``always reject read``."""
         verb = "always allow" if self.allow else "always reject"
+        if self.tool == OUTSIDE_READS and self.prefix is not None:
+            return f"{verb} reading in `{self.prefix}`"
         if self.prefix is None:
             return f"{verb} {self.tool}"
         return f"{verb} exactly `{self.prefix}`" if self.exact else f"{verb} `{self.prefix}`"

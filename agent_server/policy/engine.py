@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
 from agent_server.policy.approvals import (
-    ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
+    ALLOW_ALWAYS, ALLOW_ONCE, OUTSIDE_READS, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
 )
 from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
@@ -32,7 +32,7 @@ from agent_server.policy.decision import CallView, Denial
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, ModeState
 from agent_server.policy.paths import (CredentialStores, SecretMatcher, below_any_case,
                                        existing_ancestors, file_identity, inside_roots, link_count, named_credentials,
-                                       target, under_any_case)
+                                       secret_patterns_with_history, target, under_any_case)
 from agent_server.policy.sandbox.confiner import SandboxStatus, ShellConfiner, probe_status
 # policy.shell (the command analysis) loads with the first shell command, in _shell
 from agent_server.session import EventLog
@@ -89,7 +89,8 @@ class SessionPolicy:
         self.ask_edits = False
         """Ask before every file change inside the roots (the plain-ACP path, where the editor
         cannot preview a proposal: the permission question, with the diff, is the review)."""
-        self.secrets = SecretMatcher(settings.secret_patterns, exact=named_credentials(self.roots))
+        self.secrets = SecretMatcher(secret_patterns_with_history(settings.secret_patterns),
+                                     exact=named_credentials(self.roots))
         """Files that may hold secrets: by name or path pattern, and those the user's set-up names
         (``$GOOGLE_APPLICATION_CREDENTIALS``, ``$KUBECONFIG``, ssh's ``IdentityFile`` …: protected too,
         ``CredentialStores``; as secrets, a shell command naming one asks)."""
@@ -178,7 +179,10 @@ class SessionPolicy:
 
     def _remembered(self, tool: str, verdict: Verdict) -> Rule | None:
         tool = verdict.facts.get("mcp_identity", tool)  # an MCP tool by what it is, not its exposed name
-        if "mcp_arguments" in verdict.facts and verdict.prefix is not None:  # exact arguments only
+        if "outside_folder" in verdict.facts:  # a read outside the roots: the folders allowed or rejected
+            resolved = verdict.facts["resolved"]
+            rule = self.memory.lookup(OUTSIDE_READS, lambda p: under_any_case(resolved, p))
+        elif "mcp_arguments" in verdict.facts and verdict.prefix is not None:  # exact arguments only
             rule = self.memory.lookup(tool, lambda p: p == verdict.prefix)
         elif "command" in verdict.facts:  # shell rules are per prefix or exact; a compound command matches none
             command = verdict.facts["command"]
@@ -195,7 +199,7 @@ class SessionPolicy:
         if answer.kind != "selected" or answer.option not in (ALLOW_ALWAYS, REJECT_ALWAYS) or not verdict.rememberable:
             return
         allow = answer.option == ALLOW_ALWAYS
-        tool = verdict.facts.get("mcp_identity", call.name)
+        tool = OUTSIDE_READS if "outside_folder" in verdict.facts else verdict.facts.get("mcp_identity", call.name)
         if allow and verdict.exact is not None:  # a reject may stay broad; an allow must not
             rule = Rule(tool, verdict.exact, True, exact=True)
         else:
@@ -219,8 +223,13 @@ class SessionPolicy:
             why += f" Remembered for this session: {self.memory.summary()}."
         content = list(verdict.content) + ([_text(why.strip())] if why.strip() else [])
         options = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS) if verdict.rememberable else (ALLOW_ONCE, REJECT_ONCE)
+        names: tuple[tuple[str, str], ...] = ()
+        if "outside_folder" in verdict.facts:
+            folder = _plain(verdict.facts["outside_folder"], 300)
+            names = ((ALLOW_ALWAYS, f"Always allow reading in {folder}"),
+                     (REJECT_ALWAYS, f"Always reject reading in {folder}"))
         return Ask(getattr(call, "tool_call_id", call.call_id), title, call.tool.kind, content,
-                   _raw_input(call), options, locations=list(getattr(call, "locations", ()) or ()))
+                   _raw_input(call), options, names=names, locations=list(getattr(call, "locations", ()) or ()))
 
     def _log(self, call: CallView, verdict: Verdict, outcome: str, decided_by: str, answer: Answer | None = None,
              extra: dict[str, Any] | None = None) -> None:
@@ -352,18 +361,40 @@ class SessionPolicy:
 
     def _read(self, tool: str, path: str | None) -> Verdict:
         if path is None:
-            return Verdict("allow", "read-anywhere")
+            return Verdict("allow", "workspace")  # the first root
         t = target(path, self.roots)
-        facts = {"path": str(t.lexical), "resolved": str(t.resolved)}
+        facts: dict[str, Any] = {"path": str(t.lexical), "resolved": str(t.resolved)}
         if denied := self._protected(tool, path, t):
             return denied
-        secret = self.secrets.match(t.lexical, t.resolved)
-        if secret is None:
-            return Verdict("allow", "read-anywhere", facts=facts)
         verb = "Read" if tool == "read" else "Search"
-        return Verdict("ask", "secret-read", f"it may hold secrets (matches `{secret}`)", title=f"{verb} {t.lexical}",
-                       what=f"reading {t.lexical}", facts={**facts, "secret_pattern": secret},
-                       content=[_text(f"{verb} {t.lexical}: the file matches the secret pattern `{secret}`.")])
+        secret = self.secrets.match(t.lexical, t.resolved)
+        if secret is not None:
+            return Verdict("ask", "secret-read", f"it may hold secrets (matches `{secret}`)",
+                           title=f"{verb} {t.lexical}", what=f"reading {t.lexical}",
+                           facts={**facts, "secret_pattern": secret},
+                           content=[_text(f"{verb} {t.lexical}: the file matches the secret pattern `{secret}`.")])
+        if inside_roots(t.resolved, self.roots):
+            return Verdict("allow", "workspace", facts=facts)  # the fast path: no question inside the roots
+        if self.modes.current == DANGER_FULL_ACCESS:
+            return Verdict("allow", "danger-full-access", facts={**facts, "inside_roots": False})
+        if self._read_allowed(t.resolved):
+            return Verdict("allow", "read-allowed", facts={**facts, "inside_roots": False})
+        folder = t.resolved if os.path.isdir(t.resolved) else t.resolved.parent
+        shown = f" ({t.resolved})" if t.resolved != t.lexical else ""
+        return Verdict("ask", "outside-read", (
+            f"{t.lexical}{shown} lies outside the workspace ({', '.join(str(r) for r in self.roots)}); what a file "
+            "tool reads is sent to the model"),
+            title=f"{verb} {t.lexical}", what=f"reading {t.lexical}", prefix=str(folder),
+            content=[_text(f"{verb} {t.lexical}{' — a link to ' + str(t.resolved) if shown else ''}: outside the "
+                           "workspace.")],
+            facts={**facts, "inside_roots": False, "outside_folder": str(folder)})
+
+    def _read_allowed(self, resolved: Path) -> bool:
+        """``resolved`` lies in ``[policy] read_allowed``, this session's temp folder or its spill
+        folder (the model reads its own spilled outputs back)."""
+        text = str(resolved)
+        places = [self.shell_launcher.tmpdir, self.shell_launcher.spill_dir, *self.settings.read_allowed]
+        return any(under_any_case(text, os.path.realpath(os.path.expanduser(str(p)))) for p in places)
 
     def _write(self, tool: str, args: Any, path: str) -> Verdict:
         t = target(path, self.roots)

@@ -208,6 +208,48 @@ HOME_CREDENTIALS = (
 )
 
 
+#: System files holding password hashes, sudo rules, host and TLS private keys, Kerberos keytabs and
+#: saved network passwords: credential stores like ``~/.ssh`` (a server running as root — many
+#: containers — can read them). ``*`` stands within one name.
+SYSTEM_CREDENTIALS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+    "/etc/security/opasswd", "/etc/master.passwd", "/etc/spwd.db", "/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
+    "/etc/krb5.keytab", "/etc/NetworkManager/system-connections", "/etc/wpa_supplicant/wpa_supplicant.conf",
+    "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets", "/etc/ipsec.secrets", "/etc/letsencrypt/archive",
+    "/etc/letsencrypt/keys",
+)
+
+#: Files where shells and interpreters keep what was typed, passwords on command lines included
+#: (``mysql -pPASSWORD``): secret files (the file tools ask; the confined shell's masks hide them).
+HOME_HISTORY = (
+    ".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history", ".ksh_history", ".python_history",
+    ".mysql_history", ".psql_history", ".node_repl_history", ".sqlite_history", ".lesshst", ".rediscli_history",
+    ".irb_history", ".pry_history", ".Rhistory", ".scala_history", ".dbshell", ".gdb_history", ".mongorc_history",
+    ".local/share/fish/fish_history", ".config/fish/fish_history", ".ipython/profile_default/history.sqlite",
+    ".mongodb/mongosh/mongosh_repl_history",
+)
+
+
+def history_patterns(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Secret path patterns of the history files (``HOME_HISTORY`` under ``~``, and ``$HISTFILE``
+    wherever it points): added to the configured ``secret_patterns`` whatever they are."""
+    env = os.environ if env is None else env
+    out = [f"~/{name}" for name in HOME_HISTORY]
+    histfile = (env.get("HISTFILE") or "").strip()
+    if histfile and os.path.isabs(os.path.expanduser(histfile)) and not _glob_chars(histfile):
+        out.append(os.path.normpath(os.path.expanduser(histfile)))
+    return tuple(dict.fromkeys(out))
+
+
+def secret_patterns_with_history(patterns: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """``patterns`` (the configured ``secret_patterns``) plus ``history_patterns``."""
+    return list(dict.fromkeys([*patterns, *history_patterns(env)]))
+
+
+def _glob_chars(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
 #: Variables naming a file or folder that holds credentials, read by the tools
 #: of the field (Google Cloud, AWS, Kubernetes, Docker, Azure, gcloud, GnuPG, pass, gh, PostgreSQL,
 #: MySQL, curl/git's netrc, rclone, Terraform, OCI, npm, pip, SOPS, Hugging Face, Kaggle, cargo …).
@@ -328,6 +370,16 @@ class CredentialStores:
             entries.append((str(item), "it is protected by agent-server's configuration"))
         for item, label in named:
             entries.append((item, f"it holds credentials (named by {label})"))
+        system = "it is a system credential store (password hashes, sudo rules or private keys)"
+        self._globs: list[tuple[re.Pattern[str], str]] = []
+        for item in SYSTEM_CREDENTIALS:
+            if _glob_chars(item):
+                self._globs.append((_glob_regex(item), system))
+                import glob  # deferred: one pattern, not on the start-up path
+
+                entries += [(found, system) for found in glob.glob(item)]
+            else:
+                entries.append((item, system))
         self._entries: list[tuple[str, str]] = []
         for path, reason in entries:
             for spelling in {os.path.normpath(os.path.abspath(path)), resolve(os.path.abspath(path)).as_posix()}:
@@ -355,6 +407,9 @@ class CredentialStores:
                 continue
             for protected, reason in self._entries:
                 if _under(text, protected):
+                    return reason
+            for regex, reason in self._globs:
+                if regex.match(text):
                     return reason
         return None
 

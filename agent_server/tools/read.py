@@ -84,6 +84,10 @@ class ReadTool(Tool):
     def locations(self, args: ReadArgs, ctx: ToolContext) -> list[dict[str, Any]]:
         return [{"path": str(resolve_path(args.path, ctx.roots)), "line": args.offset or 1}]
 
+    async def precondition(self, args: ReadArgs, ctx: ToolContext) -> ToolResult | None:
+        """A path the file tools refuse (``/proc`` entries, devices, FIFOs): no question about it."""
+        return precheck(resolve_path(args.path, ctx.roots), ctx, "read")
+
     async def execute(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
         path = resolve_path(args.path, ctx.roots)
         shown = display_path(path, ctx.roots)

@@ -110,6 +110,10 @@ class GlobTool(Tool):
         where = f" in {display_path(resolve_path(args.path, ctx.roots), ctx.roots)}" if args.path else ""
         return f"Find `{one_line(args.pattern, 80)}`{where}"
 
+    async def precondition(self, args: GlobArgs, ctx: ToolContext) -> ToolResult | None:
+        """A folder that cannot be searched (missing, refused, ``/proc``): no question about it."""
+        return search_target(args.path, ctx, "glob")[1]
+
     async def execute(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         folder, error = search_target(args.path, ctx, "glob")
         if error:
@@ -212,6 +216,10 @@ class GrepTool(Tool):
 
     def locations(self, args: GrepArgs, ctx: ToolContext) -> list[dict[str, Any]]:
         return [{"path": str(resolve_path(args.path, ctx.roots))}] if args.path else []
+
+    async def precondition(self, args: GrepArgs, ctx: ToolContext) -> ToolResult | None:
+        """A path that cannot be searched (missing, refused, ``/proc`` folder-wide): no question."""
+        return search_target(args.path, ctx, "grep")[1]
 
     async def execute(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         target, error = search_target(args.path, ctx, "grep")

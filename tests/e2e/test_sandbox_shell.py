@@ -436,3 +436,24 @@ async def test_the_file_a_credential_variable_names_reached_the_model_once_its_q
     assert "Permission denied" in out["cat"], out["cat"]
     assert all("GCP-MATERIAL" not in text for text in out.values()), out
     assert [p["toolCall"]["title"] for p in asks(h)] == ["Run `cat ~/gcp/sa.json`"]  # it names a secret: asked
+
+
+async def test_a_confined_command_printed_the_shell_history_with_its_typed_password(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, scratch_home):
+    """Newcomer 5 finding 4: ``cat ~/.bash_history`` printed ``mysql -u root -pHUNTER2``, and as root
+    ``/etc/shadow`` was readable too. History files are secret (hidden, and naming one asks);
+    system credential stores are hidden like ``~/.ssh``."""
+    for name in (".bash_history", ".python_history", ".mysql_history", ".local/share/fish/fish_history"):
+        (scratch_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (scratch_home / name).write_text("mysql -u root -pHUNTER2-history\n")
+    script(endpoint, [call("named", "bash", command="cat ~/.bash_history")],
+           [call("unnamed", "bash", command="cat $HOME/.[bmp]*_hist* $HOME/.local/share/fish/*; grep -h HUNTER2 -r ~")],
+           [call("shadow", "bash", command="cat /etc/shadow /etc/gshadow | head -c 200; ls /etc/ssh | head -3")])
+    h, sid = await start(acp_harness_factory, endpoint, workspace, {"HOME": str(scratch_home)})
+    assert (await h.prompt(sid, "read the history")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    for key in ("named", "unnamed", "shadow"):
+        assert "HUNTER2" not in out[key], out[key]
+    assert "root:" not in out["shadow"] and "Permission denied" in out["shadow"], out["shadow"]
+    assert [a["toolCall"]["title"] for a in asks(h)] == ["Run `cat ~/.bash_history`"]  # naming it asks

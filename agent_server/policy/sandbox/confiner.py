@@ -39,6 +39,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
 from agent_server.policy.modes import ACCEPT_EDITS, DANGER_FULL_ACCESS, READ_ONLY, WORKSPACE_WRITE, ModeState
+from agent_server.policy.paths import secret_patterns_with_history
 from agent_server.policy.editor_config import PLACEHOLDERS, Change, ConfigIndex, ConfigWatch, editor_config_paths
 from agent_server.policy.git_hooks import Undeterminable, hook_paths, read_only_paths
 from agent_server.policy.sandbox.shell_masks import (MAX_SECRET_FILES, SecretScanner, SetuidSweeper, credential_paths,
@@ -380,7 +381,7 @@ class ShellConfiner:
                 self.spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError:
                 pass
-            masks = credential_paths(self.settings.secret_patterns)
+            masks = credential_paths(secret_patterns_with_history(self.settings.secret_patterns))
             masks += [m for m in named_credential_paths(self.roots) if m not in masks]  # protected: always hidden
             if not secrets_visible:
                 masks += [m for m in self.scanner.scan(self.roots) if m not in masks]

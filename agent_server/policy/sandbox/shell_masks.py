@@ -83,6 +83,12 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     if env.get("AGENT_SERVER_CONFIG"):
         found.append(env["AGENT_SERVER_CONFIG"])
     found.append(str(default_state_dir(env)))
+    import glob
+
+    from agent_server.policy.paths import SYSTEM_CREDENTIALS
+
+    for item in SYSTEM_CREDENTIALS:  # /etc/shadow, host keys …: refused to the file tools, hidden here
+        found += glob.glob(item) if _glob_chars(item) else [item]
     for pattern in patterns:
         if "/" not in pattern:
             continue
