@@ -5,9 +5,12 @@ agent's; a deliberate edit of the proposed side is said as such in the chat — 
 
 from __future__ import annotations
 
-from support.nvim import call, editor_with_pending_edit, push
+import time
 
-from agent_server.offline import text_stream
+from support.nvim import call, editor_with_pending_edit, push
+from support.timeouts import HANG
+
+from agent_server.offline import text_stream, tool_call_stream
 
 PROMPT = "return require('agent_server.transcript').prompt_text()"
 PROPOSED = """local p = require('agent_server.proposals').latest()
@@ -100,3 +103,31 @@ def test_a_proposal_accepted_after_switching_session_left_its_edit_line_spinning
     ed.wait("return require('agent_server.chat').text():find('✓ Edit s.py', 1, true)", what="the Edit line finished")
     assert path.read_text() == "a = 2\n"
     assert "⚙ Edit s.py" not in ed.chat(), ed.chat()
+
+
+def test_a_permission_question_was_a_modal_inputlist_that_kept_the_user_from_the_file_and_the_chat(
+        make_editor, endpoint, workspace):
+    """Newcomer 5, finding 9c: with Neovim's own vim.ui.select a permission question was
+    `inputlist()` — while it waited the user could not look at the file or the chat; `q` denied. It
+    waits in the chat now, its options numbered, answered by :AgentAnswer N."""
+    endpoint.push(tool_call_stream([call("b", "bash", command="echo hi > out.txt", description="write a file")]))
+    endpoint.push(text_stream("wrote it"))
+    ed = make_editor(env={"AGENT_SERVER_SANDBOX": "off"})  # every shell command asks first
+    ed.cmd("AgentAsk write out.txt")
+    deadline = time.monotonic() + HANG
+    while "Answer with :AgentAnswer N" not in ed.chat():
+        # a fast API call: it answers while inputlist() waits, when nvim_exec_lua would not
+        assert not ed.nvim.request("nvim_get_mode")["blocking"], "the question blocked the editor (a modal picker)"
+        assert time.monotonic() < deadline, ed.chat()
+        time.sleep(0.05)
+    assert "1 Allow" in ed.chat(), ed.chat()
+    assert ed.nvim.request("nvim_get_mode") == {"mode": "n", "blocking": False}
+    ed.cmd(f"edit {workspace / 'other.txt'}")  # the user looks elsewhere first: nothing is answered
+    assert ed.lua("return require('agent_server.permissions').waiting()")
+    n = ed.lua("""local line = require('agent_server.chat').text():match('Answer with :AgentAnswer N — ([^\\n]*)')
+        for num, name in line:gmatch('(%d+) ([^·(]+)') do if vim.trim(name) == 'Allow once' or vim.trim(name) == 'Allow' then return tonumber(num) end end""")
+    assert n, ed.chat()
+    ed.cmd(f"AgentAnswer {n}")
+    ed.idle()
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    assert "wrote it" in ed.chat()

@@ -95,6 +95,10 @@ command("AgentReject", function()
   api().reject()
 end, { desc = "Reject the agent's proposed edit" })
 
+command("AgentAnswer", function(o)
+  api().answer(o.args ~= "" and o.args or nil)
+end, { nargs = "?", desc = "Answer the agent's permission question (its option N; none: a picker)" })
+
 command("AgentAcceptHunk", function()
   api().accept_hunk()
 end, { desc = "Accept the hunk under the cursor" })

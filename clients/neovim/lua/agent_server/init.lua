@@ -705,6 +705,15 @@ M.accept_hunk = on_proposal("accept_hunk")
 --- Reject the hunk under the cursor.
 M.reject_hunk = on_proposal("reject_hunk")
 
+--- Answer the permission question waiting in the chat with its option `n` (1-based; the chat lists
+--- them), or open the picker for it when `n` is nil.
+function M.answer(n)
+  local ok, err = require("agent_server.permissions").answer(n and tonumber(n) or nil)
+  if not ok then
+    notify(err or "nothing to answer", vim.log.levels.WARN)
+  end
+end
+
 --- Ask the agent again on the current text: the open proposal (stale or not) is answered `stale`
 --- with that request, or — when it was already answered — a prompt asks for it.
 function M.ask_again(proposal)

@@ -1,5 +1,8 @@
 --- `session/request_permission`: show the question (the tool call, the reason, the diff of an
---- edit) and its options with `vim.ui.select`, and answer with the chosen option.
+--- edit) and its options with `vim.ui.select`, and answer with the chosen option. Neovim's own
+--- `vim.ui.select` is `inputlist()`, modal (nothing else can be looked at while it waits): with it
+--- the question waits in the chat, its options numbered, answered by `:AgentAnswer N` (or
+--- `:AgentAnswer` for the picker, when the user chooses to open it).
 ---
 --- Must never: allow on silence, on a dismissed picker, on an error or when the turn is cancelled —
 --- all of those answer `cancelled`, which the server treats as a denial.
@@ -13,6 +16,23 @@ local M = {}
 M.hooks = { asked = function() end, answered = function() end, reveal = function() end }
 
 local open = {}
+local asked = 0
+
+-- Whether `vim.ui.select` is Neovim's own (`inputlist()`, modal), not a picker a plugin installed.
+local function modal_select()
+  local ok, info = pcall(debug.getinfo, vim.ui.select, "S")
+  return ok and type(info) == "table" and type(info.source) == "string"
+    and info.source:match("vim[/\\]ui%.lua$") ~= nil
+end
+
+--- The line under a question waiting in the chat: its options, numbered, and how to answer.
+function M.options_line(options)
+  local parts = {}
+  for i, o in ipairs(options) do
+    parts[#parts + 1] = string.format("%d %s", i, o.name or o.optionId)
+  end
+  return "Answer with :AgentAnswer N — " .. table.concat(parts, " · ") .. " (:AgentAnswer alone opens a picker)"
+end
 
 -- A big file's diff carries only its changed region (`_meta.agentServer.diff {partial, oldLine,
 -- newLine}`, docs/protocol.md): the hunk headers are shifted to the file's own line numbers.
@@ -117,7 +137,8 @@ end
 function M.ask(req)
   local params = req.params
   local options = params.options or {}
-  local entry = { req = req }
+  asked = asked + 1
+  local entry = { req = req, options = options, seq = asked, prompt = M.prompt(params.toolCall or {}) }
   open[entry] = true
   local handle
   local function answer(result, said)
@@ -132,28 +153,71 @@ function M.ask(req)
     answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
   end
   entry.cancel = req.on_cancel
-  local drawn, h = pcall(M.hooks.asked, params, M.describe(params.toolCall or {}))
-  handle = drawn and h or nil
-  if #options == 0 then
-    return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
-  end
-  pcall(M.hooks.reveal) -- the question on screen first (a failure to show it must not allow anything)
-  local ok, err = pcall(vim.ui.select, options, {
-    prompt = M.prompt(params.toolCall or {}),
-    kind = "agent_server.permission",
-    format_item = function(o)
-      return o.name or o.optionId
-    end,
-  }, function(choice)
+  function entry.choose(choice)
     if choice and choice.optionId then
       answer({ outcome = { outcome = "selected", optionId = choice.optionId } }, "permission: " .. (choice.name or choice.optionId))
     else
       answer({ outcome = { outcome = "cancelled" } }, "permission: dismissed — denied")
     end
-  end)
-  if not ok then
+  end
+  function entry.fail(err)
     answer({ outcome = { outcome = "cancelled" } }, "permission: could not ask (" .. tostring(err) .. ") — denied")
   end
+  local modal = modal_select()
+  local lines = M.describe(params.toolCall or {})
+  if modal and #options > 0 then
+    lines[#lines + 1] = M.options_line(options)
+  end
+  local drawn, h = pcall(M.hooks.asked, params, lines)
+  handle = drawn and h or nil
+  if #options == 0 then
+    return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
+  end
+  pcall(M.hooks.reveal) -- the question on screen first (a failure to show it must not allow anything)
+  if modal then
+    -- nothing modal: the question waits in the chat, the user looks at the file or the chat first
+    pcall(vim.api.nvim_echo, { { entry.prompt .. " — :AgentAnswer N (the options are in the chat)", "WarningMsg" } }, true, {})
+    return
+  end
+  M.pick(entry)
+end
+
+--- Open the picker (`vim.ui.select`) for question `entry`; a dismissed picker denies.
+function M.pick(entry)
+  local ok, err = pcall(vim.ui.select, entry.options, {
+    prompt = entry.prompt,
+    kind = "agent_server.permission",
+    format_item = function(o)
+      return o.name or o.optionId
+    end,
+  }, entry.choose)
+  if not ok then
+    entry.fail(err)
+  end
+end
+
+--- Answer the latest waiting question with its option `n` (1-based), or with the picker when `n`
+--- is nil. Returns nil and why when there is none or `n` is not one of its options.
+function M.answer(n)
+  local latest
+  for entry in pairs(open) do
+    if not latest or entry.seq > latest.seq then
+      latest = entry
+    end
+  end
+  if not latest then
+    return nil, "no question waits for an answer"
+  end
+  if n == nil then
+    M.pick(latest)
+    return true
+  end
+  local choice = latest.options[n]
+  if not choice then
+    return nil, string.format("no option %s: the question has %d", tostring(n), #latest.options)
+  end
+  latest.choose(choice)
+  return true
 end
 
 --- Whether a question waits for the user.
