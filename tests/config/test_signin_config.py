@@ -97,3 +97,34 @@ def test_check_config_json_names_the_endpoint_model_and_where_the_key_comes_from
     broken = run({}, ["--check-config", "--json", "--config", str(bad)])
     assert broken.returncode == 1 and json.loads(broken.stdout)["ok"] is False and "bad.toml" in json.loads(broken.stdout)["error"]
     assert run({}, ["--json"]).returncode == 2
+
+
+async def test_check_config_probe_said_nothing_of_a_refused_key_or_an_endpoint_that_is_not_there(env):
+    """Finding 9g's CLI side: ``--check-config --probe`` asks the endpoint as ``agent-server login``
+    does (``GET <base_url>/models``): exit 1 with the reason when the key is refused or nothing
+    listens, 0 when it answers; the key is never printed."""
+    import asyncio
+    import socket
+
+    from agent_server.offline import OfflineEndpoint
+
+    async def probe(base_url: str, key: str):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent_server", "--check-config", "--json", "--probe",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin", **env, "AGENT_SERVER_BASE_URL": base_url, "AGENT_SERVER_MODEL": "m",
+                 "AGENT_SERVER_API_KEY": key})
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert key not in out.decode() + err.decode()
+        return proc.returncode, json.loads(out)["endpoint"]
+
+    async with OfflineEndpoint(api_key="sk-right-123") as ep:
+        assert await probe(ep.base_url, "sk-right-123") == (0, {
+            "ok": True, "message": f"The endpoint accepted the key ({ep.base_url}/models: HTTP 200)."})
+        code, refused = await probe(ep.base_url, "sk-wrong-456")
+        assert code == 1 and not refused["ok"] and "refused this key (HTTP 401" in refused["message"], refused
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    code, gone = await probe(closed, "sk-any-789")
+    assert code == 1 and not gone["ok"] and f"cannot reach {closed}/models" in gone["message"], gone
