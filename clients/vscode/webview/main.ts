@@ -11,7 +11,7 @@
  */
 
 import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
-import { BlockSplitter, PAINT_BUDGET, blockCost, drawnFrom } from "./blocks";
+import { BlockSplitter, PAINT_BUDGET, blockCost, blockCuts, drawnFrom } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges, waitingElsewhere } from "./state";
@@ -761,6 +761,28 @@ function drain(view: AgentView, blocks: string[], budget: number): void {
   view.tailTo = text.length;
 }
 
+/** A message's text placed at once beyond this (a replay's answer, a webview drawn again) is cut into
+ * parts of whole blocks far from its end (`blockCuts`), not split into its blocks in one paint. */
+const FAR_CUT = 4 * PAINT_BUDGET;
+
+/** The far part of a long text placed at once: parts of whole blocks up to the last cut, each kept as
+ * its markdown and rendered whole when it comes near the viewport; the splitter goes on from there. */
+function addFarParts(view: AgentView, text: string): void {
+  const cuts = blockCuts(text, text.length - 2 * PAINT_BUDGET, CHUNK_BYTES);
+  let from = 0;
+  for (const cut of cuts) {
+    const part = text.slice(from, cut);
+    const chunk = newChunk(view, true);
+    chunk.source.push(part);
+    chunk.size = part.length;
+    chunk.blocks = 1;
+    chunk.el.style.height = `${estimateBlock(part)}px`;
+    mdBlocks++;
+    from = cut;
+  }
+  if (from > 0) view.splitter.skipTo(from);
+}
+
 /** Brings an agent message's view up to its text: new closed blocks placed (the newest within
  * `budget` rendered now), the tail extended. */
 function updateAgent(view: AgentView, text: string, open: boolean, budget = paintBudget): void {
@@ -774,7 +796,9 @@ function updateAgent(view: AgentView, text: string, open: boolean, budget = pain
     view.chunks = [];
     view.splitter = new BlockSplitter();
     view.open = true;
+    view.text = "";
   }
+  if (view.text === "" && view.chunks.length === 0 && text.length > FAR_CUT) addFarParts(view, text);
   view.text = text;
   let blocks: string[];
   if (!open) {

@@ -644,9 +644,8 @@ const scenarios = {
 
   /** Newcomer 4, finding 1: a session whose history holds a 2 MB answer (made by `agent-server run` before
    * the window opened) is opened from the session picker, and a prompt is sent at once, while its replay
-   * arrives. The page records (a 10 ms timer in it, never a locator polling the DOM) what was drawn when the
-   * prompt's bubble first showed: how many markdown blocks had been rendered, and whether the answer's end
-   * was in view. Then the prompt's answer, the order of the slots, and the answer's first line drawn once
+   * arrives. The page records (a 10 ms timer in it, never a locator polling the DOM) how many markdown
+   * renders had been done when the prompt's bubble, and when the answer's end, first showed. Then the prompt's answer, the order of the slots, and the answer's first line drawn once
    * scrolled to; New at the end (the next scenarios' requests do not carry 2 MB). */
   async two_megabyte_replay_stays_usable(page, s) {
     const p = panel(page);
@@ -667,7 +666,7 @@ const scenarios = {
       };
       const endShown = () => [...t.querySelectorAll(".slot-agent")].some((a) => (a.firstElementChild?.lastElementChild?.textContent ?? "").includes(end));
       w.__seen = new Promise((resolve) => {
-        const seen = {};
+        const seen = { rendersBefore: Number(app.dataset.mdRenders) };
         const timer = setInterval(() => {
           const b = bubble();
           if (b && !seen.bubble) seen.bubble = { mdRenders: Number(app.dataset.mdRenders), note: b.querySelector(".queued-note")?.textContent ?? "" };

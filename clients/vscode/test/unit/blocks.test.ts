@@ -2,7 +2,7 @@
 // indented continuation stay one block), each line is read once, and the result does not depend on
 // how the text was cut into deltas. Also the host's joining of text chunks.
 import { describe, expect, it } from "vitest";
-import { BlockSplitter } from "../../webview/blocks";
+import { BlockSplitter, blockCuts } from "../../webview/blocks";
 import { appendEvent } from "../../src/chatView";
 import type { ChatEvent } from "../../src/protocol";
 
@@ -69,6 +69,48 @@ describe("BlockSplitter", () => {
     const s = new BlockSplitter();
     expect(s.feed("a\r\n\r\n```\r\nx\r\n\r\ny\r\n")).toEqual(["a"]);
     expect(s.finish("a\r\n\r\n```\r\nx\r\n\r\ny\r\n")).toEqual(["```\r\nx\r\n\r\ny\r\n"]);
+  });
+});
+
+describe("blockCuts (newcomer 4 finding 1: a replay's 2 MB answer is cut into parts, not split into 30,000 blocks in one paint)", () => {
+  const whole = (text: string, from = 0) => {
+    const s = new BlockSplitter();
+    if (from > 0) s.skipTo(from);
+    return [...s.feed(text), ...s.finish(text)];
+  };
+  // fences with blank lines inside (one ~~~, one unclosed at the end), loose lists, indented blocks, CRLF
+  const parts = [
+    "# Title\n\nSome words.\n\n",
+    "```py\ndef f():\n\n    return 1\n\n\n```\n\n",
+    "- one\n\n- two\n\n  still two\n\n",
+    "    indented\n\n",
+    "~~~~\na\n\n~~~\nb\n\n~~~~\n\n",
+    "Para with a \u2028 separator\n\n",
+    "CRLF para\r\n\r\nnext\r\n\r\n",
+  ];
+  const text = Array.from({ length: 60 }, (_, i) => parts[i % parts.length]).join("") + "```\nunclosed\n\nfence\n";
+
+  it("cuts only where a block starts whatever came before: the blocks after each cut are the whole text's", () => {
+    const all = whole(text);
+    const cuts = blockCuts(text, text.length, 40);
+    expect(cuts.length).toBeGreaterThan(20);
+    for (const cut of cuts) {
+      const after = whole(text, cut);
+      expect(after.length).toBeGreaterThan(0);
+      expect(all.slice(all.length - after.length)).toEqual(after);
+      // and the text before it is whole blocks
+      expect(whole(text.slice(0, cut)).map((b) => b.trimEnd())).toEqual(all.slice(0, all.length - after.length).map((b) => b.trimEnd()));
+    }
+  });
+
+  it("never cuts inside a fence, a list, an indented block, or after `to`, and keeps parts at least `size` apart", () => {
+    const cuts = blockCuts(text, text.length - 500, 40);
+    const line = (at: number) => text.slice(at, text.indexOf("\n", at));
+    for (const cut of cuts) {
+      expect(line(cut)).not.toMatch(/^[ \t]|^[-*+] |^(a|b|def f|unclosed|fence)$/);
+      expect(cut).toBeLessThan(text.length - 500);
+    }
+    cuts.forEach((c, i) => expect(c - (cuts[i - 1] ?? 0)).toBeGreaterThanOrEqual(40));
   });
 });
 
