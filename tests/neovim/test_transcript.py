@@ -201,3 +201,29 @@ def test_agent_restart_started_a_new_session_where_vs_codes_restart_server_resum
     assert ed.lua("return require('agent_server.client').state.session_id") == session
     said = [m["content"] for m in json.loads(endpoint.requests[-1].body)["messages"] if m["role"] == "user"]
     assert said[0].startswith("remember the word kiwi") and said[-1].startswith("which word"), said
+
+
+def test_a_server_that_could_not_start_again_after_the_kill_lost_the_session_to_resume(
+        make_editor, endpoint, tmp_path):
+    """The class of finding h: the first prompt after the kill finds no server to start (its command
+    gone meanwhile): not sent, and the session is still the one resumed by the prompt after it."""
+    push(endpoint, text_stream("first answer"), text_stream("second answer"))
+    ed = make_editor()
+    ed.cmd("AgentAsk remember the word plum")
+    ed.idle()
+    session = ed.lua("return require('agent_server.client').state.session_id")
+    ed.note_server()
+    (pid,) = ed.server_pids
+    os.killpg(pid, signal.SIGKILL)
+    ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil", what="the exit")
+    cmd = ed.lua("return require('agent_server.config').get().cmd")
+    ed.lua("require('agent_server.config').get().cmd = { ... }", str(tmp_path / "gone-agent-server"))
+    ed.choose("cancel")
+    ed.cmd("AgentAsk which word")
+    ed.wait("return require('agent_server.chat').text():find('Not sent:', 1, true) ~= nil", what="the failure")
+    ed.lua("require('agent_server.config').get().cmd = ...", cmd)
+    ed.cmd("AgentAsk which word")
+    ed.idle()
+    assert ed.lua("return require('agent_server.client').state.session_id") == session, ed.chat()
+    said = [m["content"] for m in json.loads(endpoint.requests[-1].body)["messages"] if m["role"] == "user"]
+    assert said[0].startswith("remember the word plum") and said[-1].startswith("which word"), said

@@ -251,12 +251,14 @@ function M.ensure(cb)
       return cb(nil)
     end
     if state.resumable then
-      return M.resume_lost(function(_, busy, id)
+      return M.resume_lost(function(rerr, busy, id)
         if state.session_id then
           return cb(nil)
         elseif busy then -- not sent: the chat offers to take it over (or a copy)
           return cb(string.format("session %s was not resumed: another agent-server process holds it", id),
             "held", id, busy)
+        elseif rerr and state.resumable then -- the server did not come up (or died again): still to resume
+          return cb(rerr, "start")
         end
         M.new_session(cb)
       end)
@@ -304,7 +306,9 @@ function M.resume_lost(cb)
     end
     local r = state.rpc
     r:request("session/resume", { sessionId = id, cwd = cwd(), mcpServers = {} }, function(e, result)
-      if state.resumable ~= id or state.session_id or state.rpc ~= r then
+      if state.rpc ~= r then
+        return done("the server exited while session " .. id .. " was being resumed")
+      elseif state.resumable ~= id or state.session_id then
         return done(nil)
       end
       if e then
