@@ -257,7 +257,7 @@ class AgentSession:
         self.partial: PartialMessage | None = None
         """What the request in flight has streamed so far (``None`` between turns): a load of the
         running session replays it, so the editor misses nothing of the step."""
-        self.before_turn: Callable[[list[dict[str, Any]]], None] | None = None
+        self.before_turn: Callable[[list[dict[str, Any]]], Awaitable[None] | None] | None = None
         self.prepare_instructions: Callable[[], Any] | None = None  # (the host's: ``prepare_prompt``)
         """Called right after ``turn/start`` with the prompt blocks; may only append events."""
         self.tool_owner: Callable[[str], str | None] = lambda name: None
@@ -545,8 +545,10 @@ class AgentSession:
             return TurnOutcome("error", None, exc.error)
         try:
             self.log.append("turn/start", {"turn": turn})
-            if self.before_turn is not None:
-                self.before_turn(blocks)  # e.g. log changed project instructions: the turn's header sees them
+            if self.before_turn is not None:  # e.g. log changed project instructions: the turn's header sees them
+                told = self.before_turn(blocks)
+                if told is not None:  # and the user is told so, before the turn's first update
+                    await told
         except LogWriteError as exc:
             return TurnOutcome("error", None, log_write_failure(exc))
         partial = self.partial = PartialMessage(journal=self.journal)

@@ -444,7 +444,8 @@ class SessionHost:
             requests=requests,
         )
         instructions = InstructionsMemo()
-        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks, policy, instructions)
+        session.before_turn = lambda blocks: self._refresh_instructions(event_log, roots, blocks, policy, instructions,
+                                                                        emit)
         # read at a load's end (``prepare_prompt``), so its first turn finds them unchanged with a stat
         session.prepare_instructions = lambda: self._instruction_records(roots, [], policy, instructions)
         session.tool_owner = lambda name: getattr(getattr(tools.get(name), "mcp", None), "server", None)
@@ -910,15 +911,22 @@ class SessionHost:
         return kept
 
     def _refresh_instructions(self, log: Any, roots: list[str], blocks: list[dict[str, Any]], policy: Any,
-                              memo: InstructionsMemo) -> None:
+                              memo: InstructionsMemo, emit: Any = None) -> Any:
         """Log the AGENTS.md files that apply when they are first seen or have changed (one linked to a
-        secret or protected file is not read)."""
+        secret or protected file is not read); returns the notice telling the user so (an awaitable
+        the turn awaits before it goes on), else ``None``."""
         focus = [Path(urlsplit(b["resource"]["uri"]).path) for b in blocks
                  if b.get("type") == "resource" and str(b["resource"].get("uri", "")).startswith("file:")]
         records = self._instruction_records(roots, focus, policy, memo)
         last = log.latest("project/instructions")  # kept by the log: no walk back to the session's start
-        if (last.data["files"] if last else []) != records:
+        before = last.data["files"] if last else []
+        if before != records:
             log.append("project/instructions", {"files": records})
+            told = lifecycle.instructions_text(before, records, roots)
+            if told is not None and emit is not None:  # the user sees what steers the model, before the turn goes on
+                return emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": told},
+                             "_meta": {"agentServer": {"notice": {"severity": "info"}}}})
+        return None
 
     @staticmethod
     def _instruction_records(roots: list[str], focus: list[Path], policy: Any,

@@ -238,11 +238,18 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     calls = 0  # tool calls of the last answer
     compaction: int | None = None  # the compaction/start of the compaction being read, and its summary
     summary = ""
+    instructions: list[Any] = []  # the project instructions the model had until this event
     for event in events:
         kind, data = event.type, event.data
         if kind == "step/start":
             step_seq = event.seq
-        if kind == "mcp/tools":  # MCP tools offered from here on: shown with their server, as live
+        if kind == "project/instructions":  # told as it was live: loaded for the first time, or changed
+            now = list(data.get("files") or [])
+            told = instructions_text(instructions, now, roots)
+            instructions = now
+            if told is not None:
+                yield _notice(told, "info")
+        elif kind == "mcp/tools":  # MCP tools offered from here on: shown with their server, as live
             _mcp_display(data, shown)
         elif kind == "user":
             blocks = data.get("blocks") or [{"type": "text", "text": data.get("content", "")}]
@@ -388,6 +395,37 @@ def _notice_for_user(data: dict[str, Any]) -> str | None:
     if reason == "max_turn_requests":
         return "Stopped at the turn's limit of model requests (max_steps_per_turn)."
     return None
+
+
+def instructions_text(before: Sequence[Any], now: Sequence[Any], roots: Sequence[str]) -> str | None:
+    """What the user is told when the project instructions put into the model's system prompt
+    (``AGENTS.md`` …, ``project/instructions`` records) are loaded for the first time in a session or
+    change — a repository's text steers the model, so the user sees which file and how big; ``None``
+    when nothing changed. The model's request is not changed by it."""
+    def size(record: Any) -> str:
+        return f"{len(str(record.get('text', '')).encode()):,} bytes"
+
+    def name(record: Any) -> str:
+        path = _relative(str(record.get("path", "")), roots)
+        return "".join(f"\\u{ord(c):04x}" if ord(c) < 32 or c in "\u2028\u2029\x7f" else c for c in path)
+
+    old = {str(r.get("path")): r for r in before if isinstance(r, dict)}
+    new = {str(r.get("path")): r for r in now if isinstance(r, dict)}
+    parts: list[str] = []
+    loaded = [name(r) + f" ({size(r)})" for p, r in new.items() if p not in old]
+    changed = [name(r) + f" ({size(r)}, was {size(old[p])})" for p, r in new.items()
+               if p in old and r.get("sha256") != old[p].get("sha256")]
+    gone = [name(r) for p, r in old.items() if p not in new]
+    if loaded:
+        parts.append(("Project instructions loaded into the model's instructions: " if not old else
+                      "More project instructions loaded into the model's instructions: ") + ", ".join(loaded) + ".")
+    if changed:
+        parts.append("Project instructions changed; the model gets the new text from now on: " + ", ".join(changed) + ".")
+    if gone:
+        parts.append("No longer in the model's instructions: " + ", ".join(gone) + ".")
+    if not parts:
+        return None
+    return "\n[agent-server] " + " ".join(parts) + " The model follows them like your own words: read them if you did not write them.\n"
 
 
 def hook_run_text(data: dict[str, Any], roots: Sequence[str]) -> str:
