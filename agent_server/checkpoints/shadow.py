@@ -55,6 +55,8 @@ class ShadowChange:
 #: ``info/attributes`` of every shadow repository: raw bytes in, raw bytes out (no end-of-line
 #: conversion, no filter, no working-tree encoding), whatever the workspace's ``.gitattributes`` say.
 RAW_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+#: Ignored folders left out of the walk for permission bits, at most (each is a test of every entry).
+PRUNE_FOLDERS = 500
 #: Untracked files walked inside nested repositories per snapshot, at most.
 NESTED_BUDGET = 5000
 
@@ -244,8 +246,13 @@ class ShadowRepo:
         when that walk failed or was not whole (no ``find``, one without ``-printf``, a folder it
         could not read): a guess could loosen a private file on /undo."""
         plain, executable = (f"{m:o}" for m in usual)
+        # the folders git ignores (a virtualenv, node_modules) are not walked: never in a snapshot
+        ignored = [os.fsdecode(entry[:-1]) for entry in self._run(
+            "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory").split(b"\0")
+            if entry.endswith(b"/")][:PRUNE_FOLDERS]
+        prune = ["(", "-name", ".git", *(arg for name in ignored for arg in ("-o", "-path", "./" + _glob_quoted(name))), ")"]
         try:
-            proc = subprocess.run(["find", ".", "-name", ".git", "-prune", "-o", "-type", "f", "!", "-perm", plain,
+            proc = subprocess.run(["find", ".", *prune, "-prune", "-o", "-type", "f", "!", "-perm", plain,
                                    "!", "-perm", executable, "-printf", "%m %P\\0"], cwd=self.root,
                                   capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
@@ -378,6 +385,11 @@ def _bits(odd: dict[str, int], usual: tuple[int, int], name: str, git_mode: str)
     """The permission bits of the file ``name`` in a snapshot: its own (``odd``) or the usual ones
     its tree entry's executable bit names."""
     return odd.get(name, usual[1] if git_mode == "100755" else usual[0])
+
+
+def _glob_quoted(name: str) -> str:
+    """``name`` as a ``find -path`` pattern matching only itself."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in name)
 
 
 def _usual_modes() -> tuple[int, int]:
