@@ -878,7 +878,8 @@ class SessionHost:
         """``blocks`` with each attached file (an embedded ``file:`` resource the editor read for the
         prompt: ``#file:``, an @-mention) that the file tools would never open left out — a
         credential store, or a file reached through a link to one that may hold secrets (a cloned
-        repository's innocently named link to ``~/.ssh/id_ed25519``) — replaced by a note the model
+        repository's innocently named link to ``~/.ssh/id_ed25519``) or that lies outside the workspace
+        where a read would ask (``etclink/passwd``) — replaced by a note the model
         reads (and the log keeps: the file's text never reaches either), the user told once per
         prompt (``policy/notice``). A secret file attached by its own name is the user's choice."""
         if not any(b.get("type") == "resource" for b in blocks):
@@ -897,6 +898,8 @@ class SessionHost:
             why = policy.protected.match(lexical, real) if policy.protected is not None else None
             if why is None and real != lexical and policy.secrets.match(real) is not None:
                 why = f"it leads to {real}, a file that may hold secrets (attach that file itself to send it)"
+            if why is None and real != lexical and not await asyncio.to_thread(policy.reads_unasked, Path(real)):
+                why = f"it leads to {real}, outside the workspace (attach that file itself to send it)"
             if why is None:
                 kept.append(block)
                 continue

@@ -389,6 +389,12 @@ class SessionPolicy:
                            "workspace.")],
             facts={**facts, "inside_roots": False, "outside_folder": str(folder)})
 
+    def reads_unasked(self, resolved: Path) -> bool:
+        """Whether the file tools read ``resolved`` (every link followed) with no question about
+        where it lies: inside the roots, in ``danger-full-access``, or where ``_read_allowed`` says."""
+        return (inside_roots(resolved, self.roots) or self.modes.current == DANGER_FULL_ACCESS
+                or self._read_allowed(resolved))
+
     def _read_allowed(self, resolved: Path) -> bool:
         """``resolved`` lies in ``[policy] read_allowed``, this session's temp folder or its spill
         folder (the model reads its own spilled outputs back)."""

@@ -454,3 +454,35 @@ def test_an_attached_link_to_a_private_key_sent_the_key_to_the_model_unasked(raw
     assert len(told) == 1 and "SETUP.md" in told[0]["content"]["text"], told
     logs = list((tmp_path).rglob("events.jsonl"))
     assert logs and not any("PRIVATE-KEY-MATERIAL" in p.read_text() for p in logs)
+
+
+def test_an_attached_link_out_of_the_workspace_sent_the_outside_file_unasked(raw_agent_factory, tmp_path, workspace):
+    """Newcomer 5 finding 4, the attachment side: a cloned repository's ``docs/notes.md`` → a file
+    outside the workspace (``~/private/diary.txt``, ``/etc/…``), attached by its innocent name, went to
+    the model though a ``read`` of it asks now. Left out, said; a link inside the workspace and a file
+    attached by its own outside name go."""
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "diary.txt").write_text("DIARY-MATERIAL\n")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "notes.md").symlink_to(outside / "diary.txt")
+    (workspace / "plain.md").write_text("plain text\n")
+    (workspace / "alias.md").symlink_to(workspace / "plain.md")
+
+    def attached(path, text):
+        return {"type": "resource", "resource": {"uri": path.as_uri(), "text": text}}
+
+    with OfflineEndpoint.start_in_thread([text_stream("done")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        blocks = [{"type": "text", "text": "look"}, attached(workspace / "docs" / "notes.md", "DIARY-MATERIAL\n"),
+                  attached(workspace / "alias.md", "plain text\n"),
+                  attached(outside / "diary.txt", "DIARY-ON-PURPOSE\n")]
+        answer = agent.request("session/prompt", {"sessionId": sid, "prompt": blocks}, timeout=HANG)
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        sent = ep.requests[-1].json()["messages"][-1]["content"]
+    assert "DIARY-MATERIAL" not in sent, sent
+    assert (f"[attachment {workspace / 'docs' / 'notes.md'} left out by agent-server: it leads to "
+            f"{(outside / 'diary.txt').resolve()}, outside the workspace") in sent, sent
+    assert "plain text" in sent and "DIARY-ON-PURPOSE" in sent, sent
