@@ -441,7 +441,11 @@ class Restorer:
                                   "asks about it again)")
         if getattr(outcome, "saved", True):
             _chmod(dirfd, name, target_mode)
-            return said(path, done_word + bom_kept)
+            try:
+                landed = _look(dirfd, name)
+            except OSError:
+                landed = None
+            return said(path, done_word + bom_kept + ("" if landed is None else _mode_note(landed[1], target_mode)))
         # the buffer has unsaved changes (kept): the restore is in it; a disk that holds the change too keeps
         # it — said, so that nobody takes the file on disk for restored (a revert of the buffer brings it back)
         try:
@@ -788,11 +792,16 @@ def _replace(dirfd: int, name: str, checked: tuple[bytes, int] | None, raw: byte
         return f"not restored ({exc.strerror or exc})"
     if landed is None or landed[0] != raw:  # "restored" only when the disk holds it afterwards
         return "not restored (it changed on disk just now: after the write it does not hold the restore)"
-    if mode != LINK_MODE and landed[1] != mode:  # the bytes are back, the permission bits are not all
-        why = ("/undo and /redo never set the setuid or setgid bit" if landed[1] == mode & 0o1777
-               else "the permission bits could not be set")
-        return f"{done}, but its mode is {landed[1]:o}, not {mode:o} ({why})"
-    return done
+    return done + _mode_note(landed[1], mode)
+
+
+def _mode_note(landed: int, mode: int) -> str:
+    """What an outcome adds when the file's permission bits (``landed``) are not the restore's."""
+    if mode == LINK_MODE or landed == mode:
+        return ""
+    why = ("/undo and /redo never set the setuid or setgid bit" if landed == mode & 0o1777
+           else "the permission bits could not be set")
+    return f", but its mode is {landed:o}, not {mode:o} ({why})"
 
 
 def _link_entry(dirfd: int, name: str, target: bytes) -> None:

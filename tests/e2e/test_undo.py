@@ -839,3 +839,25 @@ async def test_undo_of_a_shell_chmod_left_the_files_mode_and_did_not_name_it(acp
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert _mode(workspace / "plain.txt") == 0o640
     assert any("plain.txt" in title for title in asked), asked
+
+
+async def test_undo_of_a_chmod_u_s_said_restored_though_the_setuid_bit_was_not_set_back(
+        acp_harness_factory, endpoint, workspace):
+    """/undo never sets the setuid or setgid bit (a restore must not make a program run as its owner);
+    where the checkpoint had it, the file is restored without it and the outcome says so — never a
+    plain "restored" for a mode that is not the checkpoint's."""
+    git_workspace(workspace)
+    tool = workspace / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o4755)
+    if _mode(tool) != 0o4755:
+        pytest.skip("this filesystem does not keep the setuid bit")
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("s1", "bash", command="chmod u-s tool"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "drop setuid")).stop_reason == "end_turn"
+    assert _mode(tool) == 0o755
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert _mode(tool) == 0o755
+    said = text_of(h, sid)
+    assert "tool: restored, but its mode is 755, not 4755 (/undo and /redo never set the setuid or setgid bit)" in said, said
