@@ -861,3 +861,27 @@ async def test_undo_of_a_chmod_u_s_said_restored_though_the_setuid_bit_was_not_s
     assert _mode(tool) == 0o755
     said = text_of(h, sid)
     assert "tool: restored, but its mode is 755, not 4755 (/undo and /redo never set the setuid or setgid bit)" in said, said
+
+
+
+async def test_a_shell_fchmod_through_a_read_only_descriptor_was_taken_for_another_process_and_not_undone(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """The sandbox's record of a call's own writes named ``chmod`` and ``fchmodat`` but not
+    ``fchmod``: a program that opened a file to read and changed its mode through that descriptor
+    (Python's ``os.fchmod``) left a change its record did not name — taken for another process's, it
+    was not recorded, and /undo said "Nothing to undo"."""
+    git_workspace(workspace)
+    (workspace / "plain.txt").write_text("plain\n")
+    (workspace / "plain.txt").chmod(0o644)
+    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    endpoint.push(call("s1", "bash", command="python3 -c \"import os; fd = os.open('plain.txt', os.O_RDONLY); "
+                                            "os.fchmod(fd, 0o600)\""))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "make it private")).stop_reason == "end_turn"
+    assert _mode(workspace / "plain.txt") == 0o600
+    (event,) = [e.data for e in read_events(agent_state_dir / "sessions" / sid / "events.jsonl")
+                if e.type == "checkpoint/file"]
+    assert (event["before"]["mode"], event["after"]["mode"]) == (0o644, 0o600)
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert _mode(workspace / "plain.txt") == 0o644, text_of(h, sid)
+    assert "plain.txt: restored" in text_of(h, sid)

@@ -3,7 +3,7 @@
 Role: ``listen()`` loads, into the calling process (the sandbox's PID 1, after its other
 confinement), a second seccomp filter that hands every write-intent system call — ``open``/
 ``openat``/``creat`` with a write or create flag, ``rename*``, ``unlink*``, ``link*``,
-``symlink*``, ``truncate``, ``chmod``/``fchmodat*``, ``mkdir*``, ``rmdir`` — to a supervisor as a
+``symlink*``, ``truncate``, ``chmod``/``fchmod``/``fchmodat*``, ``mkdir*``, ``rmdir`` — to a supervisor as a
 user notification, and returns the listener descriptor. ``supervise(listener, out_fd)`` (a thread
 of PID 1) reads each notification, resolves the path(s) it names as the calling process sees them
 (its cwd or directory descriptor from ``/proc/<pid>``, the string from ``/proc/<pid>/mem``), writes
@@ -73,7 +73,9 @@ AT_FDCWD = 0xFFFFFF9C  # -100, as the low 32 bits of the argument
 WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # WRONLY RDWR CREAT TRUNC APPEND TMPFILE
 
 # audit arch, seccomp's own syscall number, and per write-intent syscall: its number, the
-# (directory-fd argument or None, path argument) pairs it changes, and its flags argument (opens).
+# (directory-fd argument or None, path argument) pairs it changes — (descriptor argument, None): the
+# file the descriptor is open on (``fchmod``: a descriptor opened only to read changes the mode) —,
+# and its flags argument (opens).
 _ARCHES = {
     "x86_64": (0xC000003E, 317, {
         "open": (2, [(None, 0)], 1), "openat": (257, [(0, 1)], 2), "creat": (85, [(None, 0)], None),
@@ -82,12 +84,14 @@ _ARCHES = {
         "unlinkat": (263, [(0, 1)], None), "rmdir": (84, [(None, 0)], None), "link": (86, [(None, 1)], None),
         "linkat": (265, [(2, 3)], None), "symlink": (88, [(None, 1)], None), "symlinkat": (266, [(1, 2)], None),
         "truncate": (76, [(None, 0)], None), "chmod": (90, [(None, 0)], None), "fchmodat": (268, [(0, 1)], None),
-        "fchmodat2": (452, [(0, 1)], None), "mkdir": (83, [(None, 0)], None), "mkdirat": (258, [(0, 1)], None)}),
+        "fchmodat2": (452, [(0, 1)], None), "mkdir": (83, [(None, 0)], None), "mkdirat": (258, [(0, 1)], None),
+        "fchmod": (91, [(0, None)], None)}),
     "aarch64": (0xC00000B7, 277, {
         "openat": (56, [(0, 1)], 2), "renameat": (38, [(0, 1), (2, 3)], None),
         "renameat2": (276, [(0, 1), (2, 3)], None), "unlinkat": (35, [(0, 1)], None),
         "linkat": (37, [(2, 3)], None), "symlinkat": (36, [(1, 2)], None), "truncate": (45, [(None, 0)], None),
-        "fchmodat": (53, [(0, 1)], None), "fchmodat2": (452, [(0, 1)], None), "mkdirat": (34, [(0, 1)], None)}),
+        "fchmodat": (53, [(0, 1)], None), "fchmodat2": (452, [(0, 1)], None), "mkdirat": (34, [(0, 1)], None),
+        "fchmod": (52, [(0, None)], None)}),
 }
 
 
@@ -212,9 +216,14 @@ def supervise(listener: int, out_fd: int, watch: "Watch | None" = None) -> None:
             mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
             try:
                 for dirfd_arg, path_arg in calls.get(nr, ()):
-                    text = _string(mem, args[path_arg])
-                    base = None if text is None or text.startswith("/") else _base(
-                        pid, None if dirfd_arg is None else args[dirfd_arg])
+                    if path_arg is None:  # a call on a descriptor: the path the file is open by
+                        text, base = _base(pid, args[dirfd_arg]), None
+                        if text is not None and not text.startswith("/"):
+                            continue  # a pipe or a socket ("pipe:[…]"): no file of the workspace
+                    else:
+                        text = _string(mem, args[path_arg])
+                        base = None if text is None or text.startswith("/") else _base(
+                            pid, None if dirfd_arg is None else args[dirfd_arg])
                     if text is None or (base is None and not text.startswith("/")):
                         record += INCOMPLETE
                         continue
