@@ -439,7 +439,19 @@ class Restorer:
             if wrong:
                 return said(path, f"{NOT_AS_IT_WAS} ({wrong}; /{'undo' if self._title.startswith('Undo') else 'redo'} "
                                   "asks about it again)")
-        if getattr(outcome, "saved", True):
+        saved = getattr(outcome, "saved", True)
+        if not saved and getattr(outcome, "save_failed", False):  # the buffer was clean: the disk must hold the checkpoint
+            try:
+                now = _look(dirfd, name)
+            except OSError:
+                now = None
+            if now is None or now[0].removeprefix(UTF8_BOM) != target_raw.removeprefix(UTF8_BOM):
+                what = "the agent's change" if self._title.startswith("Undo") else "what the /undo left"
+                return said(path, f"restored in the editor, not saved (the editor's save did not complete: a save "
+                                  f"participant such as format-on-save may still be running, or the write failed): "
+                                  f"the file on disk still holds {what} until the editor's buffer of it is saved")
+            saved = True  # the disk holds the checkpoint all the same
+        if saved:
             _chmod(dirfd, name, target_mode)
             try:
                 landed = _look(dirfd, name)

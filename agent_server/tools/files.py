@@ -116,7 +116,9 @@ class WriteOutcome:
     written), ``"timeout"`` (no answer from the user within the approval timeout; the proposal
     was withdrawn — nothing written), ``"failed"`` (an OS or editor error — nothing written). ``message``: a sentence for
     the model. ``saved``: whether the disk now holds the new text (``False``: the change is in an
-    editor buffer with unsaved changes, the disk still has the old text). ``landed_by``: who made
+    editor buffer with unsaved changes, the disk still has the old text). ``save_failed``: not saved
+    because the editor's save of a buffer without unsaved text did not complete (a save participant
+    such as format-on-save still running, or the write failed), not because of the user's edits. ``landed_by``: who made
     ``snapshot`` differ from what was sent — ``"user"`` (adjusted before accepting) or ``"editor"``
     (the client changed the text while writing it, e.g. a final blank line). ``merged``: the editor
     applied the change on top of the user's edits of other lines made while it waited; ``snapshot``
@@ -127,6 +129,7 @@ class WriteOutcome:
     message: str = ""
     snapshot: FileSnapshot | None = None
     saved: bool = True
+    save_failed: bool = False
     hunks_applied: int | None = None
     hunks_total: int | None = None
     landed_by: Literal["user", "editor"] = "user"

@@ -106,7 +106,12 @@ async def _commit(
     landed = outcome.snapshot
     if outcome.status in ("written", "partial"):
         ctx.reads.record(landed or FileSnapshot.of(path, raw))
-        if not outcome.saved:
+        if not outcome.saved and outcome.save_failed:
+            notes.append(f"Your change is in the editor's buffer of {shown} but not on disk: the editor's save "
+                         "did not complete (a save participant such as format-on-save may still be running, or "
+                         "the write failed), so the file on disk still has the old text: commands that read the "
+                         "file (tests, builds) will not see the change until it is saved.")
+        elif not outcome.saved:
             notes.append(f"The change is in the editor's buffer of {shown}, which has unsaved changes, so "
                          "the file on disk still has the old text: commands that read the file (tests, "
                          "builds) will not see the change until the user saves it.")

@@ -57,3 +57,76 @@ async def test_undo_said_restored_but_left_the_stray_character_the_editor_answer
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
     assert len(asked) == 1 and "lonecr.txt changed since the agent's edit" in asked[0]["toolCall"]["title"]
     assert path.read_bytes() == LONE_CR, said(h, sid)[before:]
+
+
+CFG = b'{"a":1,"b":2,"c":[1,2,3]}'
+CFG_FORMATTED = b'{\n    "a": 1,\n    "b": 3,\n    "c": [\n        1,\n        2,\n        3\n    ]\n}\n'
+
+
+def formatting_on_save(params, hunks):
+    """VS Code with format-on-save: the accepted edit is saved and its save participant pretty-prints the file."""
+    doc = params["edit"]["documentChanges"][-1]
+    Path(uri_path(doc["textDocument"]["uri"])).write_bytes(CFG_FORMATTED)
+    return {"outcome": "applied", "saved": True, "applied": {"documentChanges": [doc]},
+            "versions": {doc["textDocument"]["uri"]: {"version": 2, "sha256": sha(CFG_FORMATTED.decode())}}}
+
+
+def save_never_completes(editor):
+    """The restore applied to the document, whose save (behind the formatter) never completes: the
+    buffer holds the checkpoint, unsaved; the disk keeps what it held."""
+    def decide(params, hunks):
+        from support.editor import Buffer, reference_apply
+
+        doc = params["edit"]["documentChanges"][-1]
+        uri = doc["textDocument"]["uri"]
+        path = uri_path(uri)
+        text = reference_apply(Path(path).read_text(), doc["edits"], editor.encoding)
+        editor.buffers[path] = Buffer(text, version=3, dirty=True)
+        return {"outcome": "applied", "saved": False, "applied": {"documentChanges": [doc]},
+                "versions": {uri: {"version": 3, "sha256": sha(text)}},
+                "_meta": {"agentServer": {"saveFailed": [uri]}}}
+    return decide
+
+
+async def test_undo_said_restored_while_the_disk_kept_the_reformatted_agents_change(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 5, finding 0.2: /undo's restore went through a proposal whose save never completed
+    (stuck behind format-on-save); the chat said "restored." while the disk still held the agent's
+    change, reformatted, and only the editor's dirty buffer held the original. The read-back now
+    compares the disk when the buffer had nothing unsaved of the user's."""
+    path = workspace / "cfg.json"
+    path.write_bytes(CFG)
+    h, sid, editor, _ = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
+    editor.decide = formatting_on_save
+    endpoint.push(call("r", "read", path="cfg.json"))
+    endpoint.push(call("e", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    assert path.read_bytes() == CFG_FORMATTED
+
+    editor.decide = save_never_completes(editor)
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert path.read_bytes() == CFG_FORMATTED
+    assert "cfg.json: restored." not in answer and "which has unsaved changes" not in answer, answer
+    assert "restored in the editor, not saved (the editor's save did not complete" in answer, answer
+    assert "the file on disk still holds the agent's change" in answer, answer
+
+
+async def test_an_accepted_edit_whose_save_never_completed_told_the_model_the_user_had_unsaved_changes(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 5, finding 0.3: an accepted edit of small.js (no unsaved text of the user's) whose save
+    never reached the disk told the model "The change is in the editor's buffer of small.js, which has
+    unsaved changes" — the user had none. The model is now told the save did not complete."""
+    path = workspace / "small.js"
+    path.write_bytes(b"var a=1;var b=2;\nfunction f(x){return x}")
+    h, sid, editor, _ = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
+    editor.decide = save_never_completes(editor)
+    endpoint.push(call("r", "read", path="small.js"))
+    endpoint.push(call("e", "edit", path="small.js", old_string="var b=2;", new_string="var b=3;"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    told = json.dumps(endpoint.requests[-1].json()["messages"][-1])
+    assert "which has unsaved changes" not in told, told
+    assert "the editor's save did not complete" in told and "not on disk" in told, told

@@ -292,23 +292,26 @@ class EditorFiles:
             info = versions.get(uri) if isinstance(versions.get(uri), dict) else {}
             version = info.get("version") if isinstance(info.get("version"), int) else None
             saved = result.get("saved") is True
+            save_failed = not saved and uri in _merged_uris(result, "saveFailed")
             if uri in _merged_uris(result):  # the document also holds the user's edits of other lines
                 # ``landed`` is the agent's view (its base + the applied hunks), never the document's
                 # text: no version, so the next change is checked against what the editor holds now
                 status = "written" if outcome == "applied" else "partial"
                 return WriteOutcome(status, message, FileSnapshot.of(path, landed.encode("utf-8"), None, editor_text=True),
-                                    saved=saved,
+                                    saved=saved, save_failed=save_failed,
                                     hunks_applied=applied, hunks_total=total, merged=True)
             snapshot = FileSnapshot.of(path, landed.encode("utf-8"), version, editor_text=True)
             after_save = await self._saved_otherwise(path, info.get("sha256"), landed)
             if after_save is not None:  # a formatter on save (BufWritePre, format-on-save) changed it
                 status = "written" if outcome == "applied" else "partial"
-                return WriteOutcome(status, message, after_save, saved=saved, hunks_applied=applied,
-                                    hunks_total=total, landed_by="editor")
+                return WriteOutcome(status, message, after_save, saved=saved, save_failed=save_failed,
+                                    hunks_applied=applied, hunks_total=total, landed_by="editor")
             if outcome == "applied" and landed == new:
-                return WriteOutcome("written", message, snapshot, saved=saved, hunks_applied=total, hunks_total=total)
+                return WriteOutcome("written", message, snapshot, saved=saved, save_failed=save_failed,
+                                    hunks_applied=total, hunks_total=total)
             status = "written" if outcome == "applied" else "partial"
-            return WriteOutcome(status, message, snapshot, saved=saved, hunks_applied=applied, hunks_total=total)
+            return WriteOutcome(status, message, snapshot, saved=saved, save_failed=save_failed,
+                                hunks_applied=applied, hunks_total=total)
         if outcome == "stale":
             if "leads outside the workspace" in message:  # the client's check right before its write (finding 20)
                 return WriteOutcome("stale", message)
@@ -523,12 +526,13 @@ def _landed_text(applied: Any, uri: str, old: str, encoding: str) -> tuple[str, 
     return apply_text_edits(old, edits, encoding), len(edits)
 
 
-def _merged_uris(result: dict[str, Any]) -> list[str]:
+def _merged_uris(result: dict[str, Any], key: str = "merged") -> list[str]:
     """The documents the editor merged the agent's hunks into with the user's edits of other lines
-    (``_meta.agentServer.merged``, docs/protocol.md "Edit proposals")."""
+    (``_meta.agentServer.merged``, docs/protocol.md "Edit proposals"); with ``key="saveFailed"``,
+    the documents it tried to save (no unsaved text of the user's) and whose save did not complete."""
     meta = result.get("_meta")
     agent = meta.get("agentServer") if isinstance(meta, dict) else None
-    merged = agent.get("merged") if isinstance(agent, dict) else None
+    merged = agent.get(key) if isinstance(agent, dict) else None
     return [u for u in merged if isinstance(u, str)] if isinstance(merged, list) else []
 
 

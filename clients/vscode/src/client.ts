@@ -38,8 +38,9 @@ export interface ApplyWorkspaceEditResult {
   versions?: Record<string, { version: number | null; sha256: string }>;
   message?: string;
   /** `agentServer.merged`: the documents that also hold the user's edits of other lines (`applied` is
-   * then the agent's hunks as sent). */
-  _meta?: { agentServer: { merged: string[] } };
+   * then the agent's hunks as sent); `agentServer.saveFailed`: the documents (no unsaved text of the
+   * user's) whose save did not complete. */
+  _meta?: { agentServer: { merged?: string[]; saveFailed?: string[] } };
 }
 
 /** What the server may ask of the editor. `signal` aborts on `$/cancel_request` or a lost connection. */

@@ -163,7 +163,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         post(proposalEvent(p));
         // text the user typed into a proposed side landed: the card says so (a slip is seen at once)
         const edited = (r.outcome === "applied" || r.outcome === "partial") && p.files.some((f) => f.edited);
-        post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}) });
+        post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}), ...(r.saved === false ? { saved: false } : {}) });
       }
       pendingContext(p);
       postWaiting(); // answered (done): no longer waiting

@@ -248,6 +248,27 @@ export function mergeUserEdits(expected: string, now: string, hunks: readonly Hu
   return moved;
 }
 
+/**
+ * What the card says when the editor's save (format-on-save, trim trailing whitespace, a final newline:
+ * save participants) changed the text after Accept: how many more lines than the proposal, counted
+ * between the accepted text and the saved one (`undefined`: the save changed nothing).
+ */
+export function saveChangedNote(accepted: string, saved: string): string | undefined {
+  if (accepted === saved) return undefined;
+  let added = 0;
+  let removed = 0;
+  for (const c of diffLines(accepted, saved)) {
+    if (c.added) added += c.count ?? 0;
+    else if (c.removed) removed += c.count ?? 0;
+  }
+  const lines = Math.max(added, removed, 1);
+  return `the editor's save (format-on-save or another save participant) changed ${lines} more line${lines === 1 ? "" : "s"} than the proposal (+${added} −${removed}); the file holds the saved text`;
+}
+
+/** What the card says when the editor's save of a document without the user's unsaved text did not complete. */
+export const SAVE_FAILED_NOTE =
+  "the editor's save did not complete (a save participant such as format-on-save may still be running, or the write failed): the file on disk keeps its old text";
+
 /** `edits` (UTF-16 ranges against `text`) in the wire's `encoding`. */
 export function toWireEdits(text: string, edits: readonly { range: Range; newText: string }[], encoding: PositionEncoding): WireTextEdit[] {
   const lines = splitLines(text);

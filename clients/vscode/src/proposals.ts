@@ -40,6 +40,8 @@ import {
   modelLineBreak,
   outcomeOf,
   proposedText,
+  SAVE_FAILED_NOTE,
+  saveChangedNote,
   sha256,
   shiftPending,
   toWireEdits,
@@ -688,6 +690,8 @@ export class ProposalManager {
       result.applied = { documentChanges: [] };
       result.versions = {};
       let saved = true;
+      const saveFailed: string[] = [];
+      const notes: string[] = [];
       for (const op of p.opsApplied ? p.ops : []) {
         result.applied.documentChanges.push(
           op.kind === "rename" ? { kind: "rename", oldUri: op.uri.toString(), newUri: op.newUri!.toString() } : { kind: "delete", uri: op.uri.toString() },
@@ -714,10 +718,20 @@ export class ProposalManager {
           saved = false; // left unsaved in the editor: saving would write outside the workspace
           result.message = `${result.message ? result.message + "; " : ""}${moved}; not saved`;
         } else if (doc && mustSave) {
+          let done = false;
           try {
-            if (!(await doc.save())) saved = false;
+            done = await doc.save();
           } catch {
+            done = false;
+          }
+          if (!done || doc.isDirty) {
+            // the user had nothing unsaved here: the agent's change is in the buffer only because the save failed
             saved = false;
+            saveFailed.push(key);
+            notes.push(SAVE_FAILED_NOTE);
+          } else {
+            const note = saveChangedNote(file.expected, doc.getText());
+            if (note) notes.push(note);
           }
         } else {
           saved = false;
@@ -728,6 +742,8 @@ export class ProposalManager {
       // the agent's hunks landed on top of the user's edits of other lines (made before the Accept)
       const merged = p.files.filter((f) => f.merged && f.hunks.some((h) => h.state === "accepted")).map((f) => f.wireUri);
       if (merged.length > 0) result._meta = { agentServer: { merged } };
+      if (saveFailed.length > 0) result._meta = { agentServer: { ...result._meta?.agentServer, saveFailed } };
+      if (notes.length > 0) result.message = [result.message, ...new Set(notes)].filter(Boolean).join("; ");
     }
     p.settle(result);
     try {

@@ -109,7 +109,7 @@ export type ChatEvent =
   | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string;
       /** What the card says of how the change is written (a file changed on disk byte for byte). */
       notes?: string[] }
-  | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean }
+  | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean; saved?: boolean }
   | { kind: "config"; selects: SelectView[] }
   | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string }
   /** The questions (permissions, edit proposals) of sessions the panel does not show that wait for the

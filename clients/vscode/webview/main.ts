@@ -476,7 +476,7 @@ function renderItem(item: Item): HTMLElement {
       for (const n of item.notes ?? []) node.append(el("div", "card-note", n));
       if (item.outcome) {
         const message = proposalMessage(item.message);
-        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome)}${item.edited ? " with your changes" : ""}${message ? `: ${message}` : ""}`));
+        node.append(el("div", `card-outcome outcome-${item.outcome}`, `${outcomeWord(item.outcome, item.saved)}${item.edited ? " with your changes" : ""}${message ? `: ${message}` : ""}`));
         // a decided proposal lists what was accepted and what was rejected
         if (item.hunks.length > 1 || item.outcome === "partial") {
           const list = el("div", "hunks hunks-decided");

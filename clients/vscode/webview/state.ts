@@ -74,7 +74,7 @@ export type Item =
    * dropped once the panel moves on to a session. */
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[]; errorKind?: ErrorKind }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
-  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[]; edited?: boolean };
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[]; edited?: boolean; saved?: boolean };
 
 export interface ChatState {
   items: Item[];
@@ -238,8 +238,12 @@ export function proposalMessage(message: string | undefined): string | undefined
   return message?.split(ASK_AGAIN_NOTE).join("") || undefined;
 }
 
-/** What a decided proposal's card says (`partial` → "Partly applied"), never the wire's outcome name. */
-export function outcomeWord(outcome: string): string {
+/** What a decided proposal's card says (`partial` → "Partly applied"), never the wire's outcome name;
+ * `saved` false: the change is in the editor's buffer only ("Applied in the editor, not saved"). */
+export function outcomeWord(outcome: string, saved?: boolean): string {
+  if (saved === false && (outcome === "applied" || outcome === "partial")) {
+    return `${outcome === "applied" ? "Applied" : "Partly applied"} in the editor, not saved`;
+  }
   return ({ applied: "Applied", partial: "Partly applied", rejected: "Rejected", stale: "Not applied: the file changed", failed: "Failed", cancelled: "Cancelled" } as Record<string, string>)[outcome] ?? outcome;
 }
 
@@ -872,6 +876,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       found.outcome = e.outcome;
       found.message = e.message;
       if (e.edited) found.edited = true;
+      if (e.saved === false) found.saved = false;
       // what was accepted and what was rejected: the changes still pending when it was decided
       const rest = e.outcome === "applied" ? "accepted" : e.outcome === "partial" || e.outcome === "rejected" ? "rejected" : undefined;
       if (rest) found.hunks = found.hunks.map((h) => (h.state === "pending" ? { ...h, state: rest } : h));

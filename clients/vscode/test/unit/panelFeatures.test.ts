@@ -60,7 +60,7 @@ describe("execute cards", () => {
   it("status words, never the wire's enum names", () => {
     expect(["pending", "in_progress", "completed", "failed", "unfinished"].map(statusWord)).toEqual(["Pending", "Running", "Done", "Failed", "Unfinished"]);
     // a decided proposal said "partial: …" and "stale: …", the wire's outcome names
-    expect(["applied", "partial", "rejected", "stale", "failed", "cancelled"].map(outcomeWord)).toEqual(["Applied", "Partly applied", "Rejected", "Not applied: the file changed", "Failed", "Cancelled"]);
+    expect(["applied", "partial", "rejected", "stale", "failed", "cancelled"].map((o) => outcomeWord(o))).toEqual(["Applied", "Partly applied", "Rejected", "Not applied: the file changed", "Failed", "Cancelled"]);
     expect(formatElapsed(400)).toBe("0.4 s");
     expect(formatElapsed(42_000)).toBe("42 s");
     expect(formatElapsed(185_000)).toBe("3 min 05 s");
