@@ -491,6 +491,9 @@ class Restorer:
         if outcome.status == "partial" and outcome.hunks_total:
             return (f"the editor applied {outcome.hunks_applied} of its {outcome.hunks_total} changes, so the file "
                     "is not the checkpoint")
+        if getattr(outcome, "landed_by", "") == "editor" and getattr(outcome, "saved", True):
+            return ("the editor's save changed it: format-on-save or another save participant rewrote the "
+                    "restored text, so the file on disk is not the checkpoint")
         return ("after the editor applied it, the file holds other text than the checkpoint (the editor "
                 "changed it while writing, or it changed just then)")
 

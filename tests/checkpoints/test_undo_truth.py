@@ -130,3 +130,32 @@ async def test_an_accepted_edit_whose_save_never_completed_told_the_model_the_us
     told = json.dumps(endpoint.requests[-1].json()["messages"][-1])
     assert "which has unsaved changes" not in told, told
     assert "the editor's save did not complete" in told and "not on disk" in told, told
+
+
+def formatting_restore(params, hunks):
+    """The restore's save pretty-prints the restored text (VS Code's JSON format-on-save)."""
+    doc = params["edit"]["documentChanges"][-1]
+    Path(uri_path(doc["textDocument"]["uri"])).write_bytes(CFG_FORMATTED.replace(b"3,\n    \"c\"", b"2,\n    \"c\""))
+    saved = CFG_FORMATTED.replace(b"3,\n    \"c\"", b"2,\n    \"c\"").decode()
+    return {"outcome": "applied", "saved": True, "applied": {"documentChanges": [doc]},
+            "versions": {doc["textDocument"]["uri"]: {"version": 4, "sha256": sha(saved)}}}
+
+
+async def test_undo_whose_restore_was_reformatted_at_save_said_why_it_is_not_the_checkpoint(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 5, finding 0.2: the restore's save ran format-on-save, so the disk is not the
+    checkpoint's bytes; /undo says so and names the editor's save as the cause."""
+    path = workspace / "cfg.json"
+    path.write_bytes(CFG)
+    h, sid, editor, _ = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
+    editor.decide = formatting_on_save
+    endpoint.push(call("r", "read", path="cfg.json"))
+    endpoint.push(call("e", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    editor.decide = formatting_restore
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert path.read_bytes() != CFG and "cfg.json: restored." not in answer, answer
+    assert "cfg.json: not restored as it was (the editor's save changed it" in answer, answer

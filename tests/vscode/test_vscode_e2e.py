@@ -861,6 +861,18 @@ def test_format_on_save_is_told_to_the_model(run):
     assert "The editor changed the text" in told and "+key = 2\n" in told, told
 
 
+def test_a_proposal_changed_by_format_on_save_said_applied_as_proposed(run):
+    """Newcomer 5, finding 0.1: the save after Accept ran the user's save participants (format-on-save,
+    here files.trimTrailingWhitespace) and changed the text beyond the proposal; the card said only
+    "Applied". Now it says the editor's save changed more than the proposal, counted on the saved text."""
+    scenario(run, "format_on_save_told_to_the_model")
+    results, workspace, _ = run
+    outcome = results["scenarios"]["format_on_save_told_to_the_model"]["outcome"]
+    assert (workspace / "fmt.ini").read_text() == FMT_PROPOSED.replace("   \n", "\n")
+    assert outcome.startswith("Applied: the editor's save (format-on-save or another save participant) "
+                              "changed 1 more line than the proposal (+1 −1)"), outcome
+
+
 def test_session_quickpick_lists_titles_and_dates_searches_and_deletes(run):
     """Issue 30, item 6: the session picker was a plain <select>; now Agent: Open Session… is a
     QuickPick with each session's title and when it was last used, narrowed by what is typed, and

@@ -878,10 +878,13 @@ const scenarios = {
     await waitDiff(page);
     await shot(page, "format-on-save-diff");
     await titleAction(page, "Accept All");
-    await panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
+    const card = panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
+    await card.waitFor({ timeout: T });
     await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     await waitIdle(page);
     await shot(page, "format-on-save-panel");
+    // what the user is told: the card's outcome line (newcomer 5 finding 0.1)
+    return { outcome: ((await card.locator(".card-outcome").textContent()) ?? "").trim() };
   },
 
   /** /undo after the user changed a file the agent changed too (far from the agent's lines): the
