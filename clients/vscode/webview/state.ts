@@ -335,8 +335,16 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   const last = turns.find((t) => t.turn === shown) ?? turns[turns.length - 1];
   if (!last) return undefined;
   const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted"; lines?: [number, number] }>();
+  // the server's counts from the checkpoint (what is on disk: a save participant's changes too), when
+  // every call of the turn that changed the file gave one; else the diffs' counts
+  const counted = new Map<string, [number, number] | null>();
   for (const i of s.items) {
     if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
+    for (const path of new Set([...i.changes.map((c) => c.path), ...(i.changedFiles ?? [])])) {
+      const n = i.lineCounts?.[path];
+      const sum = counted.get(path);
+      counted.set(path, n && sum !== null ? [(sum?.[0] ?? 0) + n[0], (sum?.[1] ?? 0) + n[1]] : null);
+    }
     for (const c of i.changes) {
       const seen = files.get(c.path);
       files.set(c.path, { oldText: seen ? seen.oldText : c.oldText, newText: c.newText });
@@ -358,7 +366,9 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     files: [...files].map(([path, { lines, ...f }]) => ({
       path,
       ...f,
-      ...(f.newText !== null ? lineCounts(f.oldText ?? "", f.newText) : lines && !f.how ? { added: lines[0], removed: lines[1], counted: true } : { added: 0, removed: 0 }),
+      ...(f.newText !== null && counted.get(path) && !f.how
+        ? { added: counted.get(path)![0], removed: counted.get(path)![1] }
+        : f.newText !== null ? lineCounts(f.oldText ?? "", f.newText) : lines && !f.how ? { added: lines[0], removed: lines[1], counted: true } : { added: 0, removed: 0 }),
     })),
   };
 }

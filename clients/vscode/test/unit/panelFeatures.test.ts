@@ -121,6 +121,18 @@ describe("the Changes view", () => {
     expect(lineCounts("a\nb\n", "a\nc\n")).toEqual({ added: 1, removed: 1 });
     expect(changes.undone).toBe(false);
   });
+  it("a one-line proposal pretty-printed by format-on-save was counted +1 −1 in the Changes box (newcomer 5, finding 0.1)", () => {
+    // the diff is the proposal; the server's count (the checkpoint: what the save left on disk) wins
+    const s = run([
+      { kind: "turn-start", text: "b is 3" },
+      edit("e1", "/ws/cfg.json", '{"a":1,"b":2,"c":[1,2,3]}', '{"a":1,"b":3,"c":[1,2,3]}'),
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: "e1",
+        _meta: { agentServer: { changedFiles: ["/ws/cfg.json"], lineCounts: { "/ws/cfg.json": [9, 1] } } } } },
+      edit("e2", "/ws/plain.txt", "a\n", "b\n"),
+      { kind: "turn-end", text: "b is 3", stopReason: "end_turn" },
+    ]);
+    expect(turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed])).toEqual([["/ws/cfg.json", 9, 1], ["/ws/plain.txt", 1, 1]]);
+  });
   it("a newly created one-line file was counted +1 −1 in the Changes box", () => {
     // newcomer 4, finding 8: `.vscode/settings.json` created with one line (no final newline) showed
     // "+1 −1" — the empty text before counted as one empty line removed. Nothing was removed.
