@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -71,6 +72,8 @@ SECOND = "limit = 1\n"
 # format-on-save (files.trimTrailingWhitespace for [ini]): the proposal's trailing spaces go at save
 FMT = "[main]\nkey = 1\n"
 FMT_PROPOSED = "[main]\nkey = 2   \n"
+# format-on-save for JSON (code-server's built-in formatter): a one-line file, no final newline
+CFG_JSON = b'{"a":1,"b":2,"c":[1,2,3]}'
 # outside the workspace: a file the runner writes there while the command runs would be /undo's question
 EXEC_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.flag")
 EXEC_COMMAND = f"printf 'live-%s\\n' one; while [ ! -e {EXEC_FLAG} ]; do sleep 0.1; done; echo finished"
@@ -218,6 +221,11 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("e12", "edit", path=f"{second}/second.py", old_string="limit = 2",
                                    new_string="limit = 3")]),
         ],
+        "json_format_on_save_and_undo": [
+            tool_call_stream([call("rj1", "read", path="cfg.json")]),
+            tool_call_stream([call("ej1", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3')]),
+            text_stream("Set b to 3."),
+        ],
         "format_on_save_told_to_the_model": [
             tool_call_stream([call("r11", "read", path="fmt.ini")]),
             tool_call_stream([call("w11", "write", path="fmt.ini", content=FMT_PROPOSED)]),
@@ -355,6 +363,8 @@ SCENARIOS = [
      "autoPrompt": "Shout s in mixedopen.txt", "autoAnswer": "Shouted s."},
     {"name": "undo_takes_back_only_the_agents_change", "prompt": "Change line 2 of merge.txt", "file": MERGE,
      "answer": "Changed line 2.", "typed": MERGE_TYPED, "undoSays": "only the agent's change taken back"},
+    {"name": "json_format_on_save_and_undo", "prompt": "Set b to 3 in cfg.json", "file": "cfg.json",
+     "answer": "Set b to 3."},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
      "flag": QUESTION_FLAG, "answer": QUESTION_ANSWER},
     {"name": "question_of_another_session_stays_with_it", "prompt": "Wait for the other flag, then write elsewhere.txt",
@@ -400,6 +410,7 @@ def run(tmp_path_factory):
     (workspace / MERGE).write_bytes(MERGE_BYTES)
     (workspace / RACE).write_text(race_text())
     (workspace / "fmt.ini").write_text(FMT)
+    (workspace / "cfg.json").write_bytes(CFG_JSON)
     # the second window: dev -> share, the workspace's first folder is dev/proj (through the link)
     share = (tmp / "share").resolve()
     (share / "proj").mkdir(parents=True)
@@ -420,7 +431,8 @@ def run(tmp_path_factory):
     (workspace / ".vscode").mkdir()
     # … and trims trailing whitespace of .ini files at save (a format-on-save the agent must be told of)
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({
-        "agentServer.path": str(trap / "run.sh"), "[ini]": {"files.trimTrailingWhitespace": True}}))
+        "agentServer.path": str(trap / "run.sh"), "[ini]": {"files.trimTrailingWhitespace": True},
+        "[json]": {"editor.formatOnSave": True, "files.insertFinalNewline": True}}))
     # the keystroke race's tries are a model request each, in one turn
     (tmp / "config.toml").write_text("[agent]\nmax_steps_per_turn = 200\n")
     artifacts = EXTENSION / "test-artifacts"
@@ -871,6 +883,24 @@ def test_a_proposal_changed_by_format_on_save_said_applied_as_proposed(run):
     assert (workspace / "fmt.ini").read_text() == FMT_PROPOSED.replace("   \n", "\n")
     assert outcome.startswith("Applied: the editor's save (format-on-save or another save participant) "
                               "changed 1 more line than the proposal (+1 −1)"), outcome
+
+
+def test_undo_said_restored_while_format_on_save_had_rewritten_the_file(run):
+    """Newcomer 5, finding 0: with format-on-save for JSON, accepting a one-line change of cfg.json
+    pretty-printed the whole file while the card and the Changes box said "+1 −1"; /undo's restore
+    went through the same save (formatted again) and the chat said "restored" although the disk did
+    not hold the checkpoint's bytes. Now the card and the Changes box count what is on disk, and /undo
+    says the editor's save changed the restore."""
+    scenario(run, "json_format_on_save_and_undo")
+    results, workspace, _ = run
+    got = results["scenarios"]["json_format_on_save_and_undo"]
+    on_disk = (workspace / "cfg.json").read_bytes()
+    assert on_disk != CFG_JSON and b'"b": 2' in on_disk and on_disk.count(b"\n") > 3, on_disk  # formatted twice
+    assert "the editor's save (format-on-save or another save participant) changed" in got["outcome"], got
+    counts = re.search(r"cfg\.json[^+]*\+(\d+)\s*−(\d+)", got["changes"])  # "+9 −1" as drawn: two spans
+    assert counts and int(counts[1]) > 1, got  # the formatted lines, not the proposal's one
+    assert "cfg.json: restored." not in got["undo"], got
+    assert "cfg.json: not restored as it was (the editor's save changed it" in got["undo"], got
 
 
 def test_session_quickpick_lists_titles_and_dates_searches_and_deletes(run):

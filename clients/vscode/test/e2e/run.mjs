@@ -929,6 +929,33 @@ const scenarios = {
     return { options, said, dirty: await activeTabDirty(page), editor: await editorText(page) };
   },
 
+  /** Newcomer 5, finding 0.1/0.2: the user's format-on-save for JSON (code-server's built-in JSON
+   * formatter) pretty-prints the whole file at the save after Accept, and again at the save of the
+   * /undo's restore. What the card, the Changes box and /undo say (pytest judges them and the disk). */
+  async json_format_on_save_and_undo(page, s) {
+    const p = panel(page);
+    await p.locator("button.new-session").click(); // the newest turn of its session is this one
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+    await promptInPanel(page, s.prompt);
+    await waitDiff(page);
+    await titleAction(page, "Accept All");
+    const card = p.locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
+    await card.waitFor({ timeout: T });
+    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    const outcome = ((await card.locator(".card-outcome").textContent()) ?? "").trim();
+    const changes = ((await p.locator(".changes").first().textContent()) ?? "").trim();
+    await shot(page, "json-format-on-save");
+    await promptInPanel(page, "/undo");
+    await waitDiff(page);
+    await titleAction(page, "Accept All");
+    await p.locator(".agent", { hasText: "Undo of turn" }).last().waitFor({ timeout: T });
+    await waitIdle(page);
+    const undo = ((await p.locator(".agent", { hasText: "Undo of turn" }).last().textContent()) ?? "").trim();
+    await shot(page, "json-format-on-save-undo");
+    return { outcome, changes, undo };
+  },
+
   /** A permission question that arrives while the user has scrolled up (reading the long answer
    * above while a command runs) is drawn at the end, out of sight (far enough to be kept as its height
    * alone). What the panel shows then, before anything is clicked; then the way to it is followed. */
