@@ -373,7 +373,7 @@ class SessionPolicy:
                            title=f"{verb} {t.lexical}", what=f"reading {t.lexical}",
                            facts={**facts, "secret_pattern": secret},
                            content=[_text(f"{verb} {t.lexical}: the file matches the secret pattern `{secret}`.")])
-        if inside_roots(t.resolved, self.roots):
+        if inside_roots(t.resolved, self.roots, resolved=True):  # one resolution decides
             return Verdict("allow", "workspace", facts=facts)  # the fast path: no question inside the roots
         if self.modes.current == DANGER_FULL_ACCESS:
             return Verdict("allow", "danger-full-access", facts={**facts, "inside_roots": False})
@@ -392,7 +392,7 @@ class SessionPolicy:
     def reads_unasked(self, resolved: Path) -> bool:
         """Whether the file tools read ``resolved`` (every link followed) with no question about
         where it lies: inside the roots, in ``danger-full-access``, or where ``_read_allowed`` says."""
-        return (inside_roots(resolved, self.roots) or self.modes.current == DANGER_FULL_ACCESS
+        return (inside_roots(resolved, self.roots, resolved=True) or self.modes.current == DANGER_FULL_ACCESS
                 or self._read_allowed(resolved))
 
     def _read_allowed(self, resolved: Path) -> bool:

@@ -92,15 +92,17 @@ def existing_ancestors(path: Path) -> Iterable[Path]:
             yield candidate
 
 
-def inside_roots(path: Path | str, roots: Sequence[Path | str]) -> bool:
-    """Whether ``path`` (absolute), every symlink resolved, is one of ``roots`` or lies beneath one.
+def inside_roots(path: Path | str, roots: Sequence[Path | str], *, resolved: bool = False) -> bool:
+    """Whether ``path`` (absolute), every symlink resolved, is one of ``roots`` or lies beneath one;
+    ``resolved``: ``path`` is already the resolution a decision is made on (not resolved again: a
+    link swapped meanwhile must not make one decision out of two resolutions).
 
     Containment is decided by identity: the resolved path's existing ancestors are compared by
     (device, inode) with the resolved roots, so two spellings of one folder (``Work`` and ``work``
     on a case-folding filesystem, NFC and NFD names, a bind mount) are the same folder. A path
     whose ancestors do not exist at all is compared by its resolved text.
     """
-    resolved = resolve(path)
+    resolved = Path(path) if resolved else resolve(path)
     real_roots = [resolve(r) for r in roots]
     root_ids = {i for i in (file_identity(r) for r in real_roots) if i is not None}
     for ancestor in existing_ancestors(resolved):

@@ -141,3 +141,32 @@ async def test_the_shell_history_with_a_typed_password_was_read_unasked(tmp_path
     (question,) = approver.questions
     assert "may hold secrets" in question.content[-1]["content"]["text"]
     assert _decisions(log)[-1]["rule"] == "secret-read"
+
+
+async def test_a_read_whose_file_became_a_link_between_the_policys_two_resolutions_asked_though_allowed(
+        tmp_path, monkeypatch):
+    """The final check's failure (CI of 6c43c03, ``test_link_swap_during_write_never_lands_outside``
+    hung on a question): a process flipping ``target.txt`` between a file and a link out of the
+    workspace — ``read_allowed`` listing where it leads — got a read asked about. The policy
+    resolved the path once (a file in the workspace), then ``inside_roots`` resolved it again (now
+    the link: outside), and ``read_allowed`` was asked of the first resolution: neither inside nor
+    allowed. One resolution decides now."""
+    from agent_server.policy import paths
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.txt").write_text("same\n")
+    policy, ws, log = _policy(tmp_path, Recorder(), settings=PolicySettings(read_allowed=[str(outside)]))
+    (ws / "target.txt").write_text("same\n")
+    real = paths.resolve
+    seen = []
+
+    def flipping(path):  # the file at the first resolution, the link at every later one
+        if str(path).endswith("target.txt"):
+            seen.append(path)
+            return real(path) if len(seen) == 1 else outside / "target.txt"
+        return real(path)
+
+    monkeypatch.setattr(paths, "resolve", flipping)
+    assert await policy.guard(_prepared("read", 1, path="target.txt")) is None
+    assert _decisions(log)[-1]["rule"] == "workspace"
