@@ -781,8 +781,12 @@ class SessionHost:
                 commands.log_command(session.log, name, argument, "cancelled")
                 return {"stopReason": "cancelled"}
         else:
+            try:
+                estimate: int | None = await session.compactor.estimate_soon()
+            except Exception:  # noqa: BLE001 — no request made yet (no header to estimate from): no estimate
+                estimate = None
             text = commands.usage_report(session.log.events, session.provider.context_window, self.config.agent,
-                                         await session.compactor.estimate_soon())
+                                         estimate)
         event = commands.log_command(session.log, name, argument, text)
         await emit({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
                     "messageId": commands.reply_id(event)})
