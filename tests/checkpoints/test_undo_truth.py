@@ -88,12 +88,9 @@ def save_never_completes(editor):
     return decide
 
 
-async def test_undo_said_restored_while_the_disk_kept_the_reformatted_agents_change(
-        acp_harness_factory, endpoint, workspace):
-    """Newcomer 5, finding 0.2: /undo's restore went through a proposal whose save never completed
-    (stuck behind format-on-save); the chat said "restored." while the disk still held the agent's
-    change, reformatted, and only the editor's dirty buffer held the original. The read-back now
-    compares the disk when the buffer had nothing unsaved of the user's."""
+async def edited_through_format_on_save(acp_harness_factory, endpoint, workspace):
+    """A turn whose edit of ``cfg.json`` (``"b":2`` → ``"b":3``) the editor saved through
+    format-on-save; ``(harness, session id, editor, path)``."""
     path = workspace / "cfg.json"
     path.write_bytes(CFG)
     h, sid, editor, _ = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
@@ -102,6 +99,16 @@ async def test_undo_said_restored_while_the_disk_kept_the_reformatted_agents_cha
     endpoint.push(call("e", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
     endpoint.push(text_stream("done"))
     assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    return h, sid, editor, path
+
+
+async def test_undo_said_restored_while_the_disk_kept_the_reformatted_agents_change(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 5, finding 0.2: /undo's restore went through a proposal whose save never completed
+    (stuck behind format-on-save); the chat said "restored." while the disk still held the agent's
+    change, reformatted, and only the editor's dirty buffer held the original. The read-back now
+    compares the disk when the buffer had nothing unsaved of the user's."""
+    h, sid, editor, path = await edited_through_format_on_save(acp_harness_factory, endpoint, workspace)
     assert path.read_bytes() == CFG_FORMATTED
 
     editor.decide = save_never_completes(editor)
@@ -145,14 +152,7 @@ async def test_undo_whose_restore_was_reformatted_at_save_said_why_it_is_not_the
         acp_harness_factory, endpoint, workspace):
     """Newcomer 5, finding 0.2: the restore's save ran format-on-save, so the disk is not the
     checkpoint's bytes; /undo says so and names the editor's save as the cause."""
-    path = workspace / "cfg.json"
-    path.write_bytes(CFG)
-    h, sid, editor, _ = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
-    editor.decide = formatting_on_save
-    endpoint.push(call("r", "read", path="cfg.json"))
-    endpoint.push(call("e", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
-    endpoint.push(text_stream("done"))
-    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    h, sid, editor, path = await edited_through_format_on_save(acp_harness_factory, endpoint, workspace)
     editor.decide = formatting_restore
     before = len(said(h, sid))
     assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
