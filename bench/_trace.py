@@ -185,6 +185,22 @@ def install(path: str) -> None:
     _wrap(host.SessionHost, "_request_header", "header", enter=False)
     _wrap(host.SessionHost, "_refresh_instructions", "AGENTS.md checked", enter=False)
     _wrap(host.SessionHost, "_client", "client", enter=False)
+    if os.environ.get("BENCH_TRACE_SYNC_WINS"):  # (a test's) the fsync ends while the request is made
+        asked = threading.Event()
+        original_run = agent_session.DurableSync._run
+
+        def run(self: Any) -> None:  # not before the request is made (its last byte would not be held)
+            asked.wait(30)
+            original_run(self)
+
+        def done_now(self: Any) -> bool:  # asked right before the last byte would be held: done by then
+            asked.set()
+            while not self._durable._synced:
+                time.sleep(0.0005)
+            return self._durable.settled_now()
+
+        agent_session.DurableSync._run = run
+        agent_session._Settled.done_now = done_now
     if hasattr(agent_session, "DurableSync"):
         _wrap(agent_session.DurableSync, "start", "user fsync handed to a thread", enter=False)
     import concurrent.futures.thread as pool
@@ -231,20 +247,30 @@ def install(path: str) -> None:
             stamp("fsync<")
 
     os.fsync = fsync
-    for name in ("_send_unsent",):
-        original_send = getattr(_transport.SocketStream, name)
+    original_kept = _transport.SocketStream.send_kept
 
-        async def send(self: Any, timeout: Any, _original: Any = original_send) -> Any:
-            stamp("sendmsg>")
-            try:
-                return await _original(self, timeout)
-            finally:
-                stamp("sendmsg<")
+    async def send_kept(self: Any, timeout: Any) -> Any:
+        if _state["on"]:
+            _state["split"] = True  # the last byte waits for the fsync: it leaves in a send of its own
+        return await original_kept(self, timeout)
+
+    _transport.SocketStream.send_kept = send_kept
+    original_send = _transport.SocketStream._send_unsent
+
+    async def send(self: Any, timeout: Any) -> Any:
+        stamp("sendmsg>")
+        try:
+            return await original_send(self, timeout)
+        finally:
+            stamp("sendmsg<")
+            if _state["on"]:
                 _state["sends"] = _state.get("sends", 0) + 1
-                if _state["on"] and (_state["sends"] >= 2 or not _state.get("held")):
+                # the request is out: in one send (not held, or its fsync was done while it was made)
+                # or in two (everything but the last byte, then the last byte after the fsync)
+                if _state["sends"] >= 2 or not (_state.get("held") and _state.get("split")):
                     _state["on"], _state["done"] = False, True
 
-        setattr(_transport.SocketStream, name, send)
+    _transport.SocketStream._send_unsent = send
 
 
 def _dump(path: str) -> None:

@@ -5,6 +5,7 @@ of the requests' shared start is a planned one, named."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,17 @@ def test_bench_prompt_cache_traces_the_first_prompts_stages_in_order():
     assert any(n.startswith("(endpoint) read ") for n in timeline), timeline
     split = figures["wall_split"][0]
     assert set(split) >= {"woke", "server", "server_cpu", "held", "endpoint", "total"} and split["server_cpu"] > 0
+
+
+def test_the_trace_of_a_request_whose_fsync_ended_while_it_was_made_was_never_written():
+    """The final check of a1aee96: the request was made to hold its last byte for the ``user`` event's
+    fsync, the fsync ended before that byte, so the request left in one send and the tracer waited for
+    a second that never came: no stages (``BENCH_TRACE_SYNC_WINS`` makes that order certain)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_cache.py"), "load", "--quick", "--trace",
+                           "--step-only"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "BENCH_TRACE_SYNC_WINS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(proc.stdout)["load_compacted"]
+    names = [name for name, _, _, _ in figures["stages"]]
+    assert names.count("sendmsg<") == 1 and "→ endpoint has the request" in names, names
+    assert figures["wall_split"][0]["held"] == 0, figures["wall_split"]
