@@ -107,6 +107,12 @@ TYPING_NEXT_ANSWER = "Tried three."
 # VS Code's "unusual line terminators": U+2028 inside line 1 (a BOM, LF, a final newline)
 UNUSUAL = "unusual.txt"
 UNUSUAL_BYTES = b"\xef\xbb\xbfa\xe2\x80\xa8b\nsecond\n"
+# LASTNOTE (2026-12-07), VS Code: the user's unsaved line over a file the agent's command changes; /undo
+# restores the disk under it; then the user saves
+UNDO_SAVE = "undosave.txt"
+UNDO_SAVE_TEXT = "one\ntwo\nthree\n"
+UNDO_SAVE_TYPED = "mine "
+UNDO_SAVE_ANSWER = "Shouted three."
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -293,6 +299,10 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("ul2", "edit", path=UNUSUAL, old_string="second", new_string="SECOND")]),
             text_stream("Shouted second."),
         ],
+        "saving_after_undo_restored_the_disk_under_unsaved_text": [
+            tool_call_stream([call("us1", "bash", command=f"sed -i s/three/THREE-AND-MORE/ {UNDO_SAVE}", description="Shout three")]),
+            text_stream(UNDO_SAVE_ANSWER),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -365,6 +375,8 @@ SCENARIOS = [
      "answer": "Changed line 2.", "typed": MERGE_TYPED, "undoSays": "only the agent's change taken back"},
     {"name": "json_format_on_save_and_undo", "prompt": "Set b to 3 in cfg.json", "file": "cfg.json",
      "answer": "Set b to 3."},
+    {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
+     "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
      "flag": QUESTION_FLAG, "answer": QUESTION_ANSWER},
     {"name": "question_of_another_session_stays_with_it", "prompt": "Wait for the other flag, then write elsewhere.txt",
@@ -1225,3 +1237,23 @@ def test_a_question_of_session_a_was_posted_into_session_b_s_transcript_and_answ
     assert "waits for your answer: Write elsewhere.txt" in got["rowText"] and "Go to it" in got["rowText"], got
     assert (got["stopInA"], got["rowAfter"]) == (1, 0), got
     assert (workspace / "elsewhere.txt").read_text() == "second\n"
+
+
+def test_saving_after_undo_restored_the_disk_under_unsaved_text_showed_the_file_is_newer_dialog(run):
+    """The user's unsaved line in an open file; the agent's command changed the file on disk (another
+    size); /undo took the checkpoint on disk (the buffer kept the unsaved text). Ctrl+S must write the
+    user's text with no "The content of the file is newer" (Compare / Overwrite): nothing lost, nothing
+    asked. (Reported as left for planning after Neovim's fix; code-server 4.139.1 does not show it here:
+    VS Code's save conflict needs a newer mtime AND another size than the one its document was read
+    with, and the restore put back exactly those bytes. The runner's check of the notification was seen
+    to catch it: a write of another size to the file after the /undo made it show.)"""
+    scenario(run, "saving_after_undo_restored_the_disk_under_unsaved_text")
+    results, workspace, _ = run
+    got = results["scenarios"]["saving_after_undo_restored_the_disk_under_unsaved_text"]
+    assert got["afterCommand"] == UNDO_SAVE_TEXT.replace("three", "THREE-AND-MORE"), got
+    assert got["afterUndo"] == UNDO_SAVE_TEXT, got
+    assert "on disk; the editor's buffer keeps your unsaved changes" in got["undoSays"], got
+    assert got["dirtyBeforeSave"], got
+    assert (got["conflict"], got["clean"]) == ([], True), got
+    assert got["saved"] == UNDO_SAVE_TYPED + UNDO_SAVE_TEXT, got
+    assert (workspace / UNDO_SAVE).read_text() == UNDO_SAVE_TYPED + UNDO_SAVE_TEXT

@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { focusPanel, openWorkbench, panel, runCommand, startChromium, startCodeServer, stopAll, until } from "./workbench.mjs";
 import { panelScenarios } from "./panel-scenarios.mjs";
 import { mergeScenarios } from "./merge-scenarios.mjs";
+import { planningScenarios } from "./planning-scenarios.mjs";
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const results = { scenarios: {}, timings: {} };
@@ -1150,6 +1151,7 @@ const scenarios = {
 
 Object.assign(scenarios, panelScenarios({ config, shot, promptInPanel, waitIdle }));
 Object.assign(scenarios, mergeScenarios({ config, shot, quickOpen, promptInPanel, waitIdle, waitDiff, titleAction }));
+Object.assign(scenarios, planningScenarios({ config, shot, quickOpen, promptInPanel, waitIdle, waitDiff, titleAction }));
 
 /**
  * Another agent-server process on the same state folder, driven over ACP (JSON lines on stdio), as
