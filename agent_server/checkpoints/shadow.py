@@ -5,13 +5,15 @@ in a repository of its own under the state folder (no user or system git config;
 end-of-line conversion or filter of the workspace's ``.gitattributes``), leaving out ``.git``, what
 the workspace's ``.gitignore`` files ignore, every secret file and every file over the size limit
 (those are named by size, mtime and inode instead), with the permission bits a git tree cannot keep
-(``find`` lists the files of other modes); ``changes(before, after)`` lists the files that differ
-between two snapshots, in bytes or mode, their bytes put into a ``BlobStore``. Used around each shell call.
-Works for a plain folder as well (the caller keeps it within a budget).
+(learnt by one walk at a session's first snapshot, then kept up from what git lists as changed);
+``changes(before, after)`` lists the files that differ between two snapshots, in bytes or mode, their
+bytes put into a ``BlobStore``. Used around each shell call. Works for a plain folder as well (the
+caller keeps it within a budget).
 
 Must never: write the user's ``.git`` (its objects are only borrowed, read-only), let a secret file's
 bytes or a big file into the shadow objects (secret paths and big files are checked for every path
-that changed and kept out of the index), or do per-file work over the whole tree in Python.
+that changed and kept out of the index), or do per-file work over the whole tree in Python after a
+session's first snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -55,8 +58,10 @@ class ShadowChange:
 #: ``info/attributes`` of every shadow repository: raw bytes in, raw bytes out (no end-of-line
 #: conversion, no filter, no working-tree encoding), whatever the workspace's ``.gitattributes`` say.
 RAW_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
-#: Ignored folders left out of the walk for permission bits, at most (each is a test of every entry).
-PRUNE_FOLDERS = 500
+#: git compares an index entry's ctime by the second (unless built with ``USE_NSEC``; Debian's is
+#: not): a ``chmod`` in the second its file was recorded in is no change to it. A file recorded
+#: (or an index written) less than this long before a snapshot began is stat'ed again by it.
+RACY_NS = 2_000_000_000
 #: Untracked files walked inside nested repositories per snapshot, at most.
 NESTED_BUDGET = 5000
 
@@ -151,7 +156,8 @@ class ShadowRepo:
         """Start this session's index as a copy of the workspace's own (read, never written): its
         stat cache makes the first snapshot look at what differs from it only, not at every file."""
         try:
-            raw = user_index.read_bytes()
+            with open(user_index, "rb") as fh:  # the bytes and the mtime of one version of it
+                written, raw = os.fstat(fh.fileno()), fh.read()
         except OSError:
             return
         if raw[:4] != b"DIRC":
@@ -159,6 +165,9 @@ class ShadowRepo:
         tmp = self.index.with_name(f".{self.index.name}.{os.getpid()}.tmp")
         tmp.write_bytes(raw)
         os.chmod(tmp, 0o600)
+        # its own mtime kept: git tells racily clean entries by it, and a snapshot whether an entry's
+        # ctime may hide a chmod (``RACY_NS``)
+        os.utime(tmp, ns=(written.st_atime_ns, written.st_mtime_ns))
         os.replace(tmp, self.index)
         try:  # a split or sparse index, or one this git cannot read: start empty instead
             staged = self._run("ls-files", "--stage", "-z").split(b"\0")
@@ -183,6 +192,8 @@ class ShadowRepo:
     def snapshot(self, *, fresh: bool = False) -> Snapshot:
         """Record the working tree now. Raises ``ShadowError``."""
         self._ensure()
+        started = time.time_ns()
+        index_before = _lstat(self.index)
         listed = self._run("ls-files", "-z", "-t", "--modified", "--deleted", "--others",
                            "--exclude-standard").split(b"\0")
         changed: list[bytes] = []
@@ -226,9 +237,10 @@ class ShadowRepo:
         if changed:
             self._run("update-index", "--add", "--remove", "-z", "--stdin", input=b"\0".join(changed) + b"\0")
         usual = _usual_modes()
-        modes = self._odd_modes(usual)
+        modes = self._modes(usual, started, index_before, [os.fsdecode(e) for e in changed])
         known = self.memo.get("tree")
         if known is not None and known[0] == _signature(self.index):  # the index did not change: same tree
+            self._settle()
             return Snapshot(known[1], big, nested, modes, usual)
         try:
             tree = self._run("write-tree").decode().strip()
@@ -236,34 +248,76 @@ class ShadowRepo:
             if fresh:
                 raise
             self.index.unlink(missing_ok=True)
+            self.memo.pop("perm", None)
             return self.snapshot(fresh=True)
         self.memo["tree"] = (_signature(self.index), tree)
+        self._settle()
         return Snapshot(tree, big, nested, modes, usual)
 
-    def _odd_modes(self, usual: tuple[int, int]) -> dict[str, int] | None:
-        """The regular files whose permission bits are neither of ``usual`` (git's tree keeps only
-        the executable bit): one walk by ``find`` (not Python), only those files listed; ``None``
-        when that walk failed or was not whole (no ``find``, one without ``-printf``, a folder it
-        could not read): a guess could loosen a private file on /undo."""
-        plain, executable = (f"{m:o}" for m in usual)
-        # the folders git ignores (a virtualenv, node_modules) are not walked: never in a snapshot
-        ignored = [os.fsdecode(entry[:-1]) for entry in self._run(
+    def _modes(self, usual: tuple[int, int], started: int, index_before: os.stat_result | None,
+               looked_at: list[str]) -> dict[str, int] | None:
+        """The regular files whose permission bits are neither of ``usual`` (git's tree keeps only the
+        executable bit). The session's first snapshot walks the tree (``_walk_modes``); a later one
+        stats only the paths git listed as changed (``looked_at``: a ``chmod`` changes the ctime git's
+        index compares) and those recorded less than ``RACY_NS`` before it. ``None``: not known (the
+        walk failed): a guess could loosen a private file on /undo."""
+        key = (str(self.root), str(self.index), usual)
+        perm = self.memo.get("perm")
+        if perm is None or perm["key"] != key or perm["signature"] != _identity(index_before) \
+                or started < perm["walk_until"]:
+            walked = self._walk_modes(usual)
+            if walked is None:
+                self.memo.pop("perm", None)
+                return None
+            # entries of an index written less than RACY_NS ago may hide a chmod in their second
+            until = (index_before.st_mtime_ns if index_before is not None else 0) + RACY_NS
+            perm = {"key": key, "modes": walked, "recent": {}, "walk_until": until, "signature": None}
+            self.memo["perm"] = perm
+        else:
+            modes = perm["modes"]
+            for name in {*looked_at, *perm["recent"]}:
+                st = _lstat(self.root / name)
+                bits = st.st_mode & 0o7777 if st is not None and stat.S_ISREG(st.st_mode) else None
+                if bits is None or bits in usual:
+                    modes.pop(name, None)
+                else:
+                    modes[name] = bits
+        now = time.time_ns()  # after the stats: a chmod later than them in this second is seen next time
+        perm["recent"] = {name: at for name, at in perm["recent"].items() if started < at + RACY_NS}
+        perm["recent"].update(dict.fromkeys(looked_at, now))
+        return dict(perm["modes"])
+
+    def _settle(self) -> None:
+        """Remember the index as this snapshot left it: written by anyone else, the modes are walked again."""
+        perm = self.memo.get("perm")
+        if perm is not None:
+            perm["signature"] = _signature(self.index)
+
+    def _walk_modes(self, usual: tuple[int, int]) -> dict[str, int] | None:
+        """Every regular file's permission bits that are neither of ``usual``, by one walk in Python
+        (``find -printf`` is not everywhere: busybox and macOS have none), the folders git ignores
+        (a virtualenv, node_modules: never in a snapshot) and every ``.git`` left out. ``None`` when a
+        folder could not be read."""
+        ignored = {os.fsdecode(entry[:-1]) for entry in self._run(
             "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory").split(b"\0")
-            if entry.endswith(b"/")][:PRUNE_FOLDERS]
-        prune = ["(", "-name", ".git", *(arg for name in ignored for arg in ("-o", "-path", "./" + _glob_quoted(name))), ")"]
-        try:
-            proc = subprocess.run(["find", ".", *prune, "-prune", "-o", "-type", "f", "!", "-perm", plain,
-                                   "!", "-perm", executable, "-printf", "%m %P\\0"], cwd=self.root,
-                                  capture_output=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if proc.returncode != 0:
-            return None
+            if entry.endswith(b"/")}
         modes: dict[str, int] = {}
-        for entry in proc.stdout.split(b"\0"):
-            octal, _, name = entry.partition(b" ")
-            if name:
-                modes[os.fsdecode(name)] = int(octal, 8)
+        folders = [""]
+        try:
+            while folders:
+                rel = folders.pop()
+                with os.scandir(self.root / rel if rel else self.root) as entries:
+                    for entry in entries:
+                        name = rel + entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name != ".git" and name not in ignored:
+                                folders.append(name + "/")
+                            continue
+                        mode = entry.stat(follow_symlinks=False).st_mode
+                        if stat.S_ISREG(mode) and mode & 0o7777 not in usual:
+                            modes[name] = mode & 0o7777
+        except OSError:
+            return None
         return modes
 
     def size_bytes(self) -> int:
@@ -387,11 +441,6 @@ def _bits(odd: dict[str, int], usual: tuple[int, int], name: str, git_mode: str)
     return odd.get(name, usual[1] if git_mode == "100755" else usual[0])
 
 
-def _glob_quoted(name: str) -> str:
-    """``name`` as a ``find -path`` pattern matching only itself."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in name)
-
-
 def _usual_modes() -> tuple[int, int]:
     """The plain and the executable mode a new file gets under this process's umask (read, never
     set: setting it to read it would race the other threads' file creations)."""
@@ -421,7 +470,10 @@ def _write_if_changed(path: Path, text: str) -> None:
 def _signature(path: Path) -> tuple[int, int, int] | None:
     """What tells one version of a file from the next: inode, size, mtime (an index is replaced by
     rename on every write)."""
-    st = _lstat(path)
+    return _identity(_lstat(path))
+
+
+def _identity(st: os.stat_result | None) -> tuple[int, int, int] | None:
     return None if st is None else (st.st_ino, st.st_size, st.st_mtime_ns)
 
 

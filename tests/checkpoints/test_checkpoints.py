@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -376,3 +377,110 @@ def test_a_shell_chmod_other_than_the_executable_bit_was_not_in_the_snapshots_ch
     assert blobs.get(found["notes.txt"].before.blob) == b"notes\n"
     assert (found["odd.txt"].before.mode, found["odd.txt"].after.mode) == (0o640, 0o000)
     (root / "odd.txt").chmod(0o640)
+
+
+def _count_walks(monkeypatch, root: Path) -> list[str]:
+    """Every whole-tree walk a snapshot starts for permission bits: a ``find``, git's listing of the
+    ignored folders, a Python walk from the root (``os.scandir`` or ``os.walk`` of ``root``)."""
+    import agent_server.checkpoints.shadow as shadow
+
+    walks: list[str] = []
+    real_run, real_scandir, real_walk = subprocess.run, os.scandir, os.walk
+
+    def run(argv, *args, **kwargs):
+        if argv[0] == "find" or "--ignored" in argv:
+            walks.append(" ".join(argv[:2]))
+        return real_run(argv, *args, **kwargs)
+
+    def scandir(path="."):
+        if Path(path) == root:
+            walks.append("scandir")
+        return real_scandir(path)
+
+    def walk(top, *args, **kwargs):
+        if Path(top) == root:
+            walks.append("walk")
+        return real_walk(top, *args, **kwargs)
+
+    monkeypatch.setattr(shadow.subprocess, "run", run)
+    monkeypatch.setattr(shadow.os, "scandir", scandir)
+    monkeypatch.setattr(shadow.os, "walk", walk)
+    return walks
+
+
+def test_each_shell_snapshot_walked_the_whole_tree_twice_more_for_permission_bits(tmp_path, monkeypatch):
+    """Shell call cost: since the mode tracking every snapshot (two a shell call) listed git's ignored
+    folders and ran ``find`` over the whole tree (+~30 % a call on 20k files). Only the session's
+    first snapshot walks the tree; later ones look at what git's own listing names (a ``chmod``
+    changes the ctime git compares) and at the files recorded in the last seconds (git compares ctime
+    by the second): a mode-only change is still seen, with no walk."""
+    root = git_workspace(tmp_path)
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o750)
+    for n in range(5):
+        (root / f"f{n}.txt").write_text(f"{n}\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], check=True)
+    hour_ago = (root / ".git" / "index").stat().st_mtime - 3600
+    os.utime(root / ".git" / "index", (hour_ago, hour_ago))  # the user's git ran long ago
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    walks = _count_walks(monkeypatch, root)
+    first = repo.snapshot()
+    assert walks, "the session's first snapshot learns every file's permission bits"
+    assert first.modes == {"run.sh": 0o750}
+    walks.clear()
+    (root / "new.txt").write_text("new\n")
+    before = repo.snapshot()  # records new.txt: its ctime is in this very second
+    (root / "new.txt").chmod(0o600)
+    after = repo.snapshot()
+    found = {c.path.name: c for c in repo.changes(before, after, blobs)}
+    assert set(found) == {"new.txt"} and (found["new.txt"].before.mode, found["new.txt"].after.mode) == (0o644, 0o600)
+    assert after.modes == {"run.sh": 0o750, "new.txt": 0o600}
+    assert walks == [], walks
+
+
+@pytest.mark.parametrize("find", ["busybox", "missing"])
+def test_a_chmod_was_not_recorded_without_a_word_where_find_had_no_printf_or_was_missing(tmp_path, monkeypatch, find):
+    """Shell call cost, item 2: the permission bits came from ``find -printf``; busybox's and macOS's
+    ``find`` have no ``-printf`` and a minimal image has no ``find``: each snapshot's modes were then
+    unknown and ``chmod 600`` was no change at all, silently. The walk no longer needs ``find``."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for tool in ("git", "sh", "bash"):
+        (fake / tool).symlink_to(shutil.which(tool))
+    if find == "busybox":
+        (fake / "find").write_text("#!/bin/sh\necho \"find: unrecognized: -printf\" >&2\nexit 1\n")
+        (fake / "find").chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    root = git_workspace(tmp_path)
+    (root / "plain.txt").write_text("plain\n")
+    (root / "odd.txt").write_text("odd\n")
+    (root / "odd.txt").chmod(0o640)
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot()
+    assert before.modes == {"odd.txt": 0o640}
+    (root / "plain.txt").chmod(0o600)
+    found = {c.path.name: c for c in repo.changes(before, repo.snapshot(), blobs)}
+    assert set(found) == {"plain.txt"}, found
+    assert (found["plain.txt"].before.mode, found["plain.txt"].after.mode) == (0o644, 0o600)
+
+
+def test_a_chmod_in_the_second_the_users_git_recorded_the_file_is_still_a_change(tmp_path):
+    """git compares an index entry's ctime by the second: right after the user's ``git add`` (the
+    session's index is a copy of the user's), a ``chmod`` in that second leaves git's listing as it
+    was. Such an index keeps the snapshots walking until its second is past."""
+    root = git_workspace(tmp_path)
+    (root / "plain.txt").write_text("plain\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], check=True)
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    before = repo.snapshot()
+    (root / "plain.txt").chmod(0o600)
+    found = {c.path.name: c for c in repo.changes(before, repo.snapshot(), blobs)}
+    assert set(found) == {"plain.txt"}, found
+    assert (found["plain.txt"].before.mode, found["plain.txt"].after.mode) == (0o644, 0o600)
