@@ -10,6 +10,7 @@ it unanswered, as a firewall that forgot them or a server's idle timeout does). 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -61,19 +62,70 @@ async def _until(predicate) -> None:
             await asyncio.sleep(0.005)
 
 
-async def test_a_prompt_sent_after_a_six_second_pause_opened_a_new_connection(clock):
-    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
+@contextlib.asynccontextmanager
+async def _first_answered(answers: list, proxy=None):
+    """An endpoint that keeps its connections (reached through ``proxy``, a ``ForwardProxy``, when
+    given), and a client whose first request was answered ``one``: its connection waits in the pool."""
+    async with contextlib.AsyncExitStack() as stack:
+        endpoint = await stack.enter_async_context(OfflineEndpoint(answers, keep_alive=True))
+        if proxy is not None:
+            await stack.enter_async_context(proxy)
+            proxy.named()
         client = ChatClient(endpoint.base_url, "sk-test")
         try:
             assert await _answer(client, _body("first")) == "one"
             await _until(lambda: endpoint.idle_connections == 1)
-            clock.ahead = 6.0  # a person read the answer and typed the next prompt
-            read = clock.read
-            assert await _answer(client, _body("second")) == "two"
-            assert clock.read > read  # the pool judged its connection's age by this clock
+            yield endpoint, client
         finally:
             await client.aclose()
+
+
+async def _second_after_a_pause(clock: _Clock, proxy=None) -> OfflineEndpoint:
+    """The next prompt six seconds after the first answer (a person read it and typed): answered."""
+    async with _first_answered([text_stream("one"), text_stream("two")], proxy) as (endpoint, client):
+        clock.ahead = 6.0  # a person read the answer and typed the next prompt
+        read = clock.read
+        assert await _answer(client, _body("second")) == "two"
+        assert clock.read > read  # the pool judged its connection's age by this clock
     assert [r.connection for r in endpoint.requests] == [1, 1]
+    return endpoint
+
+
+async def _second_after_its_idle_connection_was_dropped(how: str, proxy=None) -> OfflineEndpoint:
+    """The kept connection dropped (``reset`` or ``close``) while idle: the second request goes out
+    again, once, on a new connection with the same head and body, and only that one is answered."""
+    async with _first_answered([text_stream("one"), text_stream("two")], proxy) as (endpoint, client):
+        assert endpoint.drop_idle(how) == 1
+        assert await _answer(client, _body("second")) == "two"
+        assert client._transport._pool.resent == 1
+    (dropped,) = endpoint.dropped
+    assert dropped.body == _body("second")
+    assert dropped.headers == endpoint.requests[1].headers  # the same head, byte for byte as parsed
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (2, _body("second"))]
+    return endpoint
+
+
+async def _second_broken_after_its_answer_began(codes: tuple[str, ...], proxy=None) -> None:
+    """The kept connection breaks after a byte of the second answer: that request fails (one of
+    ``codes``) and is never sent again."""
+    broken = {"kind": "raw", "writes": [{"text": 'data: {"choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'}],
+              "close": True, "abort": True}
+    async with _first_answered([text_stream("one"), broken], proxy) as (endpoint, client):
+        with pytest.raises(LLMError) as caught:
+            await _answer(client, _body("second"))
+        assert caught.value.code in codes
+        assert client._transport._pool.resent == 0
+    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (1, _body("second"))]
+
+
+def _probing(sock: socket.socket) -> None:
+    """TCP keep-alive and ``TCP_USER_TIMEOUT`` on ``sock``."""
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_USER_TIMEOUT_MS
+
+
+async def test_a_prompt_sent_after_a_six_second_pause_opened_a_new_connection(clock):
+    await _second_after_a_pause(clock)
 
 
 async def test_a_connection_idle_longer_than_the_keep_alive_expiry_is_not_reused(clock):
@@ -94,37 +146,12 @@ async def test_a_request_written_into_a_connection_dropped_while_idle_failed_ins
     """``reset``: the connection was forgotten (a firewall, a NAT): the request gets a TCP RST;
     ``close``: the server closed it as the request came. Either way no byte of an answer came:
     the same bytes go out once more on a new connection, and only that one is answered."""
-    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint:
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            await _until(lambda: endpoint.idle_connections == 1)
-            assert endpoint.drop_idle(how) == 1
-            assert await _answer(client, _body("second")) == "two"
-            assert client._transport._pool.resent == 1
-        finally:
-            await client.aclose()
-    (dropped,) = endpoint.dropped
-    assert dropped.connection == 1 and dropped.body == _body("second")
-    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (2, _body("second"))]
-    assert dropped.headers == endpoint.requests[1].headers  # the same head, byte for byte as parsed
+    endpoint = await _second_after_its_idle_connection_was_dropped(how)
+    assert endpoint.dropped[0].connection == 1
 
 
 async def test_a_connection_that_broke_after_its_answer_began_was_not_sent_again():
-    broken = {"kind": "raw", "writes": [{"text": 'data: {"choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'}],
-              "close": True, "abort": True}
-    async with OfflineEndpoint([text_stream("one"), broken], keep_alive=True) as endpoint:
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            await _until(lambda: endpoint.idle_connections == 1)
-            with pytest.raises(LLMError) as caught:
-                await _answer(client, _body("second"))
-            assert caught.value.code == "STREAM_CLOSED"
-            assert client._transport._pool.resent == 0
-        finally:
-            await client.aclose()
-    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (1, _body("second"))]
+    await _second_broken_after_its_answer_began(("STREAM_CLOSED",))
 
 
 async def test_a_request_that_failed_again_on_its_new_connection_was_not_sent_a_third_time():
@@ -157,17 +184,11 @@ async def test_a_request_that_failed_again_on_its_new_connection_was_not_sent_a_
 async def test_every_connection_to_the_endpoint_probes_its_peer_while_idle():
     """TCP keep-alive (a NAT's state kept, a dead peer found while idle) and ``TCP_USER_TIMEOUT``
     (a black-holed request fails in seconds, not at the stream's idle timeout) on the socket."""
-    async with OfflineEndpoint([text_stream("one")], keep_alive=True) as endpoint:
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            (connection,) = client._transport._pool.connections
-            sock = connection._connection._network_stream.get_extra_info("socket")
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 15
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_USER_TIMEOUT_MS
-        finally:
-            await client.aclose()
+    async with _first_answered([text_stream("one")]) as (_, client):
+        (connection,) = client._transport._pool.connections
+        sock = connection._connection._network_stream.get_extra_info("socket")
+        _probing(sock)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 15
 
 
 async def test_a_connection_opened_ahead_that_was_dropped_while_it_waited_did_not_fail_the_first_prompt():
@@ -199,12 +220,17 @@ def trusted_kept(tmp_path, monkeypatch):
     return endpoint
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["kept", "opened-ahead"])
-async def test_an_https_request_written_into_a_connection_dropped_while_idle_went_out_again_on_a_new_one(
-        trusted_kept, ahead):
+async def _https_second_after_its_idle_connection_was_dropped(kept, proxy=None, *, ahead: bool = False):
+    """``kept`` (a keep-alive ``TLSEndpoint``): its connection, opened by a first request answered
+    ``hi`` (or ahead, by ``preconnect``), dropped while idle; the second request goes out again,
+    once, on a new connection (through ``proxy`` when given), and only that one is answered."""
     from support.tls import one_request
 
-    async with trusted_kept as endpoint:
+    async with contextlib.AsyncExitStack() as stack:
+        endpoint = await stack.enter_async_context(kept)
+        if proxy is not None:
+            await stack.enter_async_context(proxy)
+            proxy.named()
         client = ChatClient(endpoint.url(), "sk-test")
         try:
             if ahead:
@@ -219,10 +245,17 @@ async def test_an_https_request_written_into_a_connection_dropped_while_idle_wen
             assert client._transport._pool.resent == 1
         finally:
             await client.aclose()
-    assert len(endpoint.connections) == 2
     assert len(endpoint.dropped) == 1 and one_request(endpoint.dropped[0], _body("second"))
-    assert endpoint.connections[1]["requests"] == 1
     assert one_request(endpoint.connections[1]["received"], _body("second"))
+    return endpoint
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["kept", "opened-ahead"])
+async def test_an_https_request_written_into_a_connection_dropped_while_idle_went_out_again_on_a_new_one(
+        trusted_kept, ahead):
+    endpoint = await _https_second_after_its_idle_connection_was_dropped(trusted_kept, ahead=ahead)
+    assert len(endpoint.connections) == 2
+    assert endpoint.connections[1]["requests"] == 1
 
 
 @pytest.fixture
@@ -249,18 +282,8 @@ async def test_a_prompt_sent_after_a_six_second_pause_through_a_proxy_opened_a_n
     5 s idle: every prompt a person typed after reading an answer opened a new connection to the
     proxy (and, for ``https://``, a new tunnel and TLS handshake). The proxy path keeps them as the
     direct one does."""
-    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint, proxied:
-        proxied.named()
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            await _until(lambda: endpoint.idle_connections == 1)
-            clock.ahead = 6.0
-            assert await _answer(client, _body("second")) == "two"
-        finally:
-            await client.aclose()
+    await _second_after_a_pause(clock, proxied)
     assert proxied.connections == 1 and len(proxied.requests) == 2  # both went through the proxy, on one connection
-    assert [r.connection for r in endpoint.requests] == [1, 1]
 
 
 @pytest.mark.parametrize("how", ["reset", "close"])
@@ -269,39 +292,12 @@ async def test_a_request_through_a_proxy_written_into_a_connection_dropped_while
     """Through a proxy a request written into a kept connection that had died failed the turn: httpx's
     own transport does not send it again. Now, as on the direct path, the same bytes go out once more
     on a new connection (through the proxy), and only that one is answered."""
-    async with OfflineEndpoint([text_stream("one"), text_stream("two")], keep_alive=True) as endpoint, proxied:
-        proxied.named()
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            await _until(lambda: endpoint.idle_connections == 1)
-            assert endpoint.drop_idle(how) == 1
-            assert await _answer(client, _body("second")) == "two"
-            assert client._transport._pool.resent == 1
-        finally:
-            await client.aclose()
-    (dropped,) = endpoint.dropped
-    assert dropped.body == _body("second") and dropped.headers == endpoint.requests[1].headers
-    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (2, _body("second"))]
+    await _second_after_its_idle_connection_was_dropped(how, proxied)
     assert proxied.connections == 2
 
 
 async def test_a_connection_through_a_proxy_that_broke_after_its_answer_began_was_not_sent_again(proxied):
-    broken = {"kind": "raw", "writes": [{"text": 'data: {"choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'}],
-              "close": True, "abort": True}
-    async with OfflineEndpoint([text_stream("one"), broken], keep_alive=True) as endpoint, proxied:
-        proxied.named()
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            await _until(lambda: endpoint.idle_connections == 1)
-            with pytest.raises(LLMError) as caught:
-                await _answer(client, _body("second"))
-            assert caught.value.code in ("STREAM_CLOSED", "NETWORK")
-            assert client._transport._pool.resent == 0
-        finally:
-            await client.aclose()
-    assert [(r.connection, r.body) for r in endpoint.requests] == [(1, _body("first")), (1, _body("second"))]
+    await _second_broken_after_its_answer_began(("STREAM_CLOSED", "NETWORK"), proxied)
 
 
 async def test_a_request_through_a_proxy_whose_fsync_failed_was_not_sent_again(proxied):
@@ -332,41 +328,19 @@ async def test_a_request_through_a_proxy_whose_fsync_failed_was_not_sent_again(p
 
 @pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's TCP options")
 async def test_a_connection_through_a_proxy_did_not_probe_its_peer_while_idle(proxied):
-    async with OfflineEndpoint([text_stream("one")], keep_alive=True) as endpoint, proxied:
-        proxied.named()
-        client = ChatClient(endpoint.base_url, "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "one"
-            (connection,) = client._transport._pool.connections
-            sock = connection._connection._connection._network_stream.get_extra_info("socket")
-            assert sock.getpeername()[1] == proxied.port
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_USER_TIMEOUT_MS
-        finally:
-            await client.aclose()
+    async with _first_answered([text_stream("one")], proxied) as (_, client):
+        (connection,) = client._transport._pool.connections
+        sock = connection._connection._connection._network_stream.get_extra_info("socket")
+        assert sock.getpeername()[1] == proxied.port
+        _probing(sock)
 
 
 async def test_an_https_request_through_a_proxy_tunnel_written_into_a_dropped_connection_went_out_again(
         trusted_kept, proxied):
     """The ``CONNECT`` tunnel's kept connection died while idle: the request goes out again, once, on
     a new tunnel; the first tunnel's ``CONNECT`` answer never counted as this request's answer."""
-    from support.tls import one_request
-
-    async with trusted_kept as endpoint, proxied:
-        proxied.named()
-        client = ChatClient(endpoint.url(), "sk-test")
-        try:
-            assert await _answer(client, _body("first")) == "hi"
-            await endpoint.wait_connections(1)
-            await _until(lambda: endpoint._waiting == {1})
-            assert endpoint.drop_idle() == 1
-            assert await _answer(client, _body("second")) == "hi"
-            assert client._transport._pool.resent == 1
-        finally:
-            await client.aclose()
+    await _https_second_after_its_idle_connection_was_dropped(trusted_kept, proxied)
     assert [line.split(b" ")[0] for line in proxied.requests] == [b"CONNECT", b"CONNECT"]
-    assert len(endpoint.dropped) == 1 and one_request(endpoint.dropped[0], _body("second"))
-    assert one_request(endpoint.connections[1]["received"], _body("second"))
 
 
 def _own_network(timeout_ms: int, mode: str, host: str) -> dict:
