@@ -45,8 +45,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXTENSION = REPO / "clients" / "vscode"
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream  # noqa: E402
+from support.long_answer import markdown_lines  # noqa: E402  (the e2e test's long answer)
 
 TAP = '''import os, subprocess, sys, threading, time
 log = open(sys.argv[1], "a", buffering=1)
@@ -66,17 +68,6 @@ def part(step: int, size: int) -> str:
     while n < size:
         p = (f"Paragraph {step}.{i}: the answer goes on with **bold {step}.{i}** words and `code_{step}_{i}` "
              f"and more plain words to fill the line, as a long explanation from a model would.\n\n")
-        out.append(p)
-        n += len(p)
-        i += 1
-    return "".join(out)
-
-
-def lines_answer(size: int) -> str:
-    """``size`` bytes of one-line markdown paragraphs with a heading every 50 (the fake model's ``LONG``)."""
-    out, i, n = [], 0, 0
-    while n < size:
-        p = (f"\n## Section {i // 50}\n\n" if i % 50 == 0 else "") + f"Line {i}: some *markdown* text with `code` and more words.\n\n"
         out.append(p)
         n += len(p)
         i += 1
@@ -239,7 +230,7 @@ def replay(args: argparse.Namespace) -> int:
         endpoint.push(tool_call_stream([(f"r{k}.{j}", "read", json.dumps({"path": n})) for j, n in enumerate(("a.py", "b.py", "c.py"))],
                                        text=part(k, 4000), args_chunk_size=64))
     if args.replay_mb:  # newcomer 4, finding 1: one long answer of short paragraphs and a heading every 50
-        endpoint.push(text_stream(lines_answer(int(args.replay_mb * 1_000_000)) + end, chunk_size=1400))
+        endpoint.push(text_stream(markdown_lines(int(args.replay_mb * 1_000_000)) + end, chunk_size=1400))
         endpoint.push(text_stream(f"Answered during the replay. {during_end}"))
     else:
         endpoint.push(text_stream(part(steps, 4000) + end, chunk_size=4096))

@@ -17,6 +17,7 @@ import time
 
 import pytest
 from support.fixtures import agent_server_command
+from support.long_answer import markdown_lines
 from support.vscode_tools import EXTENSION, REPO, TIMINGS, check_vsix_current, find_tools
 
 from agent_server.offline import OfflineEndpoint, ThreadedEndpoint, text_stream, tool_call_stream
@@ -127,13 +128,7 @@ REPORT_ANSWER = "Answered after the report."
 
 def report_answer(size: int = 2_000_000) -> str:
     """``size`` bytes of one-line markdown paragraphs with a heading every 50 (the newcomer's fake ``LONG``), then REPORT_END."""
-    out, i, n = [], 0, 0
-    while n < size:
-        p = (f"\n## Section {i // 50}\n\n" if i % 50 == 0 else "") + f"Line {i}: some *markdown* text with `code` and more words.\n\n"
-        out.append(p)
-        n += len(p)
-        i += 1
-    return "".join(out) + REPORT_END
+    return markdown_lines(size) + REPORT_END
 
 
 def make_report_session(workspace, state) -> None:
