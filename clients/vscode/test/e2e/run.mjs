@@ -91,6 +91,28 @@ async function waitBusy(page) {
   await panel(page).locator('#app[data-state="busy"]').waitFor({ timeout: T });
 }
 
+/** A new session in the panel (its turns are the newest of their session), its transcript emptied. */
+async function newSession(page) {
+  const p = panel(page);
+  await p.locator("button.new-session").click();
+  await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+}
+
+/** s.prompt sent, the proposal's diff (shot as `diffShot` when named) accepted with Accept All; the
+ * applied card of s.file, once the turn's answer s.answer shows and the panel is idle. */
+async function acceptedAll(page, s, diffShot) {
+  const p = panel(page);
+  await promptInPanel(page, s.prompt);
+  await waitDiff(page);
+  if (diffShot) await shot(page, diffShot);
+  await titleAction(page, "Accept All");
+  const card = p.locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
+  await card.waitFor({ timeout: T });
+  await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+  await waitIdle(page);
+  return card;
+}
+
 function expectEqual(what, got, want) {
   if (got !== want) throw new Error(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
 }
@@ -875,14 +897,7 @@ const scenarios = {
    * (a clean document: saved) trims them (files.trimTrailingWhitespace for [ini] in the workspace's
    * settings). The pytest side checks the disk and what the model was told. */
   async format_on_save_told_to_the_model(page, s) {
-    await promptInPanel(page, s.prompt);
-    await waitDiff(page);
-    await shot(page, "format-on-save-diff");
-    await titleAction(page, "Accept All");
-    const card = panel(page).locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
-    await card.waitFor({ timeout: T });
-    await panel(page).locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
-    await waitIdle(page);
+    const card = await acceptedAll(page, s, "format-on-save-diff");
     await shot(page, "format-on-save-panel");
     // what the user is told: the card's outcome line (newcomer 5 finding 0.1)
     return { outcome: ((await card.locator(".card-outcome").textContent()) ?? "").trim() };
@@ -894,14 +909,8 @@ const scenarios = {
    * and saved in the editor: the restore goes into its document and is saved (pytest judges the bytes). */
   async undo_takes_back_only_the_agents_change(page, s) {
     const p = panel(page);
-    await p.locator("button.new-session").click(); // the newest turn of its session is this one
-    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
-    await promptInPanel(page, s.prompt);
-    await waitDiff(page);
-    await titleAction(page, "Accept All");
-    await p.locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first().waitFor({ timeout: T });
-    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
-    await waitIdle(page);
+    await newSession(page); // the newest turn of its session is this one
+    await acceptedAll(page, s);
     // the user's own line at the end, typed in the editor and saved
     await quickOpen(page, s.file);
     await page.keyboard.press("Control+End");
@@ -935,15 +944,8 @@ const scenarios = {
    * /undo's restore. What the card, the Changes box and /undo say (pytest judges them and the disk). */
   async json_format_on_save_and_undo(page, s) {
     const p = panel(page);
-    await p.locator("button.new-session").click(); // the newest turn of its session is this one
-    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
-    await promptInPanel(page, s.prompt);
-    await waitDiff(page);
-    await titleAction(page, "Accept All");
-    const card = p.locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
-    await card.waitFor({ timeout: T });
-    await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
-    await waitIdle(page);
+    await newSession(page); // the newest turn of its session is this one
+    const card = await acceptedAll(page, s);
     const outcome = ((await card.locator(".card-outcome").textContent()) ?? "").trim();
     const changes = ((await p.locator(".changes").first().textContent()) ?? "").trim();
     await shot(page, "json-format-on-save");
