@@ -131,3 +131,44 @@ def test_a_permission_question_was_a_modal_inputlist_that_kept_the_user_from_the
     ed.idle()
     assert (workspace / "out.txt").read_text() == "hi\n"
     assert "wrote it" in ed.chat()
+
+
+TOP_QUESTION = """local text = require('agent_server.chat').text()
+local at_env, at_out = text:find('Read .env', 1, true), text:find('Read {out}', 1, true)
+return at_env and at_out and (at_env < at_out and 'env' or 'out') or nil"""
+
+
+def test_with_two_questions_waiting_agent_answer_answered_the_one_below_the_one_read(
+        make_editor, endpoint, workspace, tmp_path):
+    """Two reads of one answer run side by side and both ask (a secret file, a file outside the
+    workspace): both questions wait in the chat, each under its call with its options numbered.
+    :AgentAnswer N answered the latest asked — the question below the one the user read first —
+    so the Reject meant for `.env` rejected the other read, and the next answer, meant for that one,
+    allowed `.env`: the secret went to the model. The questions are answered from the top down."""
+    (workspace / ".env").write_text("API_TOKEN=sk-secret-value\n")
+    outside = tmp_path / "outside" / "notes.txt"
+    outside.parent.mkdir()
+    outside.write_text("notes from elsewhere\n")
+    endpoint.push(tool_call_stream([call("a", "read", path=".env"), call("b", "read", path=str(outside))]))
+    endpoint.push(text_stream("read what I could"))
+    ed = make_editor()
+    ed.cmd("AgentAsk read both")
+    ed.wait("local _, n = require('agent_server.chat').text():gsub('Answer with :AgentAnswer N', '') return n == 2",
+            what="both questions in the chat")
+    top = ed.lua(TOP_QUESTION.replace("{out}", str(outside)))
+    assert top in ("env", "out"), ed.chat()
+
+    def option(name: str) -> int:  # the options are the same four for both questions
+        line = ed.chat().split("Answer with :AgentAnswer N — ", 1)[1].split("\n", 1)[0]
+        return next(int(n) for n, o in (p.split(" ", 1) for p in line.split(" (", 1)[0].split(" · "))
+                    if o.startswith(name))
+
+    # the user reads the top question first: rejects it; then allows the other one once
+    ed.cmd(f"AgentAnswer {option('Reject')}")
+    ed.cmd(f"AgentAnswer {option('Allow once')}")
+    ed.idle()
+    (results,) = [[m["content"] for m in r.json()["messages"] if m["role"] == "tool"] for r in endpoint.requests[1:]]
+    by_call = dict(zip(("env", "out"), results))
+    rejected, allowed = (by_call["env"], by_call["out"]) if top == "env" else (by_call["out"], by_call["env"])
+    assert "sk-secret-value" not in rejected and "notes from elsewhere" not in rejected, by_call
+    assert "sk-secret-value" in allowed or "notes from elsewhere" in allowed, by_call

@@ -495,6 +495,22 @@ function M.question(session_id, tool_call, lines)
   return { tool = t, question = q }
 end
 
+--- Where question `handle` (`M.question`) stands in the chat: the row of its tool call's line and
+--- its order among that call's questions; nil when its block is gone.
+function M.question_place(handle)
+  local t, q = type(handle) == "table" and handle.tool, type(handle) == "table" and handle.question
+  local row = t and q and transcript.mark_row(t.mark)
+  if not row then
+    return nil
+  end
+  for i, other in ipairs(t.questions or {}) do
+    if other == q then
+      return row, i
+    end
+  end
+  return row, 0
+end
+
 --- The outcome of question `handle` (`M.question`), drawn under it ("permission: Allow once"), also
 --- when the turn has ended or more was drawn since; at the chat's end when its block is gone.
 function M.outcome(handle, text)

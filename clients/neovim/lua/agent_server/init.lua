@@ -58,6 +58,7 @@ local function wire()
     return chat.question(params.sessionId, params.toolCall, lines)
   end
   permissions.hooks.answered = chat.outcome
+  permissions.hooks.place = chat.question_place
   permissions.hooks.reveal = function()
     chat.open(false)
     vim.cmd("redraw")

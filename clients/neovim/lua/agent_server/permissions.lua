@@ -10,10 +10,12 @@ local M = {}
 
 --- Hooks set by the plugin: `asked(params, lines)` draws the question (`lines`: `M.describe`) in
 --- the chat, under the tool call it is about, and returns its handle; `answered(handle, text)`
---- draws its outcome under it; `reveal()` shows the chat (without focusing it) and redraws the
---- screen, so the question is on screen before the picker opens (the default `vim.ui.select` is
---- `inputlist()`, which draws nothing else while it waits). A hook that fails never answers.
-M.hooks = { asked = function() end, answered = function() end, reveal = function() end }
+--- draws its outcome under it; `place(handle)` says where it stands in the chat (rows compare: a
+--- question above another has a smaller place; nil: not drawn); `reveal()` shows the chat (without
+--- focusing it) and redraws the screen, so the question is on screen before the picker opens (the
+--- default `vim.ui.select` is `inputlist()`, which draws nothing else while it waits). A hook that
+--- fails never answers.
+M.hooks = { asked = function() end, answered = function() end, place = function() end, reveal = function() end }
 
 local open = {}
 local asked = 0
@@ -170,6 +172,7 @@ function M.ask(req)
   end
   local drawn, h = pcall(M.hooks.asked, params, lines)
   handle = drawn and h or nil
+  entry.handle = handle
   if #options == 0 then
     return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
   end
@@ -196,27 +199,58 @@ function M.pick(entry)
   end
 end
 
---- Answer the latest waiting question with its option `n` (1-based), or with the picker when `n`
---- is nil. Returns nil and why when there is none or `n` is not one of its options.
-function M.answer(n)
-  local latest
-  for entry in pairs(open) do
-    if not latest or entry.seq > latest.seq then
-      latest = entry
-    end
+-- Where question `entry` stands in the chat: `{row, n}` (`n`: its order among the questions of one
+-- tool call), or after every drawn one, in the order asked, when it is not drawn.
+local function place(entry)
+  local ok, row, n = pcall(M.hooks.place, entry.handle)
+  if ok and type(row) == "number" then
+    return row, n or 0
   end
-  if not latest then
+  return math.huge, entry.seq
+end
+
+--- The waiting questions, top-most in the chat first (the order they are read in: two reads of one
+--- answer run side by side and both may ask; the chat draws each under its own call).
+function M.waiting_list()
+  local list = {}
+  for entry in pairs(open) do
+    local row, n = place(entry)
+    list[#list + 1] = { entry = entry, row = row, n = n }
+  end
+  table.sort(list, function(a, b)
+    if a.row ~= b.row then
+      return a.row < b.row
+    end
+    if a.n ~= b.n then
+      return a.n < b.n
+    end
+    return a.entry.seq < b.entry.seq
+  end)
+  return vim.tbl_map(function(x) return x.entry end, list)
+end
+
+--- Answer the top-most waiting question in the chat with its option `n` (1-based), or with the
+--- picker when `n` is nil; when another question still waits, the user is told which comes next.
+--- Returns nil and why when there is none or `n` is not one of its options.
+function M.answer(n)
+  local first = M.waiting_list()[1]
+  if not first then
     return nil, "no question waits for an answer"
   end
   if n == nil then
-    M.pick(latest)
+    M.pick(first)
     return true
   end
-  local choice = latest.options[n]
+  local choice = first.options[n]
   if not choice then
-    return nil, string.format("no option %s: the question has %d", tostring(n), #latest.options)
+    return nil, string.format("no option %s: the question has %d", tostring(n), #first.options)
   end
-  latest.choose(choice)
+  first.choose(choice)
+  local next_one = M.waiting_list()[1]
+  if next_one then
+    pcall(vim.api.nvim_echo, { { string.format("%s answered (%s); next: %s — :AgentAnswer N",
+      first.prompt, choice.name or choice.optionId, next_one.prompt), "WarningMsg" } }, true, {})
+  end
   return true
 end
 
