@@ -48,6 +48,7 @@ from agent_server.config.views import session_header, session_state
 from agent_server.tools import BUILTIN_TOOLS, DiskFiles, ToolContext, tool_schemas
 from agent_server.tools.access import FileAccess, SecretRules
 from agent_server.tools.child_env import split_environ
+from agent_server.tools.files import CURRENT_TOOL_CALL
 from agent_server.tools.pipeline import ToolRunner
 
 log = logging.getLogger("agent_server.server")
@@ -395,7 +396,8 @@ class SessionHost:
         # the file tools' own rules: credential stores closed in every mode, writes anchored in a root
         policy.protected = self._credential_stores(event_log.path.parent, roots)
         access = FileAccess(roots, protected=policy.protected.match, protected_paths=policy.protected.paths(),
-                            write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS)
+                            write_outside=lambda: policy.modes.current == DANGER_FULL_ACCESS,
+                            gate=lambda kind, real: policy.open_refusal(CURRENT_TOOL_CALL.get(), kind, real))
         inner = self.frontend.files(session_id, emit)
         if hasattr(inner, "auto_apply"):  # accept-edits: the agent's edits applied without review
             inner.auto_apply = lambda: policy.modes.current == ACCEPT_EDITS

@@ -39,6 +39,9 @@ from agent_server.session import EventLog
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 _DIFF_LIMIT = 1_000_000
+#: Recent file-tool decisions kept for their opens (``open_refusal``): more than the calls that can
+#: run at once (a parallel pool of 4) or wait between their guard and their dispatch.
+_DECIDED_KEPT = 256
 #: Most changed configuration files one question shows (the rest are counted).
 _MAX_SHOWN_CHANGES = 50
 
@@ -102,6 +105,9 @@ class SessionPolicy:
         self.shell_launcher = ShellConfiner(modes, status or SandboxStatus(settings.sandbox), self.roots, tmpdir, settings,
                                             int(started * 1e9) if started is not None else None)
         self._told_user = False
+        self._decided: dict[str, str] = {}
+        """The resolved path each recent allowed file-tool call was judged on, by its
+        ``tool_call_id`` (``open_refusal``); the newest ``_DECIDED_KEPT``."""
         self.shell_launcher.ask_keep = self._keep_editor_config
         if status is not None:
             self._set_status(status)
@@ -166,6 +172,10 @@ class SessionPolicy:
         else:
             allowed, decided_by = verdict.outcome == "allow", "policy"
         self._log(call, verdict, "allow" if allowed else "deny", decided_by, answer)
+        if allowed and isinstance(verdict.facts.get("resolved"), str):
+            self._decided[getattr(call, "tool_call_id", call.call_id)] = verdict.facts["resolved"]
+            while len(self._decided) > _DECIDED_KEPT:  # the oldest first (dicts keep their order)
+                del self._decided[next(iter(self._decided))]
         if allowed:
             if verdict.rule == "secret-read" and "command" in verdict.facts:
                 self.shell_launcher.allow_secrets_once(verdict.facts["command"])  # this exact command only
@@ -388,6 +398,25 @@ class SessionPolicy:
             content=[_text(f"{verb} {t.lexical}{' — a link to ' + str(t.resolved) if shown else ''}: outside the "
                            "workspace.")],
             facts={**facts, "inside_roots": False, "outside_folder": str(folder)})
+
+    def open_refusal(self, tool_call_id: str | None, kind: str, resolved: str) -> str | None:
+        """Why a file tool's open of ``resolved`` (every link followed, at the open) for the call
+        ``tool_call_id`` is not what this policy decided (``None``: it is). The guard judged one
+        resolution of the call's path; a link swapped in after it would carry the open elsewhere —
+        outside the roots, to a secret, into ``.git`` — with nobody asked. So the open must reach
+        the path the decision was made on; a call decided without a path (``grep`` of the first
+        root) may read only what a read reads unasked (inside the roots, not a secret). No call in
+        progress (``None``: undo, attachments, the server's own reads): no decision to keep."""
+        if tool_call_id is None:
+            return None
+        decided = self._decided.get(tool_call_id)
+        if decided is not None:
+            if resolved == decided:
+                return None
+            return f"it now leads to {resolved}, not to {decided}, where it led when it was allowed"
+        if kind == "read" and self.secrets.match(resolved) is None and self.reads_unasked(Path(resolved)):
+            return None
+        return f"it leads to {resolved}, which this call was not allowed to {'read' if kind == 'read' else 'change'}"
 
     def reads_unasked(self, resolved: Path) -> bool:
         """Whether the file tools read ``resolved`` (every link followed) with no question about

@@ -20,8 +20,9 @@ Known limits: a *hard link* inside a root to a file outside it shares that file'
 tools replace a file by renaming a new one over its name, so a write does not change the outside
 file, but a *read* through such a link shows it (the decision records ``links`` > 1). A symlink
 swapped between this check and the open (a race) is outside what a check can see: the file tools
-re-resolve once and then open with no link-following (``tools.safe_fs``), so the swap makes the
-operation fail instead of landing elsewhere.
+resolve once, must reach the resolution policy decided on (``SessionPolicy.open_refusal``) and then
+open with no link-following (``tools.safe_fs``), so the swap makes the operation fail instead of
+landing elsewhere.
 """
 
 from __future__ import annotations

@@ -50,8 +50,7 @@ _NO_FOLDER_SEARCH = ("/proc", "/dev", "/sys")
 def open_folder(folder: Path, ctx: ToolContext) -> tuple[int, str]:
     """An fd of ``folder`` (resolved once, opened without following links afterwards) and its
     resolved text; ``rg`` starts in that fd, so a link swapped in later changes nothing."""
-    real = ctx.access.check(folder)
-    return safe_fs.open_dir_beneath(real, [], create=False), real
+    return ctx.access.open_folder(folder)
 
 
 class LeftOut:

@@ -4,15 +4,19 @@ Role: ``FileAccess`` is shared by the tools (``read``/``grep``/``glob``/``write`
 the disk backend of the workspace-file seam, so the decision the tool reports and the open the
 backend does use the same rules: ``check_read`` (no NUL byte; not a refused ``/proc`` entry; not
 a protected credential store), ``write_anchor`` (the root a write is opened beneath — a write
-outside every root is refused unless the session allows writing anywhere) and ``hidden`` (what a
-folder-wide search leaves out).
+outside every root is refused unless the session allows writing anywhere), ``hidden`` (what a
+folder-wide search leaves out) and ``gate``: the open must reach the path policy's guard judged
+for the call (``SessionPolicy.open_refusal``), on this resolution and on the opened descriptor's
+own path (``open_read``, ``open_folder``).
+
+Must never: decide on a path that is then opened by following links again — callers open the
+``resolved`` path with ``safe_fs`` (no link-following) — nor read from a descriptor whose own
+path the gate did not accept (a link swapped in after the decision: an outside file, a secret,
+``.git``).
 
 ``protected`` is policy's credential-store test (``policy.paths.CredentialStores.match``: the
 config folder, keyrings, the state folder except this session's spill folder, ``~/.ssh`` …);
 this package is a leaf and only receives it as a callable.
-
-Must never: decide on a path that is then opened by following links again — callers open the
-``resolved`` path with ``safe_fs`` (no link-following).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .safe_fs import PathRefused, proc_refusal, resolve_once
+from .safe_fs import PathChangedError, PathRefused, fd_path, open_dir_beneath, open_regular, proc_refusal, resolve_once
 
 @dataclass(frozen=True)
 class SecretRules:
@@ -61,6 +65,10 @@ class SecretRules:
 Protected = Callable[[str, str], "str | None"]
 """``(lexical, resolved) -> reason | None``: why a path is a protected credential store."""
 
+Gate = Callable[[str, str], "str | None"]
+"""``(kind, resolved) -> reason | None``: why the open of ``resolved`` (``kind``: ``"read"`` or
+``"write"``) is not what policy decided for the call in progress (``None``: it is, or no call)."""
+
 
 class FileAccess:
     """The file tools' access rules for one session.
@@ -70,15 +78,17 @@ class FileAccess:
     right now (danger-full-access; policy decides the mode — ``None``: yes, as in unit tests
     without a policy). ``protected_paths``: every path ``protected`` refuses beneath (its folders
     and files), so a folder-wide search that cannot meet one skips the per-result check; empty:
-    unknown, every result is checked.
+    unknown, every result is checked. ``gate``: see ``Gate`` (``None``: no policy, unit tests).
     """
 
     def __init__(self, roots: Sequence[Path | str] = (), *, protected: Protected | None = None,
-                 write_outside: Callable[[], bool] | None = None, protected_paths: Sequence[str] = ()) -> None:
+                 write_outside: Callable[[], bool] | None = None, protected_paths: Sequence[str] = (),
+                 gate: Gate | None = None) -> None:
         self.roots = tuple(os.path.abspath(r) for r in roots)
         self.protected = protected
         self.write_outside = write_outside
         self.protected_paths = tuple(protected_paths)
+        self.gate = gate
 
     def may_meet_protected(self, folder: str) -> bool:
         """Whether a search below the resolved ``folder`` (which follows no links) can reach a
@@ -102,14 +112,56 @@ class FileAccess:
             return self.protected(lexical, resolved)
         return None
 
-    def check(self, path: Path | str) -> str:
-        """``path`` resolved once, if the tools may open it; raises ``PathRefused`` otherwise."""
+    def check(self, path: Path | str, kind: str = "read") -> str:
+        """``path`` resolved once, if the tools may open it for ``kind`` (``"read"``/``"write"``);
+        raises ``PathRefused`` (refused by rule) or ``PathChangedError`` (it no longer leads where
+        policy's decision saw it lead) otherwise."""
         lexical = os.fspath(path)
         resolved = resolve_once(lexical)
         reason = self.refusal(os.path.normpath(lexical), resolved)
         if reason:
             raise PathRefused(lexical, reason)
+        if self.gate is not None and (why := self.gate(kind, resolved)):
+            raise PathChangedError(lexical, why)
         return resolved
+
+    def opened(self, fd: int, resolved: str, lexical: Path | str, kind: str = "read") -> None:
+        """Judge the descriptor ``fd`` opened for ``resolved`` by the path it really has (the
+        kernel's name of it): when that is not ``resolved`` (a folder on the way renamed between
+        the resolution and the open), the rules and the gate are asked again of it. Raises as
+        ``check``; the caller closes ``fd``."""
+        real = fd_path(fd)
+        if real is None or real == resolved:
+            return
+        reason = self.refusal(real, real)
+        if reason:
+            raise PathRefused(lexical, reason)
+        if self.gate is not None and (why := self.gate(kind, real)):
+            raise PathChangedError(lexical, why)
+
+    def open_read(self, path: Path | str) -> tuple[int, str]:
+        """A read-only fd of the regular file at ``path`` and its resolution: ``check``, then
+        ``safe_fs.open_regular`` (no link followed), then ``opened``."""
+        resolved = self.check(path)
+        fd = open_regular(resolved)
+        try:
+            self.opened(fd, resolved, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, resolved
+
+    def open_folder(self, path: Path | str) -> tuple[int, str]:
+        """A directory fd of the folder at ``path`` (for a search to start in) and its resolution:
+        ``check``, the open with no link followed, then ``opened``."""
+        resolved = self.check(path)
+        fd = open_dir_beneath(resolved, [], create=False)
+        try:
+            self.opened(fd, resolved, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, resolved
 
     def hidden(self, path: Path | str) -> bool:
         """Whether a folder-wide search must leave ``path`` out (refused, or not resolvable)."""

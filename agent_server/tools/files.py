@@ -190,8 +190,7 @@ class DiskFiles:
         return await asyncio.to_thread(self._read, Path(path))
 
     def _read(self, path: Path) -> FileSnapshot:
-        resolved = self.access.check(path)
-        fd = safe_fs.open_regular(resolved)
+        fd, _ = self.access.open_read(path)
         with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > self.max_read_bytes:
@@ -207,10 +206,13 @@ class DiskFiles:
 
     def _write(self, path: Path, raw: bytes, base: FileSnapshot | None) -> WriteOutcome:
         try:
-            resolved = self.access.check(path)
+            resolved = self.access.check(path, "write")
             anchor = self.access.write_anchor(resolved)
         except safe_fs.PathRefused as exc:
             return WriteOutcome("failed", f"{path} is refused: {exc.reason}")
+        except safe_fs.PathChangedError as exc:
+            return WriteOutcome("failed", f"{path} changed after the permission check ({exc.detail}); nothing "
+                                          "was written")
         if resolved == anchor:
             return WriteOutcome("failed", f"{path} is a directory")
         parts = os.path.relpath(resolved, anchor).split("/")

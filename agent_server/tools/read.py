@@ -210,14 +210,15 @@ def not_text_result(shown: str, reason: object, verb: str = "read") -> ToolResul
 def precheck(path: Path, ctx: ToolContext, verb: str) -> ToolResult | None:
     """The refusal result when the file tools may not open ``path`` (checked before any backend —
     the editor's included — sees it): a refused ``/proc`` entry or protected credential store
-    (``ctx.access``), or something other than a regular file or folder (FIFO, device, socket);
+    (``ctx.access``), a path that no longer leads where policy's decision saw it lead (its
+    ``gate``), or something other than a regular file or folder (FIFO, device, socket);
     ``None`` when it may go on (a missing path too: the backend reports it)."""
     try:
         resolved = ctx.access.check(path)
         st = os.lstat(resolved)
     except OSError as exc:
-        if isinstance(exc, PathRefused):
-            return file_error(exc, path, ctx, verb)
+        if isinstance(exc, PathRefused) or (isinstance(exc, PathChangedError) and exc.detail):
+            return file_error(exc, path, ctx, verb)  # (a path changed since policy's decision: no backend asked)
         return None
     if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
         return None
@@ -240,6 +241,10 @@ def file_error(exc: OSError, path: Path, ctx: ToolContext, verb: str = "read") -
         return ToolResult.error(f"Refused: {shown} is {exc.kind}. read, grep, glob, write and edit work on "
                                 "regular files only.", refused="not_regular")
     if isinstance(exc, PathChangedError):
+        if exc.detail:
+            return ToolResult.error(f"{shown} changed after the permission check: {exc.detail}. Nothing was read "
+                                    "or written; if it is meant to, call the tool again (it is checked anew).",
+                                    refused="changed")
         return ToolResult.error(f"{shown} changed while it was being opened (a link appeared in its path); "
                                 "nothing was read or written.", refused="changed")
     if isinstance(exc, FileNotFoundError):

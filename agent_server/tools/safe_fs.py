@@ -62,10 +62,13 @@ class NotRegularFileError(OSError):
 
 class PathChangedError(OSError):
     """A link appeared in the path after it was resolved (``ELOOP``/``ENOTDIR`` on a no-follow
-    open): someone is changing it right now; nothing was opened or written."""
+    open), or the path now leads elsewhere than where policy's decision saw it lead (``detail``
+    says where): someone is changing it right now; nothing was opened or written."""
 
-    def __init__(self, path: Path | str) -> None:
-        super().__init__(errno.ELOOP, "the path changed while it was being opened (a link appeared in it)", str(path))
+    def __init__(self, path: Path | str, detail: str = "") -> None:
+        super().__init__(errno.ELOOP, detail or "the path changed while it was being opened (a link appeared in it)",
+                         str(path))
+        self.detail = detail
 
 
 def file_kind(mode: int) -> str:
@@ -262,6 +265,27 @@ def open_regular(resolved: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def fd_path(fd: int) -> str | None:
+    """The path the open file description ``fd`` has now, as the kernel names it
+    (``/proc/self/fd/N``; macOS ``F_GETPATH``), or ``None`` when it cannot be told (no procfs, a
+    deleted file, a pipe)."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = None
+        import fcntl
+
+        getpath = getattr(fcntl, "F_GETPATH", None)
+        if getpath is not None:
+            try:
+                real = os.fsdecode(fcntl.fcntl(fd, getpath, bytes(1024)).rstrip(b"\0"))
+            except OSError:
+                return None
+    if not real or not real.startswith("/") or real.endswith(" (deleted)"):
+        return None
+    return real
 
 
 # -- writing ----------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from ._scope import (MAX_EXCLUDED_BYTES, LeftOut, Unsearched, exclusion_args, ex
                      secret_candidates)
 from ._scope import unsearched as find_unsearched
 from .read import file_error as read_file_error
-from . import safe_fs
 from .base import PathText, Tool, ToolArgs, ToolContext, ToolResult, display_path, one_line, resolve_path
 
 MAX_FILES = 200
@@ -232,7 +231,7 @@ class GrepTool(Tool):
 
         selected = compile_glob(_relative_pattern(args.glob, folder)) if args.glob else None
         try:  # a single file is opened here (regular, no link followed) and given to rg as stdin
-            fd = safe_fs.open_regular(ctx.access.check(target)) if name is not None else None
+            fd = ctx.access.open_read(target)[0] if name is not None else None
             dirfd, real = open_folder(folder, ctx) if name is None else (-1, "")
         except OSError as exc:
             return read_file_error(exc, target, ctx, "grep")

@@ -171,6 +171,10 @@ class EditorFiles:
             raise OSError(f"the editor is gone; cannot read {path}") from None
         if not isinstance(result, dict) or not isinstance(result.get("content"), str):
             raise OSError(f"the editor answered fs/read_text_file for {path} without text content")
+        # the editor resolved the path itself: it must still lead where policy's decision saw it lead
+        # (a link swapped in while the editor read raises PathChangedError; the editor's own open
+        # cannot be held to it, so a swap there and back in that window is a known limit)
+        await asyncio.to_thread(self.disk.access.check, path)
         # a lossy decode leaves U+FFFD for each byte it could not take: only then is the disk asked
         refusal = await self._encoding_refusal(path) if "\ufffd" in result["content"] else None
         if refusal is not None:
