@@ -114,6 +114,11 @@ UNDO_SAVE = "undosave.txt"
 UNDO_SAVE_TEXT = "one\ntwo\nthree\n"
 UNDO_SAVE_TYPED = "mine "
 UNDO_SAVE_ANSWER = "Shouted three."
+# newcomer 5 finding 10: session A's proposal accepted from its diff tab while B is shown; A's next one comes then
+F10 = "f10.txt"
+F10_NEXT = "f10next.txt"
+F10_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.f10")
+F10_ANSWER = "Shouted both."
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -298,6 +303,15 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("us1", "bash", command=f"sed -i s/three/THREE-AND-MORE/ {UNDO_SAVE}", description="Shout three")]),
             text_stream(UNDO_SAVE_ANSWER),
         ],
+        "a_proposal_accepted_from_its_diff_tab_after_switching_sessions": [
+            tool_call_stream([call("f1", "read", path=F10)]),
+            tool_call_stream([call("f2", "edit", path=F10, old_string="b", new_string="B")]),
+            tool_call_stream([call("f3", "bash", command=f"while [ ! -e {F10_FLAG} ]; do sleep 0.1; done; echo waited",
+                                   description="Wait for the f10 flag")]),
+            tool_call_stream([call("f4", "read", path=F10_NEXT)]),
+            tool_call_stream([call("f5", "edit", path=F10_NEXT, old_string="b", new_string="B")]),
+            text_stream(F10_ANSWER),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -370,6 +384,9 @@ SCENARIOS = [
      "answer": "Changed line 2.", "typed": MERGE_TYPED, "undoSays": "only the agent's change taken back"},
     {"name": "json_format_on_save_and_undo", "prompt": "Set b to 3 in cfg.json", "file": "cfg.json",
      "answer": "Set b to 3."},
+    {"name": "a_proposal_accepted_from_its_diff_tab_after_switching_sessions", "file": F10, "nextFile": F10_NEXT,
+     "text": "a\nb\nc\n", "prompt": "Shout b in f10.txt, wait, then in f10next.txt", "flag": F10_FLAG,
+     "commandTitle": "Wait for the f10 flag", "answer": F10_ANSWER},
     {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
      "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
@@ -402,7 +419,7 @@ def run(tmp_path_factory):
     """Runs every scenario once; yields (results, workspace, endpoint)."""
     tools = find_tools()
     check_vsix_current()
-    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG):
+    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG, F10_FLAG):
         if os.path.exists(flag):
             os.remove(flag)
     tmp = tmp_path_factory.mktemp("vscode")
@@ -486,7 +503,7 @@ def run(tmp_path_factory):
                     f"stderr:\n{proc.stderr[-3000:]}\ncode-server:\n{results.get('codeServerLogTail', '')}")
     yield results, workspace, endpoint
     endpoint.stop()
-    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG):
+    for flag in (EXEC_FLAG, QUESTION_FLAG, OTHER_FLAG, F10_FLAG):
         if os.path.exists(flag):
             os.remove(flag)
 
@@ -1252,3 +1269,29 @@ def test_saving_after_undo_restored_the_disk_under_unsaved_text_showed_the_file_
     assert (got["conflict"], got["clean"]) == ([], True), got
     assert got["saved"] == UNDO_SAVE_TYPED + UNDO_SAVE_TEXT, got
     assert (workspace / UNDO_SAVE).read_text() == UNDO_SAVE_TYPED + UNDO_SAVE_TEXT
+
+
+def test_a_proposal_accepted_from_its_diff_tab_after_switching_sessions_showed_its_card_in_the_other_session(run):
+    """Newcomer 5, finding 10: session A's proposal accepted from its still-open diff tab while the panel
+    showed session B put its card into B's transcript (next to B's "Undo this turn"). It goes to A only:
+    B shows nothing of it; A shows it applied."""
+    scenario(run, "a_proposal_accepted_from_its_diff_tab_after_switching_sessions")
+    results, workspace, _ = run
+    got = results["scenarios"]["a_proposal_accepted_from_its_diff_tab_after_switching_sessions"]
+    assert "Edit" in got["rowWhileWaiting"] and F10 in got["rowWhileWaiting"], got
+    assert got["inB"]["cards"] == 0, got
+    assert any(c.startswith("completed:") and f"Edit {F10}" in c for c in got["inA"]), got
+    assert (workspace / F10).read_text() == "a\nB\nc\n"
+
+
+def test_a_proposal_of_a_session_not_shown_opened_its_diff_over_the_users_work(run):
+    """A proposal of session A that comes while the panel shows session B opened its diff tab in front of
+    what the user works on in B (and could be accepted there with nothing of A's conversation in sight).
+    Decided: it opens no tab; B's panel says A waits ("Go to it"), which shows A and opens its diff."""
+    scenario(run, "a_proposal_accepted_from_its_diff_tab_after_switching_sessions")
+    results, workspace, _ = run
+    got = results["scenarios"]["a_proposal_accepted_from_its_diff_tab_after_switching_sessions"]
+    assert got["tabsWhileNotShown"] == [], got
+    assert any(F10_NEXT in t for t in got["tabsAfterGoTo"]), got
+    assert got["finalA"][-1] == "applied", got
+    assert (workspace / F10_NEXT).read_text() == "a\nB\nc\n"

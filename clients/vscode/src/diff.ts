@@ -92,6 +92,8 @@ export function leftoverTabs(tabs: readonly vscode.Tab[], known: (uri: vscode.Ur
 
 /** Listener for the panel: a proposal was shown, changed, or answered. */
 export interface ProposalPanel {
+  /** Whether the panel shows the session `p` belongs to (a proposal of another one opens no diff). */
+  isShown(p: Proposal): boolean;
   proposalShown(p: Proposal): void;
   proposalChanged(p: Proposal): void;
   proposalFinished(p: Proposal, result: ApplyWorkspaceEditResult): void;
@@ -114,6 +116,8 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   private readonly reloadedFor = new Map<string, string>();
   /** Proposals on screen, kept until their tabs are closed (the manager forgets them once answered). */
   private readonly onScreen = new Map<string, Proposal>();
+  /** Proposals of a session the panel did not show when they came: their diffs open once it does. */
+  private readonly deferred = new Set<string>();
 
   constructor(private readonly panel: ProposalPanel) {}
 
@@ -254,9 +258,36 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     return lenses;
   }
 
+  /**
+   * A proposal came: the panel is told; its diff opens only while the panel shows its session — one of
+   * a session the user switched away from opens nothing over what they work on (its session's row in
+   * the panel says it waits; going to that session opens it: `sessionShown`).
+   */
   async show(p: Proposal): Promise<void> {
     this.onScreen.set(p.id, p);
     this.panel.proposalShown(p);
+    if (!this.panel.isShown(p)) {
+      this.deferred.add(p.id);
+      return;
+    }
+    await this.openTabs(p);
+  }
+
+  /** The panel shows `sessionId` now: the diffs of its proposals that waited unseen open. */
+  sessionShown(sessionId: string | undefined): void {
+    for (const id of [...this.deferred]) {
+      const p = this.onScreen.get(id);
+      if (!p || p.done) {
+        this.deferred.delete(id);
+        continue;
+      }
+      if (p.params.sessionId !== sessionId) continue;
+      this.deferred.delete(id);
+      void this.openTabs(p).then(undefined, () => undefined);
+    }
+  }
+
+  private async openTabs(p: Proposal): Promise<void> {
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
       // a file proposed on its bytes on disk: the left side is those bytes, never a document of the
@@ -292,6 +323,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   }
 
   async finish(p: Proposal, result: ApplyWorkspaceEditResult): Promise<void> {
+    this.deferred.delete(p.id);
     this.panel.proposalFinished(p, result);
     this.lensesChanged.fire();
     const ours = new Set(p.files.map((_, i) => proposalUri(p, i, "new").toString()));
@@ -343,6 +375,7 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     }
     const input = vscode.window.tabGroups.activeTabGroup.activeTab?.input;
     if (input instanceof vscode.TabInputTextDiff) return parseProposalUri(input.modified)?.id;
-    return this.manager.all().find((p) => !p.done)?.id;
+    // no diff in front: the shown session's waiting proposal (never one of a session not shown)
+    return this.manager.all().find((p) => !p.done && this.panel.isShown(p))?.id;
   }
 }

@@ -135,6 +135,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       if (now !== shownSession) {
         shownSession = now;
         postWaiting();
+        diffView.sessionShown(now); // the diffs of its proposals that came while another was shown
       }
     }
   };
@@ -148,6 +149,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   // `agentServer.proposalPending`: the accept/reject shortcuts work while a proposal waits
   const pendingContext = (finished?: Proposal) => void vscode.commands.executeCommand("setContext", "agentServer.proposalPending", proposals.all().some((x) => !x.done && x !== finished));
   const panel: ProposalPanel = {
+    isShown: (p) => isShown(p.params.sessionId),
     // a proposal of another session than the one shown is not drawn in this transcript (`postWaiting`)
     proposalShown: (p) => {
       if (isShown(p.params.sessionId)) post(proposalEvent(p));

@@ -4,11 +4,11 @@
 // helpers run.mjs hands it.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { panel } from "./workbench.mjs";
+import { panel, until } from "./workbench.mjs";
 
 const T = 60_000 * Number(process.env.AGENT_SERVER_TEST_HANG_SCALE || 1); // a hang guard: tests/support/timeouts.py
 
-export function planningScenarios({ config, shot, quickOpen, promptInPanel, waitIdle }) {
+export function planningScenarios({ config, shot, quickOpen, promptInPanel, waitIdle, waitDiff, titleAction }) {
   /** Answers "Allow once" when the turn asks before its command (the default mode asks for the shell). */
   const allowIfAsked = async (page, answer) => {
     const p = panel(page);
@@ -23,7 +23,75 @@ export function planningScenarios({ config, shot, quickOpen, promptInPanel, wait
   };
   /** The texts of the notifications shown now (toasts and the center). */
   const notifications = (page) => page.locator(".notification-toast, .notifications-center .notification-list-item").allTextContents();
+  /** Opens the session titled `title` with the panel's session button (the searchable QuickPick). */
+  const pickSession = async (page, title) => {
+    const p = panel(page);
+    await p.locator("button.session-picker").click();
+    const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+    await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
+    await rows.filter({ hasText: title }).first().waitFor({ timeout: T });
+    const listed = await rows.allTextContents();
+    await page.keyboard.type(title);
+    await rows.first().filter({ hasText: title }).waitFor({ timeout: T });
+    await page.keyboard.press("Enter");
+    return listed;
+  };
+  const newSession = async (page) => {
+    const p = panel(page);
+    await p.locator("button.new-session").click();
+    await p.locator(".transcript .slot").first().waitFor({ state: "detached", timeout: T }).catch(() => {});
+  };
+  /** The open proposal diff tabs' labels. */
+  const proposalTabs = (page) => page.locator('.tab[aria-label*="(proposal)"]').evaluateAll((ts) => ts.map((t) => t.getAttribute("aria-label")));
   return {
+    /** Newcomer 5, finding 10: session A's proposal shows its diff; the user opens a new session (B) and
+     * accepts from A's still-open diff tab (its title's Accept All). The card went into B's transcript.
+     * Then: A's next proposal comes while B is shown (A's command waited for the runner's flag): what
+     * opens, and the way to it ("Go to it" shows A and its diff, where it is accepted). */
+    async a_proposal_accepted_from_its_diff_tab_after_switching_sessions(page, s) {
+      const p = panel(page);
+      for (const [name, text] of [[s.file, s.text], [s.nextFile, s.text]]) writeFileSync(join(config.workspace, name), text);
+      await newSession(page); // session A
+      await promptInPanel(page, s.prompt);
+      await waitDiff(page);
+      await newSession(page); // session B, while A's proposal waits
+      const rowWhileWaiting = ((await p.locator(".waiting-elsewhere .waiting-row").first().textContent({ timeout: T }).catch(() => "")) ?? "").trim();
+      await page.locator('.editor-group-container .tab[aria-label*="(proposal)"]', { hasText: s.file }).first().click();
+      await waitDiff(page);
+      await titleAction(page, "Accept All");
+      await until(() => readFileSync(join(config.workspace, s.file), "utf8") !== s.text, T);
+      await page.waitForTimeout(1000); // what would be drawn in B has come by now (the turn of A goes on)
+      const inB = await p.locator(".transcript").evaluate((t) => ({
+        cards: t.querySelectorAll(".proposal, .tool, .permission").length,
+        text: (t.textContent ?? "").trim().slice(0, 400),
+      }));
+      await shot(page, "finding10-b-after-accept");
+      // A's turn goes on: its command waits for the flag (asked first), then its next proposal comes while B is shown
+      const row = p.locator(".waiting-elsewhere .waiting-row");
+      await row.filter({ hasText: s.commandTitle }).first().waitFor({ timeout: T });
+      await row.filter({ hasText: s.commandTitle }).first().locator("button.go-to-session").click();
+      await p.locator('.permission button[data-option-id="allow_once"]:not(:disabled)').last().click({ timeout: T });
+      const inA = await p.locator(".transcript").evaluate((t) => Array.from(t.querySelectorAll(".proposal, .tool")).map((c) => `${c.getAttribute("data-outcome") ?? c.getAttribute("data-status")}: ${(c.textContent ?? "").trim().slice(0, 80)}`));
+      await newSession(page); // B again: an empty session
+      const tabsBefore = await proposalTabs(page);
+      writeFileSync(s.flag, "go\n");
+      const nextRow = row.filter({ hasText: s.nextFile }).first();
+      await nextRow.waitFor({ timeout: T });
+      await page.waitForTimeout(1500); // a diff the proposal opens has opened by now
+      const tabsWhileNotShown = (await proposalTabs(page)).filter((t) => !tabsBefore.includes(t));
+      await shot(page, "finding10-proposal-of-a-session-not-shown");
+      await nextRow.locator("button.go-to-session").click();
+      await page.locator('.editor-group-container .tab[aria-label*="(proposal)"]', { hasText: s.nextFile }).first().waitFor({ timeout: T });
+      const tabsAfterGoTo = await proposalTabs(page);
+      await page.locator('.editor-group-container .tab[aria-label*="(proposal)"]', { hasText: s.nextFile }).first().click();
+      await waitDiff(page);
+      await titleAction(page, "Accept All");
+      await p.locator(".agent", { hasText: s.answer }).last().waitFor({ timeout: T });
+      await waitIdle(page);
+      const finalA = await p.locator(".transcript").evaluate((t) => Array.from(t.querySelectorAll(".proposal")).map((c) => c.getAttribute("data-outcome")));
+      return { rowWhileWaiting, inB, inA, tabsWhileNotShown, tabsAfterGoTo, finalA };
+    },
+
     /** The user's unsaved line in an open file; the agent's shell command changes the file on disk;
      * /undo takes the checkpoint (on disk: the buffer keeps the unsaved text); then Ctrl+S. VS Code
      * must save the user's text without "The content of the file is newer" (nothing of the user's lost). */

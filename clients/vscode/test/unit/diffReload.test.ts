@@ -24,7 +24,7 @@ beforeEach(() => {
   resetStub();
   shown = [];
   reloads = [];
-  view = new DiffView({ proposalShown: (p: Proposal) => shown.push(p), proposalChanged() {}, proposalFinished(_p: Proposal, _r: ApplyWorkspaceEditResult) {} });
+  view = new DiffView({ isShown: () => true, proposalShown: (p: Proposal) => shown.push(p), proposalChanged() {}, proposalFinished(_p: Proposal, _r: ApplyWorkspaceEditResult) {} });
   manager = new ProposalManager(view, () => {});
   view.manager = manager;
   view.onDidChangeFile((e) => reloads.push(e.map((c) => c.uri.toString())));
