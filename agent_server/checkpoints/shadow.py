@@ -91,8 +91,9 @@ class ShadowRepo:
     larger files are recorded by size, mtime and inode, never copied; ``memo``: kept between the
     snapshots of one session (the last tree written, by the index file's identity).
 
-    A snapshot costs one walk of the tree by git (``ls-files`` against the index's stat cache, with
-    the untracked cache) plus work for the paths that changed since the last snapshot only: the
+    A snapshot costs one walk of the tree by git (``diff-files`` against the index's stat cache,
+    ``ls-files --others`` with the untracked cache) plus work for the paths that changed since the
+    last snapshot only: the
     secret patterns and the size limit are checked for those paths, and only they are hashed
     (``update-index --stdin``). When the workspace is a git repository, its object folder is borrowed
     read-only (``objects/info/alternates``): files it already holds are not copied again.
@@ -194,8 +195,10 @@ class ShadowRepo:
         self._ensure()
         started = time.time_ns()
         index_before = _lstat(self.index)
-        listed = self._run("ls-files", "-z", "-t", "--modified", "--deleted", "--others",
-                           "--exclude-standard").split(b"\0")
+        # the indexed files whose stat differs from the index's (``ls-files --modified`` would compare
+        # the bytes of those and leave out a chmod alone: only its ctime changed), then the others
+        listed = [b"C " + name for name in self._run("diff-files", "--name-only", "-z").split(b"\0") if name]
+        listed += [b"? " + name for name in self._run("ls-files", "-z", "--others", "--exclude-standard").split(b"\0")]
         changed: list[bytes] = []
         drop: list[bytes] = []
         big: dict[str, tuple[int, int, int, int]] = {}

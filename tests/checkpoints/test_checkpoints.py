@@ -484,3 +484,34 @@ def test_a_chmod_in_the_second_the_users_git_recorded_the_file_is_still_a_change
     found = {c.path.name: c for c in repo.changes(before, repo.snapshot(), blobs)}
     assert set(found) == {"plain.txt"}, found
     assert (found["plain.txt"].before.mode, found["plain.txt"].after.mode) == (0o644, 0o600)
+
+
+def test_a_chmod_of_a_file_recorded_seconds_before_was_missed_by_gits_listing(tmp_path, monkeypatch):
+    """Shell call cost: ``git ls-files --modified`` compares the bytes of a file whose stat changed
+    and leaves it out when they are the same — a ``chmod 600`` alone (only its ctime changed). Once
+    the snapshots stopped walking the tree, such a chmod of a file recorded in an earlier second was
+    no change at all. (Waits for the clock's next second: git compares ctime by the second.)"""
+    import time
+
+    import agent_server.checkpoints.shadow as shadow
+
+    monkeypatch.setattr(shadow, "RACY_NS", 0)  # nothing re-stat'ed for being recent: git's listing alone
+    root = git_workspace(tmp_path)
+    for name in ("plain.txt", "other.txt"):
+        (root / name).write_text(f"{name}\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], check=True)
+    recorded = os.stat(root / "plain.txt").st_ctime_ns // 1_000_000_000
+    while time.time_ns() < (recorded + 1) * 1_000_000_000 + 20_000_000:  # the next second, at most 1 s
+        time.sleep(0.01)
+    repo = ShadowRepo(tmp_path / "state" / "shadow.git", root, index=tmp_path / "state" / "index")
+    blobs = BlobStore(tmp_path / "state" / "blobs")
+    repo.snapshot()
+    walks = _count_walks(monkeypatch, root)
+    before = repo.snapshot()
+    (root / "plain.txt").chmod(0o600)
+    found = {c.path.name: c for c in repo.changes(before, repo.snapshot(), blobs)}
+    assert set(found) == {"plain.txt"}, found
+    assert (found["plain.txt"].before.mode, found["plain.txt"].after.mode) == (0o644, 0o600)
+    assert walks == [], walks
