@@ -10,12 +10,16 @@ interleaved with the calls so both see the same machine):
 
 * ``floor_ms``: ``git status --porcelain -uall`` in the workspace (the user's own repository);
 * ``call_ms``: snapshot + snapshot + changes around a call that changes nothing (``echo hi``);
+* ``chmod_ms``: the same around a call that only changes one file's mode (``chmod 600``, then back);
+* ``load``: the load average (1 min) before and after the runs;
 * ``first_ms``: the session's first snapshot (its index seeded from the workspace's);
 * ``state_mib``: the state folder after 10 calls, each changing one file.
 
     .venv/bin/python bench/checkpoint_overhead.py [--files 20000] [--big-mib 150] [--runs 7] [--json]
+                                                  [--workspace DIR]
 
-This is a benchmark, not a test: it has no pass/fail threshold (``ratio`` says where it stands).
+``--workspace`` measures an existing git repository instead of building one (e.g. the same tree
+for two versions of the code, each run with its own state folder). This is a benchmark, not a test: it has no pass/fail threshold (``ratio`` says where it stands).
 """
 
 from __future__ import annotations
@@ -76,11 +80,16 @@ def main() -> int:
     parser.add_argument("--big-mib", type=int, default=150)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--workspace", type=Path, help="an existing git repository, measured as it is")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as scratch:
         root, state = Path(scratch) / "ws", Path(scratch) / "state"
-        root.mkdir()
-        _tree(root, args.files, args.big_mib)
+        if args.workspace is not None:
+            root = args.workspace.resolve()
+        else:
+            root.mkdir()
+            _tree(root, args.files, args.big_mib)
+        load = [round(os.getloadavg()[0], 1)]
         secrets = SecretMatcher(DEFAULT_SECRET_PATTERNS)
         repo = ShadowRepo(state / "shadow" / "x.git", root, index=state / "sessions" / "s" / "shadow-index",
                           is_secret=secrets.match, name_patterns=tuple(p for p in DEFAULT_SECRET_PATTERNS if "/" not in p),
@@ -88,24 +97,40 @@ def main() -> int:
         blobs = BlobStore(state / "blobs")
         status = ["git", "-C", str(root), "status", "--porcelain", "-uall"]
         subprocess.run(status, capture_output=True, check=True)  # the user's own index refreshed once
+        private = next(p for p in sorted(root.rglob("*.py")) if ".git" not in p.parts)
+        private.chmod(0o644)  # chmod 600 by each chmod call, and back
         first = _ms(repo.snapshot)
-        floor, call = [], []
+        floor, call, chmod = [], [], []
 
-        def one_call(change: int | None) -> None:
+        def one_call(change: int | str | None) -> None:
             before = repo.snapshot()
-            if change is not None:
+            if isinstance(change, int):
                 (root / "pkg1" / "sub1" / "mod1.py").write_text(f"VALUE = {change}\n")
-            repo.changes(before.tree, repo.snapshot().tree, blobs)
+            elif change == "chmod":
+                private.chmod(0o600)
+            after = repo.snapshot()
+            # as the recorder does (snapshots: mode-only changes too); a version without modes: trees
+            found = repo.changes(before, after, blobs) if hasattr(before, "modes") \
+                else repo.changes(before.tree, after.tree, blobs)
+            if change == "chmod":
+                assert [c.path for c in found] == [private] or not hasattr(before, "modes"), found
+                private.chmod(0o644)
 
         for _ in range(args.runs):
             floor.append(_ms(lambda: subprocess.run(status, capture_output=True, check=True)))
             call.append(_ms(lambda: one_call(None)))
+            chmod.append(_ms(lambda: one_call("chmod")))
+        load.append(round(os.getloadavg()[0], 1))
         for n in range(10 - 1):  # with the first snapshot's call: ten calls, each changing one file
             one_call(n)
+        if args.workspace is not None:  # the workspace as it was
+            subprocess.run(["git", "-C", str(root), "checkout", "-q", "--", "pkg1/sub1/mod1.py"], check=True)
         state_mib = _du(state) / (1 << 20)
-        figures = {"files": args.files, "big_mib": args.big_mib, "runs": args.runs, "floor_ms": _stats(floor),
-                   "call_ms": _stats(call), "first_ms": round(first, 1),
+        tree = {"workspace": str(root)} if args.workspace is not None else {"files": args.files, "big_mib": args.big_mib}
+        figures = {**tree, "runs": args.runs, "floor_ms": _stats(floor),
+                   "call_ms": _stats(call), "chmod_ms": _stats(chmod), "first_ms": round(first, 1),
                    "ratio": round(statistics.median(call) / statistics.median(floor), 2),
+                   "chmod_ratio": round(statistics.median(chmod) / statistics.median(floor), 2), "load": load,
                    "state_mib": round(state_mib, 1)}
     if args.json:
         print(json.dumps(figures))
