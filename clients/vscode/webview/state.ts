@@ -336,14 +336,23 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   if (!last) return undefined;
   const files = new Map<string, { oldText: string | null; newText: string | null; how?: "created" | "deleted"; lines?: [number, number] }>();
   // the server's counts from the checkpoint (what is on disk: a save participant's changes too), when
-  // every call of the turn that changed the file gave one; else the diffs' counts
-  const counted = new Map<string, [number, number] | null>();
+  // every call of the turn that changed the file gave one and they tell more than the diffs: one call
+  // (its count is the turn's), or a call whose count is not its diff's (the save changed what it
+  // wrote, or a shell command changed the file). Each count is its call's alone: added up over calls
+  // that changed the same lines (a file created then edited) they count those lines again — then the
+  // diffs' net change, from the first call's old text to the last one's new text, is the count.
+  const counted = new Map<string, { sum: [number, number] | null; calls: number; beyondDiffs: boolean }>();
   for (const i of s.items) {
     if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
     for (const path of new Set([...i.changes.map((c) => c.path), ...(i.changedFiles ?? [])])) {
       const n = i.lineCounts?.[path];
-      const sum = counted.get(path);
-      counted.set(path, n && sum !== null ? [(sum?.[0] ?? 0) + n[0], (sum?.[1] ?? 0) + n[1]] : null);
+      const c = counted.get(path) ?? { sum: [0, 0], calls: 0, beyondDiffs: false };
+      c.calls++;
+      c.sum = n && c.sum ? [c.sum[0] + n[0], c.sum[1] + n[1]] : null;
+      const mine = i.changes.filter((d) => d.path === path);
+      const diff = mine.length > 0 ? lineCounts(mine[0]!.oldText ?? "", mine[mine.length - 1]!.newText) : undefined;
+      if (!diff || (n && (diff.added !== n[0] || diff.removed !== n[1]))) c.beyondDiffs = true;
+      counted.set(path, c);
     }
     for (const c of i.changes) {
       const seen = files.get(c.path);
@@ -366,8 +375,8 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     files: [...files].map(([path, { lines, ...f }]) => ({
       path,
       ...f,
-      ...(f.newText !== null && counted.get(path) && !f.how
-        ? { added: counted.get(path)![0], removed: counted.get(path)![1] }
+      ...(f.newText !== null && !f.how && serverCount(counted.get(path))
+        ? { added: serverCount(counted.get(path))![0], removed: serverCount(counted.get(path))![1] }
         : f.newText !== null ? lineCounts(f.oldText ?? "", f.newText) : lines && !f.how ? { added: lines[0], removed: lines[1], counted: true } : { added: 0, removed: 0 }),
     })),
   };
@@ -433,6 +442,11 @@ function afterTurn(s: ChatState): number {
     if (!command) break;
   }
   return k;
+}
+
+/** The server's count of a file's changes in a turn (`turnChanges`), when it is the one to show. */
+function serverCount(c: { sum: [number, number] | null; calls: number; beyondDiffs: boolean } | undefined): [number, number] | undefined {
+  return c?.sum && (c.calls === 1 || c.beyondDiffs) ? c.sum : undefined;
 }
 
 /** Adds an item above the queued prompts (the running turn's steps come before them), or at `at`. */

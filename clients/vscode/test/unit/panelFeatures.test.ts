@@ -133,6 +133,25 @@ describe("the Changes view", () => {
     ]);
     expect(turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed])).toEqual([["/ws/cfg.json", 9, 1], ["/ws/plain.txt", 1, 1]]);
   });
+  it("a file the agent created and then edited in one turn was counted with the edit's lines added and removed on top", () => {
+    // the server gives each call's own count (its before and after); the Changes box added them up:
+    // a new 3-line file whose line 2 the next call changed showed +4 −1, one line edited twice +2 −2
+    const counts = (id: string, path: string, n: [number, number]): ChatEvent => (
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: id, _meta: { agentServer: { changedFiles: [path], lineCounts: { [path]: n } } } } });
+    const s = run([
+      { kind: "turn-start", text: "new module" },
+      edit("w1", "/ws/new.py", "", "a\nb\nc\n"),
+      counts("w1", "/ws/new.py", [3, 0]),
+      edit("e1", "/ws/new.py", "a\nb\nc\n", "a\nB\nc\n"),
+      counts("e1", "/ws/new.py", [1, 1]),
+      edit("e2", "/ws/x.py", "x = 1\n", "x = 2\n"),
+      counts("e2", "/ws/x.py", [1, 1]),
+      edit("e3", "/ws/x.py", "x = 2\n", "x = 3\n"),
+      counts("e3", "/ws/x.py", [1, 1]),
+      { kind: "turn-end", text: "new module", stopReason: "end_turn" },
+    ]);
+    expect(turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed])).toEqual([["/ws/new.py", 3, 0], ["/ws/x.py", 1, 1]]);
+  });
   it("a newly created one-line file was counted +1 −1 in the Changes box", () => {
     // newcomer 4, finding 8: `.vscode/settings.json` created with one line (no final newline) showed
     // "+1 −1" — the empty text before counted as one empty line removed. Nothing was removed.
