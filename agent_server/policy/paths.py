@@ -315,8 +315,8 @@ def named_credentials(roots: Iterable[Path | str] = (), env: Mapping[str, str] |
 
     env = os.environ if env is None else env
     found = credential_variable_paths(env)
-    found += [(path, "~/.ssh/config (IdentityFile)") for path in identity_files(home, env)]
     real_roots = [os.path.realpath(r) for r in roots]
+    found += [(path, "~/.ssh/config (IdentityFile)") for path in identity_files(home, env, workdirs=real_roots)]
     out: list[tuple[str, str]] = []
     for path, label in found:
         real = os.path.realpath(path)

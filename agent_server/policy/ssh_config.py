@@ -11,8 +11,11 @@ the existing files that fit are given. Policy makes these files protected, as th
 Must never: open a key file (only the configuration files are read, each a regular file of at most
 ``MAX_CONFIG_BYTES``, opened without blocking: an ``Include`` naming a FIFO or a device is skipped),
 or follow more than ``MAX_DEPTH`` levels of ``Include`` (ssh's own limit). Known limits: ssh's
-``Match exec`` and the host a block applies to are not evaluated (every block counts); a relative
-``IdentityFile`` is taken from the home folder (ssh takes it from its working folder).
+``Match exec`` and the host a block applies to are not evaluated (every block counts). A relative
+``IdentityFile`` is, for ssh, relative to the folder ssh runs in (``tilde_expand`` leaves it as it is
+and ssh opens it from its working folder): it is taken from the home folder (a terminal's usual
+one) and from each ``workdirs`` (the workspace roots: the agent's shell starts there) — not from
+any other folder a command ``cd``s to.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 #: ``Include`` depth ssh allows (``READCONF_MAX_DEPTH``).
 MAX_DEPTH = 16
@@ -154,9 +157,10 @@ def _expand(pattern: str) -> list[str]:
 
 
 def identity_files(home: str | None = None, env: Mapping[str, str] | None = None,
-                   system: str = "/etc/ssh/ssh_config") -> list[str]:
+                   system: str = "/etc/ssh/ssh_config", workdirs: Sequence[str] = ()) -> list[str]:
     """The absolute paths of every ``IdentityFile`` the user's and the system's ssh configuration
-    name (see the module docstring), each once, in order; ``none`` is not a file."""
+    name (see the module docstring), each once, in order; ``none`` is not a file. A relative one
+    counts in the home folder and in each of ``workdirs`` (folders ssh may run in)."""
     env = os.environ if env is None else env
     home = home or env.get("HOME") or os.path.expanduser("~")
     ex = _Expander(home, env)
@@ -186,12 +190,12 @@ def identity_files(home: str | None = None, env: Mapping[str, str] | None = None
             elif key == "identityfile" and words[1].lower() != "none":
                 arg = ex.tilde(words[1])
                 pattern = ex.tokens(arg)
-                if not pattern.startswith("/"):
-                    pattern = os.path.join(_escape(home), pattern)
-                for path in _expand(pattern):
-                    path = os.path.normpath(path)
-                    if path not in found:
-                        found.append(path)
+                bases = [""] if pattern.startswith("/") else [home, *workdirs]  # relative: ssh's working folder
+                for base in bases:
+                    for path in _expand(os.path.join(_escape(base), pattern) if base else pattern):
+                        path = os.path.normpath(path)
+                        if path not in found:
+                            found.append(path)
 
     read(os.path.join(home, ".ssh", "config"), True, 0)
     read(system, False, 0)

@@ -278,7 +278,7 @@ async def test_network_on_tells_the_model_path_sockets_are_reachable(acp_harness
     script(endpoint, [call("x", "bash", command="touch /etc/agent-server-nope-$$")])
     h, sid = await start(acp_harness_factory, endpoint, workspace)
     assert (await h.prompt(sid, "x")).stop_reason == "end_turn"
-    assert "path sockets (docker.sock, an ssh-agent) are reachable" in results(endpoint)["x"]
+    assert "path sockets (docker.sock) are reachable — not the user's ssh-agent" in results(endpoint)["x"]
 
 
 async def test_confined_shell_made_a_setuid_root_copy_of_bin_sh(

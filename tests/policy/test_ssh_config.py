@@ -48,3 +48,20 @@ def test_an_include_loop_a_fifo_or_a_missing_file_in_ssh_config_neither_hangs_no
     (home / ".ssh" / "config").write_text("Include config\nInclude fifo\nInclude missing /dev/zero\n"
                                           "IdentityFile /k/a\n")
     assert identity_files(str(home), {"HOME": str(home)}, system=str(tmp_path / "none")) == ["/k/a"]
+
+
+def test_a_relative_identityfile_was_taken_from_home_though_ssh_takes_it_from_its_working_folder(tmp_path):
+    """``IdentityFile deploy/key`` is opened by ssh from the folder it runs in (OpenSSH's
+    ``tilde_expand`` leaves a relative name as it is): run by the agent's shell, that is the
+    workspace, where a repository's ``deploy/key`` was read like any file. It counts in each root
+    now, and in the home folder as before (a terminal's usual folder)."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (home / ".ssh").mkdir(parents=True)
+    (ws / "deploy").mkdir(parents=True)
+    (ws / "deploy" / "key").write_text("PRIVATE\n")
+    (home / ".ssh" / "config").write_text("Host prod\n  IdentityFile deploy/key\n")
+    env = {"HOME": str(home)}
+    found = identity_files(str(home), env, system=str(tmp_path / "none"), workdirs=[str(ws)])
+    assert found == [str(home / "deploy" / "key"), str(ws / "deploy" / "key")]
+    labels = dict(named_credentials([ws], env, home=str(home)))
+    assert labels[str(ws / "deploy" / "key")] == "~/.ssh/config (IdentityFile)"

@@ -413,6 +413,7 @@ class ShellConfiner:
                                spawn=_unconfined(argv))
         spec = self.spec(mode, secrets_visible)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
+        agent = self._keep_ssh_agent_out(env, spec)
         spec_arg = self._spec_arg(spec)
         wrapped = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--spec", spec_arg, "--", *argv]
 
@@ -452,6 +453,8 @@ class ShellConfiner:
                 "git_read_only": any(p.endswith("/.git") for p in spec["ro_binds"]),
                 "editor_config_read_only": bool(spec["ro_binds"]), "pid_namespace": spec["namespaces"],
                 "masked": len(spec.get("masks", [])), "secrets_visible": secrets_visible}
+        if agent:
+            meta["ssh_agent"] = agent
         def after() -> list[str]:
             PLACEHOLDERS.release(held)
             if watch is not None:
@@ -468,6 +471,27 @@ class ShellConfiner:
 
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
                            after=after, spawn=spawn, reverted=lambda: list(put_back), keep=keep)
+
+    def _keep_ssh_agent_out(self, env: dict[str, str], spec: dict[str, Any]) -> str:
+        """Keep the user's ssh-agent from a confined command (in place): no ``SSH_AUTH_SOCK`` (nor
+        ``SSH_AGENT_PID``) in ``env``, and the socket it names masked in the command's mount
+        namespace, so a command that finds the path (``/tmp/ssh-*/agent.*``) cannot connect either
+        (with the network on, path sockets are reachable) — unless ``[policy] shell_env_allow``
+        names ``SSH_AUTH_SOCK``. Returns what ``meta`` says: ``"passed"``, ``"masked"``,
+        ``"not passed"`` (no masks here: the variable alone is left out), or ``""`` (none set)."""
+        socket_path = env.get("SSH_AUTH_SOCK", "")
+        if not socket_path:
+            return ""
+        if "SSH_AUTH_SOCK" in self.settings.shell_env_allow:
+            return "passed"
+        env.pop("SSH_AUTH_SOCK", None)
+        env.pop("SSH_AGENT_PID", None)
+        real = os.path.realpath(socket_path)
+        if "masks" in spec and os.path.isabs(real) and os.path.lexists(real):
+            if real not in spec["masks"]:
+                spec["masks"].append(real)
+            return "masked"
+        return "not passed"
 
     def _nested_git_binds(self, binds: list[str]) -> list[str]:
         """What to bind read-only for the repositories nested below the roots (the index's last
@@ -538,7 +562,8 @@ class ShellConfiner:
         abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
                     if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
         net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else
-               "; the network is on, so path sockets (docker.sock, an ssh-agent) are reachable" + abstract)
+               "; the network is on, so path sockets (docker.sock) are reachable — not the user's ssh-agent "
+               "(SSH_AUTH_SOCK is left out and its socket hidden)" + abstract)
         masked = ("; stored credentials (~/.ssh, ~/.aws, the agent's config and state …) and files named like "
                   "secrets (" + ", ".join(p for p in self.settings.secret_patterns if "/" not in p) + ") are "
                   "hidden: naming one in a command asks the user" if spec.get("masks") is not None else "")
