@@ -201,13 +201,36 @@ class SecretMatcher:
         return None
 
 
-#: The user's credential files and folders (``~`` = home) that no file tool opens, in any mode.
+#: The user's credential files and folders (``~`` = home) that no file tool opens, in any mode, and
+#: that no confined command sees (``sandbox.shell_masks``): each credential-path variable's default
+#: place (a file is no less a credential where its tool keeps it than where a variable moved it), and
+#: the token files of the tools an agent's user runs (Hugging Face, Copilot, Codex, Claude, Gemini).
 HOME_CREDENTIALS = (
-    "~/.ssh", "~/.aws", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials", "~/.config/gh",
-    "~/.config/hub", "~/.config/gcloud", "~/.config/rclone", "~/.docker/config.json", "~/.kube", "~/.azure",
-    "~/.gnupg", "~/.password-store", "~/.pypirc", "~/.npmrc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
-    "~/.terraform.d", "~/.local/share/keyrings", "~/.local/share/python_keyring", "~/.config/python_keyring",
-    "~/.local/share/kwalletd",
+    # ssh, clouds, clusters, infrastructure
+    "~/.ssh", "~/.aws", "~/.config/gcloud", "~/.azure", "~/.kube", "~/.oci", "~/.boto", "~/.s3cfg",
+    "~/.databrickscfg", "~/.config/doctl", "~/.config/hcloud", "~/.fly", "~/.terraform.d", "~/.terraformrc",
+    "~/.vault-token",
+    # git hosts, registries, package managers
+    "~/.netrc", "~/.git-credentials", "~/.config/git/credentials", "~/.config/gh", "~/.config/hub",
+    "~/.config/glab-cli", "~/.docker/config.json", "~/.pypirc", "~/.npmrc", "~/.cargo/credentials",
+    "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.composer/auth.json", "~/.config/composer/auth.json",
+    "~/.m2/settings-security.xml", "~/.config/rclone",
+    # database clients
+    "~/.pgpass", "~/.pg_service.conf", "~/.my.cnf", "~/.mylogin.cnf",
+    # model hubs and AI tools
+    "~/.cache/huggingface/token", "~/.cache/huggingface/stored_tokens", "~/.huggingface/token",
+    "~/.kaggle/kaggle.json", "~/.config/github-copilot", "~/.codex/auth.json", "~/.claude/.credentials.json",
+    "~/.gemini/oauth_creds.json",
+    # password managers, key stores, keyrings
+    "~/.gnupg", "~/.password-store", "~/.config/op", "~/.config/sops", "~/.local/share/keyrings",
+    "~/.local/share/python_keyring", "~/.config/python_keyring", "~/.local/share/kwalletd",
+)
+
+#: Variables that move a folder of ``HOME_CREDENTIALS`` (the XDG base folders, tools' homes): the
+#: credential files below the moved folder are protected as below the default one.
+CREDENTIAL_HOME_VARIABLES = (
+    ("XDG_CONFIG_HOME", "~/.config"), ("XDG_CACHE_HOME", "~/.cache"), ("XDG_DATA_HOME", "~/.local/share"),
+    ("HF_HOME", "~/.cache/huggingface"), ("CODEX_HOME", "~/.codex"), ("CLAUDE_CONFIG_DIR", "~/.claude"),
 )
 
 
@@ -325,17 +348,20 @@ def named_credentials(roots: Iterable[Path | str] = (), env: Mapping[str, str] |
     return out
 
 
-def keyring_folders(env: Mapping[str, str] | None = None) -> list[str]:
-    """Where keyring back-ends keep their files when ``XDG_DATA_HOME`` / ``XDG_CONFIG_HOME`` move
-    them away from ``~/.local/share`` / ``~/.config`` (``HOME_CREDENTIALS`` has the defaults):
-    ``keyrings`` (GNOME), ``python_keyring`` (``keyrings.alt``), ``kwalletd`` (KDE)."""
+def relocated_credentials(env: Mapping[str, str] | None = None) -> list[str]:
+    """The ``HOME_CREDENTIALS`` entries below a folder a variable of ``env`` (default: the server's)
+    moved (``CREDENTIAL_HOME_VARIABLES``): ``$XDG_CONFIG_HOME/gh``, ``$HF_HOME/token``,
+    ``$XDG_DATA_HOME/keyrings`` …; relative values are ignored (as their tools ignore them)."""
     env = os.environ if env is None else env
     out: list[str] = []
-    if env.get("XDG_DATA_HOME"):
-        out += [os.path.join(env["XDG_DATA_HOME"], name) for name in ("keyrings", "python_keyring", "kwalletd")]
-    if env.get("XDG_CONFIG_HOME"):
-        out.append(os.path.join(env["XDG_CONFIG_HOME"], "python_keyring"))
-    return out
+    for name, default in CREDENTIAL_HOME_VARIABLES:
+        moved = (env.get(name) or "").strip()
+        if not moved or not os.path.isabs(moved):
+            continue
+        for item in HOME_CREDENTIALS:
+            if item.startswith(default + "/"):
+                out.append(os.path.normpath(os.path.join(moved, item[len(default) + 1:])))
+    return list(dict.fromkeys(out))
 
 
 class CredentialStores:
@@ -367,7 +393,7 @@ class CredentialStores:
                 entries.append((str(item), "it is agent-server's configuration (it may hold the API key)"))
         if state_dir:
             entries.append((str(state_dir), "it is agent-server's state (the logs of every session)"))
-        for item in [*(home + h[1:] for h in HOME_CREDENTIALS), *keyring_folders()]:
+        for item in [*(home + h[1:] for h in HOME_CREDENTIALS), *relocated_credentials()]:
             entries.append((item, "it is a credential store (keys, tokens or passwords)"))
         for item in extra:
             entries.append((str(item), "it is protected by agent-server's configuration"))

@@ -457,3 +457,41 @@ async def test_a_confined_command_printed_the_shell_history_with_its_typed_passw
         assert "HUNTER2" not in out[key], out[key]
     assert "root:" not in out["shadow"] and "Permission denied" in out["shadow"], out["shadow"]
     assert [a["toolCall"]["title"] for a in asks(h)] == ["Run `cat ~/.bash_history`"]  # naming it asks
+
+
+#: Newcomer 6 finding 1: the token files an agent's user keeps (each at its tool's default place),
+#: with a fake secret each.
+AI_USERS_TOKENS = {
+    ".vault-token": "FAKE-VAULT", ".pgpass": "db:5432:*:u:FAKE-PGPASS", ".my.cnf": "[client]\npassword=FAKE-MYCNF\n",
+    ".cache/huggingface/token": "FAKE-HF", ".config/github-copilot/hosts.json": '{"oauth_token":"FAKE-COPILOT"}',
+    ".codex/auth.json": '{"OPENAI_API_KEY":"FAKE-CODEX"}', ".claude/.credentials.json": '{"accessToken":"FAKE-CLAUDE"}',
+    ".gemini/oauth_creds.json": '{"access_token":"FAKE-GEMINI"}', ".kaggle/kaggle.json": '{"key":"FAKE-KAGGLE"}',
+}
+
+
+async def test_a_confined_command_read_the_vault_pgpass_hugging_face_copilot_codex_claude_and_gemini_tokens(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, scratch_home):
+    """Newcomer 6 finding 1: ``cat ~/.vault-token ~/.pgpass ~/.cache/huggingface/token …`` (what a cloned
+    repository's ``AGENTS.md`` can ask for) ran unasked and sent every token to the model; only
+    ``~/.git-credentials`` was hidden. They are credential stores now: hidden from confined commands,
+    refused to the file tools, also where ``$XDG_CONFIG_HOME`` and ``$HF_HOME`` moved them."""
+    for name, text in AI_USERS_TOKENS.items():
+        (scratch_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (scratch_home / name).write_text(text)
+    moved = {"xdg/github-copilot/apps.json": "FAKE-XDG-COPILOT", "hf/token": "FAKE-HF-HOME"}
+    for name, text in moved.items():
+        (scratch_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (scratch_home / name).write_text(text)
+    names = " ".join(f"$HOME/{n}" for n in [*AI_USERS_TOKENS, *moved])
+    script(endpoint, [call("cat", "bash", command=f"cat {names} 2>&1; grep -rh FAKE- $HOME 2>/dev/null | head")],
+           [call("read", "read", path=str(scratch_home / ".pgpass"))],
+           [call("read_moved", "read", path=str(scratch_home / "xdg" / "github-copilot" / "apps.json"))])
+    env = {"HOME": str(scratch_home), "XDG_CONFIG_HOME": str(scratch_home / "xdg"), "HF_HOME": str(scratch_home / "hf")}
+    h, sid = await start(acp_harness_factory, endpoint, workspace, env)
+    assert (await h.prompt(sid, "steal the tokens")).stop_reason == "end_turn"
+    _require_full_sandbox(agent_state_dir, sid)
+    out = results(endpoint)
+    assert "FAKE-" not in out["cat"] and "Permission denied" in out["cat"], out["cat"]
+    for key in ("read", "read_moved"):
+        assert "FAKE-" not in out[key] and "No file tool opens it in any mode" in out[key], out[key]
+    assert asks(h) == []

@@ -11,7 +11,7 @@ import pytest
 from agent_server.config.load import PolicySettings
 from agent_server.policy.engine import SessionPolicy
 from agent_server.policy.modes import DANGER_FULL_ACCESS, ModeState
-from agent_server.policy.paths import HOME_CREDENTIALS, CredentialStores
+from agent_server.policy.paths import CREDENTIAL_PATH_VARIABLES, HOME_CREDENTIALS, CredentialStores
 from agent_server.policy.sandbox.confiner import SandboxStatus
 from agent_server.session import EventLog
 from agent_server.tools import get_tool, validate_args
@@ -41,6 +41,37 @@ def test_credential_stores_cover_config_state_keyrings_and_home_secrets(tmp_path
                  home / ".sshrc", home / ".config" / "ghostty", tmp_path / "workspace" / "app.py"):
         assert s.match(path) is None, path
     assert str(home / ".ssh") in s.paths() and len(HOME_CREDENTIALS) >= 10
+
+
+#: Each credential-path variable's default place (the file its tool reads when the variable is unset);
+#: ``None``: the variable has no default place (or, for ``PIP_CONFIG_FILE``, the default file is mostly
+#: an index's address, which a confined ``pip install`` needs).
+DEFAULT_PLACES = {
+    "GOOGLE_APPLICATION_CREDENTIALS": ".config/gcloud/application_default_credentials.json",
+    "GOOGLE_GHA_CREDS_PATH": None, "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE": None, "CLOUDSDK_CONFIG": ".config/gcloud",
+    "AWS_SHARED_CREDENTIALS_FILE": ".aws/credentials", "AWS_CONFIG_FILE": ".aws/config",
+    "AWS_WEB_IDENTITY_TOKEN_FILE": None, "KUBECONFIG": ".kube/config", "KUBE_CONFIG_PATH": ".kube/config",
+    "DOCKER_CONFIG": ".docker/config.json", "DOCKER_CERT_PATH": None, "AZURE_CONFIG_DIR": ".azure",
+    "GNUPGHOME": ".gnupg", "PASSWORD_STORE_DIR": ".password-store", "GH_CONFIG_DIR": ".config/gh",
+    "NETRC": ".netrc", "PGPASSFILE": ".pgpass", "PGSERVICEFILE": ".pg_service.conf",
+    "MYSQL_TEST_LOGIN_FILE": ".mylogin.cnf", "RCLONE_CONFIG": ".config/rclone/rclone.conf",
+    "TF_CLI_CONFIG_FILE": ".terraformrc", "OCI_CLI_CONFIG_FILE": ".oci/config", "BOTO_CONFIG": ".boto",
+    "NPM_CONFIG_USERCONFIG": ".npmrc", "PIP_CONFIG_FILE": None, "SOPS_AGE_KEY_FILE": ".config/sops/age/keys.txt",
+    "HF_TOKEN_PATH": ".cache/huggingface/token", "KAGGLE_CONFIG_DIR": ".kaggle/kaggle.json", "GIT_SSL_KEY": None,
+    "VAULT_CONFIG_PATH": None,
+}
+
+
+def test_pgpassfile_was_refused_while_pgpass_at_its_default_place_was_read():
+    """Newcomer 6 finding 1: the README says a credential variable's file is refused because "the same file
+    at its default place is already refused" — but ``~/.pgpass`` (``$PGPASSFILE``'s default), ``~/.terraformrc``,
+    ``~/.boto``, the Hugging Face and Kaggle tokens … were not. Every variable's default place is a store."""
+    assert set(DEFAULT_PLACES) == set(CREDENTIAL_PATH_VARIABLES)  # a new variable: say its default place here
+    home = "/home/u"
+    s = CredentialStores(state_dir=None, home=home)
+    missing = [f"${name} ~/{place}" for name, place in DEFAULT_PLACES.items()
+               if place and not s.match(f"{home}/{place}")]
+    assert missing == []
 
 
 def test_a_link_to_a_store_is_judged_by_where_it_points(tmp_path):

@@ -29,13 +29,11 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-#: Secret files and folders in the home folder that the confined shell never sees.
-HOME_SECRETS = (
-    ".ssh", ".aws", ".netrc", ".config/gh", ".config/hub", ".git-credentials", ".config/git/credentials",
-    ".docker/config.json", ".kube", ".gnupg", ".npmrc", ".pypirc", ".config/gcloud", ".azure",
-    ".cargo/credentials", ".cargo/credentials.toml", ".password-store", ".config/rclone", ".terraform.d",
-    ".local/share/keyrings", ".local/share/python_keyring", ".config/python_keyring", ".local/share/kwalletd",
-)
+from agent_server.policy.paths import HOME_CREDENTIALS
+
+#: Secret files and folders in the home folder that the confined shell never sees: the file tools'
+#: credential stores (one list), relative to home.
+HOME_SECRETS = tuple(item[2:] for item in HOME_CREDENTIALS)
 MAX_SECRET_FILES = 1000
 #: Secret-named files listed at most per scan and kind (older, newer) before the scan stops.
 MAX_SCANNED = 50 * MAX_SECRET_FILES
@@ -74,12 +72,12 @@ def credential_paths(patterns: Sequence[str], env: Mapping[str, str] | None = No
     for rel in HOME_SECRETS:
         found += any_case(home, rel, listings)
     from agent_server.config.load import default_config_path
-    from agent_server.policy.paths import keyring_folders
+    from agent_server.policy.paths import relocated_credentials
     from agent_server.session.store import default_state_dir
 
     found.append(str(default_config_path(env)))
     found.append(str(default_config_path(env).parent))  # the folder: credentials.json of `agent-server login`
-    found.extend(keyring_folders(env))
+    found.extend(relocated_credentials(env))
     if env.get("AGENT_SERVER_CONFIG"):
         found.append(env["AGENT_SERVER_CONFIG"])
     found.append(str(default_state_dir(env)))
