@@ -456,7 +456,11 @@ class Compactor:
                 if not error.retryable or attempt == self.retry.max_attempts:
                     self.log.append("compaction/end", {**span, "aborted": "failed"})
                     then = "" if start.data.get("reason") == "command" else (
-                        ". Your prompt did not reach the model: send it again to retry, or start a new session")
+                        ". Your prompt did not reach the model: send it again to retry, or start a new session"
+                        if int(start.data.get("step") or 1) <= 1 else
+                        # a later step's: the prompt was answered, the tools the model called ran
+                        ". The turn stopped before its next request to the model; what it did before stands (the "
+                        "tools it called ran): ask it to go on, or start a new session")
                     raise TurnFailed({**error.to_dict(),
                                       "message": f"compacting the history failed: {error.message}{then}"}) from error
                 await asyncio.sleep(self.retry.delay(attempt, error))

@@ -291,3 +291,33 @@ async def test_an_endpoint_that_never_answered_showed_nothing_for_five_minutes(t
     assert "No answer" not in json.dumps(derive_messages(h.log.events))
     assert (await h.session.prompt([{"type": "text", "text": "again"}])).exit == "end_turn"  # the log goes on
     assert_log_explains_every_request(h, endpoint)
+
+
+async def test_a_compaction_that_failed_after_the_turns_tool_calls_said_the_prompt_never_reached_the_model(
+        tmp_path, endpoint):
+    """A compaction fails before the turn's *second* request (its first was answered with a tool
+    call, the read ran, its result pushed the history over the threshold): the turn's error said
+    "Your prompt did not reach the model: send it again to retry" — it had, and what the model did
+    with it had run; sent again, the work is done twice. Only a compaction before the turn's first
+    request says so."""
+    from agent_server.tools.read import ReadTool
+
+    (tmp_path / "big.txt").write_text("word " * 700 + "\n")
+    endpoint.push(text_stream("first answer " * 40))
+    endpoint.push(text_stream("second answer " * 40))
+    endpoint.push(tool_call_stream([("c1", "read", json.dumps({"path": "big.txt"}))]))
+    endpoint.push({"kind": "error", "status": 400, "json": {"error": {"message": "no summaries today"}}})
+    h = Harness(tmp_path, endpoint, tools={"read": ReadTool()})
+    try:
+        for text in ("one " * 30, "two " * 30):
+            assert (await h.session.prompt([{"type": "text", "text": text}])).exit == "end_turn"
+        outcome = await h.session.prompt([{"type": "text", "text": "read big.txt and sum it up"}])
+    finally:
+        await h.client.aclose()
+    assert outcome.exit == "error", outcome
+    assert [e.data["reason"] for e in h.log.events if e.type == "compaction/start"] == ["threshold"]
+    assert "read big.txt and sum it up" in endpoint.requests[2].body.decode()  # the prompt reached the model
+    assert any(e.type == "tool/result" and e.data.get("name") == "read" for e in h.log.events)  # and its call ran
+    message = outcome.error["message"]
+    assert message.startswith("compacting the history failed"), message
+    assert "did not reach the model" not in message and "send it again" not in message, message
