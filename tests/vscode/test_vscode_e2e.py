@@ -119,6 +119,10 @@ F10 = "f10.txt"
 F10_NEXT = "f10next.txt"
 F10_FLAG = os.path.join(tempfile.gettempdir(), f"agent-server-vscode-e2e-{os.getpid()}.f10")
 F10_ANSWER = "Shouted both."
+# LASTNOTE: the panel ignored changedFiles' modes (a chmod showed "+0 −0")
+MODE_ONLY = "modeonly.sh"
+MODE_BOTH = "modeboth.sh"
+MODE_ANSWER = "Changed the modes."
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -312,6 +316,11 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("f5", "edit", path=F10_NEXT, old_string="b", new_string="B")]),
             text_stream(F10_ANSWER),
         ],
+        "a_mode_only_change_showed_plus_0_minus_0": [
+            tool_call_stream([call("m1", "bash", command=f"chmod 600 {MODE_ONLY}; echo x >> {MODE_BOTH}; chmod 755 {MODE_BOTH}",
+                                   description="Change the modes")]),
+            text_stream(MODE_ANSWER),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -387,6 +396,8 @@ SCENARIOS = [
     {"name": "a_proposal_accepted_from_its_diff_tab_after_switching_sessions", "file": F10, "nextFile": F10_NEXT,
      "text": "a\nb\nc\n", "prompt": "Shout b in f10.txt, wait, then in f10next.txt", "flag": F10_FLAG,
      "commandTitle": "Wait for the f10 flag", "answer": F10_ANSWER},
+    {"name": "a_mode_only_change_showed_plus_0_minus_0", "file": MODE_ONLY, "both": MODE_BOTH, "text": "echo hi\n",
+     "prompt": "Make modeonly.sh private and modeboth.sh runnable", "answer": MODE_ANSWER},
     {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
      "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
@@ -1295,3 +1306,15 @@ def test_a_proposal_of_a_session_not_shown_opened_its_diff_over_the_users_work(r
     assert any(F10_NEXT in t for t in got["tabsAfterGoTo"]), got
     assert got["finalA"][-1] == "applied", got
     assert (workspace / F10_NEXT).read_text() == "a\nB\nc\n"
+
+
+def test_a_mode_only_change_showed_plus_0_minus_0_in_the_changes_box(run):
+    """A shell call's `chmod 600` (no line changed) showed "+0 −0" in the Changes box: the panel ignored
+    changedFiles' `modes`. Now the row says the mode change (644 → 600) and no line counts; a file whose
+    lines and mode changed shows both."""
+    scenario(run, "a_mode_only_change_showed_plus_0_minus_0")
+    results, workspace, _ = run
+    rows = results["scenarios"]["a_mode_only_change_showed_plus_0_minus_0"]["rows"]
+    assert oct((workspace / MODE_ONLY).stat().st_mode & 0o777) == "0o600"
+    assert "644 → 600" in rows[MODE_ONLY] and "+0" not in rows[MODE_ONLY], rows
+    assert "+1" in rows[MODE_BOTH] and "−0" in rows[MODE_BOTH] and "644 → 755" in rows[MODE_BOTH], rows

@@ -1107,7 +1107,7 @@ function paintChanges(): void {
   const found = turnChanges(state);
   const canUndo = state.commands.some((c) => c.name === "undo");
   // the key leaves the texts out (a big file's would be stringified every frame)
-  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how, f.counted]) }, state.busy, canUndo, state.undoAsked]);
+  const key = JSON.stringify([found && { ...found, files: found.files.map((f) => [f.path, f.added, f.removed, f.newText === null, f.how, f.counted, f.mode]) }, state.busy, canUndo, state.undoAsked]);
   if (key === changesKey) return;
   changesKey = key;
   changesBox.hidden = !found;
@@ -1143,8 +1143,16 @@ function paintChanges(): void {
       send(now.newText === null ? { type: "openLocation", path: f.path } : { type: "showChange", path: f.path, oldText: now.oldText, newText: now.newText });
     });
     row.append(name);
-    if (f.newText === null && !f.counted) row.append(el("span", "change-how", f.how ?? "changed"));
-    else row.append(el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
+    const lines = f.newText !== null || f.counted === true;
+    // a chmod changes no line: its row says the mode, never "+0 −0"
+    const modeOnly = f.mode !== undefined && lines && f.added === 0 && f.removed === 0 && !f.how;
+    if (!lines) row.append(el("span", "change-how", f.how ?? "changed"));
+    else if (!modeOnly) row.append(el("span", "change-added", `+${f.added}`), el("span", "change-removed", `−${f.removed}`));
+    if (f.mode) {
+      const mode = el("span", "change-mode", `mode ${f.mode[0]} → ${f.mode[1]}`);
+      mode.title = `The file's permission bits: ${f.mode[0]} before the turn, ${f.mode[1]} after it`;
+      row.append(mode);
+    }
     list.append(row);
   }
   parts.push(list);

@@ -60,6 +60,8 @@ export type Item =
       lineCounts?: Record<string, [number, number]>;
       /** Of those, the ones it created or deleted (`_meta.agentServer.created` / `deleted`). */
       fileHow?: Record<string, "created" | "deleted">;
+      /** The permission bits (octal) before and after of each whose mode changed (`_meta.agentServer.modes`). */
+      modes?: Record<string, [string, string]>;
       /** An `/undo` or `/redo` card: whether the run counted (`_meta.agentServer.restore.done`). */
       restoreDone?: boolean;
       /** Live terminal output (the terminal convention: `_meta.terminal_output(_delta)` pieces). */
@@ -276,6 +278,8 @@ export interface ChangedFile {
   removed: number;
   /** A file without a diff whose `added` / `removed` the server counted (`lineCounts`). */
   counted?: boolean;
+  /** Its permission bits (octal) before the turn and after it, when the turn changed them (`modes`). */
+  mode?: [string, string];
 }
 
 /**
@@ -342,8 +346,11 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
   // that changed the same lines (a file created then edited) they count those lines again — then the
   // diffs' net change, from the first call's old text to the last one's new text, is the count.
   const counted = new Map<string, { sum: [number, number] | null; calls: number; beyondDiffs: boolean }>();
+  /** Each file's mode before the turn's first change of it and after its last one. */
+  const modes = new Map<string, [string, string]>();
   for (const i of s.items) {
     if (i.type !== "tool" || i.turn !== last.turn || restoreOf(i) || !confirmedChange(i)) continue;
+    for (const [path, [from, to]] of Object.entries(i.modes ?? {})) modes.set(path, [modes.get(path)?.[0] ?? from, to]);
     for (const path of new Set([...i.changes.map((c) => c.path), ...(i.changedFiles ?? [])])) {
       const n = i.lineCounts?.[path];
       const c = counted.get(path) ?? { sum: [0, 0], calls: 0, beyondDiffs: false };
@@ -375,6 +382,7 @@ export function turnChanges(s: ChatState): { turn: number; prompt?: string; undo
     files: [...files].map(([path, { lines, ...f }]) => ({
       path,
       ...f,
+      ...(modes.has(path) && modes.get(path)![0] !== modes.get(path)![1] ? { mode: modes.get(path) } : {}),
       ...(f.newText !== null && !f.how && serverCount(counted.get(path))
         ? { added: serverCount(counted.get(path))![0], removed: serverCount(counted.get(path))![1] }
         : f.newText !== null ? lineCounts(f.oldText ?? "", f.newText) : lines && !f.how ? { added: lines[0], removed: lines[1], counted: true } : { added: 0, removed: 0 }),
@@ -580,7 +588,12 @@ function applyUpdate(s: ChatState, u: WireUpdate, at?: number): void {
         tool.terminal += piece;
         if (tool.terminal.length > 2 * TERMINAL_KEEP) tool.terminal = tool.terminal.slice(-TERMINAL_KEEP);
       }
-      const server = (u._meta as { agentServer?: { changedFiles?: unknown; created?: unknown; deleted?: unknown; lineCounts?: unknown } } | undefined)?.agentServer;
+      const server = (u._meta as { agentServer?: { changedFiles?: unknown; created?: unknown; deleted?: unknown; lineCounts?: unknown; modes?: unknown } } | undefined)?.agentServer;
+      if (server?.modes && typeof server.modes === "object") {
+        for (const [p, m] of Object.entries(server.modes as Record<string, unknown>)) {
+          if (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string" && /^[0-7]{1,4}$/.test(x))) tool.modes = { ...tool.modes, [p]: [m[0], m[1]] };
+        }
+      }
       if (server?.lineCounts && typeof server.lineCounts === "object") {
         for (const [p, n] of Object.entries(server.lineCounts as Record<string, unknown>)) {
           if (Array.isArray(n) && n.length === 2 && n.every((x) => typeof x === "number")) tool.lineCounts = { ...tool.lineCounts, [p]: [n[0], n[1]] };

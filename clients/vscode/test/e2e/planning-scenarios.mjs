@@ -92,6 +92,20 @@ export function planningScenarios({ config, shot, quickOpen, promptInPanel, wait
       return { rowWhileWaiting, inB, inA, tabsWhileNotShown, tabsAfterGoTo, finalA };
     },
 
+    /** A shell command that changes only a file's mode (`chmod`) and one that changes a file's lines and
+     * mode: what the Changes box says of each (it said "+0 −0" for the mode-only change). */
+    async a_mode_only_change_showed_plus_0_minus_0(page, s) {
+      const p = panel(page);
+      for (const f of [s.file, s.both]) writeFileSync(join(config.workspace, f), s.text, { mode: 0o644 });
+      await newSession(page);
+      await promptInPanel(page, s.prompt);
+      await allowIfAsked(page, s.answer);
+      await waitIdle(page);
+      const rows = await p.locator(".changes .change-file").evaluateAll((rs) => rs.map((r) => [r.dataset.path.split("/").pop(), (r.textContent ?? "").trim()]));
+      await shot(page, "changes-mode");
+      return { rows: Object.fromEntries(rows) };
+    },
+
     /** The user's unsaved line in an open file; the agent's shell command changes the file on disk;
      * /undo takes the checkpoint (on disk: the buffer keeps the unsaved text); then Ctrl+S. VS Code
      * must save the user's text without "The content of the file is newer" (nothing of the user's lost). */

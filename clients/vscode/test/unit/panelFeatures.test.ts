@@ -152,6 +152,27 @@ describe("the Changes view", () => {
     ]);
     expect(turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed])).toEqual([["/ws/new.py", 3, 0], ["/ws/x.py", 1, 1]]);
   });
+  it("a_mode_only_change_showed_plus_0_minus_0: the Changes box reads changedFiles' modes", () => {
+    // a shell call's chmod 600 (no line changed), then another call's chmod of a file it also appended to
+    const bash = (id: string, meta: Record<string, unknown>) => [
+      { kind: "update", update: { sessionUpdate: "tool_call", toolCallId: id, title: "Run", kind: "execute", status: "in_progress" } },
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: id, _meta: { agentServer: meta } } },
+      { kind: "update", update: { sessionUpdate: "tool_call_update", toolCallId: id, status: "completed" } },
+    ];
+    const s = run([
+      { kind: "turn-start", text: "chmod" },
+      ...bash("b1", { changedFiles: ["/ws/only.sh", "/ws/both.sh"], lineCounts: { "/ws/only.sh": [0, 0], "/ws/both.sh": [1, 0] }, modes: { "/ws/only.sh": ["644", "600"] } }),
+      ...bash("b2", { changedFiles: ["/ws/both.sh", "/ws/back.sh"], lineCounts: { "/ws/both.sh": [0, 0], "/ws/back.sh": [0, 0] }, modes: { "/ws/both.sh": ["644", "755"], "/ws/back.sh": ["644", "600"], "/ws/bad": ["rwx", "x"] } }),
+      ...bash("b3", { changedFiles: ["/ws/back.sh"], lineCounts: { "/ws/back.sh": [0, 0] }, modes: { "/ws/back.sh": ["600", "644"] } }),
+      { kind: "turn-end", text: "chmod", stopReason: "end_turn" },
+    ] as never);
+    const files = turnChanges(s)!.files.map((f) => [f.path, f.added, f.removed, f.mode]);
+    expect(files).toEqual([
+      ["/ws/only.sh", 0, 0, ["644", "600"]],
+      ["/ws/both.sh", 1, 0, ["644", "755"]],
+      ["/ws/back.sh", 0, 0, undefined], // changed and changed back within the turn: no mode change to show
+    ]);
+  });
   it("a newly created one-line file was counted +1 −1 in the Changes box", () => {
     // newcomer 4, finding 8: `.vscode/settings.json` created with one line (no final newline) showed
     // "+1 −1" — the empty text before counted as one empty line removed. Nothing was removed.
