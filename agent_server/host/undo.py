@@ -446,6 +446,11 @@ class Restorer:
             except OSError:
                 now = None
             if now is None or now[0].removeprefix(UTF8_BOM) != target_raw.removeprefix(UTF8_BOM):
+                if now is not None:  # the permission bits are the file's, set whatever the editor's save did
+                    try:
+                        _chmod(dirfd, name, target_mode)
+                    except OSError:
+                        pass
                 what = "the agent's change" if self._title.startswith("Undo") else "what the /undo left"
                 return said(path, f"restored in the editor, not saved (the editor's save did not complete: a save "
                                   f"participant such as format-on-save may still be running, or the write failed): "
@@ -459,16 +464,19 @@ class Restorer:
                 landed = None
             return said(path, done_word + bom_kept + ("" if landed is None else _mode_note(landed[1], target_mode)))
         # the buffer has unsaved changes (kept): the restore is in it; a disk that holds the change too keeps
-        # it — said, so that nobody takes the file on disk for restored (a revert of the buffer brings it back)
+        # it — said, so that nobody takes the file on disk for restored (a revert of the buffer brings it back).
+        # The permission bits are the file's, never the buffer's (an editor's save keeps them): set now
         try:
+            _chmod(dirfd, name, target_mode)
             now = _look(dirfd, name)
         except OSError:
             now = None
+        note = "" if now is None else _mode_note(now[1], target_mode)
         if expect is None or now is None or expect.holds(now[0]) is not True:
-            return said(path, done_word + bom_kept)  # the disk never held the change (an unsaved buffer's edit)
+            return said(path, done_word + bom_kept + note)  # the disk never held the change (an unsaved buffer's edit)
         what = "the agent's change" if self._title.startswith("Undo") else "what the /undo left"
-        return said(path, done_word + bom_kept + f" (in the editor's buffer only, which has unsaved changes: the file "
-                                                  f"on disk keeps {what} until you save it)")
+        return said(path, done_word + bom_kept + note + f" (in the editor's buffer only, which has unsaved changes: "
+                                                         f"the file on disk keeps {what} until you save it)")
 
     async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
                                   outcome: WriteOutcome, bom_kept: bool = False) -> str | None:

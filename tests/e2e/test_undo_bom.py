@@ -8,6 +8,7 @@ real server, scripted model streams, a real git workspace; every result checked 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -401,3 +402,29 @@ async def test_undo_into_a_buffer_holding_the_agents_change_with_unsaved_text_di
     assert ("bd.txt: restored (only the agent's change taken back; the file's other changes kept) (in the editor's "
             "buffer only, which has unsaved changes: the file on disk keeps the agent's change until you save it)"
             in said(h, sid)), said(h, sid)
+
+
+async def test_undo_of_a_shell_chmod_and_edit_into_a_buffer_with_unsaved_text_left_the_file_executable(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 6 finding 4: ``chmod +x calc.py && sed -i …`` by the agent's command, then the user typed
+    into the open (reloaded) buffer without saving; ``/undo`` → "Undo the agent's change, keep the rest"
+    took the text back in the buffer and said "restored", marked the turn undone — and the file stayed
+    ``rwxr-xr-x`` on disk, even after the user saved. The permission bits are the disk's, whatever the
+    buffer holds: set back at once."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    path = workspace / "calc.py"
+    path.write_bytes(b"c1\nc2\nc3\nc4\nHUNKY\n")
+    path.chmod(0o644)
+    editor, questions = MemoryEditor(), Questions("agents_change_only")
+    h = await started(acp_harness_factory, endpoint, editor_config(editor, questions))
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("s", "bash", command="chmod +x calc.py && sed -i s/HUNKY/SHELLED/ calc.py"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shell")).stop_reason == "end_turn"
+    assert os.stat(path).st_mode & 0o7777 == 0o755
+    editor.buffers[str(path)] = Buffer("c1 typed\nc2\nc3\nc4\nSHELLED\n", version=4, dirty=True)
+
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    assert editor.buffers[str(path)].text == "c1 typed\nc2\nc3\nc4\nHUNKY\n" and editor.buffers[str(path)].dirty
+    assert os.stat(path).st_mode & 0o7777 == 0o644, said(h, sid)
+    assert "calc.py: restored" in said(h, sid) and "mode" not in said(h, sid).split("calc.py: restored")[1][:200]
