@@ -36,8 +36,14 @@ _schedstat: dict[int, int] = {}  # thread → its open /proc/thread-self/schedst
 
 def _runq() -> float:
     """Seconds the calling thread has waited on a run queue so far (runnable, not running: the
-    scheduler's delay, ``/proc/thread-self/schedstat``'s second field); 0 where there is none."""
+    scheduler's delay, ``/proc/thread-self/schedstat``'s second field); 0 where there is none, and
+    in any thread but the one that installed the tracer (the loop's): the read is a system call,
+    which lets go of the interpreter, and a worker that lets go of it while the loop computes gets
+    it back only at the loop's next wait — the ``fsync`` worker's stamp before its ``fsync`` made the
+    ``fsync`` start at the request's first send."""
     ident = threading.get_ident()
+    if ident != _state.get("thread", ident):
+        return 0.0
     fd = _schedstat.get(ident)
     try:
         if fd is None:
@@ -94,6 +100,7 @@ def _wrap(owner: Any, attribute: str, label: str, *, enter: bool = True, leave: 
 
 def install(path: str) -> None:
     """Wrap the prompt path's functions; the stamps go to ``path``."""
+    _state["thread"] = threading.get_ident()  # the loop's (the server's CLI runs it in this thread)
     from agent_server.agent import compaction, session as agent_session, step
     from agent_server.agent.request_memo import RequestMemo
     from agent_server.host import host

@@ -59,3 +59,43 @@ def test_the_trace_of_a_request_whose_fsync_ended_while_it_was_made_was_never_wr
     names = [name for name, _, _, _ in figures["stages"]]
     assert names.count("sendmsg<") == 1 and "→ endpoint has the request" in names, names
     assert figures["wall_split"][0]["held"] == 0, figures["wall_split"]
+
+
+def test_the_bench_scanned_the_whole_replay_for_the_prompts_answer_while_its_first_request_was_timed(tmp_path):
+    """``load``: the bench looked for the prompt's answer from its first line on — each of the load's
+    replayed lines (31k, 20 MB at 100k events) searched again, 45–60 ms of its CPU on one of the two
+    cores while the server made the request it times (the ``fsync`` worker found no free core: the
+    request's last byte was held for it). Only the lines after the prompt are looked at now."""
+    sys.path.insert(0, str(ROOT))
+    from bench import prompt_cache
+
+    asked: dict[str, int] = {}
+
+    class Counting(prompt_cache.AgentProcess):
+        def send(self, method: str, params: dict, **kwargs):  # type: ignore[no-untyped-def]
+            if method == "session/prompt":
+                asked["before the prompt"] = len(self.lines)
+                asked["looked at"] = 0
+            return super().send(method, params, **kwargs)
+
+        def wait(self, predicate, start=0, timeout=60.0):  # type: ignore[no-untyped-def]
+            if "looked at" not in asked:
+                return super().wait(predicate, start, timeout)
+
+            def counted(raw: bytes) -> bool:
+                asked["looked at"] += 1
+                return predicate(raw)
+            found = super().wait(counted, start, timeout)
+            asked["after the prompt"] = found[0] + 1 - asked["before the prompt"]
+            return found
+
+    prompt_cache.compile_package()
+    original = prompt_cache.AgentProcess
+    prompt_cache.AgentProcess = Counting
+    try:
+        figures = prompt_cache.load_after(tmp_path, 2_000, 1, compactions=True)
+    finally:
+        prompt_cache.AgentProcess = original
+    assert figures["first_request_kind"] == "step"
+    assert asked["before the prompt"] > 100, asked  # the replay's lines
+    assert asked["looked at"] <= asked["after the prompt"], asked

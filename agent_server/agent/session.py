@@ -58,7 +58,7 @@ log = logging.getLogger("agent_server.agent")
 
 
 SYNC_SWITCH_INTERVAL = 0.0001
-"""The interpreter's switch interval (s) while a deferred ``fsync``'s worker thread waits to start."""
+"""The interpreter's switch interval (s) while a deferred ``fsync``'s worker thread runs."""
 
 
 class DurableSync:
@@ -69,9 +69,12 @@ class DurableSync:
     its callback (a request made meanwhile then goes without waiting).
 
     A thread that wants the interpreter while the loop computes gets it only at the loop's next
-    wait or after the interpreter's switch interval (5 ms): the ``fsync`` would start once the
-    request was made, not while. So the interval is ``SYNC_SWITCH_INTERVAL`` until the worker has
-    started (it puts the interval back, and lets go of the interpreter in ``os.fsync``)."""
+    wait or after the interpreter's switch interval (5 ms) — the loop's short system calls let go of
+    it and take it back before the woken thread runs: the ``fsync`` would start once the request was
+    made, not while, and a worker whose ``fsync`` had returned could not say so before the request's
+    first send (its last byte held, the loop turned to hear of it). So the interval is
+    ``SYNC_SWITCH_INTERVAL`` until the worker has marked its ``fsync`` returned, then put back (in
+    ``os.fsync`` the worker holds no interpreter; other threads contending meanwhile switch as often)."""
 
     def __init__(self, log: EventLog) -> None:
         self._log = log
@@ -116,13 +119,13 @@ class DurableSync:
             sys.setswitchinterval(self._interval)
 
     def _run(self) -> None:  # the worker thread
-        self._restore()
         try:
             self._log.sync()
         except OSError as exc:
             self._error = exc
         finally:
             self._synced = True
+            self._restore()
 
     def _settle(self) -> None:
         """On the loop, once the worker is done (idempotent): ``EventLog.synced``; raises its ``LogWriteError``."""

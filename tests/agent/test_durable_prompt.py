@@ -9,6 +9,7 @@ import asyncio
 import errno
 import json
 import os
+import sys
 import threading
 
 import pytest
@@ -183,6 +184,38 @@ async def test_a_request_made_after_the_user_events_fsync_returned_waited_for_th
     outcome = await session.prompt([{"type": "text", "text": "two"}])
     assert outcome.exit == "end_turn" and returned.is_set()
     assert client.readies == [False] and len(endpoint.requests) == 2
+    assert_log_explains_every_request(log, endpoint)
+    await client.aclose()
+    log.close()
+
+
+async def test_the_fsync_worker_waited_for_the_interpreter_until_the_request_was_sent_though_its_fsync_had_ended(
+        tmp_path, endpoint, monkeypatch):
+    """The worker put the interpreter's switch interval (5 ms) back before its ``fsync``: one that
+    returned while the loop made the request waited for the interpreter until the loop's next wait
+    (the request's first send; the loop's short system calls let go of it and took it back before
+    the worker ran) — so the request's last byte was held for a prompt already on disk. The worker
+    now asks for the interpreter back with the short interval, and puts the interval back after."""
+    from agent_server.agent import session as agent_session
+
+    log, client, session = await loaded_session(tmp_path, endpoint)
+    endpoint.push(text_stream("second answer"))
+    before = sys.getswitchinterval()
+    assert before > agent_session.SYNC_SWITCH_INTERVAL
+    loop_thread = threading.get_ident()
+    asked_back_with = []  # the interval in force when the worker's fsync returned
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        real_fsync(fd)
+        if fd == log._file.fileno() and threading.get_ident() != loop_thread:
+            asked_back_with.append(sys.getswitchinterval())
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    outcome = await session.prompt([{"type": "text", "text": "two"}])
+    assert outcome.exit == "end_turn" and len(endpoint.requests) == 2
+    assert asked_back_with == [pytest.approx(agent_session.SYNC_SWITCH_INTERVAL)]
+    assert sys.getswitchinterval() == before
     assert_log_explains_every_request(log, endpoint)
     await client.aclose()
     log.close()
