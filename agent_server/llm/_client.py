@@ -309,7 +309,8 @@ class ChatClient:
                 got_headers = True
                 if not 200 <= response.status_code < 300:
                     raw = await _read_capped(response, _MAX_ERROR_BODY)
-                    raise error_from_response(response.status_code, response.headers, raw)
+                    error = error_from_response(response.status_code, response.headers, raw)
+                    raise self._no_such_path(error) if response.status_code in (404, 405) else error
                 content_type = response.headers.get("content-type", "")
                 if "text/event-stream" not in content_type.lower():
                     try:
@@ -420,6 +421,20 @@ class ChatClient:
         if not self._api_key or len(self._api_key) < 8 or self._api_key not in error.message:
             return error  # a short dummy key ("x") is no secret, and scrubbing it would mangle text
         return LLMError(error.code, error.message.replace(self._api_key, "<redacted>"),
+                        status=error.status, retry_after=error.retry_after)
+
+    def _no_such_path(self, error: LLMError) -> LLMError:
+        """A 404/405 of the chat completions URL: which URL, and the usual cause — a base URL
+        without its API root (``…/v1``), or a model the endpoint does not serve."""
+        base = _redact_url(self.base_url)
+        if "model" in error.message.lower():
+            hint = "the endpoint may not serve this model: check the model name"
+        elif not any(part[:1] == "v" and part[1:2].isdigit() for part in urlsplit(self.base_url).path.split("/")):
+            hint = (f"is the base URL missing its API root? OpenAI-compatible servers answer at …/v1/chat/completions: "
+                    f"try {base}/v1")
+        else:
+            hint = "is the base URL the API root of an OpenAI-compatible server (the part before /chat/completions)?"
+        return LLMError(error.code, f"{error.message} (from POST {_redact_url(self.url)}; {hint})",
                         status=error.status, retry_after=error.retry_after)
 
     async def _non_sse(self, response: httpx.Response, content_type: str,

@@ -277,3 +277,31 @@ async def test_500_mentioning_context_is_still_server(run_stream):
     exc = await raises(run_stream, error(500, {"error": {
         "message": "worker crashed while computing the context length"}}))
     assert exc.code == "SERVER"
+
+
+async def _error_at(endpoint, base_url: str, response) -> LLMError:
+    endpoint.push(response)
+    client = ChatClient(base_url, "sk-test")
+    try:
+        with pytest.raises(LLMError) as info:
+            async for _ in client.stream(b"{}"):
+                pass
+    finally:
+        await client.aclose()
+    return info.value
+
+
+async def test_a_base_url_without_v1_was_told_only_bad_request_http_404_not_found(endpoint):
+    """Newcomer 6 finding 5: ``AGENT_SERVER_BASE_URL=http://127.0.0.1:PORT`` against a server that serves
+    ``/v1/chat/completions`` only — the commonest set-up mistake — said ``BAD_REQUEST: HTTP 404: Not Found``
+    and nothing else. The error names the URL that answered 404 and the likely fix."""
+    root = endpoint.base_url.removesuffix("/v1")
+    exc = await _error_at(endpoint, root, error(404, "Not Found"))
+    assert exc.code == "BAD_REQUEST" and "HTTP 404: Not Found" in exc.message
+    assert f"POST {root}/chat/completions" in exc.message and f"try {root}/v1" in exc.message, exc.message
+
+
+async def test_a_404_for_an_unknown_model_names_the_model_not_the_base_url(endpoint):
+    exc = await _error_at(endpoint, endpoint.base_url, error(404, {"error": {
+        "message": "The model `gpt-9` does not exist or you do not have access to it.", "code": "model_not_found"}}))
+    assert "check the model name" in exc.message and "/v1" not in exc.message.split("(from POST")[1].split(";")[1]
