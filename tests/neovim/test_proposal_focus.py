@@ -172,3 +172,31 @@ def test_with_two_questions_waiting_agent_answer_answered_the_one_below_the_one_
     rejected, allowed = (by_call["env"], by_call["out"]) if top == "env" else (by_call["out"], by_call["env"])
     assert "sk-secret-value" not in rejected and "notes from elsewhere" not in rejected, by_call
     assert "sk-secret-value" in allowed or "notes from elsewhere" in allowed, by_call
+
+
+def test_an_accepted_edit_whose_write_a_bufwritepre_error_stopped_told_the_model_the_user_had_unsaved_changes(
+        make_editor, endpoint, workspace):
+    """The Neovim side of 9a4745e: the buffer held nothing unsaved, the edit was accepted, and the
+    write that saves it failed (a format-on-save BufWritePre that errors aborts `:write`). The chat
+    said only "applied (not saved)" — the error swallowed — and the model was told the user had
+    unsaved changes, to be saved by them. The answer carries `saveFailed` (docs/protocol.md): the
+    model is told the editor's save did not complete, and the chat says why."""
+    from support.nvim import tool_messages
+
+    path = workspace / "fmt.txt"
+    path.write_text("one\ntwo\n")
+    push(endpoint, call("r", "read", path="fmt.txt"),
+         call("e", "edit", path="fmt.txt", old_string="two", new_string="TWO"), text_stream("done"))
+    ed = make_editor()
+    ed.cmd(f"edit {path}")
+    ed.lua("vim.api.nvim_create_autocmd('BufWritePre', { pattern = '*.txt', callback = function() "
+           "error('the formatter crashed') end })")
+    ed.cmd("AgentAsk change two")
+    ed.proposal_open()
+    ed.cmd("AgentAccept")
+    ed.idle()
+    assert path.read_text() == "one\ntwo\n"  # the write never happened
+    told = tool_messages(endpoint, 2)[-1]["content"]
+    assert "until the user saves it" not in told, told
+    assert "the editor's save did not complete" in told, told
+    assert "the formatter crashed" in ed.chat(), ed.chat()

@@ -543,6 +543,7 @@ function M.finish(proposal, reason, message)
   M.last_answered = proposal
   local accepted, total, adjusted = 0, 0, false
   local changes, versions, saved = {}, {}, true
+  local save_failed, save_errors = {}, {} -- buffers without the user's unsaved text whose write did not complete
   for _, doc in ipairs(proposal.docs) do
     for _, h in ipairs(doc.hunks) do
       total = total + 1
@@ -569,7 +570,13 @@ function M.finish(proposal, reason, message)
           doc_saved = false
           M.hooks.say(outside .. "; not saved")
         elseif proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
-          doc_saved = buffers.save(buf)
+          local err
+          doc_saved, err = buffers.save(buf)
+          if not doc_saved then -- a BufWritePre that errors (format-on-save), a write that failed
+            save_failed[#save_failed + 1] = doc.uri
+            save_errors[#save_errors + 1] = string.format("%s was not saved: %s", doc.name,
+              err and tostring(err):gsub("%s+", " "):sub(1, 300) or "the buffer still has unsaved changes after :write")
+          end
         else
           doc_saved = not vim.bo[buf].modified
         end
@@ -609,6 +616,10 @@ function M.finish(proposal, reason, message)
     if #merged > 0 then -- the documents also hold the user's edits: `applied` is the agent's hunks as sent
       result._meta = { agentServer = { merged = merged } }
     end
+    if #save_failed > 0 then -- the agent's change is in the buffer only because its write failed
+      result._meta = result._meta or { agentServer = {} }
+      result._meta.agentServer.saveFailed = save_failed
+    end
   end
   if message then
     result.message = message
@@ -628,6 +639,9 @@ function M.finish(proposal, reason, message)
     line = string.format("%s: not applied — stale: %s", what, message or "the file changed")
   else
     line = string.format("%s: %s%s", what, outcome, message and (" — " .. message) or "")
+  end
+  for _, why in ipairs(save_errors) do -- the write's error, never swallowed: the user sees why it is not saved
+    line = line .. " — " .. why
   end
   M.hooks.say(line)
   M.hooks.close(proposal, line) -- the echo area says the outcome, not the proposal's hint any more
