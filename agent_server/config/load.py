@@ -211,9 +211,13 @@ class PolicySettings(BaseModel):
     sandbox: Literal["auto", "off"] = "auto"
     """``auto``: confine the shell with Linux Landlock when this machine enforces it; ``off``: never
     (every shell command then asks). Env ``AGENT_SERVER_SANDBOX``."""
-    network: bool = True
-    """``false``: sandboxed shell commands get no TCP access (Landlock ABI ≥ 4; UDP is not covered).
-    Env ``AGENT_SERVER_NETWORK`` (``0``/``1``)."""
+    network: Literal["ask"] | bool = "ask"
+    """``"ask"`` (the default): sandboxed shell commands run with the network cut (a private network
+    namespace, no TCP, UDP or unix sockets), and a command that fails as if it needed the network
+    asks the user to run it again with it — "always" remembers the command's prefix for the
+    session; ``true``: they have the network (the session's first one says so); ``false``: never.
+    Where the network cannot be cut, ``"ask"`` runs commands with it and says so. Env
+    ``AGENT_SERVER_NETWORK`` (``ask``, ``0``/``1``)."""
     secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
     """Files whose reading (or writing) asks first: a name glob, or a path glob with ``~`` and ``**``."""
     mcp_trusted: list[str] = []

@@ -120,7 +120,8 @@ def policy_env(env: Mapping[str, str]) -> dict[str, Any]:
     if env.get("AGENT_SERVER_APPROVAL_TIMEOUT"):
         out["approval_timeout"] = env["AGENT_SERVER_APPROVAL_TIMEOUT"].strip()
     if env.get("AGENT_SERVER_NETWORK"):
-        out["network"] = env["AGENT_SERVER_NETWORK"].strip().lower() in ("1", "true", "yes", "on")
+        value = env["AGENT_SERVER_NETWORK"].strip().lower()
+        out["network"] = "ask" if value == "ask" else value in ("1", "true", "yes", "on")
     if env.get("AGENT_SERVER_READ_ALLOWED"):
         out["read_allowed"] = [p for p in env["AGENT_SERVER_READ_ALLOWED"].split(os.pathsep) if p.strip()]
     return out

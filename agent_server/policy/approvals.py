@@ -22,6 +22,9 @@ ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = "allow_once", "allow_alwa
 #: The ``Rule.tool`` of remembered answers about file-tool reads outside the roots (``prefix``: the
 #: folder they cover, links resolved) — one rule for ``read``, ``grep`` and ``glob`` alike.
 OUTSIDE_READS = "reads outside the workspace"
+#: The ``Rule.tool`` of remembered answers about running a shell command again with the network
+#: (``network = "ask"``; ``prefix``: the command prefix they cover).
+NETWORK = "network for shell commands"
 OPTION_NAMES = {ALLOW_ONCE: "Allow once", ALLOW_ALWAYS: "Always allow", REJECT_ONCE: "Reject",
                 REJECT_ALWAYS: "Always reject"}
 
@@ -132,6 +135,8 @@ class Rule:
         verb = "always allow" if self.allow else "always reject"
         if self.tool == OUTSIDE_READS and self.prefix is not None:
             return f"{verb} reading in `{self.prefix}`"
+        if self.tool == NETWORK and self.prefix is not None:
+            return f"{verb} the network for `{self.prefix}`"
         if self.prefix is None:
             return f"{verb} {self.tool}"
         return f"{verb} exactly `{self.prefix}`" if self.exact else f"{verb} `{self.prefix}`"

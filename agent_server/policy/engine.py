@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent_server.config.load import PolicySettings
 from agent_server.policy.approvals import (
-    ALLOW_ALWAYS, ALLOW_ONCE, OUTSIDE_READS, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
+    ALLOW_ALWAYS, ALLOW_ONCE, NETWORK, OUTSIDE_READS, REJECT_ALWAYS, REJECT_ONCE, Answer, ApprovalMemory, Approver, Ask, Rule, denial_text,
 )
 from agent_server.policy.editor_config import editor_config_of
 from agent_server.policy.git_hooks import HOOK_NAMES, Undeterminable, hook_of, hook_paths
@@ -109,6 +109,9 @@ class SessionPolicy:
         """The resolved path each recent allowed file-tool call was judged on, by its
         ``tool_call_id`` (``open_refusal``); the newest ``_DECIDED_KEPT``."""
         self.shell_launcher.ask_keep = self._keep_editor_config
+        self.shell_launcher.network_allowed = self._network_remembered
+        self.shell_launcher.ask_network = self._ask_network
+        self._told_network = False
         if status is not None:
             self._set_status(status)
 
@@ -117,6 +120,8 @@ class SessionPolicy:
         bound method of ours: a reference cycle, which kept the session and its whole log in memory
         until a garbage collection — ``continuity.let_go``'s full one — found it)."""
         self.shell_launcher.ask_keep = None
+        self.shell_launcher.network_allowed = None
+        self.shell_launcher.ask_network = None
 
     def _set_status(self, status: SandboxStatus) -> None:
         self.status = status
@@ -317,6 +322,78 @@ class SessionPolicy:
                                             "answer": {"kind": answer.kind, "option": answer.option,
                                                        "detail": answer.detail}})
         return answer.allowed
+
+    def _network_remembered(self, command: str) -> bool:
+        """Whether the user said "Always allow the network" for ``command``'s prefix this session."""
+        from agent_server.policy.shell import prefix_matches
+
+        rule = self.memory.lookup(NETWORK, lambda p: prefix_matches(p, command), command=command)
+        return rule is not None and rule.allow
+
+    async def _ask_network(self, tool_call_id: str | None, command: str, output: str) -> bool:
+        """``network = "ask"``: a confined command ran cut off from the network and failed as if it
+        needed it; ask whether to run it again with the network (``True``: allowed). "Always" is
+        offered for a command with a prefix (not a compound one) and remembered for it; a remembered
+        reject answers without asking. Logged as ``policy/decision`` rule ``network-retry``."""
+        from agent_server.policy.shell import command_prefix, prefix_matches
+
+        prefix = command_prefix(command)
+        base = {"call_id": tool_call_id, "tool": "bash", "mode": self.modes.current, "rule": "network-retry",
+                "command": command}
+        rule = self.memory.lookup(NETWORK, lambda p: prefix_matches(p, command), command=command)
+        if rule is not None and not rule.allow:
+            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": f"remembered: {rule.describe()}"})
+            return False
+        tail = "\n".join(output.strip().splitlines()[-8:])
+        shown = _plain(_one_line(command))
+        content = [_text(_fenced(command, "sh")),
+                   _text(f"It ran in the sandbox without the network and failed as if it needed it:\n{_fenced(tail)}"),
+                   _text("agent-server asks because with the network a command can send whatever it can read — your "
+                         "files outside the workspace that are not hidden (tokens under ~/.config, browser profiles) — "
+                         "to any server. Run it again with the network only if you expect it to need it (installing "
+                         "packages, fetching, pushing). What the first run changed stays.")]
+        names = [(ALLOW_ONCE, "Run again with the network"), (REJECT_ONCE, "Keep the network off")]
+        options: tuple[str, ...] = (ALLOW_ONCE, REJECT_ONCE)
+        if prefix is not None:
+            options = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS)
+            names += [(ALLOW_ALWAYS, f"Always allow the network for `{_plain(prefix, 80)}`"),
+                      (REJECT_ALWAYS, f"Never the network for `{_plain(prefix, 80)}`")]
+        question = Ask(tool_call_id or "", f"Run `{shown}` again with the network?", "execute", content,
+                       {"command": command}, options, names=tuple(names))
+        try:
+            answer = await self.approver.ask(question)
+        except asyncio.CancelledError:
+            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": "fail-closed:turn-cancelled"})
+            raise
+        self.log.append("policy/decision", {**base, "outcome": "allow" if answer.allowed else "deny",
+                                            "decided_by": answer.decided_by,
+                                            "answer": {"kind": answer.kind, "option": answer.option,
+                                                       "detail": answer.detail}})
+        if answer.kind == "selected" and answer.option in (ALLOW_ALWAYS, REJECT_ALWAYS) and prefix is not None:
+            remembered = Rule(NETWORK, prefix, answer.option == ALLOW_ALWAYS)
+            self.memory.remember(remembered)
+            self.log.append("policy/remembered", {"tool": NETWORK, "prefix": prefix, "allow": remembered.allow,
+                                                  "exact": False, "call_id": tool_call_id,
+                                                  "rule": remembered.describe()})
+        return answer.allowed
+
+    async def _tell_network_once(self, status: SandboxStatus) -> None:
+        """The session's first confined command has the network (``network = true``, or a machine
+        where it cannot be cut): say so once, and how to cut it."""
+        if self._told_network or self.shell_launcher.network_for("") is False:
+            return
+        self._told_network = True
+        from agent_server.policy.sandbox.confiner import network_mode
+
+        why = ("`[policy] network = true`" if network_mode(self.settings) == "on" else
+               "the network cannot be cut on this machine")
+        text = (f"Shell commands run in the sandbox with the network ({why}): a command can send whatever it can read "
+                "— files outside the workspace that are not hidden, such as tokens under ~/.config — to any server. "
+                "Set `network = \"ask\"` in `[policy]` to run them without it and be asked when one needs it.")
+        self.log.append("policy/notice", {"rule": "network", "text": text, "sandbox": status.as_data()})
+        await self.emit({"sessionUpdate": "agent_message_chunk",
+                         "content": {"type": "text", "text": f"\n[agent-server] {text}\n"},
+                         "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     # -- the rules ------------------------------------------------------------------------------
 
@@ -552,6 +629,7 @@ class SessionPolicy:
                            prefix=prefix, **base)
         if mode == READ_ONLY:
             if status.read_confinable:
+                await self._tell_network_once(status)
                 return Verdict("allow", "sandbox-read-only", **base)
             if not status.filesystem:
                 return Verdict("deny", "read-only-unconfinable", (
@@ -572,6 +650,7 @@ class SessionPolicy:
                 return Verdict("ask", "git-hooks-unknown", (
                     f"the git hooks this repository runs cannot be determined ({exc}), so the sandbox cannot keep "
                     "them read-only"), rememberable=False, memory_allows=False, prefix=prefix, **base)
+            await self._tell_network_once(status)
             return Verdict("allow", "sandbox", **base)
         await self._tell_user_once(status)
         # Without an enforced sandbox an allow covers this exact command only; under a (partial)

@@ -227,9 +227,51 @@ class BashTool(Tool):
         timeout = self.timeout(args)
         argv = [_shell(env), "-c", args.command]
         launch = ctx.shell_launcher(argv, env) if ctx.shell_launcher is not None else None
+        if launch is not None and launch.refuse:
+            return ToolResult.error(launch.refuse, sandbox=launch.meta)
+        result = await self._run(launch, argv, env, cwd, timeout, ctx)
+        retry = getattr(launch, "network_retry", None)
+        if retry is not None and result.meta.get("outcome") == "exited" and result.is_error and \
+                any(m in result.text for m in getattr(launch, "network_markers", ())):
+            result = await self._again_with_network(retry, result, argv, env, cwd, timeout, ctx)
+        if ctx.env_dropped and not ctx.env_dropped_told:  # once a session: what the shell lacks, and why
+            ctx.env_dropped_told = True
+            result.meta["env_dropped"] = list(ctx.env_dropped)
+            result.text += "\n" + dropped_notice(ctx.env_dropped)
+        return result
+
+    async def _again_with_network(self, retry: Any, first: ToolResult, argv: list[str], env: dict[str, str],
+                                  cwd: Path, timeout: float, ctx: ToolContext) -> ToolResult:
+        """The command ran cut off from the network (``network = "ask"``) and failed as if it needed
+        it: the user is asked whether to run it again with the network (their time is not the
+        command's); yes — the second run's result, saying so; no — the first run's, saying that."""
+        again = None
+        try:
+            with awaiting_user():
+                again = await retry(CURRENT_TOOL_CALL.get(), first.text)
+        except asyncio.CancelledError:  # the turn was cancelled meanwhile: not run again
+            if (task := asyncio.current_task()) is not None:
+                task.uncancel()
+        if again is None or again.refuse:
+            first.meta["network_retry"] = "refused"
+            first.text += ("\n[sandbox] This command ran without the network (the sandbox cuts it off) and failed as "
+                           "if it needed it. The user was asked to run it again with the network and did not allow "
+                           "it. Do not try to reach the network another way; work offline, or ask the user.")
+            return first
+        second = await self._run(again, argv, env, cwd, timeout, ctx)
+        second.meta["network_retry"] = "allowed"
+        second.meta["first_run"] = {k: first.meta.get(k) for k in ("exit_code", "outcome", "output_bytes", "seconds")}
+        head = "\n".join(first.text.splitlines()[-5:])
+        second.text = ("[sandbox] This command first ran without the network and failed as if it needed it (its last "
+                       f"lines:\n{head}\n); the user allowed it to run again with the network — this is the second "
+                       "run (whatever the first changed stays).\n" + second.text)
+        return second
+
+    async def _run(self, launch: Any, argv: list[str], env: dict[str, str], cwd: Path, timeout: float,
+                   ctx: ToolContext) -> ToolResult:
+        """Start the command (through ``launch`` when there is one), read its output, and make its
+        result with what the launch adds (setuid sweep, configuration put back, the sandbox's hint)."""
         if launch is not None:
-            if launch.refuse:
-                return ToolResult.error(launch.refuse, sandbox=launch.meta)
             argv, env = launch.argv, launch.env
         started = time.monotonic()
         spawn = getattr(launch, "spawn", None)
@@ -281,10 +323,6 @@ class BashTool(Tool):
         if transport is not None:  # release our end of a pipe an escaped process may still hold
             transport.close()
         result = self._result(proc, buffer, state, outcome, timeout, elapsed, ctx)
-        if ctx.env_dropped and not ctx.env_dropped_told:  # once a session: what the shell lacks, and why
-            ctx.env_dropped_told = True
-            result.meta["env_dropped"] = list(ctx.env_dropped)
-            result.text += "\n" + dropped_notice(ctx.env_dropped)
         if cleared:
             result.meta["setuid_cleared"] = cleared
             result.text += "\n[sandbox] setuid/setgid bits were removed from: " + ", ".join(cleared)

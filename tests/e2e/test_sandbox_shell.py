@@ -153,7 +153,7 @@ async def test_sandboxed_command_cannot_signal_processes_outside_its_sandbox(acp
 # -- issue 11: the model is the attacker (the shell side) ----------------------------------------
 
 
-def _require_full_sandbox(agent_state_dir, sid, network="allowed"):
+def _require_full_sandbox(agent_state_dir, sid, network="asked per command (cut by default)"):
     """The protections these tests pin must really be enforced here (root, Landlock ABI 7): a
     missing privilege makes the test fail, never skip."""
     (status,) = [e.data for e in events(agent_state_dir, sid) if e.type == "sandbox/status"]
@@ -274,9 +274,9 @@ async def test_unix_sockets_abstract_sockets_and_udp_got_data_with_network_false
             s.close()
 
 
-async def test_network_on_tells_the_model_path_sockets_are_reachable(acp_harness_factory, endpoint, workspace):
+async def test_network_on_tells_the_model_path_sockets_are_reachable(acp_harness_factory, endpoint, workspace, tmp_path):
     script(endpoint, [call("x", "bash", command="touch /etc/agent-server-nope-$$")])
-    h, sid = await start(acp_harness_factory, endpoint, workspace)
+    h, sid = await start(acp_harness_factory, endpoint, workspace, config_env(tmp_path, "[policy]\nnetwork = true\n"))
     assert (await h.prompt(sid, "x")).stop_reason == "end_turn"
     assert "path sockets (docker.sock) are reachable — not the user's ssh-agent" in results(endpoint)["x"]
 

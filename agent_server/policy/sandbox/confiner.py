@@ -72,7 +72,9 @@ class SandboxStatus:
     setuid/setgid mode bits are refused (seccomp); ``abstract_unix_blocked``: abstract unix
     sockets bound outside the sandbox (X11, a D-Bus bus at an abstract address) cannot be reached,
     with ``network`` too (Landlock ABI ≥ 6); ``signals_scoped``: Landlock refuses signals to
-    processes outside the sandbox (ABI ≥ 6; the PID namespace hides them as well).
+    processes outside the sandbox (ABI ≥ 6; the PID namespace hides them as well);
+    ``network_asks``: ``network = "ask"`` with the cut verified — commands run without the network
+    and one that fails as if it needed it asks to run again with it.
     """
 
     setting: str
@@ -87,6 +89,7 @@ class SandboxStatus:
     setuid_blocked: bool = False
     abstract_unix_blocked: bool = False
     signals_scoped: bool = False
+    network_asks: bool = False
 
     @property
     def network_ok(self) -> bool:
@@ -118,7 +121,8 @@ class SandboxStatus:
         return {"level": self.level, "setting": self.setting, "landlock_abi": self.abi,
                 "filesystem": self.filesystem, "git_read_only": self.git_read_only,
                 "pid_namespace": self.pid_namespace, "masks": self.masks, "setuid_blocked": self.setuid_blocked,
-                "network": "allowed" if self.network_wanted else ("blocked" if self.network_blocked else "NOT blocked"),
+                "network": ("asked per command (cut by default)" if self.network_asks else "allowed" if self.network_wanted
+                            else ("blocked" if self.network_blocked else "NOT blocked")),
                 "unix_sockets": ("path sockets reachable (network allowed)" if self.network_wanted else
                                  "refused" if self.network_blocked else "NOT refused"),
                 "abstract_unix_sockets": "refused" if self.abstract_unix_blocked else "NOT refused",
@@ -164,16 +168,35 @@ class ShellLaunch:
     keep: Callable[[str | None], Awaitable[list[str]]] | None = None
     """After ``reverted``: ``await keep(tool_call_id)`` asks the user whether to keep the command's
     version of what was put back, makes it again if they say so, and returns the paths kept."""
+    network_retry: Callable[[str | None, str], Awaitable["ShellLaunch | None"]] | None = None
+    """``network = "ask"``, the command ran cut off: when it failed showing one of
+    ``network_markers``, ``await network_retry(tool_call_id, output)`` asks the user whether to run
+    it again with the network and gives that launch (``None``: no)."""
+    network_markers: tuple[str, ...] = ()
 
 
 PERMISSION_MARKERS = ("Permission denied", "Read-only file system", "Operation not permitted", "EACCES", "EROFS")
 NETWORK_MARKERS = ("Couldn't connect", "Failed to connect", "Connection refused", "connect to", "Network is unreachable",
                    "unable to access", "Could not resolve", "Temporary failure in name resolution", "ConnectionError")
+#: What a command cut off from the network prints when it failed for want of it (curl, wget, git,
+#: pip, npm, cargo, go, Python, Node, ssh …: a name that does not resolve, an unreachable network, a
+#: refused socket): ``network = "ask"`` then asks to run it again with the network.
+NETWORK_FAILURES = NETWORK_MARKERS + (
+    "Could not resolve host", "Name or service not known", "nodename nor servname", "getaddrinfo", "EAI_AGAIN",
+    "ENOTFOUND", "ENETUNREACH", "ECONNREFUSED", "Failed to establish a new connection", "NameResolutionError",
+    "Network unreachable", "No address associated with hostname", "Could not connect", "Failed to fetch",
+    "dial tcp", "Address family not supported", "Name resolution", "failed to lookup address", "network is unreachable",
+    "Temporary failure resolving", "unable to resolve", "Cannot assign requested address")
+
+
+def network_mode(settings: PolicySettings) -> str:
+    """``[policy] network`` as ``"on"``, ``"off"`` or ``"ask"``."""
+    return "ask" if settings.network == "ask" else ("on" if settings.network is True else "off")
 
 
 def off_status(settings: PolicySettings, reason: str) -> SandboxStatus:
     """A status with nothing enforced, for ``reason``."""
-    return SandboxStatus(settings.sandbox, network_wanted=settings.network, problems=(reason,))
+    return SandboxStatus(settings.sandbox, network_wanted=network_mode(settings) != "off", problems=(reason,))
 
 
 def known_status(settings: PolicySettings) -> SandboxStatus | None:
@@ -224,7 +247,7 @@ async def stop_probes() -> None:
 
 def _probe_args(settings: PolicySettings, base: str) -> list[str]:
     args = [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), "--probe", base]
-    if settings.network:
+    if network_mode(settings) == "on":  # "ask" is probed cut: that is how its commands start
         args.append("--network")
     return args
 
@@ -272,17 +295,21 @@ def _status_of(settings: PolicySettings, report: dict[str, Any]) -> SandboxStatu
         problems.append("credentials and secret files cannot be hidden from the shell")
     if report.get("filesystem") and not report.get("setuid_blocked"):
         problems.append("setuid/setgid bits cannot be refused (no seccomp filter for this machine)")
-    if not settings.network and not (report.get("network_blocked") and report.get("unix_blocked")):
+    network = network_mode(settings)
+    blocked = None if network == "on" else bool(report.get("network_blocked") and report.get("unix_blocked"))
+    if network == "off" and not blocked:
         problems.append("network = false cannot be enforced (needs Landlock ABI 4, a network namespace and seccomp)")
+    if network == "ask" and not blocked:
+        problems.append('network = "ask" cannot cut the network here (needs Landlock ABI 4, a network namespace and '
+                        "seccomp): commands have it")
     if report.get("filesystem") and not report.get("abstract_unix_blocked"):
         problems.append("abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are "
                         f"reachable (needs Landlock ABI 6; this kernel has {report.get('abi', 0)})")
     status = SandboxStatus(settings.sandbox, int(report.get("abi", 0)), bool(report.get("filesystem")),
-                           bool(report.get("git_read_only")), settings.network,
-                           None if settings.network else bool(report.get("network_blocked") and report.get("unix_blocked")),
-                           tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
+                           bool(report.get("git_read_only")), network == "on" or (network == "ask" and not blocked),
+                           blocked, tuple(problems), bool(report.get("pid_namespace")), bool(report.get("masks")),
                            bool(report.get("setuid_blocked")), bool(report.get("abstract_unix_blocked")),
-                           bool(report.get("signals_scoped")))
+                           bool(report.get("signals_scoped")), network == "ask" and bool(blocked))
     return status
 
 
@@ -328,6 +355,13 @@ class ShellConfiner:
         self.ask_keep: Callable[[str | None, list[Change]], Awaitable[bool]] | None = None
         """Asks the user whether to keep editor configuration a confined command changed (set by
         the session's policy; ``None``: nobody is asked, it stays put back)."""
+        self.network_allowed: Callable[[str], bool] | None = None
+        """``network = "ask"``: whether the user always allowed the network for this command's
+        prefix (set by the session's policy; ``None``: never)."""
+        self.ask_network: Callable[[str | None, str, str], Awaitable[bool]] | None = None
+        """``network = "ask"``: ``await ask_network(tool_call_id, command, output)`` asks the user
+        whether to run a command that failed without the network again with it (``None``: nobody
+        is asked, it stays cut)."""
 
     def config_watch(self) -> ConfigWatch:
         """A watch over the session's editor-configuration index."""
@@ -356,8 +390,17 @@ class ShellConfiner:
             writable += [os.path.realpath(os.path.expanduser(p)) for p in self.settings.sandbox_writable]
         return writable
 
-    def spec(self, mode: str, secrets_visible: bool = False) -> dict[str, Any]:
-        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested)."""
+    def network_for(self, command: str) -> bool:
+        """Whether ``command`` starts with the network: ``network = true``, a network that cannot be
+        cut here, or (``"ask"``) a prefix the user always allowed."""
+        network = network_mode(self.settings)
+        if network == "on" or not self.status.network_blocked:
+            return True
+        return network == "ask" and self.network_allowed is not None and self.network_allowed(command)
+
+    def spec(self, mode: str, secrets_visible: bool = False, network: bool | None = None) -> dict[str, Any]:
+        """The ``sandbox_exec`` spec for ``mode`` (only what the probe verified is requested);
+        ``network``: the command's (``None``: ``network = true``, or one that cannot be cut)."""
         writable = self._writable(mode)
         ro_binds: list[str] = []
         if mode != READ_ONLY and self.status.git_read_only:
@@ -371,7 +414,8 @@ class ShellConfiner:
             except Undeterminable:
                 hooks = []  # the policy asks about every command then
             ro_binds += [h for h in hooks if h not in ro_binds and not any(h.startswith(b + "/") for b in ro_binds)]
-        network = self.settings.network or not self.status.network_blocked
+        if network is None:
+            network = network_mode(self.settings) == "on" or not self.status.network_blocked
         namespaces = self.status.pid_namespace and self.status.masks
         spec: dict[str, Any] = {"read": ["/"], "write": writable, "devices": list(DEVICES), "ro_binds": ro_binds,
                                 "network": network, "drop_caps": True, "namespaces": namespaces,
@@ -393,7 +437,7 @@ class ShellConfiner:
                 spec["evidence"] = record
         return spec
 
-    def __call__(self, argv: list[str], env: dict[str, str]) -> ShellLaunch:
+    def __call__(self, argv: list[str], env: dict[str, str], network: bool | None = None) -> ShellLaunch:
         mode = self.modes.current
         if mode == ACCEPT_EDITS:  # only the file tools' review differs: the shell is workspace-write's
             mode = WORKSPACE_WRITE
@@ -411,7 +455,10 @@ class ShellConfiner:
                     meta={"sandbox": "none", "mode": mode})
             return ShellLaunch(argv, env, meta={"sandbox": "none", "mode": mode, "approved": True},
                                spawn=_unconfined(argv))
-        spec = self.spec(mode, secrets_visible)
+        given_env = dict(env)
+        if network is None:
+            network = self.network_for(command)
+        spec = self.spec(mode, secrets_visible, network)
         env = {**env, "TMPDIR": str(self.tmpdir), "TMP": str(self.tmpdir), "TEMP": str(self.tmpdir)}
         agent = self._keep_ssh_agent_out(env, spec)
         spec_arg = self._spec_arg(spec)
@@ -469,8 +516,20 @@ class ShellConfiner:
                 return []
             return await asyncio.to_thread(watch.reapply, offered)
 
+        retry = None
+        if not spec["network"] and self.status.network_asks and self.ask_network is not None:
+            async def retry(tool_call_id: str | None, output: str) -> ShellLaunch | None:
+                """Ask to run the command again with the network; the launch to do it, or ``None``."""
+                if self.ask_network is None or not await self.ask_network(tool_call_id, command, output):
+                    return None
+                if secrets_visible:  # the user's allow of a command naming a secret covers its second run
+                    self._unmasked.append(command)
+                return self(argv, given_env, network=True)
+            meta["network"] = "cut (asks to run again with it)"
+
         return ShellLaunch(wrapped, env, failure_hint=self._hint(mode, spec), hint_markers=markers, meta=meta,
-                           after=after, spawn=spawn, reverted=lambda: list(put_back), keep=keep)
+                           after=after, spawn=spawn, reverted=lambda: list(put_back), keep=keep,
+                           network_retry=retry, network_markers=NETWORK_FAILURES if retry is not None else ())
 
     def _keep_ssh_agent_out(self, env: dict[str, str], spec: dict[str, Any]) -> str:
         """Keep the user's ssh-agent from a confined command (in place): no ``SSH_AUTH_SOCK`` (nor
@@ -561,7 +620,9 @@ class ShellConfiner:
                "driver scripts): change those with the write or edit tool, which asks the user") if spec["ro_binds"] else ""
         abstract = ("; abstract unix sockets outside the sandbox (X11, a D-Bus bus at an abstract address) are not"
                     if self.status.abstract_unix_blocked else " and so are abstract ones (X11, a D-Bus bus at an abstract address)")
-        net = ("; the network is off (no TCP, UDP or unix sockets)" if not spec["network"] else
+        cut = ("cut off (no TCP, UDP or unix sockets; a command that fails for want of it is offered to the user to "
+               "run again with it)" if self.status.network_asks else "off (no TCP, UDP or unix sockets)")
+        net = (f"; the network is {cut}" if not spec["network"] else
                "; the network is on, so path sockets (docker.sock) are reachable — not the user's ssh-agent "
                "(SSH_AUTH_SOCK is left out and its socket hidden)" + abstract)
         masked = ("; stored credentials (~/.ssh, ~/.aws, the agent's config and state …) and files named like "
