@@ -11,6 +11,8 @@ interleaved with the calls so both see the same machine):
 * ``floor_ms``: ``git status --porcelain -uall`` in the workspace (the user's own repository);
 * ``call_ms``: snapshot + snapshot + changes around a call that changes nothing (``echo hi``);
 * ``chmod_ms``: the same around a call that only changes one file's mode (``chmod 600``, then back);
+* ``floor_cpu_ms``, ``call_cpu_ms``, ``cpu_ratio``: the CPU time of each (this process's and git's),
+  steadier than the wall time on a loaded machine;
 * ``load``: the load average (1 min) before and after the runs;
 * ``first_ms``: the session's first snapshot (its index seeded from the workspace's);
 * ``state_mib``: the state folder after 10 calls, each changing one file.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,6 +65,18 @@ def _ms(fn) -> float:
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1000
+
+
+def _cpu(fn, into: list[float]) -> float:
+    """``fn``'s wall time in ms; its CPU time (this process's and its children's, in ms) appended to ``into``."""
+    def used() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    before = used()
+    wall = _ms(fn)
+    into.append((used() - before) * 1000)
+    return wall
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -100,7 +115,7 @@ def main() -> int:
         private = next(p for p in sorted(root.rglob("*.py")) if ".git" not in p.parts)
         private.chmod(0o644)  # chmod 600 by each chmod call, and back
         first = _ms(repo.snapshot)
-        floor, call, chmod = [], [], []
+        floor, call, chmod, floor_cpu, call_cpu = [], [], [], [], []
 
         def one_call(change: int | str | None) -> None:
             before = repo.snapshot()
@@ -117,8 +132,8 @@ def main() -> int:
                 private.chmod(0o644)
 
         for _ in range(args.runs):
-            floor.append(_ms(lambda: subprocess.run(status, capture_output=True, check=True)))
-            call.append(_ms(lambda: one_call(None)))
+            floor.append(_cpu(lambda: subprocess.run(status, capture_output=True, check=True), floor_cpu))
+            call.append(_cpu(lambda: one_call(None), call_cpu))
             chmod.append(_ms(lambda: one_call("chmod")))
         load.append(round(os.getloadavg()[0], 1))
         for n in range(10 - 1):  # with the first snapshot's call: ten calls, each changing one file
@@ -130,7 +145,9 @@ def main() -> int:
         figures = {**tree, "runs": args.runs, "floor_ms": _stats(floor),
                    "call_ms": _stats(call), "chmod_ms": _stats(chmod), "first_ms": round(first, 1),
                    "ratio": round(statistics.median(call) / statistics.median(floor), 2),
-                   "chmod_ratio": round(statistics.median(chmod) / statistics.median(floor), 2), "load": load,
+                   "chmod_ratio": round(statistics.median(chmod) / statistics.median(floor), 2),
+                   "floor_cpu_ms": _stats(floor_cpu), "call_cpu_ms": _stats(call_cpu),
+                   "cpu_ratio": round(statistics.median(call_cpu) / statistics.median(floor_cpu), 2), "load": load,
                    "state_mib": round(state_mib, 1)}
     if args.json:
         print(json.dumps(figures))

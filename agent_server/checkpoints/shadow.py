@@ -118,6 +118,36 @@ class ShadowRepo:
         return any((folder / ".git").exists() for folder in (here, *here.parents))
 
     def _run(self, *args: str, input: bytes | None = None, bound: bool = True, git_dir: bool = False) -> bytes:
+        try:
+            proc = subprocess.run([self.git, *args], cwd=self.root, env=self._env(bound, git_dir), input=input,
+                                  capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ShadowError(f"git {args[0]}: {exc}") from None
+        if proc.returncode != 0:
+            raise ShadowError(f"git {' '.join(args[:2])}: {proc.stderr.decode(errors='replace').strip()[:500]}")
+        return proc.stdout
+
+    def _run_both(self, first: tuple[str, ...], second: tuple[str, ...]) -> tuple[bytes, bytes]:
+        """Two read-only git commands at once (each reads the index; neither writes it)."""
+        try:
+            started = subprocess.Popen([self.git, *second], cwd=self.root, env=self._env(True, False),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise ShadowError(f"git {second[0]}: {exc}") from None
+        with started:
+            try:
+                out = self._run(*first)
+            finally:
+                try:
+                    later, err = started.communicate(timeout=120)
+                except subprocess.TimeoutExpired:
+                    started.kill()
+                    raise ShadowError(f"git {second[0]}: timed out") from None
+        if started.returncode != 0:
+            raise ShadowError(f"git {' '.join(second[:2])}: {err.decode(errors='replace').strip()[:500]}")
+        return out, later
+
+    def _env(self, bound: bool, git_dir: bool) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(self.git_dir),
                "GIT_AUTHOR_NAME": "agent-server", "GIT_AUTHOR_EMAIL": "agent-server@localhost",
                "GIT_COMMITTER_NAME": "agent-server", "GIT_COMMITTER_EMAIL": "agent-server@localhost",
@@ -126,14 +156,7 @@ class ShadowRepo:
             env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
         elif git_dir:  # the shadow repository alone
             env.update(GIT_DIR=str(self.git_dir))
-        try:
-            proc = subprocess.run([self.git, *args], cwd=self.root, env=env, input=input,
-                                  capture_output=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ShadowError(f"git {args[0]}: {exc}") from None
-        if proc.returncode != 0:
-            raise ShadowError(f"git {' '.join(args[:2])}: {proc.stderr.decode(errors='replace').strip()[:500]}")
-        return proc.stdout
+        return env
 
     def _ensure(self) -> None:
         if not (self.git_dir / "HEAD").exists():
@@ -197,8 +220,8 @@ class ShadowRepo:
         index_before = _lstat(self.index)
         # the indexed files whose stat differs from the index's (``ls-files --modified`` would compare
         # the bytes of those and leave out a chmod alone: only its ctime changed), then the others
-        listed = [b"C " + name for name in self._run("diff-files", "--name-only", "-z").split(b"\0") if name]
-        listed += [b"? " + name for name in self._run("ls-files", "-z", "--others", "--exclude-standard").split(b"\0")]
+        dirty, others = self._run_both(("diff-files", "--name-only", "-z"), ("ls-files", "-z", "--others", "--exclude-standard"))
+        listed = [b"C " + name for name in dirty.split(b"\0") if name] + [b"? " + name for name in others.split(b"\0")]
         changed: list[bytes] = []
         drop: list[bytes] = []
         big: dict[str, tuple[int, int, int, int]] = {}
