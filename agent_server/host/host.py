@@ -1064,4 +1064,8 @@ class SessionHost:
                 ", or sign in with `agent-server login`"
             raise TurnFailed({"code": "AUTH", "retryable": False,
                               "message": f"no API key for profile {provider.profile!r}: {hint}"})
-        return self.pool.get(provider.base_url, provider.api_key)
+        try:
+            return self.pool.get(provider.base_url, provider.api_key)
+        except ValueError as exc:  # the environment's proxy for the endpoint cannot be used (llm's ProxySetupError)
+            raise TurnFailed({"code": "BAD_REQUEST", "retryable": False,
+                              "message": f"cannot reach the model endpoint: {exc}"}) from None

@@ -739,15 +739,36 @@ class ProxyTransport(httpx.AsyncHTTPTransport):
             self._pool = EndpointHTTPProxy(proxy_headers=settings.headers.raw, proxy_ssl_context=settings.ssl_context,
                                            **common)
         elif url.scheme in ("socks5", "socks5h"):
-            import socksio  # noqa: F401 — as httpx: its absence is said at once, not at the first request
+            try:
+                import socksio  # noqa: F401 — as httpx: its absence is said at once, not at the first request
+            except ImportError:
+                raise ProxySetupError(
+                    f"the proxy {_shown_proxy(proxy)} (from HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) is a SOCKS proxy, which "
+                    "needs the socksio package: install agent-server with its dependencies again (`pip install "
+                    "'httpx[socks]'` in its environment), or unset the variable") from None
 
             class EndpointSOCKSProxy(_Resends, httpcore.AsyncSOCKSProxy):
                 """httpcore's SOCKS pool that resends as ``EndpointPool`` does."""
 
             self._pool = EndpointSOCKSProxy(**common)
         else:
-            raise ValueError(f"Proxy protocol must be either 'http', 'https', 'socks5', or 'socks5h', but got "
-                             f"{url.scheme!r}.")
+            raise ProxySetupError(f"the proxy {_shown_proxy(proxy)} (from HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) has the "
+                                  f"scheme {url.scheme!r}; agent-server reaches the model through http, https, socks5 "
+                                  "or socks5h proxies")
+
+
+class ProxySetupError(ValueError):
+    """The proxy the environment names for the endpoint cannot be used (a SOCKS proxy without
+    ``socksio``, an unknown scheme): a sentence for the user."""
+
+
+def _shown_proxy(proxy: str) -> str:
+    """``proxy`` without its password (``socks5://user:***@host:port``)."""
+    parts = urlsplit(proxy)
+    if parts.password is None:
+        return proxy
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 def proxy_for(base_url: str) -> str | None:

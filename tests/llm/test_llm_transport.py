@@ -499,3 +499,48 @@ async def _readable(sock) -> None:
         await ready
     finally:
         loop.remove_reader(sock.fileno())
+
+
+# -- SOCKS proxies (the last stop's open security item 4: socksio was not installed, SOCKS untested) ------
+
+
+@pytest.mark.parametrize("scheme, host, kind", [("socks5", "127.0.0.1", "ipv4"), ("socks5h", "localhost", "domain")])
+async def test_a_socks5_proxy_in_all_proxy_carried_the_request_to_the_endpoint(tls_contexts, endpoint, body, monkeypatch,
+                                                                                scheme, host, kind):
+    """``ALL_PROXY=socks5://user:pw@127.0.0.1:PORT``: the request reaches the endpoint through a real
+    SOCKS5 proxy (its login checked); ``socks5h`` hands the proxy the host name to resolve."""
+    from agent_server.llm._transport import ProxyTransport
+    from support.proxy import Socks5Proxy
+
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    endpoint.push(text_stream("through socks"))
+    port = int(endpoint.base_url.rsplit(":", 1)[1].split("/")[0])
+    async with Socks5Proxy(credentials=("user", "pw")) as proxy:
+        monkeypatch.setenv("ALL_PROXY", proxy.url(scheme))
+        client = ChatClient(f"http://{host}:{port}/v1", "sk-test")
+        try:
+            assert isinstance(client._client._transport, ProxyTransport)
+            text = "".join([getattr(e, "text", "") async for e in client.stream(body)])
+        finally:
+            await client.aclose()
+    assert text == "through socks" and len(endpoint.requests) == 1
+    assert proxy.logins == [("user", "pw")]
+    assert proxy.connects == [(kind, host, port)]
+
+
+def test_a_socks_proxy_without_socksio_fails_the_client_with_a_clear_error(monkeypatch):
+    """Where ``socksio`` is missing (an install without ``httpx[socks]``), a SOCKS proxy in the
+    environment is an error naming the variable, the proxy and the fix — not a bare ImportError."""
+    import sys
+
+    from agent_server.llm._transport import ProxySetupError
+
+    monkeypatch.setitem(sys.modules, "socksio", None)  # import socksio → ImportError
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(ProxySetupError) as raised:
+        ChatClient("http://127.0.0.1:1/v1", "sk-test")
+    message = str(raised.value)
+    assert "socks5://127.0.0.1:1080" in message and "socksio" in message and "httpx[socks]" in message

@@ -97,3 +97,99 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter, other:
     finally:
         sink.transport.abort()
         other.transport.abort()
+
+
+class Socks5Proxy:
+    """A small real SOCKS5 proxy on 127.0.0.1 (RFC 1928, ``CONNECT`` only; RFC 1929 username and
+    password when ``credentials`` is given, else no authentication). ``connects`` lists each
+    ``(address type, host, port)`` a client asked for (``"ipv4"``/``"domain"``/``"ipv6"``),
+    ``logins`` each ``(username, password)`` offered; bytes are piped both ways after the reply."""
+
+    def __init__(self, credentials: tuple[str, str] | None = None) -> None:
+        self.credentials = credentials
+        self.connects: list[tuple[str, str, int]] = []
+        self.logins: list[tuple[str, str]] = []
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def url(self, scheme: str = "socks5") -> str:
+        auth = f"{self.credentials[0]}:{self.credentials[1]}@" if self.credentials else ""
+        return f"{scheme}://{auth}127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> Socks5Proxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        upstream_writer: asyncio.StreamWriter | None = None
+        try:
+            version, count = await reader.readexactly(2)
+            methods = await reader.readexactly(count)
+            wanted = 0x02 if self.credentials else 0x00
+            if version != 5 or wanted not in methods:
+                writer.write(b"\x05\xff")
+                return
+            writer.write(bytes([5, wanted]))
+            if self.credentials:
+                _, ulen = await reader.readexactly(2)
+                user = (await reader.readexactly(ulen)).decode()
+                (plen,) = await reader.readexactly(1)
+                password = (await reader.readexactly(plen)).decode()
+                self.logins.append((user, password))
+                ok = (user, password) == self.credentials
+                writer.write(b"\x01\x00" if ok else b"\x01\x01")
+                if not ok:
+                    return
+            _, command, _, kind = await reader.readexactly(4)
+            if kind == 1:
+                host, kind_name = ".".join(str(b) for b in await reader.readexactly(4)), "ipv4"
+            elif kind == 3:
+                (length,) = await reader.readexactly(1)
+                host, kind_name = (await reader.readexactly(length)).decode(), "domain"
+            else:
+                import ipaddress
+
+                host, kind_name = str(ipaddress.IPv6Address(await reader.readexactly(16))), "ipv6"
+            port = int.from_bytes(await reader.readexactly(2), "big")
+            self.connects.append((kind_name, host, port))
+            if command != 1:
+                writer.write(b"\x05\x07\x00\x01\x00\x00\x00\x00\x00\x00")
+                return
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+            except OSError:
+                writer.write(b"\x05\x05\x00\x01\x00\x00\x00\x00\x00\x00")
+                return
+            writer.write(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
+            await writer.drain()
+
+            async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+                with contextlib.suppress(ConnectionError):
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                with contextlib.suppress(OSError):
+                    dst.close()
+
+            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            for w in (writer, upstream_writer):
+                if w is not None:
+                    with contextlib.suppress(OSError):
+                        w.close()
+            self._tasks.discard(task)
