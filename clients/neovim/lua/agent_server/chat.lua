@@ -45,6 +45,8 @@ local S = {
   after_turn = nil, -- the mark of the "## You" line of the first command drawn while the turn ran
   -- and since it last drew at the end of the chat: its answer ends above it (`end_line`)
   header = { state = "idle" },
+  left = {}, -- sessions the chat left (another was loaded or started) while their turns may run on:
+  -- id -> { mark = the first line drawn after their part, running, turns_open, queued: theirs as above }
   timer = nil,
   flush_scheduled = false,
 }
@@ -65,7 +67,7 @@ local function header_text()
   return ("<!-- " .. table.concat(parts, " · ") .. " -->"):gsub("[\r\n]", " ") -- one line, whatever the server sends
 end
 
-local set_keys, note, first_line -- below
+local set_keys, note, first_line, leave, come_back, left_turn_end -- below
 
 --- The chat buffer (created on first use; a new one starts without sections, tool lines or plan).
 function M.buffer()
@@ -225,6 +227,32 @@ local function add_lines(lines, own)
   return close and row + 1 or row
 end
 
+-- The session the chat left `sid` belongs to (`S.left`), when its part is still in the chat: what it
+-- still does is drawn there (`draw_in`), never where the session shown is drawn.
+local function left_part(sid)
+  local l = sid ~= nil and sid ~= S.header.session and S.left[sid] or nil
+  return l and transcript.mark_row(l.mark) and l or nil
+end
+
+--- Whether session `sid` is one the chat left for another (its events are not the shown session's).
+function M.left_behind(sid)
+  return left_part(sid) ~= nil
+end
+
+-- Draw `lines` at the end of left session part `l` (above the blank line before the heading that
+-- follows it); `own`: how many of them, from the first, are the chat's own (all when nil). The
+-- 0-based row of the first one.
+local function draw_in(l, lines, own)
+  local at = transcript.mark_row(l.mark) - 1
+  transcript.insert_lines(at, vim.list_extend({ "" }, lines))
+  for i = 1, math.min(own or #lines, #lines) do
+    if lines[i] ~= "" then
+      transcript.mark_own(at + i)
+    end
+  end
+  return at + 1
+end
+
 -- The turn drew at the end of the chat (a tool line, a plan, a note, text not held): its answer
 -- no longer ends above the commands drawn before.
 local function turn_drew_at_end()
@@ -316,6 +344,37 @@ function M.say(s, level)
     out[#out + 1] = f.fence
   end
   add_lines(out, 1)
+end
+
+--- `M.say` for session `session_id`: in its part of the chat when the chat left it for another
+--- session (`M.left_behind`), else as `M.say`.
+function M.say_for(session_id, s, level)
+  local l = left_part(session_id)
+  if not l then
+    return M.say(s, level)
+  end
+  local lines = vim.split(s, "\n", { plain = true })
+  if #lines == 1 then
+    local mark = level == "error" and "**" or "_"
+    return draw_in(l, { mark .. lines[1] .. mark })
+  end
+  local f = M.filter()
+  local out = { lines[1] }
+  for i = 2, #lines do
+    out[i] = f.show(lines[i])
+    f.done(lines[i])
+  end
+  if f.fence then
+    out[#out + 1] = f.fence
+  end
+  draw_in(l, out, 1)
+end
+
+--- A short notice at the end of the chat that session `session_id`, which the chat left for
+--- another, needs the user (`what`: "asks: …", "proposes …"); where its part of the chat is.
+function M.notice_for(session_id, what)
+  M.say(string.format("Session %s (not the one shown; its part of the chat is above) %s", tostring(session_id),
+    what))
 end
 
 --- Lines of a shell command's live output shown under its tool line (the last ones).
@@ -429,11 +488,8 @@ local function tool_key(session_id, id)
 end
 
 local function on_tool_call(u, session_id)
-  M.flush()
-  transcript.release() -- the turn's text before it is complete
-  turn_drew_at_end()
-  ensure_section("agent")
-  local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind }
+  local l = left_part(session_id)
+  local t = { id = u.toolCallId, title = u.title, status = u.status or "pending", kind = u.kind, session = session_id }
   local raw = type(u.rawInput) == "table" and u.rawInput or {}
   t.command = type(raw.command) == "string" and raw.command or nil
   if t.kind == "execute" and (t.status == "in_progress" or t.status == "pending") then
@@ -443,7 +499,16 @@ local function on_tool_call(u, session_id)
     t.note = first_text(u.content)
   end
   t.locations = u.locations
-  local row = add_lines({ tool_line(t) })
+  local row
+  if l then -- a call of a session the chat left (a question about it): in that session's part
+    row = draw_in(l, { tool_line(t) })
+  else
+    M.flush()
+    transcript.release() -- the turn's text before it is complete
+    turn_drew_at_end()
+    ensure_section("agent")
+    row = add_lines({ tool_line(t) })
+  end
   t.mark = transcript.place_mark(row)
   S.tools[tool_key(session_id, u.toolCallId)] = t
   S.tool_lines = S.tool_lines or {}
@@ -492,6 +557,14 @@ function M.question(session_id, tool_call, lines)
   t.questions = t.questions or {}
   t.questions[#t.questions + 1] = q
   redraw_tool(t)
+  if left_part(session_id) then -- it needs the user, who looks at another session: said at the end
+    local how
+    for _, l in ipairs(lines) do
+      how = type(l) == "string" and l:match("^Answer with :AgentAnswer N.*") or how
+    end
+    M.notice_for(session_id, string.format("asks: %s — %s", tostring(tool_call.title or "a tool call"):gsub("\n", " "),
+      how or "the picker asks it"))
+  end
   return { tool = t, question = q }
 end
 
@@ -700,16 +773,21 @@ end
 -- Tool lines still open become unfinished (⚠): their turn ended, or the server died under them.
 -- `killed`: the server died; the calls left open are kept (`S.unfinished`) for the server that
 -- resumes their session, whose update closing such a call (its reason) is drawn on the call's line.
-local function close_open_tools(killed)
+-- `sid`: only the calls of that session (a session the chat left); else those of every session but
+-- the ones the chat left (their turns run on), or, killed, of all.
+local function close_open_tools(killed, sid)
   local left = {}
   for key, t in pairs(S.tools) do
-    if t.status ~= "completed" and t.status ~= "failed" then
-      t.status = "unfinished"
-      redraw_tool(t)
-      left[key] = t
+    local its = killed or (sid ~= nil and t.session == sid) or (sid == nil and not left_part(t.session))
+    if its then
+      if t.status ~= "completed" and t.status ~= "failed" then
+        t.status = "unfinished"
+        redraw_tool(t)
+        left[key] = t
+      end
+      S.tools[key] = nil
     end
   end
-  S.tools = {}
   if killed then
     S.unfinished = left
   end
@@ -876,10 +954,58 @@ function M.busy_text(busy, message)
   return text
 end
 
+-- The chat leaves session `id` for another (loaded, or new: the first line drawn for it at 0-based
+-- `row`): its turns may run on, and what they still do is drawn in its part, above `row`; the
+-- prompts counted from now on are the next session's.
+function leave(id, row)
+  if id == nil then
+    return
+  end
+  if S.left[id] then
+    transcript.forget_mark(S.left[id].mark)
+  end
+  S.left[id] = { mark = transcript.place_mark(row), running = S.running, turns_open = S.turns_open, queued = S.queued }
+  S.running, S.turns_open, S.queued, S.answering, S.command_text = 0, 0, {}, {}, {}
+  S.header.state = "idle"
+end
+
+-- The chat shows session `id` again (loaded, or a refused load kept it): its prompts still open are
+-- counted as the shown session's again.
+function come_back(id)
+  local l = id ~= nil and S.left[id]
+  if not l then
+    return
+  end
+  S.left[id] = nil
+  transcript.forget_mark(l.mark)
+  S.running, S.turns_open, S.queued = S.running + l.running, S.turns_open + l.turns_open, vim.list_extend(l.queued, S.queued)
+  S.header.state = S.running > 0 and "working" or S.header.state
+end
+
+-- The end of a prompt of session left `l` (`ev`: its `turn_end`): its stop line in that session's
+-- part, and its calls still open closed when it was the last; the session shown is not touched.
+function left_turn_end(ev, l)
+  l.running = math.max(0, l.running - 1)
+  if ev.prompt == nil or not M.immediate(ev.prompt) then
+    l.turns_open = math.max(0, l.turns_open - 1)
+    table.remove(l.queued, 1) -- the server runs it now: drawn when the session is loaded again
+  end
+  if l.running == 0 then
+    close_open_tools(false, ev.session_id)
+  end
+  if not transcript.mark_row(l.mark) then
+    return
+  end
+  local why = ev.error and ("**error:** " .. ev.error:gsub("\n", " "))
+    or string.format("_— %s (after the chat left this session: `:AgentSessions` loads it whole) —_",
+      ev.stop_reason == "cancelled" and "cancelled" or ("stop: " .. tostring(ev.stop_reason)))
+  draw_in(l, { why })
+end
+
 --- Fold one client event into the chat.
 function M.handle(ev)
   if ev.type == "update" then
-    if S.header.session and ev.session_id ~= S.header.session then
+    if ev.session_id ~= S.header.session and (S.header.session ~= nil or S.left[ev.session_id]) then
       -- a session the chat left: only the lines it drew of it follow (a call that ends there, its
       -- proposal accepted in a tab still open, is never left "⚙" for ever); the rest is not this chat's
       local u = ev.update
@@ -933,6 +1059,9 @@ function M.handle(ev)
     end
     set_header()
   elseif ev.type == "turn_end" then
+    if ev.session_id ~= nil and ev.session_id ~= S.header.session and S.left[ev.session_id] then
+      return left_turn_end(ev, S.left[ev.session_id])
+    end
     finish_turn(ev.stop_reason, ev.error, ev.prompt, ev.kind)
   elseif ev.type == "cancel" and ev.idle then
     M.say("nothing to cancel: no turn is running")
@@ -943,6 +1072,7 @@ function M.handle(ev)
     M.buffer()
     transcript.release()
     turn_drew_at_end()
+    local was = S.header.session
     if not ev.refused then
       S.header.session = ev.id
     end
@@ -957,6 +1087,7 @@ function M.handle(ev)
     elseif ev.refused then
       -- a refused load leaves the chat on the session it had (or none), and says so
       S.header.session = ev.current
+      come_back(ev.current)
       if S.load_mark then
         transcript.replace_at(S.load_mark, 1, { "# Session " .. ev.id .. " (not loaded)" })
         S.load_mark = nil
@@ -982,6 +1113,7 @@ function M.handle(ev)
       S.header.session = ev.id
       local row = add_lines({ "", "# Session " .. ev.id .. " (loading …)" })
       S.load_mark = transcript.place_mark(row + 1)
+      leave(was ~= ev.id and was or nil, row + 1)
     elseif ev.loaded then
       M.flush()
       S.section = nil
@@ -989,17 +1121,23 @@ function M.handle(ev)
         transcript.replace_at(S.load_mark, 1, { "# Session " .. ev.id .. " (loaded)" })
         S.load_mark = nil
       end
+      come_back(ev.id)
       add_lines({ "", "_— replayed —_" })
     else
-      add_lines({ "", "# Session " .. ev.id })
+      local row = add_lines({ "", "# Session " .. ev.id })
+      leave(was ~= ev.id and was or nil, row + 1)
     end
     set_header()
   elseif ev.type == "new_session" then
     M.flush()
     M.buffer()
+    transcript.release()
+    turn_drew_at_end()
+    local was = S.header.session
     S.header.session = nil
     S.section = nil
-    add_lines({ "", "_— new session: it starts with your next prompt —_" })
+    local row = add_lines({ "", "_— new session: it starts with your next prompt —_" })
+    leave(was, row + 1)
     set_header()
   elseif ev.type == "exit" then
     M.flush()

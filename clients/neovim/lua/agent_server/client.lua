@@ -7,7 +7,9 @@
 ---   { type = "session_lost", id, reason, busy }         (that session could not be resumed; `busy`:
 ---                                                     another agent-server process holds it)
 ---   { type = "update", session_id, update }            (session/update)
----   { type = "turn_start", prompt }  { type = "turn_end", stop_reason | error }
+---   { type = "turn_start", prompt, session_id }  { type = "turn_end", stop_reason | error, session_id } (the
+---                                                     session the prompt was sent in: the chat may show
+---                                                     another one by the time it ends)
 ---   { type = "exit", code, signal, stderr }            (the server died)
 ---   { type = "info", text }                            (a line for the chat)
 ---   { type = "commands", commands }                    (the slash commands `initialize` lists, before any
@@ -44,6 +46,7 @@ local state = {
   modes = nil,
   config_options = nil,
   turns = 0, -- turns running (prompts sent and not answered)
+  session_turns = {}, -- of those, per session: session id -> count
   bad_lines = 0,
 }
 M.state = state
@@ -106,7 +109,7 @@ local function on_exit(r, code, signal, tail)
   state.session_id = nil
   state.last_log = r.stderr
   local was_running = state.turns > 0
-  state.turns = 0
+  state.turns, state.session_turns = 0, {}
   if not r.stopping then
     emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running, lost = r.stream_lost })
   end
@@ -356,10 +359,12 @@ function M.prompt(blocks, cb)
       return cb(err)
     end
     local r, sid = state.rpc, state.session_id
-    emit({ type = "turn_start", prompt = blocks })
+    state.session_turns[sid] = (state.session_turns[sid] or 0) + 1
+    emit({ type = "turn_start", prompt = blocks, session_id = sid })
     r:request("session/prompt", { sessionId = sid, prompt = blocks }, function(e, result)
       if state.rpc == r then
         state.turns = math.max(0, state.turns - 1)
+        state.session_turns[sid] = (state.session_turns[sid] or 1) > 1 and state.session_turns[sid] - 1 or nil
       end
       if e then
         local msg, kind = M.error_text(e), M.error_kind(e)
@@ -368,11 +373,11 @@ function M.prompt(blocks, cb)
         elseif e.code == -32099 and r.stopping then
           kind = "stopped" -- this Neovim stopped it (`:AgentRestart`, `:AgentSetKey`): not a failure to report
         end
-        emit({ type = "turn_end", error = msg, kind = kind, prompt = blocks })
+        emit({ type = "turn_end", error = msg, kind = kind, prompt = blocks, session_id = sid })
         emit({ type = "failed", error = msg, kind = kind, prompt = blocks, session_id = sid })
         return cb(msg)
       end
-      emit({ type = "turn_end", stop_reason = result.stopReason, prompt = blocks })
+      emit({ type = "turn_end", stop_reason = result.stopReason, prompt = blocks, session_id = sid })
       cb(nil, result.stopReason)
     end)
   end)
@@ -410,10 +415,11 @@ function M.error_text(e)
   return msg .. ": " .. details
 end
 
---- Cancel the running turn (`session/cancel`).
+--- Cancel the running turn of the session open now (`session/cancel`); a turn of a session the chat
+--- left runs on.
 function M.cancel()
   if state.rpc and state.session_id then
-    if state.turns == 0 then
+    if not state.session_turns[state.session_id] then
       -- no prompt waits for its answer (the last one ended, or failed at once): no turn end will
       -- come to close a "cancelling …", so none is said
       emit({ type = "cancel", idle = true })
@@ -626,7 +632,7 @@ function M.stop(wait)
   local r = state.rpc
   state.rpc, state.session_id, state.initialized = nil, nil, false
   state.last_log = r and r.stderr or state.last_log
-  state.turns = 0
+  state.turns, state.session_turns = 0, {}
   if r then
     r:stop(wait)
   end

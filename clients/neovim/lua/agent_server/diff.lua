@@ -166,9 +166,10 @@ end
 
 --- Open the view of every document of `proposal` (one tab each). The cursor goes to the proposed
 --- text, unless the user is typing or in the chat (`chat_buf`): then the tabs open and the cursor
---- and mode stay where they were. Returns the first view's tab number and whether it was entered.
-function M.show(proposal, chat_buf)
-  local stay = user_is_typing(chat_buf)
+--- and mode stay where they were; so too with `behind` (a session the chat does not show). Returns the
+--- first view's tab number and whether it was entered.
+function M.show(proposal, chat_buf, behind)
+  local stay = behind or user_is_typing(chat_buf)
   local from_tab, from_win = vim.api.nvim_get_current_tabpage(), vim.api.nvim_get_current_win()
   local first_tab
   for _, doc in ipairs(proposal.docs) do

@@ -35,21 +35,26 @@ local function wire()
   end
   client.handlers["session/request_permission"] = permissions.ask
   proposals.hooks.show = function(p)
-    local tab, entered = diff.show(p, require("agent_server.transcript").buf())
-    if not entered then -- the user was typing: the view opened behind, the chat says where
+    -- a session the chat left (another one is shown): its view opens behind, a notice says whose it is
+    local other = chat.left_behind(p.session_id)
+    local tab, entered = diff.show(p, require("agent_server.transcript").buf(), other)
+    if other then
+      chat.notice_for(p.session_id, string.format("proposes %s: in tab %d (%dgt) — :AgentAccept / :AgentReject "
+        .. "there", p.label, tab, tab))
+    elseif not entered then -- the user was typing: the view opened behind, the chat says where
       chat.say(string.format("%s: proposal opened in tab %d (%dgt to review it, your cursor stayed here) — "
         .. ":AgentAccept / :AgentReject, or gA / gR on its line", p.label, tab, tab))
     end
   end
   proposals.hooks.close = diff.close
-  proposals.hooks.say = function(s)
-    chat.say(s)
+  proposals.hooks.say = function(s, session_id)
+    chat.say_for(session_id, s)
   end
   proposals.hooks.current = diff.current
   proposals.hooks.merged = diff.merged
   proposals.hooks.stale = function(p, doc, stale, why)
     diff.stale(p, doc, stale, why)
-    chat.say(stale and string.format("%s: stale — %s while it waited; accepting is refused (%s)", p.label,
+    chat.say_for(p.session_id, stale and string.format("%s: stale — %s while it waited; accepting is refused (%s)", p.label,
       diff.stale_what(doc, why), proposals.is_restore(p) and proposals.restore_way(p)
         or ":AgentAskAgain asks the agent to redo it on the current text, :AgentReject rejects it")
       or string.format("%s: %s holds the text the agent read again; it can be accepted", p.label, doc.name))

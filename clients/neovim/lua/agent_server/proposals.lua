@@ -25,7 +25,7 @@ local next_id = 1
 local unwatch -- below: stops a proposal's file watchers
 
 --- Hooks set by the plugin: `show(proposal)` opens the view, `close(proposal)` closes it,
---- `say(text)` writes to the chat.
+--- `say(text, session_id)` writes to the chat (in the part of the proposal's session).
 M.hooks = {
   show = function() end,
   close = function() end,
@@ -568,7 +568,7 @@ function M.finish(proposal, reason, message)
         local outside = not doc.outside_at_arrival and buffers.leads_outside(doc.path)
         if outside then -- left unsaved in its buffer: saving would write outside the workspace
           doc_saved = false
-          M.hooks.say(outside .. "; not saved")
+          M.hooks.say(outside .. "; not saved", proposal.session_id)
         elseif proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
           local err
           doc_saved, err = buffers.save(buf)
@@ -643,7 +643,7 @@ function M.finish(proposal, reason, message)
   for _, why in ipairs(save_errors) do -- the write's error, never swallowed: the user sees why it is not saved
     line = line .. " — " .. why
   end
-  M.hooks.say(line)
+  M.hooks.say(line, proposal.session_id)
   M.hooks.close(proposal, line) -- the echo area says the outcome, not the proposal's hint any more
 end
 
@@ -777,7 +777,7 @@ function M.receive(req, encoding)
     proposal.answered = true
     proposal.result = { outcome = outcome, saved = false, message = message }
     req.reply(proposal.result)
-    M.hooks.say(string.format("%s: not applied — %s: %s", proposal.label, outcome, message))
+    M.hooks.say(string.format("%s: not applied — %s: %s", proposal.label, outcome, message), proposal.session_id)
     return proposal
   end
   local changes = ((params.edit or {}).documentChanges) or {}
