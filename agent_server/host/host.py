@@ -600,7 +600,9 @@ class SessionHost:
         update of the turn has left (held streamed text flushed) when this returns."""
         # MCP servers still starting, the sandbox status (known and logged before the system text
         # says it or a tool runs): waited for cancellably — a Stop right after the first prompt counts
-        waits = session.id in self.mcp or not self.policies.status_known(session.id)
+        restorer = self.restorers.get(session.id)
+        waits = (session.id in self.mcp or not self.policies.status_known(session.id)
+                 or (restorer is not None and restorer.busy))  # behind a /undo or /redo: below
         if not await session.wait_ready(ticket, asyncio.ensure_future(self._before_turn(session)) if waits else None):
             await self.flush(session.id)
             return TurnOutcome("cancelled", "cancelled")
@@ -708,6 +710,15 @@ class SessionHost:
             "type": "text", "text": lifecycle.hook_run_text(data, roots)}, "_meta": {"agentServer": {"notice": {"severity": "warning"}}}})
 
     async def _before_turn(self, session: AgentSession) -> None:
+        restorer = self.restorers.get(session.id)
+        if restorer is not None and restorer.busy:
+            # a prompt sent while /undo or /redo runs (its question about a file waits for the user)
+            # starts its turn once that has ended, on the files as it left them: never beside it
+            await self.emitter(session.id)({"sessionUpdate": "agent_message_chunk", "content": {
+                "type": "text", "text": f"[agent-server] Your prompt waits for /{restorer.which} to end (it may be "
+                f"waiting for your answer); its turn starts then. Cancel to drop it."},
+                "_meta": {"agentServer": {"notice": {"severity": "info"}}}})
+            await restorer.idle()
         servers = self.mcp.get(session.id)
         if servers is not None:  # the first prompt waits a little for servers still starting
             await servers.wait_ready(self.config.agent.mcp_start_wait)

@@ -218,6 +218,12 @@ class Restorer:
         self._title = "Restore"  # "Undo turn 3" while a run restores: the editor's review is titled with it
         # one run at a time: two at once (a double-click) planned the same turn under one call id
         self._running = asyncio.Lock()
+        # runs waiting or running, and the latest one's command: a prompt sent meanwhile (while a
+        # question of the run waits) starts its turn only once none is left (``idle``)
+        self._runs = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.which = "undo"
         self._disk_paths: set[Path] = set()  # a /redo's files its undo restored on disk (under an unsaved buffer)
 
     async def run(self, which: str, turn_running: Callable[[], bool] = lambda: False) -> str:
@@ -225,10 +231,28 @@ class Restorer:
         one before it (it plans on what that one restored); ``turn_running`` is asked once its turn
         has come — a turn may have started while it waited (a prompt sent during the first's
         question) — and a run never restores under a running turn."""
-        async with self._running:
-            if turn_running():
-                return f"A turn is running: /{which} once it has ended (or cancel it first)."
-            return await self._run(which)
+        self._runs += 1
+        self._idle.clear()
+        self.which = which
+        try:
+            async with self._running:
+                if turn_running():
+                    return f"A turn is running: /{which} once it has ended (or cancel it first)."
+                self.which = which
+                return await self._run(which)
+        finally:
+            self._runs -= 1
+            if self._runs == 0:
+                self._idle.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is waiting or running: a prompt sent now waits for ``idle``."""
+        return self._runs > 0
+
+    async def idle(self) -> None:
+        """Until no run is waiting or running."""
+        await self._idle.wait()
 
     async def _run(self, which: str) -> str:
         from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed, history, plan_redo, plan_undo, run_counts

@@ -46,7 +46,9 @@ async def test_a_second_undo_waiting_for_the_first_ran_while_a_turn_started_mean
         acp_harness_factory, endpoint, workspace):
     """The second ``/undo`` of a double-click was checked for a running turn before it waited for
     the first: a prompt sent while the first asked its question started a turn, and the second
-    then restored files under that turn. It is refused ("A turn is running") once its turn comes."""
+    then restored files under that turn. Now that prompt waits behind both (see
+    ``test_a_prompt_sent_while_an_undo_question_waited_started_a_turn_beside_it``): the second runs
+    first, under no turn, and the turn starts after it."""
     asked, release = asyncio.Event(), asyncio.get_running_loop().create_future()
     questions: list[str] = []
 
@@ -69,16 +71,100 @@ async def test_a_second_undo_waiting_for_the_first_ran_while_a_turn_started_mean
     first = asyncio.create_task(h.prompt(sid, "/undo"))
     await asyncio.wait_for(asked.wait(), HANG)
     second = asyncio.create_task(h.prompt(sid, "/undo"))  # waits for the first's run
-    endpoint.push({"kind": "hang", "headers": True})
+    endpoint.push(text_stream("after both"))
     sent = len(endpoint.requests)
     turn = asyncio.create_task(h.prompt(sid, "ANOTHER TURN"))
-    await until(lambda: len(endpoint.requests) > sent, "the turn's model request")
+    await until(lambda: turn.done() or len(endpoint.requests) > sent or any(
+        "/undo" in u["content"].get("text", "") for u in h.updates(sid, "agent_message_chunk")
+        if (u.get("_meta") or {}).get("agentServer", {}).get("notice")), "the prompt waiting behind the undos")
+    assert len(endpoint.requests) == sent and not turn.done()
     release.set_result(None)
     assert (await asyncio.wait_for(first, HANG)).stop_reason == "end_turn"
     assert (await asyncio.wait_for(second, HANG)).stop_reason == "end_turn"
+    assert (await asyncio.wait_for(turn, HANG)).stop_reason == "end_turn"
     said = "".join(u["content"]["text"] for u in h.updates(sid, "agent_message_chunk"))
-    assert "A turn is running: /undo once it has ended" in said, said
-    assert len(questions) == 1, questions  # the second asked nothing, restored nothing
-    assert (workspace / "race.txt").read_text() == "mine\n"
+    assert "A turn is running" not in said, said
+    assert (workspace / "race.txt").read_text() == "mine\n"  # kept, as answered both times
+    assert len(endpoint.requests) == sent + 1
+
+
+async def test_a_prompt_sent_while_an_undo_question_waited_started_a_turn_beside_it(
+        acp_harness_factory, endpoint, workspace, agent_state_dir):
+    """Last session's report: while ``/undo`` asked about a file the user had changed since, the next
+    prompt started a turn at once, beside the undo (the model was asked before the undo had decided
+    what the files hold). A prompt sent then waits behind the ``/undo`` (a notice says so) and its
+    turn starts once the undo has ended: the model's request carries the undo's notice first."""
+    asked, release = asyncio.Event(), asyncio.get_running_loop().create_future()
+
+    async def answer(params: dict) -> dict:
+        asked.set()
+        await release
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}  # take the checkpoint
+
+    config = ClientConfig(permission=answer)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("w", "write", path="race.txt", content="agent\n"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "WRITE race.txt")).stop_reason == "end_turn"
+    (workspace / "race.txt").write_text("mine\n")  # changed since: /undo asks before touching it
+
+    undo = asyncio.create_task(h.prompt(sid, "/undo"))
+    await asyncio.wait_for(asked.wait(), HANG)
+    sent = len(endpoint.requests)
+    endpoint.push(text_stream("after the undo"))
+    turn = asyncio.create_task(h.prompt(sid, "WHAT NOW"))
+
+    def notices() -> str:
+        return "".join(u["content"].get("text", "") for u in h.updates(sid, "agent_message_chunk")
+                       if (u.get("_meta") or {}).get("agentServer", {}).get("notice"))
+
+    await until(lambda: "/undo" in notices() or turn.done() or len(endpoint.requests) > sent,
+                "the notice that the prompt waits for /undo")
+    assert len(endpoint.requests) == sent, "the prompt's turn asked the model while /undo waited"
+    assert not turn.done() and "/undo" in notices(), notices()
+    release.set_result(None)
+    assert (await asyncio.wait_for(undo, HANG)).stop_reason == "end_turn"
+    assert (await asyncio.wait_for(turn, HANG)).stop_reason == "end_turn"
+    assert not (workspace / "race.txt").exists()  # the agent's file taken back, as answered
+    messages = endpoint.requests[-1].json()["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user" and "WHAT NOW" in str(m["content"]))
+    undo_note = [i for i, m in enumerate(messages) if m["role"] == "user" and "The user undid" in str(m["content"])]
+    assert undo_note and undo_note[-1] < last_user, messages  # the turn knows what the undo left
+    log = (agent_state_dir / "sessions" / sid / "events.jsonl").read_text().splitlines()
+    types = [json.loads(line)["type"] for line in log]
+    assert types.index("checkpoint/undo") < len(types) - 1 - types[::-1].index("turn/start"), types
+
+
+async def test_a_prompt_waiting_behind_an_undo_is_cancelled_by_session_cancel_without_a_turn(
+        acp_harness_factory, endpoint, workspace):
+    """The class: a prompt held behind ``/undo`` is the user's to stop, as one queued behind a turn."""
+    asked, release = asyncio.Event(), asyncio.get_running_loop().create_future()
+
+    async def answer(params: dict) -> dict:
+        asked.set()
+        await release
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+    config = ClientConfig(permission=answer)
+    h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
+    await h.initialize(config.capabilities())
+    sid = (await h.new_session(str(workspace))).session_id
+    endpoint.push(call("w", "write", path="keep.txt", content="agent\n"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "WRITE keep.txt")).stop_reason == "end_turn"
+    (workspace / "keep.txt").write_text("mine\n")
+    undo = asyncio.create_task(h.prompt(sid, "/undo"))
+    await asyncio.wait_for(asked.wait(), HANG)
+    sent = len(endpoint.requests)
+    turn = asyncio.create_task(h.prompt(sid, "NEVER RUNS"))
+    await until(lambda: turn.done() or any("/undo" in u["content"].get("text", "") for u in h.updates(
+        sid, "agent_message_chunk") if (u.get("_meta") or {}).get("agentServer", {}).get("notice")), "the waiting notice")
+    assert not turn.done()
     await h.cancel(sid)
     assert (await asyncio.wait_for(turn, HANG)).stop_reason == "cancelled"
+    release.set_result(None)
+    assert (await asyncio.wait_for(undo, HANG)).stop_reason == "end_turn"
+    assert len(endpoint.requests) == sent
+    assert (workspace / "keep.txt").read_text() == "mine\n"
