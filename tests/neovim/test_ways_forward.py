@@ -41,8 +41,12 @@ def test_a_401_from_the_endpoint_showed_only_its_text_in_neovim_and_offered_no_w
 
 
 def login_terminal_ran_and_stopped(ed) -> None:
-    """A terminal opened running the server's ``login``; its job is stopped."""
+    """A terminal opened running the server's ``login``; its job is stopped. Its pid is read once the
+    login said its first line: before the child has exec'd the command, ``/proc/PID/cmdline`` is still
+    Neovim's own (the forked copy), which a loaded machine made visible (last session's flake)."""
     ed.wait("return vim.bo.buftype == 'terminal' and vim.b.terminal_job_id ~= nil", what="the login terminal")
+    ed.wait("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')"
+            ":find('agent-server login: sign in', 1, true) ~= nil", what="the login's first line in the terminal")
     pid = ed.lua("return vim.fn.jobpid(vim.b.terminal_job_id)")
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert b"login" in argv, argv
