@@ -200,3 +200,46 @@ def test_an_accepted_edit_whose_write_a_bufwritepre_error_stopped_told_the_model
     assert "until the user saves it" not in told, told
     assert "the editor's save did not complete" in told, told
     assert "the formatter crashed" in ed.chat(), ed.chat()
+
+
+def test_a_question_of_a_session_the_chat_no_longer_showed_was_drawn_and_answered_in_the_one_it_showed(
+        make_editor, endpoint, workspace):
+    """The Neovim side of ba34250: session A's turn went on after the user loaded session B (a
+    proposal of A accepted in its still-open tab) and A's next call asked: the question was drawn
+    at the end of B's transcript under a tool line of its own, as if B's agent asked, and
+    :AgentAnswer answered it there. B's chat says that session A waits (how to go to it); the
+    question is drawn, and answered, in A's transcript once A is loaded again."""
+    endpoint.push(text_stream("the first session's answer"))
+    ed = make_editor(env={"AGENT_SERVER_SANDBOX": "off"})  # every shell command asks first
+    ed.cmd("AgentAsk remember this")
+    ed.idle()
+    first = ed.lua("return require('agent_server.client').state.session_id")
+    ed.cmd("AgentNew")
+    ed.wait("return require('agent_server.client').state.session_id ~= ...", first, what="a new session")
+    path = workspace / "s.py"
+    editor_with_pending_edit(make_editor, endpoint, path, "a = 1", "a = 2",
+                             call("b", "bash", command="echo hi > out.txt", description="write out.txt"),
+                             text_stream("done"), ed=ed)
+    second = ed.lua("return require('agent_server.client').state.session_id")
+    ed.lua("_G.builtin_select = vim.ui.select")
+    ed.choose(first)
+    ed.cmd("AgentSessions")
+    ed.wait("return require('agent_server.client').state.session_id == ... "
+            "and require('agent_server.chat').text():find('replayed', 1, true) ~= nil", first, what="the load")
+    ed.lua("vim.ui.select = _G.builtin_select")  # Neovim's own picker again: questions wait in the chat
+    ed.cmd("AgentAccept")  # A's proposal, in its tab: A's turn goes on to its command, which asks
+    ed.wait("return require('agent_server.permissions').waiting()", what="A's question")
+    shown = ed.chat()
+    assert "Answer with :AgentAnswer N" not in shown, shown
+    assert second in shown and "waits for your answer" in shown, shown
+    ed.cmd("AgentAnswer 1")  # in B: nothing of A's is answered from here
+    assert ed.lua("return require('agent_server.permissions').waiting()")
+    assert not (workspace / "out.txt").exists()
+    ed.lua("require('agent_server').load(...)", second)  # as :AgentSessions does once A is picked
+    ed.wait("return require('agent_server.client').state.session_id == ... "
+            "and require('agent_server.chat').text():find('Answer with :AgentAnswer N', 1, true) ~= nil", second,
+            what="A loaded, its question in its transcript")
+    assert "echo hi" in ed.chat()
+    ed.cmd("AgentAnswer 1")
+    ed.idle()
+    assert (workspace / "out.txt").read_text() == "hi\n"

@@ -426,7 +426,7 @@ function M.cancel()
       return true
     end
     state.rpc:notify("session/cancel", { sessionId = state.session_id })
-    emit({ type = "cancel" })
+    emit({ type = "cancel", session_id = state.session_id })
     return true
   end
   return false

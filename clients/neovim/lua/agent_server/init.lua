@@ -64,6 +64,13 @@ local function wire()
   end
   permissions.hooks.answered = chat.outcome
   permissions.hooks.place = chat.question_place
+  permissions.hooks.shown = function()
+    return client.state.loading or client.state.session_id
+  end
+  permissions.hooks.elsewhere = function(entry)
+    chat.say(string.format("session %s waits for your answer (its turn goes on there): %s — :AgentSessions to go "
+      .. "to it; its question is drawn and answered there", tostring(entry.session), entry.prompt))
+  end
   permissions.hooks.reveal = function()
     chat.open(false)
     vim.cmd("redraw")
@@ -102,7 +109,11 @@ local function wire()
       proposals.open = {}
     elseif ev.type == "cancel" and not ev.idle then
       proposals.user_cancelled()
-      permissions.cancel_all()
+      permissions.cancel_all(ev.session_id)
+    elseif ev.type == "session" and (ev.loaded or ev.resumed) then
+      vim.schedule(function() -- after the chat drew the replay: its questions still waiting under their calls
+        permissions.session_shown(ev.id)
+      end)
     end
   end)
   local group = vim.api.nvim_create_augroup("agent_server", { clear = true })

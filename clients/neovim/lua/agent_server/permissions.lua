@@ -15,7 +15,11 @@ local M = {}
 --- focusing it) and redraws the screen, so the question is on screen before the picker opens (the
 --- default `vim.ui.select` is `inputlist()`, which draws nothing else while it waits). A hook that
 --- fails never answers.
-M.hooks = { asked = function() end, answered = function() end, place = function() end, reveal = function() end }
+--- `shown()` gives the session the chat shows (a question of another session — its turn went on
+--- after the user loaded this one — is not drawn here: `elsewhere(entry)` tells the chat where it
+--- waits, and it is drawn when its session is shown again: `M.session_shown`).
+M.hooks = { asked = function() end, answered = function() end, place = function() end, reveal = function() end,
+  shown = function() end, elsewhere = function() end }
 
 local open = {}
 local asked = 0
@@ -135,21 +139,57 @@ function M.prompt(tool_call)
   return "agent-server: " .. title .. (extra and (" — " .. extra) or "")
 end
 
+--- Whether question `entry` belongs to the session the chat shows (or nothing tells).
+function M.is_shown(entry)
+  local ok, id = pcall(M.hooks.shown)
+  return not ok or id == nil or entry.session == nil or id == entry.session
+end
+
+-- Draw question `entry` in the chat, under its tool call, and offer its options (the chat's numbered
+-- line, or the picker a plugin installed); a question of a session the chat does not show is only
+-- said to wait there.
+local function show(entry)
+  if not M.is_shown(entry) then
+    entry.handle = nil
+    pcall(M.hooks.elsewhere, entry)
+    return
+  end
+  local modal = modal_select()
+  local lines = M.describe(entry.params.toolCall or {})
+  if modal and #entry.options > 0 then
+    lines[#lines + 1] = M.options_line(entry.options)
+  end
+  local drawn, h = pcall(M.hooks.asked, entry.params, lines)
+  entry.handle = drawn and h or nil
+  if #entry.options == 0 then
+    return
+  end
+  pcall(M.hooks.reveal) -- the question on screen first (a failure to show it must not allow anything)
+  if modal then
+    -- nothing modal: the question waits in the chat, the user looks at the file or the chat first
+    pcall(vim.api.nvim_echo, { { entry.prompt .. " — :AgentAnswer N (the options are in the chat)", "WarningMsg" } }, true, {})
+    return
+  end
+  M.pick(entry)
+end
+
 --- Handle the server's request (`req` from `rpc`).
 function M.ask(req)
   local params = req.params
   local options = params.options or {}
   asked = asked + 1
-  local entry = { req = req, options = options, seq = asked, prompt = M.prompt(params.toolCall or {}) }
+  local entry = { req = req, options = options, seq = asked, prompt = M.prompt(params.toolCall or {}),
+    params = params, session = params.sessionId }
   open[entry] = true
-  local handle
   local function answer(result, said)
     if req.answered() then
       return
     end
     open[entry] = nil
     req.reply(result)
-    pcall(M.hooks.answered, handle, said)
+    if entry.handle ~= nil or M.is_shown(entry) then -- never said in a chat that shows another session
+      pcall(M.hooks.answered, entry.handle, said)
+    end
   end
   function req.on_cancel()
     answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
@@ -165,24 +205,25 @@ function M.ask(req)
   function entry.fail(err)
     answer({ outcome = { outcome = "cancelled" } }, "permission: could not ask (" .. tostring(err) .. ") — denied")
   end
-  local modal = modal_select()
-  local lines = M.describe(params.toolCall or {})
-  if modal and #options > 0 then
-    lines[#lines + 1] = M.options_line(options)
-  end
-  local drawn, h = pcall(M.hooks.asked, params, lines)
-  handle = drawn and h or nil
-  entry.handle = handle
+  show(entry)
   if #options == 0 then
     return answer({ outcome = { outcome = "cancelled" } }, "permission: no options offered — denied")
   end
-  pcall(M.hooks.reveal) -- the question on screen first (a failure to show it must not allow anything)
-  if modal then
-    -- nothing modal: the question waits in the chat, the user looks at the file or the chat first
-    pcall(vim.api.nvim_echo, { { entry.prompt .. " — :AgentAnswer N (the options are in the chat)", "WarningMsg" } }, true, {})
-    return
+end
+
+--- Session `id` is shown in the chat now (loaded, resumed): its questions still waiting are drawn
+--- in its transcript, in the order asked (the replay drew their tool calls).
+function M.session_shown(id)
+  local mine = {}
+  for entry in pairs(open) do
+    if entry.session == id then
+      mine[#mine + 1] = entry
+    end
   end
-  M.pick(entry)
+  table.sort(mine, function(a, b) return a.seq < b.seq end)
+  for _, entry in ipairs(mine) do
+    show(entry)
+  end
 end
 
 --- Open the picker (`vim.ui.select`) for question `entry`; a dismissed picker denies.
@@ -214,8 +255,10 @@ end
 function M.waiting_list()
   local list = {}
   for entry in pairs(open) do
-    local row, n = place(entry)
-    list[#list + 1] = { entry = entry, row = row, n = n }
+    if M.is_shown(entry) then -- another session's question is answered where it is drawn
+      local row, n = place(entry)
+      list[#list + 1] = { entry = entry, row = row, n = n }
+    end
   end
   table.sort(list, function(a, b)
     if a.row ~= b.row then
@@ -235,6 +278,10 @@ end
 function M.answer(n)
   local first = M.waiting_list()[1]
   if not first then
+    for entry in pairs(open) do
+      return nil, string.format("no question waits in this session; session %s waits for your answer (%s): "
+        .. ":AgentSessions to go to it", tostring(entry.session), entry.prompt)
+    end
     return nil, "no question waits for an answer"
   end
   if n == nil then
@@ -259,10 +306,13 @@ function M.waiting()
   return next(open) ~= nil
 end
 
---- Answer every open question `cancelled` (the turn was cancelled).
-function M.cancel_all()
+--- Answer every open question of session `session_id` (all of them when nil) `cancelled` (its turn
+--- was cancelled; another session's turn goes on, its questions wait).
+function M.cancel_all(session_id)
   for entry in pairs(open) do
-    entry.cancel()
+    if session_id == nil or entry.session == nil or entry.session == session_id then
+      entry.cancel()
+    end
   end
 end
 
