@@ -123,6 +123,9 @@ F10_ANSWER = "Shouted both."
 MODE_ONLY = "modeonly.sh"
 MODE_BOTH = "modeboth.sh"
 MODE_ANSWER = "Changed the modes."
+# LASTNOTE: the format-on-save difference had no "Show"; the Changes box's diff showed the proposal, not the disk
+FMT_JSON = "fmt2.json"
+FMT_JSON_ANSWER = "Set b to 3 in fmt2.json."
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -321,6 +324,11 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
                                    description="Change the modes")]),
             text_stream(MODE_ANSWER),
         ],
+        "the_format_on_save_difference_could_not_be_seen": [
+            tool_call_stream([call("fj1", "read", path=FMT_JSON)]),
+            tool_call_stream([call("fj2", "edit", path=FMT_JSON, old_string='"b":2', new_string='"b":3')]),
+            text_stream(FMT_JSON_ANSWER),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -398,6 +406,8 @@ SCENARIOS = [
      "commandTitle": "Wait for the f10 flag", "answer": F10_ANSWER},
     {"name": "a_mode_only_change_showed_plus_0_minus_0", "file": MODE_ONLY, "both": MODE_BOTH, "text": "echo hi\n",
      "prompt": "Make modeonly.sh private and modeboth.sh runnable", "answer": MODE_ANSWER},
+    {"name": "the_format_on_save_difference_could_not_be_seen", "file": FMT_JSON, "text": CFG_JSON.decode(),
+     "prompt": "Set b to 3 in fmt2.json", "answer": FMT_JSON_ANSWER},
     {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
      "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
@@ -1318,3 +1328,28 @@ def test_a_mode_only_change_showed_plus_0_minus_0_in_the_changes_box(run):
     assert oct((workspace / MODE_ONLY).stat().st_mode & 0o777) == "0o600"
     assert "644 → 600" in rows[MODE_ONLY] and "+0" not in rows[MODE_ONLY], rows
     assert "+1" in rows[MODE_BOTH] and "−0" in rows[MODE_BOTH] and "644 → 755" in rows[MODE_BOTH], rows
+
+
+def test_the_format_on_save_difference_could_not_be_seen(run):
+    """The card said "the editor's save … changed N more lines than the proposal" with no way to see what
+    the save changed. Its "Show What the Save Changed" opens a diff: the proposal as accepted (one line)
+    ↔ the file as saved (pretty-printed by the workspace's JSON format-on-save)."""
+    scenario(run, "the_format_on_save_difference_could_not_be_seen")
+    results, workspace, _ = run
+    got = results["scenarios"]["the_format_on_save_difference_could_not_be_seen"]
+    assert "more lines than the proposal" in got["outcome"], got
+    assert got["hasShow"], got
+    assert got["saveDiff"]["original"] == '{"a":1,"b":3,"c":[1,2,3]}', got
+    assert '"b": 3,' in got["saveDiff"]["modified"] and got["saveDiff"]["modified"].count("\n") >= 8, got
+    assert got["disk"] == (workspace / FMT_JSON).read_text() and got["disk"].count("\n") >= 9
+
+
+def test_the_changes_box_diff_showed_the_proposals_text_not_the_disk(run):
+    """The Changes box's file opened a diff of the proposal's texts (the one line proposed) while the disk
+    held the formatter's pretty-printed file. Its right side is what is on disk now."""
+    scenario(run, "the_format_on_save_difference_could_not_be_seen")
+    results, _, _ = run
+    got = results["scenarios"]["the_format_on_save_difference_could_not_be_seen"]
+    assert got["changesDiff"]["original"] == CFG_JSON.decode(), got
+    assert '"b": 3,' in got["changesDiff"]["modified"], got
+    assert got["changesDiff"]["modified"].count("\n") >= 8, got

@@ -165,8 +165,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         post(proposalEvent(p));
         // text the user typed into a proposed side landed: the card says so (a slip is seen at once)
         const edited = (r.outcome === "applied" || r.outcome === "partial") && p.files.some((f) => f.edited);
-        post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}), ...(r.saved === false ? { saved: false } : {}) });
+        post({ kind: "proposal-done", id: p.id, outcome: r.outcome, message: r.message, ...(edited ? { edited } : {}), ...(r.saved === false ? { saved: false } : {}), ...(p.savedOther.length > 0 ? { saveChanged: true } : {}) });
       }
+      if (p.savedOther.length > 0) keepSaved(p.id, p.savedOther);
       pendingContext(p);
       postWaiting(); // answered (done): no longer waiting
       // a created file opens on accept (the focus stays where it is)
@@ -432,6 +433,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         }
         case "hunk":
           return await proposals.decideHunk(m.id, m.fileIndex, m.index, m.accept);
+        case "showSaved":
+          return await showSaved(m.id);
         case "openLink":
           if (isSafeLink(m.href)) await vscode.env.openExternal(vscode.Uri.parse(m.href));
           return;
@@ -831,15 +834,41 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   context.subscriptions.push(
     vscode.workspace.registerTextDocumentContentProvider("agent-change", { provideTextDocumentContent: (uri) => changeTexts.get(uri.query) ?? "" }),
   );
+  /**
+   * The Changes view's diff: the text before the turn's first edit ↔ the file on disk now — what the
+   * turn left there (a save participant's changes too), not the proposal's text. A file gone from disk
+   * (or unreadable) shows the turn's last text, said in the title.
+   */
   async function showChange(file: string, oldText: string | null, newText: string): Promise<void> {
     if (typeof file !== "string" || typeof newText !== "string") return;
     const shown = shownPath(vscode.Uri.file(file)); // the breadcrumb reads as the file's path
     const before = `b${++changeSeq}`;
     const after = `a${changeSeq}`;
+    const disk = path.isAbsolute(file) ? await fs.readFile(file).then((b) => new TextDecoder().decode(b).replace(/^\ufeff/, ""), () => undefined) : undefined;
     changeTexts.set(before, oldText ?? "");
-    changeTexts.set(after, newText);
+    changeTexts.set(after, disk ?? newText);
     const uri = (key: string) => vscode.Uri.from({ scheme: "agent-change", path: shown, query: key });
-    await vscode.commands.executeCommand("vscode.diff", uri(before), uri(after), `${shown.slice(1)} (the turn's change)`, { preview: true });
+    const title = disk === undefined ? `${shown.slice(1)} (the turn's change; not on disk now)` : `${shown.slice(1)} (the turn's change ↔ on disk now)`;
+    await vscode.commands.executeCommand("vscode.diff", uri(before), uri(after), title, { preview: true });
+  }
+
+  /** The texts as accepted of the proposals whose save changed them (the last 20), for `showSaved`. */
+  const savedTexts = new Map<string, { uri: vscode.Uri; accepted: string }[]>();
+  function keepSaved(id: string, files: { uri: vscode.Uri; accepted: string }[]): void {
+    savedTexts.set(id, files);
+    for (const old of savedTexts.keys()) if (savedTexts.size > 20) savedTexts.delete(old);
+  }
+  /** An answered proposal's "Show What the Save Changed": each file's text as accepted ↔ the file as saved. */
+  async function showSaved(id: string): Promise<void> {
+    const files = savedTexts.get(id);
+    if (!files) return void vscode.window.showInformationMessage("Agent: the accepted text of that change is no longer kept (the window was reloaded, or it is older than the last 20 such changes).");
+    for (const f of files) {
+      const shown = shownPath(f.uri);
+      const key = `s${++changeSeq}`;
+      changeTexts.set(key, f.accepted);
+      const left = vscode.Uri.from({ scheme: "agent-change", path: shown, query: key });
+      await vscode.commands.executeCommand("vscode.diff", left, f.uri, `${shown.slice(1)} (as accepted ↔ as saved)`, { preview: true });
+    }
   }
 
   context.subscriptions.push(

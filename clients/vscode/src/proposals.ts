@@ -192,6 +192,9 @@ export class Proposal {
   /** Set while a document of the proposal holds other text than the one the agent's change was
    * computed on (the user typed during the review): the card and the diff say so, accepting is refused. */
   stale: string | undefined;
+  /** The documents whose save (format-on-save, another save participant) changed the accepted text:
+   * the text as accepted, for the card's "Show What the Save Changed" (proposal ↔ as saved). */
+  savedOther: { uri: vscode.Uri; accepted: string }[] = [];
   /** Accepted hunks are being applied, saved and answered (from the Accept until the answer): a
    * change of a document now is not the user's typing under review, and is never merged. */
   deciding = false;
@@ -731,7 +734,10 @@ export class ProposalManager {
             notes.push(SAVE_FAILED_NOTE);
           } else {
             const note = saveChangedNote(file.expected, doc.getText());
-            if (note) notes.push(note);
+            if (note) {
+              notes.push(note);
+              p.savedOther.push({ uri: doc.uri, accepted: file.expected });
+            }
           }
         } else {
           saved = false;

@@ -109,7 +109,8 @@ export type ChatEvent =
   | { kind: "proposal"; id: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; stale?: string;
       /** What the card says of how the change is written (a file changed on disk byte for byte). */
       notes?: string[] }
-  | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean; saved?: boolean }
+  /** `saveChanged`: the editor's save changed the accepted text (the card offers to show how: `showSaved`). */
+  | { kind: "proposal-done"; id: string; outcome: string; message?: string; edited?: boolean; saved?: boolean; saveChanged?: boolean }
   | { kind: "config"; selects: SelectView[] }
   | { kind: "sessions"; sessions: { sessionId: string; title: string; updatedAt?: string | null }[]; current?: string }
   /** The questions (permissions, edit proposals) of sessions the panel does not show that wait for the
@@ -146,6 +147,8 @@ export type WebviewToHost =
   | { type: "permission"; id: string; optionId: string | null }
   | { type: "proposal"; id: string; action: "accept" | "reject" | "show" | "again" }
   | { type: "hunk"; id: string; fileIndex: number; index: number; accept: boolean }
+  /** An answered proposal whose save changed its text: the diff of the text as accepted ↔ the file as saved. */
+  | { type: "showSaved"; id: string }
   | { type: "openLink"; href: string }
   /** The session was taken over by another window: take it back here, or start a new session; the
    * prompt held meanwhile is sent to the one chosen. */
@@ -155,5 +158,5 @@ export type WebviewToHost =
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "pickSession", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "pickOption", "takenOverChoice"].includes(t);
+  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "pickSession", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "showSaved", "pickOption", "takenOverChoice"].includes(t);
 }

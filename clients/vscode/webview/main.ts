@@ -487,6 +487,12 @@ function renderItem(item: Item): HTMLElement {
           }
           node.append(list);
         }
+        if (item.saveChanged) {
+          // format-on-save (or another save participant) changed what was accepted: how, in a diff
+          const row = el("div", "card-buttons");
+          row.append(button("Show What the Save Changed", "show-saved", () => send({ type: "showSaved", id: item.proposalId }), "The text as you accepted it ↔ the file as the editor's save wrote it", "diff"));
+          node.append(row);
+        }
         if (item.outcome === "rejected" && item.message?.includes("closed") && !isRestoreProposal(item.label)) {
           // the diff was closed (a reject, answered at once): the change can be asked for again
           const row = el("div", "card-buttons");

@@ -76,7 +76,9 @@ export type Item =
    * dropped once the panel moves on to a session. */
   | { type: "notice"; id: number; rev: number; level: string; text: string; detail?: string; actions?: NoticeAction[]; errorKind?: ErrorKind }
   | { type: "permission"; id: number; rev: number; permId: string; title: string; reason: string; options: PermissionOptionView[]; outcome?: string; hasDiff: boolean; command?: string }
-  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[]; edited?: boolean; saved?: boolean };
+  | { type: "proposal"; id: number; rev: number; proposalId: string; label: string; files: string[]; ops: string[]; hunks: HunkView[]; outcome?: string; message?: string; stale?: string; notes?: string[]; edited?: boolean; saved?: boolean;
+      /** The editor's save changed the accepted text: the card offers "Show What the Save Changed". */
+      saveChanged?: boolean };
 
 export interface ChatState {
   items: Item[];
@@ -914,6 +916,7 @@ export function fold(s: ChatState, e: ChatEvent): ChatState {
       found.message = e.message;
       if (e.edited) found.edited = true;
       if (e.saved === false) found.saved = false;
+      if (e.saveChanged) found.saveChanged = true;
       // what was accepted and what was rejected: the changes still pending when it was decided
       const rest = e.outcome === "applied" ? "accepted" : e.outcome === "partial" || e.outcome === "rejected" ? "rejected" : undefined;
       if (rest) found.hunks = found.hunks.map((h) => (h.state === "pending" ? { ...h, state: rest } : h));

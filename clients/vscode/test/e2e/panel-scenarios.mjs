@@ -219,7 +219,7 @@ export function panelScenarios(h) {
       await panelShot(page, "view-changes");
       const changeRow = (await changes.locator(`.change-file[data-path$="${s.newFile}"]`).textContent()) ?? "";
       await changes.locator(`.change-file[data-path$="${s.newFile}"] a.change-name`).click();
-      const diff = await page.locator(`.editor-group-container.active .tab.active[aria-label*="${s.newFile} (the turn's change)"]`).waitFor({ timeout: T }).then(() => true, () => false);
+      const diff = await page.locator(`.editor-group-container.active .tab.active[aria-label*="${s.newFile} (the turn's change"]`).waitFor({ timeout: T }).then(() => true, () => false);
       // slash completion from available_commands_update; the Undo button
       const input = p.locator("textarea.input");
       await input.click();

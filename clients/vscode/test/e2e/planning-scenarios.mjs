@@ -106,6 +106,47 @@ export function planningScenarios({ config, shot, quickOpen, promptInPanel, wait
       return { rows: Object.fromEntries(rows) };
     },
 
+    /** A one-line JSON file the workspace's format-on-save pretty-prints at the save after Accept: the
+     * card says the save changed more lines; its "Show What the Save Changed" opens proposal ↔ saved
+     * (there was no way to see it). Then the Changes box's file: the diff it opens ends in what is on
+     * disk (it showed the proposal's one line). */
+    async the_format_on_save_difference_could_not_be_seen(page, s) {
+      const p = panel(page);
+      const file = join(config.workspace, s.file);
+      writeFileSync(file, s.text);
+      await newSession(page);
+      await promptInPanel(page, s.prompt);
+      await waitDiff(page);
+      await titleAction(page, "Accept All");
+      const card = p.locator('.proposal[data-outcome="applied"]', { hasText: s.file }).first();
+      await card.waitFor({ timeout: T });
+      await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
+      await waitIdle(page);
+      const outcome = ((await card.locator(".card-outcome").textContent()) ?? "").trim();
+      const sides = async () => {
+        await page.locator(".editor-group-container.active .monaco-diff-editor").waitFor({ timeout: T });
+        await page.waitForTimeout(800);
+        const side = (which) => page.locator(`.editor-group-container.active .monaco-diff-editor .${which}-in-monaco-diff-editor .view-lines`).first().evaluate((v) => {
+          const lines = [...v.querySelectorAll(".view-line")].map((n) => ({ top: parseFloat(n.style.top), text: n.textContent.replace(/\u00a0/g, " ") }));
+          lines.sort((a, b) => a.top - b.top);
+          return lines.map((l) => l.text).join("\n");
+        });
+        return { original: await side("original"), modified: await side("modified"), tab: (await page.locator(".editor-group-container.active .tab.active").first().getAttribute("aria-label")) ?? "" };
+      };
+      const show = card.locator("button.show-saved");
+      const hasShow = (await show.count()) > 0;
+      let saveDiff = null;
+      if (hasShow) {
+        await show.click();
+        saveDiff = await sides();
+        await shot(page, "format-on-save-show");
+      }
+      await p.locator(".changes .change-file", { hasText: s.file }).locator("a.change-name").click();
+      const changesDiff = await sides();
+      await shot(page, "changes-diff-on-disk");
+      return { outcome, hasShow, saveDiff, changesDiff, disk: readFileSync(file, "utf8") };
+    },
+
     /** The user's unsaved line in an open file; the agent's shell command changes the file on disk;
      * /undo takes the checkpoint (on disk: the buffer keeps the unsaved text); then Ctrl+S. VS Code
      * must save the user's text without "The content of the file is newer" (nothing of the user's lost). */

@@ -74,6 +74,23 @@ describe("the card says what the save did", () => {
     expect(card({ kind: "proposal-done", id: "p", outcome: r.outcome, message: r.message })).toMatch(/^Applied: the editor's save .* changed 9 more lines/);
   });
 
+  it("the_format_on_save_difference_could_not_be_seen: the proposal keeps the text as accepted and the card offers to show it", async () => {
+    const r = await accept(async (doc) => {
+      doc.text = FORMATTED;
+      doc.version++;
+      doc.isDirty = false;
+      files.set(PATH, doc.text);
+      return true;
+    });
+    const p = view.shown[0]!;
+    expect(p.savedOther.map((f) => [f.uri.fsPath, f.accepted])).toEqual([[PATH, p.files[0]!.expected]]);
+    expect(p.files[0]!.expected).not.toBe(FORMATTED); // the one line as accepted, not the saved text
+    const s = initialState();
+    fold(s, { kind: "proposal", id: "p", label: "Edit cfg.json", files: ["cfg.json"], ops: [], hunks: [] } as ChatEvent);
+    fold(s, { kind: "proposal-done", id: "p", outcome: r.outcome, message: r.message, saveChanged: true });
+    expect((s.items.find((i) => i.type === "proposal") as { saveChanged?: boolean }).saveChanged).toBe(true);
+  });
+
   it("an accepted edit whose save never completed said Applied", async () => {
     const r = await accept(async (doc) => {
       doc.isDirty = true; // stuck behind the formatter: nothing written
@@ -94,6 +111,7 @@ describe("the card says what the save did", () => {
       files.set(PATH, doc.text);
       return true;
     });
+    expect(view.shown[0]!.savedOther).toEqual([]);
     expect(r.saved).toBe(true);
     expect(r.message).toBeUndefined();
     expect(r._meta).toBeUndefined();
