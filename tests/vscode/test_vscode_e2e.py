@@ -126,6 +126,8 @@ MODE_ANSWER = "Changed the modes."
 # LASTNOTE: the format-on-save difference had no "Show"; the Changes box's diff showed the proposal, not the disk
 FMT_JSON = "fmt2.json"
 FMT_JSON_ANSWER = "Set b to 3 in fmt2.json."
+# newcomer 5 finding 7: the session picker did not say which session waits for an answer
+PICKER_ANSWER = "Wrote picked.txt."
 RELOAD_PROMPT = "Raise the limit once more"
 SWAP_ANSWER = "x.txt was not written."
 GONE_ANSWER = "gone.txt is gone; nothing to change."
@@ -329,6 +331,10 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("fj2", "edit", path=FMT_JSON, old_string='"b":2', new_string='"b":3')]),
             text_stream(FMT_JSON_ANSWER),
         ],
+        "the_session_picker_did_not_flag_a_session_waiting_for_an_answer": [
+            tool_call_stream([call("sp1", "bash", command="echo picked > picked.txt", description="Write picked.txt")]),
+            text_stream(PICKER_ANSWER),
+        ],
         "auth_error_offers_the_way_forward": [AUTH_401],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
@@ -408,6 +414,8 @@ SCENARIOS = [
      "prompt": "Make modeonly.sh private and modeboth.sh runnable", "answer": MODE_ANSWER},
     {"name": "the_format_on_save_difference_could_not_be_seen", "file": FMT_JSON, "text": CFG_JSON.decode(),
      "prompt": "Set b to 3 in fmt2.json", "answer": FMT_JSON_ANSWER},
+    {"name": "the_session_picker_did_not_flag_a_session_waiting_for_an_answer", "prompt": "Write picked.txt with the shell",
+     "answer": PICKER_ANSWER},
     {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
      "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
@@ -1353,3 +1361,16 @@ def test_the_changes_box_diff_showed_the_proposals_text_not_the_disk(run):
     assert got["changesDiff"]["original"] == CFG_JSON.decode(), got
     assert '"b": 3,' in got["changesDiff"]["modified"], got
     assert got["changesDiff"]["modified"].count("\n") >= 8, got
+
+
+def test_the_session_picker_did_not_flag_a_session_waiting_for_an_answer(run):
+    """Newcomer 5, finding 7: session A's permission question waited while the user was in another
+    session; the session picker listed A like any other. Now A's row (only it) says it waits for your
+    answer and what it asks; picked, A shows the question, answered: the command ran."""
+    scenario(run, "the_session_picker_did_not_flag_a_session_waiting_for_an_answer")
+    results, workspace, _ = run
+    got = results["scenarios"]["the_session_picker_did_not_flag_a_session_waiting_for_an_answer"]
+    flagged = [row for row in got["listed"] if "waits for your answer" in row]
+    assert len(flagged) == 1 and "Write picked.txt" in flagged[0], got
+    assert got["answered"], got
+    assert (workspace / "picked.txt").read_text() == "picked\n"

@@ -142,9 +142,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const isShown = (sessionId: string) => sessionId === shownSession;
   /** What waits for the user in sessions the panel does not show (their running turns' questions). */
   const postWaiting = () => {
-    const proposalsWaiting = proposals.all().filter((p) => !p.done).map((p) => ({ sessionId: p.params.sessionId, what: p.label }));
-    chat.post({ kind: "waiting", questions: [...permissions.waiting(), ...proposalsWaiting].filter((q) => !isShown(q.sessionId)) });
+    chat.post({ kind: "waiting", questions: waitingQuestions().filter((q) => !isShown(q.sessionId)) });
+    pickerWaitingChanged?.();
   };
+  /** What waits for the user's answer in every session (permissions, edit proposals). */
+  const waitingQuestions = () => [...permissions.waiting(), ...proposals.all().filter((p) => !p.done).map((p) => ({ sessionId: p.params.sessionId, what: p.label }))];
+  /** The open session picker's repaint when what waits changes (a question came or was answered). */
+  let pickerWaitingChanged: (() => void) | undefined;
   const permissions = new Permissions(post, isShown, () => postWaiting());
   // `agentServer.proposalPending`: the accept/reject shortcuts work while a proposal waits
   const pendingContext = (finished?: Proposal) => void vscode.commands.executeCommand("setContext", "agentServer.proposalPending", proposals.all().some((x) => !x.done && x !== finished));
@@ -615,18 +619,36 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     qp.ignoreFocusOut = true; // stays open under the delete confirmation
     qp.busy = true;
     const trash: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("trash"), tooltip: "Delete session" };
+    let listed: Awaited<ReturnType<typeof agent.listSessions>> = [];
+    let canDelete = false;
+    // a session whose turn waits for the user's answer (a permission question, an edit to review) is
+    // flagged, with what it asks: a question left in a session switched away from is found here
+    const paint = () => {
+      const waiting = new Map<string, string[]>();
+      for (const q of waitingQuestions()) waiting.set(q.sessionId, [...(waiting.get(q.sessionId) ?? []), q.what]);
+      const active = qp.activeItems[0]?.sessionId;
+      qp.items = listed.map((s) => {
+        const asks = waiting.get(s.sessionId);
+        const open = s.sessionId === agent.currentSessionId ? "open in the panel" : undefined;
+        const waits = asks ? `$(bell-dot) waits for your answer: ${asks.join(", ")}` : undefined;
+        return {
+          sessionId: s.sessionId,
+          label: `${asks ? "$(bell-dot) " : ""}${s.title || s.sessionId.slice(0, 8)}`,
+          description: sessionDate(s.updatedAt),
+          detail: [waits, open].filter(Boolean).join(" — ") || undefined,
+          buttons: canDelete ? [trash] : [],
+        };
+      });
+      const again = qp.items.find((i) => i.sessionId === active);
+      if (again) qp.activeItems = [again];
+    };
+    pickerWaitingChanged = paint;
     const fill = async () => {
       qp.busy = true;
       try {
-        const canDelete = Boolean(agent.agentCapabilities?.sessionCapabilities?.delete);
-        const sessions = await agent.listSessions();
-        qp.items = sessions.map((s) => ({
-          sessionId: s.sessionId,
-          label: s.title || s.sessionId.slice(0, 8),
-          description: sessionDate(s.updatedAt),
-          detail: s.sessionId === agent.currentSessionId ? "open in the panel" : undefined,
-          buttons: canDelete ? [trash] : [],
-        }));
+        canDelete = Boolean(agent.agentCapabilities?.sessionCapabilities?.delete);
+        listed = await agent.listSessions();
+        paint();
       } catch (err) {
         qp.placeholder = `session/list failed: ${errorText(err)}`;
       } finally {
@@ -634,7 +656,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       }
     };
     qp.onDidTriggerItemButton(async ({ item }) => {
-      const ok = await vscode.window.showWarningMessage(`Delete the session "${item.label}"? Its log is removed.`, { modal: true }, "Delete");
+      const ok = await vscode.window.showWarningMessage(`Delete the session "${item.label.replace(/^\$\(bell-dot\) /, "")}"? Its log is removed.`, { modal: true }, "Delete");
       if (ok !== "Delete") return;
       try {
         const wasOpen = item.sessionId === agent.currentSessionId;
@@ -651,7 +673,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       qp.hide();
       if (picked && picked.sessionId !== agent.currentSessionId) void chat.reveal().then(() => loadSession(picked.sessionId));
     });
-    qp.onDidHide(() => qp.dispose());
+    qp.onDidHide(() => {
+      if (pickerWaitingChanged === paint) pickerWaitingChanged = undefined;
+      qp.dispose();
+    });
     qp.show();
     await fill();
   }

@@ -147,6 +147,37 @@ export function planningScenarios({ config, shot, quickOpen, promptInPanel, wait
       return { outcome, hasShow, saveDiff, changesDiff, disk: readFileSync(file, "utf8") };
     },
 
+    /** Session A's command waits for its permission answer; the user opens a new session (B), then
+     * the session picker: which rows say that a session waits for an answer (none did). The flagged row
+     * is picked: A is shown with its question, answered. */
+    async the_session_picker_did_not_flag_a_session_waiting_for_an_answer(page, s) {
+      const p = panel(page);
+      await newSession(page); // session A
+      await promptInPanel(page, s.prompt);
+      await p.locator('.permission button[data-option-id="allow_once"]:not(:disabled)').last().waitFor({ timeout: T });
+      await newSession(page); // session B
+      await p.locator("button.session-picker").click();
+      const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+      await page.locator(".quick-input-widget .quick-input-title", { hasText: "Agent: Open Session" }).waitFor({ timeout: T });
+      await rows.first().waitFor({ timeout: T });
+      await page.waitForTimeout(500); // the list is filled
+      const listed = (await rows.allTextContents()).map((t) => t.trim());
+      await shot(page, "session-picker-waiting");
+      const flagged = rows.filter({ hasText: "waits for your answer" }).first();
+      const found = (await flagged.count()) > 0;
+      if (found) await flagged.click();
+      else await page.keyboard.press("Escape");
+      let answered = false;
+      if (found) {
+        const allow = p.locator('.permission button[data-option-id="allow_once"]:not(:disabled)').last();
+        await allow.click({ timeout: T });
+        await p.locator(".agent", { hasText: s.answer }).last().waitFor({ timeout: T });
+        await waitIdle(page);
+        answered = true;
+      }
+      return { listed, answered };
+    },
+
     /** The user's unsaved line in an open file; the agent's shell command changes the file on disk;
      * /undo takes the checkpoint (on disk: the buffer keeps the unsaved text); then Ctrl+S. VS Code
      * must save the user's text without "The content of the file is newer" (nothing of the user's lost). */
