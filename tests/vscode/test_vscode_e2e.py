@@ -1073,6 +1073,19 @@ def test_first_run_empty_state_shows_the_endpoint_and_model_and_the_ways_forward
     assert (got["log"], got["settings"], got["keyBox"], got["terminal"]) == (True, True, True, True), got
 
 
+def test_the_first_run_page_did_not_find_out_whether_the_endpoint_answers(run):
+    """The first-run page ran `--check-config` without `--probe`: a wrong base URL was found out only by
+    the first prompt. Now the server asks its endpoint's /models with its key (as its first request
+    would) and the page says so: here the offline endpoint answers. (A wrong one: vitest
+    the_first_run_page_did_not_find_out_a_wrong_endpoint, the real server against a closed port.)"""
+    scenario(run, "first_run_empty_state")
+    results, _, endpoint = run
+    got = results["scenarios"]["first_run_empty_state"]
+    assert (got["facts"]["reach"] or "").startswith("Endpoint check: answers — The endpoint accepted the key"), got
+    assert any(r.method == "GET" and r.path.endswith("/models") and r.headers.get("authorization") == "Bearer offline-test-key"
+               for r in endpoint.requests), [(r.method, r.path) for r in endpoint.requests][:10]
+
+
 def test_mode_and_model_pickers_were_missing_before_the_first_prompt(run):
     """Issue 30, item 11: the pickers came only with a session, so the mode and model could not be
     chosen before the first prompt. The first-run page shows them (what a new session starts with);

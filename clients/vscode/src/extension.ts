@@ -20,7 +20,7 @@ import { offsetAt } from "./proposalModel";
 import type { ChatEvent, HunkView, SelectView, SetupView, WebviewToHost, WireUpdate } from "./protocol";
 import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serverEnv } from "./config";
 import { selectionBlock } from "./selection";
-import { checkConfig, isOfflineEndpoint, setupView } from "./setup";
+import { checkConfig, isOfflineEndpoint, reachView, setupView } from "./setup";
 import { type ProblemLike, type ResourceBlock, fileMention, folderMention, problemsMention, terminalMention } from "./mentions";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
@@ -107,15 +107,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   /** The first-run page's facts as last shown (where the API key comes from). */
   let lastSetup: SetupView | undefined;
   /** The first-run page's facts: the endpoint, model and key source the server will use. */
+  let setupRun = 0;
   async function refreshSetup(): Promise<void> {
+    const run = ++setupRun;
     const s = readSettings();
+    const env = serverEnv(s, apiKey);
     // not in the workspace folder: the configuration does not depend on it, and a process there is a server to whoever counts them
-    const check = await checkConfig(s.path, s.args, serverEnv(s, apiKey), os.tmpdir());
+    const check = await checkConfig(s.path, s.args, env, os.tmpdir());
+    if (run !== setupRun) return; // the settings or the key changed meanwhile: the newer run says
     const offline = check.ok ? await isOfflineEndpoint(check.baseUrl) : false;
     lastSetup = setupView(check, Boolean(apiKey), offline);
+    // then whether the endpoint answers (a wrong base URL, a dead server, a refused key): the server
+    // asks it as its first request would (at most 5 s); with no key where one is needed, nothing to ask
+    const probe = check.ok && Boolean(check.baseUrl) && !lastSetup.keyMissing;
+    if (probe) lastSetup = { ...lastSetup, reach: { state: "checking" } };
     post({ kind: "setup", setup: lastSetup });
     preview = check.ok && Array.isArray(check.configOptions) ? selectsOf(check.configOptions as acp.SessionConfigOption[], null) : [];
     showPreview();
+    if (!probe) return;
+    const probed = await checkConfig(s.path, s.args, env, os.tmpdir(), true);
+    if (run !== setupRun) return;
+    const reach = reachView(probed) ?? { state: "failed" as const, text: `could not be checked: ${probed.error ?? "the server said nothing of it"}` };
+    lastSetup = { ...lastSetup, reach };
+    post({ kind: "setup", setup: lastSetup });
   }
 
   function showPreview(): void {
@@ -758,8 +772,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   );
 
   let loginSeq = 0;
-  async function runAction(action: "setApiKey" | "signIn" | "openSettings" | "showLog"): Promise<void> {
+  async function runAction(action: "setApiKey" | "signIn" | "openSettings" | "showLog" | "checkSetup"): Promise<void> {
     switch (action) {
+      case "checkSetup":
+        return await refreshSetup();
       case "setApiKey":
         return void (await vscode.commands.executeCommand("agentServer.setApiKey"));
       case "signIn": {

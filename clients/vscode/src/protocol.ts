@@ -53,6 +53,8 @@ export interface SetupView {
   keySource?: string | null;
   /** The configuration could not be read (or the server could not be run): why. */
   error?: string;
+  /** Whether the endpoint answers (`--check-config --probe`): being asked, answered, or not (why). */
+  reach?: { state: "checking" | "ok" | "failed"; text?: string };
 }
 
 /** A file, folder, selection, the problems or the terminal's output attached to a prompt (`@`). */
@@ -131,7 +133,7 @@ export type WebviewToHost =
   | { type: "prompt"; text: string; mentions?: string[]; images?: ImageView[] }
   /** `@` typed or the attach button: the host asks what to attach (QuickPick). */
   | { type: "pickMention"; kind?: MentionView["kind"] }
-  | { type: "action"; action: "setApiKey" | "signIn" | "openSettings" | "showLog" }
+  | { type: "action"; action: "setApiKey" | "signIn" | "openSettings" | "showLog" | "checkSetup" }
   /** A mode or model picker: the host asks with a QuickPick (full access is confirmed first). */
   | { type: "pickOption"; configId: string }
   | { type: "openLocation"; path: string; line?: number }

@@ -1,10 +1,13 @@
 /**
  * The first-run page's facts: which endpoint and model the server will use and where its key comes
- * from (`agent-server --check-config --json`, run with the server's own command and environment), and
- * whether that endpoint is agent-server's offline endpoint (a script, not a model: its `/models` says
- * `owned_by: "agent-server-offline"`; asked only of an endpoint on this machine, without a key).
+ * from (`agent-server --check-config --json`, run with the server's own command and environment),
+ * whether that endpoint answers (then `--check-config --json --probe`: the server asks its endpoint's
+ * `/models` with its own key, as its first request would), and whether it is agent-server's offline
+ * endpoint (a script, not a model: its `/models` says `owned_by: "agent-server-offline"`; asked only of
+ * an endpoint on this machine, without a key).
  *
- * Must not: send a key anywhere, or print one (the JSON never holds it; the probe sends none).
+ * Must not: send a key anywhere itself, or print one (the JSON never holds it; the offline check sends
+ * none; only the server's own probe carries the key, to the endpoint it is configured for).
  */
 
 import { execFile } from "node:child_process";
@@ -23,6 +26,8 @@ export interface CheckConfig {
   keyVariable?: string | null;
   /** The config options a new session starts with (`mode`, `model`): the pickers before the first prompt. */
   configOptions?: unknown[];
+  /** With `--probe`: the endpoint's answer to `GET <baseUrl>/models` (`message` says what happened). */
+  endpoint?: { ok: boolean; message: string };
 }
 
 /** Parses the command's stdout (its last JSON line); an older server (no `--json`) or a failure says so. */
@@ -74,10 +79,21 @@ export async function isOfflineEndpoint(baseUrl: string | null | undefined): Pro
   }
 }
 
-/** Runs `command args --check-config --json` (20 s at most). */
-export function checkConfig(command: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<CheckConfig> {
+/**
+ * What the page says of the endpoint after the probe, or undefined when nothing was probed: whether the
+ * first prompt can reach it, in words a user acts on (the server's own message after them).
+ */
+export function reachView(check: CheckConfig): SetupView["reach"] {
+  if (!check.ok || !check.endpoint || typeof check.endpoint.ok !== "boolean") return undefined;
+  const message = String(check.endpoint.message ?? "").trim();
+  if (check.endpoint.ok) return { state: "ok", text: `answers — ${message}` };
+  return { state: "failed", text: `does not answer as an endpoint should, so a prompt would fail: ${message} Check the base URL and the key (Open Settings, Set API Key), then Check Again.` };
+}
+
+/** Runs `command args --check-config --json` (`probe`: with `--probe`; 20 s at most). */
+export function checkConfig(command: string, args: string[], env: NodeJS.ProcessEnv, cwd: string, probe = false): Promise<CheckConfig> {
   return new Promise((resolve) => {
-    const child = execFile(command, [...args, "--check-config", "--json"], { env, cwd, timeout: 20_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    const child = execFile(command, [...args, "--check-config", "--json", ...(probe ? ["--probe"] : [])], { env, cwd, timeout: 20_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : null) : 0;
       if (err && code === null) resolve({ ok: false, error: `Could not run ${command}: ${err.message}` });
       else resolve(parseCheckConfig(String(stdout), String(stderr), code));

@@ -1104,6 +1104,15 @@ function paintEmptyState(): void {
     }
     if (setup.keyMissing) facts.append(el("div", "setup-fact setup-key-missing", "No API key is set: Set API Key, or Sign in (agent-server login)."));
     else if (setup.keySource) fact("API key", `from ${setup.keySource}`, "setup-key");
+    // whether the endpoint answers (the server asked it, as its first request would): a wrong base URL
+    // or a refused key is found out here, before a prompt
+    if (setup.reach) {
+      const row = el("div", `setup-fact setup-reach setup-reach-${setup.reach.state}`);
+      row.dataset.state = setup.reach.state;
+      row.append(el("span", "setup-label", "Endpoint check: "), el("span", "setup-value", setup.reach.state === "checking" ? "asking the endpoint whether it answers…" : (setup.reach.text ?? "")));
+      if (setup.reach.state === "failed") row.append(button("Check Again", "check-setup", () => send({ type: "action", action: "checkSetup" }), "Ask the endpoint again (after fixing the settings or the key)", "refresh"));
+      facts.append(row);
+    }
   }
   emptyState.replaceChildren(el("div", "empty-title", "Ask the agent anything about this workspace."), facts, setupButtons());
 }

@@ -45,12 +45,15 @@ export function panelScenarios(h) {
       const p = panel(page);
       const empty = p.locator(".empty-state");
       await empty.locator(".setup-endpoint").waitFor({ timeout: T });
+      // the endpoint is asked whether it answers (--check-config --probe): its row settles
+      const reach = await empty.locator('.setup-reach:not([data-state="checking"])').first().textContent({ timeout: T }).then((t) => (t ?? "").trim(), () => null);
       await panelShot(page, "view-first-run");
       const facts = {
         endpoint: (await empty.locator(".setup-endpoint .setup-value").textContent()) ?? "",
         model: (await empty.locator(".setup-model .setup-value").textContent()) ?? "",
         offline: (await empty.locator(".setup-offline").count()) > 0,
         buttons: await empty.locator(".setup-actions button").allTextContents(),
+        reach,
         // the mode and model pickers, there before any prompt (they came only with a session)
         pickers: await p.locator("button.picker").evaluateAll((b) => b.map((x) => `${x.dataset.configId}=${x.dataset.value}`)),
       };
