@@ -212,7 +212,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     announced → its own ``tool_call``; a ``notice`` (written for the model) → a short note for the
     user in plain words, or nothing (``_notice_for_user``: never the model's instructions);
     ``checkpoint/undo|redo``, ``inbox/dropped``, an MCP server's notice (``mcp/notice``), the policy's
-    (``policy/notice``) and a failed turn → an ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
+    (``policy/notice``; one about a prompt's left-out attachments after that prompt, where the editor
+    showed it live) and a failed turn → an ``agent_message_chunk`` marked ``[agent-server]``; a ``plan`` call → its ``tool_call`` then a
     ``plan`` update with its entries, as it was shown live. With ``terminal`` (the editor takes
     the terminal convention), a ``bash`` call still running gets its terminal as it did live
     (``tools.live``), so the output that follows shows in it. A stored prompt image comes back
@@ -239,6 +240,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
     compaction: int | None = None  # the compaction/start of the compaction being read, and its summary
     summary = ""
     instructions: list[Any] = []  # the project instructions the model had until this event
+    held: list[dict[str, Any]] = []  # an attachment notice, logged before its prompt: shown after it, as live
     for event in events:
         kind, data = event.type, event.data
         if kind == "step/start":
@@ -260,6 +262,8 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
                     block = _stored_image(block, images)
                 yield {"sessionUpdate": "user_message_chunk", "content": block,
                        "messageId": message_id(event.seq, "user_message_chunk")}
+            yield from held
+            held.clear()
         elif kind in ("assistant", "assistant/attempt"):  # an attempt: what a failed try had shown
             if kind == "assistant":
                 calls = len(data.get("tool_calls") or [])  # the calls it kept (a dropped-calls notice names them)
@@ -330,7 +334,9 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "mcp/notice":  # as tools.mcp.session.mcp_notice_update sent it live
             yield _notice(f"[agent-server] {data.get('text', '')}\n", str(data.get("severity") or "warning"))
         elif kind == "policy/notice" and isinstance(data.get("text"), str):  # as policy.engine sent it live
-            if data.get("rule") == "editor-config-shell":
+            if data.get("rule") == "attachment":  # screened before its prompt was logged: the editor drew
+                held.append(_notice(f"\n[agent-server] {data['text']}\n"))  # the prompt first
+            elif data.get("rule") == "editor-config-shell":
                 yield _notice(f"\n[agent-server] A shell command changed editor configuration: {data['text']}\n")
             else:
                 yield _notice(f"\n[agent-server] {data['text']}\n")
@@ -341,6 +347,7 @@ def history_updates(events: Sequence[SessionEvent], roots: Sequence[str], *,
         elif kind == "turn/end" and data.get("exit") == "error":
             message = (data.get("error") or {}).get("message", "the turn failed")
             yield _notice(f"\n\n[agent-server] The turn failed: {message}\n\n", "error")
+    yield from held  # a prompt screened but never run (the process stopped first)
 
 
 #: Commands a loaded session shows as they were shown live: what the user typed, then the answer.

@@ -486,3 +486,40 @@ def test_an_attached_link_out_of_the_workspace_sent_the_outside_file_unasked(raw
     assert (f"[attachment {workspace / 'docs' / 'notes.md'} left out by agent-server: it leads to "
             f"{(outside / 'diary.txt').resolve()}, outside the workspace") in sent, sent
     assert "plain text" in sent and "DIARY-ON-PURPOSE" in sent, sent
+
+
+def test_a_loaded_session_showed_the_left_out_attachments_notice_above_the_prompt_it_was_about(
+        raw_agent_factory, tmp_path, workspace):
+    """Live, the editor draws the user's prompt as it is sent and the notice that an attachment was
+    left out comes after it; the notice is logged before the prompt (it is screened first), so a
+    load showed it above the prompt — at the end of the previous turn, as if about that one. A load
+    shows it below its prompt, as it was seen."""
+    from support.sessions import events
+
+    from agent_server.host.lifecycle import history_updates
+
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "diary.txt").write_text("DIARY-MATERIAL\n")
+    (workspace / "notes.md").symlink_to(outside / "diary.txt")
+    with OfflineEndpoint.start_in_thread([text_stream("first"), text_stream("done")]) as ep:
+        agent = raw_agent_factory(env={"AGENT_SERVER_BASE_URL": ep.base_url})
+        init(agent)
+        sid = new_session(agent, workspace)
+        prompt(agent, sid, "before")
+        blocks = [{"type": "text", "text": "look"},
+                  {"type": "resource", "resource": {"uri": (workspace / "notes.md").as_uri(), "text": "DIARY-MATERIAL\n"}}]
+        answer = agent.request("session/prompt", {"sessionId": sid, "prompt": blocks}, timeout=HANG)
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        live = [m.message["params"]["update"] for m in agent.transcript.notifications("session/update")]
+    (state,) = {p.parents[2] for p in tmp_path.rglob("events.jsonl")}
+    replayed = list(history_updates(events(state, sid), [str(workspace)]))
+
+    def order(updates):
+        return [("prompt" if u["sessionUpdate"] == "user_message_chunk" and u["content"].get("text") == "look"
+                 else "notice") for u in updates
+                if (u["sessionUpdate"] == "user_message_chunk" and u["content"].get("text") == "look")
+                or "Attachments left out" in str(u.get("content", {}).get("text", ""))]
+
+    assert order(live) == ["notice"]  # the prompt is the editor's own, drawn as it is sent: first
+    assert order(replayed) == ["prompt", "notice"], order(replayed)
