@@ -317,7 +317,8 @@ class EditorFiles:
             return WriteOutcome(status, message, snapshot, saved=saved, save_failed=save_failed,
                                 hunks_applied=applied, hunks_total=total)
         if outcome == "stale":
-            if "leads outside the workspace" in message:  # the client's check right before its write (finding 20)
+            if "leads outside the workspace" in message or "the path now leads to" in message:
+                # the client's check right before its write (finding 20): outside, or to another file
                 return WriteOutcome("stale", message)
             if "on disk" in message:  # the editor says the disk moved (changed, deleted), not the buffer
                 return WriteOutcome("stale", f"{path.name} changed since you read it: {message}")

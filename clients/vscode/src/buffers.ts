@@ -54,6 +54,19 @@ export function leadsOutside(uri: vscode.Uri): string | undefined {
   return `${uri.fsPath}: the path now leads outside the workspace (to ${real}: a link was swapped into it)`;
 }
 
+/**
+ * Why writing `uri` now would land elsewhere than `real`, its real path when the proposal arrived, or
+ * undefined: a link swapped in while the proposal waited (a folder made a link to `.git/hooks`) carries
+ * the write to another file — inside the workspace too — than the one the user reviewed. Synchronous,
+ * as `leadsOutside`.
+ */
+export function movedSince(uri: vscode.Uri, real: string | undefined): string | undefined {
+  if (uri.scheme !== "file" || real === undefined) return undefined;
+  const now = realPath(uri.fsPath);
+  if (now === real) return undefined;
+  return `${uri.fsPath}: the path now leads to ${now}, not to ${real} where it led when the change was proposed (a link was swapped into it)`;
+}
+
 /** Whether `uri` names a path under a workspace folder as written (links not resolved). */
 function lexicallyInside(uri: vscode.Uri): boolean {
   return uri.scheme === "file" && (vscode.workspace.workspaceFolders ?? []).some((f) =>

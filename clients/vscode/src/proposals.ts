@@ -26,7 +26,7 @@ import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "./clien
 import type { PositionEncoding } from "./positions";
 import { existsSync, mkdirSync } from "node:fs";
 import * as nodePath from "node:path";
-import { defaultLineBreak, editorUri, leadsOutside, lineBreakOf, notUtf8, openDocument, readDiskNow, writeDiskNow } from "./buffers";
+import { defaultLineBreak, editorUri, leadsOutside, lineBreakOf, movedSince, notUtf8, openDocument, readDiskNow, realPath, writeDiskNow } from "./buffers";
 import {
   type Hunk,
   type WireTextEdit,
@@ -89,6 +89,8 @@ export interface FileChange {
   /** Its path led outside the workspace already when the proposal arrived (the server's policy let
    * it through); else a path that leads outside when it is written is refused (`leadsOutside`). */
   outsideAtArrival?: boolean;
+  /** Its real path when the proposal arrived: it must lead there when written (`movedSince`). */
+  realAtArrival?: string;
 }
 
 /** What the disk holds at a path: a file that can be read, nothing, a directory, or a file that cannot be read. */
@@ -172,6 +174,9 @@ export interface FileOp {
   newUri?: vscode.Uri;
   /** As `FileChange.outsideAtArrival`, for `uri` or `newUri`. */
   outsideAtArrival?: boolean;
+  /** As `FileChange.realAtArrival`, for `uri` and `newUri`. */
+  realAtArrival?: string;
+  newRealAtArrival?: string;
   options?: { overwrite?: boolean; ignoreIfExists?: boolean; ignoreIfNotExists?: boolean; recursive?: boolean };
 }
 
@@ -358,10 +363,15 @@ export class ProposalManager {
         onDisk,
         ...(unusualLineTerminators(text) || unusualLineTerminators(proposedText(text, hunks)) ? { unusual: true } : {}),
         outsideAtArrival: leadsOutside(uri) !== undefined,
+        ...(uri.scheme === "file" ? { realAtArrival: realPath(uri.fsPath) } : {}),
         ...(disk ? { disk: { bom: disk.bom } } : {}),
       });
     }
-    for (const op of ops) op.outsideAtArrival = [op.uri, op.newUri].some((u) => u && leadsOutside(u) !== undefined);
+    for (const op of ops) {
+      op.outsideAtArrival = [op.uri, op.newUri].some((u) => u && leadsOutside(u) !== undefined);
+      if (op.uri.scheme === "file") op.realAtArrival = realPath(op.uri.fsPath);
+      if (op.newUri?.scheme === "file") op.newRealAtArrival = realPath(op.newUri.fsPath);
+    }
     if (files.length === 0 && ops.length === 0) return { outcome: "applied", applied: { documentChanges: [] }, saved: true, versions: {} };
     return new Proposal(`p${this.next++}`, params, files, ops, encoding);
   }
@@ -439,7 +449,8 @@ export class ProposalManager {
       if (problem) return this.finish(p, problem.outcome, problem.message);
     }
     if (p.ops.length > 0) {
-      const moved = p.ops.map((op) => (op.outsideAtArrival ? undefined : leadsOutside(op.uri) ?? (op.newUri && leadsOutside(op.newUri)))).find(Boolean);
+      const moved = p.ops.map((op) => (op.outsideAtArrival ? undefined : leadsOutside(op.uri) ?? (op.newUri && leadsOutside(op.newUri)))
+        ?? movedSince(op.uri, op.realAtArrival) ?? (op.newUri && movedSince(op.newUri, op.newRealAtArrival))).find(Boolean);
       if (moved) return this.finish(p, p.anyApplied ? "partial" : "stale", `${moved}; the file operations were not applied`);
       const edit = new vscode.WorkspaceEdit();
       for (const op of p.ops) {
@@ -599,8 +610,9 @@ export class ProposalManager {
     const expected = applyToText(file.expected, hunks);
     const checked = doc ? { version: doc.version, text: file.expected } : undefined;
     // the path again, right before the write (nothing awaited from here to `applyEdit`): a folder swapped
-    // for a link while the proposal waited must not carry the file outside the workspace (finding 20)
-    const moved = file.outsideAtArrival ? undefined : leadsOutside(file.uri);
+    // for a link while the proposal waited must not carry the file outside the workspace (finding 20), nor
+    // to another file than the one reviewed (a folder made a link to .git/hooks)
+    const moved = (file.outsideAtArrival ? undefined : leadsOutside(file.uri)) ?? movedSince(file.uri, file.realAtArrival);
     if (moved) return { outcome: p.anyApplied ? "partial" : "stale", message: `${moved}; nothing more was applied` };
     const events: (readonly vscode.TextDocumentContentChangeEvent[])[] = [];
     const listener = doc ? vscode.workspace.onDidChangeTextDocument((e) => { if (e.document === doc && e.contentChanges.length > 0) events.push(e.contentChanges); }) : undefined;
@@ -655,7 +667,7 @@ export class ProposalManager {
   private applyOnDisk(p: Proposal, file: FileChange, hunks: Hunk[]): { outcome: "stale" | "failed" | "partial"; message: string } | undefined {
     const key = file.uri.toString();
     const creating = file.create && !p.createdApplied.has(key);
-    const moved = file.outsideAtArrival ? undefined : leadsOutside(file.uri);
+    const moved = (file.outsideAtArrival ? undefined : leadsOutside(file.uri)) ?? movedSince(file.uri, file.realAtArrival);
     const stale = creating ? moved : this.diskStale(file) ?? moved;
     if (stale) return { outcome: p.anyApplied ? "partial" : "stale", message: `${stale}; nothing more was applied` };
     if (creating && existsSync(file.uri.fsPath)) return { outcome: p.anyApplied ? "partial" : "failed", message: `${file.uri.fsPath} already exists (created since the proposal arrived); nothing more was applied` };
@@ -716,7 +728,8 @@ export class ProposalManager {
         }
         const doc = file.doc ?? openDocument(file.uri);
         const mustSave = (p.params.save ?? "if-clean") === "if-clean" && !file.wasDirty && !file.typedAfter;
-        const moved = doc && mustSave && !file.outsideAtArrival ? leadsOutside(doc.uri) : undefined;
+        const moved = doc && mustSave
+          ? (file.outsideAtArrival ? undefined : leadsOutside(doc.uri)) ?? movedSince(doc.uri, file.realAtArrival) : undefined;
         if (moved) {
           saved = false; // left unsaved in the editor: saving would write outside the workspace
           result.message = `${result.message ? result.message + "; " : ""}${moved}; not saved`;

@@ -68,6 +68,21 @@ function M.leads_outside(path)
     vim.fn.fnamemodify(path, ":~:."), real)
 end
 
+--- Why writing `path` now would land elsewhere than `real`, its real path when the proposal came, or
+--- nil: a link swapped into it while the proposal waited (a folder made a link to `.git/hooks`)
+--- carries the write to another file — inside the workspace too — than the one the user reviewed.
+function M.moved_since(path, real)
+  if not real then
+    return nil
+  end
+  local now = M.real_path(path)
+  if now == real then
+    return nil
+  end
+  return string.format("%s: the path now leads to %s, not to %s where it led when the change was proposed "
+    .. "(a link was swapped into it)", vim.fn.fnamemodify(path, ":~:."), now, real)
+end
+
 --- Whether `path` lies under the workspace folder as written (links not resolved).
 function M.lexically_inside(path)
   return under(vim.fs.normalize(vim.fn.fnamemodify(path, ":p")), vim.fs.normalize(vim.fn.fnamemodify(M.workspace(), ":p")))

@@ -143,6 +143,7 @@ local function init_doc(doc, create)
   doc.existed = vim.uv.fs_stat(doc.path) ~= nil -- a file deleted meanwhile is stale, even when a buffer holds it
   -- outside already (the server's policy let it through): else leading outside when written is refused
   doc.outside_at_arrival = buffers.leads_outside(doc.path) ~= nil
+  doc.real_at_arrival = buffers.real_path(doc.path) -- where it leads: it must lead there when written
   local raw = doc.existed and buffers.find(doc.path) and buffers.read_disk(doc.path)
   doc.disk_hash = raw and text.sha256(raw) or nil -- the file under its buffer, as the agent's proposal found it
   doc.expect_version = doc.version
@@ -438,7 +439,8 @@ function M.sync(proposal, doc, undo)
   if stale then
     return give_up("stale", why)
   end
-  local outside = not doc.outside_at_arrival and buffers.leads_outside(doc.path)
+  local outside = (not doc.outside_at_arrival and buffers.leads_outside(doc.path))
+    or buffers.moved_since(doc.path, doc.real_at_arrival)
   if outside then -- the path again, right before the write: a folder swapped for a link meanwhile
     return give_up("stale", outside)
   end
@@ -565,8 +567,9 @@ function M.finish(proposal, reason, message)
       local buf = buffers.find(doc.path)
       local doc_saved = doc.on_disk == true and not buf
       if buf then
-        local outside = not doc.outside_at_arrival and buffers.leads_outside(doc.path)
-        if outside then -- left unsaved in its buffer: saving would write outside the workspace
+        local outside = (not doc.outside_at_arrival and buffers.leads_outside(doc.path))
+          or buffers.moved_since(doc.path, doc.real_at_arrival)
+        if outside then -- left unsaved in its buffer: saving would write outside the workspace (or elsewhere)
           doc_saved = false
           M.hooks.say(outside .. "; not saved", proposal.session_id)
         elseif proposal.save ~= "never" and not doc.was_dirty and vim.bo[buf].modified then
