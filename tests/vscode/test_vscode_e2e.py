@@ -93,6 +93,7 @@ MENTION_ANSWER = "I see two.py."
 LONG_TOKEN = "build/" + "x" * 400  # one word far wider than the panel
 AUTH_401 = {"kind": "error", "status": 401, "json": {"error": {
     "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}}
+NEW_KEY, KEY_RETRY, KEY_ANSWER = "sk-newcomer6-good-key", "Hello again, with the key?", "Answered with the new key."
 
 # newcomer 4 finding 6: line breaks VS Code's text model rewrites (a mix of CRLF and LF; lone CRs);
 # MIXED_OPEN (a BOM too) is open in a clean editor when the agent edits it
@@ -335,7 +336,7 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("sp1", "bash", command="echo picked > picked.txt", description="Write picked.txt")]),
             text_stream(PICKER_ANSWER),
         ],
-        "auth_error_offers_the_way_forward": [AUTH_401],
+        "auth_error_offers_the_way_forward": [AUTH_401, text_stream(KEY_ANSWER)],
         "execute_cards_and_daily_features": [
             tool_call_stream([call("x1", "bash", command=EXEC_COMMAND, description="Print and wait")]),
             tool_call_stream([call("x2", "read", path="app.py", offset=3),
@@ -385,7 +386,8 @@ SCENARIOS = [
      "nextLine": 5, "nextAnswer": TYPING_NEXT_ANSWER},
     {"name": "unusual_line_terminators_asked_once_at_most", "file": UNUSUAL, "bytes": UNUSUAL_BYTES.hex(),
      "prompt": "Shout second in unusual.txt", "answer": "Shouted second."},
-    {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?", "pickMode": "Read-only", "pickModeId": "read-only"},
+    {"name": "auth_error_offers_the_way_forward", "prompt": "Hello?", "pickMode": "Read-only", "pickModeId": "read-only",
+     "newKey": NEW_KEY, "retry": KEY_RETRY, "retryAnswer": KEY_ANSWER},
     {"name": "execute_cards_and_daily_features", "prompt": "Run it, read app.py and write notes",
      "liveText": "live-one", "flag": EXEC_FLAG, "answer": "Ran it, read it, wrote notes.", "readFile": "app.py", "readLine": 3,
      "newFile": NEW_FILE, "undoSays": "Undo turn", "mentionFile": "two.py", "mentionPrompt": "What is in it?",
@@ -1129,6 +1131,19 @@ def test_401_from_the_endpoint_offers_set_api_key_and_sign_in_in_the_panel(run):
     assert got["shown"] and "agent-server login" in got["text"], got
     assert got["buttons"] == ["Set API Key", "Sign in", "Open Settings", "Show Server Log"], got
 
+
+def test_set_api_key_from_a_401_left_the_session_failing_with_the_same_401(run):
+    """Newcomer 6 finding 6: the 401's own Set API Key stored the key "from the next new session": the
+    session showing the error failed again with the same 401 and the same button, and the notice pointed
+    to New (its conversation lost). The key applies at once: agent-server is restarted with it and the
+    session resumed; the prompt sent again in it reaches the model with the new key."""
+    scenario(run, "auth_error_offers_the_way_forward")
+    results, _, endpoint = run
+    got = results["scenarios"]["auth_error_offers_the_way_forward"]["keyFix"]
+    assert got["resumed"] and "resumed" in got["resumed"] and got["answered"], got
+    assert got["newSessionOnly"] == 0, got
+    retried = [r for r in chat_requests(endpoint) if KEY_RETRY in json.dumps(r.json()["messages"])]
+    assert retried and retried[0].headers.get("authorization") == f"Bearer {NEW_KEY}", retried
 
 def test_execute_card_shows_the_command_its_live_output_and_elapsed_time(run):
     """Issue 30, item 5: a card said only the model's own description ("Run the tests"). Now the

@@ -69,7 +69,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     context.secrets.onDidChange(async (e) => {
       if (e.key !== SECRET_KEY) return;
       apiKey = await context.secrets.get(SECRET_KEY);
-      settingsChanged();
+      if (!settingKey) settingsChanged(); // (Set API Key says itself what its key does)
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration("agentServer")) return;
@@ -286,9 +286,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   }
 
   /** Why the server went away last (for what the panel says once the session is resumed, or not). */
-  let wentAway: "crash" | "restart" | undefined;
+  let wentAway: "crash" | "restart" | "key" | undefined;
   const restartCause = (why: typeof wentAway) =>
-    why === "restart" ? "agent-server was restarted (Agent: Restart Server)" : why === "crash" ? "agent-server was started again after it exited" : "agent-server was started again";
+    why === "restart" ? "agent-server was restarted (Agent: Restart Server)"
+      : why === "key" ? (apiKey ? "agent-server was restarted with the new API key" : "agent-server was restarted without the API key (cleared)")
+        : why === "crash" ? "agent-server was started again after it exited" : "agent-server was started again";
 
   function onClientEvent(e: ClientEvent): void {
     switch (e.type) {
@@ -771,6 +773,45 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }),
   );
 
+  /** Restarts the server and resumes the session open (Restart Server; a new API key). */
+  async function restartAndResume(why: "restart" | "key"): Promise<void> {
+    const had = agent.currentSessionId;
+    await agent.restart(true);
+    permissions.cancelAll();
+    setStatus("not started");
+    log(`restarted ${why === "key" ? "with the new API key" : "on request"}${had ? `: session ${had} is resumed` : ""}`);
+    wentAway = why;
+    try {
+      await agent.start();
+      // what happened is said when it is known: resumed (the session event), not (session-lost)
+      if (!had) post({ kind: "notice", level: "info", text: `${restartCause(why)}; no session was open: the next prompt starts one.` });
+      await agent.resumeLost();
+    } catch (err) {
+      post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
+    }
+  }
+
+  /** "Set API Key" is under way: its own outcome is said (not the settings notice). */
+  let settingKey = false;
+  /**
+   * The API key changed by Set API Key (the command, or an authentication error's button). A key is
+   * no property of a session: with one open and no turn running, the server is restarted with the
+   * key at once and the session resumed, its conversation kept — a prompt refused for the key is
+   * sent again in it (newcomer 6 finding 6: the key applied only to a new session, so the session
+   * showing the error kept failing with it). Other launch settings changed too, or a turn running:
+   * they apply as settings do (`settingsChanged`).
+   */
+  async function keyChanged(): Promise<void> {
+    const onlyKey = changedLaunchSettings(launched, readSettings()).length === 0;
+    if (!agent.serverUp || agent.busy || !onlyKey || launchedKey === apiKey) {
+      if (!agent.serverUp && !agent.busy) void vscode.window.showInformationMessage("Agent: API key stored; agent-server starts with it at the next prompt.");
+      return settingsChanged();
+    }
+    announced = { settings: readSettings(), key: apiKey };
+    void refreshSetup();
+    await restartAndResume("key");
+  }
+
   let loginSeq = 0;
   async function runAction(action: "setApiKey" | "signIn" | "openSettings" | "showLog" | "checkSetup"): Promise<void> {
     switch (action) {
@@ -945,28 +986,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     }),
     vscode.commands.registerCommand("agentServer.cancel", () => agent.cancel()),
     vscode.commands.registerCommand("agentServer.setApiKey", async () => {
-      if (await promptForApiKey(context.secrets)) vscode.window.showInformationMessage("Agent: API key stored; the server restarts with it at the next prompt.");
+      const before = apiKey;
+      settingKey = true;
+      try {
+        if (!(await promptForApiKey(context.secrets))) return;
+        apiKey = await context.secrets.get(SECRET_KEY);
+      } finally {
+        settingKey = false;
+      }
+      if (apiKey !== before) await keyChanged();
     }),
     vscode.commands.registerCommand("agentServer.showLog", () => {
       void prestart();
       output.show();
     }),
-    vscode.commands.registerCommand("agentServer.restartServer", async () => {
-      const had = agent.currentSessionId;
-      await agent.restart(true);
-      permissions.cancelAll();
-      setStatus("not started");
-      log(`restarted on request${had ? `: session ${had} is resumed` : ""}`);
-      wentAway = "restart";
-      try {
-        await agent.start();
-        // what happened is said when it is known: resumed (the session event), not (session-lost)
-        if (!had) post({ kind: "notice", level: "info", text: `${restartCause("restart")}; no session was open: the next prompt starts one.` });
-        await agent.resumeLost();
-      } catch (err) {
-        post({ kind: "notice", level: "error", text: `Could not start agent-server: ${errorText(err)}` });
-      }
-    }),
+    vscode.commands.registerCommand("agentServer.restartServer", () => restartAndResume("restart")),
     vscode.commands.registerCommand("agentServer.openSession", () => pickSession()),
     vscode.commands.registerCommand("agentServer.acceptProposal", (arg?: unknown) => {
       const id = diffView.activeProposalId(arg);

@@ -134,13 +134,35 @@ export function panelScenarios(h) {
       const shown = await notice.waitFor({ timeout: T }).then(() => true, () => false);
       await waitIdle(page);
       await panelShot(page, "view-auth-error");
-      return {
+      const got = {
         shown,
         text: shown ? (await notice.textContent()) ?? "" : "",
         buttons: shown ? await notice.locator(".setup-actions button").allTextContents() : [],
         modeBeforePrompt,
         modeAfter: await p.locator("button.picker-mode").getAttribute("data-value"),
       };
+      if (!shown) return got;
+      // the error's own Set API Key: the key applies to this session (restarted with it, resumed)
+      const setKey = async (key) => {
+        const box = page.locator('.quick-input-widget input[type="password"]');
+        await box.waitFor({ timeout: T });
+        await box.fill(key);
+        await page.keyboard.press("Enter");
+      };
+      await notice.locator(".setup-actions button", { hasText: "Set API Key" }).click();
+      await setKey(s.newKey);
+      const resumedNotice = p.locator(".notice", { hasText: "restarted with the new API key" }).last();
+      const resumed = await resumedNotice.waitFor({ timeout: T }).then(() => resumedNotice.textContent(), () => null);
+      await promptInPanel(page, s.retry);
+      const answered = await p.locator(".transcript", { hasText: s.retryAnswer }).waitFor({ timeout: T }).then(() => true, () => false);
+      await waitIdle(page);
+      const newSessionOnly = await p.locator(".notice", { hasText: "apply from the next new session" }).count();
+      await panelShot(page, "view-auth-key-set");
+      // cleared again: the scenarios after this one use the server's own key
+      await runCommand(page, "Agent: Set API Key");
+      await setKey("");
+      await p.locator(".notice", { hasText: "restarted without the API key" }).last().waitFor({ timeout: T }).catch(() => {});
+      return { ...got, keyFix: { resumed, answered, newSessionOnly } };
     },
 
     /** One turn: a shell command that prints, then waits for a file the runner writes (its output
