@@ -30,7 +30,7 @@ from agent_server.agent.budget import body_chars, estimate_tokens
 from agent_server.agent.request_memo import RequestMemo, message_tokens, valid_cuts
 from agent_server.agent.exits import TurnFailed
 from agent_server.agent.request import TRANSCRIPT_RULE, RequestRebuildError, compaction_body_of
-from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy
+from agent_server.agent.step import Emit, ModelClient, RequestHeader, RetryPolicy, Waiting
 from agent_server.config.load import AgentSettings
 from agent_server.llm import AssembledMessage, Finish, LLMError, encode_body
 from agent_server.session import EventLog, SessionEvent, surface_messages
@@ -439,8 +439,10 @@ class Compactor:
         ``None`` when every try was answered without a summary."""
         span = {"first_seq": first_seq, "last_seq": last_seq}
         for attempt in range(1, self.retry.max_attempts + 1):
-            try:
-                message = await _stream(client, body)
+            try:  # told while it waits, as a step's request (``assistant/waiting``)
+                waiting = Waiting(self.log, self.emit, int(start.data.get("turn") or 0), int(start.data.get("step") or 0),
+                                  attempt)
+                message = await _stream(client, body, waiting)
                 if not message.content.strip():
                     raise LLMError("EMPTY_RESPONSE", "the summary was empty")
                 return message
@@ -467,11 +469,22 @@ class Compactor:
         raise AssertionError("unreachable")
 
 
-async def _stream(client: ModelClient, body: bytes) -> AssembledMessage:
-    """The summarising request's final message (nothing of it is forwarded to the editor)."""
-    async for event in client.stream(body):
-        if isinstance(event, Finish):
-            return event.message
+async def _stream(client: ModelClient, body: bytes, waiting: Waiting | None = None) -> AssembledMessage:
+    """The summarising request's final message (nothing of it is forwarded to the editor);
+    ``waiting``: the try's wait notices, stopped at the answer's first event."""
+    stream = client.stream(body)
+    if waiting is not None:
+        waiting.start()
+    try:
+        async for event in stream:
+            if waiting is not None:
+                await waiting.answered()
+                waiting = None
+            if isinstance(event, Finish):
+                return event.message
+    finally:
+        if waiting is not None:
+            await waiting.ended()
     raise LLMError("STREAM_CLOSED", "the stream ended without a finish")
 
 

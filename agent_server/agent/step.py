@@ -185,7 +185,7 @@ async def stream_step(
         if partial.journal is not None:
             partial.journal.begin(step_seq=start.seq, turn=turn, step=step, attempt=attempt)
         try:  # partial.step: cleared on commit
-            return await _stream_once(client, body, emit, partial, start.seq, _Waiting(log, emit, turn, step, attempt))
+            return await _stream_once(client, body, emit, partial, start.seq, Waiting(log, emit, turn, step, attempt))
         except LLMError as error:
             final = not error.retryable or attempt == retry.max_attempts
             delay = None if final else retry.delay(attempt, error)
@@ -304,7 +304,7 @@ def waiting_notice(event: SessionEvent) -> dict[str, Any]:
                                                   "seconds": event.data.get("seconds")}}}}
 
 
-class _Waiting:
+class Waiting:
     """The timers of one try's ``WAIT_NOTICES``: each that fires before the answer's first event
     logs ``assistant/waiting`` and sends its notice; ``stop()`` (the first event, or the try's end)
     cancels the rest, and ``told()`` is what the first chunk waits for (the notice comes first)."""
@@ -350,9 +350,22 @@ class _Waiting:
         sent, self.sent = self.sent, None
         return sent if sent is not None and not sent.done() else None
 
+    async def answered(self) -> None:
+        """The answer's first event came: no more notices, the one being sent goes out first (as a
+        load replays them)."""
+        sent = self.stop()
+        if sent is not None:
+            await sent
+
+    async def ended(self) -> None:
+        """The try ended with nothing of its answer (failed, cancelled): no more notices."""
+        sent = self.stop()
+        if sent is not None:
+            await asyncio.shield(sent)
+
 
 async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: PartialMessage,
-                       step_seq: int, waiting: _Waiting | None = None) -> AssembledMessage:
+                       step_seq: int, waiting: Waiting | None = None) -> AssembledMessage:
     """One attempt: stream ``body``, forward its deltas, return the message at its ``Finish``. The
     stream is closed here when the attempt ends (its ``aclose``), not left to the event loop's
     finaliser of abandoned generators (a thread-safe wake-up and a task of its own, per stream).
@@ -363,9 +376,8 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
     try:
         async for event in stream:
             if waiting is not None:
-                sent, waiting = waiting.stop(), None
-                if sent is not None:  # the notice before the answer, as a load replays them
-                    await sent
+                await waiting.answered()
+                waiting = None
             if isinstance(event, TextDelta):
                 partial.text_parts.append(event.text)
                 if partial.journal is not None:  # on disk before the editor can have it
@@ -380,9 +392,7 @@ async def _stream_once(client: ModelClient, body: bytes, emit: Emit, partial: Pa
                 return event.message
     finally:
         if waiting is not None:
-            sent = waiting.stop()
-            if sent is not None:
-                await asyncio.shield(sent)
+            await waiting.ended()
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()

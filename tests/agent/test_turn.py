@@ -321,3 +321,42 @@ async def test_a_compaction_that_failed_after_the_turns_tool_calls_said_the_prom
     message = outcome.error["message"]
     assert message.startswith("compacting the history failed"), message
     assert "did not reach the model" not in message and "send it again" not in message, message
+
+
+async def test_a_compaction_whose_endpoint_did_not_answer_showed_nothing_but_compacting_for_five_minutes(
+        tmp_path, endpoint, monkeypatch):
+    """b2a629c's finding for the other model request a turn makes: the summarising request of a
+    compaction the endpoint accepted and did not answer showed "compacting" and nothing else for
+    ``stream_idle_timeout`` per try. The user is told at ``WAIT_NOTICES`` as for a step's request
+    (logged: a load shows the same), and the model never sees it."""
+    from agent_server.agent import step
+    from agent_server.host.lifecycle import history_updates
+
+    monkeypatch.setattr(step, "WAIT_NOTICES", (0.01, 0.02, 10.0))
+    endpoint.push(text_stream("first answer " * 160))
+    endpoint.push(text_stream("second answer " * 150))
+    endpoint.push(text_stream("the summary", delay=0.5))  # the compaction's request: no answer for a while
+    endpoint.push(text_stream("done"))
+    h = Harness(tmp_path, endpoint)
+    try:
+        for text in ("one", "two"):
+            assert (await h.session.prompt([{"type": "text", "text": text}])).exit == "end_turn"
+        assert (await h.session.prompt([{"type": "text", "text": "three"}])).exit == "end_turn"
+    finally:
+        await h.client.aclose()
+    assert h.log.latest("compaction/summary") is not None  # the compaction's request was answered, late
+    said = [u for u in h.updates if u["sessionUpdate"] in ("agent_message_chunk", "compaction_update")]
+    began = next(i for i, u in enumerate(said) if u.get("status") == "in_progress")
+    done = next(i for i, u in enumerate(said) if u.get("status") == "completed")
+    waits = [u for u in said[began:done] if "No answer from the model yet" in u.get("content", {}).get("text", "")]
+    assert len(waits) == 2, said[began:done]
+    logged = [e for e in h.log.events if e.type == "assistant/waiting"]
+    replayed = [u for u in history_updates(h.log.events, [str(tmp_path)])
+                if u["sessionUpdate"] == "agent_message_chunk" and u.get("_meta", {}).get("agentServer", {}).get("waiting")]
+    seqs = {u["_meta"]["agentServer"]["waiting"]["seq"] for u in waits}
+    assert [u for u in replayed if u["_meta"]["agentServer"]["waiting"]["seq"] in seqs] == waits  # byte-exact
+    assert len(logged) == len(replayed)
+    assert "No answer" not in json.dumps(derive_messages(h.log.events))
+    from agent_server.agent.replay import logged_requests
+
+    assert [r.body for r in logged_requests(h.log.events)] == [r.body for r in endpoint.requests]  # the summary's too
