@@ -320,3 +320,29 @@ def test_saving_after_undo_restored_the_disk_under_unsaved_edits_warned_the_file
     assert ed.lua(f"return vim.bo[{buf}].modified", str(path)) is False
     ed.lua(f"vim.api.nvim_buf_call({buf}, function() vim.cmd('silent undo') end)", str(path))
     assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, 1, false)", str(path)) == ["s1"]
+
+
+def test_undo_under_unsaved_edits_of_a_long_file_wiped_the_buffers_undo_history(make_editor, endpoint, workspace):
+    """278cec3 makes Neovim's record of the file current with ``:edit!`` and sets the unsaved text
+    back: the undo history is kept only when 'undoreload' saves the reload (a file under 10,000
+    lines by default). A longer file lost it: after ``/undo`` the user's two unsaved edits were one
+    step, ``u`` took both back, and nothing before them could be undone."""
+    path = workspace / "long.txt"
+    before = "".join(f"line {i}\n" for i in range(1, 12001)).encode()
+    path.write_bytes(before)
+    push(endpoint, call("s", "bash", command="sed -i 's/^line 12000$/LAST/' long.txt"), text_stream("done"))
+    ed = make_editor()
+    ed.lua(KEEP_MINE_ON_UNDO)
+    ed.cmd(f"edit {path}")
+    ed.keys("1GA FIRST<Esc>")
+    ed.keys("2GA SECOND<Esc>")  # two edits of the user's: two undo steps
+    ed.cmd("tabfirst")
+    ed.cmd("AgentAsk run the shell")
+    ed.idle()
+    ed.cmd("AgentAsk /undo")
+    ed.idle()
+    assert path.read_bytes() == before
+    buf = "require('agent_server.buffers').find(...)"
+    assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, 2, false)", str(path)) == ["line 1 FIRST", "line 2 SECOND"]
+    ed.lua(f"vim.api.nvim_buf_call({buf}, function() vim.cmd('silent undo') end)", str(path))
+    assert ed.lua(f"return vim.api.nvim_buf_get_lines({buf}, 0, 2, false)", str(path)) == ["line 1 FIRST", "line 2"]

@@ -172,8 +172,8 @@ end
 
 --- After `/undo` or `/redo` wrote `path` on disk under its buffer's unsaved text: where the disk holds
 --- again exactly what the buffer was read from or last saved as, Neovim's record of the file is made
---- current — `:edit!`, then the unsaved text back (by undo where 'undoreload' kept it, the undo
---- history with it; else set again), its 'eol', 'fileformat' and 'bomb' too — so that `:w` writes the
+--- current — `:edit!` ('undoreload' keeping the reload for undo, whatever the file's length), then the
+--- unsaved text back (by undo, the undo history with it; else set again), its 'eol', 'fileformat' and 'bomb' too — so that `:w` writes the
 --- unsaved text without "The file has been changed since reading it". Any other disk: left to Neovim's
 --- own warning (someone else's bytes would be written over).
 function M.adopt_disk(path)
@@ -193,9 +193,14 @@ function M.adopt_disk(path)
     views[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
   end
   local seq = vim.fn.undotree(buf).seq_last
+  -- the reload saved for undo whatever the file's length ('undoreload' negative): past its default
+  -- 10,000 lines `:edit!` would wipe the undo history, the user's edits with it
+  local undoreload = vim.o.undoreload
+  vim.o.undoreload = -1
   local ok = pcall(vim.api.nvim_buf_call, buf, function()
     vim.cmd("silent keepalt keepjumps edit!")
   end)
+  vim.o.undoreload = undoreload
   if not ok then
     return false
   end
