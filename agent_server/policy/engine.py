@@ -488,10 +488,10 @@ class SessionPolicy:
             return None
         decided = self._decided.get(tool_call_id)
         if decided is not None:
-            if resolved == decided:
-                return None
+            if resolved == decided or (kind == "list" and resolved == os.path.dirname(decided)):
+                return None  # ("list": the names of the folder of a path that was not found)
             return f"it now leads to {resolved}, not to {decided}, where it led when it was allowed"
-        if kind == "read" and self.secrets.match(resolved) is None and self.reads_unasked(Path(resolved)):
+        if kind in ("read", "list") and self.secrets.match(resolved) is None and self.reads_unasked(Path(resolved)):
             return None
         return f"it leads to {resolved}, which this call was not allowed to {'read' if kind == 'read' else 'change'}"
 

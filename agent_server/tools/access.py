@@ -66,8 +66,9 @@ Protected = Callable[[str, str], "str | None"]
 """``(lexical, resolved) -> reason | None``: why a path is a protected credential store."""
 
 Gate = Callable[[str, str], "str | None"]
-"""``(kind, resolved) -> reason | None``: why the open of ``resolved`` (``kind``: ``"read"`` or
-``"write"``) is not what policy decided for the call in progress (``None``: it is, or no call)."""
+"""``(kind, resolved) -> reason | None``: why the open of ``resolved`` (``kind``: ``"read"``,
+``"write"``, or ``"list"``: a folder's names only) is not what policy decided for the call in
+progress (``None``: it is, or no call)."""
 
 
 class FileAccess:
@@ -151,13 +152,14 @@ class FileAccess:
             raise
         return fd, resolved
 
-    def open_folder(self, path: Path | str) -> tuple[int, str]:
+    def open_folder(self, path: Path | str, kind: str = "read") -> tuple[int, str]:
         """A directory fd of the folder at ``path`` (for a search to start in) and its resolution:
-        ``check``, the open with no link followed, then ``opened``."""
-        resolved = self.check(path)
+        ``check``, the open with no link followed, then ``opened``; ``kind`` ``"list"``: only its
+        names are read (the folder of a path that was not found: the gate lets its parent pass)."""
+        resolved = self.check(path, kind)
         fd = open_dir_beneath(resolved, [], create=False)
         try:
-            self.opened(fd, resolved, path)
+            self.opened(fd, resolved, path, kind)
         except BaseException:
             os.close(fd)
             raise

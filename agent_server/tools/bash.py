@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Protocol
@@ -41,7 +40,8 @@ from .files import CURRENT_TOOL_CALL
 from . import procs
 from .live import LIVE_OUTPUT
 from .output import SPILL_LIMIT_BYTES, open_spill_file, spill_room
-from .procs import KILL_GRACE_SECONDS, reaped, terminate_group, wait_exit
+from .procs import KILL_GRACE_SECONDS, exit_text, reaped, terminate_group, wait_exit
+from .shell_network import again_with_network, wants_network
 from .user_wait import awaiting_user
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -230,42 +230,13 @@ class BashTool(Tool):
         if launch is not None and launch.refuse:
             return ToolResult.error(launch.refuse, sandbox=launch.meta)
         result = await self._run(launch, argv, env, cwd, timeout, ctx)
-        retry = getattr(launch, "network_retry", None)
-        if retry is not None and result.meta.get("outcome") == "exited" and result.is_error and \
-                any(m in result.text for m in getattr(launch, "network_markers", ())):
-            result = await self._again_with_network(retry, result, argv, env, cwd, timeout, ctx)
+        if wants_network(launch, result):  # cut off from the network, failed for want of it: asked
+            result = await again_with_network(launch, result, lambda again: self._run(again, argv, env, cwd, timeout, ctx))
         if ctx.env_dropped and not ctx.env_dropped_told:  # once a session: what the shell lacks, and why
             ctx.env_dropped_told = True
             result.meta["env_dropped"] = list(ctx.env_dropped)
             result.text += "\n" + dropped_notice(ctx.env_dropped)
         return result
-
-    async def _again_with_network(self, retry: Any, first: ToolResult, argv: list[str], env: dict[str, str],
-                                  cwd: Path, timeout: float, ctx: ToolContext) -> ToolResult:
-        """The command ran cut off from the network (``network = "ask"``) and failed as if it needed
-        it: the user is asked whether to run it again with the network (their time is not the
-        command's); yes — the second run's result, saying so; no — the first run's, saying that."""
-        again = None
-        try:
-            with awaiting_user():
-                again = await retry(CURRENT_TOOL_CALL.get(), first.text)
-        except asyncio.CancelledError:  # the turn was cancelled meanwhile: not run again
-            if (task := asyncio.current_task()) is not None:
-                task.uncancel()
-        if again is None or again.refuse:
-            first.meta["network_retry"] = "refused"
-            first.text += ("\n[sandbox] This command ran without the network (the sandbox cuts it off) and failed as "
-                           "if it needed it. The user was asked to run it again with the network and did not allow "
-                           "it. Do not try to reach the network another way; work offline, or ask the user.")
-            return first
-        second = await self._run(again, argv, env, cwd, timeout, ctx)
-        second.meta["network_retry"] = "allowed"
-        second.meta["first_run"] = {k: first.meta.get(k) for k in ("exit_code", "outcome", "output_bytes", "seconds")}
-        head = "\n".join(first.text.splitlines()[-5:])
-        second.text = ("[sandbox] This command first ran without the network and failed as if it needed it (its last "
-                       f"lines:\n{head}\n); the user allowed it to run again with the network — this is the second "
-                       "run (whatever the first changed stays).\n" + second.text)
-        return second
 
     async def _run(self, launch: Any, argv: list[str], env: dict[str, str], cwd: Path, timeout: float,
                    ctx: ToolContext) -> ToolResult:
@@ -423,7 +394,7 @@ class BashTool(Tool):
                 "[background processes kept the output open after the command finished and were "
                 "stopped; to leave a process running, redirect its output: `cmd > log 2>&1 &`]"
             )
-        lines.append(f"exit code: {_exit_text(proc.returncode)}")
+        lines.append(f"exit code: {exit_text(proc.returncode)}")
         ok = outcome == "exited" and proc.returncode == 0
         return ToolResult("\n".join(lines), is_error=not ok, meta=meta)
 
@@ -440,15 +411,3 @@ async def _drain(reader: asyncio.StreamReader, buffer: OutputBuffer, budget: flo
             buffer.feed(chunk)
     except (TimeoutError, OSError, ValueError):
         pass
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "unknown"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"{128 - code} (killed by {name})"
-    return str(code)

@@ -177,3 +177,16 @@ def _group_alive(pgid: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def exit_text(code: int | None) -> str:
+    """A shell exit status for the model: the number, and the signal that killed it (``137 (killed by SIGKILL)``)."""
+    if code is None:
+        return "unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{128 - code} (killed by {name})"
+    return str(code)

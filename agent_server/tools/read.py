@@ -248,9 +248,9 @@ def file_error(exc: OSError, path: Path, ctx: ToolContext, verb: str = "read") -
         return ToolResult.error(f"{shown} changed while it was being opened (a link appeared in its path); "
                                 "nothing was read or written.", refused="changed")
     if isinstance(exc, FileNotFoundError):
-        return ToolResult.error(f"File not found: {shown}.{_similar_names(path)}", not_found=True)
+        return ToolResult.error(f"File not found: {shown}.{_similar_names(path, ctx)}", not_found=True)
     if isinstance(exc, IsADirectoryError):
-        return ToolResult.error(f"{shown} is a directory, not a file.{_entries(path)}")
+        return ToolResult.error(f"{shown} is a directory, not a file.{_entries(path, ctx)}")
     if isinstance(exc, PermissionError):
         return ToolResult.error(f"Permission denied reading {shown}.")
     if isinstance(exc, FileTooLargeError):
@@ -261,10 +261,21 @@ def file_error(exc: OSError, path: Path, ctx: ToolContext, verb: str = "read") -
     return ToolResult.error(f"Cannot read {shown}: {exc.strerror or exc}.")
 
 
-def _similar_names(path: Path) -> str:
+def _listing(folder: Path, ctx: ToolContext, kind: str) -> list[os.DirEntry[str]]:
+    """The entries of ``folder``, listed through a descriptor ``ctx.access`` opened and judged (a
+    folder swapped for a link after the policy's decision lists nothing). Raises ``OSError``."""
+    fd, _ = ctx.access.open_folder(folder, kind)
+    try:
+        with os.scandir(fd) as it:
+            return list(it)
+    finally:
+        os.close(fd)
+
+
+def _similar_names(path: Path, ctx: ToolContext) -> str:
     parent = path.parent
     try:
-        names = sorted(os.listdir(parent))
+        names = sorted(e.name for e in _listing(parent, ctx, "list"))
     except FileNotFoundError:
         return f" The folder {parent} does not exist either."
     except OSError:
@@ -277,10 +288,9 @@ def _similar_names(path: Path) -> str:
     return " Did you mean: " + ", ".join(str(parent / n) for n in close) + "?"
 
 
-def _entries(path: Path, limit: int = 100) -> str:
+def _entries(path: Path, ctx: ToolContext, limit: int = 100) -> str:
     try:
-        with os.scandir(path) as it:
-            entries = sorted(e.name + ("/" if e.is_dir() else "") for e in it)
+        entries = sorted(e.name + ("/" if e.is_dir() else "") for e in _listing(path, ctx, "read"))
     except OSError:
         return " Use `glob` to list the files in it."
     if not entries:

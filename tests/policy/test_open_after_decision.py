@@ -154,3 +154,30 @@ def test_an_opened_descriptor_is_judged_by_its_own_path_when_a_folder_on_the_way
         assert asked[-1] == str(tmp_path / "b" / "f.txt")
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("case", ["folder", "missing"])
+async def test_a_folder_swapped_for_a_link_after_the_open_listed_the_outside_folders_names(tmp_path, monkeypatch, case):
+    """``read`` of a folder answers with its entries, and of a missing file with similar names in its
+    folder: both listed the folder again by its path after the checked open, so a link swapped in
+    right then listed an outside folder's names. They list through a descriptor the gate judged."""
+    from agent_server.tools import access
+
+    ws, outside = _workspace(tmp_path)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "inside.txt").write_text("harmless\n")
+    (outside / "privatf.txt").write_text("x")  # a name close to the missing one
+    real_open = access.open_regular
+
+    def open_then_swap(resolved):
+        try:
+            return real_open(resolved)
+        finally:
+            if not (ws / "sub").is_symlink():
+                _relink(ws / "sub", outside)  # after the checked open, before the listing
+
+    monkeypatch.setattr(access, "open_regular", open_then_swap)
+    path = "sub" if case == "folder" else "sub/privatx.txt"
+    result, decisions = await _run(tmp_path, "read", {"path": path}, lambda: None)
+    assert [d["rule"] for d in decisions] == ["workspace"]
+    assert "private.txt" not in result and "privatf.txt" not in result, result
