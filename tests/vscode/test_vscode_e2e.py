@@ -36,6 +36,13 @@ SLEEP2 = "sleep 98"
 FOCUS = "plain.txt"
 FOCUS_TEXT = "one\ntwo\nthree\n"
 FOCUS_ANSWER = "Shouted two."
+# newcomer 6 finding 3: the user types in calc.py while the proposal for test_calc.py arrives
+CALC = "calc.py"
+CALC_TEXT = "def add(a, b):\n    return a + b\n"
+CALC_TEST = "test_calc.py"
+CALC_TEST_TEXT = "import sys\nfrom calc import add\n"
+CALC_ANSWER = "Marked the import."
+CALC_AFTER = 40  # words typed after the proposal's tab showed
 
 
 def call(cid: str, name: str, **args) -> tuple[str, str, str]:
@@ -204,6 +211,13 @@ def script(names: list[str], second: str = "/nonexistent/second", linked: str = 
             tool_call_stream([call("e22", "edit", path=FOCUS, old_string="two", new_string="TWO")]),
             text_stream(FOCUS_ANSWER),
         ],
+        # newcomer 6 finding 3: the edit streams over ~3 s, the user typing in calc.py meanwhile
+        "typing_in_another_file_while_a_proposal_arrived": [
+            tool_call_stream([call("c23", "read", path=CALC_TEST)]),
+            tool_call_stream([call("c24", "edit", path=CALC_TEST, old_string="import sys", new_string="import sys  # x")],
+                             delay=0.3),
+            text_stream(CALC_ANSWER),
+        ],
         # one paragraph streamed slowly (about 5 s), /mode typed meanwhile
         "slash_command_during_a_stream": [text_stream(STREAMED, delay=0.04)],
         "shell_permission_allow_once": [
@@ -368,6 +382,8 @@ SCENARIOS = [
     {"name": "reject_tells_the_model", "prompt": "Change value in rej.py"},
     {"name": "typing_in_the_panel_while_a_proposal_opened", "prompt": "Shout two in plain.txt", "after": "and the next",
      "proposed": FOCUS_TEXT.replace("two", "TWO"), "answer": FOCUS_ANSWER},
+    {"name": "typing_in_another_file_while_a_proposal_arrived", "file": CALC, "other": CALC_TEST,
+     "prompt": "Mark the import in test_calc.py", "after": CALC_AFTER, "answer": CALC_ANSWER},
     {"name": "symlink_swapped_while_a_proposal_waits", "prompt": "Write sub/x.txt", "folder": "sub",
      "outside": "<set by the fixture>", "answer": SWAP_ANSWER},
     {"name": "slash_command_during_a_stream", "prompt": "Stream the words", "command": "/mode"},
@@ -457,7 +473,7 @@ def run(tmp_path_factory):
     workspace = (tmp / "workspace").resolve()
     workspace.mkdir()
     for name, text in {"app.py": APP, "stale.py": STALE, "two.py": TWO, "rej.py": REJ, "gone.txt": "x\n",
-                       FOCUS: FOCUS_TEXT}.items():
+                       FOCUS: FOCUS_TEXT, CALC: CALC_TEXT, CALC_TEST: CALC_TEST_TEXT}.items():
         (workspace / name).write_text(text)
     (workspace / "latin1.txt").write_bytes(LATIN1)
     for name, raw in {"mixed.txt": MIXED, "cr.txt": CR_ONLY, "mixedopen.txt": MIXED_OPEN}.items():
@@ -654,6 +670,24 @@ def test_typing_the_next_prompt_in_the_panel_while_a_proposal_opened_went_into_t
     assert got["input"] == got["typed"] and got["typed"].endswith("and the next")
     assert (workspace / FOCUS).read_text() == FOCUS_TEXT.replace("two", "TWO")
     assert got["outcome"].startswith("Applied") and "with your changes" not in got["outcome"]
+
+
+def test_typing_in_another_file_while_a_proposal_arrived_lost_every_keystroke_after_it(run):
+    """Newcomer 6, finding 3: the user typed in calc.py while the agent's proposal for test_calc.py
+    arrived; its diff opened in front of calc.py (preserveFocus kept the focus in an editor no longer
+    shown) and every word typed after it went to the workbench's body: w15 … w59 lost. The diff opens
+    behind calc.py, a notification offers Review: every word is in calc.py, and the proposal lands."""
+    scenario(run, "typing_in_another_file_while_a_proposal_arrived")
+    results, workspace, _ = run
+    got = results["scenarios"]["typing_in_another_file_while_a_proposal_arrived"]
+    assert got["before"] >= 1, got  # the proposal came while the user typed (not before the first word)
+    assert len(got["words"]) >= got["before"] + CALC_AFTER, got
+    assert (workspace / CALC).read_text() == CALC_TEXT + "\n" + "".join(f"{w} " for w in got["words"]), got
+    # calc.py stayed in front, the keyboard in it, all along
+    assert got["frontTab"].startswith(CALC), got
+    assert all(w.split(":", 1)[1] == f"{CALC}|editor" for w in got["where"]), got["where"]
+    assert "waits for your review" in got["notified"], got
+    assert (workspace / CALC_TEST).read_text() == CALC_TEST_TEXT.replace("import sys", "import sys  # x")
 
 
 def test_reject_tells_the_model(run):

@@ -69,9 +69,13 @@ export class ChatView implements vscode.WebviewViewProvider {
       }
       this.onMessage(m);
     });
+    view.onDidChangeVisibility(() => {
+      if (!view.visible) this.onMessage({ type: "focus", focused: false });
+    });
     view.onDidDispose(() => {
       this.view = undefined;
       this.ready = false;
+      this.onMessage({ type: "focus", focused: false });
     });
   }
 
@@ -98,10 +102,11 @@ export class ChatView implements vscode.WebviewViewProvider {
     void this.view?.webview.postMessage(msg);
   }
 
-  /** Reveals the panel (focus stays where it is unless `focus`). */
+  /** Reveals the panel (focus stays where it is unless `focus`: a panel never shown yet opens with
+   * VS Code's `<view>.open`, which keeps the focus; `<view>.focus` took it from the user's editor). */
   async reveal(focus = false): Promise<void> {
     if (this.view) this.view.show(!focus);
-    else await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+    else await vscode.commands.executeCommand(focus ? `${VIEW_ID}.focus` : `${VIEW_ID}.open`, ...(focus ? [] : [{ preserveFocus: true }]));
   }
 
   private html(webview: vscode.Webview): string {

@@ -119,7 +119,11 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
   /** Proposals of a session the panel did not show when they came: their diffs open once it does. */
   private readonly deferred = new Set<string>();
 
-  constructor(private readonly panel: ProposalPanel) {}
+  /** `place`: where a proposal opens unasked (keyboard.ts: behind the user's editor unless the panel has the keyboard). */
+  constructor(
+    private readonly panel: ProposalPanel,
+    private readonly place: () => { preserveFocus: true; background: boolean } = () => ({ preserveFocus: true, background: false }),
+  ) {}
 
   register(): vscode.Disposable {
     // a proposal's file deleted or replaced on disk (a terminal's rm): its card turns stale at once
@@ -263,14 +267,14 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
    * a session the user switched away from opens nothing over what they work on (its session's row in
    * the panel says it waits; going to that session opens it: `sessionShown`).
    */
-  async show(p: Proposal): Promise<void> {
+  async show(p: Proposal, asked = false): Promise<void> {
     this.onScreen.set(p.id, p);
     this.panel.proposalShown(p);
-    if (!this.panel.isShown(p)) {
+    if (!asked && !this.panel.isShown(p)) {
       this.deferred.add(p.id);
       return;
     }
-    await this.openTabs(p);
+    await this.openTabs(p, asked);
   }
 
   /** The panel shows `sessionId` now: the diffs of its proposals that waited unseen open. */
@@ -287,14 +291,22 @@ export class DiffView implements ProposalView, vscode.FileSystemProvider, vscode
     }
   }
 
-  private async openTabs(p: Proposal): Promise<void> {
+  /** Opens the proposal's diffs: unasked (it arrived), where `place` says — behind the user's editor,
+   * then a notification offers Review; `asked` (the panel's Show, Review): in front, focused. */
+  private async openTabs(p: Proposal, asked = false): Promise<void> {
+    const where = asked ? { preserveFocus: false, background: false } : this.place();
     for (let i = 0; i < p.files.length; i++) {
       const file = p.files[i]!;
       // a file proposed on its bytes on disk: the left side is those bytes, never a document of the
       // file; one holding unusual line terminators: a read-only copy of its text (an editable editor
       // of the document would ask to remove them)
       const left = file.create || file.disk || file.unusual ? proposalUri(p, i, "old") : file.uri;
-      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, preserveFocus: true });
+      await vscode.commands.executeCommand("vscode.diff", left, proposalUri(p, i, "new"), diffTitle(p, i), { preview: false, ...where });
+    }
+    if (where.background) {
+      void vscode.window.showInformationMessage(`Agent: "${p.label}" waits for your review, in a tab behind your editor (your typing stays there).`, "Review").then((choice) => {
+        if (choice === "Review" && !p.done) void this.show(p, true);
+      });
     }
   }
 

@@ -22,6 +22,7 @@ import { SECRET_KEY, changedLaunchSettings, promptForApiKey, readSettings, serve
 import { selectionBlock } from "./selection";
 import { checkConfig, isOfflineEndpoint, reachView, setupView } from "./setup";
 import { type ProblemLike, type ResourceBlock, fileMention, folderMention, problemsMention, terminalMention } from "./mentions";
+import { Keyboard } from "./keyboard";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { isSafeLink } from "../webview/render";
@@ -139,6 +140,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   }
 
   const chat = new ChatView(context.extensionUri, (m) => void onMessage(m));
+  /** Whether the panel holds the keyboard: an editor opened unasked goes behind the user's editor unless it does. */
+  const keyboard = new Keyboard();
+  context.subscriptions.push(keyboard);
   /** The session whose transcript the panel shows (as the webview's fold takes it from these events):
    * a question of another session is not drawn there — the panel says that session waits. */
   let shownSession: string | undefined;
@@ -163,7 +167,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const waitingQuestions = () => [...permissions.waiting(), ...proposals.all().filter((p) => !p.done).map((p) => ({ sessionId: p.params.sessionId, what: p.label }))];
   /** The open session picker's repaint when what waits changes (a question came or was answered). */
   let pickerWaitingChanged: (() => void) | undefined;
-  const permissions = new Permissions(post, isShown, () => postWaiting());
+  const permissions = new Permissions(post, isShown, () => postWaiting(), () => keyboard.unasked());
   // `agentServer.proposalPending`: the accept/reject shortcuts work while a proposal waits
   const pendingContext = (finished?: Proposal) => void vscode.commands.executeCommand("setContext", "agentServer.proposalPending", proposals.all().some((x) => !x.done && x !== finished));
   const panel: ProposalPanel = {
@@ -191,12 +195,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       // a created file opens on accept (the focus stays where it is)
       if (r.outcome === "applied" || r.outcome === "partial") {
         for (const f of p.files) {
-          if (f.create) void vscode.window.showTextDocument(f.uri, { preview: false, preserveFocus: true }).then(undefined, () => undefined);
+          if (f.create) void vscode.commands.executeCommand("vscode.open", f.uri, { preview: false, ...keyboard.unasked() }).then(undefined, () => undefined);
         }
       }
     },
   };
-  const diffView = new DiffView(panel);
+  const diffView = new DiffView(panel, () => keyboard.unasked());
   const proposals = new ProposalManager(diffView, log);
   diffView.manager = proposals;
 
@@ -391,6 +395,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   async function onMessage(m: WebviewToHost): Promise<void> {
     try {
       switch (m.type) {
+        case "focus":
+          return keyboard.panelFocus(m.focused === true);
         case "ready": // the panel is shown: the server starts now, before the first prompt
           void refreshSetup();
           return await prestart();
@@ -447,7 +453,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         case "proposal": {
           const p = proposals.get(m.id);
           if (!p) return;
-          if (m.action === "show") return await diffView.show(p);
+          if (m.action === "show") return await diffView.show(p, true);
           if (m.action === "again") return await proposals.askAgain(m.id);
           return await proposals.decideAll(m.id, m.action === "accept");
         }

@@ -32,6 +32,8 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     private readonly post: (e: ChatEvent) => void,
     private readonly shown: (sessionId: string) => boolean = () => true,
     private readonly changed: () => void = () => {},
+    /** Where the question's diff opens: behind the user's editor unless the panel has the keyboard (keyboard.ts). */
+    private readonly place: () => { preserveFocus: true; background: boolean } = () => ({ preserveFocus: true, background: false }),
   ) {}
 
   register(): vscode.Disposable {
@@ -87,7 +89,7 @@ export class Permissions implements vscode.TextDocumentContentProvider {
       vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: shown, query: left }),
       vscode.Uri.from({ scheme: PERMISSION_DIFF_SCHEME, path: shown, query: right }),
       `${shown.slice(1)}: change the agent asks to make${partialNote(d)}`,
-      { preview: true, preserveFocus: true },
+      { preview: true, ...this.place() },
     );
   }
 

@@ -129,6 +129,8 @@ export type HostToWebview = { type: "events"; events: ChatEvent[] };
 
 export type WebviewToHost =
   | { type: "ready" }
+  /** The panel's webview gained or lost the keyboard focus (an editor the agent opens then goes behind the user's editor unless it has). */
+  | { type: "focus"; focused: boolean }
   /** `mentions`: ids of mentions the host made (it holds their content); `images` pasted or dropped. */
   | { type: "prompt"; text: string; mentions?: string[]; images?: ImageView[] }
   /** `@` typed or the attach button: the host asks what to attach (QuickPick). */
@@ -160,5 +162,5 @@ export type WebviewToHost =
 export function isWebviewMessage(m: unknown): m is WebviewToHost {
   if (typeof m !== "object" || m === null) return false;
   const t = (m as { type?: unknown }).type;
-  return typeof t === "string" && ["ready", "prompt", "cancel", "newSession", "listSessions", "pickSession", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "showSaved", "pickOption", "takenOverChoice"].includes(t);
+  return typeof t === "string" && ["ready", "focus", "prompt", "cancel", "newSession", "listSessions", "pickSession", "loadSession", "permission", "proposal", "hunk", "openLink", "pickMention", "action", "openLocation", "showChange", "showSaved", "pickOption", "takenOverChoice"].includes(t);
 }

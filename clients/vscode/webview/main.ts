@@ -1234,6 +1234,11 @@ window.addEventListener("message", (ev: MessageEvent<HostToWebview>) => {
   schedule();
 });
 
+// where the keyboard is: an editor the agent opens while the panel lacks it goes behind the user's editor
+window.addEventListener("focus", () => send({ type: "focus", focused: true }));
+window.addEventListener("blur", () => send({ type: "focus", focused: false }));
+if (document.hasFocus()) send({ type: "focus", focused: true });
+
 paintAttachments();
 paintCompletions();
 send({ type: "ready" });

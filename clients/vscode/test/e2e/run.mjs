@@ -50,8 +50,14 @@ async function activeTabDirty(page) {
   return page.locator(".editor-group-container.active .tab.active.dirty").count().then((n) => n > 0);
 }
 
+/** The diff that came (a proposal's, a question's): in front, or — it came while the keyboard was in
+ * an editor (keyboard.ts) — in a tab behind it, opened as a user does: a click on its tab. */
 async function waitDiff(page) {
-  await page.locator(".editor-group-container.active .monaco-diff-editor").waitFor({ timeout: T });
+  const front = page.locator(".editor-group-container.active .monaco-diff-editor");
+  const behind = page.locator('.editor-group-container.active .tab:not(.active)[aria-label*="(proposal)"], .editor-group-container.active .tab:not(.active)[aria-label*="change the agent asks to make"]');
+  await front.or(behind).first().waitFor({ timeout: T });
+  if ((await front.count()) === 0) await behind.last().click();
+  await front.waitFor({ timeout: T });
   await page.waitForTimeout(500);
 }
 
@@ -466,6 +472,61 @@ const scenarios = {
     return got;
   },
 
+  /** Newcomer 6, finding 3: the user types on in another file (calc.py) while a proposal for
+   * test_calc.py arrives: its diff replaced calc.py in front and every key after it went to the
+   * workbench's body. Word after word across the arrival (where the keyboard is, sampled every 5
+   * words); then the proposal is reviewed from the notification and accepted; calc.py is saved. */
+  async typing_in_another_file_while_a_proposal_arrived(page, s) {
+    const p = panel(page);
+    await quickOpen(page, s.file);
+    await promptInPanel(page, s.prompt);
+    await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
+    await page.keyboard.press("Control+End");
+    await page.keyboard.press("Enter");
+    const arrived = page.locator('.editor-group-container .tab[aria-label*="(proposal)"]');
+    // the front tab, and whether the keyboard is in a (non-diff) text editor of the active group
+    const keyboardIn = () => page.evaluate(() => {
+      const a = document.activeElement;
+      const tab = document.querySelector(".editor-group-container.active .tab.active");
+      const editor = a?.closest(".editor-group-container.active .monaco-editor");
+      const inEditor = Boolean(editor) && !a.closest(".monaco-diff-editor");
+      return `${tab?.getAttribute("aria-label")?.split(",")[0] ?? "-"}|${inEditor ? "editor" : `${a?.tagName ?? "-"}.${a?.className ?? ""}`}`;
+    });
+    const words = [];
+    const where = [];
+    let before = 0; // words typed before the proposal's tab showed
+    for (let i = 0; i < 400; i++) {
+      if ((await arrived.count()) === 0) before = i;
+      else if (i >= before + s.after) break;
+      if (i % 5 === 0) where.push(`${i}:${await keyboardIn()}`);
+      // words and spaces only: an Enter could take a word-based suggestion instead of a new line
+      const word = `w${i}`;
+      await page.keyboard.type(`${word} `);
+      words.push(word);
+    }
+    const text = await editorText(page);
+    const frontTab = (await page.locator(".editor-group-container.active .tab.active").getAttribute("aria-label")) ?? "";
+    await shot(page, "typing-in-another-file-while-a-proposal-arrived");
+    // the notification's Review (its toast hides after 15 s: from the notification center) opens the
+    // diff in front (no notification: its tab); Accept All
+    await runCommand(page, "Notifications: Show Notifications");
+    const item = page.locator(".notifications-center .notification-list-item", { hasText: "waits for your review" }).last();
+    const notified = await item.textContent({ timeout: 10_000 }).then((t) => (t ?? "").trim(), () => null);
+    await shot(page, "typing-in-another-file-notifications");
+    if (notified !== null) await item.locator(".monaco-button", { hasText: "Review" }).click();
+    else await arrived.first().click();
+    await page.locator(".editor-group-container.active .monaco-diff-editor").waitFor({ timeout: T });
+    await page.waitForTimeout(300);
+    await titleAction(page, "Accept All");
+    await p.locator('.proposal[data-outcome="applied"]', { hasText: s.other }).last().waitFor({ timeout: T });
+    await p.locator(".agent", { hasText: s.answer }).last().waitFor({ timeout: T });
+    await waitIdle(page);
+    await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
+    await page.keyboard.press("Control+S");
+    await page.locator(`.editor-group-container.active .tab.active.dirty[aria-label^="${s.file}"]`).waitFor({ state: "detached", timeout: T });
+    return { words, before, where, text, frontTab, notified };
+  },
+
   /** Finding 20: while the proposal to create sub/x.txt waits, another process swaps the folder sub
    * for a link to a folder outside the workspace; Accept All is refused as stale (the pytest side checks
    * the disk and what the model was told). */
@@ -600,8 +661,9 @@ const scenarios = {
       const id = await card.getAttribute("data-proposal-id");
       if (id === previous) throw new Error(`try ${i}: no new proposal after ${previous}`);
       previous = id;
-      // the diff has opened (it took the focus): back to the document, at its top
-      await page.locator('.editor-group-container.active .tab.active[aria-label*="(proposal)"]').waitFor({ timeout: T });
+      // the diff has opened (in front after the prompt typed in the panel; later ones, the keyboard in
+      // the document, behind it): the document in front, at its top
+      await page.locator('.editor-group-container.active .tab[aria-label*="(proposal)"]').first().waitFor({ timeout: T });
       at.diff = Date.now() - t0;
       await page.locator(`.editor-group-container.active .tab[aria-label^="${s.file}"]`).first().click();
       at.clicked = Date.now() - t0;

@@ -278,6 +278,7 @@ export const window = {
     return window.warningAnswers.shift();
   },
   onDidStartTerminalShellExecution: () => ({ dispose() {} }),
+  onDidChangeTextEditorSelection: () => ({ dispose() {} }),
   /** Terminals made (the tests close them with `closeTerminal`), and the listeners of their closing. */
   terminals: [] as { name: string; shown: boolean; show(): void }[],
   terminalClosed: [] as ((t: unknown) => void)[],
@@ -355,3 +356,8 @@ export function resetStub(): void {
 }
 
 export { offsetAt };
+export enum TextEditorSelectionChangeKind {
+  Keyboard = 1,
+  Mouse = 2,
+  Command = 3,
+}

@@ -41,6 +41,8 @@ export async function openPanel(script: object, settings: Record<string, unknown
       postMessage: async (m: HostToWebview) => (sent.push(...m.events), true),
     },
     onDidDispose: () => ({ dispose() {} }),
+    onDidChangeVisibility: () => ({ dispose() {} }),
+    visible: true,
     show() {},
   });
   receive({ type: "ready" });
