@@ -458,11 +458,18 @@ class Restorer:
             return said(path, f"not restored ({outcome.status}" + (f": {outcome.message})" if outcome.message else ")"))
         from agent_server.checkpoints.plan import NOT_AS_IT_WAS
 
+        reformatted = None  # the file as the editor's save left the restored text
         if not outcome.merged:  # what landed, read back: never "restored" on the editor's word alone
             wrong = await self._not_the_checkpoint(dirfd, name, path, target_raw, outcome, bool(bom_kept))
-            if wrong:
+            reformatted = None if not wrong else self._saved_over(dirfd, name, path, outcome, target_mode,
+                                                                  None if current is None else current.raw, expect)
+            if wrong and reformatted is None:
                 return said(path, f"{NOT_AS_IT_WAS} ({wrong}; /{'undo' if self._title.startswith('Undo') else 'redo'} "
                                   "asks about it again)")
+            if reformatted is not None:
+                done_word += (" (then the editor's save changed it: format-on-save or another save participant "
+                              "rewrote the restored text, so the file differs from the checkpoint only by what "
+                              "that save changed)")
         saved = getattr(outcome, "saved", True)
         if not saved and getattr(outcome, "save_failed", False):  # the buffer was clean: the disk must hold the checkpoint
             try:
@@ -486,7 +493,9 @@ class Restorer:
                 landed = _look(dirfd, name)
             except OSError:
                 landed = None
-            return said(path, done_word + bom_kept + ("" if landed is None else _mode_note(landed[1], target_mode)))
+            done = said(path, done_word + bom_kept + ("" if landed is None else _mode_note(landed[1], target_mode)))
+            # what the run left is the saved file, not the checkpoint: a /redo of it starts from there
+            return done if reformatted is None else {**done, "left": reformatted.to_json()}
         # the buffer has unsaved changes (kept): the restore is in it; a disk that holds the change too keeps
         # it — said, so that nobody takes the file on disk for restored (a revert of the buffer brings it back).
         # The permission bits are the file's, never the buffer's (an editor's save keeps them): set now
@@ -501,6 +510,28 @@ class Restorer:
         what = "the agent's change" if self._title.startswith("Undo") else "what the /undo left"
         return said(path, done_word + bom_kept + note + f" (in the editor's buffer only, which has unsaved changes: "
                                                          f"the file on disk keeps {what} until you save it)")
+
+    def _saved_over(self, dirfd: int, name: str, path: Path, outcome: WriteOutcome, mode: int | None,
+                    replaced: bytes | None, expect: FileState | None) -> FileState | None:
+        """The file as the editor's save left a restore it applied exactly (kept: what the run
+        leaves), when that save alone made it differ from the checkpoint — the editor applied every
+        hunk as sent and saved, then a save participant (format-on-save) rewrote it — and the file is
+        neither what the run replaced nor the state it takes back (``expect``: a save that put the
+        agent's change back restored nothing); else ``None``: not restored as it was."""
+        if not (outcome.status == "written" and outcome.as_sent and outcome.landed_by == "editor"
+                and getattr(outcome, "saved", True)):
+            return None
+        try:
+            now = _look(dirfd, name)
+        except OSError:
+            return None
+        if (now is None or now[1] == LINK_MODE or replaced is None or now[0] == replaced
+                or (expect is not None and expect.holds(now[0]) is True)):
+            return None
+        try:
+            return self.blobs.keep(now[0], mode if mode is not None else now[1], secret=self.is_secret(path) is not None)
+        except OSError:
+            return None
 
     async def _not_the_checkpoint(self, dirfd: int, name: str, path: Path, target: bytes,
                                   outcome: WriteOutcome, bom_kept: bool = False) -> str | None:

@@ -122,7 +122,9 @@ class WriteOutcome:
     ``snapshot`` differ from what was sent — ``"user"`` (adjusted before accepting) or ``"editor"``
     (the client changed the text while writing it, e.g. a final blank line). ``merged``: the editor
     applied the change on top of the user's edits of other lines made while it waited; ``snapshot``
-    is then the agent's view (its base with the change), not the file's text.
+    is then the agent's view (its base with the change), not the file's text. ``as_sent``: with
+    ``landed_by`` ``"editor"`` after a save, the editor applied exactly the text sent (every hunk, as
+    proposed) before its save participant (format-on-save) changed it: the save's doing alone.
     """
 
     status: Literal["written", "partial", "rejected", "stale", "cancelled", "timeout", "failed"]
@@ -134,6 +136,7 @@ class WriteOutcome:
     hunks_total: int | None = None
     landed_by: Literal["user", "editor"] = "user"
     merged: bool = False
+    as_sent: bool = False
 
 
 @runtime_checkable

@@ -159,3 +159,87 @@ async def test_undo_whose_restore_was_reformatted_at_save_said_why_it_is_not_the
     answer = said(h, sid)[before:]
     assert path.read_bytes() != CFG and "cfg.json: restored." not in answer, answer
     assert "cfg.json: not restored as it was (the editor's save changed it" in answer, answer
+
+
+def reformatting_restore(put_back: bytes | None = None, before_save: str | None = None):
+    """VS Code with format-on-save answering a restore it applied exactly: its save pretty-prints the
+    restored text (``put_back``: writes those bytes instead), and the answer names the hash of the
+    document's text before the save (``_meta.agentServer.beforeSave``; ``before_save``: another)."""
+    def decide(params, hunks):
+        from support.editor import reference_apply
+
+        doc = params["edit"]["documentChanges"][-1]
+        uri = doc["textDocument"]["uri"]
+        path = Path(uri_path(uri))
+        applied = reference_apply(path.read_text(), doc["edits"], "utf-16")
+        saved = put_back if put_back is not None else json.dumps(json.loads(applied), indent=4).encode() + b"\n"
+        path.write_bytes(saved)
+        return {"outcome": "applied", "saved": True, "applied": {"documentChanges": [doc]},
+                "versions": {uri: {"version": 4, "sha256": sha(saved.decode())}},
+                "_meta": {"agentServer": {"beforeSave": {uri: before_save or sha(applied)}}}}
+    return decide
+
+
+async def test_undo_through_format_on_save_said_nothing_was_undone_while_the_agents_change_was_taken_back(
+        acp_harness_factory, endpoint, workspace):
+    """Newcomer 6, finding 2: with format-on-save, /undo's restore was applied exactly and its save
+    reformatted it — the agent's change taken back on disk — yet the chat said "not restored as it
+    was … Nothing was undone", and /undo stayed on that turn for ever (no answer ever gives the
+    checkpoint's bytes back). Restored, said so with the save's part, the turn undone: the next
+    /undo takes back the turn before; /redo of it starts from what the save left, unasked."""
+    notes = workspace / "notes.txt"
+    notes.write_bytes(b"one\n")
+    path = workspace / "cfg.json"
+    path.write_bytes(CFG)
+    h, sid, editor, asked = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once")
+    endpoint.push(call("r1", "read", path="notes.txt"))
+    endpoint.push(call("e1", "edit", path="notes.txt", old_string="one", new_string="ONE"))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "shout one")).stop_reason == "end_turn"
+    editor.decide = formatting_on_save
+    endpoint.push(call("r2", "read", path="cfg.json"))
+    endpoint.push(call("e2", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    assert notes.read_bytes() == b"ONE\n" and path.read_bytes() == CFG_FORMATTED
+
+    editor.decide = reformatting_restore()
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert json.loads(path.read_bytes()) == {"a": 1, "b": 2, "c": [1, 2, 3]} and path.read_bytes() != CFG
+    assert "Undo of turn 2: cfg.json: restored (then the editor's save changed it" in answer, answer
+    assert "only by what that save changed" in answer, answer
+    assert "Nothing was undone" not in answer and "not restored as it was" not in answer, answer
+
+    editor.decide = MemoryEditor.decide
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert "Undo of turn 1: notes.txt: restored." in answer and notes.read_bytes() == b"one\n", answer
+    assert asked == []
+
+    # /redo turn 1, then turn 2: from what the save left, no question, the agent's change back
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    editor.decide = formatting_on_save
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/redo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert "Redo of turn 2: cfg.json: restored." in answer, answer
+    assert path.read_bytes() == CFG_FORMATTED and notes.read_bytes() == b"ONE\n" and asked == []
+
+
+async def test_undo_whose_save_put_the_agents_change_back_or_whose_editor_held_other_text_is_not_restored(
+        acp_harness_factory, endpoint, workspace):
+    """The rest of finding 2's class: "restored" only where the save alone made the difference — not
+    when the save put the agent's text back (the change is still on disk), nor when the editor's text
+    before its save was not the restore sent (its hash in ``beforeSave`` another's)."""
+    h, sid, editor, path = await edited_through_format_on_save(acp_harness_factory, endpoint, workspace)
+    for decide in (reformatting_restore(put_back=CFG_FORMATTED),
+                   reformatting_restore(before_save=sha("something else"))):
+        editor.decide = decide
+        path.write_bytes(CFG_FORMATTED)
+        before = len(said(h, sid))
+        assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+        answer = said(h, sid)[before:]
+        assert "cfg.json: not restored as it was" in answer and "Nothing was undone" in answer, answer

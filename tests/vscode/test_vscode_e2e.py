@@ -989,7 +989,22 @@ def test_undo_said_restored_while_format_on_save_had_rewritten_the_file(run):
     counts = re.search(r"cfg\.json[^+]*\+(\d+)\s*−(\d+)", got["changes"])  # "+9 −1" as drawn: two spans
     assert counts and int(counts[1]) > 1, got  # the formatted lines, not the proposal's one
     assert "cfg.json: restored." not in got["undo"], got
-    assert "cfg.json: not restored as it was (the editor's save changed it" in got["undo"], got
+    assert "cfg.json: restored (then the editor's save changed it" in got["undo"], got
+
+
+def test_undo_through_format_on_save_said_nothing_was_undone_and_stuck_on_the_turn(run):
+    """Newcomer 6, finding 2: with format-on-save, /undo → Accept All took the agent's change back on
+    disk (reformatted), yet the panel said "not restored as it was … Nothing was undone: turn 2 is
+    still the one /undo takes back", and every later /undo looped on that turn. The restore, applied
+    exactly (VS Code says the text's hash before its save: beforeSave), counts: said restored with the
+    save's part, and the next /undo goes past the turn."""
+    scenario(run, "json_format_on_save_and_undo")
+    results, workspace, _ = run
+    got = results["scenarios"]["json_format_on_save_and_undo"]
+    assert json.loads((workspace / "cfg.json").read_bytes()) == json.loads(CFG_JSON), got  # the agent's b: 3 gone
+    assert "only by what that save changed" in got["undo"], got
+    assert "Nothing was undone" not in got["undo"] and "not restored as it was" not in got["undo"], got
+    assert got["next"].startswith("Nothing to undo: every agent turn that changed files is undone"), got
 
 
 def test_session_quickpick_lists_titles_and_dates_searches_and_deletes(run):

@@ -309,7 +309,9 @@ class EditorFiles:
             if after_save is not None:  # a formatter on save (BufWritePre, format-on-save) changed it
                 status = "written" if outcome == "applied" else "partial"
                 return WriteOutcome(status, message, after_save, saved=saved, save_failed=save_failed,
-                                    hunks_applied=applied, hunks_total=total, landed_by="editor")
+                                    hunks_applied=applied, hunks_total=total, landed_by="editor",
+                                    as_sent=outcome == "applied" and landed == new
+                                    and _before_save(result).get(uri) == _sha(landed))
             if outcome == "applied" and landed == new:
                 return WriteOutcome("written", message, snapshot, saved=saved, save_failed=save_failed,
                                     hunks_applied=total, hunks_total=total)
@@ -539,6 +541,16 @@ def _merged_uris(result: dict[str, Any], key: str = "merged") -> list[str]:
     agent = meta.get("agentServer") if isinstance(meta, dict) else None
     merged = agent.get(key) if isinstance(agent, dict) else None
     return [u for u in merged if isinstance(u, str)] if isinstance(merged, list) else []
+
+
+def _before_save(result: dict[str, Any]) -> dict[str, str]:
+    """``_meta.agentServer.beforeSave``: per document the editor saved, the hash of its text after the
+    edit was applied and before the save (docs/protocol.md): what its save participants changed is
+    theirs alone when that hash is the applied text's."""
+    meta = result.get("_meta")
+    agent = meta.get("agentServer") if isinstance(meta, dict) else None
+    hashes = agent.get("beforeSave") if isinstance(agent, dict) else None
+    return {u: h for u, h in hashes.items() if isinstance(u, str) and isinstance(h, str)} if isinstance(hashes, dict) else {}
 
 
 def _regular_file(path: Path) -> bool:

@@ -40,7 +40,7 @@ export interface ApplyWorkspaceEditResult {
   /** `agentServer.merged`: the documents that also hold the user's edits of other lines (`applied` is
    * then the agent's hunks as sent); `agentServer.saveFailed`: the documents (no unsaved text of the
    * user's) whose save did not complete. */
-  _meta?: { agentServer: { merged?: string[]; saveFailed?: string[] } };
+  _meta?: { agentServer: { merged?: string[]; saveFailed?: string[]; beforeSave?: Record<string, string> } };
 }
 
 /** What the server may ask of the editor. `signal` aborts on `$/cancel_request` or a lost connection. */

@@ -706,6 +706,8 @@ export class ProposalManager {
       result.versions = {};
       let saved = true;
       const saveFailed: string[] = [];
+      /** Per document whose save changed its text, the hash of the text before the save (what the save changed is its participants' alone). */
+      const beforeSave: Record<string, string> = {};
       const notes: string[] = [];
       for (const op of p.opsApplied ? p.ops : []) {
         result.applied.documentChanges.push(
@@ -735,6 +737,7 @@ export class ProposalManager {
           result.message = `${result.message ? result.message + "; " : ""}${moved}; not saved`;
         } else if (doc && mustSave) {
           let done = false;
+          const unsaved = sha256(doc.getText());
           try {
             done = await doc.save();
           } catch {
@@ -746,6 +749,7 @@ export class ProposalManager {
             saveFailed.push(key);
             notes.push(SAVE_FAILED_NOTE);
           } else {
+            if (sha256(doc.getText()) !== unsaved) beforeSave[key] = unsaved; // the save changed it
             const note = saveChangedNote(file.expected, doc.getText());
             if (note) {
               notes.push(note);
@@ -762,6 +766,7 @@ export class ProposalManager {
       const merged = p.files.filter((f) => f.merged && f.hunks.some((h) => h.state === "accepted")).map((f) => f.wireUri);
       if (merged.length > 0) result._meta = { agentServer: { merged } };
       if (saveFailed.length > 0) result._meta = { agentServer: { ...result._meta?.agentServer, saveFailed } };
+      if (Object.keys(beforeSave).length > 0) result._meta = { agentServer: { ...result._meta?.agentServer, beforeSave } };
       if (notes.length > 0) result.message = [result.message, ...new Set(notes)].filter(Boolean).join("; ");
     }
     p.settle(result);

@@ -1018,7 +1018,13 @@ const scenarios = {
     await waitIdle(page);
     const undo = ((await p.locator(".agent", { hasText: "Undo of turn" }).last().textContent()) ?? "").trim();
     await shot(page, "json-format-on-save-undo");
-    return { outcome, changes, undo };
+    // newcomer 6, finding 2: the turn counts as undone — the next /undo goes past it (its session has no other)
+    const answers = await p.locator(".agent").count();
+    await promptInPanel(page, "/undo");
+    await p.locator(".agent").nth(answers).waitFor({ timeout: T });
+    await waitIdle(page);
+    const next = ((await p.locator(".agent").nth(answers).textContent()) ?? "").trim();
+    return { outcome, changes, undo, next };
   },
 
   /** A permission question that arrives while the user has scrolled up (reading the long answer
