@@ -64,13 +64,6 @@ local function wire()
   end
   permissions.hooks.answered = chat.outcome
   permissions.hooks.place = chat.question_place
-  permissions.hooks.shown = function()
-    return client.state.loading or client.state.session_id
-  end
-  permissions.hooks.elsewhere = function(entry)
-    chat.say(string.format("session %s waits for your answer (its turn goes on there): %s — :AgentSessions to go "
-      .. "to it; its question is drawn and answered there", tostring(entry.session), entry.prompt))
-  end
   permissions.hooks.reveal = function()
     chat.open(false)
     vim.cmd("redraw")

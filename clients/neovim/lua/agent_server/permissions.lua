@@ -15,11 +15,10 @@ local M = {}
 --- focusing it) and redraws the screen, so the question is on screen before the picker opens (the
 --- default `vim.ui.select` is `inputlist()`, which draws nothing else while it waits). A hook that
 --- fails never answers.
---- `shown()` gives the session the chat shows (a question of another session — its turn went on
---- after the user loaded this one — is not drawn here: `elsewhere(entry)` tells the chat where it
---- waits, and it is drawn when its session is shown again: `M.session_shown`).
-M.hooks = { asked = function() end, answered = function() end, place = function() end, reveal = function() end,
-  shown = function() end, elsewhere = function() end }
+--- A question of a session the chat left (its turn went on after the user loaded or started another)
+--- is drawn in that session's part of the chat (`asked`); when that session is loaded again, the
+--- questions it still waits for are drawn in its transcript again (`M.session_shown`).
+M.hooks = { asked = function() end, answered = function() end, place = function() end, reveal = function() end }
 
 local open = {}
 local asked = 0
@@ -139,21 +138,9 @@ function M.prompt(tool_call)
   return "agent-server: " .. title .. (extra and (" — " .. extra) or "")
 end
 
---- Whether question `entry` belongs to the session the chat shows (or nothing tells).
-function M.is_shown(entry)
-  local ok, id = pcall(M.hooks.shown)
-  return not ok or id == nil or entry.session == nil or id == entry.session
-end
-
 -- Draw question `entry` in the chat, under its tool call, and offer its options (the chat's numbered
--- line, or the picker a plugin installed); a question of a session the chat does not show is only
--- said to wait there.
+-- line, or the picker a plugin installed).
 local function show(entry)
-  if not M.is_shown(entry) then
-    entry.handle = nil
-    pcall(M.hooks.elsewhere, entry)
-    return
-  end
   local modal = modal_select()
   local lines = M.describe(entry.params.toolCall or {})
   if modal and #entry.options > 0 then
@@ -187,9 +174,7 @@ function M.ask(req)
     end
     open[entry] = nil
     req.reply(result)
-    if entry.handle ~= nil or M.is_shown(entry) then -- never said in a chat that shows another session
-      pcall(M.hooks.answered, entry.handle, said)
-    end
+    pcall(M.hooks.answered, entry.handle, said)
   end
   function req.on_cancel()
     answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
@@ -255,10 +240,8 @@ end
 function M.waiting_list()
   local list = {}
   for entry in pairs(open) do
-    if M.is_shown(entry) then -- another session's question is answered where it is drawn
-      local row, n = place(entry)
-      list[#list + 1] = { entry = entry, row = row, n = n }
-    end
+    local row, n = place(entry)
+    list[#list + 1] = { entry = entry, row = row, n = n }
   end
   table.sort(list, function(a, b)
     if a.row ~= b.row then
@@ -278,10 +261,6 @@ end
 function M.answer(n)
   local first = M.waiting_list()[1]
   if not first then
-    for entry in pairs(open) do
-      return nil, string.format("no question waits in this session; session %s waits for your answer (%s): "
-        .. ":AgentSessions to go to it", tostring(entry.session), entry.prompt)
-    end
     return nil, "no question waits for an answer"
   end
   if n == nil then
