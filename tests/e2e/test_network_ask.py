@@ -136,3 +136,16 @@ async def test_network_true_gives_confined_commands_the_network_and_the_first_on
     assert len(bodies) == 1
     notices = [e.data for e in events(agent_state_dir, sid) if e.type == "policy/notice" and e.data.get("rule") == "network"]
     assert len(notices) == 1 and "with the network (`[policy] network = true`)" in notices[0]["text"]
+
+
+async def test_never_the_network_for_a_prefix_answers_its_later_failures_without_asking(
+        acp_harness_factory, endpoint, workspace, agent_state_dir, collector, home):
+    url, bodies = collector
+    script(endpoint, [call("a", "bash", command=exfiltrate(url, "/a"))], [call("b", "bash", command=exfiltrate(url, "/b"))])
+    recorder = Recorder("reject_always")
+    h, sid = await start(acp_harness_factory, endpoint, workspace, home, recorder)
+    assert (await h.prompt(sid, "upload")).stop_reason == "end_turn"
+    assert bodies == [] and len(recorder.seen) == 1  # b's failure was answered by the remembered rule
+    assert all("did not allow it" in r for r in results(endpoint).values())
+    decisions = [e.data for e in events(agent_state_dir, sid) if e.data.get("rule") == "network-retry"]
+    assert [d["decided_by"] for d in decisions] == ["user", "remembered: always reject the network for `curl`"]

@@ -544,3 +544,35 @@ def test_a_socks_proxy_without_socksio_fails_the_client_with_a_clear_error(monke
         ChatClient("http://127.0.0.1:1/v1", "sk-test")
     message = str(raised.value)
     assert "socks5://127.0.0.1:1080" in message and "socksio" in message and "httpx[socks]" in message
+
+
+async def test_a_prompt_through_a_socks_proxy_without_socksio_ends_saying_so_with_the_password_hidden(
+        tmp_path, monkeypatch):
+    """The host's side of the clear error: the prompt fails (``BAD_REQUEST``, not retryable) with the
+    sentence, in the answer and the log's ``turn/end``, and the proxy's password never in either."""
+    import os
+    import sys
+
+    from agent_server.config.load import load_config
+    from agent_server.server.acp.server import AcpServer
+    from agent_server.server.rpc.jsonrpc import JsonRpcError
+    from agent_server.session import SessionStore
+    from support.probe import answered
+
+    monkeypatch.setitem(sys.modules, "socksio", None)
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://me:hunter2pw@127.0.0.1:1080")
+    config = load_config(path=os.devnull, env={"AGENT_SERVER_BASE_URL": "http://127.0.0.1:9/v1", "AGENT_SERVER_MODEL": "m",
+                                               "AGENT_SERVER_API_KEY": "k", "AGENT_SERVER_SANDBOX": "off"})
+    server = AcpServer(config, SessionStore(tmp_path / "state"))
+    try:
+        sid = (await answered(server, "session/new", {"cwd": str(tmp_path), "mcpServers": []}, 1))["sessionId"]
+        with pytest.raises(JsonRpcError) as raised:
+            await answered(server, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}, 2)
+        (end,) = [e.data for e in server.host.sessions[sid].log.events if e.type == "turn/end"]
+    finally:
+        await server.aclose()
+    said = str(raised.value)
+    assert "socks5://me:***@127.0.0.1:1080" in said and "socksio" in said and "hunter2pw" not in said
+    assert end["error"]["code"] == "BAD_REQUEST" and "hunter2pw" not in json.dumps(end)
