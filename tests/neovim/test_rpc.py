@@ -60,11 +60,12 @@ def test_non_json_lines_from_the_server_are_skipped_not_fatal(make_editor):
 
 def test_server_killed_mid_turn_is_reported_with_its_stderr_and_the_next_ask_starts_a_new_one(make_editor):
     ed = make_editor(server_cmd=SCRIPTED)
+    ed.cmd("AgentChat")  # starts the server
+    first = {ed.wait("return require('agent_server.client').pid()", what="the server")}
     ed.cmd("AgentAsk die")
     ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil",
             what="the exit report")
     ed.idle()
-    first = ed.server_pids.copy()
     chat = ed.chat()
     assert "agent-server exited (exit code 3)** during a turn" in chat
     assert "scripted crash: the agent dies mid-turn" in chat  # the stderr tail

@@ -205,8 +205,9 @@ def test_agent_restart_started_a_new_session_where_vs_codes_restart_server_resum
 
 def test_a_server_that_could_not_start_again_after_the_kill_lost_the_session_to_resume(
         make_editor, endpoint, tmp_path):
-    """The class of finding h: the first prompt after the kill finds no server to start (its command
-    gone meanwhile): not sent, and the session is still the one resumed by the prompt after it."""
+    """The class of finding h: the restart after the kill, and the first prompt after it, find no server
+    to start (its command gone meanwhile): not sent, and the session is still the one resumed by the
+    prompt after it."""
     push(endpoint, text_stream("first answer"), text_stream("second answer"))
     ed = make_editor()
     ed.cmd("AgentAsk remember the word plum")
@@ -214,10 +215,11 @@ def test_a_server_that_could_not_start_again_after_the_kill_lost_the_session_to_
     session = ed.lua("return require('agent_server.client').state.session_id")
     ed.note_server()
     (pid,) = ed.server_pids
-    os.killpg(pid, signal.SIGKILL)
-    ed.wait("return require('agent_server.chat').text():find('agent-server exited', 1, true) ~= nil", what="the exit")
     cmd = ed.lua("return require('agent_server.config').get().cmd")
     ed.lua("require('agent_server.config').get().cmd = { ... }", str(tmp_path / "gone-agent-server"))
+    os.killpg(pid, signal.SIGKILL)  # started again at once: that start fails, and says so
+    ed.wait("return require('agent_server.chat').text():find('did not start again', 1, true) ~= nil",
+            what="the failed restart said")
     ed.choose("cancel")
     ed.cmd("AgentAsk which word")
     ed.wait("return require('agent_server.chat').text():find('Not sent:', 1, true) ~= nil", what="the failure")

@@ -1083,6 +1083,9 @@ function M.handle(ev)
       -- the session the chat shows, reattached after the server died or was restarted: nothing is
       -- replayed, the transcript above is what the agent has
       S.section = nil
+      if S.running == 0 then
+        S.header.state = "idle" -- no longer "stopped": the server runs again
+      end
       add_lines({ "", string.format("_— session %s resumed: the agent still has everything above —_", ev.id) })
     elseif ev.refused then
       -- a refused load leaves the chat on the session it had (or none), and says so
@@ -1144,8 +1147,10 @@ function M.handle(ev)
     S.exit_shown = S.running > 0 -- the prompts' error answers would only repeat it
     M.buffer()
     local how = ev.signal and ev.signal ~= 0 and ("signal " .. ev.signal) or ("exit code " .. tostring(ev.code))
-    local lines = { "", string.format("**agent-server exited (%s)**%s; the next command starts a new one (`:AgentLog` shows its log).", how,
-      (ev.during_turn and " during a turn" or "") .. (ev.lost and (": the connection broke (" .. ev.lost .. "), so it was stopped") or "")) }
+    local lines = { "", string.format("**agent-server exited (%s)**%s; %s (`:AgentLog` shows its log).", how,
+      (ev.during_turn and " during a turn" or "") .. (ev.lost and (": the connection broke (" .. ev.lost .. "), so it was stopped") or ""),
+      ev.restarting and "it is started again now" or ((ev.why and ev.why:find("times within", 1, true) and ("not started "
+        .. "again: " .. ev.why .. "; ") or "") .. "the next command starts a new one")) }
     local own = #lines
     if ev.stderr and ev.stderr ~= "" then -- its last words (an MCP server's, a model's in them): never the chat's
       local tail = vim.split(ev.stderr:gsub("%s+$", ""), "\n", { plain = true })
@@ -1155,7 +1160,9 @@ function M.handle(ev)
     end
     local notes = #lines
     if S.header.session then
-      lines[#lines + 1] = string.format("_The next prompt starts it again and resumes session %s._", S.header.session)
+      lines[#lines + 1] = ev.restarting and string.format("_It resumes session %s: your prompt and your unsaved "
+        .. "buffers stay as they are._", S.header.session)
+        or string.format("_The next prompt starts it again and resumes session %s._", S.header.session)
     end
     -- prompts queued behind the turn that died were never run: said, and the last one given back
     local lost = S.queued
@@ -1182,6 +1189,9 @@ function M.handle(ev)
     S.section, S.running, S.turns_open = nil, 0, 0
     S.header.state, S.header.session = "stopped", nil
     set_header()
+  elseif ev.type == "restart_failed" then
+    M.say(string.format("agent-server did not start again (%s): the next prompt tries again (`:AgentLog` shows "
+      .. "its log)", tostring(ev.error):gsub("\n", " ")), "error")
   elseif ev.type == "session_lost" then
     M.flush()
     M.buffer()

@@ -10,7 +10,10 @@
 ---   { type = "turn_start", prompt, session_id }  { type = "turn_end", stop_reason | error, session_id } (the
 ---                                                     session the prompt was sent in: the chat may show
 ---                                                     another one by the time it ends)
----   { type = "exit", code, signal, stderr }            (the server died)
+---   { type = "exit", code, signal, stderr, restarting, why } (the server died; `restarting`: it is started
+---                                                     again at once and the session open then resumed,
+---                                                     else `why` not — after 3 deaths within a minute —)
+---   { type = "restart_failed", error }                 (that start or resume failed: the next prompt tries)
 ---   { type = "info", text }                            (a line for the chat)
 ---   { type = "commands", commands }                    (the slash commands `initialize` lists, before any
 ---                                                     session: `_meta.agentServer.availableCommands`)
@@ -48,8 +51,16 @@ local state = {
   turns = 0, -- turns running (prompts sent and not answered)
   session_turns = {}, -- of those, per session: session id -> count
   bad_lines = 0,
+  crashes = {}, -- when the server died (uv.now()), within the last minute
 }
 M.state = state
+
+--- A server that dies is started again at once, unless it died more than this many times within
+--- `CRASH_WINDOW_MS` (then the next prompt starts it).
+M.MAX_CRASHES = 3
+M.CRASH_WINDOW_MS = 60000
+
+local uv = vim.uv or vim.loop
 
 --- Subscribe to the event stream.
 ---@param fn fun(ev: table)
@@ -110,13 +121,54 @@ local function on_exit(r, code, signal, tail)
   state.last_log = r.stderr
   local was_running = state.turns > 0
   state.turns, state.session_turns = 0, {}
+  local restarting, why = false, nil
   if not r.stopping then
-    emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running, lost = r.stream_lost })
+    -- started again at once, as VS Code does, unless it keeps dying (or its stream broke): the
+    -- session open then is resumed (`M.resume_lost`); nothing waits for the next prompt
+    local now = uv.now()
+    local recent = { now }
+    for _, t in ipairs(state.crashes) do
+      if now - t < M.CRASH_WINDOW_MS then
+        recent[#recent + 1] = t
+      end
+    end
+    state.crashes = recent
+    if r.stream_lost then
+      why = "the connection broke"
+    elseif not r.ready then -- it never answered `initialize`: a start that failed, said by what needed it
+      why = "it exited while starting"
+    elseif #recent > M.MAX_CRASHES then
+      why = string.format("it exited %d times within a minute", #recent)
+    end
+    restarting = why == nil
+    emit({ type = "exit", code = code, signal = signal, stderr = tail, during_turn = was_running, lost = r.stream_lost,
+      restarting = restarting, why = why, session = state.resumable })
   end
   local waiters = state.waiters
   state.waiters, state.starting = {}, false
   for _, w in ipairs(waiters) do
     w("the server exited while starting: " .. (tail ~= "" and tail or ("exit code " .. tostring(code))))
+  end
+  if restarting then
+    state.restart_due = true
+    vim.schedule(function() -- after the requests it left open have failed
+      state.restart_due = false
+      if state.rpc or state.starting then -- a prompt or a command started it meanwhile
+        return
+      end
+      local function failed(err, busy, id)
+        if busy then -- another agent-server process took it meanwhile: the ways forward are offered
+          emit({ type = "failed", error = err, kind = "held", session_id = id, busy = busy })
+        elseif err and not state.rpc and not state.restart_due then -- (died again: started once more)
+          emit({ type = "restart_failed", error = err })
+        end
+      end
+      if state.resumable then
+        M.resume_lost(failed)
+      else
+        M.ensure_server(failed)
+      end
+    end)
   end
 end
 
@@ -231,7 +283,7 @@ function M.ensure_server(cb)
     state.encoding = (type(ext) == "table" and ext.positionEncoding) or "utf-16"
     state.agent_info = result.agentInfo
     state.capabilities = caps
-    state.initialized = true
+    state.initialized, r.ready = true, true
     local listed = type(result._meta) == "table" and type(result._meta.agentServer) == "table"
       and result._meta.agentServer.availableCommands
     if type(listed) == "table" and vim.islist(listed) then
