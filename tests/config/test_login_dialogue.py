@@ -4,12 +4,14 @@ offline endpoint: what it asks, what it refuses, what it stores."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
+from support.timeouts import HANG
 
 from agent_server.config import credentials
 from agent_server.config.load import load_config
-from agent_server.cli.login import Cancelled, Login
+from agent_server.cli.login import Cancelled, Login, check_key
 from agent_server.offline import OfflineEndpoint
 
 
@@ -39,17 +41,25 @@ def dialogue(answers: list[str], secrets: list[str]):
     return ask, ask_secret, said.append, asked, said
 
 
+def login(env, ask, secret, say) -> Login:
+    """The dialogue, its one check request waited for as long as a hang takes (``HANG``), not the
+    15 s a person is given (``CHECK_TIMEOUT``): on a loaded machine that budget ran out once, the
+    check said the endpoint did not answer, and the dialogue took the next answer for "Store it
+    anyway?" (last session's flake of the first test below)."""
+    return Login(load_config(env=env), ask=ask, ask_secret=secret, say=say, check=partial(check_key, timeout=HANG))
+
+
 def test_custom_asks_the_base_url_and_a_model_the_endpoint_does_not_list_needs_a_yes(env):
     with OfflineEndpoint.start_in_thread([], api_key="sk-1") as ep:
         ask, secret, say, asked, said = dialogue(["custom", "not a url", ep.base_url, "my-model", "n"], ["sk-1"])
         with pytest.raises(Cancelled):
-            Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run()
-        assert any("not an http(s) URL" in s for s in said)
-        assert any("does not list the model 'my-model'" in s and "offline-model" in s for s in said)
+            login(env, ask, secret, say).run()
+        assert any("not an http(s) URL" in s for s in said), said
+        assert any("does not list the model 'my-model'" in s and "offline-model" in s for s in said), said
         assert not credentials.credentials_path(env).exists()
 
         ask, secret, say, asked, said = dialogue(["custom", ep.base_url, "offline-model"], ["sk-1"])
-        assert Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run() == 0
+        assert login(env, ask, secret, say).run() == 0, said
     stored = json.loads(credentials.credentials_path(env).read_text())
     assert stored["profile"] == "custom"
     assert stored["profiles"]["custom"] == {"model": "offline-model", "base_url": ep.base_url,
@@ -73,9 +83,9 @@ def test_login_with_no_key_said_the_endpoint_accepted_the_key_and_took_a_base_ur
     with OfflineEndpoint.start_in_thread([]) as ep:
         root = ep.base_url.removesuffix("/v1")
         ask, secret, say, asked, said = dialogue(["custom", root, "offline-model", "y"], [""])
-        Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run()
+        login(env, ask, secret, say).run()
         assert f"  note: no path after the host; OpenAI-compatible base URLs usually end in /v1 (e.g. {root}/v1)" in said
         ask, secret, say, asked, said = dialogue(["custom", ep.base_url, "offline-model"], [""])
-        assert Login(load_config(env=env), ask=ask, ask_secret=secret, say=say).run() == 0
+        assert login(env, ask, secret, say).run() == 0, said
         assert f"The endpoint answered without a key ({ep.base_url}/models: HTTP 200)." in said, said
         assert not any("accepted the key" in s or "no path after the host" in s for s in said), said
