@@ -124,7 +124,8 @@ class WriteOutcome:
     applied the change on top of the user's edits of other lines made while it waited; ``snapshot``
     is then the agent's view (its base with the change), not the file's text. ``as_sent``: with
     ``landed_by`` ``"editor"`` after a save, the editor applied exactly the text sent (every hunk, as
-    proposed) before its save participant (format-on-save) changed it: the save's doing alone.
+    proposed; ``fs/write_text_file``'s whole text) before its save participant (format-on-save)
+    changed it: the save's doing alone.
     """
 
     status: Literal["written", "partial", "rejected", "stale", "cancelled", "timeout", "failed"]

@@ -243,3 +243,35 @@ async def test_undo_whose_save_put_the_agents_change_back_or_whose_editor_held_o
         assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
         answer = said(h, sid)[before:]
         assert "cfg.json: not restored as it was" in answer and "Nothing was undone" in answer, answer
+
+
+async def test_take_the_checkpoint_through_format_on_save_said_nothing_was_undone_while_it_was(
+        acp_harness_factory, endpoint, workspace):
+    """Finding 2's class, the unreviewed write: the user changed cfg.json after the agent's edit,
+    /undo asked, "Take the checkpoint" wrote it through the editor (fs/write_text_file into the open,
+    clean buffer) and its save reformatted it — the agent's change gone — yet /undo said "not restored
+    as it was … Nothing was undone" and asked again for ever. The editor names the text's hash before
+    its save (beforeSave): restored, said with the save's part."""
+    from support.editor import Buffer
+
+    path = workspace / "cfg.json"
+    path.write_bytes(CFG)
+    h, sid, editor, asked = await editor_session(acp_harness_factory, endpoint, workspace, "allow_once", writes=True)
+    editor.buffers[str(path)] = Buffer(CFG.decode())
+    endpoint.push(call("r", "read", path="cfg.json"))
+    endpoint.push(call("e", "edit", path="cfg.json", old_string='"b":2', new_string='"b":3'))
+    endpoint.push(text_stream("done"))
+    assert (await h.prompt(sid, "b is 3")).stop_reason == "end_turn"
+    mine = '{"a":1,"b":3,"c":[1,2,3],"d":4}'
+    buffer = editor.buffers[str(path)]
+    buffer.text, buffer.version = mine, buffer.version + 1
+    path.write_text(mine)  # the user's change, saved
+
+    editor.format_on_save = lambda text: json.dumps(json.loads(text), indent=4) + "\n"
+    before = len(said(h, sid))
+    assert (await h.prompt(sid, "/undo")).stop_reason == "end_turn"
+    answer = said(h, sid)[before:]
+    assert len(asked) == 1 and "cfg.json changed since the agent's edit" in asked[0]["toolCall"]["title"], (asked, editor.writes, editor.proposals[-1:], answer)
+    assert json.loads(path.read_bytes()) == json.loads(CFG) and path.read_bytes() != CFG, (editor.writes, answer)
+    assert "cfg.json: restored (then the editor's save changed it" in answer, answer
+    assert "Nothing was undone" not in answer, answer

@@ -118,6 +118,9 @@ class MemoryEditor:
     answers: list[dict[str, Any]] = field(default_factory=list)
     writes: list[dict[str, Any]] = field(default_factory=list)
     before_apply: Callable[["MemoryEditor", str], None] | None = None
+    format_on_save: Callable[[str], str] | None = None
+    """A save participant of ``fs/write_text_file``'s save of a clean buffer (VS Code's format-on-save):
+    the text saved; a change is answered with the hash before it (``_meta.agentServer.beforeSave``)."""
 
     # -- fs/read_text_file ------------------------------------------------------------------
 
@@ -150,7 +153,10 @@ class MemoryEditor:
                                    {"agentServer": {"stale": True}})
             b.text, b.version = content, b.version + 1
             if not b.dirty:
-                save(path, content)
+                b.text = self.format_on_save(content) if self.format_on_save is not None else content
+                save(path, b.text)
+                if b.text != content:
+                    return {"_meta": {"agentServer": {"beforeSave": sha(content)}}}
             return {}
         save(path, content)
         return {}
@@ -217,16 +223,18 @@ class MemoryEditor:
                 "versions": {uri: {"version": version, "sha256": sha(new_text)}}}
 
 
-async def editor_session(acp_harness_factory, endpoint, workspace, option_id: str):
+async def editor_session(acp_harness_factory, endpoint, workspace, option_id: str, writes: bool = False):
     """The official ACP client with our extension over a ``MemoryEditor`` (its reads and workspace
-    edits), answering every permission question with ``option_id`` (each kept in ``asked``), and a
-    session in ``workspace`` on ``endpoint``: ``(harness, session id, editor, asked)``."""
+    edits; ``writes``: its ``fs/write_text_file`` too, as VS Code), answering every permission
+    question with ``option_id`` (each kept in ``asked``), and a session in ``workspace`` on
+    ``endpoint``: ``(harness, session id, editor, asked)``."""
     from support.client_impl import APPLY_WORKSPACE_EDIT, ClientConfig
 
     editor = MemoryEditor()
     asked: list[dict[str, Any]] = []
     config = ClientConfig(permission=lambda p: asked.append(p) or {"outcome": {"outcome": "selected", "optionId": option_id}},
-                          read_text_file=editor.read, ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
+                          read_text_file=editor.read, write_text_file=editor.write if writes else None,
+                          ext_methods={APPLY_WORKSPACE_EDIT: editor.apply_workspace_edit},
                           agent_server_extension=True)
     h = await acp_harness_factory(env={"AGENT_SERVER_BASE_URL": endpoint.base_url}, config=config)
     await h.initialize(config.capabilities())

@@ -456,8 +456,8 @@ class EditorFiles:
             return await self._disk_write(path, raw, base)  # no buffer holds it
         guard = {"agentServer": {"version": current.version, "sha256": current.sha256}}
         try:
-            await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path),
-                                                                 "content": new, "_meta": guard})
+            answer = await self.connection.request("fs/write_text_file", {"sessionId": self.session_id, "path": str(path),
+                                                                          "content": new, "_meta": guard})
         except MessageTooLarge:  # the whole text cannot go in one message; the proposal carries hunks
             return await self._propose(path, old, new, base)
         except JsonRpcError as exc:
@@ -472,6 +472,11 @@ class EditorFiles:
         outcome = await self._read_back(path, new)
         if outcome.snapshot is not None:
             outcome.saved = await self._on_disk(path, outcome.snapshot.raw)
+        # the editor held exactly the text sent before its save changed it (docs/protocol.md: beforeSave)
+        meta = answer.get("_meta") if isinstance(answer, dict) else None
+        agent = meta.get("agentServer") if isinstance(meta, dict) else None
+        outcome.as_sent = (outcome.landed_by == "editor" and isinstance(agent, dict)
+                           and agent.get("beforeSave") == _sha(new))
         return outcome
 
     async def _on_disk(self, path: Path, raw: bytes) -> bool:

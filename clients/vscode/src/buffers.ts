@@ -389,7 +389,10 @@ export async function writeTextFile(params: acp.WriteTextFileRequest): Promise<a
   }
   if (!wasDirty) {
     outside();
+    const unsaved = sha256(doc.getText());
     await doc.save();
+    // the save changed it (format-on-save): the text before it was exactly the one written (docs/protocol.md)
+    if (sha256(doc.getText()) !== unsaved) return { _meta: { agentServer: { beforeSave: unsaved } } };
   }
   return {};
 }

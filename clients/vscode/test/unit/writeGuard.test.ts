@@ -3,7 +3,7 @@
 // user typed since (version and text moved on), and applied when only the version moved (a save).
 import { beforeEach, describe, expect, it } from "vitest";
 import * as vscode from "vscode";
-import { StubDocument, dirs, rawFiles, resetStub, workspace } from "./../stub/vscode";
+import { StubDocument, dirs, hooks, rawFiles, resetStub, workspace } from "./../stub/vscode";
 import { readTextFile, writeTextFile } from "../../src/buffers";
 import { sha256 } from "../../src/proposalModel";
 
@@ -68,5 +68,21 @@ describe("fs/write_text_file guarded by the document the agent read", () => {
       () => undefined, (e: { message: string }) => e);
     expect(err2?.message).toContain("replaced by a directory");
     expect(doc.text).toBe("one\n");
+  });
+});
+
+// Newcomer 6 finding 2's class: /undo's "Take the checkpoint" writes the checkpoint into the open clean
+// buffer, whose save ran format-on-save; the server read back other text and said "not restored as it
+// was" for ever. The answer names the hash of the text before the save: exactly what was written.
+describe("fs/write_text_file into a clean buffer whose save changed it", () => {
+  it("answers the text's hash before the save (beforeSave); a save that changed nothing, nothing", async () => {
+    const doc = new StubDocument(vscode.Uri.file(PATH) as never, "one\n", 4, false);
+    workspace.textDocuments.push(doc);
+    hooks.beforeSave = (d) => { d.text = d.text.replace("ONE", "ONE "); };
+    const r = await writeTextFile({ sessionId: "s", path: PATH, content: "ONE\n" });
+    expect(r).toEqual({ _meta: { agentServer: { beforeSave: sha256("ONE\n") } } });
+    expect(doc.text).toBe("ONE \n");
+    hooks.beforeSave = undefined;
+    expect(await writeTextFile({ sessionId: "s", path: PATH, content: "TWO\n" })).toEqual({});
   });
 });
