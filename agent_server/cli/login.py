@@ -27,9 +27,9 @@ from typing import Any, Callable
 from agent_server.config import credentials
 
 CHECK_TIMEOUT = 15.0
+"""Seconds the check request may take before the endpoint counts as unreachable."""
 #: ``--check-config --probe`` (``:checkhealth``): a health check must not hang the editor
 PROBE_TIMEOUT = 5.0
-"""Seconds the check request may take before the endpoint counts as unreachable."""
 
 _OVERRIDES = ("AGENT_SERVER_API_KEY", "AGENT_SERVER_PROFILE", "AGENT_SERVER_MODEL", "AGENT_SERVER_BASE_URL")
 
