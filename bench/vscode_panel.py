@@ -17,6 +17,9 @@ delivers it) — the longest stretch the webview's main thread was blocked while
 interval timer in the webview: the longest gap between ticks − 10 ms), and when its last words showed
 after the prompt was sent.
 
+With ``--code LINES`` instead (newcomer 6, finding 8): the same for an answer that is one fenced code
+block of LINES lines, closed only at its end (a model printing a big file).
+
 With ``--replay CARDS`` instead: a ``session/load`` replay of a session with CARDS tool cards (a step
 of ~4 KB of markdown paragraphs and 3 ``read`` calls, CARDS / 3 steps) opened from the session picker —
 the longest stretch the webview's main thread was blocked from the choice until the replay's last
@@ -28,7 +31,7 @@ With ``--replay-mb MB`` instead (newcomer 4, finding 1): the same for a session 
 megabytes of one-line paragraphs, a prompt sent right after the choice — when the answer's last line and the
 prompt's bubble were shown.
 
-Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750 | --replay 300 | --replay-mb 2] [--json]``.
+Needs ``bash scripts/setup-vscode.sh``. Usage: ``.venv/bin/python bench/vscode_panel.py [--mb 2 | --burst 750 | --code 30000 | --replay 300 | --replay-mb 2] [--json]``.
 """
 
 from __future__ import annotations
@@ -128,13 +131,15 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=2.0, help="size of each long answer in MB (default 2)")
     ap.add_argument("--burst", type=float, default=0, metavar="KB",
                     help="instead: one answer of KB kilobytes sent at once; the webview's longest blocked stretch")
+    ap.add_argument("--code", type=int, default=0, metavar="LINES",
+                    help="instead: one answer that is one fenced code block of LINES lines, streamed; the webview's longest blocked stretch")
     ap.add_argument("--replay", type=int, default=0, metavar="CARDS",
                     help="instead: a session/load replay of a session with CARDS tool cards; the webview's longest blocked stretch")
     ap.add_argument("--replay-mb", type=float, default=0, metavar="MB",
                     help="instead: a session/load replay of one MB-megabyte answer, a prompt sent right after the choice")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.burst:
+    if args.burst or args.code:
         return burst(args)
     if args.replay or args.replay_mb:
         return replay(args)
@@ -197,20 +202,24 @@ def burst(args: argparse.Namespace) -> int:
     t = tools()
     tmp, _ = folders("vscode-burst-")
     end = "BURST-ANSWER-END"
-    text = part(0, int(args.burst * 1000)) + end
+    if args.code:  # newcomer 6 finding 8: a model printing a big file — one block, closed only at the end
+        lines = "".join(f"def f{n}(x):  return x * {n} + len('<b>{n}</b>')  # c\n" for n in range(args.code))
+        text = f"Here:\n\n```python\n{lines}```\n\n{end}"
+    else:
+        text = part(0, int(args.burst * 1000)) + end
     endpoint = ThreadedEndpoint(OfflineEndpoint())
     endpoint.push(text_stream(text, chunk_size=4096))
     got = run_scenario(t, tmp, {"name": "burst_bench", "prompt": "Explain at once", "answer": end},
                        REPO / ".venv" / "bin" / "agent-server", endpoint, tmp / "state")
     if got is None:
         return 1
-    figures = {"kb": args.burst, "max_blocked_ms": round(got["maxBlockedMs"], 1), "p95_blocked_ms": round(got["p95BlockedMs"], 1),
+    figures = {"kb": args.burst or round(len(text) / 1000), "code_lines": args.code, "max_blocked_ms": round(got["maxBlockedMs"], 1), "p95_blocked_ms": round(got["p95BlockedMs"], 1),
                "shown_after_s": round((got["lastShownAt"] - got["sentAt"]) / 1000, 2), "load": round(os.getloadavg()[0], 1),
                "commit": commit()}
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"{args.burst:g} KB answer at once: the webview was blocked at most {figures['max_blocked_ms']} ms "
+        print(f"{figures['kb']:g} KB answer at once{f' (one code block of {args.code} lines)' if args.code else ''}: the webview was blocked at most {figures['max_blocked_ms']} ms "
               f"(p95 {figures['p95_blocked_ms']} ms); last words shown {figures['shown_after_s']} s after the prompt "
               f"(load {figures['load']})")
     return 0

@@ -11,7 +11,7 @@
  */
 
 import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
-import { BlockSplitter, PAINT_BUDGET, blockCost, blockCuts, drawnFrom } from "./blocks";
+import { BlockSplitter, PAINT_BUDGET, blockCost, blockCuts, drawnFrom, tailPieces } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges, waitingElsewhere } from "./state";
@@ -568,7 +568,7 @@ interface AgentView {
   /** The message's text as last seen. */
   text: string;
   chunks: Chunk[];
-  tail: Text | undefined;
+  tail: StreamText | undefined;
   /** Offset in the text where the tail node's text starts, and how much of the text it shows. */
   tailFrom: number;
   tailTo: number;
@@ -581,8 +581,40 @@ interface Slot extends Unit {
   item: Item;
   rev: number;
   agent?: AgentView;
-  /** The streaming text node of a thought and how much of the text it shows. */
-  thought?: { text: Text; shown: number };
+  /** The streaming text of a thought and how much of the text it shows. */
+  thought?: { text: StreamText; shown: number };
+}
+
+/** Plain text that grows as it streams (the open block of an answer, a thought), in boxes of whole
+ * lines (`tailPieces`): what arrives lays out only the last box, never the whole text again. */
+class StreamText {
+  readonly box: HTMLElement;
+  private last: Text | undefined;
+
+  constructor(cls: string) {
+    this.box = el("div", cls);
+  }
+
+  set(text: string): void {
+    this.box.replaceChildren();
+    this.last = undefined;
+    this.append(text);
+  }
+
+  append(data: string): void {
+    if (data === "") return;
+    const last = this.last;
+    const [toLast, ...more] = tailPieces(last?.length ?? 0, !last || last.data.endsWith("\n"), data);
+    if (last) last.appendData(toLast!);
+    else more.unshift(toLast!);
+    for (const piece of more) {
+      if (piece === "") continue;
+      this.last = document.createTextNode(piece);
+      const box = el("div", "stream-piece");
+      box.append(this.last);
+      this.box.append(box);
+    }
+  }
 }
 
 const slots = new Map<number, Slot>();
@@ -703,7 +735,7 @@ function newChunk(view: AgentView, later: boolean): Chunk {
     },
   };
   view.chunks.push(chunk);
-  view.node.insertBefore(chunk.el, view.tail?.parentNode ?? null);
+  view.node.insertBefore(chunk.el, view.tail?.box ?? null);
   watch(chunk);
   return chunk;
 }
@@ -745,23 +777,21 @@ function drain(view: AgentView, blocks: string[], budget: number): void {
   for (let i = drawn; i < costs.length; i++) paintBudget -= costs[i]!;
   addBlocks(view, blocks, drawn);
   if (!view.open) {
-    (view.tail?.parentNode as HTMLElement | null | undefined)?.remove();
+    view.tail?.box.remove();
     view.tail = undefined;
     return;
   }
   const text = view.text;
   if (!view.tail) {
-    const box = el("div", "md-tail");
-    view.tail = document.createTextNode("");
-    box.append(view.tail);
-    view.node.append(box);
+    view.tail = new StreamText("md-tail");
+    view.node.append(view.tail.box);
     view.tailFrom = view.tailTo = -1;
   }
   const from = view.splitter.tailStart;
   if (from !== view.tailFrom) {
-    view.tail.data = text.slice(from);
+    view.tail.set(text.slice(from));
   } else if (text.length > view.tailTo) {
-    view.tail.appendData(text.slice(view.tailTo)); // only what arrived since the last frame
+    view.tail.append(text.slice(view.tailTo)); // only what arrived since the last frame
   }
   view.tailFrom = from;
   view.tailTo = text.length;
@@ -855,12 +885,11 @@ function makeSlot(item: Item, budget: number): Slot {
 
 function thoughtNode(slot: Slot, item: Extract<Item, { type: "thought" }>): HTMLElement {
   const node = el("details", "item thought");
-  const text = document.createTextNode(item.text);
-  const body = el("div", "thought-text");
-  body.append(text);
+  const text = new StreamText("thought-text");
+  text.set(item.text);
   const summary = el("summary", "", " Thinking");
   summary.prepend(icon("lightbulb"));
-  node.append(summary, body);
+  node.append(summary, text.box);
   slot.thought = { text, shown: item.text.length };
   return node;
 }
@@ -874,7 +903,7 @@ function updateSlot(slot: Slot, item: Item): void {
   }
   if (slot.collapsed) return; // drawn from the state when it comes near
   if (slot.thought && item.type === "thought" && item.text.length >= slot.thought.shown) {
-    slot.thought.text.appendData(item.text.slice(slot.thought.shown));
+    slot.thought.text.append(item.text.slice(slot.thought.shown));
     slot.thought.shown = item.text.length;
     return;
   }

@@ -2,7 +2,7 @@
 // indented continuation stay one block), each line is read once, and the result does not depend on
 // how the text was cut into deltas. Also the host's joining of text chunks.
 import { describe, expect, it } from "vitest";
-import { BlockSplitter, blockCuts } from "../../webview/blocks";
+import { BlockSplitter, blockCuts, tailPieces } from "../../webview/blocks";
 import { appendEvent } from "../../src/chatView";
 import type { ChatEvent } from "../../src/protocol";
 
@@ -142,5 +142,39 @@ describe("appendEvent", () => {
     appendEvent(events, chunk("agent_message_chunk", "a"));
     appendEvent(events, { kind: "update", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "b", annotations: { priority: 1 } } } });
     expect(events).toHaveLength(2);
+  });
+});
+
+describe("tailPieces (newcomer 6 finding 8: one long code block froze the window)", () => {
+  /** Streams `text` in `step`-character deltas into pieces as the panel does; the pieces. */
+  function stream(text: string, step: number, size: number): string[] {
+    const pieces: string[] = [];
+    for (let i = 0; i < text.length; i += step) {
+      const last = pieces[pieces.length - 1] ?? "";
+      const [toLast, ...more] = tailPieces(last.length, last === "" || last.endsWith("\n"), text.slice(i, i + step), size);
+      if (pieces.length > 0) pieces[pieces.length - 1] += toLast!;
+      else pieces.push(toLast!);
+      pieces.push(...more);
+    }
+    return pieces;
+  }
+
+  it("a 30,000-line code block still streaming was one text node laid out whole at every chunk: it is pieces of whole lines", () => {
+    const lines = Array.from({ length: 30_000 }, (_, n) => `def f${n}(x):  return x * ${n} + len('<b>${n}</b>')  # c\n`);
+    const text = "Here:\n\n```python\n" + lines.join("");
+    for (const step of [1, 97, 2900, 65_536]) {
+      const pieces = stream(text, step, 2048);
+      expect(pieces.join("")).toBe(text);
+      expect(pieces.length).toBeGreaterThan(500);
+      expect(pieces.slice(0, -1).every((p) => p.endsWith("\n") && p.length <= 2048 + 60)).toBe(true);
+    }
+  });
+
+  it("a line longer than a piece stays whole, and text without line ends stays one piece", () => {
+    const long = "x".repeat(5000);
+    expect(stream(`a\n${long}\nb\n`, 100, 2048)).toEqual([`a\n${long}\n`, "b\n"]);
+    expect(stream("y".repeat(9000), 1000, 2048)).toEqual(["y".repeat(9000)]);
+    expect(tailPieces(2048, true, "next\n", 2048)).toEqual(["", "next\n"]);
+    expect(tailPieces(2048, false, "tail\nnext\n", 2048)).toEqual(["tail\n", "next\n"]);
   });
 });
