@@ -238,3 +238,50 @@ def test_a_question_waiting_in_a_session_loaded_again_was_not_drawn_in_its_trans
     ed.cmd("AgentAnswer 1")
     ed.idle()
     assert (workspace / "out.txt").read_text() == "hi\n"
+
+# A picker plugin's vim.ui.select as telescope-ui-select and dressing behave: one picker at a time,
+# the one open ends with no choice (on_choice(nil)) when another opens; each choice is made later.
+ONE_PICKER_AT_A_TIME = """
+_G.pickers = {}
+vim.ui.select = function(items, opts, on_choice)
+  local open = _G.pickers[#_G.pickers]
+  if open and not open.done then
+    open.done = true
+    open.on_choice(nil)
+  end
+  table.insert(_G.pickers, { items = items, prompt = opts.prompt, on_choice = on_choice })
+end
+function _G.pick(name)
+  for _, p in ipairs(_G.pickers) do
+    if not p.done then
+      for _, it in ipairs(p.items) do
+        if it.name == name then p.done = true; p.on_choice(it); return p.prompt end
+      end
+    end
+  end
+end
+"""
+
+
+def test_two_questions_at_once_with_a_picker_plugin_denied_the_first_unseen(make_editor, endpoint, workspace, tmp_path):
+    """Two reads of one answer run side by side and both ask: with a picker plugin each question
+    opened its picker at once, and the second one's closed the first with no choice — a denial the
+    user never gave (`.env`'s read refused, unseen). The pickers open one after the other."""
+    (workspace / ".env").write_text("API_TOKEN=sk-secret-value\n")
+    outside = tmp_path / "outside" / "notes.txt"
+    outside.parent.mkdir()
+    outside.write_text("notes from elsewhere\n")
+    endpoint.push(tool_call_stream([call("a", "read", path=".env"), call("b", "read", path=str(outside))]))
+    endpoint.push(text_stream("read both"))
+    ed = make_editor()
+    ed.lua(ONE_PICKER_AT_A_TIME)
+    ed.cmd("AgentAsk read both")
+    ed.wait("return #_G.pickers >= 1", what="a picker")
+    ed.wait("return require('agent_server.chat').text():find('notes.txt', 1, true) ~= nil "
+            "and require('agent_server.chat').text():find('.env', 1, true) ~= nil", what="both questions drawn")
+    assert ed.lua("return _G.pick('Allow once')"), ed.chat()  # the picker on screen
+    ed.wait("return #vim.tbl_filter(function(p) return not p.done end, _G.pickers) == 1", what="the next picker")
+    assert ed.lua("return _G.pick('Allow once')"), ed.chat()
+    ed.idle()
+    results = [m["content"] for m in endpoint.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert any("sk-secret-value" in r for r in results) and any("notes from elsewhere" in r for r in results), results

@@ -138,6 +138,30 @@ function M.prompt(tool_call)
   return "agent-server: " .. title .. (extra and (" — " .. extra) or "")
 end
 
+-- The question whose picker is open (a picker plugin's: it stays open while Neovim goes on), and the
+-- questions whose pickers wait for it, in the order asked: one picker at a time — a plugin's picker
+-- ends the one open with no choice when another opens (telescope-ui-select, dressing), which would
+-- deny a question the user never saw.
+local picking
+local to_pick = {}
+
+-- Question `entry` was answered (by its picker, :AgentAnswer N, a cancel): the next picker waiting opens.
+local function picked(entry)
+  to_pick = vim.tbl_filter(function(e) return e ~= entry and open[e] end, to_pick)
+  if picking ~= entry and picking ~= nil and open[picking] then
+    return
+  end
+  picking = nil
+  local nxt = table.remove(to_pick, 1)
+  if nxt then
+    vim.schedule(function() -- after the answered picker has closed
+      if open[nxt] then
+        M.pick(nxt)
+      end
+    end)
+  end
+end
+
 -- Draw question `entry` in the chat, under its tool call, and offer its options (the chat's numbered
 -- line, or the picker a plugin installed).
 local function show(entry)
@@ -175,6 +199,7 @@ function M.ask(req)
     open[entry] = nil
     req.reply(result)
     pcall(M.hooks.answered, entry.handle, said)
+    picked(entry)
   end
   function req.on_cancel()
     answer({ outcome = { outcome = "cancelled" } }, "permission: cancelled")
@@ -211,8 +236,16 @@ function M.session_shown(id)
   end
 end
 
---- Open the picker (`vim.ui.select`) for question `entry`; a dismissed picker denies.
+--- Open the picker (`vim.ui.select`) for question `entry` — once no other question's picker is open
+--- (then it waits its turn: returns false); a dismissed picker denies.
 function M.pick(entry)
+  if picking and picking ~= entry and open[picking] then
+    if not vim.tbl_contains(to_pick, entry) then
+      to_pick[#to_pick + 1] = entry
+    end
+    return false
+  end
+  picking = entry
   local ok, err = pcall(vim.ui.select, entry.options, {
     prompt = entry.prompt,
     kind = "agent_server.permission",
@@ -223,7 +256,9 @@ function M.pick(entry)
   if not ok then
     entry.fail(err)
   end
+  return true
 end
+
 
 -- Where question `entry` stands in the chat: `{row, n}` (`n`: its order among the questions of one
 -- tool call), or after every drawn one, in the order asked, when it is not drawn.
@@ -264,7 +299,9 @@ function M.answer(n)
     return nil, "no question waits for an answer"
   end
   if n == nil then
-    M.pick(first)
+    if not M.pick(first) then
+      return nil, "another question's picker is open: answer it first (this one's opens next)"
+    end
     return true
   end
   local choice = first.options[n]
