@@ -133,6 +133,18 @@ def test_a_permission_question_was_a_modal_inputlist_that_kept_the_user_from_the
     assert "wrote it" in ed.chat()
 
 
+def two_asking_reads(endpoint, workspace, tmp_path):
+    """The model's next answer: two reads run side by side that both ask (`.env`, a secret file, and
+    a file outside the workspace, returned), then a text."""
+    (workspace / ".env").write_text("API_TOKEN=sk-secret-value\n")
+    outside = tmp_path / "outside" / "notes.txt"
+    outside.parent.mkdir()
+    outside.write_text("notes from elsewhere\n")
+    endpoint.push(tool_call_stream([call("a", "read", path=".env"), call("b", "read", path=str(outside))]))
+    endpoint.push(text_stream("read what I could"))
+    return outside
+
+
 TOP_QUESTION = """local text = require('agent_server.chat').text()
 local at_env, at_out = text:find('Read .env', 1, true), text:find('Read {out}', 1, true)
 return at_env and at_out and (at_env < at_out and 'env' or 'out') or nil"""
@@ -145,12 +157,7 @@ def test_with_two_questions_waiting_agent_answer_answered_the_one_below_the_one_
     :AgentAnswer N answered the latest asked — the question below the one the user read first —
     so the Reject meant for `.env` rejected the other read, and the next answer, meant for that one,
     allowed `.env`: the secret went to the model. The questions are answered from the top down."""
-    (workspace / ".env").write_text("API_TOKEN=sk-secret-value\n")
-    outside = tmp_path / "outside" / "notes.txt"
-    outside.parent.mkdir()
-    outside.write_text("notes from elsewhere\n")
-    endpoint.push(tool_call_stream([call("a", "read", path=".env"), call("b", "read", path=str(outside))]))
-    endpoint.push(text_stream("read what I could"))
+    outside = two_asking_reads(endpoint, workspace, tmp_path)
     ed = make_editor()
     ed.cmd("AgentAsk read both")
     ed.wait("local _, n = require('agent_server.chat').text():gsub('Answer with :AgentAnswer N', '') return n == 2",
@@ -267,12 +274,7 @@ def test_two_questions_at_once_with_a_picker_plugin_denied_the_first_unseen(make
     """Two reads of one answer run side by side and both ask: with a picker plugin each question
     opened its picker at once, and the second one's closed the first with no choice — a denial the
     user never gave (`.env`'s read refused, unseen). The pickers open one after the other."""
-    (workspace / ".env").write_text("API_TOKEN=sk-secret-value\n")
-    outside = tmp_path / "outside" / "notes.txt"
-    outside.parent.mkdir()
-    outside.write_text("notes from elsewhere\n")
-    endpoint.push(tool_call_stream([call("a", "read", path=".env"), call("b", "read", path=str(outside))]))
-    endpoint.push(text_stream("read both"))
+    two_asking_reads(endpoint, workspace, tmp_path)
     ed = make_editor()
     ed.lua(ONE_PICKER_AT_A_TIME)
     ed.cmd("AgentAsk read both")
