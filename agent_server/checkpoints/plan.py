@@ -17,8 +17,8 @@ it ran (a keystroke during the review: stale; a save just before the write) is n
 stays the next ``/undo``'s. A counted undo makes the turn undone — for the files it changed; the others
 keep what they hold, and ``/undo`` again steps one more turn back. The files an undo changed
 accumulate over the runs of that turn (a run cut off by a crash counts as not done, its restores
-kept: ``checkpoint/restored``). ``/redo`` re-applies the turn the last counted ``/undo`` that changed
-files took back, only the files the undo changed — each as it was just before that undo:
+kept: ``checkpoint/restored``; a redo cut off so: the next ``/redo`` leaves what it re-applied).
+``/redo`` re-applies the turn the last counted ``/undo`` that changed files took back, only the files the undo changed — each as it was just before that undo:
 ``replaced`` (where the user took the checkpoint over their own change: the ``FileState`` it held
 then, ``null`` absent), else what the agent left; a file the undo did not change is left alone. An
 undo that took back the agent's change alone (a three-way merge over the file's other changes) names
@@ -47,6 +47,8 @@ HELD_BACK_OUTCOMES = ("kept the user's version", "not restored (the user rejecte
                       "not removed (it changed on disk just now)", NOT_AS_IT_WAS)
 #: The outcome of a file ``/redo`` leaves alone because the undo it redoes did not change it.
 LEFT_OUTCOME = "left as it is (the /undo did not change it)"
+#: … and of one a ``/redo`` cut off by a crash had already re-applied (``checkpoint/restored``).
+REDONE_OUTCOME = "already redone (the interrupted /redo re-applied it)"
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class Restore:
     uncertain: bool = False
     leave: bool = False
     replaced: bool = False
+    redone: bool = False
+    """A ``leave`` file a ``/redo`` of the turn cut off by a crash already re-applied."""
     folders: int = 0
     """``/undo`` of a file the agent created: how many of its enclosing folders (innermost up) the agent's
     write made — removed after it when empty then (never one holding anything)."""
@@ -97,12 +101,15 @@ class Restore:
 
 @dataclass(frozen=True)
 class Run:
-    """One ``/undo`` or ``/redo`` as logged: its turn, whether it counted, whether it changed a file."""
+    """One ``/undo`` or ``/redo`` as logged: its turn, whether it counted, whether it changed a file
+    (``files``: which), whether a crash cut it off (``interrupted``: closed on load, not done)."""
 
     which: str
     turn: int
     done: bool
     changed: bool
+    files: tuple[Path, ...] = ()
+    interrupted: bool = False
 
 
 @dataclass
@@ -120,6 +127,11 @@ class History:
     last: dict[str, Run]
     left: dict[int, dict[Path, FileState]] = field(default_factory=dict)
     """Per turn, what an undo that took back only the agent's change (a merge) left in a file."""
+    redone: dict[int, set[Path]] = field(default_factory=dict)
+    """Per turn still undone, the files a ``/redo`` cut off by a crash re-applied (the next
+    ``/redo`` leaves them: ``Restore.redone``)."""
+    interrupted: dict[int, Run] = field(default_factory=dict)
+    """Per turn, a run of it a crash cut off, until a run of that turn counts."""
 
 
 def file_changed(entry: dict[str, Any]) -> bool:
@@ -152,6 +164,8 @@ def history(events: Sequence[Any]) -> History:
     replaced: dict[int, dict[Path, FileState | None]] = {}
     last: dict[str, Run] = {}
     left: dict[int, dict[Path, FileState]] = {}
+    redone: dict[int, set[Path]] = {}
+    interrupted: dict[int, Run] = {}
     for event in events:
         data = event.data
         if event.type == "checkpoint/file":
@@ -177,7 +191,13 @@ def history(events: Sequence[Any]) -> History:
             which, turn, files = event.type.split("/")[1], int(data["turn"]), _files(data)
             done = data["done"] if isinstance(data.get("done"), bool) else run_counts(files)
             changed = {Path(f["path"]) for f in files if file_changed(f)}
-            last[which] = Run(which, turn, done, bool(changed))
+            cut = data.get("interrupted") is True and not done
+            last[which] = Run(which, turn, done, bool(changed),
+                              tuple(Path(f["path"]) for f in files if file_changed(f)), cut)
+            if cut:
+                interrupted[turn] = last[which]
+            elif done:
+                interrupted.pop(turn, None)
             if which == "undo":
                 undone_files.setdefault(turn, set()).update(changed)
                 took = replaced.setdefault(turn, {})
@@ -189,6 +209,7 @@ def history(events: Sequence[Any]) -> History:
                         left.setdefault(turn, {})[Path(f["path"])] = merged
                     elif Path(f["path"]) in changed:
                         left.get(turn, {}).pop(Path(f["path"]), None)
+                redone.get(turn, set()).difference_update(changed)
                 if done:
                     undone.add(turn)
                     if undone_files[turn] and turn not in redo:
@@ -200,13 +221,17 @@ def history(events: Sequence[Any]) -> History:
                         replaced.get(turn, {}).pop(path, None)
                         left.get(turn, {}).pop(path, None)
                 if done:
+                    redone.pop(turn, None)
+                else:
+                    redone.setdefault(turn, set()).update(changed)
+                if done:
                     undone.discard(turn)
                     if redo and redo[-1] == turn:
                         redo.pop()
     for entry in turns.values():  # a file put back exactly as it was is no change
         entry.files = {p: c for p, c in entry.files.items() if c.before != c.after}
     ordered = [turns[t] for t in sorted(turns) if turns[t].files]
-    return History(ordered, undone, redo, undone_files, replaced, last, left)
+    return History(ordered, undone, redo, undone_files, replaced, last, left, redone, interrupted)
 
 
 def changed_turns(events: Sequence[Any]) -> list[TurnChanges]:
@@ -238,11 +263,13 @@ def plan_redo(events: Sequence[Any]) -> tuple[int, list[Restore]] | None:
         return None
     took = past.replaced.get(entry.turn, {})  # the user's bytes the undo replaced come back, not the agent's
     undid = past.undone_files.get(entry.turn, set())
+    redid = past.redone.get(entry.turn, set())  # re-applied by a redo a crash cut off
     merged = past.left.get(entry.turn, {})  # an undo of the agent's change alone left the merge, not ``before``
     # an uncertain file whose undo kept what it replaced gets those very bytes back: over what the undo
     # itself wrote (checked at the redo: else it is a file changed since, asked) nothing can be lost
     return entry.turn, [Restore(c.path, merged.get(c.path, c.before), took.get(c.path, c.after),
                                 c.uncertain and c.path not in took, leave=c.path not in undid,
                                 replaced=c.path in took and c.path not in merged and took[c.path] != c.after,
+                                redone=c.path not in undid and c.path in redid,
                                 bomless=c.bomless)
                         for c in entry.files.values()]

@@ -71,12 +71,24 @@ def checkpoints_report(events: list[Any], roots: list[str]) -> str:
     lines = ["Turns that changed files (newest first):"]
     for entry in reversed(past.turns):
         undid = past.undone_files.get(entry.turn, set())
-        partly = entry.turn in past.undone and bool(undid) and not set(entry.files) <= undid
-        marks = [m for m, on in (("partly undone" if partly else "undone", entry.turn in past.undone),
+        redid = past.redone.get(entry.turn, set())  # re-applied by a /redo a crash cut off
+        undone = entry.turn in past.undone
+        partly = undone and bool(undid) and not set(entry.files) <= undid
+        cut = not undone and bool(undid) and entry.turn in past.interrupted  # an /undo a crash cut off
+        state = ("partly undone (the /undo was interrupted)" if cut else "partly undone" if partly else "undone")
+        marks = [m for m, on in ((state, undone or cut),
                                  ("next /undo", plan and plan[0] == entry.turn),
                                  ("next /redo", redo and redo[0] == entry.turn)) if on]
-        files = ", ".join(f"{_show(c.path, roots)} ({_how(c.before, c.after)}"
-                          f"{', kept' if partly and c.path not in undid else ''})" for c in entry.files.values())
+
+        def note(path: Path) -> str:
+            if cut:
+                return ", undone" if path in undid else ""
+            if path in redid:
+                return ", redone"
+            return ", kept" if partly and path not in undid else ""
+
+        files = ", ".join(f"{_show(c.path, roots)} ({_how(c.before, c.after)}{note(c.path)})"
+                          for c in entry.files.values())
         lines.append(f"- turn {entry.turn}{' [' + ', '.join(marks) + ']' if marks else ''}: {files}")
     return "\n".join(lines)
 
@@ -110,20 +122,23 @@ def restore_meta(which: str, turn: int, outcomes: list[dict[str, Any]], done: bo
 
 
 def restore_text(which: str, turn: int, summary: str, outcomes: list[dict[str, Any]], done: bool,
-                 again: bool = False) -> str:
+                 again: str = "", earlier: frozenset[Path] = frozenset()) -> str:
     """What the user is answered after a run: what became of each file, and what ``/undo`` and
-    ``/redo`` do next when the run did not take the whole turn back."""
+    ``/redo`` do next when the run did not take the whole turn back. ``again``: what the last run of
+    the turn, not done, did (``again_text``); ``earlier``: the files earlier undos of the turn
+    changed (a run a crash cut off) — ``/redo`` re-applies them too."""
     from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed
 
     name = which.capitalize()
-    head = f"{name} of turn {turn}" + (f" again (the last /{which} of it changed no file)" if again else "")
+    head = f"{name} of turn {turn}" + (f" again ({again})" if again else "")
     if not done:
         nothing = "Nothing was undone" if which == "undo" else "Nothing was redone"
         next_step = (f"turn {turn} is still the one /undo takes back (/undo asks about it again)" if which == "undo"
                      else f"turn {turn} stays undone (/redo offers it again)")
         return f"{head}: {summary}. {nothing}: {next_step}."
     changed = [o for o in outcomes if file_changed(o)]
-    kept = [o for o in outcomes if not file_changed(o) and o.get("outcome") != LEFT_OUTCOME]
+    kept = [o for o in outcomes if not file_changed(o) and o.get("outcome") != LEFT_OUTCOME
+            and Path(o["path"]) not in earlier]
     text = f"{head}: {summary}."
     if which == "undo" and changed and kept:
         text += (f" Turn {turn} is undone for the files restored: /redo re-applies only those, and /undo "
@@ -131,7 +146,16 @@ def restore_text(which: str, turn: int, summary: str, outcomes: list[dict[str, A
     return text
 
 
-def nothing_text(which: str, events: list[Any]) -> str:
+def again_text(last: Any, roots: list[str]) -> str:
+    """What the last run of a turn (a ``plan.Run``, not done) did, for the answer of the next one."""
+    if last.interrupted:
+        names = ", ".join(_show(p, roots) for p in last.files)
+        return (f"the last /{last.which} of it was interrupted after "
+                f"{'restoring' if last.which == 'undo' else 're-applying'} {names}")
+    return f"the last /{last.which} of it changed no file"
+
+
+def nothing_text(which: str, events: list[Any], roots: list[str] | None = None) -> str:
     """The answer when there is nothing to undo or redo, saying why."""
     from agent_server.checkpoints.plan import history
 
@@ -142,16 +166,24 @@ def nothing_text(which: str, events: list[Any]) -> str:
                     + (" (/redo re-applies the last one)." if past.redo else "."))
         return "Nothing to undo: no agent turn changed files."
     last = past.last.get("undo")
+    if last is not None and last.interrupted and last.turn not in past.undone:
+        names = ", ".join(_show(p, roots or []) for p in last.files)
+        return (f"Nothing to redo: the last /undo (turn {last.turn}) was interrupted before it ended ({names} "
+                f"restored): /undo takes back the rest of turn {last.turn}.")
     if last is not None and not last.changed:
         return f"Nothing to redo: the last /undo (turn {last.turn}) changed no file."
     return "Nothing to redo."
 
 
-def _notice(which: str, turn: int, summary: str) -> dict[str, Any]:
+def _notice(which: str, turn: int, summary: str, interrupted: bool = False) -> dict[str, Any]:
     verb = "undid" if which == "undo" else "redid"
+    did = (f"The user {verb} the file changes of turn {turn}: {summary}." if not interrupted else
+           f"The user's /{which} of the file changes of turn {turn} was interrupted (agent-server stopped before "
+           f"it ended) after it had {'restored' if which == 'undo' else 're-applied'}: {summary}. The turn's other "
+           f"files were not {'taken back' if which == 'undo' else 're-applied'}.")
     return {"reason": f"checkpoint_{which}", "text": (
-        f"The user {verb} the file changes of turn {turn}: {summary}. The files on disk and in the editor "
-        "may differ from what you last read: read a file again before you change it.")}
+        f"{did} The files on disk and in the editor may differ from what you last read: read a file again "
+        "before you change it.")}
 
 
 def recover_restore(log: Any) -> bool:
@@ -179,7 +211,7 @@ def recover_restore(log: Any) -> bool:
     summary = restore_summary(files, roots)
     log.append(f"checkpoint/{which}", {"turn": turn, "files": files, "call_id": call_id, "done": False,
                                        "interrupted": True})
-    log.append("notice", _notice(which, turn, summary))
+    log.append("notice", _notice(which, turn, summary, interrupted=True))
     rest = (f"/undo asks about the rest of turn {turn} again" if which == "undo"
             else f"/redo re-applies the rest of turn {turn}")
     log.append("command", {"name": which, "argument": "", "outcome": (
@@ -255,22 +287,27 @@ class Restorer:
         await self._idle.wait()
 
     async def _run(self, which: str) -> str:
-        from agent_server.checkpoints.plan import LEFT_OUTCOME, file_changed, history, plan_redo, plan_undo, run_counts
+        from agent_server.checkpoints.plan import (LEFT_OUTCOME, REDONE_OUTCOME, file_changed, history, plan_redo,
+                                                   plan_undo, run_counts)
 
         events = self.log.events
         plan = plan_undo(events) if which == "undo" else plan_redo(events)
         if plan is None:
-            return nothing_text(which, events)
+            return nothing_text(which, events, self.roots)
         turn, restores = plan
-        last = history(events).last.get(which)
-        again = last is not None and last.turn == turn and not last.done
+        past = history(events)
+        last = past.last.get(which)
+        again = again_text(last, self.roots) if last is not None and last.turn == turn and not last.done else ""
+        # files earlier undos of the turn changed (one a crash cut off): /redo re-applies them too
+        earlier = frozenset(past.undone_files.get(turn, set())) if which == "undo" else frozenset()
         self._title = f"{which.capitalize()} turn {turn}"
         self._disk_paths = _restored_on_disk(events, turn) if which == "redo" else set()
         call_id = f"{which}-{len(self.log.events) + 1}"
         await self.emit(restore_call(which, turn, call_id, [str(r.path) for r in restores]))
         outcomes = []
         for restore in restores:
-            outcome = _said(restore.path, LEFT_OUTCOME) if restore.leave else await self._restore(restore, call_id)
+            outcome = (_said(restore.path, REDONE_OUTCOME if restore.redone else LEFT_OUTCOME) if restore.leave
+                       else await self._restore(restore, call_id))
             outcome["changed"] = file_changed(outcome)
             if outcome["changed"]:  # kept at once: a crash before the run's end loses no restore (recover_restore)
                 self.log.append("checkpoint/restored", {"call_id": call_id, "which": which, "turn": turn, **outcome})
@@ -282,7 +319,7 @@ class Restorer:
             self.log.append("notice", _notice(which, turn, summary))
         await self.emit({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed",
                          "content": restore_content(summary), "_meta": restore_meta(which, turn, outcomes, done)})
-        return restore_text(which, turn, summary, outcomes, done, again)
+        return restore_text(which, turn, summary, outcomes, done, again, earlier)
 
     def _editor(self) -> tuple[bool, bool]:
         """``(reads buffers, writes through the editor)`` of the session's seam: the disk backend

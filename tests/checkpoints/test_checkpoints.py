@@ -303,6 +303,18 @@ def test_an_undo_the_user_declined_throughout_is_no_undo_and_redo_takes_only_wha
                                                     restored("/w/c.txt", "removed (the agent had created it)")], done=True))
     turn, restores = plan_redo(cut)
     assert turn == 2 and not any(r.leave for r in restores)
+    assert history(cut[:-1]).interrupted[2].files == (Path("/w/b.txt"),) and 2 not in history(cut).interrupted
+    # a redo cut off (b.txt re-applied): the turn stays undone; the next redo leaves b.txt as redone
+    cut.append(ev("checkpoint/redo", turn=2, files=[{**restored("/w/b.txt"), "changed": True}], done=False,
+                  interrupted=True))
+    turn, restores = plan_redo(cut)
+    assert turn == 2 and [(str(r.path), r.leave, r.redone) for r in restores] == [
+        ("/w/b.txt", True, True), ("/w/c.txt", False, False)]
+    assert history(cut).last["redo"].interrupted and history(cut).redone == {2: {Path("/w/b.txt")}}
+    cut.append(ev("checkpoint/redo", turn=2, files=[restored("/w/b.txt", "already redone"),
+                                                    restored("/w/c.txt", "created again (the agent had created it)")],
+                  done=True))
+    assert plan_redo(cut) is None and plan_undo(cut)[0] == 2 and history(cut).redone == {}
 
 
 def test_a_newly_created_one_line_file_was_counted_plus_1_minus_1(tmp_path):

@@ -685,7 +685,8 @@ async def test_a_crash_between_the_undos_proposals_and_the_answers_lost_what_was
     endpoint.push(text_stream("noted"))
     assert (await second.prompt(sid, "what changed?")).stop_reason == "end_turn"
     users = [m["content"] for m in endpoint.requests[-1].json()["messages"] if m["role"] == "user"]
-    assert sum("undid the file changes of turn 2: b.txt: restored" in str(u) for u in users) == 1
+    assert sum("The user's /undo of the file changes of turn 2 was interrupted (agent-server stopped before it "
+               "ended) after it had restored: b.txt: restored." in str(u) for u in users) == 1
 
 
 async def test_an_undo_whose_restore_went_stale_counted_as_undone(acp_harness_factory, endpoint, workspace):
