@@ -114,3 +114,22 @@ def test_a_question_of_a_left_behind_session_was_drawn_as_the_shown_sessions_own
             what="B's end line")
     b_part, a_part = parts(ed.chat(), first, second)
     assert "stop: end_turn" in b_part and "stop: end_turn" not in a_part.split("_— replayed —_")[1], ed.chat()
+
+
+def test_a_left_behind_sessions_failed_prompt_was_put_back_into_the_prompt_area_of_the_session_shown(
+        make_editor, endpoint, workspace):
+    """The class, for a failure: the left session's turn went on after its proposal was accepted and
+    the endpoint refused the key (401): its prompt ("change it") was put back into the prompt area of
+    the session shown since, where sending it would have asked that other session. The ways forward
+    (sign in, …) are still offered — the key is the server's —, the prompt stays out of the prompt
+    area, and the error is drawn in the left session's part."""
+    refused = {"kind": "error", "status": 401, "json": {"error": {"message": "Incorrect API key provided"}}}
+    ed, first, second, path = left_and_loaded(make_editor, endpoint, workspace, refused)
+    ed.choose("cancel")  # the ways forward: dismissed
+    ed.cmd("AgentAccept")
+    ed.wait("return not require('agent_server.client').busy()", what="the left-behind turn's end")
+    ed.wait("local s = _G.selects or {}; return s[#s] and s[#s].prompt:find('API key', 1, true)",
+            what="the ways forward offered")
+    b_part, a_part = parts(ed.chat(), first, second)
+    assert "**error:**" in b_part and "**error:**" not in a_part, ed.chat()
+    assert ed.lua("return require('agent_server.transcript').prompt_text()") == ""

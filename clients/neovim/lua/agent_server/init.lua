@@ -83,8 +83,14 @@ local function wire()
     end
     if ev.type == "failed" and (ev.kind == "auth" or ev.kind == "connection" or ev.kind == "start"
         or ev.kind == "gone") then
+      -- a prompt of a session the chat left is not given back to the prompt area (sent from there, it
+      -- would go to the session shown); its server-wide ways forward (a key, the endpoint) are offered
+      local left = chat.left_behind(ev.session_id)
+      if left and ev.kind == "gone" then
+        return
+      end
       vim.schedule(function() -- after the chat drew the error
-        M.way_forward(ev.kind, ev.prompt, ev.session_id)
+        M.way_forward(ev.kind, not left and ev.prompt or nil, ev.session_id)
       end)
     end
   end)
