@@ -167,6 +167,30 @@ def make_report_session(workspace, state) -> None:
         endpoint.stop()
 
 
+CARDS_PROMPT = "Read the three files a hundred times"
+CARDS_STEPS = 100
+CARDS_END = "CARDS-END: read them all."
+
+
+def make_cards_session(workspace, state) -> None:
+    """A session of CARDS_STEPS * 3 read cards (a line of text each step), made by ``agent-server run`` in
+    the window's workspace and state folder before the window opens (its own endpoint)."""
+    endpoint = ThreadedEndpoint(OfflineEndpoint())
+    for k in range(CARDS_STEPS):
+        endpoint.push(tool_call_stream([call(f"c{k}.{j}", "read", path=name) for j, name in enumerate(("app.py", "two.py", "rej.py"))],
+                                       text=f"Step {k}: reading the three files again."))
+    endpoint.push(text_stream(CARDS_END))
+    try:
+        env = {**os.environ, "AGENT_SERVER_STATE_DIR": str(state), "AGENT_SERVER_SANDBOX": "off",
+               "AGENT_SERVER_BASE_URL": endpoint.base_url, "AGENT_SERVER_API_KEY": "offline-test-key",
+               "AGENT_SERVER_MODEL": "offline-model", "AGENT_SERVER_CONTEXT_WINDOW": "1000000",
+               "AGENT_SERVER_CONFIG": str(state.parent / "config.toml")}
+        subprocess.run([*agent_server_command(), "run", "-p", CARDS_PROMPT, "--cwd", str(workspace)],
+                       env=env, cwd=workspace, check=True, capture_output=True, timeout=300)
+    finally:
+        endpoint.stop()
+
+
 STREAMED = " ".join(f"word{k}" for k in range(150))
 
 
@@ -434,6 +458,8 @@ SCENARIOS = [
      "prompt": "Set b to 3 in fmt2.json", "answer": FMT_JSON_ANSWER},
     {"name": "the_session_picker_did_not_flag_a_session_waiting_for_an_answer", "prompt": "Write picked.txt with the shell",
      "answer": PICKER_ANSWER},
+    # the long answer's session (long_answer_stays_bounded, above) replayed
+    {"name": "a_replay_of_hundreds_of_cards_was_drawn_in_one_task", "title": CARDS_PROMPT, "end": CARDS_END},
     {"name": "saving_after_undo_restored_the_disk_under_unsaved_text", "file": UNDO_SAVE, "text": UNDO_SAVE_TEXT,
      "typed": UNDO_SAVE_TYPED, "prompt": "Shout three in undosave.txt with the shell", "answer": UNDO_SAVE_ANSWER},
     {"name": "question_arrives_while_scrolled_up", "prompt": "Wait for the flag, then write question.txt",
@@ -516,6 +542,8 @@ def run(tmp_path_factory):
     outside.mkdir()
     if any(s["name"] == "two_megabyte_replay_stays_usable" for s in chosen()):
         make_report_session(workspace, tmp / "state")
+    if any(s["name"] == "a_replay_of_hundreds_of_cards_was_drawn_in_one_task" for s in chosen()):
+        make_cards_session(workspace, tmp / "state")
     scenarios = [{**s, "otherFolder": str(other)} if "otherFolder" in s else s for s in chosen()]
     scenarios = [{**s, "outside": str(outside)} if "outside" in s else s for s in scenarios]
     scenarios = [{**s, "workspaceFile": str(multi), "folders": [str(tmp / "dev" / "proj"), str(second)]}
@@ -1451,3 +1479,16 @@ def test_the_session_picker_did_not_flag_a_session_waiting_for_an_answer(run):
     assert len(flagged) == 1 and "Write picked.txt" in flagged[0], got
     assert got["answered"], got
     assert (workspace / "picked.txt").read_text() == "picked\n"
+
+
+def test_a_replay_of_hundreds_of_cards_was_drawn_in_one_task(run):
+    """A session/load replay of hundreds of cards arrives in a few batches; a paint made all of a batch's
+    slots at once (~180 for 900 cards: 150–250 ms of one task, bench/README.md). Now a paint makes at most
+    48 new slots, the newest first, the rest in the next frames: a session of 300 read cards (made by
+    `agent-server run` before the window opened) replayed adds them over several tasks, every one in the end."""
+    scenario(run, "a_replay_of_hundreds_of_cards_was_drawn_in_one_task")
+    results, _, _ = run
+    got = results["scenarios"]["a_replay_of_hundreds_of_cards_was_drawn_in_one_task"]
+    assert got["tools"] == CARDS_STEPS * 3, got
+    assert got["slotsAdded"] >= got["slots"] >= CARDS_STEPS * 4, got
+    assert got["mostSlotsInOneTask"] <= 48, got

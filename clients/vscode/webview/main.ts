@@ -625,6 +625,14 @@ let mdRenders = 0;
 const CHUNK_BYTES = 8000;
 /** What drawing a card spends of a paint's budget (`PAINT_BUDGET`, in markdown characters). */
 const CARD_COST = 1024;
+/**
+ * New slots a paint makes at most, the newest first; the older ones wait for the next frames. A replay
+ * arrives in a few batches of hundreds of items: one paint making all of a batch's slots (placeholders
+ * mostly) blocked the panel 150–250 ms with their style and layout (900 cards, bench/README.md).
+ */
+const NEW_SLOTS_PER_PAINT = 48;
+/** Items a paint left for the next frames (`NEW_SLOTS_PER_PAINT`): drawn as placeholders when made. */
+const deferred = new Set<number>();
 
 /**
  * Heights of what is not drawn yet (a replay's or a burst's far part): a placeholder of about the
@@ -1026,6 +1034,10 @@ function newItemBudgets(): Map<number, number> {
   for (let k = state.items.length - 1; k >= 0; k--) {
     const item = state.items[k]!;
     if (slots.has(item.id)) continue;
+    if (deferred.has(item.id)) {
+      budgets.set(item.id, 0); // a replay's older part, made over the frames after its end: placeholders
+      continue;
+    }
     budgets.set(item.id, Math.max(0, left));
     left -= item.type === "agent" && !item.command ? item.text.length : CARD_COST;
   }
@@ -1037,6 +1049,21 @@ function paint(): void {
   paintBudget = PAINT_BUDGET;
   measureText();
   const budgets = newItemBudgets();
+  // the newest items without a slot get one now; the older ones in the next frames (their slots go
+  // above, kept as placeholders until near the viewport: the end the panel shows comes first)
+  const making = new Set<number>();
+  let waiting = 0;
+  for (let k = state.items.length - 1; k >= 0; k--) {
+    const id = state.items[k]!.id;
+    if (slots.has(id)) continue;
+    if (making.size < NEW_SLOTS_PER_PAINT) {
+      making.add(id);
+      deferred.delete(id);
+    } else {
+      waiting++;
+      deferred.add(id);
+    }
+  }
   // following the end unless the user scrolled away (a flag kept by scroll events: the boxes below
   // the transcript — working line, Changes — change its height without the user scrolling)
   const stick = following || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
@@ -1047,6 +1074,7 @@ function paint(): void {
     let slot = slots.get(item.id);
     alive.add(item.id);
     if (!slot) {
+      if (!making.has(item.id)) continue; // a later frame's
       slot = makeSlot(item, budgets.get(item.id) ?? 0);
       slots.set(item.id, slot);
     } else if (slot.rev !== item.rev || (slot.agent?.open && !isOpen(item))) {
@@ -1062,6 +1090,9 @@ function paint(): void {
       slots.delete(id);
     }
   }
+  app.dataset.drawing = String(waiting); // items still to get a slot (a replay drawn over frames)
+  if (waiting > 0) schedule();
+  else deferred.clear();
   app.dataset.mdBlocks = String(mdBlocks);
   app.dataset.mdRenders = String(mdRenders);
 

@@ -178,6 +178,39 @@ export function planningScenarios({ config, shot, quickOpen, promptInPanel, wait
       return { listed, answered };
     },
 
+    /** A session of 300 read cards (made before the window opened) opened from the session picker: how
+     * many slots one task added to the transcript at most (a 900-card replay's paint made ~180 at once and
+     * blocked the panel 150–250 ms: bench/README.md); a count, not a time. */
+    async a_replay_of_hundreds_of_cards_was_drawn_in_one_task(page, s) {
+      const p = panel(page);
+      await newSession(page);
+      await p.locator("#app").evaluate((app) => {
+        const w = /** @type {any} */ (window);
+        w.__mostSlots = 0;
+        w.__slotsSeen = 0;
+        const t = app.querySelector(".transcript");
+        w.__slotWatch?.disconnect();
+        w.__slotWatch = new MutationObserver((records) => {
+          let added = 0;
+          for (const r of records) for (const n of r.addedNodes) if (n.nodeType === 1 && n.classList.contains("slot") && n.parentElement === t) added++;
+          w.__mostSlots = Math.max(w.__mostSlots, added);
+          w.__slotsSeen += added;
+        });
+        w.__slotWatch.observe(t, { childList: true });
+      });
+      await pickSession(page, s.title);
+      await p.locator(".agent", { hasText: s.end }).last().waitFor({ timeout: T });
+      await p.locator('#app:not([data-drawing]), #app[data-drawing="0"]').waitFor({ timeout: T }); // every item has its slot
+      await waitIdle(page);
+      const got = await p.locator("#app").evaluate((app) => {
+        const w = /** @type {any} */ (window);
+        w.__slotWatch.disconnect();
+        return { mostSlotsInOneTask: w.__mostSlots, slotsAdded: w.__slotsSeen, slots: app.querySelectorAll(".transcript > .slot").length, tools: app.querySelectorAll(".transcript > .slot-tool").length };
+      });
+      await shot(page, "replay-sliced");
+      return got;
+    },
+
     /** The user's unsaved line in an open file; the agent's shell command changes the file on disk;
      * /undo takes the checkpoint (on disk: the buffer keeps the unsaved text); then Ctrl+S. VS Code
      * must save the user's text without "The content of the file is newer" (nothing of the user's lost). */
