@@ -26,6 +26,8 @@ NOT_RUN_CANCELLED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run because 
                      "before it started.")
 NOT_RUN_CRASHED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: agent-server stopped (the process "
                    "ended) before it started.")
+NOT_RUN_UNDECIDED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: agent-server stopped (the process ended) "
+                     "before its permission check let it run (its question to the user had no answer yet).")
 MAY_HAVE_RUN_CRASHED = ("Interrupted: agent-server stopped (the process ended) while this call was pending "
                         "or running; it may have had part or all of its effect, or none.")
 NOT_RUN_LOG_FAILED = (f"{ABORTED_BEFORE_DISPATCH}: this call was not run: the session log could not be written "
@@ -117,16 +119,31 @@ def settle_open_calls(log: EventLog, turn: int, *, crashed: bool, cause: str = C
 
     ``crashed=False`` (cancel in this process): the pipeline already settled every call it
     dispatched, so an open call never ran → ``reason: "aborted"``. ``crashed=True`` (load after
-    a dead process): a call whose ``tool/call`` is on disk may have run → ``"interrupted"``; one
-    without → ``"aborted"``. ``cause`` (with ``crashed``): ``CRASH`` or ``LOG_FAILED`` — which
+    a dead process): a call whose ``tool/call`` and policy ``allow`` are on disk may have run →
+    ``"interrupted"``; one without either (still asking the user, or never announced) → ``"aborted"``. ``cause`` (with ``crashed``): ``CRASH`` or ``LOG_FAILED`` — which
     words the results use. ``sync_later``: appended unsynced (``EventLog.append``), for the caller's
     next durable append to ``fsync`` with its own.
     """
     appended = []
-    for call in open_calls(log.events):
+    calls = open_calls(log.events)
+    # every call that runs has its policy/decision "allow" logged first (the pipeline's guard): one
+    # announced without it was still asking (or being checked) when the process died — it never ran
+    first = min((c.call_seq for c in calls if c.call_seq is not None), default=None)
+    allowed: set[tuple[Any, int]] = set()
+    # (not after a failed append: an unsynced decision may have been lost while its call ran)
+    for event in reversed(log.events if crashed and cause == CRASH and first is not None else ()):
+        if event.seq <= first:  # type: ignore[operator]
+            break
+        if event.type == "policy/decision" and event.data.get("outcome") == "allow":
+            allowed.add((event.data.get("call_id"), event.seq))
+    for call in calls:
         may_have_run = crashed and call.call_seq is not None
-        if may_have_run:
+        undecided = (may_have_run and cause == CRASH
+                     and not any(cid == call.call_id and seq > call.call_seq for cid, seq in allowed))
+        if may_have_run and not undecided:
             text, reason = (MAY_HAVE_RUN_LOG_FAILED if cause == LOG_FAILED else MAY_HAVE_RUN_CRASHED), "interrupted"
+        elif undecided:
+            text, reason = NOT_RUN_UNDECIDED, "aborted"
         else:
             text = NOT_RUN_CANCELLED if not crashed else NOT_RUN_LOG_FAILED if cause == LOG_FAILED else NOT_RUN_CRASHED
             reason = "aborted"

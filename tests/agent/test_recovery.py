@@ -22,8 +22,9 @@ def turn_with_calls(logged_calls=2, results=0):
               ("step/start", {"turn": 1, "step": 1}),
               ("assistant", {"turn": 1, "step": 1, "text": "", "tool_calls": CALLS}),
               ("step/end", {"turn": 1, "step": 1})]
-    events += [("tool/call", {"turn": 1, "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]})
-               for c in CALLS[:logged_calls]]
+    for c in CALLS[:logged_calls]:  # each announced, then allowed by the policy (the pipeline's guard), then run
+        events += [("tool/call", {"turn": 1, "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}),
+                   ("policy/decision", {"call_id": c["id"], "tool": c["name"], "outcome": "allow", "decided_by": "policy"})]
     events += [("tool/result", {"turn": 1, "call_id": c["id"], "tool_call_id": "tc-x", "name": c["name"],
                                 "status": "completed", "content": "ok"}) for c in CALLS[:results]]
     return events
@@ -50,6 +51,22 @@ def test_crash_between_tool_call_and_tool_result_leaves_no_dangling_call(tmp_pat
     assert "write (call c2)" in notice["text"] and "read (call c3)" in notice["text"]
     assert log.events[-1].type == "turn/end" and log.events[-1].data == {"turn": 1, "exit": "interrupted"}
     assert open_calls(log.events) == []
+
+
+def test_a_call_still_waiting_for_permission_when_the_server_died_was_said_to_have_maybe_run(tmp_path):
+    """Newcomer 6 finding 9: ``cat .env && echo …`` asked before it ran (a secret file); the server was
+    killed while the question waited; the card and the model were told it "may have had part or all of
+    its effect" — though nothing allowed it, so it never ran. A call announced without its policy's
+    ``allow`` did not run."""
+    events = turn_with_calls(logged_calls=1)
+    events += [("tool/call", {"turn": 1, "call_id": "c2", "name": "write", "arguments": CALLS[1]["arguments"]})]
+    log = make(tmp_path, events)
+    recovery = close_open_turn(log)
+    assert [(e.data["call_id"], e.data["reason"]) for e in recovery.results] == [
+        ("c1", "interrupted"), ("c2", "aborted"), ("c3", "aborted")]
+    assert "before its permission check let it run" in recovery.results[1].data["content"]
+    assert recovery.notice.data["not_run"] == ["c2", "c3"] and recovery.notice.data["may_have_run"] == ["c1"]
+    assert valid(log) is None
 
 
 def test_crash_before_any_tool_call_was_logged_says_none_of_them_ran(tmp_path):
