@@ -258,6 +258,12 @@ def check_key(base_url: str | None, key: str | None, *, timeout: float = CHECK_T
     detail = _error_text(response, key)
     if response.status_code in (401, 403):
         return CheckResult(False, f"The endpoint refused this key (HTTP {response.status_code}{detail}).")
+    if response.status_code == 404 and not any(part[:1] == "v" and part[1:2].isdigit()
+                                               for part in httpx.URL(url).path.split("/")):
+        # the commonest set-up mistake: the API root without its /v1 (the chat requests would 404 too)
+        return CheckResult(False, f"Could not check the key: {shown} answered HTTP 404{detail} — is the base URL "
+                                  f"missing its API root? OpenAI-compatible servers answer at …/v1: try "
+                                  f"{redact_url(base_url.rstrip('/'))}/v1.")
     if response.status_code != 200:
         return CheckResult(False, f"Could not check the key: {shown} answered HTTP {response.status_code}{detail}.")
     try:

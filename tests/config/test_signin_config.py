@@ -128,3 +128,35 @@ async def test_check_config_probe_said_nothing_of_a_refused_key_or_an_endpoint_t
         closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     code, gone = await probe(closed, "sk-any-789")
     assert code == 1 and not gone["ok"] and f"cannot reach {closed}/models" in gone["message"], gone
+
+
+def test_check_config_probe_of_a_base_url_without_v1_said_only_http_404():
+    """Review of the last session (and newcomer 6 finding 5's kin): ``--check-config --probe`` and
+    ``agent-server login`` against ``http://HOST:PORT`` of a server that serves ``/v1/...`` only said
+    "answered HTTP 404": the usual cause — the base URL without its ``/v1`` — is said, with the URL to try."""
+    import http.server
+    import threading
+
+    from agent_server.cli.login import check_key
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(404)
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b"Not Found")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        root = f"http://127.0.0.1:{server.server_address[1]}"
+        got = check_key(root, "sk-any")
+        assert not got.ok and "HTTP 404" in got.message and f"try {root}/v1" in got.message, got.message
+        versioned = check_key(root + "/v1", "sk-any")  # the root has its /v1: no such hint
+        assert not versioned.ok and "HTTP 404" in versioned.message and "try" not in versioned.message, versioned.message
+    finally:
+        server.shutdown()
+        server.server_close()
