@@ -20,6 +20,9 @@ interface Pending {
   resolve: (r: acp.RequestPermissionResponse) => void;
   /** The question as the panel was sent it (sent again when its session is shown again). */
   event?: ChatEvent;
+  /** Its diffs not opened yet: a question of a session the panel did not show opens none over the
+   * user's work; they open once its session is shown (`repost`). */
+  diffs?: acp.Diff[];
 }
 
 export class Permissions implements vscode.TextDocumentContentProvider {
@@ -72,7 +75,8 @@ export class Permissions implements vscode.TextDocumentContentProvider {
     if (this.shown(params.sessionId)) this.post(event);
     this.changed();
     signal.addEventListener("abort", () => this.answer(id, null), { once: true });
-    for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
+    if (this.shown(params.sessionId)) for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
+    else if (diffs.length > 0) this.pending.get(id)!.diffs = diffs;
     return result;
   }
 
@@ -111,7 +115,13 @@ export class Permissions implements vscode.TextDocumentContentProvider {
   /** Posts again the questions of `sessionId` still waiting (the panel was cleared by a session switch
    * and shows that session again): answerable as before, same ids. */
   repost(sessionId: string): void {
-    for (const p of this.pending.values()) if (p.params.sessionId === sessionId && p.event) this.post(p.event);
+    for (const [id, p] of this.pending) {
+      if (p.params.sessionId !== sessionId) continue;
+      if (p.event) this.post(p.event);
+      const diffs = p.diffs ?? [];
+      p.diffs = undefined;
+      for (const [i, d] of diffs.entries()) void this.showDiff(id, i, d);
+    }
   }
 
   /** The questions still waiting, by session (`what`: the question's title). */

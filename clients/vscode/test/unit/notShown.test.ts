@@ -64,3 +64,22 @@ describe("a proposal of a session the panel does not show", () => {
     expect(view.activeProposalId()).toBe(p.id);
   });
 });
+
+describe("a permission question of a session the panel does not show", () => {
+  it("a_permission_question_of_a_session_not_shown_opened_its_diff_over_the_users_work", async () => {
+    const { Permissions } = await import("../../src/permissions");
+    let shown = "B";
+    const permissions = new Permissions(() => {}, (id) => id === shown);
+    const options = [{ optionId: "allow", name: "Allow", kind: "allow_once" as const }];
+    void permissions.request({ sessionId: "A", options, toolCall: { toolCallId: "t", title: "a.txt: keep yours or take the checkpoint?", content: [{ type: "diff", path: "/ws/a.txt", oldText: "x\n", newText: "y\n" }] } as never }, new AbortController().signal);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(diffsOpened()).toBe(0);
+    shown = "A";
+    permissions.repost("A");
+    await new Promise((r) => setTimeout(r, 0));
+    expect(diffsOpened()).toBe(1);
+    permissions.repost("A"); // once
+    await new Promise((r) => setTimeout(r, 0));
+    expect(diffsOpened()).toBe(1);
+  });
+});
