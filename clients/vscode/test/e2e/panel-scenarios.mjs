@@ -267,7 +267,9 @@ export function panelScenarios(h) {
       await qp.waitFor({ timeout: T });
       await qp.fill("File");
       await page.keyboard.press("Enter");
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: s.mentionFile }).first().waitFor({ timeout: T });
+      // the file picker with the workspace's files (it shows the first ~16: the file is found by typing its name)
+      await page.locator(".quick-input-widget .quick-input-title", { hasText: "Add a file" }).waitFor({ timeout: T });
+      await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: T });
       await qp.fill(s.mentionFile);
       await page.locator(".quick-input-list .monaco-list-row", { hasText: s.mentionFile }).first().waitFor({ timeout: T });
       await page.keyboard.press("Enter");
