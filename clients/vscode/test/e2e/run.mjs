@@ -822,7 +822,8 @@ const scenarios = {
 
   /** bench/vscode_panel.py --burst (not in CI; newcomer 3, finding 4): one long answer arriving at once.
    * A 10 ms interval timer in the webview records how long its main thread was blocked between ticks
-   * while the answer rendered (the longest gap − 10 ms), and when the answer's last words showed. */
+   * while the answer rendered (the longest gap − 10 ms), and when the answer's last words showed. With
+   * BENCH_CPU_PROFILE=FILE / BENCH_TRACE=FILE: a CDP CPU profile / a Chromium trace of that stretch too. */
   async burst_bench(page, s) {
     const p = panel(page);
     await p.locator("button.new-session").click();
@@ -849,9 +850,19 @@ const scenarios = {
         }, 10);
       });
     });
+    const cpu = process.env.BENCH_CPU_PROFILE ? await page.context().newCDPSession(page) : undefined;
+    if (cpu) {
+      await cpu.send("Profiler.enable");
+      await cpu.send("Profiler.setSamplingInterval", { interval: 2000 });
+      await cpu.send("Profiler.start");
+    }
+    const tracing = process.env.BENCH_TRACE ? page.context().browser() : undefined;
+    if (tracing) await tracing.startTracing(page, { path: process.env.BENCH_TRACE, categories: ["devtools.timeline", "blink", "disabled-by-default-devtools.timeline"] });
     const sentAt = Date.now();
     await promptInPanel(page, s.prompt);
     const lastShownAt = await transcript.evaluate(() => /** @type {any} */ (window).__done);
+    if (tracing) await tracing.stopTracing();
+    if (cpu) writeFileSync(process.env.BENCH_CPU_PROFILE, JSON.stringify((await cpu.send("Profiler.stop")).profile));
     const gaps = await transcript.evaluate(() => /** @type {any} */ (window).__gaps);
     await p.locator(".agent", { hasText: s.answer }).first().waitFor({ timeout: T });
     const blocked = gaps.map((g) => Math.max(0, g - 10)).sort((a, b) => a - b);
