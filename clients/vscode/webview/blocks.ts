@@ -194,3 +194,25 @@ export function tailPieces(lastLength: number, lastEnded: boolean, data: string,
   out.push(current);
   return out;
 }
+
+/** What starts a `<pre>` that goes on with a long code block (`render.ts` draws one as several). */
+const CODE_NEXT = '<pre class="code-part code-next';
+
+/**
+ * A block's HTML in parts to draw one by one: cut before a `<pre>` that goes on with a long code block,
+ * once a part holds `size` characters (a block without such a `<pre>` is one part). Drawn at once, the
+ * 150 `<pre>`s of a 30,000-line block were all laid out in the paint that closed it (newcomer 6 finding 8);
+ * the parts before the last are drawn when they come near the viewport.
+ *
+ * Must not: cut anywhere else (inside a `<pre>`, or between other elements), or lose a character.
+ */
+export function htmlParts(html: string, size: number): string[] {
+  const parts: string[] = [];
+  let from = 0;
+  for (let cut = html.indexOf(CODE_NEXT, from + size); cut >= 0; cut = html.indexOf(CODE_NEXT, from + size)) {
+    parts.push(html.slice(from, cut));
+    from = cut;
+  }
+  parts.push(html.slice(from));
+  return parts;
+}

@@ -11,7 +11,7 @@
  */
 
 import type { ChatEvent, ErrorKind, HostToWebview, ImageView, MentionView, WebviewToHost } from "../src/protocol";
-import { BlockSplitter, PAINT_BUDGET, blockCost, blockCuts, drawnFrom, tailPieces } from "./blocks";
+import { BlockSplitter, PAINT_BUDGET, blockCost, blockCuts, drawnFrom, htmlParts, tailPieces } from "./blocks";
 import { commandParts } from "./command";
 import { renderMarkdown, isSafeLink } from "./render";
 import { type ChatState, type Item, activity, askUndo, completeCommand, exitText, fold, formatElapsed, initialState, isRestoreProposal, isStreaming, outcomeWord, proposalMessage, permissionAnswer, promptToGiveBack, shortCommand, statusWord, toolReason, turnChanges, waitingElsewhere } from "./state";
@@ -657,6 +657,13 @@ function estimateBlock(block: string): number {
   return Math.round((lines + 1) * fontPx * 1.4); // + the margin between blocks
 }
 
+/** The height of a part of a long code block (`htmlParts`): its lines do not wrap. */
+function estimateCode(html: string): number {
+  let lines = 1;
+  for (let at = html.indexOf("\n"); at >= 0; at = html.indexOf("\n", at + 1)) lines++;
+  return Math.round(lines * fontPx * 1.4);
+}
+
 /** Units come near the viewport and wait to be drawn: those in view first, then the nearest, at most
  * `FILL_MS` of a frame beyond those in view (a replay's end comes near with a hundred cards at once). */
 const toFill = new Set<Unit>();
@@ -767,8 +774,17 @@ function addBlocks(view: AgentView, blocks: string[], from: number): void {
       later.set(chunk, (later.get(chunk) ?? (parseFloat(chunk.el.style.height) || 0)) + estimateBlock(block));
       return;
     }
-    const html = renderBlock(block);
-    if (!chunk || chunk.collapsed || chunk.size >= CHUNK_BYTES) chunk = newChunk(view, false);
+    const parts = htmlParts(renderBlock(block), CHUNK_BYTES);
+    const html = parts.pop()!;
+    for (const part of parts) {
+      // a long code block's parts before its last: kept as their HTML, drawn when near the viewport
+      const far = newChunk(view, true);
+      far.html = part;
+      far.size = part.length;
+      far.el.style.height = `${estimateCode(part)}px`;
+    }
+    if (parts.length > 0) chunk = newChunk(view, false);
+    else if (!chunk || chunk.collapsed || chunk.size >= CHUNK_BYTES) chunk = newChunk(view, false);
     chunk.html += html;
     chunk.size += block.length;
     chunk.blocks++;

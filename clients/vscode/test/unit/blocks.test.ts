@@ -2,7 +2,8 @@
 // indented continuation stay one block), each line is read once, and the result does not depend on
 // how the text was cut into deltas. Also the host's joining of text chunks.
 import { describe, expect, it } from "vitest";
-import { BlockSplitter, blockCuts, tailPieces } from "../../webview/blocks";
+import { BlockSplitter, blockCuts, htmlParts, tailPieces } from "../../webview/blocks";
+import { CODE_PART_LINES, renderMarkdown } from "../../webview/render";
 import { appendEvent } from "../../src/chatView";
 import type { ChatEvent } from "../../src/protocol";
 
@@ -176,5 +177,29 @@ describe("tailPieces (newcomer 6 finding 8: one long code block froze the window
     expect(stream("y".repeat(9000), 1000, 2048)).toEqual(["y".repeat(9000)]);
     expect(tailPieces(2048, true, "next\n", 2048)).toEqual(["", "next\n"]);
     expect(tailPieces(2048, false, "tail\nnext\n", 2048)).toEqual(["tail\n", "next\n"]);
+  });
+});
+
+describe("htmlParts (newcomer 6 finding 8: a closed 30,000-line code block was laid out whole in the paint that closed it)", () => {
+  it("a 30,000-line code block closed was drawn whole at once: its HTML is in parts cut before a <pre> going on with it, and the part drawn at once holds one <pre>", () => {
+    const lines = Array.from({ length: 30_000 }, (_, n) => `def f${n}(x):  return x * ${n} + len('<b>${n}</b>')  # c\n`);
+    const html = renderMarkdown("```python\n" + lines.join("") + "```\n");
+    const parts = htmlParts(html, 8000);
+    expect(parts.join("")).toBe(html);
+    // what the close draws now: the last part, one <pre> of at most CODE_PART_LINES lines; the other 149 wait
+    expect(parts.length).toBe(30_000 / CODE_PART_LINES);
+    expect(parts.at(-1)!.match(/<pre/g)!.length).toBe(1);
+    expect(parts.at(-1)!.split("\n").length - 1).toBeLessThanOrEqual(CODE_PART_LINES + 1);
+    expect(parts.slice(1).every((p) => p.startsWith('<pre class="code-part code-next'))).toBe(true);
+  });
+
+  it("HTML without a long code block is one part, and a part holds at least `size` characters", () => {
+    const html = renderMarkdown("para\n\n```js\nshort\n```\n");
+    expect(htmlParts(html, 10)).toEqual([html]);
+    const code = renderMarkdown("```\n" + "x\n".repeat(1000) + "```\n"); // 5 pres of 200 lines, ~400 characters each
+    const parts = htmlParts(code, 1000);
+    expect(parts.join("")).toBe(code);
+    expect(parts.length).toBe(2);
+    expect(parts[0]!.match(/<pre/g)!.length).toBe(3);
   });
 });
