@@ -68,7 +68,8 @@ async def test_a_confined_command_used_the_users_ssh_agent_through_ssh_auth_sock
 
 async def test_shell_env_allow_passes_ssh_auth_sock_to_confined_commands_on_purpose(tmp_path, agent):
     path, listener = agent
+    # (with network = true: under the default "ask" a confined command has no unix sockets at all)
     res = await _run(tmp_path, 'python3 connect.py "$SSH_AUTH_SOCK"', {"SSH_AUTH_SOCK": path},
-                     shell_env_allow=["SSH_AUTH_SOCK"])
+                     shell_env_allow=["SSH_AUTH_SOCK"], network=True)
     assert f"VAR {path}" in res.text and "CONNECTED" in res.text, res.text
     listener.accept()[0].close()

@@ -510,7 +510,8 @@ const scenarios = {
     // the notification's Review (its toast hides after 15 s: from the notification center) opens the
     // diff in front (no notification: its tab); Accept All
     await runCommand(page, "Notifications: Show Notifications");
-    const item = page.locator(".notifications-center .notification-list-item", { hasText: "waits for your review" }).last();
+    // this proposal's own notification (earlier scenarios' proposals that opened behind left theirs: the newest is first)
+    const item = page.locator(".notifications-center .notification-list-item", { hasText: `"Edit ${s.other}" waits for your review` }).first();
     const notified = await item.textContent({ timeout: 10_000 }).then((t) => (t ?? "").trim(), () => null);
     await shot(page, "typing-in-another-file-notifications");
     if (notified !== null) await item.locator(".monaco-button", { hasText: "Review" }).click();
