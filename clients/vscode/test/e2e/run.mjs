@@ -623,10 +623,16 @@ const scenarios = {
     await page.keyboard.type(s.title);
     await rows.first().filter({ hasText: s.title }).waitFor({ timeout: T });
     await page.keyboard.press("Enter");
-    await p.locator(".agent", { hasText: s.expect }).first().waitFor({ timeout: T });
-    // the replay's first card lies far above the end the panel shows, where a card is kept as its height
-    // alone: scrolled to as a user would, it is drawn again
-    await p.locator(".transcript").evaluate((t) => { t.scrollTop = 0; });
+    // the replay's first turn (its answer and card) lies far above the end the panel shows, where an item
+    // is kept as its height alone (the session grew with the scenarios before this one): scrolled to the
+    // top as a user would — again while the replay still arrives — it is drawn
+    const answer = p.locator(".agent", { hasText: s.expect }).first();
+    const deadline = Date.now() + T;
+    while (!(await answer.isVisible().catch(() => false))) {
+      if (Date.now() > deadline) throw new Error(`the loaded session never showed "${s.expect}" at its top`);
+      await p.locator(".transcript").evaluate((t) => { t.scrollTop = 0; });
+      await new Promise((r) => setTimeout(r, 200));
+    }
     await p.locator(".tool", { hasText: s.expectTool }).first().waitFor({ timeout: T });
     await shot(page, "sessions-panel");
     // nothing of a replay looks live: no spinner, no running card, no working line, no Stop
