@@ -261,6 +261,20 @@ class SessionPolicy:
         data.update(extra or {})
         self.log.append("policy/decision", data)
 
+    async def _ask_logged(self, question: Ask, base: dict[str, Any]) -> Answer:
+        """Ask ``question`` outside the guard (a command's after-questions) and log its ``policy/decision``
+        (``base`` + the outcome; a cancelled turn's question is a denial, logged, and the cancel goes on)."""
+        try:
+            answer = await self.approver.ask(question)
+        except asyncio.CancelledError:
+            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": "fail-closed:turn-cancelled"})
+            raise
+        self.log.append("policy/decision", {**base, "outcome": "allow" if answer.allowed else "deny",
+                                            "decided_by": answer.decided_by,
+                                            "answer": {"kind": answer.kind, "option": answer.option,
+                                                       "detail": answer.detail}})
+        return answer
+
     async def _keep_editor_config(self, tool_call_id: str | None, changes: list[Any]) -> bool:
         """A confined command created, changed or removed editor configuration below the roots
         (``editor_config.ConfigWatch``), which was put back: ask the user whether to keep the
@@ -312,15 +326,7 @@ class SessionPolicy:
                        {"paths": paths[:_MAX_SHOWN_CHANGES], "count": len(paths)}, (ALLOW_ONCE, REJECT_ONCE),
                        names=((ALLOW_ONCE, "Keep the command's version"), (REJECT_ONCE, "Leave it put back")),
                        locations=[{"path": p} for p in paths[:_MAX_SHOWN_CHANGES]])
-        try:
-            answer = await self.approver.ask(question)
-        except asyncio.CancelledError:
-            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": "fail-closed:turn-cancelled"})
-            raise
-        self.log.append("policy/decision", {**base, "outcome": "allow" if answer.allowed else "deny",
-                                            "decided_by": answer.decided_by,
-                                            "answer": {"kind": answer.kind, "option": answer.option,
-                                                       "detail": answer.detail}})
+        answer = await self._ask_logged(question, base)
         return answer.allowed
 
     def _network_remembered(self, command: str) -> bool:
@@ -360,15 +366,7 @@ class SessionPolicy:
                       (REJECT_ALWAYS, f"Never the network for `{_plain(prefix, 80)}`")]
         question = Ask(tool_call_id or "", f"Run `{shown}` again with the network?", "execute", content,
                        {"command": command}, options, names=tuple(names))
-        try:
-            answer = await self.approver.ask(question)
-        except asyncio.CancelledError:
-            self.log.append("policy/decision", {**base, "outcome": "deny", "decided_by": "fail-closed:turn-cancelled"})
-            raise
-        self.log.append("policy/decision", {**base, "outcome": "allow" if answer.allowed else "deny",
-                                            "decided_by": answer.decided_by,
-                                            "answer": {"kind": answer.kind, "option": answer.option,
-                                                       "detail": answer.detail}})
+        answer = await self._ask_logged(question, base)
         if answer.kind == "selected" and answer.option in (ALLOW_ALWAYS, REJECT_ALWAYS) and prefix is not None:
             remembered = Rule(NETWORK, prefix, answer.option == ALLOW_ALWAYS)
             self.memory.remember(remembered)
